@@ -1,0 +1,34 @@
+import { defineConfig } from 'vitest/config';
+
+// Three projects, by feedback speed (see README "Tests"):
+// - unit: pure code and adapters against in-memory fakes or aws-sdk-client-mock; no servers.
+// - integration: the real local engines (DynamoDB Local, fauxqs, moto), started once by the
+//   global setup and stopped by pid afterwards.
+// - infra: CDK template assertions (added with the deploy issue).
+export default defineConfig({
+  test: {
+    reporters: ['default', './test/support/summary-reporter.ts'],
+    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+          environment: 'node',
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          environment: 'node',
+          globalSetup: ['test/integration/global-setup.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+          // Engines are shared; files run one at a time so counted operations stay exact.
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+});
