@@ -1,0 +1,20 @@
+import { fileURLToPath } from 'node:url';
+import { answersHttp, freePort, spawnEngine, waitUntilReady, type SpawnedEngine } from './process.js';
+
+export interface FauxqsEngine extends SpawnedEngine {
+  readonly endpoint: string;
+  readonly port: number;
+}
+
+/** Starts fauxqs@1.9.2 (SQS + S3 on one endpoint) in a child process of the current node. */
+export async function startFauxqs(options: { logFile: string; port?: number }): Promise<FauxqsEngine> {
+  const port = options.port ?? (await freePort());
+  const main = fileURLToPath(new URL('./fauxqs-main.ts', import.meta.url));
+  const engine = spawnEngine('fauxqs', process.execPath, ['--import', 'tsx', main, String(port)], {
+    logFile: options.logFile,
+    env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+  });
+  const endpoint = `http://127.0.0.1:${port}`;
+  await waitUntilReady(engine, () => answersHttp(`${endpoint}/health`), 30_000);
+  return { ...engine, endpoint, port };
+}
