@@ -1,0 +1,4 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+
+/** Composition root of the intake function: built once per execution environment. */
+export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'intake' } });

@@ -1,0 +1,32 @@
+import type { HttpApiHandler } from './runtime/http-api.js';
+import type { ScheduledHandler } from './runtime/scheduler.js';
+import type { SqsHandler } from './runtime/sqs-event-source.js';
+import type { StreamHandler } from './runtime/stream-event-source.js';
+
+/**
+ * The functions the local platform runs, each with the trigger it has in AWS. Modules are the real
+ * handler files; they are imported after the handler environment is set, like a Lambda cold start.
+ */
+export type LocalFunction =
+  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch'; readonly batchSize: number } }
+  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'http' } }
+  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'schedule' } }
+  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'stream'; readonly table: string } };
+
+const fn = (path: string): URL => new URL(`../functions/${path}`, import.meta.url);
+
+export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
+  { name: 'intake', module: fn('intake/handler.ts'), trigger: { kind: 'sqs', queue: 'dispatch', batchSize: 10 } },
+  { name: 'api', module: fn('api/handler.ts'), trigger: { kind: 'http' } },
+];
+
+type AnyHandler = SqsHandler | HttpApiHandler | ScheduledHandler | StreamHandler;
+
+/** Imports a handler module and returns its `handler` export, failing clearly if there is none. */
+export async function loadHandler<H extends AnyHandler>(fnDef: LocalFunction): Promise<H> {
+  const loaded = (await import(fnDef.module.href)) as { handler?: unknown };
+  if (typeof loaded.handler !== 'function') {
+    throw new TypeError(`${fnDef.module.pathname} exports no function named "handler"`);
+  }
+  return loaded.handler as H;
+}

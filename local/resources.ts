@@ -1,0 +1,126 @@
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { CreateQueueCommand, GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  CreateEventBusCommand,
+  PutRuleCommand,
+  PutTargetsCommand,
+  ResourceAlreadyExistsException,
+  type EventBridgeClient,
+} from '@aws-sdk/client-eventbridge';
+import type { LocalClients } from './clients.js';
+
+/** Names of the local platform's resources (the CDK stack names its own). */
+export const LOCAL_NAMES = {
+  dispatchQueue: 'dispatch-ledger-dispatch',
+  dispatchDlq: 'dispatch-ledger-dispatch-dlq',
+  eventBus: 'dispatch-ledger',
+  eventLogRule: 'dispatch-ledger-event-log',
+  eventLogQueue: 'dispatch-ledger-event-log',
+  evidenceBucket: 'dispatch-ledger-evidence',
+} as const;
+
+/** As in the deployed stack: SQS retries a message this often before the DLQ takes it. */
+export const DISPATCH_MAX_RECEIVE_COUNT = 5;
+
+export interface QueueRef {
+  readonly url: string;
+  readonly arn: string;
+}
+
+/** Creates (or finds) a queue and returns its URL and ARN. */
+export async function ensureQueue(
+  sqs: SQSClient,
+  name: string,
+  attributes: Record<string, string> = {},
+): Promise<QueueRef> {
+  const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: name, Attributes: attributes }));
+  if (!QueueUrl) throw new Error(`CreateQueue ${name} returned no URL`);
+  const { Attributes } = await sqs.send(new GetQueueAttributesCommand({ QueueUrl, AttributeNames: ['QueueArn'] }));
+  const arn = Attributes?.QueueArn;
+  if (!arn) throw new Error(`queue ${name} has no ARN`);
+  return { url: QueueUrl, arn };
+}
+
+/** A queue with a DLQ that takes each message after `maxReceiveCount` receives. */
+export async function ensureQueueWithDlq(
+  sqs: SQSClient,
+  name: string,
+  options: { dlqName: string; maxReceiveCount: number; visibilityTimeoutSeconds: number },
+): Promise<{ queue: QueueRef; dlq: QueueRef }> {
+  const dlq = await ensureQueue(sqs, options.dlqName, { MessageRetentionPeriod: '1209600' });
+  const queue = await ensureQueue(sqs, name, {
+    VisibilityTimeout: String(options.visibilityTimeoutSeconds),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlq.arn, maxReceiveCount: String(options.maxReceiveCount) }),
+  });
+  return { queue, dlq };
+}
+
+/**
+ * The local bus and its catch-all rule: every event on the bus is delivered, as EventBridge delivers
+ * it, to a queue in moto, from which the platform appends it to the event log file.
+ */
+export async function ensureEventBusWithLog(
+  eventBridge: EventBridgeClient,
+  motoSqs: SQSClient,
+  names: { bus: string; rule: string; queue: string },
+): Promise<{ busName: string; logQueue: QueueRef }> {
+  try {
+    await eventBridge.send(new CreateEventBusCommand({ Name: names.bus }));
+  } catch (error) {
+    if (!(error instanceof ResourceAlreadyExistsException)) throw error;
+  }
+  const logQueue = await ensureQueue(motoSqs, names.queue);
+  await eventBridge.send(
+    new PutRuleCommand({
+      Name: names.rule,
+      EventBusName: names.bus,
+      // Every source has a prefix of "": the catch-all pattern.
+      EventPattern: JSON.stringify({ source: [{ prefix: '' }] }),
+      State: 'ENABLED',
+    }),
+  );
+  const targets = await eventBridge.send(
+    new PutTargetsCommand({ Rule: names.rule, EventBusName: names.bus, Targets: [{ Id: 'event-log', Arn: logQueue.arn }] }),
+  );
+  if ((targets.FailedEntryCount ?? 0) > 0) throw new Error(`could not target the event log queue: ${JSON.stringify(targets.FailedEntries)}`);
+  return { busName: names.bus, logQueue };
+}
+
+export async function ensureBucket(s3: S3Client, name: string): Promise<string> {
+  try {
+    await s3.send(new CreateBucketCommand({ Bucket: name }));
+  } catch (error) {
+    const code = (error as { name?: string }).name;
+    if (code !== 'BucketAlreadyOwnedByYou' && code !== 'BucketAlreadyExists') throw error;
+  }
+  return name;
+}
+
+export interface LocalResources {
+  readonly dispatchQueue: QueueRef;
+  readonly dlq: QueueRef;
+  readonly eventBusName: string;
+  readonly eventLogQueue: QueueRef;
+  readonly evidenceBucket: string;
+}
+
+/** Everything the local platform's functions use, created idempotently. */
+export async function createLocalResources(
+  clients: LocalClients,
+  options: { dispatchVisibilityTimeoutSeconds: number },
+): Promise<LocalResources> {
+  const [{ queue, dlq }, bus, evidenceBucket] = await Promise.all([
+    ensureQueueWithDlq(clients.sqs, LOCAL_NAMES.dispatchQueue, {
+      dlqName: LOCAL_NAMES.dispatchDlq,
+      maxReceiveCount: DISPATCH_MAX_RECEIVE_COUNT,
+      visibilityTimeoutSeconds: options.dispatchVisibilityTimeoutSeconds,
+    }),
+    ensureEventBusWithLog(clients.eventBridge, clients.motoSqs, {
+      bus: LOCAL_NAMES.eventBus,
+      rule: LOCAL_NAMES.eventLogRule,
+      queue: LOCAL_NAMES.eventLogQueue,
+    }),
+    ensureBucket(clients.s3, LOCAL_NAMES.evidenceBucket),
+  ]);
+  return { dispatchQueue: queue, dlq, eventBusName: bus.busName, eventLogQueue: bus.logQueue, evidenceBucket };
+}

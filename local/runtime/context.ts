@@ -1,0 +1,39 @@
+import { randomUUID } from 'node:crypto';
+import type { Context } from 'aws-lambda';
+
+/** A Lambda `Context` for a local invocation: the fields handlers and Powertools read. */
+export function lambdaContext(functionName: string, timeoutMs: number, region: string): Context {
+  const deadline = Date.now() + timeoutMs;
+  const awsRequestId = randomUUID();
+  return {
+    callbackWaitsForEmptyEventLoop: false,
+    functionName,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:${region}:000000000000:function:${functionName}`,
+    memoryLimitInMB: '256',
+    awsRequestId,
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: `local/${awsRequestId}`,
+    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
+  };
+}
+
+/** What the local runtime records about each invocation (the analogue of Lambda's REPORT line). */
+export interface InvocationReport {
+  readonly at: string;
+  readonly function: string;
+  readonly requestId: string;
+  readonly trigger: 'sqs' | 'stream' | 'schedule' | 'http';
+  readonly durationMs: number;
+  readonly outcome: 'ok' | 'partial' | 'error';
+  /** SQS message ids or stream sequence numbers the invocation received. */
+  readonly items?: readonly string[];
+  /** Items reported back as failed (ReportBatchItemFailures). */
+  readonly failedItems?: readonly string[];
+  readonly error?: string;
+}
+
+export type InvocationListener = (report: InvocationReport) => void;

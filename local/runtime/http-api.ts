@@ -1,0 +1,185 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type {
+  APIGatewayProxyEventV2,
+  APIGatewayProxyResultV2,
+  APIGatewayProxyStructuredResultV2,
+  Context,
+} from 'aws-lambda';
+import { lambdaContext, type InvocationListener } from './context.js';
+
+export type HttpApiHandler = (event: APIGatewayProxyEventV2, context: Context) => Promise<APIGatewayProxyResultV2>;
+
+/** API Gateway HTTP APIs accept request payloads up to 10 MB. */
+export const MAX_PAYLOAD_BYTES = 10 * 1024 * 1024;
+
+/** Content types API Gateway passes as text; anything else arrives base64-encoded. */
+const TEXT_TYPES = /^(text\/|application\/(json|[\w.+-]+\+json|xml|x-www-form-urlencoded|javascript))/i;
+
+export interface HttpApiOptions {
+  readonly functionName: string;
+  readonly handler: HttpApiHandler;
+  readonly region: string;
+  readonly port?: number;
+  readonly timeoutMs?: number;
+  readonly onInvocation?: InvocationListener;
+  readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * A local API Gateway HTTP API (payload format 2.0, one `$default` route) in front of one handler,
+ * bound to 127.0.0.1. Requests become `APIGatewayProxyEventV2`s; results are mapped back as API
+ * Gateway does (a structured result, or any other value as a 200 JSON body).
+ */
+export async function startHttpApi(options: HttpApiOptions): Promise<{ url: string; port: number; close(): Promise<void> }> {
+  const server = createServer((request, response) => {
+    void serve(options, request, response).catch((error: unknown) => {
+      options.onError?.(error);
+      if (!response.headersSent) {
+        sendJson(response, 500, { message: 'Internal Server Error' });
+      } else {
+        response.end();
+      }
+    });
+  });
+  await listen(server, options.port ?? 0);
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolveClose) => {
+        server.close(() => resolveClose());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function listen(server: Server, port: number): Promise<void> {
+  return new Promise((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolveListen();
+    });
+  });
+}
+
+async function readBody(request: IncomingMessage): Promise<Buffer | 'too_large'> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_PAYLOAD_BYTES) return 'too_large';
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+async function serve(options: HttpApiOptions, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const body = await readBody(request);
+  if (body === 'too_large') {
+    sendJson(response, 413, { message: 'Request Entity Too Large' });
+    request.resume();
+    return;
+  }
+  const event = toEvent(request, body);
+  const context = lambdaContext(options.functionName, options.timeoutMs ?? 29_000, options.region);
+  const started = Date.now();
+  let result: APIGatewayProxyResultV2;
+  try {
+    result = await options.handler(event, context);
+  } catch (thrown) {
+    options.onInvocation?.({
+      at: new Date(started).toISOString(),
+      function: options.functionName,
+      requestId: context.awsRequestId,
+      trigger: 'http',
+      durationMs: Date.now() - started,
+      outcome: 'error',
+      error: thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown),
+    });
+    // What API Gateway answers when the integration fails: no detail leaks to the caller.
+    sendJson(response, 500, { message: 'Internal Server Error' });
+    return;
+  }
+  options.onInvocation?.({
+    at: new Date(started).toISOString(),
+    function: options.functionName,
+    requestId: context.awsRequestId,
+    trigger: 'http',
+    durationMs: Date.now() - started,
+    outcome: 'ok',
+  });
+  writeResult(response, result);
+}
+
+function toEvent(request: IncomingMessage, body: Buffer): APIGatewayProxyEventV2 {
+  const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || name === 'cookie') continue;
+    headers[name.toLowerCase()] = Array.isArray(value) ? value.join(',') : value;
+  }
+  const query: Record<string, string> = {};
+  for (const [name, value] of url.searchParams) {
+    query[name] = query[name] === undefined ? value : `${query[name]},${value}`;
+  }
+  const cookies = request.headers.cookie?.split(';').map((cookie) => cookie.trim()).filter(Boolean);
+  const contentType = headers['content-type'] ?? '';
+  const isText = body.length === 0 || TEXT_TYPES.test(contentType);
+  const now = new Date();
+  const method = (request.method ?? 'GET').toUpperCase();
+  return {
+    version: '2.0',
+    routeKey: '$default',
+    rawPath: url.pathname,
+    rawQueryString: url.search.startsWith('?') ? url.search.slice(1) : url.search,
+    ...(cookies && cookies.length > 0 ? { cookies } : {}),
+    headers,
+    ...(Object.keys(query).length > 0 ? { queryStringParameters: query } : {}),
+    requestContext: {
+      accountId: '000000000000',
+      apiId: 'local',
+      domainName: headers.host ?? '127.0.0.1',
+      domainPrefix: 'local',
+      http: {
+        method,
+        path: url.pathname,
+        protocol: `HTTP/${request.httpVersion}`,
+        sourceIp: request.socket.remoteAddress ?? '127.0.0.1',
+        userAgent: headers['user-agent'] ?? '',
+      },
+      requestId: randomUUID(),
+      routeKey: '$default',
+      stage: '$default',
+      time: now.toUTCString(),
+      timeEpoch: now.getTime(),
+    },
+    ...(body.length > 0 ? { body: isText ? body.toString('utf8') : body.toString('base64') } : {}),
+    isBase64Encoded: !isText,
+  };
+}
+
+function writeResult(response: ServerResponse, result: APIGatewayProxyResultV2): void {
+  if (typeof result !== 'object' || result === null || !('statusCode' in result)) {
+    // API Gateway's payload-2.0 inference: anything that is not a structured result is a 200 JSON body.
+    const body = typeof result === 'string' ? result : JSON.stringify(result);
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(body);
+    return;
+  }
+  const structured = result as APIGatewayProxyStructuredResultV2;
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(structured.headers ?? {})) headers[name] = String(value);
+  if (structured.cookies && structured.cookies.length > 0) headers['set-cookie'] = structured.cookies;
+  const body = structured.body === undefined ? Buffer.alloc(0) : Buffer.from(structured.body, structured.isBase64Encoded ? 'base64' : 'utf8');
+  response.writeHead(structured.statusCode ?? 200, headers);
+  response.end(body);
+}
+
+function sendJson(response: ServerResponse, status: number, body: unknown): void {
+  response.writeHead(status, { 'content-type': 'application/json' });
+  response.end(JSON.stringify(body));
+}

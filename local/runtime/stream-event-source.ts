@@ -1,0 +1,216 @@
+import {
+  DescribeStreamCommand,
+  GetRecordsCommand,
+  GetShardIteratorCommand,
+  type DynamoDBStreamsClient,
+  type _Record as StreamRecord,
+  type AttributeValue,
+} from '@aws-sdk/client-dynamodb-streams';
+import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { lambdaContext, type InvocationListener } from './context.js';
+
+export type StreamHandler = (
+  event: DynamoDBStreamEvent,
+  context: Context,
+) => Promise<DynamoDBBatchResponse | void | undefined>;
+
+export interface StreamEventSourceOptions {
+  readonly functionName: string;
+  readonly handler: StreamHandler;
+  readonly streams: DynamoDBStreamsClient;
+  readonly streamArn: string;
+  readonly region: string;
+  /** Default 100. */
+  readonly batchSize?: number;
+  /** Retries of a failing batch before it is handed to `onDiscard` and skipped (Lambda's MaximumRetryAttempts). Default 3. */
+  readonly maxRetryAttempts?: number;
+  /** Lambda's on-failure destination: receives what is skipped after the retries. */
+  readonly onDiscard?: (discarded: { readonly records: readonly DynamoDBRecord[]; readonly error: string }) => void;
+  /** Pause between polls of an idle shard. Default 250 ms. */
+  readonly idleMs?: number;
+  readonly timeoutMs?: number;
+  readonly onInvocation?: InvocationListener;
+  readonly onError?: (error: unknown) => void;
+}
+
+interface ShardCursor {
+  iterator: string | undefined;
+  /** Records read but not yet handled successfully (kept across retries). */
+  pending: DynamoDBRecord[];
+  attempts: number;
+}
+
+/**
+ * The local event source mapping for a DynamoDB stream (starting position TRIM_HORIZON), with Lambda's
+ * semantics: records of a shard in order; a thrown handler retries the same batch; with
+ * ReportBatchItemFailures the batch is retried from the first reported sequence number; after
+ * `maxRetryAttempts` the batch goes to the on-failure destination and the shard moves on.
+ */
+export class StreamEventSource {
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private readonly shards = new Map<string, ShardCursor>();
+  private readonly closed = new Set<string>();
+
+  constructor(private readonly options: StreamEventSourceOptions) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+
+  /** One pass over every open shard; returns how many records were handled. */
+  async pollOnce(): Promise<number> {
+    await this.discoverShards();
+    let handled = 0;
+    for (const [shardId, cursor] of this.shards) {
+      handled += await this.pollShard(shardId, cursor);
+    }
+    return handled;
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      try {
+        const handled = await this.pollOnce();
+        if (handled === 0) await new Promise((resolve) => setTimeout(resolve, this.options.idleMs ?? 250));
+      } catch (error) {
+        if (!this.running) break;
+        this.options.onError?.(error);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+    }
+  }
+
+  private async discoverShards(): Promise<void> {
+    const { streams, streamArn } = this.options;
+    let exclusiveStartShardId: string | undefined;
+    do {
+      const described = await streams.send(
+        new DescribeStreamCommand({ StreamArn: streamArn, ExclusiveStartShardId: exclusiveStartShardId }),
+      );
+      for (const shard of described.StreamDescription?.Shards ?? []) {
+        const shardId = shard.ShardId;
+        if (!shardId || this.shards.has(shardId) || this.closed.has(shardId)) continue;
+        const { ShardIterator } = await streams.send(
+          new GetShardIteratorCommand({ StreamArn: streamArn, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }),
+        );
+        this.shards.set(shardId, { iterator: ShardIterator, pending: [], attempts: 0 });
+      }
+      exclusiveStartShardId = described.StreamDescription?.LastEvaluatedShardId;
+    } while (exclusiveStartShardId);
+  }
+
+  private async pollShard(shardId: string, cursor: ShardCursor): Promise<number> {
+    const batchSize = this.options.batchSize ?? 100;
+    if (cursor.pending.length < batchSize && cursor.iterator) {
+      const page = await this.options.streams.send(
+        new GetRecordsCommand({ ShardIterator: cursor.iterator, Limit: batchSize - cursor.pending.length }),
+      );
+      cursor.iterator = page.NextShardIterator;
+      cursor.pending.push(...(page.Records ?? []).map((record) => toLambdaRecord(record, this.options)));
+    }
+    if (cursor.pending.length === 0) {
+      if (!cursor.iterator) {
+        this.shards.delete(shardId);
+        this.closed.add(shardId);
+      }
+      return 0;
+    }
+    const batch = cursor.pending.slice(0, batchSize);
+    const failedFrom = await this.invoke(batch);
+    if (failedFrom === undefined) {
+      cursor.pending.splice(0, batch.length);
+      cursor.attempts = 0;
+      return batch.length;
+    }
+    // Checkpoint everything before the first failure; retry from there.
+    cursor.pending.splice(0, failedFrom.index);
+    cursor.attempts += 1;
+    if (cursor.attempts > (this.options.maxRetryAttempts ?? 3)) {
+      const discarded = cursor.pending.splice(0, batch.length - failedFrom.index);
+      this.options.onDiscard?.({ records: discarded, error: failedFrom.error });
+      cursor.attempts = 0;
+    }
+    return failedFrom.index;
+  }
+
+  /** Undefined when the batch succeeded; else the index of the first record to retry from. */
+  private async invoke(batch: DynamoDBRecord[]): Promise<{ index: number; error: string } | undefined> {
+    const { functionName, handler, region } = this.options;
+    const context = lambdaContext(functionName, this.options.timeoutMs ?? 30_000, region);
+    const started = Date.now();
+    const items = batch.map((record) => record.dynamodb?.SequenceNumber ?? '');
+    let result: { index: number; error: string } | undefined;
+    try {
+      const response = await handler({ Records: batch }, context);
+      const failures = response?.batchItemFailures ?? [];
+      if (failures.length > 0) {
+        const indexes = failures.map((failure) => items.indexOf(failure.itemIdentifier ?? ''));
+        // An identifier that is not in the batch makes the whole batch fail, as in Lambda.
+        const index = indexes.some((value) => value < 0) ? 0 : Math.min(...indexes);
+        result = { index, error: 'batch item failure reported' };
+      }
+    } catch (thrown) {
+      result = { index: 0, error: thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown) };
+    }
+    this.options.onInvocation?.({
+      at: new Date(started).toISOString(),
+      function: functionName,
+      requestId: context.awsRequestId,
+      trigger: 'stream',
+      durationMs: Date.now() - started,
+      outcome: result === undefined ? 'ok' : result.index > 0 ? 'partial' : 'error',
+      items,
+      failedItems: result === undefined ? [] : items.slice(result.index),
+      ...(result ? { error: result.error } : {}),
+    });
+    return result;
+  }
+}
+
+type LambdaImage = NonNullable<NonNullable<DynamoDBRecord['dynamodb']>['NewImage']>;
+type LambdaValue = LambdaImage[string];
+
+/** The SDK gives binary attributes as bytes; Lambda delivers them base64-encoded. Everything else is the same JSON. */
+function toLambdaValue(value: AttributeValue): LambdaValue {
+  if (value.B !== undefined) return { B: Buffer.from(value.B).toString('base64') };
+  if (value.BS !== undefined) return { BS: value.BS.map((item) => Buffer.from(item).toString('base64')) };
+  if (value.L !== undefined) return { L: value.L.map(toLambdaValue) };
+  if (value.M !== undefined) return { M: toLambdaImage(value.M) };
+  return value as LambdaValue;
+}
+
+function toLambdaImage(image: Record<string, AttributeValue> | undefined): LambdaImage {
+  const out: LambdaImage = {};
+  for (const [name, value] of Object.entries(image ?? {})) out[name] = toLambdaValue(value);
+  return out;
+}
+
+function toLambdaRecord(record: StreamRecord, options: StreamEventSourceOptions): DynamoDBRecord {
+  const data = record.dynamodb;
+  const created = data?.ApproximateCreationDateTime;
+  return {
+    eventID: record.eventID,
+    eventName: record.eventName,
+    eventVersion: record.eventVersion ?? '1.1',
+    eventSource: 'aws:dynamodb',
+    awsRegion: options.region,
+    eventSourceARN: options.streamArn,
+    dynamodb: {
+      ...(created ? { ApproximateCreationDateTime: Math.floor(created.getTime() / 1000) } : {}),
+      Keys: toLambdaImage(data?.Keys),
+      ...(data?.NewImage ? { NewImage: toLambdaImage(data.NewImage) } : {}),
+      ...(data?.OldImage ? { OldImage: toLambdaImage(data.OldImage) } : {}),
+      SequenceNumber: data?.SequenceNumber,
+      SizeBytes: data?.SizeBytes,
+      StreamViewType: data?.StreamViewType,
+    },
+  };
+}
