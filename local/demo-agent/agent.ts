@@ -1,0 +1,357 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as pause } from 'node:timers/promises';
+import { z } from 'zod';
+import { CallbackClient } from './callbacks.js';
+import {
+  ApprovalDecisionSchema,
+  SubmissionSchema,
+  canTransition,
+  describeIssues,
+  isTerminal,
+  planFor,
+  type ApprovalDecision,
+  type DemoAgentStats,
+  type Log,
+  type Plan,
+  type RunEvent,
+  type RunStatus,
+  type RunView,
+} from './model.js';
+
+/**
+ * The demo agent's engine: accepts submissions, drives each run through its behaviour (CONTRACT §8)
+ * and calls the ledger back. It knows nothing of HTTP; every operation returns an outcome that
+ * `server.ts` maps to a status code.
+ */
+
+/** Pause between the steps of a run: short, so tests are fast, but real, so steps stay ordered. */
+const STEP_MS = 10;
+const SUMMARY_CHARS = 200;
+
+export interface RefusedOutcome {
+  readonly kind: 'refused';
+  readonly httpStatus: 400 | 404 | 409 | 422 | 503;
+  readonly code: string;
+  readonly message: string;
+}
+
+export type SubmitOutcome =
+  | { readonly kind: 'created' | 'existing'; readonly run: { readonly runId: string; readonly status: RunStatus } }
+  | RefusedOutcome;
+
+export type LookupOutcome = { readonly kind: 'found'; readonly view: RunView } | RefusedOutcome;
+export type DecideOutcome = { readonly kind: 'decided'; readonly decision: ApprovalDecision } | RefusedOutcome;
+export type CancelOutcome =
+  | { readonly kind: 'cancelled'; readonly run: { readonly runId: string; readonly status: RunStatus } }
+  | RefusedOutcome;
+
+interface Run {
+  readonly runId: string;
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly goal: string | undefined;
+  readonly plan: Plan;
+  readonly expectedEvidence: readonly string[];
+  readonly callbackUrl: string;
+  /** Aborted when the run ends early (cancel) or the agent stops: its pending steps never run. */
+  readonly work: AbortController;
+  status: RunStatus;
+  result?: { readonly summary: string };
+  evidence?: readonly string[];
+  pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
+  decided?: ApprovalDecision;
+  nextSeq: number;
+  /** Callbacks of one run go out one at a time, so the ledger sees seq in order. */
+  outbox: Promise<unknown>;
+}
+
+const DispatchIdOnly = z.object({ dispatchId: z.string().min(1) });
+
+function refused(httpStatus: RefusedOutcome['httpStatus'], code: string, message: string): RefusedOutcome {
+  return { kind: 'refused', httpStatus, code, message };
+}
+
+const runNotFound = (runId: string): RefusedOutcome => refused(404, 'run_not_found', `no run ${runId}`);
+
+export class DemoAgentEngine {
+  readonly #log: Log;
+  readonly #stop = new AbortController();
+  readonly #callbacks: CallbackClient;
+  readonly #runs = new Map<string, Run>();
+  readonly #runsByKey = new Map<string, Run>();
+  readonly #submissions = new Map<string, number>();
+  readonly #runsCreated = new Map<string, number>();
+  /** dispatchIds whose first `flaky_submit` submission has already been refused. */
+  readonly #flaked = new Set<string>();
+
+  constructor(log: Log) {
+    this.#log = log;
+    this.#callbacks = new CallbackClient({ log, stopSignal: this.#stop.signal });
+  }
+
+  /** `POST /runs`. The same Idempotency-Key always answers with the same run. */
+  submit(idempotencyKey: string | undefined, body: unknown): SubmitOutcome {
+    const readable = DispatchIdOnly.safeParse(body);
+    if (readable.success) increment(this.#submissions, readable.data.dispatchId);
+
+    if (idempotencyKey === undefined || idempotencyKey === '') {
+      return refused(400, 'missing_idempotency_key', 'the Idempotency-Key header ({dispatchId}:{attempt}) is required');
+    }
+    const parsed = SubmissionSchema.safeParse(body);
+    if (!parsed.success) return refused(400, 'invalid_submission', describeIssues(parsed.error));
+    const submission = parsed.data;
+    const expectedKey = `${submission.dispatchId}:${submission.attempt}`;
+    if (idempotencyKey !== expectedKey) {
+      return refused(400, 'idempotency_key_mismatch', `Idempotency-Key must be ${expectedKey}, got ${idempotencyKey}`);
+    }
+
+    const existing = this.#runsByKey.get(idempotencyKey);
+    if (existing) return { kind: 'existing', run: { runId: existing.runId, status: existing.status } };
+
+    const planned = planFor(submission.task);
+    if (planned.kind === 'invalid') return refused(422, planned.code, planned.message);
+    const { plan } = planned;
+    if (plan.behavior === 'reject') {
+      return refused(422, 'submission_rejected', 'the demo agent rejects this task (behavior: reject)');
+    }
+    if (plan.behavior === 'flaky_submit' && !this.#flaked.has(submission.dispatchId)) {
+      this.#flaked.add(submission.dispatchId);
+      return refused(503, 'temporarily_unavailable', 'first submission refused on purpose (behavior: flaky_submit); retry');
+    }
+
+    const goal = submission.task['goal'];
+    const run: Run = {
+      runId: `r-${randomUUID()}`,
+      dispatchId: submission.dispatchId,
+      attempt: submission.attempt,
+      goal: typeof goal === 'string' ? goal : undefined,
+      plan,
+      expectedEvidence: submission.expectedEvidence ?? [],
+      callbackUrl: submission.callbackUrl,
+      work: new AbortController(),
+      status: 'queued',
+      nextSeq: 1,
+      outbox: Promise.resolve(),
+    };
+    this.#runs.set(run.runId, run);
+    this.#runsByKey.set(idempotencyKey, run);
+    increment(this.#runsCreated, run.dispatchId);
+    this.#log({ level: 'info', msg: 'run_created', runId: run.runId, dispatchId: run.dispatchId, behavior: plan.behavior });
+    this.#drive(run, () => this.#script(run));
+    return { kind: 'created', run: { runId: run.runId, status: run.status } };
+  }
+
+  /** `GET /runs/{runId}`. */
+  lookup(runId: string): LookupOutcome {
+    const run = this.#visibleRun(runId);
+    if (!run) return runNotFound(runId);
+    if (run.plan.behavior === 'lookup_unavailable') {
+      return refused(503, 'lookup_unavailable', 'the status endpoint is down on purpose (behavior: lookup_unavailable)');
+    }
+    return { kind: 'found', view: viewOf(run) };
+  }
+
+  /** `POST /runs/{runId}/approval`. Repeating the decision already taken answers it again. */
+  decide(runId: string, body: unknown): DecideOutcome {
+    const run = this.#visibleRun(runId);
+    if (!run) return runNotFound(runId);
+    const parsed = ApprovalDecisionSchema.safeParse(body);
+    if (!parsed.success) return refused(400, 'invalid_decision', describeIssues(parsed.error));
+    const decision = parsed.data;
+
+    if (run.decided?.approvalId === decision.approvalId && run.decided.decision === decision.decision) {
+      return { kind: 'decided', decision: run.decided };
+    }
+    if (run.status !== 'waiting_for_approval' || run.pendingApproval?.approvalId !== decision.approvalId) {
+      return refused(409, 'approval_not_pending', `approval ${decision.approvalId} is not pending on run ${runId}`);
+    }
+
+    run.pendingApproval = undefined;
+    run.decided = decision;
+    this.#log({ level: 'info', msg: 'approval_decided', runId, ...decision });
+    if (decision.decision === 'cancel') {
+      this.#cancel(run);
+    } else {
+      this.#move(run, 'running');
+      this.#drive(run, async () => {
+        await this.#heartbeat(run);
+        await this.#finishWork(run, { upload: true, report: true });
+      });
+    }
+    return { kind: 'decided', decision };
+  }
+
+  /** `POST /runs/{runId}/cancel`. A run that already ended keeps its final status. */
+  cancel(runId: string): CancelOutcome {
+    const run = this.#visibleRun(runId);
+    if (!run) return runNotFound(runId);
+    if (!isTerminal(run.status)) this.#cancel(run);
+    return { kind: 'cancelled', run: { runId: run.runId, status: run.status } };
+  }
+
+  /** `GET /stats`. */
+  stats(): DemoAgentStats {
+    return { submissions: Object.fromEntries(this.#submissions), runs: Object.fromEntries(this.#runsCreated) };
+  }
+
+  /** Stops every run's pending steps and in-flight callbacks; resolves once all have settled. */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    for (const run of this.#runs.values()) run.work.abort();
+    await Promise.all([...this.#runs.values()].map((run) => run.outbox));
+  }
+
+  #visibleRun(runId: string): Run | undefined {
+    const run = this.#runs.get(runId);
+    // A vanished run was accepted, then forgotten: every later question about it gets a 404.
+    return run?.plan.behavior === 'vanish' ? undefined : run;
+  }
+
+  async #script(run: Run): Promise<void> {
+    const { plan } = run;
+    switch (plan.behavior) {
+      case 'complete':
+      case 'flaky_submit':
+        await this.#begin(run);
+        return this.#finishWork(run, { upload: true, report: true });
+      case 'complete_without_evidence':
+        await this.#begin(run);
+        return this.#finishWork(run, { upload: false, report: true });
+      case 'lose_callback':
+        await this.#begin(run);
+        return this.#finishWork(run, { upload: true, report: false });
+      case 'stall':
+        await this.#begin(run);
+        if (plan.resumeAfterSeconds === undefined) return;
+        await pause(plan.resumeAfterSeconds * 1000, undefined, { signal: run.work.signal });
+        return this.#finishWork(run, { upload: true, report: true });
+      case 'slow':
+        await this.#begin(run);
+        // One heartbeat per second of work (the first came with #begin).
+        for (let elapsed = 0; elapsed < plan.seconds; elapsed += 1) {
+          await pause(Math.min(1, plan.seconds - elapsed) * 1000, undefined, { signal: run.work.signal });
+          if (elapsed + 1 < plan.seconds) await this.#heartbeat(run);
+        }
+        return this.#finishWork(run, { upload: true, report: true });
+      case 'lookup_unavailable':
+        // Alive once, then silent: the ledger's monitor must find out by lookup, and cannot.
+        return this.#begin(run);
+      case 'await_approval': {
+        await this.#step(run);
+        this.#move(run, 'running');
+        await this.#step(run);
+        const pendingApproval = { approvalId: `a-${randomUUID()}`, requestedAt: new Date().toISOString() };
+        if (!this.#move(run, 'waiting_for_approval')) return;
+        run.pendingApproval = pendingApproval;
+        await this.#emit(run, { type: 'approval_requested', approvalId: pendingApproval.approvalId });
+        return;
+      }
+      case 'fail':
+        await this.#begin(run);
+        await this.#step(run);
+        if (!this.#move(run, 'failed')) return;
+        run.result = { summary: summarise(`Failed on purpose (behavior: fail)`, run.goal) };
+        await this.#emit(run, { type: 'failed', result: run.result });
+        return;
+      case 'vanish':
+      case 'reject':
+        // vanish: accepted, then nothing at all. reject never gets a run.
+        return;
+    }
+  }
+
+  /** queued → running, announced by a heartbeat. */
+  async #begin(run: Run): Promise<void> {
+    await this.#step(run);
+    this.#move(run, 'running');
+    await this.#heartbeat(run);
+  }
+
+  /** Uploads the expected evidence (unless told not to), then completes, reporting it (unless told not to). */
+  async #finishWork(run: Run, how: { readonly upload: boolean; readonly report: boolean }): Promise<void> {
+    if (how.upload) {
+      for (const ref of run.expectedEvidence) {
+        await this.#step(run);
+        await this.#enqueue(run, () =>
+          this.#callbacks.putEvidence(run.callbackUrl, run.dispatchId, run.runId, ref, evidenceContent(run, ref)),
+        );
+      }
+    }
+    await this.#step(run);
+    if (!this.#move(run, 'completed')) return;
+    run.result = { summary: summarise('Completed', run.goal) };
+    run.evidence = [...run.expectedEvidence];
+    if (how.report) await this.#emit(run, { type: 'completed', result: run.result, evidence: run.evidence });
+  }
+
+  #cancel(run: Run): void {
+    run.work.abort();
+    run.pendingApproval = undefined;
+    if (!this.#move(run, 'cancelled')) return;
+    void this.#emit(run, { type: 'cancelled' });
+  }
+
+  async #heartbeat(run: Run): Promise<void> {
+    await this.#emit(run, { type: 'heartbeat' });
+  }
+
+  /** Waits one step; throws if the run was cancelled or the agent stopped meanwhile. */
+  async #step(run: Run): Promise<void> {
+    await pause(STEP_MS, undefined, { signal: run.work.signal });
+  }
+
+  #move(run: Run, to: RunStatus): boolean {
+    if (!canTransition(run.status, to)) return false;
+    run.status = to;
+    return true;
+  }
+
+  #emit(run: Run, fields: Omit<RunEvent, 'dispatchId' | 'seq'>): Promise<boolean> {
+    // seq is taken when the event is queued, and the queue is ordered, so the ledger sees 1, 2, 3…
+    const event: RunEvent = { dispatchId: run.dispatchId, seq: run.nextSeq++, ...fields };
+    return this.#enqueue(run, () => this.#callbacks.postEvent(run.callbackUrl, run.runId, event));
+  }
+
+  #enqueue(run: Run, send: () => Promise<boolean>): Promise<boolean> {
+    // `send` never rejects (CallbackClient logs and returns false), so the chain never breaks.
+    const sent = run.outbox.then(send);
+    run.outbox = sent;
+    return sent;
+  }
+
+  /** Runs a script in the background; a cancelled run's script just ends, a bug is logged, never thrown. */
+  #drive(run: Run, script: () => Promise<void>): void {
+    script().catch((error: unknown) => {
+      if (run.work.signal.aborted) return;
+      this.#log({
+        level: 'error',
+        msg: 'run_script_failed',
+        runId: run.runId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    });
+  }
+}
+
+function increment(counts: Map<string, number>, key: string): void {
+  counts.set(key, (counts.get(key) ?? 0) + 1);
+}
+
+function viewOf(run: Run): RunView {
+  return {
+    runId: run.runId,
+    status: run.status,
+    ...(run.result && { result: run.result }),
+    ...(run.evidence && { evidence: run.evidence }),
+    ...(run.pendingApproval && { pendingApproval: run.pendingApproval }),
+  };
+}
+
+function summarise(outcome: string, goal: string | undefined): string {
+  const text = goal === undefined ? `${outcome}.` : `${outcome}: ${goal}`;
+  return text.slice(0, SUMMARY_CHARS);
+}
+
+function evidenceContent(run: Run, ref: string): string {
+  return `# ${ref}\n\nDemo evidence for dispatch ${run.dispatchId}, attempt ${run.attempt}, run ${run.runId}.\n`;
+}

@@ -1,0 +1,168 @@
+import { z } from 'zod';
+
+/**
+ * The demo agent's own model: what a submission looks like, which behaviours exist and how a run's
+ * status may move. Nothing here talks HTTP; `agent.ts` drives runs, `server.ts` exposes them.
+ */
+
+/** Run statuses, in the contract's vocabulary (§2 dispatch view, minus the ledger-only `unknown`). */
+export const RUN_STATUSES = [
+  'queued',
+  'running',
+  'waiting_for_approval',
+  'completed',
+  'failed',
+  'cancelled',
+] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+const TERMINAL: ReadonlySet<RunStatus> = new Set<RunStatus>(['completed', 'failed', 'cancelled']);
+
+/** Legal moves of a run; anything not listed (in particular, leaving a terminal status) is refused. */
+const TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
+  queued: ['running', 'cancelled'],
+  running: ['waiting_for_approval', 'completed', 'failed', 'cancelled'],
+  waiting_for_approval: ['running', 'cancelled'],
+  completed: [],
+  failed: [],
+  cancelled: [],
+};
+
+export function isTerminal(status: RunStatus): boolean {
+  return TERMINAL.has(status);
+}
+
+export function canTransition(from: RunStatus, to: RunStatus): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+/** The behaviours of CONTRACT §8, chosen by `task.behavior`. */
+export const BEHAVIORS = [
+  'complete',
+  'complete_without_evidence',
+  'stall',
+  'lose_callback',
+  'vanish',
+  'lookup_unavailable',
+  'await_approval',
+  'fail',
+  'slow',
+  'reject',
+  'flaky_submit',
+] as const;
+export type Behavior = (typeof BEHAVIORS)[number];
+
+/** A task without `behavior` is an ordinary task: the demo agent simply completes it. */
+export const DEFAULT_BEHAVIOR: Behavior = 'complete';
+
+/** Upper bound on any wait a task may ask for, so a typo cannot park a run for days. */
+const MAX_TASK_SECONDS = 3600;
+const taskSeconds = z.number().min(0).max(MAX_TASK_SECONDS);
+
+/** Body of `POST /runs` (CONTRACT §8). */
+export const SubmissionSchema = z.object({
+  dispatchId: z.string().min(1).max(128),
+  attempt: z.number().int().min(1),
+  origin: z.string().min(1).max(64),
+  task: z.record(z.string(), z.unknown()),
+  expectedEvidence: z.array(z.string().min(1).max(512)).max(32).nullish(),
+  // z.httpUrl() would insist on a domain name; the local ledger lives at http://127.0.0.1:PORT.
+  callbackUrl: z.url({ protocol: /^https?$/ }),
+});
+export type Submission = z.infer<typeof SubmissionSchema>;
+
+/** Behaviour-specific task parameters; unknown task fields are the origin's business and ignored. */
+const StallParamsSchema = z.object({ resumeAfterSeconds: taskSeconds.optional() });
+const SlowParamsSchema = z.object({ seconds: taskSeconds.default(3) });
+
+/** What a run does, resolved once at submission so a run never re-reads its task. */
+export type Plan =
+  | { readonly behavior: 'stall'; readonly resumeAfterSeconds?: number }
+  | { readonly behavior: 'slow'; readonly seconds: number }
+  | { readonly behavior: Exclude<Behavior, 'stall' | 'slow'> };
+
+export type PlanOutcome =
+  | { readonly kind: 'plan'; readonly plan: Plan }
+  | { readonly kind: 'invalid'; readonly code: 'unknown_behavior' | 'invalid_task'; readonly message: string };
+
+function isBehavior(value: unknown): value is Behavior {
+  return typeof value === 'string' && (BEHAVIORS as readonly string[]).includes(value);
+}
+
+/**
+ * Reads `task.behavior` and its parameters.
+ *
+ * @example
+ * planFor({ behavior: 'stall', resumeAfterSeconds: 1 }) // { kind: 'plan', plan: { behavior: 'stall', resumeAfterSeconds: 1 } }
+ * planFor({ behavior: 'dance' })                        // { kind: 'invalid', code: 'unknown_behavior', ... }
+ */
+export function planFor(task: Readonly<Record<string, unknown>>): PlanOutcome {
+  const behavior = task['behavior'] ?? DEFAULT_BEHAVIOR;
+  if (!isBehavior(behavior)) {
+    return {
+      kind: 'invalid',
+      code: 'unknown_behavior',
+      message: `task.behavior ${JSON.stringify(behavior)} is not one of: ${BEHAVIORS.join(', ')}`,
+    };
+  }
+  if (behavior === 'stall') {
+    const params = StallParamsSchema.safeParse(task);
+    if (!params.success) return invalidTask(behavior, params.error);
+    const { resumeAfterSeconds } = params.data;
+    return { kind: 'plan', plan: resumeAfterSeconds === undefined ? { behavior } : { behavior, resumeAfterSeconds } };
+  }
+  if (behavior === 'slow') {
+    const params = SlowParamsSchema.safeParse(task);
+    if (!params.success) return invalidTask(behavior, params.error);
+    return { kind: 'plan', plan: { behavior, seconds: params.data.seconds } };
+  }
+  return { kind: 'plan', plan: { behavior } };
+}
+
+function invalidTask(behavior: Behavior, error: z.ZodError): PlanOutcome {
+  return { kind: 'invalid', code: 'invalid_task', message: `task for ${behavior}: ${describeIssues(error)}` };
+}
+
+/** One line per problem, `path: message`, for error bodies (never a stack trace). */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues.map((issue) => `${issue.path.join('.') || '(body)'}: ${issue.message}`).join('; ');
+}
+
+/** Body of `POST /runs/{runId}/approval`. */
+export const ApprovalDecisionSchema = z.object({
+  approvalId: z.string().min(1),
+  decision: z.enum(['approve', 'cancel']),
+});
+export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
+
+/** A run event as posted to `{callbackUrl}/runs/{runId}/events` (CONTRACT §2). */
+export type RunEventType = 'heartbeat' | 'progress' | 'approval_requested' | 'completed' | 'failed' | 'cancelled';
+export interface RunEvent {
+  readonly dispatchId: string;
+  readonly seq: number;
+  readonly type: RunEventType;
+  readonly approvalId?: string;
+  readonly result?: { readonly summary: string };
+  readonly evidence?: readonly string[];
+}
+
+/** `GET /runs/{runId}` answer (CONTRACT §8). */
+export interface RunView {
+  readonly runId: string;
+  readonly status: RunStatus;
+  readonly result?: { readonly summary: string };
+  readonly evidence?: readonly string[];
+  readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
+}
+
+/** `GET /stats` answer (CONTRACT §8 "The demo agent"). */
+export interface DemoAgentStats {
+  /** POST /runs requests received, per dispatchId. */
+  readonly submissions: Record<string, number>;
+  /** Distinct runs created, per dispatchId. */
+  readonly runs: Record<string, number>;
+}
+
+/** One structured log line; the agent never writes to stdout itself. */
+export type LogLine = Record<string, unknown>;
+export type Log = (line: LogLine) => void;
