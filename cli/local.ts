@@ -1,0 +1,106 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { checkPrerequisites } from '../local/engines/index.js';
+import { ensureDynamoDbLocal } from '../local/engines/dynamodb-local.js';
+import { isAlive, isOurs, stopPid, tailOf } from '../local/engines/process.js';
+import { clearState, readState, type LocalState } from '../local/state.js';
+
+export class LocalPlatformError extends Error {
+  override readonly name = 'LocalPlatformError';
+}
+
+const SUPERVISOR = fileURLToPath(new URL('../local/supervisor-main.ts', import.meta.url));
+const READY_TIMEOUT_MS = 180_000;
+
+/** The state of a platform that is running now, or undefined (a stale state file is ignored). */
+export function runningState(stateDir: string): LocalState | undefined {
+  const state = readState(stateDir);
+  return state && isOurs('supervisor', state.pid) ? state : undefined;
+}
+
+/**
+ * Starts the supervisor detached from this terminal and waits until it reports ready (or failed).
+ * Returns the ready state; the supervisor keeps running after this process exits.
+ */
+export async function localUp(options: {
+  stateDir: string;
+  tickSeconds: number;
+  /** Foreground: the supervisor stops itself if this process goes away without stopping it. */
+  foreground: boolean;
+  progress: (message: string) => void;
+}): Promise<LocalState> {
+  const { stateDir } = options;
+  const existing = runningState(stateDir);
+  if (existing) {
+    throw new LocalPlatformError(
+      `the local platform is already running (pid ${existing.pid}); stop it with: npx ledger local down`,
+    );
+  }
+  checkPrerequisites();
+  // Fetch the jar here rather than in the supervisor, so a first run shows what it is waiting for.
+  await ensureDynamoDbLocal({ log: options.progress });
+
+  mkdirSync(join(stateDir, 'logs'), { recursive: true });
+  clearState(stateDir);
+  const logFile = join(stateDir, 'logs', 'platform.log');
+  const out = openSync(logFile, 'w');
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      SUPERVISOR,
+      '--state-dir',
+      stateDir,
+      '--tick',
+      String(options.tickSeconds),
+      ...(options.foreground ? ['--parent-pid', String(process.pid)] : []),
+    ],
+    {
+      detached: true,
+      stdio: ['ignore', out, out],
+      env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    },
+  );
+  closeSync(out);
+  child.unref();
+  const pid = child.pid;
+  if (pid === undefined) throw new LocalPlatformError('could not start the local platform supervisor');
+
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const state = readState(stateDir);
+    if (state?.pid === pid && state.status === 'ready') return state;
+    if (state?.pid === pid && state.status === 'failed') {
+      await stopPid(pid);
+      throw new LocalPlatformError(`the local platform failed to start: ${state.error ?? 'unknown error'}`);
+    }
+    if (!isAlive(pid)) {
+      throw new LocalPlatformError(`the local platform exited during start; ${logFile}:\n${tailOf(logFile)}`);
+    }
+    await sleep(100);
+  }
+  await stopLocal(stateDir);
+  throw new LocalPlatformError(`the local platform was not ready after ${READY_TIMEOUT_MS / 1000} s; see ${logFile}`);
+}
+
+/**
+ * Stops exactly what `up` started: the supervisor (which stops its engines), then — by pid — any
+ * recorded process that is still there. A recorded pid is signalled only while its command line is
+ * still ours. Returns the pids that were running.
+ */
+export async function stopLocal(stateDir: string): Promise<number[]> {
+  const state = readState(stateDir);
+  if (!state) return [];
+  const ours = Object.entries({ supervisor: state.pid, ...state.pids }).filter(([role, pid]) => isOurs(role, pid));
+  const running = [...new Set(ours.map(([, pid]) => pid))];
+  if (isOurs('supervisor', state.pid)) await stopPid(state.pid, 15_000);
+  await Promise.all(ours.map(([role, pid]) => (isOurs(role, pid) ? stopPid(pid) : Promise.resolve())));
+  const left = ours.filter(([role, pid]) => isOurs(role, pid)).map(([role, pid]) => `${role} ${pid}`);
+  if (left.length > 0) throw new LocalPlatformError(`processes still running after stop: ${left.join(', ')}`);
+  clearState(stateDir);
+  return running;
+}

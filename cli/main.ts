@@ -1,0 +1,152 @@
+import { parseArgs } from 'node:util';
+import { stateDir as defaultStateDir } from '../local/paths.js';
+import { infoLine, type LocalState } from '../local/state.js';
+import { runDemo } from '../local/demo.js';
+import { MissingToolError } from '../local/engines/index.js';
+import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
+
+const USAGE = `usage:
+  ledger local up [--detach] [--json] [--tick SECONDS]   start the local platform (foreground unless --detach)
+  ledger local down                                      stop everything "up" started
+  ledger local status [--json]                           is it running, and where
+
+Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
+
+// A closed pipe (`ledger ... | head`) is not an error worth a stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
+}
+
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+const warn = (line: string): void => {
+  process.stderr.write(`${line}\n`);
+};
+
+function printReady(state: LocalState, json: boolean, heading?: string): void {
+  if (!state.info) return;
+  if (json) {
+    say(infoLine(state.info));
+    return;
+  }
+  const seconds = ((state.readyMs ?? 0) / 1000).toFixed(1);
+  say(heading ?? `Dispatch Ledger local platform ready in ${seconds} s`);
+  const rows: Array<[string, string]> = [
+    ['API', state.info.apiUrl],
+    ['dispatch queue', state.info.dispatchQueueUrl],
+    ['DLQ', state.info.dlqUrl],
+    ['SQS + S3 (fauxqs)', state.info.sqsEndpoint],
+    ['DynamoDB Local', state.info.dynamodbEndpoint],
+    ['EventBridge (moto)', `${state.info.eventBridgeEndpoint}  bus ${state.info.eventBusName}`],
+    ['event log', state.info.eventLog],
+    ['demo agent', state.info.demoAgentUrl],
+  ];
+  for (const [name, value] of rows) say(`  ${name.padEnd(20)} ${value}`);
+}
+
+async function up(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      detach: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      tick: { type: 'string', default: '60' },
+      demo: { type: 'boolean', default: false },
+      once: { type: 'boolean', default: false },
+    },
+  });
+  const tickSeconds = Number(values.tick);
+  if (!Number.isFinite(tickSeconds) || tickSeconds <= 0) {
+    warn(`--tick must be a number of seconds > 0, got "${values.tick}"`);
+    return 2;
+  }
+  const dir = defaultStateDir();
+  const started = Date.now();
+  const progress = values.json ? warn : say;
+  const state = await localUp({ stateDir: dir, tickSeconds, foreground: !values.detach, progress });
+  const total = { ...state, readyMs: Date.now() - started };
+  printReady(total, values.json);
+  if (values.detach) {
+    if (!values.json) say('running in the background; stop it with: npx ledger local down');
+    return 0;
+  }
+
+  let stopping: Promise<number> | undefined;
+  const stop = (): Promise<number> => {
+    stopping ??= stopLocal(dir).then(
+      (pids) => {
+        say(`stopped ${pids.length} processes`);
+        return 0;
+      },
+      (error: unknown) => {
+        warn(String(error instanceof Error ? error.message : error));
+        return 1;
+      },
+    );
+    return stopping;
+  };
+  const signalled = new Promise<number>((resolveSignal) => {
+    const onSignal = (): void => void stop().then(resolveSignal);
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
+
+  if (values.demo) {
+    try {
+      await runDemo(state, say);
+    } catch (error) {
+      warn(error instanceof Error ? error.message : String(error));
+      await stop();
+      return 1;
+    }
+  }
+  if (values.once) return stop();
+  say('press Ctrl-C to stop');
+  // Stay in the foreground until a signal, and leave if the platform itself goes away.
+  const watch = setInterval(() => {
+    if (stopping === undefined && !runningState(dir)) {
+      warn(`the local platform stopped; see ${state.logDir}/platform.log`);
+      process.exit(1);
+    }
+  }, 1_000);
+  const code = await signalled;
+  clearInterval(watch);
+  return code;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [group, command, ...rest] = argv;
+  if (group === 'local' && command === 'up') return up(rest);
+  if (group === 'local' && command === 'down') {
+    const pids = await stopLocal(defaultStateDir());
+    say(pids.length > 0 ? `stopped ${pids.length} processes (${pids.join(', ')})` : 'the local platform was not running');
+    return 0;
+  }
+  if (group === 'local' && command === 'status') {
+    const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } } });
+    const state = runningState(defaultStateDir());
+    if (!state || state.status !== 'ready') {
+      if (values.json) say('null');
+      else say('the local platform is not running');
+      return 3;
+    }
+    printReady(state, values.json, `Dispatch Ledger local platform running since ${state.startedAt} (supervisor pid ${state.pid})`);
+    return 0;
+  }
+  warn(USAGE);
+  return group === undefined || group === 'help' || group === '--help' ? 0 : 2;
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (error) {
+  if (error instanceof MissingToolError || error instanceof LocalPlatformError) {
+    warn(error.message);
+  } else {
+    warn(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  }
+  process.exitCode = 1;
+}

@@ -1,0 +1,82 @@
+/**
+ * The local platform's supervisor process, started by `ledger local up` (detached, its output in
+ * `<state>/logs/platform.log`). It runs the platform, records its state for `down`, and on SIGTERM or
+ * SIGINT stops everything it started, engines included.
+ * Usage: node --import tsx local/supervisor-main.ts --state-dir DIR --tick SECONDS
+ */
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { isAlive } from './engines/process.js';
+import { startPlatform, type RunningPlatform } from './platform.js';
+import { writeState, type LocalState } from './state.js';
+
+const { values } = parseArgs({
+  options: {
+    'state-dir': { type: 'string' },
+    tick: { type: 'string', default: '60' },
+    // Foreground `up`: the terminal's CLI. If it dies without stopping us (killed, closed terminal),
+    // the platform stops too instead of running on unseen.
+    'parent-pid': { type: 'string' },
+  },
+});
+const stateDir = values['state-dir'];
+const tickSeconds = Number(values.tick);
+if (!stateDir || !(tickSeconds > 0)) {
+  process.stderr.write('usage: supervisor-main --state-dir DIR --tick SECONDS\n');
+  process.exit(2);
+}
+
+const log = (line: Record<string, unknown>): void => {
+  process.stdout.write(`${JSON.stringify({ at: new Date().toISOString(), ...line })}\n`);
+};
+process.on('unhandledRejection', (reason) => log({ level: 'error', msg: 'unhandled rejection', error: String(reason) }));
+
+const startedAt = new Date();
+const base: LocalState = {
+  status: 'starting',
+  pid: process.pid,
+  startedAt: startedAt.toISOString(),
+  pids: { supervisor: process.pid },
+  logDir: join(stateDir, 'logs'),
+  invocationLog: join(stateDir, 'invocations.jsonl'),
+};
+writeState(stateDir, base);
+
+let platform: RunningPlatform | undefined;
+let stopping = false;
+const shutdown = (signal: string): void => {
+  if (stopping) return;
+  stopping = true;
+  log({ level: 'info', msg: 'stopping', signal });
+  void (platform?.stop() ?? Promise.resolve()).finally(() => {
+    log({ level: 'info', msg: 'stopped' });
+    process.exit(0);
+  });
+};
+process.on('SIGTERM', () => shutdown('SIGTERM'));
+const parentPid = values['parent-pid'] ? Number(values['parent-pid']) : undefined;
+if (parentPid !== undefined) {
+  setInterval(() => {
+    if (!isAlive(parentPid)) shutdown('parent exited');
+  }, 1_000).unref();
+}
+process.on('SIGINT', () => shutdown('SIGINT'));
+
+try {
+  platform = await startPlatform({ stateDir, tickSeconds, log });
+  const readyMs = Date.now() - startedAt.getTime();
+  writeState(stateDir, {
+    ...base,
+    status: 'ready',
+    readyMs,
+    pids: { supervisor: process.pid, ...platform.engines.pids },
+    info: platform.info,
+  });
+  log({ level: 'info', msg: 'ready', readyMs, ...platform.info });
+  if (stopping) await platform.stop();
+} catch (error) {
+  const message = error instanceof Error ? error.message : String(error);
+  log({ level: 'error', msg: 'start failed', error: message });
+  writeState(stateDir, { ...base, status: 'failed', error: message });
+  process.exit(1);
+}
