@@ -1,0 +1,73 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { isAlive } from '../../local/engines/process.js';
+import { projectRoot } from '../../local/paths.js';
+import { readState } from '../../local/state.js';
+
+const run = promisify(execFile);
+const stateDir = mkdtempSync(join(tmpdir(), 'ledger-cli-'));
+const env = { ...process.env, LEDGER_STATE_DIR: stateDir };
+
+/** The command exactly as a user types it, from the project root. */
+function ledger(...args: string[]) {
+  return run('npx', ['ledger', ...args], { cwd: projectRoot, env, timeout: 180_000 });
+}
+
+afterAll(async () => {
+  // Never leave a platform behind, whatever failed above.
+  await ledger('local', 'down').catch(() => undefined);
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+const CONTRACT_KEYS = [
+  'region', 'apiUrl', 'dispatchQueueUrl', 'dlqUrl', 'sqsEndpoint', 'dynamodbEndpoint',
+  's3Endpoint', 'eventBridgeEndpoint', 'eventBusName', 'eventLog', 'demoAgentUrl',
+];
+
+describe('npx ledger local up / down', () => {
+  it('up --detach --json prints the contract line; down leaves none of the processes it started', async () => {
+    const up = await ledger('local', 'up', '--detach', '--json', '--tick', '1');
+
+    const lines = up.stdout.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    const info = JSON.parse(lines[0] ?? '') as Record<string, string>;
+    expect(Object.keys(info)).toEqual(CONTRACT_KEYS);
+    expect(info.eventBusName).toBe('dispatch-ledger');
+    for (const key of ['apiUrl', 'sqsEndpoint', 'dynamodbEndpoint', 's3Endpoint', 'eventBridgeEndpoint', 'demoAgentUrl']) {
+      expect(info[key]).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    }
+    const stats = await fetch(`${info.demoAgentUrl}/stats`);
+    expect(await stats.json()).toEqual({ submissions: {}, runs: {} });
+
+    const state = readState(stateDir);
+    const pids = Object.values(state?.pids ?? {});
+    expect(Object.keys(state?.pids ?? {}).sort()).toEqual(['dynamodbLocal', 'fauxqs', 'moto', 'supervisor']);
+    expect(pids.every(isAlive)).toBe(true);
+
+    const second = await ledger('local', 'up', '--detach', '--json').then(
+      () => 'started twice',
+      (error: { stderr: string }) => error.stderr,
+    );
+    expect(second).toContain('already running');
+
+    const down = await ledger('local', 'down');
+    expect(down.stdout).toContain('stopped 4 processes');
+    expect(pids.filter(isAlive)).toEqual([]);
+    expect(readState(stateDir)).toBeUndefined();
+  });
+
+  it('up --demo --once (what npm start runs, then stops) reaches ready, runs the demo and stops everything', async () => {
+    const started = await ledger('local', 'up', '--demo', '--once', '--tick', '1');
+
+    expect(started.stdout).toMatch(/local platform ready in \d+\.\d s/);
+    expect(started.stdout).toContain('demo done');
+    expect(started.stdout).toMatch(/stopped 4 processes/);
+    const invocations = readFileSync(join(stateDir, 'invocations.jsonl'), 'utf8');
+    expect(invocations).toContain('"function":"intake"');
+    expect(readState(stateDir)).toBeUndefined();
+  });
+});

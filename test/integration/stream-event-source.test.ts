@@ -1,0 +1,113 @@
+import { CreateTableCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { afterAll, describe, expect, it } from 'vitest';
+import { StreamEventSource, type StreamHandler } from '../../local/runtime/stream-event-source.js';
+import { engineClients, uniqueName } from '../support/engines.js';
+
+const clients = engineClients();
+afterAll(() => clients.destroy());
+
+async function tableWithStream(): Promise<{ table: string; streamArn: string }> {
+  const table = uniqueName('stream');
+  const created = await clients.dynamodb.send(
+    new CreateTableCommand({
+      TableName: table,
+      BillingMode: 'PAY_PER_REQUEST',
+      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
+    }),
+  );
+  const streamArn = created.TableDescription?.LatestStreamArn;
+  if (!streamArn) throw new Error('no stream');
+  return { table, streamArn };
+}
+
+async function putItems(table: string, count: number): Promise<void> {
+  for (let n = 0; n < count; n += 1) {
+    await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: `item-${n}` }, n: { N: String(n) }, blob: { B: Buffer.from([n]) } } }));
+  }
+}
+
+function source(streamArn: string, handler: StreamHandler, discarded: Array<{ records: readonly DynamoDBRecord[] }> = []) {
+  return new StreamEventSource({
+    functionName: 'publisher',
+    handler,
+    streams: clients.streams,
+    streamArn,
+    region: 'us-east-1',
+    batchSize: 10,
+    maxRetryAttempts: 2,
+    onDiscard: (batch) => discarded.push(batch),
+  });
+}
+
+const keysOf = (event: DynamoDBStreamEvent) => event.Records.map((record) => record.dynamodb?.Keys?.pk?.S);
+
+describe('StreamEventSource on DynamoDB Local streams', () => {
+  it('delivers every change in order as a Lambda DynamoDBStreamEvent', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 3);
+    const events: DynamoDBStreamEvent[] = [];
+    const poller = source(streamArn, async (event) => {
+      events.push(event);
+    });
+
+    expect(await poller.pollOnce()).toBe(3);
+    expect(await poller.pollOnce()).toBe(0);
+
+    const record = events[0]?.Records[0];
+    expect(keysOf(events[0] as DynamoDBStreamEvent)).toEqual(['item-0', 'item-1', 'item-2']);
+    expect(record).toMatchObject({ eventName: 'INSERT', eventSource: 'aws:dynamodb', eventSourceARN: streamArn });
+    expect(record?.dynamodb?.NewImage?.n).toEqual({ N: '0' });
+    // Binary attributes arrive base64-encoded, as Lambda delivers them.
+    expect(record?.dynamodb?.NewImage?.blob).toEqual({ B: Buffer.from([0]).toString('base64') });
+    expect(typeof record?.dynamodb?.ApproximateCreationDateTime).toBe('number');
+  });
+
+  it('retries from the first reported failure, keeping what succeeded before it', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 4);
+    const events: DynamoDBStreamEvent[] = [];
+    const poller = source(streamArn, async (event) => {
+      events.push(event);
+      if (events.length === 1) return { batchItemFailures: [{ itemIdentifier: event.Records[2]?.dynamodb?.SequenceNumber ?? '' }] };
+      return { batchItemFailures: [] };
+    });
+
+    await poller.pollOnce();
+    await poller.pollOnce();
+
+    expect(events.map(keysOf)).toEqual([
+      ['item-0', 'item-1', 'item-2', 'item-3'],
+      ['item-2', 'item-3'],
+    ]);
+  });
+
+  it('hands a batch that keeps failing to the on-failure destination after the retries, then moves on', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 2);
+    const discarded: Array<{ records: readonly DynamoDBRecord[] }> = [];
+    let calls = 0;
+    const delivered: Array<string | undefined> = [];
+    const poller = source(
+      streamArn,
+      async (event) => {
+        calls += 1;
+        if (calls <= 3) throw new Error('publisher down');
+        delivered.push(...keysOf(event));
+      },
+      discarded,
+    );
+
+    for (let poll = 0; poll < 4; poll += 1) await poller.pollOnce();
+
+    // 1 attempt + 2 retries, then the batch is discarded to the destination.
+    expect(calls).toBe(3);
+    expect(discarded).toHaveLength(1);
+    expect(discarded[0]?.records.map((record) => record.dynamodb?.Keys?.pk?.S)).toEqual(['item-0', 'item-1']);
+    await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'after' } } }));
+    expect(await poller.pollOnce()).toBe(1);
+    expect(delivered).toEqual(['after']);
+  });
+});
