@@ -37,3 +37,8 @@ export interface InvocationReport {
 }
 
 export type InvocationListener = (report: InvocationReport) => void;
+
+/** How an invocation error is recorded: its class and message, never its stack. */
+export function describeError(thrown: unknown): string {
+  return thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
+}

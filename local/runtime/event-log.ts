@@ -1,4 +1,5 @@
 import { appendFile } from 'node:fs/promises';
+import { PollLoop } from './poll-loop.js';
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 
 /**
@@ -6,9 +7,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from
  * one event per line, exactly as EventBridge delivered it. Messages are deleted only after the append.
  */
 export class EventLogTail {
-  private running = false;
-  private loop: Promise<void> | undefined;
-  private readonly abort = new AbortController();
+  private readonly loop: PollLoop;
 
   constructor(
     private readonly options: {
@@ -17,26 +16,24 @@ export class EventLogTail {
       readonly file: string;
       readonly onError?: (error: unknown) => void;
     },
-  ) {}
-
-  start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = this.run();
+  ) {
+    this.loop = new PollLoop((signal) => this.drainOnce(1, signal), { onError: options.onError });
   }
 
-  async stop(): Promise<void> {
-    this.running = false;
-    this.abort.abort();
-    await this.loop;
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Moves what is waiting into the file; returns how many events were appended. */
-  async drainOnce(waitTimeSeconds = 1): Promise<number> {
+  async drainOnce(waitTimeSeconds = 1, signal: AbortSignal = this.loop.signal): Promise<number> {
     const { sqs, queueUrl, file } = this.options;
     const received = await sqs.send(
       new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: waitTimeSeconds }),
-      { abortSignal: this.abort.signal },
+      { abortSignal: signal },
     );
     const messages = received.Messages ?? [];
     if (messages.length === 0) return 0;
@@ -49,18 +46,6 @@ export class EventLogTail {
       }),
     );
     return messages.length;
-  }
-
-  private async run(): Promise<void> {
-    while (this.running) {
-      try {
-        await this.drainOnce();
-      } catch (error) {
-        if (!this.running) break;
-        this.options.onError?.(error);
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    }
   }
 }
 

@@ -7,7 +7,7 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import { lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, type InvocationListener } from './context.js';
 
 export type HttpApiHandler = (event: APIGatewayProxyEventV2, context: Context) => Promise<APIGatewayProxyResultV2>;
 
@@ -87,31 +87,26 @@ async function serve(options: HttpApiOptions, request: IncomingMessage, response
   const event = toEvent(request, body);
   const context = lambdaContext(options.functionName, options.timeoutMs ?? 29_000, options.region);
   const started = Date.now();
-  let result: APIGatewayProxyResultV2;
-  try {
-    result = await options.handler(event, context);
-  } catch (thrown) {
+  const report = (error?: string): void =>
     options.onInvocation?.({
       at: new Date(started).toISOString(),
       function: options.functionName,
       requestId: context.awsRequestId,
       trigger: 'http',
       durationMs: Date.now() - started,
-      outcome: 'error',
-      error: thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown),
+      outcome: error === undefined ? 'ok' : 'error',
+      ...(error === undefined ? {} : { error }),
     });
+  let result: APIGatewayProxyResultV2;
+  try {
+    result = await options.handler(event, context);
+  } catch (thrown) {
+    report(describeError(thrown));
     // What API Gateway answers when the integration fails: no detail leaks to the caller.
     sendJson(response, 500, { message: 'Internal Server Error' });
     return;
   }
-  options.onInvocation?.({
-    at: new Date(started).toISOString(),
-    function: options.functionName,
-    requestId: context.awsRequestId,
-    trigger: 'http',
-    durationMs: Date.now() - started,
-    outcome: 'ok',
-  });
+  report();
   writeResult(response, result);
 }
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, ScheduledEvent } from 'aws-lambda';
-import { lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, type InvocationListener } from './context.js';
 
 export type ScheduledHandler = (event: ScheduledEvent, context: Context) => Promise<unknown>;
 
@@ -66,7 +66,7 @@ export class Scheduler {
       .handler(event, context)
       .then(
         () => undefined,
-        (thrown: unknown) => (thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown)),
+        (thrown: unknown) => describeError(thrown),
       )
       .then((error) => {
         this.options.onInvocation?.({

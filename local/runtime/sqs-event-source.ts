@@ -6,7 +6,8 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord } from 'aws-lambda';
-import { lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, type InvocationListener } from './context.js';
+import { PollLoop } from './poll-loop.js';
 
 export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse | void | undefined>;
 
@@ -39,26 +40,22 @@ export interface SqsEventSourceOptions {
  * - what happens after `maxReceiveCount` receives is the queue's own redrive policy (the DLQ).
  */
 export class SqsEventSource {
-  private running = false;
-  private loop: Promise<void> | undefined;
-  private readonly abort = new AbortController();
+  private readonly loop: PollLoop;
 
-  constructor(private readonly options: SqsEventSourceOptions) {}
-
-  start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = this.run();
+  constructor(private readonly options: SqsEventSourceOptions) {
+    this.loop = new PollLoop((signal) => this.pollOnce(signal), { onError: options.onError });
   }
 
-  async stop(): Promise<void> {
-    this.running = false;
-    this.abort.abort();
-    await this.loop;
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Receives once and invokes the handler if anything came; returns how many records were delivered. */
-  async pollOnce(): Promise<number> {
+  async pollOnce(signal: AbortSignal = this.loop.signal): Promise<number> {
     const { sqs, queueUrl } = this.options;
     const received = await sqs.send(
       new ReceiveMessageCommand({
@@ -68,24 +65,12 @@ export class SqsEventSource {
         MessageSystemAttributeNames: ['All'],
         MessageAttributeNames: ['All'],
       }),
-      { abortSignal: this.abort.signal },
+      { abortSignal: signal },
     );
     const messages = received.Messages ?? [];
     if (messages.length === 0) return 0;
     await this.invoke(messages);
     return messages.length;
-  }
-
-  private async run(): Promise<void> {
-    while (this.running) {
-      try {
-        await this.pollOnce();
-      } catch (error) {
-        if (!this.running) break;
-        this.options.onError?.(error);
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    }
   }
 
   private async invoke(messages: Message[]): Promise<void> {
@@ -101,7 +86,7 @@ export class SqsEventSource {
       failed = this.failedItems(response, ids);
     } catch (thrown) {
       failed = new Set(ids);
-      error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
+      error = describeError(thrown);
     }
     const done = messages.filter((message) => !failed.has(message.MessageId ?? ''));
     if (done.length > 0) {

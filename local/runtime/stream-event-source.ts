@@ -7,7 +7,8 @@ import {
   type AttributeValue,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, type InvocationListener } from './context.js';
+import { PollLoop } from './poll-loop.js';
 
 export type StreamHandler = (
   event: DynamoDBStreamEvent,
@@ -47,22 +48,24 @@ interface ShardCursor {
  * `maxRetryAttempts` the batch goes to the on-failure destination and the shard moves on.
  */
 export class StreamEventSource {
-  private running = false;
-  private loop: Promise<void> | undefined;
+  private readonly loop: PollLoop;
   private readonly shards = new Map<string, ShardCursor>();
   private readonly closed = new Set<string>();
 
-  constructor(private readonly options: StreamEventSourceOptions) {}
-
-  start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = this.run();
+  constructor(private readonly options: StreamEventSourceOptions) {
+    this.loop = new PollLoop(() => this.pollOnce(), {
+      idleMs: options.idleMs ?? 250,
+      errorBackoffMs: 1_000,
+      onError: options.onError,
+    });
   }
 
-  async stop(): Promise<void> {
-    this.running = false;
-    await this.loop;
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One pass over every open shard; returns how many records were handled. */
@@ -73,19 +76,6 @@ export class StreamEventSource {
       handled += await this.pollShard(shardId, cursor);
     }
     return handled;
-  }
-
-  private async run(): Promise<void> {
-    while (this.running) {
-      try {
-        const handled = await this.pollOnce();
-        if (handled === 0) await new Promise((resolve) => setTimeout(resolve, this.options.idleMs ?? 250));
-      } catch (error) {
-        if (!this.running) break;
-        this.options.onError?.(error);
-        await new Promise((resolve) => setTimeout(resolve, 1_000));
-      }
-    }
   }
 
   private async discoverShards(): Promise<void> {
@@ -158,7 +148,7 @@ export class StreamEventSource {
         result = { index, error: 'batch item failure reported' };
       }
     } catch (thrown) {
-      result = { index: 0, error: thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown) };
+      result = { index: 0, error: describeError(thrown) };
     }
     this.options.onInvocation?.({
       at: new Date(started).toISOString(),
