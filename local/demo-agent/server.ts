@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DemoAgentEngine, type RefusedOutcome } from './agent.js';
@@ -12,6 +13,7 @@ export type { DemoAgentStats, LogLine } from './model.js';
 
 const HOST = '127.0.0.1';
 const MAX_BODY_BYTES = 1024 * 1024;
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export interface DemoAgentOptions {
   /** Port to listen on, on 127.0.0.1 only. @default 0 (any free port) */
@@ -47,6 +49,7 @@ export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<De
   const log = safeLog(options.log);
   const engine = new DemoAgentEngine(log);
   const server = createServer((req, res) => {
+    res.setHeader('x-request-id', requestIdOf(req));
     handle(engine, req, res).catch((error: unknown) => {
       log({ level: 'error', msg: 'request_failed', method: req.method, path: req.url, error: String(error) });
       if (res.headersSent) res.destroy();
@@ -200,6 +203,15 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
   return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * Every answer names its request, so a submitter holds proof from our side: the caller's own
+ * `x-request-id` when it is short and inert, else a fresh one (never an arbitrary string echoed back).
+ */
+function requestIdOf(req: IncomingMessage): string {
+  const sent = header(req, 'x-request-id');
+  return sent !== undefined && SAFE_REQUEST_ID.test(sent) ? sent : randomUUID();
 }
 
 /** A malformed escape is left as typed: it then simply matches no run. */

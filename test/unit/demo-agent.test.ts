@@ -489,6 +489,26 @@ describe('demo agent approval (await_approval)', () => {
   });
 });
 
+describe('demo agent request ids', () => {
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+  it('echoes a well-formed x-request-id on every answer and mints a UUID when there is none or it is unsafe', async () => {
+    const echoed = await postJson('/runs', submissionFactory(), { 'idempotency-key': 'd-x:1', 'x-request-id': 'req-1.a:B_2' });
+    expect(echoed.status).toBe(400);
+    expect(echoed.headers.get('x-request-id')).toBe('req-1.a:B_2');
+
+    const accepted = await submit(submissionFactory());
+    expect(accepted.headers.get('x-request-id')).toMatch(UUID);
+
+    const tooLong = await fetch(`${agent.url}/nowhere`, { headers: { 'x-request-id': 'a'.repeat(129) } });
+    expect(tooLong.status).toBe(404);
+    expect(tooLong.headers.get('x-request-id')).toMatch(UUID);
+
+    const unsafe = await fetch(`${agent.url}/stats`, { headers: { 'x-request-id': 'a b<script>' } });
+    expect(unsafe.headers.get('x-request-id')).toMatch(UUID);
+  });
+});
+
 describe('demo agent callback addresses', () => {
   it('encodes the dispatchId whole and each ref segment on its own', () => {
     expect(evidenceUrl('http://h:1/', 'd:1/x', 'out/a b/c.md', 'r 1')).toBe(

@@ -1,0 +1,408 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import {
+  TARGET_RUN_STATUSES,
+  type ApprovalOutcome,
+  type CancelOutcome,
+  type LookupOutcome,
+  type SubmitOutcome,
+  type SubmitRequest,
+  type TargetPort,
+  type TargetRegistration,
+  type TargetRunView,
+} from '../targets/port.js';
+
+/**
+ * The `http` target adapter (CONTRACT §8): the ledger's side of the target HTTP protocol.
+ *
+ * Whatever the target does (refuses, times out, answers garbage, answers far too much, echoes our
+ * credentials back) becomes an outcome with a bounded, secret-free reason; only misuse by our own
+ * code (a malformed base URL, a runId no target could have given us) throws.
+ */
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+/** Past this many bytes a body is not read further: an answer that long is not one we can use. */
+const MAX_BODY_BYTES = 64 * 1024;
+const REASON_CHARS = 200;
+const SUMMARY_CHARS = 1_000;
+const MAX_EVIDENCE = 32;
+/** A request id we are willing to store as proof: short and made of inert characters. */
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** C0/C1 controls plus the invisible and bidi-override characters that can disguise a log line. */
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]+/g;
+
+export interface HttpTargetOptions {
+  /** @default the global `fetch` */
+  readonly fetch?: typeof fetch;
+  /** Budget for one call, answer body included. @default 10000 */
+  readonly timeoutMs?: number;
+  /**
+   * The `authorization` header value, resolved before every call (so a rotated secret is picked up);
+   * `undefined` sends none. If it throws, the call is `unavailable`. The value never appears in a reason.
+   * @default no authorization header
+   */
+  readonly authHeader?: () => Promise<string | undefined>;
+  /** The `x-request-id` sent with each call. @default `crypto.randomUUID` */
+  readonly newRequestId?: () => string;
+}
+
+/**
+ * A {@link TargetPort} that speaks CONTRACT §8 over HTTP to `registration.baseUrl`.
+ *
+ * Outcome mapping, per call:
+ * - `submit`: 2xx with a valid `{ runId, status }` → `accepted` (`requestId`: the target's own
+ *   `x-request-id` if it sent a well-formed one, else ours); 4xx other than 408/429 → `rejected`;
+ *   anything else (5xx, 408, 429, 3xx, no connection, timeout, an unreadable or oversized 2xx body)
+ *   → `unavailable`. Retrying after `unavailable` is safe: the Idempotency-Key returns the same run.
+ * - `lookup`: valid 2xx for the same runId → `found`; 404 → `not_found`; else `unavailable`.
+ * - `decideApproval`: 2xx → `decided`; 409 or 422 → `conflict`; 404 → `not_found`; else `unavailable`.
+ * - `cancel`: 2xx → `cancelled` (the status the target reports, `cancelled` if it reports none);
+ *   404 → `not_found`; else `unavailable`.
+ *
+ * Redirects are not followed (a 3xx is `unavailable`), so credentials only ever go to the base URL.
+ *
+ * @throws TypeError if `baseUrl` is not an http(s) URL without credentials, query or fragment.
+ * @throws RangeError if `timeoutMs` is not a positive integer.
+ *
+ * @example
+ * const target = httpTarget(
+ *   { name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:4100/' },
+ *   { timeoutMs: 5_000, authHeader: async () => `Bearer ${await secrets.get('demo-agent')}` },
+ * );
+ * const outcome = await target.submit({ dispatchId: 'd-1', attempt: 1, origin: 'planner',
+ *   task: { behavior: 'complete' }, expectedEvidence: ['out/report.md'], callbackUrl: apiUrl });
+ * if (outcome.kind === 'accepted') record(outcome.runId, outcome.requestId);
+ */
+export function httpTarget(registration: TargetRegistration, options: HttpTargetOptions = {}): TargetPort {
+  const base = baseOf(registration);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
+    throw new RangeError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
+  }
+  const exchange = exchanger({
+    fetch: options.fetch ?? fetch,
+    timeoutMs,
+    authHeader: options.authHeader,
+    newRequestId: options.newRequestId ?? randomUUID,
+  });
+
+  return {
+    async submit(request: SubmitRequest): Promise<SubmitOutcome> {
+      const { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl } = request;
+      const answer = await exchange('POST', `${base}/runs`, {
+        headers: { 'Idempotency-Key': `${dispatchId}:${attempt}` },
+        json: { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl },
+      });
+      if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
+      const { status } = answer;
+      if (isSuccess(status)) {
+        const run = parseBody(answer.body, SubmittedSchema);
+        if (!run) return { kind: 'unavailable', reason: answer.explain(`HTTP ${status}: ${unreadable(answer.body, '{ runId, status }')}`) };
+        return { kind: 'accepted', runId: run.runId, status: run.status, requestId: answer.requestId };
+      }
+      if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
+        return { kind: 'rejected', httpStatus: status, reason: answer.explain(errorMessageOf(answer.body) ?? `HTTP ${status}`) };
+      }
+      return { kind: 'unavailable', reason: answer.failure() };
+    },
+
+    async lookup(runId: string): Promise<LookupOutcome> {
+      const answer = await exchange('GET', runUrl(base, runId));
+      if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
+      if (answer.status === 404) return { kind: 'not_found' };
+      if (!isSuccess(answer.status)) return { kind: 'unavailable', reason: answer.failure() };
+      const view = parseBody(answer.body, RunViewSchema);
+      if (!view) return { kind: 'unavailable', reason: answer.explain(`HTTP ${answer.status}: ${unreadable(answer.body, 'run view')}`) };
+      // A view of some other run is a confused target, not an observation of ours.
+      if (view.runId !== runId) return { kind: 'unavailable', reason: answer.explain('the target answered for another run') };
+      return { kind: 'found', run: view };
+    },
+
+    async decideApproval(runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome> {
+      const answer = await exchange('POST', `${runUrl(base, runId)}/approval`, { json: { approvalId, decision } });
+      if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
+      const { status } = answer;
+      if (isSuccess(status)) return { kind: 'decided', approvalId, decision };
+      // 422 too: a target that validates the decision against its state may say so either way.
+      if (status === 409 || status === 422) {
+        return { kind: 'conflict', reason: answer.explain(errorMessageOf(answer.body) ?? `HTTP ${status}`) };
+      }
+      if (status === 404) return { kind: 'not_found' };
+      return { kind: 'unavailable', reason: answer.failure() };
+    },
+
+    async cancel(runId: string): Promise<CancelOutcome> {
+      const answer = await exchange('POST', `${runUrl(base, runId)}/cancel`);
+      if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
+      // The target acted on the cancel; what it says about the run afterwards is a bonus.
+      if (isSuccess(answer.status)) return { kind: 'cancelled', status: parseBody(answer.body, CancelledSchema)?.status ?? 'cancelled' };
+      if (answer.status === 404) return { kind: 'not_found' };
+      return { kind: 'unavailable', reason: answer.failure() };
+    },
+  };
+}
+
+// --- What the target may answer --------------------------------------------------------------------
+
+const RunStatusSchema = z.enum(TARGET_RUN_STATUSES);
+
+/** 1..128 printable characters, and never a dot segment, which a URL path cannot carry. */
+const RunIdSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .refine((id) => isUsableRunId(id), 'not a usable run id');
+
+const SubmittedSchema = z.object({ runId: RunIdSchema, status: RunStatusSchema });
+
+const CancelledSchema = z.object({ status: RunStatusSchema });
+
+/** `null` and absence mean the same: targets differ in how they say "none". */
+const RunViewSchema = z
+  .object({
+    runId: RunIdSchema,
+    status: RunStatusSchema,
+    result: z
+      .object({ summary: z.string().transform((summary) => summary.slice(0, SUMMARY_CHARS)).nullish() })
+      .nullish(),
+    evidence: z.array(z.string().min(1).max(512)).max(MAX_EVIDENCE).nullish(),
+    pendingApproval: z
+      .object({ approvalId: z.string().min(1).max(128), requestedAt: z.string().max(64).nullish() })
+      .nullish(),
+  })
+  .transform((raw): TargetRunView => {
+    const { runId, status, result, evidence, pendingApproval } = raw;
+    return {
+      runId,
+      status,
+      ...(result && { result: typeof result.summary === 'string' ? { summary: result.summary } : {} }),
+      ...(evidence && { evidence }),
+      ...(pendingApproval && {
+        pendingApproval:
+          typeof pendingApproval.requestedAt === 'string'
+            ? { approvalId: pendingApproval.approvalId, requestedAt: pendingApproval.requestedAt }
+            : { approvalId: pendingApproval.approvalId },
+      }),
+    };
+  });
+
+/** CONTRACT §2's error shape, which targets are asked to share. */
+const ErrorBodySchema = z.object({ error: z.object({ message: z.string().min(1) }) });
+
+// --- One call ----------------------------------------------------------------------------------------
+
+type BodyRead =
+  | { readonly kind: 'complete'; readonly text: string }
+  /** Over MAX_BODY_BYTES: only the first bytes were kept, good for a preview and nothing else. */
+  | { readonly kind: 'too_large'; readonly prefix: string }
+  | { readonly kind: 'broken'; readonly reason: string };
+
+type Answer =
+  | { readonly kind: 'failed'; readonly reason: string }
+  | {
+      readonly kind: 'answered';
+      readonly status: number;
+      readonly body: BodyRead;
+      /** The target's own well-formed `x-request-id`, else the one we sent. */
+      readonly requestId: string;
+      /** Bounds and scrubs a reason built from what the target said. */
+      explain(text: string): string;
+      /** The reason for a non-2xx answer that makes the target `unavailable`. */
+      failure(): string;
+    };
+
+interface ExchangeConfig {
+  readonly fetch: typeof fetch;
+  readonly timeoutMs: number;
+  readonly authHeader: (() => Promise<string | undefined>) | undefined;
+  readonly newRequestId: () => string;
+}
+
+type Exchange = (
+  method: 'GET' | 'POST',
+  url: string,
+  extra?: { readonly headers?: Record<string, string>; readonly json?: unknown },
+) => Promise<Answer>;
+
+function exchanger(config: ExchangeConfig): Exchange {
+  return async (method, url, extra = {}) => {
+    const sentRequestId = config.newRequestId();
+    const headers: Record<string, string> = { accept: 'application/json', 'x-request-id': sentRequestId, ...extra.headers };
+    const body = extra.json === undefined ? undefined : JSON.stringify(extra.json);
+    if (body !== undefined) headers['content-type'] = 'application/json';
+
+    let secrets: readonly string[] = [];
+    if (config.authHeader) {
+      let value: string | undefined;
+      try {
+        value = await config.authHeader();
+      } catch (error) {
+        // Only the error's class: a secret store's message is not ours to repeat.
+        return { kind: 'failed', reason: `could not obtain the auth header (${error instanceof Error ? error.name : typeof error})` };
+      }
+      if (value !== undefined) {
+        headers['authorization'] = value;
+        secrets = secretFragments(value);
+      }
+    }
+    const scrub = (text: string): string => boundReason(text, secrets);
+
+    const signal = AbortSignal.timeout(config.timeoutMs);
+    let response: Response;
+    try {
+      response = await config.fetch(url, { method, headers, body, signal, redirect: 'manual' });
+    } catch (error) {
+      return { kind: 'failed', reason: scrub(describeFailure(error, signal, config.timeoutMs)) };
+    }
+    // Always read (boundedly), even when the status says it all: an unread body holds the connection.
+    const read = await readBounded(response, signal, config.timeoutMs);
+    const status = response.status;
+    const theirs = response.headers.get('x-request-id');
+    return {
+      kind: 'answered',
+      status,
+      body: read,
+      requestId: theirs !== null && SAFE_REQUEST_ID.test(theirs) ? theirs : sentRequestId,
+      explain: scrub,
+      failure: () => {
+        const detail = read.kind === 'broken' ? read.reason : errorMessageOf(read);
+        return scrub(detail === undefined ? `HTTP ${status}` : `HTTP ${status}: ${detail}`);
+      },
+    };
+  };
+}
+
+async function readBounded(response: Response, signal: AbortSignal, timeoutMs: number): Promise<BodyRead> {
+  if (response.body === null) return { kind: 'complete', text: '' };
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { kind: 'complete', text: Buffer.concat(chunks).toString('utf8') };
+      const room = MAX_BODY_BYTES - size;
+      size += value.byteLength;
+      if (size > MAX_BODY_BYTES) {
+        chunks.push(value.subarray(0, room));
+        // Best effort: the connection is dropped either way, and we have what we will use.
+        await reader.cancel().catch(() => undefined);
+        return { kind: 'too_large', prefix: Buffer.concat(chunks).toString('utf8') };
+      }
+      chunks.push(value);
+    }
+  } catch (error) {
+    return { kind: 'broken', reason: `answer body unreadable: ${describeFailure(error, signal, timeoutMs)}` };
+  }
+}
+
+function parseBody<T>(body: BodyRead, schema: z.ZodType<T>): T | undefined {
+  if (body.kind !== 'complete') return undefined;
+  let json: unknown;
+  try {
+    json = JSON.parse(body.text);
+  } catch {
+    return undefined;
+  }
+  const parsed = schema.safeParse(json);
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** Why a 2xx body could not be used, without repeating it. */
+function unreadable(body: BodyRead, expected: string): string {
+  if (body.kind === 'too_large') return `answer body over ${MAX_BODY_BYTES} bytes, not read`;
+  if (body.kind === 'broken') return body.reason;
+  return `answer body is not a valid ${expected}`;
+}
+
+/** The target's `error.message` if it sent the contract's error shape, else a preview of its body. */
+function errorMessageOf(body: BodyRead): string | undefined {
+  if (body.kind === 'broken') return undefined;
+  const message = parseBody(body, ErrorBodySchema)?.error.message;
+  if (message !== undefined) return message;
+  const preview = body.kind === 'complete' ? body.text : body.prefix;
+  return preview.trim() === '' ? undefined : preview.slice(0, REASON_CHARS * 4);
+}
+
+function describeFailure(error: unknown, signal: AbortSignal, timeoutMs: number): string {
+  if (signal.aborted) return `no answer within ${timeoutMs} ms`;
+  if (!(error instanceof Error)) return `could not reach the target: ${String(error)}`;
+  // fetch says "fetch failed" and keeps the useful part (ECONNREFUSED, reset, DNS) in `cause`.
+  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
+  return `could not reach the target: ${error.message}${cause}`;
+}
+
+// --- Reasons -------------------------------------------------------------------------------------------
+
+/** The header value and, for `Scheme credentials`, the credentials alone: a target may echo either. */
+function secretFragments(headerValue: string): readonly string[] {
+  const forms = [headerValue, headerValue.replace(/^\S+\s+/, '')];
+  const all = [...forms, ...forms.map((form) => form.replace(UNPRINTABLE, ' ').trim())];
+  return [...new Set(all.filter((fragment) => fragment !== ''))].sort((a, b) => b.length - a.length);
+}
+
+/**
+ * Makes text safe to store and show as a reason: secrets redacted, unprintable characters replaced by
+ * a space, at most REASON_CHARS characters.
+ */
+function boundReason(text: string, secrets: readonly string[]): string {
+  let clean = redact(text, secrets);
+  clean = redact(clean.replace(UNPRINTABLE, ' ').replace(/\s+/g, ' ').trim(), secrets);
+  if (clean.length <= REASON_CHARS) return clean;
+  let cut = clean.slice(0, REASON_CHARS - 1);
+  // Never end on half of a surrogate pair.
+  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
+  return `${cut}…`;
+}
+
+function redact(text: string, secrets: readonly string[]): string {
+  return secrets.reduce((acc, secret) => acc.split(secret).join('[redacted]'), text);
+}
+
+// --- Addresses -----------------------------------------------------------------------------------------
+
+/** The base URL without its trailing slashes, so `{base}/runs` is right with or without one. */
+function baseOf(registration: TargetRegistration): string {
+  let url: URL;
+  try {
+    url = new URL(registration.baseUrl);
+  } catch {
+    throw new TypeError(`target ${registration.name}: baseUrl is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new TypeError(`target ${registration.name}: baseUrl must be http or https, got ${url.protocol}`);
+  }
+  // Credentials belong in the auth header (from Secrets Manager), never in an address that gets logged.
+  if (url.username !== '' || url.password !== '') {
+    throw new TypeError(`target ${registration.name}: baseUrl must not carry credentials`);
+  }
+  if (url.search !== '' || url.hash !== '') {
+    throw new TypeError(`target ${registration.name}: baseUrl must not have a query or fragment`);
+  }
+  return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+}
+
+function runUrl(base: string, runId: string): string {
+  if (!isUsableRunId(runId)) {
+    throw new RangeError(`not a run id a target could have given: ${JSON.stringify(runId.slice(0, 140))}`);
+  }
+  return `${base}/runs/${encodeURIComponent(runId)}`;
+}
+
+/**
+ * URL parsers resolve `.` and `..` segments (even percent-encoded), so such a runId would address
+ * another resource; control characters would end up in logs and reasons.
+ */
+function isUsableRunId(runId: string): boolean {
+  return (
+    runId.length >= 1 &&
+    runId.length <= 128 &&
+    runId !== '.' &&
+    runId !== '..' &&
+    !/[\u0000-\u001f\u007f]/.test(runId)
+  );
+}
+
+function isSuccess(status: number): boolean {
+  return status >= 200 && status < 300;
+}

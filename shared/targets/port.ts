@@ -1,0 +1,68 @@
+/**
+ * The target port: how the ledger talks to a runtime that executes work (CONTRACT §8).
+ * Every call returns an outcome, never throws for a target's answer; only programming errors throw.
+ */
+
+/** Execution statuses a target may report (CONTRACT §2 `execution.status`, minus the ledger's own `unknown`). */
+export const TARGET_RUN_STATUSES = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'] as const;
+export type TargetRunStatus = (typeof TARGET_RUN_STATUSES)[number];
+
+export interface SubmitRequest {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly origin: string;
+  readonly task: Readonly<Record<string, unknown>>;
+  readonly expectedEvidence: readonly string[];
+  /** The ledger API's base URL: the target posts run events and uploads evidence under it. */
+  readonly callbackUrl: string;
+}
+
+export type SubmitOutcome =
+  /** The target holds a run for this dispatch attempt. `requestId` is the proof of the submission call. */
+  | { readonly kind: 'accepted'; readonly runId: string; readonly status: TargetRunStatus; readonly requestId: string }
+  /** The target answered and refused the work (4xx other than 408/429): retrying will not help. */
+  | { readonly kind: 'rejected'; readonly httpStatus: number; readonly reason: string }
+  /** Not reachable, timed out, 5xx, 408/429, or an unreadable answer: worth retrying later. */
+  | { readonly kind: 'unavailable'; readonly reason: string };
+
+export interface TargetRunView {
+  readonly runId: string;
+  readonly status: TargetRunStatus;
+  readonly result?: { readonly summary?: string };
+  readonly evidence?: readonly string[];
+  readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt?: string };
+}
+
+export type LookupOutcome =
+  | { readonly kind: 'found'; readonly run: TargetRunView }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'unavailable'; readonly reason: string };
+
+export type ApprovalOutcome =
+  | { readonly kind: 'decided'; readonly approvalId: string; readonly decision: 'approve' | 'cancel' }
+  /** The target says this approvalId is not the pending one (or the run is not waiting). */
+  | { readonly kind: 'conflict'; readonly reason: string }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'unavailable'; readonly reason: string };
+
+export type CancelOutcome =
+  | { readonly kind: 'cancelled'; readonly status: TargetRunStatus }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'unavailable'; readonly reason: string };
+
+/** One registered target, as the ledger talks to it. */
+export interface TargetPort {
+  submit(request: SubmitRequest): Promise<SubmitOutcome>;
+  lookup(runId: string): Promise<LookupOutcome>;
+  decideApproval(runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome>;
+  cancel(runId: string): Promise<CancelOutcome>;
+}
+
+/** A target as registered: name → kind, base URL, and where its auth secret lives. */
+export interface TargetRegistration {
+  readonly name: string;
+  readonly kind: 'http';
+  readonly baseUrl: string;
+  /** Secrets Manager id (name or ARN) of the header value the target expects; none for open targets. */
+  readonly secretRef?: string;
+}

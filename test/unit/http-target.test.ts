@@ -1,0 +1,504 @@
+import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
+import { httpTarget, type HttpTargetOptions } from '../../shared/adapters/http-target.js';
+import type { LookupOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+
+// The http target adapter (CONTRACT §8) against the real demo agent for the protocol, and against a
+// tiny stub server for what a real target rarely does on demand: hang, babble, overflow, vanish.
+// Everything listens on 127.0.0.1.
+
+const HOST = '127.0.0.1';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const SECRET = 'Bearer s3cr3t-t0ken-value';
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: 0, host: HOST }, () => {
+      const address = server.address();
+      if (address === null || typeof address === 'string') return reject(new Error('not listening on TCP'));
+      resolve(address.port);
+    });
+  });
+}
+
+function close(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+/** A URL on which nothing listens: a server we started, then closed. */
+async function closedUrl(): Promise<string> {
+  const server = createServer();
+  const port = await listen(server);
+  await close(server);
+  return `http://${HOST}:${port}`;
+}
+
+/** Polls until `probe` yields a value, or fails after `timeoutMs` naming what it waited for. */
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 3_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+let sequence = 0;
+let callbackUrl: string;
+
+beforeEach(async () => {
+  // The agent's callbacks fail against this address, which is fine: the adapter is under test.
+  callbackUrl = await closedUrl();
+});
+
+function submitRequestFactory(overrides: Partial<SubmitRequest> = {}): SubmitRequest {
+  return {
+    dispatchId: `d-http:${process.pid}.${++sequence}`,
+    attempt: 1,
+    origin: 'planner',
+    task: { goal: 'summarise the incident', behavior: 'complete' },
+    expectedEvidence: ['out/report.md'],
+    callbackUrl,
+    ...overrides,
+  };
+}
+
+/** Request ids the adapter sends, in order, so a test can name the one it expects back. */
+function requestIds(): { readonly sent: string[]; readonly next: () => string } {
+  const sent: string[] = [];
+  return {
+    sent,
+    next: () => {
+      const id = `req-test-${process.pid}-${++sequence}`;
+      sent.push(id);
+      return id;
+    },
+  };
+}
+
+describe('httpTarget against the demo agent', () => {
+  let agent: DemoAgent;
+  let target: TargetPort;
+
+  beforeEach(async () => {
+    agent = await startDemoAgent();
+    target = httpTarget({ name: 'demo-agent', kind: 'http', baseUrl: `${agent.url}/` });
+  });
+
+  afterEach(async () => {
+    await agent.stop();
+  });
+
+  async function acceptedRunId(request: SubmitRequest): Promise<string> {
+    const outcome = await target.submit(request);
+    if (outcome.kind !== 'accepted') throw new Error(`expected accepted, got ${JSON.stringify(outcome)}`);
+    return outcome.runId;
+  }
+
+  function untilFound(runId: string, accept: (outcome: Extract<LookupOutcome, { kind: 'found' }>) => boolean) {
+    return waitFor(`run ${runId} to be seen as wanted`, async () => {
+      const outcome = await target.lookup(runId);
+      return outcome.kind === 'found' && accept(outcome) ? outcome : undefined;
+    });
+  }
+
+  describe('submit', () => {
+    it('is accepted with the runId and, as proof, the request id it sent', async () => {
+      const ids = requestIds();
+      const withIds = httpTarget({ name: 'demo-agent', kind: 'http', baseUrl: agent.url }, { newRequestId: ids.next });
+
+      const outcome = await withIds.submit(submitRequestFactory());
+
+      expect(outcome).toEqual({ kind: 'accepted', runId: expect.stringMatching(/^r-/), status: 'queued', requestId: ids.sent[0] });
+    });
+
+    it('sends a fresh UUID request id by default', async () => {
+      const outcome = await target.submit(submitRequestFactory());
+      expect(outcome.kind === 'accepted' && outcome.requestId).toMatch(UUID);
+    });
+
+    it('gets the same run for the same dispatch attempt twice', async () => {
+      const request = submitRequestFactory();
+      const first = await acceptedRunId(request);
+      const second = await acceptedRunId(request);
+
+      expect(second).toBe(first);
+      expect(agent.stats()).toEqual({ submissions: { [request.dispatchId]: 2 }, runs: { [request.dispatchId]: 1 } });
+    });
+
+    it('is rejected with 422 and the target message when the target refuses the task (reject)', async () => {
+      const outcome = await target.submit(submitRequestFactory({ task: { behavior: 'reject' } }));
+      expect(outcome).toEqual({
+        kind: 'rejected',
+        httpStatus: 422,
+        reason: 'the demo agent rejects this task (behavior: reject)',
+      });
+    });
+
+    it('is unavailable on a 503 and accepted on the retry (flaky_submit)', async () => {
+      const request = submitRequestFactory({ task: { behavior: 'flaky_submit' } });
+
+      const first = await target.submit(request);
+      expect(first).toEqual({ kind: 'unavailable', reason: expect.stringMatching(/^HTTP 503: first submission refused/) });
+      const second = await target.submit(request);
+      expect(second.kind).toBe('accepted');
+      expect(agent.stats().runs[request.dispatchId]).toBe(1);
+    });
+  });
+
+  describe('lookup', () => {
+    it('finds a completed run with its result and evidence', async () => {
+      const runId = await acceptedRunId(submitRequestFactory());
+
+      const found = await untilFound(runId, (o) => o.run.status === 'completed');
+      expect(found.run).toEqual({
+        runId,
+        status: 'completed',
+        result: { summary: 'Completed: summarise the incident' },
+        evidence: ['out/report.md'],
+      });
+    });
+
+    it('is not_found when the target forgets the run after accepting it (vanish)', async () => {
+      const runId = await acceptedRunId(submitRequestFactory({ task: { behavior: 'vanish' } }));
+      expect(await target.lookup(runId)).toEqual({ kind: 'not_found' });
+    });
+
+    it('is unavailable when the status endpoint answers 503 (lookup_unavailable)', async () => {
+      const runId = await acceptedRunId(submitRequestFactory({ task: { behavior: 'lookup_unavailable' } }));
+      expect(await target.lookup(runId)).toEqual({
+        kind: 'unavailable',
+        reason: 'HTTP 503: the status endpoint is down on purpose (behavior: lookup_unavailable)',
+      });
+    });
+  });
+
+  describe('decideApproval (await_approval)', () => {
+    async function waitingRun(): Promise<{ runId: string; approvalId: string }> {
+      const runId = await acceptedRunId(submitRequestFactory({ task: { behavior: 'await_approval' } }));
+      const found = await untilFound(runId, (o) => o.run.status === 'waiting_for_approval');
+      expect(found.run.pendingApproval?.requestedAt).toEqual(expect.any(String));
+      return { runId, approvalId: found.run.pendingApproval?.approvalId ?? '' };
+    }
+
+    it('is decided for the pending approval, and the run goes on', async () => {
+      const { runId, approvalId } = await waitingRun();
+
+      expect(await target.decideApproval(runId, approvalId, 'approve')).toEqual({ kind: 'decided', approvalId, decision: 'approve' });
+      await untilFound(runId, (o) => o.run.status === 'completed');
+    });
+
+    it('is a conflict for an approvalId that is not the pending one', async () => {
+      const { runId } = await waitingRun();
+
+      expect(await target.decideApproval(runId, 'a-wrong', 'approve')).toEqual({
+        kind: 'conflict',
+        reason: `approval a-wrong is not pending on run ${runId}`,
+      });
+    });
+
+    it('is not_found for a run the target does not know', async () => {
+      expect(await target.decideApproval('r-unknown', 'a-1', 'cancel')).toEqual({ kind: 'not_found' });
+    });
+  });
+
+  describe('cancel', () => {
+    it('cancels an active run, and reports a finished run as it ended', async () => {
+      const stalled = await acceptedRunId(submitRequestFactory({ task: { behavior: 'stall' } }));
+      expect(await target.cancel(stalled)).toEqual({ kind: 'cancelled', status: 'cancelled' });
+
+      const done = await acceptedRunId(submitRequestFactory());
+      await untilFound(done, (o) => o.run.status === 'completed');
+      expect(await target.cancel(done)).toEqual({ kind: 'cancelled', status: 'completed' });
+    });
+
+    it('is not_found for a run the target does not know', async () => {
+      expect(await target.cancel('r-unknown')).toEqual({ kind: 'not_found' });
+    });
+  });
+});
+
+// --- Edge cases, on a stub target ---------------------------------------------------------------------
+
+interface StubRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/** Answers each request; may leave `res` open to play a target that hangs. */
+type StubHandler = (request: StubRequest, res: ServerResponse) => void;
+
+interface Stub {
+  readonly url: string;
+  readonly requests: StubRequest[];
+  answer(handler: StubHandler): void;
+  close(): Promise<void>;
+}
+
+async function startStub(): Promise<Stub> {
+  const requests: StubRequest[] = [];
+  let handler: StubHandler = (_request, res) => json(res, 500, { error: { code: 'no_handler', message: 'no handler' } });
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const request = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+      };
+      requests.push(request);
+      handler(request, res);
+    });
+  });
+  const port = await listen(server);
+  return {
+    url: `http://${HOST}:${port}`,
+    requests,
+    answer: (next) => {
+      handler = next;
+    },
+    close: () => close(server),
+  };
+}
+
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(typeof body === 'string' ? body : JSON.stringify(body));
+}
+
+describe('httpTarget edge cases', () => {
+  let stub: Stub;
+
+  beforeEach(async () => {
+    stub = await startStub();
+  });
+
+  afterEach(async () => {
+    await stub.close();
+  });
+
+  function stubTarget(options: HttpTargetOptions = {}, path = '/'): TargetPort {
+    return httpTarget({ name: 'stub', kind: 'http', baseUrl: `${stub.url}${path}` }, options);
+  }
+
+  it('sends the contract headers and body under the base path, trailing slash or not', async () => {
+    stub.answer((_request, res) => json(res, 201, { runId: 'r-1', status: 'running', extra: 'ignored' }));
+    const ids = requestIds();
+    const request = submitRequestFactory({ attempt: 3 });
+
+    const withSlash = await stubTarget({ newRequestId: ids.next, authHeader: async () => SECRET }, '/agent/v1//').submit(request);
+    await stubTarget({}, '/agent/v1').lookup('r-1/x y');
+
+    expect(withSlash).toEqual({ kind: 'accepted', runId: 'r-1', status: 'running', requestId: ids.sent[0] });
+    const [submitted, lookedUp] = stub.requests;
+    expect(submitted).toMatchObject({
+      method: 'POST',
+      path: '/agent/v1/runs',
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': `${request.dispatchId}:3`,
+        'x-request-id': ids.sent[0],
+        authorization: SECRET,
+      },
+    });
+    expect(JSON.parse(submitted?.body ?? '')).toEqual({
+      dispatchId: request.dispatchId,
+      attempt: 3,
+      origin: 'planner',
+      task: request.task,
+      expectedEvidence: request.expectedEvidence,
+      callbackUrl: request.callbackUrl,
+    });
+    expect(lookedUp).toMatchObject({ method: 'GET', path: '/agent/v1/runs/r-1%2Fx%20y' });
+    expect(lookedUp?.headers.authorization).toBeUndefined();
+  });
+
+  it("takes the target's own well-formed x-request-id as the proof, and ignores a malformed one", async () => {
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'queued' }, { 'x-request-id': 'target-req-9' }));
+    expect(await stubTarget().submit(submitRequestFactory())).toMatchObject({ kind: 'accepted', requestId: 'target-req-9' });
+
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'queued' }, { 'x-request-id': 'x'.repeat(200) }));
+    const ids = requestIds();
+    expect(await stubTarget({ newRequestId: ids.next }).submit(submitRequestFactory())).toMatchObject({ requestId: ids.sent[0] });
+  });
+
+  it('is unavailable when the target does not answer within timeoutMs', async () => {
+    stub.answer(() => {}); // never answers
+    const started = Date.now();
+
+    expect(await stubTarget({ timeoutMs: 100 }).submit(submitRequestFactory())).toEqual({
+      kind: 'unavailable',
+      reason: 'no answer within 100 ms',
+    });
+    expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
+  it('is unavailable when the answer body stalls past timeoutMs', async () => {
+    stub.answer((_request, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"runId":"r-1",');
+    });
+
+    expect(await stubTarget({ timeoutMs: 100 }).lookup('r-1')).toEqual({
+      kind: 'unavailable',
+      reason: 'HTTP 200: answer body unreadable: no answer within 100 ms',
+    });
+  });
+
+  it('is unavailable when a 2xx body is not a valid answer', async () => {
+    const target = stubTarget();
+    for (const body of ['not json', { runId: '', status: 'queued' }, { runId: 'r-1', status: 'done' }, { runId: '..', status: 'queued' }]) {
+      stub.answer((_request, res) => json(res, 200, body));
+      expect(await target.submit(submitRequestFactory())).toEqual({
+        kind: 'unavailable',
+        reason: 'HTTP 200: answer body is not a valid { runId, status }',
+      });
+    }
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-other', status: 'running' }));
+    expect(await target.lookup('r-1')).toEqual({ kind: 'unavailable', reason: 'the target answered for another run' });
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'completed', evidence: Array.from({ length: 33 }, (_, i) => `f${i}`) }));
+    expect(await target.lookup('r-1')).toEqual({ kind: 'unavailable', reason: 'HTTP 200: answer body is not a valid run view' });
+  });
+
+  it('is unavailable when a 2xx body is over 64 KB, valid JSON or not', async () => {
+    const huge = { runId: 'r-1', status: 'queued', padding: 'x'.repeat(70 * 1024) };
+    stub.answer((_request, res) => json(res, 200, huge));
+    const reason = `HTTP 200: answer body over ${64 * 1024} bytes, not read`;
+
+    expect(await stubTarget().submit(submitRequestFactory())).toEqual({ kind: 'unavailable', reason });
+    expect(await stubTarget().lookup('r-1')).toEqual({ kind: 'unavailable', reason });
+  });
+
+  it('bounds the summary to 1,000 characters and reads null as absent', async () => {
+    stub.answer((_request, res) =>
+      json(res, 200, { runId: 'r-1', status: 'completed', result: { summary: 's'.repeat(5_000) }, evidence: null, pendingApproval: null }),
+    );
+
+    expect(await stubTarget().lookup('r-1')).toEqual({
+      kind: 'found',
+      run: { runId: 'r-1', status: 'completed', result: { summary: 's'.repeat(1_000) } },
+    });
+  });
+
+  it('is unavailable on 408, 429, 5xx and an unfollowed redirect; rejected on other 4xx', async () => {
+    const target = stubTarget();
+    for (const status of [408, 429, 500, 502]) {
+      stub.answer((_request, res) => json(res, status, { error: { code: 'busy', message: 'try later' } }));
+      expect(await target.submit(submitRequestFactory())).toEqual({ kind: 'unavailable', reason: `HTTP ${status}: try later` });
+    }
+    stub.answer((_request, res) => json(res, 307, '', { location: `${stub.url}/elsewhere` }));
+    expect(await target.submit(submitRequestFactory())).toEqual({ kind: 'unavailable', reason: 'HTTP 307' });
+    expect(stub.requests.map((r) => r.path)).not.toContain('/elsewhere');
+
+    stub.answer((_request, res) => json(res, 403, 'plain <b>forbidden</b>'));
+    expect(await target.submit(submitRequestFactory())).toEqual({ kind: 'rejected', httpStatus: 403, reason: 'plain <b>forbidden</b>' });
+  });
+
+  it('bounds a reason to 200 characters without control characters', async () => {
+    stub.answer((_request, res) => json(res, 400, { error: { message: `bad\u0000\r\n\u202eeol${'x'.repeat(1_000)}` } }));
+
+    const outcome = await stubTarget().submit(submitRequestFactory());
+    const reason = outcome.kind === 'rejected' ? outcome.reason : '';
+    expect(reason).toMatch(/^bad eolx+…$/);
+    expect(reason).toHaveLength(200);
+  });
+
+  it('maps approval answers: 2xx decided, 409 and 422 conflict, 404 not_found, 5xx unavailable', async () => {
+    const target = stubTarget();
+    const answers: [number, unknown][] = [
+      [200, { approvalId: 'a-1', decision: 'cancel' }],
+      [409, { error: { message: 'not pending' } }],
+      [422, { error: { message: 'run is not waiting' } }],
+      [404, { error: { message: 'no run' } }],
+      [500, ''],
+    ];
+    const outcomes = [];
+    for (const [status, body] of answers) {
+      stub.answer((_request, res) => json(res, status, body));
+      outcomes.push(await target.decideApproval('r-1', 'a-1', 'cancel'));
+    }
+
+    expect(outcomes).toEqual([
+      { kind: 'decided', approvalId: 'a-1', decision: 'cancel' },
+      { kind: 'conflict', reason: 'not pending' },
+      { kind: 'conflict', reason: 'run is not waiting' },
+      { kind: 'not_found' },
+      { kind: 'unavailable', reason: 'HTTP 500' },
+    ]);
+    expect(stub.requests[0]).toMatchObject({ method: 'POST', path: '/runs/r-1/approval' });
+    expect(JSON.parse(stub.requests[0]?.body ?? '')).toEqual({ approvalId: 'a-1', decision: 'cancel' });
+  });
+
+  it("reads cancel's status when the target gives one, and assumes cancelled otherwise", async () => {
+    const target = stubTarget();
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'failed' }));
+    expect(await target.cancel('r-1')).toEqual({ kind: 'cancelled', status: 'failed' });
+    stub.answer((_request, res) => json(res, 202, 'accepted, somehow'));
+    expect(await target.cancel('r-1')).toEqual({ kind: 'cancelled', status: 'cancelled' });
+    expect(stub.requests[0]).toMatchObject({ method: 'POST', path: '/runs/r-1/cancel' });
+  });
+
+  it('is unavailable on every call when nothing listens on the port', async () => {
+    const target = httpTarget({ name: 'gone', kind: 'http', baseUrl: await closedUrl() });
+    const outcomes = [
+      await target.submit(submitRequestFactory()),
+      await target.lookup('r-1'),
+      await target.decideApproval('r-1', 'a-1', 'approve'),
+      await target.cancel('r-1'),
+    ];
+
+    for (const outcome of outcomes) {
+      expect(outcome).toEqual({ kind: 'unavailable', reason: expect.stringMatching(/^could not reach the target: .*ECONNREFUSED/) });
+    }
+  });
+
+  it('never puts the authorization value in a reason, even when the target echoes it', async () => {
+    const target = stubTarget({ authHeader: async () => SECRET });
+    stub.answer((request, res) =>
+      json(res, request.method === 'GET' ? 500 : 401, { error: { message: `bad credentials: ${request.headers.authorization}` } }),
+    );
+
+    const rejected = await target.submit(submitRequestFactory());
+    const unavailable = await target.lookup('r-1');
+    const token = SECRET.replace('Bearer ', '');
+    stub.answer((_request, res) => json(res, 500, `token ${token} expired`));
+    const echoedToken = await target.cancel('r-1');
+    const failingSecret = await stubTarget({ authHeader: () => Promise.reject(new Error(`cannot read ${SECRET}`)) }).submit(
+      submitRequestFactory(),
+    );
+    // fetch itself quotes an invalid header value in its error message.
+    const invalidHeader = await stubTarget({ authHeader: async () => `${SECRET}\nInjected: 1` }).lookup('r-1');
+
+    expect(rejected).toEqual({ kind: 'rejected', httpStatus: 401, reason: 'bad credentials: [redacted]' });
+    expect(unavailable).toEqual({ kind: 'unavailable', reason: 'HTTP 500: bad credentials: [redacted]' });
+    expect(echoedToken).toEqual({ kind: 'unavailable', reason: 'HTTP 500: token [redacted] expired' });
+    expect(failingSecret).toEqual({ kind: 'unavailable', reason: 'could not obtain the auth header (Error)' });
+    expect(invalidHeader).toEqual({ kind: 'unavailable', reason: expect.stringMatching(/^could not reach the target: .*invalid header value/) });
+    for (const outcome of [rejected, unavailable, echoedToken, failingSecret, invalidHeader]) {
+      expect(JSON.stringify(outcome)).not.toContain(token);
+    }
+  });
+
+  it('throws for a base URL or a runId that is a programming error, not a target answer', async () => {
+    const register = (baseUrl: string) => () => httpTarget({ name: 'bad', kind: 'http', baseUrl });
+    expect(register('ftp://127.0.0.1/')).toThrow(TypeError);
+    expect(register('http://user:pw@127.0.0.1/')).toThrow(/credentials/);
+    expect(register('http://127.0.0.1/?x=1')).toThrow(TypeError);
+    expect(register('not a url')).toThrow(TypeError);
+    expect(() => httpTarget({ name: 'bad', kind: 'http', baseUrl: stub.url }, { timeoutMs: 0 })).toThrow(RangeError);
+
+    await expect(stubTarget().lookup('..')).rejects.toThrow(RangeError);
+    await expect(stubTarget().cancel('')).rejects.toThrow(RangeError);
+    expect(stub.requests).toHaveLength(0);
+  });
+});
