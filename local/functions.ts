@@ -18,6 +18,7 @@ const fn = (path: string): URL => new URL(`../functions/${path}`, import.meta.ur
 export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
   { name: 'intake', module: fn('intake/handler.ts'), trigger: { kind: 'sqs', queue: 'dispatch', batchSize: 10 } },
   { name: 'api', module: fn('api/handler.ts'), trigger: { kind: 'http' } },
+  { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule' } },
 ];
 
 type AnyHandler = SqsHandler | HttpApiHandler | ScheduledHandler | StreamHandler;

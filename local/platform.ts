@@ -1,8 +1,10 @@
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { localClients, localHandlerEnvironment, type LocalClients } from './clients.js';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { localClients, localHandlerEnvironment, type LocalClients, type LocalEndpoints } from './clients.js';
 import { startDemoAgent, type DemoAgent } from './demo-agent/server.js';
-import { startEngines, type Engines } from './engines/index.js';
+import { LOCAL_REGION, startEngines } from './engines/index.js';
 import { LOCAL_FUNCTIONS, loadHandler } from './functions.js';
 import { createLocalResources, type LocalResources } from './resources.js';
 import type { InvocationReport } from './runtime/context.js';
@@ -17,23 +19,34 @@ export interface PlatformOptions {
   readonly tickSeconds: number;
   /** Structured log lines of the platform itself (not of the handlers). */
   readonly log: (line: Record<string, unknown>) => void;
+  /** Run on engines someone else started (tests); by default the platform starts and stops its own. */
+  readonly engines?: LocalEndpoints;
+  /** Prefix of every resource name, so several platforms can share engines. */
+  readonly prefix?: string;
+  /** Handler environment overrides (e.g. second-scale retry delays in tests). */
+  readonly environment?: Readonly<Record<string, string>>;
+  /** The dispatch queue's visibility timeout; default 180 s (6 × the intake's 30 s timeout, as in the stack). */
+  readonly dispatchVisibilityTimeoutSeconds?: number;
 }
 
 export interface RunningPlatform {
   readonly info: LocalInfo;
-  readonly engines: Engines;
+  readonly pids: Readonly<Record<string, number>>;
   readonly resources: LocalResources;
   readonly invocationLog: string;
+  readonly demoAgent: DemoAgent;
+  readonly scheduler: Scheduler;
   stop(): Promise<void>;
 }
 
-/** Local visibility timeout of the dispatch queue: 6 × the intake's 30 s timeout, as in the stack. */
-const DISPATCH_VISIBILITY_TIMEOUT_SECONDS = 180;
+/** The demo agent's name in the target registry (CONTRACT §8). */
+export const DEMO_AGENT_TARGET = 'demo-agent';
 
 /**
- * Starts the whole local platform in this process: the engines (as child processes), the resources,
- * the demo agent, and the local Lambda runtime (event source mappings, scheduler, HTTP API) running the
- * real handler modules. Stops everything it started if any part fails.
+ * Starts the whole local platform in this process: the engines (as child processes, unless given),
+ * the resources, the demo agent registered as a target, and the local Lambda runtime (event source
+ * mapping, scheduler, HTTP API) running the real handler modules. Stops everything it started if any
+ * part fails.
  */
 export async function startPlatform(options: PlatformOptions): Promise<RunningPlatform> {
   const { stateDir, log } = options;
@@ -53,16 +66,27 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
   };
 
   try {
-    const engines = await startEngines({ logDir, log: (message) => log({ level: 'info', msg: message }) });
-    stoppers.push(() => engines.stop());
-    const clients: LocalClients = localClients(engines);
+    let endpoints: LocalEndpoints;
+    let pids: Record<string, number> = {};
+    if (options.engines) {
+      endpoints = options.engines;
+    } else {
+      const engines = await startEngines({ logDir, log: (message) => log({ level: 'info', msg: message }) });
+      stoppers.push(() => engines.stop());
+      endpoints = engines;
+      pids = { ...engines.pids };
+    }
+    const clients: LocalClients = localClients(endpoints);
     stoppers.push(async () => clients.destroy());
     const resources = await createLocalResources(clients, {
-      dispatchVisibilityTimeoutSeconds: DISPATCH_VISIBILITY_TIMEOUT_SECONDS,
+      dispatchVisibilityTimeoutSeconds: options.dispatchVisibilityTimeoutSeconds ?? 180,
+      ...(options.prefix ? { prefix: options.prefix } : {}),
     });
 
-    const demoAgent: DemoAgent = await startDemoAgent({ log: (line) => log({ component: 'demo-agent', ...line }) });
+    const demoAgent = await startDemoAgent({ log: (line) => log({ component: 'demo-agent', ...line }) });
     stoppers.push(() => demoAgent.stop());
+    const ledger = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: resources.ledgerTable, retentionSeconds: 90 * 86_400 });
+    await ledger.putTarget({ name: DEMO_AGENT_TARGET, kind: 'http', baseUrl: demoAgent.url });
 
     const onInvocation = (report: InvocationReport): void => {
       appendFileSync(invocationLog, `${JSON.stringify(report)}\n`);
@@ -70,17 +94,40 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     const onError = (component: string) => (error: unknown) =>
       log({ level: 'error', component, msg: 'runtime error', error: error instanceof Error ? error.message : String(error) });
 
+    // The API comes up first, with its handler bound once loaded: handlers need its URL (callbackUrl).
+    const apiFunction = LOCAL_FUNCTIONS.find((fn) => fn.trigger.kind === 'http');
+    if (!apiFunction) throw new Error('no function serves the HTTP API');
+    let apiHandler: HttpApiHandler | undefined;
+    const api = await startHttpApi({
+      functionName: apiFunction.name,
+      handler: (event, context) => {
+        if (!apiHandler) throw new Error('the API handler is not loaded yet');
+        return apiHandler(event, context);
+      },
+      region: LOCAL_REGION,
+      onInvocation,
+      onError: onError(apiFunction.name),
+    });
+    stoppers.push(() => api.close());
+
     // The handlers' environment, as the stack sets it in AWS, with local endpoints. Set before the
     // handler modules are imported: their deps.ts read it once, at cold start.
-    Object.assign(process.env, localHandlerEnvironment(engines), {
-      DISPATCH_QUEUE_URL: resources.dispatchQueue.url,
-      EVENT_BUS_NAME: resources.eventBusName,
-      EVIDENCE_BUCKET: resources.evidenceBucket,
-      POWERTOOLS_SERVICE_NAME: 'dispatch-ledger',
-    });
+    Object.assign(
+      process.env,
+      localHandlerEnvironment(endpoints),
+      {
+        LEDGER_TABLE_NAME: resources.ledgerTable,
+        EVIDENCE_BUCKET: resources.evidenceBucket,
+        API_BASE_URL: api.url,
+        DISPATCH_QUEUE_URL: resources.dispatchQueue.url,
+        EVENT_BUS_NAME: resources.eventBusName,
+        // Locally every caller may speak for any origin (CONTRACT §2).
+        PRINCIPAL_MODE: 'open',
+        POWERTOOLS_SERVICE_NAME: 'dispatch-ledger',
+      },
+      options.environment ?? {},
+    );
 
-    const region = engines.region;
-    let apiUrl: string | undefined;
     const scheduled: Array<{ functionName: string; handler: ScheduledHandler }> = [];
     for (const fn of LOCAL_FUNCTIONS) {
       switch (fn.trigger.kind) {
@@ -91,7 +138,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
             sqs: clients.sqs,
             queueUrl: resources.dispatchQueue.url,
             queueArn: resources.dispatchQueue.arn,
-            region,
+            region: LOCAL_REGION,
             batchSize: fn.trigger.batchSize,
             reportBatchItemFailures: true,
             onInvocation,
@@ -101,29 +148,19 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
           stoppers.push(() => source.stop());
           break;
         }
-        case 'http': {
-          const api = await startHttpApi({
-            functionName: fn.name,
-            handler: await loadHandler<HttpApiHandler>(fn),
-            region,
-            onInvocation,
-            onError: onError(fn.name),
-          });
-          apiUrl = api.url;
-          stoppers.push(() => api.close());
+        case 'http':
+          apiHandler = await loadHandler<HttpApiHandler>(fn);
           break;
-        }
         case 'schedule':
           scheduled.push({ functionName: fn.name, handler: await loadHandler<ScheduledHandler>(fn) });
           break;
         case 'stream':
-          // The event publisher's stream arrives with the ledger table (lifecycle issue).
+          // The event publisher's stream arrives with the lifecycle issue.
           throw new Error(`function ${fn.name}: no local stream named ${fn.trigger.table}`);
       }
     }
-    if (!apiUrl) throw new Error('no function serves the HTTP API');
 
-    const scheduler = new Scheduler(scheduled, { tickSeconds: options.tickSeconds, region, onInvocation });
+    const scheduler = new Scheduler(scheduled, { tickSeconds: options.tickSeconds, region: LOCAL_REGION, onInvocation });
     scheduler.start();
     stoppers.push(() => scheduler.stop());
 
@@ -137,19 +174,19 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     stoppers.push(() => tail.stop());
 
     const info: LocalInfo = {
-      region,
-      apiUrl,
+      region: LOCAL_REGION,
+      apiUrl: api.url,
       dispatchQueueUrl: resources.dispatchQueue.url,
       dlqUrl: resources.dlq.url,
-      sqsEndpoint: engines.sqsEndpoint,
-      dynamodbEndpoint: engines.dynamodbEndpoint,
-      s3Endpoint: engines.s3Endpoint,
-      eventBridgeEndpoint: engines.motoEndpoint,
+      sqsEndpoint: endpoints.sqsEndpoint,
+      dynamodbEndpoint: endpoints.dynamodbEndpoint,
+      s3Endpoint: endpoints.s3Endpoint,
+      eventBridgeEndpoint: endpoints.motoEndpoint,
       eventBusName: resources.eventBusName,
       eventLog,
       demoAgentUrl: demoAgent.url,
     };
-    return { info, engines, resources, invocationLog, stop: stopAll };
+    return { info, pids, resources, invocationLog, demoAgent, scheduler, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

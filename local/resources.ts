@@ -7,10 +7,13 @@ import {
   ResourceAlreadyExistsException,
   type EventBridgeClient,
 } from '@aws-sdk/client-eventbridge';
+import { CreateTableCommand, ResourceInUseException, UpdateTimeToLiveCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-table.js';
 import type { LocalClients } from './clients.js';
 
 /** Names of the local platform's resources (the CDK stack names its own). */
 export const LOCAL_NAMES = {
+  ledgerTable: 'dispatch-ledger',
   dispatchQueue: 'dispatch-ledger-dispatch',
   dispatchDlq: 'dispatch-ledger-dispatch-dlq',
   eventBus: 'dispatch-ledger',
@@ -96,31 +99,59 @@ export async function ensureBucket(s3: S3Client, name: string): Promise<string> 
   return name;
 }
 
+/** The ledger table as the stack defines it: on-demand, its indexes, a stream for the publisher, TTL. */
+export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string): Promise<{ name: string; streamArn: string }> {
+  let streamArn: string | undefined;
+  try {
+    const created = await dynamodb.send(
+      new CreateTableCommand({
+        TableName: name,
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: LEDGER_TABLE_DEFINITION.attributeDefinitions,
+        KeySchema: LEDGER_TABLE_DEFINITION.keySchema,
+        GlobalSecondaryIndexes: LEDGER_TABLE_DEFINITION.globalSecondaryIndexes,
+        StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
+      }),
+    );
+    streamArn = created.TableDescription?.LatestStreamArn;
+    await dynamodb.send(
+      new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { Enabled: true, AttributeName: LEDGER_TABLE_DEFINITION.ttlAttribute } }),
+    );
+  } catch (error) {
+    if (!(error instanceof ResourceInUseException)) throw error;
+  }
+  return { name, streamArn: streamArn ?? '' };
+}
+
 export interface LocalResources {
   readonly dispatchQueue: QueueRef;
   readonly dlq: QueueRef;
   readonly eventBusName: string;
   readonly eventLogQueue: QueueRef;
   readonly evidenceBucket: string;
+  readonly ledgerTable: string;
 }
 
 /** Everything the local platform's functions use, created idempotently. */
 export async function createLocalResources(
   clients: LocalClients,
-  options: { dispatchVisibilityTimeoutSeconds: number },
+  options: { dispatchVisibilityTimeoutSeconds: number; prefix?: string },
 ): Promise<LocalResources> {
-  const [{ queue, dlq }, bus, evidenceBucket] = await Promise.all([
-    ensureQueueWithDlq(clients.sqs, LOCAL_NAMES.dispatchQueue, {
-      dlqName: LOCAL_NAMES.dispatchDlq,
+  // A prefix gives a test its own set of resources on shared engines.
+  const name = (base: string): string => (options.prefix ? `${options.prefix}-${base}` : base);
+  const [{ queue, dlq }, bus, evidenceBucket, ledger] = await Promise.all([
+    ensureQueueWithDlq(clients.sqs, name(LOCAL_NAMES.dispatchQueue), {
+      dlqName: name(LOCAL_NAMES.dispatchDlq),
       maxReceiveCount: DISPATCH_MAX_RECEIVE_COUNT,
       visibilityTimeoutSeconds: options.dispatchVisibilityTimeoutSeconds,
     }),
     ensureEventBusWithLog(clients.eventBridge, clients.motoSqs, {
-      bus: LOCAL_NAMES.eventBus,
-      rule: LOCAL_NAMES.eventLogRule,
-      queue: LOCAL_NAMES.eventLogQueue,
+      bus: name(LOCAL_NAMES.eventBus),
+      rule: name(LOCAL_NAMES.eventLogRule),
+      queue: name(LOCAL_NAMES.eventLogQueue),
     }),
-    ensureBucket(clients.s3, LOCAL_NAMES.evidenceBucket),
+    ensureBucket(clients.s3, name(LOCAL_NAMES.evidenceBucket)),
+    ensureLedgerTable(clients.dynamodb, name(LOCAL_NAMES.ledgerTable)),
   ]);
-  return { dispatchQueue: queue, dlq, eventBusName: bus.busName, eventLogQueue: bus.logQueue, evidenceBucket };
+  return { dispatchQueue: queue, dlq, eventBusName: bus.busName, eventLogQueue: bus.logQueue, evidenceBucket, ledgerTable: ledger.name };
 }

@@ -69,7 +69,7 @@ try {
     ...base,
     status: 'ready',
     readyMs,
-    pids: { supervisor: process.pid, ...platform.engines.pids },
+    pids: { supervisor: process.pid, ...platform.pids },
     info: platform.info,
   });
   log({ level: 'info', msg: 'ready', readyMs, ...platform.info });

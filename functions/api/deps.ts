@@ -1,4 +1,16 @@
 import { Logger } from '@aws-lambda-powertools/logger';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import type { ApiDeps } from '../../shared/api/routes.js';
 
-/** Composition root of the API function: built once per execution environment. */
+/** Composition root of the API function. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'api' } });
+
+const config = readLedgerConfig();
+const adapters = buildLedgerAdapters(config);
+
+export const apiDeps: ApiDeps = {
+  store: adapters.table,
+  principals: adapters.table,
+  principalMode: config.principalMode,
+};

@@ -1,21 +1,28 @@
-import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { logger } from './deps.js';
-
-/** The contract's error body: `{ error: { code, message, details? } }`, never a stack trace. */
-function errorResponse(statusCode: number, code: string, message: string): APIGatewayProxyStructuredResultV2 {
-  return {
-    statusCode,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ error: { code, message } }),
-  };
-}
+import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { InvalidCursorError } from '../../shared/adapters/ledger-table.js';
+import { ApiError, errorResponse } from '../../shared/api/http.js';
+import { route } from '../../shared/api/routes.js';
+import { apiDeps, logger } from './deps.js';
 
 /**
- * The ledger API behind API Gateway (payload format 2.0). Routes arrive with the issues that own them;
- * anything not routed is a 404 in the contract's error shape.
+ * The ledger API behind API Gateway (HTTP API, payload 2.0, IAM auth). Maps the event to a request,
+ * routes it, and maps every failure to the contract's error body — never a stack trace.
  */
-export const handler = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
-  const { method, path } = event.requestContext.http;
-  logger.info('request', { method, path });
-  return errorResponse(404, 'not_found', `no route for ${method} ${path}`);
+export const handler = async (event: APIGatewayProxyEventV2WithIAMAuthorizer): Promise<APIGatewayProxyStructuredResultV2> => {
+  const { method } = event.requestContext.http;
+  try {
+    return await route(apiDeps, {
+      method,
+      rawPath: event.rawPath,
+      query: event.queryStringParameters ?? {},
+      headers: event.headers ?? {},
+      body: event.body === undefined ? undefined : Buffer.from(event.body, event.isBase64Encoded ? 'base64' : 'utf8'),
+      iamUserId: event.requestContext.authorizer?.iam?.userId,
+    });
+  } catch (error) {
+    if (error instanceof ApiError) return errorResponse(error);
+    if (error instanceof InvalidCursorError) return errorResponse(new ApiError('malformed', error.message));
+    logger.error('request failed', { method, path: event.rawPath, error: error instanceof Error ? error.message : String(error) });
+    return errorResponse(new ApiError('internal', 'internal error'));
+  }
 };

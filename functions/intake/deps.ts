@@ -1,4 +1,24 @@
 import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import type { IntakeDeps } from '../../shared/intake/intake.js';
 
-/** Composition root of the intake function: built once per execution environment. */
+/** Composition root of the intake function: config and clients built once per execution environment. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'intake' } });
+export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
+
+const config = readLedgerConfig();
+const adapters = buildLedgerAdapters(config);
+
+export const intakeDeps: IntakeDeps = {
+  store: adapters.table,
+  blobs: adapters.blobs,
+  targetFor: adapters.targetFor,
+  principals: adapters.table,
+  principalMode: config.principalMode,
+  callbackUrl: config.apiBaseUrl,
+  retryPolicy: config.retryPolicy,
+  now: () => new Date(),
+  claimSeconds: config.claimSeconds,
+};

@@ -1,20 +1,42 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { logger } from './deps.js';
+import { DispatchInProgressError, takeDispatchMessage, type IntakeResult } from '../../shared/intake/intake.js';
+import { intakeDeps, logger, metrics } from './deps.js';
 
 const processor = new BatchProcessor(EventType.SQS);
 
+/** One metric per outcome worth alarming on, with the contract's single dimension. */
+function count(result: IntakeResult): void {
+  const name = result.outcome === 'blocked' ? 'BlockedDispatches' : result.outcome === 'retrying' ? 'SubmissionRetries' : result.outcome === 'rejected' ? 'RejectedMessages' : undefined;
+  if (!name) return;
+  const metric = metrics.singleMetric();
+  metric.addDimension('Target', 'target' in result ? result.target : 'none');
+  metric.addMetric(name, MetricUnit.Count, 1);
+}
+
 /**
- * Intake on the dispatch queue. Partial batch failures: a record whose processing throws is reported
- * back alone; the others are acknowledged. (The dispatch use case arrives with the intake issue; for now
- * every record is received and logged with its size, never its content.)
+ * Intake on the dispatch queue: each record becomes exactly one effect (see `takeDispatchMessage`).
+ * A record whose processing throws is reported back alone (partial batch failure) and redelivered by
+ * SQS; after the queue's maxReceiveCount it lands in the DLQ, which alarms.
  */
 async function recordHandler(record: SQSRecord): Promise<void> {
-  logger.info('dispatch message received', {
-    messageId: record.messageId,
-    bytes: Buffer.byteLength(record.body, 'utf8'),
-    receiveCount: Number(record.attributes.ApproximateReceiveCount),
-  });
+  try {
+    const result = await takeDispatchMessage(intakeDeps, {
+      messageId: record.messageId,
+      body: record.body,
+      senderId: record.attributes.SenderId,
+    });
+    logger.info('dispatch message taken', { messageId: record.messageId, ...result });
+    count(result);
+  } catch (error) {
+    if (error instanceof DispatchInProgressError) {
+      logger.info('duplicate delivery while the first is in progress; retried later', { messageId: record.messageId, dispatchId: error.dispatchId });
+    } else {
+      logger.error('dispatch message not taken; SQS will redeliver it', { messageId: record.messageId, error: error instanceof Error ? error.message : String(error) });
+    }
+    throw error;
+  }
 }
 
 export const handler = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> =>

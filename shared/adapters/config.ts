@@ -1,0 +1,36 @@
+import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
+import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
+import type { PrincipalMode } from '../principals/principals.js';
+
+/** The functions' configuration, read once at cold start; a missing required variable fails the init. */
+export interface LedgerConfig {
+  readonly tableName: string;
+  /** S3 bucket for evidence and for spilled payloads and bodies. */
+  readonly bucketName: string;
+  /** The ledger API's base URL, given to targets as `callbackUrl`. */
+  readonly apiBaseUrl: string;
+  readonly principalMode: PrincipalMode;
+  readonly retryPolicy: RetryPolicy;
+  readonly claimSeconds: number;
+  readonly retentionSeconds: number;
+  /** Timeout of each call to a target. */
+  readonly targetTimeoutMs: number;
+}
+
+export function readLedgerConfig(): LedgerConfig {
+  const principalMode = getStringFromEnv({ key: 'PRINCIPAL_MODE', defaultValue: 'enforce' });
+  if (principalMode !== 'open' && principalMode !== 'enforce') {
+    throw new RangeError(`PRINCIPAL_MODE must be "open" or "enforce", got "${principalMode}"`);
+  }
+  const delays = getStringFromEnv({ key: 'SUBMIT_RETRY_DELAYS_SECONDS', defaultValue: '' });
+  return {
+    tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
+    bucketName: getStringFromEnv({ key: 'EVIDENCE_BUCKET', errorMessage: 'EVIDENCE_BUCKET is not set' }),
+    apiBaseUrl: getStringFromEnv({ key: 'API_BASE_URL', errorMessage: 'API_BASE_URL is not set' }),
+    principalMode,
+    retryPolicy: delays ? parseRetryDelays(delays) : DEFAULT_RETRY_POLICY,
+    claimSeconds: getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }),
+    retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
+    targetTimeoutMs: getNumberFromEnv({ key: 'TARGET_TIMEOUT_MS', defaultValue: 10_000 }),
+  };
+}

@@ -1,0 +1,401 @@
+import { createHash } from 'node:crypto';
+import { ConditionalCheckFailedException, type AttributeDefinition, type GlobalSecondaryIndex, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { DispatchState } from '../dispatch/state.js';
+import type { AcceptedMessage, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
+import type { Principal, PrincipalRegistry } from '../principals/principals.js';
+import type { TargetRegistration } from '../targets/port.js';
+
+/**
+ * The ledger table: one table, every key shape and access pattern in this module (no other file spells
+ * pk, sk or an index name).
+ *
+ * | item               | pk                | sk          | indexes                                              |
+ * | ------------------ | ----------------- | ----------- | ---------------------------------------------------- |
+ * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin (always)      |
+ * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
+ * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
+ * | target             | T#{name}          | TARGET      | —                                                    |
+ * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
+ *
+ * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys so no partition is hot; sorted by due
+ *   time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the size
+ *   of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
+ * - `byOrigin`: KEYS_ONLY, written once when the state is created (its keys never change, so later
+ *   state writes cost no index write); history is newest-first by `createdAt#dispatchId`.
+ * - `feed`: rejections (and later other operator lists) by month, newest first.
+ */
+
+export const DUE_SHARDS = 16;
+export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed' } as const;
+export const TTL_ATTRIBUTE = 'expiresAt';
+
+const KEY = {
+  state: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'STATE' }),
+  message: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'MSG' }),
+  rejection: (messageId: string) => ({ pk: `REJ#${messageId}`, sk: 'REJECTION' }),
+  target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
+  principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
+} as const;
+
+const dispatchIdOfKey = (pk: string): string => pk.slice(2);
+
+export function dueShardOf(dispatchId: string): string {
+  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(0) % DUE_SHARDS;
+  return `due#${String(shard).padStart(2, '0')}`;
+}
+
+/** The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike. */
+export const LEDGER_TABLE_DEFINITION: {
+  readonly attributeDefinitions: AttributeDefinition[];
+  readonly keySchema: KeySchemaElement[];
+  readonly globalSecondaryIndexes: GlobalSecondaryIndex[];
+  readonly ttlAttribute: string;
+} = {
+  attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt'].map((name) => ({
+    AttributeName: name,
+    AttributeType: 'S',
+  })),
+  keySchema: [
+    { AttributeName: 'pk', KeyType: 'HASH' },
+    { AttributeName: 'sk', KeyType: 'RANGE' },
+  ],
+  globalSecondaryIndexes: [
+    { IndexName: INDEX.due, KeySchema: [{ AttributeName: 'dueShard', KeyType: 'HASH' }, { AttributeName: 'dueAt', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
+    { IndexName: INDEX.byOrigin, KeySchema: [{ AttributeName: 'originKey', KeyType: 'HASH' }, { AttributeName: 'createdKey', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
+    { IndexName: INDEX.feed, KeySchema: [{ AttributeName: 'feedKey', KeyType: 'HASH' }, { AttributeName: 'feedAt', KeyType: 'RANGE' }], Projection: { ProjectionType: 'ALL' } },
+  ],
+  ttlAttribute: TTL_ATTRIBUTE,
+};
+
+/** The item a failed condition returns (ALL_OLD) comes back in wire format, even through the document client. */
+const unmarshallItem = (item: NonNullable<ConditionalCheckFailedException['Item']>): Item => unmarshall(item);
+
+const isConditionFailure = (error: unknown): error is ConditionalCheckFailedException => error instanceof ConditionalCheckFailedException;
+
+type Item = Record<string, unknown>;
+
+function stateItem(state: DispatchState, retentionSeconds: number): Item {
+  const item: Item = {
+    ...KEY.state(state.dispatchId),
+    ...state,
+    originKey: `O#${state.origin}`,
+    createdKey: `${state.createdAt}#${state.dispatchId}`,
+  };
+  if (state.dueAt) {
+    item.dueShard = dueShardOf(state.dispatchId);
+    item.dueAt = state.dueAt;
+  } else {
+    delete item.dueAt;
+  }
+  // Retention starts when the dispatch reaches a final state.
+  if (state.phase === 'blocked') item[TTL_ATTRIBUTE] = Math.floor(Date.parse(state.updatedAt) / 1000) + retentionSeconds;
+  return item;
+}
+
+function stateOf(item: Item): DispatchState {
+  const { pk: _pk, sk: _sk, dueShard: _shard, originKey: _origin, createdKey: _created, expiresAt: _expires, dueAt, ...rest } = item;
+  return { ...(rest as unknown as Omit<DispatchState, 'dueAt'>), dueAt: typeof dueAt === 'string' ? dueAt : null };
+}
+
+function messageOf(item: Item): AcceptedMessage {
+  const { pk: _pk, sk: _sk, ...rest } = item;
+  return rest as unknown as AcceptedMessage;
+}
+
+function rejectionOf(item: Item): Rejection {
+  const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = item;
+  return rest as unknown as Rejection;
+}
+
+const encodeCursor = (value: unknown): string => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
+
+function decodeCursor<T>(cursor: string | undefined, check: (value: unknown) => value is T): T | undefined {
+  if (!cursor) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw new InvalidCursorError();
+  }
+  if (!check(value)) throw new InvalidCursorError();
+  return value;
+}
+
+/** A pagination cursor that this table did not hand out. */
+export class InvalidCursorError extends Error {
+  override readonly name = 'InvalidCursorError';
+  constructor() {
+    super('the cursor is not one this API returned');
+  }
+}
+
+const isKey = (value: unknown): value is Record<string, string> =>
+  typeof value === 'object' && value !== null && Object.values(value).every((part) => typeof part === 'string');
+
+const monthKey = (date: Date): string => date.toISOString().slice(0, 7);
+
+/** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
+function monthsBack(from: Date, count: number): string[] {
+  const months: string[] = [];
+  const cursor = new Date(Date.UTC(from.getUTCFullYear(), from.getUTCMonth(), 1));
+  for (let index = 0; index < count; index += 1) {
+    months.push(monthKey(cursor));
+    cursor.setUTCMonth(cursor.getUTCMonth() - 1);
+  }
+  return months;
+}
+
+export interface LedgerTableOptions {
+  readonly tableName: string;
+  /** Seconds a final record is kept (CONTRACT §7: default 90 days). */
+  readonly retentionSeconds: number;
+  readonly now?: () => Date;
+}
+
+/** The DynamoDB implementation of the ledger's store, principal registry included. */
+export class LedgerTable implements LedgerStore, PrincipalRegistry {
+  private readonly now: () => Date;
+
+  constructor(
+    private readonly db: DynamoDBDocumentClient,
+    private readonly options: LedgerTableOptions,
+  ) {
+    this.now = options.now ?? (() => new Date());
+  }
+
+  private get table(): string {
+    return this.options.tableName;
+  }
+
+  async putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>> {
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...KEY.message(message.dispatchId), ...message },
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: messageOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.message(dispatchId), ConsistentRead: true }));
+    return Item ? messageOf(Item) : undefined;
+  }
+
+  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean> {
+    try {
+      await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: KEY.message(dispatchId),
+          UpdateExpression: 'SET claimUntil = :next',
+          ConditionExpression: 'claimUntil = :expected',
+          ExpressionAttributeValues: { ':next': claimUntil, ':expected': expectedClaimUntil },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  async getState(dispatchId: string): Promise<DispatchState | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.state(dispatchId), ConsistentRead: true }));
+    return Item ? stateOf(Item) : undefined;
+  }
+
+  async createState(state: DispatchState): Promise<PutOutcome<DispatchState>> {
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: stateItem(state, this.options.retentionSeconds),
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: stateOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome> {
+    if (next.version !== expectedVersion + 1) throw new RangeError(`version must advance by one: ${expectedVersion} → ${next.version}`);
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: stateItem(next, this.options.retentionSeconds),
+          ConditionExpression: 'version = :expected',
+          ExpressionAttributeValues: { ':expected': expectedVersion },
+        }),
+      );
+      return { kind: 'updated' };
+    } catch (error) {
+      if (isConditionFailure(error)) return { kind: 'conflict' };
+      throw error;
+    }
+  }
+
+  async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
+    const at = new Date(rejection.at);
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: {
+            ...KEY.rejection(rejection.messageId),
+            ...rejection,
+            feedKey: `rejections#${monthKey(at)}`,
+            feedAt: `${rejection.at}#${rejection.messageId}`,
+            [TTL_ATTRIBUTE]: Math.floor(at.getTime() / 1000) + this.options.retentionSeconds,
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: rejectionOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>> {
+    const isRejectionCursor = (value: unknown): value is { month: string; key?: Record<string, string> } =>
+      typeof value === 'object' && value !== null && typeof (value as { month?: unknown }).month === 'string' &&
+      ((value as { key?: unknown }).key === undefined || isKey((value as { key?: unknown }).key));
+    const cursor = decodeCursor(options.cursor, isRejectionCursor);
+    // Rejections live as long as the retention: look back that many months, and one more.
+    const months = monthsBack(this.now(), Math.ceil(this.options.retentionSeconds / (30 * 86_400)) + 1);
+    const startIndex = cursor ? months.indexOf(cursor.month) : 0;
+    if (startIndex < 0) return { items: [], cursor: null };
+    const items: Rejection[] = [];
+    let startKey = cursor?.key;
+    for (let index = startIndex; index < months.length; index += 1) {
+      const month = months[index] as string;
+      do {
+        const page = await this.db.send(
+          new QueryCommand({
+            TableName: this.table,
+            IndexName: INDEX.feed,
+            KeyConditionExpression: 'feedKey = :feed',
+            ExpressionAttributeValues: { ':feed': `rejections#${month}` },
+            ScanIndexForward: false,
+            Limit: options.limit - items.length,
+            ExclusiveStartKey: startKey,
+          }),
+        );
+        items.push(...(page.Items ?? []).map(rejectionOf));
+        startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
+        if (items.length >= options.limit) {
+          const next = startKey ? { month, key: startKey } : months[index + 1] ? { month: months[index + 1] as string } : undefined;
+          return { items, cursor: next ? encodeCursor(next) : null };
+        }
+      } while (startKey);
+    }
+    return { items, cursor: null };
+  }
+
+  async listOriginDispatches(
+    origin: string,
+    options: { limit: number; cursor?: string | undefined; status?: string | undefined },
+  ): Promise<Page<DispatchState>> {
+    let startKey = decodeCursor(options.cursor, isKey);
+    const items: DispatchState[] = [];
+    // A status filter may skip many entries: read pages of keys until the page is full, within a bound.
+    for (let round = 0; round < 10; round += 1) {
+      const page = await this.db.send(
+        new QueryCommand({
+          TableName: this.table,
+          IndexName: INDEX.byOrigin,
+          KeyConditionExpression: 'originKey = :origin',
+          ExpressionAttributeValues: { ':origin': `O#${origin}` },
+          ScanIndexForward: false,
+          Limit: options.limit - items.length,
+          ExclusiveStartKey: startKey,
+        }),
+      );
+      const states = await this.getStates((page.Items ?? []).map((item) => dispatchIdOfKey(String(item.pk))));
+      for (const state of states) {
+        if (!options.status || state.execution.status === options.status || state.phase === options.status) items.push(state);
+      }
+      startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
+      if (!startKey || items.length >= options.limit) break;
+    }
+    return { items, cursor: startKey ? encodeCursor(startKey) : null };
+  }
+
+  /** States by id, in the order asked (strongly consistent batch read). */
+  private async getStates(dispatchIds: readonly string[]): Promise<DispatchState[]> {
+    if (dispatchIds.length === 0) return [];
+    const found = new Map<string, DispatchState>();
+    let keys: Array<Record<string, string>> = dispatchIds.map((id) => KEY.state(id));
+    for (let round = 0; keys.length > 0 && round < 5; round += 1) {
+      const result = await this.db.send(
+        new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }),
+      );
+      for (const item of result.Responses?.[this.table] ?? []) {
+        const state = stateOf(item);
+        found.set(state.dispatchId, state);
+      }
+      keys = (result.UnprocessedKeys?.[this.table]?.Keys ?? []) as Array<Record<string, string>>;
+    }
+    return dispatchIds.flatMap((id) => {
+      const state = found.get(id);
+      return state ? [state] : [];
+    });
+  }
+
+  async listDue(now: Date, limitPerShard: number): Promise<string[]> {
+    const shards = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${String(shard).padStart(2, '0')}`);
+    const pages = await Promise.all(
+      shards.map((shard) =>
+        this.db.send(
+          new QueryCommand({
+            TableName: this.table,
+            IndexName: INDEX.due,
+            KeyConditionExpression: 'dueShard = :shard AND dueAt <= :now',
+            ExpressionAttributeValues: { ':shard': shard, ':now': now.toISOString() },
+            Limit: limitPerShard,
+          }),
+        ),
+      ),
+    );
+    return pages.flatMap((page) => (page.Items ?? []).map((item) => dispatchIdOfKey(String(item.pk))));
+  }
+
+  async getTarget(name: string): Promise<TargetRegistration | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.target(name) }));
+    if (!Item) return undefined;
+    const { pk: _pk, sk: _sk, ...rest } = Item;
+    return rest as TargetRegistration;
+  }
+
+  async putTarget(target: TargetRegistration): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } }));
+  }
+
+  async resolve(principalId: string): Promise<Principal | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.principal(principalId) }));
+    if (!Item) return undefined;
+    const { pk: _pk, sk: _sk, principalId: _id, ...rest } = Item;
+    return rest as Principal;
+  }
+
+  async putPrincipal(principalId: string, principal: Principal): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } }));
+  }
+}

@@ -1,0 +1,20 @@
+import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { BlobStore } from '../ledger/port.js';
+
+/** Spilled payloads and bodies in the ledger's bucket. */
+export class S3Blobs implements BlobStore {
+  constructor(
+    private readonly s3: S3Client,
+    private readonly bucket: string,
+  ) {}
+
+  async put(key: string, body: string, contentType: string): Promise<void> {
+    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+  }
+
+  async getText(key: string): Promise<string> {
+    const object = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+    if (!object.Body) throw new Error(`s3://${this.bucket}/${key} has no body`);
+    return object.Body.transformToString('utf8');
+  }
+}

@@ -1,0 +1,56 @@
+/** The API's transport-neutral request and response (the handler maps API Gateway events onto them). */
+export interface ApiRequest {
+  readonly method: string;
+  /** The raw path, still percent-encoded: path segments are decoded one by one by the router. */
+  readonly rawPath: string;
+  readonly query: Readonly<Record<string, string | undefined>>;
+  readonly headers: Readonly<Record<string, string | undefined>>;
+  readonly body: Buffer | undefined;
+  /** The IAM caller from API Gateway's request context (AWS_IAM auth); absent locally. */
+  readonly iamUserId: string | undefined;
+}
+
+export interface ApiResponse {
+  readonly statusCode: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+/** CONTRACT §2 errors: 400 malformed, 422 semantically invalid, 404 unknown/not yours, 409, 413, 502. */
+export type ErrorCode = 'malformed' | 'invalid' | 'not_found' | 'conflict' | 'too_large' | 'target_unreachable' | 'forbidden' | 'method_not_allowed' | 'internal';
+
+const STATUS: Record<ErrorCode, number> = {
+  malformed: 400,
+  invalid: 422,
+  not_found: 404,
+  conflict: 409,
+  too_large: 413,
+  target_unreachable: 502,
+  forbidden: 403,
+  method_not_allowed: 405,
+  internal: 500,
+};
+
+/** An answer the API gives on purpose. Anything else thrown becomes a 500 without detail. */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+
+  get statusCode(): number {
+    return STATUS[this.code];
+  }
+}
+
+export function json(statusCode: number, body: unknown): ApiResponse {
+  return { statusCode, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+}
+
+export function errorResponse(error: ApiError): ApiResponse {
+  return json(error.statusCode, { error: { code: error.code, message: error.message, ...(error.details === undefined ? {} : { details: error.details }) } });
+}

@@ -1,0 +1,102 @@
+import { dispatchView, historyEntry } from '../dispatch/view.js';
+import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
+import type { LedgerStore } from '../ledger/port.js';
+import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
+import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
+import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
+
+export interface ApiDeps {
+  readonly store: LedgerStore;
+  readonly principals: PrincipalRegistry;
+  readonly principalMode: PrincipalMode;
+}
+
+interface Route {
+  readonly method: string;
+  /** Segments; `:name` captures one (percent-decoded) segment. */
+  readonly pattern: readonly string[];
+  readonly handle: (deps: ApiDeps, request: ApiRequest, params: Record<string, string>, caller: Caller) => Promise<ApiResponse>;
+}
+
+const MAX_LIMIT = 100;
+
+function limitOf(request: ApiRequest, fallback = 25): number {
+  const raw = request.query.limit;
+  if (raw === undefined) return fallback;
+  const limit = Number(raw);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw new ApiError('malformed', `limit must be an integer from 1 to ${MAX_LIMIT}`);
+  return limit;
+}
+
+/** A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's. */
+async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller) {
+  const notFound = new ApiError('not_found', `no dispatch ${dispatchId}`);
+  if (!DISPATCH_ID.test(dispatchId)) throw notFound;
+  const state = await deps.store.getState(dispatchId);
+  const origin = callerOrigin(caller);
+  if (!state || origin === undefined || state.origin !== origin) throw notFound;
+  return state;
+}
+
+const ROUTES: readonly Route[] = [
+  {
+    method: 'GET',
+    pattern: ['dispatches', ':dispatchId'],
+    handle: async (deps, _request, params, caller) => {
+      const dispatchId = params.dispatchId ?? '';
+      const state = await ownedState(deps, dispatchId, caller);
+      const message = await deps.store.getAcceptedMessage(dispatchId);
+      return json(200, dispatchView(state, message));
+    },
+  },
+  {
+    method: 'GET',
+    pattern: ['origins', ':origin', 'dispatches'],
+    handle: async (deps, request, params, caller) => {
+      const origin = params.origin ?? '';
+      if (!ORIGIN.test(origin) || callerOrigin(caller) !== origin) throw new ApiError('not_found', `no origin ${origin}`);
+      const page = await deps.store.listOriginDispatches(origin, {
+        limit: limitOf(request),
+        cursor: request.query.cursor,
+        status: request.query.status,
+      });
+      return json(200, { items: page.items.map(historyEntry), cursor: page.cursor });
+    },
+  },
+  {
+    method: 'GET',
+    pattern: ['rejections'],
+    handle: async (deps, request, _params, caller) => {
+      requireOperator(caller);
+      const page = await deps.store.listRejections({ limit: limitOf(request), cursor: request.query.cursor });
+      return json(200, page);
+    },
+  },
+];
+
+function match(route: Route, segments: readonly string[]): Record<string, string> | undefined {
+  if (route.pattern.length !== segments.length) return undefined;
+  const params: Record<string, string> = {};
+  for (const [index, part] of route.pattern.entries()) {
+    const segment = segments[index] ?? '';
+    if (part.startsWith(':')) params[part.slice(1)] = segment;
+    else if (part !== segment) return undefined;
+  }
+  return params;
+}
+
+/** Routes a request. Throws ApiError for answers given on purpose; anything else is a bug (500). */
+export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResponse> {
+  let segments: string[];
+  try {
+    segments = request.rawPath.split('/').filter((segment) => segment !== '').map((segment) => decodeURIComponent(segment));
+  } catch {
+    throw new ApiError('malformed', 'the path is not valid percent-encoding');
+  }
+  const candidates = ROUTES.map((candidate) => ({ candidate, params: match(candidate, segments) })).filter((entry) => entry.params);
+  if (candidates.length === 0) throw new ApiError('not_found', `no route for ${request.method} ${request.rawPath}`);
+  const found = candidates.find((entry) => entry.candidate.method === request.method);
+  if (!found?.params) throw new ApiError('method_not_allowed', `${request.method} is not allowed on ${request.rawPath}`);
+  const caller = await resolveCaller(request, deps.principalMode, deps.principals);
+  return found.candidate.handle(deps, request, found.params, caller);
+}

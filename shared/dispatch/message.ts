@@ -1,0 +1,108 @@
+import { z } from 'zod';
+import { refProblem } from './refs.js';
+
+/** CONTRACT §1 field rules, shared by the schema and by the readability check of bad messages. */
+export const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+export const ORIGIN = /^[a-z0-9-]{1,64}$/;
+export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+export const DEFAULT_TIMEOUTS = {
+  stallAfterSeconds: 600,
+  approvalWaitSeconds: 1800,
+  deliveryGraceSeconds: 300,
+} as const;
+export const DEFAULT_MAX_HOPS = 4;
+/** Upper bounds the contract leaves open: a month for any clock, 32 hops. */
+const MAX_SECONDS = 30 * 24 * 3600;
+const MAX_HOPS_LIMIT = 32;
+
+const seconds = z.int().min(1).max(MAX_SECONDS);
+const safeRef = z.string().superRefine((ref, ctx) => {
+  const problem = refProblem(ref);
+  if (problem) ctx.addIssue({ code: 'custom', message: `unsafe evidence ref (${problem})` });
+});
+
+/** The dispatch message, schema v1 (CONTRACT §1). Unknown fields are refused, so a typo is never silently dropped. */
+export const DispatchMessageSchema = z.strictObject({
+  dispatchId: z.string().regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]'),
+  origin: z.string().regex(ORIGIN, '1..64 characters of [a-z0-9-]'),
+  target: z.string().regex(TARGET_NAME, 'a target name: 1..64 characters of [a-z0-9-]'),
+  task: z.record(z.string(), z.unknown()),
+  expectedEvidence: z.array(safeRef).max(32, 'at most 32 refs').default([]),
+  delivery: z.strictObject({ mode: z.enum(['callback', 'detached']) }).default({ mode: 'callback' }),
+  timeouts: z
+    .strictObject({
+      stallAfterSeconds: seconds.default(DEFAULT_TIMEOUTS.stallAfterSeconds),
+      approvalWaitSeconds: seconds.default(DEFAULT_TIMEOUTS.approvalWaitSeconds),
+      deliveryGraceSeconds: seconds.default(DEFAULT_TIMEOUTS.deliveryGraceSeconds),
+    })
+    .default({ ...DEFAULT_TIMEOUTS }),
+  parentDispatchId: z.string().regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]').optional(),
+  maxHops: z.int().min(0).max(MAX_HOPS_LIMIT).default(DEFAULT_MAX_HOPS),
+});
+
+export type DispatchMessage = z.output<typeof DispatchMessageSchema>;
+
+export interface FieldError {
+  /** Dotted path of the field, e.g. `timeouts.stallAfterSeconds` or `expectedEvidence.2`. */
+  readonly field: string;
+  readonly message: string;
+}
+
+/** What a message body is, before anything is written (CONTRACT §1 intake outcomes). */
+export type ReadMessage =
+  | { readonly kind: 'valid'; readonly message: DispatchMessage; readonly parsed: unknown }
+  /** dispatchId and origin are readable: the dispatch is recorded as blocked with these errors. */
+  | {
+      readonly kind: 'invalid';
+      readonly dispatchId: string;
+      readonly origin: string;
+      /** The target named, when it is at least a well-formed name. */
+      readonly target: string | null;
+      readonly errors: readonly FieldError[];
+      readonly parsed: unknown;
+    }
+  /** Not JSON, not an object, or no readable dispatchId/origin: a rejection. */
+  | { readonly kind: 'unreadable'; readonly reason: UnreadableReason; readonly dispatchId?: string; readonly origin?: string };
+
+export type UnreadableReason = 'not_json' | 'not_an_object' | 'no_readable_dispatch_id' | 'no_readable_origin';
+
+const MAX_ERRORS = 20;
+
+function fieldErrors(error: z.ZodError): FieldError[] {
+  return error.issues.slice(0, MAX_ERRORS).map((issue) => ({
+    field: issue.path.map(String).join('.') || '(message)',
+    message: issue.message,
+  }));
+}
+
+/**
+ * Reads a dispatch message body: valid, invalid-but-attributable (blocked), or unreadable (rejection).
+ * Pure: no I/O, no clock.
+ */
+export function readDispatchMessage(body: string): ReadMessage {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return { kind: 'unreadable', reason: 'not_json' };
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return { kind: 'unreadable', reason: 'not_an_object' };
+  }
+  const record = parsed as Record<string, unknown>;
+  const dispatchId = typeof record.dispatchId === 'string' && DISPATCH_ID.test(record.dispatchId) ? record.dispatchId : undefined;
+  const origin = typeof record.origin === 'string' && ORIGIN.test(record.origin) ? record.origin : undefined;
+  const result = DispatchMessageSchema.safeParse(parsed);
+  if (result.success) return { kind: 'valid', message: result.data, parsed };
+  if (dispatchId === undefined || origin === undefined) {
+    return {
+      kind: 'unreadable',
+      reason: dispatchId === undefined ? 'no_readable_dispatch_id' : 'no_readable_origin',
+      ...(dispatchId ? { dispatchId } : {}),
+      ...(origin ? { origin } : {}),
+    };
+  }
+  const target = typeof record.target === 'string' && TARGET_NAME.test(record.target) ? record.target : null;
+  return { kind: 'invalid', dispatchId, origin, target, errors: fieldErrors(result.error), parsed };
+}

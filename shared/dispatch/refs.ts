@@ -1,0 +1,41 @@
+/**
+ * Safe evidence refs (CONTRACT §6): non-empty, POSIX relative, ≤ 512 bytes; no leading `/`, no `\`,
+ * no control characters or NUL, no `.` or `..` segment — also when percent-encoded — and no empty segment.
+ */
+export const MAX_REF_BYTES = 512;
+
+export type RefProblem =
+  | 'empty'
+  | 'too_long'
+  | 'absolute'
+  | 'backslash'
+  | 'control_character'
+  | 'empty_segment'
+  | 'dot_segment'
+  | 'bad_percent_encoding';
+
+// Every C0 control, DEL and the C1 range.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/** Why a ref is unsafe, or undefined when it is safe. Checks the ref as given and percent-decoded. */
+export function refProblem(ref: string): RefProblem | undefined {
+  if (ref.length === 0) return 'empty';
+  if (Buffer.byteLength(ref, 'utf8') > MAX_REF_BYTES) return 'too_long';
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(ref);
+  } catch {
+    return 'bad_percent_encoding';
+  }
+  for (const form of ref === decoded ? [ref] : [ref, decoded]) {
+    if (form.startsWith('/')) return 'absolute';
+    if (form.includes('\\')) return 'backslash';
+    if (CONTROL.test(form)) return 'control_character';
+    const segments = form.split('/');
+    if (segments.some((segment) => segment === '')) return 'empty_segment';
+    if (segments.some((segment) => segment === '.' || segment === '..')) return 'dot_segment';
+  }
+  return undefined;
+}
+
+export const isSafeRef = (ref: string): boolean => refProblem(ref) === undefined;

@@ -1,0 +1,100 @@
+import type { TargetRunStatus } from '../targets/port.js';
+
+/**
+ * The dispatch's hot state — one small item (≤ 1 KB) that every write to the dispatch goes through,
+ * guarded by `version`. The task payload lives elsewhere (the accepted message), written once.
+ */
+
+export type Phase = 'accepted' | 'submitted' | 'blocked';
+export type ExecutionStatus = TargetRunStatus | 'unknown';
+export type MonitorStatus = 'stalled' | 'approval_wait_expired' | 'lookup_unavailable' | 'target_not_found';
+
+/** Why a dispatch is blocked: a code people and scripts can match, then a bounded detail. */
+export type BlockedCode =
+  | 'invalid_fields'
+  | 'unknown_target'
+  | 'unknown_parent'
+  | 'hop_budget_exceeded'
+  | 'target_rejected'
+  | 'retry_budget_spent';
+
+export type DispatchReceipt =
+  | { readonly event: 'dispatch_written'; readonly at: string; readonly attempt: number; readonly contentHash: string }
+  | {
+      readonly event: 'dispatch_submitted';
+      readonly at: string;
+      readonly attempt: number;
+      /** Proof: the target's run handle and the id of the submission request. */
+      readonly runId: string;
+      readonly requestId: string;
+    }
+  | { readonly event: 'dispatch_blocked'; readonly at: string; readonly attempt: number; readonly reason: string };
+
+export interface Submission {
+  /** Submission calls made for the current attempt. */
+  readonly attempts: number;
+  readonly nextRetryAt: string | null;
+  readonly lastError: string | null;
+}
+
+export interface Execution {
+  readonly status: ExecutionStatus | null;
+  readonly nativeStatus: TargetRunStatus | null;
+  readonly monitorStatus: MonitorStatus | null;
+  readonly lastActivityAt: string | null;
+  readonly completedAt: string | null;
+  readonly pendingApproval: { readonly approvalId: string; readonly requestedAt: string } | null;
+  readonly result: { readonly summary?: string } | null;
+}
+
+export interface Timeouts {
+  readonly stallAfterSeconds: number;
+  readonly approvalWaitSeconds: number;
+  readonly deliveryGraceSeconds: number;
+}
+
+export interface DispatchState {
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly target: string;
+  readonly contentHash: string;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly phase: Phase;
+  readonly blockedReason: string | null;
+  readonly attempt: number;
+  readonly runId: string | null;
+  readonly hop: number;
+  readonly maxHops: number;
+  readonly parentDispatchId: string | null;
+  readonly deliveryMode: 'callback' | 'detached';
+  readonly timeouts: Timeouts;
+  readonly submission: Submission;
+  readonly execution: Execution;
+  readonly receipts: readonly DispatchReceipt[];
+  /** When the monitor must look at this dispatch next (retry, stall watch…); null: nothing due. */
+  readonly dueAt: string | null;
+  /** Optimistic concurrency: every write is conditioned on the version it read. */
+  readonly version: number;
+}
+
+export const NO_EXECUTION: Execution = {
+  status: null,
+  nativeStatus: null,
+  monitorStatus: null,
+  lastActivityAt: null,
+  completedAt: null,
+  pendingApproval: null,
+  result: null,
+};
+
+const MAX_REASON = 300;
+
+/** `code: detail`, bounded and without control characters: a reason is shown to people and stored in small items. */
+export function blockedReason(code: BlockedCode, detail: string): string {
+  const clean = detail.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').trim();
+  const text = clean ? `${code}: ${clean}` : code;
+  return text.length > MAX_REASON ? `${text.slice(0, MAX_REASON - 1)}…` : text;
+}
+
+export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);

@@ -1,0 +1,118 @@
+import type { SubmitOutcome } from '../targets/port.js';
+import { nextRetryAt, type RetryPolicy } from './retry.js';
+import { blockedReason, NO_EXECUTION, type BlockedCode, type DispatchState, type Timeouts } from './state.js';
+
+/**
+ * The dispatch's phase transitions, as pure functions from (state, fact, now) to the next state.
+ * Use cases never assemble a state by hand; the store writes what these return, conditioned on the
+ * version they started from.
+ */
+
+const MAX_ERROR = 300;
+const bounded = (text: string): string => (text.length > MAX_ERROR ? `${text.slice(0, MAX_ERROR - 1)}…` : text);
+
+export interface NewDispatch {
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly target: string;
+  readonly contentHash: string;
+  readonly hop: number;
+  readonly maxHops: number;
+  readonly parentDispatchId: string | null;
+  readonly deliveryMode: 'callback' | 'detached';
+  readonly timeouts: Timeouts;
+  /** When the accepted message was written: the `dispatch_written` receipt's time. */
+  readonly writtenAt: string;
+}
+
+/** A dispatch written and not yet submitted (attempt 1, nothing tried). */
+export function accepted(input: NewDispatch, now: Date): DispatchState {
+  return {
+    dispatchId: input.dispatchId,
+    origin: input.origin,
+    target: input.target,
+    contentHash: input.contentHash,
+    createdAt: input.writtenAt,
+    updatedAt: now.toISOString(),
+    phase: 'accepted',
+    blockedReason: null,
+    attempt: 1,
+    runId: null,
+    hop: input.hop,
+    maxHops: input.maxHops,
+    parentDispatchId: input.parentDispatchId,
+    deliveryMode: input.deliveryMode,
+    timeouts: input.timeouts,
+    submission: { attempts: 0, nextRetryAt: null, lastError: null },
+    execution: NO_EXECUTION,
+    receipts: [{ event: 'dispatch_written', at: input.writtenAt, attempt: 1, contentHash: input.contentHash }],
+    dueAt: null,
+    version: 0,
+  };
+}
+
+/** Blocked before any target contact, or after the target refused or the retry budget ran out. */
+export function blocked(state: DispatchState, code: BlockedCode, detail: string, now: Date): DispatchState {
+  const reason = blockedReason(code, detail);
+  const at = now.toISOString();
+  return {
+    ...state,
+    phase: 'blocked',
+    blockedReason: reason,
+    updatedAt: at,
+    submission: { ...state.submission, nextRetryAt: null },
+    receipts: [...state.receipts, { event: 'dispatch_blocked', at, attempt: state.attempt, reason }],
+    dueAt: null,
+    version: state.version + 1,
+  };
+}
+
+/** Applies what one submission call to the target returned. */
+export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: RetryPolicy, now: Date): DispatchState {
+  const at = now.toISOString();
+  const attempts = state.submission.attempts + 1;
+  switch (outcome.kind) {
+    case 'accepted':
+      return {
+        ...state,
+        phase: 'submitted',
+        runId: outcome.runId,
+        updatedAt: at,
+        submission: { attempts, nextRetryAt: null, lastError: null },
+        execution: { ...NO_EXECUTION, status: outcome.status, nativeStatus: outcome.status, lastActivityAt: at },
+        receipts: [
+          ...state.receipts,
+          { event: 'dispatch_submitted', at, attempt: state.attempt, runId: outcome.runId, requestId: outcome.requestId },
+        ],
+        // The run is watched from now on: no activity for stallAfterSeconds makes it due.
+        dueAt: new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000).toISOString(),
+        version: state.version + 1,
+      };
+    case 'rejected':
+      return blocked(
+        { ...state, submission: { ...state.submission, attempts, lastError: bounded(`HTTP ${outcome.httpStatus}: ${outcome.reason}`) } },
+        'target_rejected',
+        `HTTP ${outcome.httpStatus}: ${outcome.reason}`,
+        now,
+      );
+    case 'unavailable': {
+      const lastError = bounded(outcome.reason);
+      const retryAt = nextRetryAt(policy, state.dispatchId, attempts, now);
+      if (!retryAt) {
+        return blocked(
+          { ...state, submission: { attempts, nextRetryAt: null, lastError } },
+          'retry_budget_spent',
+          `${attempts} submission attempts failed; last: ${lastError}`,
+          now,
+        );
+      }
+      return {
+        ...state,
+        updatedAt: at,
+        submission: { attempts, nextRetryAt: retryAt.toISOString(), lastError },
+        dueAt: retryAt.toISOString(),
+        version: state.version + 1,
+      };
+    }
+  }
+}

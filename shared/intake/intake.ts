@@ -1,0 +1,261 @@
+import { canonicalJson, contentHash } from '../dispatch/canonical.js';
+import { DEFAULT_TIMEOUTS, readDispatchMessage, type DispatchMessage, type FieldError } from '../dispatch/message.js';
+import type { RetryPolicy } from '../dispatch/retry.js';
+import type { DispatchState } from '../dispatch/state.js';
+import { accepted, blocked, submitted } from '../dispatch/transitions.js';
+import type { AcceptedMessage, BlobStore, LedgerStore, Rejection } from '../ledger/port.js';
+import { mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
+import type { TargetPort, TargetRegistration } from '../targets/port.js';
+
+/** One SQS record, as intake sees it. */
+export interface IntakeRecord {
+  readonly messageId: string;
+  readonly body: string;
+  /** SQS `SenderId`: the IAM identity that sent the message. */
+  readonly senderId: string | undefined;
+}
+
+export type IntakeResult =
+  | { readonly outcome: 'submitted' | 'retrying' | 'blocked' | 'duplicate'; readonly dispatchId: string; readonly target: string; readonly reason?: string }
+  | { readonly outcome: 'rejected'; readonly reason: Rejection['reason']; readonly dispatchId?: string };
+
+export interface IntakeDeps {
+  readonly store: LedgerStore;
+  readonly blobs: BlobStore;
+  readonly targetFor: (registration: TargetRegistration) => TargetPort;
+  readonly principals: PrincipalRegistry;
+  readonly principalMode: PrincipalMode;
+  /** The ledger API's base URL, given to targets as `callbackUrl`. */
+  readonly callbackUrl: string;
+  readonly retryPolicy: RetryPolicy;
+  readonly now: () => Date;
+  /** How long a writer is presumed busy with a dispatch before a duplicate delivery takes over. */
+  readonly claimSeconds: number;
+}
+
+/**
+ * A duplicate delivery arrived while the first is still being handled. Thrown so the record is
+ * reported back to SQS and redelivered after the visibility timeout — never acknowledged while the
+ * work it carries is not yet recorded.
+ */
+export class DispatchInProgressError extends Error {
+  override readonly name = 'DispatchInProgressError';
+  constructor(readonly dispatchId: string) {
+    super(`dispatch ${dispatchId} is being written by another delivery`);
+  }
+}
+
+/** Bodies and task payloads up to this size are kept in the item; larger ones go to the blob store. */
+export const INLINE_BYTES = 8 * 1024;
+/** Previews shown in rejections, views and items: bounded whatever the message. */
+export const PREVIEW_CHARS = 512;
+
+const preview = (text: string): string => (text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}…` : text);
+
+/** Keeps the original bytes a person may need: inline when small, in the blob store when not. */
+async function keepBody(blobs: BlobStore, key: string, body: string): Promise<{ bodyPreview: string; bodyRef: string | null; bodyBytes: number }> {
+  const bodyBytes = Buffer.byteLength(body, 'utf8');
+  if (bodyBytes <= INLINE_BYTES) return { bodyPreview: body, bodyRef: null, bodyBytes };
+  await blobs.put(key, body, 'application/octet-stream');
+  return { bodyPreview: preview(body), bodyRef: key, bodyBytes };
+}
+
+async function reject(
+  deps: IntakeDeps,
+  record: IntakeRecord,
+  reason: Rejection['reason'],
+  ids: { dispatchId?: string | undefined; origin?: string | undefined },
+): Promise<IntakeResult> {
+  const kept = await keepBody(deps.blobs, `rejections/${record.messageId}/body`, record.body);
+  // Keyed by the SQS message id: a redelivered message finds its rejection already recorded.
+  await deps.store.putRejection({
+    messageId: record.messageId,
+    at: deps.now().toISOString(),
+    reason,
+    dispatchId: ids.dispatchId ?? null,
+    origin: ids.origin ?? null,
+    senderId: record.senderId ?? null,
+    ...kept,
+  });
+  return { outcome: 'rejected', reason, ...(ids.dispatchId ? { dispatchId: ids.dispatchId } : {}) };
+}
+
+/**
+ * Takes one dispatch message to exactly one effect: a submitted (or retrying) dispatch, a blocked
+ * dispatch, a duplicate no-op, or a recorded rejection. Safe under redelivery and concurrent
+ * duplicates at every step:
+ *
+ *  1. the accepted message is written once, conditional on the dispatchId being new (the anchor);
+ *     a different content or origin under that id is a `conflict` rejection, the original untouched;
+ *  2. the hot state is created once, conditional too, after the first submission was tried;
+ *  3. a crash between them leaves the anchor without a state: the redelivery (or a duplicate, once the
+ *     writer's claim has lapsed) submits again with the same Idempotency-Key and finds the same run.
+ */
+export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord): Promise<IntakeResult> {
+  const read = readDispatchMessage(record.body);
+  if (read.kind === 'unreadable') {
+    return reject(deps, record, read.reason, { dispatchId: read.dispatchId, origin: read.origin });
+  }
+  const { dispatchId, origin } = read.kind === 'valid' ? read.message : read;
+  if (!(await mayActForOrigin(deps.principals, deps.principalMode, record.senderId, origin))) {
+    return reject(deps, record, 'origin_not_allowed', { dispatchId, origin });
+  }
+
+  const hash = contentHash(read.parsed);
+  const now = deps.now();
+  const anchor = await anchorFor(deps, record, read.kind === 'valid' ? { message: read.message } : { errors: read.errors, target: read.target }, {
+    dispatchId,
+    origin,
+    hash,
+    now,
+  });
+  const written = await deps.store.putAcceptedMessage(anchor);
+  let message = anchor;
+  if (written.kind === 'exists') {
+    const existing = written.existing;
+    if (existing.contentHash !== hash || existing.origin !== origin) {
+      return reject(deps, record, 'conflict', { dispatchId, origin });
+    }
+    const state = await deps.store.getState(dispatchId);
+    if (state) return { outcome: 'duplicate', dispatchId, target: state.target };
+    // Written but no state: another delivery is at work, or one crashed before recording the state.
+    if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);
+    const claimUntil = new Date(now.getTime() + deps.claimSeconds * 1000).toISOString();
+    if (!(await deps.store.renewClaim(dispatchId, existing.claimUntil, claimUntil))) throw new DispatchInProgressError(dispatchId);
+    message = { ...existing, claimUntil };
+  }
+  return firstSubmission(deps, message, read.kind === 'valid' ? read.message.task : undefined);
+}
+
+async function anchorFor(
+  deps: IntakeDeps,
+  record: IntakeRecord,
+  content: { message: DispatchMessage } | { errors: readonly FieldError[]; target: string | null },
+  ids: { dispatchId: string; origin: string; hash: string; now: Date },
+): Promise<AcceptedMessage> {
+  const base = {
+    dispatchId: ids.dispatchId,
+    origin: ids.origin,
+    contentHash: ids.hash,
+    messageId: record.messageId,
+    senderId: record.senderId ?? null,
+    receivedAt: ids.now.toISOString(),
+    claimUntil: new Date(ids.now.getTime() + deps.claimSeconds * 1000).toISOString(),
+  };
+  if ('errors' in content) {
+    const kept = await keepBody(deps.blobs, `payloads/${ids.dispatchId}/invalid-body`, record.body);
+    return { ...base, content: { valid: false, target: content.target, errors: content.errors, ...kept } };
+  }
+  const { message } = content;
+  const taskJson = canonicalJson(message.task);
+  const taskBytes = Buffer.byteLength(taskJson, 'utf8');
+  let taskRef: string | null = null;
+  if (taskBytes > INLINE_BYTES) {
+    // Same key for the same content: a redelivery rewrites identical bytes.
+    taskRef = `payloads/${ids.dispatchId}/task.json`;
+    await deps.blobs.put(taskRef, taskJson, 'application/json');
+  }
+  return {
+    ...base,
+    content: {
+      valid: true,
+      target: message.target,
+      task: taskRef ? null : message.task,
+      taskRef,
+      taskPreview: preview(taskJson),
+      taskBytes,
+      expectedEvidence: message.expectedEvidence,
+      deliveryMode: message.delivery.mode,
+      timeouts: message.timeouts,
+      parentDispatchId: message.parentDispatchId ?? null,
+      maxHops: message.maxHops,
+    },
+  };
+}
+
+/** The task as sent: inline, from the message in hand, or read back from the blob store. */
+export async function taskOf(blobs: BlobStore, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<Record<string, unknown>> {
+  if (!message.content.valid) throw new Error(`dispatch ${message.dispatchId} has no valid task`);
+  if (inHand) return inHand;
+  if (message.content.task) return { ...message.content.task };
+  if (!message.content.taskRef) throw new Error(`dispatch ${message.dispatchId} has neither task nor taskRef`);
+  return JSON.parse(await blobs.getText(message.content.taskRef)) as Record<string, unknown>;
+}
+
+async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHand: Record<string, unknown> | undefined): Promise<IntakeResult> {
+  const now = deps.now();
+  const content = message.content;
+  if (!content.valid) {
+    const detail = content.errors.map((error) => `${error.field}: ${error.message}`).join('; ');
+    const start = accepted(
+      {
+        dispatchId: message.dispatchId,
+        origin: message.origin,
+        target: content.target ?? 'unknown',
+        contentHash: message.contentHash,
+        hop: 0,
+        maxHops: 0,
+        parentDispatchId: null,
+        deliveryMode: 'callback',
+        timeouts: DEFAULT_TIMEOUTS,
+        writtenAt: message.receivedAt,
+      },
+      now,
+    );
+    return record(deps, blocked(start, 'invalid_fields', detail, now));
+  }
+
+  // Hop is derived from the stored parent, never taken from the sender, and checked before any contact.
+  let hop = 0;
+  let maxHops = content.maxHops;
+  let parentProblem: string | undefined;
+  if (content.parentDispatchId) {
+    const parent = await deps.store.getState(content.parentDispatchId);
+    if (!parent) parentProblem = `parent ${content.parentDispatchId} is not in the ledger`;
+    else {
+      hop = parent.hop + 1;
+      maxHops = Math.min(parent.maxHops, content.maxHops);
+    }
+  }
+  const start = accepted(
+    {
+      dispatchId: message.dispatchId,
+      origin: message.origin,
+      target: content.target,
+      contentHash: message.contentHash,
+      hop,
+      maxHops,
+      parentDispatchId: content.parentDispatchId,
+      deliveryMode: content.deliveryMode,
+      timeouts: content.timeouts,
+      writtenAt: message.receivedAt,
+    },
+    now,
+  );
+  if (parentProblem) return record(deps, blocked(start, 'unknown_parent', parentProblem, now));
+  if (hop > maxHops) return record(deps, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
+  const registration = await deps.store.getTarget(content.target);
+  if (!registration) return record(deps, blocked(start, 'unknown_target', `no target named "${content.target}" is registered`, now));
+
+  const outcome = await deps.targetFor(registration).submit({
+    dispatchId: message.dispatchId,
+    attempt: start.attempt,
+    origin: message.origin,
+    task: await taskOf(deps.blobs, message, inHand),
+    expectedEvidence: content.expectedEvidence,
+    callbackUrl: deps.callbackUrl,
+  });
+  return record(deps, submitted(start, outcome, deps.retryPolicy, deps.now()));
+}
+
+async function record(deps: IntakeDeps, state: DispatchState): Promise<IntakeResult> {
+  const created = await deps.store.createState(state);
+  if (created.kind === 'exists') return { outcome: 'duplicate', dispatchId: state.dispatchId, target: created.existing.target };
+  const outcome = state.phase === 'submitted' ? 'submitted' : state.phase === 'blocked' ? 'blocked' : 'retrying';
+  return {
+    outcome,
+    dispatchId: state.dispatchId,
+    target: state.target,
+    ...(state.blockedReason ? { reason: state.blockedReason } : outcome === 'retrying' && state.submission.lastError ? { reason: state.submission.lastError } : {}),
+  };
+}

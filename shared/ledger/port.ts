@@ -1,0 +1,95 @@
+import type { DispatchState } from '../dispatch/state.js';
+import type { TargetRegistration } from '../targets/port.js';
+import type { FieldError, UnreadableReason } from '../dispatch/message.js';
+
+/**
+ * The accepted message: written once, first, as the idempotency anchor of a dispatchId (conditional on
+ * its absence), holding the content hash and the task payload (or its S3 reference when large).
+ */
+export interface AcceptedMessage {
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly contentHash: string;
+  readonly messageId: string;
+  readonly senderId: string | null;
+  readonly receivedAt: string;
+  /** Until when the writer of this record is presumed to be submitting it (a duplicate waits, then takes over). */
+  readonly claimUntil: string;
+  readonly content:
+    | {
+        readonly valid: true;
+        readonly target: string;
+        /** The task inline, or null when it was spilled to the blob store under `taskRef`. */
+        readonly task: Readonly<Record<string, unknown>> | null;
+        readonly taskRef: string | null;
+        readonly taskPreview: string;
+        readonly taskBytes: number;
+        readonly expectedEvidence: readonly string[];
+        readonly deliveryMode: 'callback' | 'detached';
+        readonly timeouts: DispatchState['timeouts'];
+        readonly parentDispatchId: string | null;
+        readonly maxHops: number;
+      }
+    | {
+        readonly valid: false;
+        readonly target: string | null;
+        readonly errors: readonly FieldError[];
+        /** The original body when small; else a preview, the rest under `bodyRef` in the blob store. */
+        readonly bodyPreview: string;
+        readonly bodyRef: string | null;
+        readonly bodyBytes: number;
+      };
+}
+
+/** A message that did not become a dispatch (CONTRACT §1 "rejection"), listed by `GET /rejections`. */
+export interface Rejection {
+  readonly messageId: string;
+  readonly at: string;
+  readonly reason: UnreadableReason | 'origin_not_allowed' | 'conflict';
+  readonly dispatchId: string | null;
+  readonly origin: string | null;
+  readonly senderId: string | null;
+  readonly bodyPreview: string;
+  readonly bodyRef: string | null;
+  readonly bodyBytes: number;
+}
+
+export type PutOutcome<T> = { readonly kind: 'written' } | { readonly kind: 'exists'; readonly existing: T };
+export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'conflict' };
+
+export interface Page<T> {
+  readonly items: readonly T[];
+  /** Opaque; pass back to get the next page. Null on the last page. */
+  readonly cursor: string | null;
+}
+
+/** Everything the use cases ask of the ledger table. One adapter implements it; tests may fake it. */
+export interface LedgerStore {
+  putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>>;
+  getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined>;
+  /** Takes over a stale claim; false when someone else changed it first. */
+  renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean>;
+
+  /** Strongly consistent read of the hot state. */
+  getState(dispatchId: string): Promise<DispatchState | undefined>;
+  createState(state: DispatchState): Promise<PutOutcome<DispatchState>>;
+  /** Replaces the state if it is still at `expectedVersion`; `next.version` must be expectedVersion + 1. */
+  replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome>;
+
+  putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;
+  listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>>;
+
+  listOriginDispatches(origin: string, options: { limit: number; cursor?: string | undefined; status?: string | undefined }): Promise<Page<DispatchState>>;
+
+  /** Dispatch ids whose `dueAt` ≤ now, from every shard of the due index (eventually consistent: re-read each by key). */
+  listDue(now: Date, limitPerShard: number): Promise<string[]>;
+
+  getTarget(name: string): Promise<TargetRegistration | undefined>;
+  putTarget(target: TargetRegistration): Promise<void>;
+}
+
+/** Large bodies and payloads: S3 in AWS (fauxqs locally). */
+export interface BlobStore {
+  put(key: string, body: string, contentType: string): Promise<void>;
+  getText(key: string): Promise<string>;
+}

@@ -1,0 +1,83 @@
+import type { RetryPolicy } from '../dispatch/retry.js';
+import type { DispatchState } from '../dispatch/state.js';
+import { blocked, submitted } from '../dispatch/transitions.js';
+import { taskOf } from '../intake/intake.js';
+import type { BlobStore, LedgerStore } from '../ledger/port.js';
+import type { TargetPort, TargetRegistration } from '../targets/port.js';
+
+export interface MonitorDeps {
+  readonly store: LedgerStore;
+  readonly blobs: BlobStore;
+  readonly targetFor: (registration: TargetRegistration) => TargetPort;
+  readonly callbackUrl: string;
+  readonly retryPolicy: RetryPolicy;
+  readonly now: () => Date;
+  /** How long a tick holds a dispatch it is acting on, so an overlapping tick leaves it alone. */
+  readonly claimSeconds: number;
+  /** Due entries read per shard per tick; the rest wait for the next tick. */
+  readonly limitPerShard: number;
+}
+
+export type MonitorAction = 'retried' | 'skipped';
+
+export interface TickReport {
+  readonly due: number;
+  readonly actions: Readonly<Record<string, MonitorAction | 'submitted' | 'retrying' | 'blocked'>>;
+}
+
+/**
+ * One monitor tick: reads only what is due (the sharded due index), re-reads each dispatch by key
+ * (the index is eventually consistent), and acts on it. Today it drives submission retries; stalls,
+ * approvals and evidence checks join it from the same index.
+ */
+export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
+  const now = deps.now();
+  const due = await deps.store.listDue(now, deps.limitPerShard);
+  const actions: Record<string, MonitorAction | 'submitted' | 'retrying' | 'blocked'> = {};
+  const queue = [...due];
+  const worker = async (): Promise<void> => {
+    for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+      actions[id] = await actOn(deps, id, now);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(8, queue.length) }, worker));
+  return { due: due.length, actions };
+}
+
+async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<MonitorAction | 'submitted' | 'retrying' | 'blocked'> {
+  const state = await deps.store.getState(dispatchId);
+  if (!state || !state.dueAt || Date.parse(state.dueAt) > now.getTime()) return 'skipped';
+  if (state.phase === 'accepted') return retrySubmission(deps, state, now);
+  return 'skipped';
+}
+
+/** Claims the dispatch by moving its due time (conditional on its version), then submits once. */
+async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Date): Promise<'submitted' | 'retrying' | 'blocked' | 'skipped'> {
+  const claimed: DispatchState = {
+    ...state,
+    dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString(),
+    updatedAt: now.toISOString(),
+    version: state.version + 1,
+  };
+  if ((await deps.store.replaceState(claimed, state.version)).kind === 'conflict') return 'skipped';
+
+  const [message, registration] = await Promise.all([deps.store.getAcceptedMessage(state.dispatchId), deps.store.getTarget(state.target)]);
+  let next: DispatchState;
+  if (!registration) {
+    next = blocked(claimed, 'unknown_target', `target "${state.target}" is no longer registered`, deps.now());
+  } else if (!message || !message.content.valid) {
+    next = blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now());
+  } else {
+    const outcome = await deps.targetFor(registration).submit({
+      dispatchId: state.dispatchId,
+      attempt: state.attempt,
+      origin: state.origin,
+      task: await taskOf(deps.blobs, message),
+      expectedEvidence: message.content.expectedEvidence,
+      callbackUrl: deps.callbackUrl,
+    });
+    next = submitted(claimed, outcome, deps.retryPolicy, deps.now());
+  }
+  if ((await deps.store.replaceState(next, claimed.version)).kind === 'conflict') return 'skipped';
+  return next.phase === 'submitted' ? 'submitted' : next.phase === 'blocked' ? 'blocked' : 'retrying';
+}

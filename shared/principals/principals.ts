@@ -1,0 +1,41 @@
+/**
+ * The principal registry (CONTRACT §2): maps a caller's IAM identity — SQS `SenderId` at intake, the
+ * IAM request context at the API — to what it may act as. One registry serves both doors, so an origin
+ * can never be claimed through one that the other would refuse.
+ */
+export type Principal =
+  | { readonly role: 'origin'; readonly origin: string }
+  | { readonly role: 'target'; readonly target: string }
+  | { readonly role: 'operator' };
+
+export interface PrincipalRegistry {
+  /** What the identity is registered as, or undefined if it is not registered. */
+  resolve(principalId: string): Promise<Principal | undefined>;
+}
+
+/** How intake and API decide. `open` is the local platform's mode: every caller may act for any origin. */
+export type PrincipalMode = 'open' | 'enforce';
+
+/**
+ * The ids to look an IAM caller up by, most specific first. SQS reports a role session as
+ * `AROA…:session-name` and a user as `AIDA…`; registering the role id covers all its sessions.
+ */
+export function principalIdCandidates(principalId: string): string[] {
+  const colon = principalId.indexOf(':');
+  return colon > 0 ? [principalId, principalId.slice(0, colon)] : [principalId];
+}
+
+export async function mayActForOrigin(
+  registry: PrincipalRegistry,
+  mode: PrincipalMode,
+  principalId: string | undefined,
+  origin: string,
+): Promise<boolean> {
+  if (mode === 'open') return true;
+  if (!principalId) return false;
+  for (const id of principalIdCandidates(principalId)) {
+    const principal = await registry.resolve(id);
+    if (principal) return principal.role === 'origin' && principal.origin === origin;
+  }
+  return false;
+}
