@@ -76,18 +76,31 @@ const isConditionFailure = (error: unknown): error is ConditionalCheckFailedExce
 
 type Item = Record<string, unknown>;
 
+/** Null fields are left out of the stored item (they cost bytes on every write) and restored on read. */
+function withoutNulls(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== null).map(([name, field]) => [name, withoutNulls(field)]));
+}
+
+/** A short, stable tie-breaker for sort keys, instead of repeating a 128-character id. */
+const idHash = (id: string): string => createHash('sha256').update(id).digest('base64url').slice(0, 10);
+
+/**
+ * The hot state item. Kept small (≤ 1 KB for usual ids): the dispatch id and origin live only in the
+ * keys, nulls are not stored, and the history sort key carries a hash of the id rather than the id.
+ */
 function stateItem(state: DispatchState, retentionSeconds: number): Item {
+  const { dispatchId, origin, dueAt, ...rest } = state;
   const item: Item = {
-    ...KEY.state(state.dispatchId),
-    ...state,
-    originKey: `O#${state.origin}`,
-    createdKey: `${state.createdAt}#${state.dispatchId}`,
+    ...KEY.state(dispatchId),
+    ...(withoutNulls(rest) as Item),
+    originKey: `O#${origin}`,
+    createdKey: `${state.createdAt}#${idHash(dispatchId)}`,
   };
-  if (state.dueAt) {
-    item.dueShard = dueShardOf(state.dispatchId);
-    item.dueAt = state.dueAt;
-  } else {
-    delete item.dueAt;
+  if (dueAt) {
+    item.dueShard = dueShardOf(dispatchId);
+    item.dueAt = dueAt;
   }
   // Retention starts when the dispatch reaches a final state.
   if (state.phase === 'blocked') item[TTL_ATTRIBUTE] = Math.floor(Date.parse(state.updatedAt) / 1000) + retentionSeconds;
@@ -95,8 +108,29 @@ function stateItem(state: DispatchState, retentionSeconds: number): Item {
 }
 
 function stateOf(item: Item): DispatchState {
-  const { pk: _pk, sk: _sk, dueShard: _shard, originKey: _origin, createdKey: _created, expiresAt: _expires, dueAt, ...rest } = item;
-  return { ...(rest as unknown as Omit<DispatchState, 'dueAt'>), dueAt: typeof dueAt === 'string' ? dueAt : null };
+  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey: _created, expiresAt: _expires, dueAt, ...rest } = item;
+  const stored = rest as Partial<DispatchState>;
+  const execution = (stored.execution ?? {}) as Partial<DispatchState['execution']>;
+  const submission = (stored.submission ?? {}) as Partial<DispatchState['submission']>;
+  return {
+    ...(stored as DispatchState),
+    dispatchId: dispatchIdOfKey(String(pk)),
+    origin: String(originKey).slice(2),
+    blockedReason: stored.blockedReason ?? null,
+    runId: stored.runId ?? null,
+    parentDispatchId: stored.parentDispatchId ?? null,
+    submission: { attempts: submission.attempts ?? 0, nextRetryAt: submission.nextRetryAt ?? null, lastError: submission.lastError ?? null },
+    execution: {
+      status: execution.status ?? null,
+      nativeStatus: execution.nativeStatus ?? null,
+      monitorStatus: execution.monitorStatus ?? null,
+      lastActivityAt: execution.lastActivityAt ?? null,
+      completedAt: execution.completedAt ?? null,
+      pendingApproval: execution.pendingApproval ?? null,
+      result: execution.result ?? null,
+    },
+    dueAt: typeof dueAt === 'string' ? dueAt : null,
+  };
 }
 
 function messageOf(item: Item): AcceptedMessage {

@@ -19,7 +19,7 @@ export type BlockedCode =
   | 'retry_budget_spent';
 
 export type DispatchReceipt =
-  | { readonly event: 'dispatch_written'; readonly at: string; readonly attempt: number; readonly contentHash: string }
+  | { readonly event: 'dispatch_written'; readonly at: string; readonly attempt: number }
   | {
       readonly event: 'dispatch_submitted';
       readonly at: string;
@@ -57,7 +57,6 @@ export interface DispatchState {
   readonly dispatchId: string;
   readonly origin: string;
   readonly target: string;
-  readonly contentHash: string;
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly phase: Phase;

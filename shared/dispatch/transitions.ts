@@ -15,7 +15,6 @@ export interface NewDispatch {
   readonly dispatchId: string;
   readonly origin: string;
   readonly target: string;
-  readonly contentHash: string;
   readonly hop: number;
   readonly maxHops: number;
   readonly parentDispatchId: string | null;
@@ -31,7 +30,6 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     dispatchId: input.dispatchId,
     origin: input.origin,
     target: input.target,
-    contentHash: input.contentHash,
     createdAt: input.writtenAt,
     updatedAt: now.toISOString(),
     phase: 'accepted',
@@ -45,7 +43,7 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     timeouts: input.timeouts,
     submission: { attempts: 0, nextRetryAt: null, lastError: null },
     execution: NO_EXECUTION,
-    receipts: [{ event: 'dispatch_written', at: input.writtenAt, attempt: 1, contentHash: input.contentHash }],
+    receipts: [{ event: 'dispatch_written', at: input.writtenAt, attempt: 1 }],
     dueAt: null,
     version: 0,
   };

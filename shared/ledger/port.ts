@@ -22,7 +22,8 @@ export interface AcceptedMessage {
         /** The task inline, or null when it was spilled to the blob store under `taskRef`. */
         readonly task: Readonly<Record<string, unknown>> | null;
         readonly taskRef: string | null;
-        readonly taskPreview: string;
+        /** A bounded preview of a spilled task (null when the task is inline). */
+        readonly taskPreview: string | null;
         readonly taskBytes: number;
         readonly expectedEvidence: readonly string[];
         readonly deliveryMode: 'callback' | 'detached';

@@ -1,0 +1,157 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
+import { httpTarget } from '../../shared/adapters/http-target.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { canonicalJson } from '../../shared/dispatch/canonical.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
+import type { LedgerStore } from '../../shared/ledger/port.js';
+import { inject } from 'vitest';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+
+/**
+ * The intake use case on the real engines with its collaborators in hand: a metered DynamoDB client,
+ * a clock the test moves, and a store that can crash at a chosen point.
+ */
+const clients = engineClients();
+const meter = new CapacityMeter();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+meter.attach(dynamodb);
+let table: LedgerTable;
+let blobs: S3Blobs;
+let agent: DemoAgent;
+let clock = new Date('2026-12-01T10:00:00Z');
+
+beforeAll(async () => {
+  const tableName = uniqueName('intake');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  const bucket = await ensureBucket(clients.s3, uniqueName('blobs'));
+  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400, now: () => clock });
+  blobs = new S3Blobs(clients.s3, bucket);
+  agent = await startDemoAgent();
+  await table.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: agent.url });
+});
+afterAll(async () => {
+  await agent.stop();
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+function deps(overrides: Partial<IntakeDeps> = {}): IntakeDeps {
+  return {
+    store: table,
+    blobs,
+    targetFor: (registration) => httpTarget(registration),
+    principals: table,
+    principalMode: 'open',
+    callbackUrl: 'http://127.0.0.1:9',
+    retryPolicy: DEFAULT_RETRY_POLICY,
+    now: () => clock,
+    claimSeconds: 60,
+    ...overrides,
+  };
+}
+
+const message = (task: Record<string, unknown> = { behavior: 'complete' }, origin = 'planner') => ({
+  dispatchId: uniqueName('d'),
+  origin,
+  target: 'demo-agent',
+  task,
+  expectedEvidence: ['out/report.md'],
+});
+
+describe('intake use case on the real engines', () => {
+  it('finds the same run when it crashed between the target accepting and the ledger writing the state', async () => {
+    const sent = message();
+    const body = JSON.stringify(sent);
+    /** A store whose first state write dies, as a Lambda killed at that instant would. */
+    const crashing: LedgerStore = Object.assign(Object.create(table) as LedgerStore, {
+      createState: async (): Promise<never> => {
+        throw new Error('injected crash after the target accepted');
+      },
+    });
+
+    await expect(takeDispatchMessage(deps({ store: crashing }), { messageId: 'm-1', body, senderId: 'local' })).rejects.toThrow('injected crash');
+    const afterCrash = agent.stats();
+    clock = new Date(clock.getTime() + 61_000); // the crashed writer's claim has lapsed: SQS redelivers
+    const redelivered = await takeDispatchMessage(deps(), { messageId: 'm-1', body, senderId: 'local' });
+
+    expect(afterCrash.runs[sent.dispatchId]).toBe(1);
+    expect(redelivered.outcome).toBe('submitted');
+    const stats = agent.stats();
+    expect(stats.submissions[sent.dispatchId]).toBe(2); // the same Idempotency-Key, twice…
+    expect(stats.runs[sent.dispatchId]).toBe(1); // …one run
+    const state = (await table.getState(sent.dispatchId)) as DispatchState;
+    expect(state.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written', 'dispatch_submitted']);
+  });
+
+  it('costs at most 3 write units plus one per KB of task payload for a happy-path accept + submit (index writes included)', async () => {
+    const small = message({ behavior: 'complete', goal: 'summarise the incident' });
+    const oneKb = message({ behavior: 'complete', notes: 'x'.repeat(1024) });
+    const costs: Array<{ taskBytes: number; writeUnits: number; budget: number }> = [];
+
+    for (const sent of [small, oneKb]) {
+      const before = meter.snapshot();
+      const result = await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' });
+      expect(result.outcome).toBe('submitted');
+      const taskBytes = Buffer.byteLength(canonicalJson(sent.task));
+      const spent = meter.since(before);
+      costs.push({ taskBytes, writeUnits: spent.writeUnits, budget: 3 + Math.ceil(taskBytes / 1024) });
+    }
+
+    for (const cost of costs) expect(cost.writeUnits).toBeLessThanOrEqual(cost.budget);
+    // The figures, for the record: a small task costs 4 WU (message 1, state 1, due index 1, origin index 1).
+    expect(costs[0]?.writeUnits).toBe(4);
+  });
+
+  it('keeps the hot state item within 1 KB with long ids, a long run id and both receipts', async () => {
+    const sent = { ...message(), dispatchId: `d-2026-12-01-${'x'.repeat(50)}`, origin: `team-${'o'.repeat(27)}` };
+    await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' });
+    const before = meter.snapshot();
+    const state = (await table.getState(sent.dispatchId)) as DispatchState;
+    const read = meter.since(before);
+
+    expect(state.phase).toBe('submitted');
+    expect(read.readUnits).toBe(1); // one strongly consistent read of ≤ 4 KB
+    // Rewriting it (as every later state change does) must stay within one write unit.
+    const rewrite = meter.snapshot();
+    await table.replaceState({ ...state, version: state.version + 1 }, state.version);
+    const spent = meter.since(rewrite);
+    expect(spent.byOperation.PutItem?.writeUnits).toBe(1);
+  });
+
+  it('spills a large task to the blob store, keeps a bounded preview, and submits the whole task', async () => {
+    const big = message({ behavior: 'complete', blob: 'y'.repeat(20_000) });
+    const result = await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(big), senderId: 'local' });
+    const stored = await table.getAcceptedMessage(big.dispatchId);
+
+    expect(result.outcome).toBe('submitted');
+    expect(stored?.content.valid && stored.content.task).toBeNull();
+    expect(stored?.content.valid && stored.content.taskRef).toBe(`payloads/${big.dispatchId}/task.json`);
+    expect(stored?.content.valid && stored.content.taskPreview?.length).toBeLessThanOrEqual(513);
+    const spilled = JSON.parse(await blobs.getText(`payloads/${big.dispatchId}/task.json`)) as { blob: string };
+    expect(spilled.blob).toHaveLength(20_000);
+  });
+
+  it('rejects, in enforce mode, a sender speaking for an origin it is not registered for', async () => {
+    await table.putPrincipal('AROAPLANNER', { role: 'origin', origin: 'planner' });
+    const enforced = deps({ principalMode: 'enforce' });
+    const own = message();
+    const claimed = message({ behavior: 'complete' }, 'billing');
+
+    const ok = await takeDispatchMessage(enforced, { messageId: uniqueName('m'), body: JSON.stringify(own), senderId: 'AROAPLANNER:session-1' });
+    const refused = await takeDispatchMessage(enforced, { messageId: uniqueName('m'), body: JSON.stringify(claimed), senderId: 'AROAPLANNER:session-1' });
+    const anonymous = await takeDispatchMessage(enforced, { messageId: uniqueName('m'), body: JSON.stringify(message()), senderId: 'AIDAUNKNOWN' });
+
+    expect(ok.outcome).toBe('submitted');
+    expect(refused).toMatchObject({ outcome: 'rejected', reason: 'origin_not_allowed', dispatchId: claimed.dispatchId });
+    expect(anonymous).toMatchObject({ outcome: 'rejected', reason: 'origin_not_allowed' });
+    expect(await table.getState(claimed.dispatchId)).toBeUndefined();
+  });
+});

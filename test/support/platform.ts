@@ -1,0 +1,72 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import { inject } from 'vitest';
+import { localClients, type LocalClients } from '../../local/clients.js';
+import { startPlatform, type RunningPlatform } from '../../local/platform.js';
+import { uniqueName } from './engines.js';
+
+/** The local platform on the shared test engines, with its own resources and second-scale clocks. */
+export interface TestPlatform {
+  readonly platform: RunningPlatform;
+  readonly clients: LocalClients;
+  /** Sends a raw body to the dispatch queue; returns the SQS message id. */
+  send(body: string): Promise<string>;
+  /** GET on the ledger API as an origin (X-Ledger-Origin). */
+  get(path: string, origin?: string): Promise<{ status: number; body: unknown }>;
+  stop(): Promise<void>;
+}
+
+export async function startTestPlatform(environment: Record<string, string> = {}): Promise<TestPlatform> {
+  const platform = await startPlatform({
+    stateDir: mkdtempSync(join(tmpdir(), 'ledger-platform-')),
+    tickSeconds: 1,
+    log: () => undefined,
+    engines: inject('engines'),
+    prefix: uniqueName('t'),
+    dispatchVisibilityTimeoutSeconds: 2,
+    environment: {
+      SUBMIT_RETRY_DELAYS_SECONDS: '1,1,1',
+      CLAIM_SECONDS: '2',
+      TARGET_TIMEOUT_MS: '2000',
+      POWERTOOLS_LOG_LEVEL: 'ERROR',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+      ...environment,
+    },
+  });
+  const clients = localClients(inject('engines'));
+  return {
+    platform,
+    clients,
+    async send(body) {
+      const sent = await clients.sqs.send(new SendMessageCommand({ QueueUrl: platform.info.dispatchQueueUrl, MessageBody: body }));
+      return sent.MessageId ?? '';
+    },
+    async get(path, origin) {
+      const response = await fetch(`${platform.info.apiUrl}${path}`, { headers: origin ? { 'x-ledger-origin': origin } : {} });
+      return { status: response.status, body: (await response.json()) as unknown };
+    },
+    async stop() {
+      clients.destroy();
+      await platform.stop();
+    },
+  };
+}
+
+/** Polls until `probe` returns a value (not undefined), or fails after `timeoutMs`. */
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+}
