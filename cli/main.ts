@@ -3,12 +3,17 @@ import { stateDir as defaultStateDir } from '../local/paths.js';
 import { infoLine, type LocalState } from '../local/state.js';
 import { runDemo } from '../local/demo.js';
 import { MissingToolError } from '../local/engines/index.js';
+import { check, send, status } from './dispatch.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
 
 const USAGE = `usage:
   ledger local up [--detach] [--json] [--tick SECONDS]   start the local platform (foreground unless --detach)
   ledger local down                                      stop everything "up" started
   ledger local status [--json]                           is it running, and where
+  ledger send [--target T] [--behavior B] [--expect REF]… [--origin O] [--dispatch-id ID] [--body JSON | --file F]
+  ledger check <dispatchId> [--origin O] [--json]        the dispatch view
+  ledger status [--origin O] [--status S] [--limit N]    an origin's dispatches, newest first
+(--origin defaults to $LEDGER_ORIGIN, else "planner")
 
 Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
 
@@ -136,6 +141,9 @@ async function main(argv: string[]): Promise<number> {
     printReady(state, values.json, `Dispatch Ledger local platform running since ${state.startedAt} (supervisor pid ${state.pid})`);
     return 0;
   }
+  if (group === 'send') return send([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
+  if (group === 'check') return check([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
+  if (group === 'status') return status([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   warn(USAGE);
   return group === undefined || group === 'help' || group === '--help' ? 0 : 2;
 }

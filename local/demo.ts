@@ -1,7 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
-import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import { getJson, sendDispatchBody } from '../cli/dispatch.js';
+import { table } from '../cli/table.js';
+import type { DispatchView } from '../shared/dispatch/view.js';
 import { localClients } from './clients.js';
 import type { InvocationReport } from './runtime/context.js';
 import type { LocalState } from './state.js';
@@ -21,81 +23,116 @@ export function readJsonl<T>(file: string): T[] {
   return out;
 }
 
-async function waitFor<T>(what: string, find: () => T | undefined, timeoutMs = 20_000): Promise<T> {
+async function waitFor<T>(what: string, find: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const found = find();
+    const found = await find();
     if (found !== undefined) return found;
-    await sleep(100);
+    await sleep(200);
   }
   throw new Error(`demo: timed out waiting for ${what}`);
 }
 
+interface DemoCase {
+  readonly name: string;
+  readonly body: string;
+  readonly dispatchId?: string;
+  /** When this case has reached what it is meant to show. */
+  readonly settled: (view: DispatchView | undefined, taken: boolean) => boolean;
+}
+
 /**
- * The demo `npm start` runs against the local platform. It grows with each capability; today it shows
- * the platform's paths working end to end: SQS → intake handler, HTTP → API handler, the bus → the
- * event log, and the demo agent answering.
+ * The demo `npm start` runs against the local platform: a handful of dispatches — good, duplicate,
+ * refused, misaddressed, flaky, unreadable, conflicting — and a table of what became of each.
  */
 export async function runDemo(state: LocalState, print: (line: string) => void): Promise<void> {
   const info = state.info;
   if (!info) throw new Error('demo: the platform is not ready');
-  const clients = localClients({
-    dynamodbEndpoint: info.dynamodbEndpoint,
-    sqsEndpoint: info.sqsEndpoint,
-    s3Endpoint: info.s3Endpoint,
-    motoEndpoint: info.eventBridgeEndpoint,
+  const run = Date.now().toString(36);
+  const id = (name: string): string => `d-demo-${run}-${name}`;
+  const message = (name: string, task: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+    JSON.stringify({ dispatchId: id(name), origin: 'planner', target: 'demo-agent', task, ...extra });
+  const isPhase = (phase: string) => (view: DispatchView | undefined) => view?.phase === phase;
+  const cases: DemoCase[] = [
+    { name: 'a report, with evidence expected', dispatchId: id('report'), body: message('report', { goal: 'summarise the incident', behavior: 'complete' }, { expectedEvidence: ['out/report.md'] }), settled: isPhase('submitted') },
+    { name: 'the same message again', dispatchId: id('report'), body: message('report', { goal: 'summarise the incident', behavior: 'complete' }, { expectedEvidence: ['out/report.md'] }), settled: (_view, taken) => taken },
+    { name: 'same id, other content', dispatchId: id('report'), body: message('report', { goal: 'something else', behavior: 'complete' }), settled: (_view, taken) => taken },
+    { name: 'a target that refuses it', dispatchId: id('refused'), body: message('refused', { behavior: 'reject' }), settled: isPhase('blocked') },
+    { name: 'a target nobody registered', dispatchId: id('nowhere'), body: message('nowhere', { behavior: 'complete' }, { target: 'nobody-home' }), settled: isPhase('blocked') },
+    { name: 'a target down at first', dispatchId: id('flaky'), body: message('flaky', { behavior: 'flaky_submit' }), settled: isPhase('submitted') },
+    { name: 'a body that is not JSON', body: '{"dispatchId": "oops", ', settled: (_view, taken) => taken },
+  ];
+
+  print('demo: sending a handful of dispatches to the queue');
+  const sent: Array<DemoCase & { messageId: string }> = [];
+  for (const demoCase of cases) {
+    sent.push({ ...demoCase, messageId: await sendDispatchBody(info, demoCase.body) });
+    // One at a time, so "the same message again" arrives after the first was taken.
+    await waitFor(`intake of "${demoCase.name}"`, () =>
+      readJsonl<InvocationReport>(state.invocationLog).some((report) => report.function === 'intake' && report.items?.includes(sent.at(-1)?.messageId ?? '')) ? true : undefined,
+    );
+  }
+
+  const views = new Map<string, DispatchView>();
+  for (const demoCase of sent) {
+    await waitFor(`"${demoCase.name}" to settle`, async () => {
+      const view = demoCase.dispatchId ? await viewOf(demoCase.dispatchId) : undefined;
+      if (view && demoCase.dispatchId) views.set(demoCase.dispatchId, view);
+      return demoCase.settled(view, true) ? true : undefined;
+    });
+  }
+  const rejections = ((await getJson(info, '/rejections?limit=100', 'planner')).body as { items: Array<{ messageId: string; reason: string }> }).items;
+  const stats = (await (await fetch(`${info.demoAgentUrl}/stats`)).json()) as { submissions: Record<string, number>; runs: Record<string, number> };
+
+  const seen = new Set<string>();
+  const rows = sent.map((demoCase) => {
+    const rejection = rejections.find((entry) => entry.messageId === demoCase.messageId);
+    const view = demoCase.dispatchId ? views.get(demoCase.dispatchId) : undefined;
+    let outcome: string;
+    let detail: string;
+    if (rejection) {
+      outcome = 'rejected';
+      detail = `${rejection.reason}${rejection.reason === 'conflict' ? ' (the original stands)' : ''}; GET /rejections`;
+    } else if (demoCase.dispatchId && seen.has(demoCase.dispatchId)) {
+      outcome = 'duplicate';
+      detail = `no new effect: the target saw ${stats.submissions[demoCase.dispatchId] ?? 0} submission(s), ${stats.runs[demoCase.dispatchId] ?? 0} run`;
+    } else if (view?.phase === 'blocked') {
+      outcome = 'blocked';
+      detail = view.blockedReason ?? '';
+    } else if (view) {
+      outcome = view.phase;
+      detail = `run ${view.runId ?? '—'} after ${view.submission.attempts} submission call(s); proof in dispatch_submitted`;
+    } else {
+      outcome = '?';
+      detail = '';
+    }
+    if (demoCase.dispatchId) seen.add(demoCase.dispatchId);
+    return [demoCase.name, demoCase.dispatchId ?? `(message ${demoCase.messageId.slice(0, 8)})`, outcome, detail];
   });
+  print('');
+  print(table(['case', 'dispatch', 'became', 'detail'], rows, 90));
+  print('');
+  await busProbe(state, print);
+  print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   events: ${info.eventLog}`);
+
+  async function viewOf(dispatchId: string): Promise<DispatchView | undefined> {
+    const { status, body } = await getJson(info as NonNullable<typeof info>, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    return status === 200 ? (body as DispatchView) : undefined;
+  }
+}
+
+/** The bus path: an event put on the local bus reaches the event log as EventBridge delivers it. */
+async function busProbe(state: LocalState, print: (line: string) => void): Promise<void> {
+  const info = state.info;
+  if (!info) return;
+  const clients = localClients({ dynamodbEndpoint: info.dynamodbEndpoint, sqsEndpoint: info.sqsEndpoint, s3Endpoint: info.s3Endpoint, motoEndpoint: info.eventBridgeEndpoint });
   try {
-    print('demo 1/4  a dispatch message through the queue to the intake handler');
-    const dispatchId = `d-demo-${Date.now()}`;
-    const sent = await clients.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: info.dispatchQueueUrl,
-        MessageBody: JSON.stringify({
-          dispatchId,
-          origin: 'planner',
-          target: 'demo-agent',
-          task: { goal: 'summarise the incident', behavior: 'complete' },
-          expectedEvidence: ['out/report.md'],
-        }),
-      }),
-    );
-    const messageId = sent.MessageId ?? '';
-    const invocation = await waitFor('the intake invocation', () =>
-      readJsonl<InvocationReport>(state.invocationLog).find(
-        (report) => report.function === 'intake' && report.items?.includes(messageId),
-      ),
-    );
-    print(`          message ${messageId} → intake (${invocation.outcome}, ${invocation.durationMs} ms)`);
-
-    print('demo 2/4  an HTTP request through the local API Gateway to the API handler');
-    const response = await fetch(`${info.apiUrl}/dispatches/${dispatchId}`, { headers: { 'x-ledger-origin': 'planner' } });
-    const body = (await response.json()) as unknown;
-    print(`          GET /dispatches/${dispatchId} → ${response.status} ${JSON.stringify(body)}`);
-
-    print('demo 3/4  an event on the local bus, delivered by its catch-all rule to the event log');
     const probe = `probe-${Date.now()}`;
     await clients.eventBridge.send(
-      new PutEventsCommand({
-        Entries: [
-          {
-            EventBusName: info.eventBusName,
-            Source: 'dispatch-ledger.demo',
-            DetailType: 'Demo Probe',
-            Detail: JSON.stringify({ probe }),
-          },
-        ],
-      }),
+      new PutEventsCommand({ Entries: [{ EventBusName: info.eventBusName, Source: 'dispatch-ledger.demo', DetailType: 'Demo Probe', Detail: JSON.stringify({ probe }) }] }),
     );
-    await waitFor('the probe event in the event log', () =>
-      readJsonl<{ detail?: { probe?: string } }>(info.eventLog).find((event) => event.detail?.probe === probe),
-    );
-    print(`          "Demo Probe" ${probe} → ${info.eventLog}`);
-
-    print('demo 4/4  the demo agent (target "demo-agent")');
-    const stats = await fetch(`${info.demoAgentUrl}/stats`);
-    print(`          GET ${info.demoAgentUrl}/stats → ${stats.status} ${JSON.stringify(await stats.json())}`);
-    print('demo done: queue → handler, HTTP → handler, bus → event log, target up.');
+    await waitFor('the probe event in the event log', () => readJsonl<{ detail?: { probe?: string } }>(info.eventLog).find((event) => event.detail?.probe === probe));
+    print(`the local bus delivers to ${info.eventLog} (a "Demo Probe" event went through)`);
   } finally {
     clients.destroy();
   }

@@ -23,6 +23,20 @@ afterAll(async () => {
   rmSync(stateDir, { recursive: true, force: true });
 });
 
+/** Retries a command until it exits 0 (the queue is asynchronous), for at most ~10 s. */
+async function eventuallyOk(command: () => Promise<{ stdout: string }>): Promise<{ stdout: string }> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 20; attempt += 1) {
+    try {
+      return await command();
+    } catch (error) {
+      last = error;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+  throw last;
+}
+
 const CONTRACT_KEYS = [
   'region', 'apiUrl', 'dispatchQueueUrl', 'dlqUrl', 'sqsEndpoint', 'dynamodbEndpoint',
   's3Endpoint', 'eventBridgeEndpoint', 'eventBusName', 'eventLog', 'demoAgentUrl',
@@ -47,6 +61,18 @@ describe('npx ledger local up / down', () => {
     const pids = Object.values(state?.pids ?? {});
     expect(Object.keys(state?.pids ?? {}).sort()).toEqual(['dynamodbLocal', 'fauxqs', 'moto', 'supervisor']);
     expect(pids.every(isAlive)).toBe(true);
+
+    // The commands people use against it.
+    await ledger('send', '--dispatch-id', 'd-cli-1', '--behavior', 'complete', '--expect', 'out/a.md');
+    const checked = await eventuallyOk(() => ledger('check', 'd-cli-1', '--json'));
+    expect(JSON.parse(checked.stdout)).toMatchObject({ dispatchId: 'd-cli-1', phase: 'submitted', evidence: { expected: ['out/a.md'] } });
+    const listed = await ledger('status');
+    expect(listed.stdout).toMatch(/d-cli-1\s+demo-agent\s+submitted/);
+    const foreign = await ledger('check', 'd-cli-1', '--origin', 'someone-else').then(
+      () => 'found',
+      (error: { stdout: string }) => error.stdout,
+    );
+    expect(foreign).toContain('404');
 
     const second = await ledger('local', 'up', '--detach', '--json').then(
       () => 'started twice',

@@ -1,0 +1,152 @@
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { SQSClient, SendMessageCommand } from '@aws-sdk/client-sqs';
+import type { DispatchView } from '../shared/dispatch/view.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
+import { stateDir } from '../local/paths.js';
+import type { LocalInfo } from '../local/state.js';
+import { LocalPlatformError, runningState } from './local.js';
+import { table } from './table.js';
+
+/** The running local platform's endpoints, or a clear error saying how to start it. */
+export function localInfo(): LocalInfo {
+  const state = runningState(stateDir());
+  if (!state?.info || state.status !== 'ready') {
+    throw new LocalPlatformError('the local platform is not running; start it with: npx ledger local up --detach');
+  }
+  return state.info;
+}
+
+/** The origin the CLI speaks for locally (X-Ledger-Origin): --origin, else $LEDGER_ORIGIN, else "planner". */
+const originOf = (value: string | undefined): string => value ?? process.env.LEDGER_ORIGIN ?? 'planner';
+
+export async function sendDispatchBody(info: LocalInfo, body: string): Promise<string> {
+  const sqs = new SQSClient({ region: LOCAL_REGION, endpoint: info.sqsEndpoint, credentials: LOCAL_CREDENTIALS });
+  try {
+    const sent = await sqs.send(new SendMessageCommand({ QueueUrl: info.dispatchQueueUrl, MessageBody: body }));
+    return sent.MessageId ?? '';
+  } finally {
+    sqs.destroy();
+  }
+}
+
+export async function getJson(info: LocalInfo, path: string, origin: string): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(`${info.apiUrl}${path}`, { headers: { 'x-ledger-origin': origin } });
+  return { status: response.status, body: (await response.json()) as unknown };
+}
+
+/** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */
+export async function send(args: string[], print: (line: string) => void): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      'dispatch-id': { type: 'string' },
+      origin: { type: 'string' },
+      target: { type: 'string', default: 'demo-agent' },
+      behavior: { type: 'string', default: 'complete' },
+      goal: { type: 'string' },
+      expect: { type: 'string', multiple: true },
+      detached: { type: 'boolean', default: false },
+      parent: { type: 'string' },
+      body: { type: 'string' },
+      file: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const info = localInfo();
+  let body: string;
+  let dispatchId: string | undefined;
+  if (values.body !== undefined || values.file !== undefined) {
+    body = values.body ?? readFileSync(values.file ?? '', 'utf8');
+  } else {
+    dispatchId = values['dispatch-id'] ?? `d-${new Date().toISOString().slice(0, 10)}-${randomUUID().slice(0, 8)}`;
+    body = JSON.stringify({
+      dispatchId,
+      origin: originOf(values.origin),
+      target: values.target,
+      task: { behavior: values.behavior, ...(values.goal ? { goal: values.goal } : {}) },
+      ...(values.expect ? { expectedEvidence: values.expect } : {}),
+      ...(values.detached ? { delivery: { mode: 'detached' } } : {}),
+      ...(values.parent ? { parentDispatchId: values.parent } : {}),
+    });
+  }
+  const messageId = await sendDispatchBody(info, body);
+  if (values.json) print(JSON.stringify({ messageId, dispatchId: dispatchId ?? null }));
+  else print(`sent message ${messageId}${dispatchId ? ` (dispatch ${dispatchId}); check it with: npx ledger check ${dispatchId}` : ''}`);
+  return 0;
+}
+
+function describeView(view: DispatchView): string {
+  const rows: Array<[string, string]> = [
+    ['dispatch', `${view.dispatchId}  (origin ${view.origin} → target ${view.target}, attempt ${view.attempt})`],
+    ['phase', view.phase + (view.blockedReason ? `: ${view.blockedReason}` : '')],
+    ['run', view.runId ?? '—'],
+    ['submission', `${view.submission.attempts} call(s)${view.submission.nextRetryAt ? `, next retry ${view.submission.nextRetryAt}` : ''}${view.submission.lastError ? `, last error: ${view.submission.lastError}` : ''}`],
+    ['execution', `${view.execution.status ?? '—'} (target said ${view.execution.nativeStatus ?? '—'}${view.execution.monitorStatus ? `; monitor: ${view.execution.monitorStatus}` : ''})`],
+    ['evidence', `${view.evidence.outcome}; expected ${view.evidence.expected.length}, found ${view.evidence.found.length}, missing ${view.evidence.missing.length}`],
+    ['acceptance', view.artifactAcceptance.state],
+    ['delivery', view.ownerDelivery.state],
+    ['gate', view.gate.satisfied ? 'satisfied' : `not satisfied: ${view.gate.reasons.join('; ')}`],
+    ['receipts', view.receipts.map((receipt) => `${receipt.event}@${receipt.at}`).join(', ')],
+  ];
+  const width = Math.max(...rows.map(([name]) => name.length));
+  const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);
+  for (const unknown of view.unknowns) lines.push(`unknown${' '.repeat(Math.max(1, width - 6))} ${unknown}`);
+  return lines.join('\n');
+}
+
+/** `ledger check <dispatchId>`: the dispatch view, readable or --json. */
+export async function check(args: string[], print: (line: string) => void): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { origin: { type: 'string' }, refresh: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
+  });
+  const dispatchId = positionals[0];
+  if (!dispatchId) throw new LocalPlatformError('usage: ledger check <dispatchId> [--origin O] [--refresh] [--json]');
+  const { status, body } = await getJson(localInfo(), `/dispatches/${encodeURIComponent(dispatchId)}${values.refresh ? '?refresh=true' : ''}`, originOf(values.origin));
+  if (values.json) {
+    print(JSON.stringify(body));
+    return status === 200 ? 0 : 1;
+  }
+  if (status !== 200) {
+    print(`${status}: ${JSON.stringify(body)}`);
+    return 1;
+  }
+  print(describeView(body as DispatchView));
+  return 0;
+}
+
+interface HistoryItem {
+  readonly dispatchId: string;
+  readonly target: string;
+  readonly createdAt: string;
+  readonly phase: string;
+  readonly status: string | null;
+  readonly runId: string | null;
+  readonly blockedReason: string | null;
+}
+
+/** `ledger status`: an origin's dispatches, newest first. */
+export async function status(args: string[], print: (line: string) => void): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: '25' }, json: { type: 'boolean', default: false } },
+  });
+  const origin = originOf(values.origin);
+  const query = new URLSearchParams({ limit: values.limit, ...(values.status ? { status: values.status } : {}) });
+  const { status: code, body } = await getJson(localInfo(), `/origins/${encodeURIComponent(origin)}/dispatches?${query.toString()}`, origin);
+  if (values.json || code !== 200) {
+    print(JSON.stringify(body));
+    return code === 200 ? 0 : 1;
+  }
+  const items = (body as { items: HistoryItem[] }).items;
+  print(
+    table(
+      ['created', 'dispatch', 'target', 'phase', 'status', 'run / reason'],
+      items.map((item) => [item.createdAt, item.dispatchId, item.target, item.phase, item.status ?? '—', item.blockedReason ?? item.runId ?? '—']),
+    ),
+  );
+  return 0;
+}
