@@ -1,9 +1,21 @@
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { ScheduledEvent } from 'aws-lambda';
-import { monitorTick } from '../../shared/monitor/monitor.js';
-import { logger, monitorDeps } from './deps.js';
+import { monitorTick, type MonitorAction } from '../../shared/monitor/monitor.js';
+import { logger, metrics, monitorDeps } from './deps.js';
+
+/** The contract's metric for each action worth a graph or an alarm (dimension Target only). */
+const METRIC: Partial<Record<MonitorAction, string>> = { retrying: 'SubmissionRetries', submitted: 'SubmissionRetries', blocked: 'BlockedDispatches' };
 
 /** The monitor, on an EventBridge schedule (1 minute in AWS; `--tick` seconds locally). */
 export const handler = async (_event: ScheduledEvent): Promise<void> => {
   const report = await monitorTick(monitorDeps);
-  if (report.due > 0) logger.info('monitor tick', { due: report.due, actions: report.actions });
+  if (report.due === 0) return;
+  logger.info('monitor tick', { due: report.due, actions: report.actions });
+  for (const { action, target } of Object.values(report.actions)) {
+    const name = METRIC[action];
+    if (!name) continue;
+    const metric = metrics.singleMetric();
+    metric.addDimension('Target', target ?? 'none');
+    metric.addMetric(name, MetricUnit.Count, 1);
+  }
 };

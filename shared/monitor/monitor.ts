@@ -18,11 +18,12 @@ export interface MonitorDeps {
   readonly limitPerShard: number;
 }
 
-export type MonitorAction = 'retried' | 'skipped';
+/** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
+export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'skipped';
 
 export interface TickReport {
   readonly due: number;
-  readonly actions: Readonly<Record<string, MonitorAction | 'submitted' | 'retrying' | 'blocked'>>;
+  readonly actions: Readonly<Record<string, { readonly action: MonitorAction; readonly target: string | null }>>;
 }
 
 /**
@@ -33,7 +34,7 @@ export interface TickReport {
 export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
   const now = deps.now();
   const due = await deps.store.listDue(now, deps.limitPerShard);
-  const actions: Record<string, MonitorAction | 'submitted' | 'retrying' | 'blocked'> = {};
+  const actions: Record<string, { action: MonitorAction; target: string | null }> = {};
   const queue = [...due];
   const worker = async (): Promise<void> => {
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
@@ -44,15 +45,15 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
   return { due: due.length, actions };
 }
 
-async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<MonitorAction | 'submitted' | 'retrying' | 'blocked'> {
+async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<{ action: MonitorAction; target: string | null }> {
   const state = await deps.store.getState(dispatchId);
-  if (!state || !state.dueAt || Date.parse(state.dueAt) > now.getTime()) return 'skipped';
-  if (state.phase === 'accepted') return retrySubmission(deps, state, now);
-  return 'skipped';
+  if (!state || !state.dueAt || Date.parse(state.dueAt) > now.getTime()) return { action: 'skipped', target: state?.target ?? null };
+  if (state.phase === 'accepted') return { action: await retrySubmission(deps, state, now), target: state.target };
+  return { action: 'skipped', target: state.target };
 }
 
 /** Claims the dispatch by moving its due time (conditional on its version), then submits once. */
-async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Date): Promise<'submitted' | 'retrying' | 'blocked' | 'skipped'> {
+async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
   const claimed: DispatchState = {
     ...state,
     dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString(),

@@ -1,0 +1,74 @@
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { AcceptedMessage, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
+import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
+import type { TargetRegistration } from '../../shared/targets/port.js';
+
+/** An in-memory fake of the ledger's store, for pure use-case and route tests. Same outcomes as the table. */
+export class MemoryStore implements LedgerStore, PrincipalRegistry {
+  readonly messages = new Map<string, AcceptedMessage>();
+  readonly states = new Map<string, DispatchState>();
+  readonly rejections = new Map<string, Rejection>();
+  readonly targets = new Map<string, TargetRegistration>();
+  readonly principals = new Map<string, Principal>();
+
+  async putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>> {
+    const existing = this.messages.get(message.dispatchId);
+    if (existing) return { kind: 'exists', existing };
+    this.messages.set(message.dispatchId, message);
+    return { kind: 'written' };
+  }
+  async getAcceptedMessage(dispatchId: string) {
+    return this.messages.get(dispatchId);
+  }
+  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string) {
+    const existing = this.messages.get(dispatchId);
+    if (!existing || existing.claimUntil !== expectedClaimUntil) return false;
+    this.messages.set(dispatchId, { ...existing, claimUntil });
+    return true;
+  }
+  async getState(dispatchId: string) {
+    return this.states.get(dispatchId);
+  }
+  async createState(state: DispatchState): Promise<PutOutcome<DispatchState>> {
+    const existing = this.states.get(state.dispatchId);
+    if (existing) return { kind: 'exists', existing };
+    this.states.set(state.dispatchId, state);
+    return { kind: 'written' };
+  }
+  async replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome> {
+    if (this.states.get(next.dispatchId)?.version !== expectedVersion) return { kind: 'conflict' };
+    this.states.set(next.dispatchId, next);
+    return { kind: 'updated' };
+  }
+  async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
+    const existing = this.rejections.get(rejection.messageId);
+    if (existing) return { kind: 'exists', existing };
+    this.rejections.set(rejection.messageId, rejection);
+    return { kind: 'written' };
+  }
+  async listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>> {
+    const all = [...this.rejections.values()].sort((a, b) => b.at.localeCompare(a.at));
+    const start = options.cursor ? Number(options.cursor) : 0;
+    const items = all.slice(start, start + options.limit);
+    return { items, cursor: start + options.limit < all.length ? String(start + options.limit) : null };
+  }
+  async listOriginDispatches(origin: string, options: { limit: number; cursor?: string | undefined; status?: string | undefined }): Promise<Page<DispatchState>> {
+    const all = [...this.states.values()]
+      .filter((state) => state.origin === origin && (!options.status || state.execution.status === options.status || state.phase === options.status))
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+    const start = options.cursor ? Number(options.cursor) : 0;
+    return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
+  }
+  async listDue(now: Date): Promise<string[]> {
+    return [...this.states.values()].filter((state) => state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime()).map((state) => state.dispatchId);
+  }
+  async getTarget(name: string) {
+    return this.targets.get(name);
+  }
+  async putTarget(target: TargetRegistration) {
+    this.targets.set(target.name, target);
+  }
+  async resolve(principalId: string) {
+    return this.principals.get(principalId);
+  }
+}

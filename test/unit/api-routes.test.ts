@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError, type ApiRequest } from '../../shared/api/http.js';
+import { route, type ApiDeps } from '../../shared/api/routes.js';
+import { accepted } from '../../shared/dispatch/transitions.js';
+import { MemoryStore } from '../support/memory-store.js';
+
+function request(overrides: Partial<ApiRequest>): ApiRequest {
+  return { method: 'GET', rawPath: '/', query: {}, headers: {}, body: undefined, iamUserId: undefined, ...overrides };
+}
+
+function storeWith(dispatchId: string, origin: string): MemoryStore {
+  const store = new MemoryStore();
+  const state = accepted(
+    { dispatchId, origin, target: 'demo-agent', hop: 0, maxHops: 4, parentDispatchId: null, deliveryMode: 'detached', timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 }, writtenAt: '2026-12-01T10:00:00.000Z' },
+    new Date('2026-12-01T10:00:00.000Z'),
+  );
+  store.states.set(dispatchId, state);
+  return store;
+}
+
+async function answer(deps: ApiDeps, req: ApiRequest): Promise<{ status: number; body: unknown }> {
+  try {
+    const response = await route(deps, req);
+    return { status: response.statusCode, body: JSON.parse(response.body) as unknown };
+  } catch (error) {
+    if (error instanceof ApiError) return { status: error.statusCode, body: { code: error.code } };
+    throw error;
+  }
+}
+
+describe('API routes', () => {
+  it('serves the dispatch view to its origin (local mode: X-Ledger-Origin)', async () => {
+    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals: new MemoryStore(), principalMode: 'open' };
+    const { status, body } = await answer(deps, request({ rawPath: '/dispatches/d-1', headers: { 'x-ledger-origin': 'planner' } }));
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ dispatchId: 'd-1', phase: 'accepted', ownerDelivery: { state: 'not_required' }, evidence: { outcome: 'unverified' } });
+  });
+
+  it('answers 404 to another origin, to no origin, and for an unknown id alike', async () => {
+    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals: new MemoryStore(), principalMode: 'open' };
+    const other = await answer(deps, request({ rawPath: '/dispatches/d-1', headers: { 'x-ledger-origin': 'billing' } }));
+    const none = await answer(deps, request({ rawPath: '/dispatches/d-1' }));
+    const unknown = await answer(deps, request({ rawPath: '/dispatches/d-2', headers: { 'x-ledger-origin': 'planner' } }));
+    expect([other.status, none.status, unknown.status]).toEqual([404, 404, 404]);
+  });
+
+  it('maps an IAM caller to its origin through the principal registry (enforce mode), role sessions included', async () => {
+    const principals = new MemoryStore();
+    principals.principals.set('AROAPLANNER', { role: 'origin', origin: 'planner' });
+    principals.principals.set('AROAOPS', { role: 'operator' });
+    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals, principalMode: 'enforce' };
+
+    const owner = await answer(deps, request({ rawPath: '/dispatches/d-1', iamUserId: 'AROAPLANNER:alice' }));
+    // The header means nothing in AWS: only the IAM identity counts.
+    const spoofed = await answer(deps, request({ rawPath: '/dispatches/d-1', iamUserId: 'AIDASTRANGER', headers: { 'x-ledger-origin': 'planner' } }));
+    const operatorRejections = await answer(deps, request({ rawPath: '/rejections', iamUserId: 'AROAOPS:bob' }));
+    const originRejections = await answer(deps, request({ rawPath: '/rejections', iamUserId: 'AROAPLANNER:alice' }));
+
+    expect(owner.status).toBe(200);
+    expect(spoofed.status).toBe(404);
+    expect(operatorRejections.status).toBe(200);
+    expect(originRejections.status).toBe(403);
+  });
+
+  it('refuses a malformed limit, a bad percent-encoding and a method a route does not have', async () => {
+    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals: new MemoryStore(), principalMode: 'open' };
+    expect((await answer(deps, request({ rawPath: '/rejections', query: { limit: '0' } }))).status).toBe(400);
+    expect((await answer(deps, request({ rawPath: '/rejections', query: { limit: '101' } }))).status).toBe(400);
+    expect((await answer(deps, request({ rawPath: '/dispatches/%E0%A4%A' }))).status).toBe(400);
+    expect((await answer(deps, request({ method: 'DELETE', rawPath: '/dispatches/d-1' }))).status).toBe(405);
+    expect((await answer(deps, request({ rawPath: '/nothing/here' }))).status).toBe(404);
+  });
+});
