@@ -2,6 +2,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
@@ -166,14 +168,20 @@ describe('intake: every message ends as exactly one effect', () => {
   });
 
   it('shows the retries of a target that never answers, then blocks it after the budget; nothing reaches the DLQ', async () => {
-    await table.putTarget({ name: 'black-hole', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    // Accepts connections and never answers: every submission times out (TARGET_TIMEOUT_MS=2000).
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    await table.putTarget({ name: 'black-hole', kind: 'http', baseUrl: `http://127.0.0.1:${port}` });
     const lost = dispatch({ target: 'black-hole' });
     await t.send(JSON.stringify(lost));
 
     const retrying = await viewWhen(lost.dispatchId, (current) => current.phase === 'accepted' && current.submission.attempts >= 1);
-    expect(retrying.submission.lastError).toBeTruthy();
+    expect(retrying.submission.lastError).toBe("no answer within 2000 ms");
     expect(retrying.unknowns.join(' ')).toContain('the ledger retries');
-    const blockedView = await viewWhen(lost.dispatchId, (current) => current.phase === 'blocked', 30_000);
+    const blockedView = await viewWhen(lost.dispatchId, (current) => current.phase === 'blocked', 40_000);
+    silent.closeAllConnections();
+    silent.close();
 
     // SUBMIT_RETRY_DELAYS_SECONDS=1,1,1: four attempts in all.
     expect(blockedView.submission.attempts).toBe(4);

@@ -1,0 +1,257 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { AcceptedMessage } from '../../shared/ledger/port.js';
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { dispatchView, historyEntry } from '../../shared/dispatch/view.js';
+import type { SubmitOutcome } from '../../shared/targets/port.js';
+
+const WRITTEN_AT = '2026-03-01T11:59:59.000Z';
+const NOW = new Date('2026-03-01T12:00:00.000Z');
+const TWO_RETRIES: RetryPolicy = { delaysSeconds: [1, 1], jitter: 0.2 };
+
+function newDispatchFactory(overrides: Partial<NewDispatch> = {}): NewDispatch {
+  return {
+    dispatchId: 'd-2026-0001',
+    origin: 'planner',
+    target: 'demo-agent',
+    hop: 0,
+    maxHops: 4,
+    parentDispatchId: null,
+    deliveryMode: 'callback',
+    timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
+    writtenAt: WRITTEN_AT,
+    ...overrides,
+  };
+}
+
+const acceptedState = (overrides: Partial<NewDispatch> = {}): DispatchState => accepted(newDispatchFactory(overrides), NOW);
+const submittedState = (overrides: Partial<NewDispatch> = {}): DispatchState =>
+  submitted(acceptedState(overrides), { kind: 'accepted', runId: 'r-1', status: 'queued', requestId: 'req-1' }, DEFAULT_RETRY_POLICY, NOW);
+const retryingState = (reason = 'HTTP 503: down'): DispatchState =>
+  submitted(acceptedState(), { kind: 'unavailable', reason }, DEFAULT_RETRY_POLICY, NOW);
+const rejectedState = (): DispatchState =>
+  submitted(acceptedState(), { kind: 'rejected', httpStatus: 422, reason: 'unknown behaviour' }, DEFAULT_RETRY_POLICY, NOW);
+
+function acceptedMessageFactory(expectedEvidence: readonly string[] = [], deliveryMode: 'callback' | 'detached' = 'callback'): AcceptedMessage {
+  return {
+    dispatchId: 'd-2026-0001',
+    origin: 'planner',
+    contentHash: 'sha256:00',
+    messageId: 'm-1',
+    senderId: null,
+    receivedAt: WRITTEN_AT,
+    claimUntil: NOW.toISOString(),
+    content: {
+      valid: true,
+      target: 'demo-agent',
+      task: { goal: 'summarise' },
+      taskRef: null,
+      taskPreview: null,
+      taskBytes: 21,
+      expectedEvidence,
+      deliveryMode,
+      timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
+      parentDispatchId: null,
+      maxHops: 4,
+    },
+  };
+}
+
+function invalidMessageFactory(): AcceptedMessage {
+  return {
+    ...acceptedMessageFactory(),
+    content: { valid: false, target: null, errors: [{ field: 'target', message: 'bad' }], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 },
+  };
+}
+
+/** Every state the phase transitions can reach from a fresh dispatch in a few steps. */
+const outcomeArb: fc.Arbitrary<SubmitOutcome> = fc.oneof(
+  fc.constant<SubmitOutcome>({ kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'req-1' }),
+  fc.constant<SubmitOutcome>({ kind: 'rejected', httpStatus: 400, reason: 'no' }),
+  fc.constant<SubmitOutcome>({ kind: 'unavailable', reason: 'down' }),
+);
+const reachableStateArb: fc.Arbitrary<DispatchState> = fc
+  .tuple(fc.constantFrom<'callback' | 'detached'>('callback', 'detached'), fc.array(outcomeArb, { maxLength: 4 }))
+  .map(([deliveryMode, outcomes]) => {
+    let state = acceptedState({ deliveryMode });
+    for (const outcome of outcomes) {
+      if (state.phase !== 'accepted') break;
+      state = submitted(state, outcome, TWO_RETRIES, NOW);
+    }
+    return state;
+  });
+
+describe('dispatchView', () => {
+  it('mirrors the stored identity, phase, submission, execution and receipts', () => {
+    const state = submittedState();
+    const view = dispatchView(state, acceptedMessageFactory());
+    expect(view).toMatchObject({
+      dispatchId: state.dispatchId,
+      origin: state.origin,
+      target: state.target,
+      runId: 'r-1',
+      attempt: 1,
+      phase: 'submitted',
+      blockedReason: null,
+      submission: state.submission,
+      execution: state.execution,
+      receipts: state.receipts,
+      operatorReceipts: [],
+    });
+  });
+
+  it('reports evidence unverified when nothing is expected', () => {
+    for (const state of [acceptedState(), submittedState(), rejectedState()]) {
+      expect(dispatchView(state, acceptedMessageFactory([])).evidence).toEqual({
+        expected: [],
+        found: [],
+        missing: [],
+        invalid: [],
+        outcome: 'unverified',
+      });
+    }
+  });
+
+  it('reports evidence unverified when the accepted message is unknown or invalid', () => {
+    expect(dispatchView(submittedState(), undefined).evidence.outcome).toBe('unverified');
+    expect(dispatchView(rejectedState(), invalidMessageFactory()).evidence).toMatchObject({ expected: [], outcome: 'unverified' });
+  });
+
+  it('reports evidence pending with the expected refs when evidence is expected', () => {
+    const refs = ['out/report.md', 'out/data.csv'];
+    for (const state of [acceptedState(), submittedState(), retryingState()]) {
+      expect(dispatchView(state, acceptedMessageFactory(refs)).evidence).toEqual({
+        expected: refs,
+        found: [],
+        missing: [],
+        invalid: [],
+        outcome: 'pending',
+      });
+    }
+  });
+
+  it('never reports evidence handled when built from the phase transitions alone', () => {
+    fc.assert(
+      fc.property(reachableStateArb, fc.array(fc.constantFrom('a.md', 'b/c.txt'), { maxLength: 3 }), (state, refs) => {
+        const view = dispatchView(state, acceptedMessageFactory(refs));
+        expect(view.evidence.outcome).not.toBe('handled');
+        expect(view.evidence.outcome).toBe(refs.length === 0 ? 'unverified' : 'pending');
+      }),
+    );
+  });
+
+  it('reports owner delivery not_required when the dispatch is detached', () => {
+    const view = dispatchView(submittedState({ deliveryMode: 'detached' }), acceptedMessageFactory([], 'detached'));
+    expect(view.ownerDelivery).toEqual({ state: 'not_required', receiptId: null, basis: null });
+  });
+
+  it('reports owner delivery unconfirmed when the origin waits for a callback', () => {
+    const view = dispatchView(submittedState({ deliveryMode: 'callback' }), acceptedMessageFactory());
+    expect(view.ownerDelivery).toEqual({ state: 'unconfirmed', receiptId: null, basis: null });
+  });
+
+  it('reports artifact acceptance unverified when no operator has attested', () => {
+    fc.assert(
+      fc.property(reachableStateArb, (state) => {
+        expect(dispatchView(state, acceptedMessageFactory(['a.md'])).artifactAcceptance).toEqual({
+          state: 'unverified',
+          receiptId: null,
+          basis: null,
+        });
+      }),
+    );
+  });
+
+  it('keeps the three claims apart when execution is submitted', () => {
+    const view = dispatchView(submittedState(), acceptedMessageFactory(['a.md']));
+    expect(view.evidence.outcome).toBe('pending');
+    expect(view.artifactAcceptance.state).toBe('unverified');
+    expect(view.ownerDelivery.state).toBe('unconfirmed');
+  });
+
+  it('leaves the gate unsatisfied and names dispatch_written when the dispatch is not submitted yet', () => {
+    const { gate } = dispatchView(acceptedState(), acceptedMessageFactory());
+    expect(gate.satisfied).toBe(false);
+    expect(gate.reasons).toHaveLength(1);
+    expect(gate.reasons[0]).toContain('dispatch_written');
+  });
+
+  it('leaves the gate unsatisfied and names dispatch_blocked with its reason when the dispatch is blocked', () => {
+    const { gate } = dispatchView(rejectedState(), acceptedMessageFactory());
+    expect(gate.satisfied).toBe(false);
+    expect(gate.reasons[0]).toContain('dispatch_blocked');
+    expect(gate.reasons[0]).toContain('target_rejected: HTTP 422: unknown behaviour');
+  });
+
+  it('leaves the gate unsatisfied and asks for dispatch_completed when the run is only submitted', () => {
+    const { gate } = dispatchView(submittedState(), acceptedMessageFactory(['a.md']));
+    expect(gate.satisfied).toBe(false);
+    expect(gate.reasons[0]).toContain('dispatch_completed');
+  });
+
+  it('leaves the gate unsatisfied when a blocked receipt follows a submission', () => {
+    const state = blocked(submittedState(), 'target_rejected', 'cancelled by target', NOW);
+    const { gate } = dispatchView(state, acceptedMessageFactory());
+    expect(gate.satisfied).toBe(false);
+    expect(gate.reasons[0]).toContain('dispatch_blocked');
+  });
+
+  it('never satisfies the gate when built from the phase transitions alone', () => {
+    fc.assert(
+      fc.property(reachableStateArb, (state) => {
+        const { gate } = dispatchView(state, acceptedMessageFactory());
+        expect(gate.satisfied).toBe(false);
+        expect(gate.reasons.length).toBeGreaterThan(0);
+      }),
+    );
+  });
+
+  it('reports no dispatch receipt when the receipts are empty', () => {
+    const { gate } = dispatchView({ ...acceptedState(), receipts: [] }, undefined);
+    expect(gate).toEqual({ satisfied: false, reasons: ['no dispatch receipt recorded'] });
+  });
+
+  it('lists no unknowns when a fresh or submitted dispatch has no submission error', () => {
+    expect(dispatchView(acceptedState(), acceptedMessageFactory()).unknowns).toEqual([]);
+    expect(dispatchView(submittedState(), acceptedMessageFactory()).unknowns).toEqual([]);
+  });
+
+  it('names the target, the failures, the last error and the retry time when submission is being retried', () => {
+    const state = retryingState('HTTP 503: down');
+    const { unknowns } = dispatchView(state, acceptedMessageFactory());
+    expect(unknowns).toHaveLength(1);
+    const [unknown] = unknowns;
+    expect(unknown).toContain('"demo-agent"');
+    expect(unknown).toContain('1 time(s)');
+    expect(unknown).toContain('HTTP 503: down');
+    expect(unknown).toContain(state.submission.nextRetryAt ?? 'missing nextRetryAt');
+    expect(unknown).toMatch(/retr/);
+  });
+
+  it('drops the retry unknown when the retry budget is spent and the dispatch is blocked', () => {
+    let state = acceptedState();
+    for (let i = 0; i < 3; i += 1) state = submitted(state, { kind: 'unavailable', reason: 'down' }, TWO_RETRIES, NOW);
+    expect(state.phase).toBe('blocked');
+    const view = dispatchView(state, acceptedMessageFactory());
+    expect(view.unknowns).toEqual([]);
+    expect(view.blockedReason).toMatch(/^retry_budget_spent/);
+    expect(view.submission).toEqual({ attempts: 3, nextRetryAt: null, lastError: 'down' });
+  });
+});
+
+describe('historyEntry', () => {
+  it('carries the identity and status of a dispatch when it is listed', () => {
+    expect(historyEntry(submittedState())).toEqual({
+      dispatchId: 'd-2026-0001',
+      target: 'demo-agent',
+      createdAt: WRITTEN_AT,
+      phase: 'submitted',
+      status: 'queued',
+      runId: 'r-1',
+      attempt: 1,
+      blockedReason: null,
+    });
+  });
+});
