@@ -69,6 +69,21 @@ export type UnreadableReason = 'not_json' | 'not_an_object' | 'no_readable_dispa
 
 const MAX_ERRORS = 20;
 
+/**
+ * Where the parsed message holds an own `__proto__` key, if anywhere. JSON.parse keeps it as data, but
+ * validators and spreads drop or misread it, so the task stored and submitted would differ from the
+ * content hashed: such a message is refused with a field error instead.
+ */
+function protoKeyPath(value: unknown, path: string[] = []): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (!Array.isArray(value) && Object.hasOwn(value, '__proto__')) return [...path, '__proto__'].join('.');
+  for (const [key, child] of Object.entries(value)) {
+    const found = protoKeyPath(child, [...path, key]);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 function fieldErrors(error: z.ZodError): FieldError[] {
   return error.issues.slice(0, MAX_ERRORS).map((issue) => ({
     field: issue.path.map(String).join('.') || '(message)',
@@ -94,7 +109,9 @@ export function readDispatchMessage(body: string): ReadMessage {
   const dispatchId = typeof record.dispatchId === 'string' && DISPATCH_ID.test(record.dispatchId) ? record.dispatchId : undefined;
   const origin = typeof record.origin === 'string' && ORIGIN.test(record.origin) ? record.origin : undefined;
   const result = DispatchMessageSchema.safeParse(parsed);
-  if (result.success) return { kind: 'valid', message: result.data, parsed };
+  const protoPath = protoKeyPath(parsed);
+  const protoError: FieldError[] = protoPath ? [{ field: protoPath, message: 'the key "__proto__" is not allowed' }] : [];
+  if (result.success && !protoPath) return { kind: 'valid', message: result.data, parsed };
   if (dispatchId === undefined || origin === undefined) {
     return {
       kind: 'unreadable',
@@ -104,5 +121,5 @@ export function readDispatchMessage(body: string): ReadMessage {
     };
   }
   const target = typeof record.target === 'string' && TARGET_NAME.test(record.target) ? record.target : null;
-  return { kind: 'invalid', dispatchId, origin, target, errors: fieldErrors(result.error), parsed };
+  return { kind: 'invalid', dispatchId, origin, target, errors: [...protoError, ...(result.success ? [] : fieldErrors(result.error))], parsed };
 }

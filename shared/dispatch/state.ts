@@ -1,4 +1,5 @@
 import type { TargetRunStatus } from '../targets/port.js';
+import { clip, printable } from '../text.js';
 
 /**
  * The dispatch's hot state — one small item (≤ 1 KB) that every write to the dispatch goes through,
@@ -89,11 +90,10 @@ export const NO_EXECUTION: Execution = {
 
 const MAX_REASON = 300;
 
-/** `code: detail`, bounded and without control characters: a reason is shown to people and stored in small items. */
+/** `code: detail`, bounded and printable: a reason is shown to people and stored in small items. */
 export function blockedReason(code: BlockedCode, detail: string): string {
-  const clean = detail.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').trim();
-  const text = clean ? `${code}: ${clean}` : code;
-  return text.length > MAX_REASON ? `${text.slice(0, MAX_REASON - 1)}…` : text;
+  const clean = printable(detail);
+  return clip(clean ? `${code}: ${clean}` : code, MAX_REASON);
 }
 
 export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);

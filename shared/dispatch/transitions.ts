@@ -1,4 +1,5 @@
 import type { SubmitOutcome } from '../targets/port.js';
+import { clip, printable } from '../text.js';
 import { nextRetryAt, type RetryPolicy } from './retry.js';
 import { blockedReason, NO_EXECUTION, type BlockedCode, type DispatchState, type Timeouts } from './state.js';
 
@@ -9,7 +10,8 @@ import { blockedReason, NO_EXECUTION, type BlockedCode, type DispatchState, type
  */
 
 const MAX_ERROR = 300;
-const bounded = (text: string): string => (text.length > MAX_ERROR ? `${text.slice(0, MAX_ERROR - 1)}…` : text);
+/** A target's error, as stored in `submission.lastError` and shown in the view. */
+const bounded = (text: string): string => clip(printable(text), MAX_ERROR);
 
 export interface NewDispatch {
   readonly dispatchId: string;

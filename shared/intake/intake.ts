@@ -1,4 +1,5 @@
 import { canonicalJson, contentHash } from '../dispatch/canonical.js';
+import { clip } from '../text.js';
 import { DEFAULT_TIMEOUTS, readDispatchMessage, type DispatchMessage, type FieldError } from '../dispatch/message.js';
 import type { RetryPolicy } from '../dispatch/retry.js';
 import type { DispatchState } from '../dispatch/state.js';
@@ -50,7 +51,7 @@ export const INLINE_BYTES = 8 * 1024;
 /** Previews shown in rejections, views and items: bounded whatever the message. */
 export const PREVIEW_CHARS = 512;
 
-const preview = (text: string): string => (text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}…` : text);
+const preview = (text: string): string => clip(text, PREVIEW_CHARS + 1);
 
 /** Keeps the original bytes a person may need: inline when small, in the blob store when not. */
 async function keepBody(blobs: BlobStore, key: string, body: string): Promise<{ bodyPreview: string; bodyRef: string | null; bodyBytes: number }> {

@@ -159,3 +159,11 @@ describe('refProblem', () => {
     );
   });
 });
+
+describe('refProblem on malformed Unicode', () => {
+  it('refuses a ref holding a lone surrogate (it has no UTF-8 form)', () => {
+    expect(refProblem('out/\ud800.md')).toBe('malformed_unicode');
+    expect(refProblem('out/\udc00')).toBe('malformed_unicode');
+    expect(refProblem('out/😀.md')).toBeUndefined();
+  });
+});

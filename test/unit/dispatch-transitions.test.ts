@@ -242,7 +242,7 @@ describe('blockedReason', () => {
     expect(blockedReason('unknown_parent', '  parent d-0 not found  ')).toBe('unknown_parent: parent d-0 not found');
   });
 
-  it('BUG: never splits a surrogate pair when a long reason is truncated', () => {
+  it('never splits a surrogate pair when a long reason is truncated (regression: a cut emoji left a lone surrogate)', () => {
     // state.ts:96 (and transitions.ts:12 `bounded`) cut at UTF-16 index 299: an emoji straddling the
     // cut leaves a lone high surrogate, which is not well-formed Unicode (stored, published, shown).
     const detail = `${'a'.repeat(300 - 'target_rejected: '.length - 2)}${'😀'.repeat(10)}`;
