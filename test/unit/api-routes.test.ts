@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { accepted } from '../../shared/dispatch/transitions.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
 
 function request(overrides: Partial<ApiRequest>): ApiRequest {
@@ -10,10 +11,7 @@ function request(overrides: Partial<ApiRequest>): ApiRequest {
 
 function storeWith(dispatchId: string, origin: string): MemoryStore {
   const store = new MemoryStore();
-  const state = accepted(
-    { dispatchId, origin, target: 'demo-agent', hop: 0, maxHops: 4, parentDispatchId: null, deliveryMode: 'detached', timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 }, writtenAt: '2026-12-01T10:00:00.000Z' },
-    new Date('2026-12-01T10:00:00.000Z'),
-  );
+  const state = accepted(newDispatchFactory({ dispatchId, origin, deliveryMode: 'detached' }), NOW);
   store.states.set(dispatchId, state);
   return store;
 }

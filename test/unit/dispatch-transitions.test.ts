@@ -3,29 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
 import { blockedReason, NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import type { SubmitOutcome } from '../../shared/targets/port.js';
 
-const WRITTEN_AT = '2026-03-01T11:59:59.000Z';
-const NOW = new Date('2026-03-01T12:00:00.000Z');
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 const TWO_RETRIES: RetryPolicy = { delaysSeconds: [1, 1], jitter: 0.2 };
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-function newDispatchFactory(overrides: Partial<NewDispatch> = {}): NewDispatch {
-  return {
-    dispatchId: 'd-2026-0001',
-    origin: 'planner',
-    target: 'demo-agent',
-    hop: 0,
-    maxHops: 4,
-    parentDispatchId: null,
-    deliveryMode: 'callback',
-    timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
-    writtenAt: WRITTEN_AT,
-    ...overrides,
-  };
-}
 
 const acceptedStateFactory = (overrides: Partial<NewDispatch> = {}): DispatchState => accepted(newDispatchFactory(overrides), NOW);
 

@@ -4,27 +4,12 @@ import type { AcceptedMessage } from '../../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import { dispatchView, historyEntry } from '../../shared/dispatch/view.js';
 import type { SubmitOutcome } from '../../shared/targets/port.js';
 
-const WRITTEN_AT = '2026-03-01T11:59:59.000Z';
-const NOW = new Date('2026-03-01T12:00:00.000Z');
 const TWO_RETRIES: RetryPolicy = { delaysSeconds: [1, 1], jitter: 0.2 };
 
-function newDispatchFactory(overrides: Partial<NewDispatch> = {}): NewDispatch {
-  return {
-    dispatchId: 'd-2026-0001',
-    origin: 'planner',
-    target: 'demo-agent',
-    hop: 0,
-    maxHops: 4,
-    parentDispatchId: null,
-    deliveryMode: 'callback',
-    timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
-    writtenAt: WRITTEN_AT,
-    ...overrides,
-  };
-}
 
 const acceptedState = (overrides: Partial<NewDispatch> = {}): DispatchState => accepted(newDispatchFactory(overrides), NOW);
 const submittedState = (overrides: Partial<NewDispatch> = {}): DispatchState =>
