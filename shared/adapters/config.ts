@@ -23,14 +23,17 @@ export function readLedgerConfig(): LedgerConfig {
     throw new RangeError(`PRINCIPAL_MODE must be "open" or "enforce", got "${principalMode}"`);
   }
   const delays = getStringFromEnv({ key: 'SUBMIT_RETRY_DELAYS_SECONDS', defaultValue: '' });
+  const targetTimeoutMs = getNumberFromEnv({ key: 'TARGET_TIMEOUT_MS', defaultValue: 10_000 });
   return {
     tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
     bucketName: getStringFromEnv({ key: 'EVIDENCE_BUCKET', errorMessage: 'EVIDENCE_BUCKET is not set' }),
     apiBaseUrl: getStringFromEnv({ key: 'API_BASE_URL', errorMessage: 'API_BASE_URL is not set' }),
     principalMode,
     retryPolicy: delays ? parseRetryDelays(delays) : DEFAULT_RETRY_POLICY,
-    claimSeconds: getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }),
+    // A claim must outlast the target call it covers, or an overlapping tick (or a duplicate
+    // delivery) takes the dispatch over mid-call and the two keep voiding each other's writes.
+    claimSeconds: Math.max(getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }), Math.ceil((2 * targetTimeoutMs) / 1000)),
     retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
-    targetTimeoutMs: getNumberFromEnv({ key: 'TARGET_TIMEOUT_MS', defaultValue: 10_000 }),
+    targetTimeoutMs,
   };
 }
