@@ -433,3 +433,19 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } }));
   }
 }
+
+/** What a stream image of the ledger table holds, decoded (the publisher reads the stream). */
+export type DecodedItem =
+  | { readonly kind: 'state'; readonly state: DispatchState }
+  | { readonly kind: 'rejection'; readonly rejection: Rejection }
+  | { readonly kind: 'other' };
+
+/** Decodes an unmarshalled item (e.g. a stream record's NewImage/OldImage) by its key shape. */
+export function decodeItem(item: Record<string, unknown> | undefined): DecodedItem {
+  if (!item) return { kind: 'other' };
+  const pk = String(item.pk ?? '');
+  const sk = String(item.sk ?? '');
+  if (pk.startsWith('D#') && sk === 'STATE') return { kind: 'state', state: stateOf(item) };
+  if (pk.startsWith('REJ#') && sk === 'REJECTION') return { kind: 'rejection', rejection: rejectionOf(item) };
+  return { kind: 'other' };
+}

@@ -54,6 +54,30 @@ export interface Timeouts {
   readonly deliveryGraceSeconds: number;
 }
 
+/**
+ * What a committed version of the state changed. The event publisher turns these into events (one
+ * per change that has a detail-type), so an event exists exactly for each committed state change.
+ */
+export type ChangeKind =
+  | 'accepted'
+  | 'submitted'
+  | 'blocked'
+  | 'retry_scheduled'
+  | 'claimed'
+  | 'activity'
+  | 'approval_requested'
+  | 'approval_decided'
+  | 'completed'
+  | 'failed'
+  | 'cancelled'
+  | 'recovered'
+  | 'stalled'
+  | 'unobservable'
+  | 'approval_wait_expired'
+  | 'observed'
+  | 'rescheduled'
+  | 'superseded';
+
 export interface DispatchState {
   readonly dispatchId: string;
   readonly origin: string;
@@ -76,6 +100,8 @@ export interface DispatchState {
   readonly dueAt: string | null;
   /** Optimistic concurrency: every write is conditioned on the version it read. */
   readonly version: number;
+  /** What this version changed (see ChangeKind). */
+  readonly changes: readonly ChangeKind[];
 }
 
 export const NO_EXECUTION: Execution = {

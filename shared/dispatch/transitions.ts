@@ -1,7 +1,22 @@
 import type { SubmitOutcome } from '../targets/port.js';
 import { clip, printable } from '../text.js';
 import { nextRetryAt, type RetryPolicy } from './retry.js';
-import { blockedReason, NO_EXECUTION, type BlockedCode, type DispatchState, type Timeouts } from './state.js';
+import { blockedReason, NO_EXECUTION, type BlockedCode, type ChangeKind, type DispatchState, type Timeouts } from './state.js';
+
+/**
+ * The next version of a state: `patch` applied, the version advanced, and `kind` recorded as what
+ * changed. Changes of a version never stored (version 0, built in memory by intake) carry over, so the
+ * first stored version says everything it did ("accepted" and "submitted").
+ */
+export function advance(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
+  return {
+    ...state,
+    ...patch,
+    updatedAt: now.toISOString(),
+    changes: state.version === 0 ? [...state.changes, kind] : [kind],
+    version: state.version + 1,
+  };
+}
 
 /**
  * The dispatch's phase transitions, as pure functions from (state, fact, now) to the next state.
@@ -48,23 +63,20 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     receipts: [{ event: 'dispatch_written', at: input.writtenAt, attempt: 1 }],
     dueAt: null,
     version: 0,
+    changes: ['accepted'],
   };
 }
 
 /** Blocked before any target contact, or after the target refused or the retry budget ran out. */
 export function blocked(state: DispatchState, code: BlockedCode, detail: string, now: Date): DispatchState {
   const reason = blockedReason(code, detail);
-  const at = now.toISOString();
-  return {
-    ...state,
+  return advance(state, 'blocked', now, {
     phase: 'blocked',
     blockedReason: reason,
-    updatedAt: at,
     submission: { ...state.submission, nextRetryAt: null },
-    receipts: [...state.receipts, { event: 'dispatch_blocked', at, attempt: state.attempt, reason }],
+    receipts: [...state.receipts, { event: 'dispatch_blocked', at: now.toISOString(), attempt: state.attempt, reason }],
     dueAt: null,
-    version: state.version + 1,
-  };
+  });
 }
 
 /** Applies what one submission call to the target returned. */
@@ -73,11 +85,9 @@ export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: 
   const attempts = state.submission.attempts + 1;
   switch (outcome.kind) {
     case 'accepted':
-      return {
-        ...state,
+      return advance(state, 'submitted', now, {
         phase: 'submitted',
         runId: outcome.runId,
-        updatedAt: at,
         submission: { attempts, nextRetryAt: null, lastError: null },
         execution: { ...NO_EXECUTION, status: outcome.status, nativeStatus: outcome.status, lastActivityAt: at },
         receipts: [
@@ -86,8 +96,7 @@ export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: 
         ],
         // The run is watched from now on: no activity for stallAfterSeconds makes it due.
         dueAt: new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000).toISOString(),
-        version: state.version + 1,
-      };
+      });
     case 'rejected':
       return blocked(
         { ...state, submission: { ...state.submission, attempts, lastError: bounded(`HTTP ${outcome.httpStatus}: ${outcome.reason}`) } },
@@ -106,13 +115,10 @@ export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: 
           now,
         );
       }
-      return {
-        ...state,
-        updatedAt: at,
+      return advance(state, 'retry_scheduled', now, {
         submission: { attempts, nextRetryAt: retryAt.toISOString(), lastError },
         dueAt: retryAt.toISOString(),
-        version: state.version + 1,
-      };
+      });
     }
   }
 }

@@ -1,6 +1,6 @@
 import type { RetryPolicy } from '../dispatch/retry.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { blocked, submitted } from '../dispatch/transitions.js';
+import { advance, blocked, submitted } from '../dispatch/transitions.js';
 import { taskOf } from '../intake/intake.js';
 import type { BlobStore, LedgerStore } from '../ledger/port.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
@@ -54,12 +54,7 @@ async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<
 
 /** Claims the dispatch by moving its due time (conditional on its version), then submits once. */
 async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
-  const claimed: DispatchState = {
-    ...state,
-    dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString(),
-    updatedAt: now.toISOString(),
-    version: state.version + 1,
-  };
+  const claimed = advance(state, 'claimed', now, { dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString() });
   if ((await deps.store.replaceState(claimed, state.version)).kind === 'conflict') return 'skipped';
 
   const [message, registration] = await Promise.all([deps.store.getAcceptedMessage(state.dispatchId), deps.store.getTarget(state.target)]);

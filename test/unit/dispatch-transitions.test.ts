@@ -54,6 +54,7 @@ describe('accepted', () => {
       receipts: [{ event: 'dispatch_written', at: WRITTEN_AT, attempt: 1 }],
       dueAt: null,
       version: 0,
+      changes: ['accepted'],
     });
   });
 });
@@ -234,5 +235,15 @@ describe('blockedReason', () => {
     const reason = blockedReason('target_rejected', detail);
     expect(reason.length).toBeLessThanOrEqual(300);
     expect(reason).not.toMatch(LONE_SURROGATE);
+  });
+});
+
+describe('advance (what each committed version changed)', () => {
+  it('carries the changes of the unstored version 0 into the first stored one, and only its own after that', () => {
+    const first = submitted(acceptedStateFactory(), acceptedOutcome(), DEFAULT_RETRY_POLICY, NOW);
+    const second = blocked(first, 'target_rejected', 'later', later(1));
+    expect(first.changes).toEqual(['accepted', 'submitted']);
+    expect(second.changes).toEqual(['blocked']);
+    expect(second.version).toBe(first.version + 1);
   });
 });
