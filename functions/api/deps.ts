@@ -11,6 +11,11 @@ const adapters = buildLedgerAdapters(config);
 
 export const apiDeps: ApiDeps = {
   store: adapters.table,
+  blobs: adapters.blobs,
+  targetFor: adapters.targetFor,
+  callbackUrl: config.apiBaseUrl,
+  retryPolicy: config.retryPolicy,
+  now: () => new Date(),
   principals: adapters.table,
   principalMode: config.principalMode,
 };

@@ -3,7 +3,7 @@ import { ConditionalCheckFailedException, type AttributeDefinition, type GlobalS
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DispatchState } from '../dispatch/state.js';
-import type { AcceptedMessage, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
+import type { AcceptedMessage, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 
@@ -15,6 +15,7 @@ import type { TargetRegistration } from '../targets/port.js';
  * | ------------------ | ----------------- | ----------- | ---------------------------------------------------- |
  * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin (always)      |
  * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
+ * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
@@ -35,6 +36,7 @@ const KEY = {
   state: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'STATE' }),
   message: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'MSG' }),
   rejection: (messageId: string) => ({ pk: `REJ#${messageId}`, sk: 'REJECTION' }),
+  lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `D#${dispatchId}`, sk: `LATE#${runId}#${String(seq).padStart(16, '0')}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
 } as const;
@@ -118,6 +120,8 @@ function stateOf(item: Item): DispatchState {
     origin: String(originKey).slice(2),
     blockedReason: stored.blockedReason ?? null,
     runId: stored.runId ?? null,
+    lastSeq: stored.lastSeq ?? null,
+    supersededRuns: stored.supersededRuns ?? [],
     parentDispatchId: stored.parentDispatchId ?? null,
     submission: { attempts: submission.attempts ?? 0, nextRetryAt: submission.nextRetryAt ?? null, lastError: submission.lastError ?? null },
     execution: {
@@ -280,6 +284,20 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     } catch (error) {
       if (isConditionFailure(error)) return { kind: 'conflict' };
       throw error;
+    }
+  }
+
+  async recordLateEvent(late: LateEvent): Promise<void> {
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...KEY.lateEvent(late.dispatchId, late.runId, late.seq), ...late, [TTL_ATTRIBUTE]: Math.floor(Date.parse(late.at) / 1000) + this.options.retentionSeconds },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
     }
   }
 

@@ -1,12 +1,12 @@
 import { dispatchView, historyEntry } from '../dispatch/view.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
 import type { LedgerStore } from '../ledger/port.js';
+import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
 import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
 
-export interface ApiDeps {
-  readonly store: LedgerStore;
+export interface ApiDeps extends LifecycleDeps {
   readonly principals: PrincipalRegistry;
   readonly principalMode: PrincipalMode;
 }
@@ -42,11 +42,38 @@ const ROUTES: readonly Route[] = [
   {
     method: 'GET',
     pattern: ['dispatches', ':dispatchId'],
-    handle: async (deps, _request, params, caller) => {
+    handle: async (deps, request, params, caller) => {
       const dispatchId = params.dispatchId ?? '';
-      const state = await ownedState(deps, dispatchId, caller);
+      const stored = await ownedState(deps, dispatchId, caller);
+      const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
       const message = await deps.store.getAcceptedMessage(dispatchId);
       return json(200, dispatchView(state, message));
+    },
+  },
+  {
+    method: 'POST',
+    pattern: ['dispatches', ':dispatchId', 'approval'],
+    handle: async (deps, request, params, caller) => {
+      const state = await ownedState(deps, params.dispatchId ?? '', caller);
+      const answer = await postApproval(deps, state, request.body);
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'POST',
+    pattern: ['dispatches', ':dispatchId', 'redispatch'],
+    handle: async (deps, request, params, caller) => {
+      const state = await ownedState(deps, params.dispatchId ?? '', caller);
+      const answer = await postRedispatch(deps, state, request.body);
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'POST',
+    pattern: ['runs', ':runId', 'events'],
+    handle: async (deps, request, params, caller) => {
+      const answer = await postRunEvent(deps, params.runId ?? '', request.body, caller);
+      return json(answer.status, answer.body);
     },
   },
   {

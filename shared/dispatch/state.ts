@@ -88,6 +88,10 @@ export interface DispatchState {
   readonly blockedReason: string | null;
   readonly attempt: number;
   readonly runId: string | null;
+  /** Highest run-event seq applied for the current run (null before the first event). */
+  readonly lastSeq: number | null;
+  /** Earlier runs of this dispatch, superseded by a forced redispatch: their events are late, never applied. */
+  readonly supersededRuns: readonly string[];
   readonly hop: number;
   readonly maxHops: number;
   readonly parentDispatchId: string | null;
@@ -100,6 +104,8 @@ export interface DispatchState {
   readonly dueAt: string | null;
   /** Optimistic concurrency: every write is conditioned on the version it read. */
   readonly version: number;
+  /** The last forced or unforced redispatch: who asked why, and what became of the old run. */
+  readonly redispatch?: { readonly at: string; readonly reason: string; readonly supersededRunId: string | null; readonly cancel: string | null } | undefined;
   /** What this version changed (see ChangeKind). */
   readonly changes: readonly ChangeKind[];
 }

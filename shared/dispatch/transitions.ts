@@ -53,6 +53,8 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     blockedReason: null,
     attempt: 1,
     runId: null,
+    lastSeq: null,
+    supersededRuns: [],
     hop: input.hop,
     maxHops: input.maxHops,
     parentDispatchId: input.parentDispatchId,

@@ -55,6 +55,15 @@ export interface Rejection {
   readonly bodyBytes: number;
 }
 
+/** A run event that arrived from a run the dispatch no longer follows. */
+export interface LateEvent {
+  readonly dispatchId: string;
+  readonly runId: string;
+  readonly seq: number;
+  readonly type: string;
+  readonly at: string;
+}
+
 export type PutOutcome<T> = { readonly kind: 'written' } | { readonly kind: 'exists'; readonly existing: T };
 export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'conflict' };
 
@@ -76,6 +85,9 @@ export interface LedgerStore {
   createState(state: DispatchState): Promise<PutOutcome<DispatchState>>;
   /** Replaces the state if it is still at `expectedVersion`; `next.version` must be expectedVersion + 1. */
   replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome>;
+
+  /** Records an event of a superseded run: kept for the record, never applied. Idempotent per run and seq. */
+  recordLateEvent(late: LateEvent): Promise<void>;
 
   putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;
   listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>>;

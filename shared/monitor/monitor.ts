@@ -1,6 +1,7 @@
 import type { RetryPolicy } from '../dispatch/retry.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { advance, blocked, submitted } from '../dispatch/transitions.js';
+import { monitorStep, reconcileLookup } from '../dispatch/lifecycle.js';
 import { taskOf } from '../intake/intake.js';
 import type { BlobStore, LedgerStore } from '../ledger/port.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
@@ -19,7 +20,7 @@ export interface MonitorDeps {
 }
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
-export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'skipped';
+export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'observed' | 'rescheduled' | 'skipped';
 
 export interface TickReport {
   readonly due: number;
@@ -49,7 +50,29 @@ async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<
   const state = await deps.store.getState(dispatchId);
   if (!state || !state.dueAt || Date.parse(state.dueAt) > now.getTime()) return { action: 'skipped', target: state?.target ?? null };
   if (state.phase === 'accepted') return { action: await retrySubmission(deps, state, now), target: state.target };
+  if (state.phase === 'submitted') return { action: await watchRun(deps, state, now), target: state.target };
   return { action: 'skipped', target: state.target };
+}
+
+/**
+ * A submitted run came due: reschedule it, expire its approval, or — when no activity was recorded for
+ * the stall timeout — look it up at the target before concluding anything. The write is conditioned on
+ * the version read, so an overlapping tick acts once (and so publishes once).
+ */
+async function watchRun(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
+  const step = monitorStep(state, now);
+  if (step.kind === 'none') return 'skipped';
+  let next: DispatchState;
+  if (step.kind === 'write') {
+    next = step.next;
+  } else {
+    const registration = await deps.store.getTarget(state.target);
+    const lookup = registration && state.runId ? await deps.targetFor(registration).lookup(state.runId) : ({ kind: 'unavailable', reason: `target "${state.target}" is not registered` } as const);
+    next = reconcileLookup(state, lookup, deps.now(), true) ?? advance(state, 'rescheduled', now, { dueAt: new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000).toISOString() });
+  }
+  const written = await deps.store.replaceState(next, state.version);
+  if (written.kind === 'conflict') return 'skipped';
+  return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
 }
 
 /** Claims the dispatch by moving its due time (conditional on its version), then submits once. */

@@ -1,5 +1,5 @@
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import type { AcceptedMessage, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 
@@ -39,6 +39,10 @@ export class MemoryStore implements LedgerStore, PrincipalRegistry {
     if (this.states.get(next.dispatchId)?.version !== expectedVersion) return { kind: 'conflict' };
     this.states.set(next.dispatchId, next);
     return { kind: 'updated' };
+  }
+  readonly lateEvents: LateEvent[] = [];
+  async recordLateEvent(late: LateEvent): Promise<void> {
+    if (!this.lateEvents.some((known) => known.runId === late.runId && known.seq === late.seq)) this.lateEvents.push(late);
   }
   async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
     const existing = this.rejections.get(rejection.messageId);

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { accepted } from '../../shared/dispatch/transitions.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
 
@@ -16,6 +17,22 @@ function storeWith(dispatchId: string, origin: string): MemoryStore {
   return store;
 }
 
+/** Route deps around an in-memory store; no target is ever reached in these tests. */
+function apiDeps(store: MemoryStore, principals: MemoryStore, principalMode: 'open' | 'enforce'): ApiDeps {
+  return {
+    store,
+    principals,
+    principalMode,
+    blobs: { put: async () => undefined, getText: async () => '{}' },
+    targetFor: () => {
+      throw new Error('no target in route tests');
+    },
+    callbackUrl: 'http://127.0.0.1:9',
+    retryPolicy: DEFAULT_RETRY_POLICY,
+    now: () => NOW,
+  };
+}
+
 async function answer(deps: ApiDeps, req: ApiRequest): Promise<{ status: number; body: unknown }> {
   try {
     const response = await route(deps, req);
@@ -28,14 +45,14 @@ async function answer(deps: ApiDeps, req: ApiRequest): Promise<{ status: number;
 
 describe('API routes', () => {
   it('serves the dispatch view to its origin (local mode: X-Ledger-Origin)', async () => {
-    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals: new MemoryStore(), principalMode: 'open' };
+    const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
     const { status, body } = await answer(deps, request({ rawPath: '/dispatches/d-1', headers: { 'x-ledger-origin': 'planner' } }));
     expect(status).toBe(200);
     expect(body).toMatchObject({ dispatchId: 'd-1', phase: 'accepted', ownerDelivery: { state: 'not_required' }, evidence: { outcome: 'unverified' } });
   });
 
   it('answers 404 to another origin, to no origin, and for an unknown id alike', async () => {
-    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals: new MemoryStore(), principalMode: 'open' };
+    const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
     const other = await answer(deps, request({ rawPath: '/dispatches/d-1', headers: { 'x-ledger-origin': 'billing' } }));
     const none = await answer(deps, request({ rawPath: '/dispatches/d-1' }));
     const unknown = await answer(deps, request({ rawPath: '/dispatches/d-2', headers: { 'x-ledger-origin': 'planner' } }));
@@ -46,7 +63,7 @@ describe('API routes', () => {
     const principals = new MemoryStore();
     principals.principals.set('AROAPLANNER', { role: 'origin', origin: 'planner' });
     principals.principals.set('AROAOPS', { role: 'operator' });
-    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals, principalMode: 'enforce' };
+    const deps = apiDeps(storeWith('d-1', 'planner'), principals, 'enforce');
 
     const owner = await answer(deps, request({ rawPath: '/dispatches/d-1', iamUserId: 'AROAPLANNER:alice' }));
     // The header means nothing in AWS: only the IAM identity counts.
@@ -61,7 +78,7 @@ describe('API routes', () => {
   });
 
   it('refuses a malformed limit, a bad percent-encoding and a method a route does not have', async () => {
-    const deps: ApiDeps = { store: storeWith('d-1', 'planner'), principals: new MemoryStore(), principalMode: 'open' };
+    const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
     expect((await answer(deps, request({ rawPath: '/rejections', query: { limit: '0' } }))).status).toBe(400);
     expect((await answer(deps, request({ rawPath: '/rejections', query: { limit: '101' } }))).status).toBe(400);
     expect((await answer(deps, request({ rawPath: '/dispatches/%E0%A4%A' }))).status).toBe(400);

@@ -44,6 +44,8 @@ describe('accepted', () => {
       blockedReason: null,
       attempt: 1,
       runId: null,
+      lastSeq: null,
+      supersededRuns: [],
       hop: 1,
       maxHops: 3,
       parentDispatchId: 'd-0',

@@ -1,0 +1,184 @@
+import { z } from 'zod';
+import { DISPATCH_ID } from '../dispatch/message.js';
+import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES } from '../dispatch/lifecycle.js';
+import type { RetryPolicy } from '../dispatch/retry.js';
+import type { DispatchState } from '../dispatch/state.js';
+import { advance, submitted } from '../dispatch/transitions.js';
+import { refProblem } from '../dispatch/refs.js';
+import { taskOf } from '../intake/intake.js';
+import type { BlobStore, LedgerStore } from '../ledger/port.js';
+import type { LookupOutcome, TargetPort, TargetRegistration } from '../targets/port.js';
+import { clip, printable } from '../text.js';
+import type { Caller } from './caller.js';
+import { ApiError } from './http.js';
+
+/** What the lifecycle routes need besides the store. */
+export interface LifecycleDeps {
+  readonly store: LedgerStore;
+  readonly blobs: BlobStore;
+  readonly targetFor: (registration: TargetRegistration) => TargetPort;
+  readonly callbackUrl: string;
+  readonly retryPolicy: RetryPolicy;
+  readonly now: () => Date;
+}
+
+const MAX_SEQ = 2 ** 53;
+
+export const RunEventBody = z.strictObject({
+  dispatchId: z.string().regex(DISPATCH_ID),
+  seq: z.int().min(0).max(MAX_SEQ),
+  type: z.enum(RUN_EVENT_TYPES),
+  approvalId: z.string().min(1).max(128).optional(),
+  result: z.strictObject({ summary: z.string().max(100_000).optional() }).optional(),
+  evidence: z
+    .array(z.string().refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))
+    .max(32)
+    .optional(),
+});
+
+export function parseJson<T>(body: Buffer | undefined, schema: z.ZodType<T>): T {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body?.toString('utf8') ?? '');
+  } catch {
+    throw new ApiError('malformed', 'the body is not JSON');
+  }
+  const result = schema.safeParse(parsed);
+  if (!result.success) {
+    throw new ApiError('invalid', 'the body is not valid', result.error.issues.slice(0, 20).map((issue) => ({ field: issue.path.join('.'), message: issue.message })));
+  }
+  return result.data;
+}
+
+/** Writes `next` if the state is still at `expected`; a concurrent change is a 409 the caller may retry. */
+async function commit(store: LedgerStore, next: DispatchState, expected: number): Promise<void> {
+  if ((await store.replaceState(next, expected)).kind === 'conflict') throw new ApiError('conflict', 'the dispatch changed concurrently; retry');
+}
+
+/** POST /runs/{runId}/events — the target reports on its run (CONTRACT §2). */
+export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buffer | undefined, caller: Caller) {
+  const event = parseJson(body, RunEventBody);
+  // Optimistic concurrency: a concurrent writer makes us re-read and decide again.
+  for (let round = 0; round < 3; round += 1) {
+    const state = await deps.store.getState(event.dispatchId);
+    if (!state) throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
+    if (caller.kind === 'principal' && !(caller.principal?.role === 'target' && caller.principal.target === state.target)) {
+      throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
+    }
+    if (state.runId !== runId) {
+      if (!state.supersededRuns.includes(runId)) throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
+      await deps.store.recordLateEvent({ dispatchId: state.dispatchId, runId, seq: event.seq, type: event.type, at: deps.now().toISOString() });
+      return { status: 200, body: { applied: false, late: true } };
+    }
+    const outcome = applyRunEvent(state, event, deps.now());
+    if (outcome.kind === 'invalid') throw new ApiError('invalid', outcome.reason);
+    if (outcome.kind === 'stale') return { status: 200, body: { applied: false } };
+    if (outcome.kind === 'coalesced') return { status: 202, body: { applied: true } };
+    if ((await deps.store.replaceState(outcome.next, state.version)).kind === 'updated') return { status: 202, body: { applied: true } };
+  }
+  throw new ApiError('conflict', 'the dispatch kept changing; retry');
+}
+
+async function lookupCurrent(deps: LifecycleDeps, state: DispatchState): Promise<LookupOutcome> {
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration || !state.runId) return { kind: 'unavailable', reason: `target "${state.target}" is not registered` };
+  return deps.targetFor(registration).lookup(state.runId);
+}
+
+/** `GET /dispatches/{id}?refresh=true`: looks the run up live and reconciles before answering. */
+export async function refreshed(deps: LifecycleDeps, state: DispatchState): Promise<DispatchState> {
+  if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
+  const lookup = await lookupCurrent(deps, state);
+  const next = reconcileLookup(state, lookup, deps.now(), false);
+  if (!next) return state;
+  // A lost race only means someone else recorded a newer state first: answer with that.
+  if ((await deps.store.replaceState(next, state.version)).kind === 'updated') return next;
+  return (await deps.store.getState(state.dispatchId)) ?? state;
+}
+
+const ApprovalBody = z.strictObject({ approvalId: z.string().min(1).max(128), decision: z.enum(['approve', 'cancel']) });
+
+/** POST /dispatches/{id}/approval: forwarded to the target; recorded only once the target took it. */
+export async function postApproval(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
+  const { approvalId, decision } = parseJson(body, ApprovalBody);
+  const pending = state.execution.pendingApproval;
+  if (!pending || pending.approvalId !== approvalId || !state.runId) {
+    throw new ApiError('conflict', 'that approvalId is not the pending approval', { pendingApprovalId: pending?.approvalId ?? null });
+  }
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration) throw new ApiError('target_unreachable', `target "${state.target}" is not registered`);
+  const answer = await deps.targetFor(registration).decideApproval(state.runId, approvalId, decision);
+  if (answer.kind === 'unavailable') throw new ApiError('target_unreachable', `the target could not be reached: ${clip(printable(answer.reason), 200)}`);
+  if (answer.kind !== 'decided') throw new ApiError('conflict', 'the target does not hold this approval as pending');
+  const now = deps.now();
+  const next = advance(state, 'approval_decided', now, {
+    execution: { ...state.execution, status: 'running', monitorStatus: null, pendingApproval: null, lastActivityAt: now.toISOString() },
+    dueAt: new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000).toISOString(),
+  });
+  await commit(deps.store, next, state.version);
+  return { status: 200, body: { approvalId, decision } };
+}
+
+const RedispatchBody = z.strictObject({ reason: z.string().trim().min(1).max(500), force: z.boolean().optional() });
+
+/**
+ * POST /dispatches/{id}/redispatch (CONTRACT §4): never a second writer by accident. While the current
+ * run may be active → 409 with its handle. `force` + reason supersedes it: the old run is asked to
+ * cancel (best effort), fenced (its later events are late), and attempt + 1 is submitted.
+ */
+export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
+  const { reason, force } = parseJson(body, RedispatchBody);
+  const proven = state.phase === 'submitted' && isTerminal(state.execution.status);
+  if (state.phase === 'submitted' && !proven && !force) {
+    throw new ApiError('conflict', 'the current run may still be active: look it up, or redispatch with force and a reason', {
+      runId: state.runId,
+      attempt: state.attempt,
+      status: state.execution.status,
+      check: `npx ledger check ${state.dispatchId} --refresh`,
+    });
+  }
+  const message = await deps.store.getAcceptedMessage(state.dispatchId);
+  if (!message?.content.valid) throw new ApiError('invalid', 'this dispatch has no valid message to submit again');
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration) throw new ApiError('target_unreachable', `target "${state.target}" is not registered`);
+  const target = deps.targetFor(registration);
+
+  let cancel: string | null = null;
+  if (state.phase === 'submitted' && !proven && state.runId) {
+    const answer = await target.cancel(state.runId);
+    cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : `unavailable: ${clip(printable(answer.reason), 120)}`;
+  }
+  // A fresh Idempotency-Key whenever the target may already hold something for the current attempt.
+  const attempt = state.runId || state.submission.attempts > 0 ? state.attempt + 1 : state.attempt;
+  const now = deps.now();
+  const start: DispatchState = {
+    ...state,
+    phase: 'accepted',
+    blockedReason: null,
+    attempt,
+    runId: null,
+    lastSeq: null,
+    supersededRuns: state.runId ? [...state.supersededRuns, state.runId].slice(-10) : state.supersededRuns,
+    submission: { attempts: 0, nextRetryAt: null, lastError: null },
+  };
+  const outcome = await target.submit({
+    dispatchId: state.dispatchId,
+    attempt,
+    origin: state.origin,
+    task: await taskOf(deps.blobs, message),
+    expectedEvidence: message.content.expectedEvidence,
+    callbackUrl: deps.callbackUrl,
+  });
+  const after = submitted(start, outcome, deps.retryPolicy, now);
+  const superseded = state.phase === 'submitted' && !proven;
+  const next: DispatchState = {
+    ...after,
+    redispatch: { at: now.toISOString(), reason: clip(printable(reason), 120), supersededRunId: superseded ? state.runId : null, cancel },
+    changes: superseded ? ['superseded', ...after.changes] : after.changes,
+  };
+  await commit(deps.store, next, state.version);
+  return {
+    status: 202,
+    body: { dispatchId: state.dispatchId, attempt, phase: next.phase, runId: next.runId, supersededRunId: superseded ? state.runId : null, cancel, reason },
+  };
+}
