@@ -16,6 +16,7 @@ export const apiDeps: ApiDeps = {
   callbackUrl: config.apiBaseUrl,
   retryPolicy: config.retryPolicy,
   now: () => new Date(),
+  claimSeconds: config.claimSeconds,
   principals: adapters.table,
   principalMode: config.principalMode,
 };

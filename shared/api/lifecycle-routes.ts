@@ -20,6 +20,8 @@ export interface LifecycleDeps {
   readonly callbackUrl: string;
   readonly retryPolicy: RetryPolicy;
   readonly now: () => Date;
+  /** How long a redispatch holds the dispatch while it calls the target (then the monitor may finish it). */
+  readonly claimSeconds: number;
 }
 
 const MAX_SEQ = 2 ** 53;
@@ -143,16 +145,13 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
   if (!registration) throw new ApiError('target_unreachable', `target "${state.target}" is not registered`);
   const target = deps.targetFor(registration);
 
-  let cancel: string | null = null;
-  if (state.phase === 'submitted' && !proven && state.runId) {
-    const answer = await target.cancel(state.runId);
-    cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : `unavailable: ${clip(printable(answer.reason), 120)}`;
-  }
-  // A fresh Idempotency-Key whenever the target may already hold something for the current attempt.
+  // 1. Fence first, conditioned on the version read: from here the old run's events are late, and if
+  //    this request dies mid-way the monitor finds attempt + 1 due and submits it itself.
+  const superseded = state.phase === 'submitted' && !proven;
   const attempt = state.runId || state.submission.attempts > 0 ? state.attempt + 1 : state.attempt;
   const now = deps.now();
-  const start: DispatchState = {
-    ...state,
+  const record = { at: now.toISOString(), reason: clip(printable(reason), 120), supersededRunId: superseded ? state.runId : null, cancel: null };
+  const claimed = advance(state, superseded ? 'superseded' : 'claimed', now, {
     phase: 'accepted',
     blockedReason: null,
     attempt,
@@ -160,7 +159,18 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
     lastSeq: null,
     supersededRuns: state.runId ? [...state.supersededRuns, state.runId].slice(-10) : state.supersededRuns,
     submission: { attempts: 0, nextRetryAt: null, lastError: null },
-  };
+    execution: { ...state.execution, monitorStatus: null },
+    dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString(),
+    redispatch: record,
+  });
+  await commit(deps.store, claimed, state.version);
+
+  // 2. Ask the old run to stop (best effort, recorded), 3. submit the new attempt.
+  let cancel: string | null = null;
+  if (superseded && state.runId) {
+    const answer = await target.cancel(state.runId);
+    cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : `unavailable: ${clip(printable(answer.reason), 80)}`;
+  }
   const outcome = await target.submit({
     dispatchId: state.dispatchId,
     attempt,
@@ -169,14 +179,9 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
     expectedEvidence: message.content.expectedEvidence,
     callbackUrl: deps.callbackUrl,
   });
-  const after = submitted(start, outcome, deps.retryPolicy, now);
-  const superseded = state.phase === 'submitted' && !proven;
-  const next: DispatchState = {
-    ...after,
-    redispatch: { at: now.toISOString(), reason: clip(printable(reason), 120), supersededRunId: superseded ? state.runId : null, cancel },
-    changes: superseded ? ['superseded', ...after.changes] : after.changes,
-  };
-  await commit(deps.store, next, state.version);
+  const next: DispatchState = { ...submitted(claimed, outcome, deps.retryPolicy, deps.now()), redispatch: { ...record, cancel } };
+  // Someone finishing it first (the monitor after the claim lapsed) is fine: the same key, the same run.
+  await deps.store.replaceState(next, claimed.version);
   return {
     status: 202,
     body: { dispatchId: state.dispatchId, attempt, phase: next.phase, runId: next.runId, supersededRunId: superseded ? state.runId : null, cancel, reason },

@@ -30,6 +30,7 @@ function apiDeps(store: MemoryStore, principals: MemoryStore, principalMode: 'op
     callbackUrl: 'http://127.0.0.1:9',
     retryPolicy: DEFAULT_RETRY_POLICY,
     now: () => NOW,
+    claimSeconds: 60,
   };
 }
 

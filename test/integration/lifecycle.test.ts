@@ -1,0 +1,208 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import type { DispatchView } from '../../shared/dispatch/view.js';
+import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { uniqueName } from '../support/engines.js';
+
+/** The run lifecycle on the local platform: 1 s monitor tick, second-scale timeouts, the demo agent as target. */
+let t: TestPlatform;
+let table: LedgerTable;
+
+beforeAll(async () => {
+  t = await startTestPlatform();
+  table = new LedgerTable(DynamoDBDocumentClient.from(t.clients.dynamodb), { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });
+});
+afterAll(() => t.stop());
+
+const dispatch = (task: Record<string, unknown>, timeouts: Record<string, number> = { stallAfterSeconds: 2 }, overrides: Record<string, unknown> = {}) => ({
+  dispatchId: uniqueName('d'),
+  origin: 'planner',
+  target: 'demo-agent',
+  task,
+  timeouts,
+  ...overrides,
+});
+
+async function view(dispatchId: string, query = ''): Promise<DispatchView> {
+  const { status, body } = await t.get(`/dispatches/${dispatchId}${query}`, 'planner');
+  if (status !== 200) throw new Error(`GET /dispatches/${dispatchId} → ${status}`);
+  return body as DispatchView;
+}
+
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 20_000) =>
+  eventually(`dispatch ${dispatchId}`, async () => {
+    const current = await view(dispatchId).catch(() => undefined);
+    return current && done(current) ? current : undefined;
+  }, timeoutMs);
+
+async function post(path: string, body: unknown, origin = 'planner'): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${t.platform.info.apiUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': origin }, body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+async function start(message: ReturnType<typeof dispatch>): Promise<DispatchView> {
+  await t.send(JSON.stringify(message));
+  return viewWhen(message.dispatchId, (current) => current.phase === 'submitted');
+}
+
+const stats = async () => (await (await fetch(`${t.platform.demoAgent.url}/stats`)).json()) as { submissions: Record<string, number>; runs: Record<string, number> };
+
+describe('the run lifecycle on the local platform', () => {
+  it('marks a silent run unknown/stalled after looking it up, keeps what the target said, and clears the stall on a real completion', async () => {
+    const message = dispatch({ behavior: 'stall' });
+    const submitted = await start(message);
+
+    const stalled = await viewWhen(message.dispatchId, (current) => current.execution.monitorStatus === 'stalled');
+    expect(stalled.execution).toMatchObject({ status: 'unknown', nativeStatus: 'running', completedAt: null, result: null });
+
+    const completion = await post(`/runs/${submitted.runId}/events`, { dispatchId: message.dispatchId, seq: 50, type: 'completed', result: { summary: 'done after all' } });
+    expect(completion).toEqual({ status: 202, body: { applied: true } });
+    const completed = await view(message.dispatchId);
+    expect(completed.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', monitorStatus: null, result: { summary: 'done after all' } });
+    expect(completed.execution.completedAt).not.toBeNull();
+  });
+
+  it('recovers a completion the target never reported (lose_callback) by lookup, not as a stall', async () => {
+    const message = dispatch({ behavior: 'lose_callback' });
+    await start(message);
+
+    const recovered = await viewWhen(message.dispatchId, (current) => current.execution.status === 'completed');
+    expect(recovered.execution.monitorStatus).toBeNull();
+    expect(recovered.execution.nativeStatus).toBe('completed');
+  });
+
+  it('makes a vanished run and an unreachable lookup unknown (target_not_found, lookup_unavailable), never failed', async () => {
+    const vanish = dispatch({ behavior: 'vanish' });
+    const unavailable = dispatch({ behavior: 'lookup_unavailable' });
+    await Promise.all([start(vanish), start(unavailable)]);
+
+    const [gone, dark] = await Promise.all([
+      viewWhen(vanish.dispatchId, (current) => current.execution.monitorStatus === 'target_not_found'),
+      viewWhen(unavailable.dispatchId, (current) => current.execution.monitorStatus === 'lookup_unavailable'),
+    ]);
+    expect(gone.execution.status).toBe('unknown');
+    expect(dark.execution.status).toBe('unknown');
+    expect(gone.execution.nativeStatus).not.toBe('failed');
+    expect(dark.execution.nativeStatus).not.toBe('failed');
+  });
+
+  it('expires an approval wait but leaves the approval pending; approve completes, cancel cancels, a wrong approvalId is 409', async () => {
+    const approve = dispatch({ behavior: 'await_approval' }, { approvalWaitSeconds: 1, stallAfterSeconds: 30 });
+    const cancel = dispatch({ behavior: 'await_approval' }, { approvalWaitSeconds: 30, stallAfterSeconds: 30 });
+    await Promise.all([start(approve), start(cancel)]);
+
+    const expired = await viewWhen(approve.dispatchId, (current) => current.execution.monitorStatus === 'approval_wait_expired');
+    expect(expired.execution.status).toBe('waiting_for_approval');
+    const pending = expired.execution.pendingApproval;
+    expect(pending?.approvalId).toBeTruthy();
+
+    expect((await post(`/dispatches/${approve.dispatchId}/approval`, { approvalId: 'not-it', decision: 'approve' })).status).toBe(409);
+    expect((await post(`/dispatches/${approve.dispatchId}/approval`, { approvalId: pending?.approvalId, decision: 'approve' })).status).toBe(200);
+    const done = await viewWhen(approve.dispatchId, (current) => current.execution.status === 'completed');
+    expect(done.execution.pendingApproval).toBeNull();
+
+    const waiting = await viewWhen(cancel.dispatchId, (current) => current.execution.status === 'waiting_for_approval');
+    expect((await post(`/dispatches/${cancel.dispatchId}/approval`, { approvalId: waiting.execution.pendingApproval?.approvalId, decision: 'cancel' })).status).toBe(200);
+    await viewWhen(cancel.dispatchId, (current) => current.execution.status === 'cancelled');
+  });
+
+  it('answers 502 and records nothing when the target cannot be reached for an approval', async () => {
+    const message = dispatch({ behavior: 'await_approval' }, { approvalWaitSeconds: 30, stallAfterSeconds: 30 });
+    await start(message);
+    const waiting = await viewWhen(message.dispatchId, (current) => current.execution.status === 'waiting_for_approval');
+    await table.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    try {
+      const answer = await post(`/dispatches/${message.dispatchId}/approval`, { approvalId: waiting.execution.pendingApproval?.approvalId, decision: 'approve' });
+      expect(answer.status).toBe(502);
+      expect((await view(message.dispatchId)).execution.pendingApproval).toEqual(waiting.execution.pendingApproval);
+    } finally {
+      await table.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: t.platform.demoAgent.url });
+    }
+  });
+
+  it('never marks a slow run with steady heartbeats as stalled', async () => {
+    const message = dispatch({ behavior: 'slow', seconds: 5 }, { stallAfterSeconds: 2 });
+    await start(message);
+    const seen = new Set<string | null>();
+    const done = await viewWhen(message.dispatchId, (current) => {
+      seen.add(current.execution.monitorStatus);
+      return current.execution.status === 'completed';
+    });
+    expect(done.execution.status).toBe('completed');
+    expect([...seen]).toEqual([null]);
+  });
+
+  it('refuses to redispatch a stalled run without force (409 + run handle); force supersedes, cancels, fences the old run', async () => {
+    const message = dispatch({ behavior: 'stall' });
+    const first = await start(message);
+    await viewWhen(message.dispatchId, (current) => current.execution.monitorStatus === 'stalled');
+
+    const refused = await post(`/dispatches/${message.dispatchId}/redispatch`, { reason: 'no news' });
+    expect(refused.status).toBe(409);
+    expect((refused.body.error as { details: { runId: string } }).details.runId).toBe(first.runId);
+
+    const forced = await post(`/dispatches/${message.dispatchId}/redispatch`, { reason: 'operator: run is wedged', force: true });
+    expect(forced.status).toBe(202);
+    expect(forced.body).toMatchObject({ attempt: 2, supersededRunId: first.runId, cancel: 'cancelled (cancelled)' });
+    const second = await view(message.dispatchId);
+    expect(second.runId).not.toBe(first.runId);
+    expect(second.attempt).toBe(2);
+
+    const late = await post(`/runs/${first.runId}/events`, { dispatchId: message.dispatchId, seq: 99, type: 'completed' });
+    expect(late).toEqual({ status: 200, body: { applied: false, late: true } });
+    const after = await view(message.dispatchId);
+    expect(after.runId).toBe(second.runId);
+    expect(after.execution.status).not.toBe('completed');
+    expect((await stats()).runs[message.dispatchId]).toBe(2);
+    expect((await post(`/runs/r-not-a-run/events`, { dispatchId: message.dispatchId, seq: 1, type: 'heartbeat' })).status).toBe(404);
+  });
+
+  it('submits a blocked dispatch redispatched without force once its cause is gone', async () => {
+    const message = dispatch({ behavior: 'complete' }, { stallAfterSeconds: 30 }, { target: uniqueName('later') });
+    await t.send(JSON.stringify(message));
+    await viewWhen(message.dispatchId, (current) => current.phase === 'blocked');
+    await table.putTarget({ name: message.target, kind: 'http', baseUrl: t.platform.demoAgent.url });
+
+    const answer = await post(`/dispatches/${message.dispatchId}/redispatch`, { reason: 'target registered now' });
+
+    expect(answer.status).toBe(202);
+    const submitted = await view(message.dispatchId);
+    expect(submitted.phase).toBe('submitted');
+    expect(submitted.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written', 'dispatch_blocked', 'dispatch_submitted']);
+  });
+
+  it('leaves the final state at the highest seq whatever the order and repetition of run events', async () => {
+    const message = dispatch({ behavior: 'stall' }, { stallAfterSeconds: 60 });
+    const submitted = await start(message);
+    const events = `/runs/${submitted.runId}/events`;
+    const send = (seq: number, type: string, extra: Record<string, unknown> = {}) => post(events, { dispatchId: message.dispatchId, seq, type, ...extra });
+
+    expect((await send(5, 'approval_requested', { approvalId: 'a-5' })).status).toBe(202);
+    expect((await send(4, 'heartbeat')).body).toEqual({ applied: false });
+    expect((await send(5, 'approval_requested', { approvalId: 'a-5' })).body).toEqual({ applied: false });
+    expect((await send(7, 'completed', { result: { summary: 'seven' } })).status).toBe(202);
+    expect((await send(6, 'failed')).body).toEqual({ applied: false });
+    expect((await send(8, 'cancelled')).body).toEqual({ applied: false }); // terminal is final
+
+    const final = await view(message.dispatchId);
+    expect(final.execution).toMatchObject({ status: 'completed', result: { summary: 'seven' }, pendingApproval: null });
+    expect((await post(events, { dispatchId: message.dispatchId, seq: -1, type: 'heartbeat' })).status).toBe(422);
+    expect((await post(events, { dispatchId: message.dispatchId, seq: 2 ** 53 + 2, type: 'heartbeat' })).status).toBe(422);
+  });
+
+  it('looks the run up live on ?refresh=true and answers with the stored view when the target cannot be reached', async () => {
+    const message = dispatch({ behavior: 'lose_callback' }, { stallAfterSeconds: 60 });
+    await start(message);
+    const live = await eventually('the lost completion to be found by refresh', async () => {
+      const current = await view(message.dispatchId, '?refresh=true');
+      return current.execution.status === 'completed' ? current : undefined;
+    });
+    expect(live.execution.nativeStatus).toBe('completed');
+
+    const dark = dispatch({ behavior: 'lookup_unavailable' }, { stallAfterSeconds: 60 });
+    await start(dark);
+    const stored = await view(dark.dispatchId, '?refresh=true');
+    expect(stored.execution).toMatchObject({ status: 'unknown', monitorStatus: 'lookup_unavailable' });
+  });
+});
