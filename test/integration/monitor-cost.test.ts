@@ -1,0 +1,88 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ensureLedgerTable } from '../../local/resources.js';
+import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
+import { newDispatchFactory } from '../support/factories.js';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+
+/** The monitor's cost follows what is due, never the history: counted, not timed. */
+const clients = engineClients();
+const meter = new CapacityMeter();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+meter.attach(dynamodb);
+let table: LedgerTable;
+const T = new Date('2026-12-01T12:00:00.000Z');
+
+beforeAll(async () => {
+  const name = uniqueName('monitor');
+  await ensureLedgerTable(clients.dynamodb, name);
+  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: name, retentionSeconds: 86_400 });
+});
+afterAll(() => {
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+function runningState(dispatchId: string): DispatchState {
+  const start = accepted(newDispatchFactory({ dispatchId, writtenAt: T.toISOString() }), T);
+  return submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, T);
+}
+
+/** Due now (its watch time passed) but active a moment ago: the tick reschedules it, no target contact. */
+const dueState = (dispatchId: string): DispatchState => ({ ...runningState(dispatchId), dueAt: new Date(T.getTime() - 1000).toISOString() });
+const finishedState = (dispatchId: string): DispatchState => {
+  const running = runningState(dispatchId);
+  return { ...running, execution: { ...running.execution, status: 'completed', nativeStatus: 'completed', completedAt: T.toISOString() }, dueAt: null };
+};
+
+async function putAll(states: DispatchState[]): Promise<void> {
+  const queue = [...states];
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      for (let state = queue.shift(); state; state = queue.shift()) await table.createState(state);
+    }),
+  );
+}
+
+const deps = (): MonitorDeps => ({
+  store: table,
+  blobs: { put: async () => undefined, getText: async () => '{}' },
+  targetFor: () => {
+    throw new Error('no target is contacted when nothing has stalled');
+  },
+  callbackUrl: 'http://127.0.0.1:9',
+  retryPolicy: DEFAULT_RETRY_POLICY,
+  now: () => T,
+  claimSeconds: 60,
+  limitPerShard: 50,
+});
+
+async function measuredTick() {
+  const before = meter.snapshot();
+  const report = await monitorTick(deps());
+  const spent = meter.since(before);
+  return { due: report.due, requests: spent.requests, readUnits: spent.readUnits, reads: (spent.byOperation.Query?.requests ?? 0) + (spent.byOperation.GetItem?.requests ?? 0) };
+}
+
+describe('monitor cost versus history', () => {
+  it('reads the same per tick with 100 due runs whether 100 or 5,000 finished runs are in the table', async () => {
+    await putAll([...Array.from({ length: 100 }, (_, n) => finishedState(`d-fin-${n}`)), ...Array.from({ length: 100 }, (_, n) => dueState(`d-due-a-${n}`))]);
+    const small = await measuredTick();
+
+    await putAll([...Array.from({ length: 4_900 }, (_, n) => finishedState(`d-fin-more-${n}`)), ...Array.from({ length: 100 }, (_, n) => dueState(`d-due-b-${n}`))]);
+    const large = await measuredTick();
+
+    expect(small.due).toBe(100);
+    expect(large.due).toBe(100);
+    expect(large.reads).toBe(small.reads);
+    expect(large.readUnits).toBe(small.readUnits);
+    // 16 shard queries + one strongly consistent read per due run.
+    expect(small.reads).toBe(16 + 100);
+  }, 120_000);
+});
