@@ -11,7 +11,7 @@ export type LocalFunction =
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch'; readonly batchSize: number } }
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'http' } }
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'schedule' } }
-  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'stream'; readonly table: string } };
+  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'stream'; readonly table: 'ledger'; readonly batchSize: number } };
 
 const fn = (path: string): URL => new URL(`../functions/${path}`, import.meta.url);
 
@@ -19,6 +19,7 @@ export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
   { name: 'intake', module: fn('intake/handler.ts'), trigger: { kind: 'sqs', queue: 'dispatch', batchSize: 10 } },
   { name: 'api', module: fn('api/handler.ts'), trigger: { kind: 'http' } },
   { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule' } },
+  { name: 'publisher', module: fn('publisher/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100 } },
 ];
 
 type AnyHandler = SqsHandler | HttpApiHandler | ScheduledHandler | StreamHandler;

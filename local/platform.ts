@@ -12,6 +12,7 @@ import { EventLogTail } from './runtime/event-log.js';
 import { startHttpApi, type HttpApiHandler } from './runtime/http-api.js';
 import { Scheduler, type ScheduledHandler } from './runtime/scheduler.js';
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
+import { StreamEventSource, type StreamHandler } from './runtime/stream-event-source.js';
 import type { LocalInfo } from './state.js';
 
 export interface PlatformOptions {
@@ -54,6 +55,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
   mkdirSync(logDir, { recursive: true });
   const eventLog = join(stateDir, 'events.jsonl');
   const invocationLog = join(stateDir, 'invocations.jsonl');
+  const streamFailures = join(stateDir, 'stream-failures.jsonl');
   writeFileSync(eventLog, '');
   writeFileSync(invocationLog, '');
 
@@ -156,9 +158,25 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         case 'schedule':
           scheduled.push({ functionName: fn.name, handler: await loadHandler<ScheduledHandler>(fn) });
           break;
-        case 'stream':
-          // The event publisher's stream arrives with the lifecycle issue.
-          throw new Error(`function ${fn.name}: no local stream named ${fn.trigger.table}`);
+        case 'stream': {
+          const source = new StreamEventSource({
+            functionName: fn.name,
+            handler: await loadHandler<StreamHandler>(fn),
+            streams: clients.streams,
+            streamArn: resources.ledgerStreamArn,
+            region: LOCAL_REGION,
+            batchSize: fn.trigger.batchSize,
+            maxRetryAttempts: 5,
+            // The on-failure destination: what could not be published after the retries, kept for a replay.
+            onDiscard: ({ records, error }) =>
+              appendFileSync(streamFailures, `${JSON.stringify({ at: new Date().toISOString(), function: fn.name, error, records })}\n`),
+            onInvocation,
+            onError: onError(fn.name),
+          });
+          source.start();
+          stoppers.push(() => source.stop());
+          break;
+        }
       }
     }
 

@@ -7,7 +7,7 @@ import {
   ResourceAlreadyExistsException,
   type EventBridgeClient,
 } from '@aws-sdk/client-eventbridge';
-import { CreateTableCommand, ResourceInUseException, UpdateTimeToLiveCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DescribeTableCommand, ResourceInUseException, UpdateTimeToLiveCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-table.js';
 import type { LocalClients } from './clients.js';
 
@@ -119,8 +119,11 @@ export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string):
     );
   } catch (error) {
     if (!(error instanceof ResourceInUseException)) throw error;
+    const described = await dynamodb.send(new DescribeTableCommand({ TableName: name }));
+    streamArn = described.Table?.LatestStreamArn;
   }
-  return { name, streamArn: streamArn ?? '' };
+  if (!streamArn) throw new Error(`table ${name} has no stream`);
+  return { name, streamArn };
 }
 
 export interface LocalResources {
@@ -130,6 +133,8 @@ export interface LocalResources {
   readonly eventLogQueue: QueueRef;
   readonly evidenceBucket: string;
   readonly ledgerTable: string;
+  /** The ledger table's stream: the event publisher's outbox. */
+  readonly ledgerStreamArn: string;
 }
 
 /** Everything the local platform's functions use, created idempotently. */
@@ -153,5 +158,5 @@ export async function createLocalResources(
     ensureBucket(clients.s3, name(LOCAL_NAMES.evidenceBucket)),
     ensureLedgerTable(clients.dynamodb, name(LOCAL_NAMES.ledgerTable)),
   ]);
-  return { dispatchQueue: queue, dlq, eventBusName: bus.busName, eventLogQueue: bus.logQueue, evidenceBucket, ledgerTable: ledger.name };
+  return { dispatchQueue: queue, dlq, eventBusName: bus.busName, eventLogQueue: bus.logQueue, evidenceBucket, ledgerTable: ledger.name, ledgerStreamArn: ledger.streamArn };
 }

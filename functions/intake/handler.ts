@@ -1,5 +1,5 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { countForTarget } from '../../shared/adapters/metrics.js';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { DispatchInProgressError, takeDispatchMessage, type IntakeResult } from '../../shared/intake/intake.js';
 import { intakeDeps, logger, metrics } from './deps.js';
@@ -9,10 +9,7 @@ const processor = new BatchProcessor(EventType.SQS);
 /** One metric per outcome worth alarming on, with the contract's single dimension. */
 function count(result: IntakeResult): void {
   const name = result.outcome === 'blocked' ? 'BlockedDispatches' : result.outcome === 'retrying' ? 'SubmissionRetries' : result.outcome === 'rejected' ? 'RejectedMessages' : undefined;
-  if (!name) return;
-  const metric = metrics.singleMetric();
-  metric.addDimension('Target', 'target' in result ? result.target : 'none');
-  metric.addMetric(name, MetricUnit.Count, 1);
+  if (name) countForTarget(metrics, name, 'target' in result ? result.target : 'none');
 }
 
 /**

@@ -1,4 +1,4 @@
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { countForTarget } from '../../shared/adapters/metrics.js';
 import type { ScheduledEvent } from 'aws-lambda';
 import { monitorTick, type MonitorAction } from '../../shared/monitor/monitor.js';
 import { logger, metrics, monitorDeps } from './deps.js';
@@ -13,9 +13,6 @@ export const handler = async (_event: ScheduledEvent): Promise<void> => {
   logger.info('monitor tick', { due: report.due, actions: report.actions });
   for (const { action, target } of Object.values(report.actions)) {
     const name = METRIC[action];
-    if (!name) continue;
-    const metric = metrics.singleMetric();
-    metric.addDimension('Target', target ?? 'none');
-    metric.addMetric(name, MetricUnit.Count, 1);
+    if (name) countForTarget(metrics, name, target ?? 'none');
   }
 };

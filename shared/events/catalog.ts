@@ -1,0 +1,132 @@
+import { z } from 'zod';
+import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/message.js';
+import type { Rejection } from '../ledger/port.js';
+import { TARGET_RUN_STATUSES } from '../targets/port.js';
+
+/**
+ * The ledger's events (CONTRACT §3): every detail-type published on the bus today, with the schema of
+ * its `detail`. The JSON Schemas under `schemas/events/` are generated from these
+ * (`npm run schemas`), so the published contract and the code cannot drift apart.
+ *
+ * Details are strict objects: a field not named here is a bug in the publisher, not an extension.
+ */
+
+/** Every event's source on the bus. */
+export const EVENT_SOURCE = 'dispatch-ledger';
+
+const REJECTION_REASONS = ['not_json', 'not_an_object', 'no_readable_dispatch_id', 'no_readable_origin', 'origin_not_allowed', 'conflict'] as const;
+// Both directions: a reason added to Rejection without adding it here fails the build.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const rejectionReasonsComplete: Same<(typeof REJECTION_REASONS)[number], Rejection['reason']> = true;
+void rejectionReasonsComplete;
+
+const eventId = z
+  .string()
+  .regex(/^[0-9a-f]{32}$/)
+  .describe('Stable id of this state change: publishing the same change again never yields another eventId. Deduplicate on it.');
+const at = z.iso.datetime().describe('When the state change was committed (not when it was published).');
+const dispatchId = z.string().regex(DISPATCH_ID).describe('The origin-chosen dispatch id.');
+const origin = z.string().regex(ORIGIN).describe('The profile that commissioned the dispatch.');
+const target = z.string().regex(TARGET_NAME).describe('The registered target that executes the work.');
+const attempt = z.number().int().min(1).describe('The submission attempt, numbered from 1.');
+const runId = z.string().min(1).describe("The target's run handle (unique within its dispatch).");
+const nativeStatus = z.enum(TARGET_RUN_STATUSES).describe('The last status the target itself reported, or a lookup returned.');
+const lastActivityAt = z.iso.datetime().nullable().describe('The last time the run was heard from.');
+const howToCheck = z.string().min(1).describe('A command that looks the run up at its target now.');
+
+const envelope = { eventId, at };
+const dispatchFields = { ...envelope, dispatchId, origin, target, attempt };
+const runFields = { ...dispatchFields, runId, nativeStatus };
+
+export const DispatchAcceptedDetail = z.strictObject(dispatchFields);
+export const DispatchSubmittedDetail = z.strictObject({ ...dispatchFields, runId });
+export const DispatchBlockedDetail = z.strictObject({
+  ...dispatchFields,
+  runId: runId.optional(),
+  reason: z.string().min(1).describe('`code: detail` — why the dispatch is blocked.'),
+});
+export const MessageRejectedDetail = z.strictObject({
+  ...envelope,
+  messageId: z.string().min(1).describe('The SQS message id of the rejected message.'),
+  reason: z.enum(REJECTION_REASONS),
+  dispatchId: dispatchId.optional().describe('Present when a dispatchId could be read from the message.'),
+  origin: origin.optional().describe('Present when an origin could be read from the message.'),
+});
+export const RunCompletedDetail = z.strictObject(runFields);
+export const RunFailedDetail = z.strictObject(runFields);
+export const RunCancelledDetail = z.strictObject(runFields);
+export const RunRecoveredDetail = z.strictObject(runFields);
+export const ApprovalRequestedDetail = z.strictObject({
+  ...runFields,
+  approvalId: z.string().min(1).optional().describe('The pending approval, to pass to POST /dispatches/{dispatchId}/approval.'),
+});
+export const RunSupersededDetail = z.strictObject(runFields);
+export const RunStalledDetail = z.strictObject({
+  ...runFields,
+  status: z.literal('unknown'),
+  monitorStatus: z.literal('stalled'),
+  lastActivityAt,
+  howToCheck,
+});
+export const RunUnobservableDetail = z.strictObject({
+  ...runFields,
+  status: z.literal('unknown'),
+  monitorStatus: z.enum(['lookup_unavailable', 'target_not_found']),
+  reason: z.enum(['lookup_unavailable', 'target_not_found']).describe('Why the run cannot be observed.'),
+  lastActivityAt,
+  howToCheck,
+});
+export const ApprovalWaitExpiredDetail = z.strictObject({
+  ...runFields,
+  status: z.enum([...TARGET_RUN_STATUSES, 'unknown']).describe('The execution status; the approval stays pending.'),
+  monitorStatus: z.literal('approval_wait_expired'),
+  lastActivityAt,
+  howToCheck,
+  approvalId: z.string().min(1).describe('The approval still pending (approve or cancel still work).'),
+  requestedAt: z.iso.datetime().describe('When the approval was requested.'),
+});
+
+/** Every detail-type with its schema and what it means (the description goes into the JSON Schema). */
+export const EVENT_CATALOG = {
+  'Dispatch Accepted': { schema: DispatchAcceptedDetail, description: 'A dispatch was written to the ledger (receipt dispatch_written).' },
+  'Dispatch Submitted': { schema: DispatchSubmittedDetail, description: 'The target accepted a submission and returned its run handle (receipt dispatch_submitted).' },
+  'Dispatch Blocked': { schema: DispatchBlockedDetail, description: 'The dispatch is blocked with a reason (receipt dispatch_blocked).' },
+  'Message Rejected': { schema: MessageRejectedDetail, description: 'A message did not become a dispatch: unreadable, not allowed, or conflicting with an existing dispatch.' },
+  'Run Completed': { schema: RunCompletedDetail, description: 'The target reported the run completed.' },
+  'Run Failed': { schema: RunFailedDetail, description: 'The target reported the run failed.' },
+  'Run Cancelled': { schema: RunCancelledDetail, description: 'The target reported the run cancelled.' },
+  'Run Recovered': { schema: RunRecoveredDetail, description: 'A lookup at the target found a final result the target never reported.' },
+  'Approval Requested': { schema: ApprovalRequestedDetail, description: 'The run waits for its origin to approve or cancel.' },
+  'Run Superseded': { schema: RunSupersededDetail, description: 'A forced redispatch superseded this run; its late events are recorded as late.' },
+  'Run Stalled': { schema: RunStalledDetail, description: 'No activity for stallAfterSeconds and the target still says the run is active: its status is unknown.' },
+  'Run Unobservable': { schema: RunUnobservableDetail, description: 'The run could not be looked up at the target (unavailable, or not found): its status is unknown, never failed.' },
+  'Approval Wait Expired': { schema: ApprovalWaitExpiredDetail, description: 'A pending approval is older than approvalWaitSeconds; it stays pending.' },
+} as const;
+
+export type DetailType = keyof typeof EVENT_CATALOG;
+
+/** Every detail-type the ledger publishes today. */
+export const DETAIL_TYPES = Object.keys(EVENT_CATALOG) as readonly DetailType[];
+
+export type DetailOf<T extends DetailType> = z.infer<(typeof EVENT_CATALOG)[T]['schema']>;
+
+/**
+ * One event as the publisher puts it on the bus (`Source` is always EVENT_SOURCE).
+ *
+ * @example
+ * const event: LedgerEvent = { detailType: 'Run Completed', detail: { eventId, at, dispatchId, origin, target, attempt: 1, runId: 'r-1', nativeStatus: 'completed' } };
+ */
+export type LedgerEvent = { [T in DetailType]: { readonly detailType: T; readonly detail: DetailOf<T> } }[DetailType];
+
+/** The CloudWatch metric (CONTRACT §7, dimension Target only) each published event of these detail-types counts in. */
+export const METRIC_OF_DETAIL_TYPE: Readonly<Partial<Record<DetailType, string>>> = {
+  'Run Stalled': 'StalledRuns',
+  'Run Unobservable': 'UnobservableRuns',
+  'Approval Wait Expired': 'ApprovalWaitsExpired',
+  'Run Recovered': 'RecoveredRuns',
+};
+
+/** Validates an event's detail against its detail-type's schema (tests, tools; not the hot path). */
+export function parseDetail(event: LedgerEvent): z.ZodSafeParseResult<unknown> {
+  return EVENT_CATALOG[event.detailType].schema.safeParse(event.detail);
+}

@@ -1,0 +1,270 @@
+import { createHash } from 'node:crypto';
+import type { ChangeKind, DispatchState } from '../dispatch/state.js';
+import type { Rejection } from '../ledger/port.js';
+import type { DetailType, LedgerEvent } from './catalog.js';
+
+/**
+ * The table's stream is the outbox: every committed version of a dispatch's state says what it changed
+ * (`changes`), and each change that has a detail-type becomes exactly one event. Nothing here reads a
+ * clock or the environment, so republishing the same stream record yields the same events, ids included.
+ */
+
+/** The detail-type each change kind publishes; null: an internal change nobody subscribes to. */
+export const DETAIL_TYPE_OF_CHANGE: Readonly<Record<ChangeKind, DetailType | null>> = {
+  accepted: 'Dispatch Accepted',
+  submitted: 'Dispatch Submitted',
+  blocked: 'Dispatch Blocked',
+  approval_requested: 'Approval Requested',
+  completed: 'Run Completed',
+  failed: 'Run Failed',
+  cancelled: 'Run Cancelled',
+  recovered: 'Run Recovered',
+  stalled: 'Run Stalled',
+  unobservable: 'Run Unobservable',
+  approval_wait_expired: 'Approval Wait Expired',
+  superseded: 'Run Superseded',
+  retry_scheduled: null,
+  claimed: null,
+  activity: null,
+  approval_decided: null,
+  observed: null,
+  rescheduled: null,
+};
+
+/**
+ * The stable id of an event: a hash of what identifies the state change, so the same change published
+ * twice (a retried stream batch, a replayed shard) carries the same id and consumers can deduplicate.
+ *
+ * @example
+ * eventIdOf('d-2026-0001:3:Run Stalled') // always the same 32 hex characters
+ */
+export function eventIdOf(identity: string): string {
+  return createHash('sha256').update(identity, 'utf8').digest('hex').slice(0, 32);
+}
+
+/** A committed state the publisher cannot describe: a writer broke an invariant of the state machine. */
+export class UndescribableChangeError extends Error {
+  override readonly name = 'UndescribableChangeError';
+  constructor(
+    readonly dispatchId: string,
+    readonly version: number,
+    readonly change: ChangeKind,
+    readonly missing: string,
+  ) {
+    super(`${dispatchId} v${version}: change "${change}" has no ${missing}`);
+  }
+}
+
+/** The command that looks a run up at its target now (printed in events that need a person). */
+export const howToCheck = (dispatchId: string): string => `npx ledger check ${dispatchId} --refresh`;
+
+/**
+ * The events of one committed version of a dispatch's state, one per change that has a detail-type.
+ * `previous` is the version it replaced (the stream's OldImage); undefined when it was created.
+ *
+ * @example
+ * eventsForState(undefined, firstVersion) // [Dispatch Accepted, Dispatch Submitted]
+ */
+export function eventsForState(previous: DispatchState | undefined, current: DispatchState): LedgerEvent[] {
+  // A version that does not advance is not a committed change (defensive: the table forbids it).
+  if (previous && current.version <= previous.version) return [];
+  // Items written before versions recorded their changes carry none.
+  const kinds = new Set(current.changes ?? []);
+  const events: LedgerEvent[] = [];
+  for (const kind of kinds) {
+    const event = eventFor(kind, previous, current);
+    if (event) events.push(event);
+  }
+  return events;
+}
+
+function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current: DispatchState): LedgerEvent | undefined {
+  const detailType = DETAIL_TYPE_OF_CHANGE[kind];
+  if (!detailType) return undefined;
+  const need = <T>(value: T | null | undefined, what: string): T => {
+    if (value === null || value === undefined) throw new UndescribableChangeError(current.dispatchId, current.version, kind, what);
+    return value;
+  };
+  const stamp = { eventId: eventIdOf(`${current.dispatchId}:${current.version}:${detailType}`), at: current.updatedAt };
+  const dispatch = { ...stamp, dispatchId: current.dispatchId, origin: current.origin, target: current.target, attempt: current.attempt };
+  const run = (of: DispatchState = current) => ({
+    ...dispatch,
+    attempt: of.attempt,
+    runId: need(of.runId, 'runId'),
+    nativeStatus: need(of.execution.nativeStatus, 'execution.nativeStatus'),
+  });
+  const watch = { lastActivityAt: current.execution.lastActivityAt, howToCheck: howToCheck(current.dispatchId) };
+
+  switch (detailType) {
+    case 'Dispatch Accepted':
+      return { detailType, detail: dispatch };
+    case 'Dispatch Submitted':
+      return { detailType, detail: { ...dispatch, runId: need(current.runId, 'runId') } };
+    case 'Dispatch Blocked':
+      return {
+        detailType,
+        detail: { ...dispatch, ...(current.runId ? { runId: current.runId } : {}), reason: need(current.blockedReason, 'blockedReason') },
+      };
+    case 'Run Completed':
+    case 'Run Failed':
+    case 'Run Cancelled':
+    case 'Run Recovered':
+      return { detailType, detail: run() };
+    case 'Approval Requested': {
+      const approvalId = current.execution.pendingApproval?.approvalId;
+      return { detailType, detail: { ...run(), ...(approvalId ? { approvalId } : {}) } };
+    }
+    case 'Run Superseded':
+      // The version that supersedes already describes the next attempt: the run it ended is the previous one's.
+      return { detailType, detail: run(need(previous, 'previous version')) };
+    case 'Run Stalled':
+      return { detailType, detail: { ...run(), status: 'unknown', monitorStatus: 'stalled', ...watch } };
+    case 'Run Unobservable': {
+      const monitorStatus = current.execution.monitorStatus;
+      if (monitorStatus !== 'lookup_unavailable' && monitorStatus !== 'target_not_found') {
+        throw new UndescribableChangeError(current.dispatchId, current.version, kind, 'monitorStatus lookup_unavailable or target_not_found');
+      }
+      return { detailType, detail: { ...run(), status: 'unknown', monitorStatus, reason: monitorStatus, ...watch } };
+    }
+    case 'Approval Wait Expired': {
+      const pending = need(current.execution.pendingApproval, 'execution.pendingApproval');
+      return {
+        detailType,
+        detail: {
+          ...run(),
+          status: need(current.execution.status, 'execution.status'),
+          monitorStatus: 'approval_wait_expired',
+          ...watch,
+          approvalId: pending.approvalId,
+          requestedAt: pending.requestedAt,
+        },
+      };
+    }
+    case 'Message Rejected':
+      // Rejections are items of their own (eventForRejection), never a change of a dispatch's state.
+      return undefined;
+  }
+}
+
+/**
+ * The event of a rejected message. Its id is derived from the SQS message id, which the table keys
+ * the rejection by: one rejection, one eventId.
+ */
+export function eventForRejection(rejection: Rejection): LedgerEvent {
+  return {
+    detailType: 'Message Rejected',
+    detail: {
+      eventId: eventIdOf(`rejection:${rejection.messageId}`),
+      at: rejection.at,
+      messageId: rejection.messageId,
+      reason: rejection.reason,
+      ...(rejection.dispatchId ? { dispatchId: rejection.dispatchId } : {}),
+      ...(rejection.origin ? { origin: rejection.origin } : {}),
+    },
+  };
+}
+
+/** A ledger table item as the stream shows it, decoded (see `decodeItem` of the table adapter). */
+export type StreamItem =
+  | { readonly kind: 'state'; readonly state: DispatchState }
+  | { readonly kind: 'rejection'; readonly rejection: Rejection }
+  | { readonly kind: 'other' };
+
+/** One stream record, decoded: what the publisher needs of it. */
+export interface StreamChange {
+  /** The record's SequenceNumber: how a failure is reported back (ReportBatchItemFailures). */
+  readonly sequenceNumber: string;
+  readonly eventName: 'INSERT' | 'MODIFY' | 'REMOVE';
+  readonly oldItem: StreamItem;
+  readonly newItem: StreamItem;
+}
+
+/**
+ * The events of one stream record: a state written (created or replaced) or a rejection recorded.
+ * A removal (TTL expiry) publishes nothing: it is not a state change of the dispatch.
+ */
+export function eventsForStreamChange(change: StreamChange): LedgerEvent[] {
+  const { eventName, oldItem, newItem } = change;
+  if (eventName === 'REMOVE') return [];
+  if (newItem.kind === 'state') return eventsForState(oldItem.kind === 'state' ? oldItem.state : undefined, newItem.state);
+  if (newItem.kind === 'rejection' && eventName === 'INSERT') return [eventForRejection(newItem.rejection)];
+  return [];
+}
+
+/**
+ * The port the publisher needs: puts events on the bus, all or throw. When it throws a
+ * PublishIncompleteError, the events before `firstUnpublishedIndex` are known to be on the bus.
+ */
+export type PublishEvents = (events: readonly LedgerEvent[]) => Promise<void>;
+
+/** Some events could not be put on the bus; those before `firstUnpublishedIndex` were. */
+export class PublishIncompleteError extends Error {
+  override readonly name: string = 'PublishIncompleteError';
+  constructor(
+    message: string,
+    readonly firstUnpublishedIndex: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export interface PublishReport {
+  /** The events put on the bus, in order (for metrics and logs). */
+  readonly published: readonly LedgerEvent[];
+  /** Sequence numbers of the first record whose events are not all on the bus, and of every later one. */
+  readonly batchItemFailures: ReadonlyArray<{ readonly itemIdentifier: string }>;
+  /** Why the batch stopped, when it did. */
+  readonly failure?: { readonly sequenceNumber: string; readonly error: unknown };
+}
+
+/**
+ * Publishes the events of a stream batch, records in order. On the first record that cannot be
+ * described or published, it and every later record are reported as failed, so the stream retries from
+ * there: at least once, never skipped. Events of records before it are on the bus.
+ *
+ * @example
+ * const report = await publishStreamBatch(changes, { publish: (events) => publish(events, bus) });
+ * return { batchItemFailures: [...report.batchItemFailures] };
+ */
+export async function publishStreamBatch(changes: readonly StreamChange[], deps: { readonly publish: PublishEvents }): Promise<PublishReport> {
+  const events: LedgerEvent[] = [];
+  /** For each event, the index of the record it came from. */
+  const recordOf: number[] = [];
+  let stoppedAt: { index: number; error: unknown } | undefined;
+  for (const [index, change] of changes.entries()) {
+    try {
+      for (const event of eventsForStreamChange(change)) {
+        events.push(event);
+        recordOf.push(index);
+      }
+    } catch (error) {
+      stoppedAt = { index, error };
+      break;
+    }
+  }
+
+  let publishedCount = events.length;
+  if (events.length > 0) {
+    try {
+      await deps.publish(events);
+    } catch (error) {
+      // Without a trustworthy index, nothing of this call is known to be on the bus.
+      const known = error instanceof PublishIncompleteError ? error.firstUnpublishedIndex : 0;
+      publishedCount = known >= 0 && known < events.length ? known : 0;
+      // The first record with an event not on the bus; a failure before this one (derivation) wins.
+      const index = recordOf[publishedCount] ?? 0;
+      if (!stoppedAt || index < stoppedAt.index) stoppedAt = { index, error };
+    }
+  }
+
+  if (!stoppedAt) return { published: events, batchItemFailures: [] };
+  const failedFrom = stoppedAt.index;
+  // Only events of records before the failed one count as published: later ones are retried.
+  const published = events.filter((_, eventIndex) => eventIndex < publishedCount && (recordOf[eventIndex] ?? 0) < failedFrom);
+  return {
+    published,
+    batchItemFailures: changes.slice(failedFrom).map((change) => ({ itemIdentifier: change.sequenceNumber })),
+    failure: { sequenceNumber: changes[failedFrom]?.sequenceNumber ?? '', error: stoppedAt.error },
+  };
+}

@@ -1,0 +1,85 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { eventSchemaFiles, SCHEMAS_DIR, schemaFileName } from '../../scripts/write-event-schemas.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, advance, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { DETAIL_TYPES, EVENT_CATALOG, parseDetail, type LedgerEvent } from '../../shared/events/catalog.js';
+import { eventForRejection, eventsForState } from '../../shared/events/derive.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+
+const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
+
+/** One life of each kind, version by version: together they publish every detail-type there is. */
+function derivedEvents(): LedgerEvent[] {
+  const events: LedgerEvent[] = [];
+  const commit = (previous: DispatchState | undefined, current: DispatchState): DispatchState => {
+    events.push(...eventsForState(previous, current));
+    return current;
+  };
+  const pendingApproval = { approvalId: 'a-1', requestedAt: later(5).toISOString() };
+
+  const run = commit(undefined, submitted(accepted(newDispatchFactory(), NOW), { kind: 'accepted', runId: 'r-1', status: 'queued', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW));
+  const waiting = commit(run, advance(run, 'approval_requested', later(5), { execution: { ...run.execution, status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', pendingApproval } }));
+  const expired = commit(waiting, advance(waiting, 'approval_wait_expired', later(1900), { execution: { ...waiting.execution, monitorStatus: 'approval_wait_expired' } }));
+  const decided = commit(expired, advance(expired, 'approval_decided', later(1910), { execution: { ...expired.execution, status: 'running', nativeStatus: 'running', monitorStatus: null, pendingApproval: null } }));
+  const stalled = commit(decided, advance(decided, 'stalled', later(2600), { execution: { ...decided.execution, status: 'unknown', monitorStatus: 'stalled' } }));
+  const lost = commit(stalled, advance(stalled, 'unobservable', later(2700), { execution: { ...stalled.execution, monitorStatus: 'lookup_unavailable' } }));
+  const superseded = commit(lost, advance(lost, 'superseded', later(2800), { attempt: 2, runId: null, execution: NO_EXECUTION }));
+  const second = commit(superseded, submitted(superseded, { kind: 'accepted', runId: 'r-2', status: 'running', requestId: 'q-2' }, DEFAULT_RETRY_POLICY, later(2801)));
+  commit(second, advance(second, 'recovered', later(3500), { execution: { ...second.execution, status: 'completed', nativeStatus: 'completed' } }));
+
+  for (const [index, ending] of (['completed', 'failed', 'cancelled'] as const).entries()) {
+    const start = submitted(accepted(newDispatchFactory({ dispatchId: `d-end-${index}` }), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+    commit(start, advance(start, ending, later(60), { execution: { ...start.execution, status: ending, nativeStatus: ending } }));
+  }
+  commit(undefined, blocked(accepted(newDispatchFactory({ dispatchId: 'd-blocked' }), NOW), 'hop_budget_exceeded', 'hop 5 > maxHops 4', NOW));
+  events.push(
+    eventForRejection({ messageId: 'm-1', at: NOW.toISOString(), reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: '{', bodyRef: null, bodyBytes: 1 }),
+  );
+  return events;
+}
+
+describe('the event JSON Schemas in schemas/events', () => {
+  it('are exactly what `npm run schemas` writes now (run it after changing the catalog)', () => {
+    const expected = eventSchemaFiles();
+    const onDisk = readdirSync(SCHEMAS_DIR).filter((name) => name.endsWith('.schema.json')).sort();
+
+    expect(onDisk).toEqual(expected.map((file) => file.name).sort());
+    for (const file of expected) expect(readFileSync(join(SCHEMAS_DIR, file.name), 'utf8'), file.name).toBe(file.content);
+  });
+
+  it('give one schema per detail-type, with its $id, title and a strict object', () => {
+    for (const detailType of DETAIL_TYPES) {
+      const schema = JSON.parse(readFileSync(join(SCHEMAS_DIR, schemaFileName(detailType)), 'utf8')) as Record<string, unknown>;
+      expect(schema).toMatchObject({
+        $schema: 'https://json-schema.org/draft/2020-12/schema',
+        $id: expect.stringMatching(/^urn:dispatch-ledger:events:[a-z-]+$/),
+        title: detailType,
+        type: 'object',
+        additionalProperties: false,
+      });
+      expect(schema.required).toEqual(expect.arrayContaining(['eventId', 'at']));
+    }
+  });
+});
+
+describe('the event catalog', () => {
+  const events = derivedEvents();
+
+  it('validates every event the publisher derives, and the derivations cover every detail-type', () => {
+    for (const event of events) expect(parseDetail(event).error, `${event.detailType} ${JSON.stringify(event.detail)}`).toBeUndefined();
+    expect(new Set(events.map((event) => event.detailType))).toEqual(new Set(DETAIL_TYPES));
+  });
+
+  it('gives every derived event its own eventId', () => {
+    expect(new Set(events.map((event) => event.detail.eventId)).size).toBe(events.length);
+  });
+
+  it('refuses a detail with a field the catalog does not name', () => {
+    const event = events[0] as LedgerEvent;
+
+    expect(EVENT_CATALOG[event.detailType].schema.safeParse({ ...event.detail, extra: true }).success).toBe(false);
+  });
+});

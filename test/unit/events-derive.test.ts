@@ -1,0 +1,361 @@
+import fc from 'fast-check';
+import { describe, expect, it, vi } from 'vitest';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { NO_EXECUTION, type ChangeKind, type DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, advance, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import type { Rejection } from '../../shared/ledger/port.js';
+import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
+import {
+  DETAIL_TYPE_OF_CHANGE,
+  eventForRejection,
+  eventIdOf,
+  eventsForState,
+  eventsForStreamChange,
+  publishStreamBatch,
+  PublishIncompleteError,
+  UndescribableChangeError,
+  type StreamChange,
+} from '../../shared/events/derive.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+
+const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
+
+/** The first stored version of a dispatch the target took: changes ["accepted", "submitted"]. */
+const submittedStateFactory = (overrides: Parameters<typeof newDispatchFactory>[0] = {}): DispatchState =>
+  submitted(accepted(newDispatchFactory(overrides), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'req-1' }, DEFAULT_RETRY_POLICY, NOW);
+
+const rejectionFactory = (overrides: Partial<Rejection> = {}): Rejection => ({
+  messageId: 'm-1',
+  at: '2026-03-01T12:00:05.000Z',
+  reason: 'conflict',
+  dispatchId: 'd-2026-0001',
+  origin: 'planner',
+  senderId: null,
+  bodyPreview: '{}',
+  bodyBytes: 2,
+  bodyRef: null,
+  ...overrides,
+});
+
+const pendingApproval = { approvalId: 'a-1', requestedAt: later(30).toISOString() };
+
+/** For each change kind: what the version that records it looks like, and the event it publishes. */
+const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) => Partial<DispatchState>; detailType: DetailType | null }> = [
+  { kind: 'accepted', patch: () => ({}), detailType: 'Dispatch Accepted' },
+  { kind: 'submitted', patch: () => ({}), detailType: 'Dispatch Submitted' },
+  { kind: 'blocked', patch: () => ({ phase: 'blocked', blockedReason: 'target_rejected: HTTP 422' }), detailType: 'Dispatch Blocked' },
+  {
+    kind: 'approval_requested',
+    patch: (state) => ({ execution: { ...state.execution, status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', pendingApproval } }),
+    detailType: 'Approval Requested',
+  },
+  { kind: 'completed', patch: (state) => ({ execution: { ...state.execution, status: 'completed', nativeStatus: 'completed', completedAt: later(60).toISOString() } }), detailType: 'Run Completed' },
+  { kind: 'failed', patch: (state) => ({ execution: { ...state.execution, status: 'failed', nativeStatus: 'failed' } }), detailType: 'Run Failed' },
+  { kind: 'cancelled', patch: (state) => ({ execution: { ...state.execution, status: 'cancelled', nativeStatus: 'cancelled' } }), detailType: 'Run Cancelled' },
+  { kind: 'recovered', patch: (state) => ({ execution: { ...state.execution, status: 'completed', nativeStatus: 'completed' } }), detailType: 'Run Recovered' },
+  { kind: 'stalled', patch: (state) => ({ execution: { ...state.execution, status: 'unknown', monitorStatus: 'stalled' } }), detailType: 'Run Stalled' },
+  { kind: 'unobservable', patch: (state) => ({ execution: { ...state.execution, status: 'unknown', monitorStatus: 'target_not_found' } }), detailType: 'Run Unobservable' },
+  {
+    kind: 'approval_wait_expired',
+    patch: (state) => ({
+      execution: { ...state.execution, status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', monitorStatus: 'approval_wait_expired', pendingApproval },
+    }),
+    detailType: 'Approval Wait Expired',
+  },
+  { kind: 'superseded', patch: () => ({ attempt: 2, runId: null, execution: NO_EXECUTION }), detailType: 'Run Superseded' },
+  { kind: 'retry_scheduled', patch: () => ({}), detailType: null },
+  { kind: 'claimed', patch: () => ({}), detailType: null },
+  { kind: 'activity', patch: () => ({}), detailType: null },
+  { kind: 'approval_decided', patch: () => ({}), detailType: null },
+  { kind: 'observed', patch: () => ({}), detailType: null },
+  { kind: 'rescheduled', patch: () => ({}), detailType: null },
+];
+
+const detailTypes = (events: readonly LedgerEvent[]): DetailType[] => events.map((event) => event.detailType);
+const eventIds = (events: readonly LedgerEvent[]): string[] => events.map((event) => event.detail.eventId);
+
+describe('eventsForState', () => {
+  it('covers every change kind in the mapping', () => {
+    expect(CHANGES.map((change) => change.kind).sort()).toEqual(Object.keys(DETAIL_TYPE_OF_CHANGE).sort());
+  });
+
+  it.each(CHANGES)('publishes $detailType when a version records "$kind"', ({ kind, patch, detailType }) => {
+    const previous = submittedStateFactory();
+    const current = advance(previous, kind, later(60), patch(previous));
+
+    const events = eventsForState(previous, current);
+
+    expect(detailTypes(events)).toEqual(detailType ? [detailType] : []);
+    for (const event of events) expect(parseDetail(event).error).toBeUndefined();
+  });
+
+  it('publishes Dispatch Accepted then Dispatch Submitted, runId on the latter only, when the first stored version records both', () => {
+    const state = submittedStateFactory();
+
+    const events = eventsForState(undefined, state);
+
+    expect(events).toEqual([
+      {
+        detailType: 'Dispatch Accepted',
+        detail: { eventId: expect.any(String), at: NOW.toISOString(), dispatchId: 'd-2026-0001', origin: 'planner', target: 'demo-agent', attempt: 1 },
+      },
+      {
+        detailType: 'Dispatch Submitted',
+        detail: { eventId: expect.any(String), at: NOW.toISOString(), dispatchId: 'd-2026-0001', origin: 'planner', target: 'demo-agent', attempt: 1, runId: 'r-1' },
+      },
+    ]);
+  });
+
+  it('publishes Dispatch Blocked with the stored reason when a dispatch is blocked before any target contact', () => {
+    const state = blocked(accepted(newDispatchFactory(), NOW), 'unknown_target', 'no target "nope"', NOW);
+
+    const events = eventsForState(undefined, state);
+
+    expect(detailTypes(events)).toEqual(['Dispatch Accepted', 'Dispatch Blocked']);
+    expect(events[1]?.detail).toMatchObject({ reason: 'unknown_target: no target "nope"', attempt: 1 });
+    expect(events[1]?.detail).not.toHaveProperty('runId');
+  });
+
+  it('describes a stall with status unknown, the last activity and how to check the run', () => {
+    const previous = submittedStateFactory();
+    const current = advance(previous, 'stalled', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'stalled' } });
+
+    expect(eventsForState(previous, current)).toEqual([
+      {
+        detailType: 'Run Stalled',
+        detail: {
+          eventId: eventIdOf('d-2026-0001:2:Run Stalled'),
+          at: later(600).toISOString(),
+          dispatchId: 'd-2026-0001',
+          origin: 'planner',
+          target: 'demo-agent',
+          attempt: 1,
+          runId: 'r-1',
+          nativeStatus: 'running',
+          status: 'unknown',
+          monitorStatus: 'stalled',
+          lastActivityAt: NOW.toISOString(),
+          howToCheck: 'npx ledger check d-2026-0001 --refresh',
+        },
+      },
+    ]);
+  });
+
+  it('gives the reason of an unobservable run as its monitor status', () => {
+    const previous = submittedStateFactory();
+    const current = advance(previous, 'unobservable', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'lookup_unavailable' } });
+
+    expect(eventsForState(previous, current)[0]?.detail).toMatchObject({ status: 'unknown', monitorStatus: 'lookup_unavailable', reason: 'lookup_unavailable' });
+  });
+
+  it('names the still-pending approval when an approval wait expires', () => {
+    const previous = submittedStateFactory();
+    const current = advance(previous, 'approval_wait_expired', later(1900), {
+      execution: { ...previous.execution, status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', monitorStatus: 'approval_wait_expired', pendingApproval },
+    });
+
+    expect(eventsForState(previous, current)[0]?.detail).toMatchObject({
+      approvalId: 'a-1',
+      requestedAt: pendingApproval.requestedAt,
+      status: 'waiting_for_approval',
+      monitorStatus: 'approval_wait_expired',
+    });
+  });
+
+  it('describes the run that was superseded — the previous version’s run and attempt — not the next attempt', () => {
+    const previous = advance(submittedStateFactory(), 'activity', later(10), {});
+    const current = advance(previous, 'superseded', later(20), { attempt: 2, runId: null, execution: NO_EXECUTION });
+
+    expect(eventsForState(previous, current)).toEqual([
+      {
+        detailType: 'Run Superseded',
+        detail: {
+          eventId: eventIdOf('d-2026-0001:3:Run Superseded'),
+          at: later(20).toISOString(),
+          dispatchId: 'd-2026-0001',
+          origin: 'planner',
+          target: 'demo-agent',
+          attempt: 1,
+          runId: 'r-1',
+          nativeStatus: 'running',
+        },
+      },
+    ]);
+  });
+
+  it('stamps each event with the commit time of its version, never the time it is published', () => {
+    vi.useFakeTimers({ now: new Date('2030-01-01T00:00:00.000Z') });
+    try {
+      const previous = submittedStateFactory();
+      const current = advance(previous, 'completed', later(90), { execution: { ...previous.execution, status: 'completed', nativeStatus: 'completed' } });
+
+      expect(eventsForState(previous, current).map((event) => event.detail.at)).toEqual([later(90).toISOString()]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('gives the same events, ids included, when the same record is derived twice', () => {
+    const previous = submittedStateFactory();
+    const current = advance(previous, 'stalled', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'stalled' } });
+
+    expect(eventsForState(previous, current)).toEqual(eventsForState(structuredClone(previous), structuredClone(current)));
+    expect(eventsForState(undefined, previous)).toEqual(eventsForState(undefined, structuredClone(previous)));
+  });
+
+  it('gives different ids to different versions and to different changes of one version', () => {
+    fc.assert(
+      fc.property(
+        fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/),
+        fc.integer({ min: 1, max: 1_000_000 }),
+        fc.integer({ min: 1, max: 1_000_000 }),
+        (dispatchId, version, otherVersion) => {
+          fc.pre(version !== otherVersion);
+          const at = (v: number) => ({ ...submittedStateFactory({ dispatchId }), version: v });
+          const ids = eventIds(eventsForState(undefined, at(version)));
+          const otherIds = eventIds(eventsForState(undefined, at(otherVersion)));
+          expect(new Set([...ids, ...otherIds]).size).toBe(4);
+          for (const id of [...ids, ...otherIds]) expect(id).toMatch(/^[0-9a-f]{32}$/);
+        },
+      ),
+    );
+  });
+
+  it('publishes nothing when a record does not advance the version', () => {
+    const state = submittedStateFactory();
+    const stale = advance(state, 'completed', later(60), { execution: { ...state.execution, status: 'completed', nativeStatus: 'completed' } });
+
+    expect(eventsForState(stale, { ...stale })).toEqual([]);
+    expect(eventsForState(stale, state)).toEqual([]);
+  });
+
+  it('throws an UndescribableChangeError when a run event has no run to describe', () => {
+    const state = accepted(newDispatchFactory(), NOW);
+    const current = advance({ ...state, version: 1 }, 'completed', later(60), {});
+
+    expect(() => eventsForState(undefined, current)).toThrow(UndescribableChangeError);
+  });
+});
+
+describe('eventForRejection', () => {
+  it('publishes Message Rejected with the readable dispatchId and origin when a conflicting message is rejected', () => {
+    const event = eventForRejection(rejectionFactory());
+
+    expect(event).toEqual({
+      detailType: 'Message Rejected',
+      detail: {
+        eventId: eventIdOf('rejection:m-1'),
+        at: '2026-03-01T12:00:05.000Z',
+        messageId: 'm-1',
+        reason: 'conflict',
+        dispatchId: 'd-2026-0001',
+        origin: 'planner',
+      },
+    });
+    expect(parseDetail(event).error).toBeUndefined();
+  });
+
+  it('leaves out what could not be read when a message is unreadable', () => {
+    const event = eventForRejection(rejectionFactory({ messageId: 'm-2', reason: 'not_json', dispatchId: null, origin: null }));
+
+    expect(event.detail).toEqual({ eventId: eventIdOf('rejection:m-2'), at: '2026-03-01T12:00:05.000Z', messageId: 'm-2', reason: 'not_json' });
+    expect(parseDetail(event).error).toBeUndefined();
+  });
+
+  it('gives one rejection one eventId, however often it is derived', () => {
+    expect(eventForRejection(rejectionFactory()).detail.eventId).toBe(eventForRejection(rejectionFactory({ at: 'later' })).detail.eventId);
+    expect(eventForRejection(rejectionFactory()).detail.eventId).not.toBe(eventForRejection(rejectionFactory({ messageId: 'm-9' })).detail.eventId);
+  });
+});
+
+const change = (overrides: Partial<StreamChange> & Pick<StreamChange, 'newItem'>): StreamChange => ({
+  sequenceNumber: '100',
+  eventName: 'MODIFY',
+  oldItem: { kind: 'other' },
+  ...overrides,
+});
+
+describe('eventsForStreamChange', () => {
+  const first = submittedStateFactory();
+  const second = advance(first, 'failed', later(60), { execution: { ...first.execution, status: 'failed', nativeStatus: 'failed' } });
+
+  it('derives a created state from nothing and a replaced one from its old image', () => {
+    expect(detailTypes(eventsForStreamChange(change({ eventName: 'INSERT', newItem: { kind: 'state', state: first } })))).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    expect(detailTypes(eventsForStreamChange(change({ oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: second } })))).toEqual(['Run Failed']);
+  });
+
+  it('publishes a rejection when it is inserted', () => {
+    expect(detailTypes(eventsForStreamChange(change({ eventName: 'INSERT', newItem: { kind: 'rejection', rejection: rejectionFactory() } })))).toEqual(['Message Rejected']);
+  });
+
+  it('publishes nothing for a removal (TTL), a modified rejection, or another item', () => {
+    expect(eventsForStreamChange(change({ eventName: 'REMOVE', oldItem: { kind: 'state', state: second }, newItem: { kind: 'other' } }))).toEqual([]);
+    expect(eventsForStreamChange(change({ newItem: { kind: 'rejection', rejection: rejectionFactory() } }))).toEqual([]);
+    expect(eventsForStreamChange(change({ eventName: 'INSERT', newItem: { kind: 'other' } }))).toEqual([]);
+  });
+});
+
+describe('publishStreamBatch', () => {
+  const first = submittedStateFactory();
+  const completed = advance(first, 'completed', later(60), { execution: { ...first.execution, status: 'completed', nativeStatus: 'completed' } });
+  const other = submittedStateFactory({ dispatchId: 'd-2026-0002' });
+  /** Records 1, 2, 3: two events, one event, two events. */
+  const batch: StreamChange[] = [
+    change({ sequenceNumber: '1', eventName: 'INSERT', newItem: { kind: 'state', state: first } }),
+    change({ sequenceNumber: '2', oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: completed } }),
+    change({ sequenceNumber: '3', eventName: 'INSERT', newItem: { kind: 'state', state: other } }),
+  ];
+
+  it('publishes the events of every record in one call and reports no failure when the bus takes them', async () => {
+    const publish = vi.fn(async () => {});
+
+    const report = await publishStreamBatch(batch, { publish });
+
+    expect(publish).toHaveBeenCalledTimes(1);
+    expect(detailTypes(report.published)).toEqual(['Dispatch Accepted', 'Dispatch Submitted', 'Run Completed', 'Dispatch Accepted', 'Dispatch Submitted']);
+    expect(report.batchItemFailures).toEqual([]);
+    expect(report.failure).toBeUndefined();
+  });
+
+  it('reports the record of the first unpublished event and every later one when the bus takes only part', async () => {
+    const publish = vi.fn(async () => {
+      throw new PublishIncompleteError('bus refused', 2);
+    });
+
+    const report = await publishStreamBatch(batch, { publish });
+
+    expect(report.batchItemFailures).toEqual([{ itemIdentifier: '2' }, { itemIdentifier: '3' }]);
+    expect(detailTypes(report.published)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    expect(report.failure?.sequenceNumber).toBe('2');
+  });
+
+  it('reports every record when the publisher fails without saying what it published', async () => {
+    const report = await publishStreamBatch(batch, { publish: async () => Promise.reject(new Error('network down')) });
+
+    expect(report.batchItemFailures.map((failure) => failure.itemIdentifier)).toEqual(['1', '2', '3']);
+    expect(report.published).toEqual([]);
+  });
+
+  it('publishes the records before one it cannot describe, and reports that one and the rest', async () => {
+    const broken = advance({ ...accepted(newDispatchFactory({ dispatchId: 'd-broken' }), NOW), version: 1 }, 'completed', later(5), {});
+    const publish = vi.fn(async (_events: readonly LedgerEvent[]) => {});
+
+    const report = await publishStreamBatch(
+      [batch[0] as StreamChange, change({ sequenceNumber: '9', oldItem: { kind: 'other' }, newItem: { kind: 'state', state: broken } }), batch[2] as StreamChange],
+      { publish },
+    );
+
+    expect(publish.mock.calls[0]?.[0].map((event) => event.detailType)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    expect(report.batchItemFailures).toEqual([{ itemIdentifier: '9' }, { itemIdentifier: '3' }]);
+    expect(report.failure?.error).toBeInstanceOf(UndescribableChangeError);
+  });
+
+  it('calls no bus when the batch has nothing to publish', async () => {
+    const publish = vi.fn(async () => {});
+
+    const report = await publishStreamBatch([change({ eventName: 'REMOVE', newItem: { kind: 'other' } })], { publish });
+
+    expect(publish).not.toHaveBeenCalled();
+    expect(report).toEqual({ published: [], batchItemFailures: [] });
+  });
+});
