@@ -84,9 +84,9 @@ export class DemoAgentEngine {
   /** dispatchIds whose first `flaky_submit` submission has already been refused. */
   readonly #flaked = new Set<string>();
 
-  constructor(log: Log) {
+  constructor(log: Log, options: { readonly callbackTries?: number } = {}) {
     this.#log = log;
-    this.#callbacks = new CallbackClient({ log, stopSignal: this.#stop.signal });
+    this.#callbacks = new CallbackClient({ log, stopSignal: this.#stop.signal, ...(options.callbackTries ? { maxTries: options.callbackTries } : {}) });
   }
 
   /** `POST /runs`. The same Idempotency-Key always answers with the same run. */

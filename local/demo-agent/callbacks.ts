@@ -8,6 +8,8 @@ import type { Log, RunEvent } from './model.js';
 
 const DEFAULT_TIMEOUT_MS = 5_000;
 const PREVIEW_CHARS = 200;
+/** Tries per callback: 100, 200, 400, 800 ms apart. */
+const MAX_TRIES = 5;
 
 function base(callbackUrl: string): string {
   return callbackUrl.replace(/\/+$/, '');
@@ -41,14 +43,18 @@ export interface CallbackClientOptions {
   /** Aborted when the agent stops: in-flight callbacks end quietly. */
   readonly stopSignal: AbortSignal;
   readonly timeoutMs?: number;
+  /** Tries per callback. @default 5 */
+  readonly maxTries?: number;
 }
 
 export class CallbackClient {
   readonly #log: Log;
   readonly #stopSignal: AbortSignal;
   readonly #timeoutMs: number;
+  readonly #maxTries: number;
 
   constructor(options: CallbackClientOptions) {
+    this.#maxTries = options.maxTries ?? MAX_TRIES;
     this.#log = options.log;
     this.#stopSignal = options.stopSignal;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -72,8 +78,23 @@ export class CallbackClient {
     );
   }
 
+  /**
+   * Sends one callback, retrying what may succeed later — a 409 (the ledger may not have recorded the
+   * run yet: its state is written after our submission answer), 429, 5xx, or no answer — a few times
+   * with backoff, as a real target should.
+   */
   async #send(context: Record<string, unknown>, url: string, init: RequestInit): Promise<boolean> {
-    if (this.#stopSignal.aborted) return false;
+    for (let attempt = 1; attempt <= this.#maxTries; attempt += 1) {
+      const outcome = await this.#sendOnce(context, url, init, attempt === this.#maxTries);
+      if (outcome !== 'retry') return outcome === 'delivered';
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** (attempt - 1)));
+      if (this.#stopSignal.aborted) return false;
+    }
+    return false;
+  }
+
+  async #sendOnce(context: Record<string, unknown>, url: string, init: RequestInit, last: boolean): Promise<'delivered' | 'refused' | 'retry'> {
+    if (this.#stopSignal.aborted) return 'refused';
     try {
       const response = await fetch(url, {
         ...init,
@@ -83,8 +104,10 @@ export class CallbackClient {
       const text = await response.text();
       if (response.ok) {
         this.#log({ level: 'debug', msg: 'callback_delivered', ...context, status: response.status });
-        return true;
+        return 'delivered';
       }
+      const retryable = response.status === 409 || response.status === 429 || response.status >= 500;
+      if (retryable && !last) return 'retry';
       this.#log({
         level: 'warn',
         msg: 'callback_rejected',
@@ -93,11 +116,12 @@ export class CallbackClient {
         status: response.status,
         body: text.slice(0, PREVIEW_CHARS),
       });
-      return false;
+      return 'refused';
     } catch (error) {
-      if (this.#stopSignal.aborted) return false;
+      if (this.#stopSignal.aborted) return 'refused';
+      if (!last) return 'retry';
       this.#log({ level: 'warn', msg: 'callback_failed', ...context, url, error: describeError(error) });
-      return false;
+      return 'refused';
     }
   }
 }

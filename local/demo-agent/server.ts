@@ -20,6 +20,8 @@ export interface DemoAgentOptions {
   readonly port?: number;
   /** Receives structured log lines. @default no output */
   readonly log?: (line: LogLine) => void;
+  /** Tries per callback to the ledger (409/429/5xx/no answer are retried with backoff). @default 5 */
+  readonly callbackTries?: number;
 }
 
 export interface DemoAgent {
@@ -47,7 +49,7 @@ export interface DemoAgent {
  */
 export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<DemoAgent> {
   const log = safeLog(options.log);
-  const engine = new DemoAgentEngine(log);
+  const engine = new DemoAgentEngine(log, options.callbackTries ? { callbackTries: options.callbackTries } : {});
   const server = createServer((req, res) => {
     res.setHeader('x-request-id', requestIdOf(req));
     handle(engine, req, res).catch((error: unknown) => {

@@ -63,7 +63,13 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
   // Optimistic concurrency: a concurrent writer makes us re-read and decide again.
   for (let round = 0; round < 3; round += 1) {
     const state = await deps.store.getState(event.dispatchId);
-    if (!state) throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
+    if (!state || (state.runId === null && state.phase === 'accepted')) {
+      // The target may report before the ledger has recorded its submission answer: not yet, retry.
+      if (state || (await deps.store.getAcceptedMessage(event.dispatchId))) {
+        throw new ApiError('conflict', 'the run is not recorded yet; retry shortly', { retryable: true });
+      }
+      throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
+    }
     if (caller.kind === 'principal' && !(caller.principal?.role === 'target' && caller.principal.target === state.target)) {
       throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
     }

@@ -159,11 +159,11 @@ async function lookup(runId: string): Promise<LookupAnswer> {
   return { status: response.status, body: (await response.json()) as LookupAnswer['body'] };
 }
 
-function untilStatus(runId: string, status: string): Promise<LookupAnswer> {
+function untilStatus(runId: string, status: string, timeoutMs?: number): Promise<LookupAnswer> {
   return waitFor(`run ${runId} to be ${status}`, async () => {
     const answer = await lookup(runId);
     return answer.body.status === status ? answer : undefined;
-  });
+  }, timeoutMs);
 }
 
 function untilEvent(runId: string, type: string): Promise<RecordedEvent> {
@@ -398,13 +398,17 @@ describe('demo agent behaviours', () => {
     expect(await late.json()).toEqual({ runId: failed, status: 'failed' });
   });
 
-  it('logs callback failures and carries on when the ledger is unreachable', async () => {
+  it('retries, then logs callback failures and carries on when the ledger is unreachable', async () => {
     const closed = await startRecorder();
     await closed.close();
     const runId = await accepted(submissionFactory({ callbackUrl: closed.url, expectedEvidence: ['out/report.md'] }));
 
-    await untilStatus(runId, 'completed');
-    const failures = logLines.filter((line) => line['msg'] === 'callback_failed' && line['runId'] === runId);
+    // Each of the three callbacks is tried 5 times (1.5 s of backoff) before it is given up.
+    await untilStatus(runId, 'completed', 10_000);
+    const failures = await waitFor('three given-up callbacks', () => {
+      const given = logLines.filter((line) => line['msg'] === 'callback_failed' && line['runId'] === runId);
+      return given.length === 3 ? given : undefined;
+    }, 10_000);
     expect(failures.map((line) => line['kind'])).toEqual(['event', 'evidence', 'event']);
     expect((await fetch(`${agent.url}/stats`)).status).toBe(200);
   });

@@ -87,7 +87,8 @@ describe('httpTarget against the demo agent', () => {
   let target: TargetPort;
 
   beforeEach(async () => {
-    agent = await startDemoAgent();
+    // The callback URL in these tests is closed on purpose: give callbacks up at once.
+    agent = await startDemoAgent({ callbackTries: 1 });
     target = httpTarget({ name: 'demo-agent', kind: 'http', baseUrl: `${agent.url}/` });
   });
 
