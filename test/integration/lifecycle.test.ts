@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
@@ -46,6 +47,27 @@ async function start(message: ReturnType<typeof dispatch>): Promise<DispatchView
   return viewWhen(message.dispatchId, (current) => current.phase === 'submitted');
 }
 
+interface LoggedEvent {
+  readonly 'detail-type': string;
+  readonly source: string;
+  readonly detail: { readonly eventId: string; readonly dispatchId?: string; readonly [key: string]: unknown };
+}
+
+/** The events the local bus delivered for one dispatch, as EventBridge delivered them. */
+function eventsOf(dispatchId: string): LoggedEvent[] {
+  return readFileSync(t.platform.info.eventLog, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as LoggedEvent)
+    .filter((event) => event.detail.dispatchId === dispatchId);
+}
+
+const eventTypesWhen = (dispatchId: string, done: (types: string[]) => boolean) =>
+  eventually(`events of ${dispatchId}`, async () => {
+    const types = eventsOf(dispatchId).map((event) => event['detail-type']);
+    return done(types) ? types : undefined;
+  });
+
 const stats = async () => (await (await fetch(`${t.platform.demoAgent.url}/stats`)).json()) as { submissions: Record<string, number>; runs: Record<string, number> };
 
 describe('the run lifecycle on the local platform', () => {
@@ -61,6 +83,16 @@ describe('the run lifecycle on the local platform', () => {
     const completed = await view(message.dispatchId);
     expect(completed.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', monitorStatus: null, result: { summary: 'done after all' } });
     expect(completed.execution.completedAt).not.toBeNull();
+
+    const types = await eventTypesWhen(message.dispatchId, (seen) => seen.includes('Run Completed'));
+    expect(types.filter((type) => type === 'Run Stalled')).toHaveLength(1);
+    expect(types).toEqual(['Dispatch Accepted', 'Dispatch Submitted', 'Run Stalled', 'Run Completed']);
+    const stalledEvent = eventsOf(message.dispatchId).find((event) => event['detail-type'] === 'Run Stalled');
+    expect(stalledEvent?.source).toBe('dispatch-ledger');
+    expect(stalledEvent?.detail).toMatchObject({ status: 'unknown', monitorStatus: 'stalled', nativeStatus: 'running', runId: submitted.runId });
+    // One eventId per state change, however the stream and the bus delivered them.
+    const ids = eventsOf(message.dispatchId).map((event) => event.detail.eventId);
+    expect(new Set(ids).size).toBe(types.length);
   });
 
   it('recovers a completion the target never reported (lose_callback) by lookup, not as a stall', async () => {
@@ -70,6 +102,8 @@ describe('the run lifecycle on the local platform', () => {
     const recovered = await viewWhen(message.dispatchId, (current) => current.execution.status === 'completed');
     expect(recovered.execution.monitorStatus).toBeNull();
     expect(recovered.execution.nativeStatus).toBe('completed');
+    const types = await eventTypesWhen(message.dispatchId, (seen) => seen.includes('Run Recovered'));
+    expect(types).not.toContain('Run Stalled');
   });
 
   it('makes a vanished run and an unreachable lookup unknown (target_not_found, lookup_unavailable), never failed', async () => {
@@ -85,6 +119,11 @@ describe('the run lifecycle on the local platform', () => {
     expect(dark.execution.status).toBe('unknown');
     expect(gone.execution.nativeStatus).not.toBe('failed');
     expect(dark.execution.nativeStatus).not.toBe('failed');
+    await eventTypesWhen(vanish.dispatchId, (seen) => seen.includes('Run Unobservable'));
+    await eventTypesWhen(unavailable.dispatchId, (seen) => seen.includes('Run Unobservable'));
+    const reasons = [vanish, unavailable].map((sent) => eventsOf(sent.dispatchId).find((event) => event['detail-type'] === 'Run Unobservable')?.detail.reason);
+    expect(reasons).toEqual(['target_not_found', 'lookup_unavailable']);
+    expect([...eventsOf(vanish.dispatchId), ...eventsOf(unavailable.dispatchId)].map((event) => event['detail-type'])).not.toContain('Run Failed');
   });
 
   it('expires an approval wait but leaves the approval pending; approve completes, cancel cancels, a wrong approvalId is 409', async () => {
@@ -93,6 +132,7 @@ describe('the run lifecycle on the local platform', () => {
     await Promise.all([start(approve), start(cancel)]);
 
     const expired = await viewWhen(approve.dispatchId, (current) => current.execution.monitorStatus === 'approval_wait_expired');
+    await eventTypesWhen(approve.dispatchId, (seen) => seen.includes('Approval Requested') && seen.includes('Approval Wait Expired'));
     expect(expired.execution.status).toBe('waiting_for_approval');
     const pending = expired.execution.pendingApproval;
     expect(pending?.approvalId).toBeTruthy();
@@ -155,6 +195,9 @@ describe('the run lifecycle on the local platform', () => {
     expect(after.runId).toBe(second.runId);
     expect(after.execution.status).not.toBe('completed');
     expect((await stats()).runs[message.dispatchId]).toBe(2);
+    const superseded = await eventTypesWhen(message.dispatchId, (seen) => seen.includes('Run Superseded') && seen.filter((type) => type === 'Dispatch Submitted').length === 2);
+    expect(superseded.filter((type) => type === 'Dispatch Submitted')).toHaveLength(2);
+    expect(eventsOf(message.dispatchId).find((event) => event['detail-type'] === 'Run Superseded')?.detail.runId).toBe(first.runId);
     expect((await post(`/runs/r-not-a-run/events`, { dispatchId: message.dispatchId, seq: 1, type: 'heartbeat' })).status).toBe(404);
   });
 
