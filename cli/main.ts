@@ -4,6 +4,7 @@ import { infoLine, type LocalState } from '../local/state.js';
 import { runDemo } from '../local/demo.js';
 import { MissingToolError } from '../local/engines/index.js';
 import { check, send, status } from './dispatch.js';
+import { events } from './events.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
 
 const USAGE = `usage:
@@ -13,6 +14,7 @@ const USAGE = `usage:
   ledger send [--target T] [--behavior B] [--expect REF]… [--origin O] [--dispatch-id ID] [--body JSON | --file F]
   ledger check <dispatchId> [--origin O] [--json]        the dispatch view
   ledger status [--origin O] [--status S] [--limit N]    an origin's dispatches, newest first
+  ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
 (--origin defaults to $LEDGER_ORIGIN, else "planner")
 
 Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
@@ -143,6 +145,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (group === 'send') return send([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'check') return check([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
+  if (group === 'events') return events([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'status') return status([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   warn(USAGE);
   return group === undefined || group === 'help' || group === '--help' ? 0 : 2;

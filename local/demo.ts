@@ -112,13 +112,85 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   print('');
   print(table(['case', 'dispatch', 'became', 'detail'], rows, 90));
   print('');
+  await lifecycleDemo(state, run, print);
+  print('');
   await busProbe(state, print);
-  print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   events: ${info.eventLog}`);
+  print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger events --follow`);
 
   async function viewOf(dispatchId: string): Promise<DispatchView | undefined> {
     const { status, body } = await getJson(info as NonNullable<typeof info>, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
     return status === 200 ? (body as DispatchView) : undefined;
   }
+}
+
+interface LifecycleCase {
+  readonly name: string;
+  readonly dispatchId: string;
+  readonly task: Record<string, unknown>;
+  readonly timeouts: Record<string, number>;
+  readonly settled: (view: DispatchView) => boolean;
+}
+
+/**
+ * Runs the target misbehaves in every way the ledger must handle, with second-scale timeouts: what the
+ * ledger concluded for each — never `failed` for a run it merely lost sight of.
+ */
+async function lifecycleDemo(state: LocalState, run: string, print: (line: string) => void): Promise<void> {
+  const info = state.info;
+  if (!info) return;
+  const short = { stallAfterSeconds: 3 };
+  const cases: LifecycleCase[] = [
+    { name: 'goes silent (stall)', dispatchId: `d-demo-${run}-stall`, task: { behavior: 'stall' }, timeouts: short, settled: (view) => view.execution.monitorStatus === 'stalled' },
+    { name: 'never reports its end (lose_callback)', dispatchId: `d-demo-${run}-lost`, task: { behavior: 'lose_callback' }, timeouts: short, settled: (view) => view.execution.status === 'completed' },
+    { name: 'forgets the run (vanish)', dispatchId: `d-demo-${run}-vanish`, task: { behavior: 'vanish' }, timeouts: short, settled: (view) => view.execution.monitorStatus === 'target_not_found' },
+    { name: 'status endpoint down (lookup_unavailable)', dispatchId: `d-demo-${run}-dark`, task: { behavior: 'lookup_unavailable' }, timeouts: short, settled: (view) => view.execution.monitorStatus === 'lookup_unavailable' },
+    { name: 'asks for approval (await_approval)', dispatchId: `d-demo-${run}-approval`, task: { behavior: 'await_approval' }, timeouts: { stallAfterSeconds: 30, approvalWaitSeconds: 3 }, settled: (view) => view.execution.monitorStatus === 'approval_wait_expired' },
+    { name: 'slow but heartbeating (slow)', dispatchId: `d-demo-${run}-slow`, task: { behavior: 'slow', seconds: 5 }, timeouts: short, settled: (view) => view.execution.status === 'completed' },
+  ];
+  print('demo: runs that misbehave (stall windows of 3 s, a monitor tick every few seconds)');
+  for (const demoCase of cases) {
+    await sendDispatchBody(info, JSON.stringify({ dispatchId: demoCase.dispatchId, origin: 'planner', target: 'demo-agent', task: demoCase.task, timeouts: demoCase.timeouts }));
+  }
+  const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
+    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    return status === 200 ? (body as DispatchView) : undefined;
+  };
+  const settled = await Promise.all(
+    cases.map((demoCase) => waitFor(`"${demoCase.name}" to settle`, async () => {
+      const view = await viewOf(demoCase.dispatchId);
+      return view && demoCase.settled(view) ? view : undefined;
+    }, 60_000)),
+  );
+  // The expired approval is still pending: approve it now, and the run completes.
+  const approval = settled[4];
+  let approvedTo = '';
+  if (approval?.execution.pendingApproval) {
+    await fetch(`${info.apiUrl}/dispatches/${encodeURIComponent(approval.dispatchId)}/approval`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' },
+      body: JSON.stringify({ approvalId: approval.execution.pendingApproval.approvalId, decision: 'approve' }),
+    });
+    const done = await waitFor('the approved run to complete', async () => {
+      const view = await viewOf(approval.dispatchId);
+      return view?.execution.status === 'completed' ? view : undefined;
+    });
+    approvedTo = `; approved afterwards → ${done.execution.status}`;
+  }
+  const recovered = (dispatchId: string): boolean =>
+    readJsonl<{ 'detail-type'?: string; detail?: { dispatchId?: string } }>(info.eventLog).some((event) => event['detail-type'] === 'Run Recovered' && event.detail?.dispatchId === dispatchId);
+  const rows = cases.map((demoCase, index) => {
+    const view = settled[index];
+    const execution = view?.execution;
+    const concluded = `${execution?.status ?? '?'}${execution?.monitorStatus ? ` (${execution.monitorStatus})` : ''}`;
+    const detail =
+      execution?.monitorStatus === 'approval_wait_expired'
+        ? `approval ${execution.pendingApproval?.approvalId ?? ''} still pending, never auto-denied${approvedTo}`
+        : execution?.status === 'unknown'
+          ? `target last said ${execution.nativeStatus ?? '—'}; not failed — check: npx ledger check ${demoCase.dispatchId} --refresh`
+          : `target says ${execution?.nativeStatus ?? '—'}${execution?.result?.summary ? `: ${execution.result.summary}` : ''}${recovered(demoCase.dispatchId) ? ' — found by lookup (Run Recovered), never reported' : ''}`;
+    return [demoCase.name, demoCase.dispatchId, concluded, detail];
+  });
+  print(table(['run that…', 'dispatch', 'ledger concluded', 'detail'], rows, 100));
 }
 
 /** The bus path: an event put on the local bus reaches the event log as EventBridge delivers it. */

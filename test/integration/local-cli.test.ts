@@ -66,6 +66,13 @@ describe('npx ledger local up / down', () => {
     await ledger('send', '--dispatch-id', 'd-cli-1', '--behavior', 'complete', '--expect', 'out/a.md');
     const checked = await eventuallyOk(() => ledger('check', 'd-cli-1', '--json'));
     expect(JSON.parse(checked.stdout)).toMatchObject({ dispatchId: 'd-cli-1', phase: 'submitted', evidence: { expected: ['out/a.md'] } });
+    const logged = await eventuallyOk(async () => {
+      const out = await ledger('events', '--dispatch', 'd-cli-1', '--json');
+      if (!out.stdout.includes('"detail-type":"Dispatch Submitted"')) throw new Error('not yet');
+      return out;
+    });
+    const types = logged.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { 'detail-type': string })['detail-type']);
+    expect(types.slice(0, 2)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
     const listed = await ledger('status');
     expect(listed.stdout).toMatch(/d-cli-1\s+demo-agent\s+submitted/);
     const foreign = await ledger('check', 'd-cli-1', '--origin', 'someone-else').then(

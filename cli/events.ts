@@ -1,0 +1,54 @@
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { localInfo } from './dispatch.js';
+
+interface LoggedEvent {
+  readonly time?: string;
+  readonly 'detail-type'?: string;
+  readonly detail?: { readonly dispatchId?: string; readonly runId?: string; readonly reason?: string; readonly monitorStatus?: string; readonly nativeStatus?: string; readonly messageId?: string };
+}
+
+function describe(line: string, json: boolean): string {
+  if (json) return line;
+  let event: LoggedEvent;
+  try {
+    event = JSON.parse(line) as LoggedEvent;
+  } catch {
+    return line;
+  }
+  const detail = event.detail ?? {};
+  const subject = detail.dispatchId ?? (detail.messageId ? `message ${detail.messageId}` : '');
+  const extra = [detail.runId && `run ${detail.runId}`, detail.nativeStatus && `target: ${detail.nativeStatus}`, detail.monitorStatus && `monitor: ${detail.monitorStatus}`, detail.reason && `reason: ${detail.reason}`]
+    .filter(Boolean)
+    .join(', ');
+  return `${event.time ?? ''}  ${(event['detail-type'] ?? '?').padEnd(22)} ${subject}${extra ? `  (${extra})` : ''}`;
+}
+
+/** Prints the lines of `file` from byte `from`; returns where it stopped. */
+async function printFrom(file: string, from: number, print: (line: string) => void, json: boolean, dispatchId: string | undefined): Promise<number> {
+  const size = statSync(file).size;
+  if (size <= from) return size < from ? 0 : from;
+  const lines = createInterface({ input: createReadStream(file, { start: from, end: size - 1 }) });
+  for await (const line of lines) {
+    if (!line.trim()) continue;
+    if (dispatchId && !line.includes(`"dispatchId":"${dispatchId}"`)) continue;
+    print(describe(line, json));
+  }
+  return size;
+}
+
+/** `ledger events [--follow] [--dispatch ID] [--json]`: the local bus's event log, as EventBridge delivered it. */
+export async function events(args: string[], print: (line: string) => void): Promise<number> {
+  const { values } = parseArgs({ args, options: { follow: { type: 'boolean', short: 'f', default: false }, dispatch: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const file = localInfo().eventLog;
+  if (!existsSync(file)) return 0;
+  let offset = await printFrom(file, 0, print, values.json, values.dispatch);
+  while (values.follow) {
+    await sleep(500);
+    if (!existsSync(file)) return 0;
+    offset = await printFrom(file, offset, print, values.json, values.dispatch);
+  }
+  return 0;
+}
