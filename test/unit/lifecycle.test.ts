@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import { applyRunEvent, monitorStep, reconcileLookup } from '../../shared/dispatch/lifecycle.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
+import type { LookupOutcome, TargetPort } from '../../shared/targets/port.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+import { MemoryStore } from '../support/memory-store.js';
+
+const at = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
+
+/** A running run (stall window 10 s) submitted at NOW. */
+function running(): DispatchState {
+  const start = accepted(newDispatchFactory({ timeouts: { stallAfterSeconds: 10, approvalWaitSeconds: 20, deliveryGraceSeconds: 5 } }), NOW);
+  const sub = submitted(start, { kind: 'accepted', runId: 'r-1', status: 'queued', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW);
+  const first = applyRunEvent(sub, { seq: 1, type: 'heartbeat' }, NOW);
+  if (first.kind !== 'apply') throw new Error('the first heartbeat applies');
+  return first.next;
+}
+
+describe('applyRunEvent', () => {
+  it('coalesces heartbeats inside a fifth of the stall window, and writes the next one after it', () => {
+    const state = running();
+    expect(applyRunEvent(state, { seq: 2, type: 'heartbeat' }, at(1)).kind).toBe('coalesced');
+    const later = applyRunEvent(state, { seq: 3, type: 'heartbeat' }, at(2.5));
+    expect(later.kind).toBe('apply');
+  });
+
+  it('ignores older and repeated seqs and anything after a terminal status', () => {
+    const state = running();
+    expect(applyRunEvent(state, { seq: 1, type: 'completed' }, at(3)).kind).toBe('stale');
+    const done = applyRunEvent(state, { seq: 5, type: 'completed', result: { summary: 'ok' } }, at(3));
+    if (done.kind !== 'apply') throw new Error('completion applies');
+    expect(applyRunEvent(done.next, { seq: 9, type: 'failed' }, at(4)).kind).toBe('stale');
+    expect(done.next.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', result: { summary: 'ok' } });
+    expect(done.next.dueAt).toBeNull();
+  });
+
+  it('clears a stall when activity comes back, and requires an approvalId for approval requests', () => {
+    const stalled = reconcileLookup(running(), { kind: 'found', run: { runId: 'r-1', status: 'running' } }, at(11), true);
+    if (!stalled) throw new Error('a stall is recorded');
+    const back = applyRunEvent(stalled, { seq: 2, type: 'heartbeat' }, at(12));
+    expect(back.kind === 'apply' && back.next.execution).toMatchObject({ status: 'running', monitorStatus: null });
+    expect(applyRunEvent(running(), { seq: 2, type: 'approval_requested' }, at(1)).kind).toBe('invalid');
+  });
+});
+
+describe('reconcileLookup', () => {
+  it('records a final result found by lookup as recovered, and never writes a stall over what the target said', () => {
+    const state = running();
+    const recovered = reconcileLookup(state, { kind: 'found', run: { runId: 'r-1', status: 'completed', result: { summary: 'done' } } }, at(11), true);
+    expect(recovered?.changes).toEqual(['recovered']);
+    expect(recovered?.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', result: { summary: 'done' } });
+
+    const cases: Array<[LookupOutcome, string]> = [
+      [{ kind: 'found', run: { runId: 'r-1', status: 'running' } }, 'stalled'],
+      [{ kind: 'not_found' }, 'target_not_found'],
+      [{ kind: 'unavailable', reason: 'HTTP 503' }, 'lookup_unavailable'],
+      [{ kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-unknown' } } }, 'stalled'],
+    ];
+    for (const [lookup, monitorStatus] of cases) {
+      const next = reconcileLookup(state, lookup, at(11), true);
+      expect(next?.execution).toMatchObject({ status: 'unknown', monitorStatus, nativeStatus: 'running', completedAt: null, result: null });
+    }
+  });
+});
+
+describe('monitorStep', () => {
+  it('reschedules a run with recent activity, expires an approval without denying it, and looks up a silent run', () => {
+    const state = running();
+    const early = monitorStep(state, at(5));
+    expect(early.kind === 'write' && early.next.dueAt).toBe(at(10).toISOString());
+    expect(monitorStep(state, at(10)).kind).toBe('lookup');
+
+    const asked = applyRunEvent(state, { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(1));
+    if (asked.kind !== 'apply') throw new Error('approval request applies');
+    const expired = monitorStep(asked.next, at(22));
+    expect(expired.kind === 'write' && expired.next.execution).toMatchObject({ monitorStatus: 'approval_wait_expired', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-1' } });
+  });
+});
+
+describe('monitorTick', () => {
+  it('acts once when two ticks overlap on the same stalled run (one version, one stall)', async () => {
+    const store = new MemoryStore();
+    const state = running();
+    store.states.set(state.dispatchId, { ...state, dueAt: at(10).toISOString() });
+    await store.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    let lookups = 0;
+    const target: TargetPort = {
+      submit: async () => ({ kind: 'unavailable', reason: 'unused' }),
+      lookup: async () => {
+        lookups += 1;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return { kind: 'found', run: { runId: 'r-1', status: 'running' } };
+      },
+      decideApproval: async () => ({ kind: 'not_found' }),
+      cancel: async () => ({ kind: 'not_found' }),
+    };
+    const deps: MonitorDeps = { store, blobs: { put: async () => undefined, getText: async () => '{}' }, targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(11), claimSeconds: 60, limitPerShard: 50 };
+
+    const reports = await Promise.all([monitorTick(deps), monitorTick(deps)]);
+
+    const after = store.states.get(state.dispatchId);
+    expect(lookups).toBe(2);
+    expect(after?.version).toBe(state.version + 1);
+    expect(after?.changes).toEqual(['stalled']);
+    expect(reports.map((report) => report.actions[state.dispatchId]?.action).sort()).toEqual(['observed', 'skipped']);
+  });
+});
