@@ -154,7 +154,10 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
   // 1. Fence first, conditioned on the version read: from here the old run's events are late, and if
   //    this request dies mid-way the monitor finds attempt + 1 due and submits it itself.
   const superseded = state.phase === 'submitted' && !proven;
-  const attempt = state.runId || state.submission.attempts > 0 ? state.attempt + 1 : state.attempt;
+  // A new attempt (a new Idempotency-Key) only when a run is known to exist. Otherwise the same key
+  // again: a submission that timed out may have created a run, and the same key finds it instead of
+  // starting a second writer.
+  const attempt = state.runId ? state.attempt + 1 : state.attempt;
   const now = deps.now();
   const record = { at: now.toISOString(), reason: clip(printable(reason), 120), supersededRunId: superseded ? state.runId : null, cancel: null };
   const claimed = advance(state, superseded ? 'superseded' : 'claimed', now, {

@@ -53,6 +53,25 @@ function unknowns(state: DispatchState): string[] {
         `the ledger retries at ${state.submission.nextRetryAt ?? 'its next tick'} — whether the target has the work is not known until then`,
     );
   }
+  const execution = state.execution;
+  const check = `check with \`npx ledger check ${state.dispatchId} --refresh\``;
+  const since = execution.lastActivityAt ?? state.updatedAt;
+  switch (execution.monitorStatus) {
+    case 'stalled':
+      out.push(`target "${state.target}" stopped reporting at ${since}; the run (${state.runId ?? '—'}) may still be working — it last said ${execution.nativeStatus ?? '—'}; ${check}`);
+      break;
+    case 'lookup_unavailable':
+      out.push(`target "${state.target}" could not be asked about run ${state.runId ?? '—'} (its status endpoint failed); last activity ${since}; ${check}`);
+      break;
+    case 'target_not_found':
+      out.push(`target "${state.target}" answers that it does not know run ${state.runId ?? '—'}; whether the work ran is not known; last activity ${since}; ${check}`);
+      break;
+    case 'approval_wait_expired':
+      out.push(`approval ${execution.pendingApproval?.approvalId ?? ''} has waited since ${execution.pendingApproval?.requestedAt ?? since} and is still pending: approve or cancel it (POST /dispatches/${state.dispatchId}/approval)`);
+      break;
+    default:
+      break;
+  }
   return out;
 }
 

@@ -77,6 +77,8 @@ describe('the run lifecycle on the local platform', () => {
 
     const stalled = await viewWhen(message.dispatchId, (current) => current.execution.monitorStatus === 'stalled');
     expect(stalled.execution).toMatchObject({ status: 'unknown', nativeStatus: 'running', completedAt: null, result: null });
+    expect(stalled.unknowns.join(' ')).toContain('stopped reporting at');
+    expect(stalled.unknowns.join(' ')).toContain(`npx ledger check ${message.dispatchId} --refresh`);
 
     const completion = await post(`/runs/${submitted.runId}/events`, { dispatchId: message.dispatchId, seq: 50, type: 'completed', result: { summary: 'done after all' } });
     expect(completion).toEqual({ status: 202, body: { applied: true } });
@@ -247,5 +249,6 @@ describe('the run lifecycle on the local platform', () => {
     await start(dark);
     const stored = await view(dark.dispatchId, '?refresh=true');
     expect(stored.execution).toMatchObject({ status: 'unknown', monitorStatus: 'lookup_unavailable' });
+    expect(stored.unknowns.join(' ')).toContain('could not be asked');
   });
 });
