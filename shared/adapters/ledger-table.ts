@@ -3,7 +3,7 @@ import { ConditionalCheckFailedException, type AttributeDefinition, type GlobalS
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DispatchState } from '../dispatch/state.js';
-import type { AcceptedMessage, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 
@@ -15,6 +15,7 @@ import type { TargetRegistration } from '../targets/port.js';
  * | ------------------ | ----------------- | ----------- | ---------------------------------------------------- |
  * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin (always)      |
  * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
+ * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; publishes Handled/Orphaned) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
@@ -36,6 +37,7 @@ const KEY = {
   state: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'STATE' }),
   message: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'MSG' }),
   rejection: (messageId: string) => ({ pk: `REJ#${messageId}`, sk: 'REJECTION' }),
+  evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `D#${dispatchId}`, sk: `CHECK#${String(attempt).padStart(6, '0')}` }),
   lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `D#${dispatchId}`, sk: `LATE#${runId}#${String(seq).padStart(16, '0')}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
@@ -122,6 +124,7 @@ function stateOf(item: Item): DispatchState {
     runId: stored.runId ?? null,
     lastSeq: stored.lastSeq ?? null,
     supersededRuns: stored.supersededRuns ?? [],
+    evidence: { outcome: stored.evidence?.outcome ?? 'unverified', expectedCount: stored.evidence?.expectedCount ?? 0, deadline: stored.evidence?.deadline ?? null },
     parentDispatchId: stored.parentDispatchId ?? null,
     submission: { attempts: submission.attempts ?? 0, nextRetryAt: submission.nextRetryAt ?? null, lastError: submission.lastError ?? null },
     execution: {
@@ -140,6 +143,11 @@ function stateOf(item: Item): DispatchState {
 function messageOf(item: Item): AcceptedMessage {
   const { pk: _pk, sk: _sk, ...rest } = item;
   return rest as unknown as AcceptedMessage;
+}
+
+function checkOf(item: Item): EvidenceCheck {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
+  return rest as unknown as EvidenceCheck;
 }
 
 function rejectionOf(item: Item): Rejection {
@@ -285,6 +293,28 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       if (isConditionFailure(error)) return { kind: 'conflict' };
       throw error;
     }
+  }
+
+  async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...KEY.evidenceCheck(check.dispatchId, check.attempt), ...check, [TTL_ATTRIBUTE]: Math.floor(Date.parse(check.checkedAt) / 1000) + this.options.retentionSeconds },
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: checkOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.evidenceCheck(dispatchId, attempt), ConsistentRead: true }));
+    return Item ? checkOf(Item) : undefined;
   }
 
   async recordLateEvent(late: LateEvent): Promise<void> {
@@ -456,6 +486,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 export type DecodedItem =
   | { readonly kind: 'state'; readonly state: DispatchState }
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
+  | { readonly kind: 'check'; readonly check: EvidenceCheck }
   | { readonly kind: 'other' };
 
 /** Decodes an unmarshalled item (e.g. a stream record's NewImage/OldImage) by its key shape. */
@@ -465,5 +496,6 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
   const sk = String(item.sk ?? '');
   if (pk.startsWith('D#') && sk === 'STATE') return { kind: 'state', state: stateOf(item) };
   if (pk.startsWith('REJ#') && sk === 'REJECTION') return { kind: 'rejection', rejection: rejectionOf(item) };
+  if (pk.startsWith('D#') && sk.startsWith('CHECK#')) return { kind: 'check', check: checkOf(item) };
   return { kind: 'other' };
 }

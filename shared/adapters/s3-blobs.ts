@@ -1,4 +1,4 @@
-import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, HeadObjectCommand, NotFound, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { BlobStore } from '../ledger/port.js';
 
 /** Spilled payloads and bodies in the ledger's bucket. */
@@ -8,8 +8,18 @@ export class S3Blobs implements BlobStore {
     private readonly bucket: string,
   ) {}
 
-  async put(key: string, body: string, contentType: string): Promise<void> {
+  async put(key: string, body: string | Uint8Array, contentType: string): Promise<void> {
     await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+  }
+
+  async exists(key: string): Promise<boolean> {
+    try {
+      await this.s3.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return true;
+    } catch (error) {
+      if (error instanceof NotFound || (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return false;
+      throw error;
+    }
   }
 
   async getText(key: string): Promise<string> {

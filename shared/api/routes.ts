@@ -2,6 +2,7 @@ import { dispatchView, historyEntry } from '../dispatch/view.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
 import type { LedgerStore } from '../ledger/port.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
+import { putEvidence } from './evidence-routes.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
 import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
@@ -46,8 +47,8 @@ const ROUTES: readonly Route[] = [
       const dispatchId = params.dispatchId ?? '';
       const stored = await ownedState(deps, dispatchId, caller);
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
-      const message = await deps.store.getAcceptedMessage(dispatchId);
-      return json(200, dispatchView(state, message));
+      const [message, check] = await Promise.all([deps.store.getAcceptedMessage(dispatchId), deps.store.getEvidenceCheck(dispatchId, state.attempt)]);
+      return json(200, dispatchView(state, message, check));
     },
   },
   {
@@ -65,6 +66,14 @@ const ROUTES: readonly Route[] = [
     handle: async (deps, request, params, caller) => {
       const state = await ownedState(deps, params.dispatchId ?? '', caller);
       const answer = await postRedispatch(deps, state, request.body);
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'PUT',
+    pattern: ['dispatches', ':dispatchId', 'evidence', '*ref'],
+    handle: async (deps, request, params, caller) => {
+      const answer = await putEvidence(deps, params.dispatchId ?? '', params.ref ?? '', request, caller);
       return json(answer.status, answer.body);
     },
   },
@@ -101,26 +110,35 @@ const ROUTES: readonly Route[] = [
   },
 ];
 
+/**
+ * Matches raw (percent-encoded) segments: `:name` captures one segment, decoded; `*name` captures the
+ * rest, still encoded (an evidence ref spans segments and is validated in both forms).
+ */
 function match(route: Route, segments: readonly string[]): Record<string, string> | undefined {
-  if (route.pattern.length !== segments.length) return undefined;
   const params: Record<string, string> = {};
   for (const [index, part] of route.pattern.entries()) {
-    const segment = segments[index] ?? '';
-    if (part.startsWith(':')) params[part.slice(1)] = segment;
-    else if (part !== segment) return undefined;
+    if (part.startsWith('*')) {
+      if (index >= segments.length) return undefined;
+      params[part.slice(1)] = segments.slice(index).join('/');
+      return params;
+    }
+    const segment = segments[index];
+    if (segment === undefined) return undefined;
+    if (part.startsWith(':')) params[part.slice(1)] = decodeURIComponent(segment);
+    else if (part !== decodeURIComponent(segment)) return undefined;
   }
-  return params;
+  return route.pattern.length === segments.length ? params : undefined;
 }
 
 /** Routes a request. Throws ApiError for answers given on purpose; anything else is a bug (500). */
 export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResponse> {
-  let segments: string[];
+  const segments = request.rawPath.split('/').filter((segment) => segment !== '');
+  let candidates: Array<{ candidate: Route; params: Record<string, string> | undefined }>;
   try {
-    segments = request.rawPath.split('/').filter((segment) => segment !== '').map((segment) => decodeURIComponent(segment));
+    candidates = ROUTES.map((candidate) => ({ candidate, params: match(candidate, segments) })).filter((entry) => entry.params);
   } catch {
     throw new ApiError('malformed', 'the path is not valid percent-encoding');
   }
-  const candidates = ROUTES.map((candidate) => ({ candidate, params: match(candidate, segments) })).filter((entry) => entry.params);
   if (candidates.length === 0) throw new ApiError('not_found', `no route for ${request.method} ${request.rawPath}`);
   const found = candidates.find((entry) => entry.candidate.method === request.method);
   if (!found?.params) throw new ApiError('method_not_allowed', `${request.method} is not allowed on ${request.rawPath}`);

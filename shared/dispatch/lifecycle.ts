@@ -112,10 +112,24 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
             pendingApproval: null,
             result: result(event.result?.summary),
           },
-          dueAt: null,
+          ...afterTerminal(state, event.type, now),
         }),
       };
   }
+}
+
+/**
+ * After a final native status: a completion with expected evidence is checked by the platform from the
+ * next tick, until completedAt + deliveryGraceSeconds; anything else has nothing to check (`unverified`).
+ */
+function afterTerminal(state: DispatchState, status: string, now: Date): Pick<DispatchState, 'evidence' | 'dueAt'> {
+  if (status === 'completed' && state.evidence.expectedCount > 0) {
+    return {
+      evidence: { ...state.evidence, outcome: 'pending', deadline: new Date(now.getTime() + state.timeouts.deliveryGraceSeconds * 1000).toISOString() },
+      dueAt: now.toISOString(),
+    };
+  }
+  return { evidence: { ...state.evidence, outcome: 'unverified', deadline: null }, dueAt: null };
 }
 
 /** An observation lost: `unknown`, with why; what the target said stays as it was. */
@@ -150,7 +164,7 @@ export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now
         pendingApproval: null,
         result: result(run.result?.summary),
       },
-      dueAt: null,
+      ...afterTerminal(state, run.status, now),
     });
   }
   const ownsApproval = run.status === 'waiting_for_approval' && run.pendingApproval !== undefined && state.execution.pendingApproval?.approvalId === run.pendingApproval.approvalId;
@@ -171,12 +185,15 @@ export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now
 
 export type MonitorStep =
   | { readonly kind: 'write'; readonly next: DispatchState }
+  /** A completed run whose expected evidence the platform must look for. */
+  | { readonly kind: 'check' }
   | { readonly kind: 'lookup' }
   | { readonly kind: 'none' };
 
 /** What the monitor does with a submitted run that came due, before any target contact. */
 export function monitorStep(state: DispatchState, now: Date): MonitorStep {
   const execution = state.execution;
+  if (execution.status === 'completed' && state.evidence.outcome === 'pending') return { kind: 'check' };
   if (isTerminal(execution.status)) return { kind: 'write', next: advance(state, 'rescheduled', now, { dueAt: null }) };
   if (execution.status === 'waiting_for_approval' && execution.pendingApproval) {
     const expiresAt = Date.parse(execution.pendingApproval.requestedAt) + state.timeouts.approvalWaitSeconds * 1000;

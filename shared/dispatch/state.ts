@@ -29,7 +29,9 @@ export type DispatchReceipt =
       readonly runId: string;
       readonly requestId: string;
     }
-  | { readonly event: 'dispatch_blocked'; readonly at: string; readonly attempt: number; readonly reason: string };
+  | { readonly event: 'dispatch_blocked'; readonly at: string; readonly attempt: number; readonly reason: string }
+  /** The platform found every expected evidence file of this attempt present and valid. */
+  | { readonly event: 'dispatch_completed'; readonly at: string; readonly attempt: number; readonly runId: string; readonly evidenceCount: number };
 
 export interface Submission {
   /** Submission calls made for the current attempt. */
@@ -76,7 +78,18 @@ export type ChangeKind =
   | 'approval_wait_expired'
   | 'observed'
   | 'rescheduled'
-  | 'superseded';
+  | 'superseded'
+  | 'handled'
+  | 'orphaned'
+  | 'evidence_unverified';
+
+/** The post-condition: did the expected evidence arrive? Checked by the platform itself (CONTRACT §5). */
+export interface EvidenceState {
+  readonly outcome: 'pending' | 'handled' | 'orphan_no_delivery' | 'unverified';
+  readonly expectedCount: number;
+  /** completedAt + deliveryGraceSeconds: missing evidence after this is an orphan. */
+  readonly deadline: string | null;
+}
 
 export interface DispatchState {
   readonly dispatchId: string;
@@ -100,6 +113,7 @@ export interface DispatchState {
   readonly submission: Submission;
   readonly execution: Execution;
   readonly receipts: readonly DispatchReceipt[];
+  readonly evidence: EvidenceState;
   /** When the monitor must look at this dispatch next (retry, stall watch…); null: nothing due. */
   readonly dueAt: string | null;
   /** Optimistic concurrency: every write is conditioned on the version it read. */

@@ -39,6 +39,8 @@ export interface NewDispatch {
   readonly timeouts: Timeouts;
   /** When the accepted message was written: the `dispatch_written` receipt's time. */
   readonly writtenAt: string;
+  /** How many evidence refs the dispatch expects (0: nothing to check, the outcome is `unverified`). */
+  readonly expectedCount?: number;
 }
 
 /** A dispatch written and not yet submitted (attempt 1, nothing tried). */
@@ -63,6 +65,7 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     submission: { attempts: 0, nextRetryAt: null, lastError: null },
     execution: NO_EXECUTION,
     receipts: [{ event: 'dispatch_written', at: input.writtenAt, attempt: 1 }],
+    evidence: { outcome: (input.expectedCount ?? 0) > 0 ? 'pending' : 'unverified', expectedCount: input.expectedCount ?? 0, deadline: null },
     dueAt: null,
     version: 0,
     changes: ['accepted'],

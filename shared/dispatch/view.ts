@@ -1,4 +1,4 @@
-import type { AcceptedMessage } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck } from '../ledger/port.js';
 import type { DispatchReceipt, DispatchState, Execution, Phase, Submission } from './state.js';
 
 /** The dispatch view of CONTRACT §2, field for field. */
@@ -42,6 +42,10 @@ function gate(state: DispatchState): DispatchView['gate'] {
       return { satisfied: false, reasons: ['not submitted yet: latest receipt is dispatch_written'] };
     case 'dispatch_submitted':
       return { satisfied: false, reasons: ['no dispatch_completed receipt: the expected evidence has not been checked present'] };
+    case 'dispatch_completed': {
+      const proof = state.receipts.some((receipt) => receipt.event === 'dispatch_submitted' && receipt.attempt === latest.attempt && receipt.runId !== '' && receipt.requestId !== '');
+      return proof ? { satisfied: true, reasons: [] } : { satisfied: false, reasons: ['dispatch_completed without an earlier dispatch_submitted proof for the same attempt'] };
+    }
   }
 }
 
@@ -75,7 +79,7 @@ function unknowns(state: DispatchState): string[] {
   return out;
 }
 
-export function dispatchView(state: DispatchState, message: AcceptedMessage | undefined): DispatchView {
+export function dispatchView(state: DispatchState, message: AcceptedMessage | undefined, check?: EvidenceCheck): DispatchView {
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   return {
     dispatchId: state.dispatchId,
@@ -89,11 +93,11 @@ export function dispatchView(state: DispatchState, message: AcceptedMessage | un
     execution: state.execution,
     evidence: {
       expected,
-      found: [],
-      missing: [],
-      invalid: [],
-      // Nothing expected is never "handled"; what is expected is pending until the run completes and is checked.
-      outcome: expected.length === 0 ? 'unverified' : 'pending',
+      found: check?.found ?? [],
+      missing: check?.missing ?? [],
+      invalid: check?.invalid ?? [],
+      // Nothing expected is never "handled"; what is expected is pending until the platform has checked it.
+      outcome: expected.length === 0 ? 'unverified' : state.evidence.outcome,
     },
     artifactAcceptance: { state: 'unverified', receiptId: null, basis: null },
     ownerDelivery: { state: state.deliveryMode === 'detached' ? 'not_required' : 'unconfirmed', receiptId: null, basis: null },

@@ -56,6 +56,9 @@ export const RunCompletedDetail = z.strictObject(runFields);
 export const RunFailedDetail = z.strictObject(runFields);
 export const RunCancelledDetail = z.strictObject(runFields);
 export const RunRecoveredDetail = z.strictObject(runFields);
+const refs = z.array(z.string().min(1).max(512)).max(32);
+export const DispatchHandledDetail = z.strictObject({ ...dispatchFields, runId, expected: refs.describe('The evidence refs the dispatch expected.'), missing: refs.describe('Always empty: every expected file was found.') });
+export const DispatchOrphanedDetail = z.strictObject({ ...dispatchFields, runId, expected: refs.describe('The evidence refs the dispatch expected.'), missing: refs.describe('The expected refs not found (or not valid) when the grace window closed.') });
 export const ApprovalRequestedDetail = z.strictObject({
   ...runFields,
   approvalId: z.string().min(1).optional().describe('The pending approval, to pass to POST /dispatches/{dispatchId}/approval.'),
@@ -100,6 +103,8 @@ export const EVENT_CATALOG = {
   'Run Superseded': { schema: RunSupersededDetail, description: 'A forced redispatch superseded this run; its late events are recorded as late.' },
   'Run Stalled': { schema: RunStalledDetail, description: 'No activity for stallAfterSeconds and the target still says the run is active: its status is unknown.' },
   'Run Unobservable': { schema: RunUnobservableDetail, description: 'The run could not be looked up at the target (unavailable, or not found): its status is unknown, never failed.' },
+  'Dispatch Handled': { schema: DispatchHandledDetail, description: 'The run completed and the platform found every expected evidence file (receipt dispatch_completed).' },
+  'Dispatch Orphaned': { schema: DispatchOrphanedDetail, description: 'The run completed but expected evidence was still missing when deliveryGraceSeconds ran out: done, nothing delivered.' },
   'Approval Wait Expired': { schema: ApprovalWaitExpiredDetail, description: 'A pending approval is older than approvalWaitSeconds; it stays pending.' },
 } as const;
 
@@ -124,6 +129,7 @@ export const METRIC_OF_DETAIL_TYPE: Readonly<Partial<Record<DetailType, string>>
   'Run Unobservable': 'UnobservableRuns',
   'Approval Wait Expired': 'ApprovalWaitsExpired',
   'Run Recovered': 'RecoveredRuns',
+  'Dispatch Orphaned': 'OrphanedDispatches',
 };
 
 /** Validates an event's detail against its detail-type's schema (tests, tools; not the hot path). */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ChangeKind, DispatchState } from '../dispatch/state.js';
-import type { Rejection } from '../ledger/port.js';
+import type { EvidenceCheck, Rejection } from '../ledger/port.js';
 import type { DetailType, LedgerEvent } from './catalog.js';
 
 /**
@@ -29,6 +29,10 @@ export const DETAIL_TYPE_OF_CHANGE: Readonly<Record<ChangeKind, DetailType | nul
   approval_decided: null,
   observed: null,
   rescheduled: null,
+  // The final evidence check's own item publishes Handled/Orphaned (with the expected and missing refs).
+  handled: null,
+  orphaned: null,
+  evidence_unverified: null,
 };
 
 /**
@@ -168,7 +172,26 @@ export function eventForRejection(rejection: Rejection): LedgerEvent {
 export type StreamItem =
   | { readonly kind: 'state'; readonly state: DispatchState }
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
+  | { readonly kind: 'check'; readonly check: EvidenceCheck }
   | { readonly kind: 'other' };
+
+/** Dispatch Handled / Dispatch Orphaned, from the final evidence check of an attempt (written once). */
+export function eventForEvidenceCheck(check: EvidenceCheck): LedgerEvent | undefined {
+  const base = {
+    eventId: eventIdOf(`check:${check.dispatchId}:${check.attempt}`),
+    at: check.checkedAt,
+    dispatchId: check.dispatchId,
+    origin: check.origin,
+    target: check.target,
+    attempt: check.attempt,
+    runId: check.runId,
+    expected: [...check.expected],
+    missing: [...check.missing],
+  };
+  if (check.outcome === 'handled') return { detailType: 'Dispatch Handled', detail: base };
+  if (check.outcome === 'orphan_no_delivery') return { detailType: 'Dispatch Orphaned', detail: base };
+  return undefined;
+}
 
 /** One stream record, decoded: what the publisher needs of it. */
 export interface StreamChange {
@@ -188,6 +211,10 @@ export function eventsForStreamChange(change: StreamChange): LedgerEvent[] {
   if (eventName === 'REMOVE') return [];
   if (newItem.kind === 'state') return eventsForState(oldItem.kind === 'state' ? oldItem.state : undefined, newItem.state);
   if (newItem.kind === 'rejection' && eventName === 'INSERT') return [eventForRejection(newItem.rejection)];
+  if (newItem.kind === 'check' && eventName === 'INSERT') {
+    const event = eventForEvidenceCheck(newItem.check);
+    return event ? [event] : [];
+  }
   return [];
 }
 

@@ -228,6 +228,7 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
       deliveryMode: content.deliveryMode,
       timeouts: content.timeouts,
       writtenAt: message.receivedAt,
+      expectedCount: content.expectedEvidence.length,
     },
     now,
   );

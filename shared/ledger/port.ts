@@ -64,6 +64,26 @@ export interface LateEvent {
   readonly at: string;
 }
 
+/**
+ * The platform's own post-condition check of one attempt's evidence (CONTRACT §5), written once when
+ * it reaches a final outcome. Its stream record publishes Dispatch Handled or Dispatch Orphaned.
+ */
+export interface EvidenceCheck {
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly target: string;
+  readonly runId: string;
+  readonly attempt: number;
+  readonly outcome: 'handled' | 'orphan_no_delivery' | 'unverified';
+  readonly expected: readonly string[];
+  readonly found: readonly string[];
+  readonly missing: readonly string[];
+  readonly invalid: readonly string[];
+  readonly checkedAt: string;
+  /** Why the check could not run, when the outcome is `unverified` for that reason. */
+  readonly error: string | null;
+}
+
 export type PutOutcome<T> = { readonly kind: 'written' } | { readonly kind: 'exists'; readonly existing: T };
 export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'conflict' };
 
@@ -86,6 +106,10 @@ export interface LedgerStore {
   /** Replaces the state if it is still at `expectedVersion`; `next.version` must be expectedVersion + 1. */
   replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome>;
 
+  /** Records the final evidence check of an attempt, once; the first writer's outcome stands. */
+  putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>>;
+  getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined>;
+
   /** Records an event of a superseded run: kept for the record, never applied. Idempotent per run and seq. */
   recordLateEvent(late: LateEvent): Promise<void>;
 
@@ -103,6 +127,8 @@ export interface LedgerStore {
 
 /** Large bodies and payloads: S3 in AWS (fauxqs locally). */
 export interface BlobStore {
-  put(key: string, body: string, contentType: string): Promise<void>;
+  put(key: string, body: string | Uint8Array, contentType: string): Promise<void>;
   getText(key: string): Promise<string>;
+  /** HEAD: true when the object exists. Throws when the store cannot be asked. */
+  exists(key: string): Promise<boolean>;
 }

@@ -62,6 +62,7 @@ async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<
 async function watchRun(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
   const step = monitorStep(state, now);
   if (step.kind === 'none') return 'skipped';
+  if (step.kind === 'check') return checkEvidence(deps, state, now);
   let next: DispatchState;
   if (step.kind === 'write') {
     next = step.next;
@@ -99,4 +100,62 @@ async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Dat
   }
   if ((await deps.store.replaceState(next, claimed.version)).kind === 'conflict') return 'skipped';
   return next.phase === 'submitted' ? 'submitted' : next.phase === 'blocked' ? 'blocked' : 'retrying';
+}
+
+/** Where an attempt's evidence lives (CONTRACT §5): one root per attempt. */
+export const evidenceKey = (dispatchId: string, attempt: number, ref: string): string => `evidence/${dispatchId}/${attempt}/${ref}`;
+
+/**
+ * The post-condition (CONTRACT §5): the platform itself looks for every expected ref under the
+ * attempt's evidence root — a target's claim is not enough. All present → handled, with a
+ * dispatch_completed receipt. Missing after the grace window → orphan_no_delivery. A check that could
+ * not run is retried until the deadline, then `unverified` — never `handled`.
+ */
+async function checkEvidence(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
+  const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
+  const message = await deps.store.getAcceptedMessage(state.dispatchId);
+  const expected = message?.content.valid ? message.content.expectedEvidence : [];
+  let found: string[] = [];
+  let error: string | null = null;
+  try {
+    const present = await Promise.all(expected.map((ref) => deps.blobs.exists(evidenceKey(state.dispatchId, state.attempt, ref))));
+    found = expected.filter((_, index) => present[index]);
+  } catch (thrown) {
+    error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
+  }
+  const missing = expected.filter((ref) => !found.includes(ref));
+  const pastDeadline = now.getTime() >= deadline;
+  const outcome = error ? (pastDeadline ? 'unverified' : undefined) : missing.length === 0 ? 'handled' : pastDeadline ? 'orphan_no_delivery' : undefined;
+  if (!outcome) {
+    // Not yet decidable: look again when the grace window closes (nothing is spent until then).
+    const written = await deps.store.replaceState(advance(state, 'rescheduled', now, { dueAt: new Date(deadline).toISOString() }), state.version);
+    return written.kind === 'updated' ? 'rescheduled' : 'skipped';
+  }
+  // The check is recorded once per attempt; if another tick recorded it first, its outcome stands.
+  const recorded = await deps.store.putEvidenceCheck({
+    dispatchId: state.dispatchId,
+    origin: state.origin,
+    target: state.target,
+    runId: state.runId ?? '',
+    attempt: state.attempt,
+    outcome,
+    expected,
+    found,
+    missing: outcome === 'unverified' ? [] : missing,
+    invalid: [],
+    checkedAt: now.toISOString(),
+    error,
+  });
+  const final = recorded.kind === 'exists' ? recorded.existing.outcome : outcome;
+  const at = now.toISOString();
+  const next = advance(state, final === 'handled' ? 'handled' : final === 'orphan_no_delivery' ? 'orphaned' : 'evidence_unverified', now, {
+    evidence: { ...state.evidence, outcome: final },
+    receipts:
+      final === 'handled'
+        ? [...state.receipts, { event: 'dispatch_completed', at, attempt: state.attempt, runId: state.runId ?? '', evidenceCount: expected.length }]
+        : state.receipts,
+    dueAt: null,
+  });
+  const written = await deps.store.replaceState(next, state.version);
+  return written.kind === 'updated' ? 'observed' : 'skipped';
 }

@@ -9,6 +9,7 @@ import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
 import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
 import { newDispatchFactory } from '../support/factories.js';
+import { MemoryBlobs } from '../support/memory-blobs.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 
 /** The monitor's cost follows what is due, never the history: counted, not timed. */
@@ -52,7 +53,7 @@ async function putAll(states: DispatchState[]): Promise<void> {
 
 const deps = (): MonitorDeps => ({
   store: table,
-  blobs: { put: async () => undefined, getText: async () => '{}' },
+  blobs: new MemoryBlobs(),
   targetFor: () => {
     throw new Error('no target is contacted when nothing has stalled');
   },

@@ -1,5 +1,5 @@
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import type { AcceptedMessage, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 
@@ -39,6 +39,17 @@ export class MemoryStore implements LedgerStore, PrincipalRegistry {
     if (this.states.get(next.dispatchId)?.version !== expectedVersion) return { kind: 'conflict' };
     this.states.set(next.dispatchId, next);
     return { kind: 'updated' };
+  }
+  readonly checks = new Map<string, EvidenceCheck>();
+  async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {
+    const key = `${check.dispatchId}#${check.attempt}`;
+    const existing = this.checks.get(key);
+    if (existing) return { kind: 'exists', existing };
+    this.checks.set(key, check);
+    return { kind: 'written' };
+  }
+  async getEvidenceCheck(dispatchId: string, attempt: number) {
+    return this.checks.get(`${dispatchId}#${attempt}`);
   }
   readonly lateEvents: LateEvent[] = [];
   async recordLateEvent(late: LateEvent): Promise<void> {

@@ -5,6 +5,7 @@ import { accepted } from '../../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
+import { MemoryBlobs } from '../support/memory-blobs.js';
 
 function request(overrides: Partial<ApiRequest>): ApiRequest {
   return { method: 'GET', rawPath: '/', query: {}, headers: {}, body: undefined, iamUserId: undefined, ...overrides };
@@ -23,7 +24,7 @@ function apiDeps(store: MemoryStore, principals: MemoryStore, principalMode: 'op
     store,
     principals,
     principalMode,
-    blobs: { put: async () => undefined, getText: async () => '{}' },
+    blobs: new MemoryBlobs(),
     targetFor: () => {
       throw new Error('no target in route tests');
     },

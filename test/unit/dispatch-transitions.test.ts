@@ -54,6 +54,7 @@ describe('accepted', () => {
       submission: { attempts: 0, nextRetryAt: null, lastError: null },
       execution: NO_EXECUTION,
       receipts: [{ event: 'dispatch_written', at: WRITTEN_AT, attempt: 1 }],
+      evidence: { outcome: 'unverified', expectedCount: 0, deadline: null },
       dueAt: null,
       version: 0,
       changes: ['accepted'],

@@ -6,7 +6,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, advance, blocked, submitted } from '../../shared/dispatch/transitions.js';
 import { DETAIL_TYPES, EVENT_CATALOG, parseDetail, type LedgerEvent } from '../../shared/events/catalog.js';
-import { eventForRejection, eventsForState } from '../../shared/events/derive.js';
+import { eventForEvidenceCheck, eventForRejection, eventsForState } from '../../shared/events/derive.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
@@ -35,6 +35,10 @@ function derivedEvents(): LedgerEvent[] {
     commit(start, advance(start, ending, later(60), { execution: { ...start.execution, status: ending, nativeStatus: ending } }));
   }
   commit(undefined, blocked(accepted(newDispatchFactory({ dispatchId: 'd-blocked' }), NOW), 'hop_budget_exceeded', 'hop 5 > maxHops 4', NOW));
+  for (const outcome of ['handled', 'orphan_no_delivery'] as const) {
+    const event = eventForEvidenceCheck({ dispatchId: `d-${outcome}`, origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome, expected: ['out/a.md'], found: outcome === 'handled' ? ['out/a.md'] : [], missing: outcome === 'handled' ? [] : ['out/a.md'], invalid: [], checkedAt: NOW.toISOString(), error: null });
+    if (event) events.push(event);
+  }
   events.push(
     eventForRejection({ messageId: 'm-1', at: NOW.toISOString(), reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: '{', bodyRef: null, bodyBytes: 1 }),
   );

@@ -69,6 +69,10 @@ const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) =
   { kind: 'approval_decided', patch: () => ({}), detailType: null },
   { kind: 'observed', patch: () => ({}), detailType: null },
   { kind: 'rescheduled', patch: () => ({}), detailType: null },
+  // Handled/Orphaned come from the evidence check's own item, never from the state change.
+  { kind: 'handled', patch: () => ({}), detailType: null },
+  { kind: 'orphaned', patch: () => ({}), detailType: null },
+  { kind: 'evidence_unverified', patch: () => ({}), detailType: null },
 ];
 
 const detailTypes = (events: readonly LedgerEvent[]): DetailType[] => events.map((event) => event.detailType);

@@ -7,6 +7,7 @@ import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
 import type { LookupOutcome, TargetPort } from '../../shared/targets/port.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
+import { MemoryBlobs } from '../support/memory-blobs.js';
 
 const at = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 
@@ -97,7 +98,7 @@ describe('monitorTick', () => {
       decideApproval: async () => ({ kind: 'not_found' }),
       cancel: async () => ({ kind: 'not_found' }),
     };
-    const deps: MonitorDeps = { store, blobs: { put: async () => undefined, getText: async () => '{}' }, targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(11), claimSeconds: 60, limitPerShard: 50 };
+    const deps: MonitorDeps = { store, blobs: new MemoryBlobs(), targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(11), claimSeconds: 60, limitPerShard: 50 };
 
     const reports = await Promise.all([monitorTick(deps), monitorTick(deps)]);
 

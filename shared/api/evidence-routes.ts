@@ -1,0 +1,33 @@
+import { DISPATCH_ID } from '../dispatch/message.js';
+import { refProblem } from '../dispatch/refs.js';
+import { evidenceKey } from '../monitor/monitor.js';
+import type { Caller } from './caller.js';
+import { ApiError, type ApiRequest } from './http.js';
+import type { LifecycleDeps } from './lifecycle-routes.js';
+
+/** CONTRACT §2: one evidence file is at most 4 MB. */
+export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * PUT /dispatches/{id}/evidence/{ref}?runId= — the target uploads one file into the current attempt's
+ * evidence root. The ref is checked as sent and percent-decoded (CONTRACT §6); a superseded run gets
+ * 409 and writes nothing; a run that is not this dispatch's, 404.
+ */
+export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRef: string, request: ApiRequest, caller: Caller) {
+  const problem = refProblem(rawRef);
+  if (problem) throw new ApiError('invalid', `unsafe evidence ref (${problem})`);
+  const ref = decodeURIComponent(rawRef);
+  const runId = request.query.runId;
+  if (!runId) throw new ApiError('malformed', 'runId is required');
+  const body = request.body ?? Buffer.alloc(0);
+  if (body.length > MAX_EVIDENCE_BYTES) throw new ApiError('too_large', `an evidence file is at most ${MAX_EVIDENCE_BYTES} bytes`);
+  const notFound = new ApiError('not_found', `no run ${runId} for dispatch ${dispatchId}`);
+  if (!DISPATCH_ID.test(dispatchId)) throw notFound;
+  const state = await deps.store.getState(dispatchId);
+  if (!state) throw notFound;
+  if (caller.kind === 'principal' && !(caller.principal?.role === 'target' && caller.principal.target === state.target)) throw notFound;
+  if (state.supersededRuns.includes(runId)) throw new ApiError('conflict', `run ${runId} was superseded; its evidence does not count for attempt ${state.attempt}`);
+  if (state.runId !== runId) throw notFound;
+  await deps.blobs.put(evidenceKey(dispatchId, state.attempt, ref), body, request.headers['content-type'] ?? 'application/octet-stream');
+  return { status: 201, body: { dispatchId, runId, attempt: state.attempt, ref, bytes: body.length } };
+}
