@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import { ConditionalCheckFailedException, type AttributeDefinition, type GlobalSecondaryIndex, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { DispatchState } from '../dispatch/state.js';
+import { TERMINAL_STATUSES, type DispatchState } from '../dispatch/state.js';
 import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
-import type { TargetRegistration } from '../targets/port.js';
+import type { TargetRegistration, TargetRunStatus } from '../targets/port.js';
 
 /**
  * The ledger table: one table, every key shape and access pattern in this module (no other file spells
@@ -106,8 +106,9 @@ function stateItem(state: DispatchState, retentionSeconds: number): Item {
     item.dueShard = dueShardOf(dispatchId);
     item.dueAt = dueAt;
   }
-  // Retention starts when the dispatch reaches a final state.
-  if (state.phase === 'blocked') item[TTL_ATTRIBUTE] = Math.floor(Date.parse(state.updatedAt) / 1000) + retentionSeconds;
+  // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
+  const settled = state.phase === 'submitted' && TERMINAL_STATUSES.has(state.execution.status as TargetRunStatus) && state.evidence.outcome !== 'pending';
+  if (state.phase === 'blocked' || settled) item[TTL_ATTRIBUTE] = Math.floor(Date.parse(state.updatedAt) / 1000) + retentionSeconds;
   return item;
 }
 

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DISPATCH_ID } from '../dispatch/message.js';
 import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES } from '../dispatch/lifecycle.js';
 import type { RetryPolicy } from '../dispatch/retry.js';
-import type { DispatchState } from '../dispatch/state.js';
+import { NO_EXECUTION, type DispatchState } from '../dispatch/state.js';
 import { advance, submitted } from '../dispatch/transitions.js';
 import { refProblem } from '../dispatch/refs.js';
 import { taskOf } from '../intake/intake.js';
@@ -63,21 +63,22 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
   // Optimistic concurrency: a concurrent writer makes us re-read and decide again.
   for (let round = 0; round < 3; round += 1) {
     const state = await deps.store.getState(event.dispatchId);
-    if (!state || (state.runId === null && state.phase === 'accepted')) {
-      // The target may report before the ledger has recorded its submission answer: not yet, retry.
-      if (state || (await deps.store.getAcceptedMessage(event.dispatchId))) {
-        throw new ApiError('conflict', 'the run is not recorded yet; retry shortly', { retryable: true });
-      }
-      throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
-    }
-    if (caller.kind === 'principal' && !(caller.principal?.role === 'target' && caller.principal.target === state.target)) {
-      throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
-    }
-    if (state.runId !== runId) {
-      if (!state.supersededRuns.includes(runId)) throw new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
+    const notFound = new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
+    if (state && caller.kind === 'principal' && !(caller.principal?.role === 'target' && caller.principal.target === state.target)) throw notFound;
+    if (state?.supersededRuns.includes(runId)) {
       await deps.store.recordLateEvent({ dispatchId: state.dispatchId, runId, seq: event.seq, type: event.type, at: deps.now().toISOString() });
       return { status: 200, body: { applied: false, late: true } };
     }
+    if (!state || (state.runId === null && state.phase === 'accepted')) {
+      // The target may report before the ledger has recorded its submission answer: not yet, retry.
+      // (In AWS an unknown caller never gets here with a state: the principal check above.)
+      if (caller.kind === 'open' && (state || (await deps.store.getAcceptedMessage(event.dispatchId)))) {
+        throw new ApiError('conflict', 'the run is not recorded yet; retry shortly', { retryable: true });
+      }
+      if (state) throw new ApiError('conflict', 'the run is not recorded yet; retry shortly', { retryable: true });
+      throw notFound;
+    }
+    if (state.runId !== runId) throw notFound;
     const outcome = applyRunEvent(state, event, deps.now());
     if (outcome.kind === 'invalid') throw new ApiError('invalid', outcome.reason);
     if (outcome.kind === 'stale') return { status: 200, body: { applied: false } };
@@ -96,9 +97,17 @@ async function lookupCurrent(deps: LifecycleDeps, state: DispatchState): Promise
 /** `GET /dispatches/{id}?refresh=true`: looks the run up live and reconciles before answering. */
 export async function refreshed(deps: LifecycleDeps, state: DispatchState): Promise<DispatchState> {
   if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
+  const now = deps.now();
   const lookup = await lookupCurrent(deps, state);
-  const next = reconcileLookup(state, lookup, deps.now(), false);
+  const lastActivity = Date.parse(state.execution.lastActivityAt ?? state.updatedAt);
+  const stallDue = now.getTime() >= lastActivity + state.timeouts.stallAfterSeconds * 1000;
+  const next = reconcileLookup(state, lookup, now, stallDue);
   if (!next) return state;
+  if (lookup.kind !== 'found' && !stallDue) {
+    // A run still within its activity window is not lost because one lookup failed: the answer says
+    // so (CONTRACT §2: the stored view with lookup_unavailable and the unknowns), nothing is recorded.
+    return next;
+  }
   // A lost race only means someone else recorded a newer state first: answer with that.
   if ((await deps.store.replaceState(next, state.version)).kind === 'updated') return next;
   return (await deps.store.getState(state.dispatchId)) ?? state;
@@ -118,12 +127,25 @@ export async function postApproval(deps: LifecycleDeps, state: DispatchState, bo
   const answer = await deps.targetFor(registration).decideApproval(state.runId, approvalId, decision);
   if (answer.kind === 'unavailable') throw new ApiError('target_unreachable', `the target could not be reached: ${clip(printable(answer.reason), 200)}`);
   if (answer.kind !== 'decided') throw new ApiError('conflict', 'the target does not hold this approval as pending');
-  const now = deps.now();
-  const next = advance(state, 'approval_decided', now, {
-    execution: { ...state.execution, status: 'running', monitorStatus: null, pendingApproval: null, lastActivityAt: now.toISOString() },
-    dueAt: new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000).toISOString(),
-  });
-  await commit(deps.store, next, state.version);
+  // The target may already be reporting on the decision; record it on whatever version is current,
+  // as long as this approval is still the pending one there.
+  let current: DispatchState | undefined = state;
+  for (let round = 0; current && round < 3; round += 1) {
+    if (current.execution.pendingApproval?.approvalId !== approvalId) break;
+    const now = deps.now();
+    const next = advance(current, 'approval_decided', now, {
+      execution: {
+        ...current.execution,
+        ...(decision === 'approve' ? { status: 'running' as const } : {}),
+        monitorStatus: null,
+        pendingApproval: null,
+        lastActivityAt: now.toISOString(),
+      },
+      dueAt: new Date(now.getTime() + current.timeouts.stallAfterSeconds * 1000).toISOString(),
+    });
+    if ((await deps.store.replaceState(next, current.version)).kind === 'updated') break;
+    current = await deps.store.getState(state.dispatchId);
+  }
   return { status: 200, body: { approvalId, decision } };
 }
 
@@ -145,6 +167,9 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
       check: `npx ledger check ${state.dispatchId} --refresh`,
     });
   }
+  // Blocked for what a new submission cannot change: refused here, before any target contact.
+  const final = ['invalid_fields', 'hop_budget_exceeded', 'unknown_parent'].find((code) => state.blockedReason?.startsWith(code));
+  if (final || state.hop > state.maxHops) throw new ApiError('invalid', `this dispatch cannot be submitted: ${state.blockedReason ?? 'hop budget'}`);
   const message = await deps.store.getAcceptedMessage(state.dispatchId);
   if (!message?.content.valid) throw new ApiError('invalid', 'this dispatch has no valid message to submit again');
   const registration = await deps.store.getTarget(state.target);
@@ -157,7 +182,8 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
   // A new attempt (a new Idempotency-Key) only when a run is known to exist. Otherwise the same key
   // again: a submission that timed out may have created a run, and the same key finds it instead of
   // starting a second writer.
-  const attempt = state.runId ? state.attempt + 1 : state.attempt;
+  // After a refusal the target may answer the same key with the same refusal forever: a new key then.
+  const attempt = state.runId || state.blockedReason?.startsWith('target_rejected') ? state.attempt + 1 : state.attempt;
   const now = deps.now();
   const record = { at: now.toISOString(), reason: clip(printable(reason), 120), supersededRunId: superseded ? state.runId : null, cancel: null };
   const claimed = advance(state, superseded ? 'superseded' : 'claimed', now, {
@@ -168,7 +194,9 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
     lastSeq: null,
     supersededRuns: state.runId ? [...state.supersededRuns, state.runId].slice(-10) : state.supersededRuns,
     submission: { attempts: 0, nextRetryAt: null, lastError: null },
-    execution: { ...state.execution, monitorStatus: null },
+    // The new attempt has no run yet: the old run's execution stays with the old run (receipts, redispatch).
+    execution: NO_EXECUTION,
+    evidence: { ...state.evidence, outcome: state.evidence.expectedCount > 0 ? 'pending' : 'unverified', deadline: null },
     dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString(),
     redispatch: record,
   });

@@ -60,7 +60,8 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
       const quiet = execution.status === 'running' && execution.monitorStatus === null;
       const recent = execution.lastActivityAt !== null && now.getTime() - Date.parse(execution.lastActivityAt) < coalescingWindowMs(state);
       if (quiet && recent) return { kind: 'coalesced' };
-      const waiting = execution.status === 'waiting_for_approval' && execution.monitorStatus !== 'stalled';
+      // Still waiting for the approval the ledger holds, whatever the monitor concluded meanwhile.
+      const waiting = execution.nativeStatus === 'waiting_for_approval' && execution.pendingApproval !== null;
       return {
         kind: 'apply',
         next: advance(state, 'activity', now, {

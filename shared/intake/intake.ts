@@ -46,10 +46,16 @@ export class DispatchInProgressError extends Error {
   }
 }
 
+/** A crashed first delivery is redelivered within minutes; an anchor a day old without a state is an expired dispatch. */
+const STATE_LOST_AFTER_MS = 24 * 3600 * 1000;
+
 /** Bodies and task payloads up to this size are kept in the item; larger ones go to the blob store. */
 export const INLINE_BYTES = 8 * 1024;
 /** Previews shown in rejections, views and items: bounded whatever the message. */
 export const PREVIEW_CHARS = 512;
+
+/** The hex of a `sha256:<hex>` content hash, for object keys. */
+const hashPart = (hash: string): string => hash.slice(hash.indexOf(':') + 1);
 
 const preview = (text: string): string => clip(text, PREVIEW_CHARS + 1);
 
@@ -119,7 +125,9 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     }
     const state = await deps.store.getState(dispatchId);
     if (state) return { outcome: 'duplicate', dispatchId, target: state.target };
-    // Written but no state: another delivery is at work, or one crashed before recording the state.
+    // Written but no state: another delivery is at work, or one crashed before recording the state —
+    // or, long after, the state expired with the retention: then this is an old duplicate, not new work.
+    if (now.getTime() - Date.parse(existing.receivedAt) > STATE_LOST_AFTER_MS) return { outcome: 'duplicate', dispatchId, target: existing.content.valid ? existing.content.target : 'unknown' };
     if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);
     const claimUntil = new Date(now.getTime() + deps.claimSeconds * 1000).toISOString();
     if (!(await deps.store.renewClaim(dispatchId, existing.claimUntil, claimUntil))) throw new DispatchInProgressError(dispatchId);
@@ -144,7 +152,8 @@ async function anchorFor(
     claimUntil: new Date(ids.now.getTime() + deps.claimSeconds * 1000).toISOString(),
   };
   if ('errors' in content) {
-    const kept = await keepBody(deps.blobs, `payloads/${ids.dispatchId}/invalid-body`, record.body);
+    // Keyed by content too: a conflicting message under the same id can never overwrite the original's bytes.
+    const kept = await keepBody(deps.blobs, `payloads/${ids.dispatchId}/${hashPart(ids.hash)}/invalid-body`, record.body);
     return { ...base, content: { valid: false, target: content.target, errors: content.errors, ...kept } };
   }
   const { message } = content;
@@ -152,8 +161,9 @@ async function anchorFor(
   const taskBytes = Buffer.byteLength(taskJson, 'utf8');
   let taskRef: string | null = null;
   if (taskBytes > INLINE_BYTES) {
-    // Same key for the same content: a redelivery rewrites identical bytes.
-    taskRef = `payloads/${ids.dispatchId}/task.json`;
+    // Same key for the same content (a redelivery rewrites identical bytes), another key for other
+    // content: a conflicting message under this id can never overwrite the original task.
+    taskRef = `payloads/${ids.dispatchId}/${hashPart(ids.hash)}/task.json`;
     await deps.blobs.put(taskRef, taskJson, 'application/json');
   }
   return {
@@ -211,7 +221,8 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
   let parentProblem: string | undefined;
   if (content.parentDispatchId) {
     const parent = await deps.store.getState(content.parentDispatchId);
-    if (!parent) parentProblem = `parent ${content.parentDispatchId} is not in the ledger`;
+    // Another origin's dispatch is "not in the ledger" to this one: existence never leaks across origins.
+    if (!parent || parent.origin !== message.origin) parentProblem = `parent ${content.parentDispatchId} is not in the ledger`;
     else {
       hop = parent.hop + 1;
       maxHops = Math.min(parent.maxHops, content.maxHops);

@@ -20,11 +20,11 @@ export interface MonitorDeps {
 }
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
-export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'observed' | 'rescheduled' | 'skipped';
+export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
 
 export interface TickReport {
   readonly due: number;
-  readonly actions: Readonly<Record<string, { readonly action: MonitorAction; readonly target: string | null }>>;
+  readonly actions: Readonly<Record<string, { readonly action: MonitorAction; readonly target: string | null; readonly error?: string }>>;
 }
 
 /**
@@ -35,11 +35,16 @@ export interface TickReport {
 export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
   const now = deps.now();
   const due = await deps.store.listDue(now, deps.limitPerShard);
-  const actions: Record<string, { action: MonitorAction; target: string | null }> = {};
+  const actions: Record<string, { action: MonitorAction; target: string | null; error?: string }> = {};
   const queue = [...due];
   const worker = async (): Promise<void> => {
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
-      actions[id] = await actOn(deps, id, now);
+      // One dispatch that throws must not cost the others their tick: it stays due and is tried again.
+      try {
+        actions[id] = await actOn(deps, id, now);
+      } catch (error) {
+        actions[id] = { action: 'failed', target: null, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.min(8, queue.length) }, worker));
@@ -88,14 +93,20 @@ async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Dat
   } else if (!message || !message.content.valid) {
     next = blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now());
   } else {
-    const outcome = await deps.targetFor(registration).submit({
-      dispatchId: state.dispatchId,
-      attempt: state.attempt,
-      origin: state.origin,
-      task: await taskOf(deps.blobs, message),
-      expectedEvidence: message.content.expectedEvidence,
-      callbackUrl: deps.callbackUrl,
-    });
+    const { expectedEvidence } = message.content;
+    const outcome = await taskOf(deps.blobs, message).then(
+      (task) =>
+        deps.targetFor(registration).submit({
+          dispatchId: state.dispatchId,
+          attempt: state.attempt,
+          origin: state.origin,
+          task,
+          expectedEvidence,
+          callbackUrl: deps.callbackUrl,
+        }),
+      // A payload that cannot be read counts against the retry budget instead of holding the claim forever.
+      (error: unknown) => ({ kind: 'unavailable' as const, reason: `the task payload could not be read: ${error instanceof Error ? error.name : 'error'}` }),
+    );
     next = submitted(claimed, outcome, deps.retryPolicy, deps.now());
   }
   if ((await deps.store.replaceState(next, claimed.version)).kind === 'conflict') return 'skipped';

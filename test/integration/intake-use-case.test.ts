@@ -133,10 +133,18 @@ describe('intake use case on the real engines', () => {
 
     expect(result.outcome).toBe('submitted');
     expect(stored?.content.valid && stored.content.task).toBeNull();
-    expect(stored?.content.valid && stored.content.taskRef).toBe(`payloads/${big.dispatchId}/task.json`);
+    const taskRef = stored?.content.valid ? stored.content.taskRef : null;
+    expect(taskRef).toMatch(new RegExp(`^payloads/${big.dispatchId}/[0-9a-f]{64}/task\\.json$`));
     expect(stored?.content.valid && stored.content.taskPreview?.length).toBeLessThanOrEqual(513);
-    const spilled = JSON.parse(await blobs.getText(`payloads/${big.dispatchId}/task.json`)) as { blob: string };
+    const spilled = JSON.parse(await blobs.getText(taskRef ?? '')) as { blob: string };
     expect(spilled.blob).toHaveLength(20_000);
+
+    // A conflicting message under the same id is rejected and cannot touch the original's bytes
+    // (regression: the spill key was the dispatch id alone, written before the conflict was known).
+    const conflicting = { ...big, task: { behavior: 'complete', blob: 'z'.repeat(20_000) } };
+    const refused = await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(conflicting), senderId: 'local' });
+    expect(refused).toMatchObject({ outcome: 'rejected', reason: 'conflict' });
+    expect((JSON.parse(await blobs.getText(taskRef ?? '')) as { blob: string }).blob).toBe('y'.repeat(20_000));
   });
 
   it('rejects, in enforce mode, a sender speaking for an origin it is not registered for', async () => {

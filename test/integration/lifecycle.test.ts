@@ -217,6 +217,21 @@ describe('the run lifecycle on the local platform', () => {
     expect(submitted.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written', 'dispatch_blocked', 'dispatch_submitted']);
   });
 
+  it('refuses to redispatch a dispatch blocked by its hop budget, before any target contact (regression)', async () => {
+    const parent = dispatch({ behavior: 'stall' }, { stallAfterSeconds: 60 }, { maxHops: 1 });
+    await start(parent);
+    const child = dispatch({ behavior: 'stall' }, { stallAfterSeconds: 60 }, { parentDispatchId: parent.dispatchId });
+    await start(child);
+    const grandchild = dispatch({ behavior: 'complete' }, { stallAfterSeconds: 60 }, { parentDispatchId: child.dispatchId });
+    await t.send(JSON.stringify(grandchild));
+    await viewWhen(grandchild.dispatchId, (current) => current.phase === 'blocked');
+
+    const answer = await post(`/dispatches/${grandchild.dispatchId}/redispatch`, { reason: 'try anyway' });
+
+    expect(answer.status).toBe(422);
+    expect((await stats()).submissions[grandchild.dispatchId]).toBeUndefined();
+  });
+
   it('leaves the final state at the highest seq whatever the order and repetition of run events', async () => {
     const message = dispatch({ behavior: 'stall' }, { stallAfterSeconds: 60 });
     const submitted = await start(message);
@@ -249,6 +264,9 @@ describe('the run lifecycle on the local platform', () => {
     await start(dark);
     const stored = await view(dark.dispatchId, '?refresh=true');
     expect(stored.execution).toMatchObject({ status: 'unknown', monitorStatus: 'lookup_unavailable' });
+    // Within its activity window one failed lookup is reported, not recorded (regression: a single 503
+    // on refresh persisted unknown and published Run Unobservable for a healthy run).
+    expect((await table.getState(dark.dispatchId))?.execution.monitorStatus).toBeNull();
     expect(stored.unknowns.join(' ')).toContain('could not be asked');
   });
 });
