@@ -112,6 +112,11 @@ async function serve(options: HttpApiOptions, request: IncomingMessage, response
 
 function toEvent(request: IncomingMessage, body: Buffer): APIGatewayProxyEventV2 {
   const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+  // The path exactly as the client sent it: WHATWG URL parsing would resolve `..`, `.` and `%2e%2e`
+  // segments, and the API must see (and refuse) them, not a quietly different path.
+  const target = request.url ?? '/';
+  const queryAt = target.indexOf('?');
+  const rawPath = queryAt < 0 ? target : target.slice(0, queryAt);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value === undefined || name === 'cookie') continue;
@@ -129,7 +134,7 @@ function toEvent(request: IncomingMessage, body: Buffer): APIGatewayProxyEventV2
   return {
     version: '2.0',
     routeKey: '$default',
-    rawPath: url.pathname,
+    rawPath,
     rawQueryString: url.search.startsWith('?') ? url.search.slice(1) : url.search,
     ...(cookies && cookies.length > 0 ? { cookies } : {}),
     headers,
@@ -141,7 +146,7 @@ function toEvent(request: IncomingMessage, body: Buffer): APIGatewayProxyEventV2
       domainPrefix: 'local',
       http: {
         method,
-        path: url.pathname,
+        path: rawPath,
         protocol: `HTTP/${request.httpVersion}`,
         sourceIp: request.socket.remoteAddress ?? '127.0.0.1',
         userAgent: headers['user-agent'] ?? '',

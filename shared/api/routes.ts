@@ -3,6 +3,7 @@ import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
 import type { LedgerStore } from '../ledger/port.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { putEvidence } from './evidence-routes.js';
+import { postOperatorReceipt } from './receipt-routes.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
 import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
@@ -47,8 +48,12 @@ const ROUTES: readonly Route[] = [
       const dispatchId = params.dispatchId ?? '';
       const stored = await ownedState(deps, dispatchId, caller);
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
-      const [message, check] = await Promise.all([deps.store.getAcceptedMessage(dispatchId), deps.store.getEvidenceCheck(dispatchId, state.attempt)]);
-      return json(200, dispatchView(state, message, check));
+      const [message, check, operatorReceipts] = await Promise.all([
+        deps.store.getAcceptedMessage(dispatchId),
+        deps.store.getEvidenceCheck(dispatchId, state.attempt),
+        deps.store.listOperatorReceipts(dispatchId),
+      ]);
+      return json(200, dispatchView(state, message, check, operatorReceipts));
     },
   },
   {
@@ -57,6 +62,15 @@ const ROUTES: readonly Route[] = [
     handle: async (deps, request, params, caller) => {
       const state = await ownedState(deps, params.dispatchId ?? '', caller);
       const answer = await postApproval(deps, state, request.body);
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'POST',
+    pattern: ['dispatches', ':dispatchId', 'receipts'],
+    handle: async (deps, request, params, caller) => {
+      const state = await ownedState(deps, params.dispatchId ?? '', caller);
+      const answer = await postOperatorReceipt(deps, state, request.body);
       return json(answer.status, answer.body);
     },
   },
@@ -132,7 +146,8 @@ function match(route: Route, segments: readonly string[]): Record<string, string
 
 /** Routes a request. Throws ApiError for answers given on purpose; anything else is a bug (500). */
 export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResponse> {
-  const segments = request.rawPath.split('/').filter((segment) => segment !== '');
+  // Empty segments are kept: `a//b` in an evidence ref must be seen (and refused), not collapsed.
+  const segments = request.rawPath.split('/').slice(1);
   let candidates: Array<{ candidate: Route; params: Record<string, string> | undefined }>;
   try {
     candidates = ROUTES.map((candidate) => ({ candidate, params: match(candidate, segments) })).filter((entry) => entry.params);

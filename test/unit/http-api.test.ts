@@ -96,3 +96,21 @@ describe('the local HTTP API (API Gateway HTTP API, payload 2.0)', () => {
     expect(events).toHaveLength(0);
   });
 });
+
+describe('the local HTTP API path', () => {
+  it('passes the path exactly as sent, dot segments and encodings included (regression: URL parsing resolved them)', async () => {
+    const { url, events } = await api(async () => ({ statusCode: 204 }));
+    const { hostname, port } = new URL(url);
+    const { request } = await import('node:http');
+    await new Promise<void>((resolve, reject) => {
+      const sent = request({ hostname, port, path: '/dispatches/d-1/evidence/../%2e%2e/./x?runId=r', method: 'PUT' }, (response) => {
+        response.resume();
+        response.on('end', () => resolve());
+      });
+      sent.on('error', reject);
+      sent.end('x');
+    });
+    expect(events[0]?.rawPath).toBe('/dispatches/d-1/evidence/../%2e%2e/./x');
+    expect(events[0]?.queryStringParameters).toEqual({ runId: 'r' });
+  });
+});
