@@ -19,7 +19,7 @@ export function localInfo(): LocalInfo {
 }
 
 /** The origin the CLI speaks for locally (X-Ledger-Origin): --origin, else $LEDGER_ORIGIN, else "planner". */
-const originOf = (value: string | undefined): string => value ?? process.env.LEDGER_ORIGIN ?? 'planner';
+export const originOf = (value: string | undefined): string => value ?? process.env.LEDGER_ORIGIN ?? 'planner';
 
 export async function sendDispatchBody(info: LocalInfo, body: string): Promise<string> {
   const sqs = new SQSClient({ region: LOCAL_REGION, endpoint: info.sqsEndpoint, credentials: LOCAL_CREDENTIALS });
@@ -33,6 +33,15 @@ export async function sendDispatchBody(info: LocalInfo, body: string): Promise<s
 
 export async function getJson(info: LocalInfo, path: string, origin: string): Promise<{ status: number; body: unknown }> {
   const response = await fetch(`${info.apiUrl}${path}`, { headers: { 'x-ledger-origin': origin } });
+  return { status: response.status, body: (await response.json()) as unknown };
+}
+
+export async function postJson(info: LocalInfo, path: string, origin: string, body: unknown): Promise<{ status: number; body: unknown }> {
+  const response = await fetch(`${info.apiUrl}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-ledger-origin': origin },
+    body: JSON.stringify(body),
+  });
   return { status: response.status, body: (await response.json()) as unknown };
 }
 
@@ -85,10 +94,11 @@ function describeView(view: DispatchView): string {
     ['submission', `${view.submission.attempts} call(s)${view.submission.nextRetryAt ? `, next retry ${view.submission.nextRetryAt}` : ''}${view.submission.lastError ? `, last error: ${view.submission.lastError}` : ''}`],
     ['execution', `${view.execution.status ?? '—'} (target said ${view.execution.nativeStatus ?? '—'}${view.execution.monitorStatus ? `; monitor: ${view.execution.monitorStatus}` : ''})`],
     ['evidence', `${view.evidence.outcome}; expected ${view.evidence.expected.length}, found ${view.evidence.found.length}, missing ${view.evidence.missing.length}`],
-    ['acceptance', view.artifactAcceptance.state],
-    ['delivery', view.ownerDelivery.state],
+    ['acceptance', view.artifactAcceptance.state + (view.artifactAcceptance.receiptId ? ` (receipt ${view.artifactAcceptance.receiptId}, ${view.artifactAcceptance.basis ?? '—'})` : '')],
+    ['delivery', view.ownerDelivery.state + (view.ownerDelivery.receiptId ? ` (receipt ${view.ownerDelivery.receiptId}, ${view.ownerDelivery.basis ?? '—'})` : '')],
     ['gate', view.gate.satisfied ? 'satisfied' : `not satisfied: ${view.gate.reasons.join('; ')}`],
     ['receipts', view.receipts.map((receipt) => `${receipt.event}@${receipt.at}`).join(', ')],
+    ['operator', view.operatorReceipts.map((receipt) => `${receipt.receiptId}: ${receipt.kind} ${receipt.state} by ${receipt.verifiedBy}@${receipt.recordedAt}`).join(', ') || '—'],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);

@@ -7,7 +7,7 @@ import { localInfo } from './dispatch.js';
 interface LoggedEvent {
   readonly time?: string;
   readonly 'detail-type'?: string;
-  readonly detail?: { readonly dispatchId?: string; readonly runId?: string; readonly reason?: string; readonly monitorStatus?: string; readonly nativeStatus?: string; readonly messageId?: string };
+  readonly detail?: { readonly dispatchId?: string; readonly runId?: string; readonly reason?: string; readonly monitorStatus?: string; readonly nativeStatus?: string; readonly messageId?: string; readonly receiptId?: string; readonly kind?: string; readonly state?: string };
 }
 
 function describe(line: string, json: boolean): string {
@@ -20,7 +20,7 @@ function describe(line: string, json: boolean): string {
   }
   const detail = event.detail ?? {};
   const subject = detail.dispatchId ?? (detail.messageId ? `message ${detail.messageId}` : '');
-  const extra = [detail.runId && `run ${detail.runId}`, detail.nativeStatus && `target: ${detail.nativeStatus}`, detail.monitorStatus && `monitor: ${detail.monitorStatus}`, detail.reason && `reason: ${detail.reason}`]
+  const extra = [detail.receiptId && `receipt ${detail.receiptId}: ${detail.kind ?? '?'} ${detail.state ?? '?'}`, detail.runId && `run ${detail.runId}`, detail.nativeStatus && `target: ${detail.nativeStatus}`, detail.monitorStatus && `monitor: ${detail.monitorStatus}`, detail.reason && `reason: ${detail.reason}`]
     .filter(Boolean)
     .join(', ');
   return `${event.time ?? ''}  ${(event['detail-type'] ?? '?').padEnd(22)} ${subject}${extra ? `  (${extra})` : ''}`;

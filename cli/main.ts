@@ -5,6 +5,7 @@ import { runDemo } from '../local/demo.js';
 import { MissingToolError } from '../local/engines/index.js';
 import { check, send, status } from './dispatch.js';
 import { events } from './events.js';
+import { receipt } from './receipt.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
 
 const USAGE = `usage:
@@ -14,6 +15,9 @@ const USAGE = `usage:
   ledger send [--target T] [--behavior B] [--expect REF]… [--origin O] [--dispatch-id ID] [--body JSON | --file F]
   ledger check <dispatchId> [--origin O] [--json]        the dispatch view
   ledger status [--origin O] [--status S] [--limit N]    an origin's dispatches, newest first
+  ledger receipt <dispatchId> --run R --kind K --state S --verified-by V [--evidence-ref REF] [--receipt-id ID] [--note N] [--json]
+                                                         an operator receipt: artifact_acceptance accepted|rejected,
+                                                         owner_delivery confirmed|failed (confirmed needs --evidence-ref)
   ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
 (--origin defaults to $LEDGER_ORIGIN, else "planner")
 
@@ -146,6 +150,7 @@ async function main(argv: string[]): Promise<number> {
   if (group === 'send') return send([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'check') return check([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'events') return events([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
+  if (group === 'receipt') return receipt([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'status') return status([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   warn(USAGE);
   return group === undefined || group === 'help' || group === '--help' ? 0 : 2;

@@ -1,7 +1,17 @@
 import { createHash } from 'node:crypto';
 import { ConditionalCheckFailedException, type AttributeDefinition, type GlobalSecondaryIndex, type KeySchemaElement } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import { BatchGetCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchGetCommand,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+  type DynamoDBDocumentClient,
+  type PutCommandInput,
+  type QueryCommandInput,
+} from '@aws-sdk/lib-dynamodb';
+import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { TERMINAL_STATUSES, type DispatchState } from '../dispatch/state.js';
 import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
@@ -17,6 +27,7 @@ import type { TargetRegistration, TargetRunStatus } from '../targets/port.js';
  * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
  * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; publishes Handled/Orphaned) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
+ * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
@@ -33,12 +44,15 @@ export const DUE_SHARDS = 16;
 export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed' } as const;
 export const TTL_ATTRIBUTE = 'expiresAt';
 
+const OPERATOR_RECEIPT_PREFIX = 'OR#';
+
 const KEY = {
   state: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'STATE' }),
   message: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'MSG' }),
   rejection: (messageId: string) => ({ pk: `REJ#${messageId}`, sk: 'REJECTION' }),
   evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `D#${dispatchId}`, sk: `CHECK#${String(attempt).padStart(6, '0')}` }),
   lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `D#${dispatchId}`, sk: `LATE#${runId}#${String(seq).padStart(16, '0')}` }),
+  operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `D#${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
 } as const;
@@ -151,9 +165,44 @@ function checkOf(item: Item): EvidenceCheck {
   return rest as unknown as EvidenceCheck;
 }
 
+/** Nulls were left out when it was written (withoutNulls): restored here, anything else as stored. */
+function operatorReceiptOf(item: Item): OperatorReceipt {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
+  return { ...rest, evidenceRef: rest.evidenceRef ?? null, note: rest.note ?? null } as unknown as OperatorReceipt;
+}
+
 function rejectionOf(item: Item): Rejection {
   const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = item;
   return rest as unknown as Rejection;
+}
+
+/**
+ * The write of one operator receipt: one small item beside the state (never the hot state item), once
+ * per dispatch and receiptId. First writer wins; a retry or a concurrent writer gets the stored receipt
+ * back (ALL_OLD) to compare payload hashes.
+ */
+export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, retentionSeconds: number): PutCommandInput {
+  return {
+    TableName: tableName,
+    Item: {
+      ...KEY.operatorReceipt(receipt.dispatchId, receipt.receiptId),
+      ...(withoutNulls(receipt) as Item),
+      [TTL_ATTRIBUTE]: Math.floor(Date.parse(receipt.recordedAt) / 1000) + retentionSeconds,
+    },
+    ConditionExpression: 'attribute_not_exists(pk)',
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  };
+}
+
+/** Every operator receipt of a dispatch: its partition, sort keys with the receipt prefix, strongly consistent. */
+export function operatorReceiptsQuery(tableName: string, dispatchId: string, startKey?: Record<string, unknown>): QueryCommandInput {
+  return {
+    TableName: tableName,
+    KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+    ExpressionAttributeValues: { ':pk': `D#${dispatchId}`, ':prefix': OPERATOR_RECEIPT_PREFIX },
+    ConsistentRead: true,
+    ExclusiveStartKey: startKey,
+  };
 }
 
 const encodeCursor = (value: unknown): string => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
@@ -316,6 +365,28 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   async getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined> {
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.evidenceCheck(dispatchId, attempt), ConsistentRead: true }));
     return Item ? checkOf(Item) : undefined;
+  }
+
+  async putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>> {
+    try {
+      await this.db.send(new PutCommand(operatorReceiptPut(this.table, receipt, this.options.retentionSeconds)));
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: operatorReceiptOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]> {
+    const receipts: OperatorReceipt[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    // One page for any usual dispatch (receipts are small); more only past 1 MB of them.
+    do {
+      const page = await this.db.send(new QueryCommand(operatorReceiptsQuery(this.table, dispatchId, startKey)));
+      receipts.push(...(page.Items ?? []).map(operatorReceiptOf));
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return receipts;
   }
 
   async recordLateEvent(late: LateEvent): Promise<void> {
@@ -488,6 +559,7 @@ export type DecodedItem =
   | { readonly kind: 'state'; readonly state: DispatchState }
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
   | { readonly kind: 'check'; readonly check: EvidenceCheck }
+  | { readonly kind: 'operator_receipt'; readonly receipt: OperatorReceipt }
   | { readonly kind: 'other' };
 
 /** Decodes an unmarshalled item (e.g. a stream record's NewImage/OldImage) by its key shape. */
@@ -498,5 +570,6 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
   if (pk.startsWith('D#') && sk === 'STATE') return { kind: 'state', state: stateOf(item) };
   if (pk.startsWith('REJ#') && sk === 'REJECTION') return { kind: 'rejection', rejection: rejectionOf(item) };
   if (pk.startsWith('D#') && sk.startsWith('CHECK#')) return { kind: 'check', check: checkOf(item) };
+  if (pk.startsWith('D#') && sk.startsWith(OPERATOR_RECEIPT_PREFIX)) return { kind: 'operator_receipt', receipt: operatorReceiptOf(item) };
   return { kind: 'other' };
 }

@@ -1,4 +1,6 @@
 import type { AcceptedMessage, EvidenceCheck } from '../ledger/port.js';
+import { clip } from '../text.js';
+import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
 import type { DispatchReceipt, DispatchState, Execution, Phase, Submission } from './state.js';
 
 /** The dispatch view of CONTRACT §2, field for field. */
@@ -26,27 +28,88 @@ export interface DispatchView {
     readonly basis: string | null;
   };
   readonly receipts: readonly DispatchReceipt[];
-  readonly operatorReceipts: readonly unknown[];
+  /** Every stored operator receipt of the dispatch, oldest first, as stored (one that fails validation too). */
+  readonly operatorReceipts: readonly OperatorReceipt[];
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
   readonly unknowns: readonly string[];
 }
 
-/** Dispatch receipts, latest wins (CONTRACT §5): satisfied only by a completion with earlier proof. */
-function gate(state: DispatchState): DispatchView['gate'] {
-  const latest = state.receipts.at(-1);
-  if (!latest) return { satisfied: false, reasons: ['no dispatch receipt recorded'] };
-  switch (latest.event) {
-    case 'dispatch_blocked':
-      return { satisfied: false, reasons: [`latest receipt is dispatch_blocked (${latest.reason})`] };
-    case 'dispatch_written':
-      return { satisfied: false, reasons: ['not submitted yet: latest receipt is dispatch_written'] };
-    case 'dispatch_submitted':
-      return { satisfied: false, reasons: ['no dispatch_completed receipt: the expected evidence has not been checked present'] };
-    case 'dispatch_completed': {
-      const proof = state.receipts.some((receipt) => receipt.event === 'dispatch_submitted' && receipt.attempt === latest.attempt && receipt.runId !== '' && receipt.requestId !== '');
-      return proof ? { satisfied: true, reasons: [] } : { satisfied: false, reasons: ['dispatch_completed without an earlier dispatch_submitted proof for the same attempt'] };
+/** What the stored receipts say once validated: every one that fails is named, none is skipped. */
+interface Audit {
+  readonly failures: readonly string[];
+  /** The operator receipts that passed, oldest first: the only ones a claim is read from. */
+  readonly validOperatorReceipts: readonly OperatorReceipt[];
+}
+
+const AUDIT_FAILURE = 'audit_failure:';
+
+/** A field of a stored record for a message, whatever shape the record has been corrupted into. */
+function named(record: unknown, field: string): string {
+  const value = typeof record === 'object' && record !== null ? (record as Record<string, unknown>)[field] : undefined;
+  return clip(typeof value === 'string' ? value : `(no ${field})`, 128);
+}
+
+function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[]): Audit {
+  const failures: string[] = [];
+  for (const [index, receipt] of state.receipts.entries()) {
+    const result = StoredDispatchReceipt.safeParse(receipt);
+    if (!result.success) {
+      failures.push(`${AUDIT_FAILURE} dispatch receipt #${index + 1} (${named(receipt, 'event')}) failed validation: ${clip(validationProblems(result.error), 300)}`);
     }
   }
+  const validOperatorReceipts: OperatorReceipt[] = [];
+  for (const receipt of operatorReceipts) {
+    const result = StoredOperatorReceipt.safeParse(receipt);
+    const problems = result.success ? [] : [validationProblems(result.error)];
+    // A receipt of another dispatch or origin in this one's partition is as wrong as a malformed one.
+    if (result.success && (receipt.dispatchId !== state.dispatchId || receipt.origin !== state.origin)) problems.push('it belongs to another dispatch or origin');
+    if (problems.length === 0) validOperatorReceipts.push(receipt);
+    else failures.push(`${AUDIT_FAILURE} operator receipt ${named(receipt, 'receiptId')} failed validation: ${clip(problems.join('; '), 300)}`);
+  }
+  return { failures, validOperatorReceipts };
+}
+
+/**
+ * The gate (CONTRACT §5): satisfied only when every stored receipt validates, the latest dispatch
+ * receipt is dispatch_completed (a later dispatch_blocked overrides it), an earlier dispatch_submitted
+ * of the same attempt carries concrete proof, and no evidence is marked invalid.
+ */
+function gate(state: DispatchState, check: EvidenceCheck | undefined, findings: Audit): DispatchView['gate'] {
+  const reasons: string[] = [...findings.failures];
+  if (state.receipts.length === 0) reasons.push('no dispatch receipt recorded');
+  // Latest wins: a dispatch_blocked after a completion overrides it.
+  const latest = state.receipts.at(-1);
+  switch (latest?.event) {
+    case 'dispatch_blocked':
+      reasons.push(`latest receipt is dispatch_blocked (${latest.reason})`);
+      break;
+    case 'dispatch_written':
+      reasons.push('not submitted yet: latest receipt is dispatch_written');
+      break;
+    case 'dispatch_submitted':
+      reasons.push('no dispatch_completed receipt: the expected evidence has not been checked present');
+      break;
+    case 'dispatch_completed': {
+      const earlier = state.receipts.slice(0, -1);
+      const proof = earlier.some((receipt) => receipt?.event === 'dispatch_submitted' && receipt.attempt === latest.attempt && receipt.runId !== '' && receipt.requestId !== '');
+      if (!proof) reasons.push('dispatch_completed without an earlier dispatch_submitted proof for the same attempt');
+      break;
+    }
+    default:
+      // No receipt (named above), or one no writer produces (named by the audit).
+      break;
+  }
+  if (check && check.invalid.length > 0) reasons.push(`evidence marked invalid: ${clip(check.invalid.join(', '), 300)}`);
+  return { satisfied: reasons.length === 0, reasons };
+}
+
+/** Oldest first; receipts recorded in the same instant by receiptId, so the order is stable. */
+const byRecordedAt = (a: OperatorReceipt, b: OperatorReceipt): number =>
+  named(a, 'recordedAt').localeCompare(named(b, 'recordedAt')) || named(a, 'receiptId').localeCompare(named(b, 'receiptId'));
+
+/** The latest valid receipt of one kind: an acceptance never speaks for delivery, nor the reverse. */
+function latestOf(receipts: readonly OperatorReceipt[], kind: OperatorReceiptKind): OperatorReceipt | undefined {
+  return receipts.filter((receipt) => receipt.kind === kind).at(-1);
 }
 
 function unknowns(state: DispatchState): string[] {
@@ -79,8 +142,26 @@ function unknowns(state: DispatchState): string[] {
   return out;
 }
 
-export function dispatchView(state: DispatchState, message: AcceptedMessage | undefined, check?: EvidenceCheck): DispatchView {
+/**
+ * The dispatch view of CONTRACT §2. The three claims stay apart: `execution` is what the target did,
+ * `artifactAcceptance` and `ownerDelivery` come only from operator receipts of their own kind —
+ * completion, evidence and the delivery mode never imply either.
+ *
+ * @example
+ * dispatchView(state, message, check, await store.listOperatorReceipts(state.dispatchId));
+ */
+export function dispatchView(
+  state: DispatchState,
+  message: AcceptedMessage | undefined,
+  check?: EvidenceCheck,
+  operatorReceipts: readonly OperatorReceipt[] = [],
+): DispatchView {
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
+  const stored = [...operatorReceipts].sort(byRecordedAt);
+  const findings = audit(state, stored);
+  const acceptance = latestOf(findings.validOperatorReceipts, 'artifact_acceptance');
+  const delivery = latestOf(findings.validOperatorReceipts, 'owner_delivery');
+  const unreadable = stored.length - findings.validOperatorReceipts.length;
   return {
     dispatchId: state.dispatchId,
     origin: state.origin,
@@ -99,12 +180,25 @@ export function dispatchView(state: DispatchState, message: AcceptedMessage | un
       // Nothing expected is never "handled"; what is expected is pending until the platform has checked it.
       outcome: expected.length === 0 ? 'unverified' : state.evidence.outcome,
     },
-    artifactAcceptance: { state: 'unverified', receiptId: null, basis: null },
-    ownerDelivery: { state: state.deliveryMode === 'detached' ? 'not_required' : 'unconfirmed', receiptId: null, basis: null },
+    artifactAcceptance: acceptance
+      ? { state: acceptance.state === 'accepted' ? 'accepted' : 'rejected', receiptId: acceptance.receiptId, basis: acceptance.basis }
+      : { state: 'unverified', receiptId: null, basis: null },
+    // Fire and forget: nobody waits for the result, so no delivery receipt changes what is required.
+    ownerDelivery:
+      state.deliveryMode === 'detached'
+        ? { state: 'not_required', receiptId: null, basis: null }
+        : delivery
+          ? { state: delivery.state === 'confirmed' ? 'confirmed' : 'failed', receiptId: delivery.receiptId, basis: delivery.basis }
+          : { state: 'unconfirmed', receiptId: null, basis: null },
     receipts: state.receipts,
-    operatorReceipts: [],
-    gate: gate(state),
-    unknowns: unknowns(state),
+    operatorReceipts: stored,
+    gate: gate(state, check, findings),
+    unknowns: [
+      ...unknowns(state),
+      ...(unreadable > 0
+        ? [`${unreadable} stored operator receipt(s) failed validation (see gate.reasons); acceptance and delivery are read from the valid receipts only`]
+        : []),
+    ],
   };
 }
 

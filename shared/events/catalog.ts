@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/message.js';
 import type { Rejection } from '../ledger/port.js';
+import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, RECEIPT_ID } from '../dispatch/receipts.js';
 import { TARGET_RUN_STATUSES } from '../targets/port.js';
 
 /**
@@ -88,6 +89,16 @@ export const ApprovalWaitExpiredDetail = z.strictObject({
   approvalId: z.string().min(1).describe('The approval still pending (approve or cancel still work).'),
   requestedAt: z.iso.datetime().describe('When the approval was requested.'),
 });
+export const ReceiptRecordedDetail = z.strictObject({
+  ...envelope,
+  dispatchId,
+  origin,
+  receiptId: z.string().regex(RECEIPT_ID).describe('The operator-chosen receipt id (unique within its dispatch).'),
+  kind: z.enum(OPERATOR_RECEIPT_KINDS).describe('What the receipt attests: acceptance of the artifact, or delivery to the owner. Never both.'),
+  state: z
+    .enum(OPERATOR_RECEIPT_STATES)
+    .describe('accepted or rejected for artifact_acceptance; confirmed or failed for owner_delivery.'),
+});
 
 /** Every detail-type with its schema and what it means (the description goes into the JSON Schema). */
 export const EVENT_CATALOG = {
@@ -106,6 +117,7 @@ export const EVENT_CATALOG = {
   'Dispatch Handled': { schema: DispatchHandledDetail, description: 'The run completed and the platform found every expected evidence file (receipt dispatch_completed).' },
   'Dispatch Orphaned': { schema: DispatchOrphanedDetail, description: 'The run completed but expected evidence was still missing when deliveryGraceSeconds ran out: done, nothing delivered.' },
   'Approval Wait Expired': { schema: ApprovalWaitExpiredDetail, description: 'A pending approval is older than approvalWaitSeconds; it stays pending.' },
+  'Receipt Recorded': { schema: ReceiptRecordedDetail, description: 'An operator recorded a receipt (basis operator_attestation): artifact acceptance or owner delivery of a dispatch.' },
 } as const;
 
 export type DetailType = keyof typeof EVENT_CATALOG;

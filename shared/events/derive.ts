@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { ChangeKind, DispatchState } from '../dispatch/state.js';
 import type { EvidenceCheck, Rejection } from '../ledger/port.js';
 import type { DetailType, LedgerEvent } from './catalog.js';
@@ -145,7 +146,9 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
       };
     }
     case 'Message Rejected':
-      // Rejections are items of their own (eventForRejection), never a change of a dispatch's state.
+    case 'Receipt Recorded':
+      // Rejections and operator receipts are items of their own (eventForRejection,
+      // eventForOperatorReceipt), never a change of a dispatch's state.
       return undefined;
   }
 }
@@ -173,6 +176,7 @@ export type StreamItem =
   | { readonly kind: 'state'; readonly state: DispatchState }
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
   | { readonly kind: 'check'; readonly check: EvidenceCheck }
+  | { readonly kind: 'operator_receipt'; readonly receipt: OperatorReceipt }
   | { readonly kind: 'other' };
 
 /** Dispatch Handled / Dispatch Orphaned, from the final evidence check of an attempt (written once). */
@@ -193,6 +197,25 @@ export function eventForEvidenceCheck(check: EvidenceCheck): LedgerEvent | undef
   return undefined;
 }
 
+/**
+ * Receipt Recorded, from the item of an operator receipt (written once per dispatch and receiptId):
+ * one receipt, one eventId, however often its stream record is published.
+ */
+export function eventForOperatorReceipt(receipt: OperatorReceipt): LedgerEvent {
+  return {
+    detailType: 'Receipt Recorded',
+    detail: {
+      eventId: eventIdOf(`receipt:${receipt.dispatchId}:${receipt.receiptId}`),
+      at: receipt.recordedAt,
+      dispatchId: receipt.dispatchId,
+      origin: receipt.origin,
+      receiptId: receipt.receiptId,
+      kind: receipt.kind,
+      state: receipt.state,
+    },
+  };
+}
+
 /** One stream record, decoded: what the publisher needs of it. */
 export interface StreamChange {
   /** The record's SequenceNumber: how a failure is reported back (ReportBatchItemFailures). */
@@ -203,7 +226,8 @@ export interface StreamChange {
 }
 
 /**
- * The events of one stream record: a state written (created or replaced) or a rejection recorded.
+ * The events of one stream record: a state written (created or replaced), a rejection, a final
+ * evidence check or an operator receipt recorded.
  * A removal (TTL expiry) publishes nothing: it is not a state change of the dispatch.
  */
 export function eventsForStreamChange(change: StreamChange): LedgerEvent[] {
@@ -215,6 +239,7 @@ export function eventsForStreamChange(change: StreamChange): LedgerEvent[] {
     const event = eventForEvidenceCheck(newItem.check);
     return event ? [event] : [];
   }
+  if (newItem.kind === 'operator_receipt' && eventName === 'INSERT') return [eventForOperatorReceipt(newItem.receipt)];
   return [];
 }
 

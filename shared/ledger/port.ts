@@ -1,3 +1,4 @@
+import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { FieldError, UnreadableReason } from '../dispatch/message.js';
@@ -109,6 +110,14 @@ export interface LedgerStore {
   /** Records the final evidence check of an attempt, once; the first writer's outcome stands. */
   putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>>;
   getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined>;
+
+  /**
+   * Records an operator receipt once per dispatch and receiptId (never touching the hot state); an
+   * existing one is returned as stored, so the caller can tell an identical retry from a change.
+   */
+  putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>>;
+  /** Every operator receipt of a dispatch, as stored (strongly consistent; unvalidated: the view audits them). */
+  listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]>;
 
   /** Records an event of a superseded run: kept for the record, never applied. Idempotent per run and seq. */
   recordLateEvent(late: LateEvent): Promise<void>;

@@ -73,6 +73,11 @@ describe('npx ledger local up / down', () => {
     });
     const types = logged.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { 'detail-type': string })['detail-type']);
     expect(types.slice(0, 2)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    const { runId } = JSON.parse(checked.stdout) as { runId: string };
+    const receipt = ['receipt', 'd-cli-1', '--run', runId, '--kind', 'artifact_acceptance', '--state', 'accepted', '--verified-by', 'alice', '--receipt-id', 'rc-cli-1'];
+    const recorded = await ledger(...receipt, '--json');
+    expect(JSON.parse(recorded.stdout)).toMatchObject({ receiptId: 'rc-cli-1', dispatchId: 'd-cli-1', runId, state: 'accepted', basis: 'operator_attestation' });
+    expect((await ledger(...receipt)).stdout).toContain('already recorded (identical): receipt rc-cli-1');
     const listed = await ledger('status');
     expect(listed.stdout).toMatch(/d-cli-1\s+demo-agent\s+submitted/);
     const foreign = await ledger('check', 'd-cli-1', '--origin', 'someone-else').then(

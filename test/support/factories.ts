@@ -1,3 +1,4 @@
+import type { OperatorReceiptBody } from '../../shared/dispatch/receipts.js';
 import type { NewDispatch } from '../../shared/dispatch/transitions.js';
 
 /** The clock the domain tests stand at. */
@@ -18,4 +19,9 @@ export function newDispatchFactory(overrides: Partial<NewDispatch> = {}): NewDis
     writtenAt: WRITTEN_AT,
     ...overrides,
   };
+}
+
+/** A valid operator receipt body (CONTRACT §5): an acceptance of run r-1 unless overridden. */
+export function operatorReceiptBodyFactory(overrides: Partial<OperatorReceiptBody> = {}): OperatorReceiptBody {
+  return { receiptId: 'rc-1', runId: 'r-1', kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'alice@ops', ...overrides };
 }

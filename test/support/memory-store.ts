@@ -1,3 +1,4 @@
+import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
@@ -50,6 +51,18 @@ export class MemoryStore implements LedgerStore, PrincipalRegistry {
   }
   async getEvidenceCheck(dispatchId: string, attempt: number) {
     return this.checks.get(`${dispatchId}#${attempt}`);
+  }
+  /** By `dispatchId#receiptId`, in the order written. */
+  readonly operatorReceipts = new Map<string, OperatorReceipt>();
+  async putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>> {
+    const key = `${receipt.dispatchId}#${receipt.receiptId}`;
+    const existing = this.operatorReceipts.get(key);
+    if (existing) return { kind: 'exists', existing };
+    this.operatorReceipts.set(key, receipt);
+    return { kind: 'written' };
+  }
+  async listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]> {
+    return [...this.operatorReceipts.values()].filter((receipt) => receipt.dispatchId === dispatchId);
   }
   readonly lateEvents: LateEvent[] = [];
   async recordLateEvent(late: LateEvent): Promise<void> {

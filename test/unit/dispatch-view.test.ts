@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { AcceptedMessage } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck } from '../../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { accepted, advance, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import { dispatchView, historyEntry } from '../../shared/dispatch/view.js';
 import type { SubmitOutcome } from '../../shared/targets/port.js';
@@ -223,6 +223,72 @@ describe('dispatchView', () => {
     expect(view.unknowns).toEqual([]);
     expect(view.blockedReason).toMatch(/^retry_budget_spent/);
     expect(view.submission).toEqual({ attempts: 3, nextRetryAt: null, lastError: 'down' });
+  });
+});
+
+/** A run completed natively and its expected evidence found by the platform: dispatch_completed. */
+function handledState(): DispatchState {
+  const run = submittedState({ expectedCount: 1 });
+  const done = advance(run, 'completed', NOW, { execution: { ...run.execution, status: 'completed', nativeStatus: 'completed', completedAt: NOW.toISOString() } });
+  return advance(done, 'handled', NOW, {
+    evidence: { ...done.evidence, outcome: 'handled' },
+    receipts: [...done.receipts, { event: 'dispatch_completed', at: NOW.toISOString(), attempt: 1, runId: 'r-1', evidenceCount: 1 }],
+  });
+}
+
+function checkFactory(overrides: Partial<EvidenceCheck> = {}): EvidenceCheck {
+  return { dispatchId: 'd-2026-0001', origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome: 'handled', expected: ['a.md'], found: ['a.md'], missing: [], invalid: [], checkedAt: NOW.toISOString(), error: null, ...overrides };
+}
+
+describe('the gate', () => {
+  it('is satisfied when the latest receipt is dispatch_completed with earlier submission proof of the same attempt', () => {
+    expect(dispatchView(handledState(), acceptedMessageFactory(['a.md']), checkFactory()).gate).toEqual({ satisfied: true, reasons: [] });
+  });
+
+  it('is not satisfied when a later dispatch_blocked overrides an earlier completion (latest wins)', () => {
+    const state = blocked(handledState(), 'target_rejected', 'HTTP 422: no', NOW);
+    const { gate } = dispatchView(state, acceptedMessageFactory(['a.md']), checkFactory());
+    expect(gate.satisfied).toBe(false);
+    expect(gate.reasons).toEqual(['latest receipt is dispatch_blocked (target_rejected: HTTP 422: no)']);
+  });
+
+  it('is not satisfied when the completion has no earlier dispatch_submitted of the same attempt', () => {
+    const handled = handledState();
+    const completion = handled.receipts.at(-1);
+    if (completion?.event !== 'dispatch_completed') throw new Error('fixture: expected a completion');
+    const ofAnotherAttempt = { ...handled, receipts: [...handled.receipts.slice(0, -1), { ...completion, attempt: 2 }] };
+    for (const state of [ofAnotherAttempt, { ...handled, receipts: [completion] }]) {
+      const { gate } = dispatchView(state, acceptedMessageFactory(['a.md']));
+      expect(gate.satisfied).toBe(false);
+      expect(gate.reasons).toContain('dispatch_completed without an earlier dispatch_submitted proof for the same attempt');
+    }
+  });
+
+  it('is not satisfied when any evidence is marked invalid', () => {
+    const { gate } = dispatchView(handledState(), acceptedMessageFactory(['a.md']), checkFactory({ invalid: ['a.md'] }));
+    expect(gate).toEqual({ satisfied: false, reasons: ['evidence marked invalid: a.md'] });
+  });
+
+  it('reports an audit failure when a stored dispatch receipt fails validation, and never skips it', () => {
+    const handled = handledState();
+    const [written, submission, completion] = handled.receipts;
+    if (submission?.event !== 'dispatch_submitted' || !written || !completion) throw new Error('fixture: expected written, submitted, completed');
+    // A submission whose proof was lost in storage: it still reads as the latest-but-one receipt.
+    const corrupted = { ...handled, receipts: [written, { ...submission, requestId: '', at: 'not a time' }, completion] };
+    const { gate } = dispatchView(corrupted, acceptedMessageFactory(['a.md']), checkFactory());
+    expect(gate.satisfied).toBe(false);
+    expect(gate.reasons[0]).toMatch(/^audit_failure: dispatch receipt #2 \(dispatch_submitted\) failed validation: /);
+    expect(gate.reasons[0]).toContain('requestId');
+    expect(gate.reasons[0]).toContain('at:');
+    expect(gate.reasons).toContain('dispatch_completed without an earlier dispatch_submitted proof for the same attempt');
+  });
+
+  it('reports an audit failure for a receipt no writer produces, even as the latest', () => {
+    const handled = handledState();
+    const bogus = JSON.parse('{"event":"dispatch_teleported","at":"2026-03-01T12:00:00.000Z","attempt":1}') as DispatchState['receipts'][number];
+    const { gate } = dispatchView({ ...handled, receipts: [...handled.receipts, bogus] }, acceptedMessageFactory(['a.md']), checkFactory());
+    expect(gate.satisfied).toBe(false);
+    expect(gate.reasons).toEqual([expect.stringMatching(/^audit_failure: dispatch receipt #4 \(dispatch_teleported\)/)]);
   });
 });
 

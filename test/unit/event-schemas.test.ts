@@ -6,7 +6,8 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, advance, blocked, submitted } from '../../shared/dispatch/transitions.js';
 import { DETAIL_TYPES, EVENT_CATALOG, parseDetail, type LedgerEvent } from '../../shared/events/catalog.js';
-import { eventForEvidenceCheck, eventForRejection, eventsForState } from '../../shared/events/derive.js';
+import { operatorReceipt } from '../../shared/dispatch/receipts.js';
+import { eventForEvidenceCheck, eventForOperatorReceipt, eventForRejection, eventsForState } from '../../shared/events/derive.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
@@ -40,6 +41,9 @@ function derivedEvents(): LedgerEvent[] {
     if (event) events.push(event);
   }
   events.push(
+    eventForOperatorReceipt(
+      operatorReceipt({ dispatchId: 'd-receipt', origin: 'planner' }, { receiptId: 'rc-1', runId: 'r-1', kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'alice' }, NOW),
+    ),
     eventForRejection({ messageId: 'm-1', at: NOW.toISOString(), reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: '{', bodyRef: null, bodyBytes: 1 }),
   );
   return events;

@@ -1,0 +1,160 @@
+import { z } from 'zod';
+import { contentHash } from './canonical.js';
+import { DISPATCH_ID, ORIGIN } from './message.js';
+import { refProblem } from './refs.js';
+import type { DispatchReceipt } from './state.js';
+
+/**
+ * Receipts (CONTRACT §5): the dispatch receipts the ledger appends to a dispatch's state, and the
+ * operator receipts people record about it. Both are validated whenever they are read for the gate:
+ * a stored receipt that fails these schemas is an audit failure, never skipped.
+ */
+
+export const RECEIPT_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+export const OPERATOR_RECEIPT_KINDS = ['artifact_acceptance', 'owner_delivery'] as const;
+export const OPERATOR_RECEIPT_STATES = ['accepted', 'rejected', 'confirmed', 'failed'] as const;
+export type OperatorReceiptKind = (typeof OPERATOR_RECEIPT_KINDS)[number];
+export type OperatorReceiptState = (typeof OPERATOR_RECEIPT_STATES)[number];
+
+/** Which states each kind takes: an acceptance is never "confirmed", a delivery never "accepted". */
+export const STATES_OF_KIND: Readonly<Record<OperatorReceiptKind, readonly OperatorReceiptState[]>> = {
+  artifact_acceptance: ['accepted', 'rejected'],
+  owner_delivery: ['confirmed', 'failed'],
+};
+
+/** What an operator receipt rests on: a person's word, not something the platform checked. */
+export const OPERATOR_ATTESTATION = 'operator_attestation';
+
+/** One operator receipt as stored: one item per receipt, written once (CONTRACT §5). */
+export interface OperatorReceipt {
+  readonly receiptId: string;
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly runId: string;
+  readonly kind: OperatorReceiptKind;
+  readonly state: OperatorReceiptState;
+  readonly evidenceRef: string | null;
+  readonly verifiedBy: string;
+  readonly note: string | null;
+  readonly basis: typeof OPERATOR_ATTESTATION;
+  readonly recordedAt: string;
+  /** `contentHash` of what the operator submitted (see `receiptPayload`): an identical retry has the same. */
+  readonly payloadHash: string;
+}
+
+const isBlank = (text: string): boolean => text.trim() === '';
+
+/** The rules that tie kind, state and evidenceRef together, for the request body and the stored receipt alike. */
+function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceiptState; evidenceRef?: string | null | undefined }, ctx: z.RefinementCtx): void {
+  const allowed = STATES_OF_KIND[receipt.kind];
+  if (!allowed.includes(receipt.state)) {
+    ctx.addIssue({ code: 'custom', path: ['state'], message: `${receipt.kind} takes state ${allowed.join(' or ')}, not ${receipt.state}` });
+  }
+  const ref = receipt.evidenceRef;
+  if (ref !== null && ref !== undefined) {
+    const problem = isBlank(ref) ? 'blank' : refProblem(ref);
+    if (problem) ctx.addIssue({ code: 'custom', path: ['evidenceRef'], message: `unsafe evidence ref (${problem})` });
+  }
+  if (receipt.kind === 'owner_delivery' && receipt.state === 'confirmed' && (ref === null || ref === undefined || isBlank(ref))) {
+    ctx.addIssue({ code: 'custom', path: ['evidenceRef'], message: 'a confirmed delivery needs a non-blank evidenceRef' });
+  }
+}
+
+const receiptId = z.string().regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]');
+const runId = z.string().min(1).max(256);
+const verifiedBy = z.string().min(1).max(128).refine((text) => !isBlank(text), 'verifiedBy is blank');
+const note = z.string().max(1000);
+
+/**
+ * The body of `POST /dispatches/{dispatchId}/receipts`. Invalid → 422 (the kind's states, a confirmed
+ * delivery without an evidenceRef, an unsafe ref).
+ *
+ * @example
+ * OperatorReceiptBody.parse({ receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', evidenceRef: 'out/report.md', verifiedBy: 'alice' });
+ */
+export const OperatorReceiptBody = z
+  .strictObject({
+    receiptId,
+    runId,
+    kind: z.enum(OPERATOR_RECEIPT_KINDS),
+    state: z.enum(OPERATOR_RECEIPT_STATES),
+    evidenceRef: z.string().nullable().optional(),
+    verifiedBy,
+    note: note.nullable().optional(),
+  })
+  .superRefine(checkClaim);
+export type OperatorReceiptBody = z.infer<typeof OperatorReceiptBody>;
+
+/** What the payload hash covers: the submitted fields, an absent optional field the same as null. */
+export function receiptPayload(body: OperatorReceiptBody | OperatorReceipt) {
+  return {
+    receiptId: body.receiptId,
+    runId: body.runId,
+    kind: body.kind,
+    state: body.state,
+    evidenceRef: body.evidenceRef ?? null,
+    verifiedBy: body.verifiedBy,
+    note: body.note ?? null,
+  };
+}
+
+/** The receipt to store for a validated body: bound to the dispatch and its origin, with its payload hash. */
+export function operatorReceipt(dispatch: { readonly dispatchId: string; readonly origin: string }, body: OperatorReceiptBody, now: Date): OperatorReceipt {
+  const payload = receiptPayload(body);
+  return {
+    ...payload,
+    dispatchId: dispatch.dispatchId,
+    origin: dispatch.origin,
+    basis: OPERATOR_ATTESTATION,
+    recordedAt: now.toISOString(),
+    payloadHash: contentHash(payload),
+  };
+}
+
+const at = z.iso.datetime({ offset: true });
+
+/** A stored operator receipt, as read back: its payload hash must still match what it says. */
+export const StoredOperatorReceipt = z
+  .strictObject({
+    receiptId,
+    dispatchId: z.string().regex(DISPATCH_ID),
+    origin: z.string().regex(ORIGIN),
+    runId,
+    kind: z.enum(OPERATOR_RECEIPT_KINDS),
+    state: z.enum(OPERATOR_RECEIPT_STATES),
+    evidenceRef: z.string().nullable(),
+    verifiedBy,
+    note: note.nullable(),
+    basis: z.literal(OPERATOR_ATTESTATION),
+    recordedAt: at,
+    payloadHash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+  })
+  .superRefine(checkClaim)
+  .superRefine((receipt, ctx) => {
+    // Tampering or a partial write shows as a hash that no longer matches the fields it covers.
+    if (contentHash(receiptPayload(receipt)) !== receipt.payloadHash) {
+      ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match the receipt it covers' });
+    }
+  });
+
+const attempt = z.int().min(1);
+
+/** A stored dispatch receipt (CONTRACT §5): what the ledger itself appended to the state. */
+export const StoredDispatchReceipt = z.discriminatedUnion('event', [
+  z.strictObject({ event: z.literal('dispatch_written'), at, attempt }),
+  z.strictObject({ event: z.literal('dispatch_submitted'), at, attempt, runId: z.string().min(1), requestId: z.string().min(1) }),
+  z.strictObject({ event: z.literal('dispatch_blocked'), at, attempt, reason: z.string().min(1) }),
+  z.strictObject({ event: z.literal('dispatch_completed'), at, attempt, runId: z.string().min(1), evidenceCount: z.int().min(0) }),
+]);
+// Both directions: a receipt added to DispatchReceipt without a schema here fails the build.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const dispatchReceiptSchemaComplete: Same<z.infer<typeof StoredDispatchReceipt>['event'], DispatchReceipt['event']> = true;
+void dispatchReceiptSchemaComplete;
+
+/** `field: message; …` of a failed validation, for an audit reason people can act on. */
+export function validationProblems(error: z.ZodError): string {
+  return error.issues
+    .slice(0, 5)
+    .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(receipt)'}: ${issue.message}`)
+    .join('; ');
+}
