@@ -160,3 +160,30 @@ export async function status(args: string[], print: (line: string) => void): Pro
   );
   return 0;
 }
+
+interface AttentionLine {
+  readonly kind: string;
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly target: string;
+  readonly since: string;
+  readonly reason: string | null;
+}
+
+/** `ledger attention [--kind K]`: work that needs a person, across all origins (operator). */
+export async function attention(args: string[], print: (line: string) => void): Promise<number> {
+  const { values } = parseArgs({ args, options: { kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
+  const query = new URLSearchParams({ limit: values.limit, ...(values.kind ? { kind: values.kind } : {}) });
+  const { status: code, body } = await getJson(localInfo(), `/attention?${query.toString()}`, originOf(undefined));
+  if (values.json || code !== 200) {
+    print(JSON.stringify(body));
+    return code === 200 ? 0 : 1;
+  }
+  const items = (body as { items: AttentionLine[] }).items;
+  if (items.length === 0) {
+    print('nothing needs attention');
+    return 0;
+  }
+  print(table(['kind', 'dispatch', 'origin', 'target', 'since', 'why'], items.map((item) => [item.kind, item.dispatchId, item.origin, item.target, item.since, item.reason ?? '—']), 80));
+  return 0;
+}

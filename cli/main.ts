@@ -3,7 +3,7 @@ import { stateDir as defaultStateDir } from '../local/paths.js';
 import { infoLine, type LocalState } from '../local/state.js';
 import { runDemo } from '../local/demo.js';
 import { MissingToolError } from '../local/engines/index.js';
-import { check, send, status } from './dispatch.js';
+import { attention, check, send, status } from './dispatch.js';
 import { events } from './events.js';
 import { receipt } from './receipt.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
@@ -19,6 +19,7 @@ const USAGE = `usage:
                                                          an operator receipt: artifact_acceptance accepted|rejected,
                                                          owner_delivery confirmed|failed (confirmed needs --evidence-ref)
   ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
+  ledger attention [--kind K] [--json]                   what needs a person, across origins
 (--origin defaults to $LEDGER_ORIGIN, else "planner")
 
 Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
@@ -151,6 +152,7 @@ async function main(argv: string[]): Promise<number> {
   if (group === 'check') return check([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'events') return events([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'receipt') return receipt([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
+  if (group === 'attention') return attention([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'status') return status([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   warn(USAGE);
   return group === undefined || group === 'help' || group === '--help' ? 0 : 2;

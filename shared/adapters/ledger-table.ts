@@ -13,6 +13,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { TERMINAL_STATUSES, type DispatchState } from '../dispatch/state.js';
+import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { TargetRegistration, TargetRunStatus } from '../targets/port.js';
@@ -120,6 +121,12 @@ function stateItem(state: DispatchState, retentionSeconds: number): Item {
     item.dueShard = dueShardOf(dispatchId);
     item.dueAt = dueAt;
   }
+  // On the operator's attention list while it needs a person (sparse: out of the index otherwise).
+  const attention = attentionKind(state);
+  if (attention) {
+    item.feedKey = `attention#${attention}`;
+    item.feedAt = `${state.updatedAt}#${idHash(dispatchId)}`;
+  }
   // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
   const settled = state.phase === 'submitted' && TERMINAL_STATUSES.has(state.execution.status as TargetRunStatus) && state.evidence.outcome !== 'pending';
   if (state.phase === 'blocked' || settled) item[TTL_ATTRIBUTE] = Math.floor(Date.parse(state.updatedAt) / 1000) + retentionSeconds;
@@ -127,7 +134,7 @@ function stateItem(state: DispatchState, retentionSeconds: number): Item {
 }
 
 function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey: _created, expiresAt: _expires, dueAt, ...rest } = item;
+  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey: _created, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, dueAt, ...rest } = item;
   const stored = rest as Partial<DispatchState>;
   const execution = (stored.execution ?? {}) as Partial<DispatchState['execution']>;
   const submission = (stored.submission ?? {}) as Partial<DispatchState['submission']>;
@@ -456,6 +463,44 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
         startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
         if (items.length >= options.limit) {
           const next = startKey ? { month, key: startKey } : months[index + 1] ? { month: months[index + 1] as string } : undefined;
+          return { items, cursor: next ? encodeCursor(next) : null };
+        }
+      } while (startKey);
+    }
+    return { items, cursor: null };
+  }
+
+  /**
+   * The operator's attention list: one kind, or every kind in turn (unknown, approval_wait_expired,
+   * orphan_no_delivery, blocked, retrying), newest first within a kind. Reads the sparse feed index:
+   * only what needs attention is in it.
+   */
+  async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
+    const isAttentionCursor = (value: unknown): value is { kind: AttentionKind; key?: Record<string, string> } =>
+      typeof value === 'object' && value !== null && ATTENTION_KINDS.includes((value as { kind?: AttentionKind }).kind as AttentionKind) &&
+      ((value as { key?: unknown }).key === undefined || isKey((value as { key?: unknown }).key));
+    const cursor = decodeCursor(options.cursor, isAttentionCursor);
+    const kinds = options.kind ? [options.kind] : [...ATTENTION_KINDS];
+    const items: DispatchState[] = [];
+    let startKey = cursor?.key;
+    for (let index = cursor ? Math.max(0, kinds.indexOf(cursor.kind)) : 0; index < kinds.length; index += 1) {
+      const kind = kinds[index] as AttentionKind;
+      do {
+        const page = await this.db.send(
+          new QueryCommand({
+            TableName: this.table,
+            IndexName: INDEX.feed,
+            KeyConditionExpression: 'feedKey = :feed',
+            ExpressionAttributeValues: { ':feed': `attention#${kind}` },
+            ScanIndexForward: false,
+            Limit: options.limit - items.length,
+            ExclusiveStartKey: startKey,
+          }),
+        );
+        items.push(...(page.Items ?? []).map(stateOf));
+        startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
+        if (items.length >= options.limit) {
+          const next = startKey ? { kind, key: startKey } : kinds[index + 1] ? { kind: kinds[index + 1] as AttentionKind } : undefined;
           return { items, cursor: next ? encodeCursor(next) : null };
         }
       } while (startKey);

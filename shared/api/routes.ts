@@ -1,4 +1,5 @@
 import { dispatchView, historyEntry } from '../dispatch/view.js';
+import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
 import type { LedgerStore } from '../ledger/port.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
@@ -111,6 +112,22 @@ const ROUTES: readonly Route[] = [
         status: request.query.status,
       });
       return json(200, { items: page.items.map(historyEntry), cursor: page.cursor });
+    },
+  },
+  {
+    method: 'GET',
+    pattern: ['attention'],
+    handle: async (deps, request, _params, caller) => {
+      requireOperator(caller);
+      const kind = request.query.kind;
+      if (kind !== undefined && !ATTENTION_KINDS.includes(kind as AttentionKind)) throw new ApiError('malformed', `kind must be one of ${ATTENTION_KINDS.join(', ')}`);
+      const page = await deps.store.listAttention({ kind: kind as AttentionKind | undefined, limit: limitOf(request), cursor: request.query.cursor });
+      // The index is a moment behind: each entry says why it is listed from the state itself.
+      const items = page.items.flatMap((state) => {
+        const now = attentionKind(state);
+        return now ? [attentionEntry(state, now)] : [];
+      });
+      return json(200, { items, cursor: page.cursor });
     },
   },
   {

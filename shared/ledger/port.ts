@@ -1,5 +1,6 @@
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
+import type { AttentionKind } from '../dispatch/attention.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { FieldError, UnreadableReason } from '../dispatch/message.js';
 
@@ -126,6 +127,9 @@ export interface LedgerStore {
   listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>>;
 
   listOriginDispatches(origin: string, options: { limit: number; cursor?: string | undefined; status?: string | undefined }): Promise<Page<DispatchState>>;
+
+  /** Dispatches that need a person, across origins (eventually consistent index: a moment behind). */
+  listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>>;
 
   /** Dispatch ids whose `dueAt` ≤ now, from every shard of the due index (eventually consistent: re-read each by key). */
   listDue(now: Date, limitPerShard: number): Promise<string[]>;

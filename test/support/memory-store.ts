@@ -1,5 +1,6 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
+import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
@@ -84,6 +85,13 @@ export class MemoryStore implements LedgerStore, PrincipalRegistry {
     const all = [...this.states.values()]
       .filter((state) => state.origin === origin && (!options.status || state.execution.status === options.status || state.phase === options.status))
       .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+    const start = options.cursor ? Number(options.cursor) : 0;
+    return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
+  }
+  async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
+    const all = ATTENTION_KINDS.filter((kind) => !options.kind || kind === options.kind).flatMap((kind) =>
+      [...this.states.values()].filter((state) => attentionKind(state) === kind).sort((a, b) => b.updatedAt.localeCompare(a.updatedAt)),
+    );
     const start = options.cursor ? Number(options.cursor) : 0;
     return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
   }

@@ -1,0 +1,40 @@
+import type { DispatchState } from './state.js';
+
+/** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins. */
+export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying'] as const;
+export type AttentionKind = (typeof ATTENTION_KINDS)[number];
+
+/** Which list a dispatch belongs on now, if any. Pure: derived from the state alone. */
+export function attentionKind(state: DispatchState): AttentionKind | undefined {
+  if (state.phase === 'blocked') return 'blocked';
+  if (state.phase === 'accepted' && state.submission.lastError) return 'retrying';
+  if (state.execution.monitorStatus === 'approval_wait_expired') return 'approval_wait_expired';
+  if (state.execution.status === 'unknown') return 'unknown';
+  if (state.evidence.outcome === 'orphan_no_delivery') return 'orphan_no_delivery';
+  return undefined;
+}
+
+/** One line of the attention list. */
+export function attentionEntry(state: DispatchState, kind: AttentionKind) {
+  return {
+    kind,
+    dispatchId: state.dispatchId,
+    origin: state.origin,
+    target: state.target,
+    since: state.updatedAt,
+    runId: state.runId,
+    attempt: state.attempt,
+    status: state.execution.status,
+    monitorStatus: state.execution.monitorStatus,
+    reason:
+      kind === 'blocked'
+        ? state.blockedReason
+        : kind === 'retrying'
+          ? `${state.submission.attempts} submission attempt(s) failed; next ${state.submission.nextRetryAt ?? '—'}; last: ${state.submission.lastError ?? ''}`
+          : kind === 'orphan_no_delivery'
+            ? 'completed, but the expected evidence never arrived'
+            : kind === 'approval_wait_expired'
+              ? `approval ${state.execution.pendingApproval?.approvalId ?? ''} still pending`
+              : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: npx ledger check ${state.dispatchId} --refresh`,
+  };
+}
