@@ -14,7 +14,7 @@ import {
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { TERMINAL_STATUSES, type DispatchState } from '../dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { TargetRegistration, TargetRunStatus } from '../targets/port.js';
 
@@ -26,6 +26,7 @@ import type { TargetRegistration, TargetRunStatus } from '../targets/port.js';
  * | ------------------ | ----------------- | ----------- | ---------------------------------------------------- |
  * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin (always)      |
  * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
+ * | evidence mark      | D#{dispatchId}    | MARK#{attempt}#{ref} | —  (an owner's verdict on one file; latest wins) |
  * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; publishes Handled/Orphaned) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
@@ -51,6 +52,7 @@ const KEY = {
   state: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'STATE' }),
   message: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'MSG' }),
   rejection: (messageId: string) => ({ pk: `REJ#${messageId}`, sk: 'REJECTION' }),
+  evidenceMark: (dispatchId: string, attempt: number, ref: string) => ({ pk: `D#${dispatchId}`, sk: `${markPrefix(attempt)}${ref}` }),
   evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `D#${dispatchId}`, sk: `CHECK#${String(attempt).padStart(6, '0')}` }),
   lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `D#${dispatchId}`, sk: `LATE#${runId}#${String(seq).padStart(16, '0')}` }),
   operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `D#${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
@@ -59,6 +61,7 @@ const KEY = {
 } as const;
 
 const dispatchIdOfKey = (pk: string): string => pk.slice(2);
+const markPrefix = (attempt: number): string => `MARK#${String(attempt).padStart(6, '0')}#`;
 
 export function dueShardOf(dispatchId: string): string {
   const shard = createHash('sha256').update(dispatchId).digest().readUInt8(0) % DUE_SHARDS;
@@ -350,6 +353,37 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       if (isConditionFailure(error)) return { kind: 'conflict' };
       throw error;
     }
+  }
+
+  async putEvidenceMark(mark: EvidenceMark): Promise<void> {
+    await this.db.send(
+      new PutCommand({
+        TableName: this.table,
+        Item: { ...KEY.evidenceMark(mark.dispatchId, mark.attempt, mark.ref), ...mark, [TTL_ATTRIBUTE]: Math.floor(Date.parse(mark.at) / 1000) + this.options.retentionSeconds },
+      }),
+    );
+  }
+
+  async listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]> {
+    const marks: EvidenceMark[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': KEY.state(dispatchId).pk, ':prefix': markPrefix(attempt) },
+          ConsistentRead: true,
+          ExclusiveStartKey: startKey,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
+        marks.push(rest as EvidenceMark);
+      }
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return marks;
   }
 
   async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {

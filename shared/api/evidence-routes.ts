@@ -3,7 +3,10 @@ import { refProblem } from '../dispatch/refs.js';
 import { evidenceKey } from '../monitor/monitor.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
-import type { LifecycleDeps } from './lifecycle-routes.js';
+import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';
+import { z } from 'zod';
+import type { DispatchState } from '../dispatch/state.js';
+import { clip, printable } from '../text.js';
 
 /** CONTRACT §2: one evidence file is at most 4 MB. */
 export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
@@ -30,4 +33,22 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
   if (state.runId !== runId) throw notFound;
   await deps.blobs.put(evidenceKey(dispatchId, state.attempt, ref), body, request.headers['content-type'] ?? 'application/octet-stream');
   return { status: 201, body: { dispatchId, runId, attempt: state.attempt, ref, bytes: body.length } };
+}
+
+const EvidenceStatusBody = z.strictObject({
+  ref: z.string().refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'),
+  status: z.enum(['valid', 'invalid', 'superseded', 'rejected']),
+  reason: z.string().trim().min(1).max(500),
+});
+
+/**
+ * POST /dispatches/{id}/evidence-status — the owner marks one evidence file of the current attempt.
+ * A file marked anything but valid no longer counts as present: the gate fails on it, and a check
+ * still to come treats it as missing.
+ */
+export async function postEvidenceStatus(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
+  const { ref, status, reason } = parseJson(body, EvidenceStatusBody);
+  const mark = { dispatchId: state.dispatchId, attempt: state.attempt, ref, status, reason: clip(printable(reason), 300), at: deps.now().toISOString() };
+  await deps.store.putEvidenceMark(mark);
+  return { status: 200, body: mark };
 }

@@ -3,7 +3,7 @@ import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } fr
 import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
 import type { LedgerStore } from '../ledger/port.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
-import { putEvidence } from './evidence-routes.js';
+import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { postOperatorReceipt } from './receipt-routes.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
 import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
@@ -49,12 +49,13 @@ const ROUTES: readonly Route[] = [
       const dispatchId = params.dispatchId ?? '';
       const stored = await ownedState(deps, dispatchId, caller);
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
-      const [message, check, operatorReceipts] = await Promise.all([
+      const [message, check, operatorReceipts, marks] = await Promise.all([
         deps.store.getAcceptedMessage(dispatchId),
         deps.store.getEvidenceCheck(dispatchId, state.attempt),
         deps.store.listOperatorReceipts(dispatchId),
+        deps.store.listEvidenceMarks(dispatchId, state.attempt),
       ]);
-      return json(200, dispatchView(state, message, check, operatorReceipts));
+      return json(200, dispatchView(state, message, check, operatorReceipts, marks));
     },
   },
   {
@@ -81,6 +82,15 @@ const ROUTES: readonly Route[] = [
     handle: async (deps, request, params, caller) => {
       const state = await ownedState(deps, params.dispatchId ?? '', caller);
       const answer = await postRedispatch(deps, state, request.body);
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'POST',
+    pattern: ['dispatches', ':dispatchId', 'evidence-status'],
+    handle: async (deps, request, params, caller) => {
+      const state = await ownedState(deps, params.dispatchId ?? '', caller);
+      const answer = await postEvidenceStatus(deps, state, request.body);
       return json(answer.status, answer.body);
     },
   },

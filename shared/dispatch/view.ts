@@ -1,4 +1,4 @@
-import type { AcceptedMessage, EvidenceCheck } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, EvidenceMark } from '../ledger/port.js';
 import { clip } from '../text.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
 import type { DispatchReceipt, DispatchState, Execution, Phase, Submission } from './state.js';
@@ -74,7 +74,7 @@ function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[
  * receipt is dispatch_completed (a later dispatch_blocked overrides it), an earlier dispatch_submitted
  * of the same attempt carries concrete proof, and no evidence is marked invalid.
  */
-function gate(state: DispatchState, check: EvidenceCheck | undefined, findings: Audit): DispatchView['gate'] {
+function gate(state: DispatchState, invalid: readonly string[], findings: Audit): DispatchView['gate'] {
   const reasons: string[] = [...findings.failures];
   if (state.receipts.length === 0) reasons.push('no dispatch receipt recorded');
   // Latest wins: a dispatch_blocked after a completion overrides it.
@@ -99,7 +99,7 @@ function gate(state: DispatchState, check: EvidenceCheck | undefined, findings: 
       // No receipt (named above), or one no writer produces (named by the audit).
       break;
   }
-  if (check && check.invalid.length > 0) reasons.push(`evidence marked invalid: ${clip(check.invalid.join(', '), 300)}`);
+  if (invalid.length > 0) reasons.push(`evidence marked invalid: ${clip(invalid.join(', '), 300)}`);
   return { satisfied: reasons.length === 0, reasons };
 }
 
@@ -155,8 +155,11 @@ export function dispatchView(
   message: AcceptedMessage | undefined,
   check?: EvidenceCheck,
   operatorReceipts: readonly OperatorReceipt[] = [],
+  marks: readonly EvidenceMark[] = [],
 ): DispatchView {
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
+  // Invalid: what the check found invalid, and any expected ref an owner marked invalid, superseded or rejected since.
+  const invalid = [...new Set([...(check?.invalid ?? []), ...marks.filter((mark) => mark.status !== 'valid' && expected.includes(mark.ref)).map((mark) => mark.ref)])];
   const stored = [...operatorReceipts].sort(byRecordedAt);
   const findings = audit(state, stored);
   const acceptance = latestOf(findings.validOperatorReceipts, 'artifact_acceptance');
@@ -176,7 +179,7 @@ export function dispatchView(
       expected,
       found: check?.found ?? [],
       missing: check?.missing ?? [],
-      invalid: check?.invalid ?? [],
+      invalid,
       // Nothing expected is never "handled"; what is expected is pending until the platform has checked it.
       outcome: expected.length === 0 ? 'unverified' : state.evidence.outcome,
     },
@@ -192,7 +195,7 @@ export function dispatchView(
           : { state: 'unconfirmed', receiptId: null, basis: null },
     receipts: state.receipts,
     operatorReceipts: stored,
-    gate: gate(state, check, findings),
+    gate: gate(state, invalid, findings),
     unknowns: [
       ...unknowns(state),
       ...(unreadable > 0

@@ -86,6 +86,16 @@ export interface EvidenceCheck {
   readonly error: string | null;
 }
 
+/** An owner's verdict on one evidence file of an attempt (CONTRACT §2 evidence-status); the latest wins. */
+export interface EvidenceMark {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly ref: string;
+  readonly status: 'valid' | 'invalid' | 'superseded' | 'rejected';
+  readonly reason: string;
+  readonly at: string;
+}
+
 export type PutOutcome<T> = { readonly kind: 'written' } | { readonly kind: 'exists'; readonly existing: T };
 export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'conflict' };
 
@@ -107,6 +117,9 @@ export interface LedgerStore {
   createState(state: DispatchState): Promise<PutOutcome<DispatchState>>;
   /** Replaces the state if it is still at `expectedVersion`; `next.version` must be expectedVersion + 1. */
   replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome>;
+
+  putEvidenceMark(mark: EvidenceMark): Promise<void>;
+  listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]>;
 
   /** Records the final evidence check of an attempt, once; the first writer's outcome stands. */
   putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>>;

@@ -128,9 +128,15 @@ async function checkEvidence(deps: MonitorDeps, state: DispatchState, now: Date)
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   let found: string[] = [];
   let error: string | null = null;
+  let invalid: string[] = [];
   try {
-    const present = await Promise.all(expected.map((ref) => deps.blobs.exists(evidenceKey(state.dispatchId, state.attempt, ref))));
-    found = expected.filter((_, index) => present[index]);
+    const [present, marks] = await Promise.all([
+      Promise.all(expected.map((ref) => deps.blobs.exists(evidenceKey(state.dispatchId, state.attempt, ref)))),
+      deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
+    ]);
+    // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
+    invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
+    found = expected.filter((ref, index) => present[index] && !invalid.includes(ref));
   } catch (thrown) {
     error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
   }
@@ -153,7 +159,7 @@ async function checkEvidence(deps: MonitorDeps, state: DispatchState, now: Date)
     expected,
     found,
     missing: outcome === 'unverified' ? [] : missing,
-    invalid: [],
+    invalid,
     checkedAt: now.toISOString(),
     error,
   });

@@ -112,6 +112,27 @@ describe('evidence and the post-condition check', () => {
     expect(messages.flatMap((message) => eventsOf(message.dispatchId)).filter((event) => event['detail-type'] === 'Dispatch Orphaned')).toEqual([]);
   });
 
+  it('fails the gate of a handled dispatch once its owner marks a file superseded; an unsafe ref is 422', async () => {
+    const message = dispatch('complete', ['out/report.md']);
+    await t.send(JSON.stringify(message));
+    const handled = await viewWhen(message.dispatchId, (current) => current.evidence.outcome === 'handled');
+    expect(handled.gate.satisfied).toBe(true);
+    const mark = (body: unknown) =>
+      fetch(`${t.platform.info.apiUrl}/dispatches/${message.dispatchId}/evidence-status`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' },
+        body: JSON.stringify(body),
+      }).then((response) => response.status);
+
+    expect(await mark({ ref: 'out/report.md', status: 'superseded', reason: 'a newer report replaces it' })).toBe(200);
+    expect(await mark({ ref: '../report.md', status: 'invalid', reason: 'x' })).toBe(422);
+
+    const after = await view(message.dispatchId);
+    expect(after.evidence.invalid).toEqual(['out/report.md']);
+    expect(after.gate.satisfied).toBe(false);
+    expect(after.gate.reasons.join(' ')).toContain('evidence marked invalid');
+  });
+
   it('never calls a run with nothing expected handled', async () => {
     const message = dispatch('complete', []);
     await t.send(JSON.stringify(message));

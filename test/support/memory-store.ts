@@ -1,7 +1,7 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import type { AcceptedMessage, EvidenceCheck, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 
@@ -41,6 +41,13 @@ export class MemoryStore implements LedgerStore, PrincipalRegistry {
     if (this.states.get(next.dispatchId)?.version !== expectedVersion) return { kind: 'conflict' };
     this.states.set(next.dispatchId, next);
     return { kind: 'updated' };
+  }
+  readonly marks = new Map<string, EvidenceMark>();
+  async putEvidenceMark(mark: EvidenceMark): Promise<void> {
+    this.marks.set(`${mark.dispatchId}#${mark.attempt}#${mark.ref}`, mark);
+  }
+  async listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]> {
+    return [...this.marks.values()].filter((mark) => mark.dispatchId === dispatchId && mark.attempt === attempt);
   }
   readonly checks = new Map<string, EvidenceCheck>();
   async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {
