@@ -114,6 +114,8 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   print('');
   await lifecycleDemo(state, run, print);
   print('');
+  await evidenceDemo(state, run, print);
+  print('');
   await busProbe(state, print);
   print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger events --follow`);
 
@@ -191,6 +193,54 @@ async function lifecycleDemo(state: LocalState, run: string, print: (line: strin
     return [demoCase.name, demoCase.dispatchId, concluded, detail];
   });
   print(table(['run that…', 'dispatch', 'ledger concluded', 'detail'], rows, 100));
+}
+
+/**
+ * Evidence and receipts: the platform checks the files itself, and acceptance and delivery are
+ * attested separately. Ends with the summary a person reads in five seconds.
+ */
+async function evidenceDemo(state: LocalState, run: string, print: (line: string) => void): Promise<void> {
+  const info = state.info;
+  if (!info) return;
+  const delivered = `d-demo-${run}-delivered`;
+  const orphan = `d-demo-${run}-orphan`;
+  const timeouts = { stallAfterSeconds: 30, deliveryGraceSeconds: 3 };
+  print('demo: evidence the platform checks itself (grace window 3 s), and operator receipts');
+  await sendDispatchBody(info, JSON.stringify({ dispatchId: delivered, origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' }, expectedEvidence: ['out/report.md'], timeouts }));
+  await sendDispatchBody(info, JSON.stringify({ dispatchId: orphan, origin: 'planner', target: 'demo-agent', task: { behavior: 'complete_without_evidence' }, expectedEvidence: ['out/report.md'], timeouts }));
+  const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
+    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    return status === 200 ? (body as DispatchView) : undefined;
+  };
+  const settled = (dispatchId: string) =>
+    waitFor(`${dispatchId} to be checked`, async () => {
+      const view = await viewOf(dispatchId);
+      return view && view.evidence.outcome !== 'pending' && view.execution.status === 'completed' ? view : undefined;
+    }, 60_000);
+  const handled = await settled(delivered);
+  await settled(orphan);
+  for (const [kind, receiptState, evidenceRef] of [['artifact_acceptance', 'accepted', 'out/report.md'], ['owner_delivery', 'confirmed', 'out/report.md']] as const) {
+    await fetch(`${info.apiUrl}/dispatches/${encodeURIComponent(delivered)}/receipts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' },
+      body: JSON.stringify({ receiptId: `rc-${run}-${kind}`, runId: handled.runId, kind, state: receiptState, evidenceRef, verifiedBy: 'demo-operator' }),
+    });
+  }
+  const rows: string[][] = [];
+  for (const dispatchId of [delivered, orphan]) {
+    const view = await viewOf(dispatchId);
+    if (!view) continue;
+    rows.push([
+      dispatchId,
+      `${view.execution.status ?? '—'}${view.execution.monitorStatus ? ` (${view.execution.monitorStatus})` : ''}`,
+      `${view.evidence.outcome}: ${view.evidence.found.length}/${view.evidence.expected.length} found${view.evidence.missing.length ? `, missing ${view.evidence.missing.join(', ')}` : ''}`,
+      view.artifactAcceptance.state,
+      view.ownerDelivery.state,
+      view.gate.satisfied ? 'satisfied' : 'not satisfied',
+      view.unknowns.length === 0 ? 'none' : view.unknowns.join(' / '),
+    ]);
+  }
+  print(table(['dispatch', 'observed', 'evidence checked', 'acceptance', 'delivery', 'gate', 'unknowns'], rows, 70));
 }
 
 /** The bus path: an event put on the local bus reaches the event log as EventBridge delivers it. */
