@@ -469,39 +469,9 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>> {
-    const isRejectionCursor = (value: unknown): value is { month: string; key?: Record<string, string> } =>
-      typeof value === 'object' && value !== null && typeof (value as { month?: unknown }).month === 'string' &&
-      ((value as { key?: unknown }).key === undefined || isKey((value as { key?: unknown }).key));
-    const cursor = decodeCursor(options.cursor, isRejectionCursor);
     // Rejections live as long as the retention: look back that many months, and one more.
     const months = monthsBack(this.now(), Math.ceil(this.options.retentionSeconds / (30 * 86_400)) + 1);
-    const startIndex = cursor ? months.indexOf(cursor.month) : 0;
-    if (startIndex < 0) return { items: [], cursor: null };
-    const items: Rejection[] = [];
-    let startKey = cursor?.key;
-    for (let index = startIndex; index < months.length; index += 1) {
-      const month = months[index] as string;
-      do {
-        const page = await this.db.send(
-          new QueryCommand({
-            TableName: this.table,
-            IndexName: INDEX.feed,
-            KeyConditionExpression: 'feedKey = :feed',
-            ExpressionAttributeValues: { ':feed': `rejections#${month}` },
-            ScanIndexForward: false,
-            Limit: options.limit - items.length,
-            ExclusiveStartKey: startKey,
-          }),
-        );
-        items.push(...(page.Items ?? []).map(rejectionOf));
-        startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
-        if (items.length >= options.limit) {
-          const next = startKey ? { month, key: startKey } : months[index + 1] ? { month: months[index + 1] as string } : undefined;
-          return { items, cursor: next ? encodeCursor(next) : null };
-        }
-      } while (startKey);
-    }
-    return { items, cursor: null };
+    return this.readFeeds(months.map((month) => `rejections#${month}`), options, rejectionOf);
   }
 
   /**
@@ -510,31 +480,41 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
    * only what needs attention is in it.
    */
   async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
-    const isAttentionCursor = (value: unknown): value is { kind: AttentionKind; key?: Record<string, string> } =>
-      typeof value === 'object' && value !== null && ATTENTION_KINDS.includes((value as { kind?: AttentionKind }).kind as AttentionKind) &&
-      ((value as { key?: unknown }).key === undefined || isKey((value as { key?: unknown }).key));
-    const cursor = decodeCursor(options.cursor, isAttentionCursor);
     const kinds = options.kind ? [options.kind] : [...ATTENTION_KINDS];
-    const items: DispatchState[] = [];
+    return this.readFeeds(kinds.map((kind) => `attention#${kind}`), options, stateOf);
+  }
+
+  /**
+   * Pages through feed partitions in the order given, newest first within each; the cursor names the
+   * partition and the position in it.
+   */
+  private async readFeeds<T>(feeds: readonly string[], options: { limit: number; cursor?: string | undefined }, decode: (item: Item) => T): Promise<Page<T>> {
+    const isFeedCursor = (value: unknown): value is { feed: string; key?: Record<string, string> } =>
+      typeof value === 'object' && value !== null && typeof (value as { feed?: unknown }).feed === 'string' &&
+      ((value as { key?: unknown }).key === undefined || isKey((value as { key?: unknown }).key));
+    const cursor = decodeCursor(options.cursor, isFeedCursor);
+    const startIndex = cursor ? feeds.indexOf(cursor.feed) : 0;
+    if (startIndex < 0) return { items: [], cursor: null };
+    const items: T[] = [];
     let startKey = cursor?.key;
-    for (let index = cursor ? Math.max(0, kinds.indexOf(cursor.kind)) : 0; index < kinds.length; index += 1) {
-      const kind = kinds[index] as AttentionKind;
+    for (let index = startIndex; index < feeds.length; index += 1) {
+      const feed = feeds[index] as string;
       do {
         const page = await this.db.send(
           new QueryCommand({
             TableName: this.table,
             IndexName: INDEX.feed,
             KeyConditionExpression: 'feedKey = :feed',
-            ExpressionAttributeValues: { ':feed': `attention#${kind}` },
+            ExpressionAttributeValues: { ':feed': feed },
             ScanIndexForward: false,
             Limit: options.limit - items.length,
             ExclusiveStartKey: startKey,
           }),
         );
-        items.push(...(page.Items ?? []).map(stateOf));
+        items.push(...(page.Items ?? []).map(decode));
         startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
         if (items.length >= options.limit) {
-          const next = startKey ? { kind, key: startKey } : kinds[index + 1] ? { kind: kinds[index + 1] as AttentionKind } : undefined;
+          const next = startKey ? { feed, key: startKey } : feeds[index + 1] ? { feed: feeds[index + 1] as string } : undefined;
           return { items, cursor: next ? encodeCursor(next) : null };
         }
       } while (startKey);
