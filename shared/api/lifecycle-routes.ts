@@ -1,28 +1,18 @@
 import { z } from 'zod';
 import { DISPATCH_ID } from '../dispatch/message.js';
 import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES } from '../dispatch/lifecycle.js';
-import type { RetryPolicy } from '../dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../dispatch/state.js';
 import { advance, submitted } from '../dispatch/transitions.js';
 import { refProblem } from '../dispatch/refs.js';
 import { taskOf } from '../intake/intake.js';
-import type { BlobStore, LedgerStore } from '../ledger/port.js';
-import type { LookupOutcome, TargetPort, TargetRegistration } from '../targets/port.js';
+import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
+import type { LookupOutcome } from '../targets/port.js';
 import { clip, printable } from '../text.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
 
-/** What the lifecycle routes need besides the store. */
-export interface LifecycleDeps {
-  readonly store: LedgerStore;
-  readonly blobs: BlobStore;
-  readonly targetFor: (registration: TargetRegistration) => TargetPort;
-  readonly callbackUrl: string;
-  readonly retryPolicy: RetryPolicy;
-  readonly now: () => Date;
-  /** How long a redispatch holds the dispatch while it calls the target (then the monitor may finish it). */
-  readonly claimSeconds: number;
-}
+/** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
+export type LifecycleDeps = DispatchWorkDeps;
 
 const MAX_SEQ = 2 ** 53;
 

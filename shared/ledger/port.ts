@@ -1,7 +1,8 @@
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { AttentionKind } from '../dispatch/attention.js';
-import type { TargetRegistration } from '../targets/port.js';
+import type { TargetPort, TargetRegistration } from '../targets/port.js';
+import type { RetryPolicy } from '../dispatch/retry.js';
 import type { FieldError, UnreadableReason } from '../dispatch/message.js';
 
 /**
@@ -157,4 +158,20 @@ export interface BlobStore {
   getText(key: string): Promise<string>;
   /** HEAD: true when the object exists. Throws when the store cannot be asked. */
   exists(key: string): Promise<boolean>;
+}
+
+/**
+ * What every use case that writes a dispatch and talks to its target needs (intake's first
+ * submission aside): the monitor and the API's lifecycle routes share it.
+ */
+export interface DispatchWorkDeps {
+  readonly store: LedgerStore;
+  readonly blobs: BlobStore;
+  readonly targetFor: (registration: TargetRegistration) => TargetPort;
+  /** The ledger API's base URL, given to targets as `callbackUrl`. */
+  readonly callbackUrl: string;
+  readonly retryPolicy: RetryPolicy;
+  readonly now: () => Date;
+  /** How long an actor holds a dispatch while it calls the target; at least twice the target timeout. */
+  readonly claimSeconds: number;
 }

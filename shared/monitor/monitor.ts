@@ -1,20 +1,10 @@
-import type { RetryPolicy } from '../dispatch/retry.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { advance, blocked, submitted } from '../dispatch/transitions.js';
 import { monitorStep, reconcileLookup } from '../dispatch/lifecycle.js';
 import { taskOf } from '../intake/intake.js';
-import type { BlobStore, LedgerStore } from '../ledger/port.js';
-import type { TargetPort, TargetRegistration } from '../targets/port.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
 
-export interface MonitorDeps {
-  readonly store: LedgerStore;
-  readonly blobs: BlobStore;
-  readonly targetFor: (registration: TargetRegistration) => TargetPort;
-  readonly callbackUrl: string;
-  readonly retryPolicy: RetryPolicy;
-  readonly now: () => Date;
-  /** How long a tick holds a dispatch it is acting on, so an overlapping tick leaves it alone. */
-  readonly claimSeconds: number;
+export interface MonitorDeps extends DispatchWorkDeps {
   /** Due entries read per shard per tick; the rest wait for the next tick. */
   readonly limitPerShard: number;
 }
