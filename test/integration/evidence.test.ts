@@ -32,16 +32,8 @@ const dispatch = (behavior: string, expectedEvidence: string[]) => ({
   timeouts: { stallAfterSeconds: 30, deliveryGraceSeconds: GRACE },
 });
 
-async function view(dispatchId: string): Promise<DispatchView> {
-  const { status, body } = await t.get(`/dispatches/${dispatchId}`, 'planner');
-  if (status !== 200) throw new Error(`GET /dispatches/${dispatchId} → ${status}`);
-  return body as DispatchView;
-}
-const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 20_000) =>
-  eventually(`dispatch ${dispatchId}`, async () => {
-    const current = await view(dispatchId).catch(() => undefined);
-    return current && done(current) ? current : undefined;
-  }, timeoutMs);
+const view = (dispatchId: string): Promise<DispatchView> => t.view(dispatchId);
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 20_000) => t.viewWhen(dispatchId, done, { timeoutMs });
 
 const eventsOf = (dispatchId: string): Array<{ 'detail-type': string; detail: Record<string, unknown> }> =>
   readFileSync(t.platform.info.eventLog, 'utf8')

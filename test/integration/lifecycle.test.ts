@@ -25,17 +25,8 @@ const dispatch = (task: Record<string, unknown>, timeouts: Record<string, number
   ...overrides,
 });
 
-async function view(dispatchId: string, query = ''): Promise<DispatchView> {
-  const { status, body } = await t.get(`/dispatches/${dispatchId}${query}`, 'planner');
-  if (status !== 200) throw new Error(`GET /dispatches/${dispatchId} → ${status}`);
-  return body as DispatchView;
-}
-
-const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 20_000) =>
-  eventually(`dispatch ${dispatchId}`, async () => {
-    const current = await view(dispatchId).catch(() => undefined);
-    return current && done(current) ? current : undefined;
-  }, timeoutMs);
+const view = (dispatchId: string, query = ''): Promise<DispatchView> => t.view(dispatchId, { query });
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 20_000) => t.viewWhen(dispatchId, done, { timeoutMs });
 
 async function post(path: string, body: unknown, origin = 'planner'): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${t.platform.info.apiUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': origin }, body: JSON.stringify(body) });

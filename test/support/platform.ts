@@ -7,6 +7,7 @@ import { inject } from 'vitest';
 import { localClients, type LocalClients } from '../../local/clients.js';
 import { startPlatform, type RunningPlatform } from '../../local/platform.js';
 import { uniqueName } from './engines.js';
+import type { DispatchView } from '../../shared/dispatch/view.js';
 
 /** The local platform on the shared test engines, with its own resources and second-scale clocks. */
 export interface TestPlatform {
@@ -16,6 +17,10 @@ export interface TestPlatform {
   send(body: string): Promise<string>;
   /** GET on the ledger API as an origin (X-Ledger-Origin). */
   get(path: string, origin?: string): Promise<{ status: number; body: unknown }>;
+  /** The dispatch view as its origin sees it (default "planner"); throws unless 200. */
+  view(dispatchId: string, options?: { origin?: string; query?: string }): Promise<DispatchView>;
+  /** The view once `done` holds (the queue, the monitor and the target act asynchronously). */
+  viewWhen(dispatchId: string, done: (view: DispatchView) => boolean, options?: { origin?: string; timeoutMs?: number }): Promise<DispatchView>;
   stop(): Promise<void>;
 }
 
@@ -37,6 +42,15 @@ export async function startTestPlatform(environment: Record<string, string> = {}
     },
   });
   const clients = localClients(inject('engines'));
+  const get: TestPlatform['get'] = async (path, origin) => {
+    const response = await fetch(`${platform.info.apiUrl}${path}`, { headers: origin ? { 'x-ledger-origin': origin } : {} });
+    return { status: response.status, body: (await response.json()) as unknown };
+  };
+  const view: TestPlatform['view'] = async (dispatchId, options = {}) => {
+    const { status, body } = await get(`/dispatches/${dispatchId}${options.query ?? ''}`, options.origin ?? 'planner');
+    if (status !== 200) throw new Error(`GET /dispatches/${dispatchId} → ${status}`);
+    return body as DispatchView;
+  };
   return {
     platform,
     clients,
@@ -44,9 +58,17 @@ export async function startTestPlatform(environment: Record<string, string> = {}
       const sent = await clients.sqs.send(new SendMessageCommand({ QueueUrl: platform.info.dispatchQueueUrl, MessageBody: body }));
       return sent.MessageId ?? '';
     },
-    async get(path, origin) {
-      const response = await fetch(`${platform.info.apiUrl}${path}`, { headers: origin ? { 'x-ledger-origin': origin } : {} });
-      return { status: response.status, body: (await response.json()) as unknown };
+    get,
+    view,
+    viewWhen(dispatchId, done, options = {}) {
+      return eventually(
+        `dispatch ${dispatchId}`,
+        async () => {
+          const current = await view(dispatchId, options.origin ? { origin: options.origin } : {}).catch(() => undefined);
+          return current && done(current) ? current : undefined;
+        },
+        options.timeoutMs,
+      );
     },
     async stop() {
       clients.destroy();
