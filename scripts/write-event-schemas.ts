@@ -1,7 +1,7 @@
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { z } from 'zod';
+import { toJSONSchema } from 'zod/mini';
 import { DETAIL_TYPES, EVENT_CATALOG, EVENT_SOURCE, type DetailType } from '../shared/events/catalog.js';
 
 /**
@@ -21,7 +21,7 @@ export const schemaFileName = (detailType: DetailType): string => `${kebab(detai
 export function eventSchemaFiles(): Array<{ readonly name: string; readonly content: string }> {
   return DETAIL_TYPES.map((detailType) => {
     const { schema, description } = EVENT_CATALOG[detailType];
-    const { $schema, ...rest } = z.toJSONSchema(schema);
+    const { $schema, ...rest } = toJSONSchema(schema);
     const document = {
       $schema,
       $id: `urn:${EVENT_SOURCE}:events:${kebab(detailType)}`,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import {
   TARGET_RUN_STATUSES,
   type ApprovalOutcome,
@@ -147,30 +147,30 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
 const RunStatusSchema = z.enum(TARGET_RUN_STATUSES);
 
 /** 1..128 printable characters, and never a dot segment, which a URL path cannot carry. */
-const RunIdSchema = z
-  .string()
-  .min(1)
-  .max(128)
-  .refine((id) => isUsableRunId(id), 'not a usable run id');
+const RunIdSchema = z.string().check(
+  z.minLength(1),
+  z.maxLength(128),
+  z.refine((id) => isUsableRunId(id), 'not a usable run id'),
+);
 
 const SubmittedSchema = z.object({ runId: RunIdSchema, status: RunStatusSchema });
 
 const CancelledSchema = z.object({ status: RunStatusSchema });
 
 /** `null` and absence mean the same: targets differ in how they say "none". */
-const RunViewSchema = z
-  .object({
+const RunViewSchema = z.pipe(
+  z.object({
     runId: RunIdSchema,
     status: RunStatusSchema,
-    result: z
-      .object({ summary: z.string().transform((summary) => summary.slice(0, SUMMARY_CHARS)).nullish() })
-      .nullish(),
-    evidence: z.array(z.string().min(1).max(512)).max(MAX_EVIDENCE).nullish(),
-    pendingApproval: z
-      .object({ approvalId: z.string().min(1).max(128), requestedAt: z.string().max(64).nullish() })
-      .nullish(),
-  })
-  .transform((raw): TargetRunView => {
+    result: z.nullish(
+      z.object({ summary: z.nullish(z.pipe(z.string(), z.transform((summary: string) => summary.slice(0, SUMMARY_CHARS)))) }),
+    ),
+    evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(MAX_EVIDENCE))),
+    pendingApproval: z.nullish(
+      z.object({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), requestedAt: z.nullish(z.string().check(z.maxLength(64))) }),
+    ),
+  }),
+  z.transform((raw): TargetRunView => {
     const { runId, status, result, evidence, pendingApproval } = raw;
     return {
       runId,
@@ -184,10 +184,11 @@ const RunViewSchema = z
             : { approvalId: pendingApproval.approvalId },
       }),
     };
-  });
+  }),
+);
 
 /** CONTRACT §2's error shape, which targets are asked to share. */
-const ErrorBodySchema = z.object({ error: z.object({ message: z.string().min(1) }) });
+const ErrorBodySchema = z.object({ error: z.object({ message: z.string().check(z.minLength(1)) }) });
 
 // --- One call ----------------------------------------------------------------------------------------
 
@@ -296,7 +297,7 @@ async function readBounded(response: Response, signal: AbortSignal, timeoutMs: n
   }
 }
 
-function parseBody<T>(body: BodyRead, schema: z.ZodType<T>): T | undefined {
+function parseBody<T>(body: BodyRead, schema: z.ZodMiniType<T>): T | undefined {
   if (body.kind !== 'complete') return undefined;
   let json: unknown;
   try {

@@ -4,7 +4,8 @@ import { evidenceKey } from '../monitor/monitor.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
 import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import '../zod-english.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { clip, printable } from '../text.js';
 
@@ -36,9 +37,9 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
 }
 
 const EvidenceStatusBody = z.strictObject({
-  ref: z.string().refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'),
+  ref: z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref')),
   status: z.enum(['valid', 'invalid', 'superseded', 'rejected']),
-  reason: z.string().trim().min(1).max(500),
+  reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)),
 });
 
 /**

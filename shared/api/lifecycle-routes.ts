@@ -1,4 +1,5 @@
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import '../zod-english.js';
 import { DISPATCH_ID } from '../dispatch/message.js';
 import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES } from '../dispatch/lifecycle.js';
 import { NO_EXECUTION, type DispatchState } from '../dispatch/state.js';
@@ -17,18 +18,17 @@ export type LifecycleDeps = DispatchWorkDeps;
 const MAX_SEQ = 2 ** 53;
 
 export const RunEventBody = z.strictObject({
-  dispatchId: z.string().regex(DISPATCH_ID),
-  seq: z.int().min(0).max(MAX_SEQ),
+  dispatchId: z.string().check(z.regex(DISPATCH_ID)),
+  seq: z.int().check(z.minimum(0), z.maximum(MAX_SEQ)),
   type: z.enum(RUN_EVENT_TYPES),
-  approvalId: z.string().min(1).max(128).optional(),
-  result: z.strictObject({ summary: z.string().max(100_000).optional() }).optional(),
-  evidence: z
-    .array(z.string().refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))
-    .max(32)
-    .optional(),
+  approvalId: z.optional(z.string().check(z.minLength(1), z.maxLength(128))),
+  result: z.optional(z.strictObject({ summary: z.optional(z.string().check(z.maxLength(100_000))) })),
+  evidence: z.optional(
+    z.array(z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))).check(z.maxLength(32)),
+  ),
 });
 
-export function parseJson<T>(body: Buffer | undefined, schema: z.ZodType<T>): T {
+export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>): T {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body?.toString('utf8') ?? '');
@@ -103,7 +103,7 @@ export async function refreshed(deps: LifecycleDeps, state: DispatchState): Prom
   return (await deps.store.getState(state.dispatchId)) ?? state;
 }
 
-const ApprovalBody = z.strictObject({ approvalId: z.string().min(1).max(128), decision: z.enum(['approve', 'cancel']) });
+const ApprovalBody = z.strictObject({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), decision: z.enum(['approve', 'cancel']) });
 
 /** POST /dispatches/{id}/approval: forwarded to the target; recorded only once the target took it. */
 export async function postApproval(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
@@ -139,7 +139,7 @@ export async function postApproval(deps: LifecycleDeps, state: DispatchState, bo
   return { status: 200, body: { approvalId, decision } };
 }
 
-const RedispatchBody = z.strictObject({ reason: z.string().trim().min(1).max(500), force: z.boolean().optional() });
+const RedispatchBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)), force: z.optional(z.boolean()) });
 
 /**
  * POST /dispatches/{id}/redispatch (CONTRACT §4): never a second writer by accident. While the current

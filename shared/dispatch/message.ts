@@ -1,4 +1,5 @@
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import '../zod-english.js';
 import { refProblem } from './refs.js';
 
 /** CONTRACT §1 field rules, shared by the schema and by the readability check of bad messages. */
@@ -16,29 +17,32 @@ export const DEFAULT_MAX_HOPS = 4;
 const MAX_SECONDS = 30 * 24 * 3600;
 const MAX_HOPS_LIMIT = 32;
 
-const seconds = z.int().min(1).max(MAX_SECONDS);
-const safeRef = z.string().superRefine((ref, ctx) => {
-  const problem = refProblem(ref);
-  if (problem) ctx.addIssue({ code: 'custom', message: `unsafe evidence ref (${problem})` });
-});
+const seconds = z.int().check(z.minimum(1), z.maximum(MAX_SECONDS));
+const safeRef = z.string().check(
+  z.superRefine((ref, ctx) => {
+    const problem = refProblem(ref);
+    if (problem) ctx.addIssue({ code: 'custom', message: `unsafe evidence ref (${problem})` });
+  }),
+);
 
 /** The dispatch message, schema v1 (CONTRACT §1). Unknown fields are refused, so a typo is never silently dropped. */
 export const DispatchMessageSchema = z.strictObject({
-  dispatchId: z.string().regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]'),
-  origin: z.string().regex(ORIGIN, '1..64 characters of [a-z0-9-]'),
-  target: z.string().regex(TARGET_NAME, 'a target name: 1..64 characters of [a-z0-9-]'),
+  dispatchId: z.string().check(z.regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]')),
+  origin: z.string().check(z.regex(ORIGIN, '1..64 characters of [a-z0-9-]')),
+  target: z.string().check(z.regex(TARGET_NAME, 'a target name: 1..64 characters of [a-z0-9-]')),
   task: z.record(z.string(), z.unknown()),
-  expectedEvidence: z.array(safeRef).max(32, 'at most 32 refs').default([]),
-  delivery: z.strictObject({ mode: z.enum(['callback', 'detached']) }).default({ mode: 'callback' }),
-  timeouts: z
-    .strictObject({
-      stallAfterSeconds: seconds.default(DEFAULT_TIMEOUTS.stallAfterSeconds),
-      approvalWaitSeconds: seconds.default(DEFAULT_TIMEOUTS.approvalWaitSeconds),
-      deliveryGraceSeconds: seconds.default(DEFAULT_TIMEOUTS.deliveryGraceSeconds),
-    })
-    .default({ ...DEFAULT_TIMEOUTS }),
-  parentDispatchId: z.string().regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]').optional(),
-  maxHops: z.int().min(0).max(MAX_HOPS_LIMIT).default(DEFAULT_MAX_HOPS),
+  expectedEvidence: z._default(z.array(safeRef).check(z.maxLength(32, 'at most 32 refs')), []),
+  delivery: z._default(z.strictObject({ mode: z.enum(['callback', 'detached']) }), { mode: 'callback' }),
+  timeouts: z._default(
+    z.strictObject({
+      stallAfterSeconds: z._default(seconds, DEFAULT_TIMEOUTS.stallAfterSeconds),
+      approvalWaitSeconds: z._default(seconds, DEFAULT_TIMEOUTS.approvalWaitSeconds),
+      deliveryGraceSeconds: z._default(seconds, DEFAULT_TIMEOUTS.deliveryGraceSeconds),
+    }),
+    { ...DEFAULT_TIMEOUTS },
+  ),
+  parentDispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]'))),
+  maxHops: z._default(z.int().check(z.minimum(0), z.maximum(MAX_HOPS_LIMIT)), DEFAULT_MAX_HOPS),
 });
 
 export type DispatchMessage = z.output<typeof DispatchMessageSchema>;
@@ -84,7 +88,7 @@ function protoKeyPath(value: unknown, path: string[] = []): string | undefined {
   return undefined;
 }
 
-function fieldErrors(error: z.ZodError): FieldError[] {
+function fieldErrors(error: z.core.$ZodError): FieldError[] {
   return error.issues.slice(0, MAX_ERRORS).map((issue) => ({
     field: issue.path.map(String).join('.') || '(message)',
     message: issue.message,

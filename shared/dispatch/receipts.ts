@@ -1,4 +1,5 @@
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import '../zod-english.js';
 import { contentHash } from './canonical.js';
 import { DISPATCH_ID, ORIGIN } from './message.js';
 import { refProblem } from './refs.js';
@@ -45,7 +46,7 @@ export interface OperatorReceipt {
 const isBlank = (text: string): boolean => text.trim() === '';
 
 /** The rules that tie kind, state and evidenceRef together, for the request body and the stored receipt alike. */
-function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceiptState; evidenceRef?: string | null | undefined }, ctx: z.RefinementCtx): void {
+function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceiptState; evidenceRef?: string | null | undefined }, ctx: z.core.$RefinementCtx): void {
   const allowed = STATES_OF_KIND[receipt.kind];
   if (!allowed.includes(receipt.state)) {
     ctx.addIssue({ code: 'custom', path: ['state'], message: `${receipt.kind} takes state ${allowed.join(' or ')}, not ${receipt.state}` });
@@ -60,10 +61,10 @@ function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceipt
   }
 }
 
-const receiptId = z.string().regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]');
-const runId = z.string().min(1).max(256);
-const verifiedBy = z.string().min(1).max(128).refine((text) => !isBlank(text), 'verifiedBy is blank');
-const note = z.string().max(1000);
+const receiptId = z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]'));
+const runId = z.string().check(z.minLength(1), z.maxLength(256));
+const verifiedBy = z.string().check(z.minLength(1), z.maxLength(128), z.refine((text) => !isBlank(text), 'verifiedBy is blank'));
+const note = z.string().check(z.maxLength(1000));
 
 /**
  * The body of `POST /dispatches/{dispatchId}/receipts`. Invalid → 422 (the kind's states, a confirmed
@@ -78,11 +79,11 @@ export const OperatorReceiptBody = z
     runId,
     kind: z.enum(OPERATOR_RECEIPT_KINDS),
     state: z.enum(OPERATOR_RECEIPT_STATES),
-    evidenceRef: z.string().nullable().optional(),
+    evidenceRef: z.optional(z.nullable(z.string())),
     verifiedBy,
-    note: note.nullable().optional(),
+    note: z.optional(z.nullable(note)),
   })
-  .superRefine(checkClaim);
+  .check(z.superRefine(checkClaim));
 export type OperatorReceiptBody = z.infer<typeof OperatorReceiptBody>;
 
 /** What the payload hash covers: the submitted fields, an absent optional field the same as null. */
@@ -117,34 +118,36 @@ const at = z.iso.datetime({ offset: true });
 export const StoredOperatorReceipt = z
   .strictObject({
     receiptId,
-    dispatchId: z.string().regex(DISPATCH_ID),
-    origin: z.string().regex(ORIGIN),
+    dispatchId: z.string().check(z.regex(DISPATCH_ID)),
+    origin: z.string().check(z.regex(ORIGIN)),
     runId,
     kind: z.enum(OPERATOR_RECEIPT_KINDS),
     state: z.enum(OPERATOR_RECEIPT_STATES),
-    evidenceRef: z.string().nullable(),
+    evidenceRef: z.nullable(z.string()),
     verifiedBy,
-    note: note.nullable(),
+    note: z.nullable(note),
     basis: z.literal(OPERATOR_ATTESTATION),
     recordedAt: at,
-    payloadHash: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+    payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
   })
-  .superRefine(checkClaim)
-  .superRefine((receipt, ctx) => {
-    // Tampering or a partial write shows as a hash that no longer matches the fields it covers.
-    if (contentHash(receiptPayload(receipt)) !== receipt.payloadHash) {
-      ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match the receipt it covers' });
-    }
-  });
+  .check(
+    z.superRefine(checkClaim),
+    z.superRefine((receipt, ctx) => {
+      // Tampering or a partial write shows as a hash that no longer matches the fields it covers.
+      if (contentHash(receiptPayload(receipt)) !== receipt.payloadHash) {
+        ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match the receipt it covers' });
+      }
+    }),
+  );
 
-const attempt = z.int().min(1);
+const attempt = z.int().check(z.minimum(1));
 
 /** A stored dispatch receipt (CONTRACT §5): what the ledger itself appended to the state. */
 export const StoredDispatchReceipt = z.discriminatedUnion('event', [
   z.strictObject({ event: z.literal('dispatch_written'), at, attempt }),
-  z.strictObject({ event: z.literal('dispatch_submitted'), at, attempt, runId: z.string().min(1), requestId: z.string().min(1) }),
-  z.strictObject({ event: z.literal('dispatch_blocked'), at, attempt, reason: z.string().min(1) }),
-  z.strictObject({ event: z.literal('dispatch_completed'), at, attempt, runId: z.string().min(1), evidenceCount: z.int().min(0) }),
+  z.strictObject({ event: z.literal('dispatch_submitted'), at, attempt, runId: z.string().check(z.minLength(1)), requestId: z.string().check(z.minLength(1)) }),
+  z.strictObject({ event: z.literal('dispatch_blocked'), at, attempt, reason: z.string().check(z.minLength(1)) }),
+  z.strictObject({ event: z.literal('dispatch_completed'), at, attempt, runId: z.string().check(z.minLength(1)), evidenceCount: z.int().check(z.minimum(0)) }),
 ]);
 // Both directions: a receipt added to DispatchReceipt without a schema here fails the build.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
@@ -152,7 +155,7 @@ const dispatchReceiptSchemaComplete: Same<z.infer<typeof StoredDispatchReceipt>[
 void dispatchReceiptSchemaComplete;
 
 /** `field: message; …` of a failed validation, for an audit reason people can act on. */
-export function validationProblems(error: z.ZodError): string {
+export function validationProblems(error: z.core.$ZodError): string {
   return error.issues
     .slice(0, 5)
     .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(receipt)'}: ${issue.message}`)

@@ -1,4 +1,5 @@
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import '../zod-english.js';
 import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/message.js';
 import type { Rejection } from '../ledger/port.js';
 import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, RECEIPT_ID } from '../dispatch/receipts.js';
@@ -23,17 +24,19 @@ void rejectionReasonsComplete;
 
 const eventId = z
   .string()
-  .regex(/^[0-9a-f]{32}$/)
-  .describe('Stable id of this state change: publishing the same change again never yields another eventId. Deduplicate on it.');
-const at = z.iso.datetime().describe('When the state change was committed (not when it was published).');
-const dispatchId = z.string().regex(DISPATCH_ID).describe('The origin-chosen dispatch id.');
-const origin = z.string().regex(ORIGIN).describe('The profile that commissioned the dispatch.');
-const target = z.string().regex(TARGET_NAME).describe('The registered target that executes the work.');
-const attempt = z.number().int().min(1).describe('The submission attempt, numbered from 1.');
-const runId = z.string().min(1).describe("The target's run handle (unique within its dispatch).");
-const nativeStatus = z.enum(TARGET_RUN_STATUSES).describe('The last status the target itself reported, or a lookup returned.');
-const lastActivityAt = z.iso.datetime().nullable().describe('The last time the run was heard from.');
-const howToCheck = z.string().min(1).describe('A command that looks the run up at its target now.');
+  .check(
+    z.regex(/^[0-9a-f]{32}$/),
+    z.describe('Stable id of this state change: publishing the same change again never yields another eventId. Deduplicate on it.'),
+  );
+const at = z.iso.datetime().check(z.describe('When the state change was committed (not when it was published).'));
+const dispatchId = z.string().check(z.regex(DISPATCH_ID), z.describe('The origin-chosen dispatch id.'));
+const origin = z.string().check(z.regex(ORIGIN), z.describe('The profile that commissioned the dispatch.'));
+const target = z.string().check(z.regex(TARGET_NAME), z.describe('The registered target that executes the work.'));
+const attempt = z.number().check(z.int(), z.minimum(1), z.describe('The submission attempt, numbered from 1.'));
+const runId = z.string().check(z.minLength(1), z.describe("The target's run handle (unique within its dispatch)."));
+const nativeStatus = z.enum(TARGET_RUN_STATUSES).check(z.describe('The last status the target itself reported, or a lookup returned.'));
+const lastActivityAt = z.nullable(z.iso.datetime()).check(z.describe('The last time the run was heard from.'));
+const howToCheck = z.string().check(z.minLength(1), z.describe('A command that looks the run up at its target now.'));
 
 const envelope = { eventId, at };
 const dispatchFields = { ...envelope, dispatchId, origin, target, attempt };
@@ -43,26 +46,36 @@ export const DispatchAcceptedDetail = z.strictObject(dispatchFields);
 export const DispatchSubmittedDetail = z.strictObject({ ...dispatchFields, runId });
 export const DispatchBlockedDetail = z.strictObject({
   ...dispatchFields,
-  runId: runId.optional(),
-  reason: z.string().min(1).describe('`code: detail` — why the dispatch is blocked.'),
+  runId: z.optional(runId),
+  reason: z.string().check(z.minLength(1), z.describe('`code: detail` — why the dispatch is blocked.')),
 });
 export const MessageRejectedDetail = z.strictObject({
   ...envelope,
-  messageId: z.string().min(1).describe('The SQS message id of the rejected message.'),
+  messageId: z.string().check(z.minLength(1), z.describe('The SQS message id of the rejected message.')),
   reason: z.enum(REJECTION_REASONS),
-  dispatchId: dispatchId.optional().describe('Present when a dispatchId could be read from the message.'),
-  origin: origin.optional().describe('Present when an origin could be read from the message.'),
+  dispatchId: z.optional(dispatchId).check(z.describe('Present when a dispatchId could be read from the message.')),
+  origin: z.optional(origin).check(z.describe('Present when an origin could be read from the message.')),
 });
 export const RunCompletedDetail = z.strictObject(runFields);
 export const RunFailedDetail = z.strictObject(runFields);
 export const RunCancelledDetail = z.strictObject(runFields);
 export const RunRecoveredDetail = z.strictObject(runFields);
-const refs = z.array(z.string().min(1).max(512)).max(32);
-export const DispatchHandledDetail = z.strictObject({ ...dispatchFields, runId, expected: refs.describe('The evidence refs the dispatch expected.'), missing: refs.describe('Always empty: every expected file was found.') });
-export const DispatchOrphanedDetail = z.strictObject({ ...dispatchFields, runId, expected: refs.describe('The evidence refs the dispatch expected.'), missing: refs.describe('The expected refs not found (or not valid) when the grace window closed.') });
+const refs = z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(32));
+export const DispatchHandledDetail = z.strictObject({
+  ...dispatchFields,
+  runId,
+  expected: refs.check(z.describe('The evidence refs the dispatch expected.')),
+  missing: refs.check(z.describe('Always empty: every expected file was found.')),
+});
+export const DispatchOrphanedDetail = z.strictObject({
+  ...dispatchFields,
+  runId,
+  expected: refs.check(z.describe('The evidence refs the dispatch expected.')),
+  missing: refs.check(z.describe('The expected refs not found (or not valid) when the grace window closed.')),
+});
 export const ApprovalRequestedDetail = z.strictObject({
   ...runFields,
-  approvalId: z.string().min(1).optional().describe('The pending approval, to pass to POST /dispatches/{dispatchId}/approval.'),
+  approvalId: z.optional(z.string().check(z.minLength(1))).check(z.describe('The pending approval, to pass to POST /dispatches/{dispatchId}/approval.')),
 });
 export const RunSupersededDetail = z.strictObject(runFields);
 export const RunStalledDetail = z.strictObject({
@@ -76,28 +89,30 @@ export const RunUnobservableDetail = z.strictObject({
   ...runFields,
   status: z.literal('unknown'),
   monitorStatus: z.enum(['lookup_unavailable', 'target_not_found']),
-  reason: z.enum(['lookup_unavailable', 'target_not_found']).describe('Why the run cannot be observed.'),
+  reason: z.enum(['lookup_unavailable', 'target_not_found']).check(z.describe('Why the run cannot be observed.')),
   lastActivityAt,
   howToCheck,
 });
 export const ApprovalWaitExpiredDetail = z.strictObject({
   ...runFields,
-  status: z.enum([...TARGET_RUN_STATUSES, 'unknown']).describe('The execution status; the approval stays pending.'),
+  status: z.enum([...TARGET_RUN_STATUSES, 'unknown']).check(z.describe('The execution status; the approval stays pending.')),
   monitorStatus: z.literal('approval_wait_expired'),
   lastActivityAt,
   howToCheck,
-  approvalId: z.string().min(1).describe('The approval still pending (approve or cancel still work).'),
-  requestedAt: z.iso.datetime().describe('When the approval was requested.'),
+  approvalId: z.string().check(z.minLength(1), z.describe('The approval still pending (approve or cancel still work).')),
+  requestedAt: z.iso.datetime().check(z.describe('When the approval was requested.')),
 });
 export const ReceiptRecordedDetail = z.strictObject({
   ...envelope,
   dispatchId,
   origin,
-  receiptId: z.string().regex(RECEIPT_ID).describe('The operator-chosen receipt id (unique within its dispatch).'),
-  kind: z.enum(OPERATOR_RECEIPT_KINDS).describe('What the receipt attests: acceptance of the artifact, or delivery to the owner. Never both.'),
+  receiptId: z.string().check(z.regex(RECEIPT_ID), z.describe('The operator-chosen receipt id (unique within its dispatch).')),
+  kind: z
+    .enum(OPERATOR_RECEIPT_KINDS)
+    .check(z.describe('What the receipt attests: acceptance of the artifact, or delivery to the owner. Never both.')),
   state: z
     .enum(OPERATOR_RECEIPT_STATES)
-    .describe('accepted or rejected for artifact_acceptance; confirmed or failed for owner_delivery.'),
+    .check(z.describe('accepted or rejected for artifact_acceptance; confirmed or failed for owner_delivery.')),
 });
 
 /** Every detail-type with its schema and what it means (the description goes into the JSON Schema). */
@@ -145,6 +160,6 @@ export const METRIC_OF_DETAIL_TYPE: Readonly<Partial<Record<DetailType, string>>
 };
 
 /** Validates an event's detail against its detail-type's schema (tests, tools; not the hot path). */
-export function parseDetail(event: LedgerEvent): z.ZodSafeParseResult<unknown> {
+export function parseDetail(event: LedgerEvent): z.util.SafeParseResult<unknown> {
   return EVENT_CATALOG[event.detailType].schema.safeParse(event.detail);
 }
