@@ -6,7 +6,8 @@ import type { ApiDeps } from '../../shared/api/routes.js';
 /** Composition root of the API function. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'api' } });
 
-const config = readLedgerConfig();
+// API_BASE_URL is set locally; in AWS the function URL is its own and arrives with each request.
+const config = readLedgerConfig({ requireApiBaseUrl: false });
 const adapters = buildLedgerAdapters(config);
 
 export const apiDeps: ApiDeps = {

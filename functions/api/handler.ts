@@ -5,13 +5,16 @@ import { route } from '../../shared/api/routes.js';
 import { apiDeps, logger } from './deps.js';
 
 /**
- * The ledger API behind API Gateway (HTTP API, payload 2.0, IAM auth). Maps the event to a request,
+ * The ledger API behind a Lambda function URL (payload 2.0, AWS_IAM auth; API Gateway's HTTP API sends
+ * the same shape). Maps the event to a request,
  * routes it, and maps every failure to the contract's error body — never a stack trace.
  */
 export const handler = async (event: APIGatewayProxyEventV2WithIAMAuthorizer): Promise<APIGatewayProxyStructuredResultV2> => {
   const { method } = event.requestContext.http;
   try {
-    return await route(apiDeps, {
+    // Targets call back on the URL this request came in on, unless one is configured.
+    const deps = apiDeps.callbackUrl ? apiDeps : { ...apiDeps, callbackUrl: `https://${event.requestContext.domainName}` };
+    return await route(deps, {
       method,
       rawPath: event.rawPath,
       query: event.queryStringParameters ?? {},

@@ -2,6 +2,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { decodeItem } from '../../shared/adapters/ledger-table.js';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { countForTarget } from '../../shared/adapters/metrics.js';
 import { METRIC_OF_DETAIL_TYPE, type LedgerEvent } from '../../shared/events/catalog.js';
 import { publishStreamBatch, type StreamChange } from '../../shared/events/derive.js';
@@ -31,6 +32,10 @@ export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatch
   if (report.failure) {
     const { sequenceNumber, error } = report.failure;
     logger.error('events not published; the stream retries from this record', { sequenceNumber, retried: report.batchItemFailures.length, error });
+    // No dimension: a bus outage is not any one target's. Alarmed on (PublishFailures ≥ 1).
+    const metric = metrics.singleMetric();
+    metric.clearDefaultDimensions();
+    metric.addMetric('PublishFailures', MetricUnit.Count, 1);
   }
   return { batchItemFailures: [...report.batchItemFailures] };
 };

@@ -1,13 +1,17 @@
 import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
 import type { PrincipalMode } from '../principals/principals.js';
+import { parseStaticRegistry, type StaticRegistry } from './static-registry.js';
 
 /** The functions' configuration, read once at cold start; a missing required variable fails the init. */
 export interface LedgerConfig {
   readonly tableName: string;
   /** S3 bucket for evidence and for spilled payloads and bodies. */
   readonly bucketName: string;
-  /** The ledger API's base URL, given to targets as `callbackUrl`. */
+  /**
+   * The ledger API's base URL, given to targets as `callbackUrl`. Unset only in the API function,
+   * which cannot be told its own function URL at deploy time and takes it from each request.
+   */
   readonly apiBaseUrl: string;
   readonly principalMode: PrincipalMode;
   readonly retryPolicy: RetryPolicy;
@@ -15,9 +19,16 @@ export interface LedgerConfig {
   readonly retentionSeconds: number;
   /** Timeout of each call to a target. */
   readonly targetTimeoutMs: number;
+  /** Deploy-time principals and targets (`LEDGER_REGISTRY`). */
+  readonly registry: StaticRegistry;
 }
 
-export function readLedgerConfig(): LedgerConfig {
+export interface ReadConfigOptions {
+  /** The API function learns its URL from each request: `API_BASE_URL` may be absent there. @default true */
+  readonly requireApiBaseUrl?: boolean;
+}
+
+export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig {
   const principalMode = getStringFromEnv({ key: 'PRINCIPAL_MODE', defaultValue: 'enforce' });
   if (principalMode !== 'open' && principalMode !== 'enforce') {
     throw new RangeError(`PRINCIPAL_MODE must be "open" or "enforce", got "${principalMode}"`);
@@ -27,7 +38,10 @@ export function readLedgerConfig(): LedgerConfig {
   return {
     tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
     bucketName: getStringFromEnv({ key: 'EVIDENCE_BUCKET', errorMessage: 'EVIDENCE_BUCKET is not set' }),
-    apiBaseUrl: getStringFromEnv({ key: 'API_BASE_URL', errorMessage: 'API_BASE_URL is not set' }),
+    apiBaseUrl:
+      options.requireApiBaseUrl === false
+        ? getStringFromEnv({ key: 'API_BASE_URL', defaultValue: '' })
+        : getStringFromEnv({ key: 'API_BASE_URL', errorMessage: 'API_BASE_URL is not set' }),
     principalMode,
     retryPolicy: delays ? parseRetryDelays(delays) : DEFAULT_RETRY_POLICY,
     // A claim must outlast the target call it covers, or an overlapping tick (or a duplicate
@@ -35,5 +49,6 @@ export function readLedgerConfig(): LedgerConfig {
     claimSeconds: Math.max(getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }), Math.ceil((2 * targetTimeoutMs) / 1000)),
     retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
     targetTimeoutMs,
+    registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' })),
   };
 }

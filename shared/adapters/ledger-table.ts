@@ -16,6 +16,7 @@ import { TERMINAL_STATUSES, type DispatchState } from '../dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
+import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration, TargetRunStatus } from '../targets/port.js';
 
 /**
@@ -258,6 +259,8 @@ export interface LedgerTableOptions {
   /** Seconds a final record is kept (CONTRACT §7: default 90 days). */
   readonly retentionSeconds: number;
   readonly now?: () => Date;
+  /** Deploy-time principals and targets, consulted before the table's own entries. */
+  readonly registry?: StaticRegistry;
 }
 
 /** The DynamoDB implementation of the ledger's store, principal registry included. */
@@ -591,6 +594,8 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async getTarget(name: string): Promise<TargetRegistration | undefined> {
+    const deployed = this.options.registry?.targets.get(name);
+    if (deployed) return deployed;
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.target(name) }));
     if (!Item) return undefined;
     const { pk: _pk, sk: _sk, ...rest } = Item;
@@ -602,6 +607,8 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async resolve(principalId: string): Promise<Principal | undefined> {
+    const deployed = this.options.registry?.principals.get(principalId);
+    if (deployed) return deployed;
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.principal(principalId) }));
     if (!Item) return undefined;
     const { pk: _pk, sk: _sk, principalId: _id, ...rest } = Item;

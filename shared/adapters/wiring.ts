@@ -26,7 +26,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
   const targets = new Map<string, TargetPort>();
   return {
     dynamodb,
-    table: new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds }),
+    table: new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry }),
     blobs: new S3Blobs(s3, config.bucketName),
     targetFor: (registration) => {
       const cacheKey = `${registration.name}|${registration.baseUrl}|${registration.secretRef ?? ''}`;

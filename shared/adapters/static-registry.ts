@@ -1,0 +1,49 @@
+import * as z from 'zod/mini';
+import '../zod-english.js';
+import type { Principal } from '../principals/principals.js';
+import type { TargetRegistration } from '../targets/port.js';
+
+/**
+ * Principals and targets registered at deploy time (the CDK construct's `addOrigin`, `addTarget`…),
+ * handed to the functions as the `LEDGER_REGISTRY` variable. They take precedence over entries
+ * registered later in the table (`ledger registry`), so a deployed mapping cannot be overridden by
+ * a table write.
+ */
+export interface StaticRegistry {
+  readonly principals: ReadonlyMap<string, Principal>;
+  readonly targets: ReadonlyMap<string, TargetRegistration>;
+}
+
+const nonBlank = z.string().check(z.minLength(1), z.maxLength(2048));
+const principalSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('origin'), origin: nonBlank }),
+  z.object({ role: z.literal('target'), target: nonBlank }),
+  z.object({ role: z.literal('operator') }),
+]);
+const registrySchema = z.object({
+  principals: z.array(z.object({ id: nonBlank, principal: principalSchema })),
+  targets: z.array(z.object({ name: nonBlank, kind: z.literal('http'), baseUrl: nonBlank, secretRef: z.optional(nonBlank) })),
+});
+
+export const EMPTY_REGISTRY: StaticRegistry = { principals: new Map(), targets: new Map() };
+
+/** Parses `LEDGER_REGISTRY`; a malformed value fails the cold start rather than authorizing wrongly. */
+export function parseStaticRegistry(json: string): StaticRegistry {
+  if (json.trim() === '') return EMPTY_REGISTRY;
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    throw new RangeError('LEDGER_REGISTRY is not JSON');
+  }
+  const parsed = registrySchema.safeParse(value);
+  if (!parsed.success) throw new RangeError(`LEDGER_REGISTRY is malformed: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`);
+  const principals = new Map<string, Principal>();
+  for (const { id, principal } of parsed.data.principals) {
+    if (principals.has(id)) throw new RangeError(`LEDGER_REGISTRY names principal ${id} twice`);
+    principals.set(id, principal);
+  }
+  const targets = new Map<string, TargetRegistration>();
+  for (const { secretRef, ...target } of parsed.data.targets) targets.set(target.name, { ...target, ...(secretRef ? { secretRef } : {}) });
+  return { principals, targets };
+}

@@ -1,0 +1,49 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { EMPTY_REGISTRY, parseStaticRegistry } from '../../shared/adapters/static-registry.js';
+
+describe('parseStaticRegistry (LEDGER_REGISTRY, written by the CDK construct)', () => {
+  it('reads principals and targets, the secret only where given', () => {
+    const registry = parseStaticRegistry(
+      JSON.stringify({
+        principals: [
+          { id: 'AROAPLANNER', principal: { role: 'origin', origin: 'planner' } },
+          { id: 'AROAONCALL', principal: { role: 'operator' } },
+        ],
+        targets: [
+          { name: 'research-agent', kind: 'http', baseUrl: 'https://agents.example.com', secretRef: 'arn:aws:secretsmanager:eu-west-1:1:secret:x' },
+          { name: 'open-agent', kind: 'http', baseUrl: 'https://open.example.com' },
+        ],
+      }),
+    );
+    expect(registry.principals.get('AROAPLANNER')).toEqual({ role: 'origin', origin: 'planner' });
+    expect(registry.principals.get('AROAONCALL')).toEqual({ role: 'operator' });
+    expect(registry.targets.get('research-agent')?.secretRef).toContain('secretsmanager');
+    expect(registry.targets.get('open-agent')).toEqual({ name: 'open-agent', kind: 'http', baseUrl: 'https://open.example.com' });
+  });
+
+  it('is empty when unset', () => {
+    expect(parseStaticRegistry('')).toBe(EMPTY_REGISTRY);
+  });
+
+  it('fails the cold start, naming the field, rather than authorizing from a malformed registry', () => {
+    expect(() => parseStaticRegistry('{')).toThrow('LEDGER_REGISTRY is not JSON');
+    expect(() => parseStaticRegistry(JSON.stringify({ principals: [{ id: 'A', principal: { role: 'admin' } }], targets: [] }))).toThrow(/LEDGER_REGISTRY is malformed: principals\.0\.principal\.role/);
+    const twice = { id: 'A', principal: { role: 'operator' } };
+    expect(() => parseStaticRegistry(JSON.stringify({ principals: [twice, twice], targets: [] }))).toThrow('principal A twice');
+  });
+});
+
+describe('readLedgerConfig and the API function', () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    process.env = { ...saved };
+  });
+
+  it('lets only the API function run without API_BASE_URL (it takes its URL from each request)', () => {
+    Object.assign(process.env, { LEDGER_TABLE_NAME: 't', EVIDENCE_BUCKET: 'b' });
+    delete process.env.API_BASE_URL;
+    expect(() => readLedgerConfig()).toThrow('API_BASE_URL');
+    expect(readLedgerConfig({ requireApiBaseUrl: false }).apiBaseUrl).toBe('');
+  });
+});
