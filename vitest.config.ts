@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // - unit: pure code and adapters against in-memory fakes or aws-sdk-client-mock; no servers.
 // - integration: the real local engines (DynamoDB Local, fauxqs, moto), started once by the
 //   global setup and stopped by pid afterwards.
-// - infra: CDK template assertions (added with the deploy issue).
+// - infra: CDK template assertions, cdk-nag and cfn-lint on the synthesized stack; no servers.
 export default defineConfig({
   test: {
     reporters: ['default', './test/support/summary-reporter.ts'],
@@ -27,6 +27,16 @@ export default defineConfig({
           hookTimeout: 120_000,
           // Engines are shared; files run one at a time so counted operations stay exact.
           fileParallelism: false,
+        },
+      },
+      {
+        test: {
+          name: 'infra',
+          include: ['test/infra/**/*.test.ts'],
+          environment: 'node',
+          // Synthesis bundles four functions with esbuild: seconds, not milliseconds.
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
         },
       },
     ],

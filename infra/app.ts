@@ -1,8 +1,18 @@
-import { App } from 'aws-cdk-lib';
+import { App, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
+import { DispatchLedgerStack } from './stack.js';
 
 /**
- * The CDK app. The `DispatchLedger` construct and its stack arrive with the deploy issue; until then
- * the app synthesizes nothing, so `npx cdk synth` already works offline on a clean clone.
+ * `npx cdk synth` / `npx cdk deploy`: Dispatch Ledger as one stack, checked by cdk-nag's AwsSolutions
+ * and Serverless packs (synth fails on any finding not acknowledged with a reason in `nag.ts`).
+ * Account and region come from the deploying credentials (`CDK_DEFAULT_*`); synth needs neither.
  */
 const app = new App();
+const stack = new DispatchLedgerStack(app, 'DispatchLedger', {
+  description: 'Dispatch Ledger: durable dispatch, watch and proof for agent and worker runs',
+  ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
+    ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }
+    : {}),
+});
+Validations.of(app).addPlugins(new AwsSolutionsChecks(app), new ServerlessChecks(app));
 app.synth();

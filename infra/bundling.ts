@@ -1,0 +1,44 @@
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+/** The repository root: entries, the lock file and the tsconfig are resolved from here. */
+export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The ledger's Lambda functions, each a thin handler under `functions/<name>/handler.ts`. */
+export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher'] as const;
+export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
+
+/** The table, the evidence bucket and target secrets: what intake, the API and the monitor talk to. */
+const LEDGER_TABLE_CLIENTS = {
+  '@aws-sdk/client-dynamodb': ['DynamoDBClient'],
+  '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient'],
+  '@aws-sdk/client-s3': ['S3Client'],
+  '@aws-sdk/client-secrets-manager': ['SecretsManagerClient'],
+} as const;
+
+export const handlerEntry = (name: LedgerFunctionName): string => path.join(PROJECT_ROOT, 'functions', name, 'handler.ts');
+
+/**
+ * What each function takes from the AWS SDK (module → exports): the baseline its bundle is measured
+ * against (`npm run bundle:report`). A function that starts using another client must say so here.
+ */
+export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record<string, readonly string[]>>>> = {
+  intake: LEDGER_TABLE_CLIENTS,
+  api: LEDGER_TABLE_CLIENTS,
+  monitor: LEDGER_TABLE_CLIENTS,
+  publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
+};
+
+/**
+ * One set of esbuild options for the deployed bundles and for the bundle report, so the report
+ * measures what Lambda loads. ESM (top-level await-free, tree-shaken), minified, the AWS SDK bundled
+ * at the pinned versions rather than taken from the runtime, and a `require` for the few CommonJS
+ * dependencies that ask for Node built-ins.
+ */
+export const ESBUILD_OPTIONS = {
+  target: 'node22',
+  minify: true,
+  sourceMap: false,
+  mainFields: ['module', 'main'],
+  banner: "import { createRequire as __ledgerCreateRequire } from 'node:module'; const require = __ledgerCreateRequire(import.meta.url);",
+} as const;

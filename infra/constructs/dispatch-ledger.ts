@@ -1,0 +1,217 @@
+import { ArnFormat, Duration, Lazy, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import { Effect, PolicyStatement, type IGrantable, type Role } from 'aws-cdk-lib/aws-iam';
+import { RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { ITopic } from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+import { INDEX } from '../../shared/adapters/ledger-table.js';
+import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/message.js';
+import type { Principal } from '../../shared/principals/principals.js';
+import { DispatchIntake } from './dispatch-intake.js';
+import { EventPublisher } from './event-publisher.js';
+import { LedgerAlarms } from './ledger-alarms.js';
+import { LedgerApi } from './ledger-api.js';
+import { LedgerFunction } from './ledger-function.js';
+import { LedgerStorage } from './ledger-storage.js';
+import { acknowledgeNagFindings } from '../nag.js';
+import { RunMonitor } from './run-monitor.js';
+
+/** An `http` target registered at deploy time (CONTRACT §8); more can be registered later with `ledger registry`. */
+export interface LedgerTargetProps {
+  /** The name dispatches use in `target`. */
+  readonly name: string;
+  /** Base URL of its `POST /runs` and `GET /runs/{runId}` endpoints. */
+  readonly baseUrl: string;
+  /** The value of the auth header the target expects, read (and cached) by the functions. @default none */
+  readonly authSecret?: ISecret;
+}
+
+/** An IAM identity for the principal registry: a role of this app, or the unique id of an existing role or user. */
+export type LedgerIdentity = Role | { readonly principalId: string; readonly grantable?: IGrantable };
+
+export interface DispatchLedgerProps {
+  /** Days a finished dispatch's records and evidence are kept (CONTRACT §7). @default 90 */
+  readonly retentionDays?: number;
+  /** What `cdk destroy` does to the table and buckets. @default RemovalPolicy.RETAIN */
+  readonly removalPolicy?: RemovalPolicy;
+  /** Table deletion protection. @default true */
+  readonly deletionProtection?: boolean;
+  /** Where alarms (and their recoveries) go. @default a new SNS topic */
+  readonly alarmTopic?: ITopic;
+  /** Targets registered at deploy time. @default none */
+  readonly targets?: readonly LedgerTargetProps[];
+  /** Monitor period, the resolution of stall and orphan detection. @default 1 minute */
+  readonly monitorPeriod?: Duration;
+  /** Timeout of each call to a target. @default 10 seconds */
+  readonly targetTimeout?: Duration;
+  /** @default 'dispatch-ledger' */
+  readonly eventBusName?: string;
+  /** Retention of the functions' logs. @default one month */
+  readonly logRetention?: RetentionDays;
+  /** Deliveries before an untakeable message moves to the DLQ. @default 5 */
+  readonly maxReceiveCount?: number;
+}
+
+/** Secrets of targets registered at run time (`ledger registry target put --secret …`) live under this name prefix. */
+export const TARGET_SECRET_PREFIX = 'dispatch-ledger/targets/';
+
+/**
+ * Dispatch Ledger in one construct: the dispatch queue and intake, the ledger table and evidence
+ * bucket, the IAM-authorized API, the monitor schedule, the event publisher and the alarms.
+ *
+ * @example
+ * const ledger = new DispatchLedger(stack, 'Ledger', {
+ *   targets: [{ name: 'research-agent', baseUrl: 'https://agents.example.com', authSecret }],
+ * });
+ * ledger.addOrigin(plannerRole, 'planner');            // may send dispatches and read its own
+ * ledger.addTargetCaller(agentRole, 'research-agent'); // may post run events and evidence
+ * ledger.addOperator(onCallRole);                      // rejections, attention, redrive
+ */
+export class DispatchLedger extends Construct {
+  readonly storage: LedgerStorage;
+  readonly intake: DispatchIntake;
+  readonly api: LedgerApi;
+  readonly monitor: RunMonitor;
+  readonly publisher: EventPublisher;
+  readonly alarms: LedgerAlarms;
+  readonly functions: { readonly intake: LedgerFunction; readonly api: LedgerFunction; readonly monitor: LedgerFunction; readonly publisher: LedgerFunction };
+
+  private readonly principals: Array<{ readonly id: string; readonly principal: Principal }> = [];
+  private readonly targets: Array<{ readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string }> = [];
+
+  constructor(scope: Construct, id: string, props: DispatchLedgerProps = {}) {
+    super(scope, id);
+    const retentionDays = props.retentionDays ?? 90;
+    if (!Number.isInteger(retentionDays) || retentionDays < 1) throw new RangeError(`retentionDays must be a whole number ≥ 1, got ${retentionDays}`);
+    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
+    const targetTimeout = props.targetTimeout ?? Duration.seconds(10);
+    if (targetTimeout.toSeconds() < 1 || targetTimeout.toSeconds() > 20) throw new RangeError('targetTimeout must be between 1 and 20 seconds');
+    const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
+
+    this.storage = new LedgerStorage(this, 'Storage', { retentionDays, removalPolicy, deletionProtection: props.deletionProtection ?? true });
+    const { table, evidenceBucket } = this.storage;
+
+    const common = {
+      LEDGER_TABLE_NAME: table.tableName,
+      EVIDENCE_BUCKET: evidenceBucket.bucketName,
+      PRINCIPAL_MODE: 'enforce',
+      RETENTION_DAYS: String(retentionDays),
+      TARGET_TIMEOUT_MS: String(targetTimeout.toMilliseconds()),
+      LEDGER_REGISTRY: Lazy.string({ produce: () => Stack.of(this).toJsonString({ principals: this.principals, targets: this.targets }) }),
+    };
+    const fn = (name: 'intake' | 'api' | 'monitor' | 'publisher', timeout: Duration, environment: Record<string, string>, memorySize = 512) =>
+      new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, { name, timeout, environment, memorySize, logRetention, removalPolicy });
+
+    // Timeouts: each target call is bounded by targetTimeout; a batch of 10 runs its records in
+    // parallel, so intake needs about one target call plus its writes. The API forwards one call at
+    // most. A monitor tick looks several due runs up in turn. The publisher only talks to EventBridge.
+    const api = fn('api', Duration.seconds(30), { ...common });
+    this.api = new LedgerApi(this, 'Api', { api });
+    const callback = { ...common, API_BASE_URL: this.api.url.url };
+    const intake = fn('intake', Duration.seconds(30), callback);
+    const monitor = fn('monitor', Duration.minutes(2), callback);
+    const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger' }, 256);
+    this.functions = { intake, api, monitor, publisher };
+
+    this.intake = new DispatchIntake(this, 'Intake', { intake, ...(props.maxReceiveCount === undefined ? {} : { maxReceiveCount: props.maxReceiveCount }) });
+    this.monitor = new RunMonitor(this, 'Monitor', { monitor, ...(props.monitorPeriod ? { period: props.monitorPeriod } : {}) });
+    this.publisher = new EventPublisher(this, 'Publisher', {
+      publisher,
+      table,
+      ...(props.eventBusName ? { eventBusName: props.eventBusName } : {}),
+      failureRetentionDays: retentionDays,
+      removalPolicy,
+    });
+
+    // Least privilege: each function gets the item-level actions it uses, on the indexes it reads.
+    // No function may delete items, scan, or change the table; only the API and the monitor query.
+    const tableArn = table.tableArn;
+    const indexArn = (index: string) => `${tableArn}/index/${index}`;
+    this.allow(intake, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
+    this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
+    this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due)]);
+    this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
+    this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed)]);
+    // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence and
+    // reads tasks for a redispatch; the monitor checks evidence exists (HEAD needs ListBucket to
+    // tell "missing" (404) from "forbidden" (403), or every missing file reads as an unrunnable check).
+    const objects = evidenceBucket.arnForObjects('*');
+    this.allow(intake, ['s3:PutObject', 's3:GetObject'], [objects]);
+    this.allow(api, ['s3:PutObject', 's3:GetObject'], [objects]);
+    this.allow(monitor, ['s3:GetObject'], [objects]);
+    this.allow(monitor, ['s3:ListBucket'], [evidenceBucket.bucketArn]);
+    // Target auth headers: the deploy-time targets' secrets, and those registered later under the prefix.
+    const runtimeSecrets = Stack.of(this).formatArn({ service: 'secretsmanager', resource: 'secret', resourceName: `${TARGET_SECRET_PREFIX}*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    for (const caller of [intake, api, monitor]) this.allow(caller, ['secretsmanager:GetSecretValue'], [runtimeSecrets]);
+    for (const target of props.targets ?? []) this.addTarget(target);
+
+    this.alarms = new LedgerAlarms(this, 'Alarms', {
+      ...(props.alarmTopic ? { alarmTopic: props.alarmTopic } : {}),
+      dispatchQueue: this.intake.queue,
+      deadLetterQueue: this.intake.deadLetterQueue,
+      functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function },
+      publisher: publisher.function,
+    });
+    acknowledgeNagFindings(this);
+  }
+
+  /** Registers a target at deploy time (before the functions read their registry at cold start). */
+  addTarget(target: LedgerTargetProps): void {
+    if (!TARGET_NAME.test(target.name)) throw new RangeError(`target name "${target.name}" must match ${TARGET_NAME}`);
+    if (this.targets.some((existing) => existing.name === target.name)) throw new Error(`target "${target.name}" is registered twice`);
+    if (!Token.isUnresolved(target.baseUrl) && !/^https:\/\//.test(target.baseUrl)) throw new RangeError(`target "${target.name}": baseUrl must be https`);
+    this.targets.push({ name: target.name, kind: 'http', baseUrl: target.baseUrl, ...(target.authSecret ? { secretRef: target.authSecret.secretArn } : {}) });
+    for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) target.authSecret?.grantRead(caller.function);
+  }
+
+  /** The identity may send dispatches for `origin` and read and act on that origin's dispatches. */
+  addOrigin(identity: LedgerIdentity, origin: string): void {
+    if (!ORIGIN.test(origin)) throw new RangeError(`origin "${origin}" must match ${ORIGIN}`);
+    this.register(identity, { role: 'origin', origin });
+    const grantable = this.grantableOf(identity);
+    if (grantable) {
+      this.intake.queue.grantSendMessages(grantable);
+      this.api.grantInvoke(grantable);
+    }
+  }
+
+  /** The identity may report runs and upload evidence for dispatches sent to `target`. */
+  addTargetCaller(identity: LedgerIdentity, target: string): void {
+    if (!TARGET_NAME.test(target)) throw new RangeError(`target name "${target}" must match ${TARGET_NAME}`);
+    this.register(identity, { role: 'target', target });
+    const grantable = this.grantableOf(identity);
+    if (grantable) this.api.grantInvoke(grantable);
+  }
+
+  /**
+   * The identity may read rejections and attention across origins, redrive the DLQ and replay parked
+   * stream batches. (Its policy names the failure bucket's objects with a wildcard: acknowledge
+   * `AwsSolutions-IAM5` on your role if you run cdk-nag.)
+   */
+  addOperator(identity: LedgerIdentity): void {
+    this.register(identity, { role: 'operator' });
+    const grantable = this.grantableOf(identity);
+    if (!grantable) return;
+    this.api.grantInvoke(grantable);
+    this.intake.deadLetterQueue.grantConsumeMessages(grantable);
+    this.intake.queue.grantSendMessages(grantable);
+    // `ledger stream replay`: list and read the failure records, mark each replayed, publish its events.
+    const failures = this.publisher.failureBucket;
+    grantable.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:ListBucket'], resources: [failures.bucketArn] }));
+    grantable.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:GetObject', 's3:PutObject'], resources: [failures.arnForObjects('*')] }));
+    this.publisher.bus.grantPutEventsTo(grantable);
+  }
+
+  private register(identity: LedgerIdentity, principal: Principal): void {
+    const id = 'principalId' in identity ? identity.principalId : identity.roleId;
+    this.principals.push({ id, principal });
+  }
+
+  private grantableOf(identity: LedgerIdentity): IGrantable | undefined {
+    return 'principalId' in identity ? identity.grantable : identity;
+  }
+
+  private allow(fn: LedgerFunction, actions: string[], resources: string[]): void {
+    fn.function.addToRolePolicy(new PolicyStatement({ effect: Effect.ALLOW, actions, resources }));
+  }
+}

@@ -1,0 +1,64 @@
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
+import { EventBus } from 'aws-cdk-lib/aws-events';
+import { Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { StartingPosition, type DlqDestinationConfig, type IEventSourceDlq, type IEventSourceMapping, type IFunction } from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import type { Bucket } from 'aws-cdk-lib/aws-s3';
+import { Construct } from 'constructs';
+import type { LedgerFunction } from './ledger-function.js';
+import { privateBucket } from './ledger-storage.js';
+
+export interface EventPublisherProps {
+  readonly publisher: LedgerFunction;
+  readonly table: ITable;
+  /** @default 'dispatch-ledger' (CONTRACT §3) */
+  readonly eventBusName?: string;
+  /** Days the records of failed batches are kept for `ledger stream replay`. */
+  readonly failureRetentionDays: number;
+  readonly removalPolicy: RemovalPolicy;
+}
+
+/**
+ * The S3 on-failure destination with only what Lambda needs to write the record (PutObject, and
+ * ListBucket), where CDK's `S3OnFailureDestination` grants the publisher read, write and delete.
+ */
+class PutOnlyS3Destination implements IEventSourceDlq {
+  constructor(private readonly bucket: Bucket) {}
+
+  bind(_mapping: IEventSourceMapping, handler: IFunction): DlqDestinationConfig {
+    handler.addToRolePolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:PutObject'], resources: [this.bucket.arnForObjects('*')] }));
+    handler.addToRolePolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:ListBucket'], resources: [this.bucket.bucketArn] }));
+    return { destination: this.bucket.bucketArn };
+  }
+}
+
+/**
+ * The outbox: the ledger table's stream feeds the publisher, which puts the contract's events on the
+ * `dispatch-ledger` bus. A failing record is retried (bisecting the batch to isolate it); when the
+ * retries are spent the whole invocation record — stream records included — lands in the failure
+ * bucket, because the stream itself forgets after 24 hours. `ledger stream replay` publishes them.
+ */
+export class EventPublisher extends Construct {
+  readonly bus: EventBus;
+  readonly failureBucket: Bucket;
+
+  constructor(scope: Construct, id: string, props: EventPublisherProps) {
+    super(scope, id);
+    this.bus = new EventBus(this, 'Bus', { eventBusName: props.eventBusName ?? 'dispatch-ledger' });
+    this.failureBucket = privateBucket(this, 'Failures', { expireAfterDays: props.failureRetentionDays, removalPolicy: props.removalPolicy });
+    props.publisher.function.addEventSource(
+      new DynamoEventSource(props.table, {
+        startingPosition: StartingPosition.TRIM_HORIZON,
+        batchSize: 100,
+        maxBatchingWindow: Duration.seconds(1),
+        bisectBatchOnError: true,
+        reportBatchItemFailures: true,
+        retryAttempts: 10,
+        maxRecordAge: Duration.hours(6),
+        onFailure: new PutOnlyS3Destination(this.failureBucket),
+      }),
+    );
+    this.bus.grantPutEventsTo(props.publisher.function);
+  }
+}

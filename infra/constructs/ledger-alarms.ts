@@ -1,0 +1,155 @@
+import { Duration } from 'aws-cdk-lib';
+import {
+  Alarm,
+  ComparisonOperator,
+  Dashboard,
+  GraphWidget,
+  MathExpression,
+  Metric,
+  TextWidget,
+  TreatMissingData,
+  type IMetric,
+} from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import type { IQueue } from 'aws-cdk-lib/aws-sqs';
+import { Topic, type ITopic } from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+
+/** CloudWatch namespace of the contract's metrics (CONTRACT §7). */
+export const METRIC_NAMESPACE = 'DispatchLedger';
+
+/** The contract's metrics, each emitted with the single dimension `Target`. */
+export const CONTRACT_METRICS = [
+  'OrphanedDispatches',
+  'StalledRuns',
+  'UnobservableRuns',
+  'ApprovalWaitsExpired',
+  'BlockedDispatches',
+  'RejectedMessages',
+  'RecoveredRuns',
+  'SubmissionRetries',
+] as const;
+export type ContractMetric = (typeof CONTRACT_METRICS)[number];
+
+/** Emitted by the publisher, without dimensions, when events could not be put on the bus. */
+export const PUBLISH_FAILURES_METRIC = 'PublishFailures';
+
+/**
+ * A contract metric summed over every target — the ones registered after deployment too — by a
+ * CloudWatch Metrics Insights query (an alarm cannot sum a dimension otherwise).
+ */
+export function acrossTargets(metric: ContractMetric, period = Duration.minutes(1)): IMetric {
+  return new MathExpression({
+    expression: `SELECT SUM(${metric}) FROM SCHEMA("${METRIC_NAMESPACE}", Target)`,
+    usingMetrics: {},
+    period,
+    label: `${metric} (all targets)`,
+  });
+}
+
+const byTarget = (metric: ContractMetric): IMetric =>
+  new MathExpression({
+    expression: `SELECT SUM(${metric}) FROM SCHEMA("${METRIC_NAMESPACE}", Target) GROUP BY Target`,
+    usingMetrics: {},
+    period: Duration.minutes(5),
+    label: metric,
+  });
+
+export interface LedgerAlarmsProps {
+  /** Where alarms go. @default a new SNS topic (subscribe to it after deploying) */
+  readonly alarmTopic?: ITopic;
+  readonly dispatchQueue: IQueue;
+  readonly deadLetterQueue: IQueue;
+  readonly functions: Readonly<Record<string, IFunction>>;
+  readonly publisher: IFunction;
+  /** Oldest unpublished stream record before the publisher is paged. @default 5 minutes */
+  readonly maxIteratorAge?: Duration;
+}
+
+/**
+ * The alarms a person is paged by, all into one SNS topic (alarm and OK), and a dashboard of the
+ * contract's metrics. Every alarm treats missing data as "not breaching": the metrics it watches
+ * are only emitted when something happens, and an alarm stuck in INSUFFICIENT_DATA pages nobody.
+ */
+export class LedgerAlarms extends Construct {
+  readonly topic: ITopic;
+  readonly alarms: Readonly<Record<string, Alarm>>;
+  readonly dashboard: Dashboard;
+
+  constructor(scope: Construct, id: string, props: LedgerAlarmsProps) {
+    super(scope, id);
+    this.topic = props.alarmTopic ?? new Topic(this, 'Topic', { displayName: 'Dispatch Ledger alarms', enforceSSL: true });
+    const action = new SnsAction(this.topic);
+    const alarms: Record<string, Alarm> = {};
+    const alarm = (name: string, metric: IMetric, description: string, threshold = 1): Alarm => {
+      const created = new Alarm(this, name, {
+        metric,
+        threshold,
+        evaluationPeriods: 1,
+        datapointsToAlarm: 1,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+        alarmDescription: description,
+      });
+      created.addAlarmAction(action);
+      created.addOkAction(action);
+      alarms[name] = created;
+      return created;
+    };
+
+    alarm(
+      'OrphanedDispatches',
+      acrossTargets('OrphanedDispatches'),
+      'A run completed but its expected evidence is missing after the delivery grace: `ledger attention --kind orphan_no_delivery`, then fix delivery or redispatch.',
+    );
+    alarm('StalledRuns', acrossTargets('StalledRuns'), 'A run went quiet while its target says it is still active: `ledger attention --kind unknown`; look at the run at its target.');
+    alarm('UnobservableRuns', acrossTargets('UnobservableRuns'), 'A run cannot be looked up at its target (unreachable or 404): `ledger attention --kind unknown`; check the target.');
+    // Messages land in the DLQ without being "sent" to it (NumberOfMessagesSent stays 0), and an idle
+    // queue's metrics go quiet: watch the visible count, and read silence as an empty DLQ.
+    alarm(
+      'DeadLetterQueue',
+      props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
+      'Intake could not take messages at all (e.g. the table was unavailable): fix the cause, then `ledger dlq redrive`.',
+    );
+    alarm(
+      'PublishFailures',
+      new Metric({ namespace: METRIC_NAMESPACE, metricName: PUBLISH_FAILURES_METRIC, statistic: 'Sum', period: Duration.minutes(1) }),
+      'Events could not be put on the bus; the stream retries them, then parks them in the failure bucket: `ledger stream replay` once the bus is back.',
+    );
+    alarm(
+      'PublisherIteratorAge',
+      props.publisher.metric('IteratorAge', { statistic: 'Maximum', period: Duration.minutes(1) }),
+      'Events are published late: the publisher is failing or throttled. Check its logs and errors.',
+      (props.maxIteratorAge ?? Duration.minutes(5)).toMilliseconds(),
+    );
+    for (const [name, fn] of Object.entries(props.functions)) {
+      alarm(`${name}Errors`, fn.metricErrors({ statistic: 'Sum', period: Duration.minutes(5) }), `The ${name} function failed (error, timeout or crash): read its log group.`);
+    }
+    this.alarms = alarms;
+
+    this.dashboard = new Dashboard(this, 'Dashboard', { defaultInterval: Duration.hours(24) });
+    this.dashboard.addWidgets(
+      new TextWidget({ markdown: '# Dispatch Ledger\nContract metrics by target; a spike in Orphaned, Stalled or Unobservable needs `ledger attention`.', width: 24, height: 2 }),
+    );
+    this.dashboard.addWidgets(...CONTRACT_METRICS.map((metric) => new GraphWidget({ title: metric, left: [byTarget(metric)], width: 6, height: 6 })));
+    this.dashboard.addWidgets(
+      new GraphWidget({
+        title: 'Dispatch queue and DLQ',
+        left: [
+          props.dispatchQueue.metricApproximateNumberOfMessagesVisible({ label: 'queued' }),
+          props.dispatchQueue.metricApproximateAgeOfOldestMessage({ label: 'oldest (s)' }),
+          props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ label: 'DLQ' }),
+        ],
+        width: 8,
+      }),
+      new GraphWidget({ title: 'Function errors', left: Object.entries(props.functions).map(([name, fn]) => fn.metricErrors({ label: name })), width: 8 }),
+      new GraphWidget({
+        title: 'Publisher',
+        left: [props.publisher.metric('IteratorAge', { statistic: 'Maximum', label: 'iterator age (ms)' })],
+        right: [new Metric({ namespace: METRIC_NAMESPACE, metricName: PUBLISH_FAILURES_METRIC, statistic: 'Sum', label: 'publish failures' })],
+        width: 8,
+      }),
+    );
+  }
+}

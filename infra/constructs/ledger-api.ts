@@ -1,0 +1,36 @@
+import { FunctionUrl, FunctionUrlAuthType, InvokeMode } from 'aws-cdk-lib/aws-lambda';
+import type { IGrantable } from 'aws-cdk-lib/aws-iam';
+import { Construct } from 'constructs';
+import type { LedgerFunction } from './ledger-function.js';
+
+export interface LedgerApiProps {
+  readonly api: LedgerFunction;
+}
+
+/**
+ * The ledger HTTP API (CONTRACT §2) as a Lambda function URL with `AWS_IAM` auth: every route is
+ * behind SigV4, and the handler maps the caller's IAM identity to an origin, target or operator via
+ * the principal registry.
+ *
+ * Why a function URL, not API Gateway: a lifecycle makes ~5 API calls (2 heartbeats, completion,
+ * an evidence upload, a receipt); an HTTP API bills $1 per million requests, i.e. ~$5 per million
+ * lifecycles — half the whole budget. A function URL adds no charge on top of the invocation, and
+ * its 6 MB request limit holds the largest body we accept (4 MB evidence).
+ */
+export class LedgerApi extends Construct {
+  readonly url: FunctionUrl;
+
+  constructor(scope: Construct, id: string, props: LedgerApiProps) {
+    super(scope, id);
+    this.url = new FunctionUrl(this, 'Url', {
+      function: props.api.function,
+      authType: FunctionUrlAuthType.AWS_IAM,
+      invokeMode: InvokeMode.BUFFERED,
+    });
+  }
+
+  /** Lets an origin, a target or an operator call the API (what it may do there is the registry's say). */
+  grantInvoke(grantee: IGrantable): void {
+    this.url.grantInvokeUrl(grantee);
+  }
+}

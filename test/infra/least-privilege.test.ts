@@ -1,0 +1,104 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LedgerFunctionName } from '../../infra/bundling.js';
+import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
+
+type Statement = { readonly Effect: string; readonly Action: string | string[]; readonly Resource: unknown };
+type Resource = { readonly Type: string; readonly Properties?: Record<string, unknown> };
+
+let synth: Synthesized;
+let grants: Record<LedgerFunctionName, Array<{ readonly actions: string[]; readonly resources: string }>>;
+
+/** Every statement of every policy attached to the function's role (its only permissions: no managed policies). */
+function grantsOf(name: LedgerFunctionName): Array<{ actions: string[]; resources: string }> {
+  const resources = synth.template.toJSON().Resources as Record<string, Resource>;
+  const role = logicalId(synth.stack, synth.stack.ledger.functions[name].function.role as never);
+  expect(resources[role]?.Properties?.ManagedPolicyArns).toBeUndefined();
+  return Object.values(resources)
+    .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${role}"`))
+    .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement)
+    .map((statement) => {
+      expect(statement.Effect).toBe('Allow');
+      return { actions: [statement.Action].flat(), resources: JSON.stringify(statement.Resource) };
+    });
+}
+
+const actionsOf = (name: LedgerFunctionName): string[] => [...new Set(grants[name].flatMap((grant) => grant.actions))].sort();
+const resourcesFor = (name: LedgerFunctionName, prefix: string): string[] => grants[name].filter((grant) => grant.actions.some((action) => action.startsWith(prefix))).map((grant) => grant.resources);
+
+beforeAll(() => {
+  synth = synthesizeLedger();
+  grants = { intake: grantsOf('intake'), api: grantsOf('api'), monitor: grantsOf('monitor'), publisher: grantsOf('publisher') };
+});
+afterAll(() => synth.dispose());
+
+const LOGS = ['logs:CreateLogStream', 'logs:PutLogEvents'];
+const TARGET_SECRETS = ['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'];
+
+describe('least privilege: each function may do exactly what its code does', () => {
+  it('intake: take messages, write and read items by key, spill and read bodies, read target secrets', () => {
+    expect(actionsOf('intake')).toEqual(
+      [
+        ...LOGS,
+        'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage',
+        'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem',
+        's3:GetObject', 's3:PutObject',
+        ...TARGET_SECRETS,
+      ].sort(),
+    );
+  });
+
+  it('api: items by key and batch, queries on the origin and feed indexes, evidence uploads, target secrets', () => {
+    expect(actionsOf('api')).toEqual(
+      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:PutObject', ...TARGET_SECRETS].sort(),
+    );
+    const queried = resourcesFor('api', 'dynamodb:Query').join();
+    expect(queried).toContain('/index/byOrigin');
+    expect(queried).toContain('/index/feed');
+    expect(queried).not.toContain('/index/due');
+  });
+
+  it('monitor: items by key, the due index, evidence existence checks (ListBucket so a missing file is a 404, not a 403), target secrets', () => {
+    expect(actionsOf('monitor')).toEqual(
+      [...LOGS, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:ListBucket', ...TARGET_SECRETS].sort(),
+    );
+    const queried = resourcesFor('monitor', 'dynamodb:Query').join();
+    expect(queried).toContain('/index/due');
+    expect(queried).not.toContain('/index/byOrigin');
+  });
+
+  it('publisher: read the table stream, put events on the ledger bus, park failed batches — no table data, no evidence', () => {
+    expect(actionsOf('publisher')).toEqual(
+      [...LOGS, 'dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams', 'events:PutEvents', 's3:ListBucket', 's3:PutObject'].sort(),
+    );
+    const failureBucket = logicalId(synth.stack, synth.stack.ledger.publisher.failureBucket);
+    for (const resources of resourcesFor('publisher', 's3:')) expect(resources).toContain(failureBucket);
+    expect(resourcesFor('publisher', 'events:')).toEqual([JSON.stringify({ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.publisher.bus), 'Arn'] })]);
+  });
+
+  it('no function can delete or scan items, change the table, or delete objects', () => {
+    for (const name of ['intake', 'api', 'monitor', 'publisher'] as const) {
+      for (const action of actionsOf(name)) {
+        expect(action).not.toMatch(/\*|^dynamodb:(Delete|Scan|BatchWrite|CreateTable|UpdateTable|TransactWrite)|^s3:Delete|^sqs:(Delete|Purge)Queue|^sqs:SendMessage/);
+      }
+    }
+  });
+
+  it('table actions name only the ledger table and its indexes; object actions only the ledger\'s own buckets', () => {
+    const table = logicalId(synth.stack, synth.stack.ledger.storage.table);
+    const evidence = logicalId(synth.stack, synth.stack.ledger.storage.evidenceBucket);
+    for (const name of ['intake', 'api', 'monitor'] as const) {
+      for (const resources of resourcesFor(name, 'dynamodb:')) expect(resources).toContain(table);
+      for (const resources of resourcesFor(name, 's3:')) expect(resources).toContain(evidence);
+      for (const resources of resourcesFor(name, 'secretsmanager:')) expect(resources).toMatch(/dispatch-ledger\/targets\/\*|ResearchAgentAuth/);
+    }
+  });
+
+  it('lets an origin send dispatches and call the API, and nothing else', () => {
+    const resources = synth.template.toJSON().Resources as Record<string, Resource>;
+    const planner = logicalId(synth.stack, synth.stack.node.findChild('PlannerRole') as never);
+    const actions = Object.values(resources)
+      .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${planner}"`))
+      .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement.flatMap((statement) => [statement.Action].flat()));
+    expect([...new Set(actions)].sort()).toEqual(['lambda:InvokeFunction', 'lambda:InvokeFunctionUrl', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'].sort());
+  });
+});

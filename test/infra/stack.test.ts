@@ -1,0 +1,219 @@
+import { Match } from 'aws-cdk-lib/assertions';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
+import { CONTRACT_METRICS } from '../../infra/constructs/ledger-alarms.js';
+import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
+
+type Resource = { readonly Type: string; readonly Properties?: Record<string, unknown>; readonly DeletionPolicy?: string };
+
+let synth: Synthesized;
+let resources: Record<string, Resource>;
+const ofType = (type: string): Array<[string, Resource]> => Object.entries(resources).filter(([, resource]) => resource.Type === type);
+const props = (id: string): Record<string, unknown> => resources[id]?.Properties ?? {};
+
+beforeAll(() => {
+  synth = synthesizeLedger();
+  resources = synth.template.toJSON().Resources as Record<string, Resource>;
+});
+afterAll(() => synth.dispose());
+
+describe('DispatchLedger stack: queues', () => {
+  it('encrypts both queues and refuses plain HTTP to them', () => {
+    const { stack } = synth;
+    for (const queue of [stack.ledger.intake.queue, stack.ledger.intake.deadLetterQueue]) {
+      const id = logicalId(stack, queue);
+      expect(props(id).SqsManagedSseEnabled).toBe(true);
+      synth.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+        Queues: Match.arrayWith([{ Ref: id }]),
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({ Effect: 'Deny', Action: 'sqs:*', Condition: { Bool: { 'aws:SecureTransport': 'false' } }, Principal: { AWS: '*' } }),
+          ]),
+        },
+      });
+    }
+  });
+
+  it('dead-letters after at least 5 receives, with a visibility of at least 6 × the intake timeout', () => {
+    const { stack } = synth;
+    const queue = props(logicalId(stack, stack.ledger.intake.queue));
+    const redrive = queue.RedrivePolicy as { maxReceiveCount: number; deadLetterTargetArn: unknown };
+    expect(redrive.maxReceiveCount).toBeGreaterThanOrEqual(5);
+    expect(redrive.deadLetterTargetArn).toEqual({ 'Fn::GetAtt': [logicalId(stack, stack.ledger.intake.deadLetterQueue), 'Arn'] });
+    const intakeTimeout = props(logicalId(stack, stack.ledger.functions.intake.function)).Timeout as number;
+    expect(queue.VisibilityTimeout).toBeGreaterThanOrEqual(6 * intakeTimeout);
+  });
+
+  it('reads the dispatch queue with partial batch failures', () => {
+    const { stack } = synth;
+    synth.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [logicalId(stack, stack.ledger.intake.queue), 'Arn'] },
+      FunctionName: { Ref: logicalId(stack, stack.ledger.functions.intake.function) },
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+    });
+  });
+
+  it('refuses a maxReceiveCount under 5 at synth time', async () => {
+    const { DispatchLedgerStack } = await import('../../infra/stack.js');
+    const { App } = await import('aws-cdk-lib');
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    expect(() => new DispatchLedgerStack(app, 'S', { ledger: { maxReceiveCount: 3 } })).toThrow(/maxReceiveCount must be at least 5/);
+  });
+});
+
+describe('DispatchLedger stack: table and buckets', () => {
+  it('makes the ledger table on-demand, point-in-time recoverable, streamed, expiring and deletion-protected', () => {
+    const { stack } = synth;
+    const id = logicalId(stack, stack.ledger.storage.table);
+    expect(resources[id]?.DeletionPolicy).toBe('Retain');
+    expect(props(id)).toMatchObject({
+      BillingMode: 'PAY_PER_REQUEST',
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
+      TimeToLiveSpecification: { AttributeName: LEDGER_TABLE_DEFINITION.ttlAttribute, Enabled: true },
+      DeletionProtectionEnabled: true,
+      KeySchema: LEDGER_TABLE_DEFINITION.keySchema,
+    });
+  });
+
+  it('gives the table exactly the indexes the adapters query, with their projections', () => {
+    const { stack } = synth;
+    const indexes = props(logicalId(stack, stack.ledger.storage.table)).GlobalSecondaryIndexes as Array<{ IndexName: string; KeySchema: unknown; Projection: { ProjectionType: string } }>;
+    expect(indexes.map(({ IndexName, KeySchema, Projection }) => ({ IndexName, KeySchema, Projection: { ProjectionType: Projection.ProjectionType } }))).toEqual(
+      LEDGER_TABLE_DEFINITION.globalSecondaryIndexes.map(({ IndexName, KeySchema, Projection }) => ({ IndexName, KeySchema, Projection: { ProjectionType: Projection?.ProjectionType } })),
+    );
+  });
+
+  it('keeps both buckets private, encrypted, TLS-only and expiring after the retention', () => {
+    const { stack } = synth;
+    for (const bucket of [stack.ledger.storage.evidenceBucket, stack.ledger.publisher.failureBucket]) {
+      const id = logicalId(stack, bucket);
+      expect(resources[id]?.DeletionPolicy).toBe('Retain');
+      expect(props(id)).toMatchObject({
+        PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
+        BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
+        OwnershipControls: { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] },
+        LifecycleConfiguration: { Rules: [{ ExpirationInDays: 90, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }] },
+      });
+      synth.template.hasResourceProperties('AWS::S3::BucketPolicy', {
+        Bucket: { Ref: id },
+        PolicyDocument: {
+          Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Action: 's3:*', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]),
+        },
+      });
+    }
+  });
+});
+
+describe('DispatchLedger stack: functions, schedule, stream and API', () => {
+  it('runs every function on arm64, Node.js 22 or newer, with a log group that has a retention', () => {
+    const functions = ofType('AWS::Lambda::Function');
+    expect(functions.map(([id]) => id).sort()).toEqual(Object.values(synth.stack.ledger.functions).map((fn) => logicalId(synth.stack, fn.function)).sort());
+    for (const [, fn] of functions) {
+      expect(fn.Properties?.Architectures).toEqual(['arm64']);
+      expect(String(fn.Properties?.Runtime)).toMatch(/^nodejs(2[2-9]|[3-9]\d)\.x$/);
+      const logGroupRef = (fn.Properties?.LoggingConfig as { LogGroup: { Ref: string } }).LogGroup.Ref;
+      expect(props(logGroupRef).RetentionInDays).toBe(30);
+    }
+  });
+
+  it('enforces the principal registry in every function that reads callers', () => {
+    const { stack } = synth;
+    for (const name of ['intake', 'api'] as const) {
+      const variables = (props(logicalId(stack, stack.ledger.functions[name].function)).Environment as { Variables: Record<string, unknown> }).Variables;
+      expect(variables.PRINCIPAL_MODE).toBe('enforce');
+      expect(variables.LEDGER_REGISTRY).toBeDefined();
+    }
+  });
+
+  it('ticks the monitor every minute from an EventBridge schedule', () => {
+    const { stack } = synth;
+    synth.template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(1 minute)',
+      State: 'ENABLED',
+      Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [logicalId(stack, stack.ledger.functions.monitor.function), 'Arn'] }, RetryPolicy: { MaximumRetryAttempts: 0 } })],
+    });
+  });
+
+  it('feeds the publisher from the table stream with bisection, bounded retries and an S3 on-failure destination', () => {
+    const { stack } = synth;
+    synth.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [logicalId(stack, stack.ledger.storage.table), 'StreamArn'] },
+      FunctionName: { Ref: logicalId(stack, stack.ledger.functions.publisher.function) },
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 10,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(stack, stack.ledger.publisher.failureBucket), 'Arn'] } } },
+    });
+  });
+
+  it('publishes on a bus named dispatch-ledger', () => {
+    synth.template.hasResourceProperties('AWS::Events::EventBus', { Name: 'dispatch-ledger' });
+  });
+
+  it('puts IAM auth on every route: the only HTTP entry is an AWS_IAM function URL, and nothing grants anonymous invocation', () => {
+    const urls = ofType('AWS::Lambda::Url');
+    expect(urls.length).toBeGreaterThan(0);
+    for (const [, url] of urls) expect(url.Properties?.AuthType).toBe('AWS_IAM');
+    expect(ofType('AWS::ApiGateway::RestApi')).toEqual([]);
+    for (const [, route] of ofType('AWS::ApiGatewayV2::Route')) expect(route.Properties?.AuthorizationType).toBe('AWS_IAM');
+    for (const [, permission] of ofType('AWS::Lambda::Permission')) expect(permission.Properties?.Principal).not.toBe('*');
+  });
+});
+
+describe('DispatchLedger stack: alarms and dashboard', () => {
+  const alarmOn = (needle: string): Record<string, unknown> => {
+    const match = ofType('AWS::CloudWatch::Alarm').find(([, alarm]) => JSON.stringify(alarm.Properties).includes(needle));
+    if (!match) throw new Error(`no alarm mentions ${needle}`);
+    return match[1].Properties ?? {};
+  };
+  const topicRef = () => ({ Ref: logicalId(synth.stack, synth.stack.ledger.alarms.topic as never) });
+
+  it('pages on OrphanedDispatches ≥ 1 in the DispatchLedger namespace, summed over every target, with an action', () => {
+    const alarm = alarmOn('OrphanedDispatches');
+    const metrics = alarm.Metrics as Array<{ Expression?: string; ReturnData?: boolean }>;
+    expect(metrics.find((metric) => metric.ReturnData !== false)?.Expression).toBe('SELECT SUM(OrphanedDispatches) FROM SCHEMA("DispatchLedger", Target)');
+    expect(alarm).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', TreatMissingData: 'notBreaching', EvaluationPeriods: 1 });
+    expect(alarm.AlarmActions).toEqual([topicRef()]);
+  });
+
+  it('pages on any message in the DLQ, treating a quiet queue as healthy rather than INSUFFICIENT_DATA', () => {
+    const dlq = logicalId(synth.stack, synth.stack.ledger.intake.deadLetterQueue);
+    const alarm = ofType('AWS::CloudWatch::Alarm')
+      .map(([, resource]) => resource.Properties ?? {})
+      .find((candidate) => candidate.MetricName === 'ApproximateNumberOfMessagesVisible' && JSON.stringify(candidate.Dimensions).includes(dlq));
+    expect(alarm).toMatchObject({ Namespace: 'AWS/SQS', Statistic: 'Maximum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', TreatMissingData: 'notBreaching' });
+    expect(alarm?.AlarmActions).toEqual([topicRef()]);
+  });
+
+  it('pages on stalls, unobservable runs, publisher failures, publisher lag and every function\'s errors', () => {
+    for (const needle of ['StalledRuns', 'UnobservableRuns', 'PublishFailures', 'IteratorAge']) expect(alarmOn(needle).AlarmActions).toEqual([topicRef()]);
+    for (const fn of Object.values(synth.stack.ledger.functions)) {
+      const id = logicalId(synth.stack, fn.function);
+      const errors = ofType('AWS::CloudWatch::Alarm').find(([, alarm]) => alarm.Properties?.MetricName === 'Errors' && JSON.stringify(alarm.Properties?.Dimensions).includes(id));
+      expect(errors?.[1].Properties?.AlarmActions).toEqual([topicRef()]);
+    }
+  });
+
+  it('sends alarms to a topic the caller passes instead of its own', async () => {
+    const { Topic } = await import('aws-cdk-lib/aws-sns');
+    const { App, Stack } = await import('aws-cdk-lib');
+    const { Template } = await import('aws-cdk-lib/assertions');
+    const { DispatchLedger } = await import('../../infra/constructs/dispatch-ledger.js');
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new Stack(app, 'Own');
+    const topic = new Topic(stack, 'Pager');
+    new DispatchLedger(stack, 'Ledger', { alarmTopic: topic });
+    const template = Template.fromStack(stack);
+    template.resourceCountIs('AWS::SNS::Topic', 1);
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
+    expect(alarms.length).toBeGreaterThan(0);
+    for (const alarm of alarms) expect((alarm as Resource).Properties?.AlarmActions).toEqual([{ Ref: stack.getLogicalId(topic.node.defaultChild as never) }]);
+  });
+
+  it('graphs every contract metric on the dashboard', () => {
+    const [[, dashboard] = ['', { Type: '' }]] = ofType('AWS::CloudWatch::Dashboard');
+    const body = JSON.stringify(dashboard.Properties?.DashboardBody);
+    for (const metric of CONTRACT_METRICS) expect(body).toContain(`SUM(${metric})`);
+  });
+});

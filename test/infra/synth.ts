@@ -1,0 +1,76 @@
+import { App, CfnElement, Duration, Stack, Validations } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { AccountPrincipal, Role } from 'aws-cdk-lib/aws-iam';
+import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DispatchLedgerStack } from '../../infra/stack.js';
+
+export interface Synthesized {
+  readonly app: App;
+  readonly stack: DispatchLedgerStack;
+  readonly template: Template;
+  readonly outdir: string;
+  /** Where the app has been synthesized, for tools that read the template file (cfn-lint). */
+  readonly templateFile: string;
+  /** cdk-nag's findings left unacknowledged: rule and construct path. */
+  readonly nagFindings: ReadonlyArray<{ readonly rule: string; readonly path: string }>;
+  readonly dispose: () => void;
+}
+
+interface ValidationReport {
+  readonly pluginReports: ReadonlyArray<{ readonly violations: ReadonlyArray<{ readonly ruleName: string; readonly violatingConstructs: ReadonlyArray<{ readonly constructPath: string }> }> }>;
+}
+
+/**
+ * The stack as `npx cdk synth` builds it — functions bundled by esbuild, cdk-nag's AwsSolutions and
+ * Serverless packs as validation plugins — plus what a user typically adds: an origin, a target with
+ * an auth secret and an operator, so their grants and registry entries are under test too.
+ */
+export function synthesizeLedger(options: { readonly bundle?: boolean; readonly extend?: (stack: DispatchLedgerStack) => void } = {}): Synthesized {
+  const outdir = mkdtempSync(path.join(os.tmpdir(), 'ledger-synth-'));
+  const app = new App({ outdir, ...(options.bundle === false ? { context: { 'aws:cdk:bundling-stacks': [] } } : {}) });
+  const stack = new DispatchLedgerStack(app, 'DispatchLedger', { env: { account: '111122223333', region: 'eu-west-1' } });
+  const trusted = new AccountPrincipal('111122223333');
+  const authSecret = new Secret(stack, 'ResearchAgentAuth', { description: 'auth header of research-agent' });
+  Validations.of(authSecret).acknowledge({ id: 'AwsSolutions-SMG4', reason: 'test fixture: the target rotates its own credential' });
+  stack.ledger.addTarget({ name: 'research-agent', baseUrl: 'https://agents.example.com', authSecret });
+  stack.ledger.addOrigin(new Role(stack, 'PlannerRole', { assumedBy: trusted }), 'planner');
+  stack.ledger.addTargetCaller(new Role(stack, 'AgentRole', { assumedBy: trusted }), 'research-agent');
+  const onCall = new Role(stack, 'OnCallRole', { assumedBy: trusted, maxSessionDuration: Duration.hours(1) });
+  stack.ledger.addOperator(onCall);
+  Validations.of(onCall).acknowledge({
+    id: `AwsSolutions-IAM5[Resource::<${stack.getLogicalId(stack.ledger.publisher.failureBucket.node.defaultChild as CfnElement)}.Arn>/*]`,
+    reason: 'test fixture: the operator reads and marks the failure records Lambda names itself',
+  });
+  options.extend?.(stack);
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app), new ServerlessChecks(app));
+  try {
+    app.synth();
+  } catch (error) {
+    // Unacknowledged findings fail synthesis; they are read from the report below.
+    if ((error as Error).name !== 'ValidationFailed' && !String((error as Error).message).includes('Validation failed')) throw error;
+  }
+  const report = JSON.parse(readFileSync(path.join(outdir, 'validation-report.json'), 'utf8')) as ValidationReport;
+  const nagFindings = report.pluginReports.flatMap((plugin) =>
+    plugin.violations.flatMap((violation) => violation.violatingConstructs.map((construct) => ({ rule: violation.ruleName, path: construct.constructPath }))),
+  );
+  return {
+    app,
+    stack,
+    template: Template.fromJSON(JSON.parse(readFileSync(path.join(outdir, `${stack.artifactId}.template.json`), 'utf8')) as Record<string, unknown>),
+    outdir,
+    templateFile: path.join(outdir, `${stack.artifactId}.template.json`),
+    nagFindings,
+    dispose: () => rmSync(outdir, { recursive: true, force: true }),
+  };
+}
+
+/** The logical id of a construct's CloudFormation resource in its stack. */
+export function logicalId(stack: Stack, construct: { readonly node: { readonly defaultChild?: unknown } }): string {
+  const resource = construct.node.defaultChild;
+  if (!resource || typeof resource !== 'object' || !('logicalId' in resource)) throw new Error('construct has no CloudFormation resource');
+  return stack.resolve((resource as { logicalId: string }).logicalId) as string;
+}
