@@ -6,6 +6,7 @@ import { MissingToolError } from '../local/engines/index.js';
 import { attention, check, send, status } from './dispatch.js';
 import { events } from './events.js';
 import { receipt } from './receipt.js';
+import { dlq, registry, stream, UsageError } from './operations.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
 
 const USAGE = `usage:
@@ -20,6 +21,11 @@ const USAGE = `usage:
                                                          owner_delivery confirmed|failed (confirmed needs --evidence-ref)
   ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
   ledger attention [--kind K] [--json]                   what needs a person, across origins
+  ledger dlq redrive [--dlq-url U --queue-url U] [--limit N] [--json]
+                                                         move DLQ messages back to the dispatch queue (idempotent)
+  ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
+  ledger registry target put --table T --name N --base-url U [--secret-id S]
+  ledger registry principal put --table T --id ID (--origin O | --target N | --operator)
 (--origin defaults to $LEDGER_ORIGIN, else "planner")
 
 Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
@@ -153,6 +159,9 @@ async function main(argv: string[]): Promise<number> {
   if (group === 'events') return events([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'receipt') return receipt([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'attention') return attention([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
+  if (group === 'dlq') return dlq([command ?? '', ...rest], say);
+  if (group === 'stream') return stream([command ?? '', ...rest], say);
+  if (group === 'registry') return registry([command ?? '', ...rest], say);
   if (group === 'status') return status([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   warn(USAGE);
   return group === undefined || group === 'help' || group === '--help' ? 0 : 2;
@@ -161,7 +170,7 @@ async function main(argv: string[]): Promise<number> {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {
-  if (error instanceof MissingToolError || error instanceof LocalPlatformError) {
+  if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError) {
     warn(error.message);
   } else {
     warn(error instanceof Error ? `${error.name}: ${error.message}` : String(error));

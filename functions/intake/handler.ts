@@ -1,7 +1,7 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { countForTarget } from '../../shared/adapters/metrics.js';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { DispatchInProgressError, takeDispatchMessage, type IntakeResult } from '../../shared/intake/intake.js';
+import { DispatchInProgressError, REDRIVEN_FOR, takeDispatchMessage, type IntakeResult } from '../../shared/intake/intake.js';
 import { intakeDeps, logger, metrics } from './deps.js';
 
 const processor = new BatchProcessor(EventType.SQS);
@@ -23,6 +23,7 @@ async function recordHandler(record: SQSRecord): Promise<void> {
       messageId: record.messageId,
       body: record.body,
       senderId: record.attributes.SenderId,
+      redrivenFor: record.messageAttributes[REDRIVEN_FOR]?.stringValue,
     });
     logger.info('dispatch message taken', { messageId: record.messageId, ...result });
     count(result);

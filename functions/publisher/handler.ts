@@ -1,23 +1,10 @@
-import type { AttributeValue } from '@aws-sdk/client-dynamodb';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
-import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { decodeItem } from '../../shared/adapters/ledger-table.js';
+import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { countForTarget } from '../../shared/adapters/metrics.js';
+import { streamChangeOf } from '../../shared/adapters/stream-records.js';
 import { METRIC_OF_DETAIL_TYPE, type LedgerEvent } from '../../shared/events/catalog.js';
-import { publishStreamBatch, type StreamChange } from '../../shared/events/derive.js';
+import { publishStreamBatch } from '../../shared/events/derive.js';
 import { logger, metrics, publisherDeps } from './deps.js';
-
-type Image = NonNullable<DynamoDBRecord['dynamodb']>['NewImage'];
-// Lambda delivers images as AttributeValue JSON (binary as base64, which no ledger item holds).
-const decode = (image: Image) => decodeItem(image ? unmarshall(image as Record<string, AttributeValue>) : undefined);
-
-const toChange = (record: DynamoDBRecord): StreamChange => ({
-  sequenceNumber: record.dynamodb?.SequenceNumber ?? '',
-  eventName: record.eventName ?? 'MODIFY',
-  oldItem: decode(record.dynamodb?.OldImage),
-  newItem: decode(record.dynamodb?.NewImage),
-});
 
 function count({ detailType, detail }: LedgerEvent): void {
   const name = METRIC_OF_DETAIL_TYPE[detailType];
@@ -27,7 +14,7 @@ function count({ detailType, detail }: LedgerEvent): void {
 
 /** The event publisher on the ledger table's stream: the stream is the outbox (see `publishStreamBatch`). */
 export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> => {
-  const report = await publishStreamBatch(event.Records.map(toChange), publisherDeps);
+  const report = await publishStreamBatch(event.Records.map(streamChangeOf), publisherDeps);
   report.published.forEach(count);
   if (report.failure) {
     const { sequenceNumber, error } = report.failure;

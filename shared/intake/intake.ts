@@ -5,7 +5,7 @@ import type { RetryPolicy } from '../dispatch/retry.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { accepted, blocked, submitted } from '../dispatch/transitions.js';
 import type { AcceptedMessage, BlobStore, LedgerStore, Rejection } from '../ledger/port.js';
-import { mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
+import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
 
 /** One SQS record, as intake sees it. */
@@ -14,7 +14,12 @@ export interface IntakeRecord {
   readonly body: string;
   /** SQS `SenderId`: the IAM identity that sent the message. */
   readonly senderId: string | undefined;
+  /** The first sender of a message an operator moved back from the DLQ (message attribute `REDRIVEN_FOR`). */
+  readonly redrivenFor?: string | undefined;
 }
+
+/** Message attribute `ledger dlq redrive` sets to the message's first `SenderId`. */
+export const REDRIVEN_FOR = 'LedgerRedrivenFor';
 
 export type IntakeResult =
   | { readonly outcome: 'submitted' | 'retrying' | 'blocked' | 'duplicate'; readonly dispatchId: string; readonly target: string; readonly reason?: string }
@@ -104,7 +109,8 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     return reject(deps, record, read.reason, { dispatchId: read.dispatchId, origin: read.origin });
   }
   const { dispatchId, origin } = read.kind === 'valid' ? read.message : read;
-  if (!(await mayActForOrigin(deps.principals, deps.principalMode, record.senderId, origin))) {
+  const sender = await effectiveSender(deps.principals, deps.principalMode, record.senderId, record.redrivenFor);
+  if (!(await mayActForOrigin(deps.principals, deps.principalMode, sender, origin))) {
     return reject(deps, record, 'origin_not_allowed', { dispatchId, origin });
   }
 

@@ -39,3 +39,22 @@ export async function mayActForOrigin(
   }
   return false;
 }
+
+/**
+ * Who a message speaks for. A message an operator moved back from the DLQ (`ledger dlq redrive`)
+ * carries its first sender's id, because SQS stamps the mover as `SenderId`; that claim is honoured
+ * only when the mover is a registered operator, so no origin can borrow another's identity with it.
+ */
+export async function effectiveSender(
+  registry: PrincipalRegistry,
+  mode: PrincipalMode,
+  senderId: string | undefined,
+  redrivenFor: string | undefined,
+): Promise<string | undefined> {
+  if (!redrivenFor || mode === 'open' || !senderId) return senderId;
+  for (const id of principalIdCandidates(senderId)) {
+    const principal = await registry.resolve(id);
+    if (principal) return principal.role === 'operator' ? redrivenFor : senderId;
+  }
+  return senderId;
+}

@@ -1,0 +1,137 @@
+import { parseArgs } from 'node:util';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { redriveDeadLetters } from '../shared/adapters/dlq-redrive.js';
+import { publish } from '../shared/adapters/event-bus.js';
+import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
+import { ORIGIN, TARGET_NAME } from '../shared/dispatch/message.js';
+import type { Principal } from '../shared/principals/principals.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
+import { localInfo } from './dispatch.js';
+
+/**
+ * Operations commands. Against AWS they use the SDK's usual configuration (profile, region, and the
+ * `AWS_ENDPOINT_URL_*` variables) and the stack's outputs passed as flags; `dlq redrive` without
+ * queue URLs works on the running local platform.
+ */
+
+type Print = (line: string) => void;
+
+class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+/** `ledger dlq redrive [--dlq-url U --queue-url U] [--limit N] [--json]` */
+export async function dlq(args: string[], print: Print): Promise<number> {
+  const [command, ...rest] = args;
+  if (command !== 'redrive') throw new UsageError('usage: ledger dlq redrive [--dlq-url URL --queue-url URL] [--limit N] [--json]');
+  const { values } = parseArgs({
+    args: rest,
+    options: { 'dlq-url': { type: 'string' }, 'queue-url': { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean', default: false } },
+  });
+  const limit = values.limit === undefined ? undefined : Number(values.limit);
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) throw new UsageError(`--limit must be a whole number ≥ 1, got "${values.limit}"`);
+  let sqs: SQSClient;
+  let urls: { deadLetterQueueUrl: string; queueUrl: string };
+  if (values['dlq-url'] || values['queue-url']) {
+    if (!values['dlq-url'] || !values['queue-url']) throw new UsageError('give both --dlq-url and --queue-url (the stack outputs DeadLetterQueueUrl and DispatchQueueUrl)');
+    // Requests go to the configured endpoint (AWS_ENDPOINT_URL_SQS included), not to the URL's host.
+    sqs = new SQSClient({ useQueueUrlAsEndpoint: false });
+    urls = { deadLetterQueueUrl: values['dlq-url'], queueUrl: values['queue-url'] };
+  } else {
+    const info = localInfo();
+    sqs = new SQSClient({ region: LOCAL_REGION, endpoint: info.sqsEndpoint, credentials: LOCAL_CREDENTIALS });
+    urls = { deadLetterQueueUrl: info.dlqUrl, queueUrl: info.dispatchQueueUrl };
+  }
+  try {
+    const report = await redriveDeadLetters(sqs, { ...urls, ...(limit === undefined ? {} : { limit }) });
+    if (values.json) print(JSON.stringify(report));
+    else {
+      print(`moved ${report.moved} message(s) from the DLQ back to the dispatch queue`);
+      for (const { messageId, reason } of report.failed) print(`  not moved: ${messageId}: ${reason}`);
+    }
+    return report.failed.length === 0 ? 0 : 1;
+  } finally {
+    sqs.destroy();
+  }
+}
+
+/** `ledger stream replay --bucket B [--bus NAME] [--json]` */
+export async function stream(args: string[], print: Print): Promise<number> {
+  const [command, ...rest] = args;
+  const usage = 'usage: ledger stream replay --bucket STREAM_FAILURE_BUCKET [--bus dispatch-ledger] [--json]';
+  if (command !== 'replay') throw new UsageError(usage);
+  const { values } = parseArgs({ args: rest, options: { bucket: { type: 'string' }, bus: { type: 'string', default: 'dispatch-ledger' }, json: { type: 'boolean', default: false } } });
+  if (!values.bucket) throw new UsageError(usage);
+  const s3 = new S3Client({ forcePathStyle: true });
+  const eventBridge = new EventBridgeClient({});
+  try {
+    const busName = values.bus;
+    const report = await replayStreamFailures({ s3, bucket: values.bucket, publish: (events) => publish(events, { client: eventBridge, busName }) });
+    if (values.json) print(JSON.stringify(report));
+    else print(`replayed ${report.replayed} failed batch(es), ${report.events} event(s); ${report.alreadyReplayed} already replayed earlier`);
+    return 0;
+  } finally {
+    s3.destroy();
+    eventBridge.destroy();
+  }
+}
+
+/**
+ * `ledger registry target put --table T --name N --base-url U [--secret-id S]`
+ * `ledger registry principal put --table T --id AROA… (--origin O | --target N | --operator)`
+ */
+export async function registry(args: string[], print: Print): Promise<number> {
+  const [kind, command, ...rest] = args;
+  const usage =
+    'usage: ledger registry target put --table T --name N --base-url URL [--secret-id dispatch-ledger/targets/…]\n' +
+    '       ledger registry principal put --table T --id ROLE_OR_USER_ID (--origin O | --target N | --operator)';
+  if (command !== 'put' || (kind !== 'target' && kind !== 'principal')) throw new UsageError(usage);
+  const { values } = parseArgs({
+    args: rest,
+    options: {
+      table: { type: 'string' },
+      name: { type: 'string' },
+      'base-url': { type: 'string' },
+      'secret-id': { type: 'string' },
+      id: { type: 'string' },
+      origin: { type: 'string' },
+      target: { type: 'string' },
+      operator: { type: 'boolean', default: false },
+    },
+  });
+  if (!values.table) throw new UsageError(`--table is required (the stack output LedgerTableName)\n${usage}`);
+  const dynamodb = new DynamoDBClient({});
+  const table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: values.table, retentionSeconds: 0 });
+  try {
+    if (kind === 'target') {
+      const { name, 'base-url': baseUrl, 'secret-id': secretRef } = values;
+      if (!name || !TARGET_NAME.test(name)) throw new UsageError(`--name must match ${TARGET_NAME}`);
+      if (!baseUrl || !/^https?:\/\/[^\s]+$/.test(baseUrl)) throw new UsageError('--base-url must be an http(s) URL');
+      await table.putTarget({ name, kind: 'http', baseUrl, ...(secretRef ? { secretRef } : {}) });
+      print(`target ${name} → ${baseUrl}${secretRef ? ` (auth header from ${secretRef})` : ''}`);
+      return 0;
+    }
+    const chosen = [values.origin !== undefined, values.target !== undefined, values.operator].filter(Boolean).length;
+    if (!values.id || chosen !== 1) throw new UsageError(usage);
+    let principal: Principal;
+    if (values.origin !== undefined) {
+      if (!ORIGIN.test(values.origin)) throw new UsageError(`--origin must match ${ORIGIN}`);
+      principal = { role: 'origin', origin: values.origin };
+    } else if (values.target !== undefined) {
+      if (!TARGET_NAME.test(values.target)) throw new UsageError(`--target must match ${TARGET_NAME}`);
+      principal = { role: 'target', target: values.target };
+    } else principal = { role: 'operator' };
+    await table.putPrincipal(values.id, principal);
+    print(`principal ${values.id} → ${principal.role}${'origin' in principal ? ` ${principal.origin}` : 'target' in principal ? ` ${principal.target}` : ''}`);
+    return 0;
+  } finally {
+    dynamodb.destroy();
+  }
+}
+
+export { UsageError };

@@ -1,0 +1,87 @@
+import {
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  type Message,
+  type MessageAttributeValue,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import { REDRIVEN_FOR } from '../intake/intake.js';
+
+export interface RedriveReport {
+  /** Messages now back on the dispatch queue and gone from the DLQ. */
+  readonly moved: number;
+  /** Messages that could not be sent back; they stay in the DLQ (visible again after the visibility timeout). */
+  readonly failed: ReadonlyArray<{ readonly messageId: string; readonly reason: string }>;
+}
+
+export interface RedriveOptions {
+  readonly deadLetterQueueUrl: string;
+  readonly queueUrl: string;
+  /** Stop after this many messages (a bounded run for a large DLQ). @default unlimited */
+  readonly limit?: number;
+  /** Seconds a received message stays hidden while it is moved. @default 60 */
+  readonly visibilityTimeoutSeconds?: number;
+}
+
+/**
+ * `ledger dlq redrive`: moves every message of the DLQ back to the dispatch queue, body and
+ * attributes unchanged, each deleted from the DLQ only once SQS accepted its copy.
+ *
+ * Idempotent: a second run finds nothing to move; a crash between send and delete leaves a copy in
+ * both queues, and the intake takes the second delivery as the duplicate it is (same dispatchId, same
+ * content). SQS stamps the mover as the copy's `SenderId`, so the first sender travels in the
+ * `LedgerRedrivenFor` attribute — honoured by the intake only when the mover is a registered operator.
+ */
+export async function redriveDeadLetters(sqs: SQSClient, options: RedriveOptions): Promise<RedriveReport> {
+  let moved = 0;
+  const failed: Array<{ messageId: string; reason: string }> = [];
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  const seen = new Set<string>();
+  while (moved + failed.length < limit) {
+    const { Messages: messages = [] } = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: options.deadLetterQueueUrl,
+        MaxNumberOfMessages: Math.min(10, limit - moved - failed.length),
+        WaitTimeSeconds: 1,
+        VisibilityTimeout: options.visibilityTimeoutSeconds ?? 60,
+        MessageAttributeNames: ['All'],
+        MessageSystemAttributeNames: ['SenderId'],
+      }),
+    );
+    // A message we failed to move comes back after its visibility timeout: do not loop on it.
+    const fresh = messages.filter((message) => message.MessageId && !seen.has(message.MessageId));
+    if (fresh.length === 0) break;
+    fresh.forEach((message) => seen.add(message.MessageId ?? ''));
+    const sent = await sqs.send(
+      new SendMessageBatchCommand({
+        QueueUrl: options.queueUrl,
+        Entries: fresh.map((message, index) => ({ Id: String(index), MessageBody: message.Body ?? '', MessageAttributes: attributesFor(message) })),
+      }),
+    );
+    for (const failure of sent.Failed ?? []) {
+      failed.push({ messageId: fresh[Number(failure.Id)]?.MessageId ?? '', reason: failure.Message ?? failure.Code ?? 'send failed' });
+    }
+    const movedNow = (sent.Successful ?? []).map((entry) => fresh[Number(entry.Id)]).filter((message): message is Message => message !== undefined);
+    if (movedNow.length > 0) {
+      const deleted = await sqs.send(
+        new DeleteMessageBatchCommand({
+          QueueUrl: options.deadLetterQueueUrl,
+          Entries: movedNow.map((message, index) => ({ Id: String(index), ReceiptHandle: message.ReceiptHandle ?? '' })),
+        }),
+      );
+      // Not deleted: it will be moved (and taken as a duplicate) again on the next run.
+      for (const failure of deleted.Failed ?? []) failed.push({ messageId: movedNow[Number(failure.Id)]?.MessageId ?? '', reason: `copied but not deleted: ${failure.Message ?? failure.Code ?? ''}` });
+      moved += movedNow.length - (deleted.Failed?.length ?? 0);
+    }
+  }
+  return { moved, failed };
+}
+
+function attributesFor(message: Message): Record<string, MessageAttributeValue> {
+  const attributes = { ...(message.MessageAttributes ?? {}) };
+  const sender = message.Attributes?.SenderId;
+  // The first redrive names the original sender; a later one must not replace it with an operator.
+  if (sender && !attributes[REDRIVEN_FOR]) attributes[REDRIVEN_FOR] = { DataType: 'String', StringValue: sender };
+  return attributes;
+}
