@@ -8,25 +8,29 @@ export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.
 export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher'] as const;
 export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
 
-/** The table, the evidence bucket and target secrets: what intake, the API and the monitor talk to. */
+/**
+ * The table, the evidence bucket and target secrets: what intake, the API and the monitor talk to —
+ * the clients and the commands and errors the adapters send and catch (`shared/adapters/*`).
+ */
 const LEDGER_TABLE_CLIENTS = {
-  '@aws-sdk/client-dynamodb': ['DynamoDBClient'],
-  '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient'],
-  '@aws-sdk/client-s3': ['S3Client'],
-  '@aws-sdk/client-secrets-manager': ['SecretsManagerClient'],
+  '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],
+  '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'BatchGetCommand'],
+  '@aws-sdk/util-dynamodb': ['unmarshall'],
+  '@aws-sdk/client-s3': ['S3Client', 'GetObjectCommand', 'HeadObjectCommand', 'PutObjectCommand', 'NotFound'],
+  '@aws-sdk/client-secrets-manager': ['SecretsManagerClient', 'GetSecretValueCommand'],
 } as const;
 
 export const handlerEntry = (name: LedgerFunctionName): string => path.join(PROJECT_ROOT, 'functions', name, 'handler.ts');
 
 /**
- * What each function takes from the AWS SDK (module → exports): the baseline its bundle is measured
- * against (`npm run bundle:report`). A function that starts using another client must say so here.
+ * What each function takes from the AWS SDK (module → exports: clients, commands, errors): the
+ * baseline its bundle is measured against (`npm run bundle:report`). A function that starts using another client must say so here.
  */
 export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record<string, readonly string[]>>>> = {
   intake: LEDGER_TABLE_CLIENTS,
   api: LEDGER_TABLE_CLIENTS,
   monitor: LEDGER_TABLE_CLIENTS,
-  publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
+  publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient', 'PutEventsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
 };
 
 /**

@@ -1,10 +1,41 @@
-import { config } from 'zod/mini';
-import en from 'zod/v4/locales/en.js';
+import { config, type core } from 'zod/mini';
 
 /**
- * zod's English messages for every schema in the process. Classic `zod` installs them on import;
- * `zod/mini` (which the Lambda bundles use, for size) installs none, and its messages would be a bare
- * "Invalid input". Field errors in blocked reasons, 4xx bodies and audit failures quote these messages,
- * so every module whose validation messages reach people imports this once, for its effect.
+ * Plain-English messages for every zod issue the ledger's schemas raise. Classic `zod` installs its
+ * locale on import; `zod/mini` (which the Lambda bundles use, for size) installs none, so its messages
+ * would be a bare "Invalid input". Field errors in blocked reasons, 4xx bodies and audit failures quote
+ * these messages, so every module whose validation messages reach people imports this once, for its
+ * effect. (zod's own English locale costs ~2.7 KB of every bundle; this covers what we use.)
  */
-config(en());
+
+const kindOf = (input: unknown): string => (input === null ? 'null' : Array.isArray(input) ? 'array' : typeof input);
+const unitOf = (origin: unknown): string => (origin === 'string' ? ' characters' : origin === 'array' || origin === 'set' ? ' items' : '');
+
+export const englishIssue: core.$ZodErrorMap = (issue) => {
+  switch (issue.code) {
+    case 'invalid_type':
+      return `expected ${issue.expected}, got ${kindOf(issue.input)}`;
+    case 'invalid_value':
+      return issue.values.length === 1 ? `expected ${JSON.stringify(issue.values[0])}` : `expected one of ${issue.values.map((value) => JSON.stringify(value)).join(', ')}`;
+    case 'too_big':
+      return `too big: at most ${issue.inclusive === false ? 'below ' : ''}${String(issue.maximum)}${unitOf(issue.origin)}`;
+    case 'too_small':
+      return `too small: at least ${issue.inclusive === false ? 'above ' : ''}${String(issue.minimum)}${unitOf(issue.origin)}`;
+    case 'invalid_format':
+      return issue.format === 'regex' && 'pattern' in issue ? `does not match ${String(issue.pattern)}` : `not a valid ${issue.format}`;
+    case 'not_multiple_of':
+      return `must be a multiple of ${String(issue.divisor)}`;
+    case 'unrecognized_keys':
+      return `unknown field${issue.keys.length > 1 ? 's' : ''}: ${issue.keys.join(', ')}`;
+    case 'invalid_union':
+      return 'matches none of the allowed shapes';
+    case 'invalid_key':
+      return 'invalid key';
+    case 'invalid_element':
+      return 'invalid item';
+    default:
+      return issue.message ?? 'invalid value';
+  }
+};
+
+config({ localeError: englishIssue });

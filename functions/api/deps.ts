@@ -1,5 +1,6 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import type { ApiDeps } from '../../shared/api/routes.js';
 
@@ -12,6 +13,7 @@ const adapters = buildLedgerAdapters(config);
 
 export const apiDeps: ApiDeps = {
   store: adapters.table,
+  feeds: new LedgerFeedsTable(adapters.documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds }),
   blobs: adapters.blobs,
   targetFor: adapters.targetFor,
   callbackUrl: config.apiBaseUrl,

@@ -1,5 +1,5 @@
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { InvalidCursorError } from '../../shared/adapters/ledger-table.js';
+import { InvalidCursorError } from '../../shared/adapters/ledger-feeds.js';
 import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route } from '../../shared/api/routes.js';
 import { apiDeps, logger } from './deps.js';

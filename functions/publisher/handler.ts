@@ -2,7 +2,8 @@ import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { countForTarget } from '../../shared/adapters/metrics.js';
 import { streamChangeOf } from '../../shared/adapters/stream-records.js';
-import { METRIC_OF_DETAIL_TYPE, type LedgerEvent } from '../../shared/events/catalog.js';
+import type { LedgerEvent } from '../../shared/events/catalog.js';
+import { METRIC_OF_DETAIL_TYPE } from '../../shared/events/names.js';
 import { publishStreamBatch } from '../../shared/events/derive.js';
 import { logger, metrics, publisherDeps } from './deps.js';
 

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PutEventsCommand, type EventBridgeClient, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
-import { EVENT_SOURCE, type DetailType, type LedgerEvent } from '../events/catalog.js';
+import type { DetailType, LedgerEvent } from '../events/catalog.js';
+import { EVENT_SOURCE } from '../events/names.js';
 import { PublishIncompleteError } from '../events/derive.js';
 
 /**

@@ -115,7 +115,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
       if (!view) return { kind: 'unavailable', reason: answer.explain(`HTTP ${answer.status}: ${unreadable(answer.body, 'run view')}`) };
       // A view of some other run is a confused target, not an observation of ours.
       if (view.runId !== runId) return { kind: 'unavailable', reason: answer.explain('the target answered for another run') };
-      return { kind: 'found', run: view };
+      return { kind: 'found', run: toRunView(view) };
     },
 
     async decideApproval(runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome> {
@@ -158,34 +158,32 @@ const SubmittedSchema = z.object({ runId: RunIdSchema, status: RunStatusSchema }
 const CancelledSchema = z.object({ status: RunStatusSchema });
 
 /** `null` and absence mean the same: targets differ in how they say "none". */
-const RunViewSchema = z.pipe(
-  z.object({
-    runId: RunIdSchema,
-    status: RunStatusSchema,
-    result: z.nullish(
-      z.object({ summary: z.nullish(z.pipe(z.string(), z.transform((summary: string) => summary.slice(0, SUMMARY_CHARS)))) }),
-    ),
-    evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(MAX_EVIDENCE))),
-    pendingApproval: z.nullish(
-      z.object({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), requestedAt: z.nullish(z.string().check(z.maxLength(64))) }),
-    ),
-  }),
-  z.transform((raw): TargetRunView => {
-    const { runId, status, result, evidence, pendingApproval } = raw;
-    return {
-      runId,
-      status,
-      ...(result && { result: typeof result.summary === 'string' ? { summary: result.summary } : {} }),
-      ...(evidence && { evidence }),
-      ...(pendingApproval && {
-        pendingApproval:
-          typeof pendingApproval.requestedAt === 'string'
-            ? { approvalId: pendingApproval.approvalId, requestedAt: pendingApproval.requestedAt }
-            : { approvalId: pendingApproval.approvalId },
-      }),
-    };
-  }),
-);
+const RunViewSchema = z.object({
+  runId: RunIdSchema,
+  status: RunStatusSchema,
+  result: z.nullish(z.object({ summary: z.nullish(z.string()) })),
+  evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(MAX_EVIDENCE))),
+  pendingApproval: z.nullish(
+    z.object({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), requestedAt: z.nullish(z.string().check(z.maxLength(64))) }),
+  ),
+});
+
+/** The answer as the port reports it: absent fields left out, the summary bounded (mapped after parsing, not in the schema, to keep zod's pipe out of the bundles). */
+function toRunView(raw: z.output<typeof RunViewSchema>): TargetRunView {
+  const { runId, status, result, evidence, pendingApproval } = raw;
+  return {
+    runId,
+    status,
+    ...(result && { result: typeof result.summary === 'string' ? { summary: result.summary.slice(0, SUMMARY_CHARS) } : {} }),
+    ...(evidence && { evidence }),
+    ...(pendingApproval && {
+      pendingApproval:
+        typeof pendingApproval.requestedAt === 'string'
+          ? { approvalId: pendingApproval.approvalId, requestedAt: pendingApproval.requestedAt }
+          : { approvalId: pendingApproval.approvalId },
+    }),
+  };
+}
 
 /** CONTRACT §2's error shape, which targets are asked to share. */
 const ErrorBodySchema = z.object({ error: z.object({ message: z.string().check(z.minLength(1)) }) });

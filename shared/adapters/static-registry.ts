@@ -15,15 +15,20 @@ export interface StaticRegistry {
 }
 
 const nonBlank = z.string().check(z.minLength(1), z.maxLength(2048));
-const principalSchema = z.discriminatedUnion('role', [
-  z.object({ role: z.literal('origin'), origin: nonBlank }),
-  z.object({ role: z.literal('target'), target: nonBlank }),
-  z.object({ role: z.literal('operator') }),
-]);
+// Flat shapes (role + optional name) rather than a discriminated union: the same few zod features
+// as the dispatch message, so the registry adds almost nothing to the intake bundle.
+const principalSchema = z.object({ role: z.enum(['origin', 'target', 'operator']), origin: z.optional(nonBlank), target: z.optional(nonBlank) });
 const registrySchema = z.object({
   principals: z.array(z.object({ id: nonBlank, principal: principalSchema })),
-  targets: z.array(z.object({ name: nonBlank, kind: z.literal('http'), baseUrl: nonBlank, secretRef: z.optional(nonBlank) })),
+  targets: z.array(z.object({ name: nonBlank, kind: z.enum(['http']), baseUrl: nonBlank, secretRef: z.optional(nonBlank) })),
 });
+
+function principalOf(id: string, entry: z.output<typeof principalSchema>): Principal {
+  if (entry.role === 'operator') return { role: 'operator' };
+  const name = entry.role === 'origin' ? entry.origin : entry.target;
+  if (!name) throw new RangeError(`LEDGER_REGISTRY: principal ${id} has role ${entry.role} but names no ${entry.role}`);
+  return entry.role === 'origin' ? { role: 'origin', origin: name } : { role: 'target', target: name };
+}
 
 export const EMPTY_REGISTRY: StaticRegistry = { principals: new Map(), targets: new Map() };
 
@@ -41,7 +46,7 @@ export function parseStaticRegistry(json: string): StaticRegistry {
   const principals = new Map<string, Principal>();
   for (const { id, principal } of parsed.data.principals) {
     if (principals.has(id)) throw new RangeError(`LEDGER_REGISTRY names principal ${id} twice`);
-    principals.set(id, principal);
+    principals.set(id, principalOf(id, principal));
   }
   const targets = new Map<string, TargetRegistration>();
   for (const { secretRef, ...target } of parsed.data.targets) targets.set(target.name, { ...target, ...(secretRef ? { secretRef } : {}) });

@@ -2,7 +2,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import type { StreamChange } from '../events/derive.js';
-import { decodeItem } from './ledger-table.js';
+import { decodeItem } from './ledger-items.js';
 
 type Image = NonNullable<DynamoDBRecord['dynamodb']>['NewImage'];
 // Lambda delivers images as AttributeValue JSON (binary as base64, which no ledger item holds).

@@ -12,6 +12,7 @@ import { SecretCache } from './secrets.js';
 /** The adapters every ledger function uses, built once per execution environment. */
 export interface LedgerAdapters {
   readonly dynamodb: DynamoDBClient;
+  readonly documents: DynamoDBDocumentClient;
   readonly table: LedgerTable;
   readonly blobs: S3Blobs;
   readonly targetFor: (registration: TargetRegistration) => TargetPort;
@@ -26,6 +27,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
   const targets = new Map<string, TargetPort>();
   return {
     dynamodb,
+    documents,
     table: new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry }),
     blobs: new S3Blobs(s3, config.bucketName),
     targetFor: (registration) => {

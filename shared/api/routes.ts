@@ -1,7 +1,7 @@
 import { dispatchView, historyEntry } from '../dispatch/view.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
-import type { LedgerStore } from '../ledger/port.js';
+import type { LedgerFeeds } from '../ledger/port.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { postOperatorReceipt } from './receipt-routes.js';
@@ -10,6 +10,8 @@ import { callerOrigin, requireOperator, resolveCaller, type Caller } from './cal
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
 
 export interface ApiDeps extends LifecycleDeps {
+  /** The lists: an origin's history, rejections, attention. */
+  readonly feeds: LedgerFeeds;
   readonly principals: PrincipalRegistry;
   readonly principalMode: PrincipalMode;
 }
@@ -116,7 +118,7 @@ const ROUTES: readonly Route[] = [
     handle: async (deps, request, params, caller) => {
       const origin = params.origin ?? '';
       if (!ORIGIN.test(origin) || callerOrigin(caller) !== origin) throw new ApiError('not_found', `no origin ${origin}`);
-      const page = await deps.store.listOriginDispatches(origin, {
+      const page = await deps.feeds.listOriginDispatches(origin, {
         limit: limitOf(request),
         cursor: request.query.cursor,
         status: request.query.status,
@@ -131,7 +133,7 @@ const ROUTES: readonly Route[] = [
       requireOperator(caller);
       const kind = request.query.kind;
       if (kind !== undefined && !ATTENTION_KINDS.includes(kind as AttentionKind)) throw new ApiError('malformed', `kind must be one of ${ATTENTION_KINDS.join(', ')}`);
-      const page = await deps.store.listAttention({ kind: kind as AttentionKind | undefined, limit: limitOf(request), cursor: request.query.cursor });
+      const page = await deps.feeds.listAttention({ kind: kind as AttentionKind | undefined, limit: limitOf(request), cursor: request.query.cursor });
       // The index is a moment behind: each entry says why it is listed from the state itself.
       const items = page.items.flatMap((state) => {
         const now = attentionKind(state);
@@ -145,7 +147,7 @@ const ROUTES: readonly Route[] = [
     pattern: ['rejections'],
     handle: async (deps, request, _params, caller) => {
       requireOperator(caller);
-      const page = await deps.store.listRejections({ limit: limitOf(request), cursor: request.query.cursor });
+      const page = await deps.feeds.listRejections({ limit: limitOf(request), cursor: request.query.cursor });
       return json(200, page);
     },
   },

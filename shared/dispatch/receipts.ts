@@ -112,7 +112,12 @@ export function operatorReceipt(dispatch: { readonly dispatchId: string; readonl
   };
 }
 
-const at = z.iso.datetime({ offset: true });
+/** An ISO 8601 instant with a zone, as the ledger writes them (a regex: z.iso costs ~2.4 KB of the API bundle). */
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+const at = z.string().check(
+  z.regex(ISO_INSTANT, 'an ISO 8601 date-time with a zone'),
+  z.refine((value) => !Number.isNaN(Date.parse(value)), 'not a real date-time'),
+);
 
 /** A stored operator receipt, as read back: its payload hash must still match what it says. */
 export const StoredOperatorReceipt = z
@@ -126,7 +131,7 @@ export const StoredOperatorReceipt = z
     evidenceRef: z.nullable(z.string()),
     verifiedBy,
     note: z.nullable(note),
-    basis: z.literal(OPERATOR_ATTESTATION),
+    basis: z.enum([OPERATOR_ATTESTATION]),
     recordedAt: at,
     payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
   })
@@ -142,16 +147,32 @@ export const StoredOperatorReceipt = z
 
 const attempt = z.int().check(z.minimum(1));
 
-/** A stored dispatch receipt (CONTRACT §5): what the ledger itself appended to the state. */
-export const StoredDispatchReceipt = z.discriminatedUnion('event', [
-  z.strictObject({ event: z.literal('dispatch_written'), at, attempt }),
-  z.strictObject({ event: z.literal('dispatch_submitted'), at, attempt, runId: z.string().check(z.minLength(1)), requestId: z.string().check(z.minLength(1)) }),
-  z.strictObject({ event: z.literal('dispatch_blocked'), at, attempt, reason: z.string().check(z.minLength(1)) }),
-  z.strictObject({ event: z.literal('dispatch_completed'), at, attempt, runId: z.string().check(z.minLength(1)), evidenceCount: z.int().check(z.minimum(0)) }),
-]);
+/**
+ * A stored dispatch receipt (CONTRACT §5): what the ledger itself appended to the state. One strict
+ * schema per `event`, chosen by it — a discriminated union by hand, because zod's costs ~3.6 KB of
+ * the API bundle; the messages stay field-specific.
+ */
+const DISPATCH_RECEIPT_SCHEMAS = {
+  dispatch_written: z.strictObject({ event: z.enum(['dispatch_written']), at, attempt }),
+  dispatch_submitted: z.strictObject({ event: z.enum(['dispatch_submitted']), at, attempt, runId: z.string().check(z.minLength(1)), requestId: z.string().check(z.minLength(1)) }),
+  dispatch_blocked: z.strictObject({ event: z.enum(['dispatch_blocked']), at, attempt, reason: z.string().check(z.minLength(1)) }),
+  dispatch_completed: z.strictObject({ event: z.enum(['dispatch_completed']), at, attempt, runId: z.string().check(z.minLength(1)), evidenceCount: z.int().check(z.minimum(0)) }),
+};
+type DispatchReceiptEvent = keyof typeof DISPATCH_RECEIPT_SCHEMAS;
+const EventOnly = z.object({ event: z.enum(Object.keys(DISPATCH_RECEIPT_SCHEMAS) as [DispatchReceiptEvent, ...DispatchReceiptEvent[]]) });
+type StoredDispatchReceiptValue = z.output<(typeof DISPATCH_RECEIPT_SCHEMAS)[DispatchReceiptEvent]>;
+
+export const StoredDispatchReceipt = {
+  safeParse(value: unknown): { readonly success: true; readonly data: StoredDispatchReceiptValue } | { readonly success: false; readonly error: z.core.$ZodError } {
+    const tagged = EventOnly.safeParse(value);
+    if (!tagged.success) return { success: false, error: tagged.error };
+    const result = DISPATCH_RECEIPT_SCHEMAS[tagged.data.event].safeParse(value);
+    return result.success ? { success: true, data: result.data } : { success: false, error: result.error };
+  },
+};
 // Both directions: a receipt added to DispatchReceipt without a schema here fails the build.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const dispatchReceiptSchemaComplete: Same<z.infer<typeof StoredDispatchReceipt>['event'], DispatchReceipt['event']> = true;
+const dispatchReceiptSchemaComplete: Same<StoredDispatchReceiptValue['event'], DispatchReceipt['event']> = true;
 void dispatchReceiptSchemaComplete;
 
 /** `field: message; …` of a failed validation, for an audit reason people can act on. */

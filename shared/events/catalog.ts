@@ -13,8 +13,7 @@ import { TARGET_RUN_STATUSES } from '../targets/port.js';
  * Details are strict objects: a field not named here is a bug in the publisher, not an extension.
  */
 
-/** Every event's source on the bus. */
-export const EVENT_SOURCE = 'dispatch-ledger';
+export { EVENT_SOURCE, METRIC_OF_DETAIL_TYPE } from './names.js';
 
 const REJECTION_REASONS = ['not_json', 'not_an_object', 'no_readable_dispatch_id', 'no_readable_origin', 'origin_not_allowed', 'conflict'] as const;
 // Both directions: a reason added to Rejection without adding it here fails the build.
@@ -150,14 +149,7 @@ export type DetailOf<T extends DetailType> = z.infer<(typeof EVENT_CATALOG)[T]['
  */
 export type LedgerEvent = { [T in DetailType]: { readonly detailType: T; readonly detail: DetailOf<T> } }[DetailType];
 
-/** The CloudWatch metric (CONTRACT §7, dimension Target only) each published event of these detail-types counts in. */
-export const METRIC_OF_DETAIL_TYPE: Readonly<Partial<Record<DetailType, string>>> = {
-  'Run Stalled': 'StalledRuns',
-  'Run Unobservable': 'UnobservableRuns',
-  'Approval Wait Expired': 'ApprovalWaitsExpired',
-  'Run Recovered': 'RecoveredRuns',
-  'Dispatch Orphaned': 'OrphanedDispatches',
-};
+
 
 /** Validates an event's detail against its detail-type's schema (tests, tools; not the hot path). */
 export function parseDetail(event: LedgerEvent): z.util.SafeParseResult<unknown> {

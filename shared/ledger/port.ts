@@ -138,18 +138,20 @@ export interface LedgerStore {
   recordLateEvent(late: LateEvent): Promise<void>;
 
   putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;
-  listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>>;
-
-  listOriginDispatches(origin: string, options: { limit: number; cursor?: string | undefined; status?: string | undefined }): Promise<Page<DispatchState>>;
-
-  /** Dispatches that need a person, across origins (eventually consistent index: a moment behind). */
-  listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>>;
 
   /** Dispatch ids whose `dueAt` ≤ now, from every shard of the due index (eventually consistent: re-read each by key). */
   listDue(now: Date, limitPerShard: number): Promise<string[]>;
 
   getTarget(name: string): Promise<TargetRegistration | undefined>;
   putTarget(target: TargetRegistration): Promise<void>;
+}
+
+/** The lists the API pages through (read from the table's indexes: eventually consistent). */
+export interface LedgerFeeds {
+  listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>>;
+  listOriginDispatches(origin: string, options: { limit: number; cursor?: string | undefined; status?: string | undefined }): Promise<Page<DispatchState>>;
+  /** Dispatches that need a person, across origins (eventually consistent index: a moment behind). */
+  listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>>;
 }
 
 /** Large bodies and payloads: S3 in AWS (fauxqs locally). */

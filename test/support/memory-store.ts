@@ -1,12 +1,12 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerFeeds, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 
 /** An in-memory fake of the ledger's store, for pure use-case and route tests. Same outcomes as the table. */
-export class MemoryStore implements LedgerStore, PrincipalRegistry {
+export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry {
   readonly messages = new Map<string, AcceptedMessage>();
   readonly states = new Map<string, DispatchState>();
   readonly rejections = new Map<string, Rejection>();

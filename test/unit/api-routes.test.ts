@@ -21,6 +21,7 @@ function storeWith(dispatchId: string, origin: string): MemoryStore {
 /** Route deps around an in-memory store; no target is ever reached in these tests. */
 function apiDeps(store: MemoryStore, principals: MemoryStore, principalMode: 'open' | 'enforce'): ApiDeps {
   return {
+    feeds: store,
     store,
     principals,
     principalMode,

@@ -29,6 +29,7 @@ describe('parseStaticRegistry (LEDGER_REGISTRY, written by the CDK construct)', 
   it('fails the cold start, naming the field, rather than authorizing from a malformed registry', () => {
     expect(() => parseStaticRegistry('{')).toThrow('LEDGER_REGISTRY is not JSON');
     expect(() => parseStaticRegistry(JSON.stringify({ principals: [{ id: 'A', principal: { role: 'admin' } }], targets: [] }))).toThrow(/LEDGER_REGISTRY is malformed: principals\.0\.principal\.role/);
+    expect(() => parseStaticRegistry(JSON.stringify({ principals: [{ id: 'A', principal: { role: 'origin' } }], targets: [] }))).toThrow('principal A has role origin but names no origin');
     const twice = { id: 'A', principal: { role: 'operator' } };
     expect(() => parseStaticRegistry(JSON.stringify({ principals: [twice, twice], targets: [] }))).toThrow('principal A twice');
   });

@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { build } from 'esbuild';
+import { handlerEntry, LEDGER_FUNCTIONS } from '../../infra/bundling.js';
+import { BUDGET, measureBundles } from '../../scripts/bundle-report.js';
+
+describe('Lambda bundles (the deployed esbuild options)', () => {
+  it(`keeps every function within ${BUDGET} × a bundle of only the AWS SDK clients and commands it uses`, async () => {
+    const report = await measureBundles();
+    for (const name of LEDGER_FUNCTIONS) {
+      const { bytes, sdkOnlyBytes, ratio, topContributors } = report.functions[name];
+      expect(sdkOnlyBytes, name).toBeGreaterThan(100_000);
+      expect(ratio, `${name}: ${bytes} B vs ${sdkOnlyBytes} B; largest: ${topContributors.map((c) => `${c.name} ${c.bytes}`).join(', ')}`).toBeLessThanOrEqual(BUDGET);
+    }
+  });
+
+  it('keeps zod and the DynamoDB client out of the publisher (it neither validates nor reads the table)', async () => {
+    const built = await build({ entryPoints: [handlerEntry('publisher')], bundle: true, platform: 'node', format: 'esm', write: false, metafile: true, outfile: 'publisher.mjs' });
+    const inputs = Object.keys(built.metafile.inputs);
+    expect(inputs.some((input) => input.includes('node_modules/zod/'))).toBe(false);
+    expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-dynamodb/'))).toBe(false);
+    expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-eventbridge/'))).toBe(true);
+  });
+});
