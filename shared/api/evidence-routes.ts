@@ -1,6 +1,6 @@
 import { DISPATCH_ID } from '../dispatch/message.js';
 import { refProblem } from '../dispatch/refs.js';
-import { evidenceKey } from '../monitor/monitor.js';
+import { evidenceKey } from '../monitor/evidence-check.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
 import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';

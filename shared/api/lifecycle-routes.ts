@@ -3,9 +3,10 @@ import '../zod-english.js';
 import { DISPATCH_ID } from '../dispatch/message.js';
 import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES } from '../dispatch/lifecycle.js';
 import { NO_EXECUTION, type DispatchState } from '../dispatch/state.js';
-import { advance, submitted } from '../dispatch/transitions.js';
+import { advance, alsoChange, submitted } from '../dispatch/transitions.js';
 import { refProblem } from '../dispatch/refs.js';
 import { taskOf } from '../intake/intake.js';
+import { settleEvidence } from '../monitor/evidence-check.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
 import type { LookupOutcome } from '../targets/port.js';
 import { clip, printable } from '../text.js';
@@ -73,7 +74,14 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
     if (outcome.kind === 'invalid') throw new ApiError('invalid', outcome.reason);
     if (outcome.kind === 'stale') return { status: 200, body: { applied: false } };
     if (outcome.kind === 'coalesced') return { status: 202, body: { applied: true } };
-    if ((await deps.store.replaceState(outcome.next, state.version)).kind === 'updated') return { status: 202, body: { applied: true } };
+    let next = outcome.next;
+    // A completion whose evidence is already delivered is settled in the same write; otherwise the
+    // monitor looks again from its next tick until the grace window closes.
+    // (A check that fails here is left to the monitor rather than failing the target's report.)
+    if (next.execution.status === 'completed' && next.evidence.outcome === 'pending') {
+      next = (await settleEvidence(deps, next, deps.now(), alsoChange).catch(() => undefined)) ?? next;
+    }
+    if ((await deps.store.replaceState(next, state.version)).kind === 'updated') return { status: 202, body: { applied: true } };
   }
   throw new ApiError('conflict', 'the dispatch kept changing; retry');
 }

@@ -19,6 +19,14 @@ export function advance(state: DispatchState, kind: ChangeKind, now: Date, patch
 }
 
 /**
+ * One more change in a write already under way (its version advanced once): both changes are
+ * committed together, and the publisher turns each into its event.
+ */
+export function alsoChange(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
+  return { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] };
+}
+
+/**
  * The dispatch's phase transitions, as pure functions from (state, fact, now) to the next state.
  * Use cases never assemble a state by hand; the store writes what these return, conditioned on the
  * version they started from.

@@ -3,6 +3,9 @@ import { advance, blocked, submitted } from '../dispatch/transitions.js';
 import { monitorStep, reconcileLookup } from '../dispatch/lifecycle.js';
 import { taskOf } from '../intake/intake.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
+import { settleEvidence } from './evidence-check.js';
+
+export { evidenceKey } from './evidence-check.js';
 
 export interface MonitorDeps extends DispatchWorkDeps {
   /** Due entries read per shard per tick; the rest wait for the next tick. */
@@ -103,66 +106,18 @@ async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Dat
   return next.phase === 'submitted' ? 'submitted' : next.phase === 'blocked' ? 'blocked' : 'retrying';
 }
 
-/** Where an attempt's evidence lives (CONTRACT §5): one root per attempt. */
-export const evidenceKey = (dispatchId: string, attempt: number, ref: string): string => `evidence/${dispatchId}/${attempt}/${ref}`;
-
 /**
- * The post-condition (CONTRACT §5): the platform itself looks for every expected ref under the
- * attempt's evidence root — a target's claim is not enough. All present → handled, with a
- * dispatch_completed receipt. Missing after the grace window → orphan_no_delivery. A check that could
- * not run is retried until the deadline, then `unverified` — never `handled`.
+ * The monitor's side of the post-condition: settle the evidence of a completed run, or look again
+ * when its grace window closes.
  */
 async function checkEvidence(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
-  const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
-  const message = await deps.store.getAcceptedMessage(state.dispatchId);
-  const expected = message?.content.valid ? message.content.expectedEvidence : [];
-  let found: string[] = [];
-  let error: string | null = null;
-  let invalid: string[] = [];
-  try {
-    const [present, marks] = await Promise.all([
-      Promise.all(expected.map((ref) => deps.blobs.exists(evidenceKey(state.dispatchId, state.attempt, ref)))),
-      deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
-    ]);
-    // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
-    invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
-    found = expected.filter((ref, index) => present[index] && !invalid.includes(ref));
-  } catch (thrown) {
-    error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
-  }
-  const missing = expected.filter((ref) => !found.includes(ref));
-  const pastDeadline = now.getTime() >= deadline;
-  const outcome = error ? (pastDeadline ? 'unverified' : undefined) : missing.length === 0 ? 'handled' : pastDeadline ? 'orphan_no_delivery' : undefined;
-  if (!outcome) {
+  const next = await settleEvidence(deps, state, now, advance);
+  if (!next) {
     // Not yet decidable: look again when the grace window closes (nothing is spent until then).
+    const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
     const written = await deps.store.replaceState(advance(state, 'rescheduled', now, { dueAt: new Date(deadline).toISOString() }), state.version);
     return written.kind === 'updated' ? 'rescheduled' : 'skipped';
   }
-  // The check is recorded once per attempt; if another tick recorded it first, its outcome stands.
-  const recorded = await deps.store.putEvidenceCheck({
-    dispatchId: state.dispatchId,
-    origin: state.origin,
-    target: state.target,
-    runId: state.runId ?? '',
-    attempt: state.attempt,
-    outcome,
-    expected,
-    found,
-    missing: outcome === 'unverified' ? [] : missing,
-    invalid,
-    checkedAt: now.toISOString(),
-    error,
-  });
-  const final = recorded.kind === 'exists' ? recorded.existing.outcome : outcome;
-  const at = now.toISOString();
-  const next = advance(state, final === 'handled' ? 'handled' : final === 'orphan_no_delivery' ? 'orphaned' : 'evidence_unverified', now, {
-    evidence: { ...state.evidence, outcome: final },
-    receipts:
-      final === 'handled'
-        ? [...state.receipts, { event: 'dispatch_completed', at, attempt: state.attempt, runId: state.runId ?? '', evidenceCount: expected.length }]
-        : state.receipts,
-    dueAt: null,
-  });
   const written = await deps.store.replaceState(next, state.version);
   return written.kind === 'updated' ? 'observed' : 'skipped';
 }

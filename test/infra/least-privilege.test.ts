@@ -47,9 +47,9 @@ describe('least privilege: each function may do exactly what its code does', () 
     );
   });
 
-  it('api: items by key and batch, queries on the origin and feed indexes, evidence uploads, target secrets', () => {
+  it('api: items by key and batch, queries on the origin and feed indexes, evidence uploads and checks, target secrets', () => {
     expect(actionsOf('api')).toEqual(
-      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:PutObject', ...TARGET_SECRETS].sort(),
+      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:ListBucket', 's3:PutObject', ...TARGET_SECRETS].sort(),
     );
     const queried = resourcesFor('api', 'dynamodb:Query').join();
     expect(queried).toContain('/index/byOrigin');
