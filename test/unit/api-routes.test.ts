@@ -89,3 +89,44 @@ describe('API routes', () => {
     expect((await answer(deps, request({ rawPath: '/nothing/here' }))).status).toBe(404);
   });
 });
+
+describe('a completion whose evidence is already delivered (regression: it used to wait for the next monitor tick)', () => {
+  async function submittedWith(dispatchId: string, delivered: readonly string[]) {
+    const { takeDispatchMessage } = await import('../../shared/intake/intake.js');
+    const { evidenceKey } = await import('../../shared/monitor/evidence-check.js');
+    const store = new MemoryStore();
+    const blobs = new MemoryBlobs();
+    await store.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    const target = {
+      submit: async () => ({ kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }) as const,
+      lookup: async () => ({ kind: 'not_found' }) as const,
+      decideApproval: async () => ({ kind: 'unavailable', reason: 'unused' }) as const,
+      cancel: async () => ({ kind: 'unavailable', reason: 'unused' }) as const,
+    };
+    const deps: ApiDeps = { ...apiDeps(store, store, 'open'), blobs, targetFor: () => target };
+    const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'g' }, expectedEvidence: ['out/report.md', 'out/data.csv'] });
+    await takeDispatchMessage({ ...deps, principals: store, principalMode: 'open' }, { messageId: 'm-1', body, senderId: undefined });
+    for (const ref of delivered) await blobs.put(evidenceKey(dispatchId, 1, ref), 'content');
+    const version = store.states.get(dispatchId)?.version ?? -1;
+    const complete = () => answer(deps, request({ method: 'POST', rawPath: '/runs/r-1/events', body: Buffer.from(JSON.stringify({ dispatchId, seq: 1, type: 'completed' })) }));
+    return { store, version, complete };
+  }
+
+  it('settles it handled in the same state version, both changes recorded for the publisher', async () => {
+    const { store, version, complete } = await submittedWith('d-all', ['out/report.md', 'out/data.csv']);
+    expect((await complete()).status).toBe(202);
+    const state = store.states.get('d-all');
+    expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled'], dueAt: null, evidence: { outcome: 'handled' } });
+    expect(state?.receipts.at(-1)).toMatchObject({ event: 'dispatch_completed', attempt: 1, runId: 'r-1', evidenceCount: 2 });
+    expect([...store.checks.values()]).toMatchObject([{ dispatchId: 'd-all', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [] }]);
+  });
+
+  it('leaves a completion with a file still missing to the monitor, pending, and records no check', async () => {
+    const { store, version, complete } = await submittedWith('d-part', ['out/report.md']);
+    expect((await complete()).status).toBe(202);
+    const state = store.states.get('d-part');
+    expect(state).toMatchObject({ version: version + 1, changes: ['completed'], evidence: { outcome: 'pending' } });
+    expect(state?.dueAt).not.toBeNull();
+    expect(store.checks.size).toBe(0);
+  });
+});
