@@ -8,7 +8,7 @@ import { redriveDeadLetters } from '../shared/adapters/dlq-redrive.js';
 import { publish } from '../shared/adapters/event-bus.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
-import { ORIGIN, TARGET_NAME } from '../shared/dispatch/message.js';
+import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
 import type { Principal } from '../shared/principals/principals.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { localInfo } from './dispatch.js';

@@ -5,7 +5,7 @@ import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { INDEX } from '../../shared/adapters/ledger-table.js';
-import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/message.js';
+import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { DispatchIntake } from './dispatch-intake.js';
 import { EventPublisher } from './event-publisher.js';

@@ -21,6 +21,8 @@ export interface LedgerConfig {
   readonly targetTimeoutMs: number;
   /** Deploy-time principals and targets (`LEDGER_REGISTRY`). */
   readonly registry: StaticRegistry;
+  /** How long a target registration read from the table is reused (`TARGET_CACHE_SECONDS`, default 30). */
+  readonly targetCacheMs: number;
 }
 
 export interface ReadConfigOptions {
@@ -50,5 +52,6 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
     targetTimeoutMs,
     registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' })),
+    targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
   };
 }

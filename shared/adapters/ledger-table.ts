@@ -81,6 +81,11 @@ export interface LedgerTableOptions {
   readonly now?: () => Date;
   /** Deploy-time principals and targets, consulted before the table's own entries. */
   readonly registry?: StaticRegistry;
+  /**
+   * How long a target registration read from the table is reused: intake reads it for every message,
+   * and registrations change rarely. A change is seen within this time. @default 0 (always read)
+   */
+  readonly targetCacheMs?: number;
 }
 
 /** The DynamoDB implementation of the ledger's store, principal registry included. */
@@ -309,9 +314,19 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     return pages.flatMap((page) => (page.Items ?? []).map((item) => dispatchIdOfKey(String(item.pk))));
   }
 
+  private readonly targetCache = new Map<string, { readonly registration: TargetRegistration; readonly until: number }>();
+
   async getTarget(name: string): Promise<TargetRegistration | undefined> {
     const deployed = this.options.registry?.targets.get(name);
     if (deployed) return deployed;
+    const cached = this.targetCache.get(name);
+    if (cached && cached.until > Date.now()) return cached.registration;
+    const registration = await this.readTarget(name);
+    if (registration && (this.options.targetCacheMs ?? 0) > 0) this.targetCache.set(name, { registration, until: Date.now() + (this.options.targetCacheMs ?? 0) });
+    return registration;
+  }
+
+  private async readTarget(name: string): Promise<TargetRegistration | undefined> {
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.target(name) }));
     if (!Item) return undefined;
     const { pk: _pk, sk: _sk, ...rest } = Item;

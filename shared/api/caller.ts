@@ -1,4 +1,4 @@
-import { ORIGIN } from '../dispatch/message.js';
+import { ORIGIN } from '../dispatch/ids.js';
 import { principalIdCandidates, type Principal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { ApiError, type ApiRequest } from './http.js';
 

@@ -1,4 +1,4 @@
-import { DISPATCH_ID } from '../dispatch/message.js';
+import { DISPATCH_ID } from '../dispatch/ids.js';
 import { refProblem } from '../dispatch/refs.js';
 import { evidenceKey } from '../monitor/evidence-check.js';
 import type { Caller } from './caller.js';

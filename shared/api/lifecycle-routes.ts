@@ -1,11 +1,11 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
-import { DISPATCH_ID } from '../dispatch/message.js';
+import { DISPATCH_ID } from '../dispatch/ids.js';
 import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES } from '../dispatch/lifecycle.js';
 import { NO_EXECUTION, type DispatchState } from '../dispatch/state.js';
 import { advance, alsoChange, submitted } from '../dispatch/transitions.js';
 import { refProblem } from '../dispatch/refs.js';
-import { taskOf } from '../intake/intake.js';
+import { taskOf } from '../dispatch/task.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
 import type { LookupOutcome } from '../targets/port.js';

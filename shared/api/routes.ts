@@ -1,6 +1,6 @@
 import { dispatchView, historyEntry } from '../dispatch/view.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import { DISPATCH_ID, ORIGIN } from '../dispatch/message.js';
+import { DISPATCH_ID, ORIGIN } from '../dispatch/ids.js';
 import type { LedgerFeeds } from '../ledger/port.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';

@@ -2,10 +2,9 @@ import * as z from 'zod/mini';
 import '../zod-english.js';
 import { refProblem } from './refs.js';
 
-/** CONTRACT §1 field rules, shared by the schema and by the readability check of bad messages. */
-export const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-export const ORIGIN = /^[a-z0-9-]{1,64}$/;
-export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+import { DISPATCH_ID, ORIGIN, TARGET_NAME } from './ids.js';
+
+export { DISPATCH_ID, ORIGIN, TARGET_NAME };
 
 export const DEFAULT_TIMEOUTS = {
   stallAfterSeconds: 600,

@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import { contentHash } from './canonical.js';
-import { DISPATCH_ID, ORIGIN } from './message.js';
+import { DISPATCH_ID, ORIGIN } from './ids.js';
 import { refProblem } from './refs.js';
 import type { DispatchReceipt } from './state.js';
 

@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
-import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/message.js';
+import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
 import type { Rejection } from '../ledger/port.js';
 import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, RECEIPT_ID } from '../dispatch/receipts.js';
 import { TARGET_RUN_STATUSES } from '../targets/port.js';

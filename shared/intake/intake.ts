@@ -7,6 +7,7 @@ import { accepted, blocked, submitted } from '../dispatch/transitions.js';
 import type { AcceptedMessage, BlobStore, LedgerStore, Rejection } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
+import { taskOf } from '../dispatch/task.js';
 
 /** One SQS record, as intake sees it. */
 export interface IntakeRecord {
@@ -190,14 +191,6 @@ async function anchorFor(
   };
 }
 
-/** The task as sent: inline, from the message in hand, or read back from the blob store. */
-export async function taskOf(blobs: BlobStore, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<Record<string, unknown>> {
-  if (!message.content.valid) throw new Error(`dispatch ${message.dispatchId} has no valid task`);
-  if (inHand) return inHand;
-  if (message.content.task) return { ...message.content.task };
-  if (!message.content.taskRef) throw new Error(`dispatch ${message.dispatchId} has neither task nor taskRef`);
-  return JSON.parse(await blobs.getText(message.content.taskRef)) as Record<string, unknown>;
-}
 
 async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHand: Record<string, unknown> | undefined): Promise<IntakeResult> {
   const now = deps.now();

@@ -1,7 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { advance, blocked, submitted } from '../dispatch/transitions.js';
 import { monitorStep, reconcileLookup } from '../dispatch/lifecycle.js';
-import { taskOf } from '../intake/intake.js';
+import { taskOf } from '../dispatch/task.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { settleEvidence } from './evidence-check.js';
 

@@ -1,0 +1,10 @@
+import type { AcceptedMessage, BlobStore } from '../ledger/port.js';
+
+/** The task as sent: inline, from the message in hand, or read back from the blob store. */
+export async function taskOf(blobs: BlobStore, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<Record<string, unknown>> {
+  if (!message.content.valid) throw new Error(`dispatch ${message.dispatchId} has no valid task`);
+  if (inHand) return inHand;
+  if (message.content.task) return { ...message.content.task };
+  if (!message.content.taskRef) throw new Error(`dispatch ${message.dispatchId} has neither task nor taskRef`);
+  return JSON.parse(await blobs.getText(message.content.taskRef)) as Record<string, unknown>;
+}
