@@ -1,0 +1,293 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { PROJECT_ROOT, LEDGER_FUNCTIONS } from '../infra/bundling.js';
+import { startEngines } from '../local/engines/index.js';
+import { measureBundles, requireTimeOnce, summarize } from '../scripts/bundle-report.js';
+import { runDetection, type DetectionResult } from './detection.js';
+import { measureReferenceLifecycle, runIntakeThroughput, type IntakeThroughputResult, type ReferenceLifecycleUsage } from './intake-throughput.js';
+import { runLifecycleCost, type LifecycleCostResult } from './lifecycle-cost.js';
+import { runMonitorHistory, type MonitorHistoryResult } from './monitor-history.js';
+import { costOf, peerModels, perMillion, PRICES, type CostBreakdown } from './prices.js';
+import type { BenchContext, LifecycleUsage, Spread } from './types.js';
+
+
+/**
+ * `npm run bench`: every figure of docs/performance.md, measured in one run on the same local engines,
+ * written to bench/results.json and into the tables of docs/performance.md (between the
+ * `<!-- bench:NAME -->` markers). Never part of `npm test`: it takes minutes and measures speed.
+ *
+ *   --quick   small sizes, to check the bench itself runs (figures are not comparable)
+ */
+
+const RESULTS_FILE = path.join(PROJECT_ROOT, 'bench', 'results.json');
+const DOC_FILE = path.join(PROJECT_ROOT, 'docs', 'performance.md');
+const REQUIRE_RUNS = 9;
+
+interface ColdStart {
+  readonly functions: Record<string, { bytes: number; sdkOnlyBytes: number; sizeRatio: number; requireMs: Spread; sdkOnlyRequireMs: Spread; requireRatio: number }>;
+  readonly maxRequireTimeRatio: number;
+  readonly maxSizeRatio: number;
+}
+
+async function coldStart(ctx: BenchContext): Promise<ColdStart> {
+  const outDir = mkdtempSync(path.join(tmpdir(), 'bench-bundles-'));
+  try {
+    const report = await measureBundles({ outDir });
+    const functions: ColdStart['functions'] = {};
+    for (const name of LEDGER_FUNCTIONS) {
+      const size = report.functions[name];
+      if (!size.files) throw new Error('measureBundles kept no files');
+      const ours: number[] = [];
+      const sdkOnly: number[] = [];
+      // Interleaved, each import in a fresh node process: machine noise hits both alike.
+      for (let run = 0; run < (ctx.quick ? 3 : REQUIRE_RUNS); run += 1) {
+        ours.push(await requireTimeOnce(size.files.bundle));
+        sdkOnly.push(await requireTimeOnce(size.files.sdkOnly));
+      }
+      const requireMs = summarize(ours);
+      const sdkOnlyRequireMs = summarize(sdkOnly);
+      functions[name] = {
+        bytes: size.bytes,
+        sdkOnlyBytes: size.sdkOnlyBytes,
+        sizeRatio: size.ratio,
+        requireMs: { min: requireMs.minMs, median: requireMs.medianMs, max: requireMs.maxMs },
+        sdkOnlyRequireMs: { min: sdkOnlyRequireMs.minMs, median: sdkOnlyRequireMs.medianMs, max: sdkOnlyRequireMs.maxMs },
+        requireRatio: round(requireMs.medianMs / sdkOnlyRequireMs.medianMs, 3),
+      };
+      ctx.log(`cold start: ${name} ${size.bytes} B (${size.ratio}× SDK-only), import ${requireMs.medianMs.toFixed(1)} ms vs ${sdkOnlyRequireMs.medianMs.toFixed(1)} ms`);
+    }
+    const values = Object.values(functions);
+    return { functions, maxRequireTimeRatio: Math.max(...values.map((f) => f.requireRatio)), maxSizeRatio: Math.max(...values.map((f) => f.sizeRatio)) };
+  } finally {
+    rmSync(outDir, { recursive: true, force: true });
+  }
+}
+
+const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
+const usd = (value: number): string => `$${value.toFixed(2)}`;
+
+interface Results {
+  readonly measuredAt: string;
+  readonly quick: boolean;
+  readonly machine: string;
+  readonly wruPerLifecycle: number;
+  readonly usdPerMillionLifecycles: number;
+  readonly powertoolsUsdPerMillionLifecycles: number;
+  readonly intakeThroughputRatioVsPowertools: number;
+  readonly monitorReadUnitsRatio100kVs1k: number;
+  readonly maxRequireTimeRatioVsSdkOnly: number;
+  readonly stallDetectionTicks: number;
+  readonly orphanDetectionTicks: number;
+  readonly targets: Record<string, { readonly target: string; readonly measured: number; readonly met: boolean }>;
+  readonly cost: {
+    readonly prices: typeof PRICES;
+    readonly ours: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
+    readonly evidenceUpload: { readonly usage: LifecycleUsage; readonly usdPerMillion: number };
+    readonly powertools: { readonly usage: ReferenceLifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number> };
+    readonly stepFunctionsStandard: ReturnType<typeof peerModels>['stepFunctionsStandard'];
+    readonly temporalCloud: ReturnType<typeof peerModels>['temporalCloud'];
+    readonly monitorFixedUsdPerMonth: number;
+    readonly notes: readonly string[];
+  };
+  readonly intakeThroughput: IntakeThroughputResult;
+  readonly monitorHistory: MonitorHistoryResult;
+  readonly coldStart: ColdStart;
+  readonly detection: DetectionResult;
+}
+
+const perMillionBreakdown = (cost: CostBreakdown): Record<keyof CostBreakdown, number> =>
+  Object.fromEntries(Object.entries(cost).map(([service, dollars]) => [service, perMillion(dollars)])) as Record<keyof CostBreakdown, number>;
+
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult }): Results {
+  const { lifecycle, reference, throughput, history, cold, detection } = parts;
+  const ours = costOf(lifecycle.usage);
+  const theirs = costOf(reference);
+  const peers = peerModels({ invocations: 3, gbSeconds: lifecycle.usage.lambda.gbSeconds });
+  // The schedule: one tick a minute whatever the load (43,200 a month), each an invocation of the empty-tick time.
+  const ticksPerMonth = 43_200;
+  const monitorFixed = ticksPerMonth * (PRICES.lambda.perRequest + (lifecycle.emptyTick.ms / 1000) * 0.5 * PRICES.lambda.perGbSecond + lifecycle.emptyTick.readUnits * PRICES.dynamodb.perReadUnit);
+  const targets = {
+    wruPerLifecycle: { target: '≤ 8', measured: round(lifecycle.usage.dynamodb.writeUnits), met: lifecycle.usage.dynamodb.writeUnits <= 8 },
+    usdPerMillionLifecycles: { target: '≤ $10', measured: perMillion(ours.total), met: perMillion(ours.total) <= 10 },
+    intakeThroughputRatioVsPowertools: { target: '≥ 1.5×', measured: round(throughput.ratio.median, 3), met: throughput.ratio.median >= 1.5 },
+    monitorReadUnitsRatio100kVs1k: { target: '≤ 1.1×', measured: round(history.readUnitsRatio100kVs1k, 3), met: history.readUnitsRatio100kVs1k <= 1.1 },
+    maxRequireTimeRatioVsSdkOnly: { target: '≤ 1.2×', measured: round(cold.maxRequireTimeRatio, 3), met: cold.maxRequireTimeRatio <= 1.2 },
+    stallDetectionTicks: { target: '≤ 1 tick', measured: detection.stallDetectionTicks, met: detection.stallDetectionTicks <= 1 },
+    orphanDetectionTicks: { target: '≤ 1 tick', measured: detection.orphanDetectionTicks, met: detection.orphanDetectionTicks <= 1 },
+  };
+  return {
+    measuredAt: new Date().toISOString(),
+    quick: ctx.quick,
+    machine: `${process.platform} ${process.arch}, node ${process.version}, DynamoDB Local + fauxqs + moto on 127.0.0.1`,
+    wruPerLifecycle: round(lifecycle.usage.dynamodb.writeUnits),
+    usdPerMillionLifecycles: perMillion(ours.total),
+    powertoolsUsdPerMillionLifecycles: perMillion(theirs.total),
+    intakeThroughputRatioVsPowertools: round(throughput.ratio.median, 3),
+    monitorReadUnitsRatio100kVs1k: round(history.readUnitsRatio100kVs1k, 3),
+    maxRequireTimeRatioVsSdkOnly: round(cold.maxRequireTimeRatio, 3),
+    stallDetectionTicks: detection.stallDetectionTicks,
+    orphanDetectionTicks: detection.orphanDetectionTicks,
+    targets,
+    cost: {
+      prices: PRICES,
+      ours: { usage: lifecycle.usage, usdPerMillion: perMillionBreakdown(ours), writeUnitsByStep: lifecycle.writeUnitsByStep, eventsPerLifecycle: lifecycle.eventsPerLifecycle },
+      evidenceUpload: { usage: lifecycle.evidenceUpload, usdPerMillion: perMillion(costOf(lifecycle.evidenceUpload).total) },
+      powertools: { usage: reference, usdPerMillion: perMillionBreakdown(theirs) },
+      stepFunctionsStandard: peers.stepFunctionsStandard,
+      temporalCloud: peers.temporalCloud,
+      monitorFixedUsdPerMonth: round(monitorFixed, 2),
+      notes: lifecycle.notes,
+    },
+    intakeThroughput: throughput,
+    monitorHistory: history,
+    coldStart: cold,
+    detection,
+  };
+}
+
+/** The tables of docs/performance.md, each between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`. */
+function tables(results: Results): Record<string, string> {
+  const row = (cells: readonly (string | number)[]): string => `| ${cells.join(' | ')} |`;
+  const table = (header: readonly string[], rows: ReadonlyArray<readonly (string | number)[]>): string =>
+    [row(header), row(header.map(() => '---')), ...rows.map(row)].join('\n');
+  const { cost } = results;
+  const services: Array<[keyof CostBreakdown, string]> = [
+    ['dynamodb', 'DynamoDB'],
+    ['lambda', 'Lambda (arm64)'],
+    ['eventBridge', 'EventBridge'],
+    ['sqs', 'SQS'],
+    ['s3', 'S3'],
+    ['secretsManager', 'Secrets Manager'],
+    ['functionUrl', 'Function URLs'],
+    ['total', '**total**'],
+  ];
+  const usageText = (usage: LifecycleUsage): Record<string, string> => ({
+    dynamodb: `${round(usage.dynamodb.writeUnits)} WRU, ${round(usage.dynamodb.readUnits)} RRU, ${round(usage.dynamodb.requests, 1)} requests`,
+    lambda: `${round(usage.lambda.invocations, 2)} invocations, ${round(usage.lambda.gbSeconds, 4)} GB-s`,
+    eventBridge: `${round(usage.eventBridgeEvents, 2)} events`,
+    sqs: `${round(usage.sqsRequests, 2)} requests`,
+    s3: `${round(usage.s3.putRequests, 2)} PUT, ${round(usage.s3.getRequests, 2)} GET/HEAD`,
+    secretsManager: `${usage.secretsManagerCalls} calls`,
+    functionUrl: `${usage.functionUrlRequests} requests`,
+    total: '',
+  });
+  const oursUsage = usageText(cost.ours.usage);
+  const theirUsage = usageText(cost.powertools.usage);
+  const targetRows = Object.entries(results.targets).map(([name, t]) => [name, t.target, t.measured, t.met ? 'met' : '**missed**']);
+  const history = results.monitorHistory.perTick.map((tick) => [tick.finished.toLocaleString('en-US'), tick.due, tick.readUnits, tick.writeUnits, tick.requests]);
+  const throughput = results.intakeThroughput;
+  const cold = Object.entries(results.coldStart.functions).map(([name, f]) => [
+    name,
+    `${(f.bytes / 1024).toFixed(1)} KB`,
+    `${(f.sdkOnlyBytes / 1024).toFixed(1)} KB`,
+    f.sizeRatio.toFixed(3),
+    `${f.requireMs.median.toFixed(1)} ms`,
+    `${f.sdkOnlyRequireMs.median.toFixed(1)} ms`,
+    f.requireRatio.toFixed(3),
+  ]);
+  const detection = results.detection.runs.map((run) => [
+    `${run.periodSeconds} s`,
+    `${run.phaseSeconds} s`,
+    `${run.stall.ticksAfterDeadline ?? 'not detected'} (${run.stall.secondsAfterDeadline ?? '–'} s)`,
+    `${run.orphan.ticksAfterDeadline ?? 'not detected'} (${run.orphan.secondsAfterDeadline ?? '–'} s)`,
+  ]);
+  return {
+    summary: [
+      `Measured ${results.measuredAt}${results.quick ? ' with --quick (small sizes: not comparable)' : ''} on ${results.machine}.`,
+      '',
+      table(['figure', 'target', 'measured', ''], targetRows),
+    ].join('\n'),
+    cost: [
+      table(
+        ['service', 'Dispatch Ledger: usage per lifecycle', '$ per million', 'Powertools reference: usage', '$ per million'],
+        services.map(([key, label]) => [label, oursUsage[key] ?? '', usd(cost.ours.usdPerMillion[key]), theirUsage[key] ?? '', usd(cost.powertools.usdPerMillion[key])]),
+      ),
+      '',
+      table(
+        ['design', '$ per million lifecycles', 'how it is counted'],
+        [
+          ['Dispatch Ledger (measured)', usd(results.usdPerMillionLifecycles), `${results.wruPerLifecycle} WRU; ${round(cost.ours.usage.eventBridgeEvents, 2)} events; Lambda from measured handler time`],
+          ['Powertools idempotency + BatchProcessor (measured)', usd(results.powertoolsUsdPerMillionLifecycles), `${round(cost.powertools.usage.dynamodb.writeUnits, 2)} WRU: an idempotency record and one state update per step; publishes no events`],
+          ['Step Functions Standard (model)', usd(cost.stepFunctionsStandard.usdPerMillion), cost.stepFunctionsStandard.counting],
+          ['Temporal Cloud (model)', `${usd(cost.temporalCloud.usdPerMillionLow)}–${usd(cost.temporalCloud.usdPerMillionHigh)}`, cost.temporalCloud.counting],
+        ],
+      ),
+      '',
+      `Write units by step (Dispatch Ledger): ${Object.entries(cost.ours.writeUnitsByStep).map(([step, units]) => `${step} ${round(units, 2)}`).join(' · ')}.`,
+      `Events per lifecycle: ${Object.entries(cost.ours.eventsPerLifecycle).map(([type, n]) => `${type} ${round(n, 2)}`).join(' · ')}.`,
+      `Delivering one evidence file through the API adds ${usd(cost.evidenceUpload.usdPerMillion)} per million (an S3 PUT is $5 per million on its own). The monitor's schedule is a fixed ${usd(cost.monitorFixedUsdPerMonth)} a month whatever the load.`,
+    ].join('\n'),
+    throughput: [
+      table(
+        ['', 'min', 'median', 'max'],
+        [
+          ['Dispatch Ledger intake (messages/s)', round(throughput.oursMessagesPerSecond.min, 1), round(throughput.oursMessagesPerSecond.median, 1), round(throughput.oursMessagesPerSecond.max, 1)],
+          ['Powertools reference (messages/s)', round(throughput.referenceMessagesPerSecond.min, 1), round(throughput.referenceMessagesPerSecond.median, 1), round(throughput.referenceMessagesPerSecond.max, 1)],
+          ['ratio (per interleaved round)', round(throughput.ratio.min, 3), round(throughput.ratio.median, 3), round(throughput.ratio.max, 3)],
+        ],
+      ),
+      '',
+      `${throughput.messages.toLocaleString('en-US')} messages per pipeline in batches of ${throughput.batchSize}, ${throughput.rounds} interleaved rounds.`,
+    ].join('\n'),
+    monitor: [
+      table(['finished runs in the table', 'due', 'read units per tick', 'write units', 'requests'], history),
+      '',
+      `Read units, largest ÷ smallest history: ${results.monitorReadUnitsRatio100kVs1k}.`,
+    ].join('\n'),
+    coldstart: table(['function', 'bundle', 'SDK-only bundle', 'size ratio', 'import (median)', 'SDK-only import', 'import ratio'], cold),
+    detection: table(['monitor period', 'tick phase', 'stall: ticks after deadline', 'orphan: ticks after deadline'], detection),
+  };
+}
+
+function writeDoc(results: Results): void {
+  let doc = readFileSync(DOC_FILE, 'utf8');
+  for (const [name, content] of Object.entries(tables(results))) {
+    const open = `<!-- bench:${name} -->`;
+    const close = `<!-- /bench:${name} -->`;
+    const start = doc.indexOf(open);
+    const end = doc.indexOf(close);
+    if (start < 0 || end < start) throw new Error(`docs/performance.md has no ${open} … ${close} block`);
+    doc = `${doc.slice(0, start + open.length)}\n${content}\n${doc.slice(end)}`;
+  }
+  writeFileSync(DOC_FILE, doc);
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const quick = argv.includes('--quick');
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+  const log = (line: string): void => {
+    process.stderr.write(`${line}\n`);
+  };
+  const logDir = mkdtempSync(path.join(tmpdir(), 'bench-engines-'));
+  log('starting DynamoDB Local, fauxqs and moto…');
+  const engines = await startEngines({ logDir });
+  try {
+    const ctx: BenchContext = { endpoints: engines, log, uniqueName: (prefix) => `${prefix}-${randomUUID().slice(0, 8)}`, quick };
+    log('cost per lifecycle: Dispatch Ledger');
+    const lifecycle = await runLifecycleCost(ctx);
+    log('cost per lifecycle: Powertools reference');
+    const reference = await measureReferenceLifecycle(ctx);
+    log('intake throughput, interleaved with the Powertools reference');
+    const throughput = await runIntakeThroughput(ctx);
+    log('monitor cost vs history');
+    const history = await runMonitorHistory(ctx);
+    log('detection latency');
+    const detection = await runDetection(ctx);
+    log('cold start');
+    const cold = await coldStart(ctx);
+    const results = assemble(ctx, { lifecycle, reference, throughput, history, cold, detection });
+    writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
+    writeDoc(results);
+    log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);
+    for (const [name, target] of Object.entries(results.targets)) log(`  ${target.met ? 'met   ' : 'MISSED'} ${name}: ${target.measured} (target ${target.target})`);
+    return 0;
+  } finally {
+    await engines.stop();
+    rmSync(logDir, { recursive: true, force: true });
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));
+
