@@ -7,6 +7,7 @@ import { attention, check, send, status } from './dispatch.js';
 import { events } from './events.js';
 import { receipt } from './receipt.js';
 import { dlq, registry, stream, UsageError } from './operations.js';
+import { approve, redispatch, rejections } from './lifecycle.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
 
 const USAGE = `usage:
@@ -21,6 +22,9 @@ const USAGE = `usage:
                                                          owner_delivery confirmed|failed (confirmed needs --evidence-ref)
   ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
   ledger attention [--kind K] [--json]                   what needs a person, across origins
+  ledger rejections [--limit N] [--json]                 unreadable and conflicting messages, newest first
+  ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]
+  ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]
   ledger dlq redrive [--dlq-url U --queue-url U] [--limit N] [--json]
                                                          move DLQ messages back to the dispatch queue (idempotent)
   ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
@@ -159,6 +163,10 @@ async function main(argv: string[]): Promise<number> {
   if (group === 'events') return events([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'receipt') return receipt([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
   if (group === 'attention') return attention([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
+  const rest1 = [command, ...rest].filter((arg): arg is string => arg !== undefined);
+  if (group === 'rejections') return rejections(rest1, say);
+  if (group === 'approve') return approve(rest1, say);
+  if (group === 'redispatch') return redispatch(rest1, say);
   if (group === 'dlq') return dlq([command ?? '', ...rest], say);
   if (group === 'stream') return stream([command ?? '', ...rest], say);
   if (group === 'registry') return registry([command ?? '', ...rest], say);

@@ -86,6 +86,27 @@ describe('npx ledger local up / down', () => {
     );
     expect(foreign).toContain('404');
 
+    // Contract §9's operator commands: rejections, approve, redispatch.
+    await ledger('send', '--body', 'this is not json');
+    const rejected = await eventuallyOk(async () => {
+      const out = await ledger('rejections', '--json');
+      if (!out.stdout.includes('not_json')) throw new Error('not yet');
+      return out;
+    });
+    expect(JSON.parse(rejected.stdout)).toMatchObject({ items: [{ reason: 'not_json', bodyPreview: 'this is not json' }] });
+    const wrongApproval = await ledger('approve', 'd-cli-1', '--approval-id', 'ap-nope').then(
+      () => 'approved',
+      (error: { stdout: string }) => error.stdout,
+    );
+    expect(wrongApproval).toMatch(/^409: /);
+    await ledger('send', '--dispatch-id', 'd-cli-2', '--behavior', 'reject');
+    await eventuallyOk(async () => {
+      const out = await ledger('check', 'd-cli-2', '--json');
+      if (!out.stdout.includes('"phase":"blocked"')) throw new Error('not yet');
+      return out;
+    });
+    expect((await ledger('redispatch', 'd-cli-2', '--reason', 'the target was fixed')).stdout).toContain('redispatched: d-cli-2, attempt 2');
+
     const second = await ledger('local', 'up', '--detach', '--json').then(
       () => 'started twice',
       (error: { stderr: string }) => error.stderr,
