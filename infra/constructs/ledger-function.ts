@@ -41,9 +41,8 @@ export class LedgerFunction extends Construct {
     const role = new Role(this, 'Role', { assumedBy: new ServicePrincipal('lambda.amazonaws.com') });
     logGroup.grantWrite(role);
     const runtime = props.runtime ?? Runtime.NODEJS_24_X;
-    if (runtime.family !== Runtime.NODEJS_24_X.family || ['nodejs18.x', 'nodejs20.x'].includes(runtime.name)) {
-      throw new RangeError(`the ledger functions need Node.js 22 or newer, got ${runtime.name}`);
-    }
+    const major = Number(/^nodejs(\d+)\.x$/.exec(runtime.name)?.[1] ?? 0);
+    if (major < 22) throw new RangeError(`the ledger functions need Node.js 22 or newer, got ${runtime.name}`);
     this.function = new NodejsFunction(this, 'Function', {
       role,
       entry: handlerEntry(props.name),

@@ -117,6 +117,18 @@ describe('DispatchLedger stack: functions, schedule, stream and API', () => {
     }
   });
 
+  it('refuses a Node.js runtime older than 22 at synth time', async () => {
+    const { App, Stack } = await import('aws-cdk-lib');
+    const { Runtime } = await import('aws-cdk-lib/aws-lambda');
+    const { Duration } = await import('aws-cdk-lib');
+    const { LedgerFunction } = await import('../../infra/constructs/ledger-function.js');
+    const stack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Old');
+    for (const [id, runtime] of [['N20', Runtime.NODEJS_20_X], ['N18', Runtime.NODEJS_18_X], ['Py', Runtime.PYTHON_3_12]] as const) {
+      expect(() => new LedgerFunction(stack, id, { name: 'api', timeout: Duration.seconds(5), environment: {}, runtime })).toThrow(/Node.js 22 or newer/);
+    }
+    expect(() => new LedgerFunction(stack, 'N22', { name: 'api', timeout: Duration.seconds(5), environment: {}, runtime: Runtime.NODEJS_22_X })).not.toThrow();
+  });
+
   it('enforces the principal registry in every function that reads callers', () => {
     const { stack } = synth;
     for (const name of ['intake', 'api'] as const) {
