@@ -1,6 +1,5 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { countForTarget } from '../../shared/adapters/metrics.js';
+import { countForTarget, countOnce } from '../../shared/adapters/metrics.js';
 import { streamChangeOf } from '../../shared/adapters/stream-records.js';
 import type { LedgerEvent } from '../../shared/events/catalog.js';
 import { METRIC_OF_DETAIL_TYPE } from '../../shared/events/names.js';
@@ -21,9 +20,7 @@ export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatch
     const { sequenceNumber, error } = report.failure;
     logger.error('events not published; the stream retries from this record', { sequenceNumber, retried: report.batchItemFailures.length, error });
     // No dimension: a bus outage is not any one target's. Alarmed on (PublishFailures ≥ 1).
-    const metric = metrics.singleMetric();
-    metric.clearDefaultDimensions();
-    metric.addMetric('PublishFailures', MetricUnit.Count, 1);
+    countOnce(metrics, 'PublishFailures');
   }
   return { batchItemFailures: [...report.batchItemFailures] };
 };

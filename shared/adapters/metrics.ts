@@ -5,8 +5,13 @@ import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
  * `Target` only — Powertools' default `service` dimension is cleared, and never a run or dispatch id.
  */
 export function countForTarget(metrics: Metrics, name: string, target: string): void {
+  countOnce(metrics, name, { Target: target });
+}
+
+/** One occurrence of a metric with exactly these dimensions (none: a fact about the whole ledger). */
+export function countOnce(metrics: Metrics, name: string, dimensions: Readonly<Record<string, string>> = {}): void {
   const metric = metrics.singleMetric();
   metric.clearDefaultDimensions();
-  metric.addDimension('Target', target);
+  for (const [dimension, value] of Object.entries(dimensions)) metric.addDimension(dimension, value);
   metric.addMetric(name, MetricUnit.Count, 1);
 }

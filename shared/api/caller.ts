@@ -1,5 +1,5 @@
 import { ORIGIN } from '../dispatch/ids.js';
-import { principalIdCandidates, type Principal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
+import { resolvePrincipal, type Principal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { ApiError, type ApiRequest } from './http.js';
 
 /**
@@ -15,12 +15,7 @@ export async function resolveCaller(request: ApiRequest, mode: PrincipalMode, re
     if (origin !== undefined && !ORIGIN.test(origin)) throw new ApiError('malformed', 'X-Ledger-Origin must be 1..64 characters of [a-z0-9-]');
     return { kind: 'open', origin };
   }
-  if (!request.iamUserId) return { kind: 'principal', principal: undefined };
-  for (const id of principalIdCandidates(request.iamUserId)) {
-    const principal = await registry.resolve(id);
-    if (principal) return { kind: 'principal', principal };
-  }
-  return { kind: 'principal', principal: undefined };
+  return { kind: 'principal', principal: request.iamUserId ? await resolvePrincipal(registry, request.iamUserId) : undefined };
 }
 
 /** The origin the caller speaks for, if any. */

@@ -25,6 +25,15 @@ export function principalIdCandidates(principalId: string): string[] {
   return colon > 0 ? [principalId, principalId.slice(0, colon)] : [principalId];
 }
 
+/** What an IAM caller is registered as, trying its most specific id first (a role session, then the role). */
+export async function resolvePrincipal(registry: PrincipalRegistry, principalId: string): Promise<Principal | undefined> {
+  for (const id of principalIdCandidates(principalId)) {
+    const principal = await registry.resolve(id);
+    if (principal) return principal;
+  }
+  return undefined;
+}
+
 export async function mayActForOrigin(
   registry: PrincipalRegistry,
   mode: PrincipalMode,
@@ -33,11 +42,8 @@ export async function mayActForOrigin(
 ): Promise<boolean> {
   if (mode === 'open') return true;
   if (!principalId) return false;
-  for (const id of principalIdCandidates(principalId)) {
-    const principal = await registry.resolve(id);
-    if (principal) return principal.role === 'origin' && principal.origin === origin;
-  }
-  return false;
+  const principal = await resolvePrincipal(registry, principalId);
+  return principal?.role === 'origin' && principal.origin === origin;
 }
 
 /**
@@ -52,9 +58,5 @@ export async function effectiveSender(
   redrivenFor: string | undefined,
 ): Promise<string | undefined> {
   if (!redrivenFor || mode === 'open' || !senderId) return senderId;
-  for (const id of principalIdCandidates(senderId)) {
-    const principal = await registry.resolve(id);
-    if (principal) return principal.role === 'operator' ? redrivenFor : senderId;
-  }
-  return senderId;
+  return (await resolvePrincipal(registry, senderId))?.role === 'operator' ? redrivenFor : senderId;
 }
