@@ -146,7 +146,7 @@ async function detect(shared: Shared, kind: Kind, periodSeconds: number, phaseSe
   const start = Math.floor(Date.now() / 60_000) * 60_000;
   let clock = new Date(start);
   const now = (): Date => clock;
-  const table = new LedgerTable(shared.documents, { tableName, retentionSeconds: RETENTION_SECONDS, now });
+  const table = new LedgerTable(shared.documents, { tableName, retentionSeconds: RETENTION_SECONDS });
   await table.putTarget({ name: DEMO_AGENT, kind: 'http', baseUrl: shared.agent.url });
 
   const tally: Tally = {};

@@ -26,6 +26,7 @@ import {
   type ReferencePipeline,
   type ReferenceTables,
 } from './reference-pipeline.js';
+import { lambdaContext } from '../local/runtime/context.js';
 import { spreadOf, type BenchContext, type LifecycleUsage, type Spread } from './types.js';
 
 /**
@@ -184,26 +185,6 @@ class BenchTarget {
 
 // --- Events and contexts ---------------------------------------------------------------------------------
 
-/** A Lambda `Context` for a direct invocation: the fields handlers and Powertools read. */
-function lambdaContext(functionName: string, timeoutMs = 30_000): Context {
-  const deadline = Date.now() + timeoutMs;
-  const awsRequestId = randomUUID();
-  return {
-    callbackWaitsForEmptyEventLoop: false,
-    functionName,
-    functionVersion: '$LATEST',
-    invokedFunctionArn: `arn:aws:lambda:${LOCAL_REGION}:000000000000:function:${functionName}`,
-    memoryLimitInMB: String(MEMORY_MB),
-    awsRequestId,
-    logGroupName: `/aws/lambda/${functionName}`,
-    logStreamName: `bench/${awsRequestId}`,
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    done: () => undefined,
-    fail: () => undefined,
-    succeed: () => undefined,
-  };
-}
-
 /** A valid dispatch message body (CONTRACT §1). */
 function dispatchBody(dispatchId: string, expectedEvidence: readonly string[] = []): string {
   return JSON.stringify({
@@ -273,7 +254,7 @@ async function drive(handler: SqsHandler, functionName: string, batches: readonl
   let failures = 0;
   const started = performance.now();
   for (const event of batches) {
-    const response = await handler(event, lambdaContext(functionName));
+    const response = await handler(event, lambdaContext(functionName, 30_000, LOCAL_REGION, MEMORY_MB));
     failures += response.batchItemFailures.length;
   }
   return { seconds: (performance.now() - started) / 1000, failures };
@@ -522,12 +503,12 @@ async function duplicateInBatch(pipeline: { handler: SqsHandler; functionName: s
   const ids = Array.from({ length: BATCH_SIZE - 1 }, (_, index) => `${pipeline.prefix}-dup-${index}`);
   const duplicated = ids[0] as string;
   const event: SQSEvent = { Records: [...ids, duplicated].map((id) => sqsRecord(dispatchBody(id))) };
-  const first = await pipeline.handler(event, lambdaContext(pipeline.functionName));
+  const first = await pipeline.handler(event, lambdaContext(pipeline.functionName, 30_000, LOCAL_REGION, MEMORY_MB));
   const failed = new Set(first.batchItemFailures.map((failure) => failure.itemIdentifier));
   let failuresOnRedelivery = 0;
   if (failed.size > 0) {
     const again: SQSEvent = { Records: event.Records.filter((record) => failed.has(record.messageId)) };
-    failuresOnRedelivery = (await pipeline.handler(again, lambdaContext(pipeline.functionName))).batchItemFailures.length;
+    failuresOnRedelivery = (await pipeline.handler(again, lambdaContext(pipeline.functionName, 30_000, LOCAL_REGION, MEMORY_MB))).batchItemFailures.length;
   }
   return { failuresFirstDelivery: failed.size, failuresOnRedelivery, submissionsOfDuplicatedId: target.submissionsOf(duplicated) };
 }
@@ -679,7 +660,7 @@ async function runLifecycles(
     // One intake invocation for 10 dispatches: each lifecycle's share is a tenth of it.
     const before = meter?.snapshot();
     const started = performance.now();
-    const response = await ref.intake(event, lambdaContext('reference-intake'));
+    const response = await ref.intake(event, lambdaContext('reference-intake', 30_000, LOCAL_REGION, MEMORY_MB));
     const ms = performance.now() - started;
     if (response.batchItemFailures.length > 0) throw new Error(`reference intake: ${response.batchItemFailures.length} batch item failures`);
     const spent = meter && before ? meter.since(before) : { requests: 0, writeUnits: 0, readUnits: 0 };
@@ -697,15 +678,15 @@ async function runLifecycles(
           ...(type === 'completed' ? { result: { summary: `done: ${id}` }, evidence: [EVIDENCE_REF] } : {}),
         });
       for (const [seq, type] of [[1, 'heartbeat'], [2, 'heartbeat'], [3, 'completed']] as const) {
-        const answer = await timed(type === 'heartbeat' ? 'heartbeat' : 'complete', () => ref.runEvent(runEvent(seq, type), lambdaContext('reference-run-events')));
+        const answer = await timed(type === 'heartbeat' ? 'heartbeat' : 'complete', () => ref.runEvent(runEvent(seq, type), lambdaContext('reference-run-events', 30_000, LOCAL_REGION, MEMORY_MB)));
         if (typeof answer === 'string' || answer.statusCode !== 202) throw new Error(`reference run event ${type} ${seq} for ${id}: ${JSON.stringify(answer)}`);
       }
-      const check = await timed('evidenceCheck', () => ref.evidenceCheck({ dispatchId: id, attempt: 1, refs: [EVIDENCE_REF] }, lambdaContext('reference-evidence-check')));
+      const check = await timed('evidenceCheck', () => ref.evidenceCheck({ dispatchId: id, attempt: 1, refs: [EVIDENCE_REF] }, lambdaContext('reference-evidence-check', 30_000, LOCAL_REGION, MEMORY_MB)));
       if (check.outcome !== 'handled') throw new Error(`reference evidence check for ${id}: ${JSON.stringify(check)}`);
       const receipt = await timed('operatorReceipt', () =>
         ref.operatorReceipt(
           functionUrlEvent('POST', `/dispatches/${encodeURIComponent(id)}/receipts`, { dispatchId: id, receiptId: `rcpt-${id}`, kind: 'delivered', note: 'read by the owner' }),
-          lambdaContext('reference-operator-receipts'),
+          lambdaContext('reference-operator-receipts', 30_000, LOCAL_REGION, MEMORY_MB),
         ),
       );
       if (typeof receipt === 'string' || receipt.statusCode !== 201) throw new Error(`reference operator receipt for ${id}: ${JSON.stringify(receipt)}`);

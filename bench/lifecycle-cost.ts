@@ -118,7 +118,7 @@ export async function runLifecycleCost(ctx: BenchContext): Promise<LifecycleCost
     await eventBridge.send(new CreateEventBusCommand({ Name: name }));
     let clock = new Date('2026-12-01T12:00:00.000Z');
     const now = (): Date => clock;
-    const table = new LedgerTable(documents, { tableName: ledger.name, retentionSeconds: 90 * 86_400, now });
+    const table = new LedgerTable(documents, { tableName: ledger.name, retentionSeconds: 90 * 86_400 });
     await table.putTarget({ name: TARGET, kind: 'http', baseUrl: target.url });
     const blobs = new S3Blobs(s3, bucket);
     const targets = new Map<string, ReturnType<typeof httpTarget>>();

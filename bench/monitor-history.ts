@@ -142,7 +142,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
 
   try {
     await ensureLedgerTable(loader, tableName);
-    const table = new LedgerTable(DynamoDBDocumentClient.from(metered, marshallOptions), { tableName, retentionSeconds: RETENTION_SECONDS, now: () => T });
+    const table = new LedgerTable(DynamoDBDocumentClient.from(metered, marshallOptions), { tableName, retentionSeconds: RETENTION_SECONDS });
     const deps: MonitorDeps = {
       store: table,
       blobs: noBlobs,

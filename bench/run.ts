@@ -31,7 +31,8 @@ interface ColdStart {
   readonly maxSizeRatio: number;
 }
 
-async function coldStart(ctx: BenchContext): Promise<ColdStart> {
+/** Needs no engine: bundles and imports only. */
+async function coldStart(ctx: Pick<BenchContext, 'log' | 'quick'>): Promise<ColdStart> {
   const outDir = mkdtempSync(path.join(tmpdir(), 'bench-bundles-'));
   try {
     const report = await measureBundles({ outDir });
@@ -275,7 +276,7 @@ async function main(argv: readonly string[]): Promise<number> {
   try {
     // First, with no engine running: import times are the most noise-sensitive figure.
     log('cold start');
-    const cold = await coldStart({ endpoints: { dynamodbEndpoint: '', sqsEndpoint: '', s3Endpoint: '', motoEndpoint: '' }, log, uniqueName: (prefix) => prefix, quick });
+    const cold = await coldStart({ log, quick });
     log('monitor cost vs history');
     const history = await withEngines(runMonitorHistory);
     const { lifecycle, reference, throughput, detection, ctx } = await withEngines(async (ctx) => {

@@ -8,7 +8,7 @@ import { DispatchLedgerStack } from './stack.js';
  * Account and region come from the deploying credentials (`CDK_DEFAULT_*`); synth needs neither.
  */
 const app = new App();
-const stack = new DispatchLedgerStack(app, 'DispatchLedger', {
+new DispatchLedgerStack(app, 'DispatchLedger', {
   description: 'Dispatch Ledger: durable dispatch, watch and proof for agent and worker runs',
   ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
     ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }

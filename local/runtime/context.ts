@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 
 /** A Lambda `Context` for a local invocation: the fields handlers and Powertools read. */
-export function lambdaContext(functionName: string, timeoutMs: number, region: string): Context {
+export function lambdaContext(functionName: string, timeoutMs: number, region: string, memoryMb = 256): Context {
   const deadline = Date.now() + timeoutMs;
   const awsRequestId = randomUUID();
   return {
@@ -10,7 +10,7 @@ export function lambdaContext(functionName: string, timeoutMs: number, region: s
     functionName,
     functionVersion: '$LATEST',
     invokedFunctionArn: `arn:aws:lambda:${region}:000000000000:function:${functionName}`,
-    memoryLimitInMB: '256',
+    memoryLimitInMB: String(memoryMb),
     awsRequestId,
     logGroupName: `/aws/lambda/${functionName}`,
     logStreamName: `local/${awsRequestId}`,

@@ -1,7 +1,6 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
-  BatchGetCommand,
   GetCommand,
   PutCommand,
   QueryCommand,
@@ -12,8 +11,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
-import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -78,7 +76,6 @@ export interface LedgerTableOptions {
   readonly tableName: string;
   /** Seconds a final record is kept (CONTRACT §7: default 90 days). */
   readonly retentionSeconds: number;
-  readonly now?: () => Date;
   /** Deploy-time principals and targets, consulted before the table's own entries. */
   readonly registry?: StaticRegistry;
   /**
@@ -90,14 +87,10 @@ export interface LedgerTableOptions {
 
 /** The DynamoDB implementation of the ledger's store, principal registry included. */
 export class LedgerTable implements LedgerStore, PrincipalRegistry {
-  private readonly now: () => Date;
-
   constructor(
     private readonly db: DynamoDBDocumentClient,
     private readonly options: LedgerTableOptions,
-  ) {
-    this.now = options.now ?? (() => new Date());
-  }
+  ) {}
 
   private get table(): string {
     return this.options.tableName;

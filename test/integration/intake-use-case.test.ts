@@ -32,7 +32,7 @@ beforeAll(async () => {
   const tableName = uniqueName('intake');
   await ensureLedgerTable(clients.dynamodb, tableName);
   const bucket = await ensureBucket(clients.s3, uniqueName('blobs'));
-  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400, now: () => clock });
+  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
   blobs = new S3Blobs(clients.s3, bucket);
   agent = await startDemoAgent();
   await table.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: agent.url });
