@@ -6,13 +6,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ensureEventBusWithLog } from '../../local/resources.js';
 import { EventLogTail } from '../../local/runtime/event-log.js';
 import { engineClients, uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
 
 const clients = engineClients();
 afterAll(() => clients.destroy());
 
 async function drainUntil(tail: EventLogTail, count: number): Promise<void> {
   let seen = 0;
-  for (let attempt = 0; attempt < 10 && seen < count; attempt += 1) seen += await tail.drainOnce(1);
+  // drainOnce long-polls (1 s) itself: no pause between tries.
+  await eventually(`${count} events in the log`, async () => (seen += await tail.drainOnce(1)), { timeoutMs: 10_000, intervalMs: 0, until: (n) => n >= count });
   expect(seen).toBe(count);
 }
 

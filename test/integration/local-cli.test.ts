@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../local/engines/process.js';
 import { projectRoot } from '../../local/paths.js';
 import { readState } from '../../local/state.js';
+import { eventually } from '../support/eventually.js';
 
 const run = promisify(execFile);
 const stateDir = mkdtempSync(join(tmpdir(), 'ledger-cli-'));
@@ -23,19 +24,8 @@ afterAll(async () => {
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-/** Retries a command until it exits 0 (the queue is asynchronous), for at most ~10 s. */
-async function eventuallyOk(command: () => Promise<{ stdout: string }>): Promise<{ stdout: string }> {
-  let last: unknown;
-  for (let attempt = 0; attempt < 20; attempt += 1) {
-    try {
-      return await command();
-    } catch (error) {
-      last = error;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
-  }
-  throw last;
-}
+/** Retrying a command until it exits 0 (the queue is asynchronous): each try spawns npx, so poll slowly. */
+const CLI_POLL = { timeoutMs: 60_000, intervalMs: 500 };
 
 const CONTRACT_KEYS = [
   'region', 'apiUrl', 'dispatchQueueUrl', 'dlqUrl', 'sqsEndpoint', 'dynamodbEndpoint',
@@ -64,12 +54,11 @@ describe('npx ledger local up / down', () => {
 
     // The commands people use against it.
     await ledger('send', '--dispatch-id', 'd-cli-1', '--behavior', 'complete', '--expect', 'out/a.md');
-    const checked = await eventuallyOk(() => ledger('check', 'd-cli-1', '--json'));
+    const checked = await eventually('ledger check d-cli-1', () => ledger('check', 'd-cli-1', '--json'), CLI_POLL);
     expect(JSON.parse(checked.stdout)).toMatchObject({ dispatchId: 'd-cli-1', phase: 'submitted', evidence: { expected: ['out/a.md'] } });
-    const logged = await eventuallyOk(async () => {
-      const out = await ledger('events', '--dispatch', 'd-cli-1', '--json');
-      if (!out.stdout.includes('"detail-type":"Dispatch Submitted"')) throw new Error('not yet');
-      return out;
+    const logged = await eventually('Dispatch Submitted in ledger events', () => ledger('events', '--dispatch', 'd-cli-1', '--json'), {
+      ...CLI_POLL,
+      until: (out) => out.stdout.includes('"detail-type":"Dispatch Submitted"'),
     });
     const types = logged.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { 'detail-type': string })['detail-type']);
     expect(types.slice(0, 2)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
@@ -88,10 +77,9 @@ describe('npx ledger local up / down', () => {
 
     // Contract §9's operator commands: rejections, approve, redispatch.
     await ledger('send', '--body', 'this is not json');
-    const rejected = await eventuallyOk(async () => {
-      const out = await ledger('rejections', '--json');
-      if (!out.stdout.includes('not_json')) throw new Error('not yet');
-      return out;
+    const rejected = await eventually('a not_json rejection in ledger rejections', () => ledger('rejections', '--json'), {
+      ...CLI_POLL,
+      until: (out) => out.stdout.includes('not_json'),
     });
     expect(JSON.parse(rejected.stdout)).toMatchObject({ items: [{ reason: 'not_json', bodyPreview: 'this is not json' }] });
     const wrongApproval = await ledger('approve', 'd-cli-1', '--approval-id', 'ap-nope').then(
@@ -100,10 +88,9 @@ describe('npx ledger local up / down', () => {
     );
     expect(wrongApproval).toMatch(/^409: /);
     await ledger('send', '--dispatch-id', 'd-cli-2', '--behavior', 'reject');
-    await eventuallyOk(async () => {
-      const out = await ledger('check', 'd-cli-2', '--json');
-      if (!out.stdout.includes('"phase":"blocked"')) throw new Error('not yet');
-      return out;
+    await eventually('d-cli-2 blocked in ledger check', () => ledger('check', 'd-cli-2', '--json'), {
+      ...CLI_POLL,
+      until: (out) => out.stdout.includes('"phase":"blocked"'),
     });
     expect((await ledger('redispatch', 'd-cli-2', '--reason', 'the target was fixed')).stdout).toContain('redispatched: d-cli-2, attempt 2');
 

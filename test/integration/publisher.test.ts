@@ -18,6 +18,7 @@ import { accepted, advance, blocked, submitted } from '../../shared/dispatch/tra
 import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
 import { eventForRejection } from '../../shared/events/derive.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 type Handler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;
@@ -81,7 +82,8 @@ function logTail(): { tail: EventLogTail; read: () => Delivered[] } {
 /** Drains the log queue until `count` more events arrived, then checks that no more come. */
 async function drain(tail: EventLogTail, count: number): Promise<void> {
   let seen = 0;
-  for (let attempt = 0; attempt < 15 && seen < count; attempt += 1) seen += await tail.drainOnce(1);
+  // drainOnce long-polls (1 s) itself: no pause between tries.
+  await eventually(`${count} events in the log`, async () => (seen += await tail.drainOnce(1)), { timeoutMs: 15_000, intervalMs: 0, until: (n) => n >= count });
   seen += await tail.drainOnce(1);
   expect(seen).toBe(count);
 }

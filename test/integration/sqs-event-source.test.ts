@@ -5,6 +5,7 @@ import { ensureQueueWithDlq } from '../../local/resources.js';
 import type { InvocationReport } from '../../local/runtime/context.js';
 import { SqsEventSource, type SqsHandler } from '../../local/runtime/sqs-event-source.js';
 import { engineClients, uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
 
 const clients = engineClients();
 afterAll(() => clients.destroy());
@@ -49,12 +50,9 @@ function recordingSource(queue: { url: string; arn: string }, respond: (event: S
 }
 
 /** Polls until a batch arrives (the visibility timeout has to run out first). */
-async function nextBatch(source: SqsEventSource): Promise<number> {
-  for (let attempt = 0; attempt < 5; attempt += 1) {
-    const received = await source.pollOnce();
-    if (received > 0) return received;
-  }
-  throw new Error('no batch arrived');
+function nextBatch(source: SqsEventSource): Promise<number> {
+  // pollOnce long-polls (2 s) itself: no pause between tries.
+  return eventually('a batch from the queue', () => source.pollOnce(), { timeoutMs: 12_000, intervalMs: 0, until: (received) => received > 0 });
 }
 
 const ids = (event: SQSEvent | undefined) => (event?.Records ?? []).map((record) => record.messageId).sort();

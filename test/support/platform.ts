@@ -1,12 +1,12 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
 import { localClients, type LocalClients } from '../../local/clients.js';
 import { startPlatform, type RunningPlatform } from '../../local/platform.js';
 import { uniqueName } from './engines.js';
+import { eventually } from './eventually.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 
 /** The local platform on the shared test engines, with its own resources and second-scale clocks. */
@@ -23,6 +23,8 @@ export interface TestPlatform {
   viewWhen(dispatchId: string, done: (view: DispatchView) => boolean, options?: { origin?: string; timeoutMs?: number }): Promise<DispatchView>;
   stop(): Promise<void>;
 }
+
+export { eventually } from './eventually.js';
 
 export async function startTestPlatform(environment: Record<string, string> = {}): Promise<TestPlatform> {
   const platform = await startPlatform({
@@ -61,34 +63,15 @@ export async function startTestPlatform(environment: Record<string, string> = {}
     get,
     view,
     viewWhen(dispatchId, done, options = {}) {
-      return eventually(
-        `dispatch ${dispatchId}`,
-        async () => {
-          const current = await view(dispatchId, options.origin ? { origin: options.origin } : {}).catch(() => undefined);
-          return current && done(current) ? current : undefined;
-        },
-        options.timeoutMs,
-      );
+      // A view that is not there yet (404) or not done yet is "not yet"; the timeout names the last one.
+      return eventually(`dispatch ${dispatchId}`, () => view(dispatchId, options.origin ? { origin: options.origin } : {}), {
+        timeoutMs: options.timeoutMs,
+        until: done,
+      });
     },
     async stop() {
       clients.destroy();
       await platform.stop();
     },
   };
-}
-
-/** Polls until `probe` returns a value (not undefined), or fails after `timeoutMs`. */
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
 }

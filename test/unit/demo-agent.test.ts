@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { evidenceUrl, eventsUrl } from '../../local/demo-agent/callbacks.js';
 import { planFor } from '../../local/demo-agent/model.js';
 import { startDemoAgent, type DemoAgent, type LogLine } from '../../local/demo-agent/server.js';
+import { eventually } from '../support/eventually.js';
 
 // The demo agent is a real HTTP target (CONTRACT §8). Each test talks to it over HTTP and watches
 // what it calls back with a tiny recorder standing in for the ledger API.
@@ -67,20 +68,8 @@ async function startRecorder(): Promise<Recorder> {
   };
 }
 
-/** Polls until `probe` yields a value, or fails after `timeoutMs` naming what it waited for. */
-async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 3_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
+/** The demo agent's clocks are milliseconds: poll often, give up after seconds. */
+const poll = (timeoutMs = 3_000) => ({ timeoutMs, intervalMs: 10 });
 
 let sequence = 0;
 const newDispatchId = (): string => `d-test:${process.pid}.${++sequence}`;
@@ -160,14 +149,11 @@ async function lookup(runId: string): Promise<LookupAnswer> {
 }
 
 function untilStatus(runId: string, status: string, timeoutMs?: number): Promise<LookupAnswer> {
-  return waitFor(`run ${runId} to be ${status}`, async () => {
-    const answer = await lookup(runId);
-    return answer.body.status === status ? answer : undefined;
-  }, timeoutMs);
+  return eventually(`run ${runId} to be ${status}`, () => lookup(runId), { ...poll(timeoutMs), until: (answer) => answer.body.status === status });
 }
 
 function untilEvent(runId: string, type: string): Promise<RecordedEvent> {
-  return waitFor(`a ${type} event from run ${runId}`, () => recorder.events(runId).find((e) => e.type === type));
+  return eventually(`a ${type} event from run ${runId}`, () => recorder.events(runId).find((e) => e.type === type), poll());
 }
 
 async function errorCode(response: Response): Promise<string | undefined> {
@@ -405,10 +391,10 @@ describe('demo agent behaviours', () => {
 
     // Each of the three callbacks is tried 5 times (1.5 s of backoff) before it is given up.
     await untilStatus(runId, 'completed', 10_000);
-    const failures = await waitFor('three given-up callbacks', () => {
-      const given = logLines.filter((line) => line['msg'] === 'callback_failed' && line['runId'] === runId);
-      return given.length === 3 ? given : undefined;
-    }, 10_000);
+    const failures = await eventually('three given-up callbacks', () => logLines.filter((line) => line['msg'] === 'callback_failed' && line['runId'] === runId), {
+      ...poll(10_000),
+      until: (given) => given.length === 3,
+    });
     expect(failures.map((line) => line['kind'])).toEqual(['event', 'evidence', 'event']);
     expect((await fetch(`${agent.url}/stats`)).status).toBe(200);
   });

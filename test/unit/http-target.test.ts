@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { httpTarget, type HttpTargetOptions } from '../../shared/adapters/http-target.js';
 import type { LookupOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import { eventually } from '../support/eventually.js';
 
 // The http target adapter (CONTRACT §8) against the real demo agent for the protocol, and against a
 // tiny stub server for what a real target rarely does on demand: hang, babble, overflow, vanish.
@@ -36,17 +37,6 @@ async function closedUrl(): Promise<string> {
   const port = await listen(server);
   await close(server);
   return `http://${HOST}:${port}`;
-}
-
-/** Polls until `probe` yields a value, or fails after `timeoutMs` naming what it waited for. */
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 3_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 let sequence = 0;
@@ -103,10 +93,10 @@ describe('httpTarget against the demo agent', () => {
   }
 
   function untilFound(runId: string, accept: (outcome: Extract<LookupOutcome, { kind: 'found' }>) => boolean) {
-    return waitFor(`run ${runId} to be seen as wanted`, async () => {
+    return eventually(`run ${runId} to be seen as wanted`, async () => {
       const outcome = await target.lookup(runId);
       return outcome.kind === 'found' && accept(outcome) ? outcome : undefined;
-    });
+    }, { timeoutMs: 3_000, intervalMs: 10 });
   }
 
   describe('submit', () => {
