@@ -1,4 +1,5 @@
 import { config, type core } from 'zod/mini';
+import { clip } from './text.js';
 
 /**
  * Plain-English messages for every zod issue the ledger's schemas raise. Classic `zod` installs its
@@ -7,6 +8,16 @@ import { config, type core } from 'zod/mini';
  * these messages, so every module whose validation messages reach people imports this once, for its
  * effect. (zod's own English locale costs ~2.7 KB of every bundle; this covers what we use.)
  */
+
+/** Unknown keys named in a message: a body may hold thousands, each of any length; the rest are counted. */
+const KEYS_NAMED = 3;
+const KEY_CHARS = 40;
+
+function unknownFields(keys: readonly string[]): string {
+  const named = keys.slice(0, KEYS_NAMED).map((key) => clip(key, KEY_CHARS));
+  const more = keys.length - named.length;
+  return `unknown field${keys.length > 1 ? 's' : ''}: ${named.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
+}
 
 const kindOf = (input: unknown): string => (input === null ? 'null' : Array.isArray(input) ? 'array' : typeof input);
 const unitOf = (origin: unknown): string => (origin === 'string' ? ' characters' : origin === 'array' || origin === 'set' ? ' items' : '');
@@ -26,7 +37,7 @@ export const englishIssue: core.$ZodErrorMap = (issue) => {
     case 'not_multiple_of':
       return `must be a multiple of ${String(issue.divisor)}`;
     case 'unrecognized_keys':
-      return `unknown field${issue.keys.length > 1 ? 's' : ''}: ${issue.keys.join(', ')}`;
+      return unknownFields(issue.keys);
     case 'invalid_union':
       return 'matches none of the allowed shapes';
     case 'invalid_key':
