@@ -17,6 +17,16 @@ export const DEFAULT_MAX_HOPS = 4;
 const MAX_SECONDS = 30 * 24 * 3600;
 const MAX_HOPS_LIMIT = 32;
 
+/** CONTRACT v2 §1: how the result reaches the origin (§10). Any other string reads as `after_turn`. */
+export const RESULT_DELIVERY_MODES = ['inject', 'after_turn'] as const;
+export type ResultDelivery = (typeof RESULT_DELIVERY_MODES)[number];
+export const DEFAULT_RESULT_DELIVERY: ResultDelivery = 'after_turn';
+/** CONTRACT v2 §1: 0 (lowest) .. 9, the order among waiting dispatches (§11). */
+export const DEFAULT_PRIORITY = 5;
+export const MAX_PRIORITY = 9;
+/** CONTRACT v2 §1: `notBefore` is at most this many days ahead of the time the intake reads it. */
+export const NOT_BEFORE_MAX_DAYS = 30;
+
 /**
  * CONTRACT v2 §1: `task` nests at most 64 levels, the task object itself being level 1. The message
  * object is level 1 of the body and the task level 2, so a body nests at most 65 levels; every other
@@ -41,7 +51,45 @@ const safeRef = z.string().check(
   }),
 );
 
-/** The dispatch message, schema v1 (CONTRACT §1). Unknown fields are refused, so a typo is never silently dropped. */
+/** `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, years 2000..2099: a UTC instant, no offset, no local time. */
+const UTC_INSTANT = /^(20\d\d)-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z$/;
+const INSTANT_MESSAGE = 'an ISO 8601 UTC instant in 2000..2099, e.g. 2026-12-02T09:00:00Z';
+
+/** The epoch milliseconds of a real UTC instant in 2000..2099 (no Feb 30, no 24:00, no leap second), or undefined. */
+function instantMs(text: string): number | undefined {
+  const match = text.length <= 40 ? UTC_INSTANT.exec(text) : null;
+  if (!match) return undefined;
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const ms = Number(((match[7] ?? '') + '000').slice(0, 3));
+  const at = Date.UTC(year, month - 1, day, hour, minute, second, ms);
+  const date = new Date(at);
+  const real =
+    date.getUTCFullYear() === year &&
+    date.getUTCMonth() === month - 1 &&
+    date.getUTCDate() === day &&
+    date.getUTCHours() === hour &&
+    date.getUTCMinutes() === minute &&
+    date.getUTCSeconds() === second;
+  return real ? at : undefined;
+}
+
+/**
+ * The ≤ 30-days-ahead rule of CONTRACT v2 §1, which the reader cannot check (it has no clock): why
+ * `notBefore` is not acceptable at `now`, or undefined when it is. A `notBefore` in the past is
+ * acceptable (submit at once). The answer is a short message ending in a code, for a FieldError on
+ * `notBefore`: `(too_far_ahead)`, or `(not_an_instant)` for a text the reader would have refused.
+ */
+export function notBeforeProblem(notBefore: string, now: Date): string | undefined {
+  const at = instantMs(notBefore);
+  if (at === undefined) return `not ${INSTANT_MESSAGE} (not_an_instant)`;
+  if (at - now.getTime() > NOT_BEFORE_MAX_DAYS * 24 * 3600 * 1000) return `more than ${NOT_BEFORE_MAX_DAYS} days ahead of now (too_far_ahead)`;
+  return undefined;
+}
+
+/** W3C Trace Context, version 00: `00-<trace id: 32 lowercase hex>-<parent id: 16 lowercase hex>-<flags: 2 hex>`, ids not all zero. */
+const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** The dispatch message, schema v2 (CONTRACT §1). Unknown fields are refused, so a typo is never silently dropped. */
 export const DispatchMessageSchema = z.strictObject({
   dispatchId: z.string().check(z.regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]')),
   origin: z.string().check(z.regex(ORIGIN, '1..64 characters of [a-z0-9-]')),
@@ -61,6 +109,24 @@ export const DispatchMessageSchema = z.strictObject({
   ),
   parentDispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]'))),
   maxHops: z._default(z.int().check(z.minimum(0), z.maximum(MAX_HOPS_LIMIT)), DEFAULT_MAX_HOPS),
+  resultDelivery: z._default(
+    z.pipe(
+      z.string(),
+      z.transform((mode: string): ResultDelivery => (mode === 'inject' ? 'inject' : 'after_turn')),
+    ),
+    DEFAULT_RESULT_DELIVERY,
+  ),
+  // Given in the ledger's own form (`toISOString`, millisecond precision), so it compares as text.
+  notBefore: z.optional(
+    z.pipe(
+      z.string().check(z.refine((text) => instantMs(text) !== undefined, INSTANT_MESSAGE)),
+      z.transform((text: string) => new Date(instantMs(text) ?? Number.NaN).toISOString()),
+    ),
+  ),
+  priority: z._default(z.int().check(z.minimum(0), z.maximum(MAX_PRIORITY)), DEFAULT_PRIORITY),
+  traceparent: z.optional(
+    z.string().check(z.regex(TRACEPARENT, 'a W3C traceparent: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, lowercase, ids not all zero')),
+  ),
 });
 
 export type DispatchMessage = z.output<typeof DispatchMessageSchema>;

@@ -49,8 +49,12 @@ describe('readDispatchMessage', () => {
       delivery: { mode: 'callback' },
       timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
       maxHops: 4,
+      resultDelivery: 'after_turn',
+      priority: 5,
     });
     expect(result.message.parentDispatchId).toBeUndefined();
+    expect(result.message.notBefore).toBeUndefined();
+    expect(result.message.traceparent).toBeUndefined();
     expect(DEFAULT_TIMEOUTS).toEqual({ stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 });
     expect(DEFAULT_MAX_HOPS).toBe(4);
   });
@@ -67,6 +71,10 @@ describe('readDispatchMessage', () => {
       timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 120, deliveryGraceSeconds: 30 },
       parentDispatchId: 'd-2026-0000',
       maxHops: 2,
+      resultDelivery: 'inject',
+      notBefore: '2026-12-02T09:00:00.000Z',
+      priority: 0,
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
     });
     expect(expectValid(read(body)).message).toEqual(body);
   });
