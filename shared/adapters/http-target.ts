@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
 import {
   TARGET_RUN_STATUSES,
@@ -11,6 +14,7 @@ import {
   type TargetRegistration,
   type TargetRunView,
 } from '../targets/port.js';
+import { baseUrlProblem, guardedLookup, type AddressPolicy, type Resolver } from './target-address.js';
 
 /**
  * The `http` target adapter (CONTRACT §8): the ledger's side of the target HTTP protocol.
@@ -32,8 +36,15 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]+/g;
 
 export interface HttpTargetOptions {
-  /** @default the global `fetch` */
-  readonly fetch?: typeof fetch;
+  /**
+   * Where the target may live (CONTRACT §8 v2): `public-only` in AWS (https, never loopback, link-local,
+   * unspecified or metadata addresses), `allow-loopback` for the local platform. Checked on the base URL
+   * here, and on every address the host resolves to before each connection.
+   * @default 'allow-loopback' (the functions' wiring chooses `public-only` in AWS)
+   */
+  readonly addressPolicy?: AddressPolicy;
+  /** How host names are resolved before each connection. @default `dns.lookup` with `all: true` */
+  readonly resolve?: Resolver;
   /** Budget for one call, answer body included. @default 10000 */
   readonly timeoutMs?: number;
   /**
@@ -59,9 +70,15 @@ export interface HttpTargetOptions {
  * - `cancel`: 2xx → `cancelled` (the status the target reports, `cancelled` if it reports none);
  *   404 → `not_found`; else `unavailable`.
  *
- * Redirects are not followed (a 3xx is `unavailable`), so credentials only ever go to the base URL.
+ * - `submit` answered 409 `{"code":"in_progress"}` (the target is still creating the run for this
+ *   Idempotency-Key) → `unavailable`: asked again later, like a 5xx; any other 409 is `rejected`.
  *
- * @throws TypeError if `baseUrl` is not an http(s) URL without credentials, query or fragment.
+ * Redirects are not followed (a 3xx is `unavailable`), so credentials only ever go to the base URL.
+ * Every connection first resolves the host and checks each address against `addressPolicy`; a refused
+ * address makes the call `unavailable` (`refused to connect: … resolves to …`) without connecting.
+ *
+ * @throws TypeError if `baseUrl` is not an http(s) URL without credentials, query or fragment, or is
+ *   one `addressPolicy` refuses.
  * @throws RangeError if `timeoutMs` is not a positive integer.
  *
  * @example
@@ -74,13 +91,17 @@ export interface HttpTargetOptions {
  * if (outcome.kind === 'accepted') record(outcome.runId, outcome.requestId);
  */
 export function httpTarget(registration: TargetRegistration, options: HttpTargetOptions = {}): TargetPort {
-  const base = baseOf(registration);
+  const policy = options.addressPolicy ?? 'allow-loopback';
+  const base = baseOf(registration, policy);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
     throw new RangeError(`timeoutMs must be a positive integer, got ${timeoutMs}`);
   }
+  const resolve: Resolver = options.resolve ?? ((hostname) => dnsLookup(hostname, { all: true, verbatim: true }));
   const exchange = exchanger({
-    fetch: options.fetch ?? fetch,
+    // One pool per target: a connection is reused only by calls under the policy it was checked for.
+    agent: base.startsWith('https:') ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true }),
+    lookup: guardedLookup(policy, resolve),
     timeoutMs,
     authHeader: options.authHeader,
     newRequestId: options.newRequestId ?? randomUUID,
@@ -99,6 +120,10 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
         const run = parseBody(answer.body, SubmittedSchema);
         if (!run) return { kind: 'unavailable', reason: answer.explain(`HTTP ${status}: ${unreadable(answer.body, '{ runId, status }')}`) };
         return { kind: 'accepted', runId: run.runId, status: run.status, requestId: answer.requestId };
+      }
+      // Not a refusal: the first call with this key is still being worked on. Ask again later.
+      if (status === 409 && isInProgress(answer.body)) {
+        return { kind: 'unavailable', reason: 'HTTP 409: the target is still working on this Idempotency-Key (in_progress)' };
       }
       if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
         return { kind: 'rejected', httpStatus: status, reason: answer.explain(errorMessageOf(answer.body) ?? `HTTP ${status}`) };
@@ -188,6 +213,14 @@ function toRunView(raw: z.output<typeof RunViewSchema>): TargetRunView {
 /** CONTRACT §2's error shape, which targets are asked to share. */
 const ErrorBodySchema = z.object({ error: z.object({ message: z.string().check(z.minLength(1)) }) });
 
+/** `{"code":"in_progress"}` (CONTRACT §8), or the same code in the §2 error shape. */
+const CodeSchema = z.object({ code: z.optional(z.string()), error: z.optional(z.object({ code: z.optional(z.string()) })) });
+
+function isInProgress(body: BodyRead): boolean {
+  const answer = parseBody(body, CodeSchema);
+  return answer?.code === 'in_progress' || answer?.error?.code === 'in_progress';
+}
+
 // --- One call ----------------------------------------------------------------------------------------
 
 type BodyRead =
@@ -211,7 +244,8 @@ type Answer =
     };
 
 interface ExchangeConfig {
-  readonly fetch: typeof fetch;
+  readonly agent: HttpAgent;
+  readonly lookup: ReturnType<typeof guardedLookup>;
   readonly timeoutMs: number;
   readonly authHeader: (() => Promise<string | undefined>) | undefined;
   readonly newRequestId: () => string;
@@ -245,23 +279,27 @@ function exchanger(config: ExchangeConfig): Exchange {
       }
     }
     const scrub = (text: string): string => boundReason(text, secrets);
+    // What Node would refuse to send (CR, LF, NUL…): said without quoting the value, which may be a secret.
+    if (Object.values(headers).some((value) => /[^\t\x20-\x7e\x80-\xff]/.test(value))) {
+      return { kind: 'failed', reason: 'could not reach the target: invalid header value' };
+    }
 
     const signal = AbortSignal.timeout(config.timeoutMs);
-    let response: Response;
+    let response: IncomingMessage;
     try {
-      response = await config.fetch(url, { method, headers, body, signal, redirect: 'manual' });
+      response = await send(url, { method, headers, body, signal, agent: config.agent, lookup: config.lookup });
     } catch (error) {
       return { kind: 'failed', reason: scrub(describeFailure(error, signal, config.timeoutMs)) };
     }
     // Always read (boundedly), even when the status says it all: an unread body holds the connection.
     const read = await readBounded(response, signal, config.timeoutMs);
-    const status = response.status;
-    const theirs = response.headers.get('x-request-id');
+    const status = response.statusCode ?? 0;
+    const theirs = response.headers['x-request-id'] ?? null;
     return {
       kind: 'answered',
       status,
       body: read,
-      requestId: theirs !== null && SAFE_REQUEST_ID.test(theirs) ? theirs : sentRequestId,
+      requestId: typeof theirs === 'string' && SAFE_REQUEST_ID.test(theirs) ? theirs : sentRequestId,
       explain: scrub,
       failure: () => {
         const detail = read.kind === 'broken' ? read.reason : errorMessageOf(read);
@@ -271,25 +309,39 @@ function exchanger(config: ExchangeConfig): Exchange {
   };
 }
 
-async function readBounded(response: Response, signal: AbortSignal, timeoutMs: number): Promise<BodyRead> {
-  if (response.body === null) return { kind: 'complete', text: '' };
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
+/**
+ * One request with node:http(s) — not `fetch`, whose undici takes no `lookup` — so that every address
+ * is checked before connecting. Never follows a redirect (node:http does not).
+ */
+function send(
+  url: string,
+  init: { method: string; headers: Record<string, string>; body: string | undefined; signal: AbortSignal; agent: HttpAgent; lookup: ReturnType<typeof guardedLookup> },
+): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const { method, headers, body, signal, agent, lookup } = init;
+    if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
+    const request = (url.startsWith('https:') ? httpsRequest : httpRequest)(url, { method, headers, signal, agent, lookup }, resolve);
+    request.once('error', reject);
+    request.end(body);
+  });
+}
+
+async function readBounded(response: IncomingMessage, signal: AbortSignal, timeoutMs: number): Promise<BodyRead> {
+  const chunks: Buffer[] = [];
   let size = 0;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return { kind: 'complete', text: Buffer.concat(chunks).toString('utf8') };
+    for await (const chunk of response as AsyncIterable<Buffer>) {
       const room = MAX_BODY_BYTES - size;
-      size += value.byteLength;
+      size += chunk.byteLength;
       if (size > MAX_BODY_BYTES) {
-        chunks.push(value.subarray(0, room));
-        // Best effort: the connection is dropped either way, and we have what we will use.
-        await reader.cancel().catch(() => undefined);
+        chunks.push(chunk.subarray(0, room));
+        // The connection is dropped: we have what we will use.
+        response.destroy();
         return { kind: 'too_large', prefix: Buffer.concat(chunks).toString('utf8') };
       }
-      chunks.push(value);
+      chunks.push(chunk);
     }
+    return { kind: 'complete', text: Buffer.concat(chunks).toString('utf8') };
   } catch (error) {
     return { kind: 'broken', reason: `answer body unreadable: ${describeFailure(error, signal, timeoutMs)}` };
   }
@@ -326,7 +378,8 @@ function errorMessageOf(body: BodyRead): string | undefined {
 function describeFailure(error: unknown, signal: AbortSignal, timeoutMs: number): string {
   if (signal.aborted) return `no answer within ${timeoutMs} ms`;
   if (!(error instanceof Error)) return `could not reach the target: ${String(error)}`;
-  // fetch says "fetch failed" and keeps the useful part (ECONNREFUSED, reset, DNS) in `cause`.
+  // Our own refusal of a resolved address: it says which, and that nothing was sent.
+  if (error.name === 'RefusedAddressError') return error.message;
   const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
   return `could not reach the target: ${error.message}${cause}`;
 }
@@ -361,7 +414,7 @@ function redact(text: string, secrets: readonly string[]): string {
 // --- Addresses -----------------------------------------------------------------------------------------
 
 /** The base URL without its trailing slashes, so `{base}/runs` is right with or without one. */
-function baseOf(registration: TargetRegistration): string {
+function baseOf(registration: TargetRegistration, policy: AddressPolicy): string {
   let url: URL;
   try {
     url = new URL(registration.baseUrl);
@@ -378,6 +431,9 @@ function baseOf(registration: TargetRegistration): string {
   if (url.search !== '' || url.hash !== '') {
     throw new TypeError(`target ${registration.name}: baseUrl must not have a query or fragment`);
   }
+  // An IP literal is checked here once (it resolves to itself); a name again before every connection.
+  const problem = baseUrlProblem(registration.baseUrl, policy);
+  if (problem) throw new TypeError(`target ${registration.name}: baseUrl ${problem}`);
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
