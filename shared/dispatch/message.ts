@@ -21,6 +21,8 @@ const MAX_HOPS_LIMIT = 32;
 export const RESULT_DELIVERY_MODES = ['inject', 'after_turn'] as const;
 export type ResultDelivery = (typeof RESULT_DELIVERY_MODES)[number];
 export const DEFAULT_RESULT_DELIVERY: ResultDelivery = 'after_turn';
+/** The delivery mode a `resultDelivery` string reads as: `inject`, or `after_turn` for anything else. */
+export const resultDeliveryOf = (mode: string): ResultDelivery => (mode === 'inject' ? 'inject' : 'after_turn');
 /** CONTRACT v2 §1: 0 (lowest) .. 9, the order among waiting dispatches (§11). */
 export const DEFAULT_PRIORITY = 5;
 export const MAX_PRIORITY = 9;
@@ -109,18 +111,16 @@ export const DispatchMessageSchema = z.strictObject({
   ),
   parentDispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]'))),
   maxHops: z._default(z.int().check(z.minimum(0), z.maximum(MAX_HOPS_LIMIT)), DEFAULT_MAX_HOPS),
-  resultDelivery: z._default(
-    z.pipe(
-      z.string(),
-      z.transform((mode: string): ResultDelivery => (mode === 'inject' ? 'inject' : 'after_turn')),
-    ),
-    DEFAULT_RESULT_DELIVERY,
-  ),
+  // `overwrite` rather than pipe + transform: the same effect for ~1 KB less of zod in every bundle.
+  resultDelivery: z._default(z.string().check(z.overwrite(resultDeliveryOf)), DEFAULT_RESULT_DELIVERY),
   // Given in the ledger's own form (`toISOString`, millisecond precision), so it compares as text.
   notBefore: z.optional(
-    z.pipe(
-      z.string().check(z.refine((text) => instantMs(text) !== undefined, INSTANT_MESSAGE)),
-      z.transform((text: string) => new Date(instantMs(text) ?? Number.NaN).toISOString()),
+    z.string().check(
+      z.refine((text) => instantMs(text) !== undefined, INSTANT_MESSAGE),
+      z.overwrite((text) => {
+        const at = instantMs(text);
+        return at === undefined ? text : new Date(at).toISOString();
+      }),
     ),
   ),
   priority: z._default(z.int().check(z.minimum(0), z.maximum(MAX_PRIORITY)), DEFAULT_PRIORITY),
@@ -129,7 +129,8 @@ export const DispatchMessageSchema = z.strictObject({
   ),
 });
 
-export type DispatchMessage = z.output<typeof DispatchMessageSchema>;
+/** The message as read: the schema's output, with `resultDelivery` narrowed to what the schema's overwrite leaves. */
+export type DispatchMessage = Omit<z.output<typeof DispatchMessageSchema>, 'resultDelivery'> & { resultDelivery: ResultDelivery };
 
 export interface FieldError {
   /** Dotted path of the field, e.g. `timeouts.stallAfterSeconds` or `expectedEvidence.2`; ≤ 200 characters. */
@@ -320,7 +321,9 @@ export function readDispatchMessage(body: string): ReadMessage {
   }
   // Safe at any depth: no part of the schema descends into a value of unbounded shape.
   const result = DispatchMessageSchema.safeParse(parsed);
-  if (result.success && scanned.errors.length === 0) return { kind: 'valid', message: result.data, parsed };
+  if (result.success && scanned.errors.length === 0) {
+    return { kind: 'valid', message: { ...result.data, resultDelivery: resultDeliveryOf(result.data.resultDelivery) }, parsed };
+  }
   const own = scanned.errors;
   const issues = result.success ? [] : result.error.issues;
   const errors = boundedErrors(own.length + issues.length, (index) =>

@@ -85,6 +85,17 @@ describe('class 1 — input that breaks the writer: a task nested deeper than 64
     }
   });
 
+  it('returns invalid when a 1 MiB body is nested as deep as it can be (V8 JSON.parse is iterative; the check too)', () => {
+    const frame = bodyWithTask('{"a":}');
+    const levels = Math.floor((1024 * 1024 - frame.length) / 2);
+    const body = bodyWithTask(`{"a":${deepArrayJson(levels)}}`);
+    expect(utf8(body)).toBeLessThanOrEqual(1024 * 1024);
+    expect(levels).toBeGreaterThan(500_000);
+    const result = expectInvalid(readDispatchMessage(body));
+    expect(result.errors).toEqual([{ field: 'task', message: expect.stringContaining('too_deep') }]);
+    expect(contentHash(result.parsed)).toMatch(/^sha256:/);
+  });
+
   it('still finds a __proto__ key when it sits 100,000 levels down (the check is iterative)', () => {
     const result = expectInvalid(readDispatchMessage(bodyWithTask(`${'{"a":'.repeat(100_000)}{"__proto__":1}${'}'.repeat(100_000)}`)));
     expect(result.errors.map((error) => error.field)).toContain('task');
