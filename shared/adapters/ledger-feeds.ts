@@ -2,7 +2,7 @@ import { BatchGetCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws
 import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { LedgerFeeds, Page, Rejection } from '../ledger/port.js';
-import { dispatchIdOfKey, INDEX, KEY, monthKey, rejectionOf, stateOf, type Item } from './ledger-items.js';
+import { dispatchIdOfKey, idHash, INDEX, KEY, monthKey, rejectionOf, stateOf, type Item } from './ledger-items.js';
 
 /**
  * The ledger table's lists (CONTRACT §2: an origin's history, rejections, attention): what only the
@@ -18,15 +18,20 @@ export interface LedgerFeedsOptions {
 
 const encodeCursor = (value: unknown): string => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 
+/**
+ * A cursor is opaque (CONTRACT §2): only the exact encoding of a value checked by `check` is one this
+ * table handed out. Anything else — garbage, truncated, re-encoded, over 2 KB — is refused here, before
+ * DynamoDB could refuse it as a ValidationException (a 500).
+ */
 function decodeCursor<T>(cursor: string | undefined, check: (value: unknown) => value is T): T | undefined {
   if (!cursor) return undefined;
   let value: unknown;
   try {
-    value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (cursor.length <= 2048) value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
-    throw new InvalidCursorError();
+    // refused below
   }
-  if (!check(value)) throw new InvalidCursorError();
+  if (!check(value) || encodeCursor(value) !== cursor) throw new InvalidCursorError();
   return value;
 }
 
@@ -38,8 +43,19 @@ export class InvalidCursorError extends Error {
   }
 }
 
-const isKey = (value: unknown): value is Record<string, string> =>
-  typeof value === 'object' && value !== null && Object.values(value).every((part) => typeof part === 'string');
+/** Exactly the attributes `names`, each a printable ASCII string of at most 512 characters (as every key part written is). */
+function isKey<N extends string>(value: unknown, ...names: N[]): value is Record<N, string> {
+  if (typeof value !== 'object' || value === null || Object.keys(value).length !== names.length) return false;
+  return names.every((name) => {
+    const part: unknown = Object.hasOwn(value, name) ? (value as Record<string, unknown>)[name] : undefined;
+    return typeof part === 'string' && /^[!-~]{1,512}$/.test(part);
+  });
+}
+type FeedKey = Record<'pk' | 'sk' | 'feedKey' | 'feedAt', string>;
+
+/** A dispatch state's key, with an index sort key that ends in the hash of its id (as `stateItem` writes it). */
+const isStateKey = (pk: string, sk: string, sortKey: string): boolean =>
+  /^D#[\w.:-]{1,128}$/.test(pk) && sk === 'STATE' && sortKey.endsWith(`#${idHash(dispatchIdOfKey(pk))}`);
 
 /** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
 function monthsBack(from: Date, count: number): string[] {
@@ -69,7 +85,10 @@ export class LedgerFeedsTable implements LedgerFeeds {
   async listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>> {
     // Rejections live as long as the retention: look back that many months, and one more.
     const months = monthsBack(this.now(), Math.ceil(this.options.retentionSeconds / (30 * 86_400)) + 1);
-    return this.readFeeds(months.map((month) => `rejections#${month}`), options, rejectionOf);
+    const feeds = months.map((month) => `rejections#${month}`);
+    return this.readFeeds(feeds, options, rejectionOf, (key) => key.sk === 'REJECTION' && key.pk.startsWith('REJ#') && key.feedAt.endsWith(`#${key.pk.slice(4)}`),
+      // A cursor of a month the retention has since passed: nothing is left to list.
+      (feed) => /^rejections#\d{4}-\d\d$/.test(feed) && feed < (feeds[feeds.length - 1] as string));
   }
 
   /**
@@ -79,22 +98,31 @@ export class LedgerFeedsTable implements LedgerFeeds {
    */
   async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
     const kinds = options.kind ? [options.kind] : [...ATTENTION_KINDS];
-    return this.readFeeds(kinds.map((kind) => `attention#${kind}`), options, stateOf);
+    return this.readFeeds(kinds.map((kind) => `attention#${kind}`), options, stateOf, (key) => isStateKey(key.pk, key.sk, key.feedAt));
   }
 
   /**
    * Pages through feed partitions in the order given, newest first within each; the cursor names the
-   * partition and the position in it.
+   * partition and the position in it: one of `feeds` (or one `agedOut`), and a key of an entry of it.
    */
-  private async readFeeds<T>(feeds: readonly string[], options: { limit: number; cursor?: string | undefined }, decode: (item: Item) => T): Promise<Page<T>> {
-    const isFeedCursor = (value: unknown): value is { feed: string; key?: Record<string, string> } =>
-      typeof value === 'object' && value !== null && typeof (value as { feed?: unknown }).feed === 'string' &&
-      ((value as { key?: unknown }).key === undefined || isKey((value as { key?: unknown }).key));
+  private async readFeeds<T>(
+    feeds: readonly string[],
+    options: { limit: number; cursor?: string | undefined },
+    decode: (item: Item) => T,
+    isEntry: (key: FeedKey) => boolean,
+    agedOut = (_feed: string) => false,
+  ): Promise<Page<T>> {
+    const isFeedCursor = (value: unknown): value is { feed: string; key?: FeedKey } => {
+      if (typeof value !== 'object' || value === null) return false;
+      const { feed, key, ...rest } = value as { feed?: unknown; key?: unknown };
+      return typeof feed === 'string' && Object.keys(rest).length === 0 && (feeds.includes(feed) || agedOut(feed)) &&
+        (key === undefined || (isKey(key, 'pk', 'sk', 'feedKey', 'feedAt') && key.feedKey === feed && isEntry(key)));
+    };
     const cursor = decodeCursor(options.cursor, isFeedCursor);
     const startIndex = cursor ? feeds.indexOf(cursor.feed) : 0;
     if (startIndex < 0) return { items: [], cursor: null };
     const items: T[] = [];
-    let startKey = cursor?.key;
+    let startKey: Record<string, string> | undefined = cursor?.key;
     for (let index = startIndex; index < feeds.length; index += 1) {
       const feed = feeds[index] as string;
       do {
@@ -124,7 +152,10 @@ export class LedgerFeedsTable implements LedgerFeeds {
     origin: string,
     options: { limit: number; cursor?: string | undefined; status?: string | undefined },
   ): Promise<Page<DispatchState>> {
-    let startKey = decodeCursor(options.cursor, isKey);
+    // Only a key of this origin's partition of the index, as DynamoDB handed it out.
+    const isOriginKey = (value: unknown): value is Record<string, string> =>
+      isKey(value, 'pk', 'sk', 'originKey', 'createdKey') && value.originKey === `O#${origin}` && isStateKey(value.pk, value.sk, value.createdKey);
+    let startKey = decodeCursor(options.cursor, isOriginKey);
     const items: DispatchState[] = [];
     // A status filter may skip many entries: read pages of keys until the page is full, within a bound.
     for (let round = 0; round < 10; round += 1) {

@@ -1,0 +1,217 @@
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureLedgerTable } from '../../local/resources.js';
+import { InvalidCursorError, LedgerFeedsTable, type LedgerFeedsOptions } from '../../shared/adapters/ledger-feeds.js';
+import { stateItem } from '../../shared/adapters/ledger-items.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { accepted, blocked } from '../../shared/dispatch/transitions.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { Rejection } from '../../shared/ledger/port.js';
+import { engineClients, uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+
+// CONTRACT §2: "Every cursor is opaque; a cursor the ledger did not issue (forged, truncated, garbage)
+// → 400, never 500." The feeds read DynamoDB Local for real; a cursor that reached DynamoDB in a shape
+// it refuses would be a ValidationException (a 500), so every cursor must be refused before the query.
+
+const clients = engineClients();
+afterAll(() => clients.destroy());
+
+const RETENTION = 90 * 86_400;
+const encode = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
+const decode = (cursor: string) => JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as Record<string, unknown>;
+
+let tableName = '';
+const PLANNER = Array.from({ length: 5 }, (_, index) => `d-feeds-planner-${index}`);
+const OTHER = Array.from({ length: 2 }, (_, index) => `d-feeds-other-${index}`);
+const BLOCKED = Array.from({ length: 3 }, (_, index) => `d-feeds-blocked-${index}`);
+const REJECTED_AT = ['2026-03-01T08:00:00.000Z', '2026-02-20T08:00:00.000Z', '2026-02-10T08:00:00.000Z'];
+
+const rejection = (messageId: string, at: string): Rejection => ({
+  messageId, at, reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: 'nope', bodyRef: null, bodyBytes: 4,
+});
+
+function feedsOn(documents: DynamoDBDocumentClient, options: Partial<LedgerFeedsOptions> = {}): LedgerFeedsTable {
+  return new LedgerFeedsTable(documents, { tableName, retentionSeconds: RETENTION, now: () => NOW, ...options });
+}
+
+beforeAll(async () => {
+  tableName = (await ensureLedgerTable(clients.dynamodb, uniqueName('feeds'))).name;
+  const documents = DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+  // The state items exactly as the ledger writes them (the feeds only read them).
+  const put = (state: DispatchState) => documents.send(new PutCommand({ TableName: tableName, Item: stateItem(state, RETENTION) }));
+  for (const dispatchId of PLANNER) await put(accepted(newDispatchFactory({ dispatchId }), NOW));
+  for (const dispatchId of OTHER) await put(accepted(newDispatchFactory({ dispatchId, origin: 'other' }), NOW));
+  for (const dispatchId of BLOCKED) await put(blocked(accepted(newDispatchFactory({ dispatchId, origin: 'other' }), NOW), 'unknown_target', 'no target "nope"', NOW));
+  const table = new LedgerTable(documents, { tableName, retentionSeconds: RETENTION });
+  for (const [index, at] of REJECTED_AT.entries()) await table.putRejection(rejection(`m-feeds-${index}`, at));
+});
+
+/** Every page of a listing, following its cursors, as the ids listed. */
+async function allPages<T>(list: (cursor: string | undefined) => Promise<{ items: readonly T[]; cursor: string | null }>, idOf: (item: T) => string) {
+  const ids: string[] = [];
+  const cursors: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await list(cursor);
+    ids.push(...page.items.map(idOf));
+    cursor = page.cursor ?? undefined;
+    if (cursor) cursors.push(cursor);
+  } while (cursor && cursors.length < 20);
+  return { ids, cursors };
+}
+
+describe('class 9 — API answers: the cursors the ledger issues page through every list', () => {
+  it('pages an origin\'s history, the attention list and the rejections (across months) with limit 1 and 2, each entry once', async () => {
+    const feeds = feedsOn(DynamoDBDocumentClient.from(clients.dynamodb));
+    // The index is eventually consistent in AWS (DynamoDB Local is not, but the test need not know).
+    await eventually('the seeded history in the byOrigin index', async () => ((await feeds.listOriginDispatches('planner', { limit: 100 })).items.length === PLANNER.length ? true : undefined));
+
+    const history = await allPages((cursor) => feeds.listOriginDispatches('planner', { limit: 2, cursor }), (state) => state.dispatchId);
+    expect([...history.ids].sort()).toEqual([...PLANNER].sort());
+    expect(history.cursors.length).toBeGreaterThanOrEqual(2);
+
+    const attention = await allPages((cursor) => feeds.listAttention({ limit: 1, cursor }), (state) => state.dispatchId);
+    expect([...attention.ids].sort()).toEqual([...BLOCKED].sort());
+    const blockedOnly = await allPages((cursor) => feeds.listAttention({ kind: 'blocked', limit: 2, cursor }), (state) => state.dispatchId);
+    expect([...blockedOnly.ids].sort()).toEqual([...BLOCKED].sort());
+
+    const rejections = await allPages((cursor) => feeds.listRejections({ limit: 1, cursor }), (item) => item.messageId);
+    expect(rejections.ids).toEqual(['m-feeds-0', 'm-feeds-1', 'm-feeds-2']);
+  });
+
+  it('answers an empty last page, not 400, for a rejections cursor whose month has aged out of the retention', async () => {
+    const feeds = feedsOn(DynamoDBDocumentClient.from(clients.dynamodb));
+    expect(await feeds.listRejections({ limit: 5, cursor: encode({ feed: 'rejections#2020-01' }) })).toEqual({ items: [], cursor: null });
+  });
+});
+
+describe('class 9 — API answers: a cursor the ledger did not issue is InvalidCursorError (400), never a DynamoDB ValidationException (500)', () => {
+  const feeds = () => feedsOn(DynamoDBDocumentClient.from(clients.dynamodb));
+  /** A real cursor of each list, and the key inside it. */
+  const issued = async () => {
+    const f = feeds();
+    const origin = (await f.listOriginDispatches('planner', { limit: 1 })).cursor ?? '';
+    const otherOrigin = (await f.listOriginDispatches('other', { limit: 1 })).cursor ?? '';
+    const attention = (await f.listAttention({ kind: 'blocked', limit: 1 })).cursor ?? '';
+    const rejections = (await f.listRejections({ limit: 1 })).cursor ?? '';
+    expect([origin, otherOrigin, attention, rejections].every(Boolean)).toBe(true);
+    return {
+      origin,
+      otherOrigin,
+      attention,
+      rejections,
+      originKey: decode(origin),
+      attentionKey: decode(attention).key as Record<string, unknown>,
+      rejectionKey: decode(rejections).key as Record<string, unknown>,
+    };
+  };
+  type Issued = Awaited<ReturnType<typeof issued>>;
+
+  async function refused(list: Promise<unknown>): Promise<void> {
+    const outcome = await list.then(
+      (page) => ({ page }),
+      (error: unknown) => ({ error }),
+    );
+    if ('page' in outcome) throw new Error(`expected InvalidCursorError, got a page: ${JSON.stringify(outcome.page).slice(0, 300)}`);
+    expect(outcome.error, String(outcome.error)).toBeInstanceOf(InvalidCursorError);
+  }
+
+  const originCases: Array<[string, (issued: Issued) => string]> = [
+    ['garbage', () => 'not a cursor!'],
+    ['garbage of base64url letters', () => 'AAAA'],
+    ['truncated', ({ origin }) => origin.slice(0, -6)],
+    ['a valid cursor with a character appended (not the encoding the ledger hands out)', ({ origin }) => `${origin}=`],
+    ['base64url of text that is not JSON', () => Buffer.from('hello').toString('base64url')],
+    ['JSON that is not an object', () => encode(['pk', 'sk'])],
+    ['JSON null', () => encode(null)],
+    ['an empty object', () => encode({})],
+    ['the right JSON but wrong key attributes', () => encode({ id: 'D#d-feeds-planner-0', sort: 'STATE' })],
+    ['the table key only (no index attributes)', ({ originKey }) => encode({ pk: originKey.pk, sk: originKey.sk })],
+    ['an extra attribute', ({ originKey }) => encode({ ...originKey, status: 'running' })],
+    ['a number for an attribute', ({ originKey }) => encode({ ...originKey, createdKey: 20260301 })],
+    ['an AttributeValue map for an attribute', ({ originKey }) => encode({ ...originKey, pk: { S: originKey.pk } })],
+    ['null for an attribute', ({ originKey }) => encode({ ...originKey, sk: null })],
+    ['an empty string for a key attribute', ({ originKey }) => encode({ ...originKey, createdKey: '' })],
+    ['a lone surrogate in a key attribute', ({ originKey }) => encode({ ...originKey, createdKey: '\ud800' })],
+    ['another origin\'s index partition', ({ originKey }) => encode({ ...originKey, originKey: 'O#other' })],
+    ['a real cursor of another origin', ({ otherOrigin }) => otherOrigin],
+    ['a key of another item type (not a dispatch state)', ({ originKey }) => encode({ ...originKey, sk: 'MSG' })],
+    ['a sort key that does not belong to the dispatch', ({ originKey }) => encode({ ...originKey, createdKey: '2026-03-01T11:59:59.000Z#AAAAAAAAAA' })],
+    ['a feed cursor', ({ attention }) => attention],
+    ['a 3 KB string in a key attribute', ({ originKey }) => encode({ ...originKey, createdKey: `${'x'.repeat(3_000)}${String(originKey.createdKey).slice(-11)}` })],
+    ['a 3 KB dispatch id', ({ originKey }) => encode({ ...originKey, pk: `D#${'a'.repeat(3_000)}` })],
+    ['a cursor of 100 KB', ({ originKey }) => encode({ ...originKey, createdKey: 'x'.repeat(100_000) })],
+    ['100 KB of base64url letters', () => 'A'.repeat(100_000)],
+  ];
+  for (const [name, cursorOf] of originCases) {
+    it(`refuses on an origin's history: ${name}`, async () => {
+      const cursor = cursorOf(await issued());
+      await refused(feeds().listOriginDispatches('planner', { limit: 2, cursor }));
+    });
+  }
+
+  // The attention list is read for kind blocked (where the issued cursor is), except where said.
+  const feedCases: Array<[string, 'attention' | 'attention of kind unknown' | 'rejections', (issued: Issued) => string]> = [
+    ['garbage', 'attention', () => '%%%'],
+    ['truncated', 'attention', ({ attention }) => attention.slice(0, 20)],
+    ['a feed name that is not a string', 'attention', () => encode({ feed: 7 })],
+    ['a feed the list does not have', 'attention', () => encode({ feed: 'attention#everything' })],
+    ['an extra field', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: attentionKey, page: 2 })],
+    ['a key that is a string', 'attention', () => encode({ feed: 'attention#blocked', key: 'D#d-1' })],
+    ['an empty key', 'attention', () => encode({ feed: 'attention#blocked', key: {} })],
+    ['a key missing the index sort key', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: undefined } })],
+    ['a key with a non-string attribute', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: 1 } })],
+    ['another feed\'s key under this feed\'s name', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedKey: 'attention#unknown' } })],
+    ['a key of the rejections feed', 'attention', ({ rejectionKey }) => encode({ feed: 'attention#blocked', key: rejectionKey })],
+    ['a real rejections cursor', 'attention', ({ rejections }) => rejections],
+    ['a real cursor of another kind than the one listed', 'attention of kind unknown', ({ attention }) => attention],
+    ['an origin history cursor', 'attention', ({ origin }) => origin],
+    ['a 3 KB index sort key', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: 'x'.repeat(3_000) } })],
+    ['a cursor of 100 KB', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: 'x'.repeat(100_000) } })],
+    ['a real attention cursor', 'rejections', ({ attention }) => attention],
+    ['an attention key under a rejections feed', 'rejections', ({ attentionKey, rejectionKey }) => encode({ feed: String(rejectionKey.feedKey), key: { ...attentionKey, feedKey: rejectionKey.feedKey } })],
+    ['a key of one month under another month\'s name', 'rejections', ({ rejectionKey }) => encode({ feed: 'rejections#2026-02', key: rejectionKey })],
+    ['a month the ledger cannot have written yet', 'rejections', () => encode({ feed: 'rejections#2999-01' })],
+    ['a month that is not a month', 'rejections', () => encode({ feed: 'rejections#soon' })],
+    ['a rejection key whose sort key names another message', 'rejections', ({ rejectionKey }) => encode({ feed: String(rejectionKey.feedKey), key: { ...rejectionKey, feedAt: '2026-03-01T08:00:00.000Z#m-someone-else' } })],
+  ];
+  for (const [name, list, cursorOf] of feedCases) {
+    it(`refuses on the ${list}: ${name}`, async () => {
+      const cursor = cursorOf(await issued());
+      const f = feeds();
+      await refused(
+        list === 'rejections'
+          ? f.listRejections({ limit: 2, cursor })
+          : f.listAttention({ kind: list === 'attention' ? 'blocked' : 'unknown', limit: 2, cursor }),
+      );
+    });
+  }
+});
+
+describe('class 9 — API answers: a forged cursor on the API is 400 malformed (local platform, functions/api/handler.ts)', () => {
+  let t: TestPlatform;
+  beforeAll(async () => {
+    t = await startTestPlatform();
+  });
+  afterAll(() => t.stop());
+
+  const originKey = { pk: 'D#d-api-1', sk: 'STATE', originKey: 'O#planner', createdKey: '2026-03-01T12:00:00.000Z#AAAAAAAAAA' };
+  const cases: Array<[string, string, string]> = [
+    ['garbage', '/origins/planner/dispatches', 'garbage!'],
+    ['the right JSON but wrong key attributes', '/origins/planner/dispatches', encode({ id: 'x' })],
+    ['another origin\'s index partition', '/origins/planner/dispatches', encode({ ...originKey, originKey: 'O#other' })],
+    ['a non-string attribute', '/origins/planner/dispatches', encode({ ...originKey, createdKey: 5 })],
+    ['a 3 KB key attribute', '/origins/planner/dispatches', encode({ ...originKey, pk: `D#${'a'.repeat(3_000)}` })],
+    ['an empty key on the attention list', '/attention', encode({ feed: 'attention#blocked', key: {} })],
+    ['a non-string feed on the rejections', '/rejections', encode({ feed: ['rejections#2026-03'] })],
+  ];
+  for (const [name, path, cursor] of cases) {
+    it(`GET ${path}?cursor=<${name}> → 400 malformed`, async () => {
+      const { status, body } = await t.get(`${path}?cursor=${encodeURIComponent(cursor)}`, 'planner');
+      expect({ status, body }).toMatchObject({ status: 400, body: { error: { code: 'malformed' } } });
+    });
+  }
+});
