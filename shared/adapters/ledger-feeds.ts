@@ -14,6 +14,8 @@ export interface LedgerFeedsOptions {
   /** Seconds a final record is kept: how far back the monthly rejection feeds reach. */
   readonly retentionSeconds: number;
   readonly now?: () => Date;
+  /** Waits between BatchGetItem rounds (tests pass one that does not). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 const encodeCursor = (value: unknown): string => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
@@ -180,12 +182,18 @@ export class LedgerFeedsTable implements LedgerFeeds {
     return { items, cursor: startKey ? encodeCursor(startKey) : null };
   }
 
-  /** States by id, in the order asked (strongly consistent batch read). */
+  /**
+   * States by id, in the order asked (strongly consistent batch read). Keys DynamoDB leaves unprocessed
+   * (throttling, 16 MB) are read again after 50, 100, 200, 400, 800 ms; still unprocessed after that,
+   * the request fails (a 5xx the caller retries) rather than answer a page with entries missing.
+   */
   private async getStates(dispatchIds: readonly string[]): Promise<DispatchState[]> {
     if (dispatchIds.length === 0) return [];
     const found = new Map<string, DispatchState>();
     let keys: Array<Record<string, string>> = dispatchIds.map((id) => KEY.state(id));
-    for (let round = 0; keys.length > 0 && round < 5; round += 1) {
+    for (let round = 0; keys.length > 0; round += 1) {
+      if (round === 6) throw new Error(`${keys.length} of ${dispatchIds.length} states stayed unprocessed after ${round} BatchGetItem rounds`);
+      if (round > 0) await (this.options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))))(25 * 2 ** round);
       const result = await this.db.send(
         new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }),
       );
@@ -195,6 +203,7 @@ export class LedgerFeedsTable implements LedgerFeeds {
       }
       keys = (result.UnprocessedKeys?.[this.table]?.Keys ?? []) as Array<Record<string, string>>;
     }
+    // Only a state deleted (TTL) between the index read and this one is missing here.
     return dispatchIds.flatMap((id) => {
       const state = found.get(id);
       return state ? [state] : [];

@@ -1,4 +1,5 @@
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { InvalidCursorError, LedgerFeedsTable, type LedgerFeedsOptions } from '../../shared/adapters/ledger-feeds.js';
@@ -214,4 +215,83 @@ describe('class 9 — API answers: a forged cursor on the API is 400 malformed (
       expect({ status, body }).toMatchObject({ status: 400, body: { error: { code: 'malformed' } } });
     });
   }
+});
+
+/**
+ * Moves every response but the first `keep` of each BatchGetItem answer into UnprocessedKeys, for the
+ * first `faultyCalls` calls (all of them if Infinity): what DynamoDB does under throttling or past 16 MB.
+ * A middleware on this test's own client only; the reads themselves are real.
+ */
+function withUnprocessedKeys(faultyCalls: number, keep = 1): { documents: DynamoDBDocumentClient; calls: () => number; destroy(): void } {
+  const own = engineClients();
+  let calls = 0;
+  own.dynamodb.middlewareStack.add(
+    (next, context) => async (args) => {
+      const result = await next(args);
+      if (context.commandName !== 'BatchGetItemCommand') return result;
+      calls += 1;
+      if (calls > faultyCalls) return result;
+      const output = result.output as { Responses?: Record<string, Array<Record<string, AttributeValue>>>; UnprocessedKeys?: Record<string, { Keys?: Array<Record<string, AttributeValue>>; ConsistentRead?: boolean }> };
+      for (const [table, items] of Object.entries(output.Responses ?? {})) {
+        const moved = items.splice(keep);
+        if (moved.length === 0) continue;
+        const unprocessed = (output.UnprocessedKeys ??= {});
+        const entry = (unprocessed[table] ??= { Keys: [], ConsistentRead: true });
+        entry.Keys = [...(entry.Keys ?? []), ...moved.map((item) => ({ pk: item.pk as AttributeValue, sk: item.sk as AttributeValue }))];
+      }
+      return result;
+    },
+    { step: 'build', name: 'unprocessedKeysFault' },
+  );
+  return { documents: DynamoDBDocumentClient.from(own.dynamodb), calls: () => calls, destroy: () => own.destroy() };
+}
+
+describe('class 9 — API answers: a history page is whole or the request fails (BatchGetItem UnprocessedKeys)', () => {
+  it('re-reads unprocessed keys with exponential backoff until the page is whole', async () => {
+    const faulty = withUnprocessedKeys(3);
+    try {
+      const slept: number[] = [];
+      const feeds = feedsOn(faulty.documents, { sleep: async (ms: number) => void slept.push(ms) });
+      const page = await feeds.listOriginDispatches('planner', { limit: 5 });
+      expect([...page.items.map((state) => state.dispatchId)].sort()).toEqual([...PLANNER].sort());
+      expect(faulty.calls()).toBe(4);
+      expect(slept).toHaveLength(3);
+      expect(slept[1]).toBe((slept[0] ?? 0) * 2);
+      expect(slept[2]).toBe((slept[1] ?? 0) * 2);
+    } finally {
+      faulty.destroy();
+    }
+  });
+
+  it('keeps the newest-first order of the index whichever round a state came back in', async () => {
+    const plain = feedsOn(DynamoDBDocumentClient.from(clients.dynamodb));
+    const expected = (await plain.listOriginDispatches('planner', { limit: 5 })).items.map((state) => state.dispatchId);
+    const faulty = withUnprocessedKeys(2);
+    try {
+      const page = await feedsOn(faulty.documents, { sleep: async () => undefined }).listOriginDispatches('planner', { limit: 5 });
+      expect(page.items.map((state) => state.dispatchId)).toEqual(expected);
+    } finally {
+      faulty.destroy();
+    }
+  });
+
+  it('fails (a retryable 5xx) rather than answer a page with entries missing when keys stay unprocessed', async () => {
+    const faulty = withUnprocessedKeys(Infinity, 0);
+    try {
+      const slept: number[] = [];
+      const feeds = feedsOn(faulty.documents, { sleep: async (ms: number) => void slept.push(ms) });
+      const outcome = await feeds.listOriginDispatches('planner', { limit: 5 }).then(
+        (page) => ({ page: page.items.map((state) => state.dispatchId) }),
+        (error: unknown) => ({ error }),
+      );
+      expect('error' in outcome, JSON.stringify(outcome)).toBe(true);
+      const { error } = outcome as { error: unknown };
+      expect(String(error)).toMatch(/unprocessed/i);
+      expect(error).not.toBeInstanceOf(InvalidCursorError);
+      expect(slept.length).toBeGreaterThanOrEqual(3);
+      expect(faulty.calls()).toBe(slept.length + 1);
+    } finally {
+      faulty.destroy();
+    }
+  });
 });
