@@ -19,3 +19,18 @@ export function clip(text: string, max: number): string {
   if (last >= 0xd800 && last <= 0xdbff) end -= 1;
   return `${text.slice(0, end)}…`;
 }
+
+// Every character a terminal may act on or that can disguise text: C0 controls (newline and tab
+// included), DEL, C1 controls, the Arabic letter mark, zero-width and bidi marks, line and paragraph
+// separators, bidi embeddings, overrides and isolates, invisible operators, and the BOM.
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
+
+/**
+ * Shows text as written while keeping a terminal inert (CONTRACT §8 v2: target-supplied text is shown
+ * with control and bidi characters escaped): each such character becomes `\uXXXX` (U+202E → `\u202e`,
+ * ESC → `\u001b`). The output is printable ASCII wherever the input was not, so escaping is idempotent;
+ * a JSON text stays the same JSON (inside a string literal `\u202e` is the same character).
+ */
+export function escapeControls(text: string): string {
+  return text.replace(CONTROLS, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

@@ -2,6 +2,7 @@ import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commo
 import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
 import type { PrincipalMode } from '../principals/principals.js';
 import { parseStaticRegistry, type StaticRegistry } from './static-registry.js';
+import type { AddressPolicy } from './target-address.js';
 
 /** The functions' configuration, read once at cold start; a missing required variable fails the init. */
 export interface LedgerConfig {
@@ -23,6 +24,16 @@ export interface LedgerConfig {
   readonly registry: StaticRegistry;
   /** How long a target registration read from the table is reused (`TARGET_CACHE_SECONDS`, default 30). */
   readonly targetCacheMs: number;
+  /**
+   * Where targets may live (CONTRACT §8 v2): `public-only` in AWS (`enforce`), `allow-loopback` on the
+   * local platform (`open`), whose demo agent listens on http://127.0.0.1.
+   */
+  readonly targetAddressPolicy: AddressPolicy;
+  /**
+   * The name prefix of the secrets targets registered at run time may name (`TARGET_SECRET_PREFIX`,
+   * `dispatch-ledger/{stackName}/targets/`, set by the stack); empty when unset.
+   */
+  readonly targetSecretPrefix: string;
 }
 
 export interface ReadConfigOptions {
@@ -35,6 +46,9 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
   if (principalMode !== 'open' && principalMode !== 'enforce') {
     throw new RangeError(`PRINCIPAL_MODE must be "open" or "enforce", got "${principalMode}"`);
   }
+  // Derived from the mode rather than set on its own: an AWS deployment cannot be configured into
+  // reaching loopback or metadata addresses.
+  const targetAddressPolicy: AddressPolicy = principalMode === 'open' ? 'allow-loopback' : 'public-only';
   const delays = getStringFromEnv({ key: 'SUBMIT_RETRY_DELAYS_SECONDS', defaultValue: '' });
   const targetTimeoutMs = getNumberFromEnv({ key: 'TARGET_TIMEOUT_MS', defaultValue: 10_000 });
   return {
@@ -51,7 +65,9 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     claimSeconds: Math.max(getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }), Math.ceil((2 * targetTimeoutMs) / 1000)),
     retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
     targetTimeoutMs,
-    registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' })),
+    registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), targetAddressPolicy),
     targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
+    targetAddressPolicy,
+    targetSecretPrefix: getStringFromEnv({ key: 'TARGET_SECRET_PREFIX', defaultValue: '' }),
   };
 }

@@ -270,7 +270,9 @@ function exchanger(config: ExchangeConfig): Exchange {
       try {
         value = await config.authHeader();
       } catch (error) {
-        // Only the error's class: a secret store's message is not ours to repeat.
+        // Only the error's class: a secret store's message is not ours to repeat — but our own refusal
+        // of a secretRef outside the stack's prefix is, and says which.
+        if (error instanceof Error && error.name === 'SecretOutsideScopeError') return { kind: 'failed', reason: boundReason(`could not obtain the auth header: ${error.message}`, []) };
         return { kind: 'failed', reason: `could not obtain the auth header (${error instanceof Error ? error.name : typeof error})` };
       }
       if (value !== undefined) {

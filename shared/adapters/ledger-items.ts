@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import { TERMINAL_STATUSES, type DispatchState } from '../dispatch/state.js';
-import { attentionKind } from '../dispatch/attention.js';
-import type { AcceptedMessage, EvidenceCheck, Rejection } from '../ledger/port.js';
-import type { TargetRunStatus } from '../targets/port.js';
+import type { DispatchState } from '../dispatch/state.js';
+import { isTerminal } from '../dispatch/transitions.js';
+import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
+import type { AcceptedMessage, EvidenceCheck, PastAttempt, Rejection } from '../ledger/port.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
 
 /**
@@ -16,9 +16,10 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin (always)      |
  * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
  * | evidence mark      | D#{dispatchId}    | MARK#{attempt}#{ref} | —  (an owner's verdict on one file; latest wins) |
- * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; publishes Handled/Orphaned) |
+ * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
+ * | past attempt       | D#{dispatchId}    | ATT#{attempt} | —  (an attempt ended by a redispatch: its run, receipts, execution) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
@@ -28,36 +29,60 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
  * - `byOrigin`: KEYS_ONLY, written once when the state is created (its keys never change, so later
  *   state writes cost no index write); history is newest-first by `createdAt#dispatchId`.
- * - `feed`: rejections (and later other operator lists) by month, newest first.
+ * - `feed`: rejections by month and the attention lists by kind, newest first (attention: by when the
+ *   problem began).
+ * - TTL (`expiresAt`) on every dispatch record: the retention after the dispatch is final (state), after
+ *   the record was written (receipts, marks, checks, rejections), twice that for the anchor and the
+ *   records that must outlive the state (accepted message, past attempts, late events).
  */
 
 export const DUE_SHARDS = 16;
 export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed' } as const;
 export const TTL_ATTRIBUTE = 'expiresAt';
 
+const DISPATCH = 'D#';
 export const OPERATOR_RECEIPT_PREFIX = 'OR#';
+const PAST_ATTEMPT_PREFIX = 'ATT#';
+const pad = (n: number, width: number): string => String(n).padStart(width, '0');
+
+export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
 
 export const KEY = {
-  state: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'STATE' }),
-  message: (dispatchId: string) => ({ pk: `D#${dispatchId}`, sk: 'MSG' }),
+  state: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: 'STATE' }),
+  message: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: 'MSG' }),
   rejection: (messageId: string) => ({ pk: `REJ#${messageId}`, sk: 'REJECTION' }),
-  evidenceMark: (dispatchId: string, attempt: number, ref: string) => ({ pk: `D#${dispatchId}`, sk: `${markPrefix(attempt)}${ref}` }),
-  evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `D#${dispatchId}`, sk: `CHECK#${String(attempt).padStart(6, '0')}` }),
-  lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `D#${dispatchId}`, sk: `LATE#${runId}#${String(seq).padStart(16, '0')}` }),
-  operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `D#${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
+  evidenceMark: (dispatchId: string, attempt: number, ref: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${markPrefix(attempt)}${ref}` }),
+  evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `CHECK#${pad(attempt, 6)}` }),
+  lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LATE#${runId}#${pad(seq, 16)}` }),
+  operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
+  pastAttempt: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
+} as const;
+
+/** The item-collection queries: a dispatch's partition and the sort-key prefix of one kind of item. */
+export const COLLECTION = {
+  operatorReceipts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: OPERATOR_RECEIPT_PREFIX }),
+  evidenceMarks: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: markPrefix(attempt) }),
+  pastAttempts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: PAST_ATTEMPT_PREFIX }),
 } as const;
 
 /** The month partition of a feed entry (`2026-12`). */
 export const monthKey = (date: Date): string => date.toISOString().slice(0, 7);
 
-export const dispatchIdOfKey = (pk: string): string => pk.slice(2);
-export const markPrefix = (attempt: number): string => `MARK#${String(attempt).padStart(6, '0')}#`;
+/** Partition keys of the index entries: the feeds, an origin's history, the due shards. */
+export const FEED = {
+  rejections: (month: string) => `rejections#${month}`,
+  attention: (kind: AttentionKind) => `attention#${kind}`,
+} as const;
+export const originKeyOf = (origin: string): string => `O#${origin}`;
+export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${pad(shard, 2)}`);
+
+export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
 
 export function dueShardOf(dispatchId: string): string {
   const shard = createHash('sha256').update(dispatchId).digest().readUInt8(0) % DUE_SHARDS;
-  return `due#${String(shard).padStart(2, '0')}`;
+  return DUE_SHARD_KEYS[shard] as string;
 }
 
 /** The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike. */
@@ -96,6 +121,48 @@ export function withoutNulls(value: unknown): unknown {
 /** A short, stable tie-breaker for sort keys, instead of repeating a 128-character id. */
 export const idHash = (id: string): string => createHash('sha256').update(id).digest('base64url').slice(0, 10);
 
+/** When an item written at `at` expires: the retention after it (DynamoDB TTL, epoch seconds). */
+export const expiryOf = (at: string, retentionSeconds: number): number => Math.floor(Date.parse(at) / 1000) + retentionSeconds;
+
+/**
+ * The accepted message outlives the dispatch it anchors: its expiry is counted from when it was
+ * received, over twice the retention (a dispatch's clocks are bounded at 30 days each), so a state never
+ * outlives the anchor that lets a redelivery resume it.
+ */
+export const ANCHOR_RETENTION_FACTOR = 2;
+
+// ——— codecs: every stored item is decoded and checked, never cast ——————————————————————————————
+
+/** A stored item that does not have the shape its key says: an audit failure, reported, never cast. */
+export class CorruptItemError extends Error {
+  override readonly name = 'CorruptItemError';
+  constructor(
+    readonly key: string,
+    readonly problem: string,
+  ) {
+    super(`stored item ${key} failed decoding: ${problem}`);
+  }
+}
+
+type Check = (value: unknown) => boolean;
+const isString: Check = (value) => typeof value === 'string';
+const isNumber: Check = (value) => typeof value === 'number' && Number.isFinite(value);
+const isBoolean: Check = (value) => typeof value === 'boolean';
+const isObject: Check = (value) => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isArray: Check = Array.isArray;
+const optional = (check: Check): Check => (value) => value === undefined || value === null || check(value);
+
+/** Checks the named fields of a stored item; throws CorruptItemError naming the first that is wrong. */
+function checked(item: Item, fields: Readonly<Record<string, Check>>): Item {
+  for (const [field, check] of Object.entries(fields)) {
+    const path = field.split('.');
+    let value: unknown = item;
+    for (const part of path) value = isObject(value) ? (value as Item)[part] : undefined;
+    if (!check(value)) throw new CorruptItemError(`${String(item.pk)}/${String(item.sk)}`, `${field} is missing or of the wrong type`);
+  }
+  return item;
+}
+
 /**
  * The hot state item. Kept small (≤ 1 KB for usual ids): the dispatch id and origin live only in the
  * keys, nulls are not stored, and the history sort key carries a hash of the id rather than the id.
@@ -105,27 +172,51 @@ export function stateItem(state: DispatchState, retentionSeconds: number): Item 
   const item: Item = {
     ...KEY.state(dispatchId),
     ...(withoutNulls(rest) as Item),
-    originKey: `O#${origin}`,
+    originKey: originKeyOf(origin),
     createdKey: `${state.createdAt}#${idHash(dispatchId)}`,
   };
   if (dueAt) {
     item.dueShard = dueShardOf(dispatchId);
     item.dueAt = dueAt;
   }
-  // On the operator's attention list while it needs a person (sparse: out of the index otherwise).
+  // On the operator's attention list while it needs a person (sparse: out of the index otherwise),
+  // ordered by when the problem began — stable while later writes touch the dispatch.
   const attention = attentionKind(state);
   if (attention) {
-    item.feedKey = `attention#${attention}`;
-    item.feedAt = `${state.updatedAt}#${idHash(dispatchId)}`;
+    item.feedKey = FEED.attention(attention);
+    item.feedAt = `${state.attentionSince ?? state.updatedAt}#${idHash(dispatchId)}`;
   }
   // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
-  const settled = state.phase === 'submitted' && TERMINAL_STATUSES.has(state.execution.status as TargetRunStatus) && state.evidence.outcome !== 'pending';
-  if (state.phase === 'blocked' || settled) item[TTL_ATTRIBUTE] = Math.floor(Date.parse(state.updatedAt) / 1000) + retentionSeconds;
+  const settled = state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending';
+  if (state.phase === 'blocked' || settled) item[TTL_ATTRIBUTE] = expiryOf(state.updatedAt, retentionSeconds);
   return item;
 }
 
+const STATE_FIELDS: Readonly<Record<string, Check>> = {
+  pk: isString,
+  originKey: isString,
+  target: isString,
+  createdAt: isString,
+  updatedAt: isString,
+  phase: (value) => value === 'accepted' || value === 'submitted' || value === 'blocked',
+  attempt: isNumber,
+  version: isNumber,
+  hop: isNumber,
+  maxHops: isNumber,
+  deliveryMode: isString,
+  'timeouts.stallAfterSeconds': isNumber,
+  'timeouts.approvalWaitSeconds': isNumber,
+  'timeouts.deliveryGraceSeconds': isNumber,
+  'submission.attempts': isNumber,
+  execution: isObject,
+  receipts: isArray,
+  runId: optional(isString),
+  changes: optional(isArray),
+  supersededRuns: optional(isArray),
+};
+
 export function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey: _created, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, dueAt, ...rest } = item;
+  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey: _created, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
   const stored = rest as Partial<DispatchState>;
   const execution = (stored.execution ?? {}) as Partial<DispatchState['execution']>;
   const submission = (stored.submission ?? {}) as Partial<DispatchState['submission']>;
@@ -133,11 +224,19 @@ export function stateOf(item: Item): DispatchState {
     ...(stored as DispatchState),
     dispatchId: dispatchIdOfKey(String(pk)),
     origin: String(originKey).slice(2),
+    blockedCode: stored.blockedCode ?? null,
     blockedReason: stored.blockedReason ?? null,
     runId: stored.runId ?? null,
     lastSeq: stored.lastSeq ?? null,
     supersededRuns: stored.supersededRuns ?? [],
-    evidence: { outcome: stored.evidence?.outcome ?? 'unverified', expectedCount: stored.evidence?.expectedCount ?? 0, deadline: stored.evidence?.deadline ?? null },
+    changes: stored.changes ?? [],
+    evidence: {
+      outcome: stored.evidence?.outcome ?? 'unverified',
+      expectedCount: stored.evidence?.expectedCount ?? 0,
+      deadline: stored.evidence?.deadline ?? null,
+      ...(stored.evidence?.expected ? { expected: stored.evidence.expected } : {}),
+      ...(stored.evidence?.missing ? { missing: stored.evidence.missing } : {}),
+    },
     parentDispatchId: stored.parentDispatchId ?? null,
     submission: { attempts: submission.attempts ?? 0, nextRetryAt: submission.nextRetryAt ?? null, lastError: submission.lastError ?? null },
     execution: {
@@ -148,30 +247,82 @@ export function stateOf(item: Item): DispatchState {
       completedAt: execution.completedAt ?? null,
       pendingApproval: execution.pendingApproval ?? null,
       result: execution.result ?? null,
+      ...(execution.unknownLookups ? { unknownLookups: execution.unknownLookups } : {}),
     },
     dueAt: typeof dueAt === 'string' ? dueAt : null,
   };
 }
 
+/**
+ * The accepted message item. The task is stored as its canonical JSON text, never as a map: DynamoDB
+ * refuses attributes nested deeper than 32 levels, and a task may be nested 64 (CONTRACT §1 v2).
+ */
+export function messageItem(message: AcceptedMessage, retentionSeconds: number): Item {
+  const content = message.content.valid && message.content.task !== null ? { ...message.content, task: null, taskJson: JSON.stringify(message.content.task) } : message.content;
+  return {
+    ...KEY.message(message.dispatchId),
+    ...message,
+    content,
+    [TTL_ATTRIBUTE]: expiryOf(message.receivedAt, retentionSeconds * ANCHOR_RETENTION_FACTOR),
+  };
+}
+
 export function messageOf(item: Item): AcceptedMessage {
-  const { pk: _pk, sk: _sk, ...rest } = item;
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, {
+    dispatchId: isString,
+    origin: isString,
+    contentHash: isString,
+    messageId: isString,
+    receivedAt: isString,
+    claimUntil: isString,
+    'content.valid': isBoolean,
+  });
+  const content = rest.content as Item;
+  if (content.valid === true && typeof content.taskJson === 'string') {
+    const { taskJson, ...others } = content;
+    let task: unknown;
+    try {
+      task = JSON.parse(taskJson);
+    } catch {
+      throw new CorruptItemError(`${String(item.pk)}/${String(item.sk)}`, 'content.taskJson is not JSON');
+    }
+    return { ...rest, content: { ...others, task } } as unknown as AcceptedMessage;
+  }
   return rest as unknown as AcceptedMessage;
 }
 
 export function checkOf(item: Item): EvidenceCheck {
-  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
-  return rest as unknown as EvidenceCheck;
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, {
+    dispatchId: isString,
+    attempt: isNumber,
+    outcome: isString,
+    expected: isArray,
+    found: isArray,
+    missing: isArray,
+    checkedAt: isString,
+    files: optional(isArray),
+  });
+  return { ...rest, files: rest.files ?? [], error: rest.error ?? null } as unknown as EvidenceCheck;
 }
 
-/** Nulls were left out when it was written (withoutNulls): restored here, anything else as stored. */
+/** Nulls were left out when it was written (withoutNulls): restored here; validated by the view's audit. */
 export function operatorReceiptOf(item: Item): OperatorReceipt {
   const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
   return { ...rest, evidenceRef: rest.evidenceRef ?? null, note: rest.note ?? null } as unknown as OperatorReceipt;
 }
 
 export function rejectionOf(item: Item): Rejection {
-  const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = item;
-  return rest as unknown as Rejection;
+  const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = checked(item, { messageId: isString, at: isString, reason: isString });
+  return { dispatchId: null, origin: null, senderId: null, bodyRef: null, ...rest } as unknown as Rejection;
+}
+
+export function pastAttemptItem(past: PastAttempt, retentionSeconds: number): Item {
+  return { ...KEY.pastAttempt(past.dispatchId, past.attempt), ...(withoutNulls(past) as Item), [TTL_ATTRIBUTE]: expiryOf(past.endedAt, retentionSeconds * ANCHOR_RETENTION_FACTOR) };
+}
+
+export function pastAttemptOf(item: Item): PastAttempt {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, receipts: isArray, execution: isObject, endedAt: isString, superseded: isBoolean });
+  return { runId: null, reason: '', ...rest } as unknown as PastAttempt;
 }
 
 /** What a stream image of the ledger table holds, decoded (the publisher reads the stream). */
@@ -180,6 +331,7 @@ export type DecodedItem =
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
   | { readonly kind: 'check'; readonly check: EvidenceCheck }
   | { readonly kind: 'operator_receipt'; readonly receipt: OperatorReceipt }
+  | { readonly kind: 'corrupt'; readonly key: string; readonly problem: string }
   | { readonly kind: 'other' };
 
 /** Decodes an unmarshalled item (e.g. a stream record's NewImage/OldImage) by its key shape. */
@@ -187,9 +339,14 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
   if (!item) return { kind: 'other' };
   const pk = String(item.pk ?? '');
   const sk = String(item.sk ?? '');
-  if (pk.startsWith('D#') && sk === 'STATE') return { kind: 'state', state: stateOf(item) };
-  if (pk.startsWith('REJ#') && sk === 'REJECTION') return { kind: 'rejection', rejection: rejectionOf(item) };
-  if (pk.startsWith('D#') && sk.startsWith('CHECK#')) return { kind: 'check', check: checkOf(item) };
-  if (pk.startsWith('D#') && sk.startsWith(OPERATOR_RECEIPT_PREFIX)) return { kind: 'operator_receipt', receipt: operatorReceiptOf(item) };
+  try {
+    if (pk.startsWith(DISPATCH) && sk === 'STATE') return { kind: 'state', state: stateOf(item) };
+    if (pk.startsWith('REJ#') && sk === 'REJECTION') return { kind: 'rejection', rejection: rejectionOf(item) };
+    if (pk.startsWith(DISPATCH) && sk.startsWith('CHECK#')) return { kind: 'check', check: checkOf(item) };
+    if (pk.startsWith(DISPATCH) && sk.startsWith(OPERATOR_RECEIPT_PREFIX)) return { kind: 'operator_receipt', receipt: operatorReceiptOf(item) };
+  } catch (error) {
+    if (error instanceof CorruptItemError) return { kind: 'corrupt', key: error.key, problem: error.problem };
+    throw error;
+  }
   return { kind: 'other' };
 }

@@ -11,21 +11,26 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
-import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, PutOutcome, Rejection, UpdateOutcome } from '../ledger/port.js';
+import { writeCondition } from '../dispatch/transitions.js';
+import type { AcceptedMessage, CommitOutcome, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, PastAttempt, PutOutcome, Rejection } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
 import {
   checkOf,
+  COLLECTION,
   dispatchIdOfKey,
-  DUE_SHARDS,
+  DUE_SHARD_KEYS,
+  expiryOf,
+  FEED,
   INDEX,
   KEY,
-  markPrefix,
+  messageItem,
   monthKey,
   messageOf,
-  OPERATOR_RECEIPT_PREFIX,
   operatorReceiptOf,
+  pastAttemptItem,
+  pastAttemptOf,
   rejectionOf,
   stateItem,
   stateOf,
@@ -34,7 +39,7 @@ import {
   type Item,
 } from './ledger-items.js';
 
-export { decodeItem, DUE_SHARDS, dueShardOf, INDEX, LEDGER_TABLE_DEFINITION, TTL_ATTRIBUTE, type DecodedItem } from './ledger-items.js';
+export { CorruptItemError, decodeItem, DUE_SHARDS, dueShardOf, INDEX, LEDGER_TABLE_DEFINITION, TTL_ATTRIBUTE, type DecodedItem } from './ledger-items.js';
 
 /** Access patterns of the ledger table; key shapes and item codecs live in `ledger-items.ts`. */
 
@@ -54,7 +59,7 @@ export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, 
     Item: {
       ...KEY.operatorReceipt(receipt.dispatchId, receipt.receiptId),
       ...(withoutNulls(receipt) as Item),
-      [TTL_ATTRIBUTE]: Math.floor(Date.parse(receipt.recordedAt) / 1000) + retentionSeconds,
+      [TTL_ATTRIBUTE]: expiryOf(receipt.recordedAt, retentionSeconds),
     },
     ConditionExpression: 'attribute_not_exists(pk)',
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
@@ -63,12 +68,34 @@ export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, 
 
 /** Every operator receipt of a dispatch: its partition, sort keys with the receipt prefix, strongly consistent. */
 export function operatorReceiptsQuery(tableName: string, dispatchId: string, startKey?: Record<string, unknown>): QueryCommandInput {
+  return collectionQuery(tableName, COLLECTION.operatorReceipts(dispatchId), startKey);
+}
+
+/** One kind of item of a dispatch's partition, in sort-key order, strongly consistent. */
+function collectionQuery(tableName: string, collection: { readonly pk: string; readonly prefix: string }, startKey?: Record<string, unknown>): QueryCommandInput {
   return {
     TableName: tableName,
     KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-    ExpressionAttributeValues: { ':pk': `D#${dispatchId}`, ':prefix': OPERATOR_RECEIPT_PREFIX },
+    ExpressionAttributeValues: { ':pk': collection.pk, ':prefix': collection.prefix },
     ConsistentRead: true,
     ExclusiveStartKey: startKey,
+  };
+}
+
+/**
+ * The write of a state transition. Its condition is the state machine's (`writeCondition`): the version
+ * and phase read, or, for a state never stored, that none exists — an illegal move throws before any
+ * request is sent.
+ */
+export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number): PutCommandInput {
+  const condition = writeCondition(from, next);
+  const Item = stateItem(next, retentionSeconds);
+  if (condition.create) return { TableName: tableName, Item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' };
+  return {
+    TableName: tableName,
+    Item,
+    ConditionExpression: 'version = :version AND phase = :phase',
+    ExpressionAttributeValues: { ':version': condition.version, ':phase': condition.phase },
   };
 }
 
@@ -101,7 +128,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       await this.db.send(
         new PutCommand({
           TableName: this.table,
-          Item: { ...KEY.message(message.dispatchId), ...message },
+          Item: messageItem(message, this.options.retentionSeconds),
           ConditionExpression: 'attribute_not_exists(pk)',
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
@@ -141,46 +168,40 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     return Item ? stateOf(Item) : undefined;
   }
 
-  async createState(state: DispatchState): Promise<PutOutcome<DispatchState>> {
+  async commit(from: DispatchState, next: DispatchState): Promise<CommitOutcome> {
     try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: stateItem(state, this.options.retentionSeconds),
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { kind: 'written' };
+      await this.db.send(new PutCommand(statePut(this.table, from, next, this.options.retentionSeconds)));
+      return { kind: 'committed' };
     } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: stateOf(unmarshallItem(error.Item)) };
+      if (isConditionFailure(error)) return { kind: 'conflict', existing: error.Item ? stateOf(unmarshallItem(error.Item)) : undefined };
       throw error;
     }
   }
 
-  async replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome> {
-    if (next.version !== expectedVersion + 1) throw new RangeError(`version must advance by one: ${expectedVersion} → ${next.version}`);
+  async archiveAttempt(past: PastAttempt): Promise<void> {
     try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: stateItem(next, this.options.retentionSeconds),
-          ConditionExpression: 'version = :expected',
-          ExpressionAttributeValues: { ':expected': expectedVersion },
-        }),
-      );
-      return { kind: 'updated' };
+      await this.db.send(new PutCommand({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds), ConditionExpression: 'attribute_not_exists(pk)' }));
     } catch (error) {
-      if (isConditionFailure(error)) return { kind: 'conflict' };
-      throw error;
+      if (!isConditionFailure(error)) throw error;
     }
+  }
+
+  async listPastAttempts(dispatchId: string): Promise<PastAttempt[]> {
+    const attempts: PastAttempt[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(new QueryCommand(collectionQuery(this.table, COLLECTION.pastAttempts(dispatchId), startKey)));
+      attempts.push(...(page.Items ?? []).map(pastAttemptOf));
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return attempts;
   }
 
   async putEvidenceMark(mark: EvidenceMark): Promise<void> {
     await this.db.send(
       new PutCommand({
         TableName: this.table,
-        Item: { ...KEY.evidenceMark(mark.dispatchId, mark.attempt, mark.ref), ...mark, [TTL_ATTRIBUTE]: Math.floor(Date.parse(mark.at) / 1000) + this.options.retentionSeconds },
+        Item: { ...KEY.evidenceMark(mark.dispatchId, mark.attempt, mark.ref), ...mark, [TTL_ATTRIBUTE]: expiryOf(mark.at, this.options.retentionSeconds) },
       }),
     );
   }
@@ -189,15 +210,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     const marks: EvidenceMark[] = [];
     let startKey: Record<string, unknown> | undefined;
     do {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-          ExpressionAttributeValues: { ':pk': KEY.state(dispatchId).pk, ':prefix': markPrefix(attempt) },
-          ConsistentRead: true,
-          ExclusiveStartKey: startKey,
-        }),
-      );
+      const page = await this.db.send(new QueryCommand(collectionQuery(this.table, COLLECTION.evidenceMarks(dispatchId, attempt), startKey)));
       for (const item of page.Items ?? []) {
         const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
         marks.push(rest as EvidenceMark);
@@ -212,7 +225,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       await this.db.send(
         new PutCommand({
           TableName: this.table,
-          Item: { ...KEY.evidenceCheck(check.dispatchId, check.attempt), ...check, [TTL_ATTRIBUTE]: Math.floor(Date.parse(check.checkedAt) / 1000) + this.options.retentionSeconds },
+          Item: { ...KEY.evidenceCheck(check.dispatchId, check.attempt), ...(withoutNulls(check) as Item), [TTL_ATTRIBUTE]: expiryOf(check.checkedAt, this.options.retentionSeconds) },
           ConditionExpression: 'attribute_not_exists(pk)',
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
@@ -256,7 +269,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       await this.db.send(
         new PutCommand({
           TableName: this.table,
-          Item: { ...KEY.lateEvent(late.dispatchId, late.runId, late.seq), ...late, [TTL_ATTRIBUTE]: Math.floor(Date.parse(late.at) / 1000) + this.options.retentionSeconds },
+          Item: { ...KEY.lateEvent(late.dispatchId, late.runId, late.seq), ...late, [TTL_ATTRIBUTE]: expiryOf(late.at, this.options.retentionSeconds * 2) },
           ConditionExpression: 'attribute_not_exists(pk)',
         }),
       );
@@ -274,9 +287,9 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
           Item: {
             ...KEY.rejection(rejection.messageId),
             ...rejection,
-            feedKey: `rejections#${monthKey(at)}`,
+            feedKey: FEED.rejections(monthKey(at)),
             feedAt: `${rejection.at}#${rejection.messageId}`,
-            [TTL_ATTRIBUTE]: Math.floor(at.getTime() / 1000) + this.options.retentionSeconds,
+            [TTL_ATTRIBUTE]: expiryOf(rejection.at, this.options.retentionSeconds),
           },
           ConditionExpression: 'attribute_not_exists(pk)',
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
@@ -290,9 +303,8 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async listDue(now: Date, limitPerShard: number): Promise<string[]> {
-    const shards = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${String(shard).padStart(2, '0')}`);
     const pages = await Promise.all(
-      shards.map((shard) =>
+      DUE_SHARD_KEYS.map((shard) =>
         this.db.send(
           new QueryCommand({
             TableName: this.table,

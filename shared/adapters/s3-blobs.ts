@@ -1,4 +1,5 @@
-import { GetObjectCommand, HeadObjectCommand, NotFound, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { createHash } from 'node:crypto';
+import { GetObjectCommand, HeadObjectCommand, NoSuchKey, NotFound, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { BlobStore } from '../ledger/port.js';
 
 /** Spilled payloads and bodies in the ledger's bucket. */
@@ -20,6 +21,19 @@ export class S3Blobs implements BlobStore {
       if (error instanceof NotFound || (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return false;
       throw error;
     }
+  }
+
+  async digest(key: string): Promise<{ sha256: string; bytes: number } | undefined> {
+    let object;
+    try {
+      object = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (error) {
+      if (error instanceof NoSuchKey || (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return undefined;
+      throw error;
+    }
+    if (!object.Body) throw new Error(`s3://${this.bucket}/${key} has no body`);
+    const body = await object.Body.transformToByteArray();
+    return { sha256: createHash('sha256').update(body).digest('hex'), bytes: body.length };
   }
 
   async getText(key: string): Promise<string> {

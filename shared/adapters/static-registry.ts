@@ -2,6 +2,7 @@ import * as z from 'zod/mini';
 import '../zod-english.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
+import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 
 /**
  * Principals and targets registered at deploy time (the CDK construct's `addOrigin`, `addTarget`…),
@@ -32,8 +33,12 @@ function principalOf(id: string, entry: z.output<typeof principalSchema>): Princ
 
 export const EMPTY_REGISTRY: StaticRegistry = { principals: new Map(), targets: new Map() };
 
-/** Parses `LEDGER_REGISTRY`; a malformed value fails the cold start rather than authorizing wrongly. */
-export function parseStaticRegistry(json: string): StaticRegistry {
+/**
+ * Parses `LEDGER_REGISTRY`; a malformed value fails the cold start rather than authorizing wrongly, and
+ * so does a target base URL `policy` refuses (CONTRACT §8 v2: in AWS https, and never loopback,
+ * link-local or metadata addresses).
+ */
+export function parseStaticRegistry(json: string, policy: AddressPolicy = 'public-only'): StaticRegistry {
   if (json.trim() === '') return EMPTY_REGISTRY;
   let value: unknown;
   try {
@@ -49,6 +54,10 @@ export function parseStaticRegistry(json: string): StaticRegistry {
     principals.set(id, principalOf(id, principal));
   }
   const targets = new Map<string, TargetRegistration>();
-  for (const { secretRef, ...target } of parsed.data.targets) targets.set(target.name, { ...target, ...(secretRef ? { secretRef } : {}) });
+  for (const { secretRef, ...target } of parsed.data.targets) {
+    const problem = baseUrlProblem(target.baseUrl, policy);
+    if (problem) throw new RangeError(`LEDGER_REGISTRY: target ${target.name}: baseUrl ${problem}`);
+    targets.set(target.name, { ...target, ...(secretRef ? { secretRef } : {}) });
+  }
   return { principals, targets };
 }

@@ -7,7 +7,7 @@ import type { LedgerConfig } from './config.js';
 import { httpTarget } from './http-target.js';
 import { LedgerTable } from './ledger-table.js';
 import { S3Blobs } from './s3-blobs.js';
-import { SecretCache } from './secrets.js';
+import { SecretCache, type SecretScope } from './secrets.js';
 
 /** The adapters every ledger function uses, built once per execution environment. */
 export interface LedgerAdapters {
@@ -24,6 +24,11 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
   // Path-style addressing works with every S3 endpoint, the local one included.
   const s3 = new S3Client({ forcePathStyle: true });
   let secrets: SecretCache | undefined;
+  // In AWS a target may only name a secret under the stack's prefix, or the deploy-time target's own.
+  const scope: SecretScope | undefined =
+    config.principalMode === 'open'
+      ? undefined
+      : { prefix: config.targetSecretPrefix, exact: new Set([...config.registry.targets.values()].flatMap((target) => (target.secretRef ? [target.secretRef] : []))) };
   const targets = new Map<string, TargetPort>();
   return {
     dynamodb,
@@ -37,14 +42,27 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
         const { secretRef } = registration;
         const authHeader = secretRef
           ? () => {
-              secrets ??= new SecretCache(new SecretsManagerClient({}));
+              secrets ??= new SecretCache(new SecretsManagerClient({}), undefined, undefined, scope);
               return secrets.get(secretRef);
             }
           : undefined;
-        target = httpTarget(registration, { timeoutMs: config.targetTimeoutMs, ...(authHeader ? { authHeader } : {}) });
+        try {
+          target = httpTarget(registration, { timeoutMs: config.targetTimeoutMs, addressPolicy: config.targetAddressPolicy, ...(authHeader ? { authHeader } : {}) });
+        } catch (error) {
+          // A registration the policy refuses (say, a table entry written before it): every call is
+          // unavailable, with the reason, rather than failing the whole invocation that met it.
+          if (!(error instanceof TypeError)) throw error;
+          target = refusedTarget(error.message);
+        }
         targets.set(cacheKey, target);
       }
       return target;
     },
   };
+}
+
+/** A target no call may reach: every outcome `unavailable`, with why. */
+function refusedTarget(reason: string): TargetPort {
+  const refuse = async () => ({ kind: 'unavailable', reason }) as const;
+  return { submit: refuse, lookup: refuse, decideApproval: refuse, cancel: refuse };
 }

@@ -1,9 +1,9 @@
-import { DISPATCH_ID } from '../dispatch/ids.js';
 import { refProblem } from '../dispatch/refs.js';
+import { evidenceRecheck } from '../dispatch/transitions.js';
 import { evidenceKey } from '../monitor/evidence-check.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
-import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';
+import { parseJson, runOfDispatch, type LifecycleDeps } from './lifecycle-routes.js';
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import type { DispatchState } from '../dispatch/state.js';
@@ -25,15 +25,29 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
   if (!runId) throw new ApiError('malformed', 'runId is required');
   const body = request.body ?? Buffer.alloc(0);
   if (body.length > MAX_EVIDENCE_BYTES) throw new ApiError('too_large', `an evidence file is at most ${MAX_EVIDENCE_BYTES} bytes`);
-  const notFound = new ApiError('not_found', `no run ${runId} for dispatch ${dispatchId}`);
-  if (!DISPATCH_ID.test(dispatchId)) throw notFound;
-  const state = await deps.store.getState(dispatchId);
-  if (!state) throw notFound;
-  if (caller.kind === 'principal' && !(caller.principal?.role === 'target' && caller.principal.target === state.target)) throw notFound;
-  if (state.supersededRuns.includes(runId)) throw new ApiError('conflict', `run ${runId} was superseded; its evidence does not count for attempt ${state.attempt}`);
-  if (state.runId !== runId) throw notFound;
+  const run = await runOfDispatch(deps, dispatchId, runId, caller);
+  const state = run.state;
+  if (run.kind === 'superseded') throw new ApiError('conflict', `run ${runId} was superseded; its evidence does not count for attempt ${state.attempt}`);
+  const sealed = (await deps.store.getEvidenceCheck(dispatchId, state.attempt))?.files.find((file) => file.ref === ref);
+  if (sealed) throw new ApiError('evidence_sealed', `the check found ${ref}; the checked bytes stand`, { ref, sha256: sealed.sha256 });
   await deps.blobs.put(evidenceKey(dispatchId, state.attempt, ref), body, request.headers['content-type'] ?? 'application/octet-stream');
+  await recheckIfMissed(deps, dispatchId, ref);
   return { status: 201, body: { dispatchId, runId, attempt: state.attempt, ref, bytes: body.length } };
+}
+
+/**
+ * An expected file that arrives after a check found it missing (a completed run inside its grace
+ * window, looked at again only at the deadline) makes the dispatch due now: re-checked within a tick.
+ */
+async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: string): Promise<void> {
+  const state = await deps.store.getState(dispatchId);
+  if (!state || state.execution.status !== 'completed' || state.evidence.outcome !== 'pending') return;
+  const now = deps.now();
+  if (state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime()) return;
+  const message = await deps.store.getAcceptedMessage(dispatchId);
+  if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;
+  // A lost race means someone else moved the dispatch first: the monitor reads it again anyway.
+  await deps.store.commit(state, evidenceRecheck(state, now));
 }
 
 const EvidenceStatusBody = z.strictObject({

@@ -17,17 +17,35 @@ export interface ApiResponse {
 }
 
 /** CONTRACT §2 errors: 400 malformed, 422 semantically invalid, 404 unknown/not yours, 409, 413, 502. */
-export type ErrorCode = 'malformed' | 'invalid' | 'not_found' | 'conflict' | 'too_large' | 'target_unreachable' | 'forbidden' | 'method_not_allowed' | 'internal';
+export type ErrorCode =
+  | 'malformed'
+  | 'invalid'
+  | 'not_found'
+  | 'conflict'
+  /** 409, retryable: the dispatch has an attempt in flight whose run the ledger has not recorded yet. */
+  | 'not_yet_recorded'
+  /** 409: the platform's check found this evidence file; the checked bytes stand. */
+  | 'evidence_sealed'
+  | 'too_large'
+  | 'target_unreachable'
+  | 'forbidden'
+  | 'method_not_allowed'
+  /** 500: a stored record failed decoding — reported as what it is, never cast into an answer. */
+  | 'audit_failure'
+  | 'internal';
 
 const STATUS: Record<ErrorCode, number> = {
   malformed: 400,
   invalid: 422,
   not_found: 404,
   conflict: 409,
+  not_yet_recorded: 409,
+  evidence_sealed: 409,
   too_large: 413,
   target_unreachable: 502,
   forbidden: 403,
   method_not_allowed: 405,
+  audit_failure: 500,
   internal: 500,
 };
 

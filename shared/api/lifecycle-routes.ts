@@ -1,22 +1,22 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
-import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES } from '../dispatch/lifecycle.js';
-import { NO_EXECUTION, type DispatchState } from '../dispatch/state.js';
-import { advance, alsoChange, submitted } from '../dispatch/transitions.js';
+import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES, stallDeadline } from '../dispatch/transitions.js';
+import type { DispatchState } from '../dispatch/state.js';
 import { refProblem } from '../dispatch/refs.js';
-import { taskOf } from '../dispatch/task.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
-import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
 import type { LookupOutcome } from '../targets/port.js';
-import { clip, printable } from '../text.js';
+import { decideApproval } from '../usecases/approval.js';
+import { redispatch } from '../usecases/redispatch.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;
 
-const MAX_SEQ = 2 ** 53;
+/** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
+export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
 export const RunEventBody = z.strictObject({
   dispatchId: z.string().check(z.regex(DISPATCH_ID)),
@@ -38,50 +38,71 @@ export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>)
   }
   const result = schema.safeParse(parsed);
   if (!result.success) {
-    throw new ApiError('invalid', 'the body is not valid', result.error.issues.slice(0, 20).map((issue) => ({ field: issue.path.join('.'), message: issue.message })));
+    throw new ApiError('invalid', 'the body is not valid', result.error.issues.slice(0, 20).map((issue) => ({ field: issue.path.join('.').slice(0, 200), message: issue.message.slice(0, 200) })));
   }
   return result.data;
 }
 
-/** Writes `next` if the state is still at `expected`; a concurrent change is a 409 the caller may retry. */
-async function commit(store: LedgerStore, next: DispatchState, expected: number): Promise<void> {
-  if ((await store.replaceState(next, expected)).kind === 'conflict') throw new ApiError('conflict', 'the dispatch changed concurrently; retry');
+/** May this caller report on (or upload for) a run of this target? Locally every caller may. */
+const reportsFor = (caller: Caller, target: string): boolean => caller.kind === 'open' || (caller.principal?.role === 'target' && caller.principal.target === target);
+
+export type RunOfDispatch =
+  | { readonly kind: 'current'; readonly state: DispatchState }
+  /** One of the dispatch's earlier runs, however many redispatches ago. */
+  | { readonly kind: 'superseded'; readonly state: DispatchState };
+
+/**
+ * Which of a dispatch's runs `runId` is, for a target's callback (events and evidence uploads alike).
+ * 409 `not_yet_recorded` (retryable) while the dispatch has an attempt in flight whose run is not
+ * recorded — including before its state exists at all; 404 when the dispatch is unknown (or not this
+ * caller's target), or the run is none of its runs and no attempt is in flight.
+ */
+export async function runOfDispatch(deps: Pick<LifecycleDeps, 'store'>, dispatchId: string, runId: string, caller: Caller): Promise<RunOfDispatch> {
+  const notFound = new ApiError('not_found', `no run ${runId} for dispatch ${dispatchId}`);
+  const notYet = new ApiError('not_yet_recorded', 'the run is not recorded yet; retry shortly', { retryable: true });
+  if (!DISPATCH_ID.test(dispatchId)) throw notFound;
+  const state = await deps.store.getState(dispatchId);
+  if (!state) {
+    // The target may report before the ledger has recorded its submission answer (intake creates the
+    // state after the call returns): not yet — in AWS as locally, for the target the message names.
+    const message = await deps.store.getAcceptedMessage(dispatchId);
+    if (message?.content.valid && reportsFor(caller, message.content.target)) throw notYet;
+    throw notFound;
+  }
+  if (!reportsFor(caller, state.target)) throw notFound;
+  if (state.runId === runId) return { kind: 'current', state };
+  if (state.supersededRuns.includes(runId)) return { kind: 'superseded', state };
+  // Older runs than the hot state remembers are answered from their attempt records.
+  if ((await deps.store.listPastAttempts(dispatchId)).some((past) => past.runId === runId)) return { kind: 'superseded', state };
+  if (state.phase === 'accepted') throw notYet;
+  throw notFound;
 }
+
+/** Rounds of optimistic concurrency: a concurrent writer makes us re-read and decide again. */
+const EVENT_ROUNDS = 5;
 
 /** POST /runs/{runId}/events — the target reports on its run (CONTRACT §2). */
 export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buffer | undefined, caller: Caller) {
   const event = parseJson(body, RunEventBody);
-  // Optimistic concurrency: a concurrent writer makes us re-read and decide again.
-  for (let round = 0; round < 3; round += 1) {
-    const state = await deps.store.getState(event.dispatchId);
-    const notFound = new ApiError('not_found', `no run ${runId} for dispatch ${event.dispatchId}`);
-    if (state && caller.kind === 'principal' && !(caller.principal?.role === 'target' && caller.principal.target === state.target)) throw notFound;
-    if (state?.supersededRuns.includes(runId)) {
+  for (let round = 0; round < EVENT_ROUNDS; round += 1) {
+    const run = await runOfDispatch(deps, event.dispatchId, runId, caller);
+    const state = run.state;
+    if (run.kind === 'superseded') {
       await deps.store.recordLateEvent({ dispatchId: state.dispatchId, runId, seq: event.seq, type: event.type, at: deps.now().toISOString() });
       return { status: 200, body: { applied: false, late: true } };
     }
-    if (!state || (state.runId === null && state.phase === 'accepted')) {
-      // The target may report before the ledger has recorded its submission answer: not yet, retry.
-      // (In AWS an unknown caller never gets here with a state: the principal check above.)
-      if (caller.kind === 'open' && (state || (await deps.store.getAcceptedMessage(event.dispatchId)))) {
-        throw new ApiError('conflict', 'the run is not recorded yet; retry shortly', { retryable: true });
-      }
-      if (state) throw new ApiError('conflict', 'the run is not recorded yet; retry shortly', { retryable: true });
-      throw notFound;
-    }
-    if (state.runId !== runId) throw notFound;
     const outcome = applyRunEvent(state, event, deps.now());
     if (outcome.kind === 'invalid') throw new ApiError('invalid', outcome.reason);
     if (outcome.kind === 'stale') return { status: 200, body: { applied: false } };
-    if (outcome.kind === 'coalesced') return { status: 202, body: { applied: true } };
+    if (outcome.kind === 'coalesced') return { status: 200, body: { applied: false, coalesced: true } };
     let next = outcome.next;
     // A completion whose evidence is already delivered is settled in the same write; otherwise the
     // monitor looks again from its next tick until the grace window closes.
     // (A check that fails here is left to the monitor rather than failing the target's report.)
     if (next.execution.status === 'completed' && next.evidence.outcome === 'pending') {
-      next = (await settleEvidence(deps, next, deps.now(), alsoChange).catch(() => undefined)) ?? next;
+      next = (await settleEvidence(deps, next, deps.now(), 'same_write').catch(() => undefined)) ?? next;
     }
-    if ((await deps.store.replaceState(next, state.version)).kind === 'updated') return { status: 202, body: { applied: true } };
+    if ((await deps.store.commit(state, next)).kind === 'committed') return { status: 202, body: { applied: true } };
   }
   throw new ApiError('conflict', 'the dispatch kept changing; retry');
 }
@@ -97,8 +118,7 @@ export async function refreshed(deps: LifecycleDeps, state: DispatchState): Prom
   if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
   const now = deps.now();
   const lookup = await lookupCurrent(deps, state);
-  const lastActivity = Date.parse(state.execution.lastActivityAt ?? state.updatedAt);
-  const stallDue = now.getTime() >= lastActivity + state.timeouts.stallAfterSeconds * 1000;
+  const stallDue = now.getTime() >= stallDeadline(state);
   const next = reconcileLookup(state, lookup, now, stallDue);
   if (!next) return state;
   if (lookup.kind !== 'found' && !stallDue) {
@@ -107,7 +127,7 @@ export async function refreshed(deps: LifecycleDeps, state: DispatchState): Prom
     return next;
   }
   // A lost race only means someone else recorded a newer state first: answer with that.
-  if ((await deps.store.replaceState(next, state.version)).kind === 'updated') return next;
+  if ((await deps.store.commit(state, next)).kind === 'committed') return next;
   return (await deps.store.getState(state.dispatchId)) ?? state;
 }
 
@@ -115,110 +135,51 @@ const ApprovalBody = z.strictObject({ approvalId: z.string().check(z.minLength(1
 
 /** POST /dispatches/{id}/approval: forwarded to the target; recorded only once the target took it. */
 export async function postApproval(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
-  const { approvalId, decision } = parseJson(body, ApprovalBody);
-  const pending = state.execution.pendingApproval;
-  if (!pending || pending.approvalId !== approvalId || !state.runId) {
-    throw new ApiError('conflict', 'that approvalId is not the pending approval', { pendingApprovalId: pending?.approvalId ?? null });
+  const outcome = await decideApproval(deps, state, parseJson(body, ApprovalBody));
+  switch (outcome.kind) {
+    case 'decided':
+      return { status: 200, body: { approvalId: outcome.approvalId, decision: outcome.decision } };
+    case 'not_pending':
+      throw new ApiError('conflict', 'that approvalId is not the pending approval', { pendingApprovalId: outcome.pendingApprovalId });
+    case 'target_conflict':
+      throw new ApiError('conflict', 'the target does not hold this approval as pending');
+    case 'target_unreachable':
+      throw new ApiError('target_unreachable', `the target could not be reached: ${outcome.reason}`);
   }
-  const registration = await deps.store.getTarget(state.target);
-  if (!registration) throw new ApiError('target_unreachable', `target "${state.target}" is not registered`);
-  const answer = await deps.targetFor(registration).decideApproval(state.runId, approvalId, decision);
-  if (answer.kind === 'unavailable') throw new ApiError('target_unreachable', `the target could not be reached: ${clip(printable(answer.reason), 200)}`);
-  if (answer.kind !== 'decided') throw new ApiError('conflict', 'the target does not hold this approval as pending');
-  // The target may already be reporting on the decision; record it on whatever version is current,
-  // as long as this approval is still the pending one there.
-  let current: DispatchState | undefined = state;
-  for (let round = 0; current && round < 3; round += 1) {
-    if (current.execution.pendingApproval?.approvalId !== approvalId) break;
-    const now = deps.now();
-    const next = advance(current, 'approval_decided', now, {
-      execution: {
-        ...current.execution,
-        ...(decision === 'approve' ? { status: 'running' as const } : {}),
-        monitorStatus: null,
-        pendingApproval: null,
-        lastActivityAt: now.toISOString(),
-      },
-      dueAt: new Date(now.getTime() + current.timeouts.stallAfterSeconds * 1000).toISOString(),
-    });
-    if ((await deps.store.replaceState(next, current.version)).kind === 'updated') break;
-    current = await deps.store.getState(state.dispatchId);
-  }
-  return { status: 200, body: { approvalId, decision } };
 }
 
 const RedispatchBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)), force: z.optional(z.boolean()) });
 
-/**
- * POST /dispatches/{id}/redispatch (CONTRACT §4): never a second writer by accident. While the current
- * run may be active → 409 with its handle. `force` + reason supersedes it: the old run is asked to
- * cancel (best effort), fenced (its later events are late), and attempt + 1 is submitted.
- */
+/** POST /dispatches/{id}/redispatch (CONTRACT §4): the outcomes of the redispatch use case as HTTP answers. */
 export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
   const { reason, force } = parseJson(body, RedispatchBody);
-  const proven = state.phase === 'submitted' && isTerminal(state.execution.status);
-  if (state.phase === 'submitted' && !proven && !force) {
-    throw new ApiError('conflict', 'the current run may still be active: look it up, or redispatch with force and a reason', {
-      runId: state.runId,
-      attempt: state.attempt,
-      status: state.execution.status,
-      check: `npx ledger check ${state.dispatchId} --refresh`,
-    });
+  const outcome = await redispatch(deps, state, { reason, force: force ?? false });
+  switch (outcome.kind) {
+    case 'run_may_be_active':
+      throw new ApiError('conflict', 'the current run may still be active: look it up, or redispatch with force and a reason', {
+        runId: outcome.runId,
+        attempt: outcome.attempt,
+        status: outcome.status,
+        check: `npx ledger check ${state.dispatchId} --refresh`,
+      });
+    case 'not_submittable':
+      throw new ApiError('invalid', `this dispatch cannot be submitted: ${outcome.reason}`);
+    case 'target_not_registered':
+      throw new ApiError('target_unreachable', `target "${state.target}" is not registered`);
+    case 'conflict':
+      throw new ApiError('conflict', 'the dispatch changed concurrently; retry');
+    case 'redispatched':
+      return {
+        status: 202,
+        body: {
+          dispatchId: state.dispatchId,
+          attempt: outcome.attempt,
+          phase: outcome.state.phase,
+          runId: outcome.state.runId,
+          supersededRunId: outcome.supersededRunId,
+          cancel: outcome.cancel,
+          reason,
+        },
+      };
   }
-  // Blocked for what a new submission cannot change: refused here, before any target contact.
-  const final = ['invalid_fields', 'hop_budget_exceeded', 'unknown_parent'].find((code) => state.blockedReason?.startsWith(code));
-  if (final || state.hop > state.maxHops) throw new ApiError('invalid', `this dispatch cannot be submitted: ${state.blockedReason ?? 'hop budget'}`);
-  const message = await deps.store.getAcceptedMessage(state.dispatchId);
-  if (!message?.content.valid) throw new ApiError('invalid', 'this dispatch has no valid message to submit again');
-  const registration = await deps.store.getTarget(state.target);
-  if (!registration) throw new ApiError('target_unreachable', `target "${state.target}" is not registered`);
-  const target = deps.targetFor(registration);
-
-  // 1. Fence first, conditioned on the version read: from here the old run's events are late, and if
-  //    this request dies mid-way the monitor finds attempt + 1 due and submits it itself.
-  const superseded = state.phase === 'submitted' && !proven;
-  // A new attempt (a new Idempotency-Key) only when a run is known to exist. Otherwise the same key
-  // again: a submission that timed out may have created a run, and the same key finds it instead of
-  // starting a second writer.
-  // After a refusal the target may answer the same key with the same refusal forever: a new key then.
-  const attempt = state.runId || state.blockedReason?.startsWith('target_rejected') ? state.attempt + 1 : state.attempt;
-  const now = deps.now();
-  const record = { at: now.toISOString(), reason: clip(printable(reason), 120), supersededRunId: superseded ? state.runId : null, cancel: null };
-  const claimed = advance(state, superseded ? 'superseded' : 'claimed', now, {
-    phase: 'accepted',
-    blockedReason: null,
-    attempt,
-    runId: null,
-    lastSeq: null,
-    supersededRuns: state.runId ? [...state.supersededRuns, state.runId].slice(-10) : state.supersededRuns,
-    submission: { attempts: 0, nextRetryAt: null, lastError: null },
-    // The new attempt has no run yet: the old run's execution stays with the old run (receipts, redispatch).
-    execution: NO_EXECUTION,
-    evidence: { ...state.evidence, outcome: state.evidence.expectedCount > 0 ? 'pending' : 'unverified', deadline: null },
-    dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString(),
-    redispatch: record,
-  });
-  await commit(deps.store, claimed, state.version);
-
-  // 2. Ask the old run to stop (best effort, recorded), 3. submit the new attempt.
-  let cancel: string | null = null;
-  if (superseded && state.runId) {
-    const answer = await target.cancel(state.runId);
-    cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : `unavailable: ${clip(printable(answer.reason), 80)}`;
-  }
-  const outcome = await target.submit({
-    dispatchId: state.dispatchId,
-    attempt,
-    origin: state.origin,
-    task: await taskOf(deps.blobs, message),
-    expectedEvidence: message.content.expectedEvidence,
-    callbackUrl: deps.callbackUrl,
-  });
-  const next: DispatchState = { ...submitted(claimed, outcome, deps.retryPolicy, deps.now()), redispatch: { ...record, cancel } };
-  // Someone finishing it first (the monitor after the claim lapsed) is fine: the same key, the same run.
-  await deps.store.replaceState(next, claimed.version);
-  return {
-    status: 202,
-    body: { dispatchId: state.dispatchId, attempt, phase: next.phase, runId: next.runId, supersededRunId: superseded ? state.runId : null, cancel, reason },
-  };
 }

@@ -51,13 +51,14 @@ const ROUTES: readonly Route[] = [
       const dispatchId = params.dispatchId ?? '';
       const stored = await ownedState(deps, dispatchId, caller);
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
-      const [message, check, operatorReceipts, marks] = await Promise.all([
+      const [message, check, operatorReceipts, marks, pastAttempts] = await Promise.all([
         deps.store.getAcceptedMessage(dispatchId),
         deps.store.getEvidenceCheck(dispatchId, state.attempt),
         deps.store.listOperatorReceipts(dispatchId),
         deps.store.listEvidenceMarks(dispatchId, state.attempt),
+        state.attempt > 1 ? deps.store.listPastAttempts(dispatchId) : Promise.resolve([]),
       ]);
-      return json(200, dispatchView(state, message, check, operatorReceipts, marks));
+      return json(200, dispatchView(state, message, check, operatorReceipts, marks, pastAttempts));
     },
   },
   {

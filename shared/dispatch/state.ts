@@ -48,6 +48,8 @@ export interface Execution {
   readonly completedAt: string | null;
   readonly pendingApproval: { readonly approvalId: string; readonly requestedAt: string } | null;
   readonly result: { readonly summary?: string } | null;
+  /** Lookups in a row that left the run unknown (the backoff of the next one doubles with it). */
+  readonly unknownLookups?: number | undefined;
 }
 
 export interface Timeouts {
@@ -81,7 +83,9 @@ export type ChangeKind =
   | 'superseded'
   | 'handled'
   | 'orphaned'
-  | 'evidence_unverified';
+  | 'evidence_unverified'
+  | 'evidence_recheck'
+  | 'redispatched';
 
 /** The post-condition: did the expected evidence arrive? Checked by the platform itself (CONTRACT §5). */
 export interface EvidenceState {
@@ -89,6 +93,9 @@ export interface EvidenceState {
   readonly expectedCount: number;
   /** completedAt + deliveryGraceSeconds: missing evidence after this is an orphan. */
   readonly deadline: string | null;
+  /** Set when the check settles (the refs its Handled/Orphaned event names); absent before. */
+  readonly expected?: readonly string[];
+  readonly missing?: readonly string[];
 }
 
 export interface DispatchState {
@@ -98,6 +105,9 @@ export interface DispatchState {
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly phase: Phase;
+  /** Why it is blocked, as a code scripts match (never parsed back out of the text). */
+  readonly blockedCode: BlockedCode | null;
+  /** `code: detail`, bounded and printable, for people. */
   readonly blockedReason: string | null;
   readonly attempt: number;
   readonly runId: string | null;
@@ -120,6 +130,8 @@ export interface DispatchState {
   readonly version: number;
   /** The last forced or unforced redispatch: who asked why, and what became of the old run. */
   readonly redispatch?: { readonly at: string; readonly reason: string; readonly supersededRunId: string | null; readonly cancel: string | null } | undefined;
+  /** Since when the dispatch has needed a person for its current attention kind (the attention feed's order). */
+  readonly attentionSince?: string | null;
   /** What this version changed (see ChangeKind). */
   readonly changes: readonly ChangeKind[];
 }
@@ -141,5 +153,3 @@ export function blockedReason(code: BlockedCode, detail: string): string {
   const clean = printable(detail);
   return clip(clean ? `${code}: ${clean}` : code, MAX_REASON);
 }
-
-export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);

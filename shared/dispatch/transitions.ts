@@ -1,40 +1,144 @@
-import type { SubmitOutcome } from '../targets/port.js';
+import type { LookupOutcome, SubmitOutcome, TargetRunStatus } from '../targets/port.js';
 import { clip, printable } from '../text.js';
+import { attentionKind } from './attention.js';
 import { nextRetryAt, type RetryPolicy } from './retry.js';
-import { blockedReason, NO_EXECUTION, type BlockedCode, type ChangeKind, type DispatchState, type Timeouts } from './state.js';
+import {
+  blockedReason,
+  NO_EXECUTION,
+  type BlockedCode,
+  type ChangeKind,
+  type DispatchState,
+  type MonitorStatus,
+  type Phase,
+  type Timeouts,
+} from './state.js';
+
+/**
+ * The dispatch's state machine, as data and named transitions (CONTRACT §1, §4, §5).
+ *
+ * - `LEGAL` says which change kinds may move a dispatch from one phase to another; `writeCondition`
+ *   derives every conditional write from it, so an illegal move cannot be written from anywhere.
+ * - Each exported transition is a pure function (state, fact, now) → next state; callers never pass a
+ *   patch. The next state records what changed (`changes`), which the publisher turns into events.
+ * - Rules: terminal statuses are final; losing sight of a run makes it `unknown` — never `failed` —
+ *   and never touches what the target said (nativeStatus, completedAt, result); a real completion
+ *   after a stall is recorded normally and clears the stall.
+ */
+
+export const PHASES = ['accepted', 'submitted', 'blocked'] as const satisfies readonly Phase[];
+
+export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);
+export const isTerminal = (status: string | null): boolean => status !== null && TERMINAL_STATUSES.has(status as TargetRunStatus);
+
+/** Change kinds that may be written while the phase moves from → to. Anything else is refused. */
+export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly ChangeKind[]>>>> = {
+  accepted: {
+    accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched'],
+    submitted: ['submitted', 'completed', 'failed', 'cancelled', 'approval_requested', 'handled', 'orphaned', 'evidence_unverified'],
+    blocked: ['blocked'],
+  },
+  submitted: {
+    submitted: [
+      'activity',
+      'approval_requested',
+      'approval_decided',
+      'completed',
+      'failed',
+      'cancelled',
+      'recovered',
+      'stalled',
+      'unobservable',
+      'approval_wait_expired',
+      'observed',
+      'rescheduled',
+      'handled',
+      'orphaned',
+      'evidence_unverified',
+      'evidence_recheck',
+    ],
+    // Only a redispatch leaves `submitted`: the old run superseded (or proven final), attempt + 1 next.
+    accepted: ['redispatched', 'superseded'],
+  },
+  blocked: {
+    accepted: ['redispatched'],
+  },
+};
+
+/** Version 0 is a state built in memory and never stored (intake's first write creates it). */
+const NOT_STORED = 0;
+
+/** A write the state machine does not allow: a bug in a caller, never an input's fault. */
+export class IllegalTransitionError extends Error {
+  override readonly name = 'IllegalTransitionError';
+  constructor(
+    readonly dispatchId: string,
+    readonly from: Phase,
+    readonly to: Phase,
+    readonly changes: readonly ChangeKind[],
+  ) {
+    super(`${dispatchId}: ${from} → ${to} by ${changes.join('+') || '(nothing)'} is not a legal transition`);
+  }
+}
+
+/**
+ * The condition of the write that replaces `from` by `next`: the version read and its phase (or, for a
+ * state never stored, that no item exists). Throws when `next` is not a legal successor of `from`.
+ */
+export function writeCondition(from: DispatchState, next: DispatchState): { readonly create: true } | { readonly create: false; readonly version: number; readonly phase: Phase } {
+  const illegal = () => new IllegalTransitionError(from.dispatchId, from.phase, next.phase, next.changes);
+  if (next.version !== from.version + 1 || next.dispatchId !== from.dispatchId) throw illegal();
+  if (from.version === NOT_STORED) return { create: true };
+  const allowed = LEGAL[from.phase][next.phase];
+  if (!allowed || next.changes.length === 0 || next.changes.some((kind) => !allowed.includes(kind))) throw illegal();
+  // Terminal is final: the same run's final status never changes again.
+  if (next.runId === from.runId && isTerminal(from.execution.nativeStatus) && next.execution.nativeStatus !== from.execution.nativeStatus) throw illegal();
+  // A run is fenced: only a submission (accepted → submitted) or a redispatch may change it.
+  if (next.runId !== from.runId && !(from.phase === 'accepted' && next.phase === 'submitted') && !(next.phase === 'accepted' && from.phase !== 'accepted')) throw illegal();
+  return { create: false, version: from.version, phase: from.phase };
+}
 
 /**
  * The next version of a state: `patch` applied, the version advanced, and `kind` recorded as what
- * changed. Changes of a version never stored (version 0, built in memory by intake) carry over, so the
- * first stored version says everything it did ("accepted" and "submitted").
+ * changed. Changes of a version never stored carry over, so the first stored version says everything
+ * it did ("accepted" and "submitted"). Private: only the named transitions below use it.
  */
-export function advance(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
-  return {
+function advance(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
+  return withAttention(state, {
     ...state,
     ...patch,
     updatedAt: now.toISOString(),
-    changes: state.version === 0 ? [...state.changes, kind] : [kind],
+    changes: state.version === NOT_STORED ? [...state.changes, kind] : [kind],
     version: state.version + 1,
-  };
+  });
 }
 
-/**
- * One more change in a write already under way (its version advanced once): both changes are
- * committed together, and the publisher turns each into its event.
- */
-export function alsoChange(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
-  return { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] };
+/** One more change in a write already under way (its version advanced once): both are committed together. */
+function alsoChange(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
+  return withAttention(state, { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] });
 }
 
-/**
- * The dispatch's phase transitions, as pure functions from (state, fact, now) to the next state.
- * Use cases never assemble a state by hand; the store writes what these return, conditioned on the
- * version they started from.
- */
+/** Keeps when the dispatch began to need a person while the reason stays the same (a stable feed order). */
+function withAttention(previous: DispatchState, next: DispatchState): DispatchState {
+  const kind = attentionKind(next);
+  if (!kind) return next.attentionSince ? { ...next, attentionSince: null } : next;
+  const since = kind === attentionKind(previous) ? (previous.attentionSince ?? previous.updatedAt) : next.updatedAt;
+  return { ...next, attentionSince: since };
+}
+
+/** How a transition is combined: a write of its own, or one more change in a write already under way. */
+export type WriteMode = 'own_write' | 'same_write';
+const step = (mode: WriteMode) => (mode === 'own_write' ? advance : alsoChange);
 
 const MAX_ERROR = 300;
 /** A target's error, as stored in `submission.lastError` and shown in the view. */
 const bounded = (text: string): string => clip(printable(text), MAX_ERROR);
+const plus = (now: Date, seconds: number): string => new Date(now.getTime() + seconds * 1000).toISOString();
+
+/** Result previews kept in the hot state item. */
+export const RESULT_PREVIEW_CHARS = 200;
+const resultOf = (summary: string | undefined): DispatchState['execution']['result'] => (summary === undefined ? {} : { summary: clip(summary, RESULT_PREVIEW_CHARS) });
+
+// ——— creation, blocking, submission ———————————————————————————————————————————————————————————
 
 export interface NewDispatch {
   readonly dispatchId: string;
@@ -51,7 +155,7 @@ export interface NewDispatch {
   readonly expectedCount?: number;
 }
 
-/** A dispatch written and not yet submitted (attempt 1, nothing tried). */
+/** A dispatch written and not yet submitted (attempt 1, nothing tried). Version 0: not stored yet. */
 export function accepted(input: NewDispatch, now: Date): DispatchState {
   return {
     dispatchId: input.dispatchId,
@@ -60,6 +164,7 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     createdAt: input.writtenAt,
     updatedAt: now.toISOString(),
     phase: 'accepted',
+    blockedCode: null,
     blockedReason: null,
     attempt: 1,
     runId: null,
@@ -75,7 +180,7 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     receipts: [{ event: 'dispatch_written', at: input.writtenAt, attempt: 1 }],
     evidence: { outcome: (input.expectedCount ?? 0) > 0 ? 'pending' : 'unverified', expectedCount: input.expectedCount ?? 0, deadline: null },
     dueAt: null,
-    version: 0,
+    version: NOT_STORED,
     changes: ['accepted'],
   };
 }
@@ -85,6 +190,7 @@ export function blocked(state: DispatchState, code: BlockedCode, detail: string,
   const reason = blockedReason(code, detail);
   return advance(state, 'blocked', now, {
     phase: 'blocked',
+    blockedCode: code,
     blockedReason: reason,
     submission: { ...state.submission, nextRetryAt: null },
     receipts: [...state.receipts, { event: 'dispatch_blocked', at: now.toISOString(), attempt: state.attempt, reason }],
@@ -92,24 +198,39 @@ export function blocked(state: DispatchState, code: BlockedCode, detail: string,
   });
 }
 
-/** Applies what one submission call to the target returned. */
+/** Blocked reasons a new submission cannot change: such a dispatch is never submitted again. */
+export const FINAL_BLOCKS: ReadonlySet<BlockedCode> = new Set(['invalid_fields', 'hop_budget_exceeded', 'unknown_parent']);
+
+/**
+ * The submitter holds the dispatch while it calls the target: its due time moves past the call, so an
+ * overlapping tick or a duplicate leaves it alone. `now` must be the clock at the write, not a tick's start.
+ */
+export function submissionClaimed(state: DispatchState, now: Date, claimSeconds: number): DispatchState {
+  return advance(state, 'claimed', now, { dueAt: plus(now, claimSeconds) });
+}
+
+/**
+ * Applies what one submission call to the target returned. An answer that already reports a final
+ * status goes through the same transition as a reported one (its event, `completedAt`, the evidence
+ * grace window): a submission answer is never stored raw.
+ */
 export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: RetryPolicy, now: Date): DispatchState {
   const at = now.toISOString();
   const attempts = state.submission.attempts + 1;
   switch (outcome.kind) {
-    case 'accepted':
-      return advance(state, 'submitted', now, {
+    case 'accepted': {
+      const next = advance(state, 'submitted', now, {
         phase: 'submitted',
         runId: outcome.runId,
+        lastSeq: null,
         submission: { attempts, nextRetryAt: null, lastError: null },
         execution: { ...NO_EXECUTION, status: outcome.status, nativeStatus: outcome.status, lastActivityAt: at },
-        receipts: [
-          ...state.receipts,
-          { event: 'dispatch_submitted', at, attempt: state.attempt, runId: outcome.runId, requestId: outcome.requestId },
-        ],
+        receipts: [...state.receipts, { event: 'dispatch_submitted', at, attempt: state.attempt, runId: outcome.runId, requestId: outcome.requestId }],
         // The run is watched from now on: no activity for stallAfterSeconds makes it due.
-        dueAt: new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000).toISOString(),
+        dueAt: plus(now, state.timeouts.stallAfterSeconds),
       });
+      return isTerminal(outcome.status) ? finished(next, outcome.status, undefined, now, 'same_write') : next;
+    }
     case 'rejected':
       return blocked(
         { ...state, submission: { ...state.submission, attempts, lastError: bounded(`HTTP ${outcome.httpStatus}: ${outcome.reason}`) } },
@@ -121,17 +242,294 @@ export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: 
       const lastError = bounded(outcome.reason);
       const retryAt = nextRetryAt(policy, state.dispatchId, attempts, now);
       if (!retryAt) {
-        return blocked(
-          { ...state, submission: { attempts, nextRetryAt: null, lastError } },
-          'retry_budget_spent',
-          `${attempts} submission attempts failed; last: ${lastError}`,
-          now,
-        );
+        return blocked({ ...state, submission: { attempts, nextRetryAt: null, lastError } }, 'retry_budget_spent', `${attempts} submission attempts failed; last: ${lastError}`, now);
       }
-      return advance(state, 'retry_scheduled', now, {
-        submission: { attempts, nextRetryAt: retryAt.toISOString(), lastError },
-        dueAt: retryAt.toISOString(),
-      });
+      return advance(state, 'retry_scheduled', now, { submission: { attempts, nextRetryAt: retryAt.toISOString(), lastError }, dueAt: retryAt.toISOString() });
     }
   }
+}
+
+// ——— run events ————————————————————————————————————————————————————————————————————————————————
+
+export const RUN_EVENT_TYPES = ['heartbeat', 'progress', 'approval_requested', 'completed', 'failed', 'cancelled'] as const;
+export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
+
+export interface RunEvent {
+  readonly seq: number;
+  readonly type: RunEventType;
+  readonly approvalId?: string | undefined;
+  readonly result?: { readonly summary?: string | undefined } | undefined;
+}
+
+export type RunEventOutcome =
+  | { readonly kind: 'apply'; readonly next: DispatchState }
+  /** Seen and acknowledged, not worth a write (a heartbeat inside the coalescing window). */
+  | { readonly kind: 'coalesced' }
+  /** Older or repeated seq, or a run already final: acknowledged, no change. */
+  | { readonly kind: 'stale' }
+  | { readonly kind: 'invalid'; readonly reason: string };
+
+/**
+ * Activity is written at most once per window (a fifth of the stall timeout), the way Temporal
+ * throttles heartbeats: a chatty target does not cost a write per heartbeat. Because an absorbed
+ * heartbeat is not recorded, a stall is declared only once the stall timeout has passed after the end
+ * of the window (see `stallDeadline`): coalescing may delay a recorded activity, never a verdict.
+ */
+export function coalescingWindowMs(state: DispatchState): number {
+  return state.timeouts.stallAfterSeconds * 200;
+}
+
+/**
+ * When silence becomes a stall: `stallAfterSeconds` after the last activity that may have happened.
+ * Activity absorbed by coalescing can be as late as the end of the window after the recorded one.
+ */
+export function stallDeadline(state: DispatchState): number {
+  const recorded = Date.parse(state.execution.lastActivityAt ?? state.updatedAt);
+  return recorded + coalescingWindowMs(state) + state.timeouts.stallAfterSeconds * 1000;
+}
+
+const waitingForApproval = (state: DispatchState): boolean => state.execution.nativeStatus === 'waiting_for_approval' && state.execution.pendingApproval !== null;
+
+/** Applies one run event of the current run. */
+export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date): RunEventOutcome {
+  const execution = state.execution;
+  if (isTerminal(execution.nativeStatus) || (state.lastSeq !== null && event.seq <= state.lastSeq)) return { kind: 'stale' };
+  const at = now.toISOString();
+  switch (event.type) {
+    case 'heartbeat':
+    case 'progress': {
+      // Still waiting for the approval the ledger holds, whatever the monitor concluded meanwhile.
+      const waiting = waitingForApproval(state);
+      const quiet = waiting ? execution.status === 'waiting_for_approval' : execution.status === 'running' && execution.monitorStatus === null;
+      const recent = execution.lastActivityAt !== null && now.getTime() - Date.parse(execution.lastActivityAt) < coalescingWindowMs(state);
+      if (quiet && recent) return { kind: 'coalesced' };
+      return {
+        kind: 'apply',
+        next: advance(state, 'activity', now, {
+          lastSeq: event.seq,
+          execution: {
+            ...execution,
+            status: waiting ? 'waiting_for_approval' : 'running',
+            nativeStatus: waiting ? 'waiting_for_approval' : 'running',
+            // Activity clears a stall or a lost lookup, never an expired approval (that is about the approval clock).
+            monitorStatus: execution.monitorStatus === 'approval_wait_expired' ? 'approval_wait_expired' : null,
+            lastActivityAt: at,
+          },
+          // Watching resumes from this activity (an approval keeps its own clock).
+          dueAt: waiting ? state.dueAt : state.dueAt ?? plus(now, state.timeouts.stallAfterSeconds),
+        }),
+      };
+    }
+    case 'approval_requested':
+      if (!event.approvalId) return { kind: 'invalid', reason: 'approval_requested needs an approvalId' };
+      return { kind: 'apply', next: { ...approvalRequested(state, event.approvalId, at, now), lastSeq: event.seq } };
+    case 'completed':
+    case 'failed':
+    case 'cancelled':
+      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, 'own_write'), lastSeq: event.seq } };
+  }
+}
+
+function approvalRequested(state: DispatchState, approvalId: string, requestedAt: string, now: Date): DispatchState {
+  return advance(state, 'approval_requested', now, {
+    execution: {
+      ...state.execution,
+      status: 'waiting_for_approval',
+      nativeStatus: 'waiting_for_approval',
+      monitorStatus: null,
+      lastActivityAt: now.toISOString(),
+      pendingApproval: { approvalId, requestedAt },
+    },
+    dueAt: new Date(Date.parse(requestedAt) + state.timeouts.approvalWaitSeconds * 1000).toISOString(),
+  });
+}
+
+/**
+ * A final native status, however the ledger learned it (event, submission answer, lookup): the same
+ * fields, `completedAt`, and the evidence grace window. A completion with expected evidence is checked
+ * by the platform until completedAt + deliveryGraceSeconds; anything else has nothing to check.
+ */
+function finished(state: DispatchState, status: TargetRunStatus, summary: string | undefined, now: Date, mode: WriteMode, kind: ChangeKind = status as ChangeKind): DispatchState {
+  const at = now.toISOString();
+  const check = status === 'completed' && state.evidence.expectedCount > 0;
+  return step(mode)(state, kind, now, {
+    execution: {
+      status,
+      nativeStatus: status,
+      monitorStatus: null,
+      lastActivityAt: kind === 'recovered' ? state.execution.lastActivityAt : at,
+      completedAt: at,
+      pendingApproval: null,
+      result: resultOf(summary),
+    },
+    evidence: check
+      ? { ...state.evidence, outcome: 'pending', deadline: plus(now, state.timeouts.deliveryGraceSeconds) }
+      : { ...state.evidence, outcome: 'unverified', deadline: null },
+    dueAt: check ? at : null,
+  });
+}
+
+// ——— lookups and the monitor ——————————————————————————————————————————————————————————————————
+
+/** Lookups of a run that stays unknown back off, doubling from the stall timeout, up to this. */
+export const MAX_LOOKUP_BACKOFF_SECONDS = 6 * 3600;
+
+/**
+ * An observation lost: `unknown`, with why; what the target said stays as it was. Looked up again
+ * after a delay that doubles while it stays unknown (from stallAfterSeconds, capped at 6 h): never a
+ * loop of constant cost.
+ */
+function unobserved(state: DispatchState, monitorStatus: MonitorStatus, now: Date): DispatchState {
+  const kind = monitorStatus === 'stalled' ? 'stalled' : 'unobservable';
+  const already = state.execution.status === 'unknown';
+  const lookups = already ? (state.execution.unknownLookups ?? 1) + 1 : 1;
+  const delay = Math.min(state.timeouts.stallAfterSeconds * 2 ** (lookups - 1), MAX_LOOKUP_BACKOFF_SECONDS);
+  const same = already && state.execution.monitorStatus === monitorStatus;
+  return advance(state, same ? 'rescheduled' : kind, now, {
+    execution: { ...state.execution, status: 'unknown', monitorStatus, unknownLookups: lookups },
+    dueAt: plus(now, delay),
+  });
+}
+
+/**
+ * What a lookup at the target means for the current run. `stallSuspected`: the monitor came because
+ * no activity was recorded for the stall timeout (a refresh asks without suspecting anything).
+ * Returns undefined when nothing needs writing.
+ */
+export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): DispatchState | undefined {
+  if (isTerminal(state.execution.nativeStatus)) return undefined;
+  if (lookup.kind === 'not_found') return unobserved(state, 'target_not_found', now);
+  if (lookup.kind === 'unavailable') return unobserved(state, 'lookup_unavailable', now);
+  const run = lookup.run;
+  // A final result the target holds but never reported: recorded as the target's own word.
+  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'own_write', 'recovered');
+  const held = state.execution.pendingApproval;
+  if (run.status === 'waiting_for_approval' && run.pendingApproval && held?.approvalId !== run.pendingApproval.approvalId) {
+    // Waiting for an approval the ledger never heard of: adopted, so approve and cancel work.
+    const requestedAt = run.pendingApproval.requestedAt && !Number.isNaN(Date.parse(run.pendingApproval.requestedAt)) ? new Date(run.pendingApproval.requestedAt).toISOString() : now.toISOString();
+    return approvalRequested(state, clip(run.pendingApproval.approvalId, 128), requestedAt, now);
+  }
+  const ownsApproval = run.status === 'waiting_for_approval' && held !== null;
+  if (stallSuspected && !ownsApproval) return unobserved(state, 'stalled', now);
+  // Seen alive: a lost lookup or a stall is cleared by the target's own answer.
+  const lost = state.execution.monitorStatus === 'lookup_unavailable' || state.execution.monitorStatus === 'target_not_found' || state.execution.monitorStatus === 'stalled';
+  if (lost || state.execution.status === 'unknown') {
+    return advance(state, 'observed', now, {
+      execution: { ...state.execution, status: run.status, nativeStatus: run.status, monitorStatus: null, unknownLookups: undefined },
+      dueAt: plus(now, state.timeouts.stallAfterSeconds),
+    });
+  }
+  return undefined;
+}
+
+/** Nothing to conclude yet: look again at `at` (null: nothing due). */
+export function rescheduled(state: DispatchState, now: Date, at: Date | null): DispatchState {
+  return advance(state, 'rescheduled', now, { dueAt: at ? at.toISOString() : null });
+}
+
+export type MonitorStep =
+  | { readonly kind: 'write'; readonly next: DispatchState }
+  /** A completed run whose expected evidence the platform must look for. */
+  | { readonly kind: 'check' }
+  | { readonly kind: 'lookup' };
+
+/** What the monitor does with a submitted run that came due, before any target contact. */
+export function monitorStep(state: DispatchState, now: Date): MonitorStep {
+  const execution = state.execution;
+  if (execution.status === 'completed' && state.evidence.outcome === 'pending') return { kind: 'check' };
+  if (isTerminal(execution.status)) return { kind: 'write', next: rescheduled(state, now, null) };
+  if (execution.status === 'waiting_for_approval' && execution.pendingApproval) {
+    const expiresAt = Date.parse(execution.pendingApproval.requestedAt) + state.timeouts.approvalWaitSeconds * 1000;
+    if (now.getTime() < expiresAt) return { kind: 'write', next: rescheduled(state, now, new Date(expiresAt)) };
+    if (execution.monitorStatus === 'approval_wait_expired') return { kind: 'write', next: rescheduled(state, now, null) };
+    // The approval stays pending (never auto-denied): only the expiry is recorded.
+    return { kind: 'write', next: advance(state, 'approval_wait_expired', now, { execution: { ...execution, monitorStatus: 'approval_wait_expired' }, dueAt: null }) };
+  }
+  const stallAt = stallDeadline(state);
+  if (now.getTime() < stallAt && execution.status !== 'unknown') return { kind: 'write', next: rescheduled(state, now, new Date(stallAt)) };
+  return { kind: 'lookup' };
+}
+
+// ——— approvals, redispatch, evidence ————————————————————————————————————————————————————————————
+
+/** The target took the decision on the pending approval: recorded, the run watched again. */
+export function approvalDecided(state: DispatchState, decision: 'approve' | 'cancel', now: Date): DispatchState {
+  return advance(state, 'approval_decided', now, {
+    execution: {
+      ...state.execution,
+      ...(decision === 'approve' && !isTerminal(state.execution.status) ? { status: 'running' as const } : {}),
+      monitorStatus: null,
+      pendingApproval: null,
+      lastActivityAt: now.toISOString(),
+    },
+    dueAt: plus(now, state.timeouts.stallAfterSeconds),
+  });
+}
+
+export interface RedispatchFacts {
+  readonly reason: string;
+  /** The current run may be active and is superseded (forced). */
+  readonly supersede: boolean;
+  /** Seconds the redispatcher holds the dispatch while it submits. */
+  readonly claimSeconds: number;
+}
+
+/** Superseded run ids kept in the hot state (the rest are answerable from their own run records). */
+export const SUPERSEDED_IN_STATE = 10;
+
+/**
+ * A redispatch: back to `accepted` with the attempt to submit. A new attempt (a new Idempotency-Key)
+ * only when a run is known to exist or the target refused the key; otherwise the same key again, so a
+ * submission that timed out finds its run instead of starting a second writer. The old attempt's
+ * receipts and run leave the hot state (the caller archives them first).
+ */
+export function redispatched(state: DispatchState, facts: RedispatchFacts, now: Date): DispatchState {
+  const attempt = state.runId || state.blockedCode === 'target_rejected' ? state.attempt + 1 : state.attempt;
+  return advance(state, facts.supersede ? 'superseded' : 'redispatched', now, {
+    phase: 'accepted',
+    blockedCode: null,
+    blockedReason: null,
+    attempt,
+    runId: null,
+    lastSeq: null,
+    supersededRuns: state.runId ? [...state.supersededRuns, state.runId].slice(-SUPERSEDED_IN_STATE) : state.supersededRuns,
+    submission: { attempts: 0, nextRetryAt: null, lastError: null },
+    execution: NO_EXECUTION,
+    receipts: attempt === state.attempt ? state.receipts : [],
+    evidence: { ...state.evidence, outcome: state.evidence.expectedCount > 0 ? 'pending' : 'unverified', deadline: null },
+    dueAt: plus(now, facts.claimSeconds),
+    redispatch: { at: now.toISOString(), reason: clip(printable(facts.reason), 120), supersededRunId: facts.supersede ? state.runId : null, cancel: null },
+  });
+}
+
+/** What became of the old run's cancel request, recorded with the new attempt's submission. */
+export function withCancelAnswer(state: DispatchState, cancel: string | null): DispatchState {
+  return state.redispatch ? { ...state, redispatch: { ...state.redispatch, cancel } } : state;
+}
+
+export interface SettledEvidence {
+  readonly outcome: 'handled' | 'orphan_no_delivery' | 'unverified';
+  readonly expected: readonly string[];
+  readonly missing: readonly string[];
+}
+
+/** The platform's own check of the evidence reached a final outcome (CONTRACT §5). */
+export function evidenceSettled(state: DispatchState, settled: SettledEvidence, now: Date, mode: WriteMode): DispatchState {
+  const at = now.toISOString();
+  const kind: ChangeKind = settled.outcome === 'handled' ? 'handled' : settled.outcome === 'orphan_no_delivery' ? 'orphaned' : 'evidence_unverified';
+  return step(mode)(state, kind, now, {
+    // The refs its event names travel with the state: Handled/Orphaned are published from this committed
+    // change, so a completion whose write lost to a concurrent redispatch publishes nothing.
+    evidence: { ...state.evidence, outcome: settled.outcome, expected: settled.expected, missing: settled.outcome === 'unverified' ? [] : settled.missing },
+    receipts:
+      settled.outcome === 'handled'
+        ? [...state.receipts, { event: 'dispatch_completed', at, attempt: state.attempt, runId: state.runId ?? '', evidenceCount: settled.expected.length }]
+        : state.receipts,
+    dueAt: null,
+  });
+}
+
+/** An expected file arrived after a check found it missing: checked again from the next tick. */
+export function evidenceRecheck(state: DispatchState, now: Date): DispatchState {
+  return advance(state, 'evidence_recheck', now, { dueAt: now.toISOString() });
 }

@@ -1,4 +1,4 @@
-import type { AcceptedMessage, EvidenceCheck, EvidenceMark } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, EvidenceFile, EvidenceMark, PastAttempt } from '../ledger/port.js';
 import { clip } from '../text.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
 import type { DispatchReceipt, DispatchState, Execution, Phase, Submission } from './state.js';
@@ -19,6 +19,8 @@ export interface DispatchView {
     readonly found: readonly string[];
     readonly missing: readonly string[];
     readonly invalid: readonly string[];
+    /** Each file the check found, with the SHA-256 of the bytes it sealed. */
+    readonly files: readonly EvidenceFile[];
     readonly outcome: 'pending' | 'handled' | 'orphan_no_delivery' | 'unverified';
   };
   readonly artifactAcceptance: { readonly state: 'unverified' | 'accepted' | 'rejected'; readonly receiptId: string | null; readonly basis: string | null };
@@ -27,7 +29,8 @@ export interface DispatchView {
     readonly receiptId: string | null;
     readonly basis: string | null;
   };
-  readonly receipts: readonly DispatchReceipt[];
+  /** Every attempt's dispatch receipts, oldest first (`dispatch_completed` with the hashes it checked). */
+  readonly receipts: readonly (DispatchReceipt & { readonly files?: readonly EvidenceFile[] })[];
   /** Every stored operator receipt of the dispatch, oldest first, as stored (one that fails validation too). */
   readonly operatorReceipts: readonly OperatorReceipt[];
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
@@ -156,6 +159,7 @@ export function dispatchView(
   check?: EvidenceCheck,
   operatorReceipts: readonly OperatorReceipt[] = [],
   marks: readonly EvidenceMark[] = [],
+  pastAttempts: readonly PastAttempt[] = [],
 ): DispatchView {
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   // Invalid: what the check found invalid, and any expected ref an owner marked invalid, superseded or rejected since.
@@ -180,6 +184,7 @@ export function dispatchView(
       found: check?.found ?? [],
       missing: check?.missing ?? [],
       invalid,
+      files: check?.files ?? [],
       // Nothing expected is never "handled"; what is expected is pending until the platform has checked it.
       outcome: expected.length === 0 ? 'unverified' : state.evidence.outcome,
     },
@@ -193,7 +198,10 @@ export function dispatchView(
         : delivery
           ? { state: delivery.state === 'confirmed' ? 'confirmed' : 'failed', receiptId: delivery.receiptId, basis: delivery.basis }
           : { state: 'unconfirmed', receiptId: null, basis: null },
-    receipts: state.receipts,
+    receipts: [
+      ...pastAttempts.flatMap((past) => past.receipts),
+      ...state.receipts.map((receipt) => (receipt.event === 'dispatch_completed' && check && check.attempt === receipt.attempt ? { ...receipt, files: check.files } : receipt)),
+    ],
     operatorReceipts: stored,
     gate: gate(state, invalid, findings),
     unknowns: [

@@ -15,7 +15,7 @@ import { TARGET_RUN_STATUSES } from '../targets/port.js';
 
 export { EVENT_SOURCE, METRIC_OF_DETAIL_TYPE } from './names.js';
 
-const REJECTION_REASONS = ['not_json', 'not_an_object', 'no_readable_dispatch_id', 'no_readable_origin', 'origin_not_allowed', 'conflict'] as const;
+const REJECTION_REASONS = ['not_json', 'not_an_object', 'too_deep', 'no_readable_dispatch_id', 'no_readable_origin', 'origin_not_allowed', 'conflict'] as const;
 // Both directions: a reason added to Rejection without adding it here fails the build.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 const rejectionReasonsComplete: Same<(typeof REJECTION_REASONS)[number], Rejection['reason']> = true;

@@ -30,10 +30,13 @@ export const DETAIL_TYPE_OF_CHANGE: Readonly<Record<ChangeKind, DetailType | nul
   approval_decided: null,
   observed: null,
   rescheduled: null,
-  // The final evidence check's own item publishes Handled/Orphaned (with the expected and missing refs).
-  handled: null,
-  orphaned: null,
+  // Published from the state change that settles the check (never from the check item: a check whose
+  // state write lost to a concurrent redispatch must publish nothing).
+  handled: 'Dispatch Handled',
+  orphaned: 'Dispatch Orphaned',
   evidence_unverified: null,
+  evidence_recheck: null,
+  redispatched: null,
 };
 
 /**
@@ -90,7 +93,9 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
     if (value === null || value === undefined) throw new UndescribableChangeError(current.dispatchId, current.version, kind, what);
     return value;
   };
-  const stamp = { eventId: eventIdOf(`${current.dispatchId}:${current.version}:${detailType}`), at: current.updatedAt };
+  // Handled/Orphaned keep the identity they had when the check item published them: one per attempt.
+  const identity = detailType === 'Dispatch Handled' || detailType === 'Dispatch Orphaned' ? `check:${current.dispatchId}:${current.attempt}` : `${current.dispatchId}:${current.version}:${detailType}`;
+  const stamp = { eventId: eventIdOf(identity), at: current.updatedAt };
   const dispatch = { ...stamp, dispatchId: current.dispatchId, origin: current.origin, target: current.target, attempt: current.attempt };
   const run = (of: DispatchState = current) => ({
     ...dispatch,
@@ -145,6 +150,12 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
         },
       };
     }
+    case 'Dispatch Handled':
+    case 'Dispatch Orphaned':
+      return {
+        detailType,
+        detail: { ...dispatch, runId: need(current.runId, 'runId'), expected: [...need(current.evidence.expected, 'evidence.expected')], missing: [...(current.evidence.missing ?? [])] },
+      };
     case 'Message Rejected':
     case 'Receipt Recorded':
       // Rejections and operator receipts are items of their own (eventForRejection,
@@ -177,25 +188,9 @@ export type StreamItem =
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
   | { readonly kind: 'check'; readonly check: EvidenceCheck }
   | { readonly kind: 'operator_receipt'; readonly receipt: OperatorReceipt }
+  /** An item that failed decoding: published as nothing, reported by the publisher. */
+  | { readonly kind: 'corrupt'; readonly key: string; readonly problem: string }
   | { readonly kind: 'other' };
-
-/** Dispatch Handled / Dispatch Orphaned, from the final evidence check of an attempt (written once). */
-export function eventForEvidenceCheck(check: EvidenceCheck): LedgerEvent | undefined {
-  const base = {
-    eventId: eventIdOf(`check:${check.dispatchId}:${check.attempt}`),
-    at: check.checkedAt,
-    dispatchId: check.dispatchId,
-    origin: check.origin,
-    target: check.target,
-    attempt: check.attempt,
-    runId: check.runId,
-    expected: [...check.expected],
-    missing: [...check.missing],
-  };
-  if (check.outcome === 'handled') return { detailType: 'Dispatch Handled', detail: base };
-  if (check.outcome === 'orphan_no_delivery') return { detailType: 'Dispatch Orphaned', detail: base };
-  return undefined;
-}
 
 /**
  * Receipt Recorded, from the item of an operator receipt (written once per dispatch and receiptId):
@@ -235,10 +230,6 @@ export function eventsForStreamChange(change: StreamChange): LedgerEvent[] {
   if (eventName === 'REMOVE') return [];
   if (newItem.kind === 'state') return eventsForState(oldItem.kind === 'state' ? oldItem.state : undefined, newItem.state);
   if (newItem.kind === 'rejection' && eventName === 'INSERT') return [eventForRejection(newItem.rejection)];
-  if (newItem.kind === 'check' && eventName === 'INSERT') {
-    const event = eventForEvidenceCheck(newItem.check);
-    return event ? [event] : [];
-  }
   if (newItem.kind === 'operator_receipt' && eventName === 'INSERT') return [eventForOperatorReceipt(newItem.receipt)];
   return [];
 }

@@ -1,13 +1,11 @@
 import { canonicalJson, contentHash } from '../dispatch/canonical.js';
 import { clip } from '../text.js';
 import { DEFAULT_TIMEOUTS, readDispatchMessage, type DispatchMessage, type FieldError } from '../dispatch/message.js';
-import type { RetryPolicy } from '../dispatch/retry.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { accepted, blocked, submitted } from '../dispatch/transitions.js';
-import type { AcceptedMessage, BlobStore, LedgerStore, Rejection } from '../ledger/port.js';
+import { accepted, blocked } from '../dispatch/transitions.js';
+import type { AcceptedMessage, BlobStore, DispatchWorkDeps, Rejection } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
-import type { TargetPort, TargetRegistration } from '../targets/port.js';
-import { taskOf } from '../dispatch/task.js';
+import { submitAttempt } from '../usecases/submit-attempt.js';
 
 /** One SQS record, as intake sees it. */
 export interface IntakeRecord {
@@ -26,18 +24,10 @@ export type IntakeResult =
   | { readonly outcome: 'submitted' | 'retrying' | 'blocked' | 'duplicate'; readonly dispatchId: string; readonly target: string; readonly reason?: string }
   | { readonly outcome: 'rejected'; readonly reason: Rejection['reason']; readonly dispatchId?: string };
 
-export interface IntakeDeps {
-  readonly store: LedgerStore;
-  readonly blobs: BlobStore;
-  readonly targetFor: (registration: TargetRegistration) => TargetPort;
+/** What the monitor and the API need, and who may speak for which origin. `claimSeconds`: how long a writer is presumed busy before a duplicate takes over. */
+export interface IntakeDeps extends DispatchWorkDeps {
   readonly principals: PrincipalRegistry;
   readonly principalMode: PrincipalMode;
-  /** The ledger API's base URL, given to targets as `callbackUrl`. */
-  readonly callbackUrl: string;
-  readonly retryPolicy: RetryPolicy;
-  readonly now: () => Date;
-  /** How long a writer is presumed busy with a dispatch before a duplicate delivery takes over. */
-  readonly claimSeconds: number;
 }
 
 /**
@@ -51,9 +41,6 @@ export class DispatchInProgressError extends Error {
     super(`dispatch ${dispatchId} is being written by another delivery`);
   }
 }
-
-/** A crashed first delivery is redelivered within minutes; an anchor a day old without a state is an expired dispatch. */
-const STATE_LOST_AFTER_MS = 24 * 3600 * 1000;
 
 /** Bodies and task payloads up to this size are kept in the item; larger ones go to the blob store. */
 export const INLINE_BYTES = 8 * 1024;
@@ -132,9 +119,10 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     }
     const state = await deps.store.getState(dispatchId);
     if (state) return { outcome: 'duplicate', dispatchId, target: state.target };
-    // Written but no state: another delivery is at work, or one crashed before recording the state —
-    // or, long after, the state expired with the retention: then this is an old duplicate, not new work.
-    if (now.getTime() - Date.parse(existing.receivedAt) > STATE_LOST_AFTER_MS) return { outcome: 'duplicate', dispatchId, target: existing.content.valid ? existing.content.target : 'unknown' };
+    // Written but no state: another delivery is at work, or one crashed before recording the state.
+    // Taken-in work is resumed at any age (a DLQ redrive can come days later): never dropped as old.
+    // (A state outlives any redelivery: SQS keeps a message at most 14 days in each queue, the
+    // retention starts only when the dispatch is final, and the anchor outlives the state.)
     if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);
     const claimUntil = new Date(now.getTime() + deps.claimSeconds * 1000).toISOString();
     if (!(await deps.store.renewClaim(dispatchId, existing.claimUntil, claimUntil))) throw new DispatchInProgressError(dispatchId);
@@ -211,7 +199,7 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
       },
       now,
     );
-    return record(deps, blocked(start, 'invalid_fields', detail, now));
+    return record(deps, start, blocked(start, 'invalid_fields', detail, now));
   }
 
   // Hop is derived from the stored parent, never taken from the sender, and checked before any contact.
@@ -242,25 +230,14 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
     },
     now,
   );
-  if (parentProblem) return record(deps, blocked(start, 'unknown_parent', parentProblem, now));
-  if (hop > maxHops) return record(deps, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
-  const registration = await deps.store.getTarget(content.target);
-  if (!registration) return record(deps, blocked(start, 'unknown_target', `no target named "${content.target}" is registered`, now));
-
-  const outcome = await deps.targetFor(registration).submit({
-    dispatchId: message.dispatchId,
-    attempt: start.attempt,
-    origin: message.origin,
-    task: await taskOf(deps.blobs, message, inHand),
-    expectedEvidence: content.expectedEvidence,
-    callbackUrl: deps.callbackUrl,
-  });
-  return record(deps, submitted(start, outcome, deps.retryPolicy, deps.now()));
+  if (parentProblem) return record(deps, start, blocked(start, 'unknown_parent', parentProblem, now));
+  if (hop > maxHops) return record(deps, start, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
+  return record(deps, start, await submitAttempt(deps, start, message, inHand));
 }
 
-async function record(deps: IntakeDeps, state: DispatchState): Promise<IntakeResult> {
-  const created = await deps.store.createState(state);
-  if (created.kind === 'exists') return { outcome: 'duplicate', dispatchId: state.dispatchId, target: created.existing.target };
+async function record(deps: IntakeDeps, start: DispatchState, state: DispatchState): Promise<IntakeResult> {
+  const created = await deps.store.commit(start, state);
+  if (created.kind === 'conflict') return { outcome: 'duplicate', dispatchId: state.dispatchId, target: created.existing?.target ?? state.target };
   const outcome = state.phase === 'submitted' ? 'submitted' : state.phase === 'blocked' ? 'blocked' : 'retrying';
   return {
     outcome,

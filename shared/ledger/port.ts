@@ -83,8 +83,17 @@ export interface EvidenceCheck {
   readonly missing: readonly string[];
   readonly invalid: readonly string[];
   readonly checkedAt: string;
+  /** Each file found: its SHA-256 and size as checked — sealed: a later upload of the ref is refused. */
+  readonly files: readonly EvidenceFile[];
   /** Why the check could not run, when the outcome is `unverified` for that reason. */
   readonly error: string | null;
+}
+
+export interface EvidenceFile {
+  readonly ref: string;
+  readonly sha256: string;
+  readonly bytes: number;
+  readonly checkedAt: string;
 }
 
 /** An owner's verdict on one evidence file of an attempt (CONTRACT §2 evidence-status); the latest wins. */
@@ -99,6 +108,25 @@ export interface EvidenceMark {
 
 export type PutOutcome<T> = { readonly kind: 'written' } | { readonly kind: 'exists'; readonly existing: T };
 export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'conflict' };
+/** A state write: committed, or someone changed the dispatch first (`existing`: what a failed create found). */
+export type CommitOutcome = { readonly kind: 'committed' } | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined };
+
+/**
+ * An attempt that ended with a redispatch: its run, receipts and last execution leave the hot state
+ * (which stays small) and are kept here, one item per attempt — none is forgotten, and a superseded
+ * run stays answerable however many redispatches ago it was.
+ */
+export interface PastAttempt {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly runId: string | null;
+  readonly receipts: readonly DispatchState['receipts'][number][];
+  readonly execution: DispatchState['execution'];
+  readonly endedAt: string;
+  /** Why it ended: the redispatch's reason, and whether its run was superseded while it may have been active. */
+  readonly reason: string;
+  readonly superseded: boolean;
+}
 
 export interface Page<T> {
   readonly items: readonly T[];
@@ -115,9 +143,16 @@ export interface LedgerStore {
 
   /** Strongly consistent read of the hot state. */
   getState(dispatchId: string): Promise<DispatchState | undefined>;
-  createState(state: DispatchState): Promise<PutOutcome<DispatchState>>;
-  /** Replaces the state if it is still at `expectedVersion`; `next.version` must be expectedVersion + 1. */
-  replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome>;
+  /**
+   * Writes `next` in place of `from` (a state never stored: creates it), conditioned as the state
+   * machine derives it (`writeCondition`): an illegal transition throws before anything is sent.
+   */
+  commit(from: DispatchState, next: DispatchState): Promise<CommitOutcome>;
+
+  /** Keeps an ended attempt (idempotent per attempt: the first record stands). */
+  archiveAttempt(past: PastAttempt): Promise<void>;
+  /** Every ended attempt of a dispatch, oldest first (strongly consistent). */
+  listPastAttempts(dispatchId: string): Promise<PastAttempt[]>;
 
   putEvidenceMark(mark: EvidenceMark): Promise<void>;
   listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]>;
@@ -160,6 +195,8 @@ export interface BlobStore {
   getText(key: string): Promise<string>;
   /** HEAD: true when the object exists. Throws when the store cannot be asked. */
   exists(key: string): Promise<boolean>;
+  /** The object's SHA-256 (hex) and size, read from its bytes; undefined when it does not exist. */
+  digest(key: string): Promise<{ readonly sha256: string; readonly bytes: number } | undefined>;
 }
 
 /**

@@ -1,8 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { advance, blocked, submitted } from '../dispatch/transitions.js';
-import { monitorStep, reconcileLookup } from '../dispatch/lifecycle.js';
-import { taskOf } from '../dispatch/task.js';
+import { monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
+import { submitAttempt } from '../usecases/submit-attempt.js';
 import { settleEvidence } from './evidence-check.js';
 
 export { evidenceKey } from './evidence-check.js';
@@ -22,19 +21,19 @@ export interface TickReport {
 
 /**
  * One monitor tick: reads only what is due (the sharded due index), re-reads each dispatch by key
- * (the index is eventually consistent), and acts on it. Today it drives submission retries; stalls,
- * approvals and evidence checks join it from the same index.
+ * (the index is eventually consistent), and acts on it: submission retries, stall watches, approval
+ * clocks and evidence checks. Every decision and claim is taken with the clock at the time of its
+ * write (a tick may run for a while), never the tick's start.
  */
 export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
-  const now = deps.now();
-  const due = await deps.store.listDue(now, deps.limitPerShard);
+  const due = await deps.store.listDue(deps.now(), deps.limitPerShard);
   const actions: Record<string, { action: MonitorAction; target: string | null; error?: string }> = {};
   const queue = [...due];
   const worker = async (): Promise<void> => {
     for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
       // One dispatch that throws must not cost the others their tick: it stays due and is tried again.
       try {
-        actions[id] = await actOn(deps, id, now);
+        actions[id] = await actOn(deps, id);
       } catch (error) {
         actions[id] = { action: 'failed', target: null, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
       }
@@ -44,11 +43,11 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
   return { due: due.length, actions };
 }
 
-async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<{ action: MonitorAction; target: string | null }> {
+async function actOn(deps: MonitorDeps, dispatchId: string): Promise<{ action: MonitorAction; target: string | null }> {
   const state = await deps.store.getState(dispatchId);
-  if (!state || !state.dueAt || Date.parse(state.dueAt) > now.getTime()) return { action: 'skipped', target: state?.target ?? null };
-  if (state.phase === 'accepted') return { action: await retrySubmission(deps, state, now), target: state.target };
-  if (state.phase === 'submitted') return { action: await watchRun(deps, state, now), target: state.target };
+  if (!state || !state.dueAt || Date.parse(state.dueAt) > deps.now().getTime()) return { action: 'skipped', target: state?.target ?? null };
+  if (state.phase === 'accepted') return { action: await retrySubmission(deps, state), target: state.target };
+  if (state.phase === 'submitted') return { action: await watchRun(deps, state), target: state.target };
   return { action: 'skipped', target: state.target };
 }
 
@@ -57,52 +56,28 @@ async function actOn(deps: MonitorDeps, dispatchId: string, now: Date): Promise<
  * the stall timeout — look it up at the target before concluding anything. The write is conditioned on
  * the version read, so an overlapping tick acts once (and so publishes once).
  */
-async function watchRun(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
-  const step = monitorStep(state, now);
-  if (step.kind === 'none') return 'skipped';
-  if (step.kind === 'check') return checkEvidence(deps, state, now);
+async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
+  const step = monitorStep(state, deps.now());
+  if (step.kind === 'check') return checkEvidence(deps, state);
   let next: DispatchState;
   if (step.kind === 'write') {
     next = step.next;
   } else {
     const registration = await deps.store.getTarget(state.target);
     const lookup = registration && state.runId ? await deps.targetFor(registration).lookup(state.runId) : ({ kind: 'unavailable', reason: `target "${state.target}" is not registered` } as const);
-    next = reconcileLookup(state, lookup, deps.now(), true) ?? advance(state, 'rescheduled', now, { dueAt: new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000).toISOString() });
+    const now = deps.now();
+    next = reconcileLookup(state, lookup, now, true) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000));
   }
-  const written = await deps.store.replaceState(next, state.version);
-  if (written.kind === 'conflict') return 'skipped';
+  if ((await deps.store.commit(state, next)).kind === 'conflict') return 'skipped';
   return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
 }
 
 /** Claims the dispatch by moving its due time (conditional on its version), then submits once. */
-async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
-  const claimed = advance(state, 'claimed', now, { dueAt: new Date(now.getTime() + deps.claimSeconds * 1000).toISOString() });
-  if ((await deps.store.replaceState(claimed, state.version)).kind === 'conflict') return 'skipped';
-
-  const [message, registration] = await Promise.all([deps.store.getAcceptedMessage(state.dispatchId), deps.store.getTarget(state.target)]);
-  let next: DispatchState;
-  if (!registration) {
-    next = blocked(claimed, 'unknown_target', `target "${state.target}" is no longer registered`, deps.now());
-  } else if (!message || !message.content.valid) {
-    next = blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now());
-  } else {
-    const { expectedEvidence } = message.content;
-    const outcome = await taskOf(deps.blobs, message).then(
-      (task) =>
-        deps.targetFor(registration).submit({
-          dispatchId: state.dispatchId,
-          attempt: state.attempt,
-          origin: state.origin,
-          task,
-          expectedEvidence,
-          callbackUrl: deps.callbackUrl,
-        }),
-      // A payload that cannot be read counts against the retry budget instead of holding the claim forever.
-      (error: unknown) => ({ kind: 'unavailable' as const, reason: `the task payload could not be read: ${error instanceof Error ? error.name : 'error'}` }),
-    );
-    next = submitted(claimed, outcome, deps.retryPolicy, deps.now());
-  }
-  if ((await deps.store.replaceState(next, claimed.version)).kind === 'conflict') return 'skipped';
+async function retrySubmission(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
+  const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);
+  if ((await deps.store.commit(state, claimed)).kind === 'conflict') return 'skipped';
+  const next = await submitAttempt(deps, claimed, await deps.store.getAcceptedMessage(state.dispatchId));
+  if ((await deps.store.commit(claimed, next)).kind === 'conflict') return 'skipped';
   return next.phase === 'submitted' ? 'submitted' : next.phase === 'blocked' ? 'blocked' : 'retrying';
 }
 
@@ -110,14 +85,10 @@ async function retrySubmission(deps: MonitorDeps, state: DispatchState, now: Dat
  * The monitor's side of the post-condition: settle the evidence of a completed run, or look again
  * when its grace window closes.
  */
-async function checkEvidence(deps: MonitorDeps, state: DispatchState, now: Date): Promise<MonitorAction> {
-  const next = await settleEvidence(deps, state, now, advance);
-  if (!next) {
-    // Not yet decidable: look again when the grace window closes (nothing is spent until then).
-    const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
-    const written = await deps.store.replaceState(advance(state, 'rescheduled', now, { dueAt: new Date(deadline).toISOString() }), state.version);
-    return written.kind === 'updated' ? 'rescheduled' : 'skipped';
-  }
-  const written = await deps.store.replaceState(next, state.version);
-  return written.kind === 'updated' ? 'observed' : 'skipped';
+async function checkEvidence(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
+  const now = deps.now();
+  const next = (await settleEvidence(deps, state, now, 'own_write')) ?? rescheduled(state, now, new Date(state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime()));
+  const written = await deps.store.commit(state, next);
+  if (written.kind === 'conflict') return 'skipped';
+  return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
 }

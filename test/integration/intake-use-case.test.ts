@@ -72,7 +72,7 @@ describe('intake use case on the real engines', () => {
     const body = JSON.stringify(sent);
     /** A store whose first state write dies, as a Lambda killed at that instant would. */
     const crashing: LedgerStore = Object.assign(Object.create(table) as LedgerStore, {
-      createState: async (): Promise<never> => {
+      commit: async (): Promise<never> => {
         throw new Error('injected crash after the target accepted');
       },
     });
@@ -121,7 +121,7 @@ describe('intake use case on the real engines', () => {
     expect(read.readUnits).toBe(1); // one strongly consistent read of ≤ 4 KB
     // Rewriting it (as every later state change does) must stay within one write unit.
     const rewrite = meter.snapshot();
-    await table.replaceState({ ...state, version: state.version + 1 }, state.version);
+    await table.commit(state, { ...state, version: state.version + 1, changes: ['activity'] });
     const spent = meter.since(rewrite);
     expect(spent.byOperation.PutItem?.writeUnits).toBe(1);
   });

@@ -46,7 +46,7 @@ async function putAll(states: DispatchState[]): Promise<void> {
   const queue = [...states];
   await Promise.all(
     Array.from({ length: 16 }, async () => {
-      for (let state = queue.shift(); state; state = queue.shift()) await table.createState(state);
+      for (let state = queue.shift(); state; state = queue.shift()) await table.commit({ ...state, version: 0 }, state);
     }),
   );
 }

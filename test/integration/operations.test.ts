@@ -84,8 +84,10 @@ describe('ledger stream replay (DynamoDB Local stream → fauxqs S3 → moto Eve
     const ledger = await ensureLedgerTable(clients.dynamodb, name);
     const table = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: ledger.name, retentionSeconds: 86_400 });
     dispatchIds = [uniqueName('d'), uniqueName('d')];
-    await table.createState(submitted(accepted(newDispatchFactory({ dispatchId: dispatchIds[0] }), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW));
-    await table.createState(blocked(accepted(newDispatchFactory({ dispatchId: dispatchIds[1] }), NOW), 'unknown_target', 'no target "nope"', NOW));
+    const first = accepted(newDispatchFactory({ dispatchId: dispatchIds[0] }), NOW);
+    await table.commit(first, submitted(first, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW));
+    const second = accepted(newDispatchFactory({ dispatchId: dispatchIds[1] }), NOW);
+    await table.commit(second, blocked(second, 'unknown_target', 'no target "nope"', NOW));
     // The batches exactly as Lambda delivers them; the "publisher" gives up on all of them.
     batches = [];
     const source = new StreamEventSource({

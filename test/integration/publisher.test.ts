@@ -14,7 +14,8 @@ import { EventPublishError, EventTooLargeError, publish } from '../../shared/ada
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, advance, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { advance } from '../support/states.js';
 import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
 import { eventForRejection } from '../../shared/events/derive.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
@@ -120,8 +121,8 @@ describe('the event publisher on the ledger table stream (DynamoDB Local streams
   async function writeLives(): Promise<{ expected: Record<string, DetailType[]>; records: number }> {
     const ok = { kind: 'accepted', status: 'running', requestId: 'req-1' } as const;
     const write = async (previous: DispatchState | undefined, next: DispatchState): Promise<DispatchState> => {
-      const outcome = previous ? await table.replaceState(next, previous.version) : await table.createState(next);
-      expect(outcome.kind === 'written' || outcome.kind === 'updated').toBe(true);
+      const outcome = await table.commit(previous ?? { ...next, version: 0 }, next);
+      expect(outcome.kind).toBe('committed');
       return next;
     };
 
@@ -136,7 +137,7 @@ describe('the event publisher on the ledger table stream (DynamoDB Local streams
 
     const redone = uniqueName('d');
     const r1 = await write(undefined, submitted(accepted(newDispatchFactory({ dispatchId: redone }), NOW), { ...ok, runId: 'r-1' }, DEFAULT_RETRY_POLICY, NOW));
-    const r2 = await write(r1, advance(r1, 'superseded', later(60), { attempt: 2, runId: null, execution: NO_EXECUTION, submission: { attempts: 0, nextRetryAt: null, lastError: null } }));
+    const r2 = await write(r1, advance(r1, 'superseded', later(60), { phase: 'accepted', attempt: 2, runId: null, execution: NO_EXECUTION, submission: { attempts: 0, nextRetryAt: null, lastError: null } }));
     await write(r2, submitted(r2, { ...ok, runId: 'r-2' }, DEFAULT_RETRY_POLICY, later(61)));
 
     const messageId = uniqueName('m');
@@ -222,8 +223,8 @@ describe('the event publisher on the ledger table stream (DynamoDB Local streams
     const own = await ensureLedgerTable(clients.dynamodb, uniqueName('publisher'));
     const ownTable = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: own.name, retentionSeconds: 86_400 });
     const first = submitted(accepted(newDispatchFactory(), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
-    await ownTable.createState(first);
-    await ownTable.replaceState(advance(first, 'activity', later(5), {}), first.version);
+    await ownTable.commit({ ...first, version: 0 }, first);
+    await ownTable.commit(first, advance(first, 'activity', later(5), {}));
     const batches: DynamoDBStreamEvent[] = [];
     const source = new StreamEventSource({
       functionName: 'publisher',

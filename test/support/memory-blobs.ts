@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { BlobStore } from '../../shared/ledger/port.js';
 
 /** An in-memory blob store (the S3 port) for pure tests. */
@@ -10,6 +11,10 @@ export class MemoryBlobs implements BlobStore {
     const body = this.objects.get(key);
     if (!body) throw new Error(`no object ${key}`);
     return Buffer.from(body).toString('utf8');
+  }
+  async digest(key: string) {
+    const body = this.objects.get(key);
+    return body ? { sha256: createHash('sha256').update(body).digest('hex'), bytes: body.length } : undefined;
   }
   async exists(key: string): Promise<boolean> {
     return this.objects.has(key);

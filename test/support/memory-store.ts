@@ -1,7 +1,8 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import type { AcceptedMessage, EvidenceCheck, EvidenceMark, LateEvent, LedgerFeeds, LedgerStore, Page, PutOutcome, Rejection, UpdateOutcome } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, EvidenceCheck, EvidenceMark, LateEvent, LedgerFeeds, LedgerStore, Page, PastAttempt, PutOutcome, Rejection } from '../../shared/ledger/port.js';
+import { writeCondition } from '../../shared/dispatch/transitions.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 
@@ -31,16 +32,23 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
   async getState(dispatchId: string) {
     return this.states.get(dispatchId);
   }
-  async createState(state: DispatchState): Promise<PutOutcome<DispatchState>> {
-    const existing = this.states.get(state.dispatchId);
-    if (existing) return { kind: 'exists', existing };
-    this.states.set(state.dispatchId, state);
-    return { kind: 'written' };
-  }
-  async replaceState(next: DispatchState, expectedVersion: number): Promise<UpdateOutcome> {
-    if (this.states.get(next.dispatchId)?.version !== expectedVersion) return { kind: 'conflict' };
+  /** The table's semantics: the state machine's condition (writeCondition), checked against what is stored. */
+  async commit(from: DispatchState, next: DispatchState): Promise<CommitOutcome> {
+    const condition = writeCondition(from, next);
+    const existing = this.states.get(next.dispatchId);
+    if (condition.create ? existing !== undefined : existing?.version !== condition.version || existing.phase !== condition.phase) {
+      return { kind: 'conflict', existing: condition.create ? existing : undefined };
+    }
     this.states.set(next.dispatchId, next);
-    return { kind: 'updated' };
+    return { kind: 'committed' };
+  }
+  readonly pastAttempts = new Map<string, PastAttempt>();
+  async archiveAttempt(past: PastAttempt): Promise<void> {
+    const key = `${past.dispatchId}#${past.attempt}`;
+    if (!this.pastAttempts.has(key)) this.pastAttempts.set(key, past);
+  }
+  async listPastAttempts(dispatchId: string): Promise<PastAttempt[]> {
+    return [...this.pastAttempts.values()].filter((past) => past.dispatchId === dispatchId).sort((a, b) => a.attempt - b.attempt);
   }
   readonly marks = new Map<string, EvidenceMark>();
   async putEvidenceMark(mark: EvidenceMark): Promise<void> {

@@ -41,6 +41,7 @@ describe('accepted', () => {
       createdAt: WRITTEN_AT,
       updatedAt: NOW.toISOString(),
       phase: 'accepted',
+      blockedCode: null,
       blockedReason: null,
       attempt: 1,
       runId: null,

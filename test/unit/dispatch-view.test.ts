@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import type { AcceptedMessage, EvidenceCheck } from '../../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, advance, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { advance } from '../support/states.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import { dispatchView, historyEntry } from '../../shared/dispatch/view.js';
 import type { SubmitOutcome } from '../../shared/targets/port.js';
@@ -94,6 +95,7 @@ describe('dispatchView', () => {
         found: [],
         missing: [],
         invalid: [],
+        files: [],
         outcome: 'unverified',
       });
     }
@@ -112,6 +114,7 @@ describe('dispatchView', () => {
         found: [],
         missing: [],
         invalid: [],
+        files: [],
         outcome: 'pending',
       });
     }
@@ -237,7 +240,7 @@ function handledState(): DispatchState {
 }
 
 function checkFactory(overrides: Partial<EvidenceCheck> = {}): EvidenceCheck {
-  return { dispatchId: 'd-2026-0001', origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome: 'handled', expected: ['a.md'], found: ['a.md'], missing: [], invalid: [], checkedAt: NOW.toISOString(), error: null, ...overrides };
+  return { dispatchId: 'd-2026-0001', origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome: 'handled', expected: ['a.md'], found: ['a.md'], missing: [], invalid: [], files: [], checkedAt: NOW.toISOString(), error: null, ...overrides };
 }
 
 describe('the gate', () => {

@@ -4,10 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { eventSchemaFiles, SCHEMAS_DIR, schemaFileName } from '../../scripts/write-event-schemas.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, advance, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { advance } from '../support/states.js';
 import { DETAIL_TYPES, EVENT_CATALOG, parseDetail, type LedgerEvent } from '../../shared/events/catalog.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
-import { eventForEvidenceCheck, eventForOperatorReceipt, eventForRejection, eventsForState } from '../../shared/events/derive.js';
+import { eventForOperatorReceipt, eventForRejection, eventsForState } from '../../shared/events/derive.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
@@ -37,8 +38,9 @@ function derivedEvents(): LedgerEvent[] {
   }
   commit(undefined, blocked(accepted(newDispatchFactory({ dispatchId: 'd-blocked' }), NOW), 'hop_budget_exceeded', 'hop 5 > maxHops 4', NOW));
   for (const outcome of ['handled', 'orphan_no_delivery'] as const) {
-    const event = eventForEvidenceCheck({ dispatchId: `d-${outcome}`, origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome, expected: ['out/a.md'], found: outcome === 'handled' ? ['out/a.md'] : [], missing: outcome === 'handled' ? [] : ['out/a.md'], invalid: [], checkedAt: NOW.toISOString(), error: null });
-    if (event) events.push(event);
+    const start = submitted(accepted(newDispatchFactory({ dispatchId: `d-${outcome}`, expectedCount: 1 }), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+    const done = advance(start, 'completed', later(60), { execution: { ...start.execution, status: 'completed', nativeStatus: 'completed', completedAt: later(60).toISOString() } });
+    commit(done, advance(done, outcome === 'handled' ? 'handled' : 'orphaned', later(61), { evidence: { ...done.evidence, outcome, expected: ['out/a.md'], missing: outcome === 'handled' ? [] : ['out/a.md'] } }));
   }
   events.push(
     eventForOperatorReceipt(

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type ChangeKind, type DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, advance, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { advance } from '../support/states.js';
 import type { Rejection } from '../../shared/ledger/port.js';
 import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
 import {
@@ -70,9 +71,11 @@ const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) =
   { kind: 'observed', patch: () => ({}), detailType: null },
   { kind: 'rescheduled', patch: () => ({}), detailType: null },
   // Handled/Orphaned come from the evidence check's own item, never from the state change.
-  { kind: 'handled', patch: () => ({}), detailType: null },
-  { kind: 'orphaned', patch: () => ({}), detailType: null },
+  { kind: 'handled', patch: (s) => ({ evidence: { ...s.evidence, outcome: 'handled', expected: ['out/a.md'], missing: [] } }), detailType: 'Dispatch Handled' },
+  { kind: 'orphaned', patch: (s) => ({ evidence: { ...s.evidence, outcome: 'orphan_no_delivery', expected: ['out/a.md'], missing: ['out/a.md'] } }), detailType: 'Dispatch Orphaned' },
   { kind: 'evidence_unverified', patch: () => ({}), detailType: null },
+  { kind: 'evidence_recheck', patch: () => ({}), detailType: null },
+  { kind: 'redispatched', patch: () => ({ phase: 'accepted', runId: null }), detailType: null },
 ];
 
 const detailTypes = (events: readonly LedgerEvent[]): DetailType[] => events.map((event) => event.detailType);

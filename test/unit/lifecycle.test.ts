@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyRunEvent, monitorStep, reconcileLookup } from '../../shared/dispatch/lifecycle.js';
+import { applyRunEvent, monitorStep, reconcileLookup } from '../../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
@@ -58,12 +58,43 @@ describe('reconcileLookup', () => {
       [{ kind: 'found', run: { runId: 'r-1', status: 'running' } }, 'stalled'],
       [{ kind: 'not_found' }, 'target_not_found'],
       [{ kind: 'unavailable', reason: 'HTTP 503' }, 'lookup_unavailable'],
-      [{ kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-unknown' } } }, 'stalled'],
     ];
     for (const [lookup, monitorStatus] of cases) {
-      const next = reconcileLookup(state, lookup, at(11), true);
+      const next = reconcileLookup(state, lookup, at(13), true);
       expect(next?.execution).toMatchObject({ status: 'unknown', monitorStatus, nativeStatus: 'running', completedAt: null, result: null });
     }
+  });
+});
+
+describe('class 4 — what the target knows and the ledger missed', () => {
+  it('adopts a pending approval seen only by lookup (was: declared stalled, so approve/cancel could not work)', () => {
+    const state = running();
+    const next = reconcileLookup(state, { kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-unknown', requestedAt: at(9).toISOString() } } }, at(13), true);
+    expect(next?.changes).toEqual(['approval_requested']);
+    expect(next?.execution).toMatchObject({ status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', monitorStatus: null, pendingApproval: { approvalId: 'a-unknown', requestedAt: at(9).toISOString() } });
+    // The approval clock runs from when the target asked.
+    expect(next?.dueAt).toBe(new Date(at(9).getTime() + state.timeouts.approvalWaitSeconds * 1000).toISOString());
+  });
+
+  it('coalesces heartbeats during an approval wait (was: every heartbeat while waiting cost a write)', () => {
+    const asked = applyRunEvent(running(), { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(1));
+    if (asked.kind !== 'apply') throw new Error('approval request applies');
+    expect(applyRunEvent(asked.next, { seq: 3, type: 'heartbeat' }, at(2)).kind).toBe('coalesced');
+    const later = applyRunEvent(asked.next, { seq: 4, type: 'heartbeat' }, at(4));
+    expect(later.kind === 'apply' && later.next.execution).toMatchObject({ status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-1' } });
+  });
+});
+
+describe('class 8 — verdict timing', () => {
+  it('declares a stall only after stallAfterSeconds of true silence, counting heartbeats coalescing may have absorbed (was: at 80 %)', () => {
+    const state = running(); // activity recorded at 0, stall window 10 s, coalescing window 2 s
+    // A heartbeat at 1.9 s is absorbed: nothing records it.
+    expect(applyRunEvent(state, { seq: 2, type: 'heartbeat' }, new Date(at(0).getTime() + 1900)).kind).toBe('coalesced');
+    // 10 s after the recorded activity is only 8.1 s after the absorbed one: not a stall yet.
+    const early = monitorStep(state, at(10));
+    expect(early.kind).toBe('write');
+    expect(early.kind === 'write' && early.next.dueAt).toBe(at(12).toISOString());
+    expect(monitorStep(state, at(12)).kind).toBe('lookup');
   });
 });
 
@@ -71,8 +102,8 @@ describe('monitorStep', () => {
   it('reschedules a run with recent activity, expires an approval without denying it, and looks up a silent run', () => {
     const state = running();
     const early = monitorStep(state, at(5));
-    expect(early.kind === 'write' && early.next.dueAt).toBe(at(10).toISOString());
-    expect(monitorStep(state, at(10)).kind).toBe('lookup');
+    expect(early.kind === 'write' && early.next.dueAt).toBe(at(12).toISOString());
+    expect(monitorStep(state, at(12)).kind).toBe('lookup');
 
     const asked = applyRunEvent(state, { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(1));
     if (asked.kind !== 'apply') throw new Error('approval request applies');
@@ -98,7 +129,7 @@ describe('monitorTick', () => {
       decideApproval: async () => ({ kind: 'not_found' }),
       cancel: async () => ({ kind: 'not_found' }),
     };
-    const deps: MonitorDeps = { store, blobs: new MemoryBlobs(), targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(11), claimSeconds: 60, limitPerShard: 50 };
+    const deps: MonitorDeps = { store, blobs: new MemoryBlobs(), targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(13), claimSeconds: 60, limitPerShard: 50 };
 
     const reports = await Promise.all([monitorTick(deps), monitorTick(deps)]);
 

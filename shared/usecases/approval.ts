@@ -1,0 +1,44 @@
+import type { DispatchState } from '../dispatch/state.js';
+import { approvalDecided } from '../dispatch/transitions.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
+import { clip, printable } from '../text.js';
+
+export type ApprovalDecisionOutcome =
+  | { readonly kind: 'decided'; readonly approvalId: string; readonly decision: 'approve' | 'cancel'; readonly recorded: boolean }
+  /** That approvalId is not the pending one (nothing sent to the target). */
+  | { readonly kind: 'not_pending'; readonly pendingApprovalId: string | null }
+  /** The target does not hold this approval as pending. */
+  | { readonly kind: 'target_conflict' }
+  /** The target could not be reached: nothing is recorded as decided. */
+  | { readonly kind: 'target_unreachable'; readonly reason: string };
+
+/** Rounds of re-reading while others write the dispatch: each lost race is one concurrent writer. */
+const RECORD_ROUNDS = 10;
+
+/**
+ * An origin decides a pending approval (CONTRACT §2): forwarded to the target, recorded only once the
+ * target took it — and then recorded even when the first write loses a race (a heartbeat, the approval
+ * clock): it is re-read and written again as long as this approval is still the pending one. If the
+ * run moved on meanwhile (the target already reported the outcome), there is nothing left to record.
+ */
+export async function decideApproval(
+  deps: DispatchWorkDeps,
+  state: DispatchState,
+  request: { readonly approvalId: string; readonly decision: 'approve' | 'cancel' },
+): Promise<ApprovalDecisionOutcome> {
+  const pending = state.execution.pendingApproval;
+  if (!pending || pending.approvalId !== request.approvalId || !state.runId) return { kind: 'not_pending', pendingApprovalId: pending?.approvalId ?? null };
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration) return { kind: 'target_unreachable', reason: `target "${state.target}" is not registered` };
+  const answer = await deps.targetFor(registration).decideApproval(state.runId, request.approvalId, request.decision);
+  if (answer.kind === 'unavailable') return { kind: 'target_unreachable', reason: clip(printable(answer.reason), 200) };
+  if (answer.kind !== 'decided') return { kind: 'target_conflict' };
+  let current: DispatchState | undefined = state;
+  for (let round = 0; current && round < RECORD_ROUNDS; round += 1) {
+    if (current.runId !== state.runId || current.execution.pendingApproval?.approvalId !== request.approvalId) break;
+    const next = approvalDecided(current, request.decision, deps.now());
+    if ((await deps.store.commit(current, next)).kind === 'committed') return { kind: 'decided', ...request, recorded: true };
+    current = await deps.store.getState(state.dispatchId);
+  }
+  return { kind: 'decided', ...request, recorded: false };
+}

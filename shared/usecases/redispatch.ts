@@ -1,0 +1,72 @@
+import type { DispatchState } from '../dispatch/state.js';
+import { FINAL_BLOCKS, isTerminal, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
+import { clip, printable } from '../text.js';
+import { submitAttempt } from './submit-attempt.js';
+
+export type RedispatchOutcome =
+  | {
+      readonly kind: 'redispatched';
+      readonly attempt: number;
+      readonly state: DispatchState;
+      readonly supersededRunId: string | null;
+      readonly cancel: string | null;
+    }
+  /** The current run is not proven terminal and `force` was not given: look it up first. */
+  | { readonly kind: 'run_may_be_active'; readonly runId: string | null; readonly attempt: number; readonly status: string | null }
+  /** Blocked for what a new submission cannot change. */
+  | { readonly kind: 'not_submittable'; readonly reason: string }
+  | { readonly kind: 'target_not_registered' }
+  /** Someone else changed the dispatch first. */
+  | { readonly kind: 'conflict' };
+
+/**
+ * A redispatch (CONTRACT §4): never a second writer by accident. While the current run may be active →
+ * `run_may_be_active`. `force` + reason supersedes it: the ended attempt is archived (its run stays
+ * answerable as late), the dispatch is fenced back to `accepted` (conditioned on the version read, so if
+ * this request dies mid-way the monitor finds the attempt due and submits it itself), the old run is
+ * asked to cancel (best effort, recorded), and the attempt is submitted.
+ */
+export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, request: { readonly reason: string; readonly force: boolean }): Promise<RedispatchOutcome> {
+  const proven = state.phase === 'submitted' && isTerminal(state.execution.status);
+  if (state.phase === 'submitted' && !proven && !request.force) {
+    return { kind: 'run_may_be_active', runId: state.runId, attempt: state.attempt, status: state.execution.status };
+  }
+  if ((state.blockedCode && FINAL_BLOCKS.has(state.blockedCode)) || state.hop > state.maxHops) {
+    return { kind: 'not_submittable', reason: state.blockedReason ?? 'hop budget exceeded' };
+  }
+  const message = await deps.store.getAcceptedMessage(state.dispatchId);
+  if (!message?.content.valid) return { kind: 'not_submittable', reason: 'this dispatch has no valid message to submit again' };
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration) return { kind: 'target_not_registered' };
+
+  const supersede = state.phase === 'submitted' && !proven;
+  const now = deps.now();
+  const claimed = redispatched(state, { reason: request.reason, supersede, claimSeconds: deps.claimSeconds }, now);
+  // Kept before the fence: written again (same key, same content) by a retry, and what it holds is the
+  // state the fence is conditioned on, so a won fence never loses the attempt it ended.
+  if (claimed.attempt !== state.attempt) {
+    await deps.store.archiveAttempt({
+      dispatchId: state.dispatchId,
+      attempt: state.attempt,
+      runId: state.runId,
+      receipts: state.receipts,
+      execution: state.execution,
+      endedAt: now.toISOString(),
+      reason: clip(printable(request.reason), 120),
+      superseded: supersede,
+    });
+  }
+  if ((await deps.store.commit(state, claimed)).kind === 'conflict') return { kind: 'conflict' };
+
+  let cancel: string | null = null;
+  if (supersede && state.runId) {
+    const answer = await deps.targetFor(registration).cancel(state.runId);
+    cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : `unavailable: ${clip(printable(answer.reason), 80)}`;
+  }
+  const next = withCancelAnswer(await submitAttempt(deps, claimed, message), cancel);
+  // Someone finishing it first (the monitor after the claim lapsed) is fine: the same key, the same run.
+  const written = await deps.store.commit(claimed, next);
+  const current = written.kind === 'committed' ? next : ((await deps.store.getState(state.dispatchId)) ?? next);
+  return { kind: 'redispatched', attempt: claimed.attempt, state: current, supersededRunId: supersede ? state.runId : null, cancel };
+}
