@@ -10,6 +10,8 @@ import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
 import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
 import type { Principal } from '../shared/principals/principals.js';
+import { baseUrlProblem } from '../shared/adapters/target-address.js';
+import { escapeControls } from '../shared/text.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { localInfo } from './dispatch.js';
 
@@ -105,13 +107,18 @@ export async function registry(args: string[], print: Print): Promise<number> {
     },
   });
   if (!values.table) throw new UsageError(`--table is required (the stack output LedgerTableName)\n${usage}`);
+  if (kind === 'target') {
+    // The functions in AWS would refuse it at every call (CONTRACT §8 v2): refuse it here, before writing.
+    const problem = values['base-url'] === undefined ? 'is required' : baseUrlProblem(values['base-url'], 'public-only');
+    if (problem) throw new UsageError(`--base-url ${escapeControls(problem)}`);
+  }
   const dynamodb = new DynamoDBClient({});
   const table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: values.table, retentionSeconds: 0 });
   try {
     if (kind === 'target') {
       const { name, 'base-url': baseUrl, 'secret-id': secretRef } = values;
       if (!name || !TARGET_NAME.test(name)) throw new UsageError(`--name must match ${TARGET_NAME}`);
-      if (!baseUrl || !/^https?:\/\/[^\s]+$/.test(baseUrl)) throw new UsageError('--base-url must be an http(s) URL');
+      if (!baseUrl) throw new UsageError('--base-url is required');
       await table.putTarget({ name, kind: 'http', baseUrl, ...(secretRef ? { secretRef } : {}) });
       print(`target ${name} → ${baseUrl}${secretRef ? ` (auth header from ${secretRef})` : ''}`);
       return 0;

@@ -15,11 +15,9 @@ export class SecretOutsideScopeError extends Error {
   override readonly name = 'SecretOutsideScopeError';
 }
 
-/** The secret's name, from a name or an ARN (`arn:…:secret:NAME-6RANDM`; the suffix does not matter to a prefix). */
-const nameOf = (secretId: string): string => (/^arn:[^:]+:secretsmanager:[^:]*:[^:]*:secret:/.exec(secretId) ? secretId.slice(secretId.indexOf(':secret:') + 8) : secretId);
-
+/** Whether the functions may read `secretId`: by name, or by ARN (`arn:…:secret:NAME-6RANDM`; the suffix does not matter to a prefix). */
 export function inSecretScope(secretId: string, scope: SecretScope): boolean {
-  return scope.exact?.has(secretId) === true || (scope.prefix !== '' && nameOf(secretId).startsWith(scope.prefix));
+  return scope.exact?.has(secretId) === true || (scope.prefix !== '' && secretId.replace(/^arn:[^:]+:secretsmanager:[^:]*:[^:]*:secret:/, '').startsWith(scope.prefix));
 }
 
 /**
@@ -41,7 +39,7 @@ export class SecretCache {
   /** @throws SecretOutsideScopeError for a secretId outside the scope, before any call. */
   async get(secretId: string): Promise<string> {
     if (this.scope && !inSecretScope(secretId, this.scope)) {
-      throw new SecretOutsideScopeError(`secret ${secretId.slice(0, 256)} is outside ${this.scope.prefix || 'the deploy-time targets\' secrets'}`);
+      throw new SecretOutsideScopeError(`secret ${secretId.slice(0, 256)} is outside ${this.scope.prefix}`);
     }
     const hit = this.cache.get(secretId);
     if (hit && hit.until > this.now()) return hit.value;

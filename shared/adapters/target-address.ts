@@ -22,13 +22,14 @@ function blockOf(subnets: ReadonlyArray<readonly [string, number]>): BlockList {
   return list;
 }
 
-// IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) spellings of each IPv4 range are listed
-// beside it: a resolver or a URL may hand out either.
+// The deprecated IPv4-compatible spelling (::a.b.c.d) of each IPv4 range is listed beside it; the
+// IPv4-mapped one (::ffff:a.b.c.d) BlockList matches by itself. Metadata first: 169.254.169.254 is
+// link-local too, but "metadata" says more.
 const KINDS: ReadonlyArray<readonly [Kind, BlockList]> = [
-  ['loopback', blockOf([['127.0.0.0', 8], ['::1', 128], ['::7f00:0', 104], ['64:ff9b::7f00:0', 104]])],
-  ['metadata', blockOf([['169.254.169.254', 32], ['fd00:ec2::', 32], ['100.100.100.200', 32], ['::a9fe:a9fe', 128], ['64:ff9b::a9fe:a9fe', 128]])],
-  ['link-local', blockOf([['169.254.0.0', 16], ['fe80::', 10], ['::a9fe:0', 112], ['64:ff9b::a9fe:0', 112]])],
-  ['unspecified', blockOf([['0.0.0.0', 8], ['::', 104], ['64:ff9b::', 104]])],
+  ['loopback', blockOf([['127.0.0.0', 8], ['::1', 128], ['::7f00:0', 104]])],
+  ['metadata', blockOf([['169.254.169.254', 32], ['fd00:ec2::', 32], ['100.100.100.200', 32], ['::a9fe:a9fe', 128]])],
+  ['link-local', blockOf([['169.254.0.0', 16], ['fe80::', 10], ['::a9fe:0', 112]])],
+  ['unspecified', blockOf([['0.0.0.0', 8], ['::', 104]])],
 ];
 
 /** Why a connection to this IP address is refused under `policy`, or undefined when it is allowed. */
@@ -66,11 +67,6 @@ export function baseUrlProblem(baseUrl: string, policy: AddressPolicy): string |
   return undefined;
 }
 
-/** A refused resolved address: reported as the reason of the call, which never connected. */
-export class RefusedAddressError extends Error {
-  override readonly name = 'RefusedAddressError';
-}
-
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /**
@@ -83,13 +79,13 @@ export function guardedLookup(policy: AddressPolicy, resolve: Resolver) {
   return (hostname: string, options: LookupOptions, callback: LookupCallback): void => {
     resolve(hostname).then(
       (answer) => {
-        const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : Number(options.family ?? 0);
-        const addresses = answer.filter((entry) => family === 0 || entry.family === family);
+        // Any refused address refuses the name: a rebinding answer may mix one in with good ones.
         const refused = answer.map((entry) => addressProblem(entry.address, policy)).find((problem) => problem !== undefined);
-        const first = addresses[0];
-        if (refused !== undefined) callback(new RefusedAddressError(`refused to connect: ${hostname} resolves to ${refused}`), '');
-        else if (!first) callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), '');
-        else if (options.all) callback(null, addresses.map(({ address, family: of }) => ({ address, family: of })));
+        const first = answer[0];
+        // The name says it is ours (describeFailure in http-target shows the message as the reason).
+        if (refused !== undefined) callback(Object.assign(new Error(`refused to connect: ${hostname} resolves to ${refused}`), { name: 'RefusedAddressError' }), '');
+        else if (!first) callback(new Error(`no address for ${hostname}`), '');
+        else if (options.all) callback(null, answer.map(({ address, family }) => ({ address, family })));
         else callback(null, first.address, first.family);
       },
       (error: unknown) => callback(error instanceof Error ? error : new Error(String(error)), ''),
