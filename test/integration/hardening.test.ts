@@ -1,0 +1,304 @@
+import { createHash } from 'node:crypto';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
+import { putEvidence } from '../../shared/api/evidence-routes.js';
+import { ApiError } from '../../shared/api/http.js';
+import type { Caller } from '../../shared/api/caller.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
+import { monitorTick } from '../../shared/monitor/monitor.js';
+import { evidenceKey } from '../../shared/monitor/evidence-check.js';
+import type { SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import { redispatch } from '../../shared/usecases/redispatch.js';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+
+/**
+ * Regression tests of issue 12 (hardening), by class, on DynamoDB Local and fauxqs S3, with a target
+ * in hand whose answers the test chooses.
+ */
+const clients = engineClients();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+let tableName: string;
+let table: LedgerTable;
+let blobs: S3Blobs;
+let clock = new Date('2026-12-01T10:00:00Z');
+const tick = (seconds: number) => {
+  clock = new Date(clock.getTime() + seconds * 1000);
+};
+
+/** A target whose submission answer the test sets; it counts calls per Idempotency-Key. */
+class ScriptedTarget implements TargetPort {
+  answer: (request: SubmitRequest) => SubmitOutcome = (request) => ({ kind: 'accepted', runId: `r-${request.attempt}`, status: 'running', requestId: `q-${request.attempt}` });
+  readonly submissions: SubmitRequest[] = [];
+  onSubmit: (() => Promise<void>) | undefined;
+  async submit(request: SubmitRequest): Promise<SubmitOutcome> {
+    this.submissions.push(request);
+    await this.onSubmit?.();
+    return this.answer(request);
+  }
+  async lookup() {
+    return { kind: 'unavailable' as const, reason: 'not asked in these tests' };
+  }
+  async decideApproval() {
+    return { kind: 'not_found' as const };
+  }
+  async cancel() {
+    return { kind: 'cancelled' as const, status: 'cancelled' as const };
+  }
+}
+let target: ScriptedTarget;
+
+beforeAll(async () => {
+  tableName = uniqueName('hardening');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  const bucket = await ensureBucket(clients.s3, uniqueName('blobs'));
+  table = new LedgerTable(documents, { tableName, retentionSeconds: 30 * 86_400 });
+  blobs = new S3Blobs(clients.s3, bucket);
+  await table.putTarget({ name: 'scripted', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+});
+afterAll(() => {
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+function deps(): IntakeDeps {
+  return {
+    store: table,
+    blobs,
+    targetFor: () => target,
+    principals: table,
+    principalMode: 'open',
+    callbackUrl: 'http://127.0.0.1:9',
+    retryPolicy: DEFAULT_RETRY_POLICY,
+    now: () => clock,
+    claimSeconds: 60,
+  };
+}
+const monitorDeps = () => ({ ...deps(), limitPerShard: 100 });
+const open: Caller = { kind: 'open', origin: undefined };
+const asTarget: Caller = { kind: 'principal', principal: { role: 'target', target: 'scripted' } };
+
+const send = (body: unknown, messageId = uniqueName('m')) => takeDispatchMessage(deps(), { messageId, body: typeof body === 'string' ? body : JSON.stringify(body), senderId: 'local' });
+const message = (extra: Record<string, unknown> = {}) => ({ dispatchId: uniqueName('d'), origin: 'planner', target: 'scripted', task: { behavior: 'complete' }, ...extra });
+const event = (dispatchId: string, seq: number, type: string, extra: Record<string, unknown> = {}) => Buffer.from(JSON.stringify({ dispatchId, seq, type, ...extra }));
+const stateOf = async (dispatchId: string) => (await table.getState(dispatchId)) as DispatchState;
+
+function nested(depth: number): Record<string, unknown> {
+  let task: Record<string, unknown> = { leaf: true };
+  for (let level = 1; level < depth; level += 1) task = { n: task };
+  return task;
+}
+
+async function apiError(promise: Promise<unknown>): Promise<ApiError> {
+  const error = await promise.then(
+    () => undefined,
+    (thrown: unknown) => thrown,
+  );
+  if (!(error instanceof ApiError)) throw new Error(`expected an ApiError, got ${String(error)}`);
+  return error;
+}
+
+beforeAll(() => {
+  target = new ScriptedTarget();
+});
+
+describe('class 1 — input that breaks the writer (through the intake on DynamoDB Local)', () => {
+  it('stores and submits a task nested 40 levels deep intact (was: DynamoDB refused the anchor past 32 levels, the message went to the DLQ)', async () => {
+    const sent = message({ task: nested(40) });
+    const result = await send(sent);
+    expect(result.outcome).toBe('submitted');
+    const stored = await table.getAcceptedMessage(sent.dispatchId);
+    expect(stored?.content.valid && stored.content.task).toEqual(nested(40));
+    expect(target.submissions.at(-1)?.task).toEqual(nested(40));
+  });
+
+  it('stores a task of exactly 64 levels and blocks one of 65 as invalid_fields', async () => {
+    expect((await send(message({ task: nested(64) }))).outcome).toBe('submitted');
+    const deep = message({ task: nested(65) });
+    const result = await send(deep);
+    expect(result.outcome).toBe('blocked');
+    expect((await stateOf(deep.dispatchId)).blockedCode).toBe('invalid_fields');
+  });
+
+  it('takes a message nested 200,000 levels without a stack overflow: blocked when its ids are readable, a too_deep rejection otherwise', async () => {
+    const dispatchId = uniqueName('d');
+    const deepTask = `${'{"n":'.repeat(200_000)}1${'}'.repeat(200_000)}`;
+    const attributable = `{"dispatchId":"${dispatchId}","origin":"planner","target":"scripted","task":${deepTask}}`;
+    expect((await send(attributable)).outcome).toBe('blocked');
+    const anonymous = `{"task":${deepTask}}`;
+    expect(await send(anonymous)).toMatchObject({ outcome: 'rejected', reason: 'too_deep' });
+  });
+
+  it('keeps every item small for a message with 5,000 unknown keys (was: the error text listed them all)', async () => {
+    const sent: Record<string, unknown> = message();
+    for (let index = 0; index < 5_000; index += 1) sent[`unknown_key_${index}_${'x'.repeat(40)}`] = index;
+    expect((await send(sent)).outcome).toBe('blocked');
+    const state = await stateOf(String(sent.dispatchId));
+    expect(Buffer.byteLength(state.blockedReason ?? '')).toBeLessThanOrEqual(1024);
+    const anchor = await documents.send(new GetCommand({ TableName: tableName, Key: { pk: `D#${String(sent.dispatchId)}`, sk: 'MSG' } }));
+    expect(Buffer.byteLength(JSON.stringify(anchor.Item))).toBeLessThan(400 * 1024);
+    const errors = anchor.Item?.content?.errors as Array<{ field: string; message: string }>;
+    expect(Buffer.byteLength(errors.map((error) => `${error.field}: ${error.message}`).join('; '))).toBeLessThanOrEqual(1024 + 64);
+  });
+});
+
+describe('class 2 — callbacks that race the record', () => {
+  it('answers 409 not_yet_recorded to the target in AWS mode before the state exists (was: 404 — the event was lost)', async () => {
+    const sent = message();
+    let early: ApiError | undefined;
+    target.onSubmit = async () => {
+      early = await apiError(postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'heartbeat'), asTarget));
+    };
+    await send(sent);
+    target.onSubmit = undefined;
+    expect(early?.code).toBe('not_yet_recorded');
+    expect(early?.statusCode).toBe(409);
+  });
+
+  it('answers 409 not_yet_recorded to an evidence upload before the run is recorded, in AWS mode too (was: 404 — the evidence was lost)', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'] });
+    let early: ApiError | undefined;
+    target.onSubmit = async () => {
+      early = await apiError(putEvidence(deps(), sent.dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from('x'), iamUserId: undefined }, asTarget));
+    };
+    await send(sent);
+    target.onSubmit = undefined;
+    expect(early?.code).toBe('not_yet_recorded');
+  });
+
+  it('answers 404 to a run that is none of the dispatch’s runs while no attempt is in flight', async () => {
+    const sent = message();
+    await send(sent);
+    expect((await apiError(postRunEvent(deps(), 'r-other', event(sent.dispatchId, 1, 'heartbeat'), open))).code).toBe('not_found');
+  });
+});
+
+describe('class 3 — terminal answers outside the event route', () => {
+  it('records a submission answer that is already completed through the final transition: completedAt, the event, the grace window (was: stored raw)', async () => {
+    target.answer = (request) => ({ kind: 'accepted', runId: `r-${request.attempt}`, status: 'completed', requestId: 'q' });
+    const sent = message({ expectedEvidence: ['out/a.md'] });
+    await send(sent);
+    target.answer = new ScriptedTarget().answer;
+    const state = await stateOf(sent.dispatchId);
+    expect(state.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', completedAt: clock.toISOString() });
+    expect(state.changes).toEqual(['accepted', 'submitted', 'completed']);
+    expect(state.evidence).toMatchObject({ outcome: 'pending', deadline: new Date(clock.getTime() + 300_000).toISOString() });
+    expect(state.dueAt).toBe(clock.toISOString());
+  });
+});
+
+describe('class 5 — evidence', () => {
+  it('records the SHA-256 of each file found, refuses a later upload as evidence_sealed, and re-checks a late upload within a tick', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md', 'out/b.md'], timeouts: { deliveryGraceSeconds: 3600 } });
+    await send(sent);
+    const upload = (ref: string, bytes: string) => putEvidence(deps(), sent.dispatchId, ref, { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(bytes), iamUserId: undefined }, open);
+    await upload('out/a.md', 'alpha');
+    await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    // b is missing: the completion leaves it pending until the grace deadline, an hour away.
+    tick(1);
+    await monitorTick(monitorDeps());
+    expect((await stateOf(sent.dispatchId)).dueAt).toBe(new Date(clock.getTime() - 1000 + 3600_000).toISOString());
+
+    await upload('out/b.md', 'beta');
+    expect(Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '')).toBeLessThanOrEqual(clock.getTime());
+    tick(1);
+    await monitorTick(monitorDeps());
+    const settled = await stateOf(sent.dispatchId);
+    expect(settled.evidence.outcome).toBe('handled');
+    const check = await table.getEvidenceCheck(sent.dispatchId, 1);
+    const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+    expect(check?.files.map((file) => [file.ref, file.sha256, file.bytes])).toEqual([
+      ['out/a.md', sha('alpha'), 5],
+      ['out/b.md', sha('beta'), 4],
+    ]);
+    const sealed = await apiError(upload('out/a.md', 'tampered'));
+    expect(sealed.code).toBe('evidence_sealed');
+    expect((await blobs.digest(evidenceKey(sent.dispatchId, 1, 'out/a.md')))?.sha256).toBe(check?.files[0]?.sha256);
+  });
+
+  it('never publishes Dispatch Handled for a completion fenced by a concurrent redispatch', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'] });
+    await send(sent);
+    await putEvidence(deps(), sent.dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from('a'), iamUserId: undefined }, open);
+    const before = await stateOf(sent.dispatchId);
+    // The redispatch wins the race; the completion's write then meets the fence and is recorded as late.
+    const forced = await redispatch(deps(), before, { reason: 'operator forced it', force: true });
+    expect(forced.kind).toBe('redispatched');
+    const answer = await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    expect(answer.body).toEqual({ applied: false, late: true });
+    const after = await stateOf(sent.dispatchId);
+    expect(after.attempt).toBe(2);
+    expect(after.evidence.outcome).toBe('pending');
+    expect(after.changes).not.toContain('handled');
+  });
+});
+
+describe('class 6 — nothing forgotten', () => {
+  it('answers late to the first run of a dispatch redispatched eleven times (was: 404 once it fell out of the last ten)', async () => {
+    const sent = message();
+    await send(sent);
+    for (let round = 0; round < 11; round += 1) {
+      const outcome = await redispatch(deps(), await stateOf(sent.dispatchId), { reason: `round ${round}`, force: true });
+      expect(outcome.kind).toBe('redispatched');
+    }
+    const state = await stateOf(sent.dispatchId);
+    expect(state.attempt).toBe(12);
+    expect(state.supersededRuns).not.toContain('r-1');
+    expect((await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 9, 'completed'), open)).body).toEqual({ applied: false, late: true });
+    // Every attempt's receipts are kept, none in the hot state but the current attempt's.
+    const past = await table.listPastAttempts(sent.dispatchId);
+    expect(past.map((attempt) => attempt.runId)).toEqual(Array.from({ length: 11 }, (_, index) => `r-${index + 1}`));
+    expect(state.receipts.every((receipt) => receipt.attempt === 12)).toBe(true);
+  });
+
+  it('sets an expiry on the accepted-message anchor (was: none — kept forever)', async () => {
+    const sent = message();
+    await send(sent);
+    const anchor = await documents.send(new GetCommand({ TableName: tableName, Key: { pk: `D#${sent.dispatchId}`, sk: 'MSG' } }));
+    expect(anchor.Item?.expiresAt).toBe(Math.floor(clock.getTime() / 1000) + 2 * 30 * 86_400);
+  });
+});
+
+describe('class 7 — resuming taken-in work', () => {
+  it('resumes a redelivery of a message whose anchor is two days old and has no state (was: dropped as an expired duplicate)', async () => {
+    const sent = message();
+    const crashing = Object.assign(Object.create(table) as LedgerTable, {
+      commit: async (): Promise<never> => {
+        throw new Error('injected crash before the state write');
+      },
+    });
+    await expect(takeDispatchMessage({ ...deps(), store: crashing }, { messageId: 'm-old', body: JSON.stringify(sent), senderId: 'local' })).rejects.toThrow('injected crash');
+    tick(2 * 86_400);
+    const resumed = await send(sent, 'm-old');
+    expect(resumed.outcome).toBe('submitted');
+    expect((await stateOf(sent.dispatchId)).phase).toBe('submitted');
+  });
+});
+
+describe('class 9 — API answers', () => {
+  it('accepts seq 2^53 − 1 and refuses 2^53 with 422', async () => {
+    const sent = message();
+    await send(sent);
+    expect((await postRunEvent(deps(), 'r-1', event(sent.dispatchId, Number.MAX_SAFE_INTEGER, 'failed'), open)).status).toBe(202);
+    const body = Buffer.from(`{"dispatchId":"${sent.dispatchId}","seq":9007199254740992,"type":"progress"}`);
+    expect((await apiError(postRunEvent(deps(), 'r-1', body, open))).statusCode).toBe(422);
+  });
+
+  it('answers a coalesced heartbeat and its repeat 200 applied:false, coalesced:true (was: 202 applied:true for a write never made)', async () => {
+    const sent = message();
+    await send(sent);
+    const first = await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'heartbeat'), open);
+    expect(first).toEqual({ status: 200, body: { applied: false, coalesced: true } });
+    const repeat = await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'heartbeat'), open);
+    expect(repeat.status).toBe(200);
+    expect(repeat.body.applied).toBe(false);
+  });
+});
