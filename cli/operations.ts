@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
@@ -7,6 +8,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { redriveDeadLetters } from '../shared/adapters/dlq-redrive.js';
 import { publish } from '../shared/adapters/event-bus.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { parseStaticRegistry } from '../shared/adapters/static-registry.js';
 import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
 import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
 import type { Principal } from '../shared/principals/principals.js';
@@ -27,14 +29,28 @@ class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
-/** `ledger dlq redrive [--dlq-url U --queue-url U] [--limit N] [--json]` */
+const DLQ_USAGE =
+  'usage: ledger dlq redrive [--dlq-url URL --queue-url URL [--table LedgerTableName [--registry FILE]]] [--limit N] [--json]\n' +
+  '  Each message carries its DLQ copy\'s own SenderId as its first sender (LedgerRedrivenFor), unless that\n' +
+  '  sender is a registered operator (an earlier redrive): --table (and --registry, the functions\' LEDGER_REGISTRY\n' +
+  '  as JSON, for operators registered at deploy time) says who is one. Without them no sender is taken for one.';
+
+/** `ledger dlq redrive [--dlq-url U --queue-url U [--table T [--registry FILE]]] [--limit N] [--json]` */
 export async function dlq(args: string[], print: Print): Promise<number> {
   const [command, ...rest] = args;
-  if (command !== 'redrive') throw new UsageError('usage: ledger dlq redrive [--dlq-url URL --queue-url URL] [--limit N] [--json]');
+  if (command !== 'redrive') throw new UsageError(DLQ_USAGE);
   const { values } = parseArgs({
     args: rest,
-    options: { 'dlq-url': { type: 'string' }, 'queue-url': { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: {
+      'dlq-url': { type: 'string' },
+      'queue-url': { type: 'string' },
+      table: { type: 'string' },
+      registry: { type: 'string' },
+      limit: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
   });
+  if (values.registry !== undefined && values.table === undefined) throw new UsageError(`--registry needs --table\n${DLQ_USAGE}`);
   const limit = values.limit === undefined ? undefined : Number(values.limit);
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) throw new UsageError(`--limit must be a whole number ≥ 1, got "${values.limit}"`);
   let sqs: SQSClient;
@@ -49,16 +65,27 @@ export async function dlq(args: string[], print: Print): Promise<number> {
     sqs = new SQSClient({ region: LOCAL_REGION, endpoint: info.sqsEndpoint, credentials: LOCAL_CREDENTIALS });
     urls = { deadLetterQueueUrl: info.dlqUrl, queueUrl: info.dispatchQueueUrl };
   }
+  // Who is a registered operator: the table's principals, and the deploy-time ones if given.
+  const dynamodb = values.table === undefined ? undefined : new DynamoDBClient({});
   try {
-    const report = await redriveDeadLetters(sqs, { ...urls, ...(limit === undefined ? {} : { limit }) });
+    const principals =
+      dynamodb && values.table
+        ? new LedgerTable(DynamoDBDocumentClient.from(dynamodb), {
+            tableName: values.table,
+            retentionSeconds: 0,
+            ...(values.registry === undefined ? {} : { registry: parseStaticRegistry(readFileSync(values.registry, 'utf8')) }),
+          })
+        : undefined;
+    const report = await redriveDeadLetters(sqs, { ...urls, ...(limit === undefined ? {} : { limit }), ...(principals ? { principals } : {}) });
     if (values.json) print(JSON.stringify(report));
     else {
       print(`moved ${report.moved} message(s) from the DLQ back to the dispatch queue`);
-      for (const { messageId, reason } of report.failed) print(`  not moved: ${messageId}: ${reason}`);
+      for (const { messageId, reason } of report.failed) print(`  not moved: ${escapeControls(messageId)}: ${escapeControls(reason)}`);
     }
     return report.failed.length === 0 ? 0 : 1;
   } finally {
     sqs.destroy();
+    dynamodb?.destroy();
   }
 }
 

@@ -7,6 +7,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { REDRIVEN_FOR } from '../intake/intake.js';
+import { resolvePrincipal, type PrincipalRegistry } from '../principals/principals.js';
 
 export interface RedriveReport {
   /** Messages now back on the dispatch queue and gone from the DLQ. */
@@ -22,6 +23,12 @@ export interface RedriveOptions {
   readonly limit?: number;
   /** Seconds a received message stays hidden while it is moved. @default 60 */
   readonly visibilityTimeoutSeconds?: number;
+  /**
+   * The principal registry, to tell whether a DLQ copy's SenderId is a registered operator (an earlier
+   * redrive that dead-lettered again). @default none: no sender is taken for an operator, so every
+   * message carries its DLQ copy's own SenderId
+   */
+  readonly principals?: PrincipalRegistry;
 }
 
 /**
@@ -32,6 +39,12 @@ export interface RedriveOptions {
  * both queues, and the intake takes the second delivery as the duplicate it is (same dispatchId, same
  * content). SQS stamps the mover as the copy's `SenderId`, so the first sender travels in the
  * `LedgerRedrivenFor` attribute — honoured by the intake only when the mover is a registered operator.
+ *
+ * What it carries is never laundered (CONTRACT §8 v2): it is the DLQ copy's own `SenderId`, whatever
+ * `LedgerRedrivenFor` the message already has — a sender may set that attribute itself, and a
+ * redrive must not turn an origin's claim to speak for another origin into the operator's word. Only
+ * when that SenderId is itself a registered operator (a message an operator redrove before, which
+ * dead-lettered again) does the carried value stand: that one an operator wrote.
  */
 export async function redriveDeadLetters(sqs: SQSClient, options: RedriveOptions): Promise<RedriveReport> {
   let moved = 0;
@@ -53,12 +66,10 @@ export async function redriveDeadLetters(sqs: SQSClient, options: RedriveOptions
     const fresh = messages.filter((message) => message.MessageId && !seen.has(message.MessageId));
     if (fresh.length === 0) break;
     fresh.forEach((message) => seen.add(message.MessageId ?? ''));
-    const sent = await sqs.send(
-      new SendMessageBatchCommand({
-        QueueUrl: options.queueUrl,
-        Entries: fresh.map((message, index) => ({ Id: String(index), MessageBody: message.Body ?? '', MessageAttributes: attributesFor(message) })),
-      }),
+    const entries = await Promise.all(
+      fresh.map(async (message, index) => ({ Id: String(index), MessageBody: message.Body ?? '', MessageAttributes: await attributesFor(message, options.principals) })),
     );
+    const sent = await sqs.send(new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: entries }));
     for (const failure of sent.Failed ?? []) {
       failed.push({ messageId: fresh[Number(failure.Id)]?.MessageId ?? '', reason: failure.Message ?? failure.Code ?? 'send failed' });
     }
@@ -78,10 +89,15 @@ export async function redriveDeadLetters(sqs: SQSClient, options: RedriveOptions
   return { moved, failed };
 }
 
-function attributesFor(message: Message): Record<string, MessageAttributeValue> {
+async function attributesFor(message: Message, principals: PrincipalRegistry | undefined): Promise<Record<string, MessageAttributeValue>> {
   const attributes = { ...(message.MessageAttributes ?? {}) };
   const sender = message.Attributes?.SenderId;
-  // The first redrive names the original sender; a later one must not replace it with an operator.
-  if (sender && !attributes[REDRIVEN_FOR]) attributes[REDRIVEN_FOR] = { DataType: 'String', StringValue: sender };
+  const carried = attributes[REDRIVEN_FOR];
+  // An operator's own earlier redrive named the first sender: keep it. Anyone else's claim is dropped.
+  const senderIsOperator = sender !== undefined && principals !== undefined && (await resolvePrincipal(principals, sender))?.role === 'operator';
+  if (carried && senderIsOperator) return attributes;
+  if (sender) attributes[REDRIVEN_FOR] = { DataType: 'String', StringValue: sender };
+  // No SenderId to carry (SQS always gives one): then nothing is carried, rather than a claim nobody vouches for.
+  else delete attributes[REDRIVEN_FOR];
   return attributes;
 }
