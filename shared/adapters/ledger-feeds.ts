@@ -2,7 +2,7 @@ import { BatchGetCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws
 import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { LedgerFeeds, Page, Rejection } from '../ledger/port.js';
-import { dispatchIdOfKey, idHash, INDEX, KEY, monthKey, rejectionOf, stateOf, type Item } from './ledger-items.js';
+import { dispatchIdOfKey, FEED, idHash, INDEX, KEY, monthKey, originKeyOf, REJECTION_FEED, rejectionOf, stateOf, type Item } from './ledger-items.js';
 
 /**
  * The ledger table's lists (CONTRACT §2: an origin's history, rejections, attention): what only the
@@ -87,10 +87,10 @@ export class LedgerFeedsTable implements LedgerFeeds {
   async listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>> {
     // Rejections live as long as the retention: look back that many months, and one more.
     const months = monthsBack(this.now(), Math.ceil(this.options.retentionSeconds / (30 * 86_400)) + 1);
-    const feeds = months.map((month) => `rejections#${month}`);
+    const feeds = months.map((month) => FEED.rejections(month));
     return this.readFeeds(feeds, options, rejectionOf, (key) => key.sk === 'REJECTION' && key.pk.startsWith('REJ#') && key.feedAt.endsWith(`#${key.pk.slice(4)}`),
       // A cursor of a month the retention has since passed: nothing is left to list.
-      (feed) => /^rejections#\d{4}-\d\d$/.test(feed) && feed < (feeds[feeds.length - 1] as string));
+      (feed) => REJECTION_FEED.test(feed) && feed < (feeds[feeds.length - 1] as string));
   }
 
   /**
@@ -100,7 +100,7 @@ export class LedgerFeedsTable implements LedgerFeeds {
    */
   async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
     const kinds = options.kind ? [options.kind] : [...ATTENTION_KINDS];
-    return this.readFeeds(kinds.map((kind) => `attention#${kind}`), options, stateOf, (key) => isStateKey(key.pk, key.sk, key.feedAt));
+    return this.readFeeds(kinds.map((kind) => FEED.attention(kind)), options, stateOf, (key) => isStateKey(key.pk, key.sk, key.feedAt));
   }
 
   /**
@@ -156,7 +156,7 @@ export class LedgerFeedsTable implements LedgerFeeds {
   ): Promise<Page<DispatchState>> {
     // Only a key of this origin's partition of the index, as DynamoDB handed it out.
     const isOriginKey = (value: unknown): value is Record<string, string> =>
-      isKey(value, 'pk', 'sk', 'originKey', 'createdKey') && value.originKey === `O#${origin}` && isStateKey(value.pk, value.sk, value.createdKey);
+      isKey(value, 'pk', 'sk', 'originKey', 'createdKey') && value.originKey === originKeyOf(origin) && isStateKey(value.pk, value.sk, value.createdKey);
     let startKey = decodeCursor(options.cursor, isOriginKey);
     const items: DispatchState[] = [];
     // A status filter may skip many entries: read pages of keys until the page is full, within a bound.
@@ -166,7 +166,7 @@ export class LedgerFeedsTable implements LedgerFeeds {
           TableName: this.table,
           IndexName: INDEX.byOrigin,
           KeyConditionExpression: 'originKey = :origin',
-          ExpressionAttributeValues: { ':origin': `O#${origin}` },
+          ExpressionAttributeValues: { ':origin': originKeyOf(origin) },
           ScanIndexForward: false,
           Limit: options.limit - items.length,
           ExclusiveStartKey: startKey,

@@ -75,6 +75,8 @@ export const FEED = {
   rejections: (month: string) => `rejections#${month}`,
   attention: (kind: AttentionKind) => `attention#${kind}`,
 } as const;
+/** The shape of a monthly rejections feed key (a cursor naming another is not one this table issued). */
+export const REJECTION_FEED = /^rejections#\d{4}-\d\d$/;
 export const originKeyOf = (origin: string): string => `O#${origin}`;
 export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${pad(shard, 2)}`);
 
