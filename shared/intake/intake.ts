@@ -1,6 +1,6 @@
 import { canonicalJson, contentHash } from '../dispatch/canonical.js';
 import { clip } from '../text.js';
-import { DEFAULT_TIMEOUTS, readDispatchMessage, type DispatchMessage, type FieldError } from '../dispatch/message.js';
+import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { accepted, blocked } from '../dispatch/transitions.js';
 import type { AcceptedMessage, BlobStore, DispatchWorkDeps, Rejection } from '../ledger/port.js';
@@ -80,6 +80,15 @@ async function reject(
   return { outcome: 'rejected', reason, ...(ids.dispatchId ? { dispatchId: ids.dispatchId } : {}) };
 }
 
+/** The rules the pure reader cannot check without a clock: `notBefore` at most 30 days ahead (CONTRACT §1 v2). */
+function withClockRules(read: ReadMessage, now: Date): ReadMessage {
+  if (read.kind !== 'valid' || read.message.notBefore === undefined) return read;
+  const problem = notBeforeProblem(read.message.notBefore, now);
+  if (!problem) return read;
+  const { dispatchId, origin, target } = read.message;
+  return { kind: 'invalid', dispatchId, origin, target, errors: [{ field: 'notBefore', message: problem }], parsed: read.parsed };
+}
+
 /**
  * Takes one dispatch message to exactly one effect: a submitted (or retrying) dispatch, a blocked
  * dispatch, a duplicate no-op, or a recorded rejection. Safe under redelivery and concurrent
@@ -92,7 +101,7 @@ async function reject(
  *     writer's claim has lapsed) submits again with the same Idempotency-Key and finds the same run.
  */
 export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord): Promise<IntakeResult> {
-  const read = readDispatchMessage(record.body);
+  const read = withClockRules(readDispatchMessage(record.body), deps.now());
   if (read.kind === 'unreadable') {
     return reject(deps, record, read.reason, { dispatchId: read.dispatchId, origin: read.origin });
   }
@@ -175,6 +184,10 @@ async function anchorFor(
       timeouts: message.timeouts,
       parentDispatchId: message.parentDispatchId ?? null,
       maxHops: message.maxHops,
+      resultDelivery: message.resultDelivery,
+      notBefore: message.notBefore ?? null,
+      priority: message.priority,
+      traceparent: message.traceparent ?? null,
     },
   };
 }

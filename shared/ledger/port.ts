@@ -33,6 +33,11 @@ export interface AcceptedMessage {
         readonly timeouts: DispatchState['timeouts'];
         readonly parentDispatchId: string | null;
         readonly maxHops: number;
+        /** CONTRACT v2 §1 (absent on records written before v2: the defaults). */
+        readonly resultDelivery?: 'inject' | 'after_turn';
+        readonly notBefore?: string | null;
+        readonly priority?: number;
+        readonly traceparent?: string | null;
       }
     | {
         readonly valid: false;

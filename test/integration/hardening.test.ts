@@ -150,6 +150,25 @@ describe('class 1 — input that breaks the writer (through the intake on Dynamo
   });
 });
 
+describe('class 1 — the v2 fields of the message', () => {
+  it('keeps resultDelivery, notBefore, priority and traceparent with the accepted message (was: refused as unknown fields, so the dispatch was blocked)', async () => {
+    const notBefore = new Date(clock.getTime() + 3600_000).toISOString();
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const sent = message({ resultDelivery: 'inject', notBefore, priority: 9, traceparent });
+    expect((await send(sent)).outcome).not.toBe('blocked');
+    const stored = await table.getAcceptedMessage(sent.dispatchId);
+    expect(stored?.content.valid && stored.content).toMatchObject({ resultDelivery: 'inject', notBefore, priority: 9, traceparent });
+  });
+
+  it('blocks a notBefore more than 30 days ahead as invalid_fields, with the field named', async () => {
+    const sent = message({ notBefore: new Date(clock.getTime() + 31 * 86_400_000).toISOString() });
+    expect((await send(sent)).outcome).toBe('blocked');
+    const state = await stateOf(sent.dispatchId);
+    expect(state.blockedCode).toBe('invalid_fields');
+    expect(state.blockedReason).toContain('notBefore');
+  });
+});
+
 describe('class 2 — callbacks that race the record', () => {
   it('answers 409 not_yet_recorded to the target in AWS mode before the state exists (was: 404 — the event was lost)', async () => {
     const sent = message();
