@@ -14,7 +14,15 @@ function count({ detailType, detail }: LedgerEvent): void {
 
 /** The event publisher on the ledger table's stream: the stream is the outbox (see `publishStreamBatch`). */
 export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> => {
-  const report = await publishStreamBatch(event.Records.map(streamChangeOf), publisherDeps);
+  const changes = event.Records.map(streamChangeOf);
+  for (const change of changes) {
+    // A record that fails decoding publishes nothing and is reported — never cast into an event.
+    if (change.newItem.kind === 'corrupt') {
+      logger.error('a stored record failed decoding: no event published for it', { sequenceNumber: change.sequenceNumber, key: change.newItem.key, problem: change.newItem.problem });
+      countOnce(metrics, 'CorruptRecords');
+    }
+  }
+  const report = await publishStreamBatch(changes, publisherDeps);
   report.published.forEach(count);
   if (report.failure) {
     const { sequenceNumber, error } = report.failure;

@@ -3,7 +3,7 @@ import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { isTerminal } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import type { AcceptedMessage, EvidenceCheck, PastAttempt, Rejection } from '../ledger/port.js';
+import { CorruptItemError, type AcceptedMessage, type EvidenceCheck, type PastAttempt, type Rejection } from '../ledger/port.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
 
 /**
@@ -135,16 +135,7 @@ export const ANCHOR_RETENTION_FACTOR = 2;
 
 // ——— codecs: every stored item is decoded and checked, never cast ——————————————————————————————
 
-/** A stored item that does not have the shape its key says: an audit failure, reported, never cast. */
-export class CorruptItemError extends Error {
-  override readonly name = 'CorruptItemError';
-  constructor(
-    readonly key: string,
-    readonly problem: string,
-  ) {
-    super(`stored item ${key} failed decoding: ${problem}`);
-  }
-}
+export { CorruptItemError };
 
 type Check = (value: unknown) => boolean;
 const isString: Check = (value) => typeof value === 'string';

@@ -1,7 +1,7 @@
 import { dispatchView, historyEntry } from '../dispatch/view.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/ids.js';
-import type { LedgerFeeds } from '../ledger/port.js';
+import { CorruptItemError, type LedgerFeeds } from '../ledger/port.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { postOperatorReceipt } from './receipt-routes.js';
@@ -188,5 +188,11 @@ export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResp
   const found = candidates.find((entry) => entry.candidate.method === request.method);
   if (!found?.params) throw new ApiError('method_not_allowed', `${request.method} is not allowed on ${request.rawPath}`);
   const caller = await resolveCaller(request, deps.principalMode, deps.principals);
-  return found.candidate.handle(deps, request, found.params, caller);
+  try {
+    return await found.candidate.handle(deps, request, found.params, caller);
+  } catch (error) {
+    // A record that fails decoding is reported as what it is (and never cast into an answer).
+    if (error instanceof CorruptItemError) throw new ApiError('audit_failure', `a stored record failed validation: ${error.problem}`, { key: error.key });
+    throw error;
+  }
 }

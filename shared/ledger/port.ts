@@ -139,6 +139,17 @@ export interface Page<T> {
   readonly cursor: string | null;
 }
 
+/** A stored record that does not have the shape its key says: an audit failure, reported, never cast. */
+export class CorruptItemError extends Error {
+  override readonly name = 'CorruptItemError';
+  constructor(
+    readonly key: string,
+    readonly problem: string,
+  ) {
+    super(`stored item ${key} failed decoding: ${problem}`);
+  }
+}
+
 /** Everything the use cases ask of the ledger table. One adapter implements it; tests may fake it. */
 export interface LedgerStore {
   putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>>;

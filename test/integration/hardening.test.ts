@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
+import { decodeItem } from '../../shared/adapters/ledger-table.js';
+import { route } from '../../shared/api/routes.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
@@ -299,6 +302,18 @@ describe('class 7 — resuming taken-in work', () => {
     const resumed = await send(sent, 'm-old');
     expect(resumed.outcome).toBe('submitted');
     expect((await stateOf(sent.dispatchId)).phase).toBe('submitted');
+  });
+});
+
+describe('the shape — stored items decode through checks, never casts', () => {
+  it('answers 500 audit_failure for a state item that fails decoding, naming it (was: cast, and answered from garbage)', async () => {
+    const dispatchId = uniqueName('d');
+    await documents.send(new PutCommand({ TableName: tableName, Item: { pk: `D#${dispatchId}`, sk: 'STATE', originKey: 'O#planner', phase: 'bogus', version: 'three' } }));
+    const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 });
+    const error = await apiError(route({ ...deps(), feeds }, { method: 'GET', rawPath: `/dispatches/${dispatchId}`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined }));
+    expect(error.code).toBe('audit_failure');
+    expect(error.statusCode).toBe(500);
+    expect(decodeItem({ pk: `D#${dispatchId}`, sk: 'STATE', phase: 'bogus' })).toMatchObject({ kind: 'corrupt' });
   });
 });
 
