@@ -1,6 +1,6 @@
 import { CfnElement, Stack, Token, Validations } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
-import { TARGET_SECRET_PREFIX, type DispatchLedger } from './constructs/dispatch-ledger.js';
+import type { DispatchLedger } from './constructs/dispatch-ledger.js';
 
 /** One acknowledged cdk-nag finding: which rule (and finding), on which construct, and why it stands. */
 export interface NagAcknowledgement {
@@ -19,7 +19,7 @@ export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[
   const failureObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.publisher.failureBucket)}.Arn>/*]`;
   const stack = Stack.of(ledger);
   const shown = (value: string, pseudo: string): string => (Token.isUnresolved(value) ? `<${pseudo}>` : value);
-  const targetSecrets = `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:${shown(stack.region, 'AWS::Region')}:${shown(stack.account, 'AWS::AccountId')}:secret:${TARGET_SECRET_PREFIX}*]`;
+  const targetSecrets = `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:${shown(stack.region, 'AWS::Region')}:${shown(stack.account, 'AWS::AccountId')}:secret:${ledger.targetSecretPrefix}*]`;
   const list: NagAcknowledgement[] = [];
   for (const fn of [intake, api, monitor]) {
     list.push({
@@ -30,7 +30,7 @@ export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[
     list.push({
       scope: fn,
       id: targetSecrets,
-      reason: 'Targets registered after deployment name their auth secret at run time; reads are limited to GetSecretValue on the dispatch-ledger/targets/ name prefix.',
+      reason: `Targets registered after deployment name their auth secret at run time; reads are limited to GetSecretValue on this stack's own name prefix ${ledger.targetSecretPrefix}, and the function refuses a secretRef outside it.`,
     });
   }
   list.push(

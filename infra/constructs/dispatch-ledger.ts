@@ -7,6 +7,7 @@ import { Construct } from 'constructs';
 import { INDEX } from '../../shared/adapters/ledger-table.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
+import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
 import { EventPublisher } from './event-publisher.js';
 import { LedgerAlarms } from './ledger-alarms.js';
@@ -20,7 +21,11 @@ import { RunMonitor } from './run-monitor.js';
 export interface LedgerTargetProps {
   /** The name dispatches use in `target`. */
   readonly name: string;
-  /** Base URL of its `POST /runs` and `GET /runs/{runId}` endpoints. */
+  /**
+   * Base URL of its `POST /runs` and `GET /runs/{runId}` endpoints: https, and not a loopback,
+   * link-local, unspecified or metadata address (CONTRACT §8 v2; the functions check the address of
+   * every connection again).
+   */
   readonly baseUrl: string;
   /** The value of the auth header the target expects, read (and cached) by the functions. @default none */
   readonly authSecret?: ISecret;
@@ -52,8 +57,12 @@ export interface DispatchLedgerProps {
   readonly maxReceiveCount?: number;
 }
 
-/** Secrets of targets registered at run time (`ledger registry target put --secret …`) live under this name prefix. */
-export const TARGET_SECRET_PREFIX = 'dispatch-ledger/targets/';
+/**
+ * Secrets of targets registered at run time (`ledger registry target put --secret-id …`) live under
+ * this name prefix, the stack's own (CONTRACT §8 v2): two ledgers in one account cannot read each
+ * other's target secrets, and no ledger reads a secret outside its prefix.
+ */
+export const targetSecretPrefix = (stackName: string): string => `dispatch-ledger/${stackName}/targets/`;
 
 /**
  * Dispatch Ledger in one construct: the dispatch queue and intake, the ledger table and evidence
@@ -75,6 +84,8 @@ export class DispatchLedger extends Construct {
   readonly publisher: EventPublisher;
   readonly alarms: LedgerAlarms;
   readonly functions: { readonly intake: LedgerFunction; readonly api: LedgerFunction; readonly monitor: LedgerFunction; readonly publisher: LedgerFunction };
+  /** `dispatch-ledger/{stackName}/targets/`: where secrets of targets registered at run time live. */
+  readonly targetSecretPrefix: string;
 
   private readonly principals: Array<{ readonly id: string; readonly principal: Principal }> = [];
   private readonly targets: Array<{ readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string }> = [];
@@ -88,6 +99,7 @@ export class DispatchLedger extends Construct {
     if (targetTimeout.toSeconds() < 1 || targetTimeout.toSeconds() > 20) throw new RangeError('targetTimeout must be between 1 and 20 seconds');
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
 
+    this.targetSecretPrefix = targetSecretPrefix(Stack.of(this).stackName);
     this.storage = new LedgerStorage(this, 'Storage', { retentionDays, removalPolicy, deletionProtection: props.deletionProtection ?? true });
     const { table, evidenceBucket } = this.storage;
 
@@ -97,6 +109,8 @@ export class DispatchLedger extends Construct {
       PRINCIPAL_MODE: 'enforce',
       RETENTION_DAYS: String(retentionDays),
       TARGET_TIMEOUT_MS: String(targetTimeout.toMilliseconds()),
+      // The secrets adapter refuses a secretRef outside it (deploy-time targets' own secrets excepted).
+      TARGET_SECRET_PREFIX: this.targetSecretPrefix,
       LEDGER_REGISTRY: Lazy.string({ produce: () => Stack.of(this).toJsonString({ principals: this.principals, targets: this.targets }) }),
     };
     const fn = (name: 'intake' | 'api' | 'monitor' | 'publisher', timeout: Duration, environment: Record<string, string>, memorySize = 512) =>
@@ -142,7 +156,7 @@ export class DispatchLedger extends Construct {
     // The monitor and the API (which settles evidence as a completion arrives) check files exist.
     for (const checker of [monitor, api]) this.allow(checker, ['s3:ListBucket'], [evidenceBucket.bucketArn]);
     // Target auth headers: the deploy-time targets' secrets, and those registered later under the prefix.
-    const runtimeSecrets = Stack.of(this).formatArn({ service: 'secretsmanager', resource: 'secret', resourceName: `${TARGET_SECRET_PREFIX}*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    const runtimeSecrets = Stack.of(this).formatArn({ service: 'secretsmanager', resource: 'secret', resourceName: `${this.targetSecretPrefix}*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
     for (const caller of [intake, api, monitor]) this.allow(caller, ['secretsmanager:GetSecretValue'], [runtimeSecrets]);
     for (const target of props.targets ?? []) this.addTarget(target);
 
@@ -160,7 +174,8 @@ export class DispatchLedger extends Construct {
   addTarget(target: LedgerTargetProps): void {
     if (!TARGET_NAME.test(target.name)) throw new RangeError(`target name "${target.name}" must match ${TARGET_NAME}`);
     if (this.targets.some((existing) => existing.name === target.name)) throw new Error(`target "${target.name}" is registered twice`);
-    if (!Token.isUnresolved(target.baseUrl) && !/^https:\/\//.test(target.baseUrl)) throw new RangeError(`target "${target.name}": baseUrl must be https`);
+    const problem = Token.isUnresolved(target.baseUrl) ? undefined : baseUrlProblem(target.baseUrl, 'public-only');
+    if (problem) throw new RangeError(`target "${target.name}": baseUrl ${problem}`);
     this.targets.push({ name: target.name, kind: 'http', baseUrl: target.baseUrl, ...(target.authSecret ? { secretRef: target.authSecret.secretArn } : {}) });
     for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) target.authSecret?.grantRead(caller.function);
   }
@@ -191,6 +206,9 @@ export class DispatchLedger extends Construct {
    */
   addOperator(identity: LedgerIdentity): void {
     this.register(identity, { role: 'operator' });
+    // `ledger stream replay` republishes ledger events: past the bus policy that refuses them from
+    // anyone but the publisher (an identity given by id may be granted PutEvents outside this stack).
+    this.publisher.allowLedgerPublisher('principalId' in identity ? { principalId: identity.principalId } : { roleArn: identity.roleArn });
     const grantable = this.grantableOf(identity);
     if (!grantable) return;
     this.api.grantInvoke(grantable);

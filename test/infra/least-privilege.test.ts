@@ -89,7 +89,7 @@ describe('least privilege: each function may do exactly what its code does', () 
     for (const name of ['intake', 'api', 'monitor'] as const) {
       for (const resources of resourcesFor(name, 'dynamodb:')) expect(resources).toContain(table);
       for (const resources of resourcesFor(name, 's3:')) expect(resources).toContain(evidence);
-      for (const resources of resourcesFor(name, 'secretsmanager:')) expect(resources).toMatch(/dispatch-ledger\/targets\/\*|ResearchAgentAuth/);
+      for (const resources of resourcesFor(name, 'secretsmanager:')) expect(resources).toMatch(/dispatch-ledger\/DispatchLedger\/targets\/\*|ResearchAgentAuth/);
     }
   });
 
