@@ -25,10 +25,11 @@ const USAGE = `usage:
   ledger rejections [--limit N] [--json]                 unreadable and conflicting messages, newest first
   ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]
   ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]
-  ledger dlq redrive [--dlq-url U --queue-url U] [--limit N] [--json]
-                                                         move DLQ messages back to the dispatch queue (idempotent)
+  ledger dlq redrive [--dlq-url U --queue-url U [--table T [--registry FILE]]] [--limit N] [--json]
+                                                         move DLQ messages back to the dispatch queue (idempotent);
+                                                         --table: tell an operator's earlier redrive from a sender's claim
   ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
-  ledger registry target put --table T --name N --base-url U [--secret-id S]
+  ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK/targets/NAME]
   ledger registry principal put --table T --id ID (--origin O | --target N | --operator)
 (--origin defaults to $LEDGER_ORIGIN, else "planner")
 

@@ -111,13 +111,15 @@ export async function stream(args: string[], print: Print): Promise<number> {
 }
 
 /**
- * `ledger registry target put --table T --name N --base-url U [--secret-id S]`
+ * `ledger registry target put --table T --name N --base-url U [--secret-id dispatch-ledger/{stackName}/targets/…]`
  * `ledger registry principal put --table T --id AROA… (--origin O | --target N | --operator)`
  */
 export async function registry(args: string[], print: Print): Promise<number> {
   const [kind, command, ...rest] = args;
   const usage =
-    'usage: ledger registry target put --table T --name N --base-url URL [--secret-id dispatch-ledger/targets/…]\n' +
+    'usage: ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK_NAME/targets/NAME]\n' +
+    '       (the functions read only target secrets under their own stack\'s prefix dispatch-ledger/STACK_NAME/targets/;\n' +
+    '        the base URL must be https, and not a loopback, link-local or metadata address)\n' +
     '       ledger registry principal put --table T --id ROLE_OR_USER_ID (--origin O | --target N | --operator)';
   if (command !== 'put' || (kind !== 'target' && kind !== 'principal')) throw new UsageError(usage);
   const { values } = parseArgs({
