@@ -18,9 +18,11 @@ import type { DispatchState } from '../../shared/dispatch/state.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { monitorTick } from '../../shared/monitor/monitor.js';
 import { evidenceKey } from '../../shared/monitor/evidence-check.js';
-import type { SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import type { ApprovalOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import { decideApproval } from '../../shared/usecases/approval.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
 
 /**
  * Regression tests of issue 12 (hardening), by class, on DynamoDB Local and fauxqs S3, with a target
@@ -47,11 +49,15 @@ class ScriptedTarget implements TargetPort {
     await this.onSubmit?.();
     return this.answer(request);
   }
-  async lookup() {
-    return { kind: 'unavailable' as const, reason: 'not asked in these tests' };
+  lookups = 0;
+  async lookup(): Promise<LookupOutcome> {
+    this.lookups += 1;
+    return { kind: 'unavailable', reason: 'HTTP 503' };
   }
-  async decideApproval() {
-    return { kind: 'not_found' as const };
+  onDecide: (() => Promise<void>) | undefined;
+  async decideApproval(_runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome> {
+    await this.onDecide?.();
+    return { kind: 'decided', approvalId, decision };
   }
   async cancel() {
     return { kind: 'cancelled' as const, status: 'cancelled' as const };
@@ -336,3 +342,122 @@ describe('class 9 — API answers', () => {
     expect(repeat.body.applied).toBe(false);
   });
 });
+
+describe('class 8 — verdict timing (the monitor)', () => {
+  it('takes a retry claim with the clock at the write, not the tick start (was: a claim already lapsed when a tick ran long)', async () => {
+    target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
+    const sent = message();
+    await send(sent);
+    target.answer = new ScriptedTarget().answer;
+    clock = new Date(Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '') + 1000);
+    const tickStart = clock;
+    let calls = 0;
+    // The tick's first reads happen at its start; by the claim, two minutes have gone by (a long tick).
+    const slowClock = () => (calls++ < 1 ? tickStart : new Date(tickStart.getTime() + 120_000));
+    let dueDuringSubmit: number | undefined;
+    target.onSubmit = async () => {
+      dueDuringSubmit = Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '');
+    };
+    await monitorTick({ ...monitorDeps(), now: slowClock });
+    target.onSubmit = undefined;
+    expect(dueDuringSubmit).toBeGreaterThan(tickStart.getTime() + 120_000);
+  });
+
+  it('never submits the same Idempotency-Key concurrently from overlapping ticks', async () => {
+    target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
+    const sent = message();
+    await send(sent);
+    target.answer = new ScriptedTarget().answer;
+    clock = new Date(Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '') + 1000);
+    let inFlight = 0;
+    let most = 0;
+    const before = target.submissions.length;
+    target.onSubmit = async () => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      inFlight -= 1;
+    };
+    await Promise.all([monitorTick(monitorDeps()), monitorTick(monitorDeps()), monitorTick(monitorDeps())]);
+    target.onSubmit = undefined;
+    expect(most).toBe(1);
+    expect(target.submissions.length - before).toBe(1);
+  });
+
+  it('looks an unobservable run up with backoff doubling from stallAfterSeconds, capped at 6 h (was: every stall window, forever)', async () => {
+    const sent = message({ timeouts: { stallAfterSeconds: 600 } });
+    await send(sent);
+    const delays: number[] = [];
+    for (let round = 0; round < 9; round += 1) {
+      const due = Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '');
+      clock = new Date(due + 1000);
+      await monitorTick(monitorDeps());
+      const next = Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '');
+      delays.push(Math.round((next - clock.getTime()) / 1000));
+    }
+    const state = await stateOf(sent.dispatchId);
+    expect(state.execution).toMatchObject({ status: 'unknown', monitorStatus: 'lookup_unavailable', nativeStatus: 'running' });
+    // First the stall deadline (the coalescing window after the stall window), then the lookups.
+    expect(delays).toEqual([119, 600, 1200, 2400, 4800, 9600, 19200, 21600, 21600]);
+  });
+});
+
+describe('class 4 — an approval decision the target accepted is recorded', () => {
+  it('records the decision even when its first writes lose races to other writers (was: given up after three)', async () => {
+    const sent = message();
+    await send(sent);
+    await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'approval_requested', { approvalId: 'a-1' }), open);
+    const waiting = await stateOf(sent.dispatchId);
+    // While the decision is on its way, the dispatch keeps changing underneath (progress notes): four writes.
+    target.onDecide = async () => {
+      for (let seq = 2; seq <= 5; seq += 1) {
+        tick(200);
+        await postRunEvent(deps(), 'r-1', event(sent.dispatchId, seq, 'progress'), open);
+      }
+    };
+    const outcome = await decideApproval(deps(), waiting, { approvalId: 'a-1', decision: 'approve' });
+    target.onDecide = undefined;
+    expect(outcome).toMatchObject({ kind: 'decided', recorded: true });
+    const after = await stateOf(sent.dispatchId);
+    expect(after.execution.pendingApproval).toBeNull();
+    expect(after.changes).toEqual(['approval_decided']);
+  });
+});
+
+describe('class 9 — the attention feed', () => {
+  it('orders by when the problem began, stable while later writes touch a dispatch (was: by its last write, so pages shifted)', async () => {
+    const own = await ensureLedgerTable(clients.dynamodb, uniqueName('attention'));
+    const ownTable = new LedgerTable(documents, { tableName: own.name, retentionSeconds: 86_400 });
+    await ownTable.putTarget({ name: 'scripted', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    const ownDeps = () => ({ ...deps(), store: ownTable, limitPerShard: 100 });
+    const first = message({ timeouts: { stallAfterSeconds: 60 } });
+    const second = message({ timeouts: { stallAfterSeconds: 60 } });
+    await takeDispatchMessage(ownDeps(), { messageId: uniqueName('m'), body: JSON.stringify(first), senderId: 'local' });
+    tick(30);
+    await takeDispatchMessage(ownDeps(), { messageId: uniqueName('m'), body: JSON.stringify(second), senderId: 'local' });
+    tick(60);
+    await monitorTick(ownDeps()); // first is lost (lookup 503): unknown since now
+    tick(30);
+    await monitorTick(ownDeps()); // second: unknown since now
+    // The first is looked up again later (a write), still unknown: its place must not move.
+    clock = new Date(Date.parse((await ownTable.getState(first.dispatchId))?.dueAt ?? '') + 1000);
+    await monitorTick(ownDeps());
+    const feeds = new LedgerFeedsTable(documents, { tableName: own.name, retentionSeconds: 86_400 });
+    const order = async () => {
+      const ids: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await eventuallyPage(() => feeds.listAttention({ kind: 'unknown', limit: 1, cursor }));
+        ids.push(...page.items.map((state) => state.dispatchId));
+        cursor = page.cursor ?? undefined;
+      } while (cursor);
+      return ids;
+    };
+    expect(await order()).toEqual([second.dispatchId, first.dispatchId]);
+  });
+});
+
+/** The feed index is eventually consistent on DynamoDB Local too: read until the page is there. */
+async function eventuallyPage<T>(read: () => Promise<T>): Promise<T> {
+  return eventually('the attention page', read, 5_000);
+}
