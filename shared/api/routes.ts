@@ -1,4 +1,6 @@
 import { dispatchView, historyEntry } from '../dispatch/view.js';
+import type { DispatchState } from '../dispatch/state.js';
+import { newestPage } from './pages.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/ids.js';
 import { CorruptItemError, type LedgerFeeds } from '../ledger/port.js';
@@ -43,24 +45,50 @@ async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller) {
   return state;
 }
 
+/** The whole view of a dispatch: every list in full (the routes page them). */
+async function fullView(deps: ApiDeps, state: DispatchState) {
+  const [message, check, operatorReceipts, marks, pastAttempts] = await Promise.all([
+    deps.store.getAcceptedMessage(state.dispatchId),
+    deps.store.getEvidenceCheck(state.dispatchId, state.attempt),
+    deps.store.listOperatorReceipts(state.dispatchId),
+    deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
+    state.attempt > 1 || state.supersededRuns.length > 0 ? deps.store.listPastAttempts(state.dispatchId) : Promise.resolve([]),
+  ]);
+  return dispatchView(state, message, check, operatorReceipts, marks, pastAttempts);
+}
+
 const ROUTES: readonly Route[] = [
   {
     method: 'GET',
     pattern: ['dispatches', ':dispatchId'],
     handle: async (deps, request, params, caller) => {
-      const dispatchId = params.dispatchId ?? '';
-      const stored = await ownedState(deps, dispatchId, caller);
+      const stored = await ownedState(deps, params.dispatchId ?? '', caller);
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
-      const [message, check, operatorReceipts, marks, pastAttempts] = await Promise.all([
-        deps.store.getAcceptedMessage(dispatchId),
-        deps.store.getEvidenceCheck(dispatchId, state.attempt),
-        deps.store.listOperatorReceipts(dispatchId),
-        deps.store.listEvidenceMarks(dispatchId, state.attempt),
-        state.attempt > 1 ? deps.store.listPastAttempts(dispatchId) : Promise.resolve([]),
-      ]);
-      return json(200, dispatchView(state, message, check, operatorReceipts, marks, pastAttempts));
+      const view = await fullView(deps, state);
+      // The view stays small whatever the history: the newest entries of each list, the rest paged.
+      const receipts = newestPage('receipts', view.receipts, undefined);
+      const operatorReceipts = newestPage('operatorReceipts', view.operatorReceipts, undefined);
+      const runs = newestPage('runs', view.runs, undefined);
+      return json(200, {
+        ...view,
+        receipts: receipts.items,
+        operatorReceipts: operatorReceipts.items,
+        runs: runs.items,
+        more: { receipts: receipts.more, operatorReceipts: operatorReceipts.more, runs: runs.more },
+      });
     },
   },
+  ...(['receipts', 'operatorReceipts', 'runs'] as const).map(
+    (list): Route => ({
+      method: 'GET',
+      pattern: ['dispatches', ':dispatchId', list === 'operatorReceipts' ? 'operator-receipts' : list],
+      handle: async (deps, request, params, caller) => {
+        const view = await fullView(deps, await ownedState(deps, params.dispatchId ?? '', caller));
+        const page = newestPage<unknown>(list, view[list], request.query.cursor);
+        return json(200, { items: page.items, cursor: page.more });
+      },
+    }),
+  ),
   {
     method: 'POST',
     pattern: ['dispatches', ':dispatchId', 'approval'],
@@ -75,7 +103,7 @@ const ROUTES: readonly Route[] = [
     pattern: ['dispatches', ':dispatchId', 'receipts'],
     handle: async (deps, request, params, caller) => {
       const state = await ownedState(deps, params.dispatchId ?? '', caller);
-      const answer = await postOperatorReceipt(deps, state, request.body);
+      const answer = await postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId });
       return json(answer.status, answer.body);
     },
   },

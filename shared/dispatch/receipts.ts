@@ -39,7 +39,17 @@ export interface OperatorReceipt {
   readonly note: string | null;
   readonly basis: typeof OPERATOR_ATTESTATION;
   readonly recordedAt: string;
-  /** `contentHash` of what the operator submitted (see `receiptPayload`): an identical retry has the same. */
+  /**
+   * The principal id of the caller that recorded it (CONTRACT §5 v2): its IAM identity in AWS
+   * (`AROA…:session`), `local:<origin>` on the local platform. Unlike `verifiedBy` (free text the caller
+   * writes) the ledger sets it. Absent on receipts stored before v2.
+   */
+  readonly recordedBy?: string;
+  /**
+   * `contentHash` of what the operator submitted (see `receiptPayload`): an identical retry has the same.
+   * `recordedBy` is not in it: a retry from another session of the same role (a renewed credential is
+   * another session id) is the same receipt, and the first recorder stands.
+   */
   readonly payloadHash: string;
 }
 
@@ -99,8 +109,11 @@ export function receiptPayload(body: OperatorReceiptBody | OperatorReceipt) {
   };
 }
 
-/** The receipt to store for a validated body: bound to the dispatch and its origin, with its payload hash. */
-export function operatorReceipt(dispatch: { readonly dispatchId: string; readonly origin: string }, body: OperatorReceiptBody, now: Date): OperatorReceipt {
+/**
+ * The receipt to store for a validated body: bound to the dispatch and its origin, with its payload
+ * hash, and `recordedBy` the caller's principal id (the API always gives it).
+ */
+export function operatorReceipt(dispatch: { readonly dispatchId: string; readonly origin: string }, body: OperatorReceiptBody, now: Date, recordedBy?: string): OperatorReceipt {
   const payload = receiptPayload(body);
   return {
     ...payload,
@@ -108,6 +121,7 @@ export function operatorReceipt(dispatch: { readonly dispatchId: string; readonl
     origin: dispatch.origin,
     basis: OPERATOR_ATTESTATION,
     recordedAt: now.toISOString(),
+    ...(recordedBy === undefined ? {} : { recordedBy }),
     payloadHash: contentHash(payload),
   };
 }
@@ -133,6 +147,7 @@ export const StoredOperatorReceipt = z
     note: z.nullable(note),
     basis: z.enum([OPERATOR_ATTESTATION]),
     recordedAt: at,
+    recordedBy: z.optional(z.string().check(z.minLength(1), z.maxLength(256))),
     payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
   })
   .check(

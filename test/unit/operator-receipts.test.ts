@@ -242,6 +242,57 @@ describe('POST /dispatches/{dispatchId}/receipts', () => {
   });
 });
 
+describe('class 10 — trust boundaries: a receipt records who recorded it (recordedBy, CONTRACT §5 v2)', () => {
+  const path = '/dispatches/d-2026-0001/receipts';
+  const enforced = (store: MemoryStore): ApiDeps => {
+    const principals = new MemoryStore();
+    principals.principals.set('AROAPLANNER', { role: 'origin', origin: 'planner' });
+    return { ...apiDeps(store), principals, principalMode: 'enforce' };
+  };
+  const signed = (iamUserId: string, body: unknown): ApiRequest => ({ ...request('POST', path, undefined, body), iamUserId });
+  const withDispatch = (): MemoryStore => {
+    const store = new MemoryStore();
+    store.states.set('d-2026-0001', submittedState());
+    return store;
+  };
+
+  it('stores the caller\'s IAM principal id in AWS, whatever free text verifiedBy says', async () => {
+    const store = withDispatch();
+    const first = await answer(enforced(store), signed('AROAPLANNER:alice', operatorReceiptBodyFactory({ verifiedBy: 'the CEO' })));
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ verifiedBy: 'the CEO', recordedBy: 'AROAPLANNER:alice' });
+    expect(await store.listOperatorReceipts('d-2026-0001')).toEqual([first.body]);
+  });
+
+  it('stores local:<origin> on the local platform, where the origin is the X-Ledger-Origin header', async () => {
+    const first = await answer(apiDeps(withDispatch()), request('POST', path, 'planner', operatorReceiptBodyFactory()));
+    expect(first.body).toMatchObject({ recordedBy: 'local:planner' });
+  });
+
+  it('keeps recordedBy out of the payload hash: a retry from another session is the identical retry, and the first recorder stands', async () => {
+    const store = withDispatch();
+    const deps = enforced(store);
+    const first = await answer(deps, signed('AROAPLANNER:alice', operatorReceiptBodyFactory()));
+    const retry = await answer(deps, signed('AROAPLANNER:alice-renewed', operatorReceiptBodyFactory()));
+    const changed = await answer(deps, signed('AROAPLANNER:alice-renewed', operatorReceiptBodyFactory({ state: 'rejected' })));
+    expect(retry).toEqual({ status: 200, body: first.body });
+    expect(changed.status).toBe(409);
+    const plain = receiptOf();
+    expect(operatorReceipt({ dispatchId: 'd-2026-0001', origin: 'planner' }, operatorReceiptBodyFactory(), NOW, 'AROAPLANNER:alice').payloadHash).toBe(plain.payloadHash);
+  });
+
+  it('passes the audit with recordedBy, and without it for receipts stored before v2; a malformed one is an audit failure', () => {
+    // As stored: recordedBy beside the fields the hash covers.
+    const recorded: OperatorReceipt = { ...receiptOf(), recordedBy: 'AROAPLANNER:alice' };
+    const legacy = receiptOf({ receiptId: 'rc-legacy' });
+    const view = dispatchView(handledState(), undefined, undefined, [recorded, legacy]);
+    expect(view.gate.reasons.filter((reason) => reason.startsWith('audit_failure:'))).toEqual([]);
+    expect(view.operatorReceipts).toEqual([recorded, legacy]);
+    const blank = dispatchView(handledState(), undefined, undefined, [{ ...recorded, recordedBy: '' }]);
+    expect(blank.gate.reasons.some((reason) => reason.startsWith('audit_failure: operator receipt rc-1'))).toBe(true);
+  });
+});
+
 describe('the three claims in the dispatch view', () => {
   it('keeps a completed run with a result and callback delivery unverified and unconfirmed', () => {
     const view = dispatchView(handledState({ deliveryMode: 'callback' }), undefined, undefined, []);
