@@ -7,7 +7,7 @@ import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { stateDir } from '../local/paths.js';
 import type { LocalInfo } from '../local/state.js';
 import { LocalPlatformError, runningState } from './local.js';
-import { table } from './table.js';
+import { shown, table } from './table.js';
 
 /** The running local platform's endpoints, or a clear error saying how to start it. */
 export function localInfo(): LocalInfo {
@@ -86,23 +86,35 @@ export async function send(args: string[], print: (line: string) => void): Promi
   return 0;
 }
 
-function describeView(view: DispatchView): string {
+/**
+ * `ledger check`'s view for people. Every value is shown escaped (`shown`): the run id, approval id,
+ * result summary, errors and unknowns may quote what a target said (CONTRACT §8 v2).
+ */
+export function describeView(view: DispatchView): string {
+  const { execution, submission } = view;
   const rows: Array<[string, string]> = [
-    ['dispatch', `${view.dispatchId}  (origin ${view.origin} → target ${view.target}, attempt ${view.attempt})`],
-    ['phase', view.phase + (view.blockedReason ? `: ${view.blockedReason}` : '')],
-    ['run', view.runId ?? '—'],
-    ['submission', `${view.submission.attempts} call(s)${view.submission.nextRetryAt ? `, next retry ${view.submission.nextRetryAt}` : ''}${view.submission.lastError ? `, last error: ${view.submission.lastError}` : ''}`],
-    ['execution', `${view.execution.status ?? '—'} (target said ${view.execution.nativeStatus ?? '—'}${view.execution.monitorStatus ? `; monitor: ${view.execution.monitorStatus}` : ''})`],
-    ['evidence', `${view.evidence.outcome}; expected ${view.evidence.expected.length}, found ${view.evidence.found.length}, missing ${view.evidence.missing.length}`],
-    ['acceptance', view.artifactAcceptance.state + (view.artifactAcceptance.receiptId ? ` (receipt ${view.artifactAcceptance.receiptId}, ${view.artifactAcceptance.basis ?? '—'})` : '')],
-    ['delivery', view.ownerDelivery.state + (view.ownerDelivery.receiptId ? ` (receipt ${view.ownerDelivery.receiptId}, ${view.ownerDelivery.basis ?? '—'})` : '')],
-    ['gate', view.gate.satisfied ? 'satisfied' : `not satisfied: ${view.gate.reasons.join('; ')}`],
-    ['receipts', view.receipts.map((receipt) => `${receipt.event}@${receipt.at}`).join(', ')],
-    ['operator', view.operatorReceipts.map((receipt) => `${receipt.receiptId}: ${receipt.kind} ${receipt.state} by ${receipt.verifiedBy}@${receipt.recordedAt}`).join(', ') || '—'],
+    ['dispatch', shown`${view.dispatchId}  (origin ${view.origin} → target ${view.target}, attempt ${view.attempt})`],
+    ['phase', shown`${view.phase}` + (view.blockedReason ? shown`: ${view.blockedReason}` : '')],
+    ['run', shown`${view.runId ?? '—'}`],
+    ['submission', shown`${submission.attempts} call(s)` + (submission.nextRetryAt ? shown`, next retry ${submission.nextRetryAt}` : '') + (submission.lastError ? shown`, last error: ${submission.lastError}` : '')],
+    ['execution', shown`${execution.status ?? '—'} (target said ${execution.nativeStatus ?? '—'}` + (execution.monitorStatus ? shown`; monitor: ${execution.monitorStatus}` : '') + ')'],
+    ...(execution.pendingApproval ? [['approval', shown`pending ${execution.pendingApproval.approvalId} since ${execution.pendingApproval.requestedAt}`] as [string, string]] : []),
+    ...(execution.result?.summary !== undefined ? [['result', shown`${execution.result.summary}`] as [string, string]] : []),
+    ['evidence', shown`${view.evidence.outcome}; expected ${view.evidence.expected.length}, found ${view.evidence.found.length}, missing ${view.evidence.missing.length}`],
+    ['acceptance', shown`${view.artifactAcceptance.state}` + (view.artifactAcceptance.receiptId ? shown` (receipt ${view.artifactAcceptance.receiptId}, ${view.artifactAcceptance.basis ?? '—'})` : '')],
+    ['delivery', shown`${view.ownerDelivery.state}` + (view.ownerDelivery.receiptId ? shown` (receipt ${view.ownerDelivery.receiptId}, ${view.ownerDelivery.basis ?? '—'})` : '')],
+    ['gate', view.gate.satisfied ? 'satisfied' : shown`not satisfied: ${view.gate.reasons.join('; ')}`],
+    ['receipts', view.receipts.map((receipt) => shown`${receipt.event}@${receipt.at}`).join(', ')],
+    [
+      'operator',
+      view.operatorReceipts
+        .map((receipt) => shown`${receipt.receiptId}: ${receipt.kind} ${receipt.state} by ${receipt.verifiedBy}` + (receipt.recordedBy ? shown` (recorded by ${receipt.recordedBy})` : '') + shown`@${receipt.recordedAt}`)
+        .join(', ') || '—',
+    ],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);
-  for (const unknown of view.unknowns) lines.push(`unknown${' '.repeat(Math.max(1, width - 6))} ${unknown}`);
+  for (const unknown of view.unknowns) lines.push(`unknown${' '.repeat(Math.max(1, width - 6))} ${shown`${unknown}`}`);
   return lines.join('\n');
 }
 

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { localInfo } from './dispatch.js';
+import { shown } from './table.js';
 
 interface LoggedEvent {
   readonly time?: string;
@@ -10,20 +11,27 @@ interface LoggedEvent {
   readonly detail?: { readonly dispatchId?: string; readonly runId?: string; readonly reason?: string; readonly monitorStatus?: string; readonly nativeStatus?: string; readonly messageId?: string; readonly receiptId?: string; readonly kind?: string; readonly state?: string };
 }
 
-function describe(line: string, json: boolean): string {
+/** One logged event as a line for people (each value escaped: run ids and reasons may come from a target), or the line itself with --json. */
+export function describeEvent(line: string, json: boolean): string {
   if (json) return line;
   let event: LoggedEvent;
   try {
     event = JSON.parse(line) as LoggedEvent;
   } catch {
-    return line;
+    return shown`${line}`;
   }
   const detail = event.detail ?? {};
   const subject = detail.dispatchId ?? (detail.messageId ? `message ${detail.messageId}` : '');
-  const extra = [detail.receiptId && `receipt ${detail.receiptId}: ${detail.kind ?? '?'} ${detail.state ?? '?'}`, detail.runId && `run ${detail.runId}`, detail.nativeStatus && `target: ${detail.nativeStatus}`, detail.monitorStatus && `monitor: ${detail.monitorStatus}`, detail.reason && `reason: ${detail.reason}`]
+  const extra = [
+    detail.receiptId && shown`receipt ${detail.receiptId}: ${detail.kind ?? '?'} ${detail.state ?? '?'}`,
+    detail.runId && shown`run ${detail.runId}`,
+    detail.nativeStatus && shown`target: ${detail.nativeStatus}`,
+    detail.monitorStatus && shown`monitor: ${detail.monitorStatus}`,
+    detail.reason && shown`reason: ${detail.reason}`,
+  ]
     .filter(Boolean)
     .join(', ');
-  return `${event.time ?? ''}  ${(event['detail-type'] ?? '?').padEnd(22)} ${subject}${extra ? `  (${extra})` : ''}`;
+  return `${shown`${event.time ?? ''}`}  ${shown`${event['detail-type'] ?? '?'}`.padEnd(22)} ${shown`${subject}`}${extra ? `  (${extra})` : ''}`;
 }
 
 /** Prints the lines of `file` from byte `from`; returns where it stopped. */
@@ -34,7 +42,7 @@ async function printFrom(file: string, from: number, print: (line: string) => vo
   for await (const line of lines) {
     if (!line.trim()) continue;
     if (dispatchId && !line.includes(`"dispatchId":"${dispatchId}"`)) continue;
-    print(describe(line, json));
+    print(describeEvent(line, json));
   }
   return size;
 }

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { Rejection } from '../shared/ledger/port.js';
 import { getJson, localInfo, originOf, postJson } from './dispatch.js';
 import { LocalPlatformError } from './local.js';
-import { table } from './table.js';
+import { shown, table } from './table.js';
 
 type Print = (line: string) => void;
 
@@ -29,7 +29,7 @@ export async function approve(args: string[], print: Print): Promise<number> {
     approvalId: values['approval-id'],
     decision: values.decision,
   });
-  return report(answer, values.json, print, () => `${values.decision === 'approve' ? 'approved' : 'cancelled'}: ${dispatchId} (approval ${values['approval-id']})`);
+  return report(answer, values.json, print, () => shown`${values.decision === 'approve' ? 'approved' : 'cancelled'}: ${dispatchId} (approval ${values['approval-id']})`);
 }
 
 /** `ledger redispatch <dispatchId> --reason R [--force]`: a new attempt (CONTRACT §4); 409 while the run may be active. */
@@ -46,7 +46,7 @@ export async function redispatch(args: string[], print: Print): Promise<number> 
     ...(values.force ? { force: true } : {}),
   });
   const attempt = (answer.body as { attempt?: unknown }).attempt;
-  return report(answer, values.json, print, () => `redispatched: ${dispatchId}, attempt ${String(attempt)}${values.force ? ' (forced: the previous run is superseded)' : ''}`);
+  return report(answer, values.json, print, () => shown`redispatched: ${dispatchId}, attempt ${String(attempt)}` + (values.force ? ' (forced: the previous run is superseded)' : ''));
 }
 
 /** `ledger rejections [--limit N]`: unreadable and conflicting messages, newest first (operator). */

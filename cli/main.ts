@@ -9,6 +9,7 @@ import { receipt } from './receipt.js';
 import { dlq, registry, stream, UsageError } from './operations.js';
 import { approve, redispatch, rejections } from './lifecycle.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
+import { forTerminal } from './table.js';
 
 const USAGE = `usage:
   ledger local up [--detach] [--json] [--tick SECONDS]   start the local platform (foreground unless --detach)
@@ -42,11 +43,13 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
+// Everything printed goes through forTerminal: whatever a line quotes (a target's run id, summary or
+// reason, a message preview), its control and bidi characters reach the terminal escaped.
 const say = (line: string): void => {
-  process.stdout.write(`${line}\n`);
+  process.stdout.write(`${forTerminal(line)}\n`);
 };
 const warn = (line: string): void => {
-  process.stderr.write(`${line}\n`);
+  process.stderr.write(`${forTerminal(line)}\n`);
 };
 
 function printReady(state: LocalState, json: boolean, heading?: string): void {

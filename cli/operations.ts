@@ -13,9 +13,9 @@ import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
 import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
 import type { Principal } from '../shared/principals/principals.js';
 import { baseUrlProblem } from '../shared/adapters/target-address.js';
-import { escapeControls } from '../shared/text.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { localInfo } from './dispatch.js';
+import { shown } from './table.js';
 
 /**
  * Operations commands. Against AWS they use the SDK's usual configuration (profile, region, and the
@@ -80,7 +80,7 @@ export async function dlq(args: string[], print: Print): Promise<number> {
     if (values.json) print(JSON.stringify(report));
     else {
       print(`moved ${report.moved} message(s) from the DLQ back to the dispatch queue`);
-      for (const { messageId, reason } of report.failed) print(`  not moved: ${escapeControls(messageId)}: ${escapeControls(reason)}`);
+      for (const { messageId, reason } of report.failed) print(shown`  not moved: ${messageId}: ${reason}`);
     }
     return report.failed.length === 0 ? 0 : 1;
   } finally {
@@ -139,7 +139,7 @@ export async function registry(args: string[], print: Print): Promise<number> {
   if (kind === 'target') {
     // The functions in AWS would refuse it at every call (CONTRACT §8 v2): refuse it here, before writing.
     const problem = values['base-url'] === undefined ? 'is required' : baseUrlProblem(values['base-url'], 'public-only');
-    if (problem) throw new UsageError(`--base-url ${escapeControls(problem)}`);
+    if (problem) throw new UsageError(shown`--base-url ${problem}`);
   }
   const dynamodb = new DynamoDBClient({});
   const table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: values.table, retentionSeconds: 0 });
@@ -149,7 +149,7 @@ export async function registry(args: string[], print: Print): Promise<number> {
       if (!name || !TARGET_NAME.test(name)) throw new UsageError(`--name must match ${TARGET_NAME}`);
       if (!baseUrl) throw new UsageError('--base-url is required');
       await table.putTarget({ name, kind: 'http', baseUrl, ...(secretRef ? { secretRef } : {}) });
-      print(`target ${name} → ${baseUrl}${secretRef ? ` (auth header from ${secretRef})` : ''}`);
+      print(shown`target ${name} → ${baseUrl}` + (secretRef ? shown` (auth header from ${secretRef})` : ''));
       return 0;
     }
     const chosen = [values.origin !== undefined, values.target !== undefined, values.operator].filter(Boolean).length;
@@ -163,7 +163,7 @@ export async function registry(args: string[], print: Print): Promise<number> {
       principal = { role: 'target', target: values.target };
     } else principal = { role: 'operator' };
     await table.putPrincipal(values.id, principal);
-    print(`principal ${values.id} → ${principal.role}${'origin' in principal ? ` ${principal.origin}` : 'target' in principal ? ` ${principal.target}` : ''}`);
+    print(shown`principal ${values.id} → ${principal.role}${'origin' in principal ? ` ${principal.origin}` : 'target' in principal ? ` ${principal.target}` : ''}`);
     return 0;
   } finally {
     dynamodb.destroy();

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
 import { localInfo, originOf, postJson } from './dispatch.js';
 import { LocalPlatformError } from './local.js';
+import { shown } from './table.js';
 
 const USAGE =
   'usage: ledger receipt <dispatchId> --run R --kind artifact_acceptance|owner_delivery --state S --verified-by V ' +
@@ -52,8 +53,9 @@ export async function receipt(args: string[], print: (line: string) => void): Pr
   }
   const stored = answer.body as OperatorReceipt;
   print(
-    `${answer.status === 201 ? 'recorded' : 'already recorded (identical)'}: receipt ${stored.receiptId} — ${stored.kind} ${stored.state} ` +
-      `for dispatch ${stored.dispatchId}, run ${stored.runId}, verified by ${stored.verifiedBy} (${stored.basis}, ${stored.recordedAt})`,
+    `${answer.status === 201 ? 'recorded' : 'already recorded (identical)'}: ` +
+      shown`receipt ${stored.receiptId} — ${stored.kind} ${stored.state} for dispatch ${stored.dispatchId}, run ${stored.runId}, verified by ${stored.verifiedBy} ` +
+      (stored.recordedBy ? shown`(recorded by ${stored.recordedBy}, ${stored.basis}, ${stored.recordedAt})` : shown`(${stored.basis}, ${stored.recordedAt})`),
   );
   return 0;
 }
