@@ -33,8 +33,40 @@ export interface DispatchView {
   readonly receipts: readonly (DispatchReceipt & { readonly files?: readonly EvidenceFile[] })[];
   /** Every stored operator receipt of the dispatch, oldest first, as stored (one that fails validation too). */
   readonly operatorReceipts: readonly OperatorReceipt[];
+  /** Every run of the dispatch, oldest first: the current one and each ended by a redispatch. */
+  readonly runs: readonly RunEntry[];
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
   readonly unknowns: readonly string[];
+  /** Cursors to the older entries of each list when it holds more than the view shows (CONTRACT §2 v2). */
+  readonly more?: { readonly receipts: string | null; readonly operatorReceipts: string | null; readonly runs: string | null };
+}
+
+export interface RunEntry {
+  readonly attempt: number;
+  readonly runId: string | null;
+  readonly status: Execution['status'];
+  readonly nativeStatus: Execution['nativeStatus'];
+  readonly completedAt: string | null;
+  /** Ended by a forced redispatch while it may have been active: its events are late. */
+  readonly superseded: boolean;
+  readonly endedAt: string | null;
+  readonly reason: string | null;
+}
+
+/** The runs of a dispatch, oldest first. */
+export function runsOf(state: DispatchState, pastAttempts: readonly PastAttempt[]): RunEntry[] {
+  const ended = pastAttempts.map((past) => ({
+    attempt: past.attempt,
+    runId: past.runId,
+    status: past.execution.status,
+    nativeStatus: past.execution.nativeStatus,
+    completedAt: past.execution.completedAt,
+    superseded: past.superseded,
+    endedAt: past.endedAt,
+    reason: past.reason,
+  }));
+  const current = { attempt: state.attempt, runId: state.runId, status: state.execution.status, nativeStatus: state.execution.nativeStatus, completedAt: state.execution.completedAt, superseded: false, endedAt: null, reason: null };
+  return [...ended, current];
 }
 
 /** What the stored receipts say once validated: every one that fails is named, none is skipped. */
@@ -203,6 +235,7 @@ export function dispatchView(
       ...state.receipts.map((receipt) => (receipt.event === 'dispatch_completed' && check && check.attempt === receipt.attempt ? { ...receipt, files: check.files } : receipt)),
     ],
     operatorReceipts: stored,
+    runs: runsOf(state, pastAttempts),
     gate: gate(state, invalid, findings),
     unknowns: [
       ...unknowns(state),

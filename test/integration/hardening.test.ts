@@ -461,3 +461,30 @@ describe('class 9 — the attention feed', () => {
 async function eventuallyPage<T>(read: () => Promise<T>): Promise<T> {
   return eventually('the attention page', read, 5_000);
 }
+
+describe('class 6 — the view stays bounded, nothing is dropped', () => {
+  it('carries the newest 50 receipts and runs, with cursors to every older one (was: one growing item and list)', async () => {
+    const sent = message();
+    await send(sent);
+    for (let round = 0; round < 55; round += 1) {
+      expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: `round ${round}`, force: true })).kind).toBe('redispatched');
+    }
+    const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 });
+    const get = (path: string, cursor?: string) =>
+      route({ ...deps(), feeds }, { method: 'GET', rawPath: path, query: cursor ? { cursor } : {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined });
+    const answer = await get(`/dispatches/${sent.dispatchId}`);
+    expect(answer.body.length).toBeLessThan(1024 * 1024);
+    const view = JSON.parse(answer.body) as { receipts: Array<{ attempt: number }>; runs: Array<{ runId: string }>; more: { receipts: string | null; runs: string | null } };
+    expect(view.receipts).toHaveLength(50);
+    expect(view.runs).toHaveLength(50);
+    expect(view.runs.at(-1)?.runId).toBe('r-56');
+    const older = JSON.parse((await get(`/dispatches/${sent.dispatchId}/runs`, view.more.runs ?? '')).body) as { items: Array<{ runId: string }>; cursor: string | null };
+    expect(older.items.map((run) => run.runId)).toEqual(['r-1', 'r-2', 'r-3', 'r-4', 'r-5', 'r-6']);
+    expect(older.cursor).toBeNull();
+    const olderReceipts = JSON.parse((await get(`/dispatches/${sent.dispatchId}/receipts`, view.more.receipts ?? '')).body) as { items: Array<{ event: string; attempt: number }> };
+    expect(olderReceipts.items[0]).toMatchObject({ event: 'dispatch_written', attempt: 1 });
+    expect(olderReceipts.items.length + view.receipts.length).toBe(57);
+    const forged = await apiError(get(`/dispatches/${sent.dispatchId}/runs`, Buffer.from('receipts:3').toString('base64url')));
+    expect(forged.statusCode).toBe(400);
+  });
+});
