@@ -99,10 +99,9 @@ function finishedState(dispatchId: string): DispatchState {
 
 /** No evidence is checked by a tick of running dispatches; any blob access is a bench bug. */
 const noBlobs: BlobStore = {
-  digest: async () => undefined,
   put: () => Promise.reject(new Error('the monitor-history bench stores no blobs')),
   getText: () => Promise.reject(new Error('the monitor-history bench reads no blobs')),
-  exists: () => Promise.reject(new Error('the monitor-history bench checks no evidence')),
+  getBytes: () => Promise.reject(new Error('the monitor-history bench checks no evidence')),
 };
 
 /**

@@ -16,7 +16,7 @@ const LEDGER_TABLE_CLIENTS = {
   '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],
   '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'BatchGetCommand'],
   '@aws-sdk/util-dynamodb': ['unmarshall'],
-  '@aws-sdk/client-s3': ['S3Client', 'GetObjectCommand', 'HeadObjectCommand', 'PutObjectCommand', 'NotFound'],
+  '@aws-sdk/client-s3': ['S3Client', 'GetObjectCommand', 'PutObjectCommand', 'NoSuchKey'],
   '@aws-sdk/client-secrets-manager': ['SecretsManagerClient', 'GetSecretValueCommand'],
 } as const;
 

@@ -147,12 +147,13 @@ export class DispatchLedger extends Construct {
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed)]);
     // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence and
-    // reads tasks for a redispatch; evidence checks HEAD each file (which needs ListBucket to tell
-    // "missing" (404) from "forbidden" (403), or every missing file reads as an unrunnable check).
+    // reads tasks for a redispatch; evidence checks read each file (which needs ListBucket to tell
+    // "missing" (404) from "forbidden" (403), or every missing file reads as an unrunnable check) and
+    // seal what they found: a copy under its hash, and the checked bytes put back if an upload raced.
     const objects = evidenceBucket.arnForObjects('*');
     this.allow(intake, ['s3:PutObject', 's3:GetObject'], [objects]);
     this.allow(api, ['s3:PutObject', 's3:GetObject'], [objects]);
-    this.allow(monitor, ['s3:GetObject'], [objects]);
+    this.allow(monitor, ['s3:PutObject', 's3:GetObject'], [objects]);
     // The monitor and the API (which settles evidence as a completion arrives) check files exist.
     for (const checker of [monitor, api]) this.allow(checker, ['s3:ListBucket'], [evidenceBucket.bucketArn]);
     // Target auth headers: the deploy-time targets' secrets, and those registered later under the prefix.

@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto';
-import { GetObjectCommand, HeadObjectCommand, NoSuchKey, NotFound, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, NoSuchKey, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { BlobStore } from '../ledger/port.js';
 
 /** Spilled payloads and bodies in the ledger's bucket. */
@@ -13,17 +12,7 @@ export class S3Blobs implements BlobStore {
     await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
   }
 
-  async exists(key: string): Promise<boolean> {
-    try {
-      await this.s3.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return true;
-    } catch (error) {
-      if (error instanceof NotFound || (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return false;
-      throw error;
-    }
-  }
-
-  async digest(key: string): Promise<{ sha256: string; bytes: number } | undefined> {
+  async getBytes(key: string): Promise<Uint8Array | undefined> {
     let object;
     try {
       object = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
@@ -32,8 +21,7 @@ export class S3Blobs implements BlobStore {
       throw error;
     }
     if (!object.Body) throw new Error(`s3://${this.bucket}/${key} has no body`);
-    const body = await object.Body.transformToByteArray();
-    return { sha256: createHash('sha256').update(body).digest('hex'), bytes: body.length };
+    return object.Body.transformToByteArray();
   }
 
   async getText(key: string): Promise<string> {

@@ -1,6 +1,6 @@
 import { refProblem } from '../dispatch/refs.js';
 import { evidenceRecheck } from '../dispatch/transitions.js';
-import { evidenceKey } from '../monitor/evidence-check.js';
+import { evidenceKey, keepSealed, sealedKey } from '../monitor/evidence-check.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
 import { parseJson, runOfDispatch, type LifecycleDeps } from './lifecycle-routes.js';
@@ -28,9 +28,18 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
   const run = await runOfDispatch(deps, dispatchId, runId, caller);
   const state = run.state;
   if (run.kind === 'superseded') throw new ApiError('conflict', `run ${runId} was superseded; its evidence does not count for attempt ${state.attempt}`);
-  const sealed = (await deps.store.getEvidenceCheck(dispatchId, state.attempt))?.files.find((file) => file.ref === ref);
-  if (sealed) throw new ApiError('evidence_sealed', `the check found ${ref}; the checked bytes stand`, { ref, sha256: sealed.sha256 });
-  await deps.blobs.put(evidenceKey(dispatchId, state.attempt, ref), body, request.headers['content-type'] ?? 'application/octet-stream');
+  const sealedFile = async () => (await deps.store.getEvidenceCheck(dispatchId, state.attempt))?.files.find((file) => file.ref === ref);
+  const refuse = (file: { sha256: string }) => new ApiError('evidence_sealed', `the check found ${ref}; the checked bytes stand`, { ref, sha256: file.sha256 });
+  const before = await sealedFile();
+  if (before) throw refuse(before);
+  const key = evidenceKey(dispatchId, state.attempt, ref);
+  await deps.blobs.put(key, body, request.headers['content-type'] ?? 'application/octet-stream');
+  // The check may have sealed the file while this upload was on its way: then its bytes are put back.
+  const after = await sealedFile();
+  if (after) {
+    await keepSealed(deps.blobs, key, { sha256: after.sha256, bytes: () => deps.blobs.getBytes(sealedKey(dispatchId, state.attempt, ref, after.sha256)) });
+    throw refuse(after);
+  }
   await recheckIfMissed(deps, dispatchId, ref);
   return { status: 201, body: { dispatchId, runId, attempt: state.attempt, ref, bytes: body.length } };
 }

@@ -209,10 +209,8 @@ export interface LedgerFeeds {
 export interface BlobStore {
   put(key: string, body: string | Uint8Array, contentType: string): Promise<void>;
   getText(key: string): Promise<string>;
-  /** HEAD: true when the object exists. Throws when the store cannot be asked. */
-  exists(key: string): Promise<boolean>;
-  /** The object's SHA-256 (hex) and size, read from its bytes; undefined when it does not exist. */
-  digest(key: string): Promise<{ readonly sha256: string; readonly bytes: number } | undefined>;
+  /** The object's bytes; undefined when it does not exist. Throws when the store cannot be asked. */
+  getBytes(key: string): Promise<Uint8Array | undefined>;
 }
 
 /**

@@ -1,9 +1,32 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { evidenceSettled, type WriteMode } from '../dispatch/transitions.js';
-import type { DispatchWorkDeps, EvidenceFile } from '../ledger/port.js';
+import { createHash } from 'node:crypto';
+import type { BlobStore, DispatchWorkDeps, EvidenceFile } from '../ledger/port.js';
 
 /** Where an attempt's evidence lives (CONTRACT §5): one root per attempt. */
 export const evidenceKey = (dispatchId: string, attempt: number, ref: string): string => `evidence/${dispatchId}/${attempt}/${ref}`;
+/**
+ * The sealed copy of a checked file: named by its hash, so every write of the key holds the same
+ * bytes (immutable by construction), and only the checker writes under `sealed/`.
+ */
+export const sealedKey = (dispatchId: string, attempt: number, ref: string, sha256: string): string => `sealed/${dispatchId}/${attempt}/${sha256}/${ref}`;
+
+export const sha256Of = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+/**
+ * Puts the sealed bytes back if the file under the evidence root no longer holds them: an upload that
+ * raced the seal (it read "not sealed", then wrote after the check) never outlives it. Whoever
+ * finishes last — the checker or the upload — looks again after its own write, so the bytes that stay
+ * are the bytes whose hash was sealed.
+ */
+export async function keepSealed(blobs: BlobStore, key: string, sealed: { readonly sha256: string; readonly bytes: Uint8Array | (() => Promise<Uint8Array | undefined>) }): Promise<boolean> {
+  const now = await blobs.getBytes(key);
+  if (now && sha256Of(now) === sealed.sha256) return false;
+  const bytes = typeof sealed.bytes === 'function' ? await sealed.bytes() : sealed.bytes;
+  if (!bytes) throw new Error(`the sealed copy of ${key} is missing`);
+  await blobs.put(key, bytes, 'application/octet-stream');
+  return true;
+}
 
 /**
  * The post-condition (CONTRACT §5): the platform itself reads every expected ref under the attempt's
@@ -25,19 +48,22 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   const checkedAt = now.toISOString();
   let files: EvidenceFile[] = [];
+  let contents: Uint8Array[] = [];
   let error: string | null = null;
   let invalid: string[] = [];
   try {
-    const [digests, marks] = await Promise.all([
-      Promise.all(expected.map((ref) => deps.blobs.digest(evidenceKey(state.dispatchId, state.attempt, ref)))),
+    const [read, marks] = await Promise.all([
+      Promise.all(expected.map((ref) => deps.blobs.getBytes(evidenceKey(state.dispatchId, state.attempt, ref)))),
       deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
     ]);
     // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
     invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
-    files = expected.flatMap((ref, index) => {
-      const digest = digests[index];
-      return digest && !invalid.includes(ref) ? [{ ref, sha256: digest.sha256, bytes: digest.bytes, checkedAt }] : [];
+    const found = expected.flatMap((ref, index) => {
+      const bytes = read[index];
+      return bytes && !invalid.includes(ref) ? [{ ref, bytes }] : [];
     });
+    files = found.map(({ ref, bytes }) => ({ ref, sha256: sha256Of(bytes), bytes: bytes.length, checkedAt }));
+    contents = found.map(({ bytes }) => bytes);
   } catch (thrown) {
     error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}`.slice(0, 300) : 'the check failed';
   }
@@ -46,6 +72,8 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   const pastDeadline = now.getTime() >= deadline;
   const outcome = error ? (pastDeadline ? 'unverified' : undefined) : missing.length === 0 ? 'handled' : pastDeadline ? 'orphan_no_delivery' : undefined;
   if (!outcome) return undefined;
+  // Seal first: a copy under each file's hash, so the checked bytes can always be put back.
+  await Promise.all(files.map((file, index) => deps.blobs.put(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256), contents[index] as Uint8Array, 'application/octet-stream')));
   const recorded = await deps.store.putEvidenceCheck({
     dispatchId: state.dispatchId,
     origin: state.origin,
@@ -61,6 +89,12 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
     checkedAt,
     error,
   });
-  const final: { readonly outcome: typeof outcome; readonly missing: readonly string[] } = recorded.kind === 'exists' ? recorded.existing : { outcome, missing };
+  const final: { readonly outcome: typeof outcome; readonly missing: readonly string[]; readonly files: readonly EvidenceFile[] } = recorded.kind === 'exists' ? recorded.existing : { outcome, missing, files };
+  // An upload may have landed between the read and the record: the sealed bytes are the ones that stay.
+  await Promise.all(
+    final.files.map((file) =>
+      keepSealed(deps.blobs, evidenceKey(state.dispatchId, state.attempt, file.ref), { sha256: file.sha256, bytes: () => deps.blobs.getBytes(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256)) }),
+    ),
+  );
   return evidenceSettled(state, { outcome: final.outcome, expected, missing: final.missing }, now, mode);
 }

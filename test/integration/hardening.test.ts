@@ -249,7 +249,7 @@ describe('class 5 — evidence', () => {
     ]);
     const sealed = await apiError(upload('out/a.md', 'tampered'));
     expect(sealed.code).toBe('evidence_sealed');
-    expect((await blobs.digest(evidenceKey(sent.dispatchId, 1, 'out/a.md')))?.sha256).toBe(check?.files[0]?.sha256);
+    expect(sha(Buffer.from((await blobs.getBytes(evidenceKey(sent.dispatchId, 1, 'out/a.md'))) ?? []).toString())).toBe(check?.files[0]?.sha256);
   });
 
   it('never publishes Dispatch Handled for a completion fenced by a concurrent redispatch', async () => {
@@ -486,5 +486,58 @@ describe('class 6 — the view stays bounded, nothing is dropped', () => {
     expect(olderReceipts.items.length + view.receipts.length).toBe(57);
     const forged = await apiError(get(`/dispatches/${sent.dispatchId}/runs`, Buffer.from('receipts:3').toString('base64url')));
     expect(forged.statusCode).toBe(400);
+  });
+});
+
+describe('class 5 — sealing and an upload cannot interleave (racing PUTs)', () => {
+  const uploadTo = (dispatchId: string, bytes: string, store = table) =>
+    putEvidence({ ...deps(), store }, dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(bytes), iamUserId: undefined }, open);
+  const rootOf = async (dispatchId: string) => Buffer.from((await blobs.getBytes(evidenceKey(dispatchId, 1, 'out/a.md'))) ?? []).toString();
+  const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+
+  it('keeps the sealed bytes when an upload lands between the check reading the file and recording it', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'] });
+    await send(sent);
+    await uploadTo(sent.dispatchId, 'original');
+    // The checker reads the file; before it records the check, a second upload (which saw no seal) lands.
+    let raced = false;
+    const racing = Object.assign(Object.create(blobs) as S3Blobs, {
+      getBytes: async (key: string) => {
+        const bytes = await blobs.getBytes(key);
+        if (!raced && key === evidenceKey(sent.dispatchId, 1, 'out/a.md')) {
+          raced = true;
+          expect((await uploadTo(sent.dispatchId, 'tampered')).status).toBe(201);
+        }
+        return bytes;
+      },
+    });
+    await postRunEvent({ ...deps(), blobs: racing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    const check = await table.getEvidenceCheck(sent.dispatchId, 1);
+    expect(raced).toBe(true);
+    expect(check?.files[0]?.sha256).toBe(sha('original'));
+    expect(await rootOf(sent.dispatchId)).toBe('original');
+  });
+
+  it('puts the sealed bytes back when an upload that saw no seal writes after the check: 409 evidence_sealed', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'] });
+    await send(sent);
+    await uploadTo(sent.dispatchId, 'original');
+    // The upload reads "not sealed"; the completion's check then seals; then the upload writes.
+    let first = true;
+    const slowToWrite = Object.assign(Object.create(table) as LedgerTable, {
+      getEvidenceCheck: async (dispatchId: string, attempt: number) => {
+        const found = await table.getEvidenceCheck(dispatchId, attempt);
+        if (first) {
+          first = false;
+          await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+        }
+        return found;
+      },
+    });
+    const refused = await apiError(uploadTo(sent.dispatchId, 'tampered', slowToWrite));
+    expect(refused.code).toBe('evidence_sealed');
+    expect((await table.getEvidenceCheck(sent.dispatchId, 1))?.files[0]?.sha256).toBe(sha('original'));
+    expect(await rootOf(sent.dispatchId)).toBe('original');
+    expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('handled');
   });
 });

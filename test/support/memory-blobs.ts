@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { BlobStore } from '../../shared/ledger/port.js';
 
 /** An in-memory blob store (the S3 port) for pure tests. */
@@ -12,11 +11,7 @@ export class MemoryBlobs implements BlobStore {
     if (!body) throw new Error(`no object ${key}`);
     return Buffer.from(body).toString('utf8');
   }
-  async digest(key: string) {
-    const body = this.objects.get(key);
-    return body ? { sha256: createHash('sha256').update(body).digest('hex'), bytes: body.length } : undefined;
-  }
-  async exists(key: string): Promise<boolean> {
-    return this.objects.has(key);
+  async getBytes(key: string): Promise<Uint8Array | undefined> {
+    return this.objects.get(key);
   }
 }
