@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
 import {
   TARGET_RUN_STATUSES,
@@ -99,7 +99,9 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
   }
   const resolve: Resolver = options.resolve ?? ((hostname) => dnsLookup(hostname, { all: true }));
   const exchange = exchanger({
-    // Connections are pooled by Node's global agents (keep-alive), each one checked when it was made.
+    // A keep-alive pool of this target's own: a connection is reused only by calls under the policy
+    // (and the resolver) it was checked with, never one another adapter opened.
+    agent: base.startsWith('https:') ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true }),
     lookup: guardedLookup(policy, resolve),
     timeoutMs,
     authHeader: options.authHeader,
@@ -243,6 +245,7 @@ type Answer =
     };
 
 interface ExchangeConfig {
+  readonly agent: HttpAgent;
   readonly lookup: ReturnType<typeof guardedLookup>;
   readonly timeoutMs: number;
   readonly authHeader: (() => Promise<string | undefined>) | undefined;
@@ -286,7 +289,7 @@ function exchanger(config: ExchangeConfig): Exchange {
     const signal = AbortSignal.timeout(config.timeoutMs);
     let response: IncomingMessage;
     try {
-      response = await send(url, { method, headers, body, signal, lookup: config.lookup });
+      response = await send(url, { method, headers, body, signal, agent: config.agent, lookup: config.lookup });
     } catch (error) {
       return { kind: 'failed', reason: scrub(describeFailure(error, signal, config.timeoutMs)) };
     }
@@ -314,7 +317,7 @@ function exchanger(config: ExchangeConfig): Exchange {
  */
 function send(
   url: string,
-  init: { method: string; headers: Record<string, string>; body: string | undefined; signal: AbortSignal; lookup: ReturnType<typeof guardedLookup> },
+  init: { method: string; headers: Record<string, string>; body: string | undefined; signal: AbortSignal; agent: HttpAgent; lookup: ReturnType<typeof guardedLookup> },
 ): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
     const { body, ...options } = init;

@@ -20,9 +20,13 @@ export interface SubmitRequest {
 export type SubmitOutcome =
   /** The target holds a run for this dispatch attempt. `requestId` is the proof of the submission call. */
   | { readonly kind: 'accepted'; readonly runId: string; readonly status: TargetRunStatus; readonly requestId: string }
-  /** The target answered and refused the work (4xx other than 408/429): retrying will not help. */
+  /** The target answered and refused the work (4xx other than 408/429 and 409 `in_progress`): retrying will not help. */
   | { readonly kind: 'rejected'; readonly httpStatus: number; readonly reason: string }
-  /** Not reachable, timed out, 5xx, 408/429, or an unreadable answer: worth retrying later. */
+  /**
+   * Not reachable, timed out, 5xx, 408/429, 409 `{"code":"in_progress"}` (the target is still creating
+   * the run for this Idempotency-Key), an address the policy refuses, or an unreadable answer: worth
+   * retrying later.
+   */
   | { readonly kind: 'unavailable'; readonly reason: string };
 
 export interface TargetRunView {

@@ -189,6 +189,14 @@ describe('class 10 — trust boundaries: the address of every connection (DNS re
     expect(resolve.asked.length).toBeGreaterThanOrEqual(1);
   });
 
+  it('never reuses a connection another adapter opened and checked (each target pools its own)', async () => {
+    const checked = httpTarget({ name: 'agent', kind: 'http', baseUrl: `http://localhost:${port}` }, { resolve: resolverOf('127.0.0.1') });
+    expect(await checked.submit(request)).toMatchObject({ kind: 'accepted' });
+    const rebound = httpTarget({ name: 'agent', kind: 'http', baseUrl: `http://localhost:${port}` }, { resolve: resolverOf('169.254.169.254') });
+    expect(await rebound.submit(request)).toEqual({ kind: 'unavailable', reason: 'refused to connect: localhost resolves to 169.254.169.254 (metadata)' });
+    expect(reached).toEqual(['POST /runs']);
+  });
+
   it('in AWS refuses a public name that resolves to loopback or metadata (rebinding), before connecting', async () => {
     expect(register('https://127.0.0.1/', { addressPolicy: 'public-only' })).toThrow(TypeError);
     for (const answer of ['127.0.0.1', '::1', '::ffff:7f00:1', '169.254.169.254', 'fd00:ec2::254']) {
