@@ -314,7 +314,7 @@ export function pastAttemptItem(past: PastAttempt, retentionSeconds: number): It
 }
 
 export function pastAttemptOf(item: Item): PastAttempt {
-  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, receipts: isArray, execution: isObject, endedAt: isString, superseded: isBoolean });
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, receipts: isArray, execution: isObject, endedAt: isString, superseded: isBoolean, stateVersion: isNumber });
   return { runId: null, reason: '', ...rest } as unknown as PastAttempt;
 }
 

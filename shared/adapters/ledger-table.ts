@@ -180,7 +180,15 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 
   async archiveAttempt(past: PastAttempt): Promise<void> {
     try {
-      await this.db.send(new PutCommand({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds), ConditionExpression: 'attribute_not_exists(pk)' }));
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: pastAttemptItem(past, this.options.retentionSeconds),
+          // A redispatch that lost its fence may have archived an older version first: a newer one replaces it.
+          ConditionExpression: 'attribute_not_exists(pk) OR stateVersion < :version',
+          ExpressionAttributeValues: { ':version': past.stateVersion },
+        }),
+      );
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
     }

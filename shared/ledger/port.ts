@@ -131,6 +131,8 @@ export interface PastAttempt {
   /** Why it ended: the redispatch's reason, and whether its run was superseded while it may have been active. */
   readonly reason: string;
   readonly superseded: boolean;
+  /** The state version this record was taken from: a newer record of the attempt replaces an older one. */
+  readonly stateVersion: number;
 }
 
 export interface Page<T> {
@@ -165,7 +167,7 @@ export interface LedgerStore {
    */
   commit(from: DispatchState, next: DispatchState): Promise<CommitOutcome>;
 
-  /** Keeps an ended attempt (idempotent per attempt: the first record stands). */
+  /** Keeps an ended attempt: per attempt, the record taken from the newest state version stands. */
   archiveAttempt(past: PastAttempt): Promise<void>;
   /** Every ended attempt of a dispatch, oldest first (strongly consistent). */
   listPastAttempts(dispatchId: string): Promise<PastAttempt[]>;

@@ -43,8 +43,8 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
   const supersede = state.phase === 'submitted' && !proven;
   const now = deps.now();
   const claimed = redispatched(state, { reason: request.reason, supersede, claimSeconds: deps.claimSeconds }, now);
-  // Kept before the fence: written again (same key, same content) by a retry, and what it holds is the
-  // state the fence is conditioned on, so a won fence never loses the attempt it ended.
+  // Kept before the fence, from the very version the fence is conditioned on: a won fence never loses
+  // the attempt it ended, and a redispatch that lost its fence is replaced by the next one's newer record.
   if (claimed.attempt !== state.attempt) {
     await deps.store.archiveAttempt({
       dispatchId: state.dispatchId,
@@ -55,6 +55,7 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
       endedAt: now.toISOString(),
       reason: clip(printable(request.reason), 120),
       superseded: supersede,
+      stateVersion: state.version,
     });
   }
   if ((await deps.store.commit(state, claimed)).kind === 'conflict') return { kind: 'conflict' };

@@ -45,7 +45,8 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
   readonly pastAttempts = new Map<string, PastAttempt>();
   async archiveAttempt(past: PastAttempt): Promise<void> {
     const key = `${past.dispatchId}#${past.attempt}`;
-    if (!this.pastAttempts.has(key)) this.pastAttempts.set(key, past);
+    const known = this.pastAttempts.get(key);
+    if (!known || known.stateVersion < past.stateVersion) this.pastAttempts.set(key, past);
   }
   async listPastAttempts(dispatchId: string): Promise<PastAttempt[]> {
     return [...this.pastAttempts.values()].filter((past) => past.dispatchId === dispatchId).sort((a, b) => a.attempt - b.attempt);

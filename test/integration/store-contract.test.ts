@@ -1,0 +1,120 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { ensureLedgerTable } from '../../local/resources.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, blocked, IllegalTransitionError, submitted } from '../../shared/dispatch/transitions.js';
+import type { EvidenceCheck, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+import { MemoryStore } from '../support/memory-store.js';
+import { advance } from '../support/states.js';
+
+/**
+ * The ledger store's contract, run against the DynamoDB table and against the in-memory fake the pure
+ * tests use: the fake may only stand in for what it does exactly as the table does.
+ */
+const clients = engineClients();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+let table: LedgerTable;
+
+beforeAll(async () => {
+  const tableName = uniqueName('contract');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
+});
+afterAll(() => {
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+const stores: Array<[string, () => LedgerStore]> = [
+  ['the DynamoDB table', () => table],
+  ['the in-memory fake', () => new MemoryStore()],
+];
+
+const fresh = () => accepted(newDispatchFactory({ dispatchId: uniqueName('d') }), NOW);
+const running = (start: DispatchState) => submitted(start, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+const later = (seconds: number) => new Date(NOW.getTime() + seconds * 1000);
+const past = (state: DispatchState, stateVersion: number, receipts = state.receipts): PastAttempt => ({
+  dispatchId: state.dispatchId,
+  attempt: state.attempt,
+  runId: state.runId,
+  receipts,
+  execution: state.execution,
+  endedAt: later(60).toISOString(),
+  reason: 'retry it',
+  superseded: true,
+  stateVersion,
+});
+
+describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
+  it('creates a state once: a second create is a conflict carrying the one stored', async () => {
+    const store = storeOf();
+    const start = fresh();
+    const first = running(start);
+    expect(await store.commit(start, first)).toEqual({ kind: 'committed' });
+    const again = await store.commit(start, blocked(start, 'unknown_target', 'x', NOW));
+    expect(again.kind).toBe('conflict');
+    expect(again.kind === 'conflict' && again.existing?.runId).toBe('r-1');
+    expect((await store.getState(start.dispatchId))?.version).toBe(1);
+  });
+
+  it('replaces a state only from the version and phase stored', async () => {
+    const store = storeOf();
+    const start = fresh();
+    const first = running(start);
+    await store.commit(start, first);
+    const second = advance(first, 'activity', later(5));
+    expect(await store.commit(first, second)).toEqual({ kind: 'committed' });
+    // A writer still holding the first version loses.
+    expect((await store.commit(first, advance(first, 'activity', later(6)))).kind).toBe('conflict');
+    expect((await store.getState(start.dispatchId))?.updatedAt).toBe(later(5).toISOString());
+  });
+
+  it('refuses an illegal transition before writing anything', async () => {
+    const store = storeOf();
+    const start = fresh();
+    const first = blocked(start, 'unknown_target', 'x', NOW);
+    await store.commit(start, first);
+    await expect(store.commit(first, advance(first, 'completed', later(1), { phase: 'submitted' }))).rejects.toThrow(IllegalTransitionError);
+    expect((await store.getState(start.dispatchId))?.phase).toBe('blocked');
+  });
+
+  it('keeps one record per ended attempt, the newest state version standing, oldest attempt first', async () => {
+    const store = storeOf();
+    const state = running(fresh());
+    await store.archiveAttempt({ ...past(state, 3), attempt: 2 });
+    await store.archiveAttempt(past(state, 3, []));
+    await store.archiveAttempt(past(state, 5));
+    await store.archiveAttempt(past(state, 4, [])); // older than what is kept: ignored
+    const kept = await store.listPastAttempts(state.dispatchId);
+    expect(kept.map((attempt) => [attempt.attempt, attempt.stateVersion])).toEqual([
+      [1, 5],
+      [2, 3],
+    ]);
+    expect(kept[0]?.receipts).toEqual(state.receipts);
+  });
+
+  it('records the first evidence check of an attempt and returns it to later writers', async () => {
+    const store = storeOf();
+    const check: EvidenceCheck = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome: 'handled', expected: ['a'], found: ['a'], missing: [], invalid: [], files: [{ ref: 'a', sha256: 'f'.repeat(64), bytes: 1, checkedAt: NOW.toISOString() }], checkedAt: NOW.toISOString(), error: null };
+    expect(await store.putEvidenceCheck(check)).toEqual({ kind: 'written' });
+    const second = await store.putEvidenceCheck({ ...check, outcome: 'orphan_no_delivery', files: [] });
+    expect(second).toEqual({ kind: 'exists', existing: check });
+    expect(await store.getEvidenceCheck(check.dispatchId, 1)).toEqual(check);
+  });
+
+  it('renews a claim only from the claim it read', async () => {
+    const store = storeOf();
+    const message = { dispatchId: uniqueName('d'), origin: 'planner', contentHash: 'sha256:x', messageId: 'm', senderId: null, receivedAt: NOW.toISOString(), claimUntil: later(60).toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };
+    expect(await store.putAcceptedMessage(message)).toEqual({ kind: 'written' });
+    expect((await store.putAcceptedMessage({ ...message, messageId: 'm-2' })).kind).toBe('exists');
+    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString())).toBe(true);
+    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(180).toISOString())).toBe(false);
+    expect((await store.getAcceptedMessage(message.dispatchId))?.claimUntil).toBe(later(120).toISOString());
+  });
+});
