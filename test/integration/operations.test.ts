@@ -18,6 +18,7 @@ import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { REPLAYED_PREFIX, replayStreamFailures, UnreadableFailureRecordError } from '../../shared/adapters/stream-replay.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import type { PrincipalRegistry } from '../../shared/principals/principals.js';
 import { REDRIVEN_FOR } from '../../shared/intake/intake.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
@@ -47,12 +48,14 @@ describe('ledger dlq redrive (fauxqs)', () => {
   it('moves every DLQ message back once, bodies intact, naming the first sender; a second run moves nothing', async () => {
     const bodies = Array.from({ length: 13 }, (_, index) => JSON.stringify({ dispatchId: `d-${index}`, origin: 'planner', target: 'demo-agent', task: { n: index } }));
     for (const body of bodies) await clients.sqs.send(new SendMessageCommand({ QueueUrl: dlq.url, MessageBody: body }));
-    // One that an earlier redrive already moved once keeps its first sender, not the operator's id.
+    // One that an earlier redrive (by an operator: fauxqs stamps every sender with the same id, here
+    // registered as the operator) already moved once keeps its first sender, not the operator's id.
     await clients.sqs.send(new SendMessageCommand({ QueueUrl: dlq.url, MessageBody: '{"dispatchId":"d-again"}', MessageAttributes: { [REDRIVEN_FOR]: { DataType: 'String', StringValue: 'AROAFIRSTSENDER' } } }));
+    const principals: PrincipalRegistry = { resolve: async () => ({ role: 'operator' }) };
 
-    const first = await redriveDeadLetters(clients.sqs, { deadLetterQueueUrl: dlq.url, queueUrl: queue.url });
+    const first = await redriveDeadLetters(clients.sqs, { deadLetterQueueUrl: dlq.url, queueUrl: queue.url, principals });
     expect(first).toEqual({ moved: 14, failed: [] });
-    const again = await redriveDeadLetters(clients.sqs, { deadLetterQueueUrl: dlq.url, queueUrl: queue.url });
+    const again = await redriveDeadLetters(clients.sqs, { deadLetterQueueUrl: dlq.url, queueUrl: queue.url, principals });
     expect(again).toEqual({ moved: 0, failed: [] });
 
     const arrived = await drainQueue(queue.url);
