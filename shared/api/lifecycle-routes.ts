@@ -70,12 +70,21 @@ export async function runOfDispatch(deps: Pick<LifecycleDeps, 'store'>, dispatch
     throw notFound;
   }
   if (!reportsFor(caller, state.target)) throw notFound;
-  if (state.runId === runId) return { kind: 'current', state };
-  if (state.supersededRuns.includes(runId)) return { kind: 'superseded', state };
-  // Older runs than the hot state remembers are answered from their attempt records.
-  if ((await deps.store.listPastAttempts(dispatchId)).some((past) => past.runId === runId)) return { kind: 'superseded', state };
+  const kind = await whichRun(deps, state, runId);
+  if (kind) return { kind, state };
   if (state.phase === 'accepted') throw notYet;
   throw notFound;
+}
+
+/**
+ * Whether `runId` is the dispatch's current run, one of its earlier runs (however many redispatches
+ * ago: older than the hot state remembers is answered from the attempt records), or none of them.
+ */
+export async function whichRun(deps: Pick<LifecycleDeps, 'store'>, state: DispatchState, runId: string): Promise<RunOfDispatch['kind'] | undefined> {
+  if (state.runId === runId) return 'current';
+  if (state.supersededRuns.includes(runId)) return 'superseded';
+  if (state.attempt > 1 && (await deps.store.listPastAttempts(state.dispatchId)).some((past) => past.runId === runId)) return 'superseded';
+  return undefined;
 }
 
 /** Rounds of optimistic concurrency: a concurrent writer makes us re-read and decide again. */

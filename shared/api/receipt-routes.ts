@@ -3,7 +3,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import type { LedgerStore } from '../ledger/port.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
-import { parseJson } from './lifecycle-routes.js';
+import { parseJson, whichRun } from './lifecycle-routes.js';
 
 /**
  * POST /dispatches/{dispatchId}/receipts (CONTRACT §5) for a dispatch the caller owns: an operator
@@ -19,7 +19,8 @@ export async function postOperatorReceipt(
   by: { readonly caller: Caller; readonly principalId: string | undefined },
 ) {
   const submitted = parseJson(body, OperatorReceiptBody);
-  if (submitted.runId !== state.runId && !state.supersededRuns.includes(submitted.runId)) {
+  // A receipt may be about any of the dispatch's runs, however many redispatches ago.
+  if (!(await whichRun(deps, state, submitted.runId))) {
     throw new ApiError('not_found', `no run ${submitted.runId} for dispatch ${state.dispatchId}`);
   }
   const receipt = operatorReceipt(state, submitted, deps.now(), recordedBy(by.caller, by.principalId));

@@ -11,6 +11,7 @@ import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
+import { postOperatorReceipt } from '../../shared/api/receipt-routes.js';
 import { ApiError } from '../../shared/api/http.js';
 import type { Caller } from '../../shared/api/caller.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
@@ -281,6 +282,11 @@ describe('class 6 — nothing forgotten', () => {
     expect(state.attempt).toBe(12);
     expect(state.supersededRuns).not.toContain('r-1');
     expect((await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 9, 'completed'), open)).body).toEqual({ applied: false, late: true });
+    // …its evidence upload is refused as superseded (409), and a receipt about it is still recorded.
+    const upload = await apiError(putEvidence(deps(), sent.dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from('x'), iamUserId: undefined }, open));
+    expect(upload.statusCode).toBe(409);
+    const receipt = Buffer.from(JSON.stringify({ receiptId: 'rc-old', runId: 'r-1', kind: 'artifact_acceptance', state: 'rejected', verifiedBy: 'alice' }));
+    expect((await postOperatorReceipt(deps(), state, receipt, { caller: { kind: 'open', origin: 'planner' }, principalId: undefined })).status).toBe(201);
     // Every attempt's receipts are kept, none in the hot state but the current attempt's.
     const past = await table.listPastAttempts(sent.dispatchId);
     expect(past.map((attempt) => attempt.runId)).toEqual(Array.from({ length: 11 }, (_, index) => `r-${index + 1}`));
