@@ -2,7 +2,7 @@ import { BatchGetCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws
 import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { LedgerFeeds, Page, Rejection } from '../ledger/port.js';
-import { dispatchIdOfKey, FEED, idHash, INDEX, KEY, monthKey, originKeyOf, REJECTION_FEED, rejectionOf, stateOf, type Item } from './ledger-items.js';
+import { dispatchIdOfKey, FEED, idHash, INDEX, isRejectionItemKey, isStateItemKey, KEY, messageIdOfKey, monthKey, originKeyOf, REJECTION_FEED, rejectionOf, stateOf, type Item } from './ledger-items.js';
 
 /**
  * The ledger table's lists (CONTRACT §2: an origin's history, rejections, attention): what only the
@@ -56,8 +56,7 @@ function isKey<N extends string>(value: unknown, ...names: N[]): value is Record
 type FeedKey = Record<'pk' | 'sk' | 'feedKey' | 'feedAt', string>;
 
 /** A dispatch state's key, with an index sort key that ends in the hash of its id (as `stateItem` writes it). */
-const isStateKey = (pk: string, sk: string, sortKey: string): boolean =>
-  /^D#[\w.:-]{1,128}$/.test(pk) && sk === 'STATE' && sortKey.endsWith(`#${idHash(dispatchIdOfKey(pk))}`);
+const isStateKey = (pk: string, sk: string, sortKey: string): boolean => isStateItemKey(pk, sk) && sortKey.endsWith(`#${idHash(dispatchIdOfKey(pk))}`);
 
 /** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
 function monthsBack(from: Date, count: number): string[] {
@@ -88,7 +87,7 @@ export class LedgerFeedsTable implements LedgerFeeds {
     // Rejections live as long as the retention: look back that many months, and one more.
     const months = monthsBack(this.now(), Math.ceil(this.options.retentionSeconds / (30 * 86_400)) + 1);
     const feeds = months.map((month) => FEED.rejections(month));
-    return this.readFeeds(feeds, options, rejectionOf, (key) => key.sk === 'REJECTION' && key.pk.startsWith('REJ#') && key.feedAt.endsWith(`#${key.pk.slice(4)}`),
+    return this.readFeeds(feeds, options, rejectionOf, (key) => isRejectionItemKey(key.pk, key.sk) && key.feedAt.endsWith(`#${messageIdOfKey(key.pk)}`),
       // A cursor of a month the retention has since passed: nothing is left to list.
       (feed) => REJECTION_FEED.test(feed) && feed < (feeds[feeds.length - 1] as string));
   }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import type { DispatchState } from '../dispatch/state.js';
+import type { BlockedCode, DispatchState } from '../dispatch/state.js';
 import { isTerminal } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { CorruptItemError, type AcceptedMessage, type EvidenceCheck, type PastAttempt, type Rejection } from '../ledger/port.js';
@@ -41,6 +41,7 @@ export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed' } as const
 export const TTL_ATTRIBUTE = 'expiresAt';
 
 const DISPATCH = 'D#';
+const REJECTION_PK = 'REJ#';
 export const OPERATOR_RECEIPT_PREFIX = 'OR#';
 const PAST_ATTEMPT_PREFIX = 'ATT#';
 const pad = (n: number, width: number): string => String(n).padStart(width, '0');
@@ -50,7 +51,7 @@ export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#
 export const KEY = {
   state: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: 'STATE' }),
   message: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: 'MSG' }),
-  rejection: (messageId: string) => ({ pk: `REJ#${messageId}`, sk: 'REJECTION' }),
+  rejection: (messageId: string) => ({ pk: `${REJECTION_PK}${messageId}`, sk: 'REJECTION' }),
   evidenceMark: (dispatchId: string, attempt: number, ref: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${markPrefix(attempt)}${ref}` }),
   evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `CHECK#${pad(attempt, 6)}` }),
   lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LATE#${runId}#${pad(seq, 16)}` }),
@@ -81,6 +82,10 @@ export const originKeyOf = (origin: string): string => `O#${origin}`;
 export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${pad(shard, 2)}`);
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
+export const messageIdOfKey = (pk: string): string => pk.slice(REJECTION_PK.length);
+/** The key of a dispatch's state item (a well-formed dispatch id), e.g. in a cursor that came back. */
+export const isStateItemKey = (pk: string, sk: string): boolean => /^D#[\w.:-]{1,128}$/.test(pk) && sk === KEY.state('').sk;
+export const isRejectionItemKey = (pk: string, sk: string): boolean => pk.startsWith(REJECTION_PK) && sk === KEY.rejection('').sk;
 
 export function dueShardOf(dispatchId: string): string {
   const shard = createHash('sha256').update(dispatchId).digest().readUInt8(0) % DUE_SHARDS;
@@ -208,6 +213,12 @@ const STATE_FIELDS: Readonly<Record<string, Check>> = {
   supersededRuns: optional(isArray),
 };
 
+const BLOCKED_CODES: readonly BlockedCode[] = ['invalid_fields', 'unknown_target', 'unknown_parent', 'hop_budget_exceeded', 'target_rejected', 'retry_budget_spent'];
+/** States written before the code had a field of its own carried it only as the reason's prefix. */
+function legacyBlockedCode(reason: string | null | undefined): BlockedCode | null {
+  return BLOCKED_CODES.find((code) => reason === code || reason?.startsWith(`${code}:`)) ?? null;
+}
+
 export function stateOf(item: Item): DispatchState {
   const { pk, sk: _sk, dueShard: _shard, originKey, createdKey: _created, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
   const stored = rest as Partial<DispatchState>;
@@ -217,7 +228,7 @@ export function stateOf(item: Item): DispatchState {
     ...(stored as DispatchState),
     dispatchId: dispatchIdOfKey(String(pk)),
     origin: String(originKey).slice(2),
-    blockedCode: stored.blockedCode ?? null,
+    blockedCode: stored.blockedCode ?? legacyBlockedCode(stored.blockedReason),
     blockedReason: stored.blockedReason ?? null,
     runId: stored.runId ?? null,
     lastSeq: stored.lastSeq ?? null,
@@ -334,7 +345,7 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
   const sk = String(item.sk ?? '');
   try {
     if (pk.startsWith(DISPATCH) && sk === 'STATE') return { kind: 'state', state: stateOf(item) };
-    if (pk.startsWith('REJ#') && sk === 'REJECTION') return { kind: 'rejection', rejection: rejectionOf(item) };
+    if (isRejectionItemKey(pk, sk)) return { kind: 'rejection', rejection: rejectionOf(item) };
     if (pk.startsWith(DISPATCH) && sk.startsWith('CHECK#')) return { kind: 'check', check: checkOf(item) };
     if (pk.startsWith(DISPATCH) && sk.startsWith(OPERATOR_RECEIPT_PREFIX)) return { kind: 'operator_receipt', receipt: operatorReceiptOf(item) };
   } catch (error) {
