@@ -82,6 +82,13 @@ export const originKeyOf = (origin: string): string => `O#${origin}`;
 export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${pad(shard, 2)}`);
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
+
+/**
+ * The evidence bucket's folder of one dispatch's payloads: intake spills a large task and keeps a
+ * large invalid body under it, one sub-folder per content hash (so a conflicting message's spill lands
+ * here too, though no anchor names it). It goes when the dispatch's anchor expires (shared/retention).
+ */
+export const payloadFolder = (dispatchId: string): string => `payloads/${dispatchId}/`;
 export const messageIdOfKey = (pk: string): string => pk.slice(REJECTION_PK.length);
 /** The key of a dispatch's state item (a well-formed dispatch id), e.g. in a cursor that came back. */
 export const isStateItemKey = (pk: string, sk: string): boolean => /^D#[\w.:-]{1,128}$/.test(pk) && sk === KEY.state('').sk;
@@ -329,9 +336,10 @@ export function pastAttemptOf(item: Item): PastAttempt {
   return { runId: null, reason: '', ...rest } as unknown as PastAttempt;
 }
 
-/** What a stream image of the ledger table holds, decoded (the publisher reads the stream). */
+/** What a stream image of the ledger table holds, decoded (the publisher and the retention function read the stream). */
 export type DecodedItem =
   | { readonly kind: 'state'; readonly state: DispatchState }
+  | { readonly kind: 'message'; readonly message: AcceptedMessage }
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
   | { readonly kind: 'check'; readonly check: EvidenceCheck }
   | { readonly kind: 'operator_receipt'; readonly receipt: OperatorReceipt }
@@ -345,6 +353,7 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
   const sk = String(item.sk ?? '');
   try {
     if (pk.startsWith(DISPATCH) && sk === 'STATE') return { kind: 'state', state: stateOf(item) };
+    if (pk.startsWith(DISPATCH) && sk === 'MSG') return { kind: 'message', message: messageOf(item) };
     if (isRejectionItemKey(pk, sk)) return { kind: 'rejection', rejection: rejectionOf(item) };
     if (pk.startsWith(DISPATCH) && sk.startsWith('CHECK#')) return { kind: 'check', check: checkOf(item) };
     if (pk.startsWith(DISPATCH) && sk.startsWith(OPERATOR_RECEIPT_PREFIX)) return { kind: 'operator_receipt', receipt: operatorReceiptOf(item) };

@@ -8,10 +8,26 @@ type Image = NonNullable<DynamoDBRecord['dynamodb']>['NewImage'];
 // Lambda delivers images as AttributeValue JSON (binary as base64, which no ledger item holds).
 const decode = (image: Image) => decodeItem(image ? unmarshall(image as Record<string, AttributeValue>) : undefined);
 
+/**
+ * Who DynamoDB names as the remover of an item its TTL deleted: the `userIdentity` of that REMOVE
+ * record. A DeleteItem by anyone else carries no userIdentity. The retention function's event source
+ * filter is built from it too.
+ */
+export const TTL_REMOVER = { type: 'Service', principalId: 'dynamodb.amazonaws.com' } as const;
+
+/** True for a REMOVE record made by DynamoDB's TTL (as Lambda delivers it: `userIdentity.type`, `userIdentity.principalId`). */
+export function isTtlRemoval(record: DynamoDBRecord): boolean {
+  // `userIdentity` is typed `any` by @types/aws-lambda: read it as unknown.
+  const identity: unknown = record.userIdentity;
+  if (record.eventName !== 'REMOVE' || typeof identity !== 'object' || identity === null) return false;
+  return 'type' in identity && identity.type === TTL_REMOVER.type && 'principalId' in identity && identity.principalId === TTL_REMOVER.principalId;
+}
+
 /** A DynamoDB stream record as Lambda delivers it (and as its on-failure record keeps it), decoded. */
 export const streamChangeOf = (record: DynamoDBRecord): StreamChange => ({
   sequenceNumber: record.dynamodb?.SequenceNumber ?? '',
   eventName: record.eventName ?? 'MODIFY',
   oldItem: decode(record.dynamodb?.OldImage),
   newItem: decode(record.dynamodb?.NewImage),
+  removedByTtl: isTtlRemoval(record),
 });

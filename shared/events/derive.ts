@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { ChangeKind, DispatchState } from '../dispatch/state.js';
-import type { EvidenceCheck, Rejection } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, Rejection } from '../ledger/port.js';
 import type { DetailType, LedgerEvent } from './catalog.js';
 
 /**
@@ -185,6 +185,8 @@ export function eventForRejection(rejection: Rejection): LedgerEvent {
 /** A ledger table item as the stream shows it, decoded (see `decodeItem` of the table adapter). */
 export type StreamItem =
   | { readonly kind: 'state'; readonly state: DispatchState }
+  /** The accepted message, the dispatch's idempotency anchor (publishes nothing; its expiry clears the dispatch's objects). */
+  | { readonly kind: 'message'; readonly message: AcceptedMessage }
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
   | { readonly kind: 'check'; readonly check: EvidenceCheck }
   | { readonly kind: 'operator_receipt'; readonly receipt: OperatorReceipt }
@@ -218,6 +220,11 @@ export interface StreamChange {
   readonly eventName: 'INSERT' | 'MODIFY' | 'REMOVE';
   readonly oldItem: StreamItem;
   readonly newItem: StreamItem;
+  /**
+   * A REMOVE made by DynamoDB's TTL, not by a person or a function (the record's `userIdentity` is
+   * DynamoDB's own service principal). Absent: not known to be one.
+   */
+  readonly removedByTtl?: boolean;
 }
 
 /**

@@ -1,0 +1,116 @@
+import { payloadFolder } from '../adapters/ledger-items.js';
+import { DISPATCH_ID } from '../dispatch/ids.js';
+import type { StreamChange } from '../events/derive.js';
+import { evidenceKey, sealedKey } from '../monitor/evidence-check.js';
+
+/**
+ * What goes from the evidence bucket when DynamoDB's TTL removes a ledger record (CONTRACT §7: the
+ * objects of a dispatch are kept as long as its records, and no longer). A bucket rule only knows an
+ * object's age — a spilled task would go while the anchor that names it lives on — so objects follow
+ * the TTL REMOVE records of the table's stream instead:
+ *
+ * | record removed by TTL            | objects deleted                                                       |
+ * | -------------------------------- | --------------------------------------------------------------------- |
+ * | accepted message (the anchor)    | its `taskRef` and `bodyRef`, and every object under the dispatch's     |
+ * |                                  | folders: payloads (a conflicting message's spill too), evidence of     |
+ * |                                  | every attempt, the sealed copies the evidence check made               |
+ * | rejection                        | its `bodyRef`                                                         |
+ * | anything else, or any REMOVE not made by TTL (a person's DeleteItem) | nothing                         |
+ *
+ * The anchor is the dispatch's longest-lived record (its state expires first, see ledger-items.ts),
+ * so its removal is the moment nothing readable names the objects any more.
+ */
+export type RetentionPlan =
+  | { readonly kind: 'nothing' }
+  | {
+      readonly kind: 'delete';
+      /** Whose objects, for the log: `dispatch d-1`, `rejection m-1`. */
+      readonly of: string;
+      /** Objects the record names. */
+      readonly keys: readonly string[];
+      /** Folders (key prefixes ending in `/`) whose every object goes. */
+      readonly folders: readonly string[];
+    }
+  /** A TTL-removed record that failed decoding: nothing is deleted on its word; the bucket's backstop rule ages its objects out. */
+  | { readonly kind: 'corrupt'; readonly key: string; readonly problem: string };
+
+const NOTHING: RetentionPlan = { kind: 'nothing' };
+
+/**
+ * The folder of one dispatch in an object key shape `{kind}/{dispatchId}/…`, read from the shape
+ * itself (evidence-check.ts owns it) so no prefix is spelled twice. Refuses a shape it cannot read
+ * rather than guess a shorter folder, which could hold other dispatches' objects.
+ */
+function folderOf(key: string, dispatchId: string): string {
+  const [kind, id] = key.split('/');
+  if (!kind || id !== dispatchId) throw new Error(`object key ${key} is not {kind}/${dispatchId}/…: no folder of the dispatch can be read from it`);
+  return `${kind}/${id}/`;
+}
+
+/**
+ * Every folder of one dispatch in the evidence bucket. A dispatch id holds no `/` (DISPATCH_ID), so a
+ * folder never reaches into another dispatch's: `evidence/d-1/` is no prefix of `evidence/d-10/…`.
+ *
+ * @example
+ * dispatchFolders('d-1') // ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/']
+ */
+export function dispatchFolders(dispatchId: string): string[] {
+  return [payloadFolder(dispatchId), folderOf(evidenceKey(dispatchId, 1, 'ref'), dispatchId), folderOf(sealedKey(dispatchId, 1, 'ref', 'sha256'), dispatchId)];
+}
+
+/**
+ * The objects to delete for one decoded stream change: only for a REMOVE made by TTL of an anchor
+ * or a rejection (see {@link RetentionPlan}).
+ *
+ * @example
+ * retentionPlanOf({ eventName: 'REMOVE', removedByTtl: true, oldItem: { kind: 'message', message }, … })
+ * // { kind: 'delete', of: 'dispatch d-1', keys: ['payloads/d-1/…/task.json'], folders: ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/'] }
+ */
+export function retentionPlanOf(change: StreamChange): RetentionPlan {
+  if (change.eventName !== 'REMOVE' || change.removedByTtl !== true) return NOTHING;
+  const item = change.oldItem;
+  switch (item.kind) {
+    case 'message': {
+      const { dispatchId, content } = item.message;
+      // A folder is only safe for an id that cannot hold a `/` or be empty: anything else is not an anchor this ledger wrote.
+      if (!DISPATCH_ID.test(dispatchId)) return { kind: 'corrupt', key: `anchor of ${JSON.stringify(dispatchId)}`, problem: 'dispatchId is not a dispatch id' };
+      const named = content.valid ? content.taskRef : content.bodyRef;
+      return { kind: 'delete', of: `dispatch ${dispatchId}`, keys: named ? [named] : [], folders: dispatchFolders(dispatchId) };
+    }
+    case 'rejection': {
+      const { messageId, bodyRef } = item.rejection;
+      return bodyRef ? { kind: 'delete', of: `rejection ${messageId}`, keys: [bodyRef], folders: [] } : NOTHING;
+    }
+    case 'corrupt':
+      return { kind: 'corrupt', key: item.key, problem: item.problem };
+    default:
+      return NOTHING;
+  }
+}
+
+/** The evidence bucket, as the retention function needs it. Deleting an object that is already gone succeeds. */
+export interface ObjectSweeper {
+  /** Deletes these objects; resolves to how many were asked to go. */
+  deleteKeys(keys: readonly string[]): Promise<number>;
+  /** Deletes every object whose key starts with `folder`, page by page; resolves to how many were listed and deleted. */
+  deleteFolder(folder: string): Promise<number>;
+}
+
+export type RetentionOutcome =
+  | { readonly kind: 'nothing' }
+  | { readonly kind: 'deleted'; readonly of: string; readonly keys: number; readonly inFolders: number }
+  | { readonly kind: 'corrupt'; readonly key: string; readonly problem: string };
+
+/**
+ * Deletes the objects of one TTL-removed record. Idempotent: a retried record (the stream retries a
+ * failed batch) deletes what is left and finds the rest already gone. Named keys go first, so a folder
+ * listing does not count them again.
+ */
+export async function removeExpiredObjects(change: StreamChange, objects: ObjectSweeper): Promise<RetentionOutcome> {
+  const plan = retentionPlanOf(change);
+  if (plan.kind !== 'delete') return plan;
+  const keys = await objects.deleteKeys(plan.keys);
+  let inFolders = 0;
+  for (const folder of plan.folders) inFolders += await objects.deleteFolder(folder);
+  return { kind: 'deleted', of: plan.of, keys, inFolders };
+}

@@ -1,0 +1,179 @@
+import { marshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBRecord } from 'aws-lambda';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { KEY, messageItem, payloadFolder, rejectionOf } from '../../shared/adapters/ledger-items.js';
+import { streamChangeOf, TTL_REMOVER } from '../../shared/adapters/stream-records.js';
+import { accepted } from '../../shared/dispatch/transitions.js';
+import type { StreamChange, StreamItem } from '../../shared/events/derive.js';
+import type { AcceptedMessage, Rejection } from '../../shared/ledger/port.js';
+import { evidenceKey, sealedKey } from '../../shared/monitor/evidence-check.js';
+import { dispatchFolders, removeExpiredObjects, retentionPlanOf, type ObjectSweeper } from '../../shared/retention/retention.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+
+const RECEIVED_AT = NOW.toISOString();
+
+function anchorFactory(dispatchId: string, content: Partial<{ taskRef: string | null; bodyRef: string | null; valid: boolean }> = {}): AcceptedMessage {
+  const base = { dispatchId, origin: 'planner', contentHash: 'sha256:ab', messageId: 'm-1', senderId: null, receivedAt: RECEIVED_AT, claimUntil: RECEIVED_AT };
+  if (content.valid === false) {
+    return { ...base, content: { valid: false, target: null, errors: [{ field: 'task', message: 'required' }], bodyPreview: '{…', bodyRef: content.bodyRef ?? null, bodyBytes: 9000 } };
+  }
+  const taskRef = content.taskRef ?? null;
+  return {
+    ...base,
+    content: {
+      valid: true,
+      target: 'demo-agent',
+      task: taskRef ? null : { goal: 'x' },
+      taskRef,
+      taskPreview: null,
+      taskBytes: 10,
+      expectedEvidence: [],
+      deliveryMode: 'callback',
+      timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
+      parentDispatchId: null,
+      maxHops: 4,
+    },
+  };
+}
+
+const rejectionFactory = (bodyRef: string | null): Rejection => ({ messageId: 'm-9', at: RECEIVED_AT, reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: '{', bodyRef, bodyBytes: 9000 });
+
+const ttlRemoval = (oldItem: StreamItem, overrides: Partial<StreamChange> = {}): StreamChange => ({ sequenceNumber: '1', eventName: 'REMOVE', oldItem, newItem: { kind: 'other' }, removedByTtl: true, ...overrides });
+
+describe('class 6 — nothing forgotten, nothing unbounded: what a TTL removal deletes (retentionPlanOf)', () => {
+  it('deletes an expired anchor\'s spilled task and every object under the dispatch\'s payload, evidence and sealed folders', () => {
+    const message = anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' });
+    expect(retentionPlanOf(ttlRemoval({ kind: 'message', message }))).toEqual({
+      kind: 'delete',
+      of: 'dispatch d-1',
+      keys: ['payloads/d-1/ab/task.json'],
+      folders: ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/'],
+    });
+  });
+
+  it('deletes the kept body of an invalid message\'s anchor, and the folders of an anchor whose task was inline', () => {
+    const invalid = anchorFactory('d-2', { valid: false, bodyRef: 'payloads/d-2/ab/invalid-body' });
+    expect(retentionPlanOf(ttlRemoval({ kind: 'message', message: invalid }))).toMatchObject({ keys: ['payloads/d-2/ab/invalid-body'], folders: dispatchFolders('d-2') });
+    expect(retentionPlanOf(ttlRemoval({ kind: 'message', message: anchorFactory('d-3') }))).toMatchObject({ keys: [], folders: dispatchFolders('d-3') });
+  });
+
+  it('deletes an expired rejection\'s kept body, and nothing for one kept inline', () => {
+    expect(retentionPlanOf(ttlRemoval({ kind: 'rejection', rejection: rejectionFactory('rejections/m-9/body') }))).toEqual({ kind: 'delete', of: 'rejection m-9', keys: ['rejections/m-9/body'], folders: [] });
+    expect(retentionPlanOf(ttlRemoval({ kind: 'rejection', rejection: rejectionFactory(null) }))).toEqual({ kind: 'nothing' });
+  });
+
+  it('deletes nothing for a REMOVE not made by TTL (a person\'s DeleteItem), nor for any INSERT or MODIFY', () => {
+    const anchor: StreamItem = { kind: 'message', message: anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' }) };
+    const rejection: StreamItem = { kind: 'rejection', rejection: rejectionFactory('rejections/m-9/body') };
+    for (const oldItem of [anchor, rejection]) {
+      expect(retentionPlanOf(ttlRemoval(oldItem, { removedByTtl: false }))).toEqual({ kind: 'nothing' });
+      expect(retentionPlanOf(ttlRemoval(oldItem, { removedByTtl: undefined }))).toEqual({ kind: 'nothing' });
+      expect(retentionPlanOf(ttlRemoval(oldItem, { eventName: 'MODIFY', newItem: oldItem }))).toEqual({ kind: 'nothing' });
+      expect(retentionPlanOf(ttlRemoval(oldItem, { eventName: 'INSERT', oldItem: { kind: 'other' }, newItem: oldItem }))).toEqual({ kind: 'nothing' });
+    }
+  });
+
+  it('deletes nothing when any other record expires: the state, a check, an operator receipt, a registry item', () => {
+    const state = accepted(newDispatchFactory(), NOW);
+    expect(retentionPlanOf(ttlRemoval({ kind: 'state', state }))).toEqual({ kind: 'nothing' });
+    expect(retentionPlanOf(ttlRemoval({ kind: 'other' }))).toEqual({ kind: 'nothing' });
+  });
+
+  it('reports an expired record that fails decoding instead of deleting on its word', () => {
+    expect(retentionPlanOf(ttlRemoval({ kind: 'corrupt', key: 'D#d-1/MSG', problem: 'claimUntil is missing' }))).toEqual({ kind: 'corrupt', key: 'D#d-1/MSG', problem: 'claimUntil is missing' });
+    // An anchor naming no dispatch id this ledger accepts: no folder can be trusted.
+    const odd = anchorFactory('d-1/../d-2');
+    expect(retentionPlanOf(ttlRemoval({ kind: 'message', message: odd })).kind).toBe('corrupt');
+  });
+
+  it('gives each dispatch folders that hold every key of its shapes and none of another dispatch\'s (d-1 vs d-10)', () => {
+    const id = fc.stringMatching(/^[A-Za-z0-9._:-]{1,128}$/);
+    const ref = fc.stringMatching(/^[a-z0-9]{1,8}(\/[a-z0-9.]{1,8}){0,3}$/);
+    fc.assert(
+      fc.property(id, id, fc.integer({ min: 1, max: 1_000_000 }), ref, (mine, other, attempt, file) => {
+        fc.pre(mine !== other);
+        const folders = dispatchFolders(mine);
+        const within = (key: string) => folders.some((folder) => key.startsWith(folder));
+        for (const key of [evidenceKey(mine, attempt, file), sealedKey(mine, attempt, file, 'f'.repeat(64)), `${payloadFolder(mine)}ab/task.json`]) expect(within(key)).toBe(true);
+        for (const key of [evidenceKey(other, attempt, file), sealedKey(other, attempt, file, 'f'.repeat(64)), `${payloadFolder(other)}ab/task.json`]) expect(within(key)).toBe(false);
+      }),
+    );
+    expect(dispatchFolders('d-1').some((folder) => evidenceKey('d-10', 1, 'a.md').startsWith(folder))).toBe(false);
+  });
+});
+
+/** A stream record exactly as Lambda delivers it: AttributeValue JSON images, and the remover's identity. */
+function lambdaRemoveRecord(oldItem: Record<string, unknown>, userIdentity?: unknown): DynamoDBRecord {
+  const OldImage = marshall(oldItem, { removeUndefinedValues: true }) as NonNullable<DynamoDBRecord['dynamodb']>['OldImage'];
+  return {
+    eventID: 'e-1',
+    eventName: 'REMOVE',
+    eventVersion: '1.1',
+    eventSource: 'aws:dynamodb',
+    awsRegion: 'eu-west-1',
+    eventSourceARN: 'arn:aws:dynamodb:eu-west-1:111122223333:table/ledger/stream/2026-03-01T00:00:00.000',
+    ...(userIdentity === undefined ? {} : { userIdentity }),
+    dynamodb: { ApproximateCreationDateTime: 1772366400, Keys: marshall({ pk: oldItem.pk, sk: oldItem.sk }) as NonNullable<DynamoDBRecord['dynamodb']>['Keys'], OldImage, SequenceNumber: '100', SizeBytes: 300, StreamViewType: 'NEW_AND_OLD_IMAGES' },
+  };
+}
+
+describe('class 6 — nothing forgotten, nothing unbounded: a TTL REMOVE record as Lambda delivers it (streamChangeOf)', () => {
+  const message = anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' });
+  const item = messageItem(message, 86_400);
+
+  it('marks a REMOVE as made by TTL only when its userIdentity is DynamoDB\'s service principal, and decodes the anchor', () => {
+    const change = streamChangeOf(lambdaRemoveRecord(item, { ...TTL_REMOVER }));
+    expect(change.removedByTtl).toBe(true);
+    expect(change.oldItem).toEqual({ kind: 'message', message });
+    expect(KEY.message('d-1')).toEqual({ pk: item.pk, sk: item.sk });
+  });
+
+  it('does not take a DeleteItem by a person or another service for a TTL removal', () => {
+    expect(streamChangeOf(lambdaRemoveRecord(item)).removedByTtl).toBe(false);
+    expect(streamChangeOf(lambdaRemoveRecord(item, { type: 'Service', principalId: 'lambda.amazonaws.com' })).removedByTtl).toBe(false);
+    expect(streamChangeOf(lambdaRemoveRecord(item, { type: 'AssumedRole', principalId: 'dynamodb.amazonaws.com' })).removedByTtl).toBe(false);
+    expect(streamChangeOf(lambdaRemoveRecord(item, 'dynamodb.amazonaws.com')).removedByTtl).toBe(false);
+    expect(streamChangeOf({ ...lambdaRemoveRecord(item, { ...TTL_REMOVER }), eventName: 'MODIFY' }).removedByTtl).toBe(false);
+  });
+
+  it('decodes a rejection the same way (its codec strips the keys)', () => {
+    const rejection = rejectionFactory('rejections/m-9/body');
+    const change = streamChangeOf(lambdaRemoveRecord({ ...KEY.rejection('m-9'), ...rejection, expiresAt: 1 }, { ...TTL_REMOVER }));
+    expect(change.oldItem).toEqual({ kind: 'rejection', rejection: rejectionOf({ ...KEY.rejection('m-9'), ...rejection }) });
+  });
+});
+
+class RecordingSweeper implements ObjectSweeper {
+  readonly calls: string[] = [];
+  constructor(private readonly failOn?: string) {}
+  async deleteKeys(keys: readonly string[]): Promise<number> {
+    this.calls.push(`keys ${keys.join(',')}`);
+    return keys.length;
+  }
+  async deleteFolder(folder: string): Promise<number> {
+    this.calls.push(`folder ${folder}`);
+    if (folder === this.failOn) throw new Error('S3 unavailable');
+    return 2;
+  }
+}
+
+describe('class 6 — nothing forgotten, nothing unbounded: removeExpiredObjects', () => {
+  const change = ttlRemoval({ kind: 'message', message: anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' }) });
+
+  it('deletes the named keys first, then each folder, and says how many objects went', async () => {
+    const sweeper = new RecordingSweeper();
+    expect(await removeExpiredObjects(change, sweeper)).toEqual({ kind: 'deleted', of: 'dispatch d-1', keys: 1, inFolders: 6 });
+    expect(sweeper.calls).toEqual(['keys payloads/d-1/ab/task.json', 'folder payloads/d-1/', 'folder evidence/d-1/', 'folder sealed/d-1/']);
+  });
+
+  it('touches nothing for a change that deletes nothing', async () => {
+    const sweeper = new RecordingSweeper();
+    expect(await removeExpiredObjects({ ...change, removedByTtl: false }, sweeper)).toEqual({ kind: 'nothing' });
+    expect(sweeper.calls).toEqual([]);
+  });
+
+  it('fails when a deletion fails, so the stream retries the record (deletion is idempotent)', async () => {
+    await expect(removeExpiredObjects(change, new RecordingSweeper('evidence/d-1/'))).rejects.toThrow('S3 unavailable');
+  });
+});
