@@ -16,6 +16,8 @@ import { ApiError } from '../../shared/api/http.js';
 import type { Caller } from '../../shared/api/caller.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
+import { eventsForStreamChange } from '../../shared/events/derive.js';
+import type { EvidenceCheck } from '../../shared/ledger/port.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { monitorTick } from '../../shared/monitor/monitor.js';
 import { evidenceKey } from '../../shared/monitor/evidence-check.js';
@@ -253,20 +255,30 @@ describe('class 5 — evidence', () => {
     expect(sha(Buffer.from((await blobs.getBytes(evidenceKey(sent.dispatchId, 1, 'out/a.md'))) ?? []).toString())).toBe(check?.files[0]?.sha256);
   });
 
-  it('never publishes Dispatch Handled for a completion fenced by a concurrent redispatch', async () => {
+  it('never publishes Dispatch Handled for a completion fenced by a concurrent redispatch (was: published from the check item written before the fenced state write)', async () => {
     const sent = message({ expectedEvidence: ['out/a.md'] });
     await send(sent);
     await putEvidence(deps(), sent.dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from('a'), iamUserId: undefined }, open);
-    const before = await stateOf(sent.dispatchId);
-    // The redispatch wins the race; the completion's write then meets the fence and is recorded as late.
-    const forced = await redispatch(deps(), before, { reason: 'operator forced it', force: true });
-    expect(forced.kind).toBe('redispatched');
-    const answer = await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    // The completion settles its evidence (the check item is written), then a forced redispatch
+    // commits before the completion's own state write: that write meets the fence.
+    const recordedChecks: EvidenceCheck[] = [];
+    const racing = Object.assign(Object.create(table) as LedgerTable, {
+      putEvidenceCheck: async (check: EvidenceCheck) => {
+        const outcome = await table.putEvidenceCheck(check);
+        recordedChecks.push(check);
+        expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'operator forced it', force: true })).kind).toBe('redispatched');
+        return outcome;
+      },
+    });
+    const answer = await postRunEvent({ ...deps(), store: racing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
     expect(answer.body).toEqual({ applied: false, late: true });
+    expect(recordedChecks).toHaveLength(1);
     const after = await stateOf(sent.dispatchId);
     expect(after.attempt).toBe(2);
-    expect(after.evidence.outcome).toBe('pending');
     expect(after.changes).not.toContain('handled');
+    // What the stream carries for the check item publishes nothing; only a committed 'handled' change does.
+    const published = eventsForStreamChange({ sequenceNumber: '1', eventName: 'INSERT', oldItem: { kind: 'other' }, newItem: { kind: 'check', check: recordedChecks[0] as EvidenceCheck } });
+    expect(published).toEqual([]);
   });
 });
 
@@ -409,20 +421,25 @@ describe('class 8 — verdict timing (the monitor)', () => {
 });
 
 describe('class 4 — an approval decision the target accepted is recorded', () => {
-  it('records the decision even when its first writes lose races to other writers (was: given up after three)', async () => {
+  it('records the decision even when its writes lose races to other writers, round after round (was: given up after three)', async () => {
     const sent = message();
     await send(sent);
     await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'approval_requested', { approvalId: 'a-1' }), open);
     const waiting = await stateOf(sent.dispatchId);
-    // While the decision is on its way, the dispatch keeps changing underneath (progress notes): four writes.
-    target.onDecide = async () => {
-      for (let seq = 2; seq <= 5; seq += 1) {
-        tick(200);
-        await postRunEvent(deps(), 'r-1', event(sent.dispatchId, seq, 'progress'), open);
-      }
-    };
-    const outcome = await decideApproval(deps(), waiting, { approvalId: 'a-1', decision: 'approve' });
-    target.onDecide = undefined;
+    // Just before each of the decision's first four writes, another writer changes the dispatch (a progress note).
+    let seq = 1;
+    const busy = Object.assign(Object.create(table) as LedgerTable, {
+      commit: async (from: DispatchState, next: DispatchState) => {
+        if (next.changes.includes('approval_decided') && seq < 5) {
+          seq += 1;
+          tick(200);
+          await postRunEvent(deps(), 'r-1', event(sent.dispatchId, seq, 'progress'), open);
+        }
+        return table.commit(from, next);
+      },
+    });
+    const outcome = await decideApproval({ ...deps(), store: busy }, waiting, { approvalId: 'a-1', decision: 'approve' });
+    expect(seq).toBe(5);
     expect(outcome).toMatchObject({ kind: 'decided', recorded: true });
     const after = await stateOf(sent.dispatchId);
     expect(after.execution.pendingApproval).toBeNull();
