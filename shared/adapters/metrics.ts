@@ -8,10 +8,10 @@ export function countForTarget(metrics: Metrics, name: string, target: string): 
   countOnce(metrics, name, { Target: target });
 }
 
-/** One occurrence of a metric with exactly these dimensions (none: a fact about the whole ledger). */
-export function countOnce(metrics: Metrics, name: string, dimensions: Readonly<Record<string, string>> = {}): void {
+/** One occurrence (or `count` of them) of a metric with exactly these dimensions (none: a fact about the whole ledger). */
+export function countOnce(metrics: Metrics, name: string, dimensions: Readonly<Record<string, string>> = {}, count = 1): void {
   const metric = metrics.singleMetric();
   metric.clearDefaultDimensions();
   for (const [dimension, value] of Object.entries(dimensions)) metric.addDimension(dimension, value);
-  metric.addMetric(name, MetricUnit.Count, 1);
+  metric.addMetric(name, MetricUnit.Count, count);
 }

@@ -1,0 +1,316 @@
+import { createHash } from 'node:crypto';
+import { DeleteItemCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
+import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { localHandlerEnvironment } from '../../local/clients.js';
+import { LOCAL_REGION } from '../../local/engines/index.js';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { lambdaContext } from '../../local/runtime/context.js';
+import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
+import { KEY, payloadFolder } from '../../shared/adapters/ledger-items.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
+import { operatorReceipt } from '../../shared/dispatch/receipts.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
+import type { AcceptedMessage } from '../../shared/ledger/port.js';
+import { evidenceKey, sealedKey } from '../../shared/monitor/evidence-check.js';
+import type { ApprovalOutcome, CancelOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
+import { newDispatchFactory, NOW, operatorReceiptBodyFactory } from '../support/factories.js';
+
+/**
+ * Issue 12, class 6: every ledger record expires, and the evidence bucket's objects of a record go
+ * when DynamoDB's TTL removes it — from the stream's TTL REMOVE record, on fauxqs S3 and DynamoDB
+ * Local. DynamoDB Local never deletes by TTL, so the tests delete the item themselves, take the REMOVE
+ * record its stream really carries (as the local runtime hands it to Lambda handlers) and add the
+ * `userIdentity` DynamoDB puts on the records of TTL deletions.
+ */
+type Handler = (event: DynamoDBStreamEvent, context: Context) => Promise<DynamoDBBatchResponse>;
+
+const clients = engineClients();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: LOCAL_REGION, endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+const savedEnv = { ...process.env };
+const RETENTION_SECONDS = 30 * 86_400;
+const epoch = (at: string | Date): number => Math.floor(new Date(at).getTime() / 1000);
+
+let tableName: string;
+let bucket: string;
+let table: LedgerTable;
+let stream: StreamEventSource;
+let handler: Handler;
+const removals: DynamoDBRecord[] = [];
+
+/** A target that takes every submission. */
+class AcceptingTarget implements TargetPort {
+  async submit(request: SubmitRequest): Promise<SubmitOutcome> {
+    return { kind: 'accepted', runId: `r-${request.attempt}`, status: 'running', requestId: `q-${request.attempt}` };
+  }
+  async lookup(): Promise<LookupOutcome> {
+    return { kind: 'unavailable', reason: 'not asked' };
+  }
+  async decideApproval(_runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome> {
+    return { kind: 'decided', approvalId, decision };
+  }
+  async cancel(): Promise<CancelOutcome> {
+    return { kind: 'cancelled', status: 'cancelled' };
+  }
+}
+
+beforeAll(async () => {
+  const ledger = await ensureLedgerTable(clients.dynamodb, uniqueName('retention'));
+  tableName = ledger.name;
+  bucket = await ensureBucket(clients.s3, uniqueName('retention'));
+  table = new LedgerTable(documents, { tableName, retentionSeconds: RETENTION_SECONDS });
+  await table.putTarget({ name: 'accepting', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+  // The handler's environment as the stack sets it, with the local endpoints; read once at import.
+  Object.assign(process.env, localHandlerEnvironment(inject('engines')), { EVIDENCE_BUCKET: bucket, POWERTOOLS_LOG_LEVEL: 'WARN', POWERTOOLS_METRICS_DISABLED: 'true' });
+  ({ handler } = await import('../../functions/retention/handler.js'));
+  stream = new StreamEventSource({
+    functionName: 'capture',
+    handler: async (event) => {
+      removals.push(...event.Records.filter((record) => record.eventName === 'REMOVE'));
+    },
+    streams: clients.streams,
+    streamArn: ledger.streamArn,
+    region: LOCAL_REGION,
+  });
+});
+afterAll(() => {
+  process.env = { ...savedEnv };
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+const deps = (): IntakeDeps => ({
+  store: table,
+  blobs: new S3Blobs(clients.s3, bucket),
+  targetFor: () => new AcceptingTarget(),
+  principals: table,
+  principalMode: 'open',
+  callbackUrl: 'http://127.0.0.1:9',
+  retryPolicy: DEFAULT_RETRY_POLICY,
+  now: () => NOW,
+  claimSeconds: 60,
+});
+const send = (body: unknown, messageId = uniqueName('m')) => takeDispatchMessage(deps(), { messageId, body: typeof body === 'string' ? body : JSON.stringify(body), senderId: 'local' });
+/** Over intake's 8 KB inline limit: spilled to the bucket. */
+const large = (fill: string) => fill.repeat(9 * 1024);
+
+async function objects(prefix = ''): Promise<string[]> {
+  const keys: string[] = [];
+  let token: string | undefined;
+  do {
+    const page = await clients.s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+    keys.push(...(page.Contents ?? []).flatMap(({ Key }) => (Key ? [Key] : [])));
+    token = page.IsTruncated ? page.NextContinuationToken : undefined;
+  } while (token);
+  return keys.sort();
+}
+
+/** An item as stored, read back by key with no codec. */
+async function raw(key: { readonly pk: string; readonly sk: string }): Promise<Record<string, unknown>> {
+  const { Item } = await documents.send(new GetCommand({ TableName: tableName, Key: key, ConsistentRead: true }));
+  if (!Item) throw new Error(`no item ${key.pk}/${key.sk}`);
+  return Item;
+}
+
+async function keptBodyOf(messageId: string): Promise<string> {
+  const { bodyRef } = await raw(KEY.rejection(messageId));
+  if (typeof bodyRef !== 'string') throw new Error(`rejection ${messageId} kept no body`);
+  return bodyRef;
+}
+
+async function anchorOf(dispatchId: string): Promise<AcceptedMessage> {
+  const anchor = await table.getAcceptedMessage(dispatchId);
+  if (!anchor) throw new Error(`no anchor for ${dispatchId}`);
+  return anchor;
+}
+
+/**
+ * A dispatch with everything it leaves in the bucket: its spilled task, the spill of a conflicting
+ * message under its id (no record names it), evidence of two attempts and their sealed copies.
+ */
+async function dispatchWithObjects(dispatchId: string): Promise<{ readonly taskRef: string; readonly objects: string[]; readonly conflictBody: string }> {
+  expect((await send({ dispatchId, origin: 'planner', target: 'accepting', task: { notes: large('a') } })).outcome).toBe('submitted');
+  const conflict = uniqueName('m');
+  expect(await send({ dispatchId, origin: 'planner', target: 'accepting', task: { notes: large('b') } }, conflict)).toMatchObject({ outcome: 'rejected', reason: 'conflict' });
+  const blobs = new S3Blobs(clients.s3, bucket);
+  const filed: string[] = [];
+  for (const attempt of [1, 2]) {
+    const bytes = `report of attempt ${attempt}`;
+    const evidence = evidenceKey(dispatchId, attempt, 'out/report.md');
+    const sealed = sealedKey(dispatchId, attempt, 'out/report.md', createHash('sha256').update(bytes).digest('hex'));
+    await blobs.put(evidence, bytes, 'text/markdown');
+    await blobs.put(sealed, bytes, 'application/octet-stream');
+    filed.push(evidence, sealed);
+  }
+  const anchor = await anchorOf(dispatchId);
+  const taskRef = anchor.content.valid ? anchor.content.taskRef : null;
+  if (!taskRef) throw new Error('the task was not spilled');
+  // Both spills, the anchor's task and the conflicting message's, under the dispatch's payload folder.
+  const spills = await objects(payloadFolder(dispatchId));
+  expect(spills).toHaveLength(2);
+  expect(spills).toContain(taskRef);
+  return { taskRef, objects: [...spills, ...filed].sort(), conflictBody: await keptBodyOf(conflict) };
+}
+
+/** Deletes an item as a person would (DeleteItem) and returns the REMOVE record the table's stream carries for it, as Lambda delivers it. */
+async function removalOf(key: { readonly pk: string; readonly sk: string }): Promise<DynamoDBRecord> {
+  await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(key) }));
+  return eventually(`the REMOVE record of ${key.pk}/${key.sk}`, async () => {
+    await stream.pollOnce();
+    return removals.find((record) => record.dynamodb?.Keys?.pk?.S === key.pk && record.dynamodb.Keys.sk?.S === key.sk);
+  });
+}
+
+/** The same record as DynamoDB writes it when its TTL deleted the item. */
+const byTtl = (record: DynamoDBRecord): DynamoDBRecord => ({ ...record, userIdentity: { type: 'Service', principalId: 'dynamodb.amazonaws.com' } });
+
+const invoke = (...records: DynamoDBRecord[]) => handler({ Records: records }, lambdaContext('retention', 60_000, LOCAL_REGION));
+
+describe('class 6 — nothing forgotten, nothing unbounded: a dispatch\'s objects go when its anchor expires (retention handler, fauxqs S3)', () => {
+  it('deletes nothing when a person deletes the anchor (a REMOVE without the TTL identity)', async () => {
+    const dispatchId = uniqueName('d');
+    const { objects: mine } = await dispatchWithObjects(dispatchId);
+    const before = await objects();
+    const removal = await removalOf(KEY.message(dispatchId));
+    expect(removal.userIdentity).toBeUndefined();
+    expect(removal.dynamodb?.OldImage?.sk).toEqual({ S: 'MSG' });
+
+    expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
+    expect(await objects()).toEqual(before);
+    expect(before).toEqual(expect.arrayContaining(mine));
+  });
+
+  it('deletes exactly the expired dispatch\'s task, conflicting spill, evidence of every attempt and sealed copies; another dispatch\'s objects and the rejection\'s body stay', async () => {
+    const dispatchId = uniqueName('d');
+    // An id the expired one is a prefix of: only a folder ending in "/" keeps its objects apart.
+    const neighbour = `${dispatchId}0`;
+    const expiring = await dispatchWithObjects(dispatchId);
+    const staying = await dispatchWithObjects(neighbour);
+    expect(expiring.objects).toHaveLength(6);
+    expect(expiring.objects).toContain(expiring.taskRef);
+    const before = await objects();
+
+    const removal = byTtl(await removalOf(KEY.message(dispatchId)));
+    expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
+
+    const after = await objects();
+    expect(before.filter((key) => !after.includes(key))).toEqual(expiring.objects);
+    expect(after).toEqual(expect.arrayContaining([...staying.objects, expiring.conflictBody, staying.conflictBody]));
+    // Objects only: the dispatch's other records are the TTL's to remove, each in its own time.
+    expect(await table.getState(dispatchId)).toBeDefined();
+    // A retried record (the stream retries a failed batch) finds nothing left and succeeds.
+    expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
+    expect(await objects()).toEqual(after);
+  });
+
+  it('deletes an invalid message\'s kept body with its anchor', async () => {
+    const dispatchId = uniqueName('d');
+    expect(await send({ dispatchId, origin: 'planner', target: 'accepting', task: 'not an object', notes: large('c') })).toMatchObject({ outcome: 'blocked' });
+    const anchor = await anchorOf(dispatchId);
+    const bodyRef = anchor.content.valid ? null : anchor.content.bodyRef;
+    expect(bodyRef?.startsWith(payloadFolder(dispatchId))).toBe(true);
+    expect(await objects(payloadFolder(dispatchId))).toEqual([bodyRef]);
+
+    expect(await invoke(byTtl(await removalOf(KEY.message(dispatchId))))).toEqual({ batchItemFailures: [] });
+    expect(await objects(payloadFolder(dispatchId))).toEqual([]);
+  });
+});
+
+describe('class 6 — nothing forgotten, nothing unbounded: a rejection\'s kept body goes when the rejection expires', () => {
+  it('deletes the body of the rejection TTL removed, and keeps one a person deleted and one still recorded', async () => {
+    const [expiring, deletedByHand, recorded] = [uniqueName('m'), uniqueName('m'), uniqueName('m')];
+    for (const messageId of [expiring, deletedByHand, recorded]) expect((await send(large('not json '), messageId)).outcome).toBe('rejected');
+    const [expiringBody, ...others] = [await keptBodyOf(expiring), await keptBodyOf(deletedByHand), await keptBodyOf(recorded)];
+    const before = await objects();
+    expect(before).toEqual(expect.arrayContaining([expiringBody, ...others]));
+
+    expect(await invoke(await removalOf(KEY.rejection(deletedByHand)), byTtl(await removalOf(KEY.rejection(expiring))))).toEqual({ batchItemFailures: [] });
+    expect(await objects()).toEqual(before.filter((key) => key !== expiringBody));
+  });
+});
+
+describe('class 6 — nothing forgotten, nothing unbounded: the S3 sweeper', () => {
+  it('deletes a folder larger than one listing page, page by page, and nothing outside it', async () => {
+    const dispatchId = uniqueName('d');
+    const blobs = new S3Blobs(clients.s3, bucket);
+    for (let n = 0; n < 5; n += 1) await blobs.put(evidenceKey(dispatchId, 1, `out/${n}.md`), 'x', 'text/markdown');
+    await blobs.put(evidenceKey(`${dispatchId}0`, 1, 'out/0.md'), 'x', 'text/markdown');
+    const sweeper = new S3ObjectSweeper(clients.s3, bucket, 2);
+
+    expect(await sweeper.deleteFolder(`evidence/${dispatchId}/`)).toBe(5);
+    expect(await objects(`evidence/${dispatchId}`)).toEqual([evidenceKey(`${dispatchId}0`, 1, 'out/0.md')]);
+    // Already gone is deleted: a retry succeeds.
+    expect(await sweeper.deleteKeys([evidenceKey(dispatchId, 1, 'out/0.md')])).toBe(1);
+    await expect(sweeper.deleteFolder('evidence')).rejects.toThrow(RangeError);
+    await expect(sweeper.deleteFolder('')).rejects.toThrow(RangeError);
+  });
+});
+
+describe('class 6 — nothing forgotten, nothing unbounded: every ledger record carries its expiry (LedgerTable on DynamoDB Local)', () => {
+  it('sets expiresAt on the final state, the anchor, past attempts, checks, marks, late events, operator receipts and rejections', async () => {
+    const dispatchId = uniqueName('d');
+    const at = NOW.toISOString();
+    const R = RETENTION_SECONDS;
+    // A live state never expires (TTL would remove a dispatch under way); a final one does.
+    const running = uniqueName('d');
+    const start = accepted(newDispatchFactory({ dispatchId: running, target: 'accepting' }), NOW);
+    await table.commit(start, submitted(start, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW));
+    expect((await raw(KEY.state(running))).expiresAt).toBeUndefined();
+    const unsent = accepted(newDispatchFactory({ dispatchId, target: 'accepting' }), NOW);
+    const final = blocked(unsent, 'unknown_target', 'no such target', NOW);
+    await table.commit(unsent, final);
+    const anchor = { dispatchId, origin: 'planner', contentHash: 'sha256:ab', messageId: 'm-1', senderId: null, receivedAt: at, claimUntil: at, content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };
+    await table.putAcceptedMessage(anchor);
+    await table.archiveAttempt({ dispatchId, attempt: 1, runId: 'r-1', receipts: [], execution: final.execution, endedAt: at, reason: 'retry it', superseded: true, stateVersion: 1 });
+    await table.putEvidenceCheck({ dispatchId, origin: 'planner', target: 'accepting', runId: 'r-1', attempt: 1, outcome: 'unverified', expected: [], found: [], missing: [], invalid: [], checkedAt: at, files: [], error: null });
+    await table.putEvidenceMark({ dispatchId, attempt: 1, ref: 'out/a.md', status: 'invalid', reason: 'wrong file', at });
+    await table.recordLateEvent({ dispatchId, runId: 'r-1', seq: 3, type: 'completed', at });
+    const receipt = operatorReceipt({ dispatchId, origin: 'planner' }, operatorReceiptBodyFactory(), NOW);
+    await table.putOperatorReceipt(receipt);
+    const messageId = uniqueName('m');
+    await table.putRejection({ messageId, at, reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: '{', bodyRef: null, bodyBytes: 1 });
+
+    const expiries = {
+      state: (await raw(KEY.state(dispatchId))).expiresAt,
+      anchor: (await raw(KEY.message(dispatchId))).expiresAt,
+      pastAttempt: (await raw(KEY.pastAttempt(dispatchId, 1))).expiresAt,
+      check: (await raw(KEY.evidenceCheck(dispatchId, 1))).expiresAt,
+      mark: (await raw(KEY.evidenceMark(dispatchId, 1, 'out/a.md'))).expiresAt,
+      lateEvent: (await raw(KEY.lateEvent(dispatchId, 'r-1', 3))).expiresAt,
+      operatorReceipt: (await raw(KEY.operatorReceipt(dispatchId, receipt.receiptId))).expiresAt,
+      rejection: (await raw(KEY.rejection(messageId))).expiresAt,
+    };
+    // The retention after the record was written (the state: after it became final); twice that for
+    // the anchor and the records that must outlive the state.
+    expect(expiries).toEqual({
+      state: epoch(final.updatedAt) + R,
+      anchor: epoch(at) + 2 * R,
+      pastAttempt: epoch(at) + 2 * R,
+      check: epoch(at) + R,
+      mark: epoch(at) + R,
+      lateEvent: epoch(at) + 2 * R,
+      operatorReceipt: epoch(receipt.recordedAt) + R,
+      rejection: epoch(at) + R,
+    });
+  });
+
+  it('sets no expiry on registry items: targets and principals are configuration, not records of a dispatch', async () => {
+    // A registration serves every dispatch for as long as it stands; expiring it would silently
+    // unregister a target or strip a principal of its origin. It changes only by `ledger registry`.
+    const name = `t-${uniqueName('x').slice(2)}`;
+    await table.putTarget({ name, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    await table.putPrincipal('AROAEXAMPLERETENTION', { role: 'operator' });
+    expect((await raw(KEY.target(name))).expiresAt).toBeUndefined();
+    expect((await raw(KEY.principal('AROAEXAMPLERETENTION'))).expiresAt).toBeUndefined();
+  });
+});
