@@ -1,3 +1,5 @@
+import type { DynamoDBRecord } from 'aws-lambda';
+import { isTtlRemoval } from '../shared/adapters/stream-records.js';
 import type { HttpApiHandler } from './runtime/http-api.js';
 import type { ScheduledHandler } from './runtime/scheduler.js';
 import type { SqsHandler } from './runtime/sqs-event-source.js';
@@ -11,7 +13,12 @@ export type LocalFunction =
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch'; readonly batchSize: number } }
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'http' } }
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'schedule' } }
-  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'stream'; readonly table: 'ledger'; readonly batchSize: number } };
+  | {
+      readonly name: string;
+      readonly module: URL;
+      /** `filter`: the mapping's filter criteria — records it refuses never reach the handler, as in Lambda. */
+      readonly trigger: { readonly kind: 'stream'; readonly table: 'ledger'; readonly batchSize: number; readonly filter?: (record: DynamoDBRecord) => boolean };
+    };
 
 const fn = (path: string): URL => new URL(`../functions/${path}`, import.meta.url);
 
@@ -20,6 +27,8 @@ export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
   { name: 'api', module: fn('api/handler.ts'), trigger: { kind: 'http' } },
   { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule' } },
   { name: 'publisher', module: fn('publisher/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100 } },
+  // Only TTL removals, as the stack's filter passes. DynamoDB Local never deletes by TTL: locally it is never invoked.
+  { name: 'retention', module: fn('retention/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100, filter: isTtlRemoval } },
 ];
 
 type AnyHandler = SqsHandler | HttpApiHandler | ScheduledHandler | StreamHandler;

@@ -168,6 +168,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
             streamArn: resources.ledgerStreamArn,
             region: LOCAL_REGION,
             batchSize: fn.trigger.batchSize,
+            ...(fn.trigger.filter ? { filter: fn.trigger.filter } : {}),
             maxRetryAttempts: 5,
             // The on-failure destination: what could not be published after the retries, kept for a replay.
             onDiscard: ({ records, error }) =>

@@ -23,6 +23,11 @@ export interface StreamEventSourceOptions {
   readonly region: string;
   /** Default 100. */
   readonly batchSize?: number;
+  /**
+   * The mapping's filter criteria: a record it refuses is dropped before batching and never reaches
+   * the handler (Lambda counts it as processed). Default: every record.
+   */
+  readonly filter?: (record: DynamoDBRecord) => boolean;
   /** Retries of a failing batch before it is handed to `onDiscard` and skipped (Lambda's MaximumRetryAttempts). Default 3. */
   readonly maxRetryAttempts?: number;
   /** Lambda's on-failure destination: receives what is skipped after the retries. */
@@ -45,7 +50,9 @@ interface ShardCursor {
  * The local event source mapping for a DynamoDB stream (starting position TRIM_HORIZON), with Lambda's
  * semantics: records of a shard in order; a thrown handler retries the same batch; with
  * ReportBatchItemFailures the batch is retried from the first reported sequence number; after
- * `maxRetryAttempts` the batch goes to the on-failure destination and the shard moves on.
+ * `maxRetryAttempts` the batch goes to the on-failure destination and the shard moves on; records the
+ * filter refuses are skipped. Each source keeps its own shard iterators, so several functions on one
+ * stream each read every record, as separate mappings do.
  */
 export class StreamEventSource {
   private readonly loop: PollLoop;
@@ -104,7 +111,9 @@ export class StreamEventSource {
         new GetRecordsCommand({ ShardIterator: cursor.iterator, Limit: batchSize - cursor.pending.length }),
       );
       cursor.iterator = page.NextShardIterator;
-      cursor.pending.push(...(page.Records ?? []).map((record) => toLambdaRecord(record, this.options)));
+      const records = (page.Records ?? []).map((record) => toLambdaRecord(record, this.options));
+      const { filter } = this.options;
+      cursor.pending.push(...(filter ? records.filter(filter) : records));
     }
     if (cursor.pending.length === 0) {
       if (!cursor.iterator) {
@@ -193,6 +202,8 @@ function toLambdaRecord(record: StreamRecord, options: StreamEventSourceOptions)
     eventSource: 'aws:dynamodb',
     awsRegion: options.region,
     eventSourceARN: options.streamArn,
+    // Who made the change, when it was DynamoDB itself (TTL): Lambda spells the fields in camel case.
+    ...(record.userIdentity ? { userIdentity: { type: record.userIdentity.Type, principalId: record.userIdentity.PrincipalId } } : {}),
     dynamodb: {
       ...(created ? { ApproximateCreationDateTime: Math.floor(created.getTime() / 1000) } : {}),
       Keys: toLambdaImage(data?.Keys),

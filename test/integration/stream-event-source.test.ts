@@ -1,4 +1,4 @@
-import { CreateTableCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DeleteItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StreamEventSource, type StreamHandler } from '../../local/runtime/stream-event-source.js';
@@ -109,5 +109,51 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
     await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'after' } } }));
     expect(await poller.pollOnce()).toBe(1);
     expect(delivered).toEqual(['after']);
+  });
+});
+
+describe('class 6 — nothing forgotten, nothing unbounded: two stream functions on one table (publisher and retention)', () => {
+  it('gives each of two sources on one stream every record, each from its own shard iterators', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 3);
+    const first: Array<string | undefined> = [];
+    const second: Array<string | undefined> = [];
+    const one = source(streamArn, async (event) => {
+      first.push(...keysOf(event));
+    });
+    const other = source(streamArn, async (event) => {
+      second.push(...keysOf(event));
+    });
+
+    // One source reading does not move the other on.
+    expect(await one.pollOnce()).toBe(3);
+    await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'later' } } }));
+    expect(await other.pollOnce()).toBe(4);
+    expect(await one.pollOnce()).toBe(1);
+    expect(first).toEqual(['item-0', 'item-1', 'item-2', 'later']);
+    expect(second).toEqual(first);
+  });
+
+  it('hands the handler only the records its filter passes, as a mapping\'s filter criteria do, and moves past the rest', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 2);
+    await clients.dynamodb.send(new DeleteItemCommand({ TableName: table, Key: { pk: { S: 'item-0' } } }));
+    const seen: DynamoDBRecord[] = [];
+    const filtered = new StreamEventSource({
+      functionName: 'retention',
+      handler: async (event) => {
+        seen.push(...event.Records);
+      },
+      streams: clients.streams,
+      streamArn,
+      region: 'us-east-1',
+      filter: (record) => record.eventName === 'REMOVE',
+    });
+
+    expect(await filtered.pollOnce()).toBe(1);
+    expect(await filtered.pollOnce()).toBe(0);
+    expect(seen.map((record) => [record.eventName, record.dynamodb?.Keys?.pk?.S])).toEqual([['REMOVE', 'item-0']]);
+    // A REMOVE DynamoDB Local makes carries no userIdentity (only TTL deletions in AWS do).
+    expect(seen[0]?.userIdentity).toBeUndefined();
   });
 });
