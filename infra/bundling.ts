@@ -5,7 +5,7 @@ import path from 'node:path';
 export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 /** The ledger's Lambda functions, each a thin handler under `functions/<name>/handler.ts`. */
-export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher'] as const;
+export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'retention'] as const;
 export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
 
 /**
@@ -31,6 +31,8 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
   api: LEDGER_TABLE_CLIENTS,
   monitor: LEDGER_TABLE_CLIENTS,
   publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient', 'PutEventsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
+  // Decodes the TTL REMOVE records' old images and deletes the expired record's objects.
+  retention: { '@aws-sdk/client-s3': ['S3Client', 'ListObjectsV2Command', 'DeleteObjectsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
 };
 
 /**

@@ -14,7 +14,7 @@ export interface NagAcknowledgement {
  * acknowledged. Anything not here fails `npx cdk synth` and the infra tests.
  */
 export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[] {
-  const { intake, api, monitor, publisher } = ledger.functions;
+  const { intake, api, monitor, publisher, retention } = ledger.functions;
   const evidenceObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.storage.evidenceBucket)}.Arn>/*]`;
   const failureObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.publisher.failureBucket)}.Arn>/*]`;
   const stack = Stack.of(ledger);
@@ -40,6 +40,21 @@ export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[
       reason: 'Lambda names the on-failure records of the stream mapping itself; the publisher may only PutObject (and ListBucket) on its own failure bucket.',
     },
     { scope: publisher, id: 'AwsSolutions-IAM5[Resource::*]', reason: 'dynamodb:ListStreams has no resource-level permissions; every other stream action is scoped to the ledger table\'s stream.' },
+    {
+      scope: retention,
+      id: evidenceObjects,
+      reason: 'Expired records name their objects at run time (a dispatch\'s payload, evidence and sealed folders, a rejection\'s body); the grant is DeleteObject alone, on the ledger\'s own bucket, and only this function has it.',
+    },
+    {
+      scope: retention,
+      id: failureObjects,
+      reason: 'Lambda names the on-failure records of the retention stream mapping itself; the function may only PutObject (and ListBucket) on the failure bucket.',
+    },
+    {
+      scope: retention,
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'dynamodb:ListStreams has no resource-level permissions; the retention function\'s other stream actions are scoped to the ledger table\'s stream, and it has no table data actions.',
+    },
     {
       scope: ledger.storage.evidenceBucket,
       id: 'AwsSolutions-S1',
@@ -69,8 +84,9 @@ export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[
     { scope: api, id: 'Serverless-LambdaDLQ', reason: 'Invoked synchronously through its function URL; the caller sees every failure as an HTTP error.' },
     { scope: publisher, id: 'Serverless-LambdaDLQ', reason: 'Invoked synchronously by the stream mapping, whose S3 on-failure destination keeps failed batches.' },
     { scope: monitor, id: 'Serverless-LambdaDLQ', reason: 'A failed scheduled tick needs no replay: the next tick covers the same due runs.' },
+    { scope: retention, id: 'Serverless-LambdaDLQ', reason: 'Invoked synchronously by its stream mapping, whose S3 on-failure destination keeps the batches it could not clean up.' },
   );
-  for (const fn of [intake, api, monitor, publisher]) {
+  for (const fn of [intake, api, monitor, publisher, retention]) {
     list.push({
       scope: fn,
       id: 'Serverless-LambdaTracing',

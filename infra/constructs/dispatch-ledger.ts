@@ -15,6 +15,8 @@ import { LedgerApi } from './ledger-api.js';
 import { LedgerFunction } from './ledger-function.js';
 import { LedgerStorage } from './ledger-storage.js';
 import { acknowledgeNagFindings } from '../nag.js';
+import { ObjectRetention } from './object-retention.js';
+import type { LedgerFunctionName } from '../bundling.js';
 import { RunMonitor } from './run-monitor.js';
 
 /** An `http` target registered at deploy time (CONTRACT §8); more can be registered later with `ledger registry`. */
@@ -66,7 +68,8 @@ export const targetSecretPrefix = (stackName: string): string => `dispatch-ledge
 
 /**
  * Dispatch Ledger in one construct: the dispatch queue and intake, the ledger table and evidence
- * bucket, the IAM-authorized API, the monitor schedule, the event publisher and the alarms.
+ * bucket, the IAM-authorized API, the monitor schedule, the event publisher, the retention of expired
+ * records' objects and the alarms.
  *
  * @example
  * const ledger = new DispatchLedger(stack, 'Ledger', {
@@ -82,8 +85,9 @@ export class DispatchLedger extends Construct {
   readonly api: LedgerApi;
   readonly monitor: RunMonitor;
   readonly publisher: EventPublisher;
+  readonly retention: ObjectRetention;
   readonly alarms: LedgerAlarms;
-  readonly functions: { readonly intake: LedgerFunction; readonly api: LedgerFunction; readonly monitor: LedgerFunction; readonly publisher: LedgerFunction };
+  readonly functions: Readonly<Record<LedgerFunctionName, LedgerFunction>>;
   /** `dispatch-ledger/{stackName}/targets/`: where secrets of targets registered at run time live. */
   readonly targetSecretPrefix: string;
 
@@ -113,19 +117,21 @@ export class DispatchLedger extends Construct {
       TARGET_SECRET_PREFIX: this.targetSecretPrefix,
       LEDGER_REGISTRY: Lazy.string({ produce: () => Stack.of(this).toJsonString({ principals: this.principals, targets: this.targets }) }),
     };
-    const fn = (name: 'intake' | 'api' | 'monitor' | 'publisher', timeout: Duration, environment: Record<string, string>, memorySize = 512) =>
+    const fn = (name: LedgerFunctionName, timeout: Duration, environment: Record<string, string>, memorySize = 512) =>
       new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, { name, timeout, environment, memorySize, logRetention, removalPolicy });
 
     // Timeouts: each target call is bounded by targetTimeout; a batch of 10 runs its records in
     // parallel, so intake needs about one target call plus its writes. The API forwards one call at
     // most. A monitor tick looks several due runs up in turn. The publisher only talks to EventBridge.
+    // Retention lists and deletes a few folders per expired record, a batch's records in parallel.
     const api = fn('api', Duration.seconds(30), { ...common });
     this.api = new LedgerApi(this, 'Api', { api });
     const callback = { ...common, API_BASE_URL: this.api.url.url };
     const intake = fn('intake', Duration.seconds(30), callback);
     const monitor = fn('monitor', Duration.minutes(2), callback);
     const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger' }, 256);
-    this.functions = { intake, api, monitor, publisher };
+    const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName }, 256);
+    this.functions = { intake, api, monitor, publisher, retention };
 
     this.intake = new DispatchIntake(this, 'Intake', { intake, ...(props.maxReceiveCount === undefined ? {} : { maxReceiveCount: props.maxReceiveCount }) });
     this.monitor = new RunMonitor(this, 'Monitor', { monitor, ...(props.monitorPeriod ? { period: props.monitorPeriod } : {}) });
@@ -136,9 +142,11 @@ export class DispatchLedger extends Construct {
       failureRetentionDays: retentionDays,
       removalPolicy,
     });
+    this.retention = new ObjectRetention(this, 'Retention', { retention, table, evidenceBucket, failureBucket: this.publisher.failureBucket });
 
     // Least privilege: each function gets the item-level actions it uses, on the indexes it reads.
     // No function may delete items, scan, or change the table; only the API and the monitor query.
+    // Only retention may delete objects (ObjectRetention grants it).
     const tableArn = table.tableArn;
     const indexArn = (index: string) => `${tableArn}/index/${index}`;
     this.allow(intake, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
@@ -165,8 +173,9 @@ export class DispatchLedger extends Construct {
       ...(props.alarmTopic ? { alarmTopic: props.alarmTopic } : {}),
       dispatchQueue: this.intake.queue,
       deadLetterQueue: this.intake.deadLetterQueue,
-      functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function },
+      functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function, Retention: retention.function },
       publisher: publisher.function,
+      retention: retention.function,
     });
     acknowledgeNagFindings(this);
   }

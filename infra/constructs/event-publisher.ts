@@ -22,9 +22,9 @@ export interface EventPublisherProps {
 
 /**
  * The S3 on-failure destination with only what Lambda needs to write the record (PutObject, and
- * ListBucket), where CDK's `S3OnFailureDestination` grants the publisher read, write and delete.
+ * ListBucket), where CDK's `S3OnFailureDestination` grants the function read, write and delete.
  */
-class PutOnlyS3Destination implements IEventSourceDlq {
+export class PutOnlyS3Destination implements IEventSourceDlq {
   constructor(private readonly bucket: Bucket) {}
 
   bind(_mapping: IEventSourceMapping, handler: IFunction): DlqDestinationConfig {

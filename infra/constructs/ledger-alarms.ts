@@ -34,6 +34,8 @@ export type ContractMetric = (typeof CONTRACT_METRICS)[number];
 
 /** Emitted by the publisher, without dimensions, when events could not be put on the bus. */
 export const PUBLISH_FAILURES_METRIC = 'PublishFailures';
+/** Emitted by the retention function, without dimensions: objects deleted with their expired records. */
+export const EXPIRED_OBJECTS_METRIC = 'ExpiredObjectsDeleted';
 
 /**
  * A contract metric summed over every target — the ones registered after deployment too — by a
@@ -63,6 +65,8 @@ export interface LedgerAlarmsProps {
   readonly deadLetterQueue: IQueue;
   readonly functions: Readonly<Record<string, IFunction>>;
   readonly publisher: IFunction;
+  /** The function deleting expired records' objects (graphed; its errors alarm is among `functions`). */
+  readonly retention: IFunction;
   /** Oldest unpublished stream record before the publisher is paged. @default 5 minutes */
   readonly maxIteratorAge?: Duration;
 }
@@ -148,6 +152,12 @@ export class LedgerAlarms extends Construct {
         title: 'Publisher',
         left: [props.publisher.metric('IteratorAge', { statistic: 'Maximum', label: 'iterator age (ms)' })],
         right: [new Metric({ namespace: METRIC_NAMESPACE, metricName: PUBLISH_FAILURES_METRIC, statistic: 'Sum', label: 'publish failures' })],
+        width: 8,
+      }),
+      new GraphWidget({
+        title: 'Retention (objects of expired records)',
+        left: [new Metric({ namespace: METRIC_NAMESPACE, metricName: EXPIRED_OBJECTS_METRIC, statistic: 'Sum', label: 'objects deleted' })],
+        right: [props.retention.metric('IteratorAge', { statistic: 'Maximum', label: 'iterator age (ms)' }), props.retention.metricErrors({ label: 'errors' })],
         width: 8,
       }),
     );

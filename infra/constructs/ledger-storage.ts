@@ -3,6 +3,7 @@ import { AttributeType, BillingMode, ProjectionType, StreamViewType, Table, Tabl
 import { BlockPublicAccess, Bucket, BucketEncryption, ObjectOwnership } from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
+import { ANCHOR_RETENTION_FACTOR } from '../../shared/adapters/ledger-items.js';
 
 export interface LedgerStorageProps {
   /** Days a finished dispatch's records and evidence are kept (CONTRACT §7). */
@@ -40,6 +41,19 @@ export function privateBucket(scope: Construct, id: string, props: { readonly ex
   });
 }
 
+/** Days DynamoDB may take to delete an expired item, and the retention function to follow, before the backstop acts. */
+export const BACKSTOP_MARGIN_DAYS = 30;
+
+/**
+ * When the evidence bucket's own rule deletes an object: only as a backstop. A dispatch's objects go
+ * with its anchor, from the stream's TTL REMOVE record (ObjectRetention) — a rule that knows only an
+ * object's age would delete a spilled task while the anchor naming it lives on (it lives
+ * ANCHOR_RETENTION_FACTOR × the retention after the message arrived, and every object of the
+ * dispatch is younger than the anchor). The backstop ages out what that path missed: a batch parked
+ * after its retries, an anchor that failed decoding.
+ */
+export const evidenceBackstopDays = (retentionDays: number): number => ANCHOR_RETENTION_FACTOR * retentionDays + BACKSTOP_MARGIN_DAYS;
+
 /**
  * The ledger table (the schema the adapters and the local platform use: `LEDGER_TABLE_DEFINITION`)
  * and the evidence bucket, which also holds spilled payloads and bodies.
@@ -76,6 +90,6 @@ export class LedgerStorage extends Construct {
         projectionType: index.Projection?.ProjectionType === 'ALL' ? ProjectionType.ALL : ProjectionType.KEYS_ONLY,
       });
     }
-    this.evidenceBucket = privateBucket(this, 'Evidence', { expireAfterDays: props.retentionDays, removalPolicy: props.removalPolicy });
+    this.evidenceBucket = privateBucket(this, 'Evidence', { expireAfterDays: evidenceBackstopDays(props.retentionDays), removalPolicy: props.removalPolicy });
   }
 }

@@ -20,4 +20,11 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-dynamodb/'))).toBe(false);
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-eventbridge/'))).toBe(true);
   });
+
+  it('class 6 — nothing forgotten, nothing unbounded: keeps zod, the DynamoDB client and EventBridge out of retention (it decodes stream images and talks to S3 only)', async () => {
+    const built = await build({ entryPoints: [handlerEntry('retention')], bundle: true, platform: 'node', format: 'esm', write: false, metafile: true, outfile: 'retention.mjs' });
+    const inputs = Object.keys(built.metafile.inputs);
+    for (const kept of ['node_modules/zod/', 'node_modules/@aws-sdk/client-dynamodb/', 'node_modules/@aws-sdk/client-eventbridge/']) expect(inputs.some((input) => input.includes(kept)), kept).toBe(false);
+    expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-s3/'))).toBe(true);
+  });
 });

@@ -27,7 +27,7 @@ const resourcesFor = (name: LedgerFunctionName, prefix: string): string[] => gra
 
 beforeAll(() => {
   synth = synthesizeLedger();
-  grants = { intake: grantsOf('intake'), api: grantsOf('api'), monitor: grantsOf('monitor'), publisher: grantsOf('publisher') };
+  grants = { intake: grantsOf('intake'), api: grantsOf('api'), monitor: grantsOf('monitor'), publisher: grantsOf('publisher'), retention: grantsOf('retention') };
 });
 afterAll(() => synth.dispose());
 
@@ -75,12 +75,28 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(resourcesFor('publisher', 'events:')).toEqual([JSON.stringify({ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.publisher.bus), 'Arn'] })]);
   });
 
-  it('no function can delete or scan items, change the table, or delete objects', () => {
-    for (const name of ['intake', 'api', 'monitor', 'publisher'] as const) {
+  it('class 6 — nothing forgotten, nothing unbounded: retention reads the table stream, lists the evidence bucket and deletes its objects, parks failed batches — no table data, no reads of objects', () => {
+    expect(actionsOf('retention')).toEqual(
+      [...LOGS, 'dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams', 's3:DeleteObject', 's3:ListBucket', 's3:PutObject'].sort(),
+    );
+    const evidence = logicalId(synth.stack, synth.stack.ledger.storage.evidenceBucket);
+    const failures = logicalId(synth.stack, synth.stack.ledger.publisher.failureBucket);
+    const table = logicalId(synth.stack, synth.stack.ledger.storage.table);
+    const on = (action: string) => grants.retention.filter((grant) => grant.actions.includes(action)).map((grant) => grant.resources);
+    expect(on('s3:DeleteObject')).toEqual([JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [evidence, 'Arn'] }, '/*']] })]);
+    expect(on('s3:PutObject')).toEqual([JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [failures, 'Arn'] }, '/*']] })]);
+    expect(on('s3:ListBucket').sort()).toEqual([JSON.stringify({ 'Fn::GetAtt': [evidence, 'Arn'] }), JSON.stringify({ 'Fn::GetAtt': [failures, 'Arn'] })].sort());
+    for (const resources of on('dynamodb:GetRecords')) expect(resources).toEqual(JSON.stringify({ 'Fn::GetAtt': [table, 'StreamArn'] }));
+  });
+
+  it('no function can delete or scan items, change the table, or delete objects — but retention, which may delete objects only', () => {
+    for (const name of ['intake', 'api', 'monitor', 'publisher', 'retention'] as const) {
       for (const action of actionsOf(name)) {
-        expect(action).not.toMatch(/\*|^dynamodb:(Delete|Scan|BatchWrite|CreateTable|UpdateTable|TransactWrite)|^s3:Delete|^sqs:(Delete|Purge)Queue|^sqs:SendMessage/);
+        expect(action).not.toMatch(/\*|^dynamodb:(Delete|Scan|BatchWrite|CreateTable|UpdateTable|TransactWrite)|^s3:Delete(?!Object$)|^sqs:(Delete|Purge)Queue|^sqs:SendMessage/);
       }
     }
+    const deleters = (['intake', 'api', 'monitor', 'publisher', 'retention'] as const).filter((name) => actionsOf(name).some((action) => action.startsWith('s3:Delete')));
+    expect(deleters).toEqual(['retention']);
   });
 
   it('table actions name only the ledger table and its indexes; object actions only the ledger\'s own buckets', () => {

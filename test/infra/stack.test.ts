@@ -84,16 +84,18 @@ describe('DispatchLedger stack: table and buckets', () => {
     );
   });
 
-  it('keeps both buckets private, encrypted, TLS-only and expiring after the retention', () => {
+  it('keeps both buckets private, encrypted, TLS-only and expiring: failed batches after the retention, evidence only as a backstop after its anchor', () => {
     const { stack } = synth;
-    for (const bucket of [stack.ledger.storage.evidenceBucket, stack.ledger.publisher.failureBucket]) {
+    // Evidence and payloads go with their records (the retention function); the rule only catches what
+    // that missed, after the anchor's lifetime (2 × 90 days) and 30 days for TTL to act.
+    for (const [bucket, days] of [[stack.ledger.storage.evidenceBucket, 2 * 90 + 30], [stack.ledger.publisher.failureBucket, 90]] as const) {
       const id = logicalId(stack, bucket);
       expect(resources[id]?.DeletionPolicy).toBe('Retain');
       expect(props(id)).toMatchObject({
         PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
         BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
         OwnershipControls: { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] },
-        LifecycleConfiguration: { Rules: [{ ExpirationInDays: 90, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }] },
+        LifecycleConfiguration: { Rules: [{ ExpirationInDays: days, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }] },
       });
       synth.template.hasResourceProperties('AWS::S3::BucketPolicy', {
         Bucket: { Ref: id },
@@ -159,6 +161,29 @@ describe('DispatchLedger stack: functions, schedule, stream and API', () => {
     });
   });
 
+  it('class 6 — nothing forgotten, nothing unbounded: feeds retention from the table stream with only TTL removals, bisection, bounded retries and an S3 on-failure destination', () => {
+    const { stack } = synth;
+    const mappings = ofType('AWS::Lambda::EventSourceMapping').filter(([, mapping]) => JSON.stringify(mapping.Properties?.FunctionName) === JSON.stringify({ Ref: logicalId(stack, stack.ledger.functions.retention.function) }));
+    expect(mappings).toHaveLength(1);
+    const mapping = mappings[0]?.[1].Properties ?? {};
+    expect(mapping).toMatchObject({
+      EventSourceArn: { 'Fn::GetAtt': [logicalId(stack, stack.ledger.storage.table), 'StreamArn'] },
+      StartingPosition: 'TRIM_HORIZON',
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 10,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(stack, stack.ledger.publisher.failureBucket), 'Arn'] } } },
+    });
+    // A REMOVE DynamoDB's TTL made, never one a person or a function made with DeleteItem.
+    const patterns = (mapping.FilterCriteria as { Filters: Array<{ Pattern: string }> }).Filters.map((filter) => JSON.parse(filter.Pattern) as unknown);
+    expect(patterns).toEqual([{ eventName: ['REMOVE'], userIdentity: { type: ['Service'], principalId: ['dynamodb.amazonaws.com'] } }]);
+    // The publisher still sees every record.
+    const publisher = ofType('AWS::Lambda::EventSourceMapping').find(([, candidate]) => JSON.stringify(candidate.Properties?.FunctionName) === JSON.stringify({ Ref: logicalId(stack, stack.ledger.functions.publisher.function) }));
+    expect(publisher?.[1].Properties?.FilterCriteria).toBeUndefined();
+    const variables = (props(logicalId(stack, stack.ledger.functions.retention.function)).Environment as { Variables: Record<string, unknown> }).Variables;
+    expect(variables.EVIDENCE_BUCKET).toEqual({ Ref: logicalId(stack, stack.ledger.storage.evidenceBucket) });
+  });
+
   it('publishes on a bus named dispatch-ledger', () => {
     synth.template.hasResourceProperties('AWS::Events::EventBus', { Name: 'dispatch-ledger' });
   });
@@ -205,6 +230,17 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
       const errors = ofType('AWS::CloudWatch::Alarm').find(([, alarm]) => alarm.Properties?.MetricName === 'Errors' && JSON.stringify(alarm.Properties?.Dimensions).includes(id));
       expect(errors?.[1].Properties?.AlarmActions).toEqual([topicRef()]);
     }
+  });
+
+  it('class 6 — nothing forgotten, nothing unbounded: pages on the retention function\'s errors and graphs what it deletes', () => {
+    const id = logicalId(synth.stack, synth.stack.ledger.functions.retention.function);
+    const errors = ofType('AWS::CloudWatch::Alarm').find(([, alarm]) => alarm.Properties?.MetricName === 'Errors' && JSON.stringify(alarm.Properties?.Dimensions).includes(id));
+    expect(errors?.[1].Properties).toMatchObject({ Namespace: 'AWS/Lambda', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', TreatMissingData: 'notBreaching' });
+    expect(errors?.[1].Properties?.AlarmActions).toEqual([topicRef()]);
+    const [[, dashboard] = ['', { Type: '' }]] = ofType('AWS::CloudWatch::Dashboard');
+    const body = JSON.stringify(dashboard.Properties?.DashboardBody);
+    expect(body).toContain('ExpiredObjectsDeleted');
+    expect(body).toContain(id);
   });
 
   it('sends alarms to a topic the caller passes instead of its own', async () => {
