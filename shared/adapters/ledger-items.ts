@@ -19,7 +19,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
- * | past attempt       | D#{dispatchId}    | ATT#{attempt} | —  (an attempt ended by a redispatch: its run, receipts, execution) |
+ * | past attempt       | D#{dispatchId}    | ATT#{attempt}#{version} | —  (what a redispatch ended: run, receipts, execution) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
@@ -56,7 +56,8 @@ export const KEY = {
   evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `CHECK#${pad(attempt, 6)}` }),
   lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LATE#${runId}#${pad(seq, 16)}` }),
   operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
-  pastAttempt: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}` }),
+  /** One per redispatch: by attempt, then by the state version it ended (a blocked attempt may be redispatched again). */
+  pastAttempt: (dispatchId: string, attempt: number, stateVersion: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}#${pad(stateVersion, 10)}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
 } as const;
@@ -328,7 +329,7 @@ export function rejectionOf(item: Item): Rejection {
 }
 
 export function pastAttemptItem(past: PastAttempt, retentionSeconds: number): Item {
-  return { ...KEY.pastAttempt(past.dispatchId, past.attempt), ...(withoutNulls(past) as Item), [TTL_ATTRIBUTE]: expiryOf(past.endedAt, retentionSeconds * ANCHOR_RETENTION_FACTOR) };
+  return { ...KEY.pastAttempt(past.dispatchId, past.attempt, past.stateVersion), ...(withoutNulls(past) as Item), [TTL_ATTRIBUTE]: expiryOf(past.endedAt, retentionSeconds * ANCHOR_RETENTION_FACTOR) };
 }
 
 export function pastAttemptOf(item: Item): PastAttempt {

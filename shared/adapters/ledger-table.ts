@@ -1,9 +1,10 @@
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
   GetCommand,
   PutCommand,
   QueryCommand,
+  TransactWriteCommand,
   UpdateCommand,
   type DynamoDBDocumentClient,
   type PutCommandInput,
@@ -168,9 +169,11 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     return Item ? stateOf(Item) : undefined;
   }
 
-  async commit(from: DispatchState, next: DispatchState): Promise<CommitOutcome> {
+  async commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome> {
+    const put = statePut(this.table, from, next, this.options.retentionSeconds);
+    if (ended) return this.commitWithEnded(put, ended);
     try {
-      await this.db.send(new PutCommand(statePut(this.table, from, next, this.options.retentionSeconds)));
+      await this.db.send(new PutCommand(put));
       return { kind: 'committed' };
     } catch (error) {
       if (isConditionFailure(error)) return { kind: 'conflict', existing: error.Item ? stateOf(unmarshallItem(error.Item)) : undefined };
@@ -178,20 +181,26 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  async archiveAttempt(past: PastAttempt): Promise<void> {
+  /** The state write and the ended attempt's record in one transaction (2 × the write units: only on a redispatch). */
+  private async commitWithEnded(put: PutCommandInput, ended: PastAttempt): Promise<CommitOutcome> {
     try {
       await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: pastAttemptItem(past, this.options.retentionSeconds),
-          // A redispatch that lost its fence may have archived an older version first: a newer one replaces it.
-          ConditionExpression: 'attribute_not_exists(pk) OR stateVersion < :version',
-          ExpressionAttributeValues: { ':version': past.stateVersion },
+        new TransactWriteCommand({
+          TransactItems: [
+            { Put: { TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues } },
+            { Put: { TableName: this.table, Item: pastAttemptItem(ended, this.options.retentionSeconds) } },
+          ],
         }),
       );
+      return { kind: 'committed' };
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (error instanceof TransactionCanceledException && error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed') return { kind: 'conflict' };
+      throw error;
     }
+  }
+
+  async archiveAttempt(past: PastAttempt): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds) }));
   }
 
   async listPastAttempts(dispatchId: string): Promise<PastAttempt[]> {
@@ -307,6 +316,23 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     } catch (error) {
       if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: rejectionOf(unmarshallItem(error.Item)) };
       throw error;
+    }
+  }
+
+  async deferDue(dispatchId: string, until: Date): Promise<void> {
+    try {
+      await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: KEY.state(dispatchId),
+          UpdateExpression: 'SET dueAt = :until',
+          // Only while it is in the due index; a state written meanwhile sets its own due time.
+          ConditionExpression: 'attribute_exists(dueShard)',
+          ExpressionAttributeValues: { ':until': until.toISOString() },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
     }
   }
 

@@ -30,14 +30,19 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
   if (run.kind === 'superseded') throw new ApiError('conflict', `run ${runId} was superseded; its evidence does not count for attempt ${state.attempt}`);
   const sealedFile = async () => (await deps.store.getEvidenceCheck(dispatchId, state.attempt))?.files.find((file) => file.ref === ref);
   const refuse = (file: { sha256: string }) => new ApiError('evidence_sealed', `the check found ${ref}; the checked bytes stand`, { ref, sha256: file.sha256 });
-  const before = await sealedFile();
-  if (before) throw refuse(before);
   const key = evidenceKey(dispatchId, state.attempt, ref);
+  const restore = (file: { sha256: string }) => keepSealed(deps.blobs, key, { sha256: file.sha256, bytes: () => deps.blobs.getBytes(sealedKey(dispatchId, state.attempt, ref, file.sha256)) });
+  const before = await sealedFile();
+  if (before) {
+    // An earlier upload may have died between its write and its look back: the retry finishes its work.
+    await restore(before);
+    throw refuse(before);
+  }
   await deps.blobs.put(key, body, request.headers['content-type'] ?? 'application/octet-stream');
   // The check may have sealed the file while this upload was on its way: then its bytes are put back.
   const after = await sealedFile();
   if (after) {
-    await keepSealed(deps.blobs, key, { sha256: after.sha256, bytes: () => deps.blobs.getBytes(sealedKey(dispatchId, state.attempt, ref, after.sha256)) });
+    await restore(after);
     throw refuse(after);
   }
   await recheckIfMissed(deps, dispatchId, ref);
@@ -52,7 +57,8 @@ async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: str
   const state = await deps.store.getState(dispatchId);
   if (!state || state.execution.status !== 'completed' || state.evidence.outcome !== 'pending') return;
   const now = deps.now();
-  if (state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime()) return;
+  // Even when it is due already: a check reading the files right now may be about to reschedule it to
+  // the deadline; this write makes that stale reschedule conflict, so the check runs again.
   const message = await deps.store.getAcceptedMessage(dispatchId);
   if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;
   // A lost race means someone else moved the dispatch first: the monitor reads it again anyway.

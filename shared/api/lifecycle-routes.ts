@@ -11,6 +11,7 @@ import { decideApproval } from '../usecases/approval.js';
 import { redispatch } from '../usecases/redispatch.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
+import { clip } from '../text.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;
@@ -38,7 +39,8 @@ export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>)
   }
   const result = schema.safeParse(parsed);
   if (!result.success) {
-    throw new ApiError('invalid', 'the body is not valid', result.error.issues.slice(0, 20).map((issue) => ({ field: issue.path.join('.').slice(0, 200), message: issue.message.slice(0, 200) })));
+    // Bounded whatever the body: at most 8 issues of ≤ 100 characters a field and a message (≤ 1.6 KB).
+    throw new ApiError('invalid', 'the body is not valid', result.error.issues.slice(0, 8).map((issue) => ({ field: clip(issue.path.join('.'), 100), message: clip(issue.message, 100) })));
   }
   return result.data;
 }
@@ -127,7 +129,10 @@ export async function refreshed(deps: LifecycleDeps, state: DispatchState): Prom
   if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
   const now = deps.now();
   const lookup = await lookupCurrent(deps, state);
-  const stallDue = now.getTime() >= stallDeadline(state);
+  // A run waiting for an approval the ledger holds is governed by the approval clock alone: a refresh
+  // that cannot see it records nothing (and never moves the approval's expiry).
+  const waiting = state.execution.status === 'waiting_for_approval' && state.execution.pendingApproval !== null;
+  const stallDue = !waiting && now.getTime() >= stallDeadline(state);
   const next = reconcileLookup(state, lookup, now, stallDue);
   if (!next) return state;
   if (lookup.kind !== 'found' && !stallDue) {

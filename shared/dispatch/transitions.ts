@@ -322,6 +322,11 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
     }
     case 'approval_requested':
       if (!event.approvalId) return { kind: 'invalid', reason: 'approval_requested needs an approvalId' };
+      // The approval the ledger already holds (adopted from a lookup, or a retried report): its clock
+      // and its event stand; only the seq and the activity are new.
+      if (execution.pendingApproval?.approvalId === event.approvalId) {
+        return { kind: 'apply', next: advance(state, 'activity', now, { lastSeq: event.seq, execution: { ...execution, lastActivityAt: at } }) };
+      }
       return { kind: 'apply', next: { ...approvalRequested(state, event.approvalId, at, now), lastSeq: event.seq } };
     case 'completed':
     case 'failed':
@@ -480,8 +485,8 @@ export const SUPERSEDED_IN_STATE = 10;
 /**
  * A redispatch: back to `accepted` with the attempt to submit. A new attempt (a new Idempotency-Key)
  * only when a run is known to exist or the target refused the key; otherwise the same key again, so a
- * submission that timed out finds its run instead of starting a second writer. The old attempt's
- * receipts and run leave the hot state (the caller archives them first).
+ * submission that timed out finds its run instead of starting a second writer. The ended attempt's
+ * receipts and run leave the hot state (the caller commits their record in the same write).
  */
 export function redispatched(state: DispatchState, facts: RedispatchFacts, now: Date): DispatchState {
   const attempt = state.runId || state.blockedCode === 'target_rejected' ? state.attempt + 1 : state.attempt;
@@ -495,8 +500,9 @@ export function redispatched(state: DispatchState, facts: RedispatchFacts, now: 
     supersededRuns: state.runId ? [...state.supersededRuns, state.runId].slice(-SUPERSEDED_IN_STATE) : state.supersededRuns,
     submission: { attempts: 0, nextRetryAt: null, lastError: null },
     execution: NO_EXECUTION,
-    receipts: attempt === state.attempt ? state.receipts : [],
-    evidence: { ...state.evidence, outcome: state.evidence.expectedCount > 0 ? 'pending' : 'unverified', deadline: null },
+    // The ended attempt's receipts go with its record (written in the same transaction).
+    receipts: [],
+    evidence: { outcome: state.evidence.expectedCount > 0 ? 'pending' : 'unverified', expectedCount: state.evidence.expectedCount, deadline: null },
     dueAt: plus(now, facts.claimSeconds),
     redispatch: { at: now.toISOString(), reason: clip(printable(facts.reason), 120), supersededRunId: facts.supersede ? state.runId : null, cancel: null },
   });

@@ -55,7 +55,7 @@ export interface RunEntry {
 
 /** The runs of a dispatch, oldest first. */
 export function runsOf(state: DispatchState, pastAttempts: readonly PastAttempt[]): RunEntry[] {
-  const ended = pastAttempts.map((past) => ({
+  const ended = pastAttempts.filter((past) => past.runId !== null).map((past) => ({
     attempt: past.attempt,
     runId: past.runId,
     status: past.execution.status,

@@ -154,7 +154,9 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
     case 'Dispatch Orphaned':
       return {
         detailType,
-        detail: { ...dispatch, runId: need(current.runId, 'runId'), expected: [...need(current.evidence.expected, 'evidence.expected')], missing: [...(current.evidence.missing ?? [])] },
+        // A state settled by the previous version carries no refs (its check item published them):
+        // the same eventId, with the refs empty, rather than a record the publisher cannot get past.
+        detail: { ...dispatch, runId: need(current.runId, 'runId'), expected: [...(current.evidence.expected ?? [])], missing: [...(current.evidence.missing ?? [])] },
       };
     case 'Message Rejected':
     case 'Receipt Recorded':

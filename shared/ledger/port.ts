@@ -117,9 +117,9 @@ export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'con
 export type CommitOutcome = { readonly kind: 'committed' } | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined };
 
 /**
- * An attempt that ended with a redispatch: its run, receipts and last execution leave the hot state
- * (which stays small) and are kept here, one item per attempt — none is forgotten, and a superseded
- * run stays answerable however many redispatches ago it was.
+ * What a redispatch ended: the attempt's run (if it had one), its receipts and last execution leave
+ * the hot state (which stays small) and are kept here, one item per redispatch — none is forgotten,
+ * and a superseded run stays answerable however many redispatches ago it was.
  */
 export interface PastAttempt {
   readonly dispatchId: string;
@@ -164,10 +164,12 @@ export interface LedgerStore {
   /**
    * Writes `next` in place of `from` (a state never stored: creates it), conditioned as the state
    * machine derives it (`writeCondition`): an illegal transition throws before anything is sent.
+   * `ended`: the attempt a redispatch ends, kept in the same transaction — both are written or neither,
+   * so a redispatch that loses its fence (or dies) leaves no record of an attempt that did not end.
    */
-  commit(from: DispatchState, next: DispatchState): Promise<CommitOutcome>;
+  commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome>;
 
-  /** Keeps an ended attempt: per attempt, the record taken from the newest state version stands. */
+  /** Keeps an ended attempt record outside a redispatch (fixtures and repairs); idempotent per record. */
   archiveAttempt(past: PastAttempt): Promise<void>;
   /** Every ended attempt of a dispatch, oldest first (strongly consistent). */
   listPastAttempts(dispatchId: string): Promise<PastAttempt[]>;
@@ -191,6 +193,12 @@ export interface LedgerStore {
   recordLateEvent(late: LateEvent): Promise<void>;
 
   putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;
+
+  /**
+   * Moves a due dispatch the monitor could not act on (it threw: a record that fails decoding, a
+   * store error) to `until`, so it cannot hold the head of its due shard tick after tick.
+   */
+  deferDue(dispatchId: string, until: Date): Promise<void>;
 
   /** Dispatch ids whose `dueAt` ≤ now, from every shard of the due index (eventually consistent: re-read each by key). */
   listDue(now: Date, limitPerShard: number): Promise<string[]>;

@@ -46,24 +46,26 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
   const message = await deps.store.getAcceptedMessage(state.dispatchId);
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
+  // What the state says is expected must be what the check looks for: nothing read is never "handled".
+  const unreadable = expected.length !== state.evidence.expectedCount ? `the accepted message names ${expected.length} of the ${state.evidence.expectedCount} expected refs` : null;
   const checkedAt = now.toISOString();
   let files: EvidenceFile[] = [];
-  let contents: Uint8Array[] = [];
-  let error: string | null = null;
+  let error: string | null = unreadable;
   let invalid: string[] = [];
   try {
-    const [read, marks] = await Promise.all([
-      Promise.all(expected.map((ref) => deps.blobs.getBytes(evidenceKey(state.dispatchId, state.attempt, ref)))),
-      deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
-    ]);
+    const marks = await deps.store.listEvidenceMarks(state.dispatchId, state.attempt);
     // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
     invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
-    const found = expected.flatMap((ref, index) => {
-      const bytes = read[index];
-      return bytes && !invalid.includes(ref) ? [{ ref, bytes }] : [];
-    });
-    files = found.map(({ ref, bytes }) => ({ ref, sha256: sha256Of(bytes), bytes: bytes.length, checkedAt }));
-    contents = found.map(({ bytes }) => bytes);
+    // One file at a time (up to 32 × 4 MB may be expected): read, hash, and keep a copy under the hash
+    // — the sealed copy, from which the checked bytes can always be put back.
+    for (const ref of expected) {
+      if (invalid.includes(ref)) continue;
+      const bytes = await deps.blobs.getBytes(evidenceKey(state.dispatchId, state.attempt, ref));
+      if (!bytes) continue;
+      const sha256 = sha256Of(bytes);
+      await deps.blobs.put(sealedKey(state.dispatchId, state.attempt, ref, sha256), bytes, 'application/octet-stream');
+      files.push({ ref, sha256, bytes: bytes.length, checkedAt });
+    }
   } catch (thrown) {
     error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}`.slice(0, 300) : 'the check failed';
   }
@@ -72,8 +74,6 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   const pastDeadline = now.getTime() >= deadline;
   const outcome = error ? (pastDeadline ? 'unverified' : undefined) : missing.length === 0 ? 'handled' : pastDeadline ? 'orphan_no_delivery' : undefined;
   if (!outcome) return undefined;
-  // Seal first: a copy under each file's hash, so the checked bytes can always be put back.
-  await Promise.all(files.map((file, index) => deps.blobs.put(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256), contents[index] as Uint8Array, 'application/octet-stream')));
   const recorded = await deps.store.putEvidenceCheck({
     dispatchId: state.dispatchId,
     origin: state.origin,
@@ -91,10 +91,8 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   });
   const final: { readonly outcome: typeof outcome; readonly missing: readonly string[]; readonly files: readonly EvidenceFile[] } = recorded.kind === 'exists' ? recorded.existing : { outcome, missing, files };
   // An upload may have landed between the read and the record: the sealed bytes are the ones that stay.
-  await Promise.all(
-    final.files.map((file) =>
-      keepSealed(deps.blobs, evidenceKey(state.dispatchId, state.attempt, file.ref), { sha256: file.sha256, bytes: () => deps.blobs.getBytes(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256)) }),
-    ),
-  );
+  for (const file of final.files) {
+    await keepSealed(deps.blobs, evidenceKey(state.dispatchId, state.attempt, file.ref), { sha256: file.sha256, bytes: () => deps.blobs.getBytes(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256)) });
+  }
   return evidenceSettled(state, { outcome: final.outcome, expected, missing: final.missing }, now, mode);
 }

@@ -2,6 +2,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { submitAttempt } from '../usecases/submit-attempt.js';
+import { clip } from '../text.js';
 import { settleEvidence } from './evidence-check.js';
 
 export { evidenceKey } from './evidence-check.js';
@@ -10,6 +11,9 @@ export interface MonitorDeps extends DispatchWorkDeps {
   /** Due entries read per shard per tick; the rest wait for the next tick. */
   readonly limitPerShard: number;
 }
+
+/** How long a dispatch the monitor failed on waits before it is tried again. */
+export const FAILED_RETRY_SECONDS = 15 * 60;
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
 export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
@@ -35,7 +39,9 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
       try {
         actions[id] = await actOn(deps, id);
       } catch (error) {
-        actions[id] = { action: 'failed', target: null, error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
+        actions[id] = { action: 'failed', target: null, error: clip(error instanceof Error ? `${error.name}: ${error.message}` : String(error), 300) };
+        // Out of the way for a while, so a record that always throws cannot starve its shard.
+        await deps.store.deferDue(id, new Date(deps.now().getTime() + FAILED_RETRY_SECONDS * 1000)).catch(() => undefined);
       }
     }
   };

@@ -43,22 +43,19 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
   const supersede = state.phase === 'submitted' && !proven;
   const now = deps.now();
   const claimed = redispatched(state, { reason: request.reason, supersede, claimSeconds: deps.claimSeconds }, now);
-  // Kept before the fence, from the very version the fence is conditioned on: a won fence never loses
-  // the attempt it ended, and a redispatch that lost its fence is replaced by the next one's newer record.
-  if (claimed.attempt !== state.attempt) {
-    await deps.store.archiveAttempt({
-      dispatchId: state.dispatchId,
-      attempt: state.attempt,
-      runId: state.runId,
-      receipts: state.receipts,
-      execution: state.execution,
-      endedAt: now.toISOString(),
-      reason: clip(printable(request.reason), 120),
-      superseded: supersede,
-      stateVersion: state.version,
-    });
-  }
-  if ((await deps.store.commit(state, claimed)).kind === 'conflict') return { kind: 'conflict' };
+  // The fence and the record of what it ended, in one write: both or neither.
+  const ended = {
+    dispatchId: state.dispatchId,
+    attempt: state.attempt,
+    runId: state.runId,
+    receipts: state.receipts,
+    execution: state.execution,
+    endedAt: now.toISOString(),
+    reason: clip(printable(request.reason), 120),
+    superseded: supersede,
+    stateVersion: state.version,
+  };
+  if ((await deps.store.commit(state, claimed, ended)).kind === 'conflict') return { kind: 'conflict' };
 
   let cancel: string | null = null;
   if (supersede && state.runId) {

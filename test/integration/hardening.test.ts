@@ -2,14 +2,14 @@ import { createHash } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
-import { decodeItem } from '../../shared/adapters/ledger-table.js';
+import { decodeItem, dueShardOf } from '../../shared/adapters/ledger-table.js';
 import { route } from '../../shared/api/routes.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
-import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
+import { postRunEvent, refreshed } from '../../shared/api/lifecycle-routes.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
 import { postOperatorReceipt } from '../../shared/api/receipt-routes.js';
 import { ApiError } from '../../shared/api/http.js';
@@ -19,7 +19,7 @@ import type { DispatchState } from '../../shared/dispatch/state.js';
 import { eventsForStreamChange } from '../../shared/events/derive.js';
 import type { EvidenceCheck } from '../../shared/ledger/port.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
-import { monitorTick } from '../../shared/monitor/monitor.js';
+import { FAILED_RETRY_SECONDS, monitorTick } from '../../shared/monitor/monitor.js';
 import { evidenceKey } from '../../shared/monitor/evidence-check.js';
 import type { ApprovalOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { decideApproval } from '../../shared/usecases/approval.js';
@@ -562,5 +562,74 @@ describe('class 5 — sealing and an upload cannot interleave (racing PUTs)', ()
     expect((await table.getEvidenceCheck(sent.dispatchId, 1))?.files[0]?.sha256).toBe(sha('original'));
     expect(await rootOf(sent.dispatchId)).toBe('original');
     expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('handled');
+  });
+});
+
+describe('review findings — edges the first pass missed', () => {
+  const uploadTo = (dispatchId: string, ref: string, bytes: string) =>
+    putEvidence(deps(), dispatchId, ref, { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(bytes), iamUserId: undefined }, open);
+
+  it('puts the sealed bytes back on a retried upload when the first died between its write and its look back', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'] });
+    await send(sent);
+    await uploadTo(sent.dispatchId, 'out/a.md', 'original');
+    await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    // The upload that died: its bytes landed after the seal, and nobody looked back.
+    await blobs.put(evidenceKey(sent.dispatchId, 1, 'out/a.md'), 'tampered', 'text/plain');
+    expect((await apiError(uploadTo(sent.dispatchId, 'out/a.md', 'tampered'))).code).toBe('evidence_sealed');
+    expect(Buffer.from((await blobs.getBytes(evidenceKey(sent.dispatchId, 1, 'out/a.md'))) ?? []).toString()).toBe('original');
+  });
+
+  it('never settles a check as handled when the accepted message cannot be read: unverified at the deadline', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'], timeouts: { deliveryGraceSeconds: 5 } });
+    await send(sent);
+    const anchorless = Object.assign(Object.create(table) as LedgerTable, { getAcceptedMessage: async () => undefined });
+    await postRunEvent({ ...deps(), store: anchorless }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('pending');
+    tick(10);
+    await monitorTick({ ...monitorDeps(), store: anchorless });
+    const state = await stateOf(sent.dispatchId);
+    expect(state.evidence.outcome).toBe('unverified');
+    expect(state.receipts.map((receipt) => receipt.event)).not.toContain('dispatch_completed');
+  });
+
+  it('records nothing on a refresh of a run waiting for approval whose lookup fails: the approval clock stands', async () => {
+    const sent = message({ timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 3600 } });
+    await send(sent);
+    await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'approval_requested', { approvalId: 'a-1' }), open);
+    const waiting = await stateOf(sent.dispatchId);
+    tick(600); // long past the stall deadline, well inside the approval wait
+    const answered = await refreshed(deps(), waiting);
+    expect(answered.execution.monitorStatus).toBe('lookup_unavailable');
+    const stored = await stateOf(sent.dispatchId);
+    expect(stored.version).toBe(waiting.version);
+    expect(stored.dueAt).toBe(waiting.dueAt);
+  });
+
+  it('moves a due record that fails decoding out of the way, and acts on the healthy ones of the tick', async () => {
+    const corrupt = uniqueName('d');
+    await documents.send(new PutCommand({ TableName: tableName, Item: { pk: `D#${corrupt}`, sk: 'STATE', originKey: 'O#planner', phase: 'bogus', dueShard: dueShardOf(corrupt), dueAt: new Date(clock.getTime() - 1000).toISOString() } }));
+    target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
+    const healthy = message();
+    await send(healthy);
+    target.answer = new ScriptedTarget().answer;
+    clock = new Date(Date.parse((await stateOf(healthy.dispatchId)).dueAt ?? '') + 1000);
+    const report = await monitorTick(monitorDeps());
+    expect(report.actions[corrupt]?.action).toBe('failed');
+    expect(report.actions[healthy.dispatchId]?.action).toBe('submitted');
+    const raw = await documents.send(new GetCommand({ TableName: tableName, Key: { pk: `D#${corrupt}`, sk: 'STATE' } }));
+    expect(Date.parse(String(raw.Item?.dueAt))).toBe(clock.getTime() + FAILED_RETRY_SECONDS * 1000);
+  });
+
+  it('makes a completed run due again on an expected upload even when it is due already (a check in flight must not reschedule it to the deadline)', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md', 'out/b.md'], timeouts: { deliveryGraceSeconds: 3600 } });
+    await send(sent);
+    await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    const due = await stateOf(sent.dispatchId);
+    expect(Date.parse(due.dueAt ?? '')).toBeLessThanOrEqual(clock.getTime());
+    await uploadTo(sent.dispatchId, 'out/a.md', 'a');
+    const after = await stateOf(sent.dispatchId);
+    expect(after.version).toBe(due.version + 1);
+    expect(after.changes).toEqual(['evidence_recheck']);
   });
 });

@@ -283,7 +283,7 @@ describe('class 6 — nothing forgotten, nothing unbounded: every ledger record 
     const expiries = {
       state: (await raw(KEY.state(dispatchId))).expiresAt,
       anchor: (await raw(KEY.message(dispatchId))).expiresAt,
-      pastAttempt: (await raw(KEY.pastAttempt(dispatchId, 1))).expiresAt,
+      pastAttempt: (await raw(KEY.pastAttempt(dispatchId, 1, 1))).expiresAt,
       check: (await raw(KEY.evidenceCheck(dispatchId, 1))).expiresAt,
       mark: (await raw(KEY.evidenceMark(dispatchId, 1, 'out/a.md'))).expiresAt,
       lateEvent: (await raw(KEY.lateEvent(dispatchId, 'r-1', 3))).expiresAt,

@@ -84,19 +84,37 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     expect((await store.getState(start.dispatchId))?.phase).toBe('blocked');
   });
 
-  it('keeps one record per ended attempt, the newest state version standing, oldest attempt first', async () => {
+  it('commits a redispatch and the record of the attempt it ended together: both or neither', async () => {
+    const store = storeOf();
+    const start = fresh();
+    const first = running(start);
+    await store.commit(start, first);
+    const fenced = advance(first, 'superseded', later(60), { phase: 'accepted', attempt: 2, runId: null, receipts: [] });
+    // A writer that read the state before another change loses: and no record of an ended attempt is left.
+    const changed = advance(first, 'activity', later(30));
+    await store.commit(first, changed);
+    expect((await store.commit(first, fenced, past(first, first.version))).kind).toBe('conflict');
+    expect(await store.listPastAttempts(start.dispatchId)).toEqual([]);
+    // From the state stored, both land.
+    const refenced = advance(changed, 'superseded', later(61), { phase: 'accepted', attempt: 2, runId: null, receipts: [] });
+    expect(await store.commit(changed, refenced, past(changed, changed.version))).toEqual({ kind: 'committed' });
+    expect((await store.listPastAttempts(start.dispatchId)).map((attempt) => [attempt.attempt, attempt.runId, attempt.stateVersion])).toEqual([[1, 'r-1', changed.version]]);
+    expect((await store.getState(start.dispatchId))?.attempt).toBe(2);
+  });
+
+  it('keeps one record per redispatch, oldest attempt first, then by the version it ended', async () => {
     const store = storeOf();
     const state = running(fresh());
-    await store.archiveAttempt({ ...past(state, 3), attempt: 2 });
-    await store.archiveAttempt(past(state, 3, []));
+    await store.archiveAttempt({ ...past(state, 7), attempt: 2 });
     await store.archiveAttempt(past(state, 5));
-    await store.archiveAttempt(past(state, 4, [])); // older than what is kept: ignored
+    await store.archiveAttempt(past(state, 3, []));
+    await store.archiveAttempt(past(state, 5)); // the same record again: still one
     const kept = await store.listPastAttempts(state.dispatchId);
     expect(kept.map((attempt) => [attempt.attempt, attempt.stateVersion])).toEqual([
+      [1, 3],
       [1, 5],
-      [2, 3],
+      [2, 7],
     ]);
-    expect(kept[0]?.receipts).toEqual(state.receipts);
   });
 
   it('records the first evidence check of an attempt and returns it to later writers', async () => {

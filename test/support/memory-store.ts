@@ -3,6 +3,7 @@ import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import type { AcceptedMessage, CommitOutcome, EvidenceCheck, EvidenceMark, LateEvent, LedgerFeeds, LedgerStore, Page, PastAttempt, PutOutcome, Rejection } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
+import { dueShardOf } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 
@@ -33,23 +34,22 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
     return this.states.get(dispatchId);
   }
   /** The table's semantics: the state machine's condition (writeCondition), checked against what is stored. */
-  async commit(from: DispatchState, next: DispatchState): Promise<CommitOutcome> {
+  async commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome> {
     const condition = writeCondition(from, next);
     const existing = this.states.get(next.dispatchId);
     if (condition.create ? existing !== undefined : existing?.version !== condition.version || existing.phase !== condition.phase) {
       return { kind: 'conflict', existing: condition.create ? existing : undefined };
     }
     this.states.set(next.dispatchId, next);
+    if (ended) this.pastAttempts.set(`${ended.dispatchId}#${ended.attempt}#${ended.stateVersion}`, ended);
     return { kind: 'committed' };
   }
   readonly pastAttempts = new Map<string, PastAttempt>();
   async archiveAttempt(past: PastAttempt): Promise<void> {
-    const key = `${past.dispatchId}#${past.attempt}`;
-    const known = this.pastAttempts.get(key);
-    if (!known || known.stateVersion < past.stateVersion) this.pastAttempts.set(key, past);
+    this.pastAttempts.set(`${past.dispatchId}#${past.attempt}#${past.stateVersion}`, past);
   }
   async listPastAttempts(dispatchId: string): Promise<PastAttempt[]> {
-    return [...this.pastAttempts.values()].filter((past) => past.dispatchId === dispatchId).sort((a, b) => a.attempt - b.attempt);
+    return [...this.pastAttempts.values()].filter((past) => past.dispatchId === dispatchId).sort((a, b) => a.attempt - b.attempt || a.stateVersion - b.stateVersion);
   }
   readonly marks = new Map<string, EvidenceMark>();
   async putEvidenceMark(mark: EvidenceMark): Promise<void> {
@@ -111,8 +111,16 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
     const start = options.cursor ? Number(options.cursor) : 0;
     return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
   }
-  async listDue(now: Date): Promise<string[]> {
-    return [...this.states.values()].filter((state) => state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime()).map((state) => state.dispatchId);
+  async deferDue(dispatchId: string, until: Date): Promise<void> {
+    const state = this.states.get(dispatchId);
+    if (state?.dueAt) this.states.set(dispatchId, { ...state, dueAt: until.toISOString() });
+  }
+  /** As the table's sharded index answers: at most `limitPerShard` per shard, each shard oldest first. */
+  async listDue(now: Date, limitPerShard: number): Promise<string[]> {
+    const due = [...this.states.values()].filter((state) => state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime());
+    const byShard = new Map<string, DispatchState[]>();
+    for (const state of due) byShard.set(dueShardOf(state.dispatchId), [...(byShard.get(dueShardOf(state.dispatchId)) ?? []), state]);
+    return [...byShard.values()].flatMap((states) => states.sort((a, b) => (a.dueAt ?? '').localeCompare(b.dueAt ?? '')).slice(0, limitPerShard).map((state) => state.dispatchId));
   }
   async getTarget(name: string) {
     return this.targets.get(name);

@@ -366,3 +366,13 @@ describe('publishStreamBatch', () => {
     expect(report).toEqual({ published: [], batchItemFailures: [] });
   });
 });
+
+describe('review findings — states written by the previous version', () => {
+  it('publishes Dispatch Handled for a state settled before the refs travelled with it (expected []), not an error that blocks the stream', () => {
+    const previous = submittedStateFactory();
+    const legacy = advance(previous, 'handled', later(60), { evidence: { outcome: 'handled', expectedCount: 1, deadline: null } });
+    const events = eventsForState(previous, legacy);
+    expect(detailTypes(events)).toEqual(['Dispatch Handled']);
+    expect(events[0]?.detail).toMatchObject({ expected: [], missing: [] });
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyRunEvent, monitorStep, reconcileLookup } from '../../shared/dispatch/transitions.js';
+import { applyRunEvent, monitorStep, reconcileLookup, blocked, redispatched } from '../../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
@@ -138,5 +138,28 @@ describe('monitorTick', () => {
     expect(after?.version).toBe(state.version + 1);
     expect(after?.changes).toEqual(['stalled']);
     expect(reports.map((report) => report.actions[state.dispatchId]?.action).sort()).toEqual(['observed', 'skipped']);
+  });
+});
+
+describe('review findings — the state machine', () => {
+  it('records a repeated approval request for the approval already held as activity: no second Approval Requested, the clock unchanged', () => {
+    const adopted = reconcileLookup(running(), { kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-1', requestedAt: at(2).toISOString() } } }, at(3), false);
+    if (!adopted) throw new Error('adopted');
+    const retried = applyRunEvent(adopted, { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(50));
+    expect(retried.kind === 'apply' && retried.next.changes).toEqual(['activity']);
+    expect(retried.kind === 'apply' && retried.next.execution.pendingApproval).toEqual({ approvalId: 'a-1', requestedAt: at(2).toISOString() });
+    expect(retried.kind === 'apply' && retried.next.dueAt).toBe(adopted.dueAt);
+  });
+
+  it('keeps the hot state bounded through blocked → redispatch → blocked cycles, and drops the old attempt’s refs', () => {
+    let state = blocked(running(), 'retry_budget_spent', '10 attempts failed', at(1));
+    for (let cycle = 0; cycle < 50; cycle += 1) {
+      const again = redispatched(state, { reason: `cycle ${cycle}`, supersede: false, claimSeconds: 60 }, at(2 + cycle));
+      state = blocked(again, 'retry_budget_spent', 'still down', at(2 + cycle));
+    }
+    expect(state.receipts.length).toBeLessThanOrEqual(2);
+    const settled = { ...running(), evidence: { outcome: 'orphan_no_delivery' as const, expectedCount: 1, deadline: null, expected: ['out/a.md'], missing: ['out/a.md'] } };
+    const next = redispatched(settled, { reason: 'again', supersede: false, claimSeconds: 60 }, at(9));
+    expect(next.evidence).toEqual({ outcome: 'pending', expectedCount: 1, deadline: null });
   });
 });
