@@ -3,7 +3,9 @@ import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { BlockedCode, DispatchState } from '../dispatch/state.js';
 import { isTerminal } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import { CorruptItemError, type AcceptedMessage, type EvidenceCheck, type PastAttempt, type Rejection } from '../ledger/port.js';
+import { CorruptItemError, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type PastAttempt, type Rejection } from '../ledger/port.js';
+import type { Principal } from '../principals/principals.js';
+import type { TargetRegistration } from '../targets/port.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
 
 /**
@@ -289,6 +291,17 @@ export function messageOf(item: Item): AcceptedMessage {
     claimUntil: isString,
     'content.valid': isBoolean,
   });
+  // What the use cases read of a valid message: its target, refs and clocks.
+  if ((rest.content as Item).valid === true) {
+    checked(item, {
+      'content.target': isString,
+      'content.expectedEvidence': isArray,
+      'content.timeouts.stallAfterSeconds': isNumber,
+      'content.timeouts.approvalWaitSeconds': isNumber,
+      'content.timeouts.deliveryGraceSeconds': isNumber,
+      'content.maxHops': isNumber,
+    });
+  }
   const content = rest.content as Item;
   if (content.valid === true && typeof content.taskJson === 'string') {
     const { taskJson, ...others } = content;
@@ -326,6 +339,21 @@ export function operatorReceiptOf(item: Item): OperatorReceipt {
 export function rejectionOf(item: Item): Rejection {
   const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = checked(item, { messageId: isString, at: isString, reason: isString });
   return { dispatchId: null, origin: null, senderId: null, bodyRef: null, ...rest } as unknown as Rejection;
+}
+
+export function markOf(item: Item): EvidenceMark {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, ref: isString, status: isString, at: isString });
+  return { reason: '', ...rest } as unknown as EvidenceMark;
+}
+
+export function targetOf(item: Item): TargetRegistration {
+  const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, kind: isString, baseUrl: isString, secretRef: optional(isString) });
+  return rest as unknown as TargetRegistration;
+}
+
+export function principalOf(item: Item): Principal {
+  const { pk: _pk, sk: _sk, principalId: _id, ...rest } = checked(item, { role: (value) => value === 'origin' || value === 'target' || value === 'operator' });
+  return rest as unknown as Principal;
 }
 
 export function pastAttemptItem(past: PastAttempt, retentionSeconds: number): Item {

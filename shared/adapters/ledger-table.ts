@@ -20,6 +20,9 @@ import type { TargetRegistration } from '../targets/port.js';
 import {
   checkOf,
   COLLECTION,
+  markOf,
+  principalOf,
+  targetOf,
   dispatchIdOfKey,
   DUE_SHARD_KEYS,
   expiryOf,
@@ -228,10 +231,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     let startKey: Record<string, unknown> | undefined;
     do {
       const page = await this.db.send(new QueryCommand(collectionQuery(this.table, COLLECTION.evidenceMarks(dispatchId, attempt), startKey)));
-      for (const item of page.Items ?? []) {
-        const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
-        marks.push(rest as EvidenceMark);
-      }
+      marks.push(...(page.Items ?? []).map(markOf));
       startKey = page.LastEvaluatedKey;
     } while (startKey);
     return marks;
@@ -367,9 +367,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 
   private async readTarget(name: string): Promise<TargetRegistration | undefined> {
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.target(name) }));
-    if (!Item) return undefined;
-    const { pk: _pk, sk: _sk, ...rest } = Item;
-    return rest as TargetRegistration;
+    return Item ? targetOf(Item) : undefined;
   }
 
   async putTarget(target: TargetRegistration): Promise<void> {
@@ -380,9 +378,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     const deployed = this.options.registry?.principals.get(principalId);
     if (deployed) return deployed;
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.principal(principalId) }));
-    if (!Item) return undefined;
-    const { pk: _pk, sk: _sk, principalId: _id, ...rest } = Item;
-    return rest as Principal;
+    return Item ? principalOf(Item) : undefined;
   }
 
   async putPrincipal(principalId: string, principal: Principal): Promise<void> {

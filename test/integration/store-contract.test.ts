@@ -1,9 +1,9 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { dueShardOf, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, blocked, IllegalTransitionError, submitted } from '../../shared/dispatch/transitions.js';
@@ -19,21 +19,20 @@ import { advance } from '../support/states.js';
  */
 const clients = engineClients();
 const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
-let table: LedgerTable;
-
-beforeAll(async () => {
+/** A table of its own for each test, so what one lists is only what it wrote. */
+async function freshTable(): Promise<LedgerTable> {
   const tableName = uniqueName('contract');
   await ensureLedgerTable(clients.dynamodb, tableName);
-  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
-});
+  return new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
+}
 afterAll(() => {
   clients.destroy();
   dynamodb.destroy();
 });
 
-const stores: Array<[string, () => LedgerStore]> = [
-  ['the DynamoDB table', () => table],
-  ['the in-memory fake', () => new MemoryStore()],
+const stores: Array<[string, () => Promise<LedgerStore>]> = [
+  ['the DynamoDB table', freshTable],
+  ['the in-memory fake', async () => new MemoryStore()],
 ];
 
 const fresh = () => accepted(newDispatchFactory({ dispatchId: uniqueName('d') }), NOW);
@@ -53,7 +52,7 @@ const past = (state: DispatchState, stateVersion: number, receipts = state.recei
 
 describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   it('creates a state once: a second create is a conflict carrying the one stored', async () => {
-    const store = storeOf();
+    const store = await storeOf();
     const start = fresh();
     const first = running(start);
     expect(await store.commit(start, first)).toEqual({ kind: 'committed' });
@@ -64,7 +63,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   });
 
   it('replaces a state only from the version and phase stored', async () => {
-    const store = storeOf();
+    const store = await storeOf();
     const start = fresh();
     const first = running(start);
     await store.commit(start, first);
@@ -76,7 +75,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   });
 
   it('refuses an illegal transition before writing anything', async () => {
-    const store = storeOf();
+    const store = await storeOf();
     const start = fresh();
     const first = blocked(start, 'unknown_target', 'x', NOW);
     await store.commit(start, first);
@@ -85,7 +84,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   });
 
   it('commits a redispatch and the record of the attempt it ended together: both or neither', async () => {
-    const store = storeOf();
+    const store = await storeOf();
     const start = fresh();
     const first = running(start);
     await store.commit(start, first);
@@ -103,7 +102,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   });
 
   it('keeps one record per redispatch, oldest attempt first, then by the version it ended', async () => {
-    const store = storeOf();
+    const store = await storeOf();
     const state = running(fresh());
     await store.archiveAttempt({ ...past(state, 7), attempt: 2 });
     await store.archiveAttempt(past(state, 5));
@@ -117,8 +116,24 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     ]);
   });
 
+  it('lists what is due: at most the limit per shard, the longest due first, nothing not yet due', async () => {
+    const store = await storeOf();
+    // Dispatches that land in one shard of the due index.
+    const shard = dueShardOf('d-shard-probe');
+    const ids: string[] = [];
+    for (let index = 0; ids.length < 4; index += 1) if (dueShardOf(`d-due-${index}`) === shard) ids.push(`d-due-${index}`);
+    for (const [index, dispatchId] of ids.entries()) {
+      const start = accepted(newDispatchFactory({ dispatchId }), NOW);
+      const first = running(start);
+      await store.commit(start, { ...first, dueAt: later(100 - index * 10).toISOString() });
+    }
+    expect(await store.listDue(later(95), 2)).toEqual([ids[3], ids[2]]); // three are due: the two longest due
+    expect((await store.listDue(later(200), 10)).sort()).toEqual([...ids].sort());
+    expect(await store.listDue(later(60), 10)).toEqual([]);
+  });
+
   it('records the first evidence check of an attempt and returns it to later writers', async () => {
-    const store = storeOf();
+    const store = await storeOf();
     const check: EvidenceCheck = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome: 'handled', expected: ['a'], found: ['a'], missing: [], invalid: [], files: [{ ref: 'a', sha256: 'f'.repeat(64), bytes: 1, checkedAt: NOW.toISOString() }], checkedAt: NOW.toISOString(), error: null };
     expect(await store.putEvidenceCheck(check)).toEqual({ kind: 'written' });
     const second = await store.putEvidenceCheck({ ...check, outcome: 'orphan_no_delivery', files: [] });
@@ -127,7 +142,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   });
 
   it('renews a claim only from the claim it read', async () => {
-    const store = storeOf();
+    const store = await storeOf();
     const message = { dispatchId: uniqueName('d'), origin: 'planner', contentHash: 'sha256:x', messageId: 'm', senderId: null, receivedAt: NOW.toISOString(), claimUntil: later(60).toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };
     expect(await store.putAcceptedMessage(message)).toEqual({ kind: 'written' });
     expect((await store.putAcceptedMessage({ ...message, messageId: 'm-2' })).kind).toBe('exists');

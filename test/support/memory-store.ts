@@ -106,7 +106,8 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
   }
   async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
     const all = ATTENTION_KINDS.filter((kind) => !options.kind || kind === options.kind).flatMap((kind) =>
-      [...this.states.values()].filter((state) => attentionKind(state) === kind).sort((a, b) => b.updatedAt.localeCompare(a.updatedAt)),
+      // As the feed index orders it: by when the problem began, newest first.
+      [...this.states.values()].filter((state) => attentionKind(state) === kind).sort((a, b) => (b.attentionSince ?? b.updatedAt).localeCompare(a.attentionSince ?? a.updatedAt)),
     );
     const start = options.cursor ? Number(options.cursor) : 0;
     return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };

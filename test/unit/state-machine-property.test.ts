@@ -5,6 +5,8 @@ import type { DispatchState } from '../../shared/dispatch/state.js';
 import {
   accepted,
   applyRunEvent,
+  approvalDecided,
+  evidenceSettled,
   isTerminal,
   monitorStep,
   reconcileLookup,
@@ -17,21 +19,26 @@ import type { LookupOutcome, TargetRunStatus } from '../../shared/targets/port.j
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 /**
- * The state machine under random sequences of what the world does to a dispatch: run events (of the
- * current run or a stale one), lookups, monitor ticks, forced redispatches. Each step is committed the
- * way the table commits it (writeCondition against the version stored), from either the current
- * state or a stale copy a slow writer still holds.
+ * The state machine under random sequences of what the world does to a dispatch: run events, lookups
+ * (by the monitor, suspecting a stall, and by a refresh), monitor ticks, approval decisions, evidence
+ * checks and forced redispatches — each computed either from the state stored or from an older
+ * version a slow writer still holds (a fenced run's writer among them). Each result is committed the
+ * way the table commits it: writeCondition (which throws on an illegal move) against what is stored.
  */
 type Op =
-  | { readonly kind: 'event'; readonly type: RunEventType; readonly seq: number; readonly stale: boolean }
-  | { readonly kind: 'lookup'; readonly outcome: LookupOutcome; readonly stale: boolean }
-  | { readonly kind: 'tick'; readonly stale: boolean }
-  | { readonly kind: 'redispatch' }
+  | { readonly kind: 'event'; readonly type: RunEventType; readonly seq: number; readonly from: number }
+  | { readonly kind: 'lookup'; readonly outcome: LookupOutcome; readonly suspected: boolean; readonly from: number }
+  | { readonly kind: 'tick'; readonly from: number }
+  | { readonly kind: 'decide'; readonly decision: 'approve' | 'cancel'; readonly from: number }
+  | { readonly kind: 'settle'; readonly outcome: 'handled' | 'orphan_no_delivery' | 'unverified'; readonly from: number }
+  | { readonly kind: 'redispatch'; readonly from: number }
   | { readonly kind: 'wait'; readonly seconds: number };
 
 const STATUSES: readonly TargetRunStatus[] = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'];
+/** 0: the state stored; n: the version n writes back (a stale writer's copy). */
+const from = fc.oneof(fc.constant(0), fc.constant(0), fc.nat(6));
 const op: fc.Arbitrary<Op> = fc.oneof(
-  fc.record({ kind: fc.constant('event' as const), type: fc.constantFrom<RunEventType>('heartbeat', 'progress', 'approval_requested', 'completed', 'failed', 'cancelled'), seq: fc.nat(20), stale: fc.boolean() }),
+  fc.record({ kind: fc.constant('event' as const), type: fc.constantFrom<RunEventType>('heartbeat', 'progress', 'approval_requested', 'completed', 'failed', 'cancelled'), seq: fc.nat(20), from }),
   fc.record({
     kind: fc.constant('lookup' as const),
     outcome: fc.oneof(
@@ -39,73 +46,84 @@ const op: fc.Arbitrary<Op> = fc.oneof(
       fc.constant<LookupOutcome>({ kind: 'unavailable', reason: 'HTTP 503' }),
       fc.constantFrom(...STATUSES).map<LookupOutcome>((status) => ({ kind: 'found', run: { runId: 'current', status, ...(status === 'waiting_for_approval' ? { pendingApproval: { approvalId: 'a-lookup' } } : {}) } })),
     ),
-    stale: fc.boolean(),
+    suspected: fc.boolean(),
+    from,
   }),
-  fc.record({ kind: fc.constant('tick' as const), stale: fc.boolean() }),
-  fc.constant<Op>({ kind: 'redispatch' }),
+  fc.record({ kind: fc.constant('tick' as const), from }),
+  fc.record({ kind: fc.constant('decide' as const), decision: fc.constantFrom<'approve' | 'cancel'>('approve', 'cancel'), from }),
+  fc.record({ kind: fc.constant('settle' as const), outcome: fc.constantFrom<'handled' | 'orphan_no_delivery' | 'unverified'>('handled', 'orphan_no_delivery', 'unverified'), from }),
+  fc.record({ kind: fc.constant('redispatch' as const), from }),
   fc.record({ kind: fc.constant('wait' as const), seconds: fc.integer({ min: 1, max: 900 }) }),
 );
 
 const submitAt = (state: DispatchState, now: Date, runId: string) => submitted(state, { kind: 'accepted', runId, status: 'running', requestId: `q-${runId}` }, DEFAULT_RETRY_POLICY, now);
 
-describe('the state machine (property: random sequences of events, lookups, ticks and redispatches)', () => {
-  it('never regresses a final status, never commits from a fenced run or a stale copy, and only the target sets nativeStatus', () => {
+describe('the state machine (property: random sequences of events, lookups, ticks, decisions, checks and redispatches)', () => {
+  it('never makes an illegal move, never regresses a final status, never commits a stale or fenced writer, and only the target sets nativeStatus', () => {
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 40 }), (ops) => {
+      fc.property(fc.array(op, { maxLength: 50 }), fc.constantFrom(0, 1), (ops, expectedCount) => {
         let clock = NOW.getTime();
         const now = () => new Date(clock);
-        const start = accepted(newDispatchFactory({ expectedCount: 0, timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 120, deliveryGraceSeconds: 30 } }), now());
+        const start = accepted(newDispatchFactory({ expectedCount, timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 120, deliveryGraceSeconds: 30 } }), now());
         let stored = submitAt(start, now(), 'r-1');
         writeCondition(start, stored);
-        let previous = stored;
+        const history: DispatchState[] = [stored];
         const finals = new Map<string, string>();
         let runs = 1;
+        let staleRefused = 0;
 
-        const commit = (from: DispatchState, next: DispatchState | undefined, targetSaid: boolean): void => {
-          if (!next) return;
-          const condition = writeCondition(from, next); // throws on an illegal move: the property fails
+        /** The table's commit: the machine's condition, checked against the version and phase stored. */
+        const commit = (base: DispatchState, next: DispatchState | undefined, targetSaid: boolean): boolean => {
+          if (!next) return false;
+          const condition = writeCondition(base, next); // throws on an illegal move: the property fails
           if (condition.create || condition.version !== stored.version || condition.phase !== stored.phase) {
-            // The table refuses it: a stale or fenced writer never commits.
-            expect(from.version === stored.version && from.phase === stored.phase).toBe(false);
-            return;
+            staleRefused += 1;
+            expect(base.version).not.toBe(stored.version);
+            return false;
           }
           if (next.runId === stored.runId && next.execution.nativeStatus !== stored.execution.nativeStatus) {
             expect(targetSaid).toBe(true); // nativeStatus is only ever the target's word
           }
           stored = next;
+          history.push(next);
+          return true;
         };
 
         for (const step of ops) {
-          const from = 'stale' in step && step.stale ? previous : stored;
-          previous = stored;
+          if (step.kind === 'wait') {
+            clock += step.seconds * 1000;
+            continue;
+          }
+          const base = history[Math.max(0, history.length - 1 - step.from)] as DispatchState;
+          if (base.phase !== 'submitted') continue;
           switch (step.kind) {
-            case 'wait':
-              clock += step.seconds * 1000;
-              break;
             case 'event': {
-              if (from.runId === null || from.phase !== 'submitted') break;
-              const outcome = applyRunEvent(from, { seq: step.seq, type: step.type, ...(step.type === 'approval_requested' ? { approvalId: 'a-1' } : {}) }, now());
-              commit(from, outcome.kind === 'apply' ? outcome.next : undefined, true);
+              const outcome = applyRunEvent(base, { seq: step.seq, type: step.type, ...(step.type === 'approval_requested' ? { approvalId: 'a-1' } : {}) }, now());
+              commit(base, outcome.kind === 'apply' ? outcome.next : undefined, true);
               break;
             }
             case 'lookup':
-              if (from.phase !== 'submitted' || isTerminal(from.execution.status)) break;
-              commit(from, reconcileLookup(from, step.outcome, now(), true), step.outcome.kind === 'found');
+              if (isTerminal(base.execution.status)) break;
+              commit(base, reconcileLookup(base, step.outcome, now(), step.suspected), step.outcome.kind === 'found');
               break;
             case 'tick': {
-              if (from.phase !== 'submitted') break;
-              const decided = monitorStep(from, now());
-              if (decided.kind === 'write') commit(from, decided.next, false);
+              const decided = monitorStep(base, now());
+              if (decided.kind === 'write') commit(base, decided.next, false);
               break;
             }
+            case 'decide':
+              if (base.execution.pendingApproval) commit(base, approvalDecided(base, step.decision, now()), false);
+              break;
+            case 'settle':
+              if (base.execution.status === 'completed' && base.evidence.outcome === 'pending') {
+                commit(base, evidenceSettled(base, { outcome: step.outcome, expected: ['out/a.md'], missing: step.outcome === 'handled' ? [] : ['out/a.md'] }, now(), 'own_write'), false);
+              }
+              break;
             case 'redispatch': {
-              if (from.phase !== 'submitted') break;
-              const fenced = redispatched(from, { reason: 'property', supersede: !isTerminal(from.execution.status), claimSeconds: 60 }, now());
-              commit(from, fenced, false);
-              if (stored === fenced) {
+              const fenced = redispatched(base, { reason: 'property', supersede: !isTerminal(base.execution.status), claimSeconds: 60 }, now());
+              if (commit(base, fenced, false)) {
                 runs += 1;
-                const resubmitted = submitAt(fenced, now(), `r-${runs}`);
-                commit(fenced, resubmitted, true);
+                commit(fenced, submitAt(fenced, now(), `r-${runs}`), true);
               }
               break;
             }
@@ -116,11 +134,14 @@ describe('the state machine (property: random sequences of events, lookups, tick
             if (known) expect(stored.execution.nativeStatus).toBe(known);
             else finals.set(stored.runId, stored.execution.nativeStatus as string);
           }
-          // A lost sight of a run is `unknown`, never a failure the target did not report.
+          // Losing sight of a run is `unknown`, never a failure the target did not report.
           if (stored.execution.status === 'failed') expect(stored.execution.nativeStatus).toBe('failed');
+          // A settled check is final for its attempt.
+          if (stored.evidence.outcome === 'handled') expect(stored.execution.status).toBe('completed');
         }
+        return staleRefused >= 0;
       }),
-      { numRuns: 300 },
+      { numRuns: 500 },
     );
   });
 });
