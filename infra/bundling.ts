@@ -13,8 +13,8 @@ export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
  * the clients and the commands and errors the adapters send and catch (`shared/adapters/*`).
  */
 const LEDGER_TABLE_CLIENTS = {
-  '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],
-  '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'BatchGetCommand'],
+  '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException', 'TransactionCanceledException'],
+  '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'BatchGetCommand', 'TransactWriteCommand'],
   '@aws-sdk/util-dynamodb': ['unmarshall'],
   '@aws-sdk/client-s3': ['S3Client', 'GetObjectCommand', 'PutObjectCommand', 'NoSuchKey'],
   '@aws-sdk/client-secrets-manager': ['SecretsManagerClient', 'GetSecretValueCommand'],
