@@ -86,12 +86,6 @@ export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
 
-/**
- * The evidence bucket's folder of one dispatch's payloads: intake spills a large task and keeps a
- * large invalid body under it, one sub-folder per content hash (so a conflicting message's spill lands
- * here too, though no anchor names it). It goes when the dispatch's anchor expires (shared/retention).
- */
-export const payloadFolder = (dispatchId: string): string => `payloads/${dispatchId}/`;
 export const messageIdOfKey = (pk: string): string => pk.slice(REJECTION_PK.length);
 /** The key of a dispatch's state item (a well-formed dispatch id), e.g. in a cursor that came back. */
 export const isStateItemKey = (pk: string, sk: string): boolean => /^D#[\w.:-]{1,128}$/.test(pk) && sk === KEY.state('').sk;

@@ -52,7 +52,8 @@ async function fullView(deps: ApiDeps, state: DispatchState) {
     deps.store.getEvidenceCheck(state.dispatchId, state.attempt),
     deps.store.listOperatorReceipts(state.dispatchId),
     deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
-    state.attempt > 1 || state.supersededRuns.length > 0 ? deps.store.listPastAttempts(state.dispatchId) : Promise.resolve([]),
+    // Only a dispatch redispatched at least once has records of what its redispatches ended.
+    state.redispatch ? deps.store.listPastAttempts(state.dispatchId) : Promise.resolve([]),
   ]);
   return dispatchView(state, message, check, operatorReceipts, marks, pastAttempts);
 }

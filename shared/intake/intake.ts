@@ -6,6 +6,7 @@ import { accepted, blocked } from '../dispatch/transitions.js';
 import type { AcceptedMessage, BlobStore, DispatchWorkDeps, Rejection } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { submitAttempt } from '../usecases/submit-attempt.js';
+import { OBJECTS } from '../ledger/objects.js';
 
 /** One SQS record, as intake sees it. */
 export interface IntakeRecord {
@@ -47,9 +48,6 @@ export const INLINE_BYTES = 8 * 1024;
 /** Previews shown in rejections, views and items: bounded whatever the message. */
 export const PREVIEW_CHARS = 512;
 
-/** The hex of a `sha256:<hex>` content hash, for object keys. */
-const hashPart = (hash: string): string => hash.slice(hash.indexOf(':') + 1);
-
 const preview = (text: string): string => clip(text, PREVIEW_CHARS + 1);
 
 /** Keeps the original bytes a person may need: inline when small, in the blob store when not. */
@@ -66,7 +64,7 @@ async function reject(
   reason: Rejection['reason'],
   ids: { dispatchId?: string | undefined; origin?: string | undefined },
 ): Promise<IntakeResult> {
-  const kept = await keepBody(deps.blobs, `rejections/${record.messageId}/body`, record.body);
+  const kept = await keepBody(deps.blobs, OBJECTS.rejectionBody(record.messageId), record.body);
   // Keyed by the SQS message id: a redelivered message finds its rejection already recorded.
   await deps.store.putRejection({
     messageId: record.messageId,
@@ -157,7 +155,7 @@ async function anchorFor(
   };
   if ('errors' in content) {
     // Keyed by content too: a conflicting message under the same id can never overwrite the original's bytes.
-    const kept = await keepBody(deps.blobs, `payloads/${ids.dispatchId}/${hashPart(ids.hash)}/invalid-body`, record.body);
+    const kept = await keepBody(deps.blobs, OBJECTS.invalidBody(ids.dispatchId, ids.hash), record.body);
     return { ...base, content: { valid: false, target: content.target, errors: content.errors, ...kept } };
   }
   const { message } = content;
@@ -167,7 +165,7 @@ async function anchorFor(
   if (taskBytes > INLINE_BYTES) {
     // Same key for the same content (a redelivery rewrites identical bytes), another key for other
     // content: a conflicting message under this id can never overwrite the original task.
-    taskRef = `payloads/${ids.dispatchId}/${hashPart(ids.hash)}/task.json`;
+    taskRef = OBJECTS.task(ids.dispatchId, ids.hash);
     await deps.blobs.put(taskRef, taskJson, 'application/json');
   }
   return {

@@ -2,14 +2,10 @@ import type { DispatchState } from '../dispatch/state.js';
 import { evidenceSettled, type WriteMode } from '../dispatch/transitions.js';
 import { createHash } from 'node:crypto';
 import type { BlobStore, DispatchWorkDeps, EvidenceFile } from '../ledger/port.js';
+import { OBJECTS } from '../ledger/objects.js';
 
-/** Where an attempt's evidence lives (CONTRACT §5): one root per attempt. */
-export const evidenceKey = (dispatchId: string, attempt: number, ref: string): string => `evidence/${dispatchId}/${attempt}/${ref}`;
-/**
- * The sealed copy of a checked file: named by its hash, so every write of the key holds the same
- * bytes (immutable by construction), and only the checker writes under `sealed/`.
- */
-export const sealedKey = (dispatchId: string, attempt: number, ref: string, sha256: string): string => `sealed/${dispatchId}/${attempt}/${sha256}/${ref}`;
+export const evidenceKey = OBJECTS.evidence;
+export const sealedKey = OBJECTS.sealed;
 
 export const sha256Of = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 

@@ -1,7 +1,6 @@
-import { payloadFolder } from '../adapters/ledger-items.js';
+import { dispatchFolders } from '../ledger/objects.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import type { StreamChange } from '../events/derive.js';
-import { evidenceKey, sealedKey } from '../monitor/evidence-check.js';
 
 /**
  * What goes from the evidence bucket when DynamoDB's TTL removes a ledger record (CONTRACT §7: the
@@ -36,27 +35,7 @@ export type RetentionPlan =
 
 const NOTHING: RetentionPlan = { kind: 'nothing' };
 
-/**
- * The folder of one dispatch in an object key shape `{kind}/{dispatchId}/…`, read from the shape
- * itself (evidence-check.ts owns it) so no prefix is spelled twice. Refuses a shape it cannot read
- * rather than guess a shorter folder, which could hold other dispatches' objects.
- */
-function folderOf(key: string, dispatchId: string): string {
-  const [kind, id] = key.split('/');
-  if (!kind || id !== dispatchId) throw new Error(`object key ${key} is not {kind}/${dispatchId}/…: no folder of the dispatch can be read from it`);
-  return `${kind}/${id}/`;
-}
-
-/**
- * Every folder of one dispatch in the evidence bucket. A dispatch id holds no `/` (DISPATCH_ID), so a
- * folder never reaches into another dispatch's: `evidence/d-1/` is no prefix of `evidence/d-10/…`.
- *
- * @example
- * dispatchFolders('d-1') // ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/']
- */
-export function dispatchFolders(dispatchId: string): string[] {
-  return [payloadFolder(dispatchId), folderOf(evidenceKey(dispatchId, 1, 'ref'), dispatchId), folderOf(sealedKey(dispatchId, 1, 'ref', 'sha256'), dispatchId)];
-}
+export { dispatchFolders } from '../ledger/objects.js';
 
 /**
  * The objects to delete for one decoded stream change: only for a REMOVE made by TTL of an anchor
