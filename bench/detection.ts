@@ -9,6 +9,7 @@ import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { startHttpApi, type HttpApiHandler } from '../local/runtime/http-api.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InvalidCursorError, LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
+import { coalescingWindowMs, stallDeadline } from '../shared/dispatch/transitions.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
 import { ApiError, errorResponse, type ApiResponse } from '../shared/api/http.js';
@@ -228,9 +229,12 @@ async function detect(shared: Shared, kind: Kind, periodSeconds: number, phaseSe
     let deadline: number;
     let basis: string;
     if (kind === 'stall') {
+      // The deadline the ledger holds (CONTRACT §4 v2): the recorded activity, plus the coalescing window
+      // (a heartbeat inside it is absorbed, not recorded: silence may have begun as late as its end), plus
+      // stallAfterSeconds — so coalescing can never advance a verdict.
       const activity = state.execution.lastActivityAt ?? state.updatedAt;
-      deadline = Date.parse(activity) + state.timeouts.stallAfterSeconds * 1000;
-      basis = `lastActivityAt ${activity} (${(Date.parse(activity) - start) / 1000} s after submission) + stallAfterSeconds ${state.timeouts.stallAfterSeconds}`;
+      deadline = stallDeadline(state);
+      basis = `lastActivityAt ${activity} (${(Date.parse(activity) - start) / 1000} s after submission) + coalescing window ${coalescingWindowMs(state) / 1000} s + stallAfterSeconds ${state.timeouts.stallAfterSeconds}`;
     } else {
       const completedAt = state.execution.completedAt;
       if (!state.evidence.deadline || !completedAt) throw new Error(`orphan run ${dispatchId} never reached a delivery deadline (status ${state.execution.status})`);
@@ -310,7 +314,7 @@ export async function runDetection(ctx: BenchContext): Promise<DetectionResult> 
       `orphan: task.behavior "complete_without_evidence", expectedEvidence ["out/report.md"], deliveryGraceSeconds ${DELIVERY_GRACE_SECONDS}; the completed callback lands at the submission time. Detection = evidence outcome "orphan_no_delivery" (HEAD on the evidence key in the fauxqs bucket finds nothing)`,
       `callbacks into the in-process API (method, first path segment, status): ${JSON.stringify(apiCalls)} (a 409 is the ledger saying "run not recorded yet", which the agent retries)`,
       `the monitor acts at now ≥ deadline (monitorStep and checkEvidence compare with ≥), so a tick landing exactly on the deadline detects: with phase 0 detection is at the deadline (0 s late); with a phase offset it is the first tick after it, less than one period late. Either way 1 tick`,
-      `the stall deadline is measured from the recorded lastActivityAt; activity writes are coalesced to one per fifth of the stall timeout (lifecycle.ts), so for a chatty run that then goes silent the recorded activity can be up to 20 % of the timeout older than its last heartbeat`,
+      `the stall deadline is the one the ledger holds: recorded lastActivityAt + the coalescing window (a fifth of the stall timeout) + stallAfterSeconds. Activity inside the window is absorbed, not recorded, so silence may have begun as late as the window's end; declaring a stall earlier could advance a verdict (CONTRACT §4 v2). Measured from the agent's last heartbeat, detection is therefore up to one window (here ${(STALL_AFTER_SECONDS * 0.2).toFixed(0)} s) plus one tick late`,
       `target: detection within one tick after the deadline at every period and phase: ${allWithinOne ? 'met' : 'NOT met'}`,
       ...shared.problems,
       ...agentErrors.slice(0, 10).map((line) => `demo agent: ${line}`),

@@ -526,7 +526,14 @@ export function evidenceSettled(state: DispatchState, settled: SettledEvidence, 
   return step(mode)(state, kind, now, {
     // The refs its event names travel with the state: Handled/Orphaned are published from this committed
     // change, so a completion whose write lost to a concurrent redispatch publishes nothing.
-    evidence: { ...state.evidence, outcome: settled.outcome, expected: settled.expected, missing: settled.outcome === 'unverified' ? [] : settled.missing },
+    // (The deadline is done with; the hot item stays within one write unit.)
+    evidence: {
+      outcome: settled.outcome,
+      expectedCount: state.evidence.expectedCount,
+      deadline: null,
+      expected: settled.expected,
+      ...(settled.outcome !== 'unverified' && settled.missing.length > 0 ? { missing: settled.missing } : {}),
+    },
     receipts:
       settled.outcome === 'handled'
         ? [...state.receipts, { event: 'dispatch_completed', at, attempt: state.attempt, runId: state.runId ?? '', evidenceCount: settled.expected.length }]
