@@ -237,8 +237,9 @@ async function detect(shared: Shared, kind: Kind, periodSeconds: number, phaseSe
       basis = `lastActivityAt ${activity} (${(Date.parse(activity) - start) / 1000} s after submission) + coalescing window ${coalescingWindowMs(state) / 1000} s + stallAfterSeconds ${state.timeouts.stallAfterSeconds}`;
     } else {
       const completedAt = state.execution.completedAt;
-      if (!state.evidence.deadline || !completedAt) throw new Error(`orphan run ${dispatchId} never reached a delivery deadline (status ${state.execution.status})`);
-      deadline = Date.parse(state.evidence.deadline);
+      if (!completedAt) throw new Error(`orphan run ${dispatchId} never reached a delivery deadline (status ${state.execution.status})`);
+      // The grace deadline the check held (a settled state no longer carries it).
+      deadline = Date.parse(completedAt) + state.timeouts.deliveryGraceSeconds * 1000;
       basis = `completedAt ${completedAt} (${(Date.parse(completedAt) - start) / 1000} s after submission${callbacksLanded ? ', from the completed callback' : ', found by lookup'}) + deliveryGraceSeconds ${state.timeouts.deliveryGraceSeconds}`;
     }
     if (detectedAt === null) shared.problems.push(`${kind} @ ${periodSeconds} s: not detected within ${maxTicks} ticks (final state: status ${state.execution.status}, monitorStatus ${state.execution.monitorStatus}, evidence ${state.evidence.outcome})`);
