@@ -110,10 +110,10 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
 
   return {
     async submit(request: SubmitRequest): Promise<SubmitOutcome> {
-      const { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl } = request;
+      const { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl, timeouts } = request;
       const answer = await exchange('POST', `${base}/runs`, {
         headers: { 'Idempotency-Key': `${dispatchId}:${attempt}` },
-        json: { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl },
+        json: { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl, ...(timeouts ? { timeouts } : {}) },
       });
       if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
       const { status } = answer;

@@ -15,6 +15,8 @@ export interface SubmitRequest {
   readonly expectedEvidence: readonly string[];
   /** The ledger API's base URL: the target posts run events and uploads evidence under it. */
   readonly callbackUrl: string;
+  /** The dispatch's clocks, defaults resolved (CONTRACT §8 v2): how long silence may last before a stall, and so on. */
+  readonly timeouts?: { readonly stallAfterSeconds: number; readonly approvalWaitSeconds: number; readonly deliveryGraceSeconds: number };
 }
 
 export type SubmitOutcome =

@@ -31,6 +31,7 @@ export async function submitAttempt(
         task,
         expectedEvidence,
         callbackUrl: deps.callbackUrl,
+        timeouts: claimed.timeouts,
       }),
     (error: unknown) => ({ kind: 'unavailable' as const, reason: `the task payload could not be read: ${error instanceof Error ? error.name : 'error'}` }),
   );

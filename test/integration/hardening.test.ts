@@ -130,6 +130,8 @@ describe('class 1 — input that breaks the writer (through the intake on Dynamo
     const stored = await table.getAcceptedMessage(sent.dispatchId);
     expect(stored?.content.valid && stored.content.task).toEqual(nested(40));
     expect(target.submissions.at(-1)?.task).toEqual(nested(40));
+    // CONTRACT §8 v2: the submission carries the dispatch's clocks, defaults resolved.
+    expect(target.submissions.at(-1)?.timeouts).toEqual({ stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 });
   });
 
   it('stores a task of exactly 64 levels and blocks one of 65 as invalid_fields', async () => {

@@ -285,7 +285,7 @@ describe('httpTarget edge cases', () => {
   it('sends the contract headers and body under the base path, trailing slash or not', async () => {
     stub.answer((_request, res) => json(res, 201, { runId: 'r-1', status: 'running', extra: 'ignored' }));
     const ids = requestIds();
-    const request = submitRequestFactory({ attempt: 3 });
+    const request = submitRequestFactory({ attempt: 3, timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 } });
 
     const withSlash = await stubTarget({ newRequestId: ids.next, authHeader: async () => SECRET }, '/agent/v1//').submit(request);
     await stubTarget({}, '/agent/v1').lookup('r-1/x y');
@@ -309,6 +309,8 @@ describe('httpTarget edge cases', () => {
       task: request.task,
       expectedEvidence: request.expectedEvidence,
       callbackUrl: request.callbackUrl,
+      // CONTRACT §8 v2: the dispatch's clocks travel with the submission.
+      timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
     });
     expect(lookedUp).toMatchObject({ method: 'GET', path: '/agent/v1/runs/r-1%2Fx%20y' });
     expect(lookedUp?.headers.authorization).toBeUndefined();
