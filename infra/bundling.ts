@@ -32,7 +32,12 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
   monitor: LEDGER_TABLE_CLIENTS,
   publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient', 'PutEventsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
   // Decodes the TTL REMOVE records' old images and deletes the expired record's objects.
-  retention: { '@aws-sdk/client-s3': ['S3Client', 'ListObjectsV2Command', 'DeleteObjectsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
+  retention: {
+    '@aws-sdk/client-s3': ['S3Client', 'ListObjectsV2Command', 'DeleteObjectsCommand'],
+    '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],
+    '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand'],
+    '@aws-sdk/util-dynamodb': ['unmarshall'],
+  },
 };
 
 /**

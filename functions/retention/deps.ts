@@ -1,9 +1,13 @@
 import { getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import { getNumberFromEnv } from '@aws-lambda-powertools/commons/utils/env';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
+import { LiveDispatchesTable } from '../../shared/adapters/live-dispatches.js';
 import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
-import type { ObjectSweeper } from '../../shared/retention/retention.js';
+import type { LiveDispatches, ObjectSweeper } from '../../shared/retention/retention.js';
 
 /** Composition root of the retention function: config and the S3 client built once per execution environment. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'retention' } });
@@ -12,3 +16,11 @@ export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: '
 const bucket = getStringFromEnv({ key: 'EVIDENCE_BUCKET', errorMessage: 'EVIDENCE_BUCKET is not set' });
 
 export const objects: ObjectSweeper = new S3ObjectSweeper(new S3Client({}), bucket);
+
+const retentionSeconds = getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400;
+export const live: LiveDispatches = new LiveDispatchesTable(DynamoDBDocumentClient.from(new DynamoDBClient({}), { marshallOptions: { removeUndefinedValues: true } }), {
+  tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
+  retentionSeconds,
+});
+/** An anchor put back lives another twice the retention (as a fresh one does). */
+export const anchorSeconds = 2 * retentionSeconds;

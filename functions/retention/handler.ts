@@ -3,7 +3,7 @@ import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEven
 import { countOnce } from '../../shared/adapters/metrics.js';
 import { streamChangeOf } from '../../shared/adapters/stream-records.js';
 import { removeExpiredObjects } from '../../shared/retention/retention.js';
-import { logger, metrics, objects } from './deps.js';
+import { anchorSeconds, live, logger, metrics, objects } from './deps.js';
 
 const processor = new BatchProcessor(EventType.DynamoDBStreams);
 
@@ -14,8 +14,10 @@ const processor = new BatchProcessor(EventType.DynamoDBStreams);
  */
 async function recordHandler(record: DynamoDBRecord): Promise<void> {
   const sequenceNumber = record.dynamodb?.SequenceNumber;
-  const outcome = await removeExpiredObjects(streamChangeOf(record), objects);
-  if (outcome.kind === 'deleted') {
+  const outcome = await removeExpiredObjects(streamChangeOf(record), objects, live, { now: new Date(), anchorSeconds });
+  if (outcome.kind === 'kept') {
+    logger.info('an anchor expired while its dispatch lives on, or its id was taken again: nothing deleted', { sequenceNumber, ...outcome });
+  } else if (outcome.kind === 'deleted') {
     logger.info('objects of an expired record deleted', { sequenceNumber, ...outcome });
     countOnce(metrics, 'ExpiredObjectsDeleted', {}, outcome.keys + outcome.inFolders);
   } else if (outcome.kind === 'corrupt') {

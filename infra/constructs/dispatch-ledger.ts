@@ -130,7 +130,7 @@ export class DispatchLedger extends Construct {
     const intake = fn('intake', Duration.seconds(30), callback);
     const monitor = fn('monitor', Duration.minutes(2), callback);
     const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger' }, 256);
-    const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName }, 256);
+    const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
     this.functions = { intake, api, monitor, publisher, retention };
 
     this.intake = new DispatchIntake(this, 'Intake', { intake, ...(props.maxReceiveCount === undefined ? {} : { maxReceiveCount: props.maxReceiveCount }) });

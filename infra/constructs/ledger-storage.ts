@@ -3,7 +3,6 @@ import { AttributeType, BillingMode, ProjectionType, StreamViewType, Table, Tabl
 import { BlockPublicAccess, Bucket, BucketEncryption, ObjectOwnership } from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
-import { ANCHOR_RETENTION_FACTOR } from '../../shared/adapters/ledger-items.js';
 
 export interface LedgerStorageProps {
   /** Days a finished dispatch's records and evidence are kept (CONTRACT §7). */
@@ -29,7 +28,7 @@ const keyOf = (schema: ReadonlyArray<{ AttributeName?: string | undefined; KeyTy
  * A bucket as every ledger bucket is: private, TLS-only, encrypted, owner-enforced, with incomplete
  * uploads cleaned up and objects expiring after the retention.
  */
-export function privateBucket(scope: Construct, id: string, props: { readonly expireAfterDays: number; readonly removalPolicy: RemovalPolicy }): Bucket {
+export function privateBucket(scope: Construct, id: string, props: { readonly expireAfterDays: number | null; readonly removalPolicy: RemovalPolicy }): Bucket {
   return new Bucket(scope, id, {
     blockPublicAccess: BlockPublicAccess.BLOCK_ALL,
     enforceSSL: true,
@@ -37,22 +36,17 @@ export function privateBucket(scope: Construct, id: string, props: { readonly ex
     encryption: BucketEncryption.S3_MANAGED,
     objectOwnership: ObjectOwnership.BUCKET_OWNER_ENFORCED,
     removalPolicy: props.removalPolicy,
-    lifecycleRules: [{ expiration: Duration.days(props.expireAfterDays), abortIncompleteMultipartUploadAfter: Duration.days(1) }],
+    lifecycleRules: [{ ...(props.expireAfterDays === null ? {} : { expiration: Duration.days(props.expireAfterDays) }), abortIncompleteMultipartUploadAfter: Duration.days(1) }],
   });
 }
 
-/** Days DynamoDB may take to delete an expired item, and the retention function to follow, before the backstop acts. */
-export const BACKSTOP_MARGIN_DAYS = 30;
-
 /**
- * When the evidence bucket's own rule deletes an object: only as a backstop. A dispatch's objects go
- * with its anchor, from the stream's TTL REMOVE record (ObjectRetention) — a rule that knows only an
- * object's age would delete a spilled task while the anchor naming it lives on (it lives
- * ANCHOR_RETENTION_FACTOR × the retention after the message arrived, and every object of the
- * dispatch is younger than the anchor). The backstop ages out what that path missed: a batch parked
- * after its retries, an anchor that failed decoding.
+ * The evidence bucket has no age rule: a dispatch's objects go with its records, from the stream's TTL
+ * REMOVE of its anchor (ObjectRetention), and only once its state is gone too. A rule that knows only
+ * an object's age would delete the spilled task and the evidence of a dispatch that lives on (a run
+ * unknown for months, an approval never answered, a redispatch long after the first run). What the
+ * retention function could not delete is parked in the failure bucket and alarmed, never lost silently.
  */
-export const evidenceBackstopDays = (retentionDays: number): number => ANCHOR_RETENTION_FACTOR * retentionDays + BACKSTOP_MARGIN_DAYS;
 
 /**
  * The ledger table (the schema the adapters and the local platform use: `LEDGER_TABLE_DEFINITION`)
@@ -90,6 +84,6 @@ export class LedgerStorage extends Construct {
         projectionType: index.Projection?.ProjectionType === 'ALL' ? ProjectionType.ALL : ProjectionType.KEYS_ONLY,
       });
     }
-    this.evidenceBucket = privateBucket(this, 'Evidence', { expireAfterDays: evidenceBackstopDays(props.retentionDays), removalPolicy: props.removalPolicy });
+    this.evidenceBucket = privateBucket(this, 'Evidence', { expireAfterDays: null, removalPolicy: props.removalPolicy });
   }
 }

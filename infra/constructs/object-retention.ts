@@ -23,11 +23,13 @@ export interface ObjectRetentionProps {
  * table's stream feeds the retention function, filtered by the event source mapping so that it is
  * invoked only for TTL REMOVE records (`userIdentity` is DynamoDB's own service principal; a
  * person's DeleteItem is never passed on). A failing record is retried, bisecting the batch; when the
- * retries are spent the invocation record lands in the failure bucket, and the evidence bucket's
- * backstop rule (see LedgerStorage) ages the objects out.
+ * retries are spent the invocation record lands in the failure bucket and the function's errors alarm
+ * fires: the objects stay (the evidence bucket has no age rule) until a person acts.
  *
  * The retention function is the only one that may delete objects: ListBucket (to find a
- * dispatch's folders) and DeleteObject on the evidence bucket, nothing on the table but its stream.
+ * dispatch's folders) and DeleteObject on the evidence bucket; on the table, its stream and the two
+ * items by key it looks at before deleting (the state: does the dispatch live on? the anchor: put back,
+ * or is the id taken again?).
  */
 export class ObjectRetention extends Construct {
   constructor(scope: Construct, id: string, props: ObjectRetentionProps) {
@@ -55,5 +57,8 @@ export class ObjectRetention extends Construct {
     );
     fn.addToRolePolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:ListBucket'], resources: [props.evidenceBucket.bucketArn] }));
     fn.addToRolePolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:DeleteObject'], resources: [props.evidenceBucket.arnForObjects('*')] }));
+    // Before deleting a dispatch's objects: does its state live on (then its anchor is put back), or
+    // does a new anchor hold the id? Items by key only.
+    fn.addToRolePolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['dynamodb:GetItem', 'dynamodb:PutItem'], resources: [props.table.tableArn] }));
   }
 }

@@ -1,4 +1,5 @@
 import { dispatchFolders } from '../ledger/objects.js';
+import type { AcceptedMessage } from '../ledger/port.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import type { StreamChange } from '../events/derive.js';
 
@@ -75,8 +76,24 @@ export interface ObjectSweeper {
   deleteFolder(folder: string): Promise<number>;
 }
 
+/**
+ * The table, as the retention function needs it: an anchor may expire while its dispatch still lives
+ * (a run unknown for months, an approval never answered, a redispatch long after the first run), and
+ * an id may be taken again once a dispatch's records are gone.
+ */
+export interface LiveDispatches {
+  /** True while the dispatch's state exists and its own expiry (if any) has not passed. */
+  stateLives(dispatchId: string, now: Date): Promise<boolean>;
+  /** True when an anchor holds the id now (the id was taken again after the old one expired). */
+  anchorHeld(dispatchId: string): Promise<boolean>;
+  /** Puts an expired anchor back with a later expiry, unless another anchor holds the id by then. */
+  restoreAnchor(message: AcceptedMessage, until: Date): Promise<void>;
+}
+
 export type RetentionOutcome =
   | { readonly kind: 'nothing' }
+  /** The anchor expired while its dispatch lives on (put back), or its id was taken again: nothing deleted. */
+  | { readonly kind: 'kept'; readonly of: string; readonly why: 'dispatch_lives' | 'id_taken_again' }
   | { readonly kind: 'deleted'; readonly of: string; readonly keys: number; readonly inFolders: number }
   | { readonly kind: 'corrupt'; readonly key: string; readonly problem: string };
 
@@ -85,9 +102,19 @@ export type RetentionOutcome =
  * failed batch) deletes what is left and finds the rest already gone. Named keys go first, so a folder
  * listing does not count them again.
  */
-export async function removeExpiredObjects(change: StreamChange, objects: ObjectSweeper): Promise<RetentionOutcome> {
+export async function removeExpiredObjects(change: StreamChange, objects: ObjectSweeper, live: LiveDispatches, options: { readonly now: Date; readonly anchorSeconds: number }): Promise<RetentionOutcome> {
   const plan = retentionPlanOf(change);
   if (plan.kind !== 'delete') return plan;
+  if (change.oldItem.kind === 'message') {
+    // Only a dispatch whose records are gone loses its objects.
+    const { message } = change.oldItem;
+    if (await live.stateLives(message.dispatchId, options.now)) {
+      await live.restoreAnchor(message, new Date(options.now.getTime() + options.anchorSeconds * 1000));
+      return { kind: 'kept', of: plan.of, why: 'dispatch_lives' };
+    }
+    // A new dispatch under the same id (its folders are the same): its objects are not this record's to delete.
+    if (await live.anchorHeld(message.dispatchId)) return { kind: 'kept', of: plan.of, why: 'id_taken_again' };
+  }
   const keys = await objects.deleteKeys(plan.keys);
   let inFolders = 0;
   for (const folder of plan.folders) inFolders += await objects.deleteFolder(folder);

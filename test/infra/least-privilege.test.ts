@@ -75,9 +75,9 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(resourcesFor('publisher', 'events:')).toEqual([JSON.stringify({ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.publisher.bus), 'Arn'] })]);
   });
 
-  it('class 6 — nothing forgotten, nothing unbounded: retention reads the table stream, lists the evidence bucket and deletes its objects, parks failed batches — no table data, no reads of objects', () => {
+  it('class 6 — nothing forgotten, nothing unbounded: retention reads the table stream, looks two items up by key (and puts back an anchor whose dispatch lives), lists the evidence bucket and deletes its objects, parks failed batches — no reads of objects', () => {
     expect(actionsOf('retention')).toEqual(
-      [...LOGS, 'dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams', 's3:DeleteObject', 's3:ListBucket', 's3:PutObject'].sort(),
+      [...LOGS, 'dynamodb:DescribeStream', 'dynamodb:GetItem', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams', 'dynamodb:PutItem', 's3:DeleteObject', 's3:ListBucket', 's3:PutObject'].sort(),
     );
     const evidence = logicalId(synth.stack, synth.stack.ledger.storage.evidenceBucket);
     const failures = logicalId(synth.stack, synth.stack.ledger.publisher.failureBucket);
@@ -87,6 +87,8 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(on('s3:PutObject')).toEqual([JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [failures, 'Arn'] }, '/*']] })]);
     expect(on('s3:ListBucket').sort()).toEqual([JSON.stringify({ 'Fn::GetAtt': [evidence, 'Arn'] }), JSON.stringify({ 'Fn::GetAtt': [failures, 'Arn'] })].sort());
     for (const resources of on('dynamodb:GetRecords')) expect(resources).toEqual(JSON.stringify({ 'Fn::GetAtt': [table, 'StreamArn'] }));
+    // The table itself, not an index: items by key only.
+    expect(on('dynamodb:PutItem')).toEqual([JSON.stringify({ 'Fn::GetAtt': [table, 'Arn'] })]);
   });
 
   it('no function can delete or scan items, change the table, or delete objects — but retention, which may delete objects only', () => {

@@ -84,19 +84,20 @@ describe('DispatchLedger stack: table and buckets', () => {
     );
   });
 
-  it('keeps both buckets private, encrypted, TLS-only and expiring: failed batches after the retention, evidence only as a backstop after its anchor', () => {
+  it('keeps both buckets private, encrypted and TLS-only; failed batches expire after the retention, evidence never by age', () => {
     const { stack } = synth;
-    // Evidence and payloads go with their records (the retention function); the rule only catches what
-    // that missed, after the anchor's lifetime (2 × 90 days) and 30 days for TTL to act.
-    for (const [bucket, days] of [[stack.ledger.storage.evidenceBucket, 2 * 90 + 30], [stack.ledger.publisher.failureBucket, 90]] as const) {
+    // Evidence and payloads go with their records (the retention function), and only once the dispatch's
+    // state is gone: an age rule would delete the task and evidence of a dispatch that lives on.
+    for (const [bucket, days] of [[stack.ledger.storage.evidenceBucket, null], [stack.ledger.publisher.failureBucket, 90]] as const) {
       const id = logicalId(stack, bucket);
       expect(resources[id]?.DeletionPolicy).toBe('Retain');
       expect(props(id)).toMatchObject({
         PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
         BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
         OwnershipControls: { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] },
-        LifecycleConfiguration: { Rules: [{ ExpirationInDays: days, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }] },
+        LifecycleConfiguration: { Rules: [{ ...(days === null ? {} : { ExpirationInDays: days }), AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }] },
       });
+      if (days === null) expect(JSON.stringify(props(id).LifecycleConfiguration)).not.toContain('ExpirationInDays');
       synth.template.hasResourceProperties('AWS::S3::BucketPolicy', {
         Bucket: { Ref: id },
         PolicyDocument: {

@@ -72,7 +72,7 @@ beforeAll(async () => {
   table = new LedgerTable(documents, { tableName, retentionSeconds: RETENTION_SECONDS });
   await table.putTarget({ name: 'accepting', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
   // The handler's environment as the stack sets it, with the local endpoints; read once at import.
-  Object.assign(process.env, localHandlerEnvironment(inject('engines')), { EVIDENCE_BUCKET: bucket, POWERTOOLS_LOG_LEVEL: 'WARN', POWERTOOLS_METRICS_DISABLED: 'true' });
+  Object.assign(process.env, localHandlerEnvironment(inject('engines')), { EVIDENCE_BUCKET: bucket, LEDGER_TABLE_NAME: tableName, RETENTION_DAYS: String(RETENTION_SECONDS / 86_400), POWERTOOLS_LOG_LEVEL: 'WARN', POWERTOOLS_METRICS_DISABLED: 'true' });
   ({ handler } = await import('../../functions/retention/handler.js'));
   stream = new StreamEventSource({
     functionName: 'capture',
@@ -201,22 +201,47 @@ describe('class 6 — nothing forgotten, nothing unbounded: a dispatch\'s object
     expect(expiring.objects).toContain(expiring.taskRef);
     const before = await objects();
 
+    // Its state is gone by then (TTL removes it before the anchor, which outlives it).
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
     const removal = byTtl(await removalOf(KEY.message(dispatchId)));
     expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
 
     const after = await objects();
     expect(before.filter((key) => !after.includes(key))).toEqual(expiring.objects);
     expect(after).toEqual(expect.arrayContaining([...staying.objects, expiring.conflictBody, staying.conflictBody]));
-    // Objects only: the dispatch's other records are the TTL's to remove, each in its own time.
-    expect(await table.getState(dispatchId)).toBeDefined();
+    // Objects only: the anchor is not put back for a dispatch whose records are gone.
+    expect(await table.getAcceptedMessage(dispatchId)).toBeUndefined();
     // A retried record (the stream retries a failed batch) finds nothing left and succeeds.
     expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
     expect(await objects()).toEqual(after);
   });
 
+  it('keeps every object, and puts the anchor back with a later expiry, when the anchor expires while the dispatch lives on (was: a months-long run lost its task and evidence)', async () => {
+    const dispatchId = uniqueName('d');
+    const { objects: mine } = await dispatchWithObjects(dispatchId);
+    const anchor = await anchorOf(dispatchId);
+    expect(await invoke(byTtl(await removalOf(KEY.message(dispatchId))))).toEqual({ batchItemFailures: [] });
+    expect(await objects()).toEqual(expect.arrayContaining(mine));
+    const restored = await documents.send(new GetCommand({ TableName: tableName, Key: KEY.message(dispatchId), ConsistentRead: true }));
+    expect(restored.Item?.contentHash).toBe(anchor.contentHash);
+    expect(Number(restored.Item?.expiresAt)).toBeGreaterThan(Math.floor(Date.now() / 1000) + RETENTION_SECONDS);
+  });
+
+  it('keeps the objects when the id was taken again by a new dispatch before the old anchor\'s removal was processed', async () => {
+    const dispatchId = uniqueName('d');
+    const { objects: mine } = await dispatchWithObjects(dispatchId);
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
+    const removal = byTtl(await removalOf(KEY.message(dispatchId)));
+    // A new dispatch under the same id (its objects share the folders).
+    expect((await send({ dispatchId, origin: 'planner', target: 'accepting', task: { again: true } })).outcome).toBe('submitted');
+    expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
+    expect(await objects()).toEqual(expect.arrayContaining(mine));
+  });
+
   it('deletes an invalid message\'s kept body with its anchor', async () => {
     const dispatchId = uniqueName('d');
     expect(await send({ dispatchId, origin: 'planner', target: 'accepting', task: 'not an object', notes: large('c') })).toMatchObject({ outcome: 'blocked' });
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
     const anchor = await anchorOf(dispatchId);
     const bodyRef = anchor.content.valid ? null : anchor.content.bodyRef;
     expect(bodyRef?.startsWith(payloadFolder(dispatchId))).toBe(true);

@@ -9,7 +9,7 @@ import { accepted } from '../../shared/dispatch/transitions.js';
 import type { StreamChange, StreamItem } from '../../shared/events/derive.js';
 import type { AcceptedMessage, Rejection } from '../../shared/ledger/port.js';
 import { evidenceKey, sealedKey } from '../../shared/monitor/evidence-check.js';
-import { dispatchFolders, removeExpiredObjects, retentionPlanOf, type ObjectSweeper } from '../../shared/retention/retention.js';
+import { dispatchFolders, removeExpiredObjects, retentionPlanOf, type LiveDispatches, type ObjectSweeper } from '../../shared/retention/retention.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 const RECEIVED_AT = NOW.toISOString();
@@ -161,20 +161,32 @@ class RecordingSweeper implements ObjectSweeper {
 
 describe('class 6 — nothing forgotten, nothing unbounded: removeExpiredObjects', () => {
   const change = ttlRemoval({ kind: 'message', message: anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' }) });
+  const gone: LiveDispatches = { stateLives: async () => false, anchorHeld: async () => false, restoreAnchor: async () => undefined };
+  const options = { now: new Date('2026-12-01T10:00:00Z'), anchorSeconds: 3600 };
 
   it('deletes the named keys first, then each folder, and says how many objects went', async () => {
     const sweeper = new RecordingSweeper();
-    expect(await removeExpiredObjects(change, sweeper)).toEqual({ kind: 'deleted', of: 'dispatch d-1', keys: 1, inFolders: 6 });
+    expect(await removeExpiredObjects(change, sweeper, gone, options)).toEqual({ kind: 'deleted', of: 'dispatch d-1', keys: 1, inFolders: 6 });
     expect(sweeper.calls).toEqual(['keys payloads/d-1/ab/task.json', 'folder payloads/d-1/', 'folder evidence/d-1/', 'folder sealed/d-1/']);
   });
 
   it('touches nothing for a change that deletes nothing', async () => {
     const sweeper = new RecordingSweeper();
-    expect(await removeExpiredObjects({ ...change, removedByTtl: false }, sweeper)).toEqual({ kind: 'nothing' });
+    expect(await removeExpiredObjects({ ...change, removedByTtl: false }, sweeper, gone, options)).toEqual({ kind: 'nothing' });
+    expect(sweeper.calls).toEqual([]);
+  });
+
+  it('deletes nothing and puts the anchor back, expiring later, while the dispatch lives; nothing either when the id is taken again', async () => {
+    const sweeper = new RecordingSweeper();
+    const restored: Array<[string, string]> = [];
+    const lives: LiveDispatches = { ...gone, stateLives: async () => true, restoreAnchor: async (message, until) => void restored.push([message.dispatchId, until.toISOString()]) };
+    expect(await removeExpiredObjects(change, sweeper, lives, options)).toEqual({ kind: 'kept', of: 'dispatch d-1', why: 'dispatch_lives' });
+    expect(restored).toEqual([['d-1', '2026-12-01T11:00:00.000Z']]);
+    expect(await removeExpiredObjects(change, sweeper, { ...gone, anchorHeld: async () => true }, options)).toEqual({ kind: 'kept', of: 'dispatch d-1', why: 'id_taken_again' });
     expect(sweeper.calls).toEqual([]);
   });
 
   it('fails when a deletion fails, so the stream retries the record (deletion is idempotent)', async () => {
-    await expect(removeExpiredObjects(change, new RecordingSweeper('evidence/d-1/'))).rejects.toThrow('S3 unavailable');
+    await expect(removeExpiredObjects(change, new RecordingSweeper('evidence/d-1/'), gone, options)).rejects.toThrow('S3 unavailable');
   });
 });
