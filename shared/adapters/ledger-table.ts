@@ -13,7 +13,7 @@ import {
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
-import type { AcceptedMessage, CommitOutcome, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, PastAttempt, PutOutcome, Rejection } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, PastAttempt, PutOutcome, Rejection } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -50,6 +50,11 @@ export { CorruptItemError, decodeItem, DUE_SHARDS, dueShardOf, INDEX, LEDGER_TAB
 const unmarshallItem = (item: NonNullable<ConditionalCheckFailedException['Item']>): Item => unmarshall(item);
 
 const isConditionFailure = (error: unknown): error is ConditionalCheckFailedException => error instanceof ConditionalCheckFailedException;
+/**
+ * A state write that overlapped a redispatch's transaction on the same item: the SDK does not retry
+ * it, and it is nothing but a lost race — a conflict the caller re-reads and decides again.
+ */
+const isTransactionConflict = (error: unknown): boolean => error instanceof Error && error.name === 'TransactionConflictException';
 
 
 /**
@@ -180,6 +185,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       return { kind: 'committed' };
     } catch (error) {
       if (isConditionFailure(error)) return { kind: 'conflict', existing: error.Item ? stateOf(unmarshallItem(error.Item)) : undefined };
+      if (isTransactionConflict(error)) return { kind: 'conflict' };
       throw error;
     }
   }
@@ -197,7 +203,9 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       );
       return { kind: 'committed' };
     } catch (error) {
-      if (error instanceof TransactionCanceledException && error.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed') return { kind: 'conflict' };
+      // The state's condition failed, or another write to it was under way: a lost race either way.
+      const reason = error instanceof TransactionCanceledException ? error.CancellationReasons?.[0]?.Code : undefined;
+      if (reason === 'ConditionalCheckFailed' || reason === 'TransactionConflict') return { kind: 'conflict' };
       throw error;
     }
   }
@@ -319,16 +327,16 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  async deferDue(dispatchId: string, until: Date): Promise<void> {
+  async deferDue(due: DueEntry, until: Date): Promise<void> {
     try {
       await this.db.send(
         new UpdateCommand({
           TableName: this.table,
-          Key: KEY.state(dispatchId),
+          Key: KEY.state(due.dispatchId),
           UpdateExpression: 'SET dueAt = :until',
-          // Only while it is in the due index; a state written meanwhile sets its own due time.
-          ConditionExpression: 'attribute_exists(dueShard)',
-          ExpressionAttributeValues: { ':until': until.toISOString() },
+          // Only the due time the monitor saw: a state written meanwhile has set its own.
+          ConditionExpression: 'attribute_exists(dueShard) AND dueAt = :seen',
+          ExpressionAttributeValues: { ':until': until.toISOString(), ':seen': due.dueAt },
         }),
       );
     } catch (error) {
@@ -336,7 +344,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  async listDue(now: Date, limitPerShard: number): Promise<string[]> {
+  async listDue(now: Date, limitPerShard: number): Promise<DueEntry[]> {
     const pages = await Promise.all(
       DUE_SHARD_KEYS.map((shard) =>
         this.db.send(
@@ -350,7 +358,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
         ),
       ),
     );
-    return pages.flatMap((page) => (page.Items ?? []).map((item) => dispatchIdOfKey(String(item.pk))));
+    return pages.flatMap((page) => (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), dueAt: String(item.dueAt) })));
   }
 
   private readonly targetCache = new Map<string, { readonly registration: TargetRegistration; readonly until: number }>();

@@ -54,15 +54,16 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
  * window, looked at again only at the deadline) makes the dispatch due now: re-checked within a tick.
  */
 async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: string): Promise<void> {
-  const state = await deps.store.getState(dispatchId);
-  if (!state || state.execution.status !== 'completed' || state.evidence.outcome !== 'pending') return;
-  const now = deps.now();
   // Even when it is due already: a check reading the files right now may be about to reschedule it to
-  // the deadline; this write makes that stale reschedule conflict, so the check runs again.
-  const message = await deps.store.getAcceptedMessage(dispatchId);
-  if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;
-  // A lost race means someone else moved the dispatch first: the monitor reads it again anyway.
-  await deps.store.commit(state, evidenceRecheck(state, now));
+  // the deadline, and this write makes that stale reschedule conflict, so the check runs again. When
+  // this write is the one that loses, the check committed first: read again and make it due once more.
+  for (let round = 0; round < 3; round += 1) {
+    const state = await deps.store.getState(dispatchId);
+    if (!state || state.execution.status !== 'completed' || state.evidence.outcome !== 'pending') return;
+    const message = await deps.store.getAcceptedMessage(dispatchId);
+    if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;
+    if ((await deps.store.commit(state, evidenceRecheck(state, deps.now()))).kind === 'committed') return;
+  }
 }
 
 const EvidenceStatusBody = z.strictObject({

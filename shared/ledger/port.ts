@@ -141,6 +141,12 @@ export interface Page<T> {
   readonly cursor: string | null;
 }
 
+/** One entry of the due index: the dispatch and the due time the index holds for it. */
+export interface DueEntry {
+  readonly dispatchId: string;
+  readonly dueAt: string;
+}
+
 /** A stored record that does not have the shape its key says: an audit failure, reported, never cast. */
 export class CorruptItemError extends Error {
   override readonly name = 'CorruptItemError';
@@ -198,10 +204,10 @@ export interface LedgerStore {
    * Moves a due dispatch the monitor could not act on (it threw: a record that fails decoding, a
    * store error) to `until`, so it cannot hold the head of its due shard tick after tick.
    */
-  deferDue(dispatchId: string, until: Date): Promise<void>;
+  deferDue(due: DueEntry, until: Date): Promise<void>;
 
-  /** Dispatch ids whose `dueAt` ≤ now, from every shard of the due index (eventually consistent: re-read each by key). */
-  listDue(now: Date, limitPerShard: number): Promise<string[]>;
+  /** What is due (`dueAt` ≤ now), from every shard of the due index (eventually consistent: re-read each by key). */
+  listDue(now: Date, limitPerShard: number): Promise<DueEntry[]>;
 
   getTarget(name: string): Promise<TargetRegistration | undefined>;
   putTarget(target: TargetRegistration): Promise<void>;

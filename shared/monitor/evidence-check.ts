@@ -52,15 +52,11 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
     const marks = await deps.store.listEvidenceMarks(state.dispatchId, state.attempt);
     // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
     invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
-    // One file at a time (up to 32 × 4 MB may be expected): read, hash, and keep a copy under the hash
-    // — the sealed copy, from which the checked bytes can always be put back.
+    // One file at a time (up to 32 × 4 MB may be expected): read and hash.
     for (const ref of expected) {
       if (invalid.includes(ref)) continue;
       const bytes = await deps.blobs.getBytes(evidenceKey(state.dispatchId, state.attempt, ref));
-      if (!bytes) continue;
-      const sha256 = sha256Of(bytes);
-      await deps.blobs.put(sealedKey(state.dispatchId, state.attempt, ref, sha256), bytes, 'application/octet-stream');
-      files.push({ ref, sha256, bytes: bytes.length, checkedAt });
+      if (bytes) files.push({ ref, sha256: sha256Of(bytes), bytes: bytes.length, checkedAt });
     }
   } catch (thrown) {
     error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}`.slice(0, 300) : 'the check failed';
@@ -70,6 +66,14 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   const pastDeadline = now.getTime() >= deadline;
   const outcome = error ? (pastDeadline ? 'unverified' : undefined) : missing.length === 0 ? 'handled' : pastDeadline ? 'orphan_no_delivery' : undefined;
   if (!outcome) return undefined;
+  // Decided: seal what was found — a copy of each file under its hash, from which the checked bytes can
+  // always be put back. The file is read again for it; one that changed since it was hashed leaves the
+  // check undecided (the next look hashes what is there then).
+  for (const file of files) {
+    const bytes = await deps.blobs.getBytes(evidenceKey(state.dispatchId, state.attempt, file.ref));
+    if (!bytes || sha256Of(bytes) !== file.sha256) return undefined;
+    await deps.blobs.put(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256), bytes, 'application/octet-stream');
+  }
   const recorded = await deps.store.putEvidenceCheck({
     dispatchId: state.dispatchId,
     origin: state.origin,

@@ -1,6 +1,6 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import { CorruptItemError, type DispatchWorkDeps } from '../ledger/port.js';
 import { submitAttempt } from '../usecases/submit-attempt.js';
 import { clip } from '../text.js';
 import { settleEvidence } from './evidence-check.js';
@@ -12,8 +12,10 @@ export interface MonitorDeps extends DispatchWorkDeps {
   readonly limitPerShard: number;
 }
 
-/** How long a dispatch the monitor failed on waits before it is tried again. */
+/** How long a dispatch whose record fails decoding waits before the monitor tries it again. */
 export const FAILED_RETRY_SECONDS = 15 * 60;
+/** How long a dispatch the monitor failed on for any other reason (a store or blob error) waits. */
+export const RETRY_AFTER_ERROR_SECONDS = 60;
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
 export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
@@ -34,14 +36,17 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
   const actions: Record<string, { action: MonitorAction; target: string | null; error?: string }> = {};
   const queue = [...due];
   const worker = async (): Promise<void> => {
-    for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
-      // One dispatch that throws must not cost the others their tick: it stays due and is tried again.
+    for (let entry = queue.shift(); entry !== undefined; entry = queue.shift()) {
+      const id = entry.dispatchId;
+      // One dispatch that throws must not cost the others their tick: it is tried again shortly.
       try {
         actions[id] = await actOn(deps, id);
       } catch (error) {
         actions[id] = { action: 'failed', target: null, error: clip(error instanceof Error ? `${error.name}: ${error.message}` : String(error), 300) };
-        // Out of the way for a while, so a record that always throws cannot starve its shard.
-        await deps.store.deferDue(id, new Date(deps.now().getTime() + FAILED_RETRY_SECONDS * 1000)).catch(() => undefined);
+        // Out of the way, so a record that always throws cannot hold the head of its shard: a record
+        // that fails decoding for a while, anything else for about a tick.
+        const seconds = error instanceof CorruptItemError ? FAILED_RETRY_SECONDS : RETRY_AFTER_ERROR_SECONDS;
+        await deps.store.deferDue(entry, new Date(deps.now().getTime() + seconds * 1000)).catch(() => undefined);
       }
     }
   };

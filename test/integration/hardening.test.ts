@@ -524,12 +524,14 @@ describe('class 5 — sealing and an upload cannot interleave (racing PUTs)', ()
     const sent = message({ expectedEvidence: ['out/a.md'] });
     await send(sent);
     await uploadTo(sent.dispatchId, 'original');
-    // The checker reads the file; before it records the check, a second upload (which saw no seal) lands.
+    // The checker hashes the file, reads it again to seal it; before it records the check, a second
+    // upload (which saw no seal) lands.
+    let reads = 0;
     let raced = false;
     const racing = Object.assign(Object.create(blobs) as S3Blobs, {
       getBytes: async (key: string) => {
         const bytes = await blobs.getBytes(key);
-        if (!raced && key === evidenceKey(sent.dispatchId, 1, 'out/a.md')) {
+        if (key === evidenceKey(sent.dispatchId, 1, 'out/a.md') && (reads += 1) === 2) {
           raced = true;
           expect((await uploadTo(sent.dispatchId, 'tampered')).status).toBe(201);
         }
@@ -633,5 +635,54 @@ describe('review findings — edges the first pass missed', () => {
     const after = await stateOf(sent.dispatchId);
     expect(after.version).toBe(due.version + 1);
     expect(after.changes).toEqual(['evidence_recheck']);
+  });
+});
+
+describe('second review findings', () => {
+  it('leaves a check undecided when a file changed between its hash and its seal, and seals what is there on the next look', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'] });
+    await send(sent);
+    const upload = (bytes: string) => putEvidence(deps(), sent.dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(bytes), iamUserId: undefined }, open);
+    await upload('first');
+    let reads = 0;
+    const changing = Object.assign(Object.create(blobs) as S3Blobs, {
+      getBytes: async (key: string) => {
+        const bytes = await blobs.getBytes(key);
+        if (key === evidenceKey(sent.dispatchId, 1, 'out/a.md') && (reads += 1) === 1) await upload('second');
+        return bytes;
+      },
+    });
+    await postRunEvent({ ...deps(), blobs: changing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('pending');
+    expect(await table.getEvidenceCheck(sent.dispatchId, 1)).toBeUndefined();
+    tick(1);
+    await monitorTick(monitorDeps());
+    const check = await table.getEvidenceCheck(sent.dispatchId, 1);
+    expect(check?.files[0]?.sha256).toBe(createHash('sha256').update('second').digest('hex'));
+    expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('handled');
+  });
+
+  it('answers a state write that overlapped a transaction as a conflict to re-read, not a 500', async () => {
+    const conflicting = new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+    let injected = 0;
+    conflicting.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'PutItemCommand' && injected === 0) {
+          injected += 1;
+          throw Object.assign(new Error('Transaction is ongoing for the item'), { name: 'TransactionConflictException' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'injectTransactionConflict' },
+    );
+    const overlapping = new LedgerTable(DynamoDBDocumentClient.from(loopbackOnly(conflicting), { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
+    const sent = message();
+    await send(sent);
+    const state = await stateOf(sent.dispatchId);
+    const answer = await postRunEvent({ ...deps(), store: overlapping }, 'r-1', event(sent.dispatchId, 1, 'failed'), open);
+    expect(injected).toBe(1);
+    expect(answer.status).toBe(202); // the lost race was re-read and the event applied on the next round
+    expect((await stateOf(sent.dispatchId)).version).toBe(state.version + 1);
+    conflicting.destroy();
   });
 });

@@ -127,9 +127,17 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
       const first = running(start);
       await store.commit(start, { ...first, dueAt: later(100 - index * 10).toISOString() });
     }
-    expect(await store.listDue(later(95), 2)).toEqual([ids[3], ids[2]]); // three are due: the two longest due
-    expect((await store.listDue(later(200), 10)).sort()).toEqual([...ids].sort());
+    const idsOf = (entries: ReadonlyArray<{ dispatchId: string }>) => entries.map((entry) => entry.dispatchId);
+    expect(await store.listDue(later(95), 2)).toEqual([
+      { dispatchId: ids[3], dueAt: later(70).toISOString() },
+      { dispatchId: ids[2], dueAt: later(80).toISOString() },
+    ]); // three are due: the two longest due
+    expect(idsOf(await store.listDue(later(200), 10)).sort()).toEqual([...ids].sort());
     expect(await store.listDue(later(60), 10)).toEqual([]);
+    // A deferral moves only the due time it saw.
+    await store.deferDue({ dispatchId: ids[3] as string, dueAt: later(1).toISOString() }, later(500));
+    await store.deferDue({ dispatchId: ids[2] as string, dueAt: later(80).toISOString() }, later(500));
+    expect(idsOf(await store.listDue(later(95), 10))).toEqual([ids[3], ids[1]]);
   });
 
   it('records the first evidence check of an attempt and returns it to later writers', async () => {

@@ -1,7 +1,7 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import type { AcceptedMessage, CommitOutcome, EvidenceCheck, EvidenceMark, LateEvent, LedgerFeeds, LedgerStore, Page, PastAttempt, PutOutcome, Rejection } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LateEvent, LedgerFeeds, LedgerStore, Page, PastAttempt, PutOutcome, Rejection } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { dueShardOf } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
@@ -112,16 +112,18 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
     const start = options.cursor ? Number(options.cursor) : 0;
     return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
   }
-  async deferDue(dispatchId: string, until: Date): Promise<void> {
-    const state = this.states.get(dispatchId);
-    if (state?.dueAt) this.states.set(dispatchId, { ...state, dueAt: until.toISOString() });
+  async deferDue(due: DueEntry, until: Date): Promise<void> {
+    const state = this.states.get(due.dispatchId);
+    if (state?.dueAt === due.dueAt) this.states.set(due.dispatchId, { ...state, dueAt: until.toISOString() });
   }
   /** As the table's sharded index answers: at most `limitPerShard` per shard, each shard oldest first. */
-  async listDue(now: Date, limitPerShard: number): Promise<string[]> {
+  async listDue(now: Date, limitPerShard: number): Promise<DueEntry[]> {
     const due = [...this.states.values()].filter((state) => state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime());
     const byShard = new Map<string, DispatchState[]>();
     for (const state of due) byShard.set(dueShardOf(state.dispatchId), [...(byShard.get(dueShardOf(state.dispatchId)) ?? []), state]);
-    return [...byShard.values()].flatMap((states) => states.sort((a, b) => (a.dueAt ?? '').localeCompare(b.dueAt ?? '')).slice(0, limitPerShard).map((state) => state.dispatchId));
+    return [...byShard.values()].flatMap((states) =>
+      states.sort((a, b) => (a.dueAt ?? '').localeCompare(b.dueAt ?? '')).slice(0, limitPerShard).map((state) => ({ dispatchId: state.dispatchId, dueAt: state.dueAt ?? '' })),
+    );
   }
   async getTarget(name: string) {
     return this.targets.get(name);
