@@ -84,9 +84,10 @@ function named(record: unknown, field: string): string {
   return clip(typeof value === 'string' ? value : `(no ${field})`, 128);
 }
 
-function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[]): Audit {
+function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[], earlier: readonly DispatchReceipt[] = []): Audit {
   const failures: string[] = [];
-  for (const [index, receipt] of state.receipts.entries()) {
+  // Every attempt's dispatch receipts, those kept with what a redispatch ended included.
+  for (const [index, receipt] of [...earlier, ...state.receipts].entries()) {
     const result = StoredDispatchReceipt.safeParse(receipt);
     if (!result.success) {
       failures.push(`${AUDIT_FAILURE} dispatch receipt #${index + 1} (${named(receipt, 'event')}) failed validation: ${clip(validationProblems(result.error), 300)}`);
@@ -197,7 +198,7 @@ export function dispatchView(
   // Invalid: what the check found invalid, and any expected ref an owner marked invalid, superseded or rejected since.
   const invalid = [...new Set([...(check?.invalid ?? []), ...marks.filter((mark) => mark.status !== 'valid' && expected.includes(mark.ref)).map((mark) => mark.ref)])];
   const stored = [...operatorReceipts].sort(byRecordedAt);
-  const findings = audit(state, stored);
+  const findings = audit(state, stored, pastAttempts.flatMap((past) => past.receipts));
   const acceptance = latestOf(findings.validOperatorReceipts, 'artifact_acceptance');
   const delivery = latestOf(findings.validOperatorReceipts, 'owner_delivery');
   const unreadable = stored.length - findings.validOperatorReceipts.length;

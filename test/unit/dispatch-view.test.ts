@@ -309,3 +309,13 @@ describe('historyEntry', () => {
     });
   });
 });
+
+describe('review findings — the audit covers every attempt', () => {
+  it('reports a stored receipt of an ended attempt that fails validation as an audit failure (was: only the current attempt was audited)', () => {
+    const state = submittedState();
+    const ended = { dispatchId: state.dispatchId, attempt: 1, runId: 'r-0', receipts: [{ event: 'dispatch_teleported', at: 'yesterday' }] as unknown as DispatchState['receipts'], execution: state.execution, endedAt: NOW.toISOString(), reason: 'again', superseded: true, stateVersion: 3 };
+    const view = dispatchView({ ...state, attempt: 2 }, acceptedMessageFactory([]), undefined, [], [], [ended]);
+    expect(view.gate.satisfied).toBe(false);
+    expect(view.gate.reasons.some((reason) => reason.startsWith('audit_failure:'))).toBe(true);
+  });
+});
