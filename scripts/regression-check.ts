@@ -225,7 +225,7 @@ const REGRESSIONS: readonly Regression[] = [
   {
     "name": "defer failing due item",
     "file": "shared/monitor/monitor.ts",
-    "fixed": "        await deps.store.deferDue(id, new Date(deps.now().getTime() + FAILED_RETRY_SECONDS * 1000)).catch(() => undefined);",
+    "fixed": "        await deps.store.deferDue(entry, new Date(deps.now().getTime() + seconds * 1000)).catch(() => undefined);",
     "broken": "",
     "test": "test/integration/hardening.test.ts",
     "pattern": "out of the way"
@@ -233,8 +233,8 @@ const REGRESSIONS: readonly Regression[] = [
   {
     "name": "recheck even when due",
     "file": "shared/api/evidence-routes.ts",
-    "fixed": "  // the deadline; this write makes that stale reschedule conflict, so the check runs again.",
-    "broken": "  // the deadline; this write makes that stale reschedule conflict, so the check runs again.\n  if (state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime()) return;",
+    "fixed": "    if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;",
+    "broken": "    if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;\n    if (state.dueAt !== null && Date.parse(state.dueAt) <= deps.now().getTime()) return;",
     "test": "test/integration/hardening.test.ts",
     "pattern": "due already"
   },
@@ -269,6 +269,54 @@ const REGRESSIONS: readonly Regression[] = [
     "broken": "expected: [...need(current.evidence.expected, 'evidence.expected')]",
     "test": "test/unit/events-derive.test.ts",
     "pattern": "settled before the refs"
+  },
+  {
+    "name": "transaction conflict is a lost race",
+    "file": "shared/adapters/ledger-table.ts",
+    "fixed": "      if (isTransactionConflict(error)) return { kind: 'conflict' };\n",
+    "broken": "",
+    "test": "test/integration/hardening.test.ts",
+    "pattern": "overlapped a transaction"
+  },
+  {
+    "name": "seal only what was hashed",
+    "file": "shared/monitor/evidence-check.ts",
+    "fixed": "    if (!bytes || sha256Of(bytes) !== file.sha256) return undefined;",
+    "broken": "    if (!bytes) return undefined;",
+    "test": "test/integration/hardening.test.ts",
+    "pattern": "changed between its hash and its seal"
+  },
+  {
+    "name": "audit every attempt",
+    "file": "shared/dispatch/view.ts",
+    "fixed": "  const findings = audit(state, stored, pastAttempts.flatMap((past) => past.receipts));",
+    "broken": "  const findings = audit(state, stored);",
+    "test": "test/unit/dispatch-view.test.ts",
+    "pattern": "ended attempt that fails validation"
+  },
+  {
+    "name": "retention keeps a live dispatch",
+    "file": "shared/retention/retention.ts",
+    "fixed": "    if (await live.stateLives(message.dispatchId, options.now)) {",
+    "broken": "    if (false) {",
+    "test": "test/integration/retention.test.ts",
+    "pattern": "while the dispatch lives on"
+  },
+  {
+    "name": "retention leaves a reused id alone",
+    "file": "shared/retention/retention.ts",
+    "fixed": "    if (await live.anchorHeld(message.dispatchId)) return { kind: 'kept', of: plan.of, why: 'id_taken_again' };",
+    "broken": "",
+    "test": "test/integration/retention.test.ts",
+    "pattern": "taken again by a new dispatch"
+  },
+  {
+    "name": "deferral moves only the due time seen",
+    "file": "shared/adapters/ledger-table.ts",
+    "fixed": "          ConditionExpression: 'attribute_exists(dueShard) AND dueAt = :seen',",
+    "broken": "          ConditionExpression: 'attribute_exists(dueShard) OR dueAt = :seen',",
+    "test": "test/integration/store-contract.test.ts",
+    "pattern": "lists what is due"
   }
 ];
 

@@ -232,8 +232,15 @@ describe('class 6 — nothing forgotten, nothing unbounded: a dispatch\'s object
     const { objects: mine } = await dispatchWithObjects(dispatchId);
     await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
     const removal = byTtl(await removalOf(KEY.message(dispatchId)));
-    // A new dispatch under the same id (its objects share the folders).
-    expect((await send({ dispatchId, origin: 'planner', target: 'accepting', task: { again: true } })).outcome).toBe('submitted');
+    // A new dispatch under the same id (its objects share the folders), caught between its anchor and
+    // its first state write: only its anchor says the id is taken.
+    const crashing = Object.assign(Object.create(table) as LedgerTable, {
+      commit: async (): Promise<never> => {
+        throw new Error('injected crash before the state write');
+      },
+    });
+    await expect(takeDispatchMessage({ ...deps(), store: crashing }, { messageId: uniqueName('m'), body: JSON.stringify({ dispatchId, origin: 'planner', target: 'accepting', task: { again: true } }), senderId: 'local' })).rejects.toThrow('injected crash');
+    expect(await table.getState(dispatchId)).toBeUndefined();
     expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
     expect(await objects()).toEqual(expect.arrayContaining(mine));
   });
