@@ -320,10 +320,20 @@ const REGRESSIONS: readonly Regression[] = [
   }
 ];
 
+/** The file under change, put back if the script is interrupted (a signal skips `finally`). */
+let restoring: { readonly file: string; readonly original: string } | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (restoring) writeFileSync(restoring.file, restoring.original);
+    process.exit(130);
+  });
+}
+
 function run(entry: Regression): string {
   const file = path.join(ROOT, entry.file);
   const original = readFileSync(file, 'utf8');
   if (!original.includes(entry.fixed)) return 'the fix is not where this entry says: update the entry';
+  restoring = { file, original };
   writeFileSync(file, original.replace(entry.fixed, entry.broken));
   try {
     let output: string;
@@ -338,6 +348,7 @@ function run(entry: Regression): string {
     return Number(counts[1]) > 0 ? `still passes without its fix: a guard only (${counts[0]})` : 'no test matched';
   } finally {
     writeFileSync(file, original);
+    restoring = undefined;
   }
 }
 
