@@ -14,6 +14,7 @@ import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake
 import type { LedgerStore } from '../../shared/ledger/port.js';
 import { inject } from 'vitest';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { intakeDepsFactory, overriding } from '../support/factories.js';
 
 /**
  * The intake use case on the real engines with its collaborators in hand: a metered DynamoDB client,
@@ -43,20 +44,8 @@ afterAll(async () => {
   dynamodb.destroy();
 });
 
-function deps(overrides: Partial<IntakeDeps> = {}): IntakeDeps {
-  return {
-    store: table,
-    blobs,
-    targetFor: (registration) => httpTarget(registration),
-    principals: table,
-    principalMode: 'open',
-    callbackUrl: 'http://127.0.0.1:9',
-    retryPolicy: DEFAULT_RETRY_POLICY,
-    now: () => clock,
-    claimSeconds: 60,
-    ...overrides,
-  };
-}
+const deps = (overrides: Partial<IntakeDeps> = {}): IntakeDeps =>
+  intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock, ...overrides });
 
 const message = (task: Record<string, unknown> = { behavior: 'complete' }, origin = 'planner') => ({
   dispatchId: uniqueName('d'),
@@ -71,7 +60,7 @@ describe('intake use case on the real engines', () => {
     const sent = message();
     const body = JSON.stringify(sent);
     /** A store whose first state write dies, as a Lambda killed at that instant would. */
-    const crashing: LedgerStore = Object.assign(Object.create(table) as LedgerStore, {
+    const crashing: LedgerStore = overriding<LedgerStore>(table, {
       commit: async (): Promise<never> => {
         throw new Error('injected crash after the target accepted');
       },

@@ -24,7 +24,7 @@ import { evidenceKey, sealedKey } from '../../shared/monitor/evidence-check.js';
 import type { ApprovalOutcome, CancelOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
-import { newDispatchFactory, NOW, operatorReceiptBodyFactory } from '../support/factories.js';
+import { intakeDepsFactory, newDispatchFactory, NOW, operatorReceiptBodyFactory, overriding } from '../support/factories.js';
 
 /**
  * Issue 12, class 6: every ledger record expires, and the evidence bucket's objects of a record go
@@ -90,17 +90,7 @@ afterAll(() => {
   dynamodb.destroy();
 });
 
-const deps = (): IntakeDeps => ({
-  store: table,
-  blobs: new S3Blobs(clients.s3, bucket),
-  targetFor: () => new AcceptingTarget(),
-  principals: table,
-  principalMode: 'open',
-  callbackUrl: 'http://127.0.0.1:9',
-  retryPolicy: DEFAULT_RETRY_POLICY,
-  now: () => NOW,
-  claimSeconds: 60,
-});
+const deps = (): IntakeDeps => intakeDepsFactory({ store: table, blobs: new S3Blobs(clients.s3, bucket), targetFor: () => new AcceptingTarget(), principals: table, now: () => NOW });
 const send = (body: unknown, messageId = uniqueName('m')) => takeDispatchMessage(deps(), { messageId, body: typeof body === 'string' ? body : JSON.stringify(body), senderId: 'local' });
 /** Over intake's 8 KB inline limit: spilled to the bucket. */
 const large = (fill: string) => fill.repeat(9 * 1024);
@@ -234,7 +224,7 @@ describe('class 6 — nothing forgotten, nothing unbounded: a dispatch\'s object
     const removal = byTtl(await removalOf(KEY.message(dispatchId)));
     // A new dispatch under the same id (its objects share the folders), caught between its anchor and
     // its first state write: only its anchor says the id is taken.
-    const crashing = Object.assign(Object.create(table) as LedgerTable, {
+    const crashing = overriding<LedgerTable>(table, {
       commit: async (): Promise<never> => {
         throw new Error('injected crash before the state write');
       },
