@@ -6,9 +6,9 @@ import type { DispatchState } from '../dispatch/state.js';
 import { refProblem } from '../dispatch/refs.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
-import type { LookupOutcome } from '../targets/port.js';
 import { decideApproval } from '../usecases/approval.js';
 import { redispatch } from '../usecases/redispatch.js';
+import { lookUpRun } from '../usecases/look-up-run.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
 import { clip } from '../text.js';
@@ -118,17 +118,11 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
   throw new ApiError('conflict', 'the dispatch kept changing; retry');
 }
 
-async function lookupCurrent(deps: LifecycleDeps, state: DispatchState): Promise<LookupOutcome> {
-  const registration = await deps.store.getTarget(state.target);
-  if (!registration || !state.runId) return { kind: 'unavailable', reason: `target "${state.target}" is not registered` };
-  return deps.targetFor(registration).lookup(state.runId);
-}
-
 /** `GET /dispatches/{id}?refresh=true`: looks the run up live and reconciles before answering. */
 export async function refreshed(deps: LifecycleDeps, state: DispatchState): Promise<DispatchState> {
   if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
   const now = deps.now();
-  const lookup = await lookupCurrent(deps, state);
+  const lookup = await lookUpRun(deps, state);
   // A run waiting for an approval the ledger holds is governed by the approval clock alone: a refresh
   // that cannot see it records nothing (and never moves the approval's expiry).
   const waiting = state.execution.status === 'waiting_for_approval' && state.execution.pendingApproval !== null;

@@ -2,6 +2,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
 import { CorruptItemError, type DispatchWorkDeps } from '../ledger/port.js';
 import { submitAttempt } from '../usecases/submit-attempt.js';
+import { lookUpRun } from '../usecases/look-up-run.js';
 import { clip } from '../text.js';
 import { settleEvidence } from './evidence-check.js';
 
@@ -74,8 +75,7 @@ async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<Monito
   if (step.kind === 'write') {
     next = step.next;
   } else {
-    const registration = await deps.store.getTarget(state.target);
-    const lookup = registration && state.runId ? await deps.targetFor(registration).lookup(state.runId) : ({ kind: 'unavailable', reason: `target "${state.target}" is not registered` } as const);
+    const lookup = await lookUpRun(deps, state);
     const now = deps.now();
     next = reconcileLookup(state, lookup, now, true) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000));
   }

@@ -1,0 +1,13 @@
+import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { LookupOutcome } from '../targets/port.js';
+
+/**
+ * Asks the target about the dispatch's current run (the monitor's stall watch and a refresh alike).
+ * A target no longer registered cannot be asked: that is an unavailable lookup, never a verdict.
+ */
+export async function lookUpRun(deps: Pick<DispatchWorkDeps, 'store' | 'targetFor'>, state: DispatchState): Promise<LookupOutcome> {
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration || !state.runId) return { kind: 'unavailable', reason: `target "${state.target}" is not registered` };
+  return deps.targetFor(registration).lookup(state.runId);
+}
