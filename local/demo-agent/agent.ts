@@ -10,7 +10,10 @@ import {
   isTerminal,
   planFor,
   type ApprovalDecision,
+  type AttemptStats,
+  type DemoAgentFaults,
   type DemoAgentStats,
+  type FaultsFired,
   type Log,
   type Plan,
   type RunEvent,
@@ -39,6 +42,21 @@ export type SubmitOutcome =
   | { readonly kind: 'created' | 'existing'; readonly run: { readonly runId: string; readonly status: RunStatus } }
   | RefusedOutcome;
 
+/** What `POST /runs` answers, and how long to hold that answer back (a `hang` fault; otherwise 0). */
+export interface SubmitAnswer {
+  readonly outcome: SubmitOutcome;
+  readonly holdAnswerMs: number;
+}
+
+export interface DemoAgentEngineOptions {
+  /** Tries per callback to the ledger. @default 5 (CallbackClient's) */
+  readonly callbackTries?: number;
+  /** The name the agent is registered under: the key of `maxOpen` in its stats. @default 'demo-agent' */
+  readonly targetName?: string;
+  /** A fault schedule for reliability tests. @default none: every request is answered normally */
+  readonly faults?: DemoAgentFaults;
+}
+
 export type LookupOutcome = { readonly kind: 'found'; readonly view: RunView } | RefusedOutcome;
 export type DecideOutcome = { readonly kind: 'decided'; readonly decision: ApprovalDecision } | RefusedOutcome;
 export type CancelOutcome =
@@ -66,6 +84,14 @@ interface Run {
 }
 
 const DispatchIdOnly = z.object({ dispatchId: z.string().min(1) });
+/** Enough of a body to name its attempt: counted, and shown to the fault schedule, even if refused. */
+const AttemptNamed = z.object({ dispatchId: z.string().min(1), attempt: z.number().int().min(1) });
+
+export const DEFAULT_TARGET_NAME = 'demo-agent';
+
+const NO_FAULTS: DemoAgentFaults = { submit: () => 'none', lookupDown: () => false, hangMs: 0 };
+
+type Counts<T> = { -readonly [K in keyof T]: number };
 
 function refused(httpStatus: RefusedOutcome['httpStatus'], code: string, message: string): RefusedOutcome {
   return { kind: 'refused', httpStatus, code, message };
@@ -81,19 +107,54 @@ export class DemoAgentEngine {
   readonly #runsByKey = new Map<string, Run>();
   readonly #submissions = new Map<string, number>();
   readonly #runsCreated = new Map<string, number>();
+  readonly #attempts = new Map<string, Counts<AttemptStats>>();
+  /** Runs not in a terminal status; kept as a counter because census runs hold thousands of runs. */
+  #open = 0;
+  #maxOpen = 0;
+  readonly #targetName: string;
   /** dispatchIds whose first `flaky_submit` submission has already been refused. */
   readonly #flaked = new Set<string>();
+  readonly #faults: DemoAgentFaults;
+  readonly #fired: Counts<FaultsFired> = { submit_unavailable: 0, submit_hang: 0, lookup_outage: 0 };
 
-  constructor(log: Log, options: { readonly callbackTries?: number } = {}) {
+  constructor(log: Log, options: DemoAgentEngineOptions = {}) {
+    const { targetName = DEFAULT_TARGET_NAME, faults = NO_FAULTS } = options;
+    if (targetName === '') throw new RangeError('the demo agent needs a non-empty targetName');
+    if (!Number.isFinite(faults.hangMs) || faults.hangMs < 0) {
+      throw new RangeError(`faults.hangMs must be a finite number of milliseconds >= 0, got ${faults.hangMs}`);
+    }
     this.#log = log;
+    this.#targetName = targetName;
+    this.#faults = faults;
     this.#callbacks = new CallbackClient({ log, stopSignal: this.#stop.signal, ...(options.callbackTries ? { maxTries: options.callbackTries } : {}) });
   }
 
-  /** `POST /runs`. The same Idempotency-Key always answers with the same run. */
-  submit(idempotencyKey: string | undefined, body: unknown): SubmitOutcome {
+  /**
+   * `POST /runs`. The same Idempotency-Key always answers with the same run. Every request is counted
+   * before anything can refuse it, then the fault schedule has its say, then the submission is checked.
+   */
+  submit(idempotencyKey: string | undefined, body: unknown): SubmitAnswer {
     const readable = DispatchIdOnly.safeParse(body);
     if (readable.success) increment(this.#submissions, readable.data.dispatchId);
+    const named = AttemptNamed.safeParse(body);
+    if (!named.success) return { outcome: this.#accept(idempotencyKey, body), holdAnswerMs: 0 };
 
+    const { dispatchId, attempt } = named.data;
+    this.#attemptCounts(`${dispatchId}:${attempt}`).submissions += 1;
+    const fault = this.#faults.submit(dispatchId, attempt);
+    if (fault === 'unavailable') {
+      this.#fired.submit_unavailable += 1;
+      this.#log({ level: 'info', msg: 'fault_fired', fault: 'submit_unavailable', dispatchId, attempt });
+      return { outcome: refused(503, 'temporarily_unavailable', 'submission refused by the fault schedule; retry'), holdAnswerMs: 0 };
+    }
+    const outcome = this.#accept(idempotencyKey, body);
+    if (fault !== 'hang') return { outcome, holdAnswerMs: 0 };
+    this.#fired.submit_hang += 1;
+    this.#log({ level: 'info', msg: 'fault_fired', fault: 'submit_hang', dispatchId, attempt, holdMs: this.#faults.hangMs });
+    return { outcome, holdAnswerMs: this.#faults.hangMs };
+  }
+
+  #accept(idempotencyKey: string | undefined, body: unknown): SubmitOutcome {
     if (idempotencyKey === undefined || idempotencyKey === '') {
       return refused(400, 'missing_idempotency_key', 'the Idempotency-Key header ({dispatchId}:{attempt}) is required');
     }
@@ -136,6 +197,9 @@ export class DemoAgentEngine {
     this.#runs.set(run.runId, run);
     this.#runsByKey.set(idempotencyKey, run);
     increment(this.#runsCreated, run.dispatchId);
+    this.#attemptCounts(idempotencyKey).runs += 1;
+    this.#open += 1;
+    this.#maxOpen = Math.max(this.#maxOpen, this.#open);
     this.#log({ level: 'info', msg: 'run_created', runId: run.runId, dispatchId: run.dispatchId, behavior: plan.behavior });
     this.#drive(run, () => this.#script(run));
     return { kind: 'created', run: { runId: run.runId, status: run.status } };
@@ -143,6 +207,11 @@ export class DemoAgentEngine {
 
   /** `GET /runs/{runId}`. */
   lookup(runId: string): LookupOutcome {
+    if (this.#faults.lookupDown(runId)) {
+      this.#fired.lookup_outage += 1;
+      this.#log({ level: 'info', msg: 'fault_fired', fault: 'lookup_outage', runId });
+      return refused(503, 'lookup_unavailable', 'the status endpoint is down (fault schedule: lookup outage)');
+    }
     const run = this.#visibleRun(runId);
     if (!run) return runNotFound(runId);
     if (run.plan.behavior === 'lookup_unavailable') {
@@ -191,7 +260,18 @@ export class DemoAgentEngine {
 
   /** `GET /stats`. */
   stats(): DemoAgentStats {
-    return { submissions: Object.fromEntries(this.#submissions), runs: Object.fromEntries(this.#runsCreated) };
+    return {
+      submissions: Object.fromEntries(this.#submissions),
+      runs: Object.fromEntries(this.#runsCreated),
+      attempts: Object.fromEntries([...this.#attempts].map(([key, counts]) => [key, { ...counts }])),
+      open: this.#open,
+      maxOpen: { [this.#targetName]: this.#maxOpen },
+    };
+  }
+
+  /** How often each fault of the schedule has fired since start. */
+  faultsFired(): FaultsFired {
+    return { ...this.#fired };
   }
 
   /** Stops every run's pending steps and in-flight callbacks; resolves once all have settled. */
@@ -302,8 +382,19 @@ export class DemoAgentEngine {
 
   #move(run: Run, to: RunStatus): boolean {
     if (!canTransition(run.status, to)) return false;
+    // Terminal statuses have no way out, so each run leaves `open` exactly once.
+    if (isTerminal(to)) this.#open -= 1;
     run.status = to;
     return true;
+  }
+
+  #attemptCounts(key: string): Counts<AttemptStats> {
+    let counts = this.#attempts.get(key);
+    if (!counts) {
+      counts = { submissions: 0, runs: 0 };
+      this.#attempts.set(key, counts);
+    }
+    return counts;
   }
 
   #emit(run: Run, fields: Omit<RunEvent, 'dispatchId' | 'seq'>): Promise<boolean> {

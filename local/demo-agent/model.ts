@@ -155,12 +155,62 @@ export interface RunView {
   readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
 }
 
+/** Counts for one `{dispatchId}:{attempt}` (CONTRACT §8 v2). */
+export interface AttemptStats {
+  /** POST /runs requests received for this attempt, refused ones and same-key repeats included. */
+  readonly submissions: number;
+  /** Distinct runs created for this attempt (at most 1: the same key always answers the same run). */
+  readonly runs: number;
+}
+
 /** `GET /stats` answer (CONTRACT §8 "The demo agent"). */
 export interface DemoAgentStats {
   /** POST /runs requests received, per dispatchId. */
   readonly submissions: Record<string, number>;
   /** Distinct runs created, per dispatchId. */
   readonly runs: Record<string, number>;
+  /** The same two counts per `"{dispatchId}:{attempt}"`, for every POST whose body names both. */
+  readonly attempts: Record<string, AttemptStats>;
+  /** Runs neither final nor cancelled right now. */
+  readonly open: number;
+  /** The highest `open` seen since start, keyed by the name the agent is registered under. */
+  readonly maxOpen: Record<string, number>;
+}
+
+/** What a fault schedule makes one `POST /runs` do. */
+export type SubmitFault = 'none' | 'unavailable' | 'hang';
+
+/**
+ * A fault schedule, for reliability tests that need the target itself to misbehave on cue
+ * (independently of `task.behavior`, which the ledger under test chooses).
+ *
+ * @example
+ * // Every tenth first attempt is refused once; lookups of one run are down.
+ * const faults: DemoAgentFaults = {
+ *   submit: (dispatchId, attempt) => (attempt === 1 && dispatchId.endsWith('0') ? 'unavailable' : 'none'),
+ *   lookupDown: (runId) => runId === watched,
+ *   hangMs: 50,
+ * };
+ */
+export interface DemoAgentFaults {
+  /**
+   * Asked once per POST /runs whose body names a dispatchId and an attempt, before anything else is
+   * checked. 'unavailable' → 503 `temporarily_unavailable` without creating or counting a run (the
+   * submission is still counted); 'hang' → the request is processed normally but the answer is held
+   * back `hangMs` (so the caller times out and retries with the same Idempotency-Key); 'none' → normal.
+   */
+  submit(dispatchId: string, attempt: number): SubmitFault;
+  /** Asked once per GET /runs/{runId}, known run or not; true → 503 `lookup_unavailable` (an outage). */
+  lookupDown(runId: string): boolean;
+  /** How long a 'hang' holds the answer back, in milliseconds. */
+  readonly hangMs: number;
+}
+
+/** How often each fault of a schedule has fired since start. */
+export interface FaultsFired {
+  readonly submit_unavailable: number;
+  readonly submit_hang: number;
+  readonly lookup_outage: number;
 }
 
 /** One structured log line; the agent never writes to stdout itself. */

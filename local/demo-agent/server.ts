@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as pause } from 'node:timers/promises';
 import { DemoAgentEngine, type RefusedOutcome } from './agent.js';
-import type { DemoAgentStats, Log, LogLine } from './model.js';
+import type { DemoAgentFaults, DemoAgentStats, FaultsFired, Log, LogLine } from './model.js';
 
-export type { DemoAgentStats, LogLine } from './model.js';
+export type { AttemptStats, DemoAgentFaults, DemoAgentStats, FaultsFired, LogLine, SubmitFault } from './model.js';
 
 /**
  * The demo agent's HTTP surface (CONTRACT §8 "Targets" and "The demo agent"): a thin adapter that
@@ -22,6 +23,10 @@ export interface DemoAgentOptions {
   readonly log?: (line: LogLine) => void;
   /** Tries per callback to the ledger (409/429/5xx/no answer are retried with backoff). @default 5 */
   readonly callbackTries?: number;
+  /** The name the agent is registered under, the key of `maxOpen` in its stats. @default 'demo-agent' */
+  readonly targetName?: string;
+  /** A fault schedule, for reliability tests (the census). @default none: every request is answered normally */
+  readonly faults?: DemoAgentFaults;
 }
 
 export interface DemoAgent {
@@ -30,6 +35,8 @@ export interface DemoAgent {
   readonly port: number;
   /** Same shape as `GET /stats`. */
   stats(): DemoAgentStats;
+  /** How often each fault of `options.faults` has fired since start (all 0 without a schedule). */
+  faultsFired(): FaultsFired;
   /** Closes the server and drops every pending step and timer, so the process can exit. */
   stop(): Promise<void>;
 }
@@ -49,10 +56,16 @@ export interface DemoAgent {
  */
 export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<DemoAgent> {
   const log = safeLog(options.log);
-  const engine = new DemoAgentEngine(log, options.callbackTries ? { callbackTries: options.callbackTries } : {});
+  const engine = new DemoAgentEngine(log, {
+    ...(options.callbackTries ? { callbackTries: options.callbackTries } : {}),
+    ...(options.targetName !== undefined && { targetName: options.targetName }),
+    ...(options.faults && { faults: options.faults }),
+  });
+  /** Aborted by stop(): answers held back by a `hang` fault are dropped instead of kept waiting. */
+  const stopped = new AbortController();
   const server = createServer((req, res) => {
     res.setHeader('x-request-id', requestIdOf(req));
-    handle(engine, req, res).catch((error: unknown) => {
+    handle({ engine, stopped: stopped.signal }, req, res).catch((error: unknown) => {
       log({ level: 'error', msg: 'request_failed', method: req.method, path: req.url, error: String(error) });
       if (res.headersSent) res.destroy();
       else sendError(res, 500, 'internal_error', 'the demo agent failed to handle this request');
@@ -75,8 +88,10 @@ export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<De
     url,
     port,
     stats: () => engine.stats(),
+    faultsFired: () => engine.faultsFired(),
     stop: () => {
       stopping ??= (async () => {
+        stopped.abort();
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeAllConnections();
         await engine.stop();
@@ -93,7 +108,12 @@ const RUN = /^\/runs\/([^/]+)\/?$/;
 const RUN_ACTION = /^\/runs\/([^/]+)\/(approval|cancel)\/?$/;
 const STATS = /^\/stats\/?$/;
 
-async function handle(engine: DemoAgentEngine, req: IncomingMessage, res: ServerResponse): Promise<void> {
+interface Context {
+  readonly engine: DemoAgentEngine;
+  readonly stopped: AbortSignal;
+}
+
+async function handle({ engine, stopped }: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const { pathname } = new URL(req.url ?? '/', `http://${HOST}`);
   const method = req.method ?? 'GET';
 
@@ -101,7 +121,13 @@ async function handle(engine: DemoAgentEngine, req: IncomingMessage, res: Server
     if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
     const body = await readJsonBody(req);
     if (body.kind !== 'json') return sendBodyError(res, body);
-    const outcome = engine.submit(header(req, 'idempotency-key'), body.value);
+    const { outcome, holdAnswerMs } = engine.submit(header(req, 'idempotency-key'), body.value);
+    // The outcome is decided (a run created, if any) before the hold: only the answer is late, so a
+    // caller that gives up and retries with the same key finds the same run.
+    if (!(await holdAnswer(res, holdAnswerMs, stopped))) {
+      res.destroy();
+      return;
+    }
     if (outcome.kind === 'refused') return sendRefusal(res, outcome);
     return sendJson(res, 200, outcome.run);
   }
@@ -138,6 +164,27 @@ async function handle(engine: DemoAgentEngine, req: IncomingMessage, res: Server
 
   req.resume();
   sendError(res, 404, 'not_found', `no route for ${method} ${pathname}`);
+}
+
+/**
+ * Holds an answer back (a `hang` fault). Resolves true once `ms` have passed, false as soon as the
+ * agent stops or the caller hangs up (the usual end of a hang: it timed out), so no timer outlives
+ * either.
+ */
+async function holdAnswer(res: ServerResponse, ms: number, stopped: AbortSignal): Promise<boolean> {
+  if (ms <= 0) return true;
+  const hungUp = new AbortController();
+  const onClose = (): void => hungUp.abort();
+  res.once('close', onClose);
+  try {
+    await pause(ms, undefined, { signal: AbortSignal.any([stopped, hungUp.signal]) });
+    return true;
+  } catch (error) {
+    if (error instanceof Error && error.name === 'AbortError') return false;
+    throw error;
+  } finally {
+    res.off('close', onClose);
+  }
 }
 
 type BodyOutcome =

@@ -169,7 +169,13 @@ describe('demo agent submission', () => {
     const second = (await (await submit(body)).json()) as { runId: string };
 
     expect(second.runId).toBe(first.runId);
-    expect(agent.stats()).toEqual({ submissions: { [body.dispatchId]: 2 }, runs: { [body.dispatchId]: 1 } });
+    expect(agent.stats()).toEqual({
+      submissions: { [body.dispatchId]: 2 },
+      runs: { [body.dispatchId]: 1 },
+      attempts: { [`${body.dispatchId}:1`]: { submissions: 2, runs: 1 } },
+      open: expect.any(Number) as number,
+      maxOpen: { 'demo-agent': 1 },
+    });
     const stats = (await (await fetch(`${agent.url}/stats`)).json()) as unknown;
     expect(stats).toEqual(agent.stats());
   });
@@ -192,7 +198,14 @@ describe('demo agent submission', () => {
     const mismatched = await submit(body, `${body.dispatchId}:9`);
     expect(mismatched.status).toBe(400);
     expect(await errorCode(mismatched)).toBe('idempotency_key_mismatch');
-    expect(agent.stats()).toEqual({ submissions: { [body.dispatchId]: 2 }, runs: {} });
+    // The mismatched request is counted under the attempt its body names; the key-less one too.
+    expect(agent.stats()).toEqual({
+      submissions: { [body.dispatchId]: 2 },
+      runs: {},
+      attempts: { [`${body.dispatchId}:1`]: { submissions: 2, runs: 0 } },
+      open: 0,
+      maxOpen: { 'demo-agent': 0 },
+    });
   });
 
   it('answers 400 when the body is not JSON or not a submission', async () => {
@@ -223,7 +236,13 @@ describe('demo agent submission', () => {
 
     expect(response.status).toBe(422);
     expect(await errorCode(response)).toBe('submission_rejected');
-    expect(agent.stats()).toEqual({ submissions: { [body.dispatchId]: 1 }, runs: {} });
+    expect(agent.stats()).toEqual({
+      submissions: { [body.dispatchId]: 1 },
+      runs: {},
+      attempts: { [`${body.dispatchId}:1`]: { submissions: 1, runs: 0 } },
+      open: 0,
+      maxOpen: { 'demo-agent': 0 },
+    });
   });
 
   it('answers 503 to the first submission of a dispatch and accepts the retry (flaky_submit)', async () => {
@@ -234,7 +253,13 @@ describe('demo agent submission', () => {
 
     const runId = await accepted(body);
     await untilEvent(runId, 'completed');
-    expect(agent.stats()).toEqual({ submissions: { [body.dispatchId]: 2 }, runs: { [body.dispatchId]: 1 } });
+    expect(agent.stats()).toEqual({
+      submissions: { [body.dispatchId]: 2 },
+      runs: { [body.dispatchId]: 1 },
+      attempts: { [`${body.dispatchId}:1`]: { submissions: 2, runs: 1 } },
+      open: 0,
+      maxOpen: { 'demo-agent': 1 },
+    });
   });
 
   it('answers JSON 404 for an unknown route and an unknown run', async () => {
@@ -245,6 +270,95 @@ describe('demo agent submission', () => {
     const run = await lookup('r-unknown');
     expect(run.status).toBe(404);
     expect(run.body.error?.code).toBe('run_not_found');
+  });
+});
+
+describe('demo agent stats', () => {
+  const cancel = (runId: string): Promise<Response> => postJson(`/runs/${runId}/cancel`, {});
+  const open = (): number => agent.stats().open;
+
+  it('counts a same-key repeat as a submission of its attempt, not a run, and a second attempt apart', async () => {
+    const body = submissionFactory({ task: { behavior: 'stall' } });
+    const first = await accepted(body);
+    expect((await (await submit(body)).json()) as { runId: string }).toMatchObject({ runId: first });
+    await accepted({ ...body, attempt: 2 }); // a redispatch: the same dispatch, a new attempt
+
+    const stats = agent.stats();
+    expect(stats.submissions).toEqual({ [body.dispatchId]: 3 });
+    expect(stats.runs).toEqual({ [body.dispatchId]: 2 });
+    expect(stats.attempts).toEqual({
+      [`${body.dispatchId}:1`]: { submissions: 2, runs: 1 },
+      [`${body.dispatchId}:2`]: { submissions: 1, runs: 1 },
+    });
+    expect((await (await fetch(`${agent.url}/stats`)).json()) as unknown).toEqual(agent.stats());
+  });
+
+  it('counts refused submissions under the attempt their body names, and none without an attempt', async () => {
+    const rejected = submissionFactory({ task: { behavior: 'reject' } });
+    expect((await submit(rejected)).status).toBe(422);
+    expect((await submit(rejected)).status).toBe(422);
+    const attemptless = submissionFactory();
+    const { attempt: _omitted, ...withoutAttempt } = attemptless;
+    expect((await postJson('/runs', withoutAttempt, { 'idempotency-key': `${attemptless.dispatchId}:1` })).status).toBe(400);
+
+    const stats = agent.stats();
+    expect(stats.attempts).toEqual({ [`${rejected.dispatchId}:1`]: { submissions: 2, runs: 0 } });
+    expect(stats.submissions).toEqual({ [rejected.dispatchId]: 2, [attemptless.dispatchId]: 1 });
+  });
+
+  it('counts runs open until they end or are cancelled, and keeps the highest count as maxOpen', async () => {
+    expect(agent.stats()).toMatchObject({ open: 0, maxOpen: { 'demo-agent': 0 } });
+
+    const stalledA = await accepted(submissionFactory({ task: { behavior: 'stall' } }));
+    const stalledB = await accepted(submissionFactory({ task: { behavior: 'stall' } }));
+    expect(agent.stats()).toMatchObject({ open: 2, maxOpen: { 'demo-agent': 2 } });
+
+    await cancel(stalledA);
+    expect(agent.stats()).toMatchObject({ open: 1, maxOpen: { 'demo-agent': 2 } });
+    await cancel(stalledA); // cancelling a cancelled run again frees nothing more
+    expect(open()).toBe(1);
+
+    const failing = await accepted(submissionFactory({ task: { behavior: 'fail' } }));
+    expect(open()).toBe(2);
+    await untilStatus(failing, 'failed');
+    expect(open()).toBe(1);
+
+    const completing = await accepted(submissionFactory());
+    await untilStatus(completing, 'completed');
+    expect(open()).toBe(1);
+
+    const waiting = await accepted(submissionFactory({ task: { behavior: 'await_approval' } }));
+    const { approvalId } = await untilEvent(waiting, 'approval_requested');
+    const stalledC = await accepted(submissionFactory({ task: { behavior: 'stall' } }));
+    expect(agent.stats()).toMatchObject({ open: 3, maxOpen: { 'demo-agent': 3 } });
+
+    await postJson(`/runs/${waiting}/approval`, { approvalId, decision: 'cancel' });
+    await cancel(stalledB);
+    await cancel(stalledC);
+    expect(agent.stats()).toMatchObject({ open: 0, maxOpen: { 'demo-agent': 3 } });
+  });
+
+  it('keys maxOpen by the targetName it was started with', async () => {
+    const named = await startDemoAgent({ targetName: 'census-agent' });
+    try {
+      const body = submissionFactory({ task: { behavior: 'stall' } });
+      const response = await fetch(`${named.url}/runs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': `${body.dispatchId}:1` },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(200);
+      expect(named.stats()).toMatchObject({ open: 1, maxOpen: { 'census-agent': 1 } });
+      expect(Object.keys(named.stats().maxOpen)).toEqual(['census-agent']);
+    } finally {
+      await named.stop();
+    }
+  });
+
+  it('reports no fault fired when started without a fault schedule', async () => {
+    const runId = await accepted(submissionFactory({ task: { behavior: 'stall' } }));
+    expect((await lookup(runId)).status).toBe(200);
+    expect(agent.faultsFired()).toEqual({ submit_unavailable: 0, submit_hang: 0, lookup_outage: 0 });
   });
 });
 
