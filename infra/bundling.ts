@@ -52,4 +52,6 @@ export const ESBUILD_OPTIONS = {
   sourceMap: false,
   mainFields: ['module', 'main'],
   banner: "import { createRequire as __ledgerCreateRequire } from 'node:module'; const require = __ledgerCreateRequire(import.meta.url);",
+  // shared/faults.ts is compiled out of every deployed bundle: no switch, message or variable can turn it on.
+  define: { DISPATCH_LEDGER_DEPLOYED_BUNDLE: 'true' },
 } as const;

@@ -74,6 +74,7 @@ const deployedOptions = (): BuildOptions => ({
   sourcemap: ESBUILD_OPTIONS.sourceMap,
   mainFields: [...ESBUILD_OPTIONS.mainFields],
   banner: { js: ESBUILD_OPTIONS.banner },
+  define: { ...ESBUILD_OPTIONS.define },
   // Metafile paths relative to the repository wherever the script is started from.
   absWorkingDir: PROJECT_ROOT,
   write: true,

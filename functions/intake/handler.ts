@@ -1,5 +1,6 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { countForTarget } from '../../shared/adapters/metrics.js';
+import { crashPoint } from '../../shared/faults.js';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { DispatchInProgressError, REDRIVEN_FOR, takeDispatchMessage, type IntakeResult } from '../../shared/intake/intake.js';
 import { intakeDeps, logger, metrics } from './deps.js';
@@ -27,6 +28,7 @@ async function recordHandler(record: SQSRecord): Promise<void> {
     });
     logger.info('dispatch message taken', { messageId: record.messageId, ...result });
     count(result);
+    crashPoint('intake.before_ack', result.dispatchId ?? record.messageId);
   } catch (error) {
     if (error instanceof DispatchInProgressError) {
       logger.info('duplicate delivery while the first is in progress; retried later', { messageId: record.messageId, dispatchId: error.dispatchId });

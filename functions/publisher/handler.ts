@@ -1,5 +1,6 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { countForTarget, countOnce } from '../../shared/adapters/metrics.js';
+import { crashPoint } from '../../shared/faults.js';
 import { streamChangeOf } from '../../shared/adapters/stream-records.js';
 import type { LedgerEvent } from '../../shared/events/catalog.js';
 import { METRIC_OF_DETAIL_TYPE } from '../../shared/events/names.js';
@@ -30,5 +31,6 @@ export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatch
     // No dimension: a bus outage is not any one target's. Alarmed on (PublishFailures ≥ 1).
     countOnce(metrics, 'PublishFailures');
   }
+  if (!report.failure) crashPoint('publisher.before_checkpoint', changes[0]?.sequenceNumber ?? 'empty');
   return { batchItemFailures: [...report.batchItemFailures] };
 };

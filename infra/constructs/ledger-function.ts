@@ -68,6 +68,7 @@ export class LedgerFunction extends Construct {
         sourceMap: ESBUILD_OPTIONS.sourceMap,
         mainFields: [...ESBUILD_OPTIONS.mainFields],
         banner: ESBUILD_OPTIONS.banner,
+        define: { ...ESBUILD_OPTIONS.define },
         // Bundle the SDK at the versions the tests ran, rather than whatever the runtime ships.
         externalModules: [],
         forceDockerBundling: false,

@@ -37,6 +37,11 @@ export interface StreamEventSourceOptions {
   readonly timeoutMs?: number;
   readonly onInvocation?: InvocationListener;
   readonly onError?: (error: unknown) => void;
+  /**
+   * Asked after each batch the handler took: true loses the checkpoint, so the same batch is delivered
+   * again (what Lambda does when it cannot record its progress). The census's fault; default never.
+   */
+  readonly redeliverBatch?: () => boolean;
 }
 
 interface ShardCursor {
@@ -125,6 +130,7 @@ export class StreamEventSource {
     const batch = cursor.pending.slice(0, batchSize);
     const failedFrom = await this.invoke(batch);
     if (failedFrom === undefined) {
+      if (this.options.redeliverBatch?.()) return batch.length;
       cursor.pending.splice(0, batch.length);
       cursor.attempts = 0;
       return batch.length;

@@ -2,6 +2,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { dynamoDbFault, FAULTS_COMPILED_IN } from '../faults.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
 import type { LedgerConfig } from './config.js';
 import { httpTarget } from './http-target.js';
@@ -20,6 +21,22 @@ export interface LedgerAdapters {
 
 export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
   const dynamodb = new DynamoDBClient({});
+  if (FAULTS_COMPILED_IN) {
+    // The census's DynamoDB faults (inert unless installed; absent from the deployed bundles). The
+    // deserialize step runs once per attempt, inside the SDK's retries.
+    dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const command = context.commandName ?? 'unknown';
+        const refused = dynamoDbFault('before_send', command);
+        if (refused) throw refused;
+        const output = await next(args);
+        const lost = dynamoDbFault('after_apply', command);
+        if (lost) throw lost;
+        return output;
+      },
+      { step: 'deserialize', name: 'dispatchLedgerFaults' },
+    );
+  }
   const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
   // Path-style addressing works with every S3 endpoint, the local one included.
   const s3 = new S3Client({ forcePathStyle: true });

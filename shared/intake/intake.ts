@@ -1,5 +1,6 @@
 import { canonicalJson, contentHash } from '../dispatch/canonical.js';
 import { clip } from '../text.js';
+import { crashPoint } from '../faults.js';
 import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { accepted, blocked } from '../dispatch/transitions.js';
@@ -135,6 +136,7 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     if (!(await deps.store.renewClaim(dispatchId, existing.claimUntil, claimUntil))) throw new DispatchInProgressError(dispatchId);
     message = { ...existing, claimUntil };
   }
+  crashPoint('intake.after_claim', dispatchId);
   return firstSubmission(deps, message, read.kind === 'valid' ? read.message.task : undefined);
 }
 

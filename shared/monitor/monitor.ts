@@ -4,6 +4,7 @@ import { CorruptItemError, type DispatchWorkDeps } from '../ledger/port.js';
 import { submitAttempt } from '../usecases/submit-attempt.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import { clip } from '../text.js';
+import { crashPoint } from '../faults.js';
 import { settleEvidence } from './evidence-check.js';
 
 export { evidenceKey } from './evidence-check.js';
@@ -76,6 +77,7 @@ async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<Monito
     next = step.next;
   } else {
     const lookup = await lookUpRun(deps, state);
+    crashPoint('monitor.after_lookup', state.dispatchId);
     const now = deps.now();
     next = reconcileLookup(state, lookup, now, true) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000));
   }

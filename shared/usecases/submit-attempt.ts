@@ -1,6 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { blocked, submitted } from '../dispatch/transitions.js';
 import { taskOf } from '../dispatch/task.js';
+import { crashPoint } from '../faults.js';
 import type { AcceptedMessage, DispatchWorkDeps } from '../ledger/port.js';
 
 /**
@@ -35,5 +36,6 @@ export async function submitAttempt(
       }),
     (error: unknown) => ({ kind: 'unavailable' as const, reason: `the task payload could not be read: ${error instanceof Error ? error.name : 'error'}` }),
   );
+  if (outcome.kind === 'accepted') crashPoint('submit.after_target_accepted', claimed.dispatchId);
   return submitted(claimed, outcome, deps.retryPolicy, deps.now());
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { build } from 'esbuild';
-import { handlerEntry, LEDGER_FUNCTIONS } from '../../infra/bundling.js';
+import { ESBUILD_OPTIONS, handlerEntry, LEDGER_FUNCTIONS, type LedgerFunctionName } from '../../infra/bundling.js';
 import { BUDGET, measureBundles } from '../../scripts/bundle-report.js';
 
 describe('Lambda bundles (the deployed esbuild options)', () => {
@@ -26,5 +26,17 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     const inputs = Object.keys(built.metafile.inputs);
     for (const kept of ['node_modules/zod/', 'node_modules/@aws-sdk/client-eventbridge/', 'shared/adapters/ledger-table.ts']) expect(inputs.some((input) => input.includes(kept)), kept).toBe(false);
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-s3/'))).toBe(true);
+  });
+
+  it('compiles the census fault-injection point out of every deployed bundle: nothing there can inject a fault', async () => {
+    const bundleText = async (name: LedgerFunctionName, define: Record<string, string>): Promise<string> => {
+      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define, logLevel: 'silent' });
+      return built.outputFiles.map((file) => file.text).join('');
+    };
+    // The only code that makes a fault: the crash and the DynamoDB throttle and timeout.
+    const FAULT_TEXT = /injected (crash|throttle|timeout)/;
+    for (const name of LEDGER_FUNCTIONS) expect(FAULT_TEXT.test(await bundleText(name, { ...ESBUILD_OPTIONS.define })), `${name} injects faults`).toBe(false);
+    // The control: the same entry built without the deployed define carries them, so the check above can fail.
+    expect(FAULT_TEXT.test(await bundleText('intake', {}))).toBe(true);
   });
 });

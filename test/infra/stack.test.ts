@@ -1,3 +1,5 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { Match } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
@@ -264,5 +266,19 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
     const [[, dashboard] = ['', { Type: '' }]] = ofType('AWS::CloudWatch::Dashboard');
     const body = JSON.stringify(dashboard.Properties?.DashboardBody);
     for (const metric of CONTRACT_METRICS) expect(body).toContain(`SUM(${metric})`);
+  });
+});
+
+describe('DispatchLedger stack: the synthesized function bundles', () => {
+  it('carry no fault injection: the census switch is compiled out of every asset cdk synth bundled', () => {
+    const bundles = readdirSync(synth.outdir)
+      .filter((entry) => entry.startsWith('asset.') && existsSync(path.join(synth.outdir, entry, 'index.mjs')))
+      .map((entry) => readFileSync(path.join(synth.outdir, entry, 'index.mjs'), 'utf8'));
+    // Every ledger function is bundled (intake, api, monitor, publisher, retention).
+    expect(bundles.length).toBeGreaterThanOrEqual(5);
+    for (const [index, text] of bundles.entries()) expect(/injected (crash|throttle|timeout)/.test(text), `bundle ${index} injects faults`).toBe(false);
+    // Each is a ledger function that had the fault points in its source (the intake's crash text is
+    // in the unbundled source, so the absence above is the define at work, not a missing file).
+    expect(bundles.filter((text) => text.includes('dispatch-ledger')).length).toBeGreaterThanOrEqual(5);
   });
 });

@@ -120,7 +120,11 @@ describe('httpTarget against the demo agent', () => {
       const second = await acceptedRunId(request);
 
       expect(second).toBe(first);
-      expect(agent.stats()).toEqual({ submissions: { [request.dispatchId]: 2 }, runs: { [request.dispatchId]: 1 } });
+      expect(agent.stats()).toMatchObject({
+        submissions: { [request.dispatchId]: 2 },
+        runs: { [request.dispatchId]: 1 },
+        attempts: { [`${request.dispatchId}:${request.attempt}`]: { submissions: 2, runs: 1 } },
+      });
     });
 
     it('is rejected with 422 and the target message when the target refuses the task (reject)', async () => {

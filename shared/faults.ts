@@ -1,0 +1,82 @@
+/**
+ * The ledger's one fault-injection point, for the census (`npm run census`): crashes at the step
+ * boundaries where a process can die in production, and DynamoDB throttling and timeouts through SDK
+ * middleware. Inert unless a process installs an injector with `installFaults` — only the local
+ * platform's census and tests do; nothing is read from a message or the environment. In the deployed
+ * bundles it is compiled out: `infra/bundling.ts` defines `DISPATCH_LEDGER_DEPLOYED_BUNDLE`, so every
+ * check below folds to an early return and the injector code is dropped (test/infra/bundles.test.ts).
+ */
+
+/** Where a process may die between two steps whose effects are not atomic together. */
+export const CRASH_POINTS = [
+  // The accepted message (and its claim) is written; nothing submitted yet.
+  'intake.after_claim',
+  // The target accepted the submission; the ledger has not recorded it.
+  'submit.after_target_accepted',
+  // The ledger recorded the message's effect; SQS has not been told (the message is redelivered).
+  'intake.before_ack',
+  // The events are on the bus; the stream batch is not checkpointed (it is delivered again).
+  'publisher.before_checkpoint',
+  // The monitor has the target's answer; it has not written what it means.
+  'monitor.after_lookup',
+] as const;
+export type CrashPoint = (typeof CRASH_POINTS)[number];
+
+/** Faults of the DynamoDB client: a throttle refused before the request is sent; a timeout after it was applied (the answer lost). */
+export const SDK_FAULTS = ['dynamodb_throttle', 'dynamodb_timeout'] as const;
+export type SdkFault = (typeof SDK_FAULTS)[number];
+
+export type ProductFault = CrashPoint | SdkFault;
+
+export interface FaultInjector {
+  /** Whether `fault` fires now; `subject` is the dispatch id at a crash point, the command name for an SDK fault. */
+  fires(fault: ProductFault, subject: string): boolean;
+}
+
+/** What an injected crash throws: the invocation ends there, unfinished, as if the process died. */
+export class InjectedCrash extends Error {
+  override readonly name = 'InjectedCrash';
+  constructor(readonly point: CrashPoint, readonly subject: string) {
+    super(`injected crash at ${point} (${subject})`);
+  }
+}
+
+// Replaced by `true` in the deployed bundles (esbuild `define`); undeclared (typeof "undefined") elsewhere.
+declare const DISPATCH_LEDGER_DEPLOYED_BUNDLE: boolean | undefined;
+
+let installed: FaultInjector | undefined;
+
+/** Turns fault injection on for this process; the returned function turns it off again. */
+export function installFaults(injector: FaultInjector): () => void {
+  if (typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE !== 'undefined') return () => undefined;
+  installed = injector;
+  return () => {
+    if (installed === injector) installed = undefined;
+  };
+}
+
+/** A step boundary: throws `InjectedCrash` when the installed injector says so, else nothing. */
+export function crashPoint(point: CrashPoint, subject: string): void {
+  if (typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE !== 'undefined') return;
+  if (installed?.fires(point, subject)) throw new InjectedCrash(point, subject);
+}
+
+/**
+ * The DynamoDB fault for one attempt of a command, if one fires: `before_send` may answer a throttle
+ * (refused before it is sent, retried by the SDK as a real one would be), `after_apply` a timeout (the
+ * request applied, its answer lost, so the SDK's retry meets its own write). The middleware that asks
+ * lives with the client (shared/adapters/wiring.ts), inside the SDK's retry loop.
+ */
+export function dynamoDbFault(phase: 'before_send' | 'after_apply', command: string): Error | undefined {
+  if (typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE !== 'undefined') return undefined;
+  const [fault, name, message] =
+    phase === 'before_send'
+      ? (['dynamodb_throttle', 'ThrottlingException', `injected throttle (${command})`] as const)
+      : (['dynamodb_timeout', 'TimeoutError', `injected timeout after the request was applied (${command})`] as const);
+  if (!installed?.fires(fault, command)) return undefined;
+  // Classified by name, as the SDK's retry strategy classifies the real errors.
+  return Object.assign(new Error(message), { name, $fault: 'client', $metadata: {} });
+}
+
+/** False in the deployed bundles (a constant there, so what it guards is dropped). */
+export const FAULTS_COMPILED_IN = typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE === 'undefined';
