@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { localClients, localHandlerEnvironment, type LocalClients, type LocalEndpoints } from './clients.js';
-import { startDemoAgent, type DemoAgent } from './demo-agent/server.js';
+import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-agent/server.js';
 import { LOCAL_REGION, startEngines } from './engines/index.js';
 import { LOCAL_FUNCTIONS, loadHandler } from './functions.js';
 import { createLocalResources, type LocalResources } from './resources.js';
@@ -28,6 +28,13 @@ export interface PlatformOptions {
   readonly environment?: Readonly<Record<string, string>>;
   /** The dispatch queue's visibility timeout; default 180 s (6 × the intake's 30 s timeout, as in the stack). */
   readonly dispatchVisibilityTimeoutSeconds?: number;
+  /** The census's faults in the platform's own parts (the ledger's are in shared/faults.ts); none by default. */
+  readonly faults?: {
+    /** The demo agent's schedule: submissions refused or answered late, lookup outages. */
+    readonly demoAgent?: DemoAgentFaults;
+    /** True: the publisher's stream batch just taken is delivered again (a lost checkpoint). */
+    readonly redeliverStreamBatch?: () => boolean;
+  };
 }
 
 export interface RunningPlatform {
@@ -85,7 +92,11 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       ...(options.prefix ? { prefix: options.prefix } : {}),
     });
 
-    const demoAgent = await startDemoAgent({ log: (line) => log({ component: 'demo-agent', ...line }) });
+    const demoAgent = await startDemoAgent({
+      log: (line) => log({ component: 'demo-agent', ...line }),
+      targetName: DEMO_AGENT_TARGET,
+      ...(options.faults?.demoAgent ? { faults: options.faults.demoAgent } : {}),
+    });
     stoppers.push(() => demoAgent.stop());
     const ledger = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: resources.ledgerTable, retentionSeconds: 90 * 86_400 });
     await ledger.putTarget({ name: DEMO_AGENT_TARGET, kind: 'http', baseUrl: demoAgent.url });
@@ -130,6 +141,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         // Submission retries compressed from ~1 h to ~16 min, so a flaky target shows up in seconds.
         SUBMIT_RETRY_DELAYS_SECONDS: process.env.SUBMIT_RETRY_DELAYS_SECONDS ?? '2,4,8,15,30,60,120,240,480',
         POWERTOOLS_SERVICE_NAME: 'dispatch-ledger',
+        // The monitor's schedule is the tick here.
+        MONITOR_PERIOD_SECONDS: String(options.tickSeconds),
       },
       options.environment ?? {},
     );
@@ -170,6 +183,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
             batchSize: fn.trigger.batchSize,
             ...(fn.trigger.filter ? { filter: fn.trigger.filter } : {}),
             maxRetryAttempts: 5,
+            ...(options.faults?.redeliverStreamBatch && fn.name === 'publisher' ? { redeliverBatch: options.faults.redeliverStreamBatch } : {}),
             // The on-failure destination: what could not be published after the retries, kept for a replay.
             onDiscard: ({ records, error }) =>
               appendFileSync(streamFailures, `${JSON.stringify({ at: new Date().toISOString(), function: fn.name, error, records })}\n`),

@@ -20,4 +20,5 @@ export const monitorDeps: MonitorDeps = {
   now: () => new Date(),
   claimSeconds: config.claimSeconds,
   limitPerShard: 50,
+  periodSeconds: config.monitorPeriodSeconds,
 };

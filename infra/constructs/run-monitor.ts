@@ -26,5 +26,7 @@ export class RunMonitor extends Construct {
       schedule: Schedule.rate(period),
     });
     this.rule.addTarget(new LambdaFunction(props.monitor.function, { retryAttempts: 0, maxEventAge: Duration.minutes(1) }));
+    // The monitor tries a dispatch it failed on again one period later: it must know the period.
+    props.monitor.function.addEnvironment('MONITOR_PERIOD_SECONDS', String(period.toSeconds()));
   }
 }

@@ -20,6 +20,8 @@ export interface LedgerConfig {
   readonly retentionSeconds: number;
   /** Timeout of each call to a target. */
   readonly targetTimeoutMs: number;
+  /** The monitor's schedule period (the stack sets it from the schedule; locally the tick). */
+  readonly monitorPeriodSeconds: number;
   /** Deploy-time principals and targets (`LEDGER_REGISTRY`). */
   readonly registry: StaticRegistry;
   /** How long a target registration read from the table is reused (`TARGET_CACHE_SECONDS`, default 30). */
@@ -65,6 +67,7 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     claimSeconds: Math.max(getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }), Math.ceil((2 * targetTimeoutMs) / 1000)),
     retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
     targetTimeoutMs,
+    monitorPeriodSeconds: getNumberFromEnv({ key: 'MONITOR_PERIOD_SECONDS', defaultValue: 60 }),
     registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), targetAddressPolicy),
     targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
     targetAddressPolicy,

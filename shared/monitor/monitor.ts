@@ -12,12 +12,14 @@ export { evidenceKey } from './evidence-check.js';
 export interface MonitorDeps extends DispatchWorkDeps {
   /** Due entries read per shard per tick; the rest wait for the next tick. */
   readonly limitPerShard: number;
+  /** How often the monitor runs (its schedule's period): a dispatch it failed on is tried again one period later. @default 60 */
+  readonly periodSeconds?: number;
 }
 
 /** How long a dispatch whose record fails decoding waits before the monitor tries it again. */
 export const FAILED_RETRY_SECONDS = 15 * 60;
-/** How long a dispatch the monitor failed on for any other reason (a store or blob error) waits. */
-export const RETRY_AFTER_ERROR_SECONDS = 60;
+/** The schedule's period when the deps do not say (the stack's default: one minute). */
+export const DEFAULT_PERIOD_SECONDS = 60;
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
 export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
@@ -47,7 +49,7 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
         actions[id] = { action: 'failed', target: null, error: clip(error instanceof Error ? `${error.name}: ${error.message}` : String(error), 300) };
         // Out of the way, so a record that always throws cannot hold the head of its shard: a record
         // that fails decoding for a while, anything else for about a tick.
-        const seconds = error instanceof CorruptItemError ? FAILED_RETRY_SECONDS : RETRY_AFTER_ERROR_SECONDS;
+        const seconds = error instanceof CorruptItemError ? FAILED_RETRY_SECONDS : (deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS);
         await deps.store.deferDue(entry, new Date(deps.now().getTime() + seconds * 1000)).catch(() => undefined);
       }
     }

@@ -282,3 +282,11 @@ describe('DispatchLedger stack: the synthesized function bundles', () => {
     expect(bundles.filter((text) => text.includes('dispatch-ledger')).length).toBeGreaterThanOrEqual(5);
   });
 });
+
+describe('DispatchLedger stack: the monitor knows its schedule', () => {
+  it('tells the monitor its period, so a dispatch it failed on is tried again one tick later', () => {
+    const { stack } = synth;
+    const monitor = props(logicalId(stack, stack.ledger.functions.monitor.function)) as { Environment?: { Variables?: Record<string, unknown> } };
+    expect(monitor.Environment?.Variables?.['MONITOR_PERIOD_SECONDS']).toBe('60');
+  });
+});

@@ -683,3 +683,20 @@ describe('second review findings', () => {
     conflicting.destroy();
   });
 });
+
+describe('census findings', () => {
+  it('tries a dispatch the monitor failed on again one schedule period later, not a fixed minute (a 1 s local tick waited 60 ticks)', async () => {
+    const sent = message();
+    target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
+    await send(sent);
+    target.answer = new ScriptedTarget().answer;
+    clock = new Date(Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '') + 1000);
+    // The store fails the claim once: the action throws, as a crash between two steps would.
+    const failing = overriding<LedgerTable>(table, {
+      commit: () => Promise.reject(new Error('the table timed out')),
+    });
+    const report = await monitorTick({ ...monitorDeps(), store: failing, periodSeconds: 2 });
+    expect(report.actions[sent.dispatchId]?.action).toBe('failed');
+    expect((await stateOf(sent.dispatchId)).dueAt).toBe(new Date(clock.getTime() + 2000).toISOString());
+  });
+});
