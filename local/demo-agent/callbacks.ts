@@ -10,6 +10,14 @@ const DEFAULT_TIMEOUT_MS = 5_000;
 const PREVIEW_CHARS = 200;
 /** Tries per callback: 100, 200, 400, 800 ms apart. */
 const MAX_TRIES = 5;
+/**
+ * How long a callback the ledger answers 409 `not_yet_recorded` is retried: until the ledger has
+ * recorded the run. That can take as long as a crashed intake's message takes to come back (the
+ * dispatch queue's visibility timeout, 180 s in the stack) plus the claim (60 s): five minutes covers it.
+ */
+const NOT_YET_RECORDED_MS = 5 * 60_000;
+/** The longest pause between two of those tries. */
+const NOT_YET_RECORDED_PAUSE_MS = 2_000;
 
 function base(callbackUrl: string): string {
   return callbackUrl.replace(/\/+$/, '');
@@ -45,6 +53,8 @@ export interface CallbackClientOptions {
   readonly timeoutMs?: number;
   /** Tries per callback. @default 5 */
   readonly maxTries?: number;
+  /** How long `not_yet_recorded` is retried (on top of the tries). @default 5 minutes */
+  readonly notYetRecordedMs?: number;
 }
 
 export class CallbackClient {
@@ -52,9 +62,11 @@ export class CallbackClient {
   readonly #stopSignal: AbortSignal;
   readonly #timeoutMs: number;
   readonly #maxTries: number;
+  readonly #notYetRecordedMs: number;
 
   constructor(options: CallbackClientOptions) {
     this.#maxTries = options.maxTries ?? MAX_TRIES;
+    this.#notYetRecordedMs = options.notYetRecordedMs ?? NOT_YET_RECORDED_MS;
     this.#log = options.log;
     this.#stopSignal = options.stopSignal;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -79,22 +91,38 @@ export class CallbackClient {
   }
 
   /**
-   * Sends one callback, retrying what may succeed later — a 409 (the ledger may not have recorded the
-   * run yet: its state is written after our submission answer), 429, 5xx, or no answer — a few times
-   * with backoff, as a real target should.
+   * Sends one callback, retrying what may succeed later — 429, 5xx, another 409, or no answer — a few
+   * times with backoff, as a real target should; and a 409 `not_yet_recorded` (the ledger has not
+   * recorded the run yet: its state is written after our submission answer, or after a crashed
+   * delivery of the dispatch comes back) for as long as that can take, so no evidence is lost to it.
    */
   async #send(context: Record<string, unknown>, url: string, init: RequestInit): Promise<boolean> {
-    for (let attempt = 1; attempt <= this.#maxTries; attempt += 1) {
-      const outcome = await this.#sendOnce(context, url, init, attempt === this.#maxTries);
-      if (outcome !== 'retry') return outcome === 'delivered';
-      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** (attempt - 1)));
+    const notYetUntil = Date.now() + this.#notYetRecordedMs;
+    let waits = 0;
+    for (let attempt = 1; ; ) {
+      const answer = await this.#sendOnce(context, url, init);
+      if (answer.kind === 'delivered') return true;
+      if (this.#stopSignal.aborted) return false;
+      // Waiting for the ledger to record the run does not use up the tries.
+      const waiting = answer.kind === 'not_yet_recorded' && Date.now() < notYetUntil;
+      if (answer.kind === 'refused' || (!waiting && attempt >= this.#maxTries)) {
+        this.#log({ level: 'warn', msg: answer.kind === 'failed' ? 'callback_failed' : 'callback_rejected', ...context, url, ...answer.detail });
+        return false;
+      }
+      if (!waiting) attempt += 1;
+      waits += 1;
+      const pause = waiting ? Math.min(NOT_YET_RECORDED_PAUSE_MS, 100 * 2 ** Math.min(waits - 1, 10)) : 100 * 2 ** (attempt - 2);
+      await new Promise((resolve) => setTimeout(resolve, pause));
       if (this.#stopSignal.aborted) return false;
     }
-    return false;
   }
 
-  async #sendOnce(context: Record<string, unknown>, url: string, init: RequestInit, last: boolean): Promise<'delivered' | 'refused' | 'retry'> {
-    if (this.#stopSignal.aborted) return 'refused';
+  async #sendOnce(
+    context: Record<string, unknown>,
+    url: string,
+    init: RequestInit,
+  ): Promise<{ readonly kind: 'delivered' | 'refused' | 'retry' | 'not_yet_recorded' | 'failed'; readonly detail?: Record<string, unknown> }> {
+    if (this.#stopSignal.aborted) return { kind: 'refused', detail: { reason: 'agent stopping' } };
     try {
       const response = await fetch(url, {
         ...init,
@@ -104,25 +132,25 @@ export class CallbackClient {
       const text = await response.text();
       if (response.ok) {
         this.#log({ level: 'debug', msg: 'callback_delivered', ...context, status: response.status });
-        return 'delivered';
+        return { kind: 'delivered' };
       }
+      const detail = { status: response.status, body: text.slice(0, PREVIEW_CHARS) };
+      if (response.status === 409 && errorCode(text) === 'not_yet_recorded') return { kind: 'not_yet_recorded', detail };
       const retryable = response.status === 409 || response.status === 429 || response.status >= 500;
-      if (retryable && !last) return 'retry';
-      this.#log({
-        level: 'warn',
-        msg: 'callback_rejected',
-        ...context,
-        url,
-        status: response.status,
-        body: text.slice(0, PREVIEW_CHARS),
-      });
-      return 'refused';
+      return { kind: retryable ? 'retry' : 'refused', detail };
     } catch (error) {
-      if (this.#stopSignal.aborted) return 'refused';
-      if (!last) return 'retry';
-      this.#log({ level: 'warn', msg: 'callback_failed', ...context, url, error: describeError(error) });
-      return 'refused';
+      return { kind: 'failed', detail: { error: describeError(error) } };
     }
+  }
+}
+
+/** The ledger's error code (`{"error":{"code"}}`), if the body is one. */
+function errorCode(text: string): string | undefined {
+  try {
+    const body = JSON.parse(text) as { error?: { code?: unknown } };
+    return typeof body.error?.code === 'string' ? body.error.code : undefined;
+  } catch {
+    return undefined;
   }
 }
 
