@@ -1,0 +1,408 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { localClients, type LocalEndpoints } from '../local/clients.js';
+import { startPlatform, type RunningPlatform } from '../local/platform.js';
+import type { InvocationReport } from '../local/runtime/context.js';
+import { isStateItemKey } from '../shared/adapters/ledger-items.js';
+import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import type { DispatchState } from '../shared/dispatch/state.js';
+import type { DispatchView } from '../shared/dispatch/view.js';
+import { installFaults } from '../shared/faults.js';
+import { checkCensus, type CensusReport, type LoggedEvent, type ObservedDispatch, type ObservedRejection, type SentMessage } from './checker.js';
+import { CensusFaults, type FaultKind } from './faults.js';
+import { ORIGIN, planWorkload, UNREACHABLE_TARGET, type DispatchPlan, type PlannedSend, type Workload } from './workload.js';
+
+/**
+ * One census: the local platform on real engines, a seeded workload sent to its queue, faults
+ * injected across the pipeline while it runs, a drain, and the checker's verdict on everything the
+ * system holds afterwards. Used by `npm run census` (census/main.ts) and the CI-sized run in `npm test`.
+ */
+
+export interface CensusOptions {
+  readonly dispatches: number;
+  readonly seed: number;
+  readonly faults: readonly FaultKind[];
+  /** Engines someone else started (the test suite's); by default the census starts and stops its own. */
+  readonly engines?: LocalEndpoints;
+  /** Resource-name prefix, so a census can share engines. */
+  readonly prefix?: string;
+  /** When the late wave (late duplicates, conflicts, children of held dispatches) is sent, seconds after the first. */
+  readonly lateAfterSeconds?: number;
+  /** The longest the drain may take before what is left is reported not final. */
+  readonly drainSeconds?: number;
+  readonly log?: (line: Record<string, unknown>) => void;
+}
+
+/**
+ * Census timing, stated: every clock the verdicts depend on, in seconds, so a 10k run drains in
+ * minutes. The monitor ticks every TICK; the stall verdict needs STALL of silence (plus the
+ * coalescing window, a fifth of it); evidence is due GRACE after completion.
+ */
+export const CENSUS_TIMING = {
+  tickSeconds: 1,
+  stallAfterSeconds: 4,
+  deliveryGraceSeconds: 2,
+  approvalWaitSeconds: 120,
+  resumeAfterSeconds: 8,
+  slowSeconds: 3,
+  /** The dispatch queue's visibility timeout: a crashed delivery comes back after this long. */
+  visibilityTimeoutSeconds: 3,
+  /** The target timeout (a hang is longer) and the claim (≥ 2 × the target timeout). */
+  targetTimeoutMs: 1_000,
+  hangMs: 1_500,
+  claimSeconds: 2,
+  /** Submission retries: 6 attempts over ~10 s. */
+  submitRetryDelaysSeconds: '1,1,2,2,4',
+  /** How often the census runs a second monitor tick alongside the scheduled one. */
+  concurrentTickEverySeconds: 3,
+} as const;
+
+export interface CensusRun {
+  readonly report: CensusReport;
+  readonly timing: typeof CENSUS_TIMING;
+  readonly durationSeconds: number;
+  readonly drainedInSeconds: number | null;
+}
+
+export async function runCensus(options: CensusOptions): Promise<CensusRun> {
+  const log = options.log ?? (() => undefined);
+  const started = Date.now();
+  const workload = planWorkload({
+    dispatches: options.dispatches,
+    seed: options.seed,
+    timeouts: {
+      stallAfterSeconds: CENSUS_TIMING.stallAfterSeconds,
+      approvalWaitSeconds: CENSUS_TIMING.approvalWaitSeconds,
+      deliveryGraceSeconds: CENSUS_TIMING.deliveryGraceSeconds,
+    },
+    resumeAfterSeconds: CENSUS_TIMING.resumeAfterSeconds,
+    slowSeconds: CENSUS_TIMING.slowSeconds,
+  });
+  const faults = new CensusFaults(options.faults, options.seed, CENSUS_TIMING.hangMs);
+  const platform = await startPlatform({
+    stateDir: mkdtempSync(join(tmpdir(), 'ledger-census-')),
+    tickSeconds: CENSUS_TIMING.tickSeconds,
+    log: (line) => {
+      if (line['level'] === 'error') log({ component: 'platform', ...line });
+    },
+    ...(options.engines ? { engines: options.engines } : {}),
+    ...(options.prefix ? { prefix: options.prefix } : {}),
+    dispatchVisibilityTimeoutSeconds: CENSUS_TIMING.visibilityTimeoutSeconds,
+    environment: {
+      SUBMIT_RETRY_DELAYS_SECONDS: CENSUS_TIMING.submitRetryDelaysSeconds,
+      CLAIM_SECONDS: String(CENSUS_TIMING.claimSeconds),
+      TARGET_TIMEOUT_MS: String(CENSUS_TIMING.targetTimeoutMs),
+      POWERTOOLS_LOG_LEVEL: 'ERROR',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+    },
+    faults: { demoAgent: faults.demoAgent(), redeliverStreamBatch: faults.redeliverStreamBatch },
+  });
+  const uninstall = installFaults(faults);
+  log({ msg: 'platform up', eventLog: platform.info.eventLog, invocationLog: platform.invocationLog });
+  const clients = localClients({
+    dynamodbEndpoint: platform.info.dynamodbEndpoint,
+    sqsEndpoint: platform.info.sqsEndpoint,
+    s3Endpoint: platform.info.s3Endpoint,
+    motoEndpoint: platform.info.eventBridgeEndpoint,
+  });
+  try {
+    const table = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: platform.resources.ledgerTable, retentionSeconds: 90 * 86_400 });
+    // Nothing listens on port 9 of the loopback: every submission fails until the budget is spent.
+    await table.putTarget({ name: UNREACHABLE_TARGET, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+
+    const sent: SentMessage[] = [];
+    const send = async (batch: readonly PlannedSend[]): Promise<void> => {
+      for (let i = 0; i < batch.length; i += 10) {
+        const entries = batch.slice(i, i + 10);
+        const answer = await clients.sqs.send(
+          new SendMessageBatchCommand({ QueueUrl: platform.info.dispatchQueueUrl, Entries: entries.map((entry, k) => ({ Id: String(k), MessageBody: entry.body })) }),
+        );
+        for (const failed of answer.Failed ?? []) throw new Error(`the queue refused a census message: ${failed.Code ?? ''} ${failed.Message ?? ''}`);
+        for (const ok of answer.Successful ?? []) {
+          const entry = entries[Number(ok.Id)];
+          if (entry && ok.MessageId) sent.push({ messageId: ok.MessageId, send: entry });
+        }
+      }
+    };
+    countWorkloadFaults(workload, faults);
+
+    const actors = startActors(platform, workload, faults, log);
+    await send(workload.sends.filter((entry) => entry.wave === 'first'));
+    log({ msg: 'first wave sent', messages: sent.length, seconds: (Date.now() - started) / 1000 });
+    await sleep(Math.max(0, (options.lateAfterSeconds ?? 10) * 1000 - (Date.now() - started)));
+    await send(workload.sends.filter((entry) => entry.wave === 'late'));
+    log({ msg: 'late wave sent', messages: sent.length, seconds: (Date.now() - started) / 1000 });
+
+    const drainedInSeconds = await drain(platform, table, workload, clients, options.drainSeconds ?? 300, started, log);
+    faults.quiesce();
+    await actors.stop();
+    // What the last writes publish reaches the event log a moment later.
+    await quietEventLog(platform.info.eventLog);
+
+    const observed = await observe(platform, clients, table, workload);
+    const report = checkCensus({
+      workload,
+      sent,
+      ...observed,
+      faultLog: faults.log,
+      faultsFired: faults.fired(),
+      deliveryGraceSeconds: CENSUS_TIMING.deliveryGraceSeconds,
+    });
+    return { report, timing: CENSUS_TIMING, durationSeconds: Math.round((Date.now() - started) / 100) / 10, drainedInSeconds };
+  } finally {
+    uninstall();
+    clients.destroy();
+    await platform.stop();
+  }
+}
+
+/** The workload's own faults: each planned message or behaviour that is one counts as fired when sent. */
+function countWorkloadFaults(workload: Workload, faults: CensusFaults): void {
+  const byBehavior: Partial<Record<string, FaultKind>> = {
+    complete_without_evidence: 'orphan',
+    stall: 'stall',
+    stall_resume: 'stall',
+    vanish: 'vanish',
+    lose_callback: 'lost_callback',
+    await_approval: 'approval',
+    lookup_unavailable: 'lookup_unavailable',
+  };
+  for (const plan of workload.dispatches) {
+    const kind = plan.behavior ? byBehavior[plan.behavior] : undefined;
+    if (kind && faults.enabled(kind)) faults.count(kind, plan.dispatchId);
+  }
+  for (const entry of workload.sends) {
+    const kind: FaultKind | undefined =
+      entry.role === 'duplicate_concurrent' || entry.role === 'duplicate_late' || entry.role === 'conflict'
+        ? entry.role
+        : entry.role === 'rejection' || entry.role === 'blocked'
+          ? 'poison'
+          : undefined;
+    if (kind && faults.enabled(kind)) faults.count(kind, entry.dispatchId ?? '');
+  }
+}
+
+interface Actors {
+  stop(): Promise<void>;
+}
+
+/**
+ * What the census does while the platform works: decides approvals as they are requested, forces
+ * redispatches of running or completing dispatches, and runs a second monitor tick alongside the
+ * scheduled one. Each reads the event log the platform writes, as a consumer of the bus would.
+ */
+function startActors(platform: RunningPlatform, workload: Workload, faults: CensusFaults, log: (line: Record<string, unknown>) => void): Actors {
+  const plans = new Map(workload.dispatches.map((plan) => [plan.dispatchId, plan]));
+  const api = platform.info.apiUrl;
+  const post = (path: string, body: unknown): Promise<Response> =>
+    fetch(`${api}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': ORIGIN }, body: JSON.stringify(body) });
+  const stop = new AbortController();
+  const work: Array<Promise<unknown>> = [];
+  let offset = 0;
+  const decided = new Set<string>();
+  const redispatched = new Set<string>();
+
+  const approve = async (plan: DispatchPlan): Promise<void> => {
+    // The approval id is the target's; the view carries it once the request is recorded.
+    for (let tries = 0; tries < 20 && !stop.signal.aborted; tries += 1) {
+      const response = await fetch(`${api}/dispatches/${plan.dispatchId}`, { headers: { 'x-ledger-origin': ORIGIN } });
+      const view = (await response.json()) as DispatchView;
+      const approvalId = view.execution?.pendingApproval?.approvalId;
+      if (approvalId) {
+        const answer = await post(`/dispatches/${plan.dispatchId}/approval`, { approvalId, decision: plan.approval ?? 'approve' });
+        const text = await answer.text();
+        if (answer.ok) return;
+        log({ level: 'info', msg: 'approval not taken', dispatchId: plan.dispatchId, status: answer.status, body: text.slice(0, 300) });
+      }
+      await sleep(500);
+    }
+    log({ level: 'warn', msg: 'approval not decided', dispatchId: plan.dispatchId });
+  };
+
+  const redispatch = async (plan: DispatchPlan): Promise<void> => {
+    // Racing the run: a slow run is mid-work; a quick one is completing or has just completed.
+    await sleep(plan.behavior === 'slow' ? 1_000 : 0);
+    const answer = await post(`/dispatches/${plan.dispatchId}/redispatch`, { reason: 'census: forced redispatch racing the run', force: true });
+    if (answer.ok) faults.count('forced_redispatch', plan.dispatchId);
+    else log({ level: 'info', msg: 'redispatch refused', dispatchId: plan.dispatchId, status: answer.status });
+  };
+
+  const readEvents = async (): Promise<void> => {
+    while (!stop.signal.aborted) {
+      const text = readFileSync(platform.info.eventLog, 'utf8');
+      const complete = text.lastIndexOf('\n') + 1;
+      for (const line of text.slice(offset, complete).split('\n')) {
+        if (!line) continue;
+        const event = JSON.parse(line) as { 'detail-type'?: string; detail?: { dispatchId?: string; attempt?: number } };
+        const plan = event.detail?.dispatchId ? plans.get(event.detail.dispatchId) : undefined;
+        if (!plan) continue;
+        if (event['detail-type'] === 'Approval Requested' && plan.approval && !decided.has(plan.dispatchId)) {
+          decided.add(plan.dispatchId);
+          work.push(approve(plan).catch((error: unknown) => log({ level: 'warn', msg: 'approval failed', error: String(error) })));
+        }
+        if (event['detail-type'] === 'Dispatch Submitted' && plan.redispatch && event.detail?.attempt === 1 && faults.enabled('forced_redispatch') && !redispatched.has(plan.dispatchId)) {
+          redispatched.add(plan.dispatchId);
+          work.push(redispatch(plan).catch((error: unknown) => log({ level: 'warn', msg: 'redispatch failed', error: String(error) })));
+        }
+      }
+      offset = complete;
+      await sleep(200, undefined, { signal: stop.signal }).catch(() => undefined);
+    }
+  };
+
+  const concurrentTicks = async (): Promise<void> => {
+    while (!stop.signal.aborted) {
+      await sleep(CENSUS_TIMING.concurrentTickEverySeconds * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
+      if (stop.signal.aborted || !faults.enabled('monitor_concurrent')) continue;
+      faults.count('monitor_concurrent');
+      await Promise.all([platform.scheduler.tick(), platform.scheduler.tick()]);
+    }
+  };
+
+  const loops = [readEvents(), concurrentTicks()];
+  return {
+    async stop() {
+      stop.abort();
+      await Promise.allSettled(loops);
+      await Promise.allSettled(work);
+    },
+  };
+}
+
+/** Waits until every planned dispatch has settled and the queue is empty; the seconds it took, or null at the limit. */
+async function drain(
+  platform: RunningPlatform,
+  table: LedgerTable,
+  workload: Workload,
+  clients: ReturnType<typeof localClients>,
+  limitSeconds: number,
+  started: number,
+  log: (line: Record<string, unknown>) => void,
+): Promise<number | null> {
+  const pending = new Set(workload.dispatches.map((plan) => plan.dispatchId));
+  const deadline = Date.now() + limitSeconds * 1000;
+  while (Date.now() < deadline) {
+    // Read by key from the table (the checker reads the views once, at the end).
+    const ids = [...pending];
+    const sample: string[] = [];
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let dispatchId = ids.shift(); dispatchId !== undefined; dispatchId = ids.shift()) {
+          const state = await table.getState(dispatchId);
+          if (state && settled(state)) pending.delete(dispatchId);
+          else if (sample.length < 3) sample.push(`${dispatchId}: ${state ? `${state.phase}/${state.execution.status ?? '-'}/${state.execution.monitorStatus ?? '-'}/${state.evidence.outcome} due ${state.dueAt ?? '-'}` : 'no state'}`);
+        }
+      }),
+    );
+    const queue = await clients.sqs.send(
+      new GetQueueAttributesCommand({ QueueUrl: platform.info.dispatchQueueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+    );
+    const inQueue = Number(queue.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(queue.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
+    log({ msg: 'draining', pending: pending.size, inQueue, seconds: Math.round((Date.now() - started) / 1000), sample });
+    if (pending.size === 0 && inQueue === 0) return Math.round((Date.now() - started) / 100) / 10;
+    await sleep(1_000);
+  }
+  return null;
+}
+
+/** Settled: nothing more will happen without a person (blocked, final with its evidence decided, or unknown with why). */
+export function settled(state: Pick<DispatchState, 'phase' | 'execution' | 'evidence'>): boolean {
+  const { execution } = state;
+  if (state.phase === 'blocked') return true;
+  if (execution.nativeStatus === 'completed' || execution.nativeStatus === 'failed' || execution.nativeStatus === 'cancelled') return state.evidence.outcome !== 'pending';
+  return execution.status === 'unknown' && execution.monitorStatus !== null;
+}
+
+/** Waits until the event log has not grown for two seconds (at most 30). */
+async function quietEventLog(file: string): Promise<void> {
+  let size = -1;
+  for (let waited = 0; waited < 30; waited += 2) {
+    const now = readFileSync(file, 'utf8').length;
+    if (now === size) return;
+    size = now;
+    await sleep(2_000);
+  }
+}
+
+async function observe(
+  platform: RunningPlatform,
+  clients: ReturnType<typeof localClients>,
+  table: LedgerTable,
+  workload: Workload,
+): Promise<{
+  dispatches: Map<string, ObservedDispatch>;
+  tableDispatchIds: string[];
+  rejections: ObservedRejection[];
+  dlqMessageIds: string[];
+  events: LoggedEvent[];
+  stats: ReturnType<RunningPlatform['demoAgent']['stats']>;
+  monitorTicks: Array<{ start: number; end: number }>;
+}> {
+  const api = platform.info.apiUrl;
+  const dispatches = new Map<string, ObservedDispatch>();
+  const ids = workload.dispatches.map((plan) => plan.dispatchId);
+  // A few readers at a time: the API and the table are local, the census has many.
+  const queue = [...ids];
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      for (let dispatchId = queue.shift(); dispatchId !== undefined; dispatchId = queue.shift()) {
+        const response = await fetch(`${api}/dispatches/${dispatchId}`, { headers: { 'x-ledger-origin': ORIGIN } });
+        const view = response.status === 200 ? ((await response.json()) as DispatchView) : null;
+        if (!view) await response.body?.cancel();
+        const anchor = await table.getAcceptedMessage(dispatchId);
+        dispatches.set(dispatchId, { view, anchorMessageId: anchor?.messageId ?? null });
+      }
+    }),
+  );
+
+  // The whole census table, read once by the checker (never by the product): any state item counts.
+  const documents = DynamoDBDocumentClient.from(clients.dynamodb);
+  const tableDispatchIds: string[] = [];
+  let startKey: Record<string, unknown> | undefined;
+  do {
+    const page = await documents.send(new ScanCommand({ TableName: platform.resources.ledgerTable, ProjectionExpression: 'pk, sk', ExclusiveStartKey: startKey }));
+    for (const item of page.Items ?? []) {
+      const pk = String(item['pk']);
+      if (isStateItemKey(pk, String(item['sk']))) tableDispatchIds.push(pk.slice(pk.indexOf('#') + 1));
+    }
+    startKey = page.LastEvaluatedKey;
+  } while (startKey);
+
+  const rejections: ObservedRejection[] = [];
+  let cursor: string | null = null;
+  do {
+    const response = await fetch(`${api}/rejections?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    const page = (await response.json()) as { items: Array<{ messageId: string; reason: string; dispatchId: string | null }>; cursor: string | null };
+    rejections.push(...page.items.map(({ messageId, reason, dispatchId }) => ({ messageId, reason, dispatchId })));
+    cursor = page.cursor;
+  } while (cursor);
+
+  // The DLQ, read without deleting (each message stays invisible for the rest of the census).
+  const dlqMessageIds: string[] = [];
+  for (;;) {
+    const received = await clients.sqs.send(new ReceiveMessageCommand({ QueueUrl: platform.info.dlqUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 0, VisibilityTimeout: 600 }));
+    const messages = received.Messages ?? [];
+    if (messages.length === 0) break;
+    dlqMessageIds.push(...messages.flatMap((message) => (message.MessageId ? [message.MessageId] : [])));
+  }
+
+  const events = readFileSync(platform.info.eventLog, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as { 'detail-type': string; detail: Record<string, unknown> })
+    .map((event) => ({ detailType: event['detail-type'], detail: event.detail }));
+
+  const monitorTicks = readFileSync(platform.invocationLog, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as InvocationReport)
+    .filter((report) => report.function === 'monitor')
+    .map((report) => ({ start: Date.parse(report.at), end: Date.parse(report.at) + report.durationMs }));
+
+  return { dispatches, tableDispatchIds, rejections, dlqMessageIds, events, stats: platform.demoAgent.stats(), monitorTicks };
+}
+

@@ -1,0 +1,425 @@
+import type { DispatchView } from '../shared/dispatch/view.js';
+import type { DemoAgentStats } from '../local/demo-agent/server.js';
+import type { FaultLogEntry } from './faults.js';
+import type { DispatchPlan, PlannedSend, Workload } from './workload.js';
+
+/**
+ * The census checker, in the style of Jepsen's total-queue checker: from what was sent (the producer's
+ * log of SQS message ids) and what the system holds afterwards (the ledger through its API and table,
+ * the target's own counts, the event log, both queues), it judges that every acknowledged send came
+ * out exactly once as a dispatch, a duplicate, a blocked dispatch, a rejection or a DLQ entry; that
+ * nothing appeared that was never sent; that no attempt ran twice at the target; that no dispatch's
+ * events went backwards or claimed a change the ledger never committed; and that every orphan the
+ * census made was found in time, and no other. Pure: every input is data.
+ */
+
+export interface SentMessage {
+  readonly messageId: string;
+  readonly send: PlannedSend;
+}
+
+export interface ObservedDispatch {
+  /** The view as its origin reads it; null when the API answered 404. */
+  readonly view: DispatchView | null;
+  /** The SQS message id of the message the ledger took the dispatch from (the accepted record's). */
+  readonly anchorMessageId: string | null;
+}
+
+export interface ObservedRejection {
+  readonly messageId: string;
+  readonly reason: string;
+  readonly dispatchId: string | null;
+}
+
+export interface LoggedEvent {
+  readonly detailType: string;
+  readonly detail: Readonly<Record<string, unknown>>;
+}
+
+export interface MonitorTick {
+  readonly start: number;
+  readonly end: number;
+}
+
+export interface CensusObservations {
+  readonly workload: Workload;
+  readonly sent: readonly SentMessage[];
+  readonly dispatches: ReadonlyMap<string, ObservedDispatch>;
+  /** Every dispatchId that has a state item in the table (a full read of the census's own table). */
+  readonly tableDispatchIds: readonly string[];
+  readonly rejections: readonly ObservedRejection[];
+  readonly dlqMessageIds: readonly string[];
+  readonly events: readonly LoggedEvent[];
+  readonly stats: DemoAgentStats;
+  readonly monitorTicks: readonly MonitorTick[];
+  readonly faultLog: readonly FaultLogEntry[];
+  readonly faultsFired: Readonly<Record<string, number>>;
+  readonly deliveryGraceSeconds: number;
+}
+
+export interface Finding {
+  readonly check: string;
+  readonly id: string;
+  readonly detail: string;
+}
+
+export interface CensusReport {
+  readonly seed: number;
+  readonly sent: number;
+  /** Messages that became a dispatch (not blocked). */
+  readonly dispatches: number;
+  readonly duplicates: number;
+  readonly blocked: number;
+  readonly rejections: number;
+  /** In the DLQ with no record of the ledger's: the one outcome that needs an operator. */
+  readonly dlqOnly: number;
+  /** `sent = dispatches + duplicates + blocked + rejections + dlqOnly`. */
+  readonly balanced: boolean;
+  readonly lost: number;
+  readonly unexpected: number;
+  /** A message that came out as another outcome than the one its content calls for. */
+  readonly misrouted: number;
+  readonly doubleSubmittedAttempts: number;
+  /** Same-key POSTs beyond the first (retries, crash-and-resend): counted, not failures. */
+  readonly repeatedSubmissions: number;
+  readonly statusRegressions: number;
+  readonly eventsWithoutChange: number;
+  readonly missedOrphans: number;
+  readonly falseOrphans: number;
+  readonly notFinal: number;
+  /** Settled, but not where its behaviour says it must end. */
+  readonly wrongFinal: number;
+  readonly orphans: {
+    readonly injected: number;
+    readonly detected: number;
+    /** The most monitor ticks any orphan waited after its grace window: the ticks that missed it, plus the one that found it. */
+    readonly maxTicksAfterGrace: number;
+    /** The same, counting only ticks during which no fault fired. */
+    readonly maxUnfaultedTicksAfterGrace: number;
+  };
+  readonly events: number;
+  /** Each poison class of CONTRACT §1 (rejection reasons, block codes): sent, and came out as that class. */
+  readonly poison: Readonly<Record<string, { readonly sent: number; readonly asExpected: number }>>;
+  readonly faultsFired: Readonly<Record<string, number>>;
+  /** The first findings of each check, to start an investigation from. */
+  readonly findings: readonly Finding[];
+}
+
+/** The counts that must be zero for the census to pass. */
+export const MUST_BE_ZERO = [
+  'lost',
+  'unexpected',
+  'misrouted',
+  'doubleSubmittedAttempts',
+  'statusRegressions',
+  'eventsWithoutChange',
+  'missedOrphans',
+  'falseOrphans',
+  'notFinal',
+  'wrongFinal',
+] as const satisfies ReadonlyArray<keyof CensusReport>;
+
+const FINDINGS_PER_CHECK = 20;
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
+/** Run-level detail-types of one attempt, by how far along they say the attempt is. */
+const RANK: Readonly<Record<string, number>> = {
+  'Dispatch Accepted': 0,
+  'Dispatch Submitted': 1,
+  'Approval Requested': 2,
+  'Run Stalled': 2,
+  'Run Unobservable': 2,
+  'Approval Wait Expired': 2,
+  'Run Completed': 3,
+  'Run Failed': 3,
+  'Run Cancelled': 3,
+  'Run Recovered': 3,
+  'Dispatch Handled': 4,
+  'Dispatch Orphaned': 4,
+};
+const RUN_FINAL = new Set(['Run Completed', 'Run Failed', 'Run Cancelled', 'Run Recovered']);
+const NATIVE_OF: Readonly<Record<string, string>> = { 'Run Completed': 'completed', 'Run Failed': 'failed', 'Run Cancelled': 'cancelled' };
+
+export function checkCensus(observed: CensusObservations): CensusReport {
+  const findings: Finding[] = [];
+  const counts = new Map<string, number>();
+  const find = (check: string, id: string, detail: string): void => {
+    counts.set(check, (counts.get(check) ?? 0) + 1);
+    if (findings.filter((finding) => finding.check === check).length < FINDINGS_PER_CHECK) findings.push({ check, id, detail });
+  };
+  const count = (check: string): number => counts.get(check) ?? 0;
+
+  const plans = new Map(observed.workload.dispatches.map((plan) => [plan.dispatchId, plan]));
+  const rejectionsByMessage = new Map(observed.rejections.map((rejection) => [rejection.messageId, rejection]));
+  const dlq = new Set(observed.dlqMessageIds);
+  const sentById = new Map(observed.sent.map((message) => [message.messageId, message]));
+
+  // 1. Every send, exactly one outcome.
+  const outcome = { dispatch: 0, duplicate: 0, blocked: 0, rejection: 0, dlqOnly: 0, lost: 0 };
+  for (const message of observed.sent) {
+    const { send } = message;
+    const rejection = rejectionsByMessage.get(message.messageId);
+    const held = send.dispatchId ? observed.dispatches.get(send.dispatchId) : undefined;
+    if (rejection) {
+      outcome.rejection += 1;
+      const expected = send.role === 'rejection' || send.role === 'conflict' ? send.rejection : undefined;
+      if (expected !== rejection.reason) find('misrouted', message.messageId, `${send.role} message rejected as ${rejection.reason}${expected ? `, expected ${expected}` : ''}`);
+      continue;
+    }
+    if (held?.view && held.anchorMessageId) {
+      if (held.anchorMessageId === message.messageId) {
+        if (held.view.phase === 'blocked') outcome.blocked += 1;
+        else outcome.dispatch += 1;
+        if (send.role === 'rejection' || send.role === 'conflict') find('misrouted', message.messageId, `${send.role} message became dispatch ${send.dispatchId}`);
+        continue;
+      }
+      const taken = sentById.get(held.anchorMessageId);
+      if (taken && taken.send.body === send.body) {
+        outcome.duplicate += 1;
+        continue;
+      }
+      // Another content under a held id that left no rejection: the conflict was swallowed.
+      if (!taken) find('unexpected', send.dispatchId ?? message.messageId, `taken from message ${held.anchorMessageId}, which the census never sent`);
+    }
+    if (dlq.has(message.messageId)) {
+      outcome.dlqOnly += 1;
+      continue;
+    }
+    outcome.lost += 1;
+    find('lost', message.messageId, `${send.role} ${send.dispatchId ?? '(no id)'}: no dispatch, duplicate, rejection or DLQ entry`);
+  }
+
+  // 2. Nothing that was never sent.
+  for (const dispatchId of observed.tableDispatchIds) {
+    if (!plans.has(dispatchId)) find('unexpected', dispatchId, 'a dispatch in the table the census never sent');
+  }
+  for (const rejection of observed.rejections) {
+    if (!sentById.has(rejection.messageId)) find('unexpected', rejection.messageId, `a rejection (${rejection.reason}) of a message the census never sent`);
+  }
+
+  // 3. At most one run per attempt at the target, and none the ledger does not know of.
+  let repeatedSubmissions = 0;
+  for (const [key, attempt] of Object.entries(observed.stats.attempts)) {
+    repeatedSubmissions += Math.max(0, attempt.submissions - Math.max(attempt.runs, 1));
+    if (attempt.runs > 1) find('doubleSubmittedAttempts', key, `${attempt.runs} runs for one attempt (${attempt.submissions} submissions)`);
+    const separator = key.lastIndexOf(':');
+    const dispatchId = key.slice(0, separator);
+    const number = Number(key.slice(separator + 1));
+    const view = observed.dispatches.get(dispatchId)?.view;
+    if (attempt.runs > 0 && (!view || number > view.attempt)) find('unexpected', key, `a run at the target for attempt ${number}, the ledger's is ${view?.attempt ?? 'none'}`);
+  }
+
+  // 4. Events: once per id, in order, each for a change the ledger holds.
+  const byId = new Map<string, LoggedEvent>();
+  for (const event of observed.events) {
+    const eventId = String(event.detail['eventId'] ?? '');
+    const seen = byId.get(eventId);
+    if (!seen) byId.set(eventId, event);
+    else if (seen.detailType !== event.detailType || JSON.stringify(seen.detail) !== JSON.stringify(event.detail)) {
+      find('eventsWithoutChange', eventId, `two different events carry eventId ${eventId}: ${seen.detailType} and ${event.detailType}`);
+    }
+  }
+  const events = [...byId.values()];
+  const perDispatch = new Map<string, LoggedEvent[]>();
+  for (const event of events) {
+    if (event.detailType === 'Message Rejected') {
+      const messageId = String(event.detail['messageId'] ?? '');
+      if (!rejectionsByMessage.has(messageId)) find('eventsWithoutChange', messageId, 'Message Rejected for a message with no rejection record');
+      continue;
+    }
+    if (event.detailType === 'Receipt Recorded') continue;
+    const dispatchId = String(event.detail['dispatchId'] ?? '');
+    const list = perDispatch.get(dispatchId) ?? [];
+    list.push(event);
+    perDispatch.set(dispatchId, list);
+  }
+  for (const [dispatchId, list] of perDispatch) {
+    const view = observed.dispatches.get(dispatchId)?.view;
+    if (!view) {
+      for (const event of list) find('eventsWithoutChange', dispatchId, `${event.detailType} for a dispatch the ledger does not hold`);
+      continue;
+    }
+    checkEventOrder(dispatchId, list, find);
+    checkEventsAgainstRecord(dispatchId, list, view, find);
+  }
+
+  // 5. Where each dispatch ended, and the orphans.
+  const orphanEvents = new Map(events.filter((event) => event.detailType === 'Dispatch Orphaned').map((event) => [`${String(event.detail['dispatchId'])}:${String(event.detail['attempt'])}`, event]));
+  let injected = 0;
+  let detected = 0;
+  let maxTicks = 0;
+  let maxUnfaulted = 0;
+  for (const plan of observed.workload.dispatches) {
+    const view = observed.dispatches.get(plan.dispatchId)?.view;
+    if (!view) continue; // its sends are counted lost (or DLQ-only) above
+    const orphaned = orphanEvents.get(`${plan.dispatchId}:${view.attempt}`);
+    if (plan.injectedOrphan) {
+      injected += 1;
+      if (!orphaned || view.evidence.outcome !== 'orphan_no_delivery') {
+        find('missedOrphans', plan.dispatchId, `not found orphaned (outcome ${view.evidence.outcome}, event ${orphaned ? 'published' : 'none'})`);
+      } else {
+        detected += 1;
+        const lag = ticksAfterGrace(view, orphaned, observed);
+        maxTicks = Math.max(maxTicks, lag.ticks);
+        maxUnfaulted = Math.max(maxUnfaulted, lag.unfaulted);
+        if (lag.unfaulted > 1) find('missedOrphans', plan.dispatchId, `found ${lag.unfaulted} unfaulted ticks after its grace window (${lag.ticks} in all)`);
+      }
+    } else if (orphaned || view.evidence.outcome === 'orphan_no_delivery') {
+      find('falseOrphans', plan.dispatchId, `orphaned though its run uploaded every expected file (behaviour ${plan.behavior ?? 'none'})`);
+    }
+    const final = finalOf(view);
+    if (!final.settled) find('notFinal', plan.dispatchId, `still ${final.describe} (behaviour ${plan.behavior ?? 'none'})`);
+    else if (!matches(plan, view)) find('wrongFinal', plan.dispatchId, `ended ${final.describe}, expected ${JSON.stringify(plan.expected)}`);
+  }
+
+  // 6. Every poison class, and whether each came out as itself.
+  const poison: Record<string, { sent: number; asExpected: number }> = {};
+  const tally = (poisonClass: string, asExpected: boolean): void => {
+    const entry = (poison[poisonClass] ??= { sent: 0, asExpected: 0 });
+    entry.sent += 1;
+    if (asExpected) entry.asExpected += 1;
+  };
+  for (const message of observed.sent) {
+    const { send } = message;
+    if (send.rejection) tally(send.rejection, rejectionsByMessage.get(message.messageId)?.reason === send.rejection);
+    const plan = send.role === 'blocked' && send.dispatchId ? plans.get(send.dispatchId) : undefined;
+    if (plan?.expected.kind === 'blocked') {
+      const view = observed.dispatches.get(plan.dispatchId)?.view;
+      tally(plan.expected.code, view !== null && view !== undefined && matches(plan, view));
+    }
+  }
+
+  const sent = observed.sent.length;
+  return {
+    seed: observed.workload.seed,
+    sent,
+    dispatches: outcome.dispatch,
+    duplicates: outcome.duplicate,
+    blocked: outcome.blocked,
+    rejections: outcome.rejection,
+    dlqOnly: outcome.dlqOnly,
+    balanced: sent === outcome.dispatch + outcome.duplicate + outcome.blocked + outcome.rejection + outcome.dlqOnly,
+    lost: outcome.lost,
+    unexpected: count('unexpected'),
+    misrouted: count('misrouted'),
+    doubleSubmittedAttempts: count('doubleSubmittedAttempts'),
+    repeatedSubmissions,
+    statusRegressions: count('statusRegressions'),
+    eventsWithoutChange: count('eventsWithoutChange'),
+    missedOrphans: count('missedOrphans'),
+    falseOrphans: count('falseOrphans'),
+    notFinal: count('notFinal'),
+    wrongFinal: count('wrongFinal'),
+    orphans: { injected, detected, maxTicksAfterGrace: maxTicks, maxUnfaultedTicksAfterGrace: maxUnfaulted },
+    events: events.length,
+    poison,
+    faultsFired: observed.faultsFired,
+    findings,
+  };
+}
+
+type Find = (check: string, id: string, detail: string) => void;
+
+/** Per attempt, in commit order: nothing after a final run event but its evidence verdict; one of each. */
+function checkEventOrder(dispatchId: string, list: readonly LoggedEvent[], find: Find): void {
+  const ordered = [...list].sort((a, b) => String(a.detail['at']).localeCompare(String(b.detail['at'])));
+  let highestAttempt = 0;
+  const perAttempt = new Map<number, { rank: number; final?: string; verdict?: string; submitted: boolean }>();
+  for (const event of ordered) {
+    const attempt = Number(event.detail['attempt'] ?? 0);
+    const rank = RANK[event.detailType];
+    // Run Superseded speaks of the attempt it ended; Dispatch Blocked ends an attempt before any run.
+    if (event.detailType === 'Run Superseded') continue;
+    if (attempt < highestAttempt) find('statusRegressions', dispatchId, `${event.detailType} of attempt ${attempt} after attempt ${highestAttempt} began`);
+    highestAttempt = Math.max(highestAttempt, attempt);
+    const seen = perAttempt.get(attempt) ?? { rank: -1, submitted: false };
+    if (event.detailType === 'Dispatch Blocked') {
+      if (seen.submitted) find('statusRegressions', dispatchId, `Dispatch Blocked after attempt ${attempt} was submitted`);
+      perAttempt.set(attempt, seen);
+      continue;
+    }
+    if (rank === undefined) continue;
+    if (seen.rank >= 3 && rank < 3) find('statusRegressions', dispatchId, `${event.detailType} after ${seen.final ?? 'a final event'} (attempt ${attempt})`);
+    if (RUN_FINAL.has(event.detailType)) {
+      if (seen.final && seen.final !== event.detailType) find('statusRegressions', dispatchId, `${event.detailType} after ${seen.final} (attempt ${attempt})`);
+      seen.final ??= event.detailType;
+    }
+    if (rank === 4) {
+      if (seen.verdict && seen.verdict !== event.detailType) find('statusRegressions', dispatchId, `${event.detailType} after ${seen.verdict} (attempt ${attempt})`);
+      seen.verdict ??= event.detailType;
+    }
+    if (rank === 1) seen.submitted = true;
+    seen.rank = Math.max(seen.rank, rank);
+    perAttempt.set(attempt, seen);
+  }
+}
+
+/** Each published change must be one the ledger holds: the final word of each run, the verdict of the current attempt. */
+function checkEventsAgainstRecord(dispatchId: string, list: readonly LoggedEvent[], view: DispatchView, find: Find): void {
+  const runs = new Map(view.runs.map((run) => [run.attempt, run]));
+  for (const event of list) {
+    const attempt = Number(event.detail['attempt'] ?? 0);
+    if (attempt > view.attempt) {
+      find('eventsWithoutChange', dispatchId, `${event.detailType} of attempt ${attempt}; the ledger is at attempt ${view.attempt}`);
+      continue;
+    }
+    const run = runs.get(attempt);
+    if (RUN_FINAL.has(event.detailType)) {
+      const native = String(event.detail['nativeStatus'] ?? '');
+      if (!run || run.nativeStatus !== native || (NATIVE_OF[event.detailType] && NATIVE_OF[event.detailType] !== native)) {
+        find('eventsWithoutChange', dispatchId, `${event.detailType} (${native}) of attempt ${attempt}; the ledger holds ${run?.nativeStatus ?? 'no run'}`);
+      }
+    }
+    if (attempt === view.attempt) {
+      if (event.detailType === 'Dispatch Handled' && view.evidence.outcome !== 'handled') find('eventsWithoutChange', dispatchId, `Dispatch Handled; the ledger says ${view.evidence.outcome}`);
+      if (event.detailType === 'Dispatch Orphaned' && view.evidence.outcome !== 'orphan_no_delivery') find('eventsWithoutChange', dispatchId, `Dispatch Orphaned; the ledger says ${view.evidence.outcome}`);
+      if (event.detailType === 'Dispatch Blocked' && view.phase !== 'blocked') find('eventsWithoutChange', dispatchId, `Dispatch Blocked; the ledger says ${view.phase}`);
+    }
+  }
+}
+
+function finalOf(view: DispatchView): { settled: boolean; describe: string } {
+  const { execution, evidence } = view;
+  if (view.phase === 'blocked') return { settled: true, describe: `blocked (${view.blockedReason ?? ''})` };
+  if (execution.nativeStatus && TERMINAL.has(execution.nativeStatus)) {
+    return { settled: evidence.outcome !== 'pending', describe: `${execution.nativeStatus}, evidence ${evidence.outcome}` };
+  }
+  if (execution.status === 'unknown' && execution.monitorStatus) return { settled: true, describe: `unknown (${execution.monitorStatus})` };
+  return { settled: false, describe: `${view.phase}/${execution.status ?? 'no status'}${execution.monitorStatus ? ` (${execution.monitorStatus})` : ''}` };
+}
+
+function matches(plan: DispatchPlan, view: DispatchView): boolean {
+  const { expected } = plan;
+  const native = view.execution.nativeStatus;
+  switch (expected.kind) {
+    case 'blocked':
+      return view.phase === 'blocked' && (view.blockedReason ?? '').startsWith(`${expected.code}:`);
+    case 'handled':
+      return native === 'completed' && view.evidence.outcome === 'handled';
+    case 'completed_unverified':
+      return native === 'completed' && view.evidence.outcome === 'unverified';
+    case 'orphan':
+      return native === 'completed' && view.evidence.outcome === 'orphan_no_delivery';
+    case 'failed':
+      return native === 'failed';
+    case 'cancelled':
+      return native === 'cancelled';
+    case 'unknown':
+      return view.execution.status === 'unknown' && expected.monitorStatuses.includes(view.execution.monitorStatus ?? '');
+  }
+}
+
+/**
+ * How many ticks an orphan waited after its grace window: the ticks that began after the window closed
+ * and ended before the orphan was found (each one missed it), plus the tick that found it. Ticks that
+ * overlap (the census runs a second tick alongside the scheduled one) are not counted as misses while
+ * one of them is still at work. `unfaulted` leaves out the missing ticks during which a fault fired.
+ */
+function ticksAfterGrace(view: DispatchView, orphaned: LoggedEvent, observed: CensusObservations): { ticks: number; unfaulted: number } {
+  const completedAt = Date.parse(view.execution.completedAt ?? '');
+  const deadline = completedAt + observed.deliveryGraceSeconds * 1000;
+  const foundAt = Date.parse(String(orphaned.detail['at'] ?? ''));
+  const missed = observed.monitorTicks.filter((tick) => tick.start > deadline && tick.end < foundAt);
+  const unfaulted = missed.filter((tick) => !observed.faultLog.some((fault) => fault.at >= tick.start && fault.at <= tick.end));
+  return { ticks: missed.length + 1, unfaulted: unfaulted.length + 1 };
+}
