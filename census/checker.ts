@@ -180,6 +180,7 @@ export function checkCensus(observed: CensusObservations): CensusReport {
       }
       // Another content under a held id that left no rejection: the conflict was swallowed.
       if (!taken) find('unexpected', send.dispatchId ?? message.messageId, `taken from message ${held.anchorMessageId}, which the census never sent`);
+      else if (!dlq.has(message.messageId)) find('misrouted', message.messageId, `other content under ${send.dispatchId ?? ''} left no conflict rejection`);
     }
     if (dlq.has(message.messageId)) {
       outcome.dlqOnly += 1;
@@ -195,6 +196,9 @@ export function checkCensus(observed: CensusObservations): CensusReport {
   }
   for (const rejection of observed.rejections) {
     if (!sentById.has(rejection.messageId)) find('unexpected', rejection.messageId, `a rejection (${rejection.reason}) of a message the census never sent`);
+  }
+  for (const messageId of observed.dlqMessageIds) {
+    if (!sentById.has(messageId)) find('unexpected', messageId, 'a DLQ message the census never sent');
   }
 
   // 3. At most one run per attempt at the target, and none the ledger does not know of.
@@ -388,7 +392,11 @@ function finalOf(view: DispatchView): { settled: boolean; describe: string } {
   return { settled: false, describe: `${view.phase}/${execution.status ?? 'no status'}${execution.monitorStatus ? ` (${execution.monitorStatus})` : ''}` };
 }
 
-function matches(plan: DispatchPlan, view: DispatchView): boolean {
+/** What both a view and a stored state say about where a dispatch stands. */
+export type Standing = Pick<DispatchView, 'phase' | 'blockedReason' | 'execution'> & { readonly evidence: { readonly outcome: string } };
+
+/** Whether a dispatch stands where its plan says it must end. */
+export function matches(plan: DispatchPlan, view: Standing): boolean {
   const { expected } = plan;
   const native = view.execution.nativeStatus;
   switch (expected.kind) {

@@ -253,6 +253,21 @@ describe('checkCensus', () => {
     expect(report).toMatchObject({ dispatches: 2, rejections: 2, balanced: true });
   });
 
+  it('counts as unexpected a DLQ message the census never sent', () => {
+    const clean = cleanObservations();
+    const report = checkCensus({ ...clean, dlqMessageIds: ['m-stranger'] });
+    expect(failing(report)).toEqual({ unexpected: 1 });
+    expect(idsOf(report, 'unexpected')).toEqual(['m-stranger']);
+  });
+
+  it('counts a conflicting message that left no rejection as misrouted (the conflict was swallowed) and lost', () => {
+    const clean = cleanObservations();
+    const conflict: PlannedSend = { wave: 'late', role: 'conflict', rejection: 'conflict', body: 'other content', dispatchId: 'd' };
+    const report = checkCensus({ ...clean, sent: [...clean.sent, { messageId: 'm-swallowed', send: conflict }] });
+    expect(failing(report)).toEqual({ misrouted: 1, lost: 1 });
+    expect(idsOf(report, 'misrouted')).toEqual(['m-swallowed']);
+  });
+
   it('counts an attempt the target ran twice as double-submitted', () => {
     const clean = cleanObservations();
     const report = checkCensus({ ...clean, stats: { ...clean.stats, attempts: { 'd:1': { submissions: 3, runs: 2 } } } });
