@@ -35,6 +35,8 @@ export interface PlatformOptions {
     /** True: the publisher's stream batch just taken is delivered again (a lost checkpoint). */
     readonly redeliverStreamBatch?: () => boolean;
   };
+  /** Receive loops of the event log's tail (a heavy load needs several; see EventLogTail). Default 1. */
+  readonly eventLogReceivers?: number;
 }
 
 export interface RunningPlatform {
@@ -206,6 +208,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       queueUrl: resources.eventLogQueue.url,
       file: eventLog,
       onError: onError('event-log'),
+      ...(options.eventLogReceivers ? { receivers: options.eventLogReceivers } : {}),
     });
     tail.start();
     stoppers.push(() => tail.stop());

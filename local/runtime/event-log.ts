@@ -7,7 +7,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from
  * one event per line, exactly as EventBridge delivered it. Messages are deleted only after the append.
  */
 export class EventLogTail {
-  private readonly loop: PollLoop;
+  private readonly loops: PollLoop[];
 
   constructor(
     private readonly options: {
@@ -15,21 +15,27 @@ export class EventLogTail {
       readonly queueUrl: string;
       readonly file: string;
       readonly onError?: (error: unknown) => void;
+      /**
+       * Receive loops at once. moto's SQS slows down with its backlog (each call scans the queue), so a
+       * tail that falls behind a busy bus stays behind: several loops keep the backlog near zero. Lines
+       * of different loops may interleave (a standard queue promises no order anyway). Default 1.
+       */
+      readonly receivers?: number;
     },
   ) {
-    this.loop = new PollLoop((signal) => this.drainOnce(1, signal), { onError: options.onError });
+    this.loops = Array.from({ length: Math.max(1, options.receivers ?? 1) }, () => new PollLoop((signal) => this.drainOnce(1, signal), { onError: options.onError }));
   }
 
   start(): void {
-    this.loop.start();
+    for (const loop of this.loops) loop.start();
   }
 
-  stop(): Promise<void> {
-    return this.loop.stop();
+  async stop(): Promise<void> {
+    await Promise.all(this.loops.map((loop) => loop.stop()));
   }
 
   /** Moves what is waiting into the file; returns how many events were appended. */
-  async drainOnce(waitTimeSeconds = 1, signal: AbortSignal = this.loop.signal): Promise<number> {
+  async drainOnce(waitTimeSeconds = 1, signal: AbortSignal = (this.loops[0] as PollLoop).signal): Promise<number> {
     const { sqs, queueUrl, file } = this.options;
     const received = await sqs.send(
       new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: waitTimeSeconds }),
