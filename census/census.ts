@@ -100,6 +100,7 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
       POWERTOOLS_METRICS_DISABLED: 'true',
     },
     faults: { demoAgent: faults.demoAgent(), redeliverStreamBatch: faults.redeliverStreamBatch },
+    eventLogReceivers: 4,
   });
   const uninstall = installFaults(faults);
   log({ msg: 'platform up', eventLog: platform.info.eventLog, invocationLog: platform.invocationLog });
@@ -130,7 +131,7 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     };
     countWorkloadFaults(workload, faults);
 
-    const actors = startActors(platform, workload, faults, log);
+    const actors = startActors(platform, table, workload, faults, log);
     await send(workload.sends.filter((entry) => entry.wave === 'first'));
     log({ msg: 'first wave sent', messages: sent.length, seconds: (Date.now() - started) / 1000 });
     await sleep(Math.max(0, (options.lateAfterSeconds ?? 10) * 1000 - (Date.now() - started)));
@@ -141,7 +142,7 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     faults.quiesce();
     await actors.stop();
     // What the last writes publish reaches the event log a moment later.
-    await quietEventLog(platform.info.eventLog);
+    await quietEventLog(platform.info.eventLog, 300);
 
     const observed = await observe(platform, clients, table, workload);
     const report = checkCensus({
@@ -191,66 +192,58 @@ interface Actors {
 }
 
 /**
- * What the census does while the platform works: decides approvals as they are requested, forces
+ * What the census does while the platform works: decides approvals once they are requested, forces
  * redispatches of running or completing dispatches, and runs a second monitor tick alongside the
- * scheduled one. Each reads the event log the platform writes, as a consumer of the bus would.
+ * scheduled one. It watches the dispatches by key in the table, not through the event log, so its
+ * timing does not depend on how far behind the bus is.
  */
-function startActors(platform: RunningPlatform, workload: Workload, faults: CensusFaults, log: (line: Record<string, unknown>) => void): Actors {
-  const plans = new Map(workload.dispatches.map((plan) => [plan.dispatchId, plan]));
+function startActors(platform: RunningPlatform, table: LedgerTable, workload: Workload, faults: CensusFaults, log: (line: Record<string, unknown>) => void): Actors {
   const api = platform.info.apiUrl;
   const post = (path: string, body: unknown): Promise<Response> =>
     fetch(`${api}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': ORIGIN }, body: JSON.stringify(body) });
   const stop = new AbortController();
   const work: Array<Promise<unknown>> = [];
-  let offset = 0;
-  const decided = new Set<string>();
-  const redispatched = new Set<string>();
+  const toDecide = new Map(workload.dispatches.filter((plan) => plan.approval).map((plan) => [plan.dispatchId, plan]));
+  const toRedispatch = new Map(faults.enabled('forced_redispatch') ? workload.dispatches.filter((plan) => plan.redispatch).map((plan) => [plan.dispatchId, plan]) : []);
 
-  const approve = async (plan: DispatchPlan): Promise<void> => {
-    // The approval id is the target's; the view carries it once the request is recorded.
-    for (let tries = 0; tries < 20 && !stop.signal.aborted; tries += 1) {
-      const response = await fetch(`${api}/dispatches/${plan.dispatchId}`, { headers: { 'x-ledger-origin': ORIGIN } });
-      const view = (await response.json()) as DispatchView;
-      const approvalId = view.execution?.pendingApproval?.approvalId;
-      if (approvalId) {
-        const answer = await post(`/dispatches/${plan.dispatchId}/approval`, { approvalId, decision: plan.approval ?? 'approve' });
-        const text = await answer.text();
-        if (answer.ok) return;
-        log({ level: 'info', msg: 'approval not taken', dispatchId: plan.dispatchId, status: answer.status, body: text.slice(0, 300) });
-      }
-      await sleep(500);
-    }
-    log({ level: 'warn', msg: 'approval not decided', dispatchId: plan.dispatchId });
+  const approve = async (plan: DispatchPlan, approvalId: string): Promise<void> => {
+    const answer = await post(`/dispatches/${plan.dispatchId}/approval`, { approvalId, decision: plan.approval ?? 'approve' });
+    const text = await answer.text();
+    // Not taken (the target unreachable in an outage, a crash): asked again on the next pass.
+    if (answer.ok) toDecide.delete(plan.dispatchId);
+    else log({ level: 'info', msg: 'approval not taken', dispatchId: plan.dispatchId, status: answer.status, body: text.slice(0, 300) });
   };
 
   const redispatch = async (plan: DispatchPlan): Promise<void> => {
     // Racing the run: a slow run is mid-work; a quick one is completing or has just completed.
     await sleep(plan.behavior === 'slow' ? 1_000 : 0);
     const answer = await post(`/dispatches/${plan.dispatchId}/redispatch`, { reason: 'census: forced redispatch racing the run', force: true });
+    const text = await answer.text();
     if (answer.ok) faults.count('forced_redispatch', plan.dispatchId);
-    else log({ level: 'info', msg: 'redispatch refused', dispatchId: plan.dispatchId, status: answer.status });
+    else log({ level: 'info', msg: 'redispatch refused', dispatchId: plan.dispatchId, status: answer.status, body: text.slice(0, 300) });
   };
 
-  const readEvents = async (): Promise<void> => {
-    while (!stop.signal.aborted) {
-      const text = readFileSync(platform.info.eventLog, 'utf8');
-      const complete = text.lastIndexOf('\n') + 1;
-      for (const line of text.slice(offset, complete).split('\n')) {
-        if (!line) continue;
-        const event = JSON.parse(line) as { 'detail-type'?: string; detail?: { dispatchId?: string; attempt?: number } };
-        const plan = event.detail?.dispatchId ? plans.get(event.detail.dispatchId) : undefined;
-        if (!plan) continue;
-        if (event['detail-type'] === 'Approval Requested' && plan.approval && !decided.has(plan.dispatchId)) {
-          decided.add(plan.dispatchId);
-          work.push(approve(plan).catch((error: unknown) => log({ level: 'warn', msg: 'approval failed', error: String(error) })));
-        }
-        if (event['detail-type'] === 'Dispatch Submitted' && plan.redispatch && event.detail?.attempt === 1 && faults.enabled('forced_redispatch') && !redispatched.has(plan.dispatchId)) {
-          redispatched.add(plan.dispatchId);
-          work.push(redispatch(plan).catch((error: unknown) => log({ level: 'warn', msg: 'redispatch failed', error: String(error) })));
-        }
+  const watch = async (): Promise<void> => {
+    while (!stop.signal.aborted && (toDecide.size > 0 || toRedispatch.size > 0)) {
+      const passes: Array<Promise<void>> = [];
+      for (const plan of [...toDecide.values(), ...toRedispatch.values()]) {
+        passes.push(
+          (async () => {
+            const state = await table.getState(plan.dispatchId);
+            if (!state || stop.signal.aborted) return;
+            const approvalId = state.execution.pendingApproval?.approvalId;
+            if (toDecide.has(plan.dispatchId) && approvalId) await approve(plan, approvalId);
+            if (toRedispatch.has(plan.dispatchId) && state.phase === 'submitted' && state.attempt === 1) {
+              toRedispatch.delete(plan.dispatchId);
+              work.push(redispatch(plan).catch((error: unknown) => log({ level: 'warn', msg: 'redispatch failed', error: String(error) })));
+            }
+          })().catch((error: unknown) => log({ level: 'warn', msg: 'watch failed', dispatchId: plan.dispatchId, error: String(error) })),
+        );
+        // A few reads at a time: the table is shared with the platform at work.
+        if (passes.length >= 4) await Promise.all(passes.splice(0));
       }
-      offset = complete;
-      await sleep(200, undefined, { signal: stop.signal }).catch(() => undefined);
+      await Promise.all(passes);
+      await sleep(2_000, undefined, { signal: stop.signal }).catch(() => undefined);
     }
   };
 
@@ -263,7 +256,7 @@ function startActors(platform: RunningPlatform, workload: Workload, faults: Cens
     }
   };
 
-  const loops = [readEvents(), concurrentTicks()];
+  const loops = [watch(), concurrentTicks()];
   return {
     async stop() {
       stop.abort();
@@ -290,6 +283,16 @@ async function drain(
   const pending = new Set(plans.keys());
   const deadline = Date.now() + limitSeconds * 1000;
   while (Date.now() < deadline) {
+    const queue = await clients.sqs.send(
+      new GetQueueAttributesCommand({ QueueUrl: platform.info.dispatchQueueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
+    );
+    const inQueue = Number(queue.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(queue.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
+    if (inQueue > 0) {
+      // The census's own reads compete with the platform: none while the intake still has work.
+      log({ msg: 'draining', pending: pending.size, inQueue, seconds: Math.round((Date.now() - started) / 1000) });
+      await sleep(2_000);
+      continue;
+    }
     // Read by key from the table (the checker reads the views once, at the end).
     const ids = [...pending];
     const sample: string[] = [];
@@ -303,25 +306,21 @@ async function drain(
         }
       }),
     );
-    const queue = await clients.sqs.send(
-      new GetQueueAttributesCommand({ QueueUrl: platform.info.dispatchQueueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }),
-    );
-    const inQueue = Number(queue.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(queue.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
     log({ msg: 'draining', pending: pending.size, inQueue, seconds: Math.round((Date.now() - started) / 1000), sample });
-    if (pending.size === 0 && inQueue === 0) return Math.round((Date.now() - started) / 100) / 10;
-    await sleep(1_000);
+    if (pending.size === 0) return Math.round((Date.now() - started) / 100) / 10;
+    await sleep(2_000);
   }
   return null;
 }
 
-/** Waits until the event log has not grown for two seconds (at most 30). */
-async function quietEventLog(file: string): Promise<void> {
+/** Waits until the event log has not grown for five seconds (the bus has caught up), at most `limitSeconds`. */
+async function quietEventLog(file: string, limitSeconds: number): Promise<void> {
   let size = -1;
-  for (let waited = 0; waited < 30; waited += 2) {
+  for (let waited = 0; waited < limitSeconds; waited += 5) {
     const now = readFileSync(file, 'utf8').length;
     if (now === size) return;
     size = now;
-    await sleep(2_000);
+    await sleep(5_000);
   }
 }
 

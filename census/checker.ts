@@ -96,6 +96,8 @@ export interface CensusReport {
     readonly maxTicksAfterGrace: number;
     /** The same, counting only ticks during which no fault fired. */
     readonly maxUnfaultedTicksAfterGrace: number;
+    /** How many orphans were found how many ticks after their grace window (all ticks), e.g. { "1": 198, "2": 2 }. */
+    readonly ticksAfterGrace: Readonly<Record<string, number>>;
   };
   readonly events: number;
   /** Each poison class of CONTRACT §1 (rejection reasons, block codes): sent, and came out as that class. */
@@ -253,6 +255,7 @@ export function checkCensus(observed: CensusObservations): CensusReport {
   let detected = 0;
   let maxTicks = 0;
   let maxUnfaulted = 0;
+  const histogram: Record<string, number> = {};
   for (const plan of observed.workload.dispatches) {
     const view = observed.dispatches.get(plan.dispatchId)?.view;
     if (!view) continue; // its sends are counted lost (or DLQ-only) above
@@ -266,6 +269,7 @@ export function checkCensus(observed: CensusObservations): CensusReport {
         const lag = ticksAfterGrace(view, orphaned, observed);
         maxTicks = Math.max(maxTicks, lag.ticks);
         maxUnfaulted = Math.max(maxUnfaulted, lag.unfaulted);
+        histogram[String(lag.ticks)] = (histogram[String(lag.ticks)] ?? 0) + 1;
         if (lag.unfaulted > 1) find('missedOrphans', plan.dispatchId, `found ${lag.unfaulted} unfaulted ticks after its grace window (${lag.ticks} in all)`);
       }
     } else if (orphaned || view.evidence.outcome === 'orphan_no_delivery') {
@@ -314,7 +318,7 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     falseOrphans: count('falseOrphans'),
     notFinal: count('notFinal'),
     wrongFinal: count('wrongFinal'),
-    orphans: { injected, detected, maxTicksAfterGrace: maxTicks, maxUnfaultedTicksAfterGrace: maxUnfaulted },
+    orphans: { injected, detected, maxTicksAfterGrace: maxTicks, maxUnfaultedTicksAfterGrace: maxUnfaulted, ticksAfterGrace: histogram },
     events: events.length,
     poison,
     faultsFired: observed.faultsFired,

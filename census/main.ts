@@ -87,6 +87,7 @@ function table({ report, durationSeconds, drainedInSeconds }: CensusRun): string
     ['repeated same-key submissions (retries; not failures)', report.repeatedSubmissions],
     ['injected orphans detected', `${report.orphans.detected} / ${report.orphans.injected}`],
     ['most ticks after grace (all / unfaulted)', `${report.orphans.maxTicksAfterGrace} / ${report.orphans.maxUnfaultedTicksAfterGrace}`],
+    ['orphans found N ticks after grace (N: count)', Object.entries(report.orphans.ticksAfterGrace).map(([ticks, n]) => `${ticks}: ${n}`).join(', ') || 'none'],
     ['events (distinct)', report.events],
     ['drained in (s)', drainedInSeconds ?? 'not drained'],
     ['census took (s)', durationSeconds],

@@ -100,6 +100,8 @@ const SHARES: ReadonlyArray<readonly [Behavior, number]> = [
 ];
 const DUPLICATE_SHARE = 0.2;
 const POISON_SHARE = 0.01;
+/** Conflicts (another content under an id the ledger holds), on top of the poison's own. */
+const CONFLICT_SHARE = 0.0025;
 const REDISPATCH_SHARE = 0.02;
 /** The fewest of each behaviour and each poison class, so a small census still covers every kind. */
 const AT_LEAST = 3;
@@ -243,6 +245,12 @@ export function planWorkload(options: WorkloadOptions): Workload {
         sends.push({ wave: 'first', role: 'blocked', body: message(dispatchId, { target: UNREACHABLE_TARGET, task: {} }), dispatchId });
         break;
     }
+  }
+
+  // Conflicts beyond the poison's share: other content under ids the ledger already holds, sent late.
+  for (let k = 0; k < Math.max(AT_LEAST, Math.round(n * CONFLICT_SHARE)); k += 1) {
+    const original = random.pick(dispatches);
+    sends.push({ wave: 'late', role: 'conflict', rejection: 'conflict', body: message(original.dispatchId, { task: { goal: `conflicting content ${k}` } }), dispatchId: original.dispatchId });
   }
 
   function blockedPlan(dispatchId: string, code: BlockClass, behavior: Behavior | null = null): void {

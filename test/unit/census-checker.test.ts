@@ -201,7 +201,7 @@ describe('checkCensus', () => {
     expect(report.findings).toEqual([]);
     expect(report).toMatchObject({ seed: 7, sent: 4, dispatches: 1, duplicates: 1, rejections: 1, blocked: 1, dlqOnly: 0, balanced: true, repeatedSubmissions: 0 });
     expect(report.poison).toEqual({ not_json: { sent: 1, asExpected: 1 }, unknown_target: { sent: 1, asExpected: 1 } });
-    expect(report.orphans).toEqual({ injected: 0, detected: 0, maxTicksAfterGrace: 0, maxUnfaultedTicksAfterGrace: 0 });
+    expect(report.orphans).toEqual({ injected: 0, detected: 0, maxTicksAfterGrace: 0, maxUnfaultedTicksAfterGrace: 0, ticksAfterGrace: {} });
   });
 
   it('counts a send with no dispatch, rejection or DLQ entry as lost', () => {
@@ -411,14 +411,14 @@ describe('checkCensus', () => {
     expect(failing(report)).toEqual({ missedOrphans: 1 });
     expect(idsOf(report, 'missedOrphans')).toEqual(['o-late']);
     // Found, but late: detected and missed at once.
-    expect(report.orphans).toEqual({ injected: 1, detected: 1, maxTicksAfterGrace: 2, maxUnfaultedTicksAfterGrace: 2 });
+    expect(report.orphans).toEqual({ injected: 1, detected: 1, maxTicksAfterGrace: 2, maxUnfaultedTicksAfterGrace: 2, ticksAfterGrace: { '2': 1 } });
   });
 
   it('leaves out of an orphan\'s unfaulted lag the ticks during which a fault fired', () => {
     const report = checkCensus({ ...lateOrphan(), faultLog: [{ at: T0 + 5_600, kind: 'lookup_outage', subject: 'r-1' }] });
 
     expect(failing(report)).toEqual({});
-    expect(report.orphans).toEqual({ injected: 1, detected: 1, maxTicksAfterGrace: 2, maxUnfaultedTicksAfterGrace: 1 });
+    expect(report.orphans).toEqual({ injected: 1, detected: 1, maxTicksAfterGrace: 2, maxUnfaultedTicksAfterGrace: 1, ticksAfterGrace: { '2': 1 } });
   });
 
   it('counts a dispatch still running as not final, and one settled elsewhere than planned as wrong final', () => {
