@@ -135,7 +135,9 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     await send(workload.sends.filter((entry) => entry.wave === 'first'));
     log({ msg: 'first wave sent', messages: sent.length, seconds: (Date.now() - started) / 1000 });
     await sleep(Math.max(0, (options.lateAfterSeconds ?? 10) * 1000 - (Date.now() - started)));
-    await send(workload.sends.filter((entry) => entry.wave === 'late'));
+    const late = workload.sends.filter((entry) => entry.wave === 'late');
+    await heldBy(table, late.flatMap((entry) => (entry.after ? [entry.after] : [])), 300);
+    await send(late);
     log({ msg: 'late wave sent', messages: sent.length, seconds: (Date.now() - started) / 1000 });
 
     const drainedInSeconds = await drain(platform, table, workload, clients, options.drainSeconds ?? 300, started, log);
@@ -158,6 +160,16 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     uninstall();
     clients.destroy();
     await platform.stop();
+  }
+}
+
+/** Waits until the ledger holds each of `dispatchIds` (at most `limitSeconds`). */
+async function heldBy(table: LedgerTable, dispatchIds: readonly string[], limitSeconds: number): Promise<void> {
+  const waiting = new Set(dispatchIds);
+  const deadline = Date.now() + limitSeconds * 1000;
+  while (waiting.size > 0 && Date.now() < deadline) {
+    for (const dispatchId of [...waiting]) if (await table.getState(dispatchId)) waiting.delete(dispatchId);
+    if (waiting.size > 0) await sleep(2_000);
   }
 }
 

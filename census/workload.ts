@@ -66,6 +66,11 @@ export interface PlannedSend {
   readonly dispatchId: string | null;
   /** For role `rejection`/`conflict`: the reason the rejection must carry. */
   readonly rejection?: RejectionClass;
+  /**
+   * A dispatch the ledger must hold before this is sent: a child names its parent, which must be in
+   * the ledger for its hop to be derived (a child taken in first is blocked `unknown_parent`).
+   */
+  readonly after?: string;
 }
 
 export interface Workload {
@@ -233,7 +238,7 @@ export function planWorkload(options: WorkloadOptions): Workload {
         dispatches.push({ dispatchId: parentId, behavior: 'complete', expectedEvidence: [], expected: { kind: 'completed_unverified' } });
         sends.push({ wave: 'first', role: 'original', body: message(parentId, { task: { behavior: 'complete' }, maxHops: 0 }), dispatchId: parentId });
         blockedPlan(dispatchId, poisonClass);
-        sends.push({ ...late, role: 'blocked', body: message(dispatchId, { task: {}, parentDispatchId: parentId, maxHops: MAX_HOPS_DEFAULT }), dispatchId });
+        sends.push({ ...late, role: 'blocked', body: message(dispatchId, { task: {}, parentDispatchId: parentId, maxHops: MAX_HOPS_DEFAULT }), dispatchId, after: parentId });
         break;
       }
       case 'target_rejected':
