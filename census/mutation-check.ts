@@ -13,7 +13,8 @@ import { parseArgs } from 'node:util';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FILE = path.join(ROOT, 'shared/adapters/ledger-table.ts');
-const GUARD = "          ConditionExpression: 'attribute_not_exists(pk)',\n          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',\n";
+const GUARD = "          Item: messageItem(message, this.options.retentionSeconds),\n          ConditionExpression: 'attribute_not_exists(pk)',\n          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',\n";
+const BROKEN = "          Item: messageItem(message, this.options.retentionSeconds),\n";
 
 const { values } = parseArgs({ options: { dispatches: { type: 'string', default: '300' }, seed: { type: 'string', default: '1' } } });
 
@@ -31,8 +32,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 const out = mkdtempSync(path.join(tmpdir(), 'census-mutation-'));
 let printed = '';
 try {
-  writeFileSync(FILE, original.replace(GUARD, ''));
-  const run = spawnSync('npx', ['tsx', 'census/main.ts', '--dispatches', values.dispatches, '--seed', values.seed, '--min-fired', '0', '--quiet', '--out', out], {
+  writeFileSync(FILE, original.replace(GUARD, BROKEN));
+  const run = spawnSync('npx', ['tsx', 'census/main.ts', '--dispatches', values.dispatches, '--seed', values.seed, '--min-fired', '0', '--drain', '120', '--quiet', '--out', out], {
     cwd: ROOT,
     encoding: 'utf8',
     timeout: 20 * 60_000,
