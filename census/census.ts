@@ -11,7 +11,7 @@ import { isStateItemKey } from '../shared/adapters/ledger-items.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { installFaults } from '../shared/faults.js';
-import { checkCensus, matches, type CensusReport, type LoggedEvent, type ObservedDispatch, type ObservedRejection, type SentMessage } from './checker.js';
+import { checkCensus, matches, missingEvents, type CensusReport, type LoggedEvent, type ObservedDispatch, type ObservedRejection, type SentMessage } from './checker.js';
 import { CensusFaults, type FaultKind } from './faults.js';
 import { ORIGIN, planWorkload, UNREACHABLE_TARGET, type DispatchPlan, type PlannedSend, type Workload } from './workload.js';
 
@@ -140,13 +140,16 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     await send(late);
     log({ msg: 'late wave sent', messages: sent.length, seconds: (Date.now() - started) / 1000 });
 
-    const drainedInSeconds = await drain(platform, table, workload, clients, options.drainSeconds ?? 300, started, log);
+    const drainedInSeconds = await drain(platform, table, workload, clients, faults, options.drainSeconds ?? 300, started, log);
     faults.quiesce();
     await actors.stop();
-    // What the last writes publish reaches the event log a moment later.
-    await quietEventLog(platform.info.eventLog, 300);
-
     const observed = await observe(platform, clients, table, workload);
+    // What the last writes publish reaches the event log a moment later: wait until every change the
+    // final records say was published is in the log (at most two minutes), then judge.
+    for (let waited = 0; waited < 120 && missingEvents(observed.dispatches, observed.rejections, observed.events).length > 0; waited += 3) {
+      await sleep(3_000);
+      observed.events = readEventLog(platform.info.eventLog);
+    }
     const report = checkCensus({
       workload,
       sent,
@@ -284,6 +287,7 @@ async function drain(
   table: LedgerTable,
   workload: Workload,
   clients: ReturnType<typeof localClients>,
+  faults: CensusFaults,
   limitSeconds: number,
   started: number,
   log: (line: Record<string, unknown>) => void,
@@ -305,6 +309,7 @@ async function drain(
       await sleep(2_000);
       continue;
     }
+    faults.endBursts();
     // Read by key from the table (the checker reads the views once, at the end).
     const ids = [...pending];
     const sample: string[] = [];
@@ -325,15 +330,12 @@ async function drain(
   return null;
 }
 
-/** Waits until the event log has not grown for five seconds (the bus has caught up), at most `limitSeconds`. */
-async function quietEventLog(file: string, limitSeconds: number): Promise<void> {
-  let size = -1;
-  for (let waited = 0; waited < limitSeconds; waited += 5) {
-    const now = readFileSync(file, 'utf8').length;
-    if (now === size) return;
-    size = now;
-    await sleep(5_000);
-  }
+function readEventLog(file: string): LoggedEvent[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as { 'detail-type': string; detail: Record<string, unknown> })
+    .map((event) => ({ detailType: event['detail-type'], detail: event.detail }));
 }
 
 async function observe(
@@ -398,11 +400,7 @@ async function observe(
     dlqMessageIds.push(...messages.flatMap((message) => (message.MessageId ? [message.MessageId] : [])));
   }
 
-  const events = readFileSync(platform.info.eventLog, 'utf8')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line) as { 'detail-type': string; detail: Record<string, unknown> })
-    .map((event) => ({ detailType: event['detail-type'], detail: event.detail }));
+  const events = readEventLog(platform.info.eventLog);
 
   const monitorTicks = readFileSync(platform.invocationLog, 'utf8')
     .split('\n')

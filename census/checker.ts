@@ -84,6 +84,8 @@ export interface CensusReport {
   readonly repeatedSubmissions: number;
   readonly statusRegressions: number;
   readonly eventsWithoutChange: number;
+  /** Committed changes the event log never showed (the final run event, verdict, block, submission, rejection). */
+  readonly missingEvents: number;
   readonly missedOrphans: number;
   readonly falseOrphans: number;
   readonly notFinal: number;
@@ -115,6 +117,7 @@ export const MUST_BE_ZERO = [
   'doubleSubmittedAttempts',
   'statusRegressions',
   'eventsWithoutChange',
+  'missingEvents',
   'missedOrphans',
   'falseOrphans',
   'notFinal',
@@ -140,6 +143,8 @@ const RANK: Readonly<Record<string, number>> = {
   'Dispatch Orphaned': 4,
 };
 const RUN_FINAL = new Set(['Run Completed', 'Run Failed', 'Run Cancelled', 'Run Recovered']);
+/** Changes each attempt goes through at most once (deduplicated by eventId first). */
+const ONCE_PER_ATTEMPT = new Set(['Dispatch Accepted', 'Dispatch Submitted', 'Dispatch Blocked', ...RUN_FINAL, 'Dispatch Handled', 'Dispatch Orphaned']);
 const NATIVE_OF: Readonly<Record<string, string>> = { 'Run Completed': 'completed', 'Run Failed': 'failed', 'Run Cancelled': 'cancelled' };
 
 export function checkCensus(observed: CensusObservations): CensusReport {
@@ -249,8 +254,12 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     checkEventsAgainstRecord(dispatchId, list, view, find);
   }
 
+  // 4b. Every committed change that publishes, published.
+  for (const missing of missingEvents(observed.dispatches, observed.rejections, events)) find('missingEvents', missing.id, missing.detail);
+
   // 5. Where each dispatch ended, and the orphans.
   const orphanEvents = new Map(events.filter((event) => event.detailType === 'Dispatch Orphaned').map((event) => [`${String(event.detail['dispatchId'])}:${String(event.detail['attempt'])}`, event]));
+  const orphanedAnyAttempt = new Set(events.filter((event) => event.detailType === 'Dispatch Orphaned').map((event) => String(event.detail['dispatchId'])));
   let injected = 0;
   let detected = 0;
   let maxTicks = 0;
@@ -258,7 +267,12 @@ export function checkCensus(observed: CensusObservations): CensusReport {
   const histogram: Record<string, number> = {};
   for (const plan of observed.workload.dispatches) {
     const view = observed.dispatches.get(plan.dispatchId)?.view;
-    if (!view) continue; // its sends are counted lost (or DLQ-only) above
+    if (!view) {
+      // Its sends are counted lost or DLQ-only above; one the DLQ holds waits for an operator (alarmed), any other did not get where it must.
+      const inDlq = observed.sent.some((message) => message.send.dispatchId === plan.dispatchId && dlq.has(message.messageId));
+      if (!inDlq) find('notFinal', plan.dispatchId, 'the ledger holds no dispatch');
+      continue;
+    }
     const orphaned = orphanEvents.get(`${plan.dispatchId}:${view.attempt}`);
     if (plan.injectedOrphan) {
       injected += 1;
@@ -272,7 +286,7 @@ export function checkCensus(observed: CensusObservations): CensusReport {
         histogram[String(lag.ticks)] = (histogram[String(lag.ticks)] ?? 0) + 1;
         if (lag.unfaulted > 1) find('missedOrphans', plan.dispatchId, `found ${lag.unfaulted} unfaulted ticks after its grace window (${lag.ticks} in all)`);
       }
-    } else if (orphaned || view.evidence.outcome === 'orphan_no_delivery') {
+    } else if (orphanedAnyAttempt.has(plan.dispatchId) || view.evidence.outcome === 'orphan_no_delivery') {
       find('falseOrphans', plan.dispatchId, `orphaned though its run uploaded every expected file (behaviour ${plan.behavior ?? 'none'})`);
     }
     const final = finalOf(view);
@@ -314,6 +328,7 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     repeatedSubmissions,
     statusRegressions: count('statusRegressions'),
     eventsWithoutChange: count('eventsWithoutChange'),
+    missingEvents: count('missingEvents'),
     missedOrphans: count('missedOrphans'),
     falseOrphans: count('falseOrphans'),
     notFinal: count('notFinal'),
@@ -328,11 +343,44 @@ export function checkCensus(observed: CensusObservations): CensusReport {
 
 type Find = (check: string, id: string, detail: string) => void;
 
+/**
+ * The events the final record says must have been published, and are not in `events`: for the
+ * current attempt its submission, its final run event, its evidence verdict or its block; a
+ * Message Rejected for each rejection. (The census deploys with every detail-type published.)
+ */
+export function missingEvents(
+  dispatches: ReadonlyMap<string, ObservedDispatch>,
+  rejections: readonly ObservedRejection[],
+  events: readonly LoggedEvent[],
+): Array<{ readonly id: string; readonly detail: string }> {
+  const have = new Set(events.map((event) => `${String(event.detail['dispatchId'] ?? event.detail['messageId'] ?? '')}:${String(event.detail['attempt'] ?? '')}:${event.detailType}`));
+  const has = (id: string, attempt: number | '', ...types: string[]): boolean => types.some((type) => have.has(`${id}:${attempt}:${type}`));
+  const missing: Array<{ id: string; detail: string }> = [];
+  for (const [dispatchId, { view }] of dispatches) {
+    if (!view) continue;
+    const { attempt, execution, evidence } = view;
+    const need = (what: string, ...types: string[]): void => {
+      if (!has(dispatchId, attempt, ...types)) missing.push({ id: dispatchId, detail: `no ${what} event for attempt ${attempt}` });
+    };
+    if (view.phase === 'blocked') need('Dispatch Blocked', 'Dispatch Blocked');
+    if (view.runId) need('Dispatch Submitted', 'Dispatch Submitted');
+    if (execution.nativeStatus && TERMINAL.has(execution.nativeStatus)) need('final run', ...RUN_FINAL);
+    if (evidence.outcome === 'handled') need('Dispatch Handled', 'Dispatch Handled');
+    if (evidence.outcome === 'orphan_no_delivery') need('Dispatch Orphaned', 'Dispatch Orphaned');
+  }
+  const rejected = new Set(events.filter((event) => event.detailType === 'Message Rejected').map((event) => String(event.detail['messageId'] ?? '')));
+  for (const rejection of rejections) if (!rejected.has(rejection.messageId)) missing.push({ id: rejection.messageId, detail: `no Message Rejected (${rejection.reason})` });
+  return missing;
+}
+
 /** Per attempt, in commit order: nothing after a final run event but its evidence verdict; one of each. */
 function checkEventOrder(dispatchId: string, list: readonly LoggedEvent[], find: Find): void {
-  const ordered = [...list].sort((a, b) => String(a.detail['at']).localeCompare(String(b.detail['at'])));
+  // One write can publish several events with one `at` (a resubmission that finds the run already
+  // completed: Submitted and Completed together); among those, the order the state machine gives.
+  const ordered = [...list].sort((a, b) => String(a.detail['at']).localeCompare(String(b.detail['at'])) || (RANK[a.detailType] ?? 0) - (RANK[b.detailType] ?? 0));
   let highestAttempt = 0;
   const perAttempt = new Map<number, { rank: number; final?: string; verdict?: string; submitted: boolean }>();
+  const once = new Set<string>();
   for (const event of ordered) {
     const attempt = Number(event.detail['attempt'] ?? 0);
     const rank = RANK[event.detailType];
@@ -341,6 +389,12 @@ function checkEventOrder(dispatchId: string, list: readonly LoggedEvent[], find:
     if (attempt < highestAttempt) find('statusRegressions', dispatchId, `${event.detailType} of attempt ${attempt} after attempt ${highestAttempt} began`);
     highestAttempt = Math.max(highestAttempt, attempt);
     const seen = perAttempt.get(attempt) ?? { rank: -1, submitted: false };
+    // A change that happens once per attempt, published under a second id, is a state that left and came back.
+    if (ONCE_PER_ATTEMPT.has(event.detailType)) {
+      const key = `${attempt}:${event.detailType}`;
+      if (once.has(key)) find('statusRegressions', dispatchId, `a second ${event.detailType} for attempt ${attempt}`);
+      once.add(key);
+    }
     if (event.detailType === 'Dispatch Blocked') {
       if (seen.submitted) find('statusRegressions', dispatchId, `Dispatch Blocked after attempt ${attempt} was submitted`);
       perAttempt.set(attempt, seen);
