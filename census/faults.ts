@@ -64,6 +64,7 @@ export class CensusFaults implements FaultInjector {
   /** When each fault fired: a monitor tick during which one fired is a faulted tick. */
   readonly log: FaultLogEntry[] = [];
   #active = true;
+  #burstsOver = false;
 
   constructor(enabled: Iterable<FaultKind>, seed: number, readonly hangMs: number) {
     this.#enabled = new Set(enabled);
@@ -77,6 +78,14 @@ export class CensusFaults implements FaultInjector {
   /** Stops every fault (the drain's end: what is left must settle on its own). */
   quiesce(): void {
     this.#active = false;
+  }
+
+  /**
+   * Ends the target's bursts (5xx, lookup outages) for good: once the intake is done, the few calls
+   * left belong to a few dispatches, and a burst would be all of one dispatch's retries or lookups.
+   */
+  endBursts(): void {
+    this.#burstsOver = true;
   }
 
   /** Counts a fault the census itself performed. */
@@ -130,7 +139,7 @@ export class CensusFaults implements FaultInjector {
 
   /** A burst: once started, every call fails until it ends; each failed call counts as one firing. */
   #burst(kind: FaultKind, rates: { readonly start: number; readonly end: number }, subject: string): boolean {
-    if (!this.enabled(kind)) {
+    if (!this.enabled(kind) || this.#burstsOver) {
       this.#bursts.set(kind, false);
       return false;
     }

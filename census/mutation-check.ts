@@ -40,12 +40,15 @@ try {
   });
   printed = run.stdout;
   process.stdout.write(`guard taken out: the accepted message's condition (shared/adapters/ledger-table.ts putAcceptedMessage)\n\n${printed}\n`);
-  const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8')) as { failures: string[] };
-  if (report.failures.length === 0) {
+  const report = JSON.parse(readFileSync(path.join(out, 'report.json'), 'utf8')) as { failures: string[] } & Record<string, unknown>;
+  // The guard keeps one message per dispatchId: without it the census must see the record stop being
+  // true (a message lost, misrouted or run twice), not merely a slow drain.
+  const caught = ['lost', 'misrouted', 'unexpected', 'doubleSubmittedAttempts'].filter((key) => Number(report[key] ?? 0) > 0);
+  if (caught.length === 0) {
     process.stdout.write('\nThe census did NOT notice the missing guard.\n');
     process.exitCode = 1;
   } else {
-    process.stdout.write(`\nThe census noticed: ${report.failures.join('; ')}\n`);
+    process.stdout.write(`\nThe census noticed (${caught.join(', ')}): ${report.failures.join('; ')}\n`);
   }
 } finally {
   restore();

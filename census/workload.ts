@@ -217,7 +217,7 @@ export function planWorkload(options: WorkloadOptions): Workload {
       case 'conflict': {
         // Another content under an id the ledger already holds: the original stands untouched.
         const original = random.pick(dispatches);
-        sends.push({ ...late, role: 'conflict', rejection: 'conflict', body: message(original.dispatchId, { task: { goal: `conflicting ${k}` } }), dispatchId: original.dispatchId });
+        sends.push({ ...late, role: 'conflict', rejection: 'conflict', body: message(original.dispatchId, { task: { goal: `conflicting ${k}` } }), dispatchId: original.dispatchId, after: original.dispatchId });
         break;
       }
       case 'invalid_fields':
@@ -255,7 +255,7 @@ export function planWorkload(options: WorkloadOptions): Workload {
   // Conflicts beyond the poison's share: other content under ids the ledger already holds, sent late.
   for (let k = 0; k < Math.max(AT_LEAST, Math.round(n * CONFLICT_SHARE)); k += 1) {
     const original = random.pick(dispatches);
-    sends.push({ wave: 'late', role: 'conflict', rejection: 'conflict', body: message(original.dispatchId, { task: { goal: `conflicting content ${k}` } }), dispatchId: original.dispatchId });
+    sends.push({ wave: 'late', role: 'conflict', rejection: 'conflict', body: message(original.dispatchId, { task: { goal: `conflicting content ${k}` } }), dispatchId: original.dispatchId, after: original.dispatchId });
   }
 
   function blockedPlan(dispatchId: string, code: BlockClass, behavior: Behavior | null = null): void {
