@@ -130,9 +130,9 @@ export class StreamEventSource {
     const batch = cursor.pending.slice(0, batchSize);
     const failedFrom = await this.invoke(batch);
     if (failedFrom === undefined) {
+      cursor.attempts = 0;
       if (this.options.redeliverBatch?.()) return batch.length;
       cursor.pending.splice(0, batch.length);
-      cursor.attempts = 0;
       return batch.length;
     }
     // Checkpoint everything before the first failure; retry from there.

@@ -36,7 +36,8 @@ export interface TickReport {
  * write (a tick may run for a while), never the tick's start.
  */
 export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
-  const due = await deps.store.listDue(deps.now(), deps.limitPerShard);
+  const tickStart = deps.now();
+  const due = await deps.store.listDue(tickStart, deps.limitPerShard);
   const actions: Record<string, { action: MonitorAction; target: string | null; error?: string }> = {};
   const queue = [...due];
   const worker = async (): Promise<void> => {
@@ -50,7 +51,8 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
         // Out of the way, so a record that always throws cannot hold the head of its shard: a record
         // that fails decoding for a while, anything else for about a tick.
         const seconds = error instanceof CorruptItemError ? FAILED_RETRY_SECONDS : (deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS);
-        await deps.store.deferDue(entry, new Date(deps.now().getTime() + seconds * 1000)).catch(() => undefined);
+        // From the tick's start: one period later is the next tick, however long this one has run.
+        await deps.store.deferDue(entry, new Date(tickStart.getTime() + seconds * 1000)).catch(() => undefined);
       }
     }
   };
