@@ -21,21 +21,24 @@ export interface MotoEngine extends SpawnedEngine {
 const LAUNCHER = [
   // PROCESS_MARKERS finds moto by this text in its command line.
   '# moto_server, with a jsonpath cache (dispatch-ledger)',
-  'import functools, sys',
-  'import jsonpath_ng.ext as ext',
-  'ext.parse = functools.lru_cache(maxsize=1024)(ext.parse)',
-  'import time, moto.sqs.models as sqs',
-  'slow_millis = sqs.unix_time_millis',
-  'sqs.unix_time_millis = lambda dt=None: time.time() * 1000.0 if dt is None else slow_millis(dt)',
+  'import functools, sys, time',
+  'try:',
+  '    import jsonpath_ng.ext as ext',
+  '    ext.parse = functools.lru_cache(maxsize=1024)(ext.parse)',
+  '    import moto.sqs.models as sqs',
+  '    slow_millis = sqs.unix_time_millis',
+  '    sqs.unix_time_millis = lambda dt=None: time.time() * 1000.0 if dt is None else slow_millis(dt)',
+  'except (ImportError, AttributeError) as error:',
+  "    print(f'moto launcher: running without its speed-ups ({error})', file=sys.stderr)",
   'from moto.server import main',
   'main(sys.argv[1:])',
 ].join('\n');
 
-/** The Python that has moto and jsonpath_ng, to run the launcher with; undefined when there is none. */
+/** The Python that has moto (found without importing it: that takes a second); undefined when there is none. */
 function launcherPython(): string | undefined {
+  const probe = "import importlib.util as u, sys; sys.exit(0 if u.find_spec('moto') and u.find_spec('jsonpath_ng') else 1)";
   for (const python of ['python3', 'python']) {
-    const probe = spawnSync(python, ['-c', 'import moto.server, moto.sqs.models, jsonpath_ng.ext; moto.sqs.models.unix_time_millis'], { stdio: 'ignore', timeout: 30_000 });
-    if (probe.status === 0) return python;
+    if (spawnSync(python, ['-c', probe], { stdio: 'ignore', timeout: 30_000 }).status === 0) return python;
   }
   return undefined;
 }
