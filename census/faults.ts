@@ -32,9 +32,9 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** Per-call probabilities of the faults decided per call. Bursts: the chance to start one, then to end it. */
 export const DEFAULT_RATES = {
-  'intake.after_claim': 0.01,
-  'submit.after_target_accepted': 0.01,
-  'intake.before_ack': 0.01,
+  'intake.after_claim': 0.005,
+  'submit.after_target_accepted': 0.005,
+  'intake.before_ack': 0.005,
   'publisher.before_checkpoint': 0.1,
   'monitor.after_lookup': 0.03,
   dynamodb_throttle: 0.002,

@@ -55,6 +55,16 @@ export function installFaults(injector: FaultInjector): () => void {
   };
 }
 
+/**
+ * Whether `error` is an injected crash: a handler that catches errors per item (a batch processor)
+ * rethrows it so the whole invocation ends unfinished, as a process that died would. Always false in
+ * the deployed bundles.
+ */
+export function isInjectedCrash(error: unknown): boolean {
+  // One expression, so the deployed define folds it to `false` and drops the class with it.
+  return typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE === 'undefined' && error instanceof InjectedCrash;
+}
+
 /** A step boundary: throws `InjectedCrash` when the installed injector says so, else nothing. */
 export function crashPoint(point: CrashPoint, subject: string): void {
   if (typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE !== 'undefined') return;

@@ -1,6 +1,6 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { countForTarget } from '../../shared/adapters/metrics.js';
-import { crashPoint } from '../../shared/faults.js';
+import { crashPoint, isInjectedCrash } from '../../shared/faults.js';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { DispatchInProgressError, REDRIVEN_FOR, takeDispatchMessage, type IntakeResult } from '../../shared/intake/intake.js';
 import { intakeDeps, logger, metrics } from './deps.js';
@@ -18,7 +18,7 @@ function count(result: IntakeResult): void {
  * A record whose processing throws is reported back alone (partial batch failure) and redelivered by
  * SQS; after the queue's maxReceiveCount it lands in the DLQ, which alarms.
  */
-async function recordHandler(record: SQSRecord): Promise<void> {
+async function recordHandler(record: SQSRecord, invocation: { crashed: boolean }): Promise<void> {
   try {
     const result = await takeDispatchMessage(intakeDeps, {
       messageId: record.messageId,
@@ -30,6 +30,7 @@ async function recordHandler(record: SQSRecord): Promise<void> {
     count(result);
     crashPoint('intake.before_ack', result.dispatchId ?? record.messageId);
   } catch (error) {
+    if (isInjectedCrash(error)) invocation.crashed = true;
     if (error instanceof DispatchInProgressError) {
       logger.info('duplicate delivery while the first is in progress; retried later', { messageId: record.messageId, dispatchId: error.dispatchId });
     } else {
@@ -39,5 +40,11 @@ async function recordHandler(record: SQSRecord): Promise<void> {
   }
 }
 
-export const handler = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> =>
-  processPartialResponse(event, recordHandler, processor, { context });
+export const handler = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => {
+  const invocation = { crashed: false };
+  const response = await processPartialResponse(event, (record: SQSRecord) => recordHandler(record, invocation), processor, { context });
+  // The census's crash (compiled out of the deployed bundle): the process died, so nothing of this
+  // batch is acknowledged and every record comes back — the ones already taken in included.
+  if (invocation.crashed) throw new Error('the invocation crashed (injected)');
+  return response;
+};
