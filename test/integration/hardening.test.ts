@@ -699,4 +699,19 @@ describe('census findings', () => {
     expect(report.actions[sent.dispatchId]?.action).toBe('failed');
     expect((await stateOf(sent.dispatchId)).dueAt).toBe(new Date(clock.getTime() + 2000).toISOString());
   });
+  it('counts that period from the tick\'s start, so a long tick still retries on the next one, not the one after', async () => {
+    const sent = message();
+    target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
+    await send(sent);
+    target.answer = new ScriptedTarget().answer;
+    const tickStart = new Date(Date.parse((await stateOf(sent.dispatchId)).dueAt ?? '') + 1000);
+    // Each read of the clock is 700 ms later: the tick runs for a while before its failure is deferred.
+    let reads = 0;
+    const slowClock = () => new Date(tickStart.getTime() + 700 * reads++);
+    const failing = overriding<LedgerTable>(table, { commit: () => Promise.reject(new Error('the table timed out')) });
+    const report = await monitorTick({ ...monitorDeps(), store: failing, now: slowClock, periodSeconds: 2 });
+    expect(report.actions[sent.dispatchId]?.action).toBe('failed');
+    expect(reads).toBeGreaterThan(1);
+    expect((await stateOf(sent.dispatchId)).dueAt).toBe(new Date(tickStart.getTime() + 2000).toISOString());
+  });
 });
