@@ -110,6 +110,37 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
     expect(await poller.pollOnce()).toBe(1);
     expect(delivered).toEqual(['after']);
   });
+
+  it('delivers a batch again when its checkpoint is lost (census fault), and a success between failures resets the retry count', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 2);
+    const discarded: Array<{ records: readonly DynamoDBRecord[] }> = [];
+    // fail, fail, succeed but lose the checkpoint, fail, succeed: with maxRetryAttempts 2 the count
+    // must start again after the success, or the third failure discards a batch that was taken.
+    const script = ['fail', 'fail', 'ok', 'fail', 'ok'];
+    let calls = 0;
+    let redeliveries = 0;
+    const poller = new StreamEventSource({
+      functionName: 'publisher',
+      handler: async () => {
+        const step = script[calls];
+        calls += 1;
+        if (step === 'fail') throw new Error('publisher down');
+      },
+      streams: clients.streams,
+      streamArn,
+      region: 'us-east-1',
+      batchSize: 10,
+      maxRetryAttempts: 2,
+      onDiscard: (batch) => discarded.push(batch),
+      redeliverBatch: () => redeliveries++ === 0,
+    });
+
+    for (let poll = 0; poll < 6; poll += 1) await poller.pollOnce();
+
+    expect(calls).toBe(5);
+    expect(discarded).toEqual([]);
+  });
 });
 
 describe('class 6 — nothing forgotten, nothing unbounded: two stream functions on one table (publisher and retention)', () => {
