@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as pause } from 'node:timers/promises';
 import { z } from 'zod';
 import { CallbackClient } from './callbacks.js';
+import { largeResultBody } from './large-result.js';
 import {
   ApprovalDecisionSchema,
   SubmissionSchema,
@@ -17,6 +18,7 @@ import {
   type Log,
   type Plan,
   type RunEvent,
+  type RunResult,
   type RunStatus,
   type RunView,
 } from './model.js';
@@ -74,7 +76,7 @@ interface Run {
   /** Aborted when the run ends early (cancel) or the agent stops: its pending steps never run. */
   readonly work: AbortController;
   status: RunStatus;
-  result?: { readonly summary: string };
+  result?: RunResult;
   evidence?: readonly string[];
   pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
   decided?: ApprovalDecision;
@@ -300,6 +302,9 @@ export class DemoAgentEngine {
       case 'lose_callback':
         await this.#begin(run);
         return this.#finishWork(run, { upload: true, report: false });
+      case 'large_result':
+        await this.#begin(run);
+        return this.#finishWork(run, { upload: true, report: true, resultBytes: plan.resultBytes });
       case 'stall':
         await this.#begin(run);
         if (plan.resumeAfterSeconds === undefined) return;
@@ -347,8 +352,11 @@ export class DemoAgentEngine {
     await this.#heartbeat(run);
   }
 
-  /** Uploads the expected evidence (unless told not to), then completes, reporting it (unless told not to). */
-  async #finishWork(run: Run, how: { readonly upload: boolean; readonly report: boolean }): Promise<void> {
+  /**
+   * Uploads the expected evidence (unless told not to), then completes, reporting it (unless told not
+   * to); with `resultBytes`, the result carries a body of that size, in the event and in the lookup alike.
+   */
+  async #finishWork(run: Run, how: { readonly upload: boolean; readonly report: boolean; readonly resultBytes?: number }): Promise<void> {
     if (how.upload) {
       for (const ref of run.expectedEvidence) {
         await this.#step(run);
@@ -359,7 +367,10 @@ export class DemoAgentEngine {
     }
     await this.#step(run);
     if (!this.#move(run, 'completed')) return;
-    run.result = { summary: summarise('Completed', run.goal) };
+    run.result =
+      how.resultBytes === undefined
+        ? { summary: summarise('Completed', run.goal) }
+        : { summary: summarise(`Completed with a ${how.resultBytes}-byte result`, run.goal), body: largeResultBody(run.dispatchId, how.resultBytes) };
     run.evidence = [...run.expectedEvidence];
     if (how.report) await this.#emit(run, { type: 'completed', result: run.result, evidence: run.evidence });
   }

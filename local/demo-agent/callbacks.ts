@@ -1,4 +1,5 @@
-import type { Log, RunEvent } from './model.js';
+import { setTimeout as pause } from 'node:timers/promises';
+import type { Log, RunEvent, RunEventType } from './model.js';
 
 /**
  * The demo agent's calls back into the ledger API (CONTRACT §8): run events and evidence uploads.
@@ -18,6 +19,14 @@ const MAX_TRIES = 5;
 const NOT_YET_RECORDED_MS = 5 * 60_000;
 /** The longest pause between two of those tries. */
 const NOT_YET_RECORDED_PAUSE_MS = 2_000;
+/**
+ * How long a run's final event the ledger answers 5xx is retried. The ledger answers 5xx, and records
+ * nothing, when it cannot store the result's body (CONTRACT §10): the target is to retry, and the
+ * final event is the one that carries the result. Two minutes rides out a blob store's hiccup; after
+ * that the ledger's own lookup (which shows the same result) is the way back.
+ */
+const FINAL_EVENT_SERVER_ERROR_MS = 2 * 60_000;
+const FINAL_EVENTS: ReadonlySet<RunEventType> = new Set<RunEventType>(['completed', 'failed', 'cancelled']);
 
 function base(callbackUrl: string): string {
   return callbackUrl.replace(/\/+$/, '');
@@ -55,6 +64,14 @@ export interface CallbackClientOptions {
   readonly maxTries?: number;
   /** How long `not_yet_recorded` is retried (on top of the tries). @default 5 minutes */
   readonly notYetRecordedMs?: number;
+  /** How long a 5xx answer to a final event (completed, failed, cancelled) is retried (on top of the tries). @default 2 minutes */
+  readonly finalEventServerErrorMs?: number;
+}
+
+/** How long, beyond its tries, one callback keeps retrying the answers that mean "not yet". */
+interface Patience {
+  readonly notYetRecordedMs: number;
+  readonly serverErrorMs: number;
 }
 
 export class CallbackClient {
@@ -63,21 +80,24 @@ export class CallbackClient {
   readonly #timeoutMs: number;
   readonly #maxTries: number;
   readonly #notYetRecordedMs: number;
+  readonly #finalEventServerErrorMs: number;
 
   constructor(options: CallbackClientOptions) {
     this.#maxTries = options.maxTries ?? MAX_TRIES;
     this.#notYetRecordedMs = options.notYetRecordedMs ?? NOT_YET_RECORDED_MS;
+    this.#finalEventServerErrorMs = options.finalEventServerErrorMs ?? FINAL_EVENT_SERVER_ERROR_MS;
     this.#log = options.log;
     this.#stopSignal = options.stopSignal;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
 
-  /** Posts one run event; `true` when the ledger answered 2xx. */
+  /** Posts one run event; `true` when the ledger answered 2xx. A final event also rides out 5xx answers for a while. */
   postEvent(callbackUrl: string, runId: string, event: RunEvent): Promise<boolean> {
     return this.#send(
       { kind: 'event', runId, dispatchId: event.dispatchId, seq: event.seq, type: event.type },
       eventsUrl(callbackUrl, runId),
       { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(event) },
+      { notYetRecordedMs: this.#notYetRecordedMs, serverErrorMs: FINAL_EVENTS.has(event.type) ? this.#finalEventServerErrorMs : 0 },
     );
   }
 
@@ -87,33 +107,41 @@ export class CallbackClient {
       { kind: 'evidence', runId, dispatchId, ref },
       evidenceUrl(callbackUrl, dispatchId, ref, runId),
       { method: 'PUT', headers: { 'content-type': 'text/plain; charset=utf-8' }, body: content },
+      { notYetRecordedMs: this.#notYetRecordedMs, serverErrorMs: 0 },
     );
   }
 
   /**
    * Sends one callback, retrying what may succeed later — 429, 5xx, another 409, or no answer — a few
-   * times with backoff, as a real target should; and a 409 `not_yet_recorded` (the ledger has not
-   * recorded the run yet: its state is written after our submission answer, or after a crashed
-   * delivery of the dispatch comes back) for as long as that can take, so no evidence is lost to it.
+   * times with backoff, as a real target should; and, for as long as `patience` says, a 409
+   * `not_yet_recorded` (the ledger has not recorded the run yet: its state is written after our
+   * submission answer, or after a crashed delivery of the dispatch comes back), so no evidence is lost
+   * to it, and a 5xx to a final event (the ledger could not store its result and recorded nothing).
    */
-  async #send(context: Record<string, unknown>, url: string, init: RequestInit): Promise<boolean> {
-    const notYetUntil = Date.now() + this.#notYetRecordedMs;
+  async #send(context: Record<string, unknown>, url: string, init: RequestInit, patience: Patience): Promise<boolean> {
+    const started = Date.now();
     let waits = 0;
     for (let attempt = 1; ; ) {
       const answer = await this.#sendOnce(context, url, init);
       if (answer.kind === 'delivered') return true;
       if (this.#stopSignal.aborted) return false;
-      // Waiting for the ledger to record the run does not use up the tries.
-      const waiting = answer.kind === 'not_yet_recorded' && Date.now() < notYetUntil;
+      // Waiting for the ledger to record the run, or to store the result, does not use up the tries.
+      const elapsed = Date.now() - started;
+      const waiting =
+        (answer.kind === 'not_yet_recorded' && elapsed < patience.notYetRecordedMs) ||
+        (answer.kind === 'server_error' && elapsed < patience.serverErrorMs);
       if (answer.kind === 'refused' || (!waiting && attempt >= this.#maxTries)) {
         this.#log({ level: 'warn', msg: answer.kind === 'failed' ? 'callback_failed' : 'callback_rejected', ...context, url, ...answer.detail });
         return false;
       }
       if (!waiting) attempt += 1;
       waits += 1;
-      const pause = waiting ? Math.min(NOT_YET_RECORDED_PAUSE_MS, 100 * 2 ** Math.min(waits - 1, 10)) : 100 * 2 ** (attempt - 2);
-      await new Promise((resolve) => setTimeout(resolve, pause));
-      if (this.#stopSignal.aborted) return false;
+      const ms = waiting ? Math.min(NOT_YET_RECORDED_PAUSE_MS, 100 * 2 ** Math.min(waits - 1, 10)) : 100 * 2 ** (attempt - 2);
+      try {
+        await pause(ms, undefined, { signal: this.#stopSignal });
+      } catch {
+        return false; // the agent is stopping: in-flight callbacks end quietly
+      }
     }
   }
 
@@ -121,7 +149,7 @@ export class CallbackClient {
     context: Record<string, unknown>,
     url: string,
     init: RequestInit,
-  ): Promise<{ readonly kind: 'delivered' | 'refused' | 'retry' | 'not_yet_recorded' | 'failed'; readonly detail?: Record<string, unknown> }> {
+  ): Promise<{ readonly kind: 'delivered' | 'refused' | 'retry' | 'server_error' | 'not_yet_recorded' | 'failed'; readonly detail?: Record<string, unknown> }> {
     if (this.#stopSignal.aborted) return { kind: 'refused', detail: { reason: 'agent stopping' } };
     try {
       const response = await fetch(url, {
@@ -136,7 +164,8 @@ export class CallbackClient {
       }
       const detail = { status: response.status, body: text.slice(0, PREVIEW_CHARS) };
       if (response.status === 409 && errorCode(text) === 'not_yet_recorded') return { kind: 'not_yet_recorded', detail };
-      const retryable = response.status === 409 || response.status === 429 || response.status >= 500;
+      if (response.status >= 500) return { kind: 'server_error', detail };
+      const retryable = response.status === 409 || response.status === 429;
       return { kind: retryable ? 'retry' : 'refused', detail };
     } catch (error) {
       return { kind: 'failed', detail: { error: describeError(error) } };

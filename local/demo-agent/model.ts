@@ -49,6 +49,7 @@ export const BEHAVIORS = [
   'slow',
   'reject',
   'flaky_submit',
+  'large_result',
 ] as const;
 export type Behavior = (typeof BEHAVIORS)[number];
 
@@ -75,11 +76,18 @@ export type Submission = z.infer<typeof SubmissionSchema>;
 const StallParamsSchema = z.object({ resumeAfterSeconds: taskSeconds.optional() });
 const SlowParamsSchema = z.object({ seconds: taskSeconds.default(3) });
 
+/** `large_result`: how big its `result.body` is by default, and the bounds a task's `resultBytes` is clamped to. */
+export const DEFAULT_RESULT_BYTES = 20_000;
+/** Under the ledger's 256 KB limit on `result.body` (CONTRACT §2), with room for the rest of the event. */
+export const MAX_RESULT_BYTES = 250_000;
+const LargeResultParamsSchema = z.object({ resultBytes: z.number().default(DEFAULT_RESULT_BYTES) });
+
 /** What a run does, resolved once at submission so a run never re-reads its task. */
 export type Plan =
   | { readonly behavior: 'stall'; readonly resumeAfterSeconds?: number }
   | { readonly behavior: 'slow'; readonly seconds: number }
-  | { readonly behavior: Exclude<Behavior, 'stall' | 'slow'> };
+  | { readonly behavior: 'large_result'; readonly resultBytes: number }
+  | { readonly behavior: Exclude<Behavior, 'stall' | 'slow' | 'large_result'> };
 
 export type PlanOutcome =
   | { readonly kind: 'plan'; readonly plan: Plan }
@@ -116,6 +124,12 @@ export function planFor(task: Readonly<Record<string, unknown>>): PlanOutcome {
     if (!params.success) return invalidTask(behavior, params.error);
     return { kind: 'plan', plan: { behavior, seconds: params.data.seconds } };
   }
+  if (behavior === 'large_result') {
+    const params = LargeResultParamsSchema.safeParse(task);
+    if (!params.success) return invalidTask(behavior, params.error);
+    const resultBytes = Math.min(MAX_RESULT_BYTES, Math.max(1, Math.round(params.data.resultBytes)));
+    return { kind: 'plan', plan: { behavior, resultBytes } };
+  }
   return { kind: 'plan', plan: { behavior } };
 }
 
@@ -137,12 +151,21 @@ export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
 
 /** A run event as posted to `{callbackUrl}/runs/{runId}/events` (CONTRACT §2). */
 export type RunEventType = 'heartbeat' | 'progress' | 'approval_requested' | 'completed' | 'failed' | 'cancelled';
+/**
+ * What a run reports as its result: a bounded summary, and (v2, CONTRACT §2, §10) any JSON `body` of at
+ * most 256 KB, which the ledger keeps for the origin's inbox.
+ */
+export interface RunResult {
+  readonly summary: string;
+  readonly body?: Readonly<Record<string, unknown>>;
+}
+
 export interface RunEvent {
   readonly dispatchId: string;
   readonly seq: number;
   readonly type: RunEventType;
   readonly approvalId?: string;
-  readonly result?: { readonly summary: string };
+  readonly result?: RunResult;
   readonly evidence?: readonly string[];
 }
 
@@ -150,7 +173,7 @@ export interface RunEvent {
 export interface RunView {
   readonly runId: string;
   readonly status: RunStatus;
-  readonly result?: { readonly summary: string };
+  readonly result?: RunResult;
   readonly evidence?: readonly string[];
   readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
 }
