@@ -5,6 +5,7 @@ import { runDemo } from '../local/demo.js';
 import { MissingToolError } from '../local/engines/index.js';
 import { attention, check, send, status } from './dispatch.js';
 import { events } from './events.js';
+import { inbox } from './inbox.js';
 import { receipt } from './receipt.js';
 import { dlq, registry, stream, UsageError } from './operations.js';
 import { approve, redispatch, rejections } from './lifecycle.js';
@@ -26,6 +27,12 @@ const USAGE = `usage:
   ledger rejections [--limit N] [--json]                 unreadable and conflicting messages, newest first
   ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]
   ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]
+  ledger inbox claim [--mode inject|after_turn] [--max N] [--lease-seconds S] [--wait-seconds S] [--result-id ID]… [--origin O] [--json]
+                                                         take the origin's waiting results under a lease (default after_turn)
+  ledger inbox ack|release <resultId> --token T [--reason R]   delivered (owner delivery confirmed) | back to pending
+  ledger inbox renew <resultId> --token T --lease-seconds S    extend the lease
+  ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N]   results by state, oldest first
+  ledger inbox body <resultId>                           the whole body of a result whose claim carried a preview
   ledger dlq redrive [--dlq-url U --queue-url U [--table T [--registry FILE]]] [--limit N] [--json]
                                                          move DLQ messages back to the dispatch queue (idempotent);
                                                          --table: tell an operator's earlier redrive from a sender's claim
@@ -171,6 +178,7 @@ async function main(argv: string[]): Promise<number> {
   if (group === 'rejections') return rejections(rest1, say);
   if (group === 'approve') return approve(rest1, say);
   if (group === 'redispatch') return redispatch(rest1, say);
+  if (group === 'inbox') return inbox(rest1, say);
   if (group === 'dlq') return dlq([command ?? '', ...rest], say);
   if (group === 'stream') return stream([command ?? '', ...rest], say);
   if (group === 'registry') return registry([command ?? '', ...rest], say);
