@@ -318,7 +318,7 @@ export function describeChange(command: InboxCommand, answer: unknown): string {
       return (
         shown`released: ${command.resultId} → ${text(state ?? 'pending')}` +
         (body['deliveryAttempts'] !== undefined ? shown` (delivery attempts ${text(body['deliveryAttempts'])})` : '') +
-        (state === 'dropped' ? shown`; dropped: ${text(body['dropReason'] ?? body['reason'] ?? 'attempts')}` : '')
+        (state === 'dropped' ? shown`; dropped: ${text(body['droppedReason'] ?? 'attempts')}` : '')
       );
     case 'renew':
       return shown`renewed: ${command.resultId}, lease until ${text(body['leaseExpiresAt'])}`;

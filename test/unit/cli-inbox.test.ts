@@ -184,7 +184,7 @@ describe('describeList and describeChange', () => {
   it('prints one line per ack, release and renew', () => {
     expect(describeChange(parseInbox(['ack', 'res-1', '--token', 't']), { state: 'delivered' })).toBe('acked: res-1 → delivered (owner delivery confirmed, basis origin_ack)');
     expect(describeChange(parseInbox(['release', 'res-1', '--token', 't']), { state: 'pending', deliveryAttempts: 1 })).toBe('released: res-1 → pending (delivery attempts 1)');
-    expect(describeChange(parseInbox(['release', 'res-1', '--token', 't']), { state: 'dropped', deliveryAttempts: 5, reason: 'attempts' })).toBe(
+    expect(describeChange(parseInbox(['release', 'res-1', '--token', 't']), { state: 'dropped', deliveryAttempts: 5, droppedReason: 'attempts' })).toBe(
       'released: res-1 → dropped (delivery attempts 5); dropped: attempts',
     );
     expect(describeChange(parseInbox(['renew', 'res-1', '--token', 't', '--lease-seconds', '60']), { leaseExpiresAt: '2026-12-01T10:02:00.000Z' })).toBe(
