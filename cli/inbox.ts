@@ -242,7 +242,7 @@ const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(v
 function executionCell(result: Fields): string {
   const execution = fields(result['execution']);
   if (execution['status'] !== undefined && execution['status'] !== null) return text(execution['status']);
-  if (result['blockedReason']) return `blocked: ${text(result['blockedReason'])}`;
+  if (result['blockedReason']) return clip(`blocked: ${text(result['blockedReason'])}`, SUMMARY_CELL);
   return '—';
 }
 
