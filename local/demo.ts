@@ -1,10 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isDeepStrictEqual } from 'node:util';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { getJson, sendDispatchBody } from '../cli/dispatch.js';
+import { sendInbox, type InboxCommand } from '../cli/inbox.js';
 import { table } from '../cli/table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { localClients } from './clients.js';
+import { largeResultBody } from './demo-agent/large-result.js';
 import type { InvocationReport } from './runtime/context.js';
 import type { LocalState } from './state.js';
 
@@ -116,8 +119,10 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   print('');
   await evidenceDemo(state, run, print);
   print('');
+  await resultsDemo(state, run, print);
+  print('');
   await busProbe(state, print);
-  print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger events --follow`);
+  print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger inbox list --state pending   ·   npx ledger events --follow`);
 
   async function viewOf(dispatchId: string): Promise<DispatchView | undefined> {
     const { status, body } = await getJson(info as NonNullable<typeof info>, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
@@ -241,6 +246,130 @@ async function evidenceDemo(state: LocalState, run: string, print: (line: string
     ]);
   }
   print(table(['dispatch', 'observed', 'evidence checked', 'acceptance', 'delivery', 'gate', 'unknowns'], rows, 70));
+}
+
+/** What a claim hands out for one result (CONTRACT §10), as far as the demo reads it. */
+interface ClaimedResult {
+  readonly resultId: string;
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly deliveryAttempts: number;
+  readonly execution: { readonly status: string | null };
+  readonly evidence: { readonly outcome: string };
+  readonly summary: string | null;
+  readonly body?: unknown;
+  readonly preview?: string;
+  readonly bodyRef?: string;
+}
+
+interface Claim {
+  readonly claimToken: string | null;
+  readonly leaseExpiresAt?: string | null;
+  readonly results: readonly ClaimedResult[];
+}
+
+/** How long the demo waits for the child's result to be claimable after the child settled. */
+const CLAIM_PATIENCE_MS = 30_000;
+/** Each claim's long poll (CONTRACT §10 allows up to 20 s). */
+const CLAIM_WAIT_SECONDS = 5;
+
+/**
+ * A result back to the origin (CONTRACT §10): the planner commissions a parent and, under it, a child
+ * whose target reports a ~20 KB body (so the ledger spills it). Between turns the planner claims its
+ * inbox, reads the child's result — a preview and a bodyRef in the claim, the whole body on request —
+ * and acks it: owner delivery is then confirmed on the origin's own word (`origin_ack`), not an operator's.
+ */
+async function resultsDemo(state: LocalState, run: string, print: (line: string) => void): Promise<void> {
+  const info = state.info;
+  if (!info) return;
+  const parent = `d-demo-${run}-parent`;
+  const child = `d-demo-${run}-child`;
+  const resultBytes = 20_000;
+  const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
+    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    return status === 200 ? (body as DispatchView) : undefined;
+  };
+  const send = (command: InboxCommand): Promise<{ status: number; body: unknown }> => sendInbox(info, command);
+  const failed = (what: string, answer: { status: number; body: unknown }): Error => new Error(`demo: ${what} answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+
+  print('demo: a result back to the origin (planner → parent → child; the child reports a 20 KB body, delivered after the turn)');
+  await sendDispatchBody(info, JSON.stringify({ dispatchId: parent, origin: 'planner', target: 'demo-agent', task: { goal: 'plan the incident review', behavior: 'complete' } }));
+  // The child names its parent, which must be in the ledger first (else it is blocked unknown_parent).
+  await waitFor(`${parent} to be submitted`, async () => ((await viewOf(parent))?.phase === 'submitted' ? true : undefined));
+  await sendDispatchBody(
+    info,
+    JSON.stringify({
+      dispatchId: child,
+      origin: 'planner',
+      target: 'demo-agent',
+      parentDispatchId: parent,
+      delivery: { mode: 'callback' },
+      resultDelivery: 'after_turn',
+      task: { goal: 'write the incident report', behavior: 'large_result', resultBytes },
+      expectedEvidence: ['out/report.md'],
+      timeouts: { stallAfterSeconds: 30, deliveryGraceSeconds: 10 },
+    }),
+  );
+  print(`  sent parent ${parent} and child ${child} (parentDispatchId ${parent}, delivery callback, resultDelivery after_turn)`);
+  const settled = await waitFor(`${child} to settle`, async () => {
+    const view = await viewOf(child);
+    return view?.execution.status === 'completed' && view.evidence.outcome !== 'pending' ? view : undefined;
+  }, 60_000);
+  print(`  child settled: ${settled.execution.status}, evidence ${settled.evidence.outcome}; delivery ${settled.ownerDelivery.state} — its result waits in planner's inbox`);
+
+  // Between turns the planner takes whatever is ready. Its other dispatches' results come along (oldest
+  // first); they stay held while it looks for the child's, so each next claim sees only what is new,
+  // and go back to pending afterwards, one release each.
+  const others: Array<{ resultId: string; claimToken: string }> = [];
+  let mine: { result: ClaimedResult; claimToken: string; leaseExpiresAt: string | null } | undefined;
+  let claims = 0;
+  const deadline = Date.now() + CLAIM_PATIENCE_MS;
+  while (!mine && Date.now() < deadline) {
+    claims += 1;
+    const answer = await send({ kind: 'claim', origin: 'planner', json: false, claim: { mode: 'after_turn', max: 50, leaseSeconds: 120, waitSeconds: CLAIM_WAIT_SECONDS } });
+    if (answer.status !== 200) throw failed('POST /origins/planner/inbox/claim', answer);
+    const { claimToken, leaseExpiresAt, results } = answer.body as Claim;
+    if (claimToken === null) continue; // an empty long poll: nothing came within the wait
+    for (const result of results) {
+      if (result.dispatchId === child) mine = { result, claimToken, leaseExpiresAt: leaseExpiresAt ?? null };
+      else others.push({ resultId: result.resultId, claimToken });
+    }
+  }
+  for (const other of others) {
+    const released = await send({ kind: 'release', origin: 'planner', json: false, resultId: other.resultId, claimToken: other.claimToken, reason: 'demo: read on a later turn' });
+    if (released.status !== 200) throw failed(`release of ${other.resultId}`, released);
+  }
+  if (!mine) throw new Error(`demo: ${child}'s result was not claimable within ${CLAIM_PATIENCE_MS / 1000} s of the child settling (${claims} claims)`);
+  const { result, claimToken } = mine;
+  const spilled = result.bodyRef !== undefined && result.preview !== undefined;
+  print(
+    `  claimed planner's inbox (after_turn, long poll ≤ ${CLAIM_WAIT_SECONDS} s, ${claims} claim(s)): result ${result.resultId}, attempt ${result.attempt}, ` +
+      `${result.execution.status ?? '—'} / ${result.evidence.outcome}, lease until ${mine.leaseExpiresAt ?? '—'}; ` +
+      (spilled ? `preview ${Buffer.byteLength(result.preview ?? '', 'utf8')} B + bodyRef ${result.bodyRef ?? ''}` : 'the body came inline (expected a preview and a bodyRef)'),
+  );
+  if (others.length > 0) print(`  released planner's ${others.length} other claimed result(s) back to pending (read on a later turn: npx ledger inbox list --state pending)`);
+  if (!spilled) throw new Error(`demo: a ${resultBytes}-byte body should have been spilled (preview + bodyRef), the claim carried ${JSON.stringify(Object.keys(result))}`);
+
+  const whole = await send({ kind: 'body', origin: 'planner', json: false, resultId: result.resultId });
+  if (whole.status !== 200) throw failed(`GET ${result.bodyRef ?? 'body'}`, whole);
+  const sentBody = largeResultBody(child, resultBytes);
+  if (!isDeepStrictEqual(whole.body, sentBody)) throw new Error(`demo: GET ${result.bodyRef ?? 'body'} did not return the body the target sent (${Buffer.byteLength(JSON.stringify(whole.body) ?? '', 'utf8')} bytes)`);
+  print(`  GET ${result.bodyRef ?? ''}: the whole body, ${Buffer.byteLength(JSON.stringify(whole.body), 'utf8')} bytes, exactly what the target sent`);
+
+  const acked = await send({ kind: 'ack', origin: 'planner', json: false, resultId: result.resultId, claimToken });
+  if (acked.status !== 200) throw failed(`ack of ${result.resultId}`, acked);
+  const again = await send({ kind: 'ack', origin: 'planner', json: false, resultId: result.resultId, claimToken });
+  print(`  acked with the claim token → ${String((acked.body as { state?: unknown }).state ?? 'delivered')} (the same ack again → ${again.status})`);
+
+  const delivered = await waitFor(`${child}'s owner delivery`, async () => {
+    const view = await viewOf(child);
+    return view && view.ownerDelivery.state !== 'unconfirmed' ? view : undefined;
+  });
+  const { ownerDelivery } = delivered;
+  print(`  GET /dispatches/${child}: ownerDelivery ${ownerDelivery.state}, basis ${ownerDelivery.basis ?? '—'} (receipt ${ownerDelivery.receiptId ?? '—'}) — the origin's own proof, not an operator's attestation`);
+  if (ownerDelivery.state !== 'confirmed' || ownerDelivery.basis !== 'origin_ack') {
+    throw new Error(`demo: after the ack ${child}'s ownerDelivery is ${ownerDelivery.state} (basis ${ownerDelivery.basis ?? 'none'}), expected confirmed by origin_ack`);
+  }
 }
 
 /** The bus path: an event put on the local bus reaches the event log as EventBridge delivers it. */

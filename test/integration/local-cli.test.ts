@@ -94,6 +94,32 @@ describe('npx ledger local up / down', () => {
     });
     expect((await ledger('redispatch', 'd-cli-2', '--reason', 'the target was fixed')).stdout).toContain('redispatched: d-cli-2, attempt 2');
 
+    // Contract §10 through `ledger inbox`: d-cli-1's result waits in planner's inbox; claimed by id and
+    // acked, it confirms owner delivery on the origin's word.
+    const pending = await eventually("d-cli-1's result in ledger inbox list", () => ledger('inbox', 'list', '--state', 'pending', '--json'), {
+      ...CLI_POLL,
+      until: (out) => out.stdout.includes('"dispatchId":"d-cli-1"'),
+    });
+    const waiting = (JSON.parse(pending.stdout) as { items: Array<{ resultId: string; dispatchId: string }> }).items.find((item) => item.dispatchId === 'd-cli-1');
+    const resultId = waiting?.resultId ?? '';
+    const claimed = await ledger('inbox', 'claim', '--result-id', resultId, '--lease-seconds', '60');
+    expect(claimed.stdout).toMatch(new RegExp(`${resultId}\\s+d-cli-1\\s+1\\s+completed\\s+handled`));
+    const claimToken = /^claimToken (\S+)$/m.exec(claimed.stdout)?.[1] ?? '';
+    expect(claimToken).not.toBe('');
+    const refused = await ledger('inbox', 'ack', resultId, '--token', 'not-the-token').then(
+      () => 'acked',
+      (error: { stdout: string; code: number }) => `${error.code} ${error.stdout}`,
+    );
+    expect(refused).toMatch(/^1 409: /);
+    expect((await ledger('inbox', 'ack', resultId, '--token', claimToken)).stdout).toContain(`acked: ${resultId} → delivered`);
+    const confirmed = JSON.parse((await ledger('check', 'd-cli-1', '--json')).stdout) as { ownerDelivery: { state: string; basis: string } };
+    expect(confirmed.ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
+    const usage = await ledger('inbox', 'renew', resultId, '--token', claimToken).then(
+      () => 'renewed',
+      (error: { stderr: string }) => error.stderr,
+    );
+    expect(usage).toContain('ledger inbox renew needs --lease-seconds');
+
     const second = await ledger('local', 'up', '--detach', '--json').then(
       () => 'started twice',
       (error: { stderr: string }) => error.stderr,
