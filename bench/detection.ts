@@ -9,6 +9,7 @@ import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { startHttpApi, type HttpApiHandler } from '../local/runtime/http-api.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InvalidCursorError, LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
+import { InboxTable } from '../shared/adapters/inbox-table.js';
 import { coalescingWindowMs, stallDeadline } from '../shared/dispatch/transitions.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
@@ -175,7 +176,7 @@ async function detect(shared: Shared, kind: Kind, periodSeconds: number, phaseSe
       now,
       claimSeconds: 60,
     };
-    apiDeps = { ...work, feeds: new LedgerFeedsTable(shared.documents, { tableName, retentionSeconds: RETENTION_SECONDS, now }), principals: table, principalMode: 'open' };
+    apiDeps = { ...work, feeds: new LedgerFeedsTable(shared.documents, { tableName, retentionSeconds: RETENTION_SECONDS, now }), principals: table, principalMode: 'open', inbox: new InboxTable(shared.documents, { tableName: tableName, retentionSeconds: RETENTION_SECONDS }) };
     const intakeDeps: IntakeDeps = { ...work, principals: table, principalMode: 'open' };
     const monitorDeps: MonitorDeps = { ...work, limitPerShard: 50 };
 

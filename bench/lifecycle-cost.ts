@@ -11,6 +11,7 @@ import { StreamEventSource } from '../local/runtime/stream-event-source.js';
 import { CapacityMeter, type CapacityTotals } from '../shared/adapters/capacity-meter.js';
 import { publish } from '../shared/adapters/event-bus.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
+import { InboxTable } from '../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
@@ -43,6 +44,8 @@ export interface LifecycleCostResult {
   /** Cost of a monitor tick with nothing due (16 shard queries), which the schedule pays every minute. */
   readonly emptyTick: { readonly readUnits: number; readonly requests: number; readonly ms: number };
   readonly eventsPerLifecycle: Readonly<Record<string, number>>;
+  /** One claim with `waitSeconds: 20` on an empty inbox (callback runs only; zero otherwise). */
+  readonly emptyLongPoll: { readonly readUnits: number; readonly requests: number };
   readonly notes: readonly string[];
 }
 
@@ -98,7 +101,7 @@ const failedConditionsOf = (totals: CapacityTotals): number => Object.values(tot
  * the stream publisher) on the local engines, counting every AWS request their adapters send and the
  * capacity DynamoDB reports, and timing each handler-sized step for Lambda GB-seconds.
  */
-export async function runLifecycleCost(ctx: BenchContext): Promise<LifecycleCostResult> {
+export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' | 'callback' = 'detached'): Promise<LifecycleCostResult> {
   const count = ctx.quick ? 5 : 50;
   const base = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS } as const;
   const dynamodb = new DynamoDBClient({ ...base, endpoint: ctx.endpoints.dynamodbEndpoint });
@@ -136,7 +139,12 @@ export async function runLifecycleCost(ctx: BenchContext): Promise<LifecycleCost
       claimSeconds: 60,
     };
     const intakeDeps: IntakeDeps = { ...common, principals: table, principalMode: 'open' };
-    const apiDeps: ApiDeps = { ...common, feeds: new LedgerFeedsTable(documents, { tableName: ledger.name, retentionSeconds: 90 * 86_400, now }), principals: table, principalMode: 'open' };
+    const apiDeps: ApiDeps = { ...common, feeds: new LedgerFeedsTable(documents, { tableName: ledger.name, retentionSeconds: 90 * 86_400, now }), principals: table, principalMode: 'open', inbox: new InboxTable(documents, { tableName: ledger.name, retentionSeconds: 90 * 86_400 }),
+      // A long poll's waits move the bench's clock: the polls it makes, and their reads, are the real ones.
+      sleep: async (ms: number) => {
+        clock = new Date(clock.getTime() + ms);
+      },
+    };
     const monitorDeps: MonitorDeps = { ...common, limitPerShard: 100 };
 
     const request = (method: string, path: string, body?: unknown, origin?: string): ApiRequest => {
@@ -178,7 +186,7 @@ export async function runLifecycleCost(ctx: BenchContext): Promise<LifecycleCost
 
     // Warm the code paths (and DynamoDB Local) once, off the books.
     const warm = ctx.uniqueName('warm');
-    await takeDispatchMessage(intakeDeps, { messageId: warm, body: JSON.stringify({ dispatchId: warm, origin: 'planner', target: TARGET, task: { goal: 'warm' } }), senderId: 'bench' });
+    await takeDispatchMessage(intakeDeps, { messageId: warm, body: JSON.stringify({ dispatchId: warm, origin: 'planner', target: TARGET, task: { goal: 'warm' }, delivery: { mode: 'detached' } }), senderId: 'bench' });
 
     const emptyBefore = meter.snapshot();
     const emptyStarted = performance.now();
@@ -192,7 +200,7 @@ export async function runLifecycleCost(ctx: BenchContext): Promise<LifecycleCost
     const runs = new Map<string, string>();
     const ref = 'out/report.md';
     for (const dispatchId of ids) {
-      const body = JSON.stringify({ dispatchId, origin: 'planner', target: TARGET, task: { goal: 'summarise the incident' }, expectedEvidence: [ref] });
+      const body = JSON.stringify({ dispatchId, origin: 'planner', target: TARGET, task: { goal: 'summarise the incident' }, expectedEvidence: [ref], delivery: { mode: delivery } });
       await step('accept + submit (intake)', () => takeDispatchMessage(intakeDeps, { messageId: `m-${dispatchId}`, body, senderId: 'bench' }));
       const state = await table.getState(dispatchId);
       if (!state?.runId) throw new Error(`${dispatchId} was not submitted: ${JSON.stringify(state)}`);
@@ -226,6 +234,28 @@ export async function runLifecycleCost(ctx: BenchContext): Promise<LifecycleCost
           'planner',
         ),
       );
+    }
+
+    let emptyLongPoll = { readUnits: 0, requests: 0 };
+    if (delivery === 'callback') {
+      // An origin waiting on an empty inbox: one claim with a 20 s long poll that finds nothing.
+      const before = meter.snapshot();
+      const answer = await route(apiDeps, request('POST', '/origins/nobody-waiting/inbox/claim', { mode: 'after_turn', waitSeconds: 20 }, 'nobody-waiting'));
+      if (answer.statusCode !== 200) throw new Error(`empty long poll → ${answer.statusCode}: ${answer.body}`);
+      const spent = meter.since(before);
+      emptyLongPoll = { readUnits: spent.readUnits, requests: spent.requests };
+      // The origin takes its results back (CONTRACT §10): one claim and one ack per result, as an agent
+      // that claims between turns does; the result itself was made in the completion's write.
+      const acked = new Set<string>();
+      for (let index = 0; index < ids.length; index += 1) {
+        const claimed = await step('claim (API, inbox)', () => route(apiDeps, request('POST', '/origins/planner/inbox/claim', { mode: 'after_turn', max: 1 }, 'planner')));
+        const { claimToken, results } = JSON.parse(claimed.body) as { claimToken?: string; results?: Array<{ resultId: string; dispatchId: string }> };
+        const result = results?.[0];
+        if (!claimToken || !result || !ids.includes(result.dispatchId)) throw new Error(`claim ${index}: no result of these lifecycles: ${claimed.body}`);
+        acked.add(result.dispatchId);
+        await step('ack (API, inbox)', () => call('POST', `/origins/planner/inbox/${encodeURIComponent(result.resultId)}/ack`, { claimToken }, 'planner'));
+      }
+      if (acked.size !== ids.length) throw new Error(`${ids.length - acked.size} results were never claimed`);
     }
 
     // The publisher: every committed change of these lifecycles, from the table's real stream, to the bus.
@@ -299,6 +329,7 @@ export async function runLifecycleCost(ctx: BenchContext): Promise<LifecycleCost
       writeUnitsByStep: Object.fromEntries(Object.entries(units).map(([label, entry]) => [label, per(entry.writeUnits)])),
       evidenceUpload,
       emptyTick: { readUnits: empty.readUnits, requests: empty.requests, ms: emptyMs },
+      emptyLongPoll,
       eventsPerLifecycle,
       notes: [
         `${count} lifecycles through the real use cases (takeDispatchMessage, the API router, monitorTick, the stream publisher) on DynamoDB Local, fauxqs S3 and moto EventBridge; DynamoDB units from ConsumedCapacity (failed conditions and transactions modelled per AWS rules, shared/adapters/capacity-meter.ts).`,

@@ -75,7 +75,12 @@ interface Results {
   readonly quick: boolean;
   readonly machine: string;
   readonly wruPerLifecycle: number;
+  /** A callback lifecycle whose origin takes its result back: the result, one claim, one ack (CONTRACT §10). */
+  readonly wruPerLifecycleWithDelivery: number;
+  /** One claim with a 20 s long poll on an empty inbox. */
+  readonly emptyLongPollReadUnits: number;
   readonly usdPerMillionLifecycles: number;
+  readonly usdPerMillionLifecyclesWithDelivery: number;
   readonly powertoolsUsdPerMillionLifecycles: number;
   readonly intakeThroughputRatioVsPowertools: number;
   readonly monitorReadUnitsRatio100kVs1k: number;
@@ -86,6 +91,7 @@ interface Results {
   readonly cost: {
     readonly prices: typeof PRICES;
     readonly ours: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
+    readonly withDelivery: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
     readonly evidenceUpload: { readonly usage: LifecycleUsage; readonly usdPerMillion: number };
     readonly powertools: { readonly usage: ReferenceLifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number> };
     readonly stepFunctionsStandard: ReturnType<typeof peerModels>['stepFunctionsStandard'];
@@ -102,9 +108,10 @@ interface Results {
 const perMillionBreakdown = (cost: CostBreakdown): Record<keyof CostBreakdown, number> =>
   Object.fromEntries(Object.entries(cost).map(([service, dollars]) => [service, perMillion(dollars)])) as Record<keyof CostBreakdown, number>;
 
-function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult }): Results {
-  const { lifecycle, reference, throughput, history, cold, detection } = parts;
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult }): Results {
+  const { lifecycle, delivered, reference, throughput, history, cold, detection } = parts;
   const ours = costOf(lifecycle.usage);
+  const withDelivery = costOf(delivered.usage);
   const theirs = costOf(reference);
   const peers = peerModels({ invocations: 3, gbSeconds: lifecycle.usage.lambda.gbSeconds });
   // The schedule: one tick a minute whatever the load (43,200 a month), each an invocation of the empty-tick time.
@@ -112,6 +119,8 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; re
   const monitorFixed = ticksPerMonth * (PRICES.lambda.perRequest + (lifecycle.emptyTick.ms / 1000) * 0.5 * PRICES.lambda.perGbSecond + lifecycle.emptyTick.readUnits * PRICES.dynamodb.perReadUnit);
   const targets = {
     wruPerLifecycle: { target: '≤ 8', measured: round(lifecycle.usage.dynamodb.writeUnits), met: lifecycle.usage.dynamodb.writeUnits <= 8 },
+    wruPerLifecycleWithDelivery: { target: '≤ 13', measured: round(delivered.usage.dynamodb.writeUnits), met: delivered.usage.dynamodb.writeUnits <= 13 },
+    emptyLongPollReadUnits: { target: '≤ 5', measured: round(delivered.emptyLongPoll.readUnits), met: delivered.emptyLongPoll.readUnits > 0 && delivered.emptyLongPoll.readUnits <= 5 },
     usdPerMillionLifecycles: { target: '≤ $10', measured: perMillion(ours.total), met: perMillion(ours.total) <= 10 },
     intakeThroughputRatioVsPowertools: { target: '≥ 1.5×', measured: round(throughput.ratio.median, 3), met: throughput.ratio.median >= 1.5 },
     monitorReadUnitsRatio100kVs1k: { target: '≤ 1.1×', measured: round(history.readUnitsRatio100kVs1k, 3), met: history.readUnitsRatio100kVs1k <= 1.1 },
@@ -124,7 +133,10 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; re
     quick: ctx.quick,
     machine: `${process.platform} ${process.arch}, node ${process.version}, DynamoDB Local + fauxqs + moto on 127.0.0.1`,
     wruPerLifecycle: round(lifecycle.usage.dynamodb.writeUnits),
+    wruPerLifecycleWithDelivery: round(delivered.usage.dynamodb.writeUnits),
+    emptyLongPollReadUnits: round(delivered.emptyLongPoll.readUnits),
     usdPerMillionLifecycles: perMillion(ours.total),
+    usdPerMillionLifecyclesWithDelivery: perMillion(withDelivery.total),
     powertoolsUsdPerMillionLifecycles: perMillion(theirs.total),
     intakeThroughputRatioVsPowertools: round(throughput.ratio.median, 3),
     monitorReadUnitsRatio100kVs1k: round(history.readUnitsRatio100kVs1k, 3),
@@ -135,6 +147,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; re
     cost: {
       prices: PRICES,
       ours: { usage: lifecycle.usage, usdPerMillion: perMillionBreakdown(ours), writeUnitsByStep: lifecycle.writeUnitsByStep, eventsPerLifecycle: lifecycle.eventsPerLifecycle },
+      withDelivery: { usage: delivered.usage, usdPerMillion: perMillionBreakdown(withDelivery), writeUnitsByStep: delivered.writeUnitsByStep, eventsPerLifecycle: delivered.eventsPerLifecycle },
       evidenceUpload: { usage: lifecycle.evidenceUpload, usdPerMillion: perMillion(costOf(lifecycle.evidenceUpload).total) },
       powertools: { usage: reference, usdPerMillion: perMillionBreakdown(theirs) },
       stepFunctionsStandard: peers.stepFunctionsStandard,
@@ -210,14 +223,16 @@ function tables(results: Results): Record<string, string> {
       table(
         ['design', '$ per million lifecycles', 'how it is counted'],
         [
-          ['Dispatch Ledger (measured)', usd(results.usdPerMillionLifecycles), `${results.wruPerLifecycle} WRU; ${round(cost.ours.usage.eventBridgeEvents, 2)} events; Lambda from measured handler time`],
+          ['Dispatch Ledger, detached (measured)', usd(results.usdPerMillionLifecycles), `${results.wruPerLifecycle} WRU; ${round(cost.ours.usage.eventBridgeEvents, 2)} events; Lambda from measured handler time`],
+          ['Dispatch Ledger, result claimed and acked by the origin (measured)', usd(results.usdPerMillionLifecyclesWithDelivery), `${results.wruPerLifecycleWithDelivery} WRU; ${round(cost.withDelivery.usage.eventBridgeEvents, 2)} events; 2 more API calls (claim, ack)`],
           ['Powertools idempotency + BatchProcessor (measured)', usd(results.powertoolsUsdPerMillionLifecycles), `${round(cost.powertools.usage.dynamodb.writeUnits, 2)} WRU: an idempotency record and one state update per step; publishes no events`],
           ['Step Functions Standard (model)', usd(cost.stepFunctionsStandard.usdPerMillion), cost.stepFunctionsStandard.counting],
           ['Temporal Cloud (model)', `${usd(cost.temporalCloud.usdPerMillionLow)}–${usd(cost.temporalCloud.usdPerMillionHigh)}`, cost.temporalCloud.counting],
         ],
       ),
       '',
-      `Write units by step (Dispatch Ledger): ${Object.entries(cost.ours.writeUnitsByStep).map(([step, units]) => `${step} ${round(units, 2)}`).join(' · ')}.`,
+      `Write units by step (Dispatch Ledger, detached): ${Object.entries(cost.ours.writeUnitsByStep).map(([step, units]) => `${step} ${round(units, 2)}`).join(' · ')}.`,
+      `Write units by step (with the result back to the origin): ${Object.entries(cost.withDelivery.writeUnitsByStep).map(([step, units]) => `${step} ${round(units, 2)}`).join(' · ')}. An empty 20 s long poll on the inbox read ${results.emptyLongPollReadUnits} units.`,
       `Events per lifecycle: ${Object.entries(cost.ours.eventsPerLifecycle).map(([type, n]) => `${type} ${round(n, 2)}`).join(' · ')}.`,
       `Delivering one evidence file through the API adds ${usd(cost.evidenceUpload.usdPerMillion)} per million (an S3 PUT is $5 per million on its own). The monitor's schedule is a fixed ${usd(cost.monitorFixedUsdPerMonth)} a month whatever the load.`,
     ].join('\n'),
@@ -279,18 +294,20 @@ async function main(argv: readonly string[]): Promise<number> {
     const cold = await coldStart({ log, quick });
     log('monitor cost vs history');
     const history = await withEngines(runMonitorHistory);
-    const { lifecycle, reference, throughput, detection, ctx } = await withEngines(async (ctx) => {
-      log('cost per lifecycle: Dispatch Ledger');
-      const lifecycle = await runLifecycleCost(ctx);
+    const { lifecycle, delivered, reference, throughput, detection, ctx } = await withEngines(async (ctx) => {
+      log('cost per lifecycle: Dispatch Ledger (detached)');
+      const lifecycle = await runLifecycleCost(ctx, 'detached');
+      log('cost per lifecycle: Dispatch Ledger (callback: result claimed and acked)');
+      const delivered = await runLifecycleCost(ctx, 'callback');
       log('cost per lifecycle: Powertools reference');
       const reference = await measureReferenceLifecycle(ctx);
       log('intake throughput, interleaved with the Powertools reference');
       const throughput = await runIntakeThroughput(ctx);
       log('detection latency');
       const detection = await runDetection(ctx);
-      return { lifecycle, reference, throughput, detection, ctx };
+      return { lifecycle, delivered, reference, throughput, detection, ctx };
     });
-    const results = assemble(ctx, { lifecycle, reference, throughput, history, cold, detection });
+    const results = assemble(ctx, { lifecycle, delivered, reference, throughput, history, cold, detection });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
     writeDoc(results);
     log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);

@@ -39,6 +39,8 @@ const USAGE = `usage:
   ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
   ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK/targets/NAME]
   ledger registry principal put --table T --id ID (--origin O | --target N | --operator)
+  ledger registry origin put --table T --origin O [--max-delivery-attempts N] [--result-ttl-hours H]
+                                                         how the results inbox treats an origin (defaults 5, 48)
 (--origin defaults to $LEDGER_ORIGIN, else "planner")
 
 Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;

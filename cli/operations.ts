@@ -120,8 +120,9 @@ export async function registry(args: string[], print: Print): Promise<number> {
     'usage: ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK_NAME/targets/NAME]\n' +
     '       (the functions read only target secrets under their own stack\'s prefix dispatch-ledger/STACK_NAME/targets/;\n' +
     '        the base URL must be https, and not a loopback, link-local or metadata address)\n' +
-    '       ledger registry principal put --table T --id ROLE_OR_USER_ID (--origin O | --target N | --operator)';
-  if (command !== 'put' || (kind !== 'target' && kind !== 'principal')) throw new UsageError(usage);
+    '       ledger registry principal put --table T --id ROLE_OR_USER_ID (--origin O | --target N | --operator)\n' +
+    '       ledger registry origin put --table T --origin O [--max-delivery-attempts N] [--result-ttl-hours H]';
+  if (command !== 'put' || (kind !== 'target' && kind !== 'principal' && kind !== 'origin')) throw new UsageError(usage);
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -133,6 +134,8 @@ export async function registry(args: string[], print: Print): Promise<number> {
       origin: { type: 'string' },
       target: { type: 'string' },
       operator: { type: 'boolean', default: false },
+      'max-delivery-attempts': { type: 'string' },
+      'result-ttl-hours': { type: 'string' },
     },
   });
   if (!values.table) throw new UsageError(`--table is required (the stack output LedgerTableName)\n${usage}`);
@@ -150,6 +153,17 @@ export async function registry(args: string[], print: Print): Promise<number> {
       if (!baseUrl) throw new UsageError('--base-url is required');
       await table.putTarget({ name, kind: 'http', baseUrl, ...(secretRef ? { secretRef } : {}) });
       print(shown`target ${name} → ${baseUrl}` + (secretRef ? shown` (auth header from ${secretRef})` : ''));
+      return 0;
+    }
+    if (kind === 'origin') {
+      // CONTRACT §10: how this origin's results inbox treats it (the deploy-time registry takes precedence).
+      if (!values.origin || !ORIGIN.test(values.origin)) throw new UsageError(`--origin must match ${ORIGIN}\n${usage}`);
+      const attempts = values['max-delivery-attempts'] === undefined ? undefined : Number(values['max-delivery-attempts']);
+      const hours = values['result-ttl-hours'] === undefined ? undefined : Number(values['result-ttl-hours']);
+      if (attempts !== undefined && !(Number.isInteger(attempts) && attempts >= 1 && attempts <= 100)) throw new UsageError('--max-delivery-attempts must be an integer from 1 to 100');
+      if (hours !== undefined && !(hours > 0 && hours <= 720)) throw new UsageError('--result-ttl-hours must be above 0 and at most 720');
+      await table.putOriginSettings(values.origin, { ...(attempts === undefined ? {} : { maxDeliveryAttempts: attempts }), ...(hours === undefined ? {} : { resultTtlHours: hours }) });
+      print(shown`origin ${values.origin}: results dropped after ${String(attempts ?? 5)} delivery attempts or ${String(hours ?? 48)} hours pending`);
       return 0;
     }
     const chosen = [values.origin !== undefined, values.target !== undefined, values.operator].filter(Boolean).length;

@@ -274,33 +274,35 @@ const CLAIM_PATIENCE_MS = 30_000;
 const CLAIM_WAIT_SECONDS = 5;
 
 /**
- * A result back to the origin (CONTRACT §10): the planner commissions a parent and, under it, a child
- * whose target reports a ~20 KB body (so the ledger spills it). Between turns the planner claims its
+ * A result back to the origin (CONTRACT §10): the lead agent commissions a parent and, under it, a child
+ * whose target reports a ~20 KB body (so the ledger spills it). Between turns the lead agent claims its
  * inbox, reads the child's result — a preview and a bodyRef in the claim, the whole body on request —
  * and acks it: owner delivery is then confirmed on the origin's own word (`origin_ack`), not an operator's.
  */
 async function resultsDemo(state: LocalState, run: string, print: (line: string) => void): Promise<void> {
+  // An origin of its own, so its inbox holds only what this case commissions (the parent's result and the child's).
+  const ORIGIN = 'lead-agent';
   const info = state.info;
   if (!info) return;
   const parent = `d-demo-${run}-parent`;
   const child = `d-demo-${run}-child`;
   const resultBytes = 20_000;
   const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
-    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, ORIGIN);
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const send = (command: InboxCommand): Promise<{ status: number; body: unknown }> => sendInbox(info, command);
   const failed = (what: string, answer: { status: number; body: unknown }): Error => new Error(`demo: ${what} answered ${answer.status}: ${JSON.stringify(answer.body)}`);
 
-  print('demo: a result back to the origin (planner → parent → child; the child reports a 20 KB body, delivered after the turn)');
-  await sendDispatchBody(info, JSON.stringify({ dispatchId: parent, origin: 'planner', target: 'demo-agent', task: { goal: 'plan the incident review', behavior: 'complete' } }));
+  print('demo: a result back to the origin (lead-agent → parent → child; the child reports a 20 KB body, delivered after the turn)');
+  await sendDispatchBody(info, JSON.stringify({ dispatchId: parent, origin: ORIGIN, target: 'demo-agent', task: { goal: 'plan the incident review', behavior: 'complete' } }));
   // The child names its parent, which must be in the ledger first (else it is blocked unknown_parent).
   await waitFor(`${parent} to be submitted`, async () => ((await viewOf(parent))?.phase === 'submitted' ? true : undefined));
   await sendDispatchBody(
     info,
     JSON.stringify({
       dispatchId: child,
-      origin: 'planner',
+      origin: ORIGIN,
       target: 'demo-agent',
       parentDispatchId: parent,
       delivery: { mode: 'callback' },
@@ -315,19 +317,19 @@ async function resultsDemo(state: LocalState, run: string, print: (line: string)
     const view = await viewOf(child);
     return view?.execution.status === 'completed' && view.evidence.outcome !== 'pending' ? view : undefined;
   }, 60_000);
-  print(`  child settled: ${settled.execution.status}, evidence ${settled.evidence.outcome}; delivery ${settled.ownerDelivery.state} — its result waits in planner's inbox`);
+  print(`  child settled: ${settled.execution.status}, evidence ${settled.evidence.outcome}; delivery ${settled.ownerDelivery.state} — its result waits in lead-agent's inbox`);
 
-  // Between turns the planner takes whatever is ready. Its other dispatches' results come along (oldest
-  // first); they stay held while it looks for the child's, so each next claim sees only what is new,
-  // and go back to pending afterwards, one release each.
+  // Between turns the lead agent takes whatever is ready, oldest first: the parent's result comes along.
+  // What is not the child's stays held while it looks (each next claim sees only what is new), then goes
+  // back to pending, one release each.
   const others: Array<{ resultId: string; claimToken: string }> = [];
   let mine: { result: ClaimedResult; claimToken: string; leaseExpiresAt: string | null } | undefined;
   let claims = 0;
   const deadline = Date.now() + CLAIM_PATIENCE_MS;
   while (!mine && Date.now() < deadline) {
     claims += 1;
-    const answer = await send({ kind: 'claim', origin: 'planner', json: false, claim: { mode: 'after_turn', max: 50, leaseSeconds: 120, waitSeconds: CLAIM_WAIT_SECONDS } });
-    if (answer.status !== 200) throw failed('POST /origins/planner/inbox/claim', answer);
+    const answer = await send({ kind: 'claim', origin: ORIGIN, json: false, claim: { mode: 'after_turn', max: 50, leaseSeconds: 120, waitSeconds: CLAIM_WAIT_SECONDS } });
+    if (answer.status !== 200) throw failed('POST /origins/lead-agent/inbox/claim', answer);
     const { claimToken, leaseExpiresAt, results } = answer.body as Claim;
     if (claimToken === null) continue; // an empty long poll: nothing came within the wait
     for (const result of results) {
@@ -336,29 +338,29 @@ async function resultsDemo(state: LocalState, run: string, print: (line: string)
     }
   }
   for (const other of others) {
-    const released = await send({ kind: 'release', origin: 'planner', json: false, resultId: other.resultId, claimToken: other.claimToken, reason: 'demo: read on a later turn' });
+    const released = await send({ kind: 'release', origin: ORIGIN, json: false, resultId: other.resultId, claimToken: other.claimToken, reason: 'demo: read on a later turn' });
     if (released.status !== 200) throw failed(`release of ${other.resultId}`, released);
   }
   if (!mine) throw new Error(`demo: ${child}'s result was not claimable within ${CLAIM_PATIENCE_MS / 1000} s of the child settling (${claims} claims)`);
   const { result, claimToken } = mine;
   const spilled = result.bodyRef !== undefined && result.preview !== undefined;
   print(
-    `  claimed planner's inbox (after_turn, long poll ≤ ${CLAIM_WAIT_SECONDS} s, ${claims} claim(s)): result ${result.resultId}, attempt ${result.attempt}, ` +
+    `  claimed lead-agent's inbox (after_turn, long poll ≤ ${CLAIM_WAIT_SECONDS} s, ${claims} claim(s)): result ${result.resultId}, attempt ${result.attempt}, ` +
       `${result.execution.status ?? '—'} / ${result.evidence.outcome}, lease until ${mine.leaseExpiresAt ?? '—'}; ` +
       (spilled ? `preview ${Buffer.byteLength(result.preview ?? '', 'utf8')} B + bodyRef ${result.bodyRef ?? ''}` : 'the body came inline (expected a preview and a bodyRef)'),
   );
-  if (others.length > 0) print(`  released planner's ${others.length} other claimed result(s) back to pending (read on a later turn: npx ledger inbox list --state pending)`);
+  if (others.length > 0) print(`  released lead-agent's ${others.length} other claimed result(s) back to pending (read on a later turn: npx ledger inbox list --state pending --origin lead-agent)`);
   if (!spilled) throw new Error(`demo: a ${resultBytes}-byte body should have been spilled (preview + bodyRef), the claim carried ${JSON.stringify(Object.keys(result))}`);
 
-  const whole = await send({ kind: 'body', origin: 'planner', json: false, resultId: result.resultId });
+  const whole = await send({ kind: 'body', origin: ORIGIN, json: false, resultId: result.resultId });
   if (whole.status !== 200) throw failed(`GET ${result.bodyRef ?? 'body'}`, whole);
   const sentBody = largeResultBody(child, resultBytes);
   if (!isDeepStrictEqual(whole.body, sentBody)) throw new Error(`demo: GET ${result.bodyRef ?? 'body'} did not return the body the target sent (${Buffer.byteLength(JSON.stringify(whole.body) ?? '', 'utf8')} bytes)`);
   print(`  GET ${result.bodyRef ?? ''}: the whole body, ${Buffer.byteLength(JSON.stringify(whole.body), 'utf8')} bytes, exactly what the target sent`);
 
-  const acked = await send({ kind: 'ack', origin: 'planner', json: false, resultId: result.resultId, claimToken });
+  const acked = await send({ kind: 'ack', origin: ORIGIN, json: false, resultId: result.resultId, claimToken });
   if (acked.status !== 200) throw failed(`ack of ${result.resultId}`, acked);
-  const again = await send({ kind: 'ack', origin: 'planner', json: false, resultId: result.resultId, claimToken });
+  const again = await send({ kind: 'ack', origin: ORIGIN, json: false, resultId: result.resultId, claimToken });
   print(`  acked with the claim token → ${String((acked.body as { state?: unknown }).state ?? 'delivered')} (the same ack again → ${again.status})`);
 
   const delivered = await waitFor(`${child}'s owner delivery`, async () => {

@@ -34,3 +34,17 @@ const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2
 export function escapeControls(text: string): string {
   return text.replace(CONTROLS, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
+
+/** At most `maxBytes` of UTF-8, cut like `clip` (a preview of a body stored elsewhere). */
+export function clipBytes(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
+  // The longest clip that fits: binary search over its length in UTF-16 units.
+  let low = 1;
+  let high = Math.min(text.length, maxBytes);
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    if (Buffer.byteLength(clip(text, middle), 'utf8') <= maxBytes) low = middle;
+    else high = middle - 1;
+  }
+  return clip(text, low);
+}

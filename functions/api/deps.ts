@@ -1,6 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
+import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import type { ApiDeps } from '../../shared/api/routes.js';
 
@@ -22,4 +23,6 @@ export const apiDeps: ApiDeps = {
   claimSeconds: config.claimSeconds,
   principals: adapters.table,
   principalMode: config.principalMode,
+  inbox: new InboxTable(adapters.documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, inboxShards: config.inboxShards }),
+  inboxShards: config.inboxShards,
 };

@@ -10,6 +10,8 @@ import { logger, metrics, publisherDeps } from './deps.js';
 function count({ detailType, detail }: LedgerEvent): void {
   const name = METRIC_OF_DETAIL_TYPE[detailType];
   if (!name || !('target' in detail)) return;
+  // A result superseded by a redispatch is replaced by the new attempt's: nothing is lost, nobody is paged.
+  if (detailType === 'Result Dropped' && detail.reason === 'superseded') return;
   countForTarget(metrics, name, detail.target);
 }
 

@@ -93,6 +93,7 @@ export class DispatchLedger extends Construct {
 
   private readonly principals: Array<{ readonly id: string; readonly principal: Principal }> = [];
   private readonly targets: Array<{ readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string }> = [];
+  private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
 
   constructor(scope: Construct, id: string, props: DispatchLedgerProps = {}) {
     super(scope, id);
@@ -115,7 +116,7 @@ export class DispatchLedger extends Construct {
       TARGET_TIMEOUT_MS: String(targetTimeout.toMilliseconds()),
       // The secrets adapter refuses a secretRef outside it (deploy-time targets' own secrets excepted).
       TARGET_SECRET_PREFIX: this.targetSecretPrefix,
-      LEDGER_REGISTRY: Lazy.string({ produce: () => Stack.of(this).toJsonString({ principals: this.principals, targets: this.targets }) }),
+      LEDGER_REGISTRY: Lazy.string({ produce: () => Stack.of(this).toJsonString({ principals: this.principals, targets: this.targets, origins: this.origins }) }),
     };
     const fn = (name: LedgerFunctionName, timeout: Duration, environment: Record<string, string>, memorySize = 512) =>
       new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, { name, timeout, environment, memorySize, logRetention, removalPolicy });
@@ -190,9 +191,20 @@ export class DispatchLedger extends Construct {
     for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) target.authSecret?.grantRead(caller.function);
   }
 
-  /** The identity may send dispatches for `origin` and read and act on that origin's dispatches. */
-  addOrigin(identity: LedgerIdentity, origin: string): void {
+  /**
+   * The identity may send dispatches for `origin` and read and act on that origin's dispatches.
+   * `results` sets how its results inbox treats it (CONTRACT §10; defaults 5 attempts, 48 hours).
+   */
+  addOrigin(identity: LedgerIdentity, origin: string, results: { readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number } = {}): void {
     if (!ORIGIN.test(origin)) throw new RangeError(`origin "${origin}" must match ${ORIGIN}`);
+    if (results.maxDeliveryAttempts !== undefined && !(Number.isInteger(results.maxDeliveryAttempts) && results.maxDeliveryAttempts >= 1 && results.maxDeliveryAttempts <= 100)) {
+      throw new RangeError(`origin "${origin}": maxDeliveryAttempts must be an integer from 1 to 100`);
+    }
+    if (results.resultTtlHours !== undefined && !(results.resultTtlHours > 0 && results.resultTtlHours <= 720)) throw new RangeError(`origin "${origin}": resultTtlHours must be above 0 and at most 720`);
+    if (results.maxDeliveryAttempts !== undefined || results.resultTtlHours !== undefined) {
+      if (this.origins.some((existing) => existing.origin === origin)) throw new Error(`origin "${origin}" has its result settings given twice`);
+      this.origins.push({ origin, ...results });
+    }
     this.register(identity, { role: 'origin', origin });
     const grantable = this.grantableOf(identity);
     if (grantable) {

@@ -29,6 +29,7 @@ export const CONTRACT_METRICS = [
   'RejectedMessages',
   'RecoveredRuns',
   'SubmissionRetries',
+  'DroppedResults',
 ] as const;
 export type ContractMetric = (typeof CONTRACT_METRICS)[number];
 
@@ -106,6 +107,11 @@ export class LedgerAlarms extends Construct {
       'OrphanedDispatches',
       acrossTargets('OrphanedDispatches'),
       'A run completed but its expected evidence is missing after the delivery grace: `ledger attention --kind orphan_no_delivery`, then fix delivery or redispatch.',
+    );
+    alarm(
+      'DroppedResults',
+      acrossTargets('DroppedResults'),
+      'A result will never reach its origin (too many delivery attempts, or older than the origin\'s result TTL): `ledger attention --kind result_dropped`; the payload is kept (`ledger inbox list --state dropped`).',
     );
     alarm('StalledRuns', acrossTargets('StalledRuns'), 'A run went quiet while its target says it is still active: `ledger attention --kind unknown`; look at the run at its target.');
     alarm('UnobservableRuns', acrossTargets('UnobservableRuns'), 'A run cannot be looked up at its target (unreachable or 404): `ledger attention --kind unknown`; check the target.');

@@ -81,7 +81,9 @@ export class LedgerStorage extends Construct {
         indexName: index.IndexName,
         partitionKey: indexPartitionKey,
         ...(indexSortKey ? { sortKey: indexSortKey } : {}),
-        projectionType: index.Projection?.ProjectionType === 'ALL' ? ProjectionType.ALL : ProjectionType.KEYS_ONLY,
+        ...(index.Projection?.ProjectionType === 'INCLUDE'
+          ? { projectionType: ProjectionType.INCLUDE, nonKeyAttributes: index.Projection.NonKeyAttributes ?? [] }
+          : { projectionType: index.Projection?.ProjectionType === 'ALL' ? ProjectionType.ALL : ProjectionType.KEYS_ONLY }),
       });
     }
     this.evidenceBucket = privateBucket(this, 'Evidence', { expireAfterDays: null, removalPolicy: props.removalPolicy });

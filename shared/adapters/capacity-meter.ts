@@ -20,9 +20,10 @@ import type {
 //          https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-capacity-handling
 //
 // What DynamoDB Local 1.25 gets wrong, measured here (product/REFERENCES.md "Local engines"): it returns no
-// ConsumedCapacity with a failed conditional write, and wrong figures for transactions (12 units for two
-// small puts on a table with one GSI). Those two cases are modelled below; everything else is read from
-// the ConsumedCapacity DynamoDB returns.
+// ConsumedCapacity with a failed conditional write, wrong figures for transactions (12 units for two
+// small puts on a table with one GSI), and 0 units for a Query that reads nothing (AWS bills such a read
+// at least one read unit, half eventually consistent). Those cases are modelled below; everything else
+// is read from the ConsumedCapacity DynamoDB returns.
 
 /** 1 write unit covers up to 1 KB written [units]. */
 const WRITE_UNIT_BYTES = 1024;
@@ -389,6 +390,7 @@ function consumedCapacityOf(output: object): ConsumedCapacity | ConsumedCapacity
  *   TransactWriteItems cancelled by a condition is charged in full (its actions were prepared): an upper
  *   bound, as AWS publishes no figure for a cancelled transaction. Other cancellations charge nothing.
  * - A `ConditionalCheckFailedException`: modelled by {@link failedWriteCharge}.
+ * - A Query or Scan reported below its minimum (one read unit, half eventually consistent): the minimum.
  * - Any other error: no units (throttled and invalid requests consume none).
  * - Anything else: read from `ConsumedCapacity`.
  */
@@ -406,7 +408,14 @@ export function measureRequest(operation: string, input: object, outcome: Outcom
     if (errorName(outcome.error) !== 'ConditionalCheckFailedException') return { charge: NO_CHARGE, failedCondition: false, modelled: false };
     return { charge: failedWriteCharge(input as ConditionalWriteInput, existingItemOf(outcome.error)), failedCondition: true, modelled: true };
   }
-  return { charge: sumConsumedCapacity(consumedCapacityOf(outcome.output), unitKind(operation, input)), failedCondition: false, modelled: false };
+  const charge = sumConsumedCapacity(consumedCapacityOf(outcome.output), unitKind(operation, input));
+  if (operation === 'Query' || operation === 'Scan') {
+    // A Query or Scan is billed at least one read unit (half of one eventually consistent) even when it
+    // reads nothing [units]; DynamoDB Local reports 0 for an empty one: modelled.
+    const minimum = (input as { ConsistentRead?: boolean }).ConsistentRead ? 1 : 0.5;
+    if (charge.readUnits < minimum) return { charge: new ChargeBuilder().add((input as { TableName?: string }).TableName, minimum, 0).build(), failedCondition: false, modelled: true };
+  }
+  return { charge, failedCondition: false, modelled: false };
 }
 
 function emptyOperation(): OperationTotals {

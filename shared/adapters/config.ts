@@ -36,6 +36,8 @@ export interface LedgerConfig {
    * `dispatch-ledger/{stackName}/targets/`, set by the stack); empty when unset.
    */
   readonly targetSecretPrefix: string;
+  /** Partitions of each origin's results inbox (`INBOX_SHARDS`, default 1; CONTRACT §10). */
+  readonly inboxShards: number;
 }
 
 export interface ReadConfigOptions {
@@ -72,5 +74,6 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
     targetAddressPolicy,
     targetSecretPrefix: getStringFromEnv({ key: 'TARGET_SECRET_PREFIX', defaultValue: '' }),
+    inboxShards: Math.min(32, Math.max(1, Math.floor(getNumberFromEnv({ key: 'INBOX_SHARDS', defaultValue: 1 })))),
   };
 }

@@ -1,6 +1,6 @@
 import { BatchGetCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, ResultRecord } from '../dispatch/state.js';
 import type { LedgerFeeds, Page, Rejection } from '../ledger/port.js';
 import { dispatchIdOfKey, FEED, idHash, INDEX, isRejectionItemKey, isStateItemKey, KEY, messageIdOfKey, monthKey, originKeyOf, REJECTION_FEED, rejectionOf, stateOf, type Item } from './ledger-items.js';
 
@@ -153,6 +153,16 @@ export class LedgerFeedsTable implements LedgerFeeds {
     origin: string,
     options: { limit: number; cursor?: string | undefined; status?: string | undefined },
   ): Promise<Page<DispatchState>> {
+    return this.readHistory(origin, options, false, (state) => !options.status || state.execution.status === options.status || state.phase === options.status);
+  }
+
+  /** CONTRACT §10 `GET /origins/{origin}/inbox`: the origin's results, oldest first, in one state if asked. */
+  async listResults(origin: string, options: { limit: number; cursor?: string | undefined; state: ResultRecord['state'] | undefined }): Promise<Page<DispatchState>> {
+    return this.readHistory(origin, options, true, (state) => state.result !== null && state.result !== undefined && (!options.state || state.result.state === options.state));
+  }
+
+  /** An origin's history (newest first, or oldest first), filtered, in bounded rounds of key pages. */
+  private async readHistory(origin: string, options: { limit: number; cursor?: string | undefined }, oldestFirst: boolean, keep: (state: DispatchState) => boolean): Promise<Page<DispatchState>> {
     // Only a key of this origin's partition of the index, as DynamoDB handed it out.
     const isOriginKey = (value: unknown): value is Record<string, string> =>
       isKey(value, 'pk', 'sk', 'originKey', 'createdKey') && value.originKey === originKeyOf(origin) && isStateKey(value.pk, value.sk, value.createdKey);
@@ -166,15 +176,13 @@ export class LedgerFeedsTable implements LedgerFeeds {
           IndexName: INDEX.byOrigin,
           KeyConditionExpression: 'originKey = :origin',
           ExpressionAttributeValues: { ':origin': originKeyOf(origin) },
-          ScanIndexForward: false,
+          ScanIndexForward: oldestFirst,
           Limit: options.limit - items.length,
           ExclusiveStartKey: startKey,
         }),
       );
       const states = await this.getStates((page.Items ?? []).map((item) => dispatchIdOfKey(String(item.pk))));
-      for (const state of states) {
-        if (!options.status || state.execution.status === options.status || state.phase === options.status) items.push(state);
-      }
+      for (const state of states) if (keep(state)) items.push(state);
       startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
       if (!startKey || items.length >= options.limit) break;
     }

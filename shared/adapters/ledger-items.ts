@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import type { BlockedCode, DispatchState } from '../dispatch/state.js';
-import { isTerminal } from '../dispatch/transitions.js';
+import { DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
+import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import { CorruptItemError, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type PastAttempt, type Rejection } from '../ledger/port.js';
+import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type PastAttempt, type Rejection } from '../ledger/port.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
@@ -21,7 +21,9 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
- * | past attempt       | D#{dispatchId}    | ATT#{attempt}#{version} | —  (what a redispatch ended: run, receipts, execution) |
+ * | past attempt       | D#{dispatchId}    | ATT#{attempt}#{version} | —  (what a redispatch ended: run, receipts, execution, result) |
+ * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
+ * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
@@ -31,6 +33,10 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
  * - `byOrigin`: KEYS_ONLY, written once when the state is created (its keys never change, so later
  *   state writes cost no index write); history is newest-first by `createdAt#dispatchId`.
+ * - `inbox`: sparse, KEYS_ONLY: a state whose result is pending or claimed, under
+ *   `inbox#{origin}#{i|a}#{shard}` (inject or after_turn) by when it became ready. A claim reads the origin's shards oldest first and
+ *   takes results by conditional state writes; the entry is written once when the result is made and
+ *   removed when it is delivered or dropped (a claim or release changes no index attribute).
  * - `feed`: rejections by month and the attention lists by kind, newest first (attention: by when the
  *   problem began).
  * - TTL (`expiresAt`) on every dispatch record: the retention after the dispatch is final (state), after
@@ -39,7 +45,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  */
 
 export const DUE_SHARDS = 16;
-export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed' } as const;
+export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox' } as const;
 export const TTL_ATTRIBUTE = 'expiresAt';
 
 const DISPATCH = 'D#';
@@ -60,6 +66,8 @@ export const KEY = {
   operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
   /** One per redispatch: by attempt, then by the state version it ended (a blocked attempt may be redispatched again). */
   pastAttempt: (dispatchId: string, attempt: number, stateVersion: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}#${pad(stateVersion, 10)}` }),
+  resultBody: (dispatchId: string, attempt: number, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `RBODY#${pad(attempt, 6)}#${pad(seq, 16)}` }),
+  originSettings: (origin: string) => ({ pk: `OS#${origin}`, sk: 'ORIGIN' }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
 } as const;
@@ -82,6 +90,18 @@ export const FEED = {
 /** The shape of a monthly rejections feed key (a cursor naming another is not one this table issued). */
 export const REJECTION_FEED = /^rejections#\d{4}-\d\d$/;
 export const originKeyOf = (origin: string): string => `O#${origin}`;
+/**
+ * The inbox partitions of an origin: inject and after_turn results under keys of their own (an inject
+ * claim reads only inject entries), each spread over `shards` keys by dispatch id.
+ */
+export type InboxKind = 'inject' | 'after_turn';
+const INBOX_KIND_CODE: Readonly<Record<InboxKind, string>> = { inject: 'i', after_turn: 'a' };
+export const inboxKeysOf = (origin: string, shards: number, kinds: readonly InboxKind[]): string[] =>
+  kinds.flatMap((kind) => Array.from({ length: shards }, (_, shard) => `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`));
+export function inboxKeyOf(origin: string, dispatchId: string, shards: number, kind: InboxKind): string {
+  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(1) % shards;
+  return `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`;
+}
 export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${pad(shard, 2)}`);
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
@@ -103,7 +123,7 @@ export const LEDGER_TABLE_DEFINITION: {
   readonly globalSecondaryIndexes: GlobalSecondaryIndex[];
   readonly ttlAttribute: string;
 } = {
-  attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt'].map((name) => ({
+  attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt', 'inboxKey', 'inboxAt'].map((name) => ({
     AttributeName: name,
     AttributeType: 'S',
   })),
@@ -115,6 +135,11 @@ export const LEDGER_TABLE_DEFINITION: {
     { IndexName: INDEX.due, KeySchema: [{ AttributeName: 'dueShard', KeyType: 'HASH' }, { AttributeName: 'dueAt', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
     { IndexName: INDEX.byOrigin, KeySchema: [{ AttributeName: 'originKey', KeyType: 'HASH' }, { AttributeName: 'createdKey', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
     { IndexName: INDEX.feed, KeySchema: [{ AttributeName: 'feedKey', KeyType: 'HASH' }, { AttributeName: 'feedAt', KeyType: 'RANGE' }], Projection: { ProjectionType: 'ALL' } },
+    {
+      IndexName: INDEX.inbox,
+      KeySchema: [{ AttributeName: 'inboxKey', KeyType: 'HASH' }, { AttributeName: 'inboxAt', KeyType: 'RANGE' }],
+      Projection: { ProjectionType: 'KEYS_ONLY' },
+    },
   ],
   ttlAttribute: TTL_ATTRIBUTE,
 };
@@ -169,11 +194,22 @@ function checked(item: Item, fields: Readonly<Record<string, Check>>): Item {
  * The hot state item. Kept small (≤ 1 KB for usual ids): the dispatch id and origin live only in the
  * keys, nulls are not stored, and the history sort key carries a hash of the id rather than the id.
  */
-export function stateItem(state: DispatchState, retentionSeconds: number): Item {
-  const { dispatchId, origin, dueAt, ...rest } = state;
+export function stateItem(state: DispatchState, retentionSeconds: number, inboxShards = 1): Item {
+  const { dispatchId, origin, dueAt, storedDueAt: _transient, createdAt: _created, ...rest } = state;
+  // Kept within one write unit: what the codec can restore is not stored (the defaults, the creation
+  // time the history key carries, the current run's id its receipts repeat, the result's id and attempt).
+  const { timeouts, supersededRuns, deliveryMode, receipts, result: currentResult, ...others } = rest;
+  const compact: Record<string, unknown> = {
+    ...others,
+    ...(isDefaultTimeouts(timeouts) ? {} : { timeouts }),
+    ...(supersededRuns.length > 0 ? { supersededRuns } : {}),
+    ...(deliveryMode === 'callback' ? {} : { deliveryMode }),
+    receipts: receipts.map((receipt) => ('runId' in receipt && receipt.attempt === state.attempt && receipt.runId === state.runId ? withoutRunId(receipt) : receipt)),
+    ...(currentResult ? { result: storedResult(currentResult) } : {}),
+  };
   const item: Item = {
     ...KEY.state(dispatchId),
-    ...(withoutNulls(rest) as Item),
+    ...(withoutNulls(compact) as Item),
     originKey: originKeyOf(origin),
     createdKey: `${state.createdAt}#${idHash(dispatchId)}`,
   };
@@ -188,33 +224,74 @@ export function stateItem(state: DispatchState, retentionSeconds: number): Item 
     item.feedKey = FEED.attention(attention);
     item.feedAt = `${state.attentionSince ?? state.updatedAt}#${idHash(dispatchId)}`;
   }
+  // In its origin's inbox while its result is out (pending, or claimed: a lease may lapse).
+  const result = state.result;
+  if (result && (result.state === 'pending' || result.state === 'claimed')) {
+    item.inboxKey = inboxKeyOf(state.origin, dispatchId, inboxShards, state.resultDelivery ?? 'after_turn');
+    item.inboxAt = `${result.readyAt}#${idHash(dispatchId)}`;
+  }
   // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
   const settled = state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending';
   if (state.phase === 'blocked' || settled) item[TTL_ATTRIBUTE] = expiryOf(state.updatedAt, retentionSeconds);
   return item;
 }
 
+const isDefaultTimeouts = (timeouts: DispatchState['timeouts']): boolean =>
+  timeouts.stallAfterSeconds === DEFAULT_TIMEOUTS.stallAfterSeconds && timeouts.approvalWaitSeconds === DEFAULT_TIMEOUTS.approvalWaitSeconds && timeouts.deliveryGraceSeconds === DEFAULT_TIMEOUTS.deliveryGraceSeconds;
+const withoutRunId = (receipt: DispatchState['receipts'][number]): Record<string, unknown> => {
+  const { runId: _runId, ...rest } = receipt as DispatchState['receipts'][number] & { runId?: string };
+  return rest;
+};
+/**
+ * The result as the state item stores it, in short names (claims and acks rewrite the hot item: it
+ * stays within one write unit); its id and attempt are the state's own, restored on read.
+ */
+const RESULT_FIELD = {
+  state: 's',
+  readyAt: 'r',
+  deliveryAttempts: 'n',
+  claimToken: 't',
+  leaseUntil: 'l',
+  deliveredAt: 'd',
+  deliveredBy: 'b',
+  droppedReason: 'x',
+  droppedAt: 'y',
+} as const satisfies Record<Exclude<keyof ResultRecord, 'id' | 'attempt'>, string>;
+
+function storedResult(result: ResultRecord): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(RESULT_FIELD).map(([name, short]) => [short, result[name as keyof typeof RESULT_FIELD]]));
+}
+
+function resultFieldsOf(stored: Item): Item {
+  // Records written with their full names (before the short ones) read as they are.
+  if (!('s' in stored)) return stored;
+  return Object.fromEntries(Object.entries(RESULT_FIELD).flatMap(([name, short]) => (stored[short] === undefined ? [] : [[name, stored[short]]])));
+}
+
 const STATE_FIELDS: Readonly<Record<string, Check>> = {
   pk: isString,
   originKey: isString,
   target: isString,
-  createdAt: isString,
+  createdAt: optional(isString),
+  createdKey: isString,
   updatedAt: isString,
   phase: (value) => value === 'accepted' || value === 'submitted' || value === 'blocked',
   attempt: isNumber,
   version: isNumber,
   hop: isNumber,
   maxHops: isNumber,
-  deliveryMode: isString,
-  'timeouts.stallAfterSeconds': isNumber,
-  'timeouts.approvalWaitSeconds': isNumber,
-  'timeouts.deliveryGraceSeconds': isNumber,
+  deliveryMode: optional(isString),
+  timeouts: optional(isObject),
+  'timeouts.stallAfterSeconds': optional(isNumber),
+  'timeouts.approvalWaitSeconds': optional(isNumber),
+  'timeouts.deliveryGraceSeconds': optional(isNumber),
   'submission.attempts': isNumber,
   execution: isObject,
   receipts: isArray,
   runId: optional(isString),
   changes: optional(isArray),
   supersededRuns: optional(isArray),
+  result: optional(isObject),
 };
 
 const BLOCKED_CODES: readonly BlockedCode[] = ['invalid_fields', 'unknown_target', 'unknown_parent', 'hop_budget_exceeded', 'target_rejected', 'retry_budget_spent'];
@@ -224,14 +301,24 @@ function legacyBlockedCode(reason: string | null | undefined): BlockedCode | nul
 }
 
 export function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey: _created, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
+  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
   const stored = rest as Partial<DispatchState>;
+  const dispatchId = dispatchIdOfKey(String(pk));
+  const attempt = stored.attempt as number;
+  const runId = stored.runId ?? null;
   const execution = (stored.execution ?? {}) as Partial<DispatchState['execution']>;
   const submission = (stored.submission ?? {}) as Partial<DispatchState['submission']>;
   return {
     ...(stored as DispatchState),
-    dispatchId: dispatchIdOfKey(String(pk)),
+    dispatchId,
     origin: String(originKey).slice(2),
+    // Items written before the compact codec carried these themselves.
+    createdAt: stored.createdAt ?? String(createdKey).slice(0, String(createdKey).lastIndexOf('#')),
+    timeouts: stored.timeouts ?? { ...DEFAULT_TIMEOUTS },
+    deliveryMode: stored.deliveryMode ?? 'callback',
+    receipts: (stored.receipts ?? []).map((receipt) =>
+      (receipt.event === 'dispatch_submitted' || receipt.event === 'dispatch_completed') && !('runId' in receipt && receipt.runId) && receipt.attempt === attempt && runId !== null ? { ...receipt, runId } : receipt,
+    ),
     blockedCode: stored.blockedCode ?? legacyBlockedCode(stored.blockedReason),
     blockedReason: stored.blockedReason ?? null,
     runId: stored.runId ?? null,
@@ -258,6 +345,35 @@ export function stateOf(item: Item): DispatchState {
       ...(execution.unknownLookups ? { unknownLookups: execution.unknownLookups } : {}),
     },
     dueAt: typeof dueAt === 'string' ? dueAt : null,
+    ...(stored.result ? { result: resultRecordOf({ ...resultFieldsOf(stored.result as unknown as Item), id: resultIdOf(dispatchId, attempt, stored.resultRound ?? 0), attempt }, `${String(pk)}/STATE`) } : {}),
+    ...(stored.redispatch ? { redispatch: { ...stored.redispatch, supersededRunId: stored.redispatch.supersededRunId ?? null, cancel: stored.redispatch.cancel ?? null } } : {}),
+  };
+}
+
+/** A stored result record, checked and with its nulls restored. */
+function resultRecordOf(value: unknown, key: string): ResultRecord {
+  const record = checked({ pk: key, sk: 'result', ...(value as Item) }, { id: isString, attempt: isNumber, state: (v) => v === 'pending' || v === 'claimed' || v === 'delivered' || v === 'dropped', readyAt: isString, deliveryAttempts: isNumber });
+  const { pk: _pk, sk: _sk, ...stored } = record;
+  const nulls = { claimToken: null, leaseUntil: null, deliveredAt: null, deliveredBy: null, droppedReason: null, droppedAt: null };
+  return { ...nulls, ...stored } as unknown as ResultRecord;
+}
+
+export function resultBodyItem(body: ResultBody, retentionSeconds: number): Item {
+  return { ...KEY.resultBody(body.dispatchId, body.attempt, body.seq), ...(withoutNulls(body) as Item), [TTL_ATTRIBUTE]: expiryOf(body.at, retentionSeconds) };
+}
+
+export function resultBodyOf(item: Item): ResultBody {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, seq: isNumber, bytes: isNumber, at: isString, json: optional(isString), bodyRef: optional(isString) });
+  return { json: null, preview: null, bodyRef: null, ...rest } as unknown as ResultBody;
+}
+
+export { DEFAULT_ORIGIN_SETTINGS };
+
+export function originSettingsOf(item: Item): OriginSettings {
+  const { maxDeliveryAttempts, resultTtlHours } = checked(item, { maxDeliveryAttempts: optional(isNumber), resultTtlHours: optional(isNumber) });
+  return {
+    maxDeliveryAttempts: typeof maxDeliveryAttempts === 'number' ? maxDeliveryAttempts : DEFAULT_ORIGIN_SETTINGS.maxDeliveryAttempts,
+    resultTtlHours: typeof resultTtlHours === 'number' ? resultTtlHours : DEFAULT_ORIGIN_SETTINGS.resultTtlHours,
   };
 }
 
@@ -356,7 +472,8 @@ export function pastAttemptItem(past: PastAttempt, retentionSeconds: number): It
 
 export function pastAttemptOf(item: Item): PastAttempt {
   const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, receipts: isArray, execution: isObject, endedAt: isString, superseded: isBoolean, stateVersion: isNumber });
-  return { runId: null, reason: '', ...rest } as unknown as PastAttempt;
+  const past = { runId: null, reason: '', ...rest } as unknown as PastAttempt;
+  return past.result ? { ...past, result: resultRecordOf(past.result, `${String(item.pk)}/${String(item.sk)}`) } : past;
 }
 
 /** What a stream image of the ledger table holds, decoded (the publisher and the retention function read the stream). */

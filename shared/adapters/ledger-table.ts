@@ -13,7 +13,7 @@ import {
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, PastAttempt, PutOutcome, Rejection } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -32,6 +32,9 @@ import {
   messageItem,
   monthKey,
   messageOf,
+  originSettingsOf,
+  resultBodyItem,
+  resultBodyOf,
   operatorReceiptOf,
   pastAttemptItem,
   pastAttemptOf,
@@ -96,9 +99,9 @@ function collectionQuery(tableName: string, collection: { readonly pk: string; r
  * and phase read, or, for a state never stored, that none exists — an illegal move throws before any
  * request is sent.
  */
-export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number): PutCommandInput {
+export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): PutCommandInput {
   const condition = writeCondition(from, next);
-  const Item = stateItem(next, retentionSeconds);
+  const Item = stateItem(next, retentionSeconds, inboxShards);
   if (condition.create) return { TableName: tableName, Item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' };
   return {
     TableName: tableName,
@@ -119,6 +122,8 @@ export interface LedgerTableOptions {
    * and registrations change rarely. A change is seen within this time. @default 0 (always read)
    */
   readonly targetCacheMs?: number;
+  /** Partitions of each origin's inbox (CONTRACT §10; ~500 results/s each). Only ever raise it. @default 1 */
+  readonly inboxShards?: number;
 }
 
 /** The DynamoDB implementation of the ledger's store, principal registry included. */
@@ -178,7 +183,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome> {
-    const put = statePut(this.table, from, next, this.options.retentionSeconds);
+    const put = statePut(this.table, from, next, this.options.retentionSeconds, this.options.inboxShards);
     if (ended) return this.commitWithEnded(put, ended);
     try {
       await this.db.send(new PutCommand(put));
@@ -380,6 +385,26 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 
   async putTarget(target: TargetRegistration): Promise<void> {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } }));
+  }
+
+  async getOriginSettings(origin: string): Promise<OriginSettings> {
+    const deployed = this.options.registry?.origins?.get(origin);
+    if (deployed) return deployed;
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.originSettings(origin) }));
+    return originSettingsOf(Item ?? {});
+  }
+
+  async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.originSettings(origin), origin, ...settings } }));
+  }
+
+  async putResultBody(body: ResultBody): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: resultBodyItem(body, this.options.retentionSeconds) }));
+  }
+
+  async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.resultBody(dispatchId, attempt, seq), ConsistentRead: true }));
+    return Item ? resultBodyOf(Item) : undefined;
   }
 
   async resolve(principalId: string): Promise<Principal | undefined> {

@@ -2,6 +2,7 @@ import * as z from 'zod/mini';
 import '../zod-english.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type OriginSettings } from '../ledger/port.js';
 import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 
 /**
@@ -13,6 +14,8 @@ import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 export interface StaticRegistry {
   readonly principals: ReadonlyMap<string, Principal>;
   readonly targets: ReadonlyMap<string, TargetRegistration>;
+  /** Per-origin delivery settings (CONTRACT §10), by origin name. */
+  readonly origins?: ReadonlyMap<string, OriginSettings>;
 }
 
 const nonBlank = z.string().check(z.minLength(1), z.maxLength(2048));
@@ -22,6 +25,15 @@ const principalSchema = z.object({ role: z.enum(['origin', 'target', 'operator']
 const registrySchema = z.object({
   principals: z.array(z.object({ id: nonBlank, principal: principalSchema })),
   targets: z.array(z.object({ name: nonBlank, kind: z.enum(['http']), baseUrl: nonBlank, secretRef: z.optional(nonBlank) })),
+  origins: z.optional(
+    z.array(
+      z.object({
+        origin: nonBlank,
+        maxDeliveryAttempts: z.optional(z.int().check(z.minimum(1), z.maximum(100))),
+        resultTtlHours: z.optional(z.number().check(z.positive(), z.maximum(24 * 30))),
+      }),
+    ),
+  ),
 });
 
 function principalOf(id: string, entry: z.output<typeof principalSchema>): Principal {
@@ -59,5 +71,10 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
     if (problem) throw new RangeError(`LEDGER_REGISTRY: target ${target.name}: baseUrl ${problem}`);
     targets.set(target.name, { ...target, ...(secretRef ? { secretRef } : {}) });
   }
-  return { principals, targets };
+  const origins = new Map<string, OriginSettings>();
+  for (const { origin, ...settings } of parsed.data.origins ?? []) {
+    if (origins.has(origin)) throw new RangeError(`LEDGER_REGISTRY names origin ${origin} twice`);
+    origins.set(origin, { ...DEFAULT_ORIGIN_SETTINGS, ...settings });
+  }
+  return { principals, targets, origins };
 }

@@ -50,7 +50,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
   return {
     dynamodb,
     documents,
-    table: new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs }),
+    table: new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs, inboxShards: config.inboxShards }),
     blobs: new S3Blobs(s3, config.bucketName),
     targetFor: (registration) => {
       const cacheKey = `${registration.name}|${registration.baseUrl}|${registration.secretRef ?? ''}`;

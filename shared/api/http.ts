@@ -26,6 +26,10 @@ export type ErrorCode =
   | 'not_yet_recorded'
   /** 409: the platform's check found this evidence file; the checked bytes stand. */
   | 'evidence_sealed'
+  /** 409: the claim token no longer holds the result (its lease was taken over, or it never held it). */
+  | 'lease_lost'
+  /** 409: the result's attempt was superseded by a redispatch; it will never be delivered. */
+  | 'superseded'
   | 'too_large'
   | 'target_unreachable'
   | 'forbidden'
@@ -41,6 +45,8 @@ const STATUS: Record<ErrorCode, number> = {
   conflict: 409,
   not_yet_recorded: 409,
   evidence_sealed: 409,
+  lease_lost: 409,
+  superseded: 409,
   too_large: 413,
   target_unreachable: 502,
   forbidden: 403,

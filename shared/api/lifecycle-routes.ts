@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
-import { applyRunEvent, isTerminal, reconcileLookup, RUN_EVENT_TYPES, stallDeadline } from '../dispatch/transitions.js';
+import { applyRunEvent, isLive, isTerminal, reconcileLookup, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline } from '../dispatch/transitions.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { refProblem } from '../dispatch/refs.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
@@ -12,6 +12,8 @@ import { lookUpRun } from '../usecases/look-up-run.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
 import { clip } from '../text.js';
+import type { ResultBodyRef } from '../dispatch/state.js';
+import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, storeResultBody } from '../usecases/inbox.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;
@@ -24,7 +26,8 @@ export const RunEventBody = z.strictObject({
   seq: z.int().check(z.minimum(0), z.maximum(MAX_SEQ)),
   type: z.enum(RUN_EVENT_TYPES),
   approvalId: z.optional(z.string().check(z.minLength(1), z.maxLength(128))),
-  result: z.optional(z.strictObject({ summary: z.optional(z.string().check(z.maxLength(100_000))) })),
+  // CONTRACT §10: a final event may carry the result's body, any JSON (bounded below, after parsing).
+  result: z.optional(z.strictObject({ summary: z.optional(z.string().check(z.maxLength(100_000))), body: z.optional(z.unknown()) })),
   evidence: z.optional(
     z.array(z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))).check(z.maxLength(32)),
   ),
@@ -94,7 +97,13 @@ const EVENT_ROUNDS = 5;
 
 /** POST /runs/{runId}/events — the target reports on its run (CONTRACT §2). */
 export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buffer | undefined, caller: Caller) {
-  const event = parseJson(body, RunEventBody);
+  const { result, ...rest } = parseJson(body, RunEventBody);
+  const resultBody = result?.body === undefined ? undefined : resultBodyOfEvent(rest.type, result.body);
+  const event = {
+    ...rest,
+    ...(result ? { result: { ...(result.summary === undefined ? {} : { summary: result.summary }), ...(resultBody ? { body: resultBody.ref(rest.seq) } : {}) } } : {}),
+  };
+  let stored = false;
   for (let round = 0; round < EVENT_ROUNDS; round += 1) {
     const run = await runOfDispatch(deps, event.dispatchId, runId, caller);
     const state = run.state;
@@ -104,7 +113,15 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
     }
     const outcome = applyRunEvent(state, event, deps.now());
     if (outcome.kind === 'invalid') throw new ApiError('invalid', outcome.reason);
-    if (outcome.kind === 'stale') return { status: 200, body: { applied: false } };
+    if (outcome.kind === 'stale') {
+      // The final status was recorded first (by a lookup or the submission's answer): the body this
+      // report carries still belongs with the result, which is never left without it.
+      const late = resultBody && state.runId === runId && state.execution.nativeStatus === event.type && !state.execution.result?.body && isLive(state.result) && (state.lastSeq === null || event.seq > state.lastSeq);
+      if (!late || !resultBody) return { status: 200, body: { applied: false } };
+      const ref = await storeResultBody(deps, state.dispatchId, state.attempt, event.seq, resultBody.json);
+      if ((await deps.store.commit(state, resultBodyAttached(state, event.seq, ref, deps.now()))).kind === 'committed') return { status: 202, body: { applied: true } };
+      continue;
+    }
     if (outcome.kind === 'coalesced') return { status: 200, body: { applied: false, coalesced: true } };
     let next = outcome.next;
     // A completion whose evidence is already delivered is settled in the same write; otherwise the
@@ -113,9 +130,23 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
     if (next.execution.status === 'completed' && next.evidence.outcome === 'pending') {
       next = (await settleEvidence(deps, next, deps.now(), 'same_write').catch(() => undefined)) ?? next;
     }
+    // The body first, then the state that refers to it: if it cannot be stored this throws (5xx), nothing is recorded, the target retries.
+    if (resultBody && !stored) {
+      await storeResultBody(deps, state.dispatchId, state.attempt, event.seq, resultBody.json);
+      stored = true;
+    }
     if ((await deps.store.commit(state, next)).kind === 'committed') return { status: 202, body: { applied: true } };
   }
   throw new ApiError('conflict', 'the dispatch kept changing; retry');
+}
+
+/** A final event's `result.body`: only on a final type, at most 256 KB of JSON (413 beyond). */
+function resultBodyOfEvent(type: string, body: unknown): { readonly json: string; readonly ref: (seq: number) => ResultBodyRef } {
+  if (type !== 'completed' && type !== 'failed' && type !== 'cancelled') throw new ApiError('invalid', 'result.body is carried by a final event only (completed, failed, cancelled)');
+  const json = JSON.stringify(body);
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > MAX_RESULT_BODY_BYTES) throw new ApiError('too_large', `result.body is ${bytes} bytes; at most ${MAX_RESULT_BODY_BYTES}`);
+  return { json, ref: (seq) => ({ seq, bytes, spilled: bytes > INLINE_BODY_BYTES }) };
 }
 
 /** `GET /dispatches/{id}?refresh=true`: looks the run up live and reconciles before answering. */

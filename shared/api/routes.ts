@@ -3,7 +3,8 @@ import type { DispatchState } from '../dispatch/state.js';
 import { newestPage } from './pages.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/ids.js';
-import { CorruptItemError, type LedgerFeeds } from '../ledger/port.js';
+import { CorruptItemError, type InboxStore, type LedgerFeeds } from '../ledger/port.js';
+import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
 import { postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { postOperatorReceipt } from './receipt-routes.js';
@@ -16,6 +17,11 @@ export interface ApiDeps extends LifecycleDeps {
   readonly feeds: LedgerFeeds;
   readonly principals: PrincipalRegistry;
   readonly principalMode: PrincipalMode;
+  /** The results inbox (CONTRACT §10). */
+  readonly inbox: InboxStore;
+  readonly inboxShards?: number;
+  /** Waits between the polls of an inbox long poll (tests pass a fake). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 interface Route {
@@ -155,6 +161,28 @@ const ROUTES: readonly Route[] = [
       });
       return json(200, { items: page.items.map(historyEntry), cursor: page.cursor });
     },
+  },
+  {
+    method: 'POST',
+    pattern: ['origins', ':origin', 'inbox', 'claim'],
+    handle: async (deps, request, params, caller) => postClaim(deps, ownInbox(params.origin ?? '', caller), request.body),
+  },
+  ...(['ack', 'release', 'renew'] as const).map(
+    (action): Route => ({
+      method: 'POST',
+      pattern: ['origins', ':origin', 'inbox', ':resultId', action],
+      handle: async (deps, request, params, caller) => postSettle(deps, ownInbox(params.origin ?? '', caller), params.resultId ?? '', action, request),
+    }),
+  ),
+  {
+    method: 'GET',
+    pattern: ['origins', ':origin', 'inbox'],
+    handle: async (deps, request, params, caller) => getInbox(deps, ownInbox(params.origin ?? '', caller), request, limitOf(request)),
+  },
+  {
+    method: 'GET',
+    pattern: ['origins', ':origin', 'inbox', ':resultId', 'body'],
+    handle: async (deps, _request, params, caller) => getBody(deps, ownInbox(params.origin ?? '', caller), params.resultId ?? ''),
   },
   {
     method: 'GET',

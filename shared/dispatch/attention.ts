@@ -1,11 +1,14 @@
 import type { DispatchState } from './state.js';
 
 /** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins. */
-export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying'] as const;
+export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped'] as const;
 export type AttentionKind = (typeof ATTENTION_KINDS)[number];
 
 /** Which list a dispatch belongs on now, if any. Pure: derived from the state alone. */
 export function attentionKind(state: DispatchState): AttentionKind | undefined {
+  // A result nobody will receive (too many attempts, or expired) comes first: the origin never heard
+  // back, whatever else happened; a superseded one left with its attempt.
+  if (state.result?.state === 'dropped' && state.result.droppedReason !== 'superseded') return 'result_dropped';
   if (state.phase === 'blocked') return 'blocked';
   if (state.phase === 'accepted' && state.submission.lastError) return 'retrying';
   if (state.execution.monitorStatus === 'approval_wait_expired') return 'approval_wait_expired';
@@ -33,6 +36,8 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
           ? `${state.submission.attempts} submission attempt(s) failed; next ${state.submission.nextRetryAt ?? '—'}; last: ${state.submission.lastError ?? ''}`
           : kind === 'orphan_no_delivery'
             ? 'completed, but the expected evidence never arrived'
+            : kind === 'result_dropped'
+              ? `result ${state.result?.id ?? ''} dropped (${state.result?.droppedReason ?? ''}) after ${state.result?.deliveryAttempts ?? 0} delivery attempt(s); the payload is kept: npx ledger inbox list --state dropped --origin ${state.origin}`
             : kind === 'approval_wait_expired'
               ? `approval ${state.execution.pendingApproval?.approvalId ?? ''} still pending`
               : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: npx ledger check ${state.dispatchId} --refresh`,

@@ -7,11 +7,8 @@ import { DISPATCH_ID, ORIGIN, TARGET_NAME } from './ids.js';
 
 export { DISPATCH_ID, ORIGIN, TARGET_NAME };
 
-export const DEFAULT_TIMEOUTS = {
-  stallAfterSeconds: 600,
-  approvalWaitSeconds: 1800,
-  deliveryGraceSeconds: 300,
-} as const;
+export { DEFAULT_TIMEOUTS } from './state.js';
+import { DEFAULT_TIMEOUTS } from './state.js';
 export const DEFAULT_MAX_HOPS = 4;
 /** Upper bounds the contract leaves open: a month for any clock, 32 hops. */
 const MAX_SECONDS = 30 * 24 * 3600;

@@ -47,10 +47,17 @@ export interface Execution {
   readonly lastActivityAt: string | null;
   readonly completedAt: string | null;
   readonly pendingApproval: { readonly approvalId: string; readonly requestedAt: string } | null;
-  readonly result: { readonly summary?: string } | null;
+  readonly result: { readonly summary?: string; readonly body?: ResultBodyRef } | null;
   /** Lookups in a row that left the run unknown (the backoff of the next one doubles with it). */
   readonly unknownLookups?: number | undefined;
 }
+
+/** CONTRACT §1's defaults. */
+export const DEFAULT_TIMEOUTS = {
+  stallAfterSeconds: 600,
+  approvalWaitSeconds: 1800,
+  deliveryGraceSeconds: 300,
+} as const;
 
 export interface Timeouts {
   readonly stallAfterSeconds: number;
@@ -85,7 +92,13 @@ export type ChangeKind =
   | 'orphaned'
   | 'evidence_unverified'
   | 'evidence_recheck'
-  | 'redispatched';
+  | 'redispatched'
+  | 'result_ready'
+  | 'result_claimed'
+  | 'result_renewed'
+  | 'result_released'
+  | 'result_delivered'
+  | 'result_dropped';
 
 /** The post-condition: did the expected evidence arrive? Checked by the platform itself (CONTRACT §5). */
 export interface EvidenceState {
@@ -134,6 +147,50 @@ export interface DispatchState {
   readonly attentionSince?: string | null;
   /** What this version changed (see ChangeKind). */
   readonly changes: readonly ChangeKind[];
+  /** CONTRACT §10: how the result reaches the origin (absent: after_turn). */
+  readonly resultDelivery?: ResultDelivery | undefined;
+  /** The result of the current attempt, once it exists (callback delivery only; CONTRACT §10). */
+  readonly result?: ResultRecord | null | undefined;
+  /** Results made again for an attempt that already had one (a blocked dispatch redispatched on the same attempt). */
+  readonly resultRound?: number | undefined;
+  /**
+   * In memory only, never stored: the due time of the stored version this one replaces, carried through
+   * the changes of one write (a result's watch keeps it: no index write when nothing else is due).
+   */
+  readonly storedDueAt?: string | null | undefined;
+}
+
+export type ResultDelivery = 'inject' | 'after_turn';
+export type ResultState = 'pending' | 'claimed' | 'delivered' | 'dropped';
+export type ResultDropReason = 'attempts' | 'expired' | 'superseded';
+
+/** Where a final event's `result.body` was stored (before the state write that refers to it). */
+export interface ResultBodyRef {
+  /** The seq of the final event that carried it: the body record's key. */
+  readonly seq: number;
+  readonly bytes: number;
+  /** Above the inline limit: kept once in the blob store, the record holds a preview and the ref. */
+  readonly spilled: boolean;
+}
+
+/**
+ * The durable result of one attempt (CONTRACT §10), kept in the state item so it is created in the very
+ * write that settles the attempt. Claims, acks and releases are named transitions like any other.
+ */
+export interface ResultRecord {
+  readonly id: string;
+  readonly attempt: number;
+  readonly state: ResultState;
+  readonly readyAt: string;
+  /** Releases and lapsed leases so far. */
+  readonly deliveryAttempts: number;
+  readonly claimToken: string | null;
+  readonly leaseUntil: string | null;
+  readonly deliveredAt: string | null;
+  /** Who acknowledged it (the caller's principal, or the origin locally). */
+  readonly deliveredBy: string | null;
+  readonly droppedReason: ResultDropReason | null;
+  readonly droppedAt: string | null;
 }
 
 export const NO_EXECUTION: Execution = {

@@ -10,6 +10,10 @@ import {
   type DispatchState,
   type MonitorStatus,
   type Phase,
+  type ResultBodyRef,
+  type ResultDelivery,
+  type ResultDropReason,
+  type ResultRecord,
   type Timeouts,
 } from './state.js';
 
@@ -30,12 +34,15 @@ export const PHASES = ['accepted', 'submitted', 'blocked'] as const satisfies re
 export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);
 export const isTerminal = (status: string | null): boolean => status !== null && TERMINAL_STATUSES.has(status as TargetRunStatus);
 
+/** The inbox's own changes of a result (CONTRACT §10): written in the phase the dispatch is in. */
+const RESULT_CHANGES: readonly ChangeKind[] = ['result_ready', 'result_claimed', 'result_renewed', 'result_released', 'result_delivered', 'result_dropped'];
+
 /** Change kinds that may be written while the phase moves from → to. Anything else is refused. */
 export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly ChangeKind[]>>>> = {
   accepted: {
     accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched'],
-    submitted: ['submitted', 'completed', 'failed', 'cancelled', 'approval_requested', 'handled', 'orphaned', 'evidence_unverified'],
-    blocked: ['blocked'],
+    submitted: ['submitted', 'completed', 'failed', 'cancelled', 'approval_requested', 'handled', 'orphaned', 'evidence_unverified', 'result_ready'],
+    blocked: ['blocked', 'result_ready'],
   },
   submitted: {
     submitted: [
@@ -55,12 +62,15 @@ export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly Change
       'orphaned',
       'evidence_unverified',
       'evidence_recheck',
+      ...RESULT_CHANGES,
     ],
     // Only a redispatch leaves `submitted`: the old run superseded (or proven final), attempt + 1 next.
-    accepted: ['redispatched', 'superseded'],
+    accepted: ['redispatched', 'superseded', 'result_dropped'],
   },
   blocked: {
-    accepted: ['redispatched'],
+    accepted: ['redispatched', 'result_dropped'],
+    // A blocked dispatch's result is claimed, acked, released or dropped like any other.
+    blocked: [...RESULT_CHANGES, 'rescheduled'],
   },
 };
 
@@ -103,18 +113,177 @@ export function writeCondition(from: DispatchState, next: DispatchState): { read
  * it did ("accepted" and "submitted"). Private: only the named transitions below use it.
  */
 function advance(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
-  return withAttention(state, {
-    ...state,
-    ...patch,
-    updatedAt: now.toISOString(),
-    changes: state.version === NOT_STORED ? [...state.changes, kind] : [kind],
-    version: state.version + 1,
-  });
+  return withAttention(
+    state,
+    withResult(state, {
+      ...state,
+      ...patch,
+      updatedAt: now.toISOString(),
+      changes: state.version === NOT_STORED ? [...state.changes, kind] : [kind],
+      version: state.version + 1,
+      storedDueAt: state.version === NOT_STORED ? null : state.dueAt,
+    }, now),
+  );
 }
 
 /** One more change in a write already under way (its version advanced once): both are committed together. */
 function alsoChange(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
-  return withAttention(state, { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] });
+  return withAttention(state, withResult(state, { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] }, now));
+}
+
+// ——— the result back to the origin (CONTRACT §10) ——————————————————————————————————————————————
+
+/**
+ * A result's id: stable per (dispatchId, attempt) — and per round, for the rare attempt that yields a
+ * second result (a blocked dispatch redispatched on the same attempt). `~` never occurs in a dispatchId.
+ */
+export const resultIdOf = (dispatchId: string, attempt: number, round = 0): string => `r${attempt}${round > 0 ? `.${round}` : ''}~${dispatchId}`;
+const RESULT_ID = /^r([1-9]\d{0,8})(?:\.([1-9]\d{0,8}))?~([A-Za-z0-9._:-]{1,128})$/;
+/** The dispatch and attempt a result id names, or undefined for an id the ledger never issues. */
+export function parseResultId(resultId: string): { readonly dispatchId: string; readonly attempt: number; readonly round: number } | undefined {
+  const match = RESULT_ID.exec(resultId);
+  if (!match) return undefined;
+  return { attempt: Number(match[1]), round: match[2] ? Number(match[2]) : 0, dispatchId: match[3] as string };
+}
+
+/** The current attempt has said its last word: a final status known and its evidence decided, or blocked. */
+export const attemptSettled = (state: DispatchState): boolean =>
+  state.phase === 'blocked' || (state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending');
+
+/** Pending, or claimed and its lease lapsed: a claim may take it. */
+export const isLive = (result: ResultRecord | null | undefined): result is ResultRecord => result?.state === 'pending' || result?.state === 'claimed';
+export const leaseLapsed = (result: ResultRecord, now: Date): boolean => result.state === 'claimed' && result.leaseUntil !== null && Date.parse(result.leaseUntil) <= now.getTime();
+export const isClaimable = (result: ResultRecord | null | undefined, now: Date): result is ResultRecord => result?.state === 'pending' || (result !== null && result !== undefined && leaseLapsed(result, now));
+
+/**
+ * The result is made in the write that settles the attempt, whichever transition that is (a final
+ * event, a lookup, the evidence check, a block): persistence first, never "sent on enqueue". Its due
+ * time is one the index already holds when there is one (no index write; the monitor looks then), else
+ * now, so the monitor schedules its expiry on the origin's clock from the next tick.
+ */
+function withResult(previous: DispatchState, next: DispatchState, now: Date): DispatchState {
+  // The due time the stored item holds, when it is still ahead: keeping it costs no index write.
+  const stored = next.storedDueAt !== undefined ? next.storedDueAt : previous.dueAt;
+  const held = stored !== null && Date.parse(stored) > now.getTime() ? stored : now.toISOString();
+  // A result still out is always due (its expiry is watched), whatever else this write changed.
+  if (isLive(next.result) && next.dueAt === null) next = { ...next, dueAt: held };
+  if (next.deliveryMode !== 'callback' || !attemptSettled(next)) return next;
+  const id = resultIdOf(next.dispatchId, next.attempt, next.resultRound ?? 0);
+  if (next.result?.id === id) return next;
+  const result: ResultRecord = {
+    id,
+    attempt: next.attempt,
+    state: 'pending',
+    readyAt: now.toISOString(),
+    deliveryAttempts: 0,
+    claimToken: null,
+    leaseUntil: null,
+    deliveredAt: null,
+    deliveredBy: null,
+    droppedReason: null,
+    droppedAt: null,
+  };
+  return { ...next, result, changes: [...next.changes, 'result_ready'], dueAt: next.dueAt ?? held };
+}
+
+/** The origin claimed the result: held for `leaseSeconds` under `claimToken`. A lapsed lease taken over counts as a release. */
+export function resultClaimed(state: DispatchState, claim: { readonly claimToken: string; readonly leaseSeconds: number }, now: Date): DispatchState {
+  const result = state.result;
+  if (!isClaimable(result, now)) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['result_claimed']);
+  return advance(state, 'result_claimed', now, {
+    result: {
+      ...result,
+      state: 'claimed',
+      deliveryAttempts: result.state === 'claimed' ? result.deliveryAttempts + 1 : result.deliveryAttempts,
+      claimToken: claim.claimToken,
+      leaseUntil: plus(now, claim.leaseSeconds),
+    },
+  });
+}
+
+/**
+ * The target's own final report came after the ledger had recorded the final status (a lookup, or
+ * the submission's answer): its result body is attached to the result still out, nothing else changes.
+ */
+export function resultBodyAttached(state: DispatchState, seq: number, body: ResultBodyRef, now: Date): DispatchState {
+  return advance(state, 'observed', now, { lastSeq: seq, execution: { ...state.execution, result: { ...state.execution.result, body } } });
+}
+
+/** The holder extends its lease. */
+export function resultRenewed(state: DispatchState, leaseSeconds: number, now: Date): DispatchState {
+  const result = state.result;
+  if (result?.state !== 'claimed' || leaseLapsed(result, now)) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['result_renewed']);
+  return advance(state, 'result_renewed', now, { result: { ...result, leaseUntil: plus(now, leaseSeconds) } });
+}
+
+/**
+ * Back to pending (released, or found with its lease lapsed), one delivery attempt more; at
+ * `maxDeliveryAttempts` dropped instead, its payload kept.
+ */
+export function resultReleased(state: DispatchState, maxDeliveryAttempts: number, now: Date): DispatchState {
+  const result = state.result;
+  if (result?.state !== 'claimed') throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['result_released']);
+  const deliveryAttempts = result.deliveryAttempts + 1;
+  if (deliveryAttempts >= maxDeliveryAttempts) return resultDropped({ ...state, result: { ...result, deliveryAttempts } }, 'attempts', now);
+  return advance(state, 'result_released', now, { result: { ...result, state: 'pending', deliveryAttempts, claimToken: null, leaseUntil: null } });
+}
+
+/** The origin acknowledged the result: owner delivery proven by the origin itself (`basis: origin_ack`). */
+export function resultDelivered(state: DispatchState, by: string, now: Date): DispatchState {
+  const result = state.result;
+  if (result?.state !== 'claimed') throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['result_delivered']);
+  return advance(state, 'result_delivered', now, {
+    result: { ...result, state: 'delivered', leaseUntil: null, deliveredAt: now.toISOString(), deliveredBy: clip(printable(by), 128) },
+    dueAt: null,
+  });
+}
+
+/** Never delivered: too many attempts, or older than the origin's result TTL. Listed in attention. */
+export function resultDropped(state: DispatchState, reason: Exclude<ResultDropReason, 'superseded'>, now: Date): DispatchState {
+  const result = state.result;
+  if (!isLive(result)) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['result_dropped']);
+  return advance(state, 'result_dropped', now, { result: droppedResult(result, reason, now), dueAt: null });
+}
+
+const droppedResult = (result: ResultRecord, reason: ResultDropReason, now: Date): ResultRecord => ({
+  ...result,
+  state: 'dropped',
+  claimToken: result.claimToken,
+  leaseUntil: null,
+  droppedReason: reason,
+  droppedAt: now.toISOString(),
+});
+
+/** The result a redispatch ends with its attempt: a live one is dropped (`superseded`), a delivered one stays delivered. */
+export function endedResult(state: DispatchState, now: Date): ResultRecord | null {
+  const result = state.result ?? null;
+  return isLive(result) ? droppedResult(result, 'superseded', now) : result;
+}
+
+/**
+ * A settled dispatch whose result is still out came due: dropped once older than the origin's TTL
+ * (a lapsed lease counts as pending), else looked at again at its expiry (or when a live lease ends).
+ */
+export function resultWatch(state: DispatchState, settings: { readonly ttlSeconds: number; readonly maxDeliveryAttempts: number }, now: Date): DispatchState {
+  const result = state.result;
+  if (!isLive(result)) return rescheduled(state, now, null);
+  const expiresAt = Date.parse(result.readyAt) + settings.ttlSeconds * 1000;
+  // A lease that lapsed counts as a release (one delivery attempt more; at the cap, dropped), claimed again or not.
+  if (leaseLapsed(result, now)) {
+    const released = resultReleased(state, settings.maxDeliveryAttempts, now);
+    return released.result?.state === 'pending' && now.getTime() >= expiresAt ? { ...resultDroppedAlso(released, 'expired', now) } : released;
+  }
+  if (result.state === 'pending' && now.getTime() >= expiresAt) return resultDropped(state, 'expired', now);
+  // Looked at again when the lease ends, or at the expiry, whichever comes first.
+  const next = result.state === 'claimed' ? Math.min(expiresAt, Date.parse(result.leaseUntil ?? '')) : expiresAt;
+  return rescheduled(state, now, new Date(next));
+}
+
+/** The same write also drops the result (a lapsed lease found past the TTL). */
+function resultDroppedAlso(state: DispatchState, reason: Exclude<ResultDropReason, 'superseded'>, now: Date): DispatchState {
+  const result = state.result;
+  if (!isLive(result)) return state;
+  return alsoChange(state, 'result_dropped', now, { result: droppedResult(result, reason, now), dueAt: null });
 }
 
 /** Keeps when the dispatch began to need a person while the reason stays the same (a stable feed order). */
@@ -136,7 +305,10 @@ const plus = (now: Date, seconds: number): string => new Date(now.getTime() + se
 
 /** Result previews kept in the hot state item. */
 export const RESULT_PREVIEW_CHARS = 200;
-const resultOf = (summary: string | undefined): DispatchState['execution']['result'] => (summary === undefined ? {} : { summary: clip(summary, RESULT_PREVIEW_CHARS) });
+const resultOf = (summary: string | undefined, body?: ResultBodyRef): DispatchState['execution']['result'] => ({
+  ...(summary === undefined ? {} : { summary: clip(summary, RESULT_PREVIEW_CHARS) }),
+  ...(body ? { body } : {}),
+});
 
 // ——— creation, blocking, submission ———————————————————————————————————————————————————————————
 
@@ -153,6 +325,8 @@ export interface NewDispatch {
   readonly writtenAt: string;
   /** How many evidence refs the dispatch expects (0: nothing to check, the outcome is `unverified`). */
   readonly expectedCount?: number;
+  /** CONTRACT §10: how its result reaches the origin (default after_turn). */
+  readonly resultDelivery?: ResultDelivery;
 }
 
 /** A dispatch written and not yet submitted (attempt 1, nothing tried). Version 0: not stored yet. */
@@ -182,6 +356,7 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     dueAt: null,
     version: NOT_STORED,
     changes: ['accepted'],
+    ...(input.resultDelivery === 'inject' ? { resultDelivery: 'inject' as const } : {}),
   };
 }
 
@@ -258,7 +433,7 @@ export interface RunEvent {
   readonly seq: number;
   readonly type: RunEventType;
   readonly approvalId?: string | undefined;
-  readonly result?: { readonly summary?: string | undefined } | undefined;
+  readonly result?: { readonly summary?: string | undefined; readonly body?: ResultBodyRef | undefined } | undefined;
 }
 
 export type RunEventOutcome =
@@ -331,7 +506,7 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
     case 'completed':
     case 'failed':
     case 'cancelled':
-      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, 'own_write'), lastSeq: event.seq } };
+      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, 'own_write', event.type, event.result?.body), lastSeq: event.seq } };
   }
 }
 
@@ -354,7 +529,15 @@ function approvalRequested(state: DispatchState, approvalId: string, requestedAt
  * fields, `completedAt`, and the evidence grace window. A completion with expected evidence is checked
  * by the platform until completedAt + deliveryGraceSeconds; anything else has nothing to check.
  */
-function finished(state: DispatchState, status: TargetRunStatus, summary: string | undefined, now: Date, mode: WriteMode, kind: ChangeKind = status as ChangeKind): DispatchState {
+function finished(
+  state: DispatchState,
+  status: TargetRunStatus,
+  summary: string | undefined,
+  now: Date,
+  mode: WriteMode,
+  kind: ChangeKind = status as ChangeKind,
+  body?: ResultBodyRef,
+): DispatchState {
   const at = now.toISOString();
   const check = status === 'completed' && state.evidence.expectedCount > 0;
   return step(mode)(state, kind, now, {
@@ -365,7 +548,7 @@ function finished(state: DispatchState, status: TargetRunStatus, summary: string
       lastActivityAt: kind === 'recovered' ? state.execution.lastActivityAt : at,
       completedAt: at,
       pendingApproval: null,
-      result: resultOf(summary),
+      result: resultOf(summary, body),
     },
     evidence: check
       ? { ...state.evidence, outcome: 'pending', deadline: plus(now, state.timeouts.deliveryGraceSeconds) }
@@ -436,12 +619,15 @@ export type MonitorStep =
   | { readonly kind: 'write'; readonly next: DispatchState }
   /** A completed run whose expected evidence the platform must look for. */
   | { readonly kind: 'check' }
-  | { readonly kind: 'lookup' };
+  | { readonly kind: 'lookup' }
+  /** A settled dispatch whose result is still out: its expiry is on the origin's clock. */
+  | { readonly kind: 'result' };
 
 /** What the monitor does with a submitted run that came due, before any target contact. */
 export function monitorStep(state: DispatchState, now: Date): MonitorStep {
   const execution = state.execution;
   if (execution.status === 'completed' && state.evidence.outcome === 'pending') return { kind: 'check' };
+  if (isTerminal(execution.status) && isLive(state.result)) return { kind: 'result' };
   if (isTerminal(execution.status)) return { kind: 'write', next: rescheduled(state, now, null) };
   if (execution.status === 'waiting_for_approval' && execution.pendingApproval) {
     const expiresAt = Date.parse(execution.pendingApproval.requestedAt) + state.timeouts.approvalWaitSeconds * 1000;
@@ -490,7 +676,10 @@ export const SUPERSEDED_IN_STATE = 10;
  */
 export function redispatched(state: DispatchState, facts: RedispatchFacts, now: Date): DispatchState {
   const attempt = state.runId || state.blockedCode === 'target_rejected' ? state.attempt + 1 : state.attempt;
-  return advance(state, facts.supersede ? 'superseded' : 'redispatched', now, {
+  const next = advance(state, facts.supersede ? 'superseded' : 'redispatched', now, {
+    // The ended attempt's result leaves with its record (endedResult); the attempt submitted next gets its own.
+    result: undefined,
+    ...(state.result && attempt === state.result.attempt ? { resultRound: (state.resultRound ?? 0) + 1 } : {}),
     phase: 'accepted',
     blockedCode: null,
     blockedReason: null,
@@ -506,6 +695,8 @@ export function redispatched(state: DispatchState, facts: RedispatchFacts, now: 
     dueAt: plus(now, facts.claimSeconds),
     redispatch: { at: now.toISOString(), reason: clip(printable(facts.reason), 120), supersededRunId: facts.supersede ? state.runId : null, cancel: null },
   });
+  // A result still out is dropped with its attempt: its ack answers `superseded` from now on.
+  return isLive(state.result) ? { ...next, changes: [...next.changes, 'result_dropped'] } : next;
 }
 
 /** What became of the old run's cancel request, recorded with the new attempt's submission. */

@@ -27,8 +27,24 @@ export interface DispatchView {
   readonly ownerDelivery: {
     readonly state: 'unconfirmed' | 'confirmed' | 'failed' | 'not_required';
     readonly receiptId: string | null;
+    /** `origin_ack` (the origin acknowledged the result: runtime proof) or `operator_attestation`. */
     readonly basis: string | null;
+    /** With `origin_ack`: when, and who acknowledged. */
+    readonly at?: string;
+    readonly recordedBy?: string;
   };
+  /** Every result its origin acknowledged, oldest first, every attempt's (owner_delivery receipts, basis origin_ack). */
+  readonly originAcks: ReadonlyArray<{ readonly receiptId: string; readonly kind: 'owner_delivery'; readonly state: 'confirmed'; readonly basis: 'origin_ack'; readonly resultId: string; readonly attempt: number; readonly at: string; readonly recordedBy: string }>;
+  /** The current attempt's result in the origin's inbox (CONTRACT §10); null before it exists or when detached. */
+  readonly result: {
+    readonly resultId: string;
+    readonly state: string;
+    readonly resultDelivery: string;
+    readonly readyAt: string;
+    readonly deliveryAttempts: number;
+    readonly leaseExpiresAt: string | null;
+    readonly droppedReason: string | null;
+  } | null;
   /** Every attempt's dispatch receipts, oldest first (`dispatch_completed` with the hashes it checked). */
   readonly receipts: readonly (DispatchReceipt & { readonly files?: readonly EvidenceFile[] })[];
   /** Every stored operator receipt of the dispatch, oldest first, as stored (one that fails validation too). */
@@ -225,12 +241,32 @@ export function dispatchView(
       ? { state: acceptance.state === 'accepted' ? 'accepted' : 'rejected', receiptId: acceptance.receiptId, basis: acceptance.basis }
       : { state: 'unverified', receiptId: null, basis: null },
     // Fire and forget: nobody waits for the result, so no delivery receipt changes what is required.
+    // The origin's own acknowledgement of the result is runtime proof and comes first; an operator's
+    // attestation is shown as what it is.
     ownerDelivery:
       state.deliveryMode === 'detached'
         ? { state: 'not_required', receiptId: null, basis: null }
-        : delivery
-          ? { state: delivery.state === 'confirmed' ? 'confirmed' : 'failed', receiptId: delivery.receiptId, basis: delivery.basis }
-          : { state: 'unconfirmed', receiptId: null, basis: null },
+        : state.result?.state === 'delivered' && state.result.deliveredAt
+          ? { state: 'confirmed', receiptId: `ack:${state.result.id}`, basis: 'origin_ack', at: state.result.deliveredAt, recordedBy: state.result.deliveredBy ?? '' }
+          : delivery
+            ? { state: delivery.state === 'confirmed' ? 'confirmed' : 'failed', receiptId: delivery.receiptId, basis: delivery.basis }
+            : { state: 'unconfirmed', receiptId: null, basis: null },
+    originAcks: [...pastAttempts.map((past) => past.result), state.result].flatMap((result) =>
+      result?.state === 'delivered' && result.deliveredAt
+        ? [{ receiptId: `ack:${result.id}`, kind: 'owner_delivery' as const, state: 'confirmed' as const, basis: 'origin_ack' as const, resultId: result.id, attempt: result.attempt, at: result.deliveredAt, recordedBy: result.deliveredBy ?? '' }]
+        : [],
+    ),
+    result: state.result
+      ? {
+          resultId: state.result.id,
+          state: state.result.state,
+          resultDelivery: state.resultDelivery ?? 'after_turn',
+          readyAt: state.result.readyAt,
+          deliveryAttempts: state.result.deliveryAttempts,
+          leaseExpiresAt: state.result.state === 'claimed' ? state.result.leaseUntil : null,
+          droppedReason: state.result.droppedReason,
+        }
+      : null,
     receipts: [
       ...pastAttempts.flatMap((past) => past.receipts),
       ...state.receipts.map((receipt) => (receipt.event === 'dispatch_completed' && check && check.attempt === receipt.attempt ? { ...receipt, files: check.files } : receipt)),

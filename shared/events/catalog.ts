@@ -114,6 +114,23 @@ export const ReceiptRecordedDetail = z.strictObject({
     .check(z.describe('accepted or rejected for artifact_acceptance; confirmed or failed for owner_delivery.')),
 });
 
+const resultId = z.string().check(z.minLength(1), z.maxLength(160), z.describe('The result of this attempt in the origin\'s inbox (stable per dispatch and attempt).'));
+const resultFields = {
+  ...dispatchFields,
+  runId: z.optional(runId).check(z.describe('Present when the attempt had a run.')),
+  resultId,
+  resultDelivery: z.enum(['inject', 'after_turn']).check(z.describe('Which claims may take it: inject results also go to an active turn.')),
+};
+export const ResultReadyDetail = z.strictObject(resultFields);
+export const ResultDeliveredDetail = z.strictObject({
+  ...resultFields,
+  deliveryAttempts: z.number().check(z.int(), z.minimum(0), z.describe('Releases and lapsed leases before the acknowledged claim.')),
+});
+export const ResultDroppedDetail = z.strictObject({
+  ...resultFields,
+  reason: z.enum(['attempts', 'expired', 'superseded']).check(z.describe('Why it will never be delivered: too many delivery attempts, older than the origin\'s TTL, or its attempt was superseded.')),
+});
+
 /** Every detail-type with its schema and what it means (the description goes into the JSON Schema). */
 export const EVENT_CATALOG = {
   'Dispatch Accepted': { schema: DispatchAcceptedDetail, description: 'A dispatch was written to the ledger (receipt dispatch_written).' },
@@ -131,6 +148,9 @@ export const EVENT_CATALOG = {
   'Dispatch Handled': { schema: DispatchHandledDetail, description: 'The run completed and the platform found every expected evidence file (receipt dispatch_completed).' },
   'Dispatch Orphaned': { schema: DispatchOrphanedDetail, description: 'The run completed but expected evidence was still missing when deliveryGraceSeconds ran out: done, nothing delivered.' },
   'Approval Wait Expired': { schema: ApprovalWaitExpiredDetail, description: 'A pending approval is older than approvalWaitSeconds; it stays pending.' },
+  'Result Ready': { schema: ResultReadyDetail, description: "The attempt's result is in its origin's inbox (written in the same write that settled the attempt)." },
+  'Result Delivered': { schema: ResultDeliveredDetail, description: 'The origin acknowledged the result (owner delivery, basis origin_ack).' },
+  'Result Dropped': { schema: ResultDroppedDetail, description: 'The result will never be delivered: too many delivery attempts, expired, or superseded by a redispatch. Its payload is kept.' },
   'Receipt Recorded': { schema: ReceiptRecordedDetail, description: 'An operator recorded a receipt (basis operator_attestation): artifact acceptance or owner delivery of a dispatch.' },
 } as const;
 

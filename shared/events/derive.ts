@@ -37,6 +37,12 @@ export const DETAIL_TYPE_OF_CHANGE: Readonly<Record<ChangeKind, DetailType | nul
   evidence_unverified: null,
   evidence_recheck: null,
   redispatched: null,
+  result_ready: 'Result Ready',
+  result_claimed: null,
+  result_renewed: null,
+  result_released: null,
+  result_delivered: 'Result Delivered',
+  result_dropped: 'Result Dropped',
 };
 
 /**
@@ -94,7 +100,14 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
     return value;
   };
   // Handled/Orphaned keep the identity they had when the check item published them: one per attempt.
-  const identity = detailType === 'Dispatch Handled' || detailType === 'Dispatch Orphaned' ? `check:${current.dispatchId}:${current.attempt}` : `${current.dispatchId}:${current.version}:${detailType}`;
+  // A result's events are one per result: acking twice, or a redispatch racing an expiry, never yields two.
+  const resultOfEvent = detailType === 'Result Dropped' && kind === 'result_dropped' && current.result?.state !== 'dropped' ? previous?.result : current.result;
+  const identity =
+    detailType === 'Dispatch Handled' || detailType === 'Dispatch Orphaned'
+      ? `check:${current.dispatchId}:${current.attempt}`
+      : detailType.startsWith('Result ') && resultOfEvent
+        ? `result:${resultOfEvent.id}:${detailType}`
+        : `${current.dispatchId}:${current.version}:${detailType}`;
   const stamp = { eventId: eventIdOf(identity), at: current.updatedAt };
   const dispatch = { ...stamp, dispatchId: current.dispatchId, origin: current.origin, target: current.target, attempt: current.attempt };
   const run = (of: DispatchState = current) => ({
@@ -158,6 +171,23 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
         // the same eventId, with the refs empty, rather than a record the publisher cannot get past.
         detail: { ...dispatch, runId: need(current.runId, 'runId'), expected: [...(current.evidence.expected ?? [])], missing: [...(current.evidence.missing ?? [])] },
       };
+    case 'Result Ready':
+    case 'Result Delivered':
+    case 'Result Dropped': {
+      // A redispatch drops the ended attempt's result: described from the version it replaced.
+      const result = need(resultOfEvent, 'result');
+      const of = result.attempt === current.attempt || !previous ? current : previous;
+      const fields = {
+        ...dispatch,
+        attempt: result.attempt,
+        ...(of.runId ? { runId: of.runId } : {}),
+        resultId: result.id,
+        resultDelivery: current.resultDelivery ?? 'after_turn',
+      };
+      if (detailType === 'Result Ready') return { detailType, detail: fields };
+      if (detailType === 'Result Delivered') return { detailType, detail: { ...fields, deliveryAttempts: result.deliveryAttempts } };
+      return { detailType, detail: { ...fields, reason: result.droppedReason ?? 'superseded' } };
+    }
     case 'Message Rejected':
     case 'Receipt Recorded':
       // Rejections and operator receipts are items of their own (eventForRejection,

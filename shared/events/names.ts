@@ -15,4 +15,5 @@ export const METRIC_OF_DETAIL_TYPE: Readonly<Partial<Record<DetailType, string>>
   'Approval Wait Expired': 'ApprovalWaitsExpired',
   'Run Recovered': 'RecoveredRuns',
   'Dispatch Orphaned': 'OrphanedDispatches',
+  'Result Dropped': 'DroppedResults',
 };

@@ -240,6 +240,7 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
       timeouts: content.timeouts,
       writtenAt: message.receivedAt,
       expectedCount: content.expectedEvidence.length,
+      ...(content.resultDelivery ? { resultDelivery: content.resultDelivery } : {}),
     },
     now,
   );

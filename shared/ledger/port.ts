@@ -1,5 +1,5 @@
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, ResultRecord } from '../dispatch/state.js';
 import type { AttentionKind } from '../dispatch/attention.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
 import type { RetryPolicy } from '../dispatch/retry.js';
@@ -133,7 +133,29 @@ export interface PastAttempt {
   readonly superseded: boolean;
   /** The state version this record was taken from: a newer record of the attempt replaces an older one. */
   readonly stateVersion: number;
+  /** The attempt's result, as it ended (a live one dropped `superseded`). */
+  readonly result?: ResultRecord | null | undefined;
 }
+
+/** A final event's `result.body`, or (spilled) its preview and blob key; written before the state that refers to it. */
+export interface ResultBody {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly seq: number;
+  readonly bytes: number;
+  /** The body's JSON text when inline; null when spilled. */
+  readonly json: string | null;
+  readonly preview: string | null;
+  readonly bodyRef: string | null;
+  readonly at: string;
+}
+
+/** Per-origin delivery settings (CONTRACT §10: set in the principal registry; defaults 5 and 48). */
+export interface OriginSettings {
+  readonly maxDeliveryAttempts: number;
+  readonly resultTtlHours: number;
+}
+export const DEFAULT_ORIGIN_SETTINGS: OriginSettings = { maxDeliveryAttempts: 5, resultTtlHours: 48 };
 
 export interface Page<T> {
   readonly items: readonly T[];
@@ -211,12 +233,32 @@ export interface LedgerStore {
 
   getTarget(name: string): Promise<TargetRegistration | undefined>;
   putTarget(target: TargetRegistration): Promise<void>;
+
+  /** The origin's delivery settings (the deploy-time registry first, then the table; else the defaults). */
+  getOriginSettings(origin: string): Promise<OriginSettings>;
+  putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void>;
+  /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
+  putResultBody(body: ResultBody): Promise<void>;
+  getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined>;
+}
+
+/** What the results inbox reads and writes beyond single states (CONTRACT §10). */
+export interface InboxStore {
+  /**
+   * Dispatch ids with a result out in the origin's inbox, oldest ready first across its shards, read
+   * lazily page by page (eventually consistent: each is re-read by key before it is claimed).
+   */
+  inboxEntries(origin: string, options: { readonly injectOnly: boolean; readonly pageSize: number; readonly after?: string | undefined }): AsyncIterable<{ readonly dispatchId: string; readonly at: string }>;
+  /** Several state writes, all or none (a group claim): conflict when any condition fails. */
+  commitAll(writes: ReadonlyArray<{ readonly from: DispatchState; readonly next: DispatchState }>): Promise<CommitOutcome>;
 }
 
 /** The lists the API pages through (read from the table's indexes: eventually consistent). */
 export interface LedgerFeeds {
   listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>>;
   listOriginDispatches(origin: string, options: { limit: number; cursor?: string | undefined; status?: string | undefined }): Promise<Page<DispatchState>>;
+  /** An origin's dispatches that have a result (in `state`, if given), oldest first, read from its history. */
+  listResults(origin: string, options: { readonly state: ResultRecord['state'] | undefined; readonly limit: number; readonly cursor?: string | undefined }): Promise<Page<DispatchState>>;
   /** Dispatches that need a person, across origins (eventually consistent index: a moment behind). */
   listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>>;
 }

@@ -1,5 +1,6 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
+import { isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
+import { resultDue } from '../usecases/inbox.js';
 import { CorruptItemError, type DispatchWorkDeps } from '../ledger/port.js';
 import { submitAttempt } from '../usecases/submit-attempt.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
@@ -65,7 +66,14 @@ async function actOn(deps: MonitorDeps, dispatchId: string): Promise<{ action: M
   if (!state || !state.dueAt || Date.parse(state.dueAt) > deps.now().getTime()) return { action: 'skipped', target: state?.target ?? null };
   if (state.phase === 'accepted') return { action: await retrySubmission(deps, state), target: state.target };
   if (state.phase === 'submitted') return { action: await watchRun(deps, state), target: state.target };
+  // A blocked dispatch is due only while its result is out: its expiry, on the origin's clock.
+  if (isLive(state.result)) return { action: await write(deps, state, await resultDue(deps, state)), target: state.target };
   return { action: 'skipped', target: state.target };
+}
+
+async function write(deps: MonitorDeps, state: DispatchState, next: DispatchState): Promise<MonitorAction> {
+  if ((await deps.store.commit(state, next)).kind === 'conflict') return 'skipped';
+  return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
 }
 
 /**
@@ -76,6 +84,7 @@ async function actOn(deps: MonitorDeps, dispatchId: string): Promise<{ action: M
 async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
   const step = monitorStep(state, deps.now());
   if (step.kind === 'check') return checkEvidence(deps, state);
+  if (step.kind === 'result') return write(deps, state, await resultDue(deps, state));
   let next: DispatchState;
   if (step.kind === 'write') {
     next = step.next;
@@ -85,8 +94,7 @@ async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<Monito
     const now = deps.now();
     next = reconcileLookup(state, lookup, now, true) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000));
   }
-  if ((await deps.store.commit(state, next)).kind === 'conflict') return 'skipped';
-  return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
+  return write(deps, state, next);
 }
 
 /** Claims the dispatch by moving its due time (conditional on its version), then submits once. */

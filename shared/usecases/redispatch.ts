@@ -1,5 +1,5 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { FINAL_BLOCKS, isTerminal, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
+import { endedResult, FINAL_BLOCKS, isTerminal, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { clip, printable } from '../text.js';
 import { submitAttempt } from './submit-attempt.js';
@@ -54,6 +54,8 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
     reason: clip(printable(request.reason), 120),
     superseded: supersede,
     stateVersion: state.version,
+    // Its result leaves with it: one still out is dropped (`superseded`), its ack answers 409 from now on.
+    result: endedResult(state, now),
   };
   if ((await deps.store.commit(state, claimed, ended)).kind === 'conflict') return { kind: 'conflict' };
 

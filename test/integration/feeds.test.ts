@@ -74,6 +74,7 @@ describe('class 9 — API answers: the cursors the ledger issues page through ev
     expect([...history.ids].sort()).toEqual([...PLANNER].sort());
     expect(history.cursors.length).toBeGreaterThanOrEqual(2);
 
+    await eventually('the seeded states in the attention feed', async () => ((await feeds.listAttention({ kind: 'blocked', limit: 100 })).items.length === BLOCKED.length ? true : undefined));
     const attention = await allPages((cursor) => feeds.listAttention({ limit: 1, cursor }), (state) => state.dispatchId);
     expect([...attention.ids].sort()).toEqual([...BLOCKED].sort());
     const blockedOnly = await allPages((cursor) => feeds.listAttention({ kind: 'blocked', limit: 2, cursor }), (state) => state.dispatchId);

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { decodeItem, dueShardOf } from '../../shared/adapters/ledger-table.js';
 import { route } from '../../shared/api/routes.js';
@@ -325,7 +326,7 @@ describe('the shape — stored items decode through checks, never casts', () => 
     const dispatchId = uniqueName('d');
     await documents.send(new PutCommand({ TableName: tableName, Item: { pk: `D#${dispatchId}`, sk: 'STATE', originKey: 'O#planner', phase: 'bogus', version: 'three' } }));
     const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 });
-    const error = await apiError(route({ ...deps(), feeds }, { method: 'GET', rawPath: `/dispatches/${dispatchId}`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined }));
+    const error = await apiError(route({ ...deps(), feeds, inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }) }, { method: 'GET', rawPath: `/dispatches/${dispatchId}`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined }));
     expect(error.code).toBe('audit_failure');
     expect(error.statusCode).toBe(500);
     expect(decodeItem({ pk: `D#${dispatchId}`, sk: 'STATE', phase: 'bogus' })).toMatchObject({ kind: 'corrupt' });
@@ -493,7 +494,7 @@ describe('class 6 — the view stays bounded, nothing is dropped', () => {
     }
     const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 });
     const get = (path: string, cursor?: string) =>
-      route({ ...deps(), feeds }, { method: 'GET', rawPath: path, query: cursor ? { cursor } : {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined });
+      route({ ...deps(), feeds, inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }) }, { method: 'GET', rawPath: path, query: cursor ? { cursor } : {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined });
     const answer = await get(`/dispatches/${sent.dispatchId}`);
     expect(answer.body.length).toBeLessThan(1024 * 1024);
     const view = JSON.parse(answer.body) as { receipts: Array<{ attempt: number }>; runs: Array<{ runId: string }>; more: { receipts: string | null; runs: string | null } };

@@ -77,9 +77,10 @@ describe('the run lifecycle on the local platform', () => {
     expect(completed.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', monitorStatus: null, result: { summary: 'done after all' } });
     expect(completed.execution.completedAt).not.toBeNull();
 
-    const types = await eventTypesWhen(message.dispatchId, (seen) => seen.includes('Run Completed'));
+    const types = await eventTypesWhen(message.dispatchId, (seen) => seen.includes('Result Ready'));
     expect(types.filter((type) => type === 'Run Stalled')).toHaveLength(1);
-    expect(types).toEqual(['Dispatch Accepted', 'Dispatch Submitted', 'Run Stalled', 'Run Completed']);
+    // The completion settles the attempt (nothing expected): its result is made in the same write.
+    expect(types).toEqual(['Dispatch Accepted', 'Dispatch Submitted', 'Run Stalled', 'Run Completed', 'Result Ready']);
     const stalledEvent = eventsOf(message.dispatchId).find((event) => event['detail-type'] === 'Run Stalled');
     expect(stalledEvent?.source).toBe('dispatch-ledger');
     expect(stalledEvent?.detail).toMatchObject({ status: 'unknown', monitorStatus: 'stalled', nativeStatus: 'running', runId: submitted.runId });

@@ -127,12 +127,12 @@ describe('ledger stream replay (DynamoDB Local stream → fauxqs S3 → moto Eve
     const deps = { s3: clients.s3, bucket, publish: (events: Parameters<typeof publish>[0]) => publish(events, { client: clients.eventBridge, busName }) };
 
     const first = await replayStreamFailures(deps);
-    expect(first).toEqual({ found: batches.length, replayed: batches.length, alreadyReplayed: 0, events: 4 });
+    expect(first).toEqual({ found: batches.length, replayed: batches.length, alreadyReplayed: 0, events: 5 });
     let seen = 0;
-    await eventually('the 4 replayed events in the log', async () => (seen += await tail.drainOnce(1)), { timeoutMs: 15_000, intervalMs: 0, until: (n) => n >= 4 });
+    await eventually('the 5 replayed events in the log', async () => (seen += await tail.drainOnce(1)), { timeoutMs: 15_000, intervalMs: 0, until: (n) => n >= 5 });
     const delivered = readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { 'detail-type': string; detail: { dispatchId: string; eventId: string } });
     expect(delivered.filter((event) => event.detail.dispatchId === dispatchIds[0]).map((event) => event['detail-type']).sort()).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
-    expect(delivered.filter((event) => event.detail.dispatchId === dispatchIds[1]).map((event) => event['detail-type']).sort()).toEqual(['Dispatch Accepted', 'Dispatch Blocked']);
+    expect(delivered.filter((event) => event.detail.dispatchId === dispatchIds[1]).map((event) => event['detail-type']).sort()).toEqual(['Dispatch Accepted', 'Dispatch Blocked', 'Result Ready']);
 
     const second = await replayStreamFailures(deps);
     expect(second).toEqual({ found: batches.length, replayed: 0, alreadyReplayed: batches.length, events: 0 });
@@ -181,6 +181,11 @@ describe('the operations CLI against AWS-style endpoints (the SDK\'s AWS_ENDPOIN
     const refused = await run('registry', 'principal', 'put', '--table', ledger.name, '--id', 'AROAX', '--origin', 'Not An Origin');
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toContain('--origin must match');
+    // How its results inbox treats an origin (CONTRACT §10), read by the functions from the table.
+    expect((await run('registry', 'origin', 'put', '--table', ledger.name, '--origin', 'planner', '--max-delivery-attempts', '3', '--result-ttl-hours', '0.5')).code).toBe(0);
+    expect(await table.getOriginSettings('planner')).toEqual({ maxDeliveryAttempts: 3, resultTtlHours: 0.5 });
+    expect(await table.getOriginSettings('someone-else')).toEqual({ maxDeliveryAttempts: 5, resultTtlHours: 48 });
+    expect((await run('registry', 'origin', 'put', '--table', ledger.name, '--origin', 'planner', '--max-delivery-attempts', '0')).code).not.toBe(0);
   });
 
   it('redrives a DLQ given the stack\'s queue URLs', async () => {

@@ -146,7 +146,8 @@ describe('the event publisher on the ledger table stream (DynamoDB Local streams
     return {
       expected: {
         [watched]: ['Dispatch Accepted', 'Dispatch Submitted', 'Run Stalled', 'Run Completed'],
-        [refused]: ['Dispatch Accepted', 'Dispatch Blocked'],
+        // A blocked callback dispatch's origin hears back: its result is made in the same write.
+        [refused]: ['Dispatch Accepted', 'Dispatch Blocked', 'Result Ready'],
         [redone]: ['Dispatch Accepted', 'Dispatch Submitted', 'Run Superseded', 'Dispatch Submitted', 'Message Rejected'],
       },
       records: 9,

@@ -1,14 +1,14 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LateEvent, LedgerFeeds, LedgerStore, Page, PastAttempt, PutOutcome, Rejection } from '../../shared/ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type EvidenceCheck, type EvidenceMark, type LateEvent, type InboxStore, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { dueShardOf } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 
 /** An in-memory fake of the ledger's store, for pure use-case and route tests. Same outcomes as the table. */
-export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry {
+export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, PrincipalRegistry {
   readonly messages = new Map<string, AcceptedMessage>();
   readonly states = new Map<string, DispatchState>();
   readonly rejections = new Map<string, Rejection>();
@@ -42,6 +42,21 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
     }
     this.states.set(next.dispatchId, next);
     if (ended) this.pastAttempts.set(`${ended.dispatchId}#${ended.attempt}#${ended.stateVersion}`, ended);
+    return { kind: 'committed' };
+  }
+  async *inboxEntries(origin: string, options: { readonly injectOnly: boolean }): AsyncIterable<{ readonly dispatchId: string; readonly at: string }> {
+    const live = [...this.states.values()]
+      .filter((state) => state.origin === origin && (state.result?.state === 'pending' || state.result?.state === 'claimed') && (!options.injectOnly || state.resultDelivery === 'inject'))
+      .sort((a, b) => (a.result?.readyAt ?? '').localeCompare(b.result?.readyAt ?? ''));
+    for (const state of live) yield { dispatchId: state.dispatchId, at: state.result?.readyAt ?? '' };
+  }
+  async commitAll(writes: ReadonlyArray<{ readonly from: DispatchState; readonly next: DispatchState }>): Promise<CommitOutcome> {
+    for (const { from, next } of writes) {
+      writeCondition(from, next);
+      const existing = this.states.get(next.dispatchId);
+      if (existing?.version !== from.version) return { kind: 'conflict' };
+    }
+    for (const { next } of writes) this.states.set(next.dispatchId, next);
     return { kind: 'committed' };
   }
   readonly pastAttempts = new Map<string, PastAttempt>();
@@ -104,6 +119,13 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
     const start = options.cursor ? Number(options.cursor) : 0;
     return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
   }
+  async listResults(origin: string, options: { limit: number; cursor?: string | undefined; state: string | undefined }): Promise<Page<DispatchState>> {
+    const all = [...this.states.values()]
+      .filter((state) => state.origin === origin && state.result && (!options.state || state.result.state === options.state))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    const start = options.cursor ? Number(options.cursor) : 0;
+    return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
+  }
   async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
     const all = ATTENTION_KINDS.filter((kind) => !options.kind || kind === options.kind).flatMap((kind) =>
       // As the feed index orders it: by when the problem began, newest first.
@@ -125,6 +147,25 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, PrincipalRegistry 
       states.sort((a, b) => (a.dueAt ?? '').localeCompare(b.dueAt ?? '')).slice(0, limitPerShard).map((state) => ({ dispatchId: state.dispatchId, dueAt: state.dueAt ?? '' })),
     );
   }
+  readonly originSettings = new Map<string, OriginSettings>();
+  readonly resultBodies = new Map<string, ResultBody>();
+
+  async getOriginSettings(origin: string): Promise<OriginSettings> {
+    return this.originSettings.get(origin) ?? DEFAULT_ORIGIN_SETTINGS;
+  }
+
+  async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
+    this.originSettings.set(origin, { ...DEFAULT_ORIGIN_SETTINGS, ...settings });
+  }
+
+  async putResultBody(body: ResultBody): Promise<void> {
+    this.resultBodies.set(`${body.dispatchId}/${body.attempt}/${body.seq}`, body);
+  }
+
+  async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
+    return this.resultBodies.get(`${dispatchId}/${attempt}/${seq}`);
+  }
+
   async getTarget(name: string) {
     return this.targets.get(name);
   }

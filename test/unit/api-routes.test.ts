@@ -22,6 +22,7 @@ function storeWith(dispatchId: string, origin: string): MemoryStore {
 function apiDeps(store: MemoryStore, principals: MemoryStore, principalMode: 'open' | 'enforce'): ApiDeps {
   return {
     feeds: store,
+    inbox: store,
     store,
     principals,
     principalMode,
@@ -116,7 +117,8 @@ describe('a completion whose evidence is already delivered (regression: it used 
     const { store, version, complete } = await submittedWith('d-all', ['out/report.md', 'out/data.csv']);
     expect((await complete()).status).toBe(202);
     const state = store.states.get('d-all');
-    expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled'], dueAt: null, evidence: { outcome: 'handled' } });
+    // …and the result is made in that same write (callback delivery), its expiry watched from the stall watch's due time.
+    expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled', 'result_ready'], evidence: { outcome: 'handled' }, result: { state: 'pending', attempt: 1 } });
     expect(state?.receipts.at(-1)).toMatchObject({ event: 'dispatch_completed', attempt: 1, runId: 'r-1', evidenceCount: 2 });
     expect([...store.checks.values()]).toMatchObject([{ dispatchId: 'd-all', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [] }]);
   });

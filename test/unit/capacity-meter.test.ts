@@ -211,6 +211,17 @@ describe('measureRequest', () => {
     });
   });
 
+  it('charges a Query that read nothing its minimum (DynamoDB Local reports 0): half a unit, one strongly consistent', () => {
+    const empty = { output: { ConsumedCapacity: { TableName: TABLE, CapacityUnits: 0 } } };
+    expect(measureRequest('Query', { TableName: TABLE, IndexName: 'inbox' }, empty)).toEqual({
+      charge: { readUnits: 0.5, writeUnits: 0, byTable: { [TABLE]: { readUnits: 0.5, writeUnits: 0 } } },
+      failedCondition: false,
+      modelled: true,
+    });
+    expect(measureRequest('Query', { TableName: TABLE, ConsistentRead: true }, empty).charge.readUnits).toBe(1);
+    expect(measureRequest('Query', { TableName: TABLE }, { output: { ConsumedCapacity: { TableName: TABLE, CapacityUnits: 2 } } })).toMatchObject({ charge: { readUnits: 2 }, modelled: false });
+  });
+
   it('models a ConditionalCheckFailedException as a billed write', () => {
     const measurement = measureRequest('PutItem', { TableName: TABLE, Item: itemOfSize(100) }, { error: conditionalCheckFailed() });
     expect(measurement).toMatchObject({ charge: { writeUnits: 1 }, failedCondition: true, modelled: true });

@@ -45,6 +45,8 @@ function dispatchViewFactory(overrides: Partial<DispatchView> = {}): DispatchVie
     },
     artifactAcceptance: { state: 'unverified', receiptId: null, basis: null },
     ownerDelivery: { state: 'unconfirmed', receiptId: null, basis: null },
+    originAcks: [],
+    result: null,
     receipts: [
       { event: 'dispatch_written', at: at(0), attempt: 1 },
       { event: 'dispatch_submitted', at: at(1), attempt: 1, runId: 'r-1', requestId: 'req-1' },

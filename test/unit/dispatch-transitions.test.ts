@@ -92,7 +92,7 @@ describe('submitted', () => {
   });
 
   it('blocks with target_rejected, a dispatch_blocked receipt and nothing due when the target rejects', () => {
-    const before = acceptedStateFactory();
+    const before = acceptedStateFactory({ deliveryMode: 'detached' });
     const after = submitted(before, rejectedOutcome('unknown behaviour "x"', 422), DEFAULT_RETRY_POLICY, NOW);
     expect(after.phase).toBe('blocked');
     expect(after.blockedReason).toBe('target_rejected: HTTP 422: unknown behaviour "x"');
@@ -142,7 +142,7 @@ describe('submitted', () => {
   });
 
   it('blocks with retry_budget_spent when the last attempt of the budget fails', () => {
-    const before = acceptedStateFactory();
+    const before = acceptedStateFactory({ deliveryMode: 'detached' });
     const after = failSubmissions(before, 3, TWO_RETRIES, 'HTTP 503: down');
     expect(after.phase).toBe('blocked');
     expect(after.blockedReason).toBe('retry_budget_spent: 3 submission attempts failed; last: HTTP 503: down');
@@ -190,7 +190,7 @@ describe('submitted', () => {
 
 describe('blocked', () => {
   it('records the code and detail in the reason and a dispatch_blocked receipt when blocked before contact', () => {
-    const before = acceptedStateFactory();
+    const before = acceptedStateFactory({ deliveryMode: 'detached' });
     const after = blocked(before, 'unknown_target', 'no target named "ghost"', NOW);
     expect(after.phase).toBe('blocked');
     expect(after.blockedReason).toBe('unknown_target: no target named "ghost"');
@@ -209,7 +209,7 @@ describe('blocked', () => {
   });
 
   it('cancels a scheduled retry when a retrying dispatch is blocked', () => {
-    const retrying = failSubmissions(acceptedStateFactory(), 1, DEFAULT_RETRY_POLICY);
+    const retrying = failSubmissions(acceptedStateFactory({ deliveryMode: 'detached' }), 1, DEFAULT_RETRY_POLICY);
     const after = blocked(retrying, 'target_rejected', 'gone', later(60));
     expect(after.submission.nextRetryAt).toBeNull();
     expect(after.dueAt).toBeNull();
@@ -244,7 +244,7 @@ describe('blockedReason', () => {
 
 describe('advance (what each committed version changed)', () => {
   it('carries the changes of the unstored version 0 into the first stored one, and only its own after that', () => {
-    const first = submitted(acceptedStateFactory(), acceptedOutcome(), DEFAULT_RETRY_POLICY, NOW);
+    const first = submitted(acceptedStateFactory({ deliveryMode: 'detached' }), acceptedOutcome(), DEFAULT_RETRY_POLICY, NOW);
     const second = blocked(first, 'target_rejected', 'later', later(1));
     expect(first.changes).toEqual(['accepted', 'submitted']);
     expect(second.changes).toEqual(['blocked']);

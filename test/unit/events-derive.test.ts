@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { NO_EXECUTION, type ChangeKind, type DispatchState } from '../../shared/dispatch/state.js';
+import { NO_EXECUTION, type ChangeKind, type DispatchState, type ResultRecord } from '../../shared/dispatch/state.js';
 import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
 import { advance } from '../support/states.js';
 import type { Rejection } from '../../shared/ledger/port.js';
@@ -40,6 +40,10 @@ const rejectionFactory = (overrides: Partial<Rejection> = {}): Rejection => ({
 
 const pendingApproval = { approvalId: 'a-1', requestedAt: later(30).toISOString() };
 
+function resultRecord(state: ResultRecord['state']): ResultRecord {
+  return { id: 'r1~d-2026-0001', attempt: 1, state, readyAt: later(60).toISOString(), deliveryAttempts: 0, claimToken: 't', leaseUntil: null, deliveredAt: null, deliveredBy: null, droppedReason: null, droppedAt: null };
+}
+
 /** For each change kind: what the version that records it looks like, and the event it publishes. */
 const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) => Partial<DispatchState>; detailType: DetailType | null }> = [
   { kind: 'accepted', patch: () => ({}), detailType: 'Dispatch Accepted' },
@@ -76,6 +80,12 @@ const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) =
   { kind: 'evidence_unverified', patch: () => ({}), detailType: null },
   { kind: 'evidence_recheck', patch: () => ({}), detailType: null },
   { kind: 'redispatched', patch: () => ({ phase: 'accepted', runId: null }), detailType: null },
+  { kind: 'result_ready', patch: (s) => ({ execution: { ...s.execution, status: 'failed', nativeStatus: 'failed' }, result: resultRecord('pending') }), detailType: 'Result Ready' },
+  { kind: 'result_claimed', patch: () => ({ result: resultRecord('claimed') }), detailType: null },
+  { kind: 'result_renewed', patch: () => ({ result: resultRecord('claimed') }), detailType: null },
+  { kind: 'result_released', patch: () => ({ result: resultRecord('pending') }), detailType: null },
+  { kind: 'result_delivered', patch: () => ({ result: resultRecord('delivered') }), detailType: 'Result Delivered' },
+  { kind: 'result_dropped', patch: () => ({ result: { ...resultRecord('dropped'), droppedReason: 'expired' } }), detailType: 'Result Dropped' },
 ];
 
 const detailTypes = (events: readonly LedgerEvent[]): DetailType[] => events.map((event) => event.detailType);
@@ -118,7 +128,7 @@ describe('eventsForState', () => {
 
     const events = eventsForState(undefined, state);
 
-    expect(detailTypes(events)).toEqual(['Dispatch Accepted', 'Dispatch Blocked']);
+    expect(detailTypes(events)).toEqual(['Dispatch Accepted', 'Dispatch Blocked', 'Result Ready']);
     expect(events[1]?.detail).toMatchObject({ reason: 'unknown_target: no target "nope"', attempt: 1 });
     expect(events[1]?.detail).not.toHaveProperty('runId');
   });

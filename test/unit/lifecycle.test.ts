@@ -35,7 +35,9 @@ describe('applyRunEvent', () => {
     if (done.kind !== 'apply') throw new Error('completion applies');
     expect(applyRunEvent(done.next, { seq: 9, type: 'failed' }, at(4)).kind).toBe('stale');
     expect(done.next.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', result: { summary: 'ok' } });
-    expect(done.next.dueAt).toBeNull();
+    // A callback dispatch's result keeps the due time the index already holds (its expiry is watched from then).
+    expect(done.next.changes).toEqual(['completed', 'result_ready']);
+    expect(done.next.dueAt).toBe(state.dueAt);
   });
 
   it('clears a stall when activity comes back, and requires an approvalId for approval requests', () => {
@@ -51,7 +53,7 @@ describe('reconcileLookup', () => {
   it('records a final result found by lookup as recovered, and never writes a stall over what the target said', () => {
     const state = running();
     const recovered = reconcileLookup(state, { kind: 'found', run: { runId: 'r-1', status: 'completed', result: { summary: 'done' } } }, at(11), true);
-    expect(recovered?.changes).toEqual(['recovered']);
+    expect(recovered?.changes).toEqual(['recovered', 'result_ready']);
     expect(recovered?.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', result: { summary: 'done' } });
 
     const cases: Array<[LookupOutcome, string]> = [

@@ -135,6 +135,7 @@ function request(method: string, rawPath: string, origin: string | undefined, bo
 function apiDeps(store: MemoryStore, now: () => Date = () => NOW): ApiDeps {
   return {
     feeds: store,
+    inbox: store,
     store,
     principals: new MemoryStore(),
     principalMode: 'open',

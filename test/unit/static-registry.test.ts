@@ -33,6 +33,13 @@ describe('parseStaticRegistry (LEDGER_REGISTRY, written by the CDK construct)', 
     const twice = { id: 'A', principal: { role: 'operator' } };
     expect(() => parseStaticRegistry(JSON.stringify({ principals: [twice, twice], targets: [] }))).toThrow('principal A twice');
   });
+
+  it('reads per-origin result settings (CONTRACT §10), defaults filled in, and refuses out-of-range or repeated ones', () => {
+    const registry = parseStaticRegistry(JSON.stringify({ principals: [], targets: [], origins: [{ origin: 'planner', resultTtlHours: 2 }] }));
+    expect(registry.origins?.get('planner')).toEqual({ maxDeliveryAttempts: 5, resultTtlHours: 2 });
+    expect(() => parseStaticRegistry(JSON.stringify({ principals: [], targets: [], origins: [{ origin: 'planner', maxDeliveryAttempts: 0 }] }))).toThrow(RangeError);
+    expect(() => parseStaticRegistry(JSON.stringify({ principals: [], targets: [], origins: [{ origin: 'a' }, { origin: 'a' }] }))).toThrow('twice');
+  });
 });
 
 describe('readLedgerConfig and the API function', () => {
