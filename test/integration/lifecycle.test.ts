@@ -261,4 +261,29 @@ describe('the run lifecycle on the local platform', () => {
     expect((await table.getState(dark.dispatchId))?.execution.monitorStatus).toBeNull();
     expect(stored.unknowns.join(' ')).toContain('could not be asked');
   });
+
+  it("brings a callback dispatch's result back to its origin once: claimed, acked twice, one Result Ready and one Result Delivered on the bus, delivery confirmed by the origin beside an operator's attestation", async () => {
+    const origin = uniqueName('inbox').replace(/[^a-z0-9-]/g, '');
+    const message = dispatch({ behavior: 'complete', goal: 'review the plan' }, { stallAfterSeconds: 30 }, { origin, delivery: { mode: 'callback' } });
+    await t.send(JSON.stringify(message));
+    await t.viewWhen(message.dispatchId, (current) => current.execution.status === 'completed', { origin, timeoutMs: 20_000 });
+    const claimed = await post(`/origins/${origin}/inbox/claim`, { mode: 'after_turn', waitSeconds: 10 }, origin);
+    expect(claimed.status).toBe(200);
+    const [result] = claimed.body.results as Array<{ resultId: string; dispatchId: string; runId: string }>;
+    expect(result?.dispatchId).toBe(message.dispatchId);
+    const ack = { claimToken: claimed.body.claimToken };
+    const path = `/origins/${origin}/inbox/${encodeURIComponent(result?.resultId ?? '')}/ack`;
+    expect((await post(path, ack, origin)).status).toBe(200);
+    expect((await post(path, ack, origin)).status).toBe(200);
+    // An operator may still attest delivery: shown apart, as what it is.
+    const attested = await post(`/dispatches/${message.dispatchId}/receipts`, { receiptId: 'rc-delivery', runId: result?.runId, kind: 'owner_delivery', state: 'confirmed', evidenceRef: 'out/handoff.md', verifiedBy: 'ops' }, origin);
+    expect(attested.status).toBe(201);
+    const types = await eventTypesWhen(message.dispatchId, (seen) => seen.includes('Result Delivered') && seen.includes('Receipt Recorded'));
+    expect(types.filter((type) => type === 'Result Ready')).toHaveLength(1);
+    expect(types.filter((type) => type === 'Result Delivered')).toHaveLength(1);
+    const seen = await t.view(message.dispatchId, { origin });
+    expect(seen.ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack', receiptId: `ack:${result?.resultId ?? ''}` });
+    expect(seen.originAcks).toHaveLength(1);
+    expect(seen.operatorReceipts).toMatchObject([{ receiptId: 'rc-delivery', basis: 'operator_attestation' }]);
+  });
 });
