@@ -343,6 +343,7 @@ export function stateOf(item: Item): DispatchState {
       pendingApproval: execution.pendingApproval ?? null,
       result: execution.result ?? null,
       ...(execution.unknownLookups ? { unknownLookups: execution.unknownLookups } : {}),
+      ...(execution.lastDecision ? { lastDecision: execution.lastDecision } : {}),
     },
     dueAt: typeof dueAt === 'string' ? dueAt : null,
     ...(stored.result ? { result: resultRecordOf({ ...resultFieldsOf(stored.result as unknown as Item), id: resultIdOf(dispatchId, attempt, stored.resultRound ?? 0), attempt }, `${String(pk)}/STATE`) } : {}),

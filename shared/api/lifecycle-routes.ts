@@ -140,6 +140,30 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
   throw new ApiError('conflict', 'the dispatch kept changing; retry');
 }
 
+/**
+ * `GET /runs/{runId}/control?dispatchId=` (CONTRACT §12): what a worker that cannot be called — a
+ * Lambda — polls with its heartbeats: whether its run was superseded (stop: its events are late from
+ * now on), whether a cancel was asked, and the last approval decision taken for it.
+ */
+export async function getRunControl(deps: LifecycleDeps, runId: string, dispatchId: string | undefined, caller: Caller) {
+  if (dispatchId === undefined) throw new ApiError('malformed', 'dispatchId is required (?dispatchId=)');
+  const run = await runOfDispatch(deps, dispatchId, runId, caller);
+  if (run.kind === 'superseded') return { status: 200, body: { runId, dispatchId, superseded: true, cancelRequested: true, approval: null } };
+  const decision = run.state.execution.lastDecision ?? null;
+  return {
+    status: 200,
+    body: {
+      runId,
+      dispatchId,
+      superseded: false,
+      // A cancel the origin asks for lands with flow control (CONTRACT §2 cancel); until then only a supersede stops a run.
+      cancelRequested: false,
+      approval: decision ? { approvalId: decision.approvalId, decision: decision.decision, decidedAt: decision.at } : null,
+      status: run.state.execution.status,
+    },
+  };
+}
+
 /** A final event's `result.body`: only on a final type, at most 256 KB of JSON (413 beyond). */
 function resultBodyOfEvent(type: string, body: unknown): { readonly json: string; readonly ref: (seq: number) => ResultBodyRef } {
   if (type !== 'completed' && type !== 'failed' && type !== 'cancelled') throw new ApiError('invalid', 'result.body is carried by a final event only (completed, failed, cancelled)');

@@ -48,6 +48,8 @@ export interface Execution {
   readonly completedAt: string | null;
   readonly pendingApproval: { readonly approvalId: string; readonly requestedAt: string } | null;
   readonly result: { readonly summary?: string; readonly body?: ResultBodyRef } | null;
+  /** The last approval decision the target took for this run (its control record answers it, CONTRACT §12). */
+  readonly lastDecision?: { readonly approvalId: string; readonly decision: 'approve' | 'cancel'; readonly at: string } | undefined;
   /** Lookups in a row that left the run unknown (the backoff of the next one doubles with it). */
   readonly unknownLookups?: number | undefined;
 }

@@ -645,9 +645,11 @@ export function monitorStep(state: DispatchState, now: Date): MonitorStep {
 
 /** The target took the decision on the pending approval: recorded, the run watched again. */
 export function approvalDecided(state: DispatchState, decision: 'approve' | 'cancel', now: Date): DispatchState {
+  const approvalId = state.execution.pendingApproval?.approvalId;
   return advance(state, 'approval_decided', now, {
     execution: {
       ...state.execution,
+      ...(approvalId ? { lastDecision: { approvalId, decision, at: now.toISOString() } } : {}),
       ...(decision === 'approve' && !isTerminal(state.execution.status) ? { status: 'running' as const } : {}),
       monitorStatus: null,
       pendingApproval: null,

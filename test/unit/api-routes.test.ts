@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
-import { accepted } from '../../shared/dispatch/transitions.js';
+import { accepted, applyRunEvent, approvalDecided, redispatched, submitted } from '../../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
@@ -130,5 +130,36 @@ describe('a completion whose evidence is already delivered (regression: it used 
     expect(state).toMatchObject({ version: version + 1, changes: ['completed'], evidence: { outcome: 'pending' } });
     expect(state?.dueAt).not.toBeNull();
     expect(store.checks.size).toBe(0);
+  });
+});
+
+describe('GET /runs/{runId}/control (CONTRACT §12: what a worker that cannot be called polls)', () => {
+  const running = () => {
+    const start = accepted(newDispatchFactory({ dispatchId: 'd-ctl', deliveryMode: 'detached' }), NOW);
+    return submitted(start, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW);
+  };
+
+  it('answers the last approval decision of the current run, and nothing decided before', async () => {
+    const store = new MemoryStore();
+    const run = running();
+    const asked = applyRunEvent(run, { seq: 1, type: 'approval_requested', approvalId: 'ap-1' }, NOW);
+    if (asked.kind !== 'apply') throw new Error('the approval request applies');
+    store.states.set('d-ctl', asked.next);
+    const deps = apiDeps(store, new MemoryStore(), 'open');
+    const before = await answer(deps, request({ rawPath: '/runs/r-1/control', query: { dispatchId: 'd-ctl' } }));
+    expect(before).toEqual({ status: 200, body: { runId: 'r-1', dispatchId: 'd-ctl', superseded: false, cancelRequested: false, approval: null, status: 'waiting_for_approval' } });
+    store.states.set('d-ctl', approvalDecided(asked.next, 'approve', NOW));
+    const after = await answer(deps, request({ rawPath: '/runs/r-1/control', query: { dispatchId: 'd-ctl' } }));
+    expect(after.body).toMatchObject({ superseded: false, approval: { approvalId: 'ap-1', decision: 'approve', decidedAt: NOW.toISOString() } });
+  });
+
+  it('tells a superseded run to stop, and answers 404 for a run that is none of the dispatch’s and 400 without a dispatchId', async () => {
+    const store = new MemoryStore();
+    store.states.set('d-ctl', redispatched(running(), { reason: 'stuck', supersede: true, claimSeconds: 60 }, NOW));
+    const deps = apiDeps(store, new MemoryStore(), 'open');
+    expect((await answer(deps, request({ rawPath: '/runs/r-1/control', query: { dispatchId: 'd-ctl' } }))).body).toMatchObject({ superseded: true, cancelRequested: true });
+    store.states.set('d-other', submitted(accepted(newDispatchFactory({ dispatchId: 'd-other', deliveryMode: 'detached' }), NOW), { kind: 'accepted', runId: 'r-9', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW));
+    expect((await answer(deps, request({ rawPath: '/runs/r-1/control', query: { dispatchId: 'd-other' } }))).status).toBe(404);
+    expect((await answer(deps, request({ rawPath: '/runs/r-1/control' }))).status).toBe(400);
   });
 });
