@@ -279,10 +279,10 @@ export async function runDetection(ctx: BenchContext): Promise<DetectionResult> 
       blobs: new S3Blobs(s3, bucket),
       agent,
       targetFor: (registration) => {
-        let target = targets.get(registration.baseUrl);
+        let target = targets.get(registration.name);
         if (!target) {
           target = httpTarget(registration, { timeoutMs: TARGET_TIMEOUT_MS });
-          targets.set(registration.baseUrl, target);
+          targets.set(registration.name, target);
         }
         return target;
       },

@@ -9,7 +9,7 @@ export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'reten
 export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
 
 /**
- * The table, the evidence bucket and target secrets: what intake, the API and the monitor talk to —
+ * The table, the evidence bucket, target secrets and lambda targets: what intake, the API and the monitor talk to —
  * the clients and the commands and errors the adapters send and catch (`shared/adapters/*`).
  */
 const LEDGER_TABLE_CLIENTS = {
@@ -18,6 +18,8 @@ const LEDGER_TABLE_CLIENTS = {
   '@aws-sdk/util-dynamodb': ['unmarshall'],
   '@aws-sdk/client-s3': ['S3Client', 'GetObjectCommand', 'PutObjectCommand', 'NoSuchKey'],
   '@aws-sdk/client-secrets-manager': ['SecretsManagerClient', 'GetSecretValueCommand'],
+  // lambda targets (CONTRACT §12): invoked asynchronously.
+  '@aws-sdk/client-lambda': ['LambdaClient', 'InvokeCommand'],
 } as const;
 
 export const handlerEntry = (name: LedgerFunctionName): string => path.join(PROJECT_ROOT, 'functions', name, 'handler.ts');

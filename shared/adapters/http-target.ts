@@ -11,6 +11,7 @@ import {
   type SubmitOutcome,
   type SubmitRequest,
   type TargetPort,
+  type HttpTargetRegistration,
   type TargetRegistration,
   type TargetRunView,
 } from '../targets/port.js';
@@ -91,6 +92,7 @@ export interface HttpTargetOptions {
  * if (outcome.kind === 'accepted') record(outcome.runId, outcome.requestId);
  */
 export function httpTarget(registration: TargetRegistration, options: HttpTargetOptions = {}): TargetPort {
+  if (registration.kind !== 'http') throw new TypeError(`target "${registration.name}" is a ${registration.kind} target, not http`);
   const policy = options.addressPolicy ?? 'allow-loopback';
   const base = baseOf(registration, policy);
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -415,7 +417,7 @@ function redact(text: string, secrets: readonly string[]): string {
 // --- Addresses -----------------------------------------------------------------------------------------
 
 /** The base URL without its trailing slashes, so `{base}/runs` is right with or without one. */
-function baseOf(registration: TargetRegistration, policy: AddressPolicy): string {
+function baseOf(registration: HttpTargetRegistration, policy: AddressPolicy): string {
   let url: URL;
   try {
     url = new URL(registration.baseUrl);

@@ -3,7 +3,7 @@ import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type PastAttempt, type Rejection } from '../ledger/port.js';
+import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type PastAttempt, type Rejection } from '../ledger/port.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
@@ -24,6 +24,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | past attempt       | D#{dispatchId}    | ATT#{attempt}#{version} | —  (what a redispatch ended: run, receipts, execution, result) |
  * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
  * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
+ * | lambda failure     | D#{dispatchId}    | LFAIL#{attempt} | —  (what Lambda's on-failure destination said of the run) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
@@ -68,6 +69,7 @@ export const KEY = {
   pastAttempt: (dispatchId: string, attempt: number, stateVersion: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}#${pad(stateVersion, 10)}` }),
   resultBody: (dispatchId: string, attempt: number, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `RBODY#${pad(attempt, 6)}#${pad(seq, 16)}` }),
   originSettings: (origin: string) => ({ pk: `OS#${origin}`, sk: 'ORIGIN' }),
+  lambdaFailure: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LFAIL#${pad(attempt, 6)}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
 } as const;
@@ -370,6 +372,11 @@ export function resultBodyOf(item: Item): ResultBody {
 
 export { DEFAULT_ORIGIN_SETTINGS };
 
+export function lambdaFailureOf(item: Item): LambdaFailureRecord {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, runId: isString, errorType: isString, errorMessage: isString, at: isString });
+  return { requestId: '', condition: '', ...rest } as unknown as LambdaFailureRecord;
+}
+
 export function originSettingsOf(item: Item): OriginSettings {
   const { maxDeliveryAttempts, resultTtlHours } = checked(item, { maxDeliveryAttempts: optional(isNumber), resultTtlHours: optional(isNumber) });
   return {
@@ -458,7 +465,11 @@ export function markOf(item: Item): EvidenceMark {
 }
 
 export function targetOf(item: Item): TargetRegistration {
-  const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, kind: isString, baseUrl: isString, secretRef: optional(isString) });
+  if (item.kind === 'lambda') {
+    const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString) });
+    return rest as unknown as TargetRegistration;
+  }
+  const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, kind: (value) => value === 'http', baseUrl: isString, secretRef: optional(isString) });
   return rest as unknown as TargetRegistration;
 }
 

@@ -13,7 +13,7 @@ import {
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -32,6 +32,7 @@ import {
   messageItem,
   monthKey,
   messageOf,
+  lambdaFailureOf,
   originSettingsOf,
   resultBodyItem,
   resultBodyOf,
@@ -396,6 +397,28 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 
   async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.originSettings(origin), origin, ...settings } }));
+  }
+
+  async putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>> {
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...KEY.lambdaFailure(failure.dispatchId, failure.attempt), ...failure, [TTL_ATTRIBUTE]: expiryOf(failure.at, this.options.retentionSeconds) },
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: lambdaFailureOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.lambdaFailure(dispatchId, attempt), ConsistentRead: true }));
+    return Item ? lambdaFailureOf(Item) : undefined;
   }
 
   async putResultBody(body: ResultBody): Promise<void> {

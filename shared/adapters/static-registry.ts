@@ -24,7 +24,17 @@ const nonBlank = z.string().check(z.minLength(1), z.maxLength(2048));
 const principalSchema = z.object({ role: z.enum(['origin', 'target', 'operator']), origin: z.optional(nonBlank), target: z.optional(nonBlank) });
 const registrySchema = z.object({
   principals: z.array(z.object({ id: nonBlank, principal: principalSchema })),
-  targets: z.array(z.object({ name: nonBlank, kind: z.enum(['http']), baseUrl: nonBlank, secretRef: z.optional(nonBlank) })),
+  targets: z.array(
+    z.object({
+      name: nonBlank,
+      kind: z.enum(['http', 'lambda']),
+      baseUrl: z.optional(nonBlank),
+      secretRef: z.optional(nonBlank),
+      functionArn: z.optional(nonBlank),
+      timeoutSeconds: z.optional(z.int().check(z.minimum(1), z.maximum(900))),
+      stateTable: z.optional(nonBlank),
+    }),
+  ),
   origins: z.optional(
     z.array(
       z.object({
@@ -66,10 +76,15 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
     principals.set(id, principalOf(id, principal));
   }
   const targets = new Map<string, TargetRegistration>();
-  for (const { secretRef, ...target } of parsed.data.targets) {
-    const problem = baseUrlProblem(target.baseUrl, policy);
-    if (problem) throw new RangeError(`LEDGER_REGISTRY: target ${target.name}: baseUrl ${problem}`);
-    targets.set(target.name, { ...target, ...(secretRef ? { secretRef } : {}) });
+  for (const entry of parsed.data.targets) {
+    if (entry.kind === 'lambda') {
+      if (!entry.functionArn || !entry.timeoutSeconds) throw new RangeError(`LEDGER_REGISTRY: lambda target ${entry.name} needs functionArn and timeoutSeconds`);
+      targets.set(entry.name, { name: entry.name, kind: 'lambda', functionArn: entry.functionArn, timeoutSeconds: entry.timeoutSeconds, ...(entry.stateTable ? { stateTable: entry.stateTable } : {}) });
+      continue;
+    }
+    const problem = entry.baseUrl === undefined ? 'is missing' : baseUrlProblem(entry.baseUrl, policy);
+    if (problem || entry.baseUrl === undefined) throw new RangeError(`LEDGER_REGISTRY: target ${entry.name}: baseUrl ${problem ?? 'is missing'}`);
+    targets.set(entry.name, { name: entry.name, kind: 'http', baseUrl: entry.baseUrl, ...(entry.secretRef ? { secretRef: entry.secretRef } : {}) });
   }
   const origins = new Map<string, OriginSettings>();
   for (const { origin, ...settings } of parsed.data.origins ?? []) {

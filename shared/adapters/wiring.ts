@@ -1,11 +1,13 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { dynamoDbFault, FAULTS_COMPILED_IN } from '../faults.js';
-import type { TargetPort, TargetRegistration } from '../targets/port.js';
+import { parseLambdaRunId, type TargetPort, type TargetRegistration } from '../targets/port.js';
 import type { LedgerConfig } from './config.js';
 import { httpTarget } from './http-target.js';
+import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
 import { LedgerTable } from './ledger-table.js';
 import { S3Blobs } from './s3-blobs.js';
 import { SecretCache, type SecretScope } from './secrets.js';
@@ -45,14 +47,26 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
   const scope: SecretScope | undefined =
     config.principalMode === 'open'
       ? undefined
-      : { prefix: config.targetSecretPrefix, exact: new Set([...config.registry.targets.values()].flatMap((target) => (target.secretRef ? [target.secretRef] : []))) };
+      : { prefix: config.targetSecretPrefix, exact: new Set([...config.registry.targets.values()].flatMap((target) => (target.kind === 'http' && target.secretRef ? [target.secretRef] : []))) };
   const targets = new Map<string, TargetPort>();
+  const table = new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs, inboxShards: config.inboxShards });
+  let lambda: LambdaClient | undefined;
   return {
     dynamodb,
     documents,
-    table: new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs, inboxShards: config.inboxShards }),
+    table,
     blobs: new S3Blobs(s3, config.bucketName),
     targetFor: (registration) => {
+      if (registration.kind === 'lambda') {
+        const cacheKey = `lambda|${registration.name}|${registration.functionArn}|${registration.stateTable ?? ''}|${registration.timeoutSeconds}`;
+        let target = targets.get(cacheKey);
+        if (!target) {
+          lambda ??= new LambdaClient({});
+          target = lambdaTarget(registration, { lambda, documents, failureOf: failuresIn(table), now: () => new Date() });
+          targets.set(cacheKey, target);
+        }
+        return target;
+      }
       const cacheKey = `${registration.name}|${registration.baseUrl}|${registration.secretRef ?? ''}`;
       let target = targets.get(cacheKey);
       if (!target) {
@@ -75,6 +89,14 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
       }
       return target;
     },
+  };
+}
+
+/** The failures Lambda's on-failure destination delivered, kept in the ledger table per attempt. */
+function failuresIn(table: LedgerTable): (runId: string) => Promise<LambdaFailure | undefined> {
+  return async (runId) => {
+    const named = parseLambdaRunId(runId);
+    return named ? table.getLambdaFailure(named.dispatchId, named.attempt) : undefined;
   };
 }
 

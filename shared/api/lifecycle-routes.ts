@@ -12,6 +12,7 @@ import { lookUpRun } from '../usecases/look-up-run.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
 import { clip } from '../text.js';
+import { taskOf } from '../dispatch/task.js';
 import type { ResultBodyRef } from '../dispatch/state.js';
 import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, storeResultBody } from '../usecases/inbox.js';
 
@@ -162,6 +163,19 @@ export async function getRunControl(deps: LifecycleDeps, runId: string, dispatch
       status: run.state.execution.status,
     },
   };
+}
+
+/**
+ * `GET /dispatches/{dispatchId}/task?runId=` (CONTRACT §8 v2, §12): the task of a submission that
+ * carried `taskRef` instead (a Lambda's asynchronous payload is bounded), for the dispatch's current run.
+ */
+export async function getTask(deps: LifecycleDeps, dispatchId: string, runId: string | undefined, caller: Caller) {
+  if (runId === undefined) throw new ApiError('malformed', 'runId is required (?runId=)');
+  const run = await runOfDispatch(deps, dispatchId, runId, caller);
+  if (run.kind === 'superseded') throw new ApiError('superseded', 'this run was superseded by a redispatch');
+  const message = await deps.store.getAcceptedMessage(dispatchId);
+  if (!message?.content.valid) throw new ApiError('not_found', `dispatch ${dispatchId} has no task`);
+  return { status: 200, body: await taskOf(deps.blobs, message) };
 }
 
 /** A final event's `result.body`: only on a final type, at most 256 KB of JSON (413 beyond). */

@@ -5,7 +5,7 @@ import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } fr
 import { DISPATCH_ID, ORIGIN } from '../dispatch/ids.js';
 import { CorruptItemError, type InboxStore, type LedgerFeeds } from '../ledger/port.js';
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
-import { getRunControl, postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
+import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { postOperatorReceipt } from './receipt-routes.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
@@ -145,6 +145,14 @@ const ROUTES: readonly Route[] = [
     pattern: ['runs', ':runId', 'events'],
     handle: async (deps, request, params, caller) => {
       const answer = await postRunEvent(deps, params.runId ?? '', request.body, caller);
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'GET',
+    pattern: ['dispatches', ':dispatchId', 'task'],
+    handle: async (deps, request, params, caller) => {
+      const answer = await getTask(deps, params.dispatchId ?? '', request.query.runId, caller);
       return json(answer.status, answer.body);
     },
   },

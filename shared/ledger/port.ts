@@ -150,6 +150,19 @@ export interface ResultBody {
   readonly at: string;
 }
 
+/** A lambda run's failure as Lambda's on-failure destination reported it, after its own retries (CONTRACT §12). */
+export interface LambdaFailureRecord {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly runId: string;
+  readonly errorType: string;
+  readonly errorMessage: string;
+  /** Lambda's request id of the failed invocation, and why it gave up (`RetriesExhausted`, `EventAgeExceeded`). */
+  readonly requestId: string;
+  readonly condition: string;
+  readonly at: string;
+}
+
 /** Per-origin delivery settings (CONTRACT §10: set in the principal registry; defaults 5 and 48). */
 export interface OriginSettings {
   readonly maxDeliveryAttempts: number;
@@ -237,6 +250,9 @@ export interface LedgerStore {
   /** The origin's delivery settings (the deploy-time registry first, then the table; else the defaults). */
   getOriginSettings(origin: string): Promise<OriginSettings>;
   putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void>;
+  /** Keeps what Lambda's on-failure destination said about an attempt's run (first record stands). */
+  putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>>;
+  getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined>;
   /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
   putResultBody(body: ResultBody): Promise<void>;
   getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined>;

@@ -59,16 +59,57 @@ export type CancelOutcome =
 /** One registered target, as the ledger talks to it. */
 export interface TargetPort {
   submit(request: SubmitRequest): Promise<SubmitOutcome>;
-  lookup(runId: string): Promise<LookupOutcome>;
+  /** `submittedAt`: when the ledger's submission of this run was accepted (a target that cannot be asked judges silence by it). */
+  lookup(runId: string, hints?: { readonly submittedAt?: string | undefined }): Promise<LookupOutcome>;
   decideApproval(runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome>;
   cancel(runId: string): Promise<CancelOutcome>;
 }
 
-/** A target as registered: name → kind, base URL, and where its auth secret lives. */
-export interface TargetRegistration {
+/** A target as registered: an agent runtime over HTTP, or a Lambda worker (CONTRACT §8, §12). */
+export type TargetRegistration = HttpTargetRegistration | LambdaTargetRegistration;
+
+/** An `http` target: name → base URL, and where its auth secret lives. */
+export interface HttpTargetRegistration {
   readonly name: string;
   readonly kind: 'http';
   readonly baseUrl: string;
   /** Secrets Manager id (name or ARN) of the header value the target expects; none for open targets. */
   readonly secretRef?: string;
+}
+
+/**
+ * A `lambda` target (CONTRACT §12): invoked asynchronously with the submission body; the run id is
+ * `{dispatchId}:{attempt}` and the invoke's request id the proof. Its runs are looked up in the worker
+ * kit's run-state table (`LAMBDA_RUN_STATE` schema) and in the failures Lambda's on-failure destination
+ * delivered; a run with neither past its timeout is unknown, never failed.
+ */
+export interface LambdaTargetRegistration {
+  readonly name: string;
+  readonly kind: 'lambda';
+  readonly functionArn: string;
+  /** The function's timeout: silence longer than this (and Lambda's own retries) with no record is unknown. */
+  readonly timeoutSeconds: number;
+  /** The worker kit's run-state table, when the function uses the kit's DynamoDB store. */
+  readonly stateTable?: string;
+}
+
+/** The run id of a lambda target's run: the ledger names it, the kit keeps it. */
+export const lambdaRunIdOf = (dispatchId: string, attempt: number): string => `${dispatchId}:${attempt}`;
+export function parseLambdaRunId(runId: string): { readonly dispatchId: string; readonly attempt: number } | undefined {
+  const match = /^([A-Za-z0-9._:-]{1,128}):([1-9]\d{0,8})$/.exec(runId);
+  return match ? { dispatchId: match[1] as string, attempt: Number(match[2]) } : undefined;
+}
+
+/**
+ * The worker kit's run-state item for a Lambda worker (one per run, key `runId`), as the kit's
+ * DynamoDB store writes it and a lookup reads it: the kit's own word on its run.
+ */
+export interface LambdaRunState {
+  readonly runId: string;
+  readonly status: TargetRunStatus;
+  readonly result?: { readonly summary?: string };
+  readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt?: string };
+  /** The last event seq the kit sent for this run (kept across Lambda's retries). */
+  readonly seq?: number;
+  readonly updatedAt?: string;
 }

@@ -9,5 +9,6 @@ import type { LookupOutcome } from '../targets/port.js';
 export async function lookUpRun(deps: Pick<DispatchWorkDeps, 'store' | 'targetFor'>, state: DispatchState): Promise<LookupOutcome> {
   const registration = await deps.store.getTarget(state.target);
   if (!registration || !state.runId) return { kind: 'unavailable', reason: `target "${state.target}" is not registered` };
-  return deps.targetFor(registration).lookup(state.runId);
+  const submittedAt = state.receipts.findLast((receipt) => receipt.event === 'dispatch_submitted' && receipt.attempt === state.attempt)?.at;
+  return deps.targetFor(registration).lookup(state.runId, { submittedAt });
 }

@@ -49,13 +49,13 @@ describe('target registrations read from the table', () => {
     const cached = new LedgerTable(documents, { tableName, retentionSeconds: 86_400, targetCacheMs: 60_000 });
     const fresh = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
     await fresh.putTarget({ name: 'moving-agent', kind: 'http', baseUrl: 'https://one.example.com' });
-    expect((await cached.getTarget('moving-agent'))?.baseUrl).toBe('https://one.example.com');
+    expect(await cached.getTarget('moving-agent')).toMatchObject({ baseUrl: 'https://one.example.com' });
     await fresh.putTarget({ name: 'moving-agent', kind: 'http', baseUrl: 'https://two.example.com' });
-    expect((await cached.getTarget('moving-agent'))?.baseUrl).toBe('https://one.example.com');
-    expect((await fresh.getTarget('moving-agent'))?.baseUrl).toBe('https://two.example.com');
+    expect(await cached.getTarget('moving-agent')).toMatchObject({ baseUrl: 'https://one.example.com' });
+    expect(await fresh.getTarget('moving-agent')).toMatchObject({ baseUrl: 'https://two.example.com' });
     // An unknown target is never cached: registering it takes effect at once.
     expect(await cached.getTarget('late-comer')).toBeUndefined();
     await fresh.putTarget({ name: 'late-comer', kind: 'http', baseUrl: 'https://late.example.com' });
-    expect((await cached.getTarget('late-comer'))?.baseUrl).toBe('https://late.example.com');
+    expect(await cached.getTarget('late-comer')).toMatchObject({ baseUrl: 'https://late.example.com' });
   });
 });

@@ -1,7 +1,7 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type EvidenceCheck, type EvidenceMark, type LateEvent, type InboxStore, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type EvidenceCheck, type EvidenceMark, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { dueShardOf } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
@@ -156,6 +156,18 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
 
   async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
     this.originSettings.set(origin, { ...DEFAULT_ORIGIN_SETTINGS, ...settings });
+  }
+
+  readonly lambdaFailures = new Map<string, LambdaFailureRecord>();
+  async putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>> {
+    const key = `${failure.dispatchId}/${failure.attempt}`;
+    const existing = this.lambdaFailures.get(key);
+    if (existing) return { kind: 'exists', existing };
+    this.lambdaFailures.set(key, failure);
+    return { kind: 'written' };
+  }
+  async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
+    return this.lambdaFailures.get(`${dispatchId}/${attempt}`);
   }
 
   async putResultBody(body: ResultBody): Promise<void> {

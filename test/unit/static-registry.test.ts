@@ -18,7 +18,7 @@ describe('parseStaticRegistry (LEDGER_REGISTRY, written by the CDK construct)', 
     );
     expect(registry.principals.get('AROAPLANNER')).toEqual({ role: 'origin', origin: 'planner' });
     expect(registry.principals.get('AROAONCALL')).toEqual({ role: 'operator' });
-    expect(registry.targets.get('research-agent')?.secretRef).toContain('secretsmanager');
+    expect(registry.targets.get('research-agent')).toMatchObject({ secretRef: expect.stringContaining('secretsmanager') });
     expect(registry.targets.get('open-agent')).toEqual({ name: 'open-agent', kind: 'http', baseUrl: 'https://open.example.com' });
   });
 

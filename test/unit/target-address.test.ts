@@ -144,7 +144,7 @@ describe('class 10 — trust boundaries: target base URLs at registration', () =
 
   it('refuses the same base URLs in the deploy-time registry (LEDGER_REGISTRY) of an AWS deployment', () => {
     const withTarget = (baseUrl: string) => JSON.stringify({ principals: [], targets: [{ name: 'agent', kind: 'http', baseUrl }] });
-    expect(parseStaticRegistry(withTarget('https://agents.example.com')).targets.get('agent')?.baseUrl).toBe('https://agents.example.com');
+    expect(parseStaticRegistry(withTarget('https://agents.example.com')).targets.get('agent')).toMatchObject({ baseUrl: 'https://agents.example.com' });
     for (const url of ['http://agents.example.com', 'https://127.1/', 'https://[::ffff:7f00:1]/', 'https://169.254.169.254/']) {
       expect(() => parseStaticRegistry(withTarget(url)), url).toThrow(/LEDGER_REGISTRY: target agent/);
     }

@@ -1,0 +1,133 @@
+import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
+import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { clip, printable } from '../text.js';
+import {
+  lambdaRunIdOf,
+  TARGET_RUN_STATUSES,
+  type LambdaTargetRegistration,
+  type LookupOutcome,
+  type SubmitOutcome,
+  type SubmitRequest,
+  type TargetPort,
+  type TargetRunStatus,
+} from '../targets/port.js';
+
+/**
+ * A `lambda` target (CONTRACT §12): the ledger invokes the function asynchronously with the
+ * submission body; the run id is `{dispatchId}:{attempt}` and the invoke's request id is the proof. The
+ * run reports through the API like any target (the worker kit); its lookups read the kit's run state
+ * and the failures Lambda's on-failure destination delivered. Silence past the function's timeout and
+ * Lambda's own retries, with neither record, is `unknown` — never `failed`.
+ */
+
+/** Lambda's limit for an asynchronous payload is 256 KB: above this the body carries `taskRef` instead of the task. */
+export const TASK_REF_ABOVE_BYTES = 200 * 1024;
+/** Lambda retries a failed asynchronous invocation twice, about one and two minutes apart. */
+const ASYNC_TRIES = 3;
+const RETRY_DELAYS_SECONDS = 60 + 120;
+
+/** What Lambda's on-failure destination said about a run (kept by the ledger when it took the record in). */
+export interface LambdaFailure {
+  readonly runId: string;
+  readonly errorType: string;
+  readonly errorMessage: string;
+}
+
+export interface LambdaTargetDeps {
+  readonly lambda: Pick<LambdaClient, 'send'>;
+  /** Reads the kit's run-state table (strongly consistent). */
+  readonly documents: Pick<DynamoDBDocumentClient, 'send'>;
+  /** The failure the on-failure destination delivered for a run, if any. */
+  readonly failureOf: (runId: string) => Promise<LambdaFailure | undefined>;
+  readonly now: () => Date;
+}
+
+/** Errors of an invoke that retrying will not cure: the registration or the payload is wrong. */
+const REFUSALS = new Set(['ResourceNotFoundException', 'InvalidRequestContentException', 'RequestTooLargeException', 'InvalidParameterValueException', 'AccessDeniedException', 'UnsupportedMediaTypeException']);
+
+interface SdkError {
+  readonly name: string;
+  readonly message: string;
+  readonly $metadata?: { readonly httpStatusCode?: number };
+}
+const asSdkError = (error: unknown): SdkError => (error instanceof Error ? (error as Error & SdkError) : { name: 'Error', message: String(error) });
+const reasonOf = (error: SdkError): string => clip(printable(`${error.name}: ${error.message}`), 300);
+
+/** The body the function is invoked with: the submission, the task inline or (large) by reference. */
+export function invocationPayload(request: SubmitRequest): string {
+  const runId = lambdaRunIdOf(request.dispatchId, request.attempt);
+  const body = { dispatchId: request.dispatchId, attempt: request.attempt, origin: request.origin, runId, task: request.task, expectedEvidence: request.expectedEvidence, callbackUrl: request.callbackUrl, ...(request.timeouts ? { timeouts: request.timeouts } : {}) };
+  const inline = JSON.stringify(body);
+  if (Buffer.byteLength(inline, 'utf8') <= TASK_REF_ABOVE_BYTES) return inline;
+  const { task: _task, ...rest } = body;
+  const taskRef = `${request.callbackUrl}/dispatches/${encodeURIComponent(request.dispatchId)}/task?runId=${encodeURIComponent(runId)}`;
+  return JSON.stringify({ ...rest, taskRef });
+}
+
+const isStatus = (value: unknown): value is TargetRunStatus => typeof value === 'string' && (TARGET_RUN_STATUSES as readonly string[]).includes(value);
+
+export function lambdaTarget(registration: LambdaTargetRegistration, deps: LambdaTargetDeps): TargetPort {
+  const invoke = async (payload: string): Promise<{ readonly requestId: string } | { readonly refused: SdkError } | { readonly unavailable: SdkError }> => {
+    try {
+      const answer = await deps.lambda.send(new InvokeCommand({ FunctionName: registration.functionArn, InvocationType: 'Event', Payload: Buffer.from(payload, 'utf8') }));
+      if (answer.StatusCode !== 202) return { unavailable: { name: 'UnexpectedStatus', message: `Invoke answered ${answer.StatusCode ?? 'no status'}` } };
+      return { requestId: answer.$metadata.requestId ?? '' };
+    } catch (caught) {
+      const error = asSdkError(caught);
+      return REFUSALS.has(error.name) ? { refused: error } : { unavailable: error };
+    }
+  };
+
+  return {
+    async submit(request: SubmitRequest): Promise<SubmitOutcome> {
+      const answer = await invoke(invocationPayload(request));
+      if ('refused' in answer) return { kind: 'rejected', httpStatus: answer.refused.$metadata?.httpStatusCode ?? 400, reason: reasonOf(answer.refused) };
+      if ('unavailable' in answer) return { kind: 'unavailable', reason: reasonOf(answer.unavailable) };
+      // Queued with Lambda: the kit reports from here on, and keeps the run by its id across Lambda's retries.
+      return { kind: 'accepted', runId: lambdaRunIdOf(request.dispatchId, request.attempt), status: 'queued', requestId: answer.requestId };
+    },
+
+    async lookup(runId, hints): Promise<LookupOutcome> {
+      try {
+        if (registration.stateTable) {
+          const { Item } = await deps.documents.send(new GetCommand({ TableName: registration.stateTable, Key: { runId }, ConsistentRead: true }));
+          if (Item && isStatus(Item.status)) {
+            const summary = typeof Item.result === 'object' && Item.result !== null && typeof (Item.result as { summary?: unknown }).summary === 'string' ? (Item.result as { summary: string }).summary : undefined;
+            const pending = Item.pendingApproval as { approvalId?: unknown; requestedAt?: unknown } | undefined;
+            return {
+              kind: 'found',
+              run: {
+                runId,
+                status: Item.status,
+                ...(summary === undefined ? {} : { result: { summary } }),
+                ...(pending && typeof pending.approvalId === 'string' ? { pendingApproval: { approvalId: pending.approvalId, ...(typeof pending.requestedAt === 'string' ? { requestedAt: pending.requestedAt } : {}) } } : {}),
+              },
+            };
+          }
+        }
+        const failure = await deps.failureOf(runId);
+        if (failure) return { kind: 'found', run: { runId, status: 'failed', result: { summary: clip(printable(`${failure.errorType}: ${failure.errorMessage}`), 200) } } };
+      } catch (caught) {
+        return { kind: 'unavailable', reason: reasonOf(asSdkError(caught)) };
+      }
+      // Neither the kit's word nor Lambda's: still within the function's tries → queued; past them → not found (unknown).
+      const since = hints?.submittedAt ? Date.parse(hints.submittedAt) : Number.NaN;
+      const window = (registration.timeoutSeconds * ASYNC_TRIES + RETRY_DELAYS_SECONDS) * 1000;
+      if (Number.isFinite(since) && deps.now().getTime() - since <= window) return { kind: 'found', run: { runId, status: 'queued' } };
+      return { kind: 'not_found' };
+    },
+
+    async decideApproval(runId, approvalId, decision) {
+      // A Lambda cannot be called: the decision is read from the run's control record when the
+      // function is invoked again to resume the run (CONTRACT §12).
+      const answer = await invoke(JSON.stringify({ resume: runId, approvalId, decision }));
+      if ('requestId' in answer) return { kind: 'decided', approvalId, decision };
+      return { kind: 'unavailable', reason: reasonOf('refused' in answer ? answer.refused : answer.unavailable) };
+    },
+
+    async cancel() {
+      // Cancels and supersedes reach a Lambda run through its control record, polled with its heartbeats.
+      return { kind: 'unavailable', reason: 'a lambda run is told through its control record' };
+    },
+  };
+}

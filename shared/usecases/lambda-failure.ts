@@ -1,0 +1,68 @@
+import { isTerminal, runFailedByRuntime } from '../dispatch/transitions.js';
+import type { LambdaFailureRecord, LedgerStore } from '../ledger/port.js';
+import { parseLambdaRunId } from '../targets/port.js';
+import { clip, printable } from '../text.js';
+
+/**
+ * Lambda's on-failure destination for a lambda target (CONTRACT §12): after Lambda's own retries an
+ * invocation that threw or timed out arrives here, and the run is recorded `failed` with Lambda's
+ * error — the runtime's own word. The record is kept first (a lookup reads it), then the state; a
+ * record for a run the dispatch no longer follows, or one already final, changes nothing.
+ */
+
+export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'unreadable' | 'conflict';
+
+const ROUNDS = 5;
+const MAX_TEXT = 300;
+
+interface DestinationRecord {
+  readonly requestContext?: { readonly requestId?: unknown; readonly condition?: unknown };
+  readonly requestPayload?: unknown;
+  readonly responsePayload?: unknown;
+}
+
+const text = (value: unknown, fallback: string): string => (typeof value === 'string' && value.trim() !== '' ? clip(printable(value), MAX_TEXT) : fallback);
+
+/** The run and error a destination record names (the invocation's payload carries the run id, or `resume` for a resumed run). */
+export function failureOfRecord(record: unknown, at: string): LambdaFailureRecord | undefined {
+  if (typeof record !== 'object' || record === null) return undefined;
+  const { requestContext, requestPayload, responsePayload } = record as DestinationRecord;
+  const payload = typeof requestPayload === 'string' ? safeJson(requestPayload) : requestPayload;
+  const runId = typeof payload === 'object' && payload !== null ? ((payload as { runId?: unknown }).runId ?? (payload as { resume?: unknown }).resume) : undefined;
+  if (typeof runId !== 'string') return undefined;
+  const named = parseLambdaRunId(runId);
+  if (!named) return undefined;
+  const response = typeof responsePayload === 'object' && responsePayload !== null ? (responsePayload as { errorType?: unknown; errorMessage?: unknown }) : {};
+  return {
+    dispatchId: named.dispatchId,
+    attempt: named.attempt,
+    runId,
+    errorType: text(response.errorType, 'Unhandled'),
+    errorMessage: text(response.errorMessage, 'the function failed without an error message'),
+    requestId: text(requestContext?.requestId, ''),
+    condition: text(requestContext?.condition, ''),
+    at,
+  };
+}
+
+function safeJson(value: string): unknown {
+  try {
+    return JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+}
+
+export async function takeLambdaFailure(deps: { readonly store: LedgerStore; readonly now: () => Date }, record: unknown): Promise<LambdaFailureOutcome> {
+  const failure = failureOfRecord(record, deps.now().toISOString());
+  if (!failure) return 'unreadable';
+  await deps.store.putLambdaFailure(failure);
+  for (let round = 0; round < ROUNDS; round += 1) {
+    const state = await deps.store.getState(failure.dispatchId);
+    if (!state || state.attempt !== failure.attempt || state.runId !== failure.runId) return 'not_current';
+    if (isTerminal(state.execution.nativeStatus)) return 'already_final';
+    const next = runFailedByRuntime(state, `${failure.errorType}: ${failure.errorMessage}`, deps.now());
+    if ((await deps.store.commit(state, next)).kind === 'committed') return 'failed';
+  }
+  return 'conflict';
+}

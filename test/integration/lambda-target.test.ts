@@ -1,0 +1,127 @@
+import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { InboxTable } from '../../shared/adapters/inbox-table.js';
+import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
+import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { route, type ApiDeps } from '../../shared/api/routes.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { eventsForState } from '../../shared/events/derive.js';
+import { takeDispatchMessage } from '../../shared/intake/intake.js';
+import { lambdaRunIdOf, parseLambdaRunId, type SubmitRequest, type TargetPort } from '../../shared/targets/port.js';
+import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { intakeDepsFactory } from '../support/factories.js';
+
+/**
+ * A lambda target's lookups and failures (CONTRACT §12) on DynamoDB Local: the kit's run-state table
+ * read by key, and Lambda's on-failure destination taken in as `failed` with Lambda's error.
+ * (Invoke itself has no local engine: its adapter is unit-tested with aws-sdk-client-mock.)
+ */
+
+const clients = engineClients();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+const NOW = new Date('2026-12-01T12:00:00.000Z');
+let table: LedgerTable;
+let tableName: string;
+let stateTable: string;
+let blobs: S3Blobs;
+
+/** What the ledger sees of the function: every submission queued under the run id the ledger names. */
+const queued: TargetPort = {
+  submit: async (request: SubmitRequest) => ({ kind: 'accepted', runId: lambdaRunIdOf(request.dispatchId, request.attempt), status: 'queued', requestId: 'req-1' }),
+  lookup: async () => ({ kind: 'not_found' }),
+  decideApproval: async () => ({ kind: 'unavailable', reason: 'unused' }),
+  cancel: async () => ({ kind: 'unavailable', reason: 'unused' }),
+};
+
+beforeAll(async () => {
+  tableName = uniqueName('lambda-ledger');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  table = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
+  blobs = new S3Blobs(clients.s3, await ensureBucket(clients.s3, uniqueName('lambda-blobs')));
+  stateTable = uniqueName('kit-runs');
+  await dynamodb.send(new CreateTableCommand({ TableName: stateTable, BillingMode: 'PAY_PER_REQUEST', AttributeDefinitions: [{ AttributeName: 'runId', AttributeType: 'S' }], KeySchema: [{ AttributeName: 'runId', KeyType: 'HASH' }] }));
+  await table.putTarget({ name: 'reviewer', kind: 'lambda', functionArn: 'arn:aws:lambda:us-east-1:111122223333:function:reviewer', timeoutSeconds: 60, stateTable });
+});
+afterAll(() => {
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+async function submitted(task: Record<string, unknown> = { goal: 'review the plan' }): Promise<string> {
+  const dispatchId = uniqueName('d');
+  await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: () => queued, now: () => NOW }), {
+    messageId: uniqueName('m'),
+    body: JSON.stringify({ dispatchId, origin: 'planner', target: 'reviewer', task, delivery: { mode: 'detached' } }),
+    senderId: 'test',
+  });
+  return dispatchId;
+}
+
+const port = () => {
+  const lambda = new LambdaClient({ region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, endpoint: 'http://127.0.0.1:9' });
+  return lambdaTarget({ name: 'reviewer', kind: 'lambda', functionArn: 'arn:aws:lambda:us-east-1:111122223333:function:reviewer', timeoutSeconds: 60, stateTable }, {
+    lambda,
+    documents,
+    failureOf: async (runId) => {
+      const named = parseLambdaRunId(runId);
+      return named ? table.getLambdaFailure(named.dispatchId, named.attempt) : undefined;
+    },
+    now: () => NOW,
+  });
+};
+
+describe('a lambda target on the real table', () => {
+  it("reads the kit's run state for a lookup, pending approval included", async () => {
+    const dispatchId = await submitted();
+    const runId = lambdaRunIdOf(dispatchId, 1);
+    await documents.send(new PutCommand({ TableName: stateTable, Item: { runId, status: 'waiting_for_approval', pendingApproval: { approvalId: 'ap-1', requestedAt: NOW.toISOString() }, seq: 3 } }));
+    expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toEqual({ kind: 'found', run: { runId, status: 'waiting_for_approval', pendingApproval: { approvalId: 'ap-1', requestedAt: NOW.toISOString() } } });
+  });
+
+  it("takes Lambda's on-failure record in as failed with Lambda's error, once; the lookup then finds it; a record for another attempt changes nothing", async () => {
+    const dispatchId = await submitted();
+    const runId = lambdaRunIdOf(dispatchId, 1);
+    const before = await table.getState(dispatchId);
+    const record = { requestContext: { requestId: 'req-2', condition: 'RetriesExhausted', approximateInvokeCount: 3 }, requestPayload: { runId, dispatchId }, responsePayload: { errorType: 'Sandbox.Timedout', errorMessage: 'Task timed out after 60.00 seconds' } };
+    expect(await takeLambdaFailure({ store: table, now: () => NOW }, record)).toBe('failed');
+    expect(await takeLambdaFailure({ store: table, now: () => NOW }, record)).toBe('already_final');
+    const after = await table.getState(dispatchId);
+    expect(after?.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', result: { summary: 'Sandbox.Timedout: Task timed out after 60.00 seconds' } });
+    if (!before || !after) throw new Error('states');
+    expect(eventsForState(before, after).map((event) => event.detailType)).toEqual(['Run Failed']);
+    expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toMatchObject({ kind: 'found', run: { status: 'failed' } });
+    expect(await takeLambdaFailure({ store: table, now: () => NOW }, { ...record, requestPayload: { runId: lambdaRunIdOf(dispatchId, 7) } })).toBe('not_current');
+    expect(await takeLambdaFailure({ store: table, now: () => NOW }, { requestPayload: 'not json' })).toBe('unreadable');
+  });
+
+  it('serves the task of a submission that carried taskRef to the run it belongs to, and only to it', async () => {
+    const task = { goal: 'summarise', notes: 'n'.repeat(1000) };
+    const dispatchId = await submitted(task);
+    const deps: ApiDeps = {
+      store: table,
+      blobs,
+      feeds: new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 }),
+      inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }),
+      principals: table,
+      principalMode: 'open',
+      targetFor: () => queued,
+      callbackUrl: 'http://127.0.0.1:9',
+      retryPolicy: DEFAULT_RETRY_POLICY,
+      now: () => NOW,
+      claimSeconds: 60,
+    };
+    const get = (query: Record<string, string>) => route(deps, { method: 'GET', rawPath: `/dispatches/${dispatchId}/task`, query, headers: {}, body: undefined, iamUserId: undefined });
+    const answer = await get({ runId: lambdaRunIdOf(dispatchId, 1) });
+    expect(answer.statusCode).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual(task);
+    await expect(get({ runId: lambdaRunIdOf(dispatchId, 5) })).rejects.toMatchObject({ code: 'not_found' });
+    await expect(get({})).rejects.toMatchObject({ code: 'malformed' });
+  });
+});
