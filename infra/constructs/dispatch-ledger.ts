@@ -154,7 +154,7 @@ export class DispatchLedger extends Construct {
     this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
-    this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed)]);
+    this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed), indexArn(INDEX.inbox)]);
     // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence and
     // reads tasks for a redispatch; evidence checks read each file (which needs ListBucket to tell
     // "missing" (404) from "forbidden" (403), or every missing file reads as an unrunnable check) and

@@ -54,6 +54,8 @@ describe('least privilege: each function may do exactly what its code does', () 
     const queried = resourcesFor('api', 'dynamodb:Query').join();
     expect(queried).toContain('/index/byOrigin');
     expect(queried).toContain('/index/feed');
+    // The results inbox (CONTRACT §10): claims and the list read the inbox index (regression: it was not granted).
+    expect(queried).toContain('/index/inbox');
     expect(queried).not.toContain('/index/due');
   });
 
