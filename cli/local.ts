@@ -31,6 +31,8 @@ export async function localUp(options: {
   /** Foreground: the supervisor stops itself if this process goes away without stopping it. */
   foreground: boolean;
   progress: (message: string) => void;
+  /** AWS_IAM auth on the local API (CONTRACT §2 v2): SigV4 required, callers from `<stateDir>/credentials.json`. */
+  sigv4?: boolean;
 }): Promise<LocalState> {
   const { stateDir } = options;
   const existing = runningState(stateDir);
@@ -58,6 +60,7 @@ export async function localUp(options: {
       '--tick',
       String(options.tickSeconds),
       ...(options.foreground ? ['--parent-pid', String(process.pid)] : []),
+      ...(options.sigv4 ? ['--sigv4'] : []),
     ],
     {
       detached: true,

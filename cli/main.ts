@@ -13,7 +13,7 @@ import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js
 import { forTerminal } from './table.js';
 
 const USAGE = `usage:
-  ledger local up [--detach] [--json] [--tick SECONDS]   start the local platform (foreground unless --detach)
+  ledger local up [--detach] [--json] [--tick SECONDS] [--sigv4]   start the local platform (foreground unless --detach; --sigv4: IAM auth on the API)
   ledger local down                                      stop everything "up" started
   ledger local status [--json]                           is it running, and where
   ledger send [--target T] [--behavior B] [--expect REF]… [--origin O] [--dispatch-id ID] [--body JSON | --file F]
@@ -91,6 +91,7 @@ async function up(args: string[]): Promise<number> {
       tick: { type: 'string', default: '60' },
       demo: { type: 'boolean', default: false },
       once: { type: 'boolean', default: false },
+      sigv4: { type: 'boolean', default: false },
     },
   });
   const tickSeconds = Number(values.tick);
@@ -101,7 +102,7 @@ async function up(args: string[]): Promise<number> {
   const dir = defaultStateDir();
   const started = Date.now();
   const progress = values.json ? warn : say;
-  const state = await localUp({ stateDir: dir, tickSeconds, foreground: !values.detach, progress });
+  const state = await localUp({ stateDir: dir, tickSeconds, foreground: !values.detach, progress, sigv4: values.sigv4 });
   const total = { ...state, readyMs: Date.now() - started };
   printReady(total, values.json);
   if (values.detach) {

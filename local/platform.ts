@@ -11,9 +11,10 @@ import type { InvocationReport } from './runtime/context.js';
 import { EventLogTail } from './runtime/event-log.js';
 import { startHttpApi, type HttpApiHandler } from './runtime/http-api.js';
 import { Scheduler, type ScheduledHandler } from './runtime/scheduler.js';
+import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, type LocalCredentials } from './runtime/sigv4.js';
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
 import { StreamEventSource, type StreamHandler } from './runtime/stream-event-source.js';
-import type { LocalInfo } from './state.js';
+import { clearCredentials, writeCredentials, type LocalInfo } from './state.js';
 
 export interface PlatformOptions {
   readonly stateDir: string;
@@ -37,6 +38,13 @@ export interface PlatformOptions {
   };
   /** Receive loops of the event log's tail (a heavy load needs several; see EventLogTail). Default 1. */
   readonly eventLogReceivers?: number;
+  /**
+   * AWS_IAM auth on the API, as in AWS (`ledger local up --sigv4`, CONTRACT §2 v2): every request must
+   * be SigV4-signed by one of the platform's credentials (RunningPlatform.credentials, also in
+   * `<stateDir>/credentials.json`), the caller is the principal registered for the signing key, and
+   * X-Ledger-Origin is ignored. @default false: open, the caller's origin is X-Ledger-Origin
+   */
+  readonly sigv4?: boolean;
 }
 
 export interface RunningPlatform {
@@ -46,11 +54,16 @@ export interface RunningPlatform {
   readonly invocationLog: string;
   readonly demoAgent: DemoAgent;
   readonly scheduler: Scheduler;
+  /** With `sigv4`: who may call the API, each registered in the principal registry. */
+  readonly credentials?: LocalCredentials;
   stop(): Promise<void>;
 }
 
 /** The demo agent's name in the target registry (CONTRACT §8). */
 export const DEMO_AGENT_TARGET = 'demo-agent';
+
+/** The origins that get credentials in --sigv4 mode: the CLI's default and the demo's lead agent. */
+export const SIGV4_ORIGINS: readonly string[] = ['planner', 'lead-agent'];
 
 /**
  * Starts the whole local platform in this process: the engines (as child processes, unless given),
@@ -94,14 +107,24 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       ...(options.prefix ? { prefix: options.prefix } : {}),
     });
 
+    // Fresh keys every run; the file that hands them to the CLI and scripts goes when the platform stops.
+    const credentials = options.sigv4 ? createLocalCredentials({ origins: SIGV4_ORIGINS, targets: [DEMO_AGENT_TARGET] }) : undefined;
+    const demoAgentCredentials = credentials?.targets[DEMO_AGENT_TARGET];
     const demoAgent = await startDemoAgent({
       log: (line) => log({ component: 'demo-agent', ...line }),
       targetName: DEMO_AGENT_TARGET,
       ...(options.faults?.demoAgent ? { faults: options.faults.demoAgent } : {}),
+      ...(demoAgentCredentials ? { signing: { credentials: demoAgentCredentials, region: LOCAL_REGION } } : {}),
     });
     stoppers.push(() => demoAgent.stop());
     const ledger = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: resources.ledgerTable, retentionSeconds: 90 * 86_400 });
     await ledger.putTarget({ name: DEMO_AGENT_TARGET, kind: 'http', baseUrl: demoAgent.url });
+    let credentialsFile: string | undefined;
+    if (credentials) {
+      for (const credential of allCredentials(credentials)) await ledger.putPrincipal(credential.principalId, credential.principal);
+      stoppers.push(async () => clearCredentials(stateDir));
+      credentialsFile = writeCredentials(stateDir, { region: LOCAL_REGION, service: SIGV4_SERVICE, credentials });
+    }
 
     const onInvocation = (report: InvocationReport): void => {
       appendFileSync(invocationLog, `${JSON.stringify(report)}\n`);
@@ -122,6 +145,12 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       region: LOCAL_REGION,
       onInvocation,
       onError: onError(apiFunction.name),
+      ...(credentials
+        ? {
+            verifySignature: sigV4Verifier({ region: LOCAL_REGION, credentials: allCredentials(credentials) }),
+            onRefused: (refusal: Record<string, unknown>) => log({ level: 'warn', component: apiFunction.name, msg: 'request refused (SigV4)', ...refusal }),
+          }
+        : {}),
     });
     stoppers.push(() => api.close());
 
@@ -170,7 +199,9 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
           break;
         }
         case 'http':
-          apiHandler = await loadHandler<HttpApiHandler>(fn);
+          // With SigV4 the API knows its callers, as in AWS: it maps them through the principal registry.
+          // Only the API: intake still takes any origin (fauxqs's SenderId names no registered principal).
+          apiHandler = await withEnvironment(credentials ? { PRINCIPAL_MODE: 'enforce' } : {}, () => loadHandler<HttpApiHandler>(fn));
           break;
         case 'schedule':
           scheduled.push({ functionName: fn.name, handler: await loadHandler<ScheduledHandler>(fn) });
@@ -225,10 +256,30 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       eventBusName: resources.eventBusName,
       eventLog,
       demoAgentUrl: demoAgent.url,
+      ...(credentialsFile ? { credentialsFile } : {}),
     };
-    return { info, pids, resources, invocationLog, demoAgent, scheduler, stop: stopAll };
+    return { info, pids, resources, invocationLog, demoAgent, scheduler, ...(credentials ? { credentials } : {}), stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;
+  }
+}
+
+/**
+ * Imports a handler with its own variables on top of the shared environment, as each Lambda function
+ * has its own: the handler's deps.ts reads them once, at import (its cold start); the shared
+ * environment is then restored for the next one. A module is imported once per process, so this
+ * holds for the first platform a process starts (one per test file).
+ */
+async function withEnvironment<T>(own: Readonly<Record<string, string>>, load: () => Promise<T>): Promise<T> {
+  const shared = Object.fromEntries(Object.keys(own).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, own);
+  try {
+    return await load();
+  } finally {
+    for (const [name, value] of Object.entries(shared)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
   }
 }

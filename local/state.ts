@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { LocalCredentials } from './runtime/sigv4.js';
 
 /** The contract's `--json` line (CONTRACT §9), in its order. */
 export interface LocalInfo {
@@ -14,6 +15,16 @@ export interface LocalInfo {
   readonly eventBusName: string;
   readonly eventLog: string;
   readonly demoAgentUrl: string;
+  /** `--sigv4` only: the file (mode 0600) holding the callers' credentials (LocalCredentialsFile). */
+  readonly credentialsFile?: string;
+}
+
+/** What `<state>/credentials.json` holds in --sigv4 mode: how to sign, and as whom. */
+export interface LocalCredentialsFile {
+  readonly region: string;
+  /** The SigV4 service name: `lambda`, the deployed API being a function URL with AWS_IAM auth. */
+  readonly service: string;
+  readonly credentials: LocalCredentials;
 }
 
 /** What `up` leaves for `down` and for the other CLI commands. */
@@ -55,8 +66,51 @@ export function clearState(dir: string): void {
   rmSync(stateFile(dir), { force: true });
 }
 
-/** The contract's JSON line: exactly its keys, in its order. */
+/** The contract's JSON line: exactly its keys, in its order; with --sigv4, `credentialsFile` last. */
 export function infoLine(info: LocalInfo): string {
-  const { region, apiUrl, dispatchQueueUrl, dlqUrl, sqsEndpoint, dynamodbEndpoint, s3Endpoint, eventBridgeEndpoint, eventBusName, eventLog, demoAgentUrl } = info;
-  return JSON.stringify({ region, apiUrl, dispatchQueueUrl, dlqUrl, sqsEndpoint, dynamodbEndpoint, s3Endpoint, eventBridgeEndpoint, eventBusName, eventLog, demoAgentUrl });
+  const { region, apiUrl, dispatchQueueUrl, dlqUrl, sqsEndpoint, dynamodbEndpoint, s3Endpoint, eventBridgeEndpoint, eventBusName, eventLog, demoAgentUrl, credentialsFile } = info;
+  return JSON.stringify({
+    region,
+    apiUrl,
+    dispatchQueueUrl,
+    dlqUrl,
+    sqsEndpoint,
+    dynamodbEndpoint,
+    s3Endpoint,
+    eventBridgeEndpoint,
+    eventBusName,
+    eventLog,
+    demoAgentUrl,
+    ...(credentialsFile === undefined ? {} : { credentialsFile }),
+  });
+}
+
+export const credentialsFile = (dir: string): string => join(dir, 'credentials.json');
+
+/**
+ * Writes the --sigv4 callers' credentials, readable by this user only (0600 from the moment the file
+ * exists: it is created so, then renamed over any older one).
+ */
+export function writeCredentials(dir: string, contents: LocalCredentialsFile): string {
+  const file = credentialsFile(dir);
+  const partial = `${file}.${process.pid}.tmp`;
+  rmSync(partial, { force: true });
+  writeFileSync(partial, `${JSON.stringify(contents, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  renameSync(partial, file);
+  return file;
+}
+
+/** The credentials of a platform running with --sigv4, or undefined. */
+export function readCredentials(dir: string): LocalCredentialsFile | undefined {
+  const file = credentialsFile(dir);
+  if (!existsSync(file)) return undefined;
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as LocalCredentialsFile;
+  } catch {
+    return undefined;
+  }
+}
+
+export function clearCredentials(dir: string): void {
+  rmSync(credentialsFile(dir), { force: true });
 }

@@ -2,7 +2,7 @@
  * The local platform's supervisor process, started by `ledger local up` (detached, its output in
  * `<state>/logs/platform.log`). It runs the platform, records its state for `down`, and on SIGTERM or
  * SIGINT stops everything it started, engines included.
- * Usage: node --import tsx local/supervisor-main.ts --state-dir DIR --tick SECONDS
+ * Usage: node --import tsx local/supervisor-main.ts --state-dir DIR --tick SECONDS [--sigv4]
  */
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -17,6 +17,8 @@ const { values } = parseArgs({
     // Foreground `up`: the terminal's CLI. If it dies without stopping us (killed, closed terminal),
     // the platform stops too instead of running on unseen.
     'parent-pid': { type: 'string' },
+    // AWS_IAM auth on the API (CONTRACT §2 v2): SigV4 required, callers in <state-dir>/credentials.json.
+    sigv4: { type: 'boolean', default: false },
   },
 });
 const stateDir = values['state-dir'];
@@ -63,7 +65,7 @@ if (parentPid !== undefined) {
 process.on('SIGINT', () => shutdown('SIGINT'));
 
 try {
-  platform = await startPlatform({ stateDir, tickSeconds, log });
+  platform = await startPlatform({ stateDir, tickSeconds, log, sigv4: values.sigv4 });
   const readyMs = Date.now() - startedAt.getTime();
   writeState(stateDir, {
     ...base,

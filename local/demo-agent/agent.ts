@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as pause } from 'node:timers/promises';
 import { z } from 'zod';
-import { CallbackClient } from './callbacks.js';
+import { CallbackClient, type CallbackClientOptions } from './callbacks.js';
 import { largeResultBody } from './large-result.js';
 import {
   ApprovalDecisionSchema,
@@ -57,6 +57,8 @@ export interface DemoAgentEngineOptions {
   readonly targetName?: string;
   /** A fault schedule for reliability tests. @default none: every request is answered normally */
   readonly faults?: DemoAgentFaults;
+  /** Sign the callbacks to the ledger with SigV4 as this target (CallbackClient's). @default unsigned */
+  readonly signing?: CallbackClientOptions['signing'];
 }
 
 export type LookupOutcome = { readonly kind: 'found'; readonly view: RunView } | RefusedOutcome;
@@ -128,7 +130,12 @@ export class DemoAgentEngine {
     this.#log = log;
     this.#targetName = targetName;
     this.#faults = faults;
-    this.#callbacks = new CallbackClient({ log, stopSignal: this.#stop.signal, ...(options.callbackTries ? { maxTries: options.callbackTries } : {}) });
+    this.#callbacks = new CallbackClient({
+      log,
+      stopSignal: this.#stop.signal,
+      ...(options.callbackTries ? { maxTries: options.callbackTries } : {}),
+      ...(options.signing ? { signing: options.signing } : {}),
+    });
   }
 
   /**

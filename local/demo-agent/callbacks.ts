@@ -1,4 +1,5 @@
 import { setTimeout as pause } from 'node:timers/promises';
+import { signedFetch, type SigV4Signing } from '../runtime/sigv4.js';
 import type { Log, RunEvent, RunEventType } from './model.js';
 
 /**
@@ -66,6 +67,18 @@ export interface CallbackClientOptions {
   readonly notYetRecordedMs?: number;
   /** How long a 5xx answer to a final event (completed, failed, cancelled) is retried (on top of the tries). @default 2 minutes */
   readonly finalEventServerErrorMs?: number;
+  /**
+   * Sign every callback with SigV4 as this target (the ledger API's AWS_IAM auth; locally
+   * `ledger local up --sigv4`). Each try is signed afresh. @default unsigned
+   */
+  readonly signing?: SigV4Signing;
+}
+
+/** A callback as sent: its body is always in hand, so it can be signed. */
+interface CallbackInit {
+  readonly method: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
 }
 
 /** How long, beyond its tries, one callback keeps retrying the answers that mean "not yet". */
@@ -81,8 +94,10 @@ export class CallbackClient {
   readonly #maxTries: number;
   readonly #notYetRecordedMs: number;
   readonly #finalEventServerErrorMs: number;
+  readonly #signing: SigV4Signing | undefined;
 
   constructor(options: CallbackClientOptions) {
+    this.#signing = options.signing;
     this.#maxTries = options.maxTries ?? MAX_TRIES;
     this.#notYetRecordedMs = options.notYetRecordedMs ?? NOT_YET_RECORDED_MS;
     this.#finalEventServerErrorMs = options.finalEventServerErrorMs ?? FINAL_EVENT_SERVER_ERROR_MS;
@@ -118,7 +133,7 @@ export class CallbackClient {
    * submission answer, or after a crashed delivery of the dispatch comes back), so no evidence is lost
    * to it, and a 5xx to a final event (the ledger could not store its result and recorded nothing).
    */
-  async #send(context: Record<string, unknown>, url: string, init: RequestInit, patience: Patience): Promise<boolean> {
+  async #send(context: Record<string, unknown>, url: string, init: CallbackInit, patience: Patience): Promise<boolean> {
     const started = Date.now();
     let waits = 0;
     for (let attempt = 1; ; ) {
@@ -148,14 +163,12 @@ export class CallbackClient {
   async #sendOnce(
     context: Record<string, unknown>,
     url: string,
-    init: RequestInit,
+    init: CallbackInit,
   ): Promise<{ readonly kind: 'delivered' | 'refused' | 'retry' | 'server_error' | 'not_yet_recorded' | 'failed'; readonly detail?: Record<string, unknown> }> {
     if (this.#stopSignal.aborted) return { kind: 'refused', detail: { reason: 'agent stopping' } };
     try {
-      const response = await fetch(url, {
-        ...init,
-        signal: AbortSignal.any([this.#stopSignal, AbortSignal.timeout(this.#timeoutMs)]),
-      });
+      const signal = AbortSignal.any([this.#stopSignal, AbortSignal.timeout(this.#timeoutMs)]);
+      const response = this.#signing ? await signedFetch(url, { ...init, signal }, this.#signing) : await fetch(url, { ...init, signal });
       // Always read the body: an unread body keeps the connection busy.
       const text = await response.text();
       if (response.ok) {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as pause } from 'node:timers/promises';
+import type { SigV4Signing } from '../runtime/sigv4.js';
 import { DemoAgentEngine, type RefusedOutcome } from './agent.js';
 import type { DemoAgentFaults, DemoAgentStats, FaultsFired, Log, LogLine } from './model.js';
 
@@ -27,6 +28,11 @@ export interface DemoAgentOptions {
   readonly targetName?: string;
   /** A fault schedule, for reliability tests (the census). @default none: every request is answered normally */
   readonly faults?: DemoAgentFaults;
+  /**
+   * The agent's own credentials: its callbacks (run events, evidence) are then signed with SigV4, as
+   * the ledger API's AWS_IAM auth wants (locally `ledger local up --sigv4`). @default unsigned
+   */
+  readonly signing?: SigV4Signing;
 }
 
 export interface DemoAgent {
@@ -60,6 +66,7 @@ export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<De
     ...(options.callbackTries ? { callbackTries: options.callbackTries } : {}),
     ...(options.targetName !== undefined && { targetName: options.targetName }),
     ...(options.faults && { faults: options.faults }),
+    ...(options.signing && { signing: options.signing }),
   });
   /** Aborted by stop(): answers held back by a `hang` fault are dropped instead of kept waiting. */
   const stopped = new AbortController();

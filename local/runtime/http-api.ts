@@ -8,6 +8,7 @@ import type {
   Context,
 } from 'aws-lambda';
 import { describeError, lambdaContext, type InvocationListener } from './context.js';
+import { iamAuthorizer, type IamAuthorizerContext, type SigV4Verify } from './sigv4.js';
 
 export type HttpApiHandler = (event: APIGatewayProxyEventV2, context: Context) => Promise<APIGatewayProxyResultV2>;
 
@@ -25,6 +26,14 @@ export interface HttpApiOptions {
   readonly timeoutMs?: number;
   readonly onInvocation?: InvocationListener;
   readonly onError?: (error: unknown) => void;
+  /**
+   * AWS_IAM auth (`ledger local up --sigv4`): every request must carry a SigV4 signature this accepts,
+   * or it is answered 403 without invoking the handler; a verified caller arrives in
+   * `requestContext.authorizer.iam`, as a function URL reports it. @default none: no auth, as today
+   */
+  readonly verifySignature?: SigV4Verify;
+  /** Hears why a request was refused 403 (the caller is told too). */
+  readonly onRefused?: (refusal: { readonly method: string; readonly path: string; readonly reason: string }) => void;
 }
 
 /**
@@ -84,7 +93,18 @@ async function serve(options: HttpApiOptions, request: IncomingMessage, response
     request.resume();
     return;
   }
-  const event = toEvent(request, body);
+  let authorizer: IamAuthorizerContext | undefined;
+  if (options.verifySignature) {
+    const verdict = await options.verifySignature(receivedRequest(request, body));
+    if (verdict.kind === 'refused') {
+      // As a function URL does: the function is never invoked for a request IAM auth refuses.
+      options.onRefused?.({ method: request.method ?? 'GET', path: pathOf(request), reason: verdict.reason });
+      sendJson(response, 403, { error: { code: 'forbidden', message: verdict.reason } });
+      return;
+    }
+    authorizer = iamAuthorizer(verdict.credential);
+  }
+  const event = toEvent(request, body, authorizer);
   const context = lambdaContext(options.functionName, options.timeoutMs ?? 29_000, options.region);
   const started = Date.now();
   const report = (error?: string): void =>
@@ -110,13 +130,36 @@ async function serve(options: HttpApiOptions, request: IncomingMessage, response
   writeResult(response, result);
 }
 
-function toEvent(request: IncomingMessage, body: Buffer): APIGatewayProxyEventV2 {
-  const url = new URL(request.url ?? '/', 'http://127.0.0.1');
-  // The path exactly as the client sent it: WHATWG URL parsing would resolve `..`, `.` and `%2e%2e`
-  // segments, and the API must see (and refuse) them, not a quietly different path.
+/**
+ * The path exactly as the client sent it: WHATWG URL parsing would resolve `..`, `.` and `%2e%2e`
+ * segments, and the API must see (and refuse) them, not a quietly different path.
+ */
+function pathOf(request: IncomingMessage): string {
   const target = request.url ?? '/';
   const queryAt = target.indexOf('?');
-  const rawPath = queryAt < 0 ? target : target.slice(0, queryAt);
+  return queryAt < 0 ? target : target.slice(0, queryAt);
+}
+
+/** What the signature covers: the request as received, every header included. */
+function receivedRequest(request: IncomingMessage, body: Buffer): Parameters<SigV4Verify>[0] {
+  const target = request.url ?? '/';
+  const queryAt = target.indexOf('?');
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(',') : value;
+  }
+  return {
+    method: (request.method ?? 'GET').toUpperCase(),
+    rawPath: pathOf(request),
+    rawQueryString: queryAt < 0 ? '' : target.slice(queryAt + 1),
+    headers,
+    body,
+  };
+}
+
+function toEvent(request: IncomingMessage, body: Buffer, authorizer: IamAuthorizerContext | undefined): APIGatewayProxyEventV2 {
+  const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+  const rawPath = pathOf(request);
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value === undefined || name === 'cookie') continue;
@@ -156,6 +199,8 @@ function toEvent(request: IncomingMessage, body: Buffer): APIGatewayProxyEventV2
       stage: '$default',
       time: now.toUTCString(),
       timeEpoch: now.getTime(),
+      // The IAM caller, where a function URL with AWS_IAM auth puts it (APIGatewayProxyEventV2WithIAMAuthorizer).
+      ...(authorizer ? { authorizer } : {}),
     },
     ...(body.length > 0 ? { body: isText ? body.toString('utf8') : body.toString('base64') } : {}),
     isBase64Encoded: !isText,
