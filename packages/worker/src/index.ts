@@ -1,2 +1,26 @@
-/** @dispatch-ledger/worker — the worker kit (CONTRACT §12). The entry points land here. */
-export {};
+/**
+ * @dispatch-ledger/worker — the worker kit (CONTRACT §12): `createWorker({ name, run })` serves the
+ * Dispatch Ledger's `http` target protocol (§8), keeps run state in a store, numbers events per run and
+ * calls the ledger back (signed, when a signer is given), retrying what the ledger is not ready for yet.
+ */
+export { createWorker, type ListeningWorker, type Worker, type WorkerOptions } from './server.js';
+export { RunCancelledError, type RunContext, type RunFunction, type RunOutput } from './runs.js';
+export { fileStore, memoryStore, StoreReadError, type CreateOutcome, type FileStoreOptions, type ListedRecords, type RunStore } from './store.js';
+export { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type SignableRequest, type Signer, type Sigv4SignerOptions } from './signer.js';
+export { DEFAULT_RETRY, type RetryPolicy, type Transport } from './callbacks.js';
+export { refProblem, isSafeRef, MAX_REF_BYTES, type RefProblem } from './refs.js';
+export type { Clock, HeartbeatDecision, Timer } from './heartbeat.js';
+export {
+  CallbackError,
+  EvidenceTooLargeError,
+  ResultRefusedError,
+  RunEndedError,
+  UnsafeRefError,
+  type Decision,
+  type Log,
+  type LogLine,
+  type RunRecord,
+  type RunResult,
+  type RunStatus,
+  type RunView,
+} from './model.js';

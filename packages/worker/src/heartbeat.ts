@@ -1,0 +1,102 @@
+/**
+ * Client-side heartbeat coalescing (CONTRACT §12 "heartbeat() (coalesced)").
+ *
+ * A run may call `ctx.heartbeat()` in a tight loop; the ledger needs to hear at most one heartbeat per
+ * fifth of the stall window to know the run is alive. So: the first heartbeat of a window is sent at
+ * once; the others in that window are folded into one trailing heartbeat sent when the window closes,
+ * so the latest sign of life is never more than one window late (a stall verdict is delayed by
+ * coalescing, never advanced). Any other event sent counts as activity too: a heartbeat right after a
+ * progress note says nothing new.
+ */
+
+export interface Timer {
+  cancel(): void;
+}
+
+/** Time as the coalescer sees it; tests pass a hand-driven one. */
+export interface Clock {
+  now(): number;
+  setTimer(ms: number, fire: () => void): Timer;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimer(ms, fire) {
+    const handle = setTimeout(fire, ms);
+    // A pending trailing heartbeat must not keep a process alive on its own.
+    handle.unref();
+    return { cancel: () => clearTimeout(handle) };
+  },
+};
+
+/** What one `request()` did. */
+export type HeartbeatDecision = 'sent' | 'deferred' | 'coalesced' | 'stopped';
+
+/** The stall window the ledger applies when a submission names none (CONTRACT §1). */
+export const DEFAULT_STALL_AFTER_SECONDS = 600;
+
+/**
+ * One fifth of the stall window, in milliseconds: the most often a heartbeat is worth sending.
+ *
+ * @example
+ * heartbeatIntervalMs(600) // 120000
+ * heartbeatIntervalMs(2)   // 400
+ */
+export function heartbeatIntervalMs(stallAfterSeconds: number): number {
+  return Math.max(1, Math.floor((stallAfterSeconds * 1000) / 5));
+}
+
+export class HeartbeatCoalescer {
+  readonly #intervalMs: number;
+  readonly #send: () => void;
+  readonly #clock: Clock;
+  #lastAt: number | undefined;
+  #trailing: Timer | undefined;
+  #stopped = false;
+
+  constructor(intervalMs: number, send: () => void, clock: Clock = systemClock) {
+    if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`);
+    this.#intervalMs = intervalMs;
+    this.#send = send;
+    this.#clock = clock;
+  }
+
+  /**
+   * Asks for a heartbeat: sent now when the window since the last activity is over, else folded into
+   * the one trailing heartbeat of this window.
+   */
+  request(): HeartbeatDecision {
+    if (this.#stopped) return 'stopped';
+    const now = this.#clock.now();
+    if (this.#lastAt === undefined || now - this.#lastAt >= this.#intervalMs) {
+      this.#fire(now);
+      return 'sent';
+    }
+    if (this.#trailing) return 'coalesced';
+    this.#trailing = this.#clock.setTimer(this.#lastAt + this.#intervalMs - now, () => {
+      this.#trailing = undefined;
+      if (!this.#stopped) this.#fire(this.#clock.now());
+    });
+    return 'deferred';
+  }
+
+  /** Another event was sent: it shows the run alive, so a trailing heartbeat is no longer needed. */
+  activity(): void {
+    if (this.#stopped) return;
+    this.#lastAt = this.#clock.now();
+    this.#trailing?.cancel();
+    this.#trailing = undefined;
+  }
+
+  /** The run ended: nothing more is sent, and no timer is left behind. */
+  stop(): void {
+    this.#stopped = true;
+    this.#trailing?.cancel();
+    this.#trailing = undefined;
+  }
+
+  #fire(now: number): void {
+    this.#lastAt = now;
+    this.#send();
+  }
+}

@@ -1,0 +1,235 @@
+/**
+ * The worker kit's own model (CONTRACT §2, §8, §12): what a submission carries, what a run's state
+ * looks like in the store, which statuses a run moves through, and the errors a run's code may see.
+ * Nothing here talks HTTP or touches a disk.
+ */
+
+/** Run statuses in the contract's vocabulary (§2 `execution.status`, minus the ledger-only `unknown`). */
+export const RUN_STATUSES = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+export type FinalStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled'>;
+
+const FINAL: ReadonlySet<RunStatus> = new Set<RunStatus>(['completed', 'failed', 'cancelled']);
+
+export function isFinal(status: RunStatus): status is FinalStatus {
+  return FINAL.has(status);
+}
+
+/** Legal moves of a run; leaving a final status is never one. */
+const TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
+  queued: ['running', 'failed', 'cancelled'],
+  running: ['waiting_for_approval', 'completed', 'failed', 'cancelled'],
+  waiting_for_approval: ['running', 'completed', 'failed', 'cancelled'],
+  completed: [],
+  failed: [],
+  cancelled: [],
+};
+
+export function canMove(from: RunStatus, to: RunStatus): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+/** The dispatch's clocks as the ledger resolved them (CONTRACT §1, §8 v2); any may be absent. */
+export interface Timeouts {
+  readonly stallAfterSeconds?: number;
+  readonly approvalWaitSeconds?: number;
+  readonly deliveryGraceSeconds?: number;
+}
+
+/** The body of `POST /runs` (CONTRACT §8): `task` inline, or `taskRef` when the ledger spilled it. */
+export interface Submission {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly origin: string;
+  readonly task?: Readonly<Record<string, unknown>>;
+  readonly taskRef?: unknown;
+  readonly expectedEvidence: readonly string[];
+  readonly callbackUrl: string;
+  readonly timeouts: Timeouts;
+}
+
+/** What a run reports when it ends (CONTRACT §2 `result`; `body` is any JSON ≤ 256 KB, v2 §10). */
+export interface RunResult {
+  readonly summary: string;
+  readonly body?: unknown;
+}
+
+export interface PendingApproval {
+  readonly approvalId: string;
+  readonly requestedAt: string;
+  readonly note?: string;
+}
+
+export type Decision = 'approve' | 'cancel';
+
+/**
+ * One run as the store keeps it. Everything the kit needs to answer `GET /runs/{runId}`, to number the
+ * next event, and to tell after a restart what the previous process left behind.
+ */
+export interface RunRecord {
+  /** The record layout's version, so a store written by a later kit is refused, not misread. */
+  readonly v: 1;
+  readonly runId: string;
+  /** `{dispatchId}:{attempt}`: the ledger's Idempotency-Key for this attempt. */
+  readonly idempotencyKey: string;
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly origin: string;
+  readonly callbackUrl: string;
+  readonly expectedEvidence: readonly string[];
+  readonly timeouts: Timeouts;
+  /** Which worker process (one per `createWorker`) drives the run; another one's non-final run was orphaned by a restart. */
+  readonly owner: string;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly status: RunStatus;
+  /** The next event's seq. Taken and persisted before the event is sent, so a restart never reuses one. */
+  readonly nextSeq: number;
+  /** Refs uploaded and accepted by the ledger, in upload order. */
+  readonly evidence: readonly string[];
+  readonly result?: RunResult;
+  readonly pendingApproval?: PendingApproval;
+  readonly decision?: { readonly approvalId: string; readonly decision: Decision };
+  readonly cancelRequestedAt?: string;
+  /** The last `ctx.progress(note)`, kept for the lookup (the event itself carries no text). */
+  readonly note?: string;
+  /** Once final: the final event's seq, and whether the ledger has taken it. */
+  readonly finalReport?: { readonly seq: number; readonly state: 'pending' | 'delivered' | 'refused' };
+}
+
+/** `GET /runs/{runId}` (CONTRACT §8). */
+export interface RunView {
+  readonly runId: string;
+  readonly status: RunStatus;
+  readonly result?: RunResult;
+  readonly evidence?: readonly string[];
+  readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
+  readonly note?: string;
+}
+
+/** The ledger takes at most 32 refs in an event's `evidence` and in a lookup's (CONTRACT §1, §8). */
+export const MAX_CLAIMED_EVIDENCE = 32;
+/**
+ * A lookup answer is read only up to 64 KB by the ledger, which keeps only the summary of a looked-up
+ * result: a body larger than this is left out of `GET /runs/{runId}` (it travels with the final event).
+ */
+export const LOOKUP_BODY_BYTES = 16 * 1024;
+
+/** The uploaded refs a run claims: the expected ones first, then the others, at most 32. */
+export function claimedEvidence(record: Pick<RunRecord, 'evidence' | 'expectedEvidence'>): readonly string[] {
+  const expected = record.evidence.filter((ref) => record.expectedEvidence.includes(ref));
+  const others = record.evidence.filter((ref) => !record.expectedEvidence.includes(ref));
+  return [...expected, ...others].slice(0, MAX_CLAIMED_EVIDENCE);
+}
+
+export function viewOf(record: RunRecord): RunView {
+  const evidence = claimedEvidence(record);
+  let result = record.result;
+  if (result?.body !== undefined && Buffer.byteLength(JSON.stringify(result.body), 'utf8') > LOOKUP_BODY_BYTES) result = { summary: result.summary };
+  return {
+    runId: record.runId,
+    status: record.status,
+    ...(result && { result }),
+    ...(evidence.length > 0 && { evidence }),
+    ...(record.pendingApproval && { pendingApproval: { approvalId: record.pendingApproval.approvalId, requestedAt: record.pendingApproval.requestedAt } }),
+    ...(record.note !== undefined && { note: record.note }),
+  };
+}
+
+/** A run event as posted to `{callbackUrl}/runs/{runId}/events` (CONTRACT §2). */
+export type RunEventType = 'heartbeat' | 'progress' | 'approval_requested' | FinalStatus;
+
+export interface RunEvent {
+  readonly dispatchId: string;
+  readonly seq: number;
+  readonly type: RunEventType;
+  readonly approvalId?: string;
+  readonly result?: RunResult;
+  readonly evidence?: readonly string[];
+}
+
+/** The final event a final record stands for: the same one however often it is sent. */
+export function finalEventOf(record: RunRecord): RunEvent | undefined {
+  if (!isFinal(record.status) || !record.finalReport) return undefined;
+  return {
+    dispatchId: record.dispatchId,
+    seq: record.finalReport.seq,
+    type: record.status,
+    ...(record.result && { result: record.result }),
+    ...(record.status === 'completed' && { evidence: claimedEvidence(record) }),
+  };
+}
+
+/**
+ * The run id for a dispatch attempt: `{dispatchId}:{attempt}` (as CONTRACT §12 names lambda runs), or
+ * a digest of it when that is longer than the 128 characters a ledger takes as a runId. Derived, not
+ * drawn: the same attempt gets the same run id in every process, which is what makes a submission
+ * idempotent across restarts.
+ */
+export function runIdFor(dispatchId: string, attempt: number, digest: (text: string) => string): string {
+  const key = `${dispatchId}:${attempt}`;
+  return key.length <= 128 ? key : `r-${digest(key).slice(0, 40)}`;
+}
+
+/** One structured log line; the kit never writes to stdout itself. */
+export type LogLine = { readonly level: 'debug' | 'info' | 'warn' | 'error'; readonly msg: string } & Record<string, unknown>;
+export type Log = (line: LogLine) => void;
+
+// --- Errors a run's code (or its caller) may see ------------------------------------------------------
+
+/** `ctx.putEvidence` was given a ref CONTRACT §6 refuses; nothing was sent. */
+export class UnsafeRefError extends Error {
+  override readonly name = 'UnsafeRefError';
+  readonly ref: unknown;
+  readonly problem: string;
+  constructor(ref: unknown, problem: string, options?: { cause?: unknown }) {
+    super(`unsafe evidence ref ${JSON.stringify(String(ref).slice(0, 80))}: ${problem}`, options);
+    this.ref = ref;
+    this.problem = problem;
+  }
+}
+
+/** `ctx.putEvidence` was given more than the ledger takes for one file (4 MB); nothing was sent. */
+export class EvidenceTooLargeError extends Error {
+  override readonly name = 'EvidenceTooLargeError';
+  readonly ref: string;
+  readonly bytes: number;
+  constructor(ref: string, bytes: number, limit: number, options?: { cause?: unknown }) {
+    super(`evidence ${ref} is ${bytes} bytes; the ledger takes at most ${limit}`, options);
+    this.ref = ref;
+    this.bytes = bytes;
+  }
+}
+
+/** A callback the ledger refused (a 4xx that retrying cannot change), or one that never got through in its time. */
+export class CallbackError extends Error {
+  override readonly name = 'CallbackError';
+  readonly kind: 'refused' | 'gave_up' | 'stopped';
+  readonly status: number | undefined;
+  readonly code: string | undefined;
+  constructor(message: string, fields: { kind: CallbackError['kind']; status?: number; code?: string }, options?: { cause?: unknown }) {
+    super(message, options);
+    this.kind = fields.kind;
+    this.status = fields.status;
+    this.code = fields.code;
+  }
+}
+
+/** A `ctx` call after its run ended, or after the worker closed. */
+export class RunEndedError extends Error {
+  override readonly name = 'RunEndedError';
+  readonly runId: string;
+  constructor(runId: string, why: 'ended' | 'worker_closed', options?: { cause?: unknown }) {
+    super(why === 'ended' ? `run ${runId} has ended` : `the worker closed while run ${runId} was running`, options);
+    this.runId = runId;
+  }
+}
+
+/** A run's result the ledger could not take (its body over 256 KB, or not JSON). */
+export class ResultRefusedError extends Error {
+  override readonly name = 'ResultRefusedError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}

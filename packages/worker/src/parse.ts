@@ -1,0 +1,100 @@
+import type { Decision, Submission, Timeouts } from './model.js';
+
+/**
+ * Reading what the ledger sends (CONTRACT §8), by hand: the kit carries no schema library. Each reader
+ * returns the value or the first problem, in words fit for a 400 answer.
+ */
+
+export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly problem: string };
+
+const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const MAX_EXPECTED = 32;
+
+const fail = (problem: string): { readonly ok: false; readonly problem: string } => ({ ok: false, problem });
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The body of `POST /runs`.
+ *
+ * @example
+ * parseSubmission({ dispatchId: 'd-1', attempt: 1, origin: 'planner', task: {}, callbackUrl: 'http://127.0.0.1:4000' })
+ * // { ok: true, value: { …, expectedEvidence: [], timeouts: {} } }
+ */
+export function parseSubmission(body: unknown): Parsed<Submission> {
+  if (!isPlainObject(body)) return fail('the body must be a JSON object');
+  const { dispatchId, attempt, origin, task, taskRef, expectedEvidence, callbackUrl, timeouts } = body;
+  if (typeof dispatchId !== 'string' || !DISPATCH_ID.test(dispatchId)) return fail('dispatchId: 1..128 characters of [A-Za-z0-9._:-]');
+  if (typeof attempt !== 'number' || !Number.isSafeInteger(attempt) || attempt < 1) return fail('attempt: an integer >= 1');
+  if (typeof origin !== 'string' || origin.length < 1 || origin.length > 64) return fail('origin: 1..64 characters');
+  if (task !== undefined && task !== null && !isPlainObject(task)) return fail('task: a JSON object');
+  const hasTask = isPlainObject(task);
+  if (!hasTask && (taskRef === undefined || taskRef === null)) return fail('task (or taskRef) is required');
+  let refs: string[] = [];
+  if (expectedEvidence !== undefined && expectedEvidence !== null) {
+    if (!Array.isArray(expectedEvidence) || expectedEvidence.length > MAX_EXPECTED || !expectedEvidence.every((ref) => typeof ref === 'string')) {
+      return fail(`expectedEvidence: at most ${MAX_EXPECTED} refs`);
+    }
+    refs = expectedEvidence.filter((ref): ref is string => typeof ref === 'string');
+  }
+  if (typeof callbackUrl !== 'string' || !isHttpUrl(callbackUrl)) return fail('callbackUrl: an http(s) URL');
+  return {
+    ok: true,
+    value: {
+      dispatchId,
+      attempt,
+      origin,
+      ...(hasTask ? { task } : { taskRef }),
+      expectedEvidence: refs,
+      callbackUrl,
+      timeouts: timeoutsOf(timeouts),
+    },
+  };
+}
+
+/** The clocks the kit can use; anything that is not a whole number of seconds >= 1 is left out. */
+function timeoutsOf(value: unknown): Timeouts {
+  if (!isPlainObject(value)) return {};
+  const seconds = (field: unknown): number | undefined => (typeof field === 'number' && Number.isSafeInteger(field) && field >= 1 ? field : undefined);
+  const stallAfterSeconds = seconds(value['stallAfterSeconds']);
+  const approvalWaitSeconds = seconds(value['approvalWaitSeconds']);
+  const deliveryGraceSeconds = seconds(value['deliveryGraceSeconds']);
+  return {
+    ...(stallAfterSeconds !== undefined && { stallAfterSeconds }),
+    ...(approvalWaitSeconds !== undefined && { approvalWaitSeconds }),
+    ...(deliveryGraceSeconds !== undefined && { deliveryGraceSeconds }),
+  };
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+/** The body of `POST /runs/{runId}/approval`. */
+export function parseDecision(body: unknown): Parsed<{ readonly approvalId: string; readonly decision: Decision }> {
+  if (!isPlainObject(body)) return fail('the body must be a JSON object');
+  const { approvalId, decision } = body;
+  if (typeof approvalId !== 'string' || approvalId.length < 1 || approvalId.length > 128) return fail('approvalId: 1..128 characters');
+  if (decision !== 'approve' && decision !== 'cancel') return fail('decision: "approve" or "cancel"');
+  return { ok: true, value: { approvalId, decision } };
+}
+
+/** The ledger's error code (`{"error":{"code"}}`, or a bare `{"code"}`), if the text is one. */
+export function errorCodeOf(text: string): string | undefined {
+  try {
+    const body: unknown = JSON.parse(text);
+    if (!isPlainObject(body)) return undefined;
+    const nested = body['error'];
+    const code = isPlainObject(nested) ? nested['code'] : body['code'];
+    return typeof code === 'string' ? code : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,294 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { CallbackClient, type RetryPolicy, type Transport } from './callbacks.js';
+import type { Clock } from './heartbeat.js';
+import type { Log, LogLine } from './model.js';
+import { RunEngine, type RunFunction } from './runs.js';
+import type { Signer } from './signer.js';
+import { fileStore, type RunStore } from './store.js';
+
+/**
+ * `createWorker()`: the CONTRACT §8 target protocol served from a node HTTP server — a thin adapter
+ * that parses requests, calls the engine (`runs.ts`) and maps its outcomes to status codes.
+ */
+
+const MAX_BODY_BYTES = 2 * 1024 * 1024;
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const WORKER_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+
+export interface WorkerOptions {
+  /** The worker's name: in its log lines, and the default store's directory. 1..64 of [A-Za-z0-9._-]. */
+  readonly name: string;
+  /** The work: called once per dispatch attempt with the task and the run's context. */
+  readonly run: RunFunction;
+  /** Where run state lives. @default fileStore({ dir: `${process.cwd()}/.worker-state/${name}` }) */
+  readonly store?: RunStore;
+  /** Signs every callback, upload and task read (e.g. {@link sigv4Signer}). @default unsigned */
+  readonly signer?: Signer;
+  /** The stall window (seconds) heartbeats are coalesced for when a submission names none. @default 600, the ledger's default */
+  readonly stallHintSeconds?: number;
+  /** Structured log lines. @default warn and error lines as JSON on stderr */
+  readonly log?: Log;
+  /** How callbacks are retried. @default 5 min per callback, 30 min for a final event, 100 ms doubling to 5 s */
+  readonly retry?: Partial<RetryPolicy>;
+  /** How callbacks are sent. @default fetch */
+  readonly transport?: Transport;
+  /** Time for heartbeat coalescing and record stamps. @default the system clock */
+  readonly clock?: Clock;
+}
+
+export interface ListeningWorker {
+  /** The base URL to register the target with, e.g. `http://127.0.0.1:43123`. */
+  readonly url: string;
+  readonly port: number;
+  /** Stops serving; live runs' signals are aborted and their state left for the next start to report (`worker_restarted`). */
+  close(): Promise<void>;
+}
+
+export interface Worker {
+  /**
+   * Reports what a previous process left unfinished in the store (`failed`, `worker_restarted`), then
+   * serves the target protocol on `host:port`.
+   */
+  listen(port?: number, host?: string): Promise<ListeningWorker>;
+}
+
+/**
+ * A worker: the four endpoints of an `http` target, an idempotent run per dispatch attempt, run state in
+ * a store, events numbered per run and callbacks that ride out a ledger that has not caught up yet.
+ *
+ * @example
+ * const worker = createWorker({
+ *   name: 'report-writer',
+ *   async run(task, ctx) {
+ *     await ctx.putEvidence('out/report.md', `# ${String(task.goal)}\n`);
+ *     return { summary: 'report written' };
+ *   },
+ * });
+ * const { url, close } = await worker.listen(8080);
+ */
+export function createWorker(options: WorkerOptions): Worker {
+  if (!WORKER_NAME.test(options.name)) throw new RangeError(`worker name must be 1..64 characters of [A-Za-z0-9._-], got ${JSON.stringify(options.name)}`);
+  if (typeof options.run !== 'function') throw new TypeError('createWorker needs a run function');
+  const { stallHintSeconds } = options;
+  if (stallHintSeconds !== undefined && !(Number.isFinite(stallHintSeconds) && stallHintSeconds > 0)) {
+    throw new RangeError(`stallHintSeconds must be a number of seconds > 0, got ${stallHintSeconds}`);
+  }
+  const log = safeLog(options.name, options.log);
+  const store = options.store ?? fileStore({ dir: join(process.cwd(), '.worker-state', options.name) });
+  let listening = false;
+
+  return {
+    async listen(port = 0, host = '127.0.0.1') {
+      if (listening) throw new Error(`worker ${options.name} is already listening; one live worker per store`);
+      listening = true;
+      const stop = new AbortController();
+      const engine = new RunEngine({
+        run: options.run,
+        store,
+        log,
+        stallHintSeconds,
+        ...(options.clock ? { clock: options.clock } : {}),
+        callbacks: new CallbackClient({
+          log,
+          stopSignal: stop.signal,
+          signer: options.signer,
+          retry: options.retry,
+          ...(options.transport ? { transport: options.transport } : {}),
+        }),
+      });
+      const stopEngine = async (): Promise<void> => {
+        stop.abort();
+        await engine.close();
+      };
+      let server: Server;
+      try {
+        const { restarted, resent } = await engine.recover();
+        if (restarted.length > 0 || resent.length > 0) log({ level: 'info', msg: 'worker_recovered', restarted: restarted.length, resent: resent.length });
+        server = createServer((req, res) => {
+          res.setHeader('x-request-id', requestIdOf(req));
+          handle(engine, req, res).catch((error: unknown) => {
+            log({ level: 'error', msg: 'request_failed', method: req.method, path: req.url, error: error instanceof Error ? error.message : String(error) });
+            if (res.headersSent) res.destroy();
+            else sendError(res, 500, 'internal_error', 'the worker failed to handle this request');
+          });
+        });
+        await new Promise<void>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen({ port, host }, () => {
+            server.off('error', reject);
+            resolve();
+          });
+        });
+      } catch (error) {
+        await stopEngine();
+        listening = false;
+        throw error;
+      }
+      const bound = boundPort(server.address());
+      const url = `http://${host.includes(':') ? `[${host}]` : host}:${bound}`;
+      log({ level: 'info', msg: 'worker_listening', url });
+
+      let closing: Promise<void> | undefined;
+      return {
+        url,
+        port: bound,
+        close: () => {
+          closing ??= (async () => {
+            const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+            server.closeAllConnections();
+            await stopEngine();
+            await closed;
+            listening = false;
+            log({ level: 'info', msg: 'worker_closed', url });
+          })();
+          return closing;
+        },
+      };
+    },
+  };
+}
+
+const RUNS = /^\/runs\/?$/;
+const RUN = /^\/runs\/([^/]+)\/?$/;
+const RUN_ACTION = /^\/runs\/([^/]+)\/(approval|cancel)\/?$/;
+const HEALTH = /^\/health\/?$/;
+
+async function handle(engine: RunEngine, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { pathname } = new URL(req.url ?? '/', 'http://worker.invalid');
+  const method = req.method ?? 'GET';
+
+  if (RUNS.test(pathname)) {
+    if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
+    const body = await readJsonBody(req);
+    if (body.kind !== 'json') return sendBodyError(res, body);
+    const outcome = await engine.submit(header(req, 'idempotency-key'), body.value);
+    if (outcome.kind === 'refused') return sendError(res, outcome.httpStatus, outcome.code, outcome.message);
+    return sendJson(res, outcome.kind === 'created' ? 201 : 200, outcome.run);
+  }
+
+  const action = RUN_ACTION.exec(pathname);
+  if (action) {
+    if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
+    const runId = decodeSegment(action[1]);
+    if (action[2] === 'cancel') {
+      req.resume(); // a cancel's body, if any, carries nothing the kit needs
+      const outcome = await engine.cancel(runId);
+      if (outcome.kind === 'refused') return sendError(res, outcome.httpStatus, outcome.code, outcome.message);
+      return sendJson(res, 200, outcome.run);
+    }
+    const body = await readJsonBody(req);
+    if (body.kind !== 'json') return sendBodyError(res, body);
+    const outcome = await engine.decide(runId, body.value);
+    if (outcome.kind === 'refused') return sendError(res, outcome.httpStatus, outcome.code, outcome.message);
+    return sendJson(res, 200, { approvalId: outcome.approvalId, decision: outcome.decision });
+  }
+
+  const run = RUN.exec(pathname);
+  if (run) {
+    if (method !== 'GET') return methodNotAllowed(req, res, 'GET');
+    const runId = decodeSegment(run[1]);
+    const view = await engine.lookup(runId);
+    if (!view) return sendError(res, 404, 'run_not_found', `no run ${runId}`);
+    return sendJson(res, 200, view);
+  }
+
+  if (HEALTH.test(pathname)) {
+    req.resume();
+    return sendJson(res, engine.closed ? 503 : 200, { ok: !engine.closed });
+  }
+
+  req.resume();
+  sendError(res, 404, 'not_found', `no route for ${method} ${pathname}`);
+}
+
+type BodyOutcome = { readonly kind: 'json'; readonly value: unknown } | { readonly kind: 'too_large' } | { readonly kind: 'malformed'; readonly message: string };
+
+/** A JSON body of at most MAX_BODY_BYTES; an oversized one is drained (not kept) before the 413. */
+function readJsonBody(req: IncomingMessage): Promise<BodyOutcome> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    });
+    req.on('error', reject);
+    req.on('end', () => {
+      if (size > MAX_BODY_BYTES) return resolve({ kind: 'too_large' });
+      const text = Buffer.concat(chunks).toString('utf8');
+      if (text.trim() === '') return resolve({ kind: 'json', value: undefined });
+      try {
+        resolve({ kind: 'json', value: JSON.parse(text) as unknown });
+      } catch (error) {
+        resolve({ kind: 'malformed', message: error instanceof Error ? error.message : 'invalid JSON' });
+      }
+    });
+  });
+}
+
+function sendBodyError(res: ServerResponse, body: Exclude<BodyOutcome, { kind: 'json' }>): void {
+  if (body.kind === 'too_large') return sendError(res, 413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`);
+  sendError(res, 400, 'malformed_json', `the body is not JSON: ${body.message}`);
+}
+
+function methodNotAllowed(req: IncomingMessage, res: ServerResponse, allow: string): void {
+  req.resume();
+  res.setHeader('allow', allow);
+  sendError(res, 405, 'method_not_allowed', `use ${allow}`);
+}
+
+/** CONTRACT §2's error shape, which targets share. */
+function sendError(res: ServerResponse, status: number, code: string, message: string): void {
+  sendJson(res, status, { error: { code, message } });
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) });
+  res.end(payload);
+}
+
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** The caller's own `x-request-id` when it is short and inert (the ledger keeps it as proof), else a fresh one. */
+function requestIdOf(req: IncomingMessage): string {
+  const sent = header(req, 'x-request-id');
+  return sent !== undefined && SAFE_REQUEST_ID.test(sent) ? sent : randomUUID();
+}
+
+/** A malformed escape is left as typed: it then simply matches no run. */
+function decodeSegment(segment: string | undefined): string {
+  if (segment === undefined) return '';
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+function boundPort(address: AddressInfo | string | null): number {
+  if (address === null || typeof address === 'string') throw new Error(`the worker is not listening on TCP: ${String(address)}`);
+  return address.port;
+}
+
+/** A logger that throws must not take a request or a run down with it. */
+function safeLog(worker: string, log: Log | undefined): Log {
+  const sink: Log =
+    log ??
+    ((line: LogLine) => {
+      if (line.level === 'warn' || line.level === 'error') process.stderr.write(`${JSON.stringify(line)}\n`);
+    });
+  return (line) => {
+    try {
+      sink({ at: new Date().toISOString(), worker, ...line });
+    } catch {
+      // Deliberately ignored: logging is best effort.
+    }
+  };
+}

@@ -1,0 +1,143 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { SignatureV4 } from '@smithy/signature-v4';
+import { Hash } from '@smithy/hash-node';
+import { sigv4Signer, type LogLine, type Signer } from '@dispatch-ledger/worker';
+import { backoffMs, CallbackClient, DEFAULT_RETRY, evidenceUrl, isRetryable, type Transport } from '../../packages/worker/src/callbacks.js';
+
+type Answer = { status: number; code?: string } | 'network_error';
+
+/** A scripted ledger: answers each try with the next answer (then 202), on a clock that only the pauses move. */
+function scripted(answers: readonly Answer[]) {
+  let now = 0;
+  const tries: Array<{ url: string; method: string; headers: Record<string, string>; body: string | Uint8Array | undefined }> = [];
+  const pauses: number[] = [];
+  const transport: Transport = async (url, init) => {
+    const answer = answers[tries.length] ?? { status: 202 };
+    tries.push({ url, method: init.method, headers: init.headers, body: init.body });
+    if (answer === 'network_error') throw new TypeError('fetch failed', { cause: new Error('connect ECONNREFUSED 127.0.0.1:9') });
+    return { status: answer.status, text: answer.code ? JSON.stringify({ error: { code: answer.code, message: 'm' } }) : '{"applied":true}' };
+  };
+  const log: LogLine[] = [];
+  const client = (options: { signer?: Signer; budgetMs?: number; finalBudgetMs?: number } = {}) =>
+    new CallbackClient({
+      log: (line) => void log.push(line),
+      stopSignal: new AbortController().signal,
+      transport,
+      now: () => now,
+      sleep: async (ms) => {
+        pauses.push(ms);
+        now += ms;
+      },
+      retry: { ...(options.budgetMs === undefined ? {} : { budgetMs: options.budgetMs }), ...(options.finalBudgetMs === undefined ? {} : { finalBudgetMs: options.finalBudgetMs }) },
+      ...(options.signer ? { signer: options.signer } : {}),
+    });
+  return { client, tries, pauses, log };
+}
+
+const heartbeat = { dispatchId: 'd-1', seq: 1, type: 'heartbeat' as const };
+const completed = { dispatchId: 'd-1', seq: 2, type: 'completed' as const, result: { summary: 'done' } };
+
+describe('the worker kit: callbacks to the ledger', () => {
+  it('retries 409 not_yet_recorded until the ledger has recorded the run', async () => {
+    const ledger = scripted([{ status: 409, code: 'not_yet_recorded' }, { status: 409, code: 'not_yet_recorded' }, { status: 409, code: 'not_yet_recorded' }]);
+    const outcome = await ledger.client().putEvidence('http://127.0.0.1:9', 'd-1', 'd-1:1', 'out/report.md', 'x', 'text/plain');
+    expect(outcome).toMatchObject({ kind: 'delivered', status: 202, tries: 4 });
+    expect(ledger.pauses).toEqual([100, 200, 400]);
+  });
+
+  it('retries 5xx, 429, 408 and no answer at all', async () => {
+    const ledger = scripted([{ status: 503 }, 'network_error', { status: 429 }, { status: 408 }, { status: 500 }]);
+    expect(await ledger.client().postEvent('http://127.0.0.1:9', 'd-1:1', heartbeat)).toMatchObject({ kind: 'delivered', tries: 6 });
+  });
+
+  it('gives up at once on a refusal retrying cannot change (another 409, a 404, a 413), and says so in the log', async () => {
+    for (const answer of [{ status: 409, code: 'evidence_sealed' }, { status: 409, code: 'conflict' }, { status: 404, code: 'not_found' }, { status: 413, code: 'too_large' }, { status: 302 }]) {
+      const ledger = scripted([answer]);
+      const outcome = await ledger.client().putEvidence('http://127.0.0.1:9', 'd-1', 'd-1:1', 'out/report.md', 'x', 'text/plain');
+      expect(outcome).toMatchObject({ kind: 'refused', status: answer.status, tries: 1 });
+      expect(ledger.log.map((line) => line.msg)).toEqual(['callback_refused']);
+    }
+  });
+
+  it('stops after its budget, never silently, and keeps a final event going longer than a heartbeat', async () => {
+    const down = Array.from({ length: 1_000 }, () => ({ status: 503 }));
+    const beat = scripted(down);
+    const final = scripted(down);
+    const heartbeatOutcome = await beat.client({ budgetMs: 10_000, finalBudgetMs: 60_000 }).postEvent('http://127.0.0.1:9', 'd-1:1', heartbeat);
+    const finalOutcome = await final.client({ budgetMs: 10_000, finalBudgetMs: 60_000 }).postEvent('http://127.0.0.1:9', 'd-1:1', completed);
+    expect(heartbeatOutcome.kind).toBe('gave_up');
+    expect(finalOutcome.kind).toBe('gave_up');
+    expect(beat.pauses.reduce((sum, ms) => sum + ms, 0)).toBeLessThanOrEqual(10_000);
+    expect(final.pauses.reduce((sum, ms) => sum + ms, 0)).toBeLessThanOrEqual(60_000);
+    expect(final.tries.length).toBeGreaterThan(beat.tries.length);
+    expect(beat.log.filter((line) => line.level === 'error').map((line) => line.msg)).toEqual(['callback_gave_up']);
+    // Capped exponential: doubling from 100 ms, never above the cap.
+    expect(final.pauses.slice(0, 8)).toEqual([100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+  });
+
+  it('names the backoff and the retryable answers in one place', () => {
+    expect([1, 2, 3, 4, 10].map((tries) => backoffMs(DEFAULT_RETRY, tries))).toEqual([100, 200, 400, 800, 5000]);
+    expect(isRetryable(409, 'not_yet_recorded')).toBe(true);
+    expect(isRetryable(409, 'in_progress')).toBe(true);
+    expect(isRetryable(409, undefined)).toBe(false);
+    expect(isRetryable(502, undefined)).toBe(true);
+    expect(isRetryable(400, undefined)).toBe(false);
+  });
+
+  it('encodes each ref segment on its own, so a literal % or space arrives as the ref', () => {
+    expect(evidenceUrl('http://h:1/', 'd-1', 'out/my report.md', 'd-1:1')).toBe('http://h:1/dispatches/d-1/evidence/out/my%20report.md?runId=d-1%3A1');
+    expect(evidenceUrl('http://h:1', 'd-1', 'a%2541/b', 'r')).toBe('http://h:1/dispatches/d-1/evidence/a%252541/b?runId=r');
+  });
+
+  it('signs every try when a signer is set, and leaves host to the connection', async () => {
+    let signed = 0;
+    const signer: Signer = async (request) => {
+      signed += 1;
+      return { ...request.headers, host: new URL(request.url).host, authorization: `test ${signed}` };
+    };
+    const ledger = scripted([{ status: 409, code: 'not_yet_recorded' }]);
+    await ledger.client({ signer }).postEvent('http://127.0.0.1:9', 'd-1:1', heartbeat);
+    expect(ledger.tries.map((sent) => sent.headers)).toEqual([
+      { 'content-type': 'application/json', authorization: 'test 1' },
+      { 'content-type': 'application/json', authorization: 'test 2' },
+    ]);
+  });
+});
+
+describe('the worker kit: sigv4Signer', () => {
+  const credentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' };
+
+  it('signs for service lambda by default, over host, date and the body hash, as SignatureV4 verifies it', async () => {
+    const sign = sigv4Signer({ region: 'eu-west-1', credentials });
+    const body = '{"dispatchId":"d-1","seq":1,"type":"heartbeat"}';
+    const url = 'http://127.0.0.1:4010/runs/d-1%3A1/events';
+    const headers = await sign({ method: 'POST', url, headers: { 'content-type': 'application/json' }, body });
+
+    expect(headers['host']).toBe('127.0.0.1:4010');
+    expect(headers['x-amz-content-sha256']).toBe(createHash('sha256').update(body).digest('hex'));
+    const authorization = headers['authorization'] ?? '';
+    expect(authorization).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/lambda\/aws4_request, SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date, Signature=[0-9a-f]{64}$/);
+
+    // A verifier computing the signature from the request as received (path as sent) gets the same one.
+    const date = headers['x-amz-date'] ?? '';
+    const signingDate = new Date(`${date.slice(0, 4)}-${date.slice(4, 6)}-${date.slice(6, 8)}T${date.slice(9, 11)}:${date.slice(11, 13)}:${date.slice(13, 15)}Z`);
+    const verifier = new SignatureV4({ service: 'lambda', region: 'eu-west-1', credentials, sha256: Hash.bind(null, 'sha256') });
+    const again = await verifier.sign(
+      { method: 'POST', protocol: 'http:', hostname: '127.0.0.1', port: 4010, path: '/runs/d-1%3A1/events', query: {}, headers: { 'content-type': 'application/json', host: '127.0.0.1:4010' }, body },
+      { signingDate },
+    );
+    expect(again.headers['authorization']).toBe(authorization);
+  });
+
+  it('signs the query (runId) and a binary upload, and carries a session token', async () => {
+    const sign = sigv4Signer({ region: 'us-east-1', service: 'execute-api', credentials: async () => ({ ...credentials, sessionToken: 'TOKEN' }) });
+    const bytes = new Uint8Array([0, 1, 2, 255]);
+    const headers = await sign({ method: 'PUT', url: 'https://api.example.com/dispatches/d-1/evidence/out/a.bin?runId=d-1%3A1', headers: { 'content-type': 'application/octet-stream' }, body: bytes });
+    expect(headers['x-amz-security-token']).toBe('TOKEN');
+    expect(headers['host']).toBe('api.example.com');
+    expect(headers['x-amz-content-sha256']).toBe(createHash('sha256').update(bytes).digest('hex'));
+    expect(headers['authorization']).toContain('/us-east-1/execute-api/aws4_request');
+    expect(headers['authorization']).toContain('x-amz-security-token');
+  });
+});

@@ -1,0 +1,191 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { fileStore, StoreReadError, type RunContext, type RunRecord } from '@dispatch-ledger/worker';
+import { CallbackClient, type Transport } from '../../packages/worker/src/callbacks.js';
+import { RunEngine, type RunFunction } from '../../packages/worker/src/runs.js';
+import { fileNameFor } from '../../packages/worker/src/store.js';
+import { eventually } from '../support/eventually.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+function freshDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'worker-store-'));
+  dirs.push(dir);
+  return dir;
+}
+
+const recordFactory = (overrides: Partial<RunRecord> = {}): RunRecord => ({
+  v: 1,
+  runId: 'd-1:1',
+  idempotencyKey: 'd-1:1',
+  dispatchId: 'd-1',
+  attempt: 1,
+  origin: 'planner',
+  callbackUrl: 'http://127.0.0.1:9',
+  expectedEvidence: [],
+  timeouts: {},
+  owner: 'w-test',
+  createdAt: '2026-12-01T00:00:00.000Z',
+  updatedAt: '2026-12-01T00:00:00.000Z',
+  status: 'queued',
+  nextSeq: 1,
+  evidence: [],
+  ...overrides,
+});
+
+const tempFiles = (dir: string): string[] => readdirSync(dir).filter((name) => name.endsWith('.tmp'));
+
+describe('the worker kit: the file store', () => {
+  it('creates a run exactly once under concurrent creates, and answers the winner to the others', async () => {
+    const dir = freshDir();
+    const stores = [fileStore({ dir }), fileStore({ dir })];
+    const outcomes = await Promise.all(
+      Array.from({ length: 20 }, (_, index) => stores[index % 2]?.create(recordFactory({ owner: `w-${index}` })) ?? Promise.reject(new Error('no store'))),
+    );
+    const created = outcomes.filter((outcome) => outcome.kind === 'created');
+    expect(created).toHaveLength(1);
+    const owners = new Set(outcomes.map((outcome) => (outcome.kind === 'exists' ? outcome.existing.owner : 'winner')));
+    // Every loser read back one and the same record: the winner's.
+    expect(owners.size).toBe(2);
+    expect(readdirSync(dir)).toEqual([fileNameFor('d-1:1')]);
+  });
+
+  it('replaces a record whole: concurrent readers see an old or a new record, never a torn one, and no temporary file is left', async () => {
+    const dir = freshDir();
+    const store = fileStore({ dir });
+    await store.create(recordFactory());
+    const big = 'x'.repeat(200_000);
+    const writes = Array.from({ length: 60 }, (_, index) => store.put(recordFactory({ nextSeq: index + 2, note: `${index}:${big}` })));
+    const reads = Array.from({ length: 60 }, () => store.get('d-1:1'));
+    const seen = await Promise.all(reads);
+    await Promise.all(writes);
+    for (const record of seen) {
+      expect(record?.runId).toBe('d-1:1');
+      // Whole: its note matches its seq, from one and the same write.
+      if (record?.note !== undefined) expect(record.note.startsWith(`${record.nextSeq - 2}:`)).toBe(true);
+    }
+    expect(tempFiles(dir)).toEqual([]);
+    expect((await store.list()).records).toHaveLength(1);
+  });
+
+  it('ignores a temporary file a crash left behind, and reports a record it cannot read instead of guessing', async () => {
+    const dir = freshDir();
+    const store = fileStore({ dir });
+    await store.create(recordFactory());
+    await store.create(recordFactory({ runId: 'd-2:1', idempotencyKey: 'd-2:1', dispatchId: 'd-2' }));
+    writeFileSync(join(dir, `.${fileNameFor('d-3:1')}.123.abc.tmp`), '{"v":1,"runId":"d-3');
+    writeFileSync(join(dir, fileNameFor('d-4:1')), '{"v":1,"runId":"d-4:1"');
+    writeFileSync(join(dir, fileNameFor('d-5:1')), JSON.stringify({ ...recordFactory({ runId: 'd-5:1' }), status: 'dancing' }));
+
+    const listed = await store.list();
+    expect(listed.records.map((record) => record.runId).sort()).toEqual(['d-1:1', 'd-2:1']);
+    expect(listed.unreadable.map((entry) => entry.reason).sort()).toEqual([`${fileNameFor('d-4:1')}: not JSON`, `${fileNameFor('d-5:1')}: status is not a run status`]);
+    await expect(store.get('d-4:1')).rejects.toBeInstanceOf(StoreReadError);
+    expect(await store.get('d-9:1')).toBeUndefined();
+  });
+
+  it('names a run file by its encoded runId, or by a digest when that would be too long for a file system', () => {
+    expect(fileNameFor('d-1:1')).toBe('d-1%3A1.json');
+    expect(fileNameFor('..')).toBe('...json');
+    const long = fileNameFor(`${':'.repeat(128)}`);
+    expect(long).toMatch(/^h-[0-9a-f]{64}\.json$/);
+  });
+});
+
+/** A ledger stand-in: answers every callback 2xx and keeps each event's seq and type. */
+function ledgerStandIn(): { transport: Transport; events: Array<{ seq: number; type: string; result?: { summary?: string } }> } {
+  const events: Array<{ seq: number; type: string; result?: { summary?: string } }> = [];
+  return {
+    events,
+    transport: async (_url, init) => {
+      if (init.method === 'POST' && typeof init.body === 'string') events.push(JSON.parse(init.body) as { seq: number; type: string });
+      return { status: init.method === 'PUT' ? 201 : 202, text: '{}' };
+    },
+  };
+}
+
+function engineOn(dir: string, transport: Transport, run: RunFunction): { engine: RunEngine; stop: AbortController } {
+  const stop = new AbortController();
+  const engine = new RunEngine({
+    store: fileStore({ dir }),
+    log: () => undefined,
+    callbacks: new CallbackClient({ log: () => undefined, stopSignal: stop.signal, transport }),
+    run,
+  });
+  return { engine, stop };
+}
+
+const submission = { dispatchId: 'd-r', attempt: 1, origin: 'planner', task: {}, callbackUrl: 'http://127.0.0.1:9', expectedEvidence: ['out/a.md'] };
+
+describe('the worker kit: a restart on the same file store', () => {
+  it('reports a run the previous process left running as failed worker_restarted, with a seq it never used, and keeps the run answerable', async () => {
+    const dir = freshDir();
+    const ledger = ledgerStandIn();
+    let calls = 0;
+    const hold: RunFunction = async (_task, ctx: RunContext) => {
+      calls += 1;
+      await ctx.putEvidence('out/a.md', 'a');
+      await ctx.progress('half way');
+      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+      throw ctx.signal.reason;
+    };
+    const first = engineOn(dir, ledger.transport, hold);
+    await first.engine.submit('d-r:1', submission);
+    await eventually('the progress event', () => (ledger.events.some((event) => event.type === 'progress') ? true : undefined));
+    first.stop.abort();
+    await first.engine.close();
+    const before = await fileStore({ dir }).get('d-r:1');
+    expect(before?.status).toBe('running');
+    const usedSeqs = ledger.events.map((event) => event.seq);
+
+    const second = engineOn(dir, ledger.transport, hold);
+    const recovered = await second.engine.recover();
+    expect(recovered.restarted).toEqual(['d-r:1']);
+    // Written before recover() resolves: the lookup answers the truth at once.
+    expect(await second.engine.lookup('d-r:1')).toMatchObject({ runId: 'd-r:1', status: 'failed', result: { summary: 'worker_restarted' }, evidence: ['out/a.md'], note: 'half way' });
+    const failed = await eventually('the failed event', () => ledger.events.find((event) => event.type === 'failed'));
+    expect(failed.result?.summary).toBe('worker_restarted');
+    expect(failed.seq).toBeGreaterThan(Math.max(...usedSeqs));
+    await eventually('the report recorded as delivered', async () => ((await fileStore({ dir }).get('d-r:1'))?.finalReport?.state === 'delivered' ? true : undefined));
+
+    // The same Idempotency-Key still answers the same run, and its code is not run again.
+    expect(await second.engine.submit('d-r:1', submission)).toEqual({ kind: 'existing', run: { runId: 'd-r:1', status: 'failed' } });
+    expect(calls).toBe(1);
+    // A third start has nothing left to report.
+    await second.engine.close();
+    const third = engineOn(dir, ledger.transport, hold);
+    expect(await third.engine.recover()).toEqual({ restarted: [], resent: [] });
+    await third.engine.close();
+    expect(ledger.events.filter((event) => event.type === 'failed')).toHaveLength(1);
+  });
+
+  it('sends again a final event the previous process never got through, with the same seq', async () => {
+    const dir = freshDir();
+    let up = false;
+    const events: Array<{ seq: number; type: string }> = [];
+    const flaky: Transport = async (_url, init) => {
+      if (!up) return { status: 503, text: '{"error":{"code":"unavailable"}}' };
+      if (typeof init.body === 'string') events.push(JSON.parse(init.body) as { seq: number; type: string });
+      return { status: 202, text: '{}' };
+    };
+    const first = engineOn(dir, flaky, async () => ({ summary: 'done', body: { answer: 42 } }));
+    await first.engine.submit('d-r:1', submission);
+    await eventually('the run completed in the store', async () => ((await fileStore({ dir }).get('d-r:1'))?.status === 'completed' ? true : undefined));
+    first.stop.abort();
+    await first.engine.close();
+    const left = await fileStore({ dir }).get('d-r:1');
+    expect(left?.finalReport?.state).toBe('pending');
+
+    up = true;
+    const second = engineOn(dir, flaky, async () => ({ summary: 'never called' }));
+    expect(await second.engine.recover()).toEqual({ restarted: [], resent: ['d-r:1'] });
+    const completed = await eventually('the completed event', () => events.find((event) => event.type === 'completed'));
+    expect(completed).toEqual({ dispatchId: 'd-r', seq: left?.finalReport?.seq, type: 'completed', result: { summary: 'done', body: { answer: 42 } }, evidence: [] });
+    await second.engine.close();
+    expect(JSON.parse(readFileSync(join(dir, fileNameFor('d-r:1')), 'utf8'))).toMatchObject({ status: 'completed', finalReport: { state: 'delivered' } });
+  });
+});
