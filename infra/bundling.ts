@@ -5,7 +5,7 @@ import path from 'node:path';
 export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 /** The ledger's Lambda functions, each a thin handler under `functions/<name>/handler.ts`. */
-export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'retention'] as const;
+export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'retention', 'failures'] as const;
 export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
 
 /**
@@ -34,6 +34,12 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
   monitor: LEDGER_TABLE_CLIENTS,
   publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient', 'PutEventsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
   // Decodes the TTL REMOVE records' old images and deletes the expired record's objects.
+  // Lambda's on-failure records of lambda targets: reads and writes the ledger table by key.
+  failures: {
+    '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException', 'TransactionCanceledException'],
+    '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'TransactWriteCommand'],
+    '@aws-sdk/util-dynamodb': ['unmarshall'],
+  },
   retention: {
     '@aws-sdk/client-s3': ['S3Client', 'ListObjectsV2Command', 'DeleteObjectsCommand'],
     '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],

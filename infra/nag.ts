@@ -14,7 +14,7 @@ export interface NagAcknowledgement {
  * acknowledged. Anything not here fails `npx cdk synth` and the infra tests.
  */
 export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[] {
-  const { intake, api, monitor, publisher, retention } = ledger.functions;
+  const { intake, api, monitor, publisher, retention, failures } = ledger.functions;
   const evidenceObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.storage.evidenceBucket)}.Arn>/*]`;
   const failureObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.publisher.failureBucket)}.Arn>/*]`;
   const stack = Stack.of(ledger);
@@ -85,8 +85,19 @@ export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[
     { scope: publisher, id: 'Serverless-LambdaDLQ', reason: 'Invoked synchronously by the stream mapping, whose S3 on-failure destination keeps failed batches.' },
     { scope: monitor, id: 'Serverless-LambdaDLQ', reason: 'A failed scheduled tick needs no replay: the next tick covers the same due runs.' },
     { scope: retention, id: 'Serverless-LambdaDLQ', reason: 'Invoked synchronously by its stream mapping, whose S3 on-failure destination keeps the batches it could not clean up.' },
+    { scope: failures, id: 'Serverless-LambdaDLQ', reason: 'Invoked synchronously by the SQS event source mapping of the lambda targets\' failures queue, whose redrive policy keeps what it cannot take in an alarmed DLQ.' },
+    {
+      scope: failures,
+      id: 'Serverless-LambdaEventSourceMappingDestination',
+      reason: 'An SQS event source mapping cannot have an on-failure destination; the failures queue\'s redrive policy sends what cannot be taken in to its alarmed DLQ.',
+    },
+    {
+      scope: ledger.lambdaFailures.deadLetterQueue,
+      id: 'Serverless-SQSRedrivePolicy',
+      reason: 'This is the failures queue\'s dead-letter queue itself; it is alarmed on (LambdaFailuresDeadLetterQueue).',
+    },
   );
-  for (const fn of [intake, api, monitor, publisher, retention]) {
+  for (const fn of [intake, api, monitor, publisher, retention, failures]) {
     list.push({
       scope: fn,
       id: 'Serverless-LambdaTracing',

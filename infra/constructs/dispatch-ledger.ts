@@ -1,5 +1,8 @@
 import { ArnFormat, Duration, Lazy, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
-import { Effect, PolicyStatement, type IGrantable, type Role } from 'aws-cdk-lib/aws-iam';
+import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
+import { Effect, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
+import { EventInvokeConfig, type IFunction } from 'aws-cdk-lib/aws-lambda';
+import { SqsDestination } from 'aws-cdk-lib/aws-lambda-destinations';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
@@ -13,6 +16,7 @@ import { EventPublisher } from './event-publisher.js';
 import { LedgerAlarms } from './ledger-alarms.js';
 import { LedgerApi } from './ledger-api.js';
 import { LedgerFunction } from './ledger-function.js';
+import { LambdaFailureIntake } from './lambda-failure-intake.js';
 import { LedgerStorage } from './ledger-storage.js';
 import { acknowledgeNagFindings } from '../nag.js';
 import { ObjectRetention } from './object-retention.js';
@@ -86,13 +90,18 @@ export class DispatchLedger extends Construct {
   readonly monitor: RunMonitor;
   readonly publisher: EventPublisher;
   readonly retention: ObjectRetention;
+  /** Lambda's on-failure destination of the lambda targets (`addLambdaTarget`). */
+  readonly lambdaFailures: LambdaFailureIntake;
   readonly alarms: LedgerAlarms;
   readonly functions: Readonly<Record<LedgerFunctionName, LedgerFunction>>;
   /** `dispatch-ledger/{stackName}/targets/`: where secrets of targets registered at run time live. */
   readonly targetSecretPrefix: string;
 
   private readonly principals: Array<{ readonly id: string; readonly principal: Principal }> = [];
-  private readonly targets: Array<{ readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string }> = [];
+  private readonly targets: Array<
+    | { readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string }
+    | { readonly name: string; readonly kind: 'lambda'; readonly functionArn: string; readonly timeoutSeconds: number; readonly stateTable: string }
+  > = [];
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
 
   constructor(scope: Construct, id: string, props: DispatchLedgerProps = {}) {
@@ -132,7 +141,10 @@ export class DispatchLedger extends Construct {
     const monitor = fn('monitor', Duration.minutes(2), callback);
     const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger' }, 256);
     const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
-    this.functions = { intake, api, monitor, publisher, retention };
+    // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
+    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
+    this.functions = { intake, api, monitor, publisher, retention, failures };
+    this.lambdaFailures = new LambdaFailureIntake(this, 'LambdaFailures', { failures });
 
     this.intake = new DispatchIntake(this, 'Intake', { intake, ...(props.maxReceiveCount === undefined ? {} : { maxReceiveCount: props.maxReceiveCount }) });
     this.monitor = new RunMonitor(this, 'Monitor', { monitor, ...(props.monitorPeriod ? { period: props.monitorPeriod } : {}) });
@@ -151,6 +163,7 @@ export class DispatchLedger extends Construct {
     const tableArn = table.tableArn;
     const indexArn = (index: string) => `${tableArn}/index/${index}`;
     this.allow(intake, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
+    this.allow(failures, ['dynamodb:GetItem', 'dynamodb:PutItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
@@ -174,11 +187,49 @@ export class DispatchLedger extends Construct {
       ...(props.alarmTopic ? { alarmTopic: props.alarmTopic } : {}),
       dispatchQueue: this.intake.queue,
       deadLetterQueue: this.intake.deadLetterQueue,
-      functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function, Retention: retention.function },
+      failuresDeadLetterQueue: this.lambdaFailures.deadLetterQueue,
+      functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function, Retention: retention.function, Failures: failures.function },
       publisher: publisher.function,
       retention: retention.function,
     });
     acknowledgeNagFindings(this);
+  }
+
+  /**
+   * A Lambda worker as a target (CONTRACT §12): the ledger invokes `fn` asynchronously, Lambda's
+   * on-failure destination (after its own two retries) is the ledger's failures queue, and the worker
+   * kit keeps its run state in a table of its own that the ledger reads for lookups. Grants exactly
+   * that: invoke to the functions that submit and resume runs, the destination to the worker, the run
+   * state to both, and the worker the right to report as the target (function URL, principal registry).
+   * Returns the run-state table (the kit's `KIT_RUN_TABLE`).
+   */
+  addLambdaTarget(name: string, fn: IFunction, options: { readonly timeout?: Duration } = {}): Table {
+    if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
+    if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
+    const timeout = options.timeout ?? Duration.minutes(5);
+    if (timeout.toSeconds() < 1 || timeout.toSeconds() > 900) throw new RangeError(`target "${name}": timeout must be 1 s to 15 minutes (Lambda's own limit)`);
+    const runs = new Table(this, `${name}Runs`, {
+      partitionKey: { name: 'runId', type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      encryption: TableEncryption.DEFAULT,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      timeToLiveAttribute: 'expiresAt',
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    // The ledger reads a run's state by key; the worker reads and writes its own runs.
+    // Exactly the function (not its versions or aliases: the registry names the function's own ARN).
+    for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) this.allow(caller, ['lambda:InvokeFunction'], [fn.functionArn]);
+    for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) this.allow(caller, ['dynamodb:GetItem'], [runs.tableArn]);
+    runs.grant(fn, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem');
+    new EventInvokeConfig(this, `${name}AsyncInvoke`, { function: fn, retryAttempts: 2, maxEventAge: Duration.hours(6), onFailure: new SqsDestination(this.lambdaFailures.queue) });
+    // The worker reports through the API as the target: its role's unique id in the principal registry,
+    // and a permission on the API function (resource-based: the API's own grant on the worker would
+    // otherwise wait on the worker's policy, and that on the API).
+    if (!(fn.role instanceof Role)) throw new Error(`target "${name}": the function's role must be a Role of this app (its unique id registers it as the target's caller)`);
+    this.register(fn.role, { role: 'target', target: name });
+    this.api.allowRole(`${name}WorkerReports`, fn.role.roleArn, this.functions.api);
+    this.targets.push({ name, kind: 'lambda', functionArn: fn.functionArn, timeoutSeconds: timeout.toSeconds(), stateTable: runs.tableName });
+    return runs;
   }
 
   /** Registers a target at deploy time (before the functions read their registry at cold start). */

@@ -64,6 +64,8 @@ export interface LedgerAlarmsProps {
   readonly alarmTopic?: ITopic;
   readonly dispatchQueue: IQueue;
   readonly deadLetterQueue: IQueue;
+  /** The DLQ of Lambda's on-failure records of lambda targets (CONTRACT §12). */
+  readonly failuresDeadLetterQueue?: IQueue;
   readonly functions: Readonly<Record<string, IFunction>>;
   readonly publisher: IFunction;
   /** The function deleting expired records' objects (graphed; its errors alarm is among `functions`). */
@@ -122,6 +124,13 @@ export class LedgerAlarms extends Construct {
       props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
       'Intake could not take messages at all (e.g. the table was unavailable): fix the cause, then `ledger dlq redrive`.',
     );
+    if (props.failuresDeadLetterQueue) {
+      alarm(
+        'LambdaFailuresDeadLetterQueue',
+        props.failuresDeadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
+        "A lambda target's failure record could not be taken in: its run stays unknown until looked up. Read the failures function's logs, then move the DLQ's messages back to the failures queue.",
+      );
+    }
     alarm(
       'PublishFailures',
       new Metric({ namespace: METRIC_NAMESPACE, metricName: PUBLISH_FAILURES_METRIC, statistic: 'Sum', period: Duration.minutes(1) }),

@@ -1,5 +1,5 @@
 import { FunctionUrl, FunctionUrlAuthType, InvokeMode } from 'aws-cdk-lib/aws-lambda';
-import type { IGrantable } from 'aws-cdk-lib/aws-iam';
+import { ArnPrincipal, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import type { LedgerFunction } from './ledger-function.js';
 
@@ -32,5 +32,14 @@ export class LedgerApi extends Construct {
   /** Lets an origin, a target or an operator call the API (what it may do there is the registry's say). */
   grantInvoke(grantee: IGrantable): void {
     this.url.grantInvokeUrl(grantee);
+  }
+
+  /**
+   * The same, as a permission on the API function itself (resource-based) for a role the API's own
+   * grants depend on — a lambda target's worker, which the API invokes: an identity grant would make
+   * the two policies wait on each other.
+   */
+  allowRole(id: string, roleArn: string, api: LedgerFunction): void {
+    api.function.addPermission(id, { principal: new ArnPrincipal(roleArn), action: 'lambda:InvokeFunctionUrl', functionUrlAuthType: FunctionUrlAuthType.AWS_IAM });
   }
 }

@@ -27,7 +27,7 @@ const resourcesFor = (name: LedgerFunctionName, prefix: string): string[] => gra
 
 beforeAll(() => {
   synth = synthesizeLedger();
-  grants = { intake: grantsOf('intake'), api: grantsOf('api'), monitor: grantsOf('monitor'), publisher: grantsOf('publisher'), retention: grantsOf('retention') };
+  grants = { intake: grantsOf('intake'), api: grantsOf('api'), monitor: grantsOf('monitor'), publisher: grantsOf('publisher'), retention: grantsOf('retention'), failures: grantsOf('failures') };
 });
 afterAll(() => synth.dispose());
 
@@ -35,6 +35,10 @@ const LOGS = ['logs:CreateLogStream', 'logs:PutLogEvents'];
 const TARGET_SECRETS = ['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'];
 
 describe('least privilege: each function may do exactly what its code does', () => {
+  it("failures: take Lambda's on-failure records, read and write the ledger table's items by key — nothing else", () => {
+    expect(actionsOf('failures')).toEqual([...LOGS, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage', 'dynamodb:GetItem', 'dynamodb:PutItem'].sort());
+  });
+
   it('intake: take messages, write and read items by key, spill and read bodies, read target secrets', () => {
     expect(actionsOf('intake')).toEqual(
       [

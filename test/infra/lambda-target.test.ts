@@ -1,0 +1,75 @@
+import { Duration, Validations } from 'aws-cdk-lib';
+import { Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
+
+/** `ledger.addLambdaTarget(name, fn)` (CONTRACT §12): exactly the grants and the destination a Lambda worker needs. */
+
+let synth: Synthesized;
+let workerId: string;
+let runsId: string;
+
+beforeAll(() => {
+  synth = synthesizeLedger({
+    bundle: false,
+    extend: (stack) => {
+      const worker = new LambdaFunction(stack, 'ReviewerWorker', { runtime: Runtime.NODEJS_22_X, handler: 'index.handler', code: Code.fromInline('export const handler = async () => ({});'), timeout: Duration.minutes(2) });
+      for (const id of ['AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', 'Serverless-LambdaTracing', 'Serverless-LambdaDefaultMemorySize', 'Serverless-LambdaLatestVersion']) {
+        Validations.of(worker).acknowledge({ id, reason: "test fixture: the user's own worker function" });
+      }
+      const runs = stack.ledger.addLambdaTarget('reviewer', worker, { timeout: Duration.minutes(2) });
+      workerId = logicalId(stack, worker);
+      runsId = logicalId(stack, runs);
+    },
+  });
+});
+afterAll(() => synth.dispose());
+
+interface Statement {
+  readonly Action: string | string[];
+  readonly Resource: unknown;
+}
+const statementsOf = (roleLogicalIdPrefix: string): Statement[] =>
+  Object.values(synth.template.findResources('AWS::IAM::Policy'))
+    .filter((policy) => JSON.stringify((policy as { Properties: { Roles: unknown } }).Properties.Roles).includes(roleLogicalIdPrefix))
+    .flatMap((policy) => (policy as { Properties: { PolicyDocument: { Statement: Statement[] } } }).Properties.PolicyDocument.Statement);
+const grants = (roleOf: string, action: string): string => JSON.stringify(statementsOf(roleOf).filter((statement) => [statement.Action].flat().includes(action)).map((statement) => statement.Resource));
+
+describe('addLambdaTarget', () => {
+  it("sends the worker's failed and timed-out invocations, after Lambda's two retries, to the ledger's failures queue", () => {
+    synth.template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
+      FunctionName: { Ref: workerId },
+      MaximumRetryAttempts: 2,
+      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.lambdaFailures.queue), 'Arn'] } } },
+    });
+  });
+
+  it('lets the functions that submit and resume runs invoke the worker and read its run state by key, and nothing more of it', () => {
+    for (const name of ['intake', 'api', 'monitor'] as const) {
+      const role = logicalId(synth.stack, synth.stack.ledger.functions[name].function.role as never);
+      expect(grants(role, 'lambda:InvokeFunction'), name).toContain(workerId);
+      expect(grants(role, 'dynamodb:GetItem'), name).toContain(runsId);
+      expect(grants(role, 'dynamodb:PutItem'), name).not.toContain(runsId);
+    }
+    const failures = logicalId(synth.stack, synth.stack.ledger.functions.failures.function.role as never);
+    expect(grants(failures, 'lambda:InvokeFunction')).not.toContain(workerId);
+  });
+
+  it("gives the worker its own run state and the ledger's function URL, and registers it as the target", () => {
+    const worker = logicalId(synth.stack, synth.template && (synth.stack.node.findChild('ReviewerWorker') as LambdaFunction).role as never);
+    expect(grants(worker, 'dynamodb:PutItem')).toContain(runsId);
+    synth.template.hasResourceProperties('AWS::Lambda::Permission', {
+      Action: 'lambda:InvokeFunctionUrl',
+      FunctionName: { 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.functions.api.function), 'Arn'] },
+      Principal: { 'Fn::GetAtt': [worker, 'Arn'] },
+      FunctionUrlAuthType: 'AWS_IAM',
+    });
+    const api = synth.template.toJSON().Resources[logicalId(synth.stack, synth.stack.ledger.functions.api.function)] as { Properties: { Environment: { Variables: { LEDGER_REGISTRY: unknown } } } };
+    const registry = JSON.stringify(api.Properties.Environment.Variables.LEDGER_REGISTRY);
+    for (const part of ['reviewer', 'lambda', 'timeoutSeconds', runsId]) expect(registry).toContain(part);
+  });
+
+  it("adds no cdk-nag finding of the ledger's own", () => {
+    expect(synth.nagFindings.filter((finding) => !finding.path.includes('/ReviewerWorker'))).toEqual([]);
+  });
+});
