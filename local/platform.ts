@@ -201,7 +201,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         case 'http':
           // With SigV4 the API knows its callers, as in AWS: it maps them through the principal registry.
           // Only the API: intake still takes any origin (fauxqs's SenderId names no registered principal).
-          apiHandler = await withEnvironment(credentials ? { PRINCIPAL_MODE: 'enforce' } : {}, () => loadHandler<HttpApiHandler>(fn));
+          apiHandler = await withEnvironment(credentials ? { PRINCIPAL_MODE: 'enforce', LOCAL_TARGETS_ON_LOOPBACK: 'true' } : {}, () => loadHandler<HttpApiHandler>(fn));
           break;
         case 'schedule':
           scheduled.push({ functionName: fn.name, handler: await loadHandler<ScheduledHandler>(fn) });

@@ -4,6 +4,9 @@ import type { PrincipalMode } from '../principals/principals.js';
 import { parseStaticRegistry, type StaticRegistry } from './static-registry.js';
 import type { AddressPolicy } from './target-address.js';
 
+/** Defined (true) by the deployed bundles' esbuild options (infra/bundling.ts): what is local-only is compiled out. */
+declare const DISPATCH_LEDGER_DEPLOYED_BUNDLE: boolean | undefined;
+
 /** The functions' configuration, read once at cold start; a missing required variable fails the init. */
 export interface LedgerConfig {
   readonly tableName: string;
@@ -52,7 +55,10 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
   }
   // Derived from the mode rather than set on its own: an AWS deployment cannot be configured into
   // reaching loopback or metadata addresses.
-  const targetAddressPolicy: AddressPolicy = principalMode === 'open' ? 'allow-loopback' : 'public-only';
+  // The local platform's `--sigv4` mode runs the API enforcing principals while its demo agent listens on
+  // loopback: `LOCAL_TARGETS_ON_LOOPBACK` says so, and it is compiled out of every deployed bundle.
+  const loopbackForLocal = typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE === 'undefined' && getStringFromEnv({ key: 'LOCAL_TARGETS_ON_LOOPBACK', defaultValue: '' }) === 'true';
+  const targetAddressPolicy: AddressPolicy = principalMode === 'open' || loopbackForLocal ? 'allow-loopback' : 'public-only';
   const delays = getStringFromEnv({ key: 'SUBMIT_RETRY_DELAYS_SECONDS', defaultValue: '' });
   const targetTimeoutMs = getNumberFromEnv({ key: 'TARGET_TIMEOUT_MS', defaultValue: 10_000 });
   return {

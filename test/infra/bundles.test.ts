@@ -38,5 +38,8 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     for (const name of LEDGER_FUNCTIONS) expect(FAULT_TEXT.test(await bundleText(name, { ...ESBUILD_OPTIONS.define })), `${name} injects faults`).toBe(false);
     // The control: the same entry built without the deployed define carries them, so the check above can fail.
     expect(FAULT_TEXT.test(await bundleText('intake', {}))).toBe(true);
+    // Likewise the local platform's switch that lets an enforcing API reach loopback targets (--sigv4).
+    for (const name of ['intake', 'api', 'monitor'] as const) expect(await bundleText(name, { ...ESBUILD_OPTIONS.define }), name).not.toContain('LOCAL_TARGETS_ON_LOOPBACK');
+    expect(await bundleText('api', {})).toContain('LOCAL_TARGETS_ON_LOOPBACK');
   });
 });

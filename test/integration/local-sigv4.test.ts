@@ -106,6 +106,15 @@ describe('the local platform with --sigv4', () => {
     expect(view.evidence.found).toEqual(['out/report.md']);
   });
 
+  it('lets the enforcing API reach the loopback demo agent: an approval is forwarded and the run completes (regression: public-only refused it, 502)', async () => {
+    const dispatchId = uniqueName('d');
+    await send({ dispatchId, origin: 'planner', target: 'demo-agent', task: { behavior: 'await_approval' } });
+    const waiting = await viewWhen(dispatchId, (view) => view.execution.pendingApproval !== null);
+    const approvalId = waiting.execution.pendingApproval?.approvalId ?? '';
+    expect(await signedPost(`/dispatches/${dispatchId}/approval`, { approvalId, decision: 'approve' })).toMatchObject({ status: 200 });
+    expect((await viewWhen(dispatchId, (view) => view.execution.status === 'completed')).execution.status).toBe('completed');
+  });
+
   it('lets a planner-signed request GET its own dispatch; another origin gets 404', async () => {
     const { dispatchId } = await completedDispatch();
     const own = await signedGet(`/dispatches/${dispatchId}`);

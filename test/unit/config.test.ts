@@ -22,4 +22,14 @@ describe('readLedgerConfig', () => {
     Object.assign(process.env, base, { PRINCIPAL_MODE: 'maybe' });
     expect(() => readLedgerConfig()).toThrow('PRINCIPAL_MODE');
   });
+
+  it('lets targets live on loopback only locally: open mode, or the local --sigv4 switch (compiled out of deployed bundles; see bundles.test.ts)', () => {
+    Object.assign(process.env, base, { PRINCIPAL_MODE: 'enforce' });
+    delete process.env.LOCAL_TARGETS_ON_LOOPBACK;
+    expect(readLedgerConfig().targetAddressPolicy).toBe('public-only');
+    Object.assign(process.env, { LOCAL_TARGETS_ON_LOOPBACK: 'true' });
+    expect(readLedgerConfig().targetAddressPolicy).toBe('allow-loopback');
+    Object.assign(process.env, { PRINCIPAL_MODE: 'open', LOCAL_TARGETS_ON_LOOPBACK: 'no' });
+    expect(readLedgerConfig().targetAddressPolicy).toBe('allow-loopback');
+  });
 });
