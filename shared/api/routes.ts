@@ -41,11 +41,15 @@ function limitOf(request: ApiRequest, fallback = 25): number {
   return limit;
 }
 
-/** A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's. */
-async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller) {
+/**
+ * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
+ * `operatorMayRead`: the operator may read any dispatch (CONTRACT §2 v2), never act on one as its origin.
+ */
+async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false) {
   const notFound = new ApiError('not_found', `no dispatch ${dispatchId}`);
   if (!DISPATCH_ID.test(dispatchId)) throw notFound;
   const state = await deps.store.getState(dispatchId);
+  if (state && operatorMayRead && caller.kind === 'principal' && caller.principal?.role === 'operator') return state;
   const origin = callerOrigin(caller);
   if (!state || origin === undefined || state.origin !== origin) throw notFound;
   return state;
@@ -69,7 +73,7 @@ const ROUTES: readonly Route[] = [
     method: 'GET',
     pattern: ['dispatches', ':dispatchId'],
     handle: async (deps, request, params, caller) => {
-      const stored = await ownedState(deps, params.dispatchId ?? '', caller);
+      const stored = await ownedState(deps, params.dispatchId ?? '', caller, true);
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
       const view = await fullView(deps, state);
       // The view stays small whatever the history: the newest entries of each list, the rest paged.
@@ -90,7 +94,7 @@ const ROUTES: readonly Route[] = [
       method: 'GET',
       pattern: ['dispatches', ':dispatchId', list === 'operatorReceipts' ? 'operator-receipts' : list],
       handle: async (deps, request, params, caller) => {
-        const view = await fullView(deps, await ownedState(deps, params.dispatchId ?? '', caller));
+        const view = await fullView(deps, await ownedState(deps, params.dispatchId ?? '', caller, true));
         const page = newestPage<unknown>(list, view[list], request.query.cursor);
         return json(200, { items: page.items, cursor: page.more });
       },

@@ -81,6 +81,17 @@ describe('API routes', () => {
     expect(originRejections.status).toBe(403);
   });
 
+  it('lets the operator read any dispatch (CONTRACT §2 v2) but not act on it as its origin', async () => {
+    const principals = new MemoryStore();
+    principals.principals.set('AROAOPS', { role: 'operator' });
+    const deps = apiDeps(storeWith('d-1', 'planner'), principals, 'enforce');
+    expect((await answer(deps, request({ rawPath: '/dispatches/d-1', iamUserId: 'AROAOPS:bob' }))).status).toBe(200);
+    expect((await answer(deps, request({ rawPath: '/dispatches/d-1/receipts', iamUserId: 'AROAOPS:bob' }))).status).toBe(200);
+    expect((await answer(deps, request({ rawPath: '/dispatches/d-unknown', iamUserId: 'AROAOPS:bob' }))).status).toBe(404);
+    const redispatch = await answer(deps, request({ method: 'POST', rawPath: '/dispatches/d-1/redispatch', iamUserId: 'AROAOPS:bob', body: Buffer.from(JSON.stringify({ reason: 'x' })) }));
+    expect(redispatch.status).toBe(404);
+  });
+
   it('refuses a malformed limit, a bad percent-encoding and a method a route does not have', async () => {
     const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
     expect((await answer(deps, request({ rawPath: '/rejections', query: { limit: '0' } }))).status).toBe(400);
