@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { createWorker, fileStore, RunCancelledError, type ListeningWorker, type LogLine, type RunFunction, type RunStore } from '@dispatch-ledger/worker';
+import { createWorker, fetchTransport, fileStore, RunCancelledError, type ListeningWorker, type LogLine, type RunFunction, type RunStore, type Transport } from '@dispatch-ledger/worker';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { uniqueName } from '../support/engines.js';
@@ -48,7 +48,7 @@ interface Kit extends ListeningWorker {
  * `no_evidence` completes with nothing uploaded; `hold` waits for its signal (attempts up to
  * `holdAttempts`, later ones complete); `approval` asks for approval and completes on approve.
  */
-async function startKit(options: { dir?: string; port?: number; target?: string } = {}): Promise<Kit> {
+async function startKit(options: { dir?: string; port?: number; target?: string; transport?: Transport } = {}): Promise<Kit> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'kit-worker-'));
   if (!options.dir) dirs.push(dir);
   const calls = new Map<string, number>();
@@ -82,7 +82,7 @@ async function startKit(options: { dir?: string; port?: number; target?: string 
     throw new Error(`unknown mode ${String(task['mode'])}`);
   };
   const store = fileStore({ dir });
-  const worker = createWorker({ name: 'kit-worker', run, store, log: (line) => void log.push(line) });
+  const worker = createWorker({ name: 'kit-worker', run, store, log: (line) => void log.push(line), ...(options.transport ? { transport: options.transport } : {}) });
   const listening = await worker.listen(options.port ?? 0);
   closers.push(() => listening.close());
   if (options.target) await table.putTarget({ name: options.target, kind: 'http', baseUrl: listening.url });
@@ -218,7 +218,7 @@ describe('the worker kit on the local platform', () => {
 });
 
 describe('the worker kit across a restart', () => {
-  it('answers the ledger from its store after a restart mid-run (never 404): the run reports failed worker_restarted', async () => {
+  it('answers the ledger\'s lookup from its store after a restart mid-run (never 404): the run is failed worker_restarted', async () => {
     const first = await startKit({ target: 'kit-restart' });
     const message = dispatch('kit-restart', { mode: 'hold' });
     await t.send(JSON.stringify(message));
@@ -227,16 +227,27 @@ describe('the worker kit across a restart', () => {
     await first.close();
     expect((await first.store.get(runId))?.status).toBe('running');
 
-    // The same store, the same address: a restarted process.
-    const second = await startKit({ dir: first.dir, port: first.port });
+    // The same store, the same address: a restarted process, whose callbacks are held back for now, so
+    // the ledger can only learn what happened by looking the run up.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const held: Transport = async (url, init) => {
+      await released;
+      return fetchTransport(url, init);
+    };
+    const second = await startKit({ dir: first.dir, port: first.port, transport: held });
     expect(second.url).toBe(first.url);
     const looked = await getJson(`${second.url}/runs/${encodeURIComponent(runId)}`);
     expect(looked).toEqual({ status: 200, body: { runId, status: 'failed', result: { summary: 'worker_restarted' } } });
+    expect((await t.view(message.dispatchId)).execution.status).toBe('running');
 
-    const failed = await viewWhen(message.dispatchId, (view) => view.execution.status === 'failed');
-    expect(failed.execution).toMatchObject({ nativeStatus: 'failed', monitorStatus: null, result: { summary: 'worker_restarted' } });
     const refreshed = await t.view(message.dispatchId, { query: '?refresh=true' });
-    expect(refreshed.execution).toMatchObject({ status: 'failed', monitorStatus: null });
+    expect(refreshed.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', monitorStatus: null, result: { summary: 'worker_restarted' } });
+
+    // Its own report, once through, changes nothing more: the ledger already knows.
+    release();
+    await eventually('the restart report delivered', async () => ((await second.store.get(runId))?.finalReport?.state === 'delivered' ? true : undefined));
+    expect((await t.view(message.dispatchId)).execution).toMatchObject({ status: 'failed', result: { summary: 'worker_restarted' } });
     expect(first.calls.get(runId)).toBe(1);
     expect(second.calls.get(runId)).toBeUndefined();
   });

@@ -28,6 +28,7 @@ function harness(run: RunFunction) {
       persistedBeforeSend.push(((await store.get(runId))?.nextSeq ?? 0) > event.seq);
       events.push(event);
     }
+    if (init.method === 'GET' && url.includes('/task?runId=')) return { status: 200, text: JSON.stringify({ goal: 'from the spill', url, task: { nested: true } }) };
     return { status: init.method === 'PUT' ? 201 : 202, text: '{}' };
   };
   const engine = new RunEngine({ store, log: () => undefined, run, callbacks: new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, transport }) });
@@ -140,6 +141,19 @@ describe('the worker kit engine', () => {
     // A cancel decision cancels the run, whatever it returns.
     expect((await ended('d-no:1'))?.status).toBe('cancelled');
     expect(decisions.sort()).toEqual(['approve', 'cancel']);
+    await engine.close();
+  });
+
+  it('reads a spilled task (taskRef) back from the ledger for its run before calling run', async () => {
+    const tasks: unknown[] = [];
+    const { submit, ended, engine } = harness(async (task) => {
+      tasks.push(task);
+      return { summary: String(task['goal']) };
+    });
+    expect(await submit('d-spill', { task: undefined, taskRef: { bucket: 'b', key: 'k' } })).toMatchObject({ kind: 'created' });
+    expect(await ended('d-spill:1')).toMatchObject({ status: 'completed', result: { summary: 'from the spill' } });
+    // The answer is the task itself: a member of it named `task` is the origin's, not an envelope.
+    expect(tasks).toEqual([{ goal: 'from the spill', url: 'http://127.0.0.1:9/dispatches/d-spill/task?runId=d-spill%3A1', task: { nested: true } }]);
     await engine.close();
   });
 

@@ -7,7 +7,7 @@ export { createWorker, type ListeningWorker, type Worker, type WorkerOptions } f
 export { RunCancelledError, type RunContext, type RunFunction, type RunOutput } from './runs.js';
 export { fileStore, memoryStore, StoreReadError, type CreateOutcome, type FileStoreOptions, type ListedRecords, type RunStore } from './store.js';
 export { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type SignableRequest, type Signer, type Sigv4SignerOptions } from './signer.js';
-export { DEFAULT_RETRY, type RetryPolicy, type Transport } from './callbacks.js';
+export { DEFAULT_RETRY, fetchTransport, type RetryPolicy, type Transport } from './callbacks.js';
 export { refProblem, isSafeRef, MAX_REF_BYTES, type RefProblem } from './refs.js';
 export type { Clock, HeartbeatDecision, Timer } from './heartbeat.js';
 export {

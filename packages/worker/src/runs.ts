@@ -233,7 +233,8 @@ export class RunEngine {
     delete live.approval;
     this.#log({ level: 'info', msg: 'approval_decided', runId, approvalId, decision });
     if (decision === 'approve') {
-      this.#persist(live, { status: 'running', pendingApproval: undefined, decision: { approvalId, decision } });
+      this.#move(live, 'running');
+      this.#persist(live, { pendingApproval: undefined, decision: { approvalId, decision } });
     } else {
       this.#persist(live, { pendingApproval: undefined, decision: { approvalId, decision }, cancelRequestedAt: this.#now() });
       live.abort.abort(new RunCancelledError(runId, 'approval_cancelled'));
@@ -395,9 +396,9 @@ export class RunEngine {
     } catch {
       throw new Error('the spilled task is not JSON');
     }
-    const inner = isPlainObject(value) && isPlainObject(value['task']) ? value['task'] : value;
-    if (!isPlainObject(inner)) throw new Error('the spilled task is not a JSON object');
-    return inner;
+    // The answer is the task itself (GET /dispatches/{id}/task), as the origin sent it.
+    if (!isPlainObject(value)) throw new Error('the spilled task is not a JSON object');
+    return value;
   }
 
   async #finish(
