@@ -108,7 +108,8 @@ describe('the worker kit signing its callbacks (SigV4, service lambda)', () => {
     expect(new Set(refusals.map((line) => line['status']))).toEqual(new Set([403]));
     // Its events never reach the ledger, so only a lookup (here the origin's refresh) can tell it; the
     // monitor would look only after the 30 s stall window.
-    const refreshed = await eventually('a refresh that finds the run failed', () => view(dispatchId, '?refresh=true'), { until: (current) => current.execution.status === 'failed' });
+    await viewWhen(dispatchId, (current) => current.phase === 'submitted' && current.runId === runId);
+    const refreshed = await view(dispatchId, '?refresh=true');
     expect(refreshed.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', monitorStatus: null });
     expect(refreshed.execution.result?.summary).toMatch(/^uploading out\/report\.md: the ledger refused it \(HTTP 403/);
   });
