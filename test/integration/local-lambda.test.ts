@@ -1,0 +1,112 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
+import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { takeDispatchMessage } from '../../shared/intake/intake.js';
+import { parseLambdaRunId, type LambdaTargetRegistration } from '../../shared/targets/port.js';
+import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
+import { intakeDepsFactory } from '../support/factories.js';
+
+/**
+ * Lambda targets through the local Lambda (CONTRACT §12) on DynamoDB Local: the ledger's real
+ * LambdaClient invokes asynchronously, the local runtime retries as Lambda does and hands its
+ * on-failure record to the ledger, which records the run failed with Lambda's own error.
+ */
+
+const clients = engineClients();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+let table: LedgerTable;
+let blobs: S3Blobs;
+let runtime: LocalLambda;
+let lambda: LambdaClient;
+const received: unknown[] = [];
+
+beforeAll(async () => {
+  const tableName = uniqueName('local-lambda');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  table = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
+  blobs = new S3Blobs(clients.s3, await ensureBucket(clients.s3, uniqueName('local-lambda-blobs')));
+  runtime = await startLocalLambda({
+    region: 'us-east-1',
+    retryDelaysMs: [10, 10],
+    functions: [
+      { name: 'works', timeoutMs: 1_000, handler: async (event) => void received.push(event) },
+      { name: 'throws', timeoutMs: 1_000, handler: async () => Promise.reject(Object.assign(new Error('the model quota is spent'), { name: 'QuotaError' })) },
+      { name: 'hangs', timeoutMs: 100, handler: () => new Promise((resolve) => setTimeout(resolve, 2_000)) },
+    ],
+    onFailure: async (record) => {
+      await takeLambdaFailure({ store: table, now: () => new Date() }, record);
+    },
+  });
+  lambda = loopbackOnly(new LambdaClient({ region: 'us-east-1', endpoint: runtime.url, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+});
+afterAll(async () => {
+  await runtime.close();
+  lambda.destroy();
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+async function dispatchTo(functionName: string): Promise<string> {
+  const registration: LambdaTargetRegistration = { name: functionName, kind: 'lambda', functionArn: `arn:aws:lambda:us-east-1:000000000000:function:${functionName}`, timeoutSeconds: 1 };
+  await table.putTarget(registration);
+  const port = lambdaTarget(registration, {
+    lambda,
+    documents,
+    failureOf: async (runId) => {
+      const named = parseLambdaRunId(runId);
+      return named ? table.getLambdaFailure(named.dispatchId, named.attempt) : undefined;
+    },
+    now: () => new Date(),
+  });
+  const dispatchId = uniqueName('d');
+  await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: () => port, now: () => new Date() }), {
+    messageId: uniqueName('m'),
+    body: JSON.stringify({ dispatchId, origin: 'planner', target: functionName, task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+    senderId: 'test',
+  });
+  return dispatchId;
+}
+
+describe('lambda targets through the local Lambda', () => {
+  it('submits by an asynchronous invoke: the run is {dispatchId}:1, queued, with the request id as proof; the function gets the submission body', async () => {
+    const dispatchId = await dispatchTo('works');
+    const state = await table.getState(dispatchId);
+    expect(state).toMatchObject({ phase: 'submitted', runId: `${dispatchId}:1`, execution: { status: 'queued' } });
+    expect(state?.receipts.at(-1)).toMatchObject({ event: 'dispatch_submitted', runId: `${dispatchId}:1`, requestId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+    await runtime.idle();
+    expect(received).toContainEqual(expect.objectContaining({ dispatchId, attempt: 1, runId: `${dispatchId}:1`, task: { goal: 'review' }, callbackUrl: 'http://127.0.0.1:9' }));
+  });
+
+  it("records a function that throws past Lambda's retries as failed with Lambda's error (3 tries)", async () => {
+    const dispatchId = await dispatchTo('throws');
+    const state = await eventually('the failure taken in', async () => {
+      const current = await table.getState(dispatchId);
+      return current?.execution.status === 'failed' ? current : undefined;
+    });
+    expect(state.execution).toMatchObject({ nativeStatus: 'failed', result: { summary: 'QuotaError: the model quota is spent' } });
+    expect(runtime.stats().throws).toMatchObject({ accepted: 1, tries: 3, failed: 1 });
+  });
+
+  it('records a function that times out as failed, in the runtime’s own words', async () => {
+    const dispatchId = await dispatchTo('hangs');
+    const state = await eventually('the timeout taken in', async () => {
+      const current = await table.getState(dispatchId);
+      return current?.execution.status === 'failed' ? current : undefined;
+    });
+    expect(state.execution.result?.summary).toBe('Sandbox.Timedout: Task timed out after 0.10 seconds');
+  });
+
+  it('refuses a function it does not know, as Lambda does (the dispatch is blocked, target_rejected)', async () => {
+    const dispatchId = await dispatchTo('missing');
+    expect(await table.getState(dispatchId)).toMatchObject({ phase: 'blocked', blockedCode: 'target_rejected' });
+  });
+});
