@@ -174,7 +174,8 @@ describe('the worker kit on the local platform', () => {
       return lines.some((line) => line['type'] === 'completed') ? lines : undefined;
     });
     expect(refusals.map((line) => line['status'])).toEqual(refusals.map(() => 404));
-    expect((await kit.store.get(key))?.finalReport?.state).toBe('refused');
+    // …and its store says the ledger refused the final report (written just after the log line).
+    await eventually('the refusal recorded in the store', async () => ((await kit.store.get(key))?.finalReport?.state === 'refused' ? true : undefined));
   });
 
   it('aborts ctx.signal when a forced redispatch makes the ledger cancel the run, and runs the next attempt', async () => {
