@@ -10,7 +10,7 @@ import type { StreamHandler } from './runtime/stream-event-source.js';
  * handler files; they are imported after the handler environment is set, like a Lambda cold start.
  */
 export type LocalFunction =
-  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch'; readonly batchSize: number } }
+  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures'; readonly batchSize: number } }
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'http' } }
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'schedule' } }
   | {
@@ -25,6 +25,8 @@ const fn = (path: string): URL => new URL(`../functions/${path}`, import.meta.ur
 export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
   { name: 'intake', module: fn('intake/handler.ts'), trigger: { kind: 'sqs', queue: 'dispatch', batchSize: 10 } },
   { name: 'api', module: fn('api/handler.ts'), trigger: { kind: 'http' } },
+  // Lambda's on-failure records of lambda targets, from the local Lambda (CONTRACT §12).
+  { name: 'failures', module: fn('failures/handler.ts'), trigger: { kind: 'sqs', queue: 'lambdaFailures', batchSize: 10 } },
   { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule' } },
   { name: 'publisher', module: fn('publisher/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100 } },
   // Only TTL removals, as the stack's filter passes. DynamoDB Local never deletes by TTL: locally it is never invoked.

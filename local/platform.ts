@@ -1,6 +1,7 @@
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { localClients, localHandlerEnvironment, type LocalClients, type LocalEndpoints } from './clients.js';
 import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-agent/server.js';
@@ -10,6 +11,7 @@ import { createLocalResources, type LocalResources } from './resources.js';
 import type { InvocationReport } from './runtime/context.js';
 import { EventLogTail } from './runtime/event-log.js';
 import { startHttpApi, type HttpApiHandler } from './runtime/http-api.js';
+import { startLocalLambda, type LocalLambdaHandler } from './runtime/lambda-invoke.js';
 import { Scheduler, type ScheduledHandler } from './runtime/scheduler.js';
 import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, type LocalCredentials } from './runtime/sigv4.js';
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
@@ -45,6 +47,8 @@ export interface PlatformOptions {
    * X-Ledger-Origin is ignored. @default false: open, the caller's origin is X-Ledger-Origin
    */
   readonly sigv4?: boolean;
+  /** Lambda targets run in the local Lambda (CONTRACT §12): registered under `name`, invoked asynchronously. */
+  readonly lambdaTargets?: ReadonlyArray<{ readonly name: string; readonly handler: LocalLambdaHandler; readonly timeoutSeconds: number; readonly stateTable?: string }>;
 }
 
 export interface RunningPlatform {
@@ -126,6 +130,21 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       credentialsFile = writeCredentials(stateDir, { region: LOCAL_REGION, service: SIGV4_SERVICE, credentials });
     }
 
+    // Lambda targets (CONTRACT §12) run in the local Lambda: asynchronous invokes, Lambda's retries, and
+    // its on-failure records on the failures queue, as the stack's destination puts them there.
+    const localLambda = await startLocalLambda({
+      region: LOCAL_REGION,
+      functions: (options.lambdaTargets ?? []).map(({ name, handler, timeoutSeconds }) => ({ name, handler, timeoutMs: timeoutSeconds * 1000 })),
+      onFailure: async (record) => {
+        await clients.sqs.send(new SendMessageCommand({ QueueUrl: resources.lambdaFailuresQueue.url, MessageBody: JSON.stringify(record) }));
+      },
+      onError: (error) => log({ level: 'error', component: 'local-lambda', msg: 'runtime error', error: error instanceof Error ? error.message : String(error) }),
+    });
+    stoppers.push(() => localLambda.close());
+    for (const target of options.lambdaTargets ?? []) {
+      await ledger.putTarget({ name: target.name, kind: 'lambda', functionArn: `arn:aws:lambda:${LOCAL_REGION}:000000000000:function:${target.name}`, timeoutSeconds: target.timeoutSeconds, ...(target.stateTable ? { stateTable: target.stateTable } : {}) });
+    }
+
     const onInvocation = (report: InvocationReport): void => {
       appendFileSync(invocationLog, `${JSON.stringify(report)}\n`);
     };
@@ -174,6 +193,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         POWERTOOLS_SERVICE_NAME: 'dispatch-ledger',
         // The monitor's schedule is the tick here.
         MONITOR_PERIOD_SECONDS: String(options.tickSeconds),
+        // Lambda targets are invoked in the local Lambda.
+        AWS_ENDPOINT_URL_LAMBDA: localLambda.url,
       },
       options.environment ?? {},
     );
@@ -182,12 +203,13 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     for (const fn of LOCAL_FUNCTIONS) {
       switch (fn.trigger.kind) {
         case 'sqs': {
+          const queue = fn.trigger.queue === 'dispatch' ? resources.dispatchQueue : resources.lambdaFailuresQueue;
           const source = new SqsEventSource({
             functionName: fn.name,
             handler: await loadHandler<SqsHandler>(fn),
             sqs: clients.sqs,
-            queueUrl: resources.dispatchQueue.url,
-            queueArn: resources.dispatchQueue.arn,
+            queueUrl: queue.url,
+            queueArn: queue.arn,
             region: LOCAL_REGION,
             batchSize: fn.trigger.batchSize,
             reportBatchItemFailures: true,

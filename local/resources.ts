@@ -20,6 +20,8 @@ export const LOCAL_NAMES = {
   eventLogRule: 'dispatch-ledger-event-log',
   eventLogQueue: 'dispatch-ledger-event-log',
   evidenceBucket: 'dispatch-ledger-evidence',
+  lambdaFailuresQueue: 'dispatch-ledger-lambda-failures',
+  lambdaFailuresDlq: 'dispatch-ledger-lambda-failures-dlq',
 } as const;
 
 /** As in the deployed stack: SQS retries a message this often before the DLQ takes it. */
@@ -135,6 +137,8 @@ export interface LocalResources {
   readonly ledgerTable: string;
   /** The ledger table's stream: the event publisher's outbox. */
   readonly ledgerStreamArn: string;
+  /** Lambda's on-failure destination of lambda targets (CONTRACT §12), read by the failures function. */
+  readonly lambdaFailuresQueue: QueueRef;
 }
 
 /** Everything the local platform's functions use, created idempotently. */
@@ -144,7 +148,7 @@ export async function createLocalResources(
 ): Promise<LocalResources> {
   // A prefix gives a test its own set of resources on shared engines.
   const name = (base: string): string => (options.prefix ? `${options.prefix}-${base}` : base);
-  const [{ queue, dlq }, bus, evidenceBucket, ledger] = await Promise.all([
+  const [{ queue, dlq }, bus, evidenceBucket, ledger, failures] = await Promise.all([
     ensureQueueWithDlq(clients.sqs, name(LOCAL_NAMES.dispatchQueue), {
       dlqName: name(LOCAL_NAMES.dispatchDlq),
       maxReceiveCount: DISPATCH_MAX_RECEIVE_COUNT,
@@ -157,6 +161,16 @@ export async function createLocalResources(
     }),
     ensureBucket(clients.s3, name(LOCAL_NAMES.evidenceBucket)),
     ensureLedgerTable(clients.dynamodb, name(LOCAL_NAMES.ledgerTable)),
+    ensureQueueWithDlq(clients.sqs, name(LOCAL_NAMES.lambdaFailuresQueue), { dlqName: name(LOCAL_NAMES.lambdaFailuresDlq), maxReceiveCount: 5, visibilityTimeoutSeconds: 180 }),
   ]);
-  return { dispatchQueue: queue, dlq, eventBusName: bus.busName, eventLogQueue: bus.logQueue, evidenceBucket, ledgerTable: ledger.name, ledgerStreamArn: ledger.streamArn };
+  return {
+    dispatchQueue: queue,
+    dlq,
+    eventBusName: bus.busName,
+    eventLogQueue: bus.logQueue,
+    evidenceBucket,
+    ledgerTable: ledger.name,
+    ledgerStreamArn: ledger.streamArn,
+    lambdaFailuresQueue: failures.queue,
+  };
 }

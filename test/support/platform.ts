@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
 import { localClients, type LocalClients } from '../../local/clients.js';
-import { startPlatform, type RunningPlatform } from '../../local/platform.js';
+import { startPlatform, type PlatformOptions, type RunningPlatform } from '../../local/platform.js';
 import { uniqueName } from './engines.js';
 import { eventually } from './eventually.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
@@ -26,8 +26,9 @@ export interface TestPlatform {
 
 export { eventually } from './eventually.js';
 
-export async function startTestPlatform(environment: Record<string, string> = {}): Promise<TestPlatform> {
+export async function startTestPlatform(environment: Record<string, string> = {}, extra: Pick<PlatformOptions, 'lambdaTargets'> = {}): Promise<TestPlatform> {
   const platform = await startPlatform({
+    ...extra,
     stateDir: mkdtempSync(join(tmpdir(), 'ledger-platform-')),
     tickSeconds: 1,
     log: () => undefined,
