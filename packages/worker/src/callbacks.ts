@@ -103,6 +103,11 @@ export function evidenceUrl(callbackUrl: string, dispatchId: string, ref: string
   return `${base(callbackUrl)}/dispatches/${encodeURIComponent(dispatchId)}/evidence/${encodedRef}?runId=${encodeURIComponent(runId)}`;
 }
 
+/** A lambda run's control record (CONTRACT §12): cancel, supersede and the approval decision. */
+export function controlUrl(callbackUrl: string, runId: string, dispatchId: string): string {
+  return `${base(callbackUrl)}/runs/${encodeURIComponent(runId)}/control?dispatchId=${encodeURIComponent(dispatchId)}`;
+}
+
 /** Where a spilled task is read (CONTRACT §8 v2). */
 export function taskUrl(callbackUrl: string, dispatchId: string, runId: string): string {
   return `${base(callbackUrl)}/dispatches/${encodeURIComponent(dispatchId)}/task?runId=${encodeURIComponent(runId)}`;
@@ -156,6 +161,15 @@ export class CallbackClient {
       { callback: 'task', runId, dispatchId },
       { method: 'GET', url: taskUrl(callbackUrl, dispatchId, runId), headers: { accept: 'application/json' } },
       this.#policy.budgetMs,
+    );
+  }
+
+  /** Reads a lambda run's control record, within `budgetMs` (a poll is worth little once late). */
+  getControl(callbackUrl: string, runId: string, dispatchId: string, budgetMs = this.#policy.budgetMs): Promise<CallbackOutcome> {
+    return this.#send(
+      { callback: 'control', runId, dispatchId },
+      { method: 'GET', url: controlUrl(callbackUrl, runId, dispatchId), headers: { accept: 'application/json' } },
+      budgetMs,
     );
   }
 

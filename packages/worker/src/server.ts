@@ -8,6 +8,8 @@ import type { Log, LogLine } from './model.js';
 import { RunEngine, type RunFunction } from './runs.js';
 import type { Signer } from './signer.js';
 import { fileStore, type RunStore } from './store.js';
+import { createLambdaHandler, type LambdaHandler } from './lambda.js';
+import { dynamoRunStore, type LambdaRunStore } from './lambda-store.js';
 
 /**
  * `createWorker()`: the CONTRACT §8 target protocol served from a node HTTP server — a thin adapter
@@ -37,6 +39,8 @@ export interface WorkerOptions {
   readonly transport?: Transport;
   /** Time for heartbeat coalescing and record stamps. @default the system clock */
   readonly clock?: Clock;
+  /** Where `lambdaHandler` keeps run state. @default dynamoRunStore({ tableName: process.env.KIT_RUN_TABLE }), made at the first invocation */
+  readonly lambdaStore?: LambdaRunStore;
 }
 
 export interface ListeningWorker {
@@ -53,6 +57,11 @@ export interface Worker {
    * serves the target protocol on `host:port`.
    */
   listen(port?: number, host?: string): Promise<ListeningWorker>;
+  /**
+   * The same worker as a Lambda function (CONTRACT §12): `export const handler = worker.lambdaHandler`.
+   * Run state lives in `lambdaStore` (the run-state table of `ledger.addLambdaTarget`).
+   */
+  readonly lambdaHandler: LambdaHandler;
 }
 
 /**
@@ -79,8 +88,20 @@ export function createWorker(options: WorkerOptions): Worker {
   const log = safeLog(options.name, options.log);
   const store = options.store ?? fileStore({ dir: join(process.cwd(), '.worker-state', options.name) });
   let listening = false;
+  let lambdaStore = options.lambdaStore;
+  const lambdaHandler = createLambdaHandler({
+    run: options.run,
+    log,
+    signer: options.signer,
+    retry: options.retry,
+    transport: options.transport,
+    clock: options.clock,
+    stallHintSeconds,
+    store: () => (lambdaStore ??= dynamoRunStore({ tableName: process.env.KIT_RUN_TABLE ?? '' })),
+  });
 
   return {
+    lambdaHandler,
     async listen(port = 0, host = '127.0.0.1') {
       if (listening) throw new Error(`worker ${options.name} is already listening; one live worker per store`);
       listening = true;
