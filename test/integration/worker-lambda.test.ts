@@ -1,0 +1,235 @@
+import { createHash } from 'node:crypto';
+import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWorker, dynamoRunStore, fetchTransport, RunCancelledError, type LambdaRunStore, type RunFunction, type Transport, type Worker } from '@dispatch-ledger/worker';
+import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
+import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import type { DispatchView } from '../../shared/dispatch/view.js';
+import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
+import { loopbackOnly, uniqueName } from '../support/engines.js';
+import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
+
+/**
+ * The worker kit as a Lambda (CONTRACT §12), end to end on the local platform: the ledger invokes the
+ * function through the local Lambda (its own LambdaClient, pointed there by AWS_ENDPOINT_URL_LAMBDA),
+ * the kit keeps its runs in a DynamoDB Local table and reports through the API; the ledger's lookup
+ * reads that table.
+ */
+const FUNCTION = 'kit-lambda';
+const ARN = `arn:aws:lambda:us-east-1:000000000000:function:${FUNCTION}`;
+let t: TestPlatform;
+let table: LedgerTable;
+let runtime: LocalLambda;
+let stateTable: string;
+let documents: DynamoDBDocumentClient;
+let store: LambdaRunStore;
+let worker: Worker;
+const calls = new Map<string, number>();
+const aborts = new Map<string, unknown>();
+const gates = new Map<string, () => void>();
+const deliveries: Array<{ event: unknown; requestId: string }> = [];
+/** Every event the kit posted, with the ledger's answer. */
+const posted: Array<{ runId: string; seq: number; type: string; status: number; text: string }> = [];
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+const reportOf = (runId: string): string => `# Report\n\nWritten by run ${runId}.\n`;
+
+const run: RunFunction = async (task, ctx) => {
+  calls.set(ctx.runId, (calls.get(ctx.runId) ?? 0) + 1);
+  ctx.signal.addEventListener('abort', () => aborts.set(ctx.runId, ctx.signal.reason), { once: true });
+  ctx.heartbeat();
+  switch (task['mode']) {
+    case 'report': {
+      const report = reportOf(ctx.runId);
+      await ctx.putEvidence('out/report.md', report);
+      return { summary: 'report written', body: { sha256: sha256(report) } };
+    }
+    case 'gate':
+      // Waits for the test to let it go: an invocation the test will declare dead.
+      await new Promise<void>((resolve) => gates.set(ctx.runId, resolve));
+      return { summary: 'finished after the gate' };
+    case 'hold':
+      if (ctx.attempt > 1) return { summary: `attempt ${ctx.attempt} done` };
+      while (!ctx.signal.aborted) {
+        ctx.heartbeat();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error('stopped: the signal was aborted');
+    case 'approval': {
+      // Re-entrant: everything before the approval is redone when the decision re-invokes the function.
+      const decision = await ctx.requestApproval('publish the report?');
+      if (decision !== 'approve') throw new Error(`not approved (${decision})`);
+      await ctx.putEvidence('out/report.md', reportOf(ctx.runId));
+      return { summary: 'approved and published' };
+    }
+    default:
+      throw new Error(`unknown mode ${String(task['mode'])}`);
+  }
+};
+
+const recording: Transport = async (url, init) => {
+  const answer = await fetchTransport(url, init);
+  const match = /\/runs\/([^/]+)\/events$/.exec(new URL(url).pathname);
+  if (match && typeof init.body === 'string') {
+    const event = JSON.parse(init.body) as { seq: number; type: string };
+    posted.push({ runId: decodeURIComponent(match[1] ?? ''), seq: event.seq, type: event.type, status: answer.status, text: answer.text });
+  }
+  return answer;
+};
+
+beforeAll(async () => {
+  runtime = await startLocalLambda({
+    region: 'us-east-1',
+    retryDelaysMs: [50, 50],
+    functions: [
+      {
+        name: FUNCTION,
+        timeoutMs: 60_000,
+        handler: async (event, context) => {
+          deliveries.push({ event, requestId: context.awsRequestId });
+          await worker.lambdaHandler(event, context);
+        },
+      },
+    ],
+    onFailure: async (record) => {
+      await takeLambdaFailure({ store: table, now: () => new Date() }, record);
+    },
+  });
+  t = await startTestPlatform({ AWS_ENDPOINT_URL_LAMBDA: runtime.url });
+  documents = DynamoDBDocumentClient.from(t.clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+  table = new LedgerTable(documents, { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });
+  stateTable = uniqueName('kit-runs');
+  await t.clients.dynamodb.send(
+    new CreateTableCommand({ TableName: stateTable, BillingMode: 'PAY_PER_REQUEST', AttributeDefinitions: [{ AttributeName: 'runId', AttributeType: 'S' }], KeySchema: [{ AttributeName: 'runId', KeyType: 'HASH' }] }),
+  );
+  store = dynamoRunStore({ tableName: stateTable, client: t.clients.dynamodb });
+  worker = createWorker({ name: 'kit-lambda', run, lambdaStore: store, transport: recording, log: () => undefined });
+  await table.putTarget({ name: FUNCTION, kind: 'lambda', functionArn: ARN, timeoutSeconds: 60, stateTable });
+});
+afterAll(async () => {
+  for (const release of gates.values()) release();
+  await runtime?.idle();
+  await runtime?.close();
+  await t?.stop();
+});
+
+const dispatch = (task: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  dispatchId: uniqueName('kl'),
+  origin: 'planner',
+  target: FUNCTION,
+  task,
+  timeouts: { stallAfterSeconds: 2, deliveryGraceSeconds: 2, approvalWaitSeconds: 60 },
+  ...extra,
+});
+
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean) => t.viewWhen(dispatchId, done, { timeoutMs: 30_000 });
+
+async function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${t.platform.info.apiUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' }, body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+const submissionOf = (runId: string) => {
+  const found = deliveries.find((delivery) => typeof delivery.event === 'object' && delivery.event !== null && 'runId' in delivery.event && delivery.event.runId === runId);
+  if (!found) throw new Error(`no delivery for ${runId}`);
+  return found;
+};
+const context = (awsRequestId: string) => ({ awsRequestId, getRemainingTimeInMillis: () => 60_000 });
+
+describe('the worker kit as a Lambda on the local platform', () => {
+  it('completes with its evidence (handled), a repeated delivery runs nothing again, and the ledger’s lookup reads the table', async () => {
+    const message = dispatch({ mode: 'report' }, { expectedEvidence: ['out/report.md'] });
+    await t.send(JSON.stringify(message));
+    const runId = `${message.dispatchId}:1`;
+    const handled = await viewWhen(message.dispatchId, (view) => view.evidence.outcome !== 'pending' && view.execution.status === 'completed');
+    expect(handled.runId).toBe(runId);
+    expect(handled.evidence).toMatchObject({ outcome: 'handled', found: ['out/report.md'], missing: [] });
+    expect(handled.execution.result?.summary).toBe('report written');
+    expect(calls.get(runId)).toBe(1);
+
+    const item = await store.get(runId);
+    expect(item).toMatchObject({ runId, status: 'completed', result: { summary: 'report written' }, finalReport: { state: 'delivered' } });
+    const seqBefore = item?.seq;
+
+    // Lambda delivers the same event again (a retry, a duplicate invoke), under a new request id and the old one.
+    const { event, requestId } = submissionOf(runId);
+    await worker.lambdaHandler(event, context('duplicate-1'));
+    await worker.lambdaHandler(event, context(requestId));
+    expect(calls.get(runId)).toBe(1);
+    expect((await store.get(runId))?.seq).toBe(seqBefore);
+
+    const port = lambdaTarget(
+      { name: FUNCTION, kind: 'lambda', functionArn: ARN, timeoutSeconds: 60, stateTable },
+      { lambda: loopbackOnly(new LambdaClient({ region: 'us-east-1', endpoint: runtime.url, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })), documents, failureOf: async () => undefined, now: () => new Date() },
+    );
+    expect(await port.lookup(runId, { submittedAt: new Date().toISOString() })).toEqual({ kind: 'found', run: { runId, status: 'completed', result: { summary: 'report written' } } });
+  });
+
+  it('reports a run an interrupted invocation left running as failed worker_restarted, on a fresh seq the ledger applies; the old invocation then sends nothing', async () => {
+    const message = dispatch({ mode: 'gate' });
+    await t.send(JSON.stringify(message));
+    const runId = `${message.dispatchId}:1`;
+    await viewWhen(message.dispatchId, (view) => view.execution.status === 'running');
+    await eventually('the first heartbeat applied', async () => (posted.some((p) => p.runId === runId && p.type === 'heartbeat' && p.status === 202) ? true : undefined));
+    expect((await store.get(runId))?.status).toBe('running');
+
+    // Lambda retries the invocation (same request id): the earlier try is gone as far as Lambda knows.
+    const { event, requestId } = submissionOf(runId);
+    await worker.lambdaHandler(event, context(requestId));
+    const failed = await viewWhen(message.dispatchId, (view) => view.execution.status === 'failed');
+    expect(failed.execution.result?.summary).toBe('worker_restarted');
+    const item = await store.get(runId);
+    expect(item).toMatchObject({ status: 'failed', result: { summary: 'worker_restarted' }, finalReport: { state: 'delivered' } });
+    const final = posted.find((p) => p.runId === runId && p.type === 'failed');
+    expect(final).toMatchObject({ status: 202 });
+    expect(posted.filter((p) => p.runId === runId).map((p) => p.seq)).toEqual([...new Set(posted.filter((p) => p.runId === runId).map((p) => p.seq))]);
+    expect(posted.filter((p) => p.runId === runId && JSON.parse(p.text).applied === false && p.type !== 'heartbeat')).toEqual([]);
+
+    // The old invocation's run returns after all: its write loses (the item moved on), nothing is sent.
+    const sentBefore = posted.filter((p) => p.runId === runId).length;
+    gates.get(runId)?.();
+    await runtime.idle();
+    expect((await store.get(runId))?.status).toBe('failed');
+    expect(posted.filter((p) => p.runId === runId)).toHaveLength(sentBefore);
+    expect(calls.get(runId)).toBe(1);
+  });
+
+  it('aborts ctx.signal when the control record says superseded (a forced redispatch), and runs the next attempt', async () => {
+    const message = dispatch({ mode: 'hold' });
+    await t.send(JSON.stringify(message));
+    const firstRun = `${message.dispatchId}:1`;
+    await viewWhen(message.dispatchId, (view) => view.execution.status === 'running');
+
+    const redispatched = await post(`/dispatches/${message.dispatchId}/redispatch`, { reason: 'the run looks stuck', force: true });
+    expect(redispatched.status).toBe(202);
+    const done = await viewWhen(message.dispatchId, (view) => view.attempt === 2 && view.execution.status === 'completed');
+    expect(done.execution.result?.summary).toBe('attempt 2 done');
+    await eventually('the first run cancelled in the store', async () => ((await store.get(firstRun))?.status === 'cancelled' ? true : undefined));
+    expect(aborts.get(firstRun)).toBeInstanceOf(RunCancelledError);
+    expect([calls.get(firstRun), calls.get(`${message.dispatchId}:2`)]).toEqual([1, 1]);
+  });
+
+  it('ends the invocation on requestApproval; the approval through the API re-invokes the function, which completes the run', async () => {
+    const message = dispatch({ mode: 'approval' }, { expectedEvidence: ['out/report.md'] });
+    await t.send(JSON.stringify(message));
+    const runId = `${message.dispatchId}:1`;
+    const waiting = await viewWhen(message.dispatchId, (view) => view.execution.status === 'waiting_for_approval' && view.execution.pendingApproval !== null);
+    const approvalId = waiting.execution.pendingApproval?.approvalId ?? '';
+    expect(await store.get(runId)).toMatchObject({ status: 'waiting_for_approval', pendingApproval: { approvalId } });
+    await runtime.idle(); // the first invocation has ended, throwing nothing
+
+    const decided = await post(`/dispatches/${message.dispatchId}/approval`, { approvalId, decision: 'approve' });
+    expect(decided.status).toBe(200);
+    const handled = await viewWhen(message.dispatchId, (view) => view.execution.status === 'completed' && view.evidence.outcome !== 'pending');
+    expect(handled.execution.result?.summary).toBe('approved and published');
+    expect(handled.evidence.outcome).toBe('handled');
+    expect(deliveries.some((d) => typeof d.event === 'object' && d.event !== null && 'resume' in d.event && d.event.resume === runId)).toBe(true);
+    expect(calls.get(runId)).toBe(2); // re-entered once, from the top
+    const item = await store.get(runId);
+    expect(item).toMatchObject({ status: 'completed', approvals: [{ approvalId, decision: 'approve' }] });
+    expect(item?.pendingApproval).toBeUndefined();
+  });
+});
