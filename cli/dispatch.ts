@@ -5,7 +5,9 @@ import { SQSClient, SendMessageCommand } from '@aws-sdk/client-sqs';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { stateDir } from '../local/paths.js';
-import type { LocalInfo } from '../local/state.js';
+import { readCredentials, type LocalInfo } from '../local/state.js';
+import { signedFetch } from '../local/runtime/sigv4.js';
+import { dirname } from 'node:path';
 import { LocalPlatformError, runningState } from './local.js';
 import { shown, table } from './table.js';
 
@@ -31,17 +33,29 @@ export async function sendDispatchBody(info: LocalInfo, body: string): Promise<s
   }
 }
 
+/** Routes only the operator may call (CONTRACT §2): signed as the operator under `--sigv4`. */
+const OPERATOR_ROUTES = /^\/(attention|rejections|counts)(\?|$)/;
+
+/**
+ * One call to the local API as `origin`: the `X-Ledger-Origin` header, or — when the platform runs with
+ * `--sigv4` (its info names a credentials file) — signed with that origin's credential (the operator's
+ * for operator routes), as a caller in AWS signs.
+ */
+async function callApi(info: LocalInfo, path: string, origin: string, init: { readonly method: 'GET' | 'POST'; readonly body?: string }): Promise<Response> {
+  const headers: Record<string, string> = { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), 'x-ledger-origin': origin };
+  const signing = info.credentialsFile ? readCredentials(dirname(info.credentialsFile)) : undefined;
+  if (!signing) return fetch(`${info.apiUrl}${path}`, { method: init.method, headers, ...(init.body === undefined ? {} : { body: init.body }) });
+  const credential = OPERATOR_ROUTES.test(path) ? signing.credentials.operator : (signing.credentials.origins[origin] ?? signing.credentials.operator);
+  return signedFetch(`${info.apiUrl}${path}`, { method: init.method, headers, ...(init.body === undefined ? {} : { body: init.body }) }, { credentials: credential, region: signing.region, service: signing.service });
+}
+
 export async function getJson(info: LocalInfo, path: string, origin: string): Promise<{ status: number; body: unknown }> {
-  const response = await fetch(`${info.apiUrl}${path}`, { headers: { 'x-ledger-origin': origin } });
+  const response = await callApi(info, path, origin, { method: 'GET' });
   return { status: response.status, body: (await response.json()) as unknown };
 }
 
 export async function postJson(info: LocalInfo, path: string, origin: string, body: unknown): Promise<{ status: number; body: unknown }> {
-  const response = await fetch(`${info.apiUrl}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-ledger-origin': origin },
-    body: JSON.stringify(body),
-  });
+  const response = await callApi(info, path, origin, { method: 'POST', body: JSON.stringify(body) });
   return { status: response.status, body: (await response.json()) as unknown };
 }
 
