@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
-import { getJson, sendDispatchBody } from '../cli/dispatch.js';
+import { getJson, postJson, sendDispatchBody } from '../cli/dispatch.js';
 import { sendInbox, type InboxCommand } from '../cli/inbox.js';
 import { table } from '../cli/table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -172,11 +172,7 @@ async function lifecycleDemo(state: LocalState, run: string, print: (line: strin
   const approval = settled[4];
   let approvedTo = '';
   if (approval?.execution.pendingApproval) {
-    await fetch(`${info.apiUrl}/dispatches/${encodeURIComponent(approval.dispatchId)}/approval`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' },
-      body: JSON.stringify({ approvalId: approval.execution.pendingApproval.approvalId, decision: 'approve' }),
-    });
+    await postJson(info, `/dispatches/${encodeURIComponent(approval.dispatchId)}/approval`, 'planner', { approvalId: approval.execution.pendingApproval.approvalId, decision: 'approve' });
     const done = await waitFor('the approved run to complete', async () => {
       const view = await viewOf(approval.dispatchId);
       return view?.execution.status === 'completed' ? view : undefined;
@@ -225,11 +221,7 @@ async function evidenceDemo(state: LocalState, run: string, print: (line: string
   const handled = await settled(delivered);
   await settled(orphan);
   for (const [kind, receiptState, evidenceRef] of [['artifact_acceptance', 'accepted', 'out/report.md'], ['owner_delivery', 'confirmed', 'out/report.md']] as const) {
-    await fetch(`${info.apiUrl}/dispatches/${encodeURIComponent(delivered)}/receipts`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' },
-      body: JSON.stringify({ receiptId: `rc-${run}-${kind}`, runId: handled.runId, kind, state: receiptState, evidenceRef, verifiedBy: 'demo-operator' }),
-    });
+    await postJson(info, `/dispatches/${encodeURIComponent(delivered)}/receipts`, 'planner', { receiptId: `rc-${run}-${kind}`, runId: handled.runId, kind, state: receiptState, evidenceRef, verifiedBy: 'demo-operator' });
   }
   const rows: string[][] = [];
   for (const dispatchId of [delivered, orphan]) {
