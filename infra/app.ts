@@ -10,6 +10,8 @@ import { DispatchLedgerStack } from './stack.js';
 const app = new App();
 new DispatchLedgerStack(app, 'DispatchLedger', {
   description: 'Dispatch Ledger: durable dispatch, watch and proof for agent and worker runs',
+  // `npx cdk deploy -c exampleLambdaWorker=true`: also the example Lambda worker, as a lambda target.
+  exampleLambdaWorker: app.node.tryGetContext('exampleLambdaWorker') === 'true' || app.node.tryGetContext('exampleLambdaWorker') === true,
   ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
     ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }
     : {}),

@@ -1,18 +1,23 @@
 import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { DispatchLedger, type DispatchLedgerProps } from './constructs/dispatch-ledger.js';
+import { ExampleLambdaWorker } from './constructs/example-lambda-worker.js';
 
 export interface DispatchLedgerStackProps extends StackProps {
   readonly ledger?: DispatchLedgerProps;
+  /** Deploy the example Lambda worker (examples/lambda-worker) as the lambda target `example-worker`. @default false */
+  readonly exampleLambdaWorker?: boolean;
 }
 
 /** The deployable stack: the `DispatchLedger` construct and the outputs the CLI and README refer to. */
 export class DispatchLedgerStack extends Stack {
   readonly ledger: DispatchLedger;
+  readonly exampleWorker?: ExampleLambdaWorker;
 
   constructor(scope: Construct, id: string, props: DispatchLedgerStackProps = {}) {
     super(scope, id, props);
     this.ledger = new DispatchLedger(this, 'Ledger', props.ledger);
+    if (props.exampleLambdaWorker) this.exampleWorker = new ExampleLambdaWorker(this, 'ExampleWorker', { ledger: this.ledger });
     const outputs: Record<string, string> = {
       ApiUrl: this.ledger.api.url.url,
       DispatchQueueUrl: this.ledger.intake.queue.queueUrl,

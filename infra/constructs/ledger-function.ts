@@ -8,7 +8,8 @@ import path from 'node:path';
 import { ESBUILD_OPTIONS, handlerEntry, PROJECT_ROOT, type LedgerFunctionName } from '../bundling.js';
 
 export interface LedgerFunctionProps {
-  readonly name: LedgerFunctionName;
+  /** A ledger function (`functions/<name>/handler.ts`), or any other handler file given as `{ entry }` (the example worker). */
+  readonly name: LedgerFunctionName | { readonly entry: string };
   /** @default 512 MB */
   readonly memorySize?: number;
   readonly timeout: Duration;
@@ -45,7 +46,7 @@ export class LedgerFunction extends Construct {
     if (major < 22) throw new RangeError(`the ledger functions need Node.js 22 or newer, got ${runtime.name}`);
     this.function = new NodejsFunction(this, 'Function', {
       role,
-      entry: handlerEntry(props.name),
+      entry: typeof props.name === 'string' ? handlerEntry(props.name) : props.name.entry,
       handler: 'handler',
       runtime,
       architecture: Architecture.ARM_64,

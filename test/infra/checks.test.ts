@@ -1,26 +1,14 @@
 import { Validations } from 'aws-cdk-lib';
 import { Bucket } from 'aws-cdk-lib/aws-s3';
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nagAcknowledgements } from '../../infra/nag.js';
-import { synthesizeLedger, type Synthesized } from './synth.js';
+import { cfnLint, synthesizeLedger, type Synthesized } from './synth.js';
 
 let synth: Synthesized;
 beforeAll(() => {
   synth = synthesizeLedger();
 });
 afterAll(() => synth.dispose());
-
-/** cfn-lint's checks minus W3005 ("DependsOn already enforced by a GetAtt"), which CDK emits for every function with its own role. */
-function cfnLint(templateFile: string): { status: number; output: string } {
-  try {
-    const output = execFileSync('cfn-lint', ['--format', 'parseable', '--ignore-checks', 'W3005', '--', templateFile], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    return { status: 0, output };
-  } catch (error) {
-    const failed = error as { status?: number; stdout?: string; stderr?: string };
-    return { status: failed.status ?? -1, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
-  }
-}
 
 describe('AWS rule packs on the synthesized stack', () => {
   it('leaves zero unacknowledged cdk-nag findings (AwsSolutions and Serverless packs)', () => {

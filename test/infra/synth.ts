@@ -3,6 +3,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { AccountPrincipal, Role } from 'aws-cdk-lib/aws-iam';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -73,4 +74,15 @@ export function logicalId(stack: Stack, construct: { readonly node: { readonly d
   const resource = construct.node.defaultChild;
   if (!resource || typeof resource !== 'object' || !('logicalId' in resource)) throw new Error('construct has no CloudFormation resource');
   return stack.resolve((resource as { logicalId: string }).logicalId) as string;
+}
+
+/** cfn-lint's checks minus W3005 ("DependsOn already enforced by a GetAtt"), which CDK emits for every function with its own role. */
+export function cfnLint(templateFile: string): { status: number; output: string } {
+  try {
+    const output = execFileSync('cfn-lint', ['--format', 'parseable', '--ignore-checks', 'W3005', '--', templateFile], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return { status: 0, output };
+  } catch (error) {
+    const failed = error as { status?: number; stdout?: string; stderr?: string };
+    return { status: failed.status ?? -1, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
+  }
 }
