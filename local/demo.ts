@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { getJson, postJson, sendDispatchBody } from '../cli/dispatch.js';
+import { EXAMPLE_WORKER_TARGET } from './platform.js';
 import { sendInbox, type InboxCommand } from '../cli/inbox.js';
 import { table } from '../cli/table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -120,6 +121,8 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   await evidenceDemo(state, run, print);
   print('');
   await resultsDemo(state, run, print);
+  print('');
+  await lambdaWorkerDemo(state, run, print);
   print('');
   await busProbe(state, print);
   print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger inbox list --state pending   ·   npx ledger events --follow`);
@@ -364,6 +367,25 @@ async function resultsDemo(state: LocalState, run: string, print: (line: string)
   if (ownerDelivery.state !== 'confirmed' || ownerDelivery.basis !== 'origin_ack') {
     throw new Error(`demo: after the ack ${child}'s ownerDelivery is ${ownerDelivery.state} (basis ${ownerDelivery.basis ?? 'none'}), expected confirmed by origin_ack`);
   }
+}
+
+/**
+ * A Lambda worker built on the worker kit (examples/lambda-worker, target kind `lambda`, CONTRACT §12):
+ * invoked asynchronously through the local Lambda, its run id `{dispatchId}:1`, it uploads its report
+ * and completes; the platform's own check finds the evidence, as for any target.
+ */
+async function lambdaWorkerDemo(state: LocalState, run: string, print: (line: string) => void): Promise<void> {
+  const info = state.info;
+  if (!info) return;
+  const dispatchId = `d-demo-${run}-lambda`;
+  print('demo: a Lambda worker built on the worker kit (examples/lambda-worker, target example-worker)');
+  await sendDispatchBody(info, JSON.stringify({ dispatchId, origin: 'planner', target: EXAMPLE_WORKER_TARGET, task: { goal: 'summarise the incident' }, expectedEvidence: ['out/report.md'], delivery: { mode: 'detached' } }));
+  const view = await waitFor(`${dispatchId} to be handled`, async () => {
+    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    const current = status === 200 ? (body as DispatchView) : undefined;
+    return current?.evidence.outcome === 'handled' ? current : undefined;
+  }, 60_000);
+  print(`  ${dispatchId}: run ${view.runId ?? '—'} (invoked asynchronously; the request id is the proof), ${view.execution.status}: ${view.execution.result?.summary ?? ''}; evidence ${view.evidence.outcome} (${view.evidence.files.map((file) => `${file.ref} sha256 ${file.sha256.slice(0, 12)}…`).join(', ')})`);
 }
 
 /** The bus path: an event put on the local bus reaches the event log as EventBridge delivers it. */

@@ -12,6 +12,9 @@ import type { InvocationReport } from './runtime/context.js';
 import { EventLogTail } from './runtime/event-log.js';
 import { startHttpApi, type HttpApiHandler } from './runtime/http-api.js';
 import { startLocalLambda, type LocalLambdaHandler } from './runtime/lambda-invoke.js';
+
+/** The example Lambda worker's target name, locally as in the app (`-c exampleLambdaWorker=true`). */
+export const EXAMPLE_WORKER_TARGET = 'example-worker';
 import { Scheduler, type ScheduledHandler } from './runtime/scheduler.js';
 import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, type LocalCredentials } from './runtime/sigv4.js';
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
@@ -132,16 +135,29 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
 
     // Lambda targets (CONTRACT §12) run in the local Lambda: asynchronous invokes, Lambda's retries, and
     // its on-failure records on the failures queue, as the stack's destination puts them there.
+    // The example Lambda worker (examples/lambda-worker, built on the worker kit) is always there: the
+    // demo dispatches to it. Its module is imported at its first invocation, once the environment is set.
+    let exampleHandler: Promise<LocalLambdaHandler> | undefined;
+    const exampleWorker = {
+      name: EXAMPLE_WORKER_TARGET,
+      timeoutSeconds: 60,
+      stateTable: resources.exampleWorkerRuns,
+      handler: async (event: unknown, context: Parameters<LocalLambdaHandler>[1]) => {
+        exampleHandler ??= import('../examples/lambda-worker/handler.js').then((loaded): LocalLambdaHandler => loaded.handler);
+        return (await exampleHandler)(event, context);
+      },
+    };
+    const lambdaTargets = [exampleWorker, ...(options.lambdaTargets ?? [])];
     const localLambda = await startLocalLambda({
       region: LOCAL_REGION,
-      functions: (options.lambdaTargets ?? []).map(({ name, handler, timeoutSeconds }) => ({ name, handler, timeoutMs: timeoutSeconds * 1000 })),
+      functions: lambdaTargets.map(({ name, handler, timeoutSeconds }) => ({ name, handler, timeoutMs: timeoutSeconds * 1000 })),
       onFailure: async (record) => {
         await clients.sqs.send(new SendMessageCommand({ QueueUrl: resources.lambdaFailuresQueue.url, MessageBody: JSON.stringify(record) }));
       },
       onError: (error) => log({ level: 'error', component: 'local-lambda', msg: 'runtime error', error: error instanceof Error ? error.message : String(error) }),
     });
     stoppers.push(() => localLambda.close());
-    for (const target of options.lambdaTargets ?? []) {
+    for (const target of lambdaTargets) {
       await ledger.putTarget({ name: target.name, kind: 'lambda', functionArn: `arn:aws:lambda:${LOCAL_REGION}:000000000000:function:${target.name}`, timeoutSeconds: target.timeoutSeconds, ...(target.stateTable ? { stateTable: target.stateTable } : {}) });
     }
 
@@ -193,8 +209,9 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         POWERTOOLS_SERVICE_NAME: 'dispatch-ledger',
         // The monitor's schedule is the tick here.
         MONITOR_PERIOD_SECONDS: String(options.tickSeconds),
-        // Lambda targets are invoked in the local Lambda.
+        // Lambda targets are invoked in the local Lambda; the example worker keeps its runs here.
         AWS_ENDPOINT_URL_LAMBDA: localLambda.url,
+        KIT_RUN_TABLE: resources.exampleWorkerRuns,
       },
       options.environment ?? {},
     );

@@ -21,6 +21,7 @@ export const LOCAL_NAMES = {
   eventLogQueue: 'dispatch-ledger-event-log',
   evidenceBucket: 'dispatch-ledger-evidence',
   lambdaFailuresQueue: 'dispatch-ledger-lambda-failures',
+  exampleWorkerRuns: 'dispatch-ledger-example-worker-runs',
   lambdaFailuresDlq: 'dispatch-ledger-lambda-failures-dlq',
 } as const;
 
@@ -101,6 +102,16 @@ export async function ensureBucket(s3: S3Client, name: string): Promise<string> 
   return name;
 }
 
+/** A worker kit's run-state table as `ledger.addLambdaTarget` makes it: one item per run, keyed `runId`. */
+export async function ensureKitRunTable(dynamodb: DynamoDBClient, name: string): Promise<string> {
+  try {
+    await dynamodb.send(new CreateTableCommand({ TableName: name, BillingMode: 'PAY_PER_REQUEST', AttributeDefinitions: [{ AttributeName: 'runId', AttributeType: 'S' }], KeySchema: [{ AttributeName: 'runId', KeyType: 'HASH' }] }));
+  } catch (error) {
+    if (!(error instanceof ResourceInUseException)) throw error;
+  }
+  return name;
+}
+
 /** The ledger table as the stack defines it: on-demand, its indexes, a stream for the publisher, TTL. */
 export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string): Promise<{ name: string; streamArn: string }> {
   let streamArn: string | undefined;
@@ -139,6 +150,8 @@ export interface LocalResources {
   readonly ledgerStreamArn: string;
   /** Lambda's on-failure destination of lambda targets (CONTRACT §12), read by the failures function. */
   readonly lambdaFailuresQueue: QueueRef;
+  /** The example Lambda worker's run-state table (examples/lambda-worker, the target `example-worker`). */
+  readonly exampleWorkerRuns: string;
 }
 
 /** Everything the local platform's functions use, created idempotently. */
@@ -148,7 +161,7 @@ export async function createLocalResources(
 ): Promise<LocalResources> {
   // A prefix gives a test its own set of resources on shared engines.
   const name = (base: string): string => (options.prefix ? `${options.prefix}-${base}` : base);
-  const [{ queue, dlq }, bus, evidenceBucket, ledger, failures] = await Promise.all([
+  const [{ queue, dlq }, bus, evidenceBucket, ledger, failures, exampleWorkerRuns] = await Promise.all([
     ensureQueueWithDlq(clients.sqs, name(LOCAL_NAMES.dispatchQueue), {
       dlqName: name(LOCAL_NAMES.dispatchDlq),
       maxReceiveCount: DISPATCH_MAX_RECEIVE_COUNT,
@@ -162,6 +175,7 @@ export async function createLocalResources(
     ensureBucket(clients.s3, name(LOCAL_NAMES.evidenceBucket)),
     ensureLedgerTable(clients.dynamodb, name(LOCAL_NAMES.ledgerTable)),
     ensureQueueWithDlq(clients.sqs, name(LOCAL_NAMES.lambdaFailuresQueue), { dlqName: name(LOCAL_NAMES.lambdaFailuresDlq), maxReceiveCount: 5, visibilityTimeoutSeconds: 180 }),
+    ensureKitRunTable(clients.dynamodb, name(LOCAL_NAMES.exampleWorkerRuns)),
   ]);
   return {
     dispatchQueue: queue,
@@ -172,5 +186,6 @@ export async function createLocalResources(
     ledgerTable: ledger.name,
     ledgerStreamArn: ledger.streamArn,
     lambdaFailuresQueue: failures.queue,
+    exampleWorkerRuns,
   };
 }
