@@ -1,6 +1,6 @@
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorker, type RunFunction } from '@dispatch-ledger/worker';
+import { createWorker, memoryStore, type ListeningWorker, type RunFunction } from '@dispatch-ledger/worker';
 import type { LocalLambdaHandler } from '../../local/runtime/lambda-invoke.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { uniqueName } from '../support/engines.js';
@@ -25,6 +25,7 @@ const run: RunFunction = async (task, ctx) => {
 };
 let handler: LocalLambdaHandler | undefined;
 let t: TestPlatform;
+let http: ListeningWorker;
 
 beforeAll(async () => {
   t = await startTestPlatform({}, {
@@ -33,8 +34,14 @@ beforeAll(async () => {
   // The kit keeps its runs in the platform's kit table (KIT_RUN_TABLE): the ledger's lookups read it there.
   const table = new LedgerTable(DynamoDBDocumentClient.from(t.clients.dynamodb), { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });
   await table.putTarget({ name: 'kit-acceptance', kind: 'lambda', functionArn: 'arn:aws:lambda:us-east-1:000000000000:function:kit-acceptance', timeoutSeconds: 60, stateTable: t.platform.resources.exampleWorkerRuns });
+  // The same run function behind the kit's HTTP server, as an http target.
+  http = await createWorker({ name: 'kit-acceptance-http', run, store: memoryStore() }).listen();
+  await table.putTarget({ name: 'kit-acceptance-http', kind: 'http', baseUrl: http.url });
 });
-afterAll(() => t.stop());
+afterAll(async () => {
+  await http.close();
+  await t.stop();
+});
 
 describe('a kit-built Lambda worker on the ledger', () => {
   it('goes unknown (stalled, after a lookup of its run state) when silent, and is recorded completed when it finishes', async () => {
@@ -53,5 +60,17 @@ describe('a kit-built Lambda worker on the ledger', () => {
     const orphan = await t.viewWhen(dispatchId, (view) => view.evidence.outcome === 'orphan_no_delivery', { timeoutMs: 30_000 });
     expect(orphan.evidence.missing).toEqual(['out/report.md']);
     expect(orphan.execution.status).toBe('completed');
+  });
+});
+
+describe('a kit-built HTTP worker on the ledger', () => {
+  it('goes unknown (stalled, after a lookup answered from its store) when silent, and is recorded completed when it finishes', async () => {
+    const dispatchId = uniqueName('d');
+    await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'kit-acceptance-http', task: { mode: 'silent' }, timeouts: { stallAfterSeconds: 2 }, delivery: { mode: 'detached' } }));
+    const stalled = await t.viewWhen(dispatchId, (view) => view.execution.monitorStatus === 'stalled', { timeoutMs: 30_000 });
+    expect(stalled.execution).toMatchObject({ status: 'unknown', nativeStatus: 'running' });
+    gates.get(dispatchId)?.();
+    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed', { timeoutMs: 30_000 });
+    expect(done.execution).toMatchObject({ monitorStatus: null, result: { summary: 'done after a long silence' } });
   });
 });
