@@ -49,6 +49,22 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
 };
 
 /**
+ * The example Lambda worker built on the worker kit (issue 15: a kit-based worker within 1.2 × an
+ * SDK-only bundle of the same clients), and the SDK exports the kit takes.
+ */
+export const KIT_WORKER = {
+  entry: path.join(PROJECT_ROOT, 'examples', 'lambda-worker', 'handler.ts'),
+  budget: 1.2,
+  sdkImports: {
+    '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],
+    '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand'],
+    '@aws-sdk/credential-provider-node': ['defaultProvider'],
+    '@smithy/hash-node': ['Hash'],
+    '@smithy/signature-v4': ['SignatureV4'],
+  },
+} as const;
+
+/**
  * One set of esbuild options for the deployed bundles and for the bundle report, so the report
  * measures what Lambda loads. ESM (top-level await-free, tree-shaken), minified, the AWS SDK bundled
  * at the pinned versions rather than taken from the runtime, and a `require` for the few CommonJS

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
-import { ESBUILD_OPTIONS, handlerEntry, LEDGER_FUNCTIONS, PROJECT_ROOT, SDK_IMPORTS_OF, type LedgerFunctionName } from '../infra/bundling.js';
+import { ESBUILD_OPTIONS, handlerEntry, KIT_WORKER, LEDGER_FUNCTIONS, PROJECT_ROOT, SDK_IMPORTS_OF, type LedgerFunctionName } from '../infra/bundling.js';
 
 /**
  * `npm run bundle:report`: the size of each function's bundle against a bundle of only the AWS SDK
@@ -184,6 +184,22 @@ export async function measureBundles(options: { readonly outDir?: string } = {})
     return { measuredAt: new Date().toISOString(), budget: BUDGET, functions };
   } finally {
     if (options.outDir === undefined) await rm(outDir, { recursive: true, force: true });
+  }
+}
+
+/** The kit-based example Lambda worker against an SDK-only bundle of the SDK exports the kit takes (budget 1.2). */
+export async function measureKitWorker(): Promise<{ readonly bytes: number; readonly sdkOnlyBytes: number; readonly ratio: number; readonly withinBudget: boolean }> {
+  const outDir = await mkdtemp(path.join(tmpdir(), 'bundle-kit-'));
+  try {
+    const bundle = path.join(outDir, 'worker.mjs');
+    const sdkOnly = path.join(outDir, 'sdk-only.mjs');
+    await build({ ...deployedOptions(), entryPoints: [KIT_WORKER.entry], outfile: bundle });
+    await build({ ...deployedOptions(), stdin: { contents: sdkOnlyEntry(KIT_WORKER.sdkImports), resolveDir: PROJECT_ROOT, sourcefile: 'sdk-only-kit-worker.mjs', loader: 'js' }, outfile: sdkOnly });
+    const bytes = (await stat(bundle)).size;
+    const sdkOnlyBytes = (await stat(sdkOnly)).size;
+    return { bytes, sdkOnlyBytes, ratio: Math.round((bytes / sdkOnlyBytes) * 1000) / 1000, withinBudget: bytes / sdkOnlyBytes <= KIT_WORKER.budget };
+  } finally {
+    await rm(outDir, { recursive: true, force: true });
   }
 }
 
@@ -367,7 +383,9 @@ async function main(argv: readonly string[]): Promise<number> {
         `${notes.join('\n')}\n\n${table(headers, rows)}\n\nLargest contributors to each function bundle (KB of minified output; "project" is our own code):\n${breakdown.join('\n')}\n`,
       );
     }
-    return Object.values(report.functions).every((size) => size.withinBudget) ? 0 : 1;
+    const kit = await measureKitWorker();
+    process.stderr.write(`kit-based Lambda worker (examples/lambda-worker): ${kb(kit.bytes)} KB vs ${kb(kit.sdkOnlyBytes)} KB SDK-only, ratio ${kit.ratio.toFixed(3)} (budget ≤ ${KIT_WORKER.budget}: ${kit.withinBudget ? 'within' : 'OVER'})\n`);
+    return Object.values(report.functions).every((size) => size.withinBudget) && kit.withinBudget ? 0 : 1;
   } finally {
     await rm(outDir, { recursive: true, force: true });
   }
