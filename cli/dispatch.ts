@@ -45,7 +45,8 @@ async function callApi(info: LocalInfo, path: string, origin: string, init: { re
   const headers: Record<string, string> = { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), 'x-ledger-origin': origin };
   const signing = info.credentialsFile ? readCredentials(dirname(info.credentialsFile)) : undefined;
   if (!signing) return fetch(`${info.apiUrl}${path}`, { method: init.method, headers, ...(init.body === undefined ? {} : { body: init.body }) });
-  const credential = OPERATOR_ROUTES.test(path) ? signing.credentials.operator : (signing.credentials.origins[origin] ?? signing.credentials.operator);
+  const credential = OPERATOR_ROUTES.test(path) ? signing.credentials.operator : signing.credentials.origins[origin];
+  if (!credential) throw new LocalPlatformError(`no credential for origin "${origin}" under --sigv4 (there are: ${Object.keys(signing.credentials.origins).join(', ')})`);
   return signedFetch(`${info.apiUrl}${path}`, { method: init.method, headers, ...(init.body === undefined ? {} : { body: init.body }) }, { credentials: credential, region: signing.region, service: signing.service });
 }
 

@@ -379,6 +379,11 @@ async function lambdaWorkerDemo(state: LocalState, run: string, print: (line: st
   if (!info) return;
   const dispatchId = `d-demo-${run}-lambda`;
   print('demo: a Lambda worker built on the worker kit (examples/lambda-worker, target example-worker)');
+  if (info.credentialsFile) {
+    // It signs with its function's role in AWS; locally under --sigv4 no credential of the platform's is its own.
+    print('  skipped under --sigv4: the local example worker has no registered credential to sign with');
+    return;
+  }
   await sendDispatchBody(info, JSON.stringify({ dispatchId, origin: 'planner', target: EXAMPLE_WORKER_TARGET, task: { goal: 'summarise the incident' }, expectedEvidence: ['out/report.md'], delivery: { mode: 'detached' } }));
   const view = await waitFor(`${dispatchId} to be handled`, async () => {
     const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');

@@ -3,14 +3,18 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
+import type { LambdaFailureDeps } from '../../shared/usecases/lambda-failure.js';
 
 /** Composition root of the failures function: the ledger table only (it neither calls targets nor reads objects). */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'failures' } });
 
-export const failureDeps = {
-  store: new LedgerTable(DynamoDBDocumentClient.from(new DynamoDBClient({}), { marshallOptions: { removeUndefinedValues: true } }), {
-    tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
-    retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
-  }),
-  now: () => new Date(),
-};
+const principalMode = getStringFromEnv({ key: 'PRINCIPAL_MODE', defaultValue: 'enforce' }) === 'open' ? 'open' : 'enforce';
+const table = new LedgerTable(DynamoDBDocumentClient.from(new DynamoDBClient({}), { marshallOptions: { removeUndefinedValues: true } }), {
+  tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
+  retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
+  // Deploy-time targets and principals: a record is believed only from the failed function's own role.
+  registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), principalMode === 'open' ? 'allow-loopback' : 'public-only'),
+});
+
+export const failureDeps: LambdaFailureDeps = { store: table, principals: table, principalMode, now: () => new Date() };

@@ -18,8 +18,9 @@ async function recordHandler(record: SQSRecord): Promise<void> {
   } catch {
     body = undefined;
   }
-  const outcome = await takeLambdaFailure(failureDeps, body);
+  const outcome = await takeLambdaFailure(failureDeps, body, record.attributes.SenderId);
   if (outcome === 'unreadable') logger.warn('an on-failure record names no run of the ledger; dropped', { messageId: record.messageId, bytes: record.body.length });
+  else if (outcome === 'refused') logger.warn('an on-failure record not from the function of the run it names; refused', { messageId: record.messageId, senderId: record.attributes.SenderId });
   else logger.info('lambda failure taken in', { messageId: record.messageId, outcome });
   if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
 }

@@ -1,7 +1,7 @@
 import { ArnFormat, Duration, Lazy, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { Effect, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
-import { EventInvokeConfig, type IFunction } from 'aws-cdk-lib/aws-lambda';
+import { EventInvokeConfig, Function as LambdaFunction, type IFunction } from 'aws-cdk-lib/aws-lambda';
 import { SqsDestination } from 'aws-cdk-lib/aws-lambda-destinations';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
@@ -142,7 +142,7 @@ export class DispatchLedger extends Construct {
     const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger' }, 256);
     const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
     // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
-    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
+    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY }, 256);
     this.functions = { intake, api, monitor, publisher, retention, failures };
     this.lambdaFailures = new LambdaFailureIntake(this, 'LambdaFailures', { failures });
 
@@ -206,7 +206,11 @@ export class DispatchLedger extends Construct {
   addLambdaTarget(name: string, fn: IFunction, options: { readonly timeout?: Duration } = {}): Table {
     if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
     if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
-    const timeout = options.timeout ?? Duration.minutes(5);
+    // The function's own timeout when it can be read: the ledger judges a silent run by it.
+    const own = fn instanceof LambdaFunction ? fn.timeout : undefined;
+    if (own && options.timeout && own.toSeconds() !== options.timeout.toSeconds()) throw new RangeError(`target "${name}": timeout ${options.timeout.toSeconds()} s differs from the function's own ${own.toSeconds()} s`);
+    const timeout = own ?? options.timeout;
+    if (!timeout) throw new RangeError(`target "${name}": give the function's timeout (it cannot be read from an imported function)`);
     if (timeout.toSeconds() < 1 || timeout.toSeconds() > 900) throw new RangeError(`target "${name}": timeout must be 1 s to 15 minutes (Lambda's own limit)`);
     const runs = new Table(this, `${name}Runs`, {
       partitionKey: { name: 'runId', type: AttributeType.STRING },
@@ -220,8 +224,11 @@ export class DispatchLedger extends Construct {
     // Exactly the function (not its versions or aliases: the registry names the function's own ARN).
     for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) this.allow(caller, ['lambda:InvokeFunction'], [fn.functionArn]);
     for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) this.allow(caller, ['dynamodb:GetItem'], [runs.tableArn]);
-    runs.grant(fn, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem');
-    new EventInvokeConfig(this, `${name}AsyncInvoke`, { function: fn, retryAttempts: 2, maxEventAge: Duration.hours(6), onFailure: new SqsDestination(this.lambdaFailures.queue) });
+    runs.grant(fn, 'dynamodb:GetItem', 'dynamodb:PutItem');
+    // Lambda holds an event no longer than its three tries take: past that it reports EventAgeExceeded
+    // on the destination, so the ledger's window of "still queued" (lambda-target.ts) is never outlived.
+    const maxEventAge = Duration.seconds(Math.min(6 * 3600, Math.max(60, timeout.toSeconds() * 3 + 180)));
+    new EventInvokeConfig(this, `${name}AsyncInvoke`, { function: fn, retryAttempts: 2, maxEventAge, onFailure: new SqsDestination(this.lambdaFailures.queue) });
     // The worker reports through the API as the target: its role's unique id in the principal registry,
     // and a permission on the API function (resource-based: the API's own grant on the worker would
     // otherwise wait on the worker's policy, and that on the API).

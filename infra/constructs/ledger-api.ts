@@ -41,5 +41,7 @@ export class LedgerApi extends Construct {
    */
   allowRole(id: string, roleArn: string, api: LedgerFunction): void {
     api.function.addPermission(id, { principal: new ArnPrincipal(roleArn), action: 'lambda:InvokeFunctionUrl', functionUrlAuthType: FunctionUrlAuthType.AWS_IAM });
+    // Function URLs also require InvokeFunction through the URL (as grantInvokeUrl grants it).
+    api.function.addPermission(`${id}ViaUrl`, { principal: new ArnPrincipal(roleArn), action: 'lambda:InvokeFunction', invokedViaFunctionUrl: true });
   }
 }

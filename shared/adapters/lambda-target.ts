@@ -89,9 +89,11 @@ export function lambdaTarget(registration: LambdaTargetRegistration, deps: Lambd
 
     async lookup(runId, hints): Promise<LookupOutcome> {
       try {
+        // Lambda's own word that it gave up outweighs a kit record still saying the run is under way.
+        const failure = await deps.failureOf(runId);
         if (registration.stateTable) {
           const { Item } = await deps.documents.send(new GetCommand({ TableName: registration.stateTable, Key: { runId }, ConsistentRead: true }));
-          if (Item && isStatus(Item.status)) {
+          if (Item && isStatus(Item.status) && (!failure || Item.status === 'completed' || Item.status === 'failed' || Item.status === 'cancelled')) {
             const summary = typeof Item.result === 'object' && Item.result !== null && typeof (Item.result as { summary?: unknown }).summary === 'string' ? (Item.result as { summary: string }).summary : undefined;
             const pending = Item.pendingApproval as { approvalId?: unknown; requestedAt?: unknown } | undefined;
             return {
@@ -105,7 +107,6 @@ export function lambdaTarget(registration: LambdaTargetRegistration, deps: Lambd
             };
           }
         }
-        const failure = await deps.failureOf(runId);
         if (failure) return { kind: 'found', run: { runId, status: 'failed', result: { summary: clip(printable(`${failure.errorType}: ${failure.errorMessage}`), 200) } } };
       } catch (caught) {
         return { kind: 'unavailable', reason: reasonOf(asSdkError(caught)) };

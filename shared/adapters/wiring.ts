@@ -61,7 +61,8 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
         const cacheKey = `lambda|${registration.name}|${registration.functionArn}|${registration.stateTable ?? ''}|${registration.timeoutSeconds}`;
         let target = targets.get(cacheKey);
         if (!target) {
-          lambda ??= new LambdaClient({});
+          // Bounded like an http target's calls: a hung Invoke must not hold the function.
+          lambda ??= new LambdaClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } });
           target = lambdaTarget(registration, { lambda, documents, failureOf: failuresIn(table), now: () => new Date() });
           targets.set(cacheKey, target);
         }

@@ -1,6 +1,7 @@
 import { isTerminal, runFailedByRuntime } from '../dispatch/transitions.js';
 import type { LambdaFailureRecord, LedgerStore } from '../ledger/port.js';
 import { parseLambdaRunId } from '../targets/port.js';
+import { resolvePrincipal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { clip, printable } from '../text.js';
 
 /**
@@ -10,7 +11,18 @@ import { clip, printable } from '../text.js';
  * record for a run the dispatch no longer follows, or one already final, changes nothing.
  */
 
-export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'unreadable' | 'conflict';
+export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'unreadable' | 'refused' | 'conflict';
+
+export interface LambdaFailureDeps {
+  readonly store: LedgerStore;
+  readonly now: () => Date;
+  /** Who may put a failure on the queue: in AWS, the failed function's own role (Lambda sends as it). */
+  readonly principals?: PrincipalRegistry;
+  readonly principalMode?: PrincipalMode;
+}
+
+/** The function an on-failure record names, without its version or alias qualifier. */
+const unqualified = (arn: unknown): string | undefined => (typeof arn === 'string' ? arn.split(':').slice(0, 7).join(':') : undefined);
 
 const ROUNDS = 5;
 const MAX_TEXT = 300;
@@ -53,12 +65,26 @@ function safeJson(value: string): unknown {
   }
 }
 
-export async function takeLambdaFailure(deps: { readonly store: LedgerStore; readonly now: () => Date }, record: unknown): Promise<LambdaFailureOutcome> {
+/**
+ * `senderId`: the SQS SenderId of the record. A record is believed only for a run of a lambda target
+ * whose function it names, sent (in AWS) by a principal registered as that target: a worker cannot
+ * fail another target's runs by putting a forged record on the shared queue.
+ */
+export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown, senderId?: string): Promise<LambdaFailureOutcome> {
   const failure = failureOfRecord(record, deps.now().toISOString());
   if (!failure) return 'unreadable';
+  const first = await deps.store.getState(failure.dispatchId);
+  if (!first) return 'not_current';
+  const registration = await deps.store.getTarget(first.target);
+  const named = unqualified((record as { requestContext?: { functionArn?: unknown } }).requestContext?.functionArn);
+  if (registration?.kind !== 'lambda' || named !== registration.functionArn) return 'refused';
+  if ((deps.principalMode ?? 'enforce') === 'enforce') {
+    const sender = senderId && deps.principals ? await resolvePrincipal(deps.principals, senderId) : undefined;
+    if (sender?.role !== 'target' || sender.target !== first.target) return 'refused';
+  }
   await deps.store.putLambdaFailure(failure);
   for (let round = 0; round < ROUNDS; round += 1) {
-    const state = await deps.store.getState(failure.dispatchId);
+    const state = round === 0 ? first : await deps.store.getState(failure.dispatchId);
     if (!state || state.attempt !== failure.attempt || state.runId !== failure.runId) return 'not_current';
     if (isTerminal(state.execution.nativeStatus)) return 'already_final';
     const next = runFailedByRuntime(state, `${failure.errorType}: ${failure.errorMessage}`, deps.now());

@@ -40,6 +40,8 @@ describe('addLambdaTarget', () => {
     synth.template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
       FunctionName: { Ref: workerId },
       MaximumRetryAttempts: 2,
+      // Three tries of the 2-minute function and Lambda's delays: no event outlives the ledger's "queued" window.
+      MaximumEventAgeInSeconds: 3 * 120 + 180,
       DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.lambdaFailures.queue), 'Arn'] } } },
     });
   });
@@ -64,6 +66,14 @@ describe('addLambdaTarget', () => {
       Principal: { 'Fn::GetAtt': [worker, 'Arn'] },
       FunctionUrlAuthType: 'AWS_IAM',
     });
+    // Function URLs also want InvokeFunction through the URL (regression: without it every callback is 403 in AWS).
+    synth.template.hasResourceProperties('AWS::Lambda::Permission', {
+      Action: 'lambda:InvokeFunction',
+      FunctionName: { 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.functions.api.function), 'Arn'] },
+      Principal: { 'Fn::GetAtt': [worker, 'Arn'] },
+      InvokedViaFunctionUrl: true,
+    });
+    expect(grants(worker, 'dynamodb:UpdateItem')).not.toContain(runsId);
     const api = synth.template.toJSON().Resources[logicalId(synth.stack, synth.stack.ledger.functions.api.function)] as { Properties: { Environment: { Variables: { LEDGER_REGISTRY: unknown } } } };
     const registry = JSON.stringify(api.Properties.Environment.Variables.LEDGER_REGISTRY);
     for (const part of ['reviewer', 'lambda', 'timeoutSeconds', runsId]) expect(registry).toContain(part);

@@ -89,16 +89,23 @@ describe('a lambda target on the real table', () => {
     const dispatchId = await submitted();
     const runId = lambdaRunIdOf(dispatchId, 1);
     const before = await table.getState(dispatchId);
-    const record = { requestContext: { requestId: 'req-2', condition: 'RetriesExhausted', approximateInvokeCount: 3 }, requestPayload: { runId, dispatchId }, responsePayload: { errorType: 'Sandbox.Timedout', errorMessage: 'Task timed out after 60.00 seconds' } };
-    expect(await takeLambdaFailure({ store: table, now: () => NOW }, record)).toBe('failed');
-    expect(await takeLambdaFailure({ store: table, now: () => NOW }, record)).toBe('already_final');
+    const record = { requestContext: { requestId: 'req-2', functionArn: 'arn:aws:lambda:us-east-1:111122223333:function:reviewer:$LATEST', condition: 'RetriesExhausted', approximateInvokeCount: 3 }, requestPayload: { runId, dispatchId }, responsePayload: { errorType: 'Sandbox.Timedout', errorMessage: 'Task timed out after 60.00 seconds' } };
+    // In AWS only the failed function's own role (registered as the target) is believed.
+    const principals = { resolve: async (id: string) => (id === 'AROAREVIEWER' ? ({ role: 'target', target: 'reviewer' } as const) : id === 'AROAOTHER' ? ({ role: 'target', target: 'other-agent' } as const) : undefined) };
+    const deps = { store: table, now: () => NOW, principals, principalMode: 'enforce' as const };
+    expect(await takeLambdaFailure(deps, record, 'AROAOTHER:session')).toBe('refused');
+    expect(await takeLambdaFailure(deps, record)).toBe('refused');
+    expect(await takeLambdaFailure(deps, { ...record, requestContext: { ...record.requestContext, functionArn: 'arn:aws:lambda:us-east-1:111122223333:function:someone-else' } }, 'AROAREVIEWER:s')).toBe('refused');
+    expect(await table.getLambdaFailure(dispatchId, 1)).toBeUndefined();
+    expect(await takeLambdaFailure(deps, record, 'AROAREVIEWER:session-1')).toBe('failed');
+    expect(await takeLambdaFailure(deps, record, 'AROAREVIEWER:session-1')).toBe('already_final');
     const after = await table.getState(dispatchId);
     expect(after?.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', result: { summary: 'Sandbox.Timedout: Task timed out after 60.00 seconds' } });
     if (!before || !after) throw new Error('states');
     expect(eventsForState(before, after).map((event) => event.detailType)).toEqual(['Run Failed']);
     expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toMatchObject({ kind: 'found', run: { status: 'failed' } });
-    expect(await takeLambdaFailure({ store: table, now: () => NOW }, { ...record, requestPayload: { runId: lambdaRunIdOf(dispatchId, 7) } })).toBe('not_current');
-    expect(await takeLambdaFailure({ store: table, now: () => NOW }, { requestPayload: 'not json' })).toBe('unreadable');
+    expect(await takeLambdaFailure(deps, { ...record, requestPayload: { runId: lambdaRunIdOf(dispatchId, 7) } }, 'AROAREVIEWER:s')).toBe('not_current');
+    expect(await takeLambdaFailure(deps, { requestPayload: 'not json' }, 'AROAREVIEWER:s')).toBe('unreadable');
   });
 
   it('serves the task of a submission that carried taskRef to the run it belongs to, and only to it', async () => {

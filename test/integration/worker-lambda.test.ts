@@ -95,7 +95,7 @@ beforeAll(async () => {
       },
     ],
     onFailure: async (record) => {
-      await takeLambdaFailure({ store: table, now: () => new Date() }, record);
+      await takeLambdaFailure({ store: table, now: () => new Date(), principalMode: 'open' }, record);
     },
   });
   t = await startTestPlatform({ AWS_ENDPOINT_URL_LAMBDA: runtime.url });
