@@ -40,7 +40,8 @@ beforeAll(async () => {
     functions: [
       { name: 'works', timeoutMs: 1_000, handler: async (event) => void received.push(event) },
       { name: 'throws', timeoutMs: 1_000, handler: async () => Promise.reject(Object.assign(new Error('the model quota is spent'), { name: 'QuotaError' })) },
-      { name: 'hangs', timeoutMs: 100, handler: () => new Promise((resolve) => setTimeout(resolve, 2_000)) },
+      // Never settles: only the runtime's timeout ends it (no timer in the test).
+      { name: 'hangs', timeoutMs: 100, handler: () => new Promise<never>(() => undefined) },
     ],
     onFailure: async (record) => {
       // Locally (open mode) the sender is not checked; the record must still name the run's own function.
