@@ -112,8 +112,17 @@ export async function ensureKitRunTable(dynamodb: DynamoDBClient, name: string):
   return name;
 }
 
+/**
+ * Whether tables made here get DynamoDB's TTL, unless a caller says: yes, except under the integration
+ * tests (`DISPATCH_LEDGER_LOCAL_TTL=off`, set by vitest.config.ts). The tests run on a fixed clock in
+ * the past, so every final record they write is already expired by the real clock, and DynamoDB Local's
+ * sweeper (real clock) deletes it seconds later, mid-test. The ledger never relies on TTL deletion — it
+ * compares the expiry attribute (REFERENCES: deletes lag up to days) — so nothing it does changes.
+ */
+const ttlByDefault = (): boolean => process.env.DISPATCH_LEDGER_LOCAL_TTL !== 'off';
+
 /** The ledger table as the stack defines it: on-demand, its indexes, a stream for the publisher, TTL. */
-export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string): Promise<{ name: string; streamArn: string }> {
+export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options: { ttl?: boolean } = {}): Promise<{ name: string; streamArn: string }> {
   let streamArn: string | undefined;
   try {
     const created = await dynamodb.send(
@@ -127,7 +136,7 @@ export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string):
       }),
     );
     streamArn = created.TableDescription?.LatestStreamArn;
-    await dynamodb.send(
+    if (options.ttl ?? ttlByDefault()) await dynamodb.send(
       new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { Enabled: true, AttributeName: LEDGER_TABLE_DEFINITION.ttlAttribute } }),
     );
   } catch (error) {
