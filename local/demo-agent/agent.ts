@@ -32,6 +32,8 @@ import {
 /** Pause between the steps of a run: short, so tests are fast, but real, so steps stay ordered. */
 const STEP_MS = 10;
 const SUMMARY_CHARS = 200;
+/** A W3C traceparent is 55 characters; what a caller sends beyond this is not kept in the stats. */
+const TRACEPARENT_CHARS = 256;
 
 export interface RefusedOutcome {
   readonly kind: 'refused';
@@ -112,6 +114,8 @@ export class DemoAgentEngine {
   readonly #submissions = new Map<string, number>();
   readonly #runsCreated = new Map<string, number>();
   readonly #attempts = new Map<string, Counts<AttemptStats>>();
+  /** The last `traceparent` header each `{dispatchId}:{attempt}` was submitted with, as received. */
+  readonly #traceparents = new Map<string, string>();
   /** Runs not in a terminal status; kept as a counter because census runs hold thousands of runs. */
   #open = 0;
   #maxOpen = 0;
@@ -140,9 +144,10 @@ export class DemoAgentEngine {
 
   /**
    * `POST /runs`. The same Idempotency-Key always answers with the same run. Every request is counted
-   * before anything can refuse it, then the fault schedule has its say, then the submission is checked.
+   * (and its `traceparent` header kept) before anything can refuse it, then the fault schedule has its
+   * say, then the submission is checked.
    */
-  submit(idempotencyKey: string | undefined, body: unknown): SubmitAnswer {
+  submit(idempotencyKey: string | undefined, body: unknown, traceparent?: string): SubmitAnswer {
     const readable = DispatchIdOnly.safeParse(body);
     if (readable.success) increment(this.#submissions, readable.data.dispatchId);
     const named = AttemptNamed.safeParse(body);
@@ -150,6 +155,7 @@ export class DemoAgentEngine {
 
     const { dispatchId, attempt } = named.data;
     this.#attemptCounts(`${dispatchId}:${attempt}`).submissions += 1;
+    if (traceparent !== undefined && traceparent !== '') this.#traceparents.set(`${dispatchId}:${attempt}`, traceparent.slice(0, TRACEPARENT_CHARS));
     const fault = this.#faults.submit(dispatchId, attempt);
     if (fault === 'unavailable') {
       this.#fired.submit_unavailable += 1;
@@ -275,6 +281,8 @@ export class DemoAgentEngine {
       attempts: Object.fromEntries([...this.#attempts].map(([key, counts]) => [key, { ...counts }])),
       open: this.#open,
       maxOpen: { [this.#targetName]: this.#maxOpen },
+      // Absent until a submission carries one, so the stats of a run without tracing read as before.
+      ...(this.#traceparents.size > 0 && { traceparents: Object.fromEntries(this.#traceparents) }),
     };
   }
 

@@ -128,7 +128,7 @@ async function handle({ engine, stopped }: Context, req: IncomingMessage, res: S
     if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
     const body = await readJsonBody(req);
     if (body.kind !== 'json') return sendBodyError(res, body);
-    const { outcome, holdAnswerMs } = engine.submit(header(req, 'idempotency-key'), body.value);
+    const { outcome, holdAnswerMs } = engine.submit(header(req, 'idempotency-key'), body.value, header(req, 'traceparent'));
     // The outcome is decided (a run created, if any) before the hold: only the answer is late, so a
     // caller that gives up and retries with the same key finds the same run.
     if (!(await holdAnswer(res, holdAnswerMs, stopped))) {

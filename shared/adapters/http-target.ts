@@ -33,6 +33,12 @@ const SUMMARY_CHARS = 1_000;
 const MAX_EVIDENCE = 32;
 /** A request id we are willing to store as proof: short and made of inert characters. */
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/**
+ * A W3C trace context as intake accepts it (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, 55
+ * characters). Anything else is not sent: W3C has a receiver ignore a malformed one anyway, and a header
+ * Node refuses would make every try of the submission unavailable, for a field that is only a courtesy.
+ */
+const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 /** C0/C1 controls plus the invisible and bidi-override characters that can disguise a log line. */
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]+/g;
 
@@ -74,6 +80,9 @@ export interface HttpTargetOptions {
  * - `submit` answered 409 `{"code":"in_progress"}` (the target is still creating the run for this
  *   Idempotency-Key) → `unavailable`: asked again later, like a 5xx; any other 409 is `rejected`.
  *
+ * `submit` sends the request's `traceparent` (CONTRACT §1 v2) as the `traceparent` header when it is a
+ * well-formed W3C trace context, and no such header otherwise.
+ *
  * Redirects are not followed (a 3xx is `unavailable`), so credentials only ever go to the base URL.
  * Every connection first resolves the host and checks each address against `addressPolicy`; a refused
  * address makes the call `unavailable` (`refused to connect: … resolves to …`) without connecting.
@@ -112,9 +121,13 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
 
   return {
     async submit(request: SubmitRequest): Promise<SubmitOutcome> {
-      const { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl, timeouts } = request;
+      const { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl, timeouts, traceparent } = request;
       const answer = await exchange('POST', `${base}/runs`, {
-        headers: { 'Idempotency-Key': `${dispatchId}:${attempt}` },
+        headers: {
+          'Idempotency-Key': `${dispatchId}:${attempt}`,
+          // CONTRACT §1 v2: the origin's trace goes on into the target, as a header (never into the body).
+          ...(traceparent !== undefined && TRACEPARENT.test(traceparent) ? { traceparent } : {}),
+        },
         json: { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl, ...(timeouts ? { timeouts } : {}) },
       });
       if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };

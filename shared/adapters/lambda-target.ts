@@ -53,10 +53,23 @@ interface SdkError {
 const asSdkError = (error: unknown): SdkError => (error instanceof Error ? (error as Error & SdkError) : { name: 'Error', message: String(error) });
 const reasonOf = (error: SdkError): string => clip(printable(`${error.name}: ${error.message}`), 300);
 
-/** The body the function is invoked with: the submission, the task inline or (large) by reference. */
+/**
+ * The body the function is invoked with: the submission, the task inline or (large) by reference, and
+ * the message's `traceparent` when it has one (an invoke has no headers to carry it: CONTRACT §1 v2, §12).
+ */
 export function invocationPayload(request: SubmitRequest): string {
   const runId = lambdaRunIdOf(request.dispatchId, request.attempt);
-  const body = { dispatchId: request.dispatchId, attempt: request.attempt, origin: request.origin, runId, task: request.task, expectedEvidence: request.expectedEvidence, callbackUrl: request.callbackUrl, ...(request.timeouts ? { timeouts: request.timeouts } : {}) };
+  const body = {
+    dispatchId: request.dispatchId,
+    attempt: request.attempt,
+    origin: request.origin,
+    runId,
+    task: request.task,
+    expectedEvidence: request.expectedEvidence,
+    callbackUrl: request.callbackUrl,
+    ...(request.timeouts ? { timeouts: request.timeouts } : {}),
+    ...(request.traceparent ? { traceparent: request.traceparent } : {}),
+  };
   const inline = JSON.stringify(body);
   if (Buffer.byteLength(inline, 'utf8') <= TASK_REF_ABOVE_BYTES) return inline;
   const { task: _task, ...rest } = body;

@@ -43,6 +43,8 @@ export interface LambdaRunItem extends LambdaRunState {
   readonly callbackUrl: string;
   readonly expectedEvidence: readonly string[];
   readonly timeouts: Timeouts;
+  /** The submission's W3C trace context: a resumed run's `ctx.traceparent` is read back from here. */
+  readonly traceparent?: string;
   readonly createdAt: string;
   /** The request id of the invocation driving the run (Lambda's retries of an invocation keep its id). */
   readonly invocation: string;
@@ -98,6 +100,7 @@ export function decodeItem(value: unknown): LambdaRunItem {
   if (!Array.isArray(value['expectedEvidence']) || !value['expectedEvidence'].every(isString)) no('expectedEvidence is not a list of refs');
   if (!Array.isArray(value['approvals']) || !value['approvals'].every((a) => isPlainObject(a) && isString(a['approvalId']) && isString(a['requestedAt']))) no('approvals is malformed');
   if (!isPlainObject(value['timeouts'])) no('timeouts is not an object');
+  if (value['traceparent'] !== undefined && !isString(value['traceparent'])) no('traceparent is not a string');
   const result = value['result'];
   if (result !== undefined && !(isPlainObject(result) && isString(result['summary']))) no('result has no summary');
   const report = value['finalReport'];

@@ -16,7 +16,7 @@ import {
   type RunResult,
   type Submission,
 } from './model.js';
-import { isPlainObject, parseSubmission } from './parse.js';
+import { isPlainObject, parseSubmission, traceparentOf } from './parse.js';
 import { refProblem } from './refs.js';
 import { MAX_EVIDENCE_BYTES, RunCancelledError, resultOf, type RunContext, type RunFunction } from './runs.js';
 import type { Signer } from './signer.js';
@@ -118,6 +118,8 @@ async function submit(env: Env, event: unknown): Promise<void> {
   const submission = parsed.value;
   const runId = `${submission.dispatchId}:${submission.attempt}`;
   if (isPlainObject(event) && event['runId'] !== undefined && event['runId'] !== runId) throw new TypeError(`runId must be ${runId}`);
+  // An invoke has no headers: the ledger puts the trace context in the payload (CONTRACT §12).
+  const traceparent = isPlainObject(event) ? traceparentOf(event['traceparent']) : undefined;
   const at = env.nowIso();
   const item: LambdaRunItem = {
     runId,
@@ -132,6 +134,7 @@ async function submit(env: Env, event: unknown): Promise<void> {
     callbackUrl: submission.callbackUrl,
     expectedEvidence: submission.expectedEvidence,
     timeouts: submission.timeouts,
+    ...(traceparent === undefined ? {} : { traceparent }),
     createdAt: at,
     invocation: env.requestId,
     leaseUntil: env.leaseUntil,
@@ -341,6 +344,7 @@ class Invocation {
       runId: item.runId,
       origin: item.origin,
       expectedEvidence: item.expectedEvidence,
+      traceparent: item.traceparent,
       signal: this.abort.signal,
       heartbeat: () => (this.settled ? 'stopped' : this.heartbeat.request()),
       progress: async (note) => {

@@ -47,6 +47,8 @@ export interface Submission {
   readonly expectedEvidence: readonly string[];
   readonly callbackUrl: string;
   readonly timeouts: Timeouts;
+  /** The dispatch message's W3C trace context (CONTRACT §1 v2): the `traceparent` header over HTTP, a payload field for a Lambda. */
+  readonly traceparent?: string;
 }
 
 /** What a run reports when it ends (CONTRACT §2 `result`; `body` is any JSON ≤ 256 KB, v2 §10). */

@@ -9,6 +9,8 @@ export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok
 
 const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const MAX_EXPECTED = 32;
+/** W3C trace context version 00, as the ledger forwards it: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`. */
+const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 const fail = (problem: string): { readonly ok: false; readonly problem: string } => ({ ok: false, problem });
 
@@ -52,6 +54,18 @@ export function parseSubmission(body: unknown): Parsed<Submission> {
       timeouts: timeoutsOf(timeouts),
     },
   };
+}
+
+/**
+ * The trace context a submission carried, or undefined. A malformed one is ignored, as W3C asks of a
+ * receiver: it never costs the submission.
+ *
+ * @example
+ * traceparentOf('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01') // the same string
+ * traceparentOf('not-a-trace') // undefined
+ */
+export function traceparentOf(value: unknown): string | undefined {
+  return typeof value === 'string' && TRACEPARENT.test(value) ? value : undefined;
 }
 
 /** The clocks the kit can use; anything that is not a whole number of seconds >= 1 is left out. */

@@ -22,7 +22,7 @@ import {
   type RunView,
   type Submission,
 } from './model.js';
-import { isPlainObject, parseDecision, parseSubmission } from './parse.js';
+import { isPlainObject, parseDecision, parseSubmission, traceparentOf } from './parse.js';
 import { refProblem } from './refs.js';
 import { UNFINISHED, type RunStore } from './store.js';
 
@@ -54,6 +54,8 @@ export interface RunContext {
   readonly origin: string;
   /** The refs the origin expects under the attempt's evidence root. */
   readonly expectedEvidence: readonly string[];
+  /** The dispatch message's W3C trace context (CONTRACT §1 v2), to continue the origin's trace; undefined when it carried none (or a malformed one). */
+  readonly traceparent?: string | undefined;
   /** Aborted when the ledger cancels the run (a cancel, a forced redispatch, a `cancel` decision) or the worker closes. */
   readonly signal: AbortSignal;
   /** A sign of life; at most one is sent per fifth of the stall window, the rest folded into one trailing heartbeat. Never blocks. */
@@ -153,15 +155,19 @@ export class RunEngine {
 
   // --- The protocol -------------------------------------------------------------------------------------
 
-  /** `POST /runs`: the same Idempotency-Key always answers with the same run, in this process or after a restart. */
-  async submit(idempotencyKey: string | undefined, body: unknown): Promise<SubmitOutcome> {
+  /**
+   * `POST /runs`: the same Idempotency-Key always answers with the same run, in this process or after a
+   * restart. `traceparent` is the request's header of that name (the ledger sends it there, not in the body).
+   */
+  async submit(idempotencyKey: string | undefined, body: unknown, traceparent?: string): Promise<SubmitOutcome> {
     if (this.#closing) return refused(503, 'worker_closing', 'the worker is closing; retry');
     if (idempotencyKey === undefined || idempotencyKey === '') {
       return refused(400, 'missing_idempotency_key', 'the Idempotency-Key header ({dispatchId}:{attempt}) is required');
     }
     const parsed = parseSubmission(body);
     if (!parsed.ok) return refused(400, 'invalid_submission', parsed.problem);
-    const submission = parsed.value;
+    const trace = traceparentOf(traceparent);
+    const submission: Submission = trace === undefined ? parsed.value : { ...parsed.value, traceparent: trace };
     const expected = `${submission.dispatchId}:${submission.attempt}`;
     if (idempotencyKey !== expected) return refused(400, 'idempotency_key_mismatch', `Idempotency-Key must be ${expected}`);
     const runId = runIdFor(submission.dispatchId, submission.attempt, sha256);
@@ -456,6 +462,7 @@ export class RunEngine {
       runId: record.runId,
       origin: record.origin,
       expectedEvidence: record.expectedEvidence,
+      traceparent: live.submission.traceparent,
       signal: live.abort.signal,
       heartbeat: () => {
         if (this.#closing || live.settled) return 'stopped';

@@ -185,7 +185,7 @@ async function handle(engine: RunEngine, req: IncomingMessage, res: ServerRespon
     if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
     const body = await readJsonBody(req);
     if (body.kind !== 'json') return sendBodyError(res, body);
-    const outcome = await engine.submit(header(req, 'idempotency-key'), body.value);
+    const outcome = await engine.submit(header(req, 'idempotency-key'), body.value, header(req, 'traceparent'));
     if (outcome.kind === 'refused') return sendError(res, outcome.httpStatus, outcome.code, outcome.message);
     return sendJson(res, outcome.kind === 'created' ? 201 : 200, outcome.run);
   }
