@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import type { Principal } from '../principals/principals.js';
-import type { TargetRegistration } from '../targets/port.js';
+import { MAX_CONCURRENT_RUNS_LIMIT, type TargetRegistration } from '../targets/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, type OriginSettings } from '../ledger/port.js';
 import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 
@@ -33,6 +33,7 @@ const registrySchema = z.object({
       functionArn: z.optional(nonBlank),
       timeoutSeconds: z.optional(z.int().check(z.minimum(1), z.maximum(900))),
       stateTable: z.optional(nonBlank),
+      maxConcurrentRuns: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_CONCURRENT_RUNS_LIMIT))),
     }),
   ),
   origins: z.optional(
@@ -77,14 +78,15 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
   }
   const targets = new Map<string, TargetRegistration>();
   for (const entry of parsed.data.targets) {
+    const limit = entry.maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns: entry.maxConcurrentRuns };
     if (entry.kind === 'lambda') {
       if (!entry.functionArn || !entry.timeoutSeconds) throw new RangeError(`LEDGER_REGISTRY: lambda target ${entry.name} needs functionArn and timeoutSeconds`);
-      targets.set(entry.name, { name: entry.name, kind: 'lambda', functionArn: entry.functionArn, timeoutSeconds: entry.timeoutSeconds, ...(entry.stateTable ? { stateTable: entry.stateTable } : {}) });
+      targets.set(entry.name, { name: entry.name, kind: 'lambda', functionArn: entry.functionArn, timeoutSeconds: entry.timeoutSeconds, ...(entry.stateTable ? { stateTable: entry.stateTable } : {}), ...limit });
       continue;
     }
     const problem = entry.baseUrl === undefined ? 'is missing' : baseUrlProblem(entry.baseUrl, policy);
     if (problem || entry.baseUrl === undefined) throw new RangeError(`LEDGER_REGISTRY: target ${entry.name}: baseUrl ${problem ?? 'is missing'}`);
-    targets.set(entry.name, { name: entry.name, kind: 'http', baseUrl: entry.baseUrl, ...(entry.secretRef ? { secretRef: entry.secretRef } : {}) });
+    targets.set(entry.name, { name: entry.name, kind: 'http', baseUrl: entry.baseUrl, ...(entry.secretRef ? { secretRef: entry.secretRef } : {}), ...limit });
   }
   const origins = new Map<string, OriginSettings>();
   for (const { origin, ...settings } of parsed.data.origins ?? []) {

@@ -34,6 +34,29 @@ describe('parseStaticRegistry (LEDGER_REGISTRY, written by the CDK construct)', 
     expect(() => parseStaticRegistry(JSON.stringify({ principals: [twice, twice], targets: [] }))).toThrow('principal A twice');
   });
 
+  it('carries maxConcurrentRuns (CONTRACT §11) into both kinds of target registration', () => {
+    const registry = parseStaticRegistry(
+      JSON.stringify({
+        principals: [],
+        targets: [
+          { name: 'research-agent', kind: 'http', baseUrl: 'https://agents.example.com', maxConcurrentRuns: 1 },
+          { name: 'summarizer', kind: 'lambda', functionArn: 'arn:aws:lambda:eu-west-1:1:function:summarizer', timeoutSeconds: 60, maxConcurrentRuns: 10_000 },
+        ],
+      }),
+    );
+    expect(registry.targets.get('research-agent')).toEqual({ name: 'research-agent', kind: 'http', baseUrl: 'https://agents.example.com', maxConcurrentRuns: 1 });
+    expect(registry.targets.get('summarizer')).toEqual({ name: 'summarizer', kind: 'lambda', functionArn: 'arn:aws:lambda:eu-west-1:1:function:summarizer', timeoutSeconds: 60, maxConcurrentRuns: 10_000 });
+  });
+
+  it('refuses a maxConcurrentRuns outside 1..10,000 or not an integer, for either kind, naming the field', () => {
+    const http = (maxConcurrentRuns: number) => ({ name: 'a', kind: 'http', baseUrl: 'https://a.example.com', maxConcurrentRuns });
+    const lambda = (maxConcurrentRuns: number) => ({ name: 'l', kind: 'lambda', functionArn: 'arn:aws:lambda:eu-west-1:1:function:l', timeoutSeconds: 60, maxConcurrentRuns });
+    for (const entry of [http(0), http(10_001), http(1.5), lambda(0), lambda(10_001), lambda(-1)]) {
+      expect(() => parseStaticRegistry(JSON.stringify({ principals: [], targets: [entry] }))).toThrow(RangeError);
+      expect(() => parseStaticRegistry(JSON.stringify({ principals: [], targets: [entry] }))).toThrow(/LEDGER_REGISTRY is malformed: targets\.0\.maxConcurrentRuns/);
+    }
+  });
+
   it('reads per-origin result settings (CONTRACT §10), defaults filled in, and refuses out-of-range or repeated ones', () => {
     const registry = parseStaticRegistry(JSON.stringify({ principals: [], targets: [], origins: [{ origin: 'planner', resultTtlHours: 2 }] }));
     expect(registry.origins?.get('planner')).toEqual({ maxDeliveryAttempts: 5, resultTtlHours: 2 });
