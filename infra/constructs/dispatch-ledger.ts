@@ -1,4 +1,4 @@
-import { ArnFormat, Duration, Lazy, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import { ArnFormat, Duration, Lazy, Names, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { Effect, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { EventInvokeConfig, Function as LambdaFunction, type IFunction } from 'aws-cdk-lib/aws-lambda';
@@ -10,6 +10,7 @@ import { Construct } from 'constructs';
 import { INDEX } from '../../shared/adapters/ledger-table.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
+import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
 import { EventPublisher } from './event-publisher.js';
@@ -35,6 +36,28 @@ export interface LedgerTargetProps {
   readonly baseUrl: string;
   /** The value of the auth header the target expects, read (and cached) by the functions. @default none */
   readonly authSecret?: ISecret;
+  /**
+   * At most this many of its runs submitted and not known to be over (CONTRACT §11), 1 to 10,000;
+   * dispatches beyond it wait, admitted by priority and round-robin across origins. @default unlimited
+   */
+  readonly maxConcurrentRuns?: number;
+}
+
+/** Options of `addLambdaTarget`. */
+export interface LedgerLambdaTargetOptions {
+  /** The function's timeout, when it cannot be read from the function (an imported one). @default the function's own */
+  readonly timeout?: Duration;
+  /** At most this many of its runs submitted and not known to be over (CONTRACT §11), 1 to 10,000. @default unlimited */
+  readonly maxConcurrentRuns?: number;
+}
+
+/** A registration's `maxConcurrentRuns`, refused at synth time unless a whole number from 1 to 10,000. */
+function concurrencyLimit(target: string, value: number | undefined): { readonly maxConcurrentRuns?: number } {
+  if (value === undefined) return {};
+  if (Token.isUnresolved(value) || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENT_RUNS_LIMIT) {
+    throw new RangeError(`target "${target}": maxConcurrentRuns must be a whole number from 1 to ${MAX_CONCURRENT_RUNS_LIMIT.toLocaleString('en-US')}, got ${String(value)}`);
+  }
+  return { maxConcurrentRuns: value };
 }
 
 /** An IAM identity for the principal registry: a role of this app, or the unique id of an existing role or user. */
@@ -77,8 +100,9 @@ export const targetSecretPrefix = (stackName: string): string => `dispatch-ledge
  *
  * @example
  * const ledger = new DispatchLedger(stack, 'Ledger', {
- *   targets: [{ name: 'research-agent', baseUrl: 'https://agents.example.com', authSecret }],
+ *   targets: [{ name: 'research-agent', baseUrl: 'https://agents.example.com', authSecret, maxConcurrentRuns: 5 }],
  * });
+ * ledger.addLambdaTarget('summarizer', summarizerFn, { maxConcurrentRuns: 2 }); // at most 2 runs at once
  * ledger.addOrigin(plannerRole, 'planner');            // may send dispatches and read its own
  * ledger.addTargetCaller(agentRole, 'research-agent'); // may post run events and evidence
  * ledger.addOperator(onCallRole);                      // rejections, attention, redrive
@@ -99,8 +123,8 @@ export class DispatchLedger extends Construct {
 
   private readonly principals: Array<{ readonly id: string; readonly principal: Principal }> = [];
   private readonly targets: Array<
-    | { readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string }
-    | { readonly name: string; readonly kind: 'lambda'; readonly functionArn: string; readonly timeoutSeconds: number; readonly stateTable: string }
+    | { readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string; readonly maxConcurrentRuns?: number }
+    | { readonly name: string; readonly kind: 'lambda'; readonly functionArn: string; readonly timeoutSeconds: number; readonly stateTable: string; readonly maxConcurrentRuns?: number }
   > = [];
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
 
@@ -127,22 +151,28 @@ export class DispatchLedger extends Construct {
       TARGET_SECRET_PREFIX: this.targetSecretPrefix,
       LEDGER_REGISTRY: Lazy.string({ produce: () => Stack.of(this).toJsonString({ principals: this.principals, targets: this.targets, origins: this.origins }) }),
     };
-    const fn = (name: LedgerFunctionName, timeout: Duration, environment: Record<string, string>, memorySize = 512) =>
-      new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, { name, timeout, environment, memorySize, logRetention, removalPolicy });
+    const fn = (name: LedgerFunctionName, timeout: Duration, environment: Record<string, string>, memorySize = 512, functionName?: string) =>
+      new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, { name, timeout, environment, memorySize, logRetention, removalPolicy, ...(functionName ? { functionName } : {}) });
+    // A write that frees a slot (the API's, the failures function's) nudges the monitor to admit the next
+    // waiting dispatch at once (CONTRACT §11). They name the monitor before it exists: the monitor depends
+    // on the API through its callback URL, so a reference from the API back to it would be a cycle
+    // CloudFormation refuses. The name is this construct's own (stack name and path, hashed).
+    const monitorName = `${Names.uniqueResourceName(this, { maxLength: 64 - '-monitor'.length, separator: '-' })}-monitor`;
+    const admission = { LEDGER_ADMISSION_FUNCTION: monitorName };
 
     // Timeouts: each target call is bounded by targetTimeout; a batch of 10 runs its records in
     // parallel, so intake needs about one target call plus its writes. The API forwards one call at
     // most. A monitor tick looks several due runs up in turn. The publisher only talks to EventBridge.
     // Retention lists and deletes a few folders per expired record, a batch's records in parallel.
-    const api = fn('api', Duration.seconds(30), { ...common });
+    const api = fn('api', Duration.seconds(30), { ...common, ...admission });
     this.api = new LedgerApi(this, 'Api', { api });
     const callback = { ...common, API_BASE_URL: this.api.url.url };
     const intake = fn('intake', Duration.seconds(30), callback);
-    const monitor = fn('monitor', Duration.minutes(2), callback);
+    const monitor = fn('monitor', Duration.minutes(2), callback, 512, monitorName);
     const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger' }, 256);
     const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
     // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
-    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY }, 256);
+    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, ...admission }, 256);
     this.functions = { intake, api, monitor, publisher, retention, failures };
     this.lambdaFailures = new LambdaFailureIntake(this, 'LambdaFailures', { failures });
 
@@ -158,16 +188,23 @@ export class DispatchLedger extends Construct {
     this.retention = new ObjectRetention(this, 'Retention', { retention, table, evidenceBucket, failureBucket: this.publisher.failureBucket });
 
     // Least privilege: each function gets the item-level actions it uses, on the indexes it reads.
-    // No function may delete items, scan, or change the table; only the API and the monitor query.
-    // Only retention may delete objects (ObjectRetention grants it).
+    // No function may delete items, scan, or change the table; only the API and the monitor query,
+    // and intake the wait index alone. Only retention may delete objects (ObjectRetention grants it).
+    // Flow control (CONTRACT §11): whoever submits reads a limited target's slot counters in one batch
+    // (BatchGetItem), takes a slot only when nobody waits (the wait index) and commits the counter's
+    // update with the dispatch; a failure taken in gives its run's slot back the same way (UpdateItem).
     const tableArn = table.tableArn;
     const indexArn = (index: string) => `${tableArn}/index/${index}`;
-    this.allow(intake, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
-    this.allow(failures, ['dynamodb:GetItem', 'dynamodb:PutItem'], [tableArn]);
-    this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
-    this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due)]);
+    this.allow(intake, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
+    this.allow(intake, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
+    this.allow(failures, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
+    this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
+    this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due), indexArn(INDEX.waiting)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
-    this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed), indexArn(INDEX.inbox)]);
+    this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed), indexArn(INDEX.inbox), indexArn(INDEX.waiting)]);
+    // The nudge: exactly the monitor function (not its versions or aliases), by the ARN its name makes.
+    const monitorArn = Stack.of(this).formatArn({ service: 'lambda', resource: 'function', resourceName: monitorName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    for (const nudger of [api, failures]) this.allow(nudger, ['lambda:InvokeFunction'], [monitorArn]);
     // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence and
     // reads tasks for a redispatch; evidence checks read each file (which needs ListBucket to tell
     // "missing" (404) from "forbidden" (403), or every missing file reads as an unrunnable check) and
@@ -202,10 +239,15 @@ export class DispatchLedger extends Construct {
    * that: invoke to the functions that submit and resume runs, the destination to the worker, the run
    * state to both, and the worker the right to report as the target (function URL, principal registry).
    * Returns the run-state table (the kit's `KIT_RUN_TABLE`).
+   *
+   * @example
+   * const runs = ledger.addLambdaTarget('summarizer', fn, { maxConcurrentRuns: 2 });
+   * fn.addEnvironment('KIT_RUN_TABLE', runs.tableName);
    */
-  addLambdaTarget(name: string, fn: IFunction, options: { readonly timeout?: Duration } = {}): Table {
+  addLambdaTarget(name: string, fn: IFunction, options: LedgerLambdaTargetOptions = {}): Table {
     if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
     if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
+    const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     // The function's own timeout when it can be read: the ledger judges a silent run by it.
     const own = fn instanceof LambdaFunction ? fn.timeout : undefined;
     if (own && options.timeout && own.toSeconds() !== options.timeout.toSeconds()) throw new RangeError(`target "${name}": timeout ${options.timeout.toSeconds()} s differs from the function's own ${own.toSeconds()} s`);
@@ -235,7 +277,7 @@ export class DispatchLedger extends Construct {
     if (!(fn.role instanceof Role)) throw new Error(`target "${name}": the function's role must be a Role of this app (its unique id registers it as the target's caller)`);
     this.register(fn.role, { role: 'target', target: name });
     this.api.allowRole(`${name}WorkerReports`, fn.role.roleArn, this.functions.api);
-    this.targets.push({ name, kind: 'lambda', functionArn: fn.functionArn, timeoutSeconds: timeout.toSeconds(), stateTable: runs.tableName });
+    this.targets.push({ name, kind: 'lambda', functionArn: fn.functionArn, timeoutSeconds: timeout.toSeconds(), stateTable: runs.tableName, ...limit });
     return runs;
   }
 
@@ -245,7 +287,8 @@ export class DispatchLedger extends Construct {
     if (this.targets.some((existing) => existing.name === target.name)) throw new Error(`target "${target.name}" is registered twice`);
     const problem = Token.isUnresolved(target.baseUrl) ? undefined : baseUrlProblem(target.baseUrl, 'public-only');
     if (problem) throw new RangeError(`target "${target.name}": baseUrl ${problem}`);
-    this.targets.push({ name: target.name, kind: 'http', baseUrl: target.baseUrl, ...(target.authSecret ? { secretRef: target.authSecret.secretArn } : {}) });
+    const limit = concurrencyLimit(target.name, target.maxConcurrentRuns);
+    this.targets.push({ name: target.name, kind: 'http', baseUrl: target.baseUrl, ...(target.authSecret ? { secretRef: target.authSecret.secretArn } : {}), ...limit });
     for (const caller of [this.functions.intake, this.functions.api, this.functions.monitor]) target.authSecret?.grantRead(caller.function);
   }
 

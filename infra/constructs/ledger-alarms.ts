@@ -33,6 +33,14 @@ export const CONTRACT_METRICS = [
 ] as const;
 export type ContractMetric = (typeof CONTRACT_METRICS)[number];
 
+/**
+ * The contract's levels (CONTRACT §7, §11): the monitor emits each one every tick for every target with
+ * a `maxConcurrentRuns`, so a period's datapoints are the same level seen again — graphed by their
+ * maximum, never summed.
+ */
+export const FLOW_GAUGES = ['WaitingDispatches', 'SlotsHeldByUnknownRuns'] as const;
+export type FlowGauge = (typeof FLOW_GAUGES)[number];
+
 /** Emitted by the publisher, without dimensions, when events could not be put on the bus. */
 export const PUBLISH_FAILURES_METRIC = 'PublishFailures';
 /** Emitted by the retention function, without dimensions: objects deleted with their expired records. */
@@ -58,6 +66,19 @@ const byTarget = (metric: ContractMetric): IMetric =>
     period: Duration.minutes(5),
     label: metric,
   });
+
+const gaugeByTarget = (metric: FlowGauge): IMetric =>
+  new MathExpression({
+    expression: `SELECT MAX(${metric}) FROM SCHEMA("${METRIC_NAMESPACE}", Target) GROUP BY Target`,
+    usingMetrics: {},
+    period: Duration.minutes(1),
+    label: metric,
+  });
+
+const GAUGE_TITLES: Readonly<Record<FlowGauge, string>> = {
+  WaitingDispatches: 'WaitingDispatches (waiting for a slot, by target)',
+  SlotsHeldByUnknownRuns: 'SlotsHeldByUnknownRuns (slots held by runs whose status is unknown)',
+};
 
 export interface LedgerAlarmsProps {
   /** Where alarms go. @default a new SNS topic (subscribe to it after deploying) */
@@ -152,6 +173,9 @@ export class LedgerAlarms extends Construct {
       new TextWidget({ markdown: '# Dispatch Ledger\nContract metrics by target; a spike in Orphaned, Stalled or Unobservable needs `ledger attention`.', width: 24, height: 2 }),
     );
     this.dashboard.addWidgets(...CONTRACT_METRICS.map((metric) => new GraphWidget({ title: metric, left: [byTarget(metric)], width: 6, height: 6 })));
+    // Flow control (CONTRACT §11): a queue that only grows, or slots held by unknown runs, is a target
+    // to look at: `ledger attention --kind at_capacity`, then `ledger slots release` for a run it lost.
+    this.dashboard.addWidgets(...FLOW_GAUGES.map((metric) => new GraphWidget({ title: GAUGE_TITLES[metric], left: [gaugeByTarget(metric)], width: 12, height: 6 })));
     this.dashboard.addWidgets(
       new GraphWidget({
         title: 'Dispatch queue and DLQ',

@@ -20,6 +20,11 @@ export interface LedgerFunctionProps {
   readonly removalPolicy?: RemovalPolicy;
   /** Node.js 22 or newer. @default Runtime.NODEJS_24_X */
   readonly runtime?: Runtime;
+  /**
+   * The function's physical name, for a function others must name before it exists (a reference to it
+   * would close a dependency cycle). @default a name CloudFormation generates
+   */
+  readonly functionName?: string;
 }
 
 /**
@@ -46,6 +51,7 @@ export class LedgerFunction extends Construct {
     if (major < 22) throw new RangeError(`the ledger functions need Node.js 22 or newer, got ${runtime.name}`);
     this.function = new NodejsFunction(this, 'Function', {
       role,
+      ...(props.functionName === undefined ? {} : { functionName: props.functionName }),
       entry: typeof props.name === 'string' ? handlerEntry(props.name) : props.name.entry,
       handler: 'handler',
       runtime,

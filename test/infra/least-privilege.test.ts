@@ -35,8 +35,19 @@ const LOGS = ['logs:CreateLogStream', 'logs:PutLogEvents'];
 const TARGET_SECRETS = ['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'];
 
 describe('least privilege: each function may do exactly what its code does', () => {
-  it("failures: take Lambda's on-failure records, read and write the ledger table's items by key — nothing else", () => {
-    expect(actionsOf('failures')).toEqual([...LOGS, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage', 'dynamodb:GetItem', 'dynamodb:PutItem'].sort());
+  it("failures: take Lambda's on-failure records, read and write the ledger table's items by key, nudge the monitor — nothing else", () => {
+    // UpdateItem: a failure gives its run's slot back, the slot counter's update committed with the state (CONTRACT §11).
+    expect(actionsOf('failures')).toEqual(
+      [...LOGS, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'lambda:InvokeFunction'].sort(),
+    );
+    expect(resourcesFor('failures', 'dynamodb:')).toEqual([JSON.stringify({ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.storage.table), 'Arn'] })]);
+  });
+
+  it('api and failures may invoke exactly the monitor (the admission nudge, CONTRACT §11): not its versions or aliases, and no other function may', () => {
+    const monitor = synth.template.toJSON().Resources[logicalId(synth.stack, synth.stack.ledger.functions.monitor.function)] as { Properties: { FunctionName: string } };
+    const exactly = JSON.stringify({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:lambda:eu-west-1:111122223333:function:${monitor.Properties.FunctionName}`]] });
+    for (const name of ['api', 'failures'] as const) expect(resourcesFor(name, 'lambda:'), name).toEqual([exactly]);
+    for (const name of ['intake', 'monitor', 'publisher', 'retention'] as const) expect(actionsOf(name), name).not.toContain('lambda:InvokeFunction');
   });
 
   it('intake: take messages, write and read items by key, spill and read bodies, read target secrets', () => {
@@ -44,31 +55,38 @@ describe('least privilege: each function may do exactly what its code does', () 
       [
         ...LOGS,
         'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage',
-        'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem',
+        'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query',
         's3:GetObject', 's3:PutObject',
         ...TARGET_SECRETS,
       ].sort(),
     );
+    // A limited target (CONTRACT §11): its slot counters in one batch, and whether others wait first —
+    // the wait index, and nothing else of the table is queried.
+    expect(resourcesFor('intake', 'dynamodb:Query')).toEqual([JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.storage.table), 'Arn'] }, '/index/waiting']] })]);
   });
 
-  it('api: items by key and batch, queries on the origin and feed indexes, evidence uploads and checks, target secrets', () => {
+  it('api: items by key and batch, queries on the origin, feed, inbox and wait indexes, evidence uploads and checks, target secrets, the monitor nudge', () => {
     expect(actionsOf('api')).toEqual(
-      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:ListBucket', 's3:PutObject', ...TARGET_SECRETS].sort(),
+      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 'lambda:InvokeFunction', 's3:GetObject', 's3:ListBucket', 's3:PutObject', ...TARGET_SECRETS].sort(),
     );
     const queried = resourcesFor('api', 'dynamodb:Query').join();
     expect(queried).toContain('/index/byOrigin');
     expect(queried).toContain('/index/feed');
     // The results inbox (CONTRACT §10): claims and the list read the inbox index (regression: it was not granted).
     expect(queried).toContain('/index/inbox');
+    // A redispatch to a limited target and `GET /attention?kind=at_capacity` count who waits (CONTRACT §11).
+    expect(queried).toContain('/index/waiting');
     expect(queried).not.toContain('/index/due');
   });
 
   it('monitor: items by key, the due index, evidence checks (ListBucket so a missing file is a 404, not a 403) and seals (PutObject), target secrets', () => {
     expect(actionsOf('monitor')).toEqual(
-      [...LOGS, 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:ListBucket', 's3:PutObject', ...TARGET_SECRETS].sort(),
+      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:ListBucket', 's3:PutObject', ...TARGET_SECRETS].sort(),
     );
     const queried = resourcesFor('monitor', 'dynamodb:Query').join();
     expect(queried).toContain('/index/due');
+    // Admission (CONTRACT §11): the next waiting dispatch from the wait index, the slot counters in one batch.
+    expect(queried).toContain('/index/waiting');
     expect(queried).not.toContain('/index/byOrigin');
   });
 
@@ -98,7 +116,7 @@ describe('least privilege: each function may do exactly what its code does', () 
   });
 
   it('no function can delete or scan items, change the table, or delete objects — but retention, which may delete objects only', () => {
-    for (const name of ['intake', 'api', 'monitor', 'publisher', 'retention'] as const) {
+    for (const name of ['intake', 'api', 'monitor', 'publisher', 'retention', 'failures'] as const) {
       for (const action of actionsOf(name)) {
         expect(action).not.toMatch(/\*|^dynamodb:(Delete|Scan|BatchWrite|CreateTable|UpdateTable|TransactWrite)|^s3:Delete(?!Object$)|^sqs:(Delete|Purge)Queue|^sqs:SendMessage/);
       }

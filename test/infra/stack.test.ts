@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Match } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
-import { CONTRACT_METRICS } from '../../infra/constructs/ledger-alarms.js';
+import { CONTRACT_METRICS, FLOW_GAUGES } from '../../infra/constructs/ledger-alarms.js';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 
 type Resource = { readonly Type: string; readonly Properties?: Record<string, unknown>; readonly DeletionPolicy?: string };
@@ -84,6 +84,14 @@ describe('DispatchLedger stack: table and buckets', () => {
     expect(indexes.map(({ IndexName, KeySchema, Projection }) => ({ IndexName, KeySchema, Projection: { ProjectionType: Projection.ProjectionType } }))).toEqual(
       LEDGER_TABLE_DEFINITION.globalSecondaryIndexes.map(({ IndexName, KeySchema, Projection }) => ({ IndexName, KeySchema, Projection: { ProjectionType: Projection?.ProjectionType } })),
     );
+    // Flow control (CONTRACT §11): dispatches waiting for a slot, by target partition and admission order.
+    expect(indexes.find((index) => index.IndexName === 'waiting')).toEqual({
+      IndexName: 'waiting',
+      KeySchema: [{ AttributeName: 'waitKey', KeyType: 'HASH' }, { AttributeName: 'waitAt', KeyType: 'RANGE' }],
+      Projection: { ProjectionType: 'KEYS_ONLY' },
+    });
+    const attributes = props(logicalId(stack, stack.ledger.storage.table)).AttributeDefinitions as Array<{ AttributeName: string; AttributeType: string }>;
+    expect(attributes).toEqual(expect.arrayContaining([{ AttributeName: 'waitKey', AttributeType: 'S' }, { AttributeName: 'waitAt', AttributeType: 'S' }]));
   });
 
   it('keeps both buckets private, encrypted and TLS-only; failed batches expire after the retention, evidence never by age', () => {
@@ -266,6 +274,17 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
     const [[, dashboard] = ['', { Type: '' }]] = ofType('AWS::CloudWatch::Dashboard');
     const body = JSON.stringify(dashboard.Properties?.DashboardBody);
     for (const metric of CONTRACT_METRICS) expect(body).toContain(`SUM(${metric})`);
+  });
+
+  it('graphs the flow-control gauges by target at their level (their maximum), never summed (CONTRACT §7, §11)', () => {
+    const [[, dashboard] = ['', { Type: '' }]] = ofType('AWS::CloudWatch::Dashboard');
+    const body = JSON.stringify(dashboard.Properties?.DashboardBody);
+    expect(FLOW_GAUGES).toEqual(['WaitingDispatches', 'SlotsHeldByUnknownRuns']);
+    for (const metric of FLOW_GAUGES) {
+      // The body is JSON inside the template's JSON: the namespace's quotes arrive escaped twice.
+      expect(body).toMatch(new RegExp(`SELECT MAX\\(${metric}\\) FROM SCHEMA\\([\\\\"]+DispatchLedger[\\\\"]+, Target\\) GROUP BY Target`));
+      expect(body).not.toContain(`SUM(${metric})`);
+    }
   });
 });
 
