@@ -34,7 +34,7 @@ export async function sendDispatchBody(info: LocalInfo, body: string): Promise<s
 }
 
 /** Routes only the operator may call (CONTRACT §2): signed as the operator under `--sigv4`. */
-const OPERATOR_ROUTES = /^\/(attention|rejections|counts)(\?|$)/;
+const OPERATOR_ROUTES = /^\/((attention|rejections|counts)|targets\/[^/?]+\/slots\/release)(\?|$)/;
 
 /**
  * One call to the local API as `origin`: the `X-Ledger-Origin` header, or — when the platform runs with
@@ -188,7 +188,8 @@ export async function status(args: string[], print: (line: string) => void): Pro
   return 0;
 }
 
-interface AttentionLine {
+/** A dispatch as `GET /attention` lists it. */
+export interface AttentionLine {
   readonly kind: string;
   readonly dispatchId: string;
   readonly origin: string;
@@ -197,20 +198,59 @@ interface AttentionLine {
   readonly reason: string | null;
 }
 
+/** A target whose every slot is held (CONTRACT §11), as `GET /attention` lists it. */
+export interface AtCapacityLine {
+  readonly kind: 'at_capacity';
+  readonly target: string;
+  readonly limit: number;
+  readonly held: number;
+  readonly heldByUnknownRuns: number;
+  readonly waiting: number;
+  readonly reason?: string;
+}
+
+/** The ledger counts at most this many waiting dispatches for the list (`GET /attention`). */
+const WAITING_SHOWN = 1000;
+
+const isAtCapacity = (item: AttentionLine | AtCapacityLine): item is AtCapacityLine => item.kind === 'at_capacity';
+
+/**
+ * `ledger attention`'s lists for people: targets at capacity first (held/limit, how many of the slots
+ * runs of unknown status hold, how many dispatches wait), then the dispatches. Every cell escaped.
+ */
+export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacityLine>): string {
+  if (items.length === 0) return 'nothing needs attention';
+  const targets = items.filter(isAtCapacity);
+  const dispatches = items.filter((item): item is AttentionLine => !isAtCapacity(item));
+  const parts: string[] = [];
+  if (targets.length > 0) {
+    parts.push(
+      table(
+        ['at capacity', 'slots held', 'held by unknown runs', 'waiting'],
+        targets.map((item) => [item.target, `${item.held}/${item.limit}`, String(item.heldByUnknownRuns), item.waiting >= WAITING_SHOWN ? `${WAITING_SHOWN}+` : String(item.waiting)]),
+      ),
+    );
+    // A run of unknown status keeps its slot (it may still be running): only the target's 404 frees it.
+    for (const item of targets.filter((candidate) => candidate.heldByUnknownRuns > 0)) {
+      parts.push(shown`${item.target}: ${item.heldByUnknownRuns} slot(s) held by runs whose status is unknown; for a run the target no longer knows (see: npx ledger attention --kind unknown): npx ledger slots release --target ${item.target} --run-id RUN --dispatch-id D --reason TEXT`);
+    }
+  }
+  if (dispatches.length > 0) {
+    if (parts.length > 0) parts.push('');
+    parts.push(table(['kind', 'dispatch', 'origin', 'target', 'since', 'why'], dispatches.map((item) => [item.kind, item.dispatchId, item.origin, item.target, item.since, item.reason ?? '—']), 80));
+  }
+  return parts.join('\n');
+}
+
 /** `ledger attention [--kind K]`: work that needs a person, across all origins (operator). */
-export async function attention(args: string[], print: (line: string) => void): Promise<number> {
+export async function attention(args: string[], print: (line: string) => void, info: () => LocalInfo = localInfo): Promise<number> {
   const { values } = parseArgs({ args, options: { kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
   const query = new URLSearchParams({ limit: values.limit, ...(values.kind ? { kind: values.kind } : {}) });
-  const { status: code, body } = await getJson(localInfo(), `/attention?${query.toString()}`, originOf(undefined));
+  const { status: code, body } = await getJson(info(), `/attention?${query.toString()}`, originOf(undefined));
   if (values.json || code !== 200) {
     print(JSON.stringify(body));
     return code === 200 ? 0 : 1;
   }
-  const items = (body as { items: AttentionLine[] }).items;
-  if (items.length === 0) {
-    print('nothing needs attention');
-    return 0;
-  }
-  print(table(['kind', 'dispatch', 'origin', 'target', 'since', 'why'], items.map((item) => [item.kind, item.dispatchId, item.origin, item.target, item.since, item.reason ?? '—']), 80));
+  for (const line of describeAttention((body as { items: Array<AttentionLine | AtCapacityLine> }).items).split('\n')) print(line);
   return 0;
 }

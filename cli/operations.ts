@@ -12,6 +12,7 @@ import { parseStaticRegistry } from '../shared/adapters/static-registry.js';
 import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
 import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
 import type { Principal } from '../shared/principals/principals.js';
+import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { baseUrlProblem } from '../shared/adapters/target-address.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { localInfo } from './dispatch.js';
@@ -110,16 +111,25 @@ export async function stream(args: string[], print: Print): Promise<number> {
   }
 }
 
+/** `--max-concurrent-runs`: a whole number from 1 to 10,000 (CONTRACT §11), or absent (unlimited). */
+export function maxConcurrentRunsOf(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const limit = /^\d{1,6}$/.test(value.trim()) ? Number(value.trim()) : Number.NaN;
+  if (!(limit >= 1 && limit <= MAX_CONCURRENT_RUNS_LIMIT)) throw new UsageError(shown`--max-concurrent-runs must be a whole number from 1 to 10,000, got "${value}"`);
+  return limit;
+}
+
 /**
- * `ledger registry target put --table T --name N --base-url U [--secret-id dispatch-ledger/{stackName}/targets/…]`
+ * `ledger registry target put --table T --name N --base-url U [--secret-id dispatch-ledger/{stackName}/targets/…] [--max-concurrent-runs N]`
  * `ledger registry principal put --table T --id AROA… (--origin O | --target N | --operator)`
  */
 export async function registry(args: string[], print: Print): Promise<number> {
   const [kind, command, ...rest] = args;
   const usage =
-    'usage: ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK_NAME/targets/NAME]\n' +
+    'usage: ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK_NAME/targets/NAME] [--max-concurrent-runs N]\n' +
     '       (the functions read only target secrets under their own stack\'s prefix dispatch-ledger/STACK_NAME/targets/;\n' +
-    '        the base URL must be https, and not a loopback, link-local or metadata address)\n' +
+    '        the base URL must be https, and not a loopback, link-local or metadata address;\n' +
+    '        --max-concurrent-runs: at most N (1 to 10,000) of its runs at once, the rest wait; without it, unlimited)\n' +
     '       ledger registry principal put --table T --id ROLE_OR_USER_ID (--origin O | --target N | --operator)\n' +
     '       ledger registry origin put --table T --origin O [--max-delivery-attempts N] [--result-ttl-hours H]';
   if (command !== 'put' || (kind !== 'target' && kind !== 'principal' && kind !== 'origin')) throw new UsageError(usage);
@@ -136,9 +146,12 @@ export async function registry(args: string[], print: Print): Promise<number> {
       operator: { type: 'boolean', default: false },
       'max-delivery-attempts': { type: 'string' },
       'result-ttl-hours': { type: 'string' },
+      'max-concurrent-runs': { type: 'string' },
     },
   });
   if (!values.table) throw new UsageError(`--table is required (the stack output LedgerTableName)\n${usage}`);
+  if (values['max-concurrent-runs'] !== undefined && kind !== 'target') throw new UsageError(`--max-concurrent-runs is a target's setting\n${usage}`);
+  const maxConcurrentRuns = maxConcurrentRunsOf(values['max-concurrent-runs']);
   if (kind === 'target') {
     // The functions in AWS would refuse it at every call (CONTRACT §8 v2): refuse it here, before writing.
     const problem = values['base-url'] === undefined ? 'is required' : baseUrlProblem(values['base-url'], 'public-only');
@@ -151,8 +164,14 @@ export async function registry(args: string[], print: Print): Promise<number> {
       const { name, 'base-url': baseUrl, 'secret-id': secretRef } = values;
       if (!name || !TARGET_NAME.test(name)) throw new UsageError(`--name must match ${TARGET_NAME}`);
       if (!baseUrl) throw new UsageError('--base-url is required');
-      await table.putTarget({ name, kind: 'http', baseUrl, ...(secretRef ? { secretRef } : {}) });
-      print(shown`target ${name} → ${baseUrl}` + (secretRef ? shown` (auth header from ${secretRef})` : ''));
+      // The limit is written with its slot counters' caps (what the slot write is conditioned on); a
+      // target put again without it is unlimited again.
+      await table.putTarget({ name, kind: 'http', baseUrl, ...(secretRef ? { secretRef } : {}), ...(maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns }) });
+      print(
+        shown`target ${name} → ${baseUrl}` +
+          (secretRef ? shown` (auth header from ${secretRef})` : '') +
+          (maxConcurrentRuns === undefined ? ', no limit on concurrent runs' : shown`, at most ${maxConcurrentRuns} run(s) at once`),
+      );
       return 0;
     }
     if (kind === 'origin') {

@@ -1,0 +1,102 @@
+import { parseArgs } from 'node:util';
+import type { LocalInfo } from '../local/state.js';
+import { localInfo, originOf, postJson } from './dispatch.js';
+import { UsageError } from './operations.js';
+import { shown } from './table.js';
+
+/**
+ * Flow control from the command line (CONTRACT §2 v2, §11): `ledger cancel` (the owning origin) and
+ * `ledger slots release` (the operator). Each prints a line for people — every value escaped, the
+ * target's answer included — or the API body as it came with `--json`; exit 0 only for a 2xx.
+ */
+
+type Print = (line: string) => void;
+
+export const CANCEL_USAGE = 'usage: ledger cancel <dispatchId> --reason R [--origin O] [--json]';
+export const SLOTS_USAGE = 'usage: ledger slots release --target T --run-id R --reason TEXT [--dispatch-id D] [--json]';
+
+/** `POST /dispatches/{id}/cancel`'s 202 body, as much of it as a person reads. */
+interface CancelAnswer {
+  readonly dispatchId?: string;
+  readonly phase?: string;
+  readonly status?: string | null;
+  readonly cancelRequestedAt?: string | null;
+  readonly cancel?: { readonly asks?: number; readonly answer?: string | null; readonly nextAskAt?: string | null } | null;
+  readonly cancelled?: boolean;
+  readonly askedNow?: boolean;
+}
+
+/** `POST /targets/{t}/slots/release`'s 200 body. */
+interface ReleaseAnswer {
+  readonly target?: string;
+  readonly runId?: string;
+  readonly dispatchId?: string;
+  readonly status?: string | null;
+  readonly releasedBy?: string;
+}
+
+/** An API error for people: `409 conflict: the dispatch is already over…`; a body of another shape, as JSON. */
+export function describeFailure(status: number, body: unknown): string {
+  const error = typeof body === 'object' && body !== null ? (body as { error?: { code?: unknown; message?: unknown } }).error : undefined;
+  if (typeof error?.message === 'string') return shown`${status} ${typeof error.code === 'string' ? error.code : 'error'}: ${error.message}`;
+  return shown`${status}: ${JSON.stringify(body)}`;
+}
+
+/** What a cancel came to: cancelled at once (never submitted), confirmed by the target, or asked of it and its answer. */
+export function describeCancel(answer: unknown): string {
+  const body = answer as CancelAnswer;
+  const id = body.dispatchId ?? '?';
+  if (body.phase === 'cancelled') return shown`cancelled at once: ${id} was never submitted, so its target never sees it`;
+  if (body.cancelled) return shown`cancelled: ${id}; the target confirmed it (run ${body.status ?? 'cancelled'})`;
+  const asks = body.cancel?.asks ?? 0;
+  const head = body.askedNow
+    ? shown`cancel asked of the target: ${id} (requested at ${body.cancelRequestedAt ?? '?'})`
+    : shown`cancel already asked: ${id} (requested at ${body.cancelRequestedAt ?? '?'}, asked ${asks} time(s))`;
+  const said = body.cancel?.answer ? shown`; the target's answer: ${body.cancel.answer}` : '; no answer from the target yet';
+  const again = body.cancel?.nextAskAt ? shown`; asked again at ${body.cancel.nextAskAt}` : '';
+  return `${head}${said}${again}\n${shown`the run is cancelled only when the target says so: npx ledger check ${id} --refresh`}`;
+}
+
+/** What a slot release did: whose slot, by whom, and that the run itself stays as unknown as it was. */
+export function describeRelease(answer: unknown): string {
+  const body = answer as ReleaseAnswer;
+  return shown`released: the slot of run ${body.runId ?? '?'} (dispatch ${body.dispatchId ?? '?'}) of target ${body.target ?? '?'}, by ${body.releasedBy ?? '?'}; the run stays ${body.status ?? 'unknown'}`;
+}
+
+function printAnswer(answer: { status: number; body: unknown }, json: boolean, print: Print, human: (body: unknown) => string): number {
+  const ok = answer.status >= 200 && answer.status < 300;
+  const text = json ? JSON.stringify(answer.body) : ok ? human(answer.body) : describeFailure(answer.status, answer.body);
+  for (const line of text.split('\n')) print(line);
+  return ok ? 0 : 1;
+}
+
+/** `ledger cancel <dispatchId> --reason R`: cancels it at once if never submitted, else asks its target (CONTRACT §2 v2). */
+export async function cancel(args: readonly string[], print: Print, info: () => LocalInfo = localInfo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    allowPositionals: true,
+    options: { reason: { type: 'string' }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
+  });
+  const [dispatchId, ...extra] = positionals;
+  if (!dispatchId || extra.length > 0) throw new UsageError(`cancel needs exactly one <dispatchId>\n${CANCEL_USAGE}`);
+  if (!values.reason?.trim()) throw new UsageError(`cancel needs --reason (why, recorded with the cancel)\n${CANCEL_USAGE}`);
+  const answer = await postJson(info(), `/dispatches/${encodeURIComponent(dispatchId)}/cancel`, originOf(values.origin), { reason: values.reason });
+  return printAnswer(answer, values.json, print, describeCancel);
+}
+
+/** `ledger slots release --target T --run-id R --reason TEXT [--dispatch-id D]`: frees the slot of a run its target no longer knows (operator). */
+export async function slots(args: readonly string[], print: Print, info: () => LocalInfo = localInfo): Promise<number> {
+  const [command, ...rest] = args;
+  if (command !== 'release') throw new UsageError(SLOTS_USAGE);
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: { target: { type: 'string' }, 'run-id': { type: 'string' }, reason: { type: 'string' }, 'dispatch-id': { type: 'string' }, json: { type: 'boolean', default: false } },
+  });
+  if (positionals.length > 0) throw new UsageError(`slots release takes no positional arguments\n${SLOTS_USAGE}`);
+  const missing = (['target', 'run-id', 'reason'] as const).filter((flag) => !values[flag]?.trim());
+  if (missing.length > 0) throw new UsageError(`slots release needs ${missing.map((flag) => `--${flag}`).join(', ')}\n${SLOTS_USAGE}`);
+  const { target = '', 'run-id': runId, reason, 'dispatch-id': dispatchId } = values;
+  const answer = await postJson(info(), `/targets/${encodeURIComponent(target)}/slots/release`, originOf(undefined), { runId, reason, ...(dispatchId ? { dispatchId } : {}) });
+  return printAnswer(answer, values.json, print, describeRelease);
+}

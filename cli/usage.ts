@@ -1,0 +1,43 @@
+/** `ledger help`: every command, one line each (and a few continued where a command needs saying more). */
+export const USAGE = `usage:
+  ledger local up [--detach] [--json] [--tick SECONDS] [--sigv4]   start the local platform (foreground unless --detach; --sigv4: IAM auth on the API)
+  ledger local down                                      stop everything "up" started
+  ledger local status [--json]                           is it running, and where
+  ledger send [--target T] [--behavior B] [--expect REF]… [--origin O] [--dispatch-id ID] [--body JSON | --file F]
+  ledger check <dispatchId> [--origin O] [--json]        the dispatch view
+  ledger status [--origin O] [--status S] [--limit N]    an origin's dispatches, newest first
+  ledger receipt <dispatchId> --run R --kind K --state S --verified-by V [--evidence-ref REF] [--receipt-id ID] [--note N] [--json]
+                                                         an operator receipt: artifact_acceptance accepted|rejected,
+                                                         owner_delivery confirmed|failed (confirmed needs --evidence-ref)
+  ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
+  ledger attention [--kind K] [--json]                   what needs a person, across origins: targets at capacity
+                                                         (at_capacity: slots held/limit, held by unknown runs, waiting),
+                                                         then dispatches (unknown, blocked, retrying, cancel_pending, …)
+  ledger rejections [--limit N] [--json]                 unreadable and conflicting messages, newest first
+  ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]
+  ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]
+  ledger cancel <dispatchId> --reason R [--origin O] [--json]
+                                                         never submitted: cancelled at once; submitted: the target is
+                                                         asked (again by the monitor while unreachable), and the run is
+                                                         cancelled on its word; 409 once the dispatch is over
+  ledger slots release --target T --run-id R --reason TEXT [--dispatch-id D] [--json]
+                                                         free the slot of a run its target answers 404 for (operator);
+                                                         the run stays unknown
+  ledger inbox claim [--mode inject|after_turn] [--max N] [--lease-seconds S] [--wait-seconds S] [--result-id ID]… [--origin O] [--json]
+                                                         take the origin's waiting results under a lease (default after_turn)
+  ledger inbox ack|release <resultId> --token T [--reason R]   delivered (owner delivery confirmed) | back to pending
+  ledger inbox renew <resultId> --token T --lease-seconds S    extend the lease
+  ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N]   results by state, oldest first
+  ledger inbox body <resultId>                           the whole body of a result whose claim carried a preview
+  ledger dlq redrive [--dlq-url U --queue-url U [--table T [--registry FILE]]] [--limit N] [--json]
+                                                         move DLQ messages back to the dispatch queue (idempotent);
+                                                         --table: tell an operator's earlier redrive from a sender's claim
+  ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
+  ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK/targets/NAME]
+                            [--max-concurrent-runs N]    at most N (1 to 10,000) runs at once; the rest wait
+  ledger registry principal put --table T --id ID (--origin O | --target N | --operator)
+  ledger registry origin put --table T --origin O [--max-delivery-attempts N] [--result-ttl-hours H]
+                                                         how the results inbox treats an origin (defaults 5, 48)
+(--origin defaults to $LEDGER_ORIGIN, else "planner")
+
+Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
