@@ -8,6 +8,7 @@ import { localClients, type LocalEndpoints } from '../local/clients.js';
 import { startPlatform, type RunningPlatform } from '../local/platform.js';
 import type { InvocationReport } from '../local/runtime/context.js';
 import { isStateItemKey } from '../shared/adapters/ledger-items.js';
+import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { installFaults } from '../shared/faults.js';
@@ -114,6 +115,10 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     const table = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: platform.resources.ledgerTable, retentionSeconds: 90 * 86_400 });
     // Nothing listens on port 9 of the loopback: every submission fails until the budget is spent.
     await table.putTarget({ name: UNREACHABLE_TARGET, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    // The demo agent under a concurrency limit (CONTRACT §11): every submission takes a slot, so a crash
+    // between taking one and submitting is injected too. As high as the dispatches: runs that stay
+    // unknown keep their slots for good, and the census must still drain.
+    await table.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: platform.demoAgent.url, maxConcurrentRuns: Math.min(MAX_CONCURRENT_RUNS_LIMIT, Math.max(1, options.dispatches)) });
 
     const sent: SentMessage[] = [];
     const send = async (batch: readonly PlannedSend[]): Promise<void> => {

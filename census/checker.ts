@@ -1,4 +1,5 @@
 import type { DispatchView } from '../shared/dispatch/view.js';
+import type { Execution } from '../shared/dispatch/state.js';
 import type { DemoAgentStats } from '../local/demo-agent/server.js';
 import type { FaultLogEntry } from './faults.js';
 import type { DispatchPlan, PlannedSend, Workload } from './workload.js';
@@ -451,7 +452,7 @@ function finalOf(view: DispatchView): { settled: boolean; describe: string } {
 }
 
 /** What both a view and a stored state say about where a dispatch stands. */
-export type Standing = Pick<DispatchView, 'phase' | 'blockedReason' | 'execution'> & { readonly evidence: { readonly outcome: string } };
+export type Standing = Pick<DispatchView, 'phase' | 'blockedReason'> & { readonly execution: Execution; readonly evidence: { readonly outcome: string } };
 
 /** Whether a dispatch stands where its plan says it must end. */
 export function matches(plan: DispatchPlan, view: Standing): boolean {

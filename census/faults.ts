@@ -34,6 +34,7 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 export const DEFAULT_RATES = {
   'intake.after_claim': 0.005,
   'submit.after_target_accepted': 0.005,
+  'submit.after_slot_taken': 0.01,
   'intake.before_ack': 0.005,
   'publisher.before_checkpoint': 0.1,
   'monitor.after_lookup': 0.03,

@@ -34,11 +34,13 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
   monitor: LEDGER_TABLE_CLIENTS,
   publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient', 'PutEventsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
   // Decodes the TTL REMOVE records' old images and deletes the expired record's objects.
-  // Lambda's on-failure records of lambda targets: reads and writes the ledger table by key.
+  // Lambda's on-failure records of lambda targets: reads and writes the ledger table by key, and nudges
+  // the monitor (an async invoke) when the failure it records gives a slot back (CONTRACT §11).
   failures: {
     '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException', 'TransactionCanceledException'],
-    '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'TransactWriteCommand'],
+    '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'BatchGetCommand', 'TransactWriteCommand'],
     '@aws-sdk/util-dynamodb': ['unmarshall'],
+    '@aws-sdk/client-lambda': ['LambdaClient', 'InvokeCommand'],
   },
   retention: {
     '@aws-sdk/client-s3': ['S3Client', 'ListObjectsV2Command', 'DeleteObjectsCommand'],

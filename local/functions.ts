@@ -29,7 +29,8 @@ export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
   { name: 'failures', module: fn('failures/handler.ts'), trigger: { kind: 'sqs', queue: 'lambdaFailures', batchSize: 10 } },
   { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule' } },
   { name: 'publisher', module: fn('publisher/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100 } },
-  // Only TTL removals, as the stack's filter passes. DynamoDB Local never deletes by TTL: locally it is never invoked.
+  // Only TTL removals, as the stack's filter passes. DynamoDB Local's sweeper deletes expired items too
+  // (within seconds of expiry, by the real clock), so locally it runs as in AWS.
   { name: 'retention', module: fn('retention/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100, filter: isTtlRemoval } },
 ];
 

@@ -8,7 +8,7 @@ import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-age
 import { LOCAL_REGION, startEngines } from './engines/index.js';
 import { LOCAL_FUNCTIONS, loadHandler } from './functions.js';
 import { createLocalResources, type LocalResources } from './resources.js';
-import type { InvocationReport } from './runtime/context.js';
+import { lambdaContext, type InvocationReport } from './runtime/context.js';
 import { EventLogTail } from './runtime/event-log.js';
 import { startHttpApi, type HttpApiHandler } from './runtime/http-api.js';
 import { startLocalLambda, type LocalLambdaHandler } from './runtime/lambda-invoke.js';
@@ -68,6 +68,10 @@ export interface RunningPlatform {
 
 /** The demo agent's name in the target registry (CONTRACT §8). */
 export const DEMO_AGENT_TARGET = 'demo-agent';
+/** The demo agent registered again with `maxConcurrentRuns: 2` (the demo's flow-control case). */
+export const LIMITED_DEMO_TARGET = 'demo-agent-limited';
+/** The monitor's name in the local Lambda, where writes that free a slot nudge it (`LEDGER_ADMISSION_FUNCTION`). */
+export const ADMISSION_FUNCTION = 'dispatch-ledger-monitor';
 
 /** The origins that get credentials in --sigv4 mode: the CLI's default and the demo's lead agent. */
 export const SIGV4_ORIGINS: readonly string[] = ['planner', 'lead-agent'];
@@ -126,6 +130,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     stoppers.push(() => demoAgent.stop());
     const ledger = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: resources.ledgerTable, retentionSeconds: 90 * 86_400 });
     await ledger.putTarget({ name: DEMO_AGENT_TARGET, kind: 'http', baseUrl: demoAgent.url });
+    // The same agent behind a concurrency limit (CONTRACT §11): what the demo's flow-control case uses.
+    await ledger.putTarget({ name: LIMITED_DEMO_TARGET, kind: 'http', baseUrl: demoAgent.url, maxConcurrentRuns: 2 });
     let credentialsFile: string | undefined;
     if (credentials) {
       for (const credential of allCredentials(credentials)) await ledger.putPrincipal(credential.principalId, credential.principal);
@@ -148,9 +154,22 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       },
     };
     const lambdaTargets = [exampleWorker, ...(options.lambdaTargets ?? [])];
+    // The monitor is invoked asynchronously too, as in AWS: a write that frees a slot nudges it to admit
+    // the next waiting dispatch at once (CONTRACT §11). Bound once the handlers are loaded.
+    let monitorHandler: ScheduledHandler | undefined;
+    const monitorFunction = {
+      name: ADMISSION_FUNCTION,
+      timeoutMs: 120_000,
+      noDestination: true,
+      handler: async (event: unknown) => {
+        if (!monitorHandler) throw new Error('the monitor handler is not loaded yet');
+        // The admit event is not a ScheduledEvent: the handler tells them apart (isAdmitEvent).
+        return monitorHandler(event as Parameters<ScheduledHandler>[0], lambdaContext(ADMISSION_FUNCTION, 120_000, LOCAL_REGION));
+      },
+    };
     const localLambda = await startLocalLambda({
       region: LOCAL_REGION,
-      functions: lambdaTargets.map(({ name, handler, timeoutSeconds }) => ({ name, handler, timeoutMs: timeoutSeconds * 1000 })),
+      functions: [...lambdaTargets.map(({ name, handler, timeoutSeconds }) => ({ name, handler, timeoutMs: timeoutSeconds * 1000 })), monitorFunction],
       onFailure: async (record) => {
         await clients.sqs.send(new SendMessageCommand({ QueueUrl: resources.lambdaFailuresQueue.url, MessageBody: JSON.stringify(record) }));
       },
@@ -211,6 +230,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         MONITOR_PERIOD_SECONDS: String(options.tickSeconds),
         // Lambda targets are invoked in the local Lambda; the example worker keeps its runs here.
         AWS_ENDPOINT_URL_LAMBDA: localLambda.url,
+        LEDGER_ADMISSION_FUNCTION: ADMISSION_FUNCTION,
         KIT_RUN_TABLE: resources.exampleWorkerRuns,
       },
       options.environment ?? {},
@@ -242,9 +262,12 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
           // Only the API: intake still takes any origin (fauxqs's SenderId names no registered principal).
           apiHandler = await withEnvironment(credentials ? { PRINCIPAL_MODE: 'enforce', LOCAL_TARGETS_ON_LOOPBACK: 'true' } : {}, () => loadHandler<HttpApiHandler>(fn));
           break;
-        case 'schedule':
-          scheduled.push({ functionName: fn.name, handler: await loadHandler<ScheduledHandler>(fn) });
+        case 'schedule': {
+          const handler = await loadHandler<ScheduledHandler>(fn);
+          monitorHandler = handler;
+          scheduled.push({ functionName: fn.name, handler });
           break;
+        }
         case 'stream': {
           const source = new StreamEventSource({
             functionName: fn.name,

@@ -13,6 +13,8 @@ export const CRASH_POINTS = [
   'intake.after_claim',
   // The target accepted the submission; the ledger has not recorded it.
   'submit.after_target_accepted',
+  // A slot of the target's limit is taken (with the claim); nothing submitted yet (CONTRACT §11).
+  'submit.after_slot_taken',
   // The ledger recorded the message's effect; SQS has not been told (the message is redelivered).
   'intake.before_ack',
   // The events are on the bus; the stream batch is not checkpointed (it is delivered again).

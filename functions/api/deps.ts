@@ -4,6 +4,7 @@ import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import type { ApiDeps } from '../../shared/api/routes.js';
+import { nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
 
 /** Composition root of the API function. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'api' } });
@@ -12,8 +13,11 @@ export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKey
 const config = readLedgerConfig({ requireApiBaseUrl: false });
 const adapters = buildLedgerAdapters(config);
 
+// A write that frees a slot nudges the monitor to admit the next waiting dispatch at once (CONTRACT §11).
+const store = adapters.admissionNudge ? nudgingAdmission(adapters.table, adapters.admissionNudge, (error) => logger.warn('admission nudge failed; the next tick admits', { error })) : adapters.table;
+
 export const apiDeps: ApiDeps = {
-  store: adapters.table,
+  store,
   feeds: new LedgerFeedsTable(adapters.documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds }),
   blobs: adapters.blobs,
   targetFor: adapters.targetFor,

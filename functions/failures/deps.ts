@@ -3,6 +3,8 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LambdaClient } from '@aws-sdk/client-lambda';
+import { lambdaAdmissionNudge, nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import type { LambdaFailureDeps } from '../../shared/usecases/lambda-failure.js';
 
@@ -17,4 +19,10 @@ const table = new LedgerTable(DynamoDBDocumentClient.from(new DynamoDBClient({})
   registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), principalMode === 'open' ? 'allow-loopback' : 'public-only'),
 });
 
-export const failureDeps: LambdaFailureDeps = { store: table, principals: table, principalMode, now: () => new Date() };
+// A failure recorded frees its run's slot: the monitor is nudged to admit the next waiting dispatch (CONTRACT §11).
+const admissionFunction = getStringFromEnv({ key: 'LEDGER_ADMISSION_FUNCTION', defaultValue: '' });
+const store = admissionFunction
+  ? nudgingAdmission(table, lambdaAdmissionNudge(new LambdaClient({}), admissionFunction), (error) => logger.warn('admission nudge failed; the next tick admits', { error }))
+  : table;
+
+export const failureDeps: LambdaFailureDeps = { store, principals: table, principalMode, now: () => new Date() };

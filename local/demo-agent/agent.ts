@@ -117,6 +117,8 @@ export class DemoAgentEngine {
   /** The last `traceparent` header each `{dispatchId}:{attempt}` was submitted with, as received. */
   readonly #traceparents = new Map<string, string>();
   /** Runs not in a terminal status; kept as a counter because census runs hold thousands of runs. */
+  /** `POST /runs/{runId}/cancel` requests received per run (a cancel asked twice must reach it once). */
+  readonly #cancels = new Map<string, number>();
   #open = 0;
   #maxOpen = 0;
   readonly #targetName: string;
@@ -269,6 +271,7 @@ export class DemoAgentEngine {
   cancel(runId: string): CancelOutcome {
     const run = this.#visibleRun(runId);
     if (!run) return runNotFound(runId);
+    this.#cancels.set(runId, (this.#cancels.get(runId) ?? 0) + 1);
     if (!isTerminal(run.status)) this.#cancel(run);
     return { kind: 'cancelled', run: { runId: run.runId, status: run.status } };
   }
@@ -283,6 +286,7 @@ export class DemoAgentEngine {
       maxOpen: { [this.#targetName]: this.#maxOpen },
       // Absent until a submission carries one, so the stats of a run without tracing read as before.
       ...(this.#traceparents.size > 0 && { traceparents: Object.fromEntries(this.#traceparents) }),
+      ...(this.#cancels.size > 0 && { cancels: Object.fromEntries(this.#cancels) }),
     };
   }
 

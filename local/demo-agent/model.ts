@@ -198,6 +198,8 @@ export interface DemoAgentStats {
   readonly open: number;
   /** The highest `open` seen since start, keyed by the name the agent is registered under. */
   readonly maxOpen: Record<string, number>;
+  /** `POST /runs/{runId}/cancel` requests per run id, for the runs that got one; absent until one did. */
+  readonly cancels?: Record<string, number>;
   /**
    * The `traceparent` header (CONTRACT §1 v2) of the last POST /runs per `"{dispatchId}:{attempt}"`, for
    * the submissions that carried one; absent until one did.

@@ -17,6 +17,8 @@ export interface LocalLambdaFunction {
   readonly handler: LocalLambdaHandler;
   /** The function's timeout: an invocation still running after it counts as failed (`Task timed out`). */
   readonly timeoutMs: number;
+  /** Without an on-failure destination (the ledger's own monitor, nudged to admit): a failed event is only logged, as Lambda drops it. */
+  readonly noDestination?: boolean;
 }
 
 /** What Lambda puts on an on-failure destination (the fields the ledger reads, as Lambda names them). */
@@ -93,6 +95,10 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
     if (closed) return;
     count.failed += 1;
     const error = last instanceof Error ? last : new Error(String(last));
+    if (fn.noDestination) {
+      options.onError?.(error);
+      return;
+    }
     await options.onFailure({
       version: '1.0',
       timestamp: new Date().toISOString(),

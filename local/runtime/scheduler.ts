@@ -41,8 +41,15 @@ export class Scheduler {
     await Promise.allSettled([...this.inFlight]);
   }
 
+  #ticks = 0;
+  /** Ticks started so far (a test counts them: what happened without one). */
+  get ticks(): number {
+    return this.#ticks;
+  }
+
   /** One tick now: invokes every scheduled function once and waits for them. */
   async tick(now = new Date()): Promise<void> {
+    this.#ticks += 1;
     const runs = this.functions.map((fn) => this.invoke(fn, now));
     await Promise.all(runs);
   }

@@ -41,6 +41,8 @@ export interface LedgerConfig {
   readonly targetSecretPrefix: string;
   /** Partitions of each origin's results inbox (`INBOX_SHARDS`, default 1; CONTRACT §10). */
   readonly inboxShards: number;
+  /** The monitor function a write that freed a slot nudges (`LEDGER_ADMISSION_FUNCTION`; CONTRACT §11); empty: the tick admits. */
+  readonly admissionFunction: string;
 }
 
 export interface ReadConfigOptions {
@@ -80,6 +82,7 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
     targetAddressPolicy,
     targetSecretPrefix: getStringFromEnv({ key: 'TARGET_SECRET_PREFIX', defaultValue: '' }),
+    admissionFunction: getStringFromEnv({ key: 'LEDGER_ADMISSION_FUNCTION', defaultValue: '' }),
     inboxShards: Math.min(32, Math.max(1, Math.floor(getNumberFromEnv({ key: 'INBOX_SHARDS', defaultValue: 1 })))),
   };
 }

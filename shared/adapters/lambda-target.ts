@@ -141,7 +141,7 @@ export function lambdaTarget(registration: LambdaTargetRegistration, deps: Lambd
 
     async cancel() {
       // Cancels and supersedes reach a Lambda run through its control record, polled with its heartbeats.
-      return { kind: 'unavailable', reason: 'a lambda run is told through its control record' };
+      return { kind: 'requested', how: 'the run is told through its control record, polled with its heartbeats' };
     },
   };
 }

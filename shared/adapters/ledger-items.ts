@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import { DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
+import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
+import { waitSortKey, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type PastAttempt, type Rejection } from '../ledger/port.js';
@@ -28,6 +29,8 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
+ * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin: one of a target's concurrency counters) |
+ * | limited targets    | LIMITED           | TARGETS     | —  (the names of targets that have or had a limit: the monitor admits for them) |
  *
  * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys so no partition is hot; sorted by due
  *   time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the size
@@ -38,6 +41,10 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   `inbox#{origin}#{i|a}#{shard}` (inject or after_turn) by when it became ready. A claim reads the origin's shards oldest first and
  *   takes results by conditional state writes; the entry is written once when the result is made and
  *   removed when it is delivered or dropped (a claim or release changes no index attribute).
+ * - `waiting`: sparse, KEYS_ONLY: a dispatch waiting for a slot of its target (CONTRACT §11), under
+ *   `W#{target}#{shard}` (WAIT_SHARDS keys by dispatch id), sorted by `{9 - priority}#{origin}#{createdAt}#…`:
+ *   the highest priority first, the next origin after the last admitted one a query away, oldest first
+ *   within an origin. Written when it starts waiting, removed when it is admitted or cancelled.
  * - `feed`: rejections by month and the attention lists by kind, newest first (attention: by when the
  *   problem began).
  * - TTL (`expiresAt`) on every dispatch record: the retention after the dispatch is final (state), after
@@ -46,7 +53,9 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  */
 
 export const DUE_SHARDS = 16;
-export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox' } as const;
+export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox', waiting: 'waiting' } as const;
+/** Partitions of one target's wait index (by dispatch id): a backlog's writes spread over them. */
+export const WAIT_SHARDS = 4;
 export const TTL_ATTRIBUTE = 'expiresAt';
 
 const DISPATCH = 'D#';
@@ -72,6 +81,8 @@ export const KEY = {
   lambdaFailure: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LFAIL#${pad(attempt, 6)}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
+  slotShard: (target: string, shard: number) => ({ pk: `SLOT#${target}#${pad(shard, 2)}`, sk: 'SLOTS' }),
+  limitedTargets: () => ({ pk: 'LIMITED', sk: 'TARGETS' }),
 } as const;
 
 /** The item-collection queries: a dispatch's partition and the sort-key prefix of one kind of item. */
@@ -104,6 +115,18 @@ export function inboxKeyOf(origin: string, dispatchId: string, shards: number, k
   const shard = createHash('sha256').update(dispatchId).digest().readUInt8(1) % shards;
   return `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`;
 }
+/** The wait index partitions of a target, and the one a dispatch waits in. */
+export const waitKeysOf = (target: string): string[] => Array.from({ length: WAIT_SHARDS }, (_, shard) => `W#${target}#${pad(shard, 2)}`);
+export function waitKeyOf(target: string, dispatchId: string): string {
+  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(2) % WAIT_SHARDS;
+  return `W#${target}#${pad(shard, 2)}`;
+}
+/** A wait index entry's dispatch, origin, priority and age, read back from its keys (KEYS_ONLY). */
+export function waitingEntryOf(pk: string, waitAt: string): WaitingEntry | undefined {
+  const match = /^(\d)#([a-z0-9-]{1,64})#([^#]+)#[^#]+$/.exec(waitAt);
+  if (!match || !pk.startsWith(DISPATCH)) return undefined;
+  return { dispatchId: dispatchIdOfKey(pk), priority: 9 - Number(match[1]), origin: match[2] as string, createdAt: match[3] as string };
+}
 export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${pad(shard, 2)}`);
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
@@ -125,7 +148,7 @@ export const LEDGER_TABLE_DEFINITION: {
   readonly globalSecondaryIndexes: GlobalSecondaryIndex[];
   readonly ttlAttribute: string;
 } = {
-  attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt', 'inboxKey', 'inboxAt'].map((name) => ({
+  attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt', 'inboxKey', 'inboxAt', 'waitKey', 'waitAt'].map((name) => ({
     AttributeName: name,
     AttributeType: 'S',
   })),
@@ -142,6 +165,7 @@ export const LEDGER_TABLE_DEFINITION: {
       KeySchema: [{ AttributeName: 'inboxKey', KeyType: 'HASH' }, { AttributeName: 'inboxAt', KeyType: 'RANGE' }],
       Projection: { ProjectionType: 'KEYS_ONLY' },
     },
+    { IndexName: INDEX.waiting, KeySchema: [{ AttributeName: 'waitKey', KeyType: 'HASH' }, { AttributeName: 'waitAt', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
   ],
   ttlAttribute: TTL_ATTRIBUTE,
 };
@@ -232,9 +256,14 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
     item.inboxKey = inboxKeyOf(state.origin, dispatchId, inboxShards, state.resultDelivery ?? 'after_turn');
     item.inboxAt = `${result.readyAt}#${idHash(dispatchId)}`;
   }
+  // Waiting for a slot of its target, in priority order (CONTRACT §11).
+  if (state.phase === 'accepted' && state.waitingFor === 'capacity') {
+    item.waitKey = waitKeyOf(state.target, dispatchId);
+    item.waitAt = waitSortKey(state.priority ?? DEFAULT_PRIORITY, origin, state.createdAt, idHash(dispatchId));
+  }
   // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
   const settled = state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending';
-  if (state.phase === 'blocked' || settled) item[TTL_ATTRIBUTE] = expiryOf(state.updatedAt, retentionSeconds);
+  if (state.phase === 'blocked' || state.phase === 'cancelled' || settled) item[TTL_ATTRIBUTE] = expiryOf(state.updatedAt, retentionSeconds);
   return item;
 }
 
@@ -277,7 +306,11 @@ const STATE_FIELDS: Readonly<Record<string, Check>> = {
   createdAt: optional(isString),
   createdKey: isString,
   updatedAt: isString,
-  phase: (value) => value === 'accepted' || value === 'submitted' || value === 'blocked',
+  phase: (value) => value === 'accepted' || value === 'submitted' || value === 'blocked' || value === 'cancelled',
+  priority: optional(isNumber),
+  slot: optional(isObject),
+  'slot.shard': optional(isNumber),
+  cancel: optional(isObject),
   attempt: isNumber,
   version: isNumber,
   hop: isNumber,
@@ -303,7 +336,7 @@ function legacyBlockedCode(reason: string | null | undefined): BlockedCode | nul
 }
 
 export function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
+  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
   const stored = rest as Partial<DispatchState>;
   const dispatchId = dispatchIdOfKey(String(pk));
   const attempt = stored.attempt as number;
@@ -466,10 +499,10 @@ export function markOf(item: Item): EvidenceMark {
 
 export function targetOf(item: Item): TargetRegistration {
   if (item.kind === 'lambda') {
-    const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString) });
+    const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString), maxConcurrentRuns: optional(isNumber) });
     return rest as unknown as TargetRegistration;
   }
-  const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, kind: (value) => value === 'http', baseUrl: isString, secretRef: optional(isString) });
+  const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, kind: (value) => value === 'http', baseUrl: isString, secretRef: optional(isString), maxConcurrentRuns: optional(isNumber) });
   return rest as unknown as TargetRegistration;
 }
 
@@ -514,4 +547,11 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
     throw error;
   }
   return { kind: 'other' };
+}
+
+/** A slot shard as stored (an absent counter reads as 0; a shard never written has cap 0). */
+export function slotShardOf(shard: number, item: Item | undefined): SlotShard {
+  if (!item) return { shard, cap: 0, held: 0, unknownHeld: 0, lastOrigin: null };
+  const { cap, held, unknownHeld, lastOrigin } = checked(item, { cap: optional(isNumber), held: optional(isNumber), unknownHeld: optional(isNumber), lastOrigin: optional(isString) });
+  return { shard, cap: typeof cap === 'number' ? cap : 0, held: typeof held === 'number' ? held : 0, unknownHeld: typeof unknownHeld === 'number' ? unknownHeld : 0, lastOrigin: typeof lastOrigin === 'string' ? lastOrigin : null };
 }

@@ -1,6 +1,7 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
+  BatchGetCommand,
   GetCommand,
   PutCommand,
   QueryCommand,
@@ -13,6 +14,7 @@ import {
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
+import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
@@ -40,7 +42,10 @@ import {
   pastAttemptItem,
   pastAttemptOf,
   rejectionOf,
+  slotShardOf,
   stateItem,
+  waitingEntryOf,
+  waitKeysOf,
   stateOf,
   TTL_ATTRIBUTE,
   withoutNulls,
@@ -50,6 +55,55 @@ import {
 export { CorruptItemError, decodeItem, DUE_SHARDS, dueShardOf, INDEX, LEDGER_TABLE_DEFINITION, TTL_ATTRIBUTE, type DecodedItem } from './ledger-items.js';
 
 /** Access patterns of the ledger table; key shapes and item codecs live in `ledger-items.ts`. */
+
+type TransactItem = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>[number];
+
+const isUnknown = (state: DispatchState): boolean => state.execution.status === 'unknown';
+
+/**
+ * The slot counter updates a state write implies (CONTRACT §11), derived from the two versions — never
+ * asked for by a caller: a slot taken (conditioned on the shard's own cap: a cached registration can
+ * never let a run past it), given back, or its holder lost or regained sight of (the count of slots
+ * unknown runs hold). Written in the same transaction as the state: both or neither, so no slot leaks.
+ */
+export function slotUpdates(tableName: string, from: DispatchState, next: DispatchState): { readonly items: TransactItem[]; readonly takes: boolean } {
+  const taken = next.slot && !from.slot ? next.slot : undefined;
+  const freed = from.slot && !next.slot ? from.slot : undefined;
+  if (taken) {
+    return {
+      takes: true,
+      items: [{
+        Update: {
+          TableName: tableName,
+          Key: KEY.slotShard(next.target, taken.shard),
+          UpdateExpression: 'SET lastOrigin = :origin ADD held :one',
+          ConditionExpression: 'held < cap',
+          ExpressionAttributeValues: { ':origin': next.origin, ':one': 1 },
+        },
+      }],
+    };
+  }
+  if (freed) {
+    return {
+      takes: false,
+      items: [{
+        Update: {
+          TableName: tableName,
+          Key: KEY.slotShard(from.target, freed.shard),
+          UpdateExpression: isUnknown(from) ? 'ADD held :minus, unknownHeld :minus' : 'ADD held :minus',
+          ExpressionAttributeValues: { ':minus': -1 },
+        },
+      }],
+    };
+  }
+  if (from.slot && next.slot && isUnknown(from) !== isUnknown(next)) {
+    return {
+      takes: false,
+      items: [{ Update: { TableName: tableName, Key: KEY.slotShard(next.target, next.slot.shard), UpdateExpression: 'ADD unknownHeld :delta', ExpressionAttributeValues: { ':delta': isUnknown(next) ? 1 : -1 } } }],
+    };
+  }
+  return { takes: false, items: [] };
+}
 
 const unmarshallItem = (item: NonNullable<ConditionalCheckFailedException['Item']>): Item => unmarshall(item);
 
@@ -185,7 +239,8 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 
   async commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome> {
     const put = statePut(this.table, from, next, this.options.retentionSeconds, this.options.inboxShards);
-    if (ended) return this.commitWithEnded(put, ended);
+    const slots = slotUpdates(this.table, from, next);
+    if (ended || slots.items.length > 0) return this.commitInTransaction(put, ended, slots);
     try {
       await this.db.send(new PutCommand(put));
       return { kind: 'committed' };
@@ -196,23 +251,35 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  /** The state write and the ended attempt's record in one transaction (2 × the write units: only on a redispatch). */
-  private async commitWithEnded(put: PutCommandInput, ended: PastAttempt): Promise<CommitOutcome> {
-    try {
-      await this.db.send(
-        new TransactWriteCommand({
-          TransactItems: [
-            { Put: { TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues } },
-            { Put: { TableName: this.table, Item: pastAttemptItem(ended, this.options.retentionSeconds) } },
-          ],
-        }),
-      );
-      return { kind: 'committed' };
-    } catch (error) {
-      // The state's condition failed, or another write to it was under way: a lost race either way.
-      const reason = error instanceof TransactionCanceledException ? error.CancellationReasons?.[0]?.Code : undefined;
-      if (reason === 'ConditionalCheckFailed' || reason === 'TransactionConflict') return { kind: 'conflict' };
-      throw error;
+  /**
+   * The state write with what must commit with it, in one transaction (2 × the write units: only on a
+   * redispatch, which keeps the ended attempt's record, and on a slot taken or given back).
+   */
+  private async commitInTransaction(put: PutCommandInput, ended: PastAttempt | undefined, slots: ReturnType<typeof slotUpdates>): Promise<CommitOutcome> {
+    const items: TransactItem[] = [
+      { Put: { TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues } },
+      ...(ended ? [{ Put: { TableName: this.table, Item: pastAttemptItem(ended, this.options.retentionSeconds) } }] : []),
+      ...slots.items,
+    ];
+    const slotIndex = items.length - slots.items.length;
+    // Two admissions racing for one shard collide as a TransactionConflict on the counter: tried again.
+    for (let round = 0; ; round += 1) {
+      try {
+        await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+        return { kind: 'committed' };
+      } catch (error) {
+        const reasons = error instanceof TransactionCanceledException ? (error.CancellationReasons ?? []).map((reason) => reason.Code) : undefined;
+        if (!reasons) {
+          if (isTransactionConflict(error)) return { kind: 'conflict' };
+          throw error;
+        }
+        // The state's condition failed, or another write to it was under way: a lost race either way.
+        if (reasons[0] === 'ConditionalCheckFailed' || reasons[0] === 'TransactionConflict') return { kind: 'conflict' };
+        if (slots.takes && reasons[slotIndex] === 'ConditionalCheckFailed') return { kind: 'slot_full' };
+        if (reasons.slice(slotIndex).includes('TransactionConflict') && round < 3) continue;
+        if (reasons.includes('TransactionConflict')) return slots.takes ? { kind: 'slot_full' } : { kind: 'conflict' };
+        throw error;
+      }
     }
   }
 
@@ -386,6 +453,117 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 
   async putTarget(target: TargetRegistration): Promise<void> {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } }));
+    // The limit lives in the slot counters' own caps (what the slot write is conditioned on).
+    if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
+  }
+
+  /** Targets that have or had a limit, each with how many slot shards it has had at most. */
+  private async limitedShardCounts(): Promise<Map<string, number>> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.limitedTargets(), ConsistentRead: true }));
+    const counts = new Map<string, number>();
+    for (const [name, value] of Object.entries(Item ?? {})) {
+      if (name.startsWith('shards:') && typeof value === 'number') counts.set(name.slice('shards:'.length), value);
+    }
+    for (const target of this.options.registry?.targets.values() ?? []) {
+      if (target.maxConcurrentRuns !== undefined) counts.set(target.name, Math.max(counts.get(target.name) ?? 0, slotShardCaps(target.maxConcurrentRuns).length));
+    }
+    return counts;
+  }
+
+  async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
+    const caps = limit === undefined ? [] : slotShardCaps(limit);
+    const count = Math.max(caps.length, (await this.limitedShardCounts()).get(target) ?? 0);
+    await Promise.all(
+      Array.from({ length: count }, (_, shard) =>
+        this.db.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: KEY.slotShard(target, shard),
+            UpdateExpression: 'SET cap = :cap, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
+            ExpressionAttributeValues: { ':cap': caps[shard] ?? 0, ':zero': 0 },
+          }),
+        ),
+      ),
+    );
+    await this.db.send(
+      new UpdateCommand({
+        TableName: this.table,
+        Key: KEY.limitedTargets(),
+        UpdateExpression: 'SET #count = :count',
+        ExpressionAttributeNames: { '#count': `shards:${target}` },
+        ExpressionAttributeValues: { ':count': count },
+      }),
+    );
+  }
+
+  async limitedTargets(): Promise<string[]> {
+    return [...(await this.limitedShardCounts()).keys()].sort();
+  }
+
+  async slotShards(target: string): Promise<SlotShard[]> {
+    const count = (await this.limitedShardCounts()).get(target) ?? 0;
+    if (count === 0) return [];
+    const keys = Array.from({ length: count }, (_, shard) => KEY.slotShard(target, shard));
+    const found = new Map<string, Item>();
+    let pending: Record<string, unknown>[] = keys;
+    for (let round = 0; pending.length > 0 && round < 5; round += 1) {
+      const page = await this.db.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: pending, ConsistentRead: true } } }));
+      for (const item of page.Responses?.[this.table] ?? []) found.set(String(item.pk), item);
+      pending = (page.UnprocessedKeys?.[this.table]?.Keys ?? []) as Record<string, unknown>[];
+    }
+    if (pending.length > 0) throw new Error(`slot shards of ${target} could not all be read`);
+    return keys.map((key, shard) => slotShardOf(shard, found.get(key.pk)));
+  }
+
+  /** Up to `limit` wait index entries of one partition in a key range, in order, without those in `exclude`. */
+  private async waitPage(key: string, range: { readonly from?: string; readonly to?: string; readonly prefix?: string }, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
+    const values: Record<string, string> = { ':key': key };
+    let condition = 'waitKey = :key';
+    if (range.prefix !== undefined) {
+      condition += ' AND begins_with(waitAt, :prefix)';
+      values[':prefix'] = range.prefix;
+    } else if (range.from !== undefined && range.to !== undefined) {
+      condition += ' AND waitAt BETWEEN :from AND :to';
+      values[':from'] = range.from;
+      values[':to'] = range.to;
+    }
+    const page = await this.db.send(new QueryCommand({ TableName: this.table, IndexName: INDEX.waiting, KeyConditionExpression: condition, ExpressionAttributeValues: values, Limit: exclude.size + 1 }));
+    for (const item of page.Items ?? []) {
+      const entry = waitingEntryOf(String(item.pk), String(item.waitAt));
+      if (entry && !exclude.has(entry.dispatchId)) return entry;
+    }
+    return undefined;
+  }
+
+  async nextWaiting(target: string, lastOrigin: string | null, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
+    const keys = waitKeysOf(target);
+    // The head of each partition: the highest priority waiting, and its first origin by name.
+    const heads = (await Promise.all(keys.map((key) => this.waitPage(key, {}, exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
+    if (heads.length === 0) return undefined;
+    const priority = Math.max(...heads.map((entry) => entry.priority));
+    const band = `${9 - priority}#`;
+    const inBand = heads.filter((entry) => entry.priority === priority);
+    // Round-robin: the first origin after the last one admitted, else (wrapping) the first of all.
+    const after = lastOrigin === null ? [] : (await Promise.all(keys.map((key) => this.waitPage(key, { from: `${band}${lastOrigin}#~`, to: `${band}~` }, exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
+    const firstOf = (entries: readonly WaitingEntry[]) => [...entries].sort((a, b) => compareOrigins(a.origin, b.origin))[0] as WaitingEntry;
+    const origin = (after.length > 0 ? firstOf(after) : firstOf(inBand)).origin;
+    // That origin's oldest, across the partitions.
+    const oldest = (await Promise.all(keys.map((key) => this.waitPage(key, { prefix: `${band}${origin}#` }, exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
+    return oldest.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.dispatchId < b.dispatchId ? -1 : 1))[0];
+  }
+
+  async countWaiting(target: string, max: number): Promise<number> {
+    let total = 0;
+    for (const key of waitKeysOf(target)) {
+      let startKey: Record<string, unknown> | undefined;
+      do {
+        const page = await this.db.send(new QueryCommand({ TableName: this.table, IndexName: INDEX.waiting, KeyConditionExpression: 'waitKey = :key', ExpressionAttributeValues: { ':key': key }, Select: 'COUNT', Limit: max - total, ExclusiveStartKey: startKey }));
+        total += page.Count ?? 0;
+        startKey = page.LastEvaluatedKey;
+      } while (startKey && total < max);
+      if (total >= max) return max;
+    }
+    return total;
   }
 
   async getOriginSettings(origin: string): Promise<OriginSettings> {

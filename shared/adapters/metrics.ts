@@ -15,3 +15,8 @@ export function countOnce(metrics: Metrics, name: string, dimensions: Readonly<R
   for (const [dimension, value] of Object.entries(dimensions)) metric.addDimension(dimension, value);
   metric.addMetric(name, MetricUnit.Count, count);
 }
+
+/** A level at this moment (a gauge: the queue's length, slots held), dimension `Target` only. */
+export function gaugeForTarget(metrics: Metrics, name: string, target: string, value: number): void {
+  countOnce(metrics, name, { Target: target }, value);
+}

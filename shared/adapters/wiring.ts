@@ -8,12 +8,15 @@ import { parseLambdaRunId, type TargetPort, type TargetRegistration } from '../t
 import type { LedgerConfig } from './config.js';
 import { httpTarget } from './http-target.js';
 import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
+import { lambdaAdmissionNudge } from './admission-nudge.js';
 import { LedgerTable } from './ledger-table.js';
 import { S3Blobs } from './s3-blobs.js';
 import { SecretCache, type SecretScope } from './secrets.js';
 
 /** The adapters every ledger function uses, built once per execution environment. */
 export interface LedgerAdapters {
+  /** The nudge to the monitor after a write that freed a slot (CONTRACT §11), when one is configured. */
+  readonly admissionNudge: ((target: string) => Promise<void>) | undefined;
   readonly dynamodb: DynamoDBClient;
   readonly documents: DynamoDBDocumentClient;
   readonly table: LedgerTable;
@@ -51,7 +54,9 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
   const targets = new Map<string, TargetPort>();
   const table = new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs, inboxShards: config.inboxShards });
   let lambda: LambdaClient | undefined;
+  const lambdaClient = () => (lambda ??= new LambdaClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } }));
   return {
+    admissionNudge: config.admissionFunction ? (target) => lambdaAdmissionNudge(lambdaClient(), config.admissionFunction)(target) : undefined,
     dynamodb,
     documents,
     table,
@@ -62,8 +67,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
         let target = targets.get(cacheKey);
         if (!target) {
           // Bounded like an http target's calls: a hung Invoke must not hold the function.
-          lambda ??= new LambdaClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } });
-          target = lambdaTarget(registration, { lambda, documents, failureOf: failuresIn(table), now: () => new Date() });
+          target = lambdaTarget(registration, { lambda: lambdaClient(), documents, failureOf: failuresIn(table), now: () => new Date() });
           targets.set(cacheKey, target);
         }
         return target;

@@ -157,8 +157,8 @@ export async function getRunControl(deps: LifecycleDeps, runId: string, dispatch
       runId,
       dispatchId,
       superseded: false,
-      // A cancel the origin asks for lands with flow control (CONTRACT §2 cancel); until then only a supersede stops a run.
-      cancelRequested: false,
+      // The origin asked for a cancel (CONTRACT §2): a Lambda worker learns it here and aborts ctx.signal.
+      cancelRequested: run.state.cancel !== null && run.state.cancel !== undefined,
       approval: decision ? { approvalId: decision.approvalId, decision: decision.decision, decidedAt: decision.at } : null,
       status: run.state.execution.status,
     },

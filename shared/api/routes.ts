@@ -8,6 +8,8 @@ import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-rout
 import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { postOperatorReceipt } from './receipt-routes.js';
+import { postCancel, postSlotRelease } from './flow-routes.js';
+import { targetsAtCapacity } from '../usecases/flow.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
 import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
@@ -129,6 +131,24 @@ const ROUTES: readonly Route[] = [
   },
   {
     method: 'POST',
+    pattern: ['dispatches', ':dispatchId', 'cancel'],
+    handle: async (deps, request, params, caller) => {
+      const state = await ownedState(deps, params.dispatchId ?? '', caller);
+      const answer = await postCancel(deps, state, request.body, { caller, principalId: request.iamUserId });
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'POST',
+    pattern: ['targets', ':target', 'slots', 'release'],
+    handle: async (deps, request, params, caller) => {
+      requireOperator(caller);
+      const answer = await postSlotRelease(deps, params.target ?? '', request.body, { caller, principalId: request.iamUserId });
+      return json(answer.status, answer.body);
+    },
+  },
+  {
+    method: 'POST',
     pattern: ['dispatches', ':dispatchId', 'evidence-status'],
     handle: async (deps, request, params, caller) => {
       const state = await ownedState(deps, params.dispatchId ?? '', caller);
@@ -210,14 +230,19 @@ const ROUTES: readonly Route[] = [
     handle: async (deps, request, _params, caller) => {
       requireOperator(caller);
       const kind = request.query.kind;
-      if (kind !== undefined && !ATTENTION_KINDS.includes(kind as AttentionKind)) throw new ApiError('malformed', `kind must be one of ${ATTENTION_KINDS.join(', ')}`);
+      if (kind !== undefined && kind !== 'at_capacity' && !ATTENTION_KINDS.includes(kind as AttentionKind)) {
+        throw new ApiError('malformed', `kind must be one of ${[...ATTENTION_KINDS, 'at_capacity'].join(', ')}`);
+      }
+      // Targets at capacity (CONTRACT §11) lead the first page: a target, not a dispatch, needs a look.
+      const targets = (kind === undefined || kind === 'at_capacity') && request.query.cursor === undefined ? await targetsAtCapacity(deps.store) : [];
+      if (kind === 'at_capacity') return json(200, { items: targets, cursor: null });
       const page = await deps.feeds.listAttention({ kind: kind as AttentionKind | undefined, limit: limitOf(request), cursor: request.query.cursor });
       // The index is a moment behind: each entry says why it is listed from the state itself.
       const items = page.items.flatMap((state) => {
         const now = attentionKind(state);
         return now ? [attentionEntry(state, now)] : [];
       });
-      return json(200, { items, cursor: page.cursor });
+      return json(200, { items: [...targets, ...items], cursor: page.cursor });
     },
   },
   {

@@ -1,7 +1,7 @@
-import type { DispatchState } from './state.js';
+import { isTerminal, type DispatchState } from './state.js';
 
 /** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins. */
-export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped'] as const;
+export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped', 'cancel_pending'] as const;
 export type AttentionKind = (typeof ATTENTION_KINDS)[number];
 
 /** Which list a dispatch belongs on now, if any. Pure: derived from the state alone. */
@@ -11,6 +11,8 @@ export function attentionKind(state: DispatchState): AttentionKind | undefined {
   if (state.result?.state === 'dropped' && state.result.droppedReason !== 'superseded') return 'result_dropped';
   if (state.phase === 'blocked') return 'blocked';
   if (state.phase === 'accepted' && state.submission.lastError) return 'retrying';
+  // The origin asked for a cancel the target has not confirmed yet (CONTRACT §2 v2).
+  if (state.phase === 'submitted' && state.cancel && !isTerminal(state.execution.nativeStatus)) return 'cancel_pending';
   if (state.execution.monitorStatus === 'approval_wait_expired') return 'approval_wait_expired';
   if (state.execution.status === 'unknown') return 'unknown';
   if (state.evidence.outcome === 'orphan_no_delivery') return 'orphan_no_delivery';
@@ -38,6 +40,8 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
             ? 'completed, but the expected evidence never arrived'
             : kind === 'result_dropped'
               ? `result ${state.result?.id ?? ''} dropped (${state.result?.droppedReason ?? ''}) after ${state.result?.deliveryAttempts ?? 0} delivery attempt(s); the payload is kept: npx ledger inbox list --state dropped --origin ${state.origin}`
+            : kind === 'cancel_pending'
+              ? `cancel asked ${state.cancel?.requestedAt ?? ''} (${state.cancel?.asks ?? 0} time(s)); the target's last answer: ${state.cancel?.answer ?? 'none yet'}${state.cancel?.nextAskAt ? `; asked again ${state.cancel.nextAskAt}` : ''}`
             : kind === 'approval_wait_expired'
               ? `approval ${state.execution.pendingApproval?.approvalId ?? ''} still pending`
               : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: npx ledger check ${state.dispatchId} --refresh`,

@@ -8,7 +8,7 @@ import { DISPATCH_ID, ORIGIN, TARGET_NAME } from './ids.js';
 export { DISPATCH_ID, ORIGIN, TARGET_NAME };
 
 export { DEFAULT_TIMEOUTS } from './state.js';
-import { DEFAULT_TIMEOUTS } from './state.js';
+import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS } from './state.js';
 export const DEFAULT_MAX_HOPS = 4;
 /** Upper bounds the contract leaves open: a month for any clock, 32 hops. */
 const MAX_SECONDS = 30 * 24 * 3600;
@@ -21,7 +21,7 @@ export const DEFAULT_RESULT_DELIVERY: ResultDelivery = 'after_turn';
 /** The delivery mode a `resultDelivery` string reads as: `inject`, or `after_turn` for anything else. */
 export const resultDeliveryOf = (mode: string): ResultDelivery => (mode === 'inject' ? 'inject' : 'after_turn');
 /** CONTRACT v2 §1: 0 (lowest) .. 9, the order among waiting dispatches (§11). */
-export const DEFAULT_PRIORITY = 5;
+export { DEFAULT_PRIORITY };
 export const MAX_PRIORITY = 9;
 /** CONTRACT v2 §1: `notBefore` is at most this many days ahead of the time the intake reads it. */
 export const NOT_BEFORE_MAX_DAYS = 30;

@@ -6,7 +6,8 @@ import { clip, printable } from '../text.js';
  * guarded by `version`. The task payload lives elsewhere (the accepted message), written once.
  */
 
-export type Phase = 'accepted' | 'submitted' | 'blocked';
+/** `cancelled`: cancelled before it was ever submitted (CONTRACT §2 v2); a submitted run's cancel is the run's own status. */
+export type Phase = 'accepted' | 'submitted' | 'blocked' | 'cancelled';
 export type ExecutionStatus = TargetRunStatus | 'unknown';
 export type MonitorStatus = 'stalled' | 'approval_wait_expired' | 'lookup_unavailable' | 'target_not_found';
 
@@ -100,7 +101,43 @@ export type ChangeKind =
   | 'result_renewed'
   | 'result_released'
   | 'result_delivered'
-  | 'result_dropped';
+  | 'result_dropped'
+  | 'waiting'
+  | 'dispatch_cancelled'
+  | 'cancel_requested'
+  | 'cancel_answered'
+  | 'slot_released';
+
+/** Why an accepted dispatch is not submitted yet (CONTRACT §11; `retry` is read from `submission.nextRetryAt`). */
+export type WaitingFor = 'capacity' | 'not_before';
+
+/** One slot of the target's concurrency limit, held from admission until the run is known to be over (CONTRACT §11). */
+export interface SlotHold {
+  /** The slot shard it was taken from (its counter is given back to the same shard). */
+  readonly shard: number;
+  readonly at: string;
+}
+
+/** The origin asked for a cancel (CONTRACT §2 v2): who, why, and how asking the target went. */
+export interface CancelRequest {
+  readonly requestedAt: string;
+  readonly reason: string;
+  readonly by: string;
+  /** Times the target was asked. */
+  readonly asks: number;
+  /** When to ask the target again (it could not be reached); null: not asking (answered, or never submitted). */
+  readonly nextAskAt: string | null;
+  /** The target's last answer, in words. */
+  readonly answer: string | null;
+}
+
+/** An operator freed the slot of a run its target no longer knows (`POST /targets/{t}/slots/release`). */
+export interface SlotRelease {
+  readonly at: string;
+  readonly by: string;
+  readonly reason: string;
+  readonly runId: string;
+}
 
 /** The post-condition: did the expected evidence arrive? Checked by the platform itself (CONTRACT §5). */
 export interface EvidenceState {
@@ -160,7 +197,25 @@ export interface DispatchState {
    * the changes of one write (a result's watch keeps it: no index write when nothing else is due).
    */
   readonly storedDueAt?: string | null | undefined;
+  /** CONTRACT §1 v2: order among waiting dispatches, 0..9 (absent: 5). */
+  readonly priority?: number | undefined;
+  /** CONTRACT §1 v2: not submitted before this instant. */
+  readonly notBefore?: string | null | undefined;
+  /** Waiting for a slot or for `notBefore` (CONTRACT §11); null or absent otherwise. */
+  readonly waitingFor?: WaitingFor | null | undefined;
+  /** The target slot this attempt holds (targets with `maxConcurrentRuns` only). */
+  readonly slot?: SlotHold | null | undefined;
+  /** A cancel the origin asked for. */
+  readonly cancel?: CancelRequest | null | undefined;
+  /** The last slot an operator freed by hand. */
+  readonly slotRelease?: SlotRelease | null | undefined;
 }
+
+export const DEFAULT_PRIORITY = 5;
+
+/** Final statuses: a run that reached one never changes again. */
+export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);
+export const isTerminal = (status: string | null): boolean => status !== null && TERMINAL_STATUSES.has(status as TargetRunStatus);
 
 export type ResultDelivery = 'inject' | 'after_turn';
 export type ResultState = 'pending' | 'claimed' | 'delivered' | 'dropped';

@@ -4,6 +4,9 @@ import { attentionKind } from './attention.js';
 import { nextRetryAt, type RetryPolicy } from './retry.js';
 import {
   blockedReason,
+  DEFAULT_PRIORITY,
+  isTerminal,
+  TERMINAL_STATUSES,
   NO_EXECUTION,
   type BlockedCode,
   type ChangeKind,
@@ -15,7 +18,9 @@ import {
   type ResultDropReason,
   type ResultRecord,
   type Timeouts,
+  type WaitingFor,
 } from './state.js';
+import type { CancelOutcome } from '../targets/port.js';
 
 /**
  * The dispatch's state machine, as data and named transitions (CONTRACT §1, §4, §5).
@@ -29,10 +34,9 @@ import {
  *   after a stall is recorded normally and clears the stall.
  */
 
-export const PHASES = ['accepted', 'submitted', 'blocked'] as const satisfies readonly Phase[];
+export const PHASES = ['accepted', 'submitted', 'blocked', 'cancelled'] as const satisfies readonly Phase[];
 
-export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);
-export const isTerminal = (status: string | null): boolean => status !== null && TERMINAL_STATUSES.has(status as TargetRunStatus);
+export { isTerminal, TERMINAL_STATUSES };
 
 /** The inbox's own changes of a result (CONTRACT §10): written in the phase the dispatch is in. */
 const RESULT_CHANGES: readonly ChangeKind[] = ['result_ready', 'result_claimed', 'result_renewed', 'result_released', 'result_delivered', 'result_dropped'];
@@ -40,9 +44,11 @@ const RESULT_CHANGES: readonly ChangeKind[] = ['result_ready', 'result_claimed',
 /** Change kinds that may be written while the phase moves from → to. Anything else is refused. */
 export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly ChangeKind[]>>>> = {
   accepted: {
-    accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched'],
+    accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched', 'waiting'],
     submitted: ['submitted', 'completed', 'failed', 'cancelled', 'approval_requested', 'handled', 'orphaned', 'evidence_unverified', 'result_ready'],
     blocked: ['blocked', 'result_ready'],
+    // Cancelled before it was ever submitted (CONTRACT §2 v2): its origin hears back like a blocked one's.
+    cancelled: ['dispatch_cancelled', 'result_ready'],
   },
   submitted: {
     submitted: [
@@ -62,6 +68,9 @@ export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly Change
       'orphaned',
       'evidence_unverified',
       'evidence_recheck',
+      'cancel_requested',
+      'cancel_answered',
+      'slot_released',
       ...RESULT_CHANGES,
     ],
     // Only a redispatch leaves `submitted`: the old run superseded (or proven final), attempt + 1 next.
@@ -71,6 +80,10 @@ export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly Change
     accepted: ['redispatched', 'result_dropped'],
     // A blocked dispatch's result is claimed, acked, released or dropped like any other.
     blocked: [...RESULT_CHANGES, 'rescheduled'],
+  },
+  cancelled: {
+    accepted: ['redispatched', 'result_dropped'],
+    cancelled: [...RESULT_CHANGES, 'rescheduled'],
   },
 };
 
@@ -115,21 +128,43 @@ export function writeCondition(from: DispatchState, next: DispatchState): { read
 function advance(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
   return withAttention(
     state,
-    withResult(state, {
+    withResult(state, withFlow(state, {
       ...state,
       ...patch,
       updatedAt: now.toISOString(),
       changes: state.version === NOT_STORED ? [...state.changes, kind] : [kind],
       version: state.version + 1,
       storedDueAt: state.version === NOT_STORED ? null : state.dueAt,
-    }, now),
+    }), now),
   );
 }
 
 /** One more change in a write already under way (its version advanced once): both are committed together. */
 function alsoChange(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
-  return withAttention(state, withResult(state, { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] }, now));
+  return withAttention(state, withResult(state, withFlow(state, { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] }), now));
 }
+
+/** The run of this attempt is known to be over: blocked, cancelled before submission, or a final status the target gave. */
+export const runOver = (state: DispatchState): boolean =>
+  state.phase === 'blocked' || state.phase === 'cancelled' || (state.phase === 'submitted' && isTerminal(state.execution.nativeStatus));
+
+/**
+ * Flow control's rules, applied to every transition (CONTRACT §11): a slot is given back in the very
+ * write that makes its run known to be over (a final status, a block, a cancel before submission) or
+ * ends its attempt (a supersede) — never by a caller remembering to; a cancel still to be asked of the
+ * target keeps the dispatch due for it; only an accepted dispatch waits.
+ */
+function withFlow(previous: DispatchState, next: DispatchState): DispatchState {
+  let out = next;
+  if (out.slot && (out.attempt !== previous.attempt || runOver(out))) out = { ...out, slot: null };
+  if (out.waitingFor && out.phase !== 'accepted') out = { ...out, waitingFor: null };
+  const ask = cancelPending(out) ? out.cancel?.nextAskAt : null;
+  if (ask && (out.dueAt === null || Date.parse(ask) < Date.parse(out.dueAt))) out = { ...out, dueAt: ask };
+  return out;
+}
+
+/** The origin asked for a cancel and the run is not known to be over yet (CONTRACT §2 `cancel_pending`). */
+export const cancelPending = (state: DispatchState): boolean => state.phase === 'submitted' && !!state.cancel && !isTerminal(state.execution.nativeStatus);
 
 // ——— the result back to the origin (CONTRACT §10) ——————————————————————————————————————————————
 
@@ -148,7 +183,7 @@ export function parseResultId(resultId: string): { readonly dispatchId: string; 
 
 /** The current attempt has said its last word: a final status known and its evidence decided, or blocked. */
 export const attemptSettled = (state: DispatchState): boolean =>
-  state.phase === 'blocked' || (state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending');
+  state.phase === 'blocked' || state.phase === 'cancelled' || (state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending');
 
 /** Pending, or claimed and its lease lapsed: a claim may take it. */
 export const isLive = (result: ResultRecord | null | undefined): result is ResultRecord => result?.state === 'pending' || result?.state === 'claimed';
@@ -327,6 +362,9 @@ export interface NewDispatch {
   readonly expectedCount?: number;
   /** CONTRACT §10: how its result reaches the origin (default after_turn). */
   readonly resultDelivery?: ResultDelivery;
+  /** CONTRACT §1 v2 / §11: order among waiting dispatches (default 5), and not before when. */
+  readonly priority?: number;
+  readonly notBefore?: string | null;
 }
 
 /** A dispatch written and not yet submitted (attempt 1, nothing tried). Version 0: not stored yet. */
@@ -357,6 +395,8 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     version: NOT_STORED,
     changes: ['accepted'],
     ...(input.resultDelivery === 'inject' ? { resultDelivery: 'inject' as const } : {}),
+    ...(input.priority !== undefined && input.priority !== DEFAULT_PRIORITY ? { priority: input.priority } : {}),
+    ...(input.notBefore ? { notBefore: input.notBefore } : {}),
   };
 }
 
@@ -629,7 +669,9 @@ export type MonitorStep =
   | { readonly kind: 'check' }
   | { readonly kind: 'lookup' }
   /** A settled dispatch whose result is still out: its expiry is on the origin's clock. */
-  | { readonly kind: 'result' };
+  | { readonly kind: 'result' }
+  /** A cancel to ask of the target again (it could not be reached before). */
+  | { readonly kind: 'cancel' };
 
 /** What the monitor does with a submitted run that came due, before any target contact. */
 export function monitorStep(state: DispatchState, now: Date): MonitorStep {
@@ -637,6 +679,9 @@ export function monitorStep(state: DispatchState, now: Date): MonitorStep {
   if (execution.status === 'completed' && state.evidence.outcome === 'pending') return { kind: 'check' };
   if (isTerminal(execution.status) && isLive(state.result)) return { kind: 'result' };
   if (isTerminal(execution.status)) return { kind: 'write', next: rescheduled(state, now, null) };
+  // A cancel the target could not be asked yet: ask again before anything else.
+  const ask = cancelPending(state) ? state.cancel?.nextAskAt : null;
+  if (ask && Date.parse(ask) <= now.getTime()) return { kind: 'cancel' };
   if (execution.status === 'waiting_for_approval' && execution.pendingApproval) {
     const expiresAt = Date.parse(execution.pendingApproval.requestedAt) + state.timeouts.approvalWaitSeconds * 1000;
     if (now.getTime() < expiresAt) return { kind: 'write', next: rescheduled(state, now, new Date(expiresAt)) };
@@ -746,4 +791,83 @@ export function evidenceSettled(state: DispatchState, settled: SettledEvidence, 
 /** An expected file arrived after a check found it missing: checked again from the next tick. */
 export function evidenceRecheck(state: DispatchState, now: Date): DispatchState {
   return advance(state, 'evidence_recheck', now, { dueAt: now.toISOString() });
+}
+
+// ——— flow control (CONTRACT §11) and cancel (§2 v2) ——————————————————————————————————————————————
+
+/**
+ * Not submitted yet: every slot of its target is held (the wait index holds it, by priority — the
+ * freeing write or the monitor admits it), or its `notBefore` is still ahead (due then).
+ */
+export function waiting(state: DispatchState, why: WaitingFor, now: Date): DispatchState {
+  return advance(state, 'waiting', now, { waitingFor: why, dueAt: why === 'not_before' ? (state.notBefore ?? now.toISOString()) : null });
+}
+
+/**
+ * Admitted: one slot of shard `shard` taken for this attempt, in the same write that claims the
+ * dispatch for its submission (the store conditions the slot counter on the cap it holds). The
+ * submitter holds it while it calls the target; if it dies, the monitor finds the claim lapsed and
+ * submits again with the slot it still holds — a slot taken is never lost with the process.
+ */
+export function admitted(state: DispatchState, shard: number, now: Date, claimSeconds: number): DispatchState {
+  return advance(state, 'claimed', now, { slot: { shard, at: now.toISOString() }, waitingFor: null, dueAt: plus(now, claimSeconds) });
+}
+
+export interface CancelAsk {
+  readonly reason: string;
+  /** The caller's principal (or the origin locally). */
+  readonly by: string;
+}
+
+/** Cancelled before any submission: never submitted, its slot (if one was held for a retry) given back. */
+export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, now: Date): DispatchState {
+  const at = now.toISOString();
+  return advance(state, 'dispatch_cancelled', now, {
+    phase: 'cancelled',
+    submission: { ...state.submission, nextRetryAt: null },
+    dueAt: null,
+    cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: null, answer: 'cancelled before submission' },
+  });
+}
+
+/** A cancel asked of a submitted run: recorded first, then asked of the target (now, and again while it cannot be reached). */
+export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date): DispatchState {
+  const at = now.toISOString();
+  return advance(state, 'cancel_requested', now, {
+    cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: at, answer: null },
+  });
+}
+
+
+/**
+ * What the target answered to the cancel. Its word that the run is over (a final status) is recorded
+ * like a reported one; a run it still runs stays as it is until its own event or a lookup says more;
+ * unreachable → asked again with the retry policy's backoff.
+ */
+export function cancelAnswered(state: DispatchState, outcome: CancelOutcome, policy: RetryPolicy, now: Date): DispatchState {
+  const cancel = state.cancel;
+  if (!cancel || !cancelPending(state)) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['cancel_answered']);
+  const asks = cancel.asks + 1;
+  if (outcome.kind === 'cancelled' && isTerminal(outcome.status)) {
+    return finished({ ...state, cancel: { ...cancel, asks, nextAskAt: null, answer: `the target says ${outcome.status}` } }, outcome.status, undefined, now, 'own_write');
+  }
+  const answered = (answer: string, nextAskAt: string | null) => advance(state, 'cancel_answered', now, { cancel: { ...cancel, asks, nextAskAt, answer: bounded(answer) } });
+  if (outcome.kind === 'cancelled') return answered(`accepted by the target; the run is ${outcome.status}`, null);
+  if (outcome.kind === 'requested') return answered(outcome.how, null);
+  if (outcome.kind === 'not_found') return answered('the target does not know the run', null);
+  // Asked again with the submission retries' backoff (it never gives up: only the target's word ends a run).
+  const delays = policy.delaysSeconds;
+  return answered(`the target could not be reached: ${outcome.reason}`, plus(now, delays[Math.min(asks - 1, delays.length - 1)] ?? 60));
+}
+
+/**
+ * An operator freed the slot of a run its target answers 404 for (CONTRACT §2 slots/release): the run
+ * stays `unknown` — the ledger still does not know it is over — but no longer holds its target's capacity.
+ */
+export function slotReleased(state: DispatchState, release: { readonly by: string; readonly reason: string }, now: Date): DispatchState {
+  if (!state.slot || state.phase !== 'submitted') throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['slot_released']);
+  return advance(state, 'slot_released', now, {
+    slot: null,
+    slotRelease: { at: now.toISOString(), by: clip(printable(release.by), 200), reason: bounded(release.reason), runId: state.runId ?? '' },
+  });
 }

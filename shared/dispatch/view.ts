@@ -1,7 +1,7 @@
 import type { AcceptedMessage, EvidenceCheck, EvidenceFile, EvidenceMark, PastAttempt } from '../ledger/port.js';
 import { clip } from '../text.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
-import type { DispatchReceipt, DispatchState, Execution, Phase, Submission } from './state.js';
+import { DEFAULT_PRIORITY, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
 
 /** The dispatch view of CONTRACT §2, field for field. */
 export interface DispatchView {
@@ -12,8 +12,12 @@ export interface DispatchView {
   readonly attempt: number;
   readonly phase: Phase;
   readonly blockedReason: string | null;
-  readonly submission: Submission;
-  readonly execution: Execution;
+  /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry). */
+  readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | null; readonly priority: number; readonly notBefore: string | null };
+  /** CONTRACT §2 v2: `cancelRequestedAt` once the origin asked for a cancel, and what asking the target came to. */
+  readonly execution: Execution & { readonly cancelRequestedAt: string | null; readonly cancel: DispatchState['cancel'] | null };
+  /** CONTRACT §11: the slot of the target's limit this attempt holds, and the last one an operator freed. */
+  readonly slot: { readonly held: boolean; readonly since: string | null; readonly released: DispatchState['slotRelease'] | null };
   readonly evidence: {
     readonly expected: readonly string[];
     readonly found: readonly string[];
@@ -172,6 +176,13 @@ function unknowns(state: DispatchState): string[] {
         `the ledger retries at ${state.submission.nextRetryAt ?? 'its next tick'} — whether the target has the work is not known until then`,
     );
   }
+  if (state.phase === 'accepted' && state.waitingFor === 'capacity') {
+    out.push(`waiting for a free slot of target "${state.target}" (its maxConcurrentRuns are all held): not submitted yet; priority ${state.priority ?? DEFAULT_PRIORITY}`);
+  }
+  if (state.phase === 'accepted' && state.waitingFor === 'not_before') out.push(`not submitted before ${state.notBefore ?? ''} (notBefore)`);
+  if (state.phase === 'submitted' && state.cancel && state.execution.status !== 'cancelled' && state.execution.status !== 'completed' && state.execution.status !== 'failed') {
+    out.push(`a cancel was asked at ${state.cancel.requestedAt}; the run is cancelled only when the target says so (its last answer: ${state.cancel.answer ?? 'none yet'})`);
+  }
   const execution = state.execution;
   const check = `check with \`npx ledger check ${state.dispatchId} --refresh\``;
   const since = execution.lastActivityAt ?? state.updatedAt;
@@ -226,8 +237,14 @@ export function dispatchView(
     attempt: state.attempt,
     phase: state.phase,
     blockedReason: state.blockedReason,
-    submission: state.submission,
-    execution: state.execution,
+    submission: {
+      ...state.submission,
+      waitingFor: state.phase !== 'accepted' ? null : (state.waitingFor ?? (state.submission.nextRetryAt ? 'retry' : null)),
+      priority: state.priority ?? DEFAULT_PRIORITY,
+      notBefore: state.notBefore ?? null,
+    },
+    execution: { ...state.execution, cancelRequestedAt: state.cancel?.requestedAt ?? null, cancel: state.cancel ?? null },
+    slot: { held: !!state.slot, since: state.slot?.at ?? null, released: state.slotRelease ?? null },
     evidence: {
       expected,
       found: check?.found ?? [],

@@ -131,6 +131,11 @@ export const ResultDroppedDetail = z.strictObject({
   reason: z.enum(['attempts', 'expired', 'superseded']).check(z.describe('Why it will never be delivered: too many delivery attempts, older than the origin\'s TTL, or its attempt was superseded.')),
 });
 
+export const DispatchCancelledDetail = z.strictObject({
+  ...dispatchFields,
+  reason: z.string().check(z.maxLength(300), z.describe('Why its origin cancelled it (bounded).')),
+});
+
 /** Every detail-type with its schema and what it means (the description goes into the JSON Schema). */
 export const EVENT_CATALOG = {
   'Dispatch Accepted': { schema: DispatchAcceptedDetail, description: 'A dispatch was written to the ledger (receipt dispatch_written).' },
@@ -151,6 +156,7 @@ export const EVENT_CATALOG = {
   'Result Ready': { schema: ResultReadyDetail, description: "The attempt's result is in its origin's inbox (written in the same write that settled the attempt)." },
   'Result Delivered': { schema: ResultDeliveredDetail, description: 'The origin acknowledged the result (owner delivery, basis origin_ack).' },
   'Result Dropped': { schema: ResultDroppedDetail, description: 'The result will never be delivered: too many delivery attempts, expired, or superseded by a redispatch. Its payload is kept.' },
+  'Dispatch Cancelled': { schema: DispatchCancelledDetail, description: 'Its origin cancelled the dispatch before it was ever submitted: the target never saw it, no slot was taken.' },
   'Receipt Recorded': { schema: ReceiptRecordedDetail, description: 'An operator recorded a receipt (basis operator_attestation): artifact acceptance or owner delivery of a dispatch.' },
 } as const;
 

@@ -43,6 +43,11 @@ export const DETAIL_TYPE_OF_CHANGE: Readonly<Record<ChangeKind, DetailType | nul
   result_released: null,
   result_delivered: 'Result Delivered',
   result_dropped: 'Result Dropped',
+  waiting: null,
+  dispatch_cancelled: 'Dispatch Cancelled',
+  cancel_requested: null,
+  cancel_answered: null,
+  slot_released: null,
 };
 
 /**
@@ -128,6 +133,8 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
         detailType,
         detail: { ...dispatch, ...(current.runId ? { runId: current.runId } : {}), reason: need(current.blockedReason, 'blockedReason') },
       };
+    case 'Dispatch Cancelled':
+      return { detailType, detail: { ...dispatch, reason: current.cancel?.reason ?? '' } };
     case 'Run Completed':
     case 'Run Failed':
     case 'Run Cancelled':

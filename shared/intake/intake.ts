@@ -6,7 +6,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { accepted, blocked } from '../dispatch/transitions.js';
 import type { AcceptedMessage, BlobStore, DispatchWorkDeps, Rejection } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
-import { submitAttempt } from '../usecases/submit-attempt.js';
+import { startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
 import { OBJECTS } from '../ledger/objects.js';
 
 /** One SQS record, as intake sees it. */
@@ -23,7 +23,14 @@ export interface IntakeRecord {
 export const REDRIVEN_FOR = 'LedgerRedrivenFor';
 
 export type IntakeResult =
-  | { readonly outcome: 'submitted' | 'retrying' | 'blocked' | 'duplicate'; readonly dispatchId: string; readonly target: string; readonly reason?: string }
+  | {
+      readonly outcome: 'submitted' | 'retrying' | 'blocked' | 'duplicate' | 'waiting';
+      readonly dispatchId: string;
+      readonly target: string;
+      readonly reason?: string;
+      /** The message's W3C trace context, for the handler's log line (CONTRACT §1 v2). */
+      readonly traceparent?: string;
+    }
   | { readonly outcome: 'rejected'; readonly reason: Rejection['reason']; readonly dispatchId?: string };
 
 /** What the monitor and the API need, and who may speak for which origin. `claimSeconds`: how long a writer is presumed busy before a duplicate takes over. */
@@ -241,22 +248,30 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
       writtenAt: message.receivedAt,
       expectedCount: content.expectedEvidence.length,
       ...(content.resultDelivery ? { resultDelivery: content.resultDelivery } : {}),
+      ...(content.priority === undefined ? {} : { priority: content.priority }),
+      notBefore: content.notBefore ?? null,
     },
     now,
   );
   if (parentProblem) return record(deps, start, blocked(start, 'unknown_parent', parentProblem, now));
   if (hop > maxHops) return record(deps, start, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
-  return record(deps, start, await submitAttempt(deps, start, message, inHand));
+  const traced = content.traceparent ? { traceparent: content.traceparent } : {};
+  return { ...outcomeOf(start, await startAttempt(deps, start, message, inHand)), ...traced };
 }
 
 async function record(deps: IntakeDeps, start: DispatchState, state: DispatchState): Promise<IntakeResult> {
   const created = await deps.store.commit(start, state);
-  if (created.kind === 'conflict') return { outcome: 'duplicate', dispatchId: state.dispatchId, target: created.existing?.target ?? state.target };
-  const outcome = state.phase === 'submitted' ? 'submitted' : state.phase === 'blocked' ? 'blocked' : 'retrying';
+  return outcomeOf(start, created.kind === 'committed' ? { kind: 'committed', state } : { kind: 'conflict', existing: created.kind === 'conflict' ? created.existing : undefined });
+}
+
+function outcomeOf(start: DispatchState, attempt: AttemptOutcome): IntakeResult {
+  if (attempt.kind === 'conflict') return { outcome: 'duplicate', dispatchId: start.dispatchId, target: attempt.existing?.target ?? start.target };
+  const state = attempt.state;
+  const outcome = state.phase === 'submitted' ? 'submitted' : state.phase === 'blocked' ? 'blocked' : state.waitingFor ? 'waiting' : 'retrying';
   return {
     outcome,
     dispatchId: state.dispatchId,
     target: state.target,
-    ...(state.blockedReason ? { reason: state.blockedReason } : outcome === 'retrying' && state.submission.lastError ? { reason: state.submission.lastError } : {}),
+    ...(state.blockedReason ? { reason: state.blockedReason } : outcome === 'retrying' && state.submission.lastError ? { reason: state.submission.lastError } : outcome === 'waiting' ? { reason: `waiting for ${state.waitingFor ?? ''}` } : {}),
   };
 }

@@ -4,6 +4,7 @@ import type { AttentionKind } from '../dispatch/attention.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
 import type { RetryPolicy } from '../dispatch/retry.js';
 import type { FieldError, UnreadableReason } from '../dispatch/message.js';
+import type { SlotShard, WaitingEntry } from '../dispatch/slots.js';
 
 /**
  * The accepted message: written once, first, as the idempotency anchor of a dispatchId (conditional on
@@ -114,7 +115,11 @@ export interface EvidenceMark {
 export type PutOutcome<T> = { readonly kind: 'written' } | { readonly kind: 'exists'; readonly existing: T };
 export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'conflict' };
 /** A state write: committed, or someone changed the dispatch first (`existing`: what a failed create found). */
-export type CommitOutcome = { readonly kind: 'committed' } | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined };
+export type CommitOutcome =
+  | { readonly kind: 'committed' }
+  | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined }
+  /** A write taking a slot (CONTRACT §11) found its shard at its cap: nothing was written. */
+  | { readonly kind: 'slot_full' };
 
 /**
  * What a redispatch ended: the attempt's run (if it had one), its receipts and last execution leave
@@ -245,7 +250,25 @@ export interface LedgerStore {
   listDue(now: Date, limitPerShard: number): Promise<DueEntry[]>;
 
   getTarget(name: string): Promise<TargetRegistration | undefined>;
+  /** Registers a target; with `maxConcurrentRuns`, its slot shards' caps are set in the same call. */
   putTarget(target: TargetRegistration): Promise<void>;
+
+  /** CONTRACT §11: a target's slot shards as stored (strongly consistent); none when it never had a limit. */
+  slotShards(target: string): Promise<SlotShard[]>;
+  /**
+   * Sets the caps of the target's shards for `limit` (shards beyond it get cap 0 and only drain; no
+   * limit: every cap 0 and the limit is off) and records the target among the limited ones.
+   */
+  syncSlotCaps(target: string, limit: number | undefined): Promise<void>;
+  /** Targets that have (or had) a concurrency limit: the monitor admits their waiting dispatches each tick. */
+  limitedTargets(): Promise<string[]>;
+  /**
+   * The dispatch to admit next for `target` (the order of `nextAdmission`), from the wait index
+   * (eventually consistent: the caller re-reads it by key; `exclude` skips entries found stale).
+   */
+  nextWaiting(target: string, lastOrigin: string | null, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined>;
+  /** How many dispatches wait for a slot of `target`, counted up to `max`. */
+  countWaiting(target: string, max: number): Promise<number>;
 
   /** The origin's delivery settings (the deploy-time registry first, then the table; else the defaults). */
   getOriginSettings(origin: string): Promise<OriginSettings>;

@@ -1,10 +1,11 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
+import { cancelAnswered, isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
 import { resultDue } from '../usecases/inbox.js';
 import { CorruptItemError, type DispatchWorkDeps } from '../ledger/port.js';
-import { submitAttempt } from '../usecases/submit-attempt.js';
+import { admitWaiting, startAttempt } from '../usecases/submit-attempt.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import { clip } from '../text.js';
+import { slotTotals } from '../dispatch/slots.js';
 import { crashPoint } from '../faults.js';
 import { settleEvidence } from './evidence-check.js';
 
@@ -15,6 +16,8 @@ export interface MonitorDeps extends DispatchWorkDeps {
   readonly limitPerShard: number;
   /** How often the monitor runs (its schedule's period): a dispatch it failed on is tried again one period later. @default 60 */
   readonly periodSeconds?: number;
+  /** Waiting dispatches one tick admits per limited target, at most. @default 100 */
+  readonly admitPerTarget?: number;
 }
 
 /** How long a dispatch whose record fails decoding waits before the monitor tries it again. */
@@ -23,12 +26,28 @@ export const FAILED_RETRY_SECONDS = 15 * 60;
 export const DEFAULT_PERIOD_SECONDS = 60;
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
-export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
+export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'waiting' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
+
+/** A limited target as the tick left it (CONTRACT §7 metrics `WaitingDispatches`, `SlotsHeldByUnknownRuns`). */
+export interface TargetFlow {
+  readonly limit: number;
+  readonly held: number;
+  readonly unknownHeld: number;
+  /** Waiting for a slot (counted up to WAITING_COUNT_CAP). */
+  readonly waiting: number;
+  /** Admitted by this tick. */
+  readonly admitted: number;
+}
 
 export interface TickReport {
   readonly due: number;
   readonly actions: Readonly<Record<string, { readonly action: MonitorAction; readonly target: string | null; readonly error?: string }>>;
+  /** Each target with a concurrency limit, after this tick's admissions. */
+  readonly targets: Readonly<Record<string, TargetFlow>>;
 }
+
+/** Waiting dispatches counted per target per tick, at most (a gauge, not a census). */
+export const WAITING_COUNT_CAP = 10_000;
 
 /**
  * One monitor tick: reads only what is due (the sharded due index), re-reads each dispatch by key
@@ -58,15 +77,35 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
     }
   };
   await Promise.all(Array.from({ length: Math.min(8, queue.length) }, worker));
-  return { due: due.length, actions };
+  return { due: due.length, actions, targets: await admitForLimitedTargets(deps) };
+}
+
+/**
+ * Flow control's half of the tick (CONTRACT §11): every target with a limit admits what its free slots
+ * allow (a slot freed by a write that could not admit — a lookup, a crash — is used within one tick),
+ * and reports its slots and its queue.
+ */
+async function admitForLimitedTargets(deps: MonitorDeps): Promise<Record<string, TargetFlow>> {
+  const flows: Record<string, TargetFlow> = {};
+  for (const target of await deps.store.limitedTargets()) {
+    try {
+      const admitted = await admitWaiting(deps, target, deps.admitPerTarget ?? 100);
+      const totals = slotTotals(await deps.store.slotShards(target));
+      flows[target] = { limit: totals.limit, held: totals.held, unknownHeld: totals.unknownHeld, waiting: await deps.store.countWaiting(target, WAITING_COUNT_CAP), admitted };
+    } catch {
+      // One target's trouble must not cost the others their admissions: tried again next tick.
+    }
+  }
+  return flows;
 }
 
 async function actOn(deps: MonitorDeps, dispatchId: string): Promise<{ action: MonitorAction; target: string | null }> {
   const state = await deps.store.getState(dispatchId);
   if (!state || !state.dueAt || Date.parse(state.dueAt) > deps.now().getTime()) return { action: 'skipped', target: state?.target ?? null };
   if (state.phase === 'accepted') return { action: await retrySubmission(deps, state), target: state.target };
+  if (state.phase === 'submitted' && monitorStep(state, deps.now()).kind === 'cancel') return { action: await askCancel(deps, state), target: state.target };
   if (state.phase === 'submitted') return { action: await watchRun(deps, state), target: state.target };
-  // A blocked dispatch is due only while its result is out: its expiry, on the origin's clock.
+  // A blocked or cancelled dispatch is due only while its result is out: its expiry, on the origin's clock.
   if (isLive(state.result)) return { action: await write(deps, state, await resultDue(deps, state)), target: state.target };
   return { action: 'skipped', target: state.target };
 }
@@ -97,13 +136,25 @@ async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<Monito
   return write(deps, state, next);
 }
 
-/** Claims the dispatch by moving its due time (conditional on its version), then submits once. */
+/**
+ * Claims the dispatch by moving its due time (conditional on its version), then starts its attempt:
+ * a retry, a `notBefore` come due, or a claim that lapsed (its slot, if it took one, still held).
+ */
 async function retrySubmission(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
   const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);
-  if ((await deps.store.commit(state, claimed)).kind === 'conflict') return 'skipped';
-  const next = await submitAttempt(deps, claimed, await deps.store.getAcceptedMessage(state.dispatchId));
-  if ((await deps.store.commit(claimed, next)).kind === 'conflict') return 'skipped';
-  return next.phase === 'submitted' ? 'submitted' : next.phase === 'blocked' ? 'blocked' : 'retrying';
+  if ((await deps.store.commit(state, claimed)).kind !== 'committed') return 'skipped';
+  const started = await startAttempt(deps, claimed, await deps.store.getAcceptedMessage(state.dispatchId));
+  if (started.kind === 'conflict') return 'skipped';
+  const next = started.state;
+  return next.phase === 'submitted' ? 'submitted' : next.phase === 'blocked' ? 'blocked' : next.waitingFor ? 'waiting' : 'retrying';
+}
+
+/** A cancel its target could not be asked before: asked again (backing off while it stays unreachable). */
+async function askCancel(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration || !state.runId) return 'skipped';
+  const answer = await deps.targetFor(registration).cancel(state.runId);
+  return write(deps, state, cancelAnswered(state, answer, deps.retryPolicy, deps.now()));
 }
 
 /**

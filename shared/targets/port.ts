@@ -17,6 +17,8 @@ export interface SubmitRequest {
   readonly callbackUrl: string;
   /** The dispatch's clocks, defaults resolved (CONTRACT §8 v2): how long silence may last before a stall, and so on. */
   readonly timeouts?: { readonly stallAfterSeconds: number; readonly approvalWaitSeconds: number; readonly deliveryGraceSeconds: number };
+  /** The message's W3C trace context (CONTRACT §1 v2), forwarded to the target as the `traceparent` header. */
+  readonly traceparent?: string;
 }
 
 export type SubmitOutcome =
@@ -53,6 +55,8 @@ export type ApprovalOutcome =
 
 export type CancelOutcome =
   | { readonly kind: 'cancelled'; readonly status: TargetRunStatus }
+  /** The target learns of the cancel on its own (a Lambda worker, from its control record): its report will say. */
+  | { readonly kind: 'requested'; readonly how: string }
   | { readonly kind: 'not_found' }
   | { readonly kind: 'unavailable'; readonly reason: string };
 
@@ -75,6 +79,8 @@ export interface HttpTargetRegistration {
   readonly baseUrl: string;
   /** Secrets Manager id (name or ARN) of the header value the target expects; none for open targets. */
   readonly secretRef?: string;
+  /** CONTRACT §11: at most this many runs submitted and not known to be over (1..10,000; absent: unlimited). */
+  readonly maxConcurrentRuns?: number;
 }
 
 /**
@@ -91,7 +97,11 @@ export interface LambdaTargetRegistration {
   readonly timeoutSeconds: number;
   /** The worker kit's run-state table, when the function uses the kit's DynamoDB store. */
   readonly stateTable?: string;
+  /** CONTRACT §11: at most this many runs submitted and not known to be over (1..10,000; absent: unlimited). */
+  readonly maxConcurrentRuns?: number;
 }
+
+export const MAX_CONCURRENT_RUNS_LIMIT = 10_000;
 
 /** The run id of a lambda target's run: the ledger names it, the kit keeps it. */
 export const lambdaRunIdOf = (dispatchId: string, attempt: number): string => `${dispatchId}:${attempt}`;

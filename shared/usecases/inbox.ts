@@ -52,6 +52,8 @@ export interface ClaimedResult {
   readonly deliveryAttempts: number;
   readonly execution: { readonly status: string | null; readonly nativeStatus: string | null; readonly completedAt: string | null };
   readonly blockedReason: string | null;
+  /** Cancelled by its origin before it was ever submitted (CONTRACT §10: `execution.status: null`, cancelled). */
+  readonly cancelled: boolean;
   readonly evidence: { readonly outcome: string; readonly files: ReadonlyArray<{ readonly ref: string; readonly sha256: string; readonly bytes: number }> };
   readonly summary: string | null;
   readonly body?: unknown;
@@ -247,6 +249,7 @@ export async function describeResult(deps: Pick<InboxDeps, 'store'>, state: Disp
     deliveryAttempts: result.deliveryAttempts,
     execution: current ? { status: state.execution.status, nativeStatus: state.execution.nativeStatus, completedAt: state.execution.completedAt } : { status: null, nativeStatus: null, completedAt: null },
     blockedReason: current ? state.blockedReason : null,
+    cancelled: current && state.phase === 'cancelled',
     evidence: { outcome: current && state.phase === 'submitted' ? state.evidence.outcome : 'unverified', files: (check?.files ?? []).map(({ ref, sha256, bytes }) => ({ ref, sha256, bytes })) },
     summary: current ? (state.execution.result?.summary ?? null) : null,
     ...bodyFields(body, state.origin, result.id),

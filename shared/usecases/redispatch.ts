@@ -2,7 +2,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { endedResult, FINAL_BLOCKS, isTerminal, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { clip, printable } from '../text.js';
-import { submitAttempt } from './submit-attempt.js';
+import { startAttempt } from './submit-attempt.js';
 
 export type RedispatchOutcome =
   | {
@@ -62,11 +62,11 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
   let cancel: string | null = null;
   if (supersede && state.runId) {
     const answer = await deps.targetFor(registration).cancel(state.runId);
-    cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : `unavailable: ${clip(printable(answer.reason), 80)}`;
+    cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : answer.kind === 'requested' ? `requested: ${clip(printable(answer.how), 80)}` : `unavailable: ${clip(printable(answer.reason), 80)}`;
   }
-  const next = withCancelAnswer(await submitAttempt(deps, claimed, message), cancel);
+  // The cancel's answer rides on what is written next (the claim is ours: the same version).
+  const started = await startAttempt(deps, withCancelAnswer(claimed, cancel), message);
   // Someone finishing it first (the monitor after the claim lapsed) is fine: the same key, the same run.
-  const written = await deps.store.commit(claimed, next);
-  const current = written.kind === 'committed' ? next : ((await deps.store.getState(state.dispatchId)) ?? next);
+  const current = started.kind === 'committed' ? started.state : ((await deps.store.getState(state.dispatchId)) ?? claimed);
   return { kind: 'redispatched', attempt: claimed.attempt, state: current, supersededRunId: supersede ? state.runId : null, cancel };
 }

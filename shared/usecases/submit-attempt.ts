@@ -1,28 +1,123 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { blocked, submitted } from '../dispatch/transitions.js';
+import { admitted, blocked, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
+import { slotShardCaps, type SlotShard } from '../dispatch/slots.js';
 import { taskOf } from '../dispatch/task.js';
 import { crashPoint } from '../faults.js';
-import type { AcceptedMessage, DispatchWorkDeps } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DispatchWorkDeps } from '../ledger/port.js';
+import type { TargetRegistration } from '../targets/port.js';
+
+type SubmitDeps = Pick<DispatchWorkDeps, 'store' | 'blobs' | 'targetFor' | 'callbackUrl' | 'retryPolicy' | 'now' | 'claimSeconds'>;
+
+/** What an attempt to start a dispatch's submission ended as; `state`: the version it left stored. */
+export type AttemptOutcome =
+  | { readonly kind: 'committed'; readonly state: DispatchState }
+  /** Someone else changed the dispatch first (`existing`: what a failed create found). */
+  | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined };
 
 /**
- * The one submission sequence (intake's first try, monitor retries, redispatch): the target's
- * registration, the task (inline, in hand, or read back from the blob store), one call with the
- * attempt's Idempotency-Key, and the transition its answer means. The caller holds the dispatch
- * (`claimed`) and commits the returned state in place of it.
+ * The one way a dispatch is taken to its target (intake's first try, monitor retries and admissions,
+ * redispatch): `from` is the state as stored (or, for intake, a state never stored: version 0), held
+ * by the caller. In order, each step committed before the next:
+ *
+ *  1. not before its `notBefore` → waits for it (due then);
+ *  2. a target with `maxConcurrentRuns`: one slot taken, conditioned on the shard's own cap, in the
+ *     write that claims it — or, when none is free or others already wait, it waits in the wait index
+ *     (admitted by priority and round-robin across origins, `admitWaiting`);
+ *  3. the submission call with the attempt's Idempotency-Key, and the transition its answer means.
+ */
+export async function startAttempt(deps: SubmitDeps, from: DispatchState, message: AcceptedMessage | undefined, inHand?: Record<string, unknown>): Promise<AttemptOutcome> {
+  const registration = await deps.store.getTarget(from.target);
+  if (!registration) return commitStep(deps, from, blocked(from, 'unknown_target', `no target named "${from.target}" is registered`, deps.now()));
+  if (!message?.content.valid) return commitStep(deps, from, blocked(from, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
+  if (from.notBefore && Date.parse(from.notBefore) > deps.now().getTime()) return commitStep(deps, from, waiting(from, 'not_before', deps.now()));
+  let current = from;
+  if (registration.maxConcurrentRuns !== undefined && !from.slot) {
+    const taken = await takeSlot(deps, registration, from);
+    if (taken.kind === 'conflict') return taken;
+    if (taken.kind === 'full') return commitStep(deps, from, waiting(from, 'capacity', deps.now()));
+    current = taken.state;
+  }
+  return submitHeld(deps, current, message, inHand);
+}
+
+/** Commits one step; the stored version on success. */
+async function commitStep(deps: SubmitDeps, from: DispatchState, next: DispatchState): Promise<AttemptOutcome> {
+  const written: CommitOutcome = await deps.store.commit(from, next);
+  if (written.kind === 'committed') return { kind: 'committed', state: next };
+  return { kind: 'conflict', existing: written.kind === 'conflict' ? written.existing : undefined };
+}
+
+/**
+ * The slot shards of a limited target, their caps brought in line with its registration first (a
+ * deploy-time limit, or one changed since: idempotent).
+ */
+export async function shardsOf(deps: Pick<SubmitDeps, 'store'>, registration: TargetRegistration): Promise<SlotShard[]> {
+  const limit = registration.maxConcurrentRuns;
+  const caps = limit === undefined ? [] : slotShardCaps(limit);
+  const shards = await deps.store.slotShards(registration.name);
+  const inLine = shards.length >= caps.length && shards.every((shard, index) => shard.cap === (caps[index] ?? 0));
+  if (inLine) return shards;
+  await deps.store.syncSlotCaps(registration.name, limit);
+  return deps.store.slotShards(registration.name);
+}
+
+/** The open shards, starting from one spread by dispatch id (so concurrent admissions rarely collide on one counter). */
+function openShards(shards: readonly SlotShard[], dispatchId: string): SlotShard[] {
+  const open = shards.filter((shard) => shard.held < shard.cap);
+  if (open.length <= 1) return open;
+  let spread = 0;
+  for (const char of dispatchId) spread = (spread * 31 + char.charCodeAt(0)) >>> 0;
+  const start = spread % open.length;
+  return [...open.slice(start), ...open.slice(0, start)];
+}
+
+async function takeSlot(
+  deps: SubmitDeps,
+  registration: TargetRegistration,
+  from: DispatchState,
+): Promise<{ readonly kind: 'taken'; readonly state: DispatchState } | { readonly kind: 'full' } | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined }> {
+  const shards = await shardsOf(deps, registration);
+  // Others already wait: this one joins them, so priority and fairness stay the queue's to decide.
+  if (from.waitingFor !== 'capacity' && (await deps.store.countWaiting(registration.name, 1)) > 0) return { kind: 'full' };
+  for (const shard of openShards(shards, from.dispatchId)) {
+    const next = admitted(from, shard.shard, deps.now(), deps.claimSeconds);
+    const written = await deps.store.commit(from, next);
+    if (written.kind === 'committed') {
+      crashPoint('submit.after_slot_taken', from.dispatchId);
+      return { kind: 'taken', state: next };
+    }
+    if (written.kind === 'conflict') return written;
+  }
+  return { kind: 'full' };
+}
+
+/**
+ * Submits a dispatch the caller holds (claimed, with its slot if its target has a limit) and commits
+ * what the answer means. When the dispatch changed meanwhile — its origin cancelled it while the call
+ * was under way — the run the target just made is asked to cancel: no run is left unwatched.
+ */
+export async function submitHeld(deps: SubmitDeps, held: DispatchState, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<AttemptOutcome> {
+  const registration = await deps.store.getTarget(held.target);
+  if (!registration) return commitStep(deps, held, blocked(held, 'unknown_target', `no target named "${held.target}" is registered`, deps.now()));
+  const next = await submitAttempt(deps, registration, held, message, inHand);
+  const written = await commitStep(deps, held, next);
+  if (written.kind === 'conflict' && next.runId) {
+    const now = (await deps.store.getState(held.dispatchId)) ?? written.existing;
+    if (now?.phase === 'cancelled') await deps.targetFor(registration).cancel(next.runId).catch(() => undefined);
+  }
+  return written;
+}
+
+/**
+ * One submission call: the task (inline, in hand, or read back from the blob store), one call with the
+ * attempt's Idempotency-Key, and the transition its answer means (not committed: `submitHeld` does).
  *
  * Never throws for what the target or the payload store does: an unreadable payload counts against the
  * retry budget instead of holding the claim forever.
  */
-export async function submitAttempt(
-  deps: Pick<DispatchWorkDeps, 'store' | 'blobs' | 'targetFor' | 'callbackUrl' | 'retryPolicy' | 'now'>,
-  claimed: DispatchState,
-  message: AcceptedMessage | undefined,
-  inHand?: Record<string, unknown>,
-): Promise<DispatchState> {
-  const registration = await deps.store.getTarget(claimed.target);
-  if (!registration) return blocked(claimed, 'unknown_target', `no target named "${claimed.target}" is registered`, deps.now());
-  if (!message?.content.valid) return blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now());
-  const { expectedEvidence } = message.content;
+async function submitAttempt(deps: SubmitDeps, registration: TargetRegistration, claimed: DispatchState, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<DispatchState> {
+  if (!message.content.valid) return blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now());
+  const content = message.content;
   const outcome = await taskOf(deps.blobs, message, inHand).then(
     (task) =>
       deps.targetFor(registration).submit({
@@ -30,12 +125,56 @@ export async function submitAttempt(
         attempt: claimed.attempt,
         origin: claimed.origin,
         task,
-        expectedEvidence,
+        expectedEvidence: content.expectedEvidence,
         callbackUrl: deps.callbackUrl,
         timeouts: claimed.timeouts,
+        ...(content.traceparent ? { traceparent: content.traceparent } : {}),
       }),
     (error: unknown) => ({ kind: 'unavailable' as const, reason: `the task payload could not be read: ${error instanceof Error ? error.name : 'error'}` }),
   );
   if (outcome.kind === 'accepted') crashPoint('submit.after_target_accepted', claimed.dispatchId);
   return submitted(claimed, outcome, deps.retryPolicy, deps.now());
+}
+
+/**
+ * Admits waiting dispatches of `target` while it has free slots (CONTRACT §11): the highest priority
+ * first, round-robin across origins within it (from the origin the shard admitted last), oldest first
+ * within an origin; each taken in the write that claims it, then submitted. Called by the monitor each
+ * tick and right after a write that freed a slot. Returns how many it admitted.
+ */
+export async function admitWaiting(deps: SubmitDeps, target: string, max = 25): Promise<number> {
+  const registration = await deps.store.getTarget(target);
+  if (!registration) return 0;
+  let count = 0;
+  const exclude = new Set<string>();
+  for (let round = 0; count < max && round < max * 3; round += 1) {
+    let shard: SlotShard | undefined;
+    if (registration.maxConcurrentRuns !== undefined) {
+      const open = (await shardsOf(deps, registration)).filter((candidate) => candidate.held < candidate.cap);
+      // The roomiest shard (its round-robin pointer decides among origins).
+      shard = open.sort((a, b) => b.cap - b.held - (a.cap - a.held))[0];
+      if (!shard) break;
+    }
+    const entry = await deps.store.nextWaiting(target, shard?.lastOrigin ?? null, exclude);
+    if (!entry) break;
+    const state = await deps.store.getState(entry.dispatchId);
+    // The index is a moment behind: an entry already admitted or cancelled is passed over.
+    if (!state || state.phase !== 'accepted' || state.waitingFor !== 'capacity' || state.target !== target) {
+      exclude.add(entry.dispatchId);
+      continue;
+    }
+    const held = shard ? admitted(state, shard.shard, deps.now(), deps.claimSeconds) : submissionClaimed(state, deps.now(), deps.claimSeconds);
+    const written = await deps.store.commit(state, held);
+    if (written.kind === 'slot_full') continue;
+    if (written.kind === 'conflict') {
+      exclude.add(entry.dispatchId);
+      continue;
+    }
+    crashPoint('submit.after_slot_taken', state.dispatchId);
+    const message = await deps.store.getAcceptedMessage(state.dispatchId);
+    if (message) await submitHeld(deps, held, message);
+    else await commitStep(deps, held, blocked(held, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
+    count += 1;
+  }
+  return count;
 }

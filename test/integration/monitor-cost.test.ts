@@ -83,7 +83,8 @@ describe('monitor cost versus history', () => {
     expect(large.due).toBe(100);
     expect(large.reads).toBe(small.reads);
     expect(large.readUnits).toBe(small.readUnits);
-    // 16 shard queries + one strongly consistent read per due run.
-    expect(small.reads).toBe(16 + 100);
+    // 16 shard queries + one strongly consistent read per due run + the list of targets with a
+    // concurrency limit (one item, CONTRACT §11; none here, so no slot or wait index reads follow).
+    expect(small.reads).toBe(16 + 100 + 1);
   }, 120_000);
 });

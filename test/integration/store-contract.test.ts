@@ -6,7 +6,8 @@ import { ensureLedgerTable } from '../../local/resources.js';
 import { dueShardOf, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, blocked, IllegalTransitionError, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, admitted, applyRunEvent, blocked, IllegalTransitionError, reconcileLookup, submitted, waiting, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { slotShardCaps } from '../../shared/dispatch/slots.js';
 import type { EvidenceCheck, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
@@ -157,5 +158,83 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString())).toBe(true);
     expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(180).toISOString())).toBe(false);
     expect((await store.getAcceptedMessage(message.dispatchId))?.claimUntil).toBe(later(120).toISOString());
+  });
+
+  // ——— flow control (CONTRACT §11): the slot counters and the wait index ————————————————————————
+
+  /** A dispatch of `target`, stored waiting for a slot (or, with `start`, only built). */
+  const waitingOne = async (store: LedgerStore, target: string, overrides: Partial<NewDispatch> = {}, at = NOW): Promise<DispatchState> => {
+    const start = accepted(newDispatchFactory({ dispatchId: uniqueName('d'), target, writtenAt: at.toISOString(), ...overrides }), at);
+    const next = waiting(start, 'capacity', at);
+    expect(await store.commit(start, next)).toEqual({ kind: 'committed' });
+    return next;
+  };
+
+  it('takes a slot only under its shard\'s own cap (limit 1 works): the write past it is slot_full and writes nothing; a final status gives it back', async () => {
+    const store = await storeOf();
+    const target = uniqueName('limited');
+    await store.syncSlotCaps(target, 1);
+    expect(await store.slotShards(target)).toEqual([{ shard: 0, cap: 1, held: 0, unknownHeld: 0, lastOrigin: null }]);
+    const [first, second] = [await waitingOne(store, target), await waitingOne(store, target, { origin: 'other' })] as [DispatchState, DispatchState];
+    const firstHeld = admitted(first, 0, later(1), 60);
+    expect(await store.commit(first, firstHeld)).toEqual({ kind: 'committed' });
+    expect(await store.commit(second, admitted(second, 0, later(1), 60))).toEqual({ kind: 'slot_full' });
+    const untouched = await store.getState(second.dispatchId);
+    expect(untouched?.version).toBe(second.version);
+    expect(untouched?.slot ?? null).toBeNull();
+    expect((await store.slotShards(target))[0]).toEqual({ shard: 0, cap: 1, held: 1, unknownHeld: 0, lastOrigin: 'planner' });
+
+    // Submitted, it keeps the slot; stalled, the slot is one an unknown run holds; completed, it is given back.
+    const run = submitted(firstHeld, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, later(2));
+    expect(run.slot).toEqual(firstHeld.slot);
+    expect(await store.commit(firstHeld, run)).toEqual({ kind: 'committed' });
+    const lost = reconcileLookup(run, { kind: 'found', run: { runId: 'r-1', status: 'running' } }, later(700), true) as DispatchState;
+    expect(await store.commit(run, lost)).toEqual({ kind: 'committed' });
+    expect((await store.slotShards(target))[0]).toMatchObject({ held: 1, unknownHeld: 1 });
+    const done = applyRunEvent(lost, { seq: 5, type: 'completed' }, later(800));
+    if (done.kind !== 'apply') throw new Error('the completion applies');
+    expect(done.next.slot).toBeNull();
+    expect(await store.commit(lost, done.next)).toEqual({ kind: 'committed' });
+    expect((await store.slotShards(target))[0]).toMatchObject({ held: 0, unknownHeld: 0 });
+    // The slot given back is the second one's now.
+    expect(await store.commit(second, admitted(second, 0, later(801), 60))).toEqual({ kind: 'committed' });
+  });
+
+  it('splits a limit over shards whose caps sum exactly to it; a lower limit keeps the old shards draining (cap 0)', async () => {
+    const store = await storeOf();
+    const target = uniqueName('limited');
+    await store.syncSlotCaps(target, 20);
+    const shards = await store.slotShards(target);
+    expect(shards.map((shard) => shard.cap)).toEqual(slotShardCaps(20));
+    expect(shards.reduce((sum, shard) => sum + shard.cap, 0)).toBe(20);
+    await store.syncSlotCaps(target, 2);
+    expect((await store.slotShards(target)).map((shard) => shard.cap)).toEqual([2, 0, 0]);
+    expect(await store.limitedTargets()).toContain(target);
+  });
+
+  it('orders the waiting: highest priority first, round-robin across origins from the last one admitted, oldest first within an origin', async () => {
+    const store = await storeOf();
+    const target = uniqueName('limited');
+    const a1 = await waitingOne(store, target, { origin: 'alpha' }, later(1));
+    const a2 = await waitingOne(store, target, { origin: 'alpha' }, later(2));
+    const b1 = await waitingOne(store, target, { origin: 'beta' }, later(3));
+    const low = await waitingOne(store, target, { origin: 'gamma', priority: 1 }, later(0));
+    const high = await waitingOne(store, target, { origin: 'gamma', priority: 9 }, later(9));
+    expect(await store.countWaiting(target, 100)).toBe(5);
+    const next = async (lastOrigin: string | null, exclude: string[] = []) => (await store.nextWaiting(target, lastOrigin, new Set(exclude)))?.dispatchId;
+    // Whatever the rotation, priority 9 goes first.
+    expect(await next(null)).toBe(high.dispatchId);
+    expect(await next('alpha')).toBe(high.dispatchId);
+    const done = [high.dispatchId];
+    expect(await next(null, done)).toBe(a1.dispatchId);
+    expect(await next('alpha', done)).toBe(b1.dispatchId);
+    expect(await next('beta', done)).toBe(a1.dispatchId); // wraps past the last origin of the band
+    expect(await next('alpha', [...done, b1.dispatchId])).toBe(a1.dispatchId);
+    expect(await next('beta', [...done, a1.dispatchId])).toBe(a2.dispatchId);
+    expect(await next(null, [high.dispatchId, a1.dispatchId, a2.dispatchId, b1.dispatchId])).toBe(low.dispatchId);
+    // Admitted, it leaves the index.
+    await store.syncSlotCaps(target, 5);
+    expect(await store.commit(high, admitted(high, 0, later(10), 60))).toEqual({ kind: 'committed' });
+    expect(await store.countWaiting(target, 100)).toBe(4);
   });
 });

@@ -212,6 +212,23 @@ describe('the worker kit as a Lambda on the local platform', () => {
     expect([calls.get(firstRun), calls.get(`${message.dispatchId}:2`)]).toEqual([1, 1]);
   });
 
+  it('aborts ctx.signal when its origin cancels (the control record says cancelRequested), and the run ends cancelled on the kit\'s word', async () => {
+    const message = dispatch({ mode: 'hold' });
+    await t.send(JSON.stringify(message));
+    const runId = `${message.dispatchId}:1`;
+    await viewWhen(message.dispatchId, (view) => view.execution.status === 'running');
+
+    const cancelled = await post(`/dispatches/${message.dispatchId}/cancel`, { reason: 'no longer needed' });
+    expect(cancelled.status).toBe(202);
+    // A Lambda cannot be called: the ledger records the request and the run learns it from its control record.
+    const done = await viewWhen(message.dispatchId, (view) => view.execution.status === 'cancelled');
+    expect(done.execution.cancelRequestedAt).not.toBeNull();
+    expect(done.execution.cancel?.answer).toContain('control record');
+    expect(aborts.get(runId)).toBeInstanceOf(RunCancelledError);
+    expect((await store.get(runId))?.status).toBe('cancelled');
+    expect(calls.get(runId)).toBe(1);
+  });
+
   it('ends the invocation on requestApproval; the approval through the API re-invokes the function, which completes the run', async () => {
     const message = dispatch({ mode: 'approval' }, { expectedEvidence: ['out/report.md'] });
     await t.send(JSON.stringify(message));

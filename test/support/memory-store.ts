@@ -6,6 +6,10 @@ import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { dueShardOf } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
+import { nextAdmission, slotShardCaps, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
+import { DEFAULT_PRIORITY } from '../../shared/dispatch/state.js';
+
+type MutableShard = { -readonly [K in keyof SlotShard]: SlotShard[K] };
 
 /** An in-memory fake of the ledger's store, for pure use-case and route tests. Same outcomes as the table. */
 export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, PrincipalRegistry {
@@ -40,6 +44,7 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
     if (condition.create ? existing !== undefined : existing?.version !== condition.version || existing.phase !== condition.phase) {
       return { kind: 'conflict', existing: condition.create ? existing : undefined };
     }
+    if (!this.applySlots(from, next)) return { kind: 'slot_full' };
     this.states.set(next.dispatchId, next);
     if (ended) this.pastAttempts.set(`${ended.dispatchId}#${ended.attempt}#${ended.stateVersion}`, ended);
     return { kind: 'committed' };
@@ -183,6 +188,58 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
   }
   async putTarget(target: TargetRegistration) {
     this.targets.set(target.name, target);
+    if (target.maxConcurrentRuns !== undefined || this.slots.has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
+  }
+
+  /** Slot counters by target (the table's `SLOT#…` items). */
+  readonly slots = new Map<string, MutableShard[]>();
+
+  /** The table's slot accounting (ledger-table `slotUpdates`): taken against the shard's cap, given back, unknown holders counted. */
+  private applySlots(from: DispatchState, next: DispatchState): boolean {
+    const unknown = (state: DispatchState) => state.execution.status === 'unknown';
+    if (next.slot && !from.slot) {
+      const shard = this.slots.get(next.target)?.[next.slot.shard];
+      if (!shard || shard.held >= shard.cap) return false;
+      shard.held += 1;
+      shard.lastOrigin = next.origin;
+    } else if (from.slot && !next.slot) {
+      const shard = this.slots.get(from.target)?.[from.slot.shard];
+      if (shard) {
+        shard.held -= 1;
+        if (unknown(from)) shard.unknownHeld -= 1;
+      }
+    } else if (from.slot && next.slot && unknown(from) !== unknown(next)) {
+      const shard = this.slots.get(next.target)?.[next.slot.shard];
+      if (shard) shard.unknownHeld += unknown(next) ? 1 : -1;
+    }
+    return true;
+  }
+  async slotShards(target: string): Promise<SlotShard[]> {
+    return (this.slots.get(target) ?? []).map((shard) => ({ ...shard }));
+  }
+  async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
+    const caps = limit === undefined ? [] : slotShardCaps(limit);
+    const shards = this.slots.get(target) ?? [];
+    for (let shard = 0; shard < Math.max(caps.length, shards.length); shard += 1) {
+      const existing = shards[shard];
+      if (existing) existing.cap = caps[shard] ?? 0;
+      else shards[shard] = { shard, cap: caps[shard] ?? 0, held: 0, unknownHeld: 0, lastOrigin: null };
+    }
+    this.slots.set(target, shards);
+  }
+  async limitedTargets(): Promise<string[]> {
+    return [...this.slots.keys()].sort();
+  }
+  private waiting(target: string): WaitingEntry[] {
+    return [...this.states.values()]
+      .filter((state) => state.target === target && state.phase === 'accepted' && state.waitingFor === 'capacity')
+      .map((state) => ({ dispatchId: state.dispatchId, origin: state.origin, priority: state.priority ?? DEFAULT_PRIORITY, createdAt: state.createdAt }));
+  }
+  async nextWaiting(target: string, lastOrigin: string | null, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
+    return nextAdmission(this.waiting(target).filter((entry) => !exclude.has(entry.dispatchId)), lastOrigin);
+  }
+  async countWaiting(target: string, max: number): Promise<number> {
+    return Math.min(max, this.waiting(target).length);
   }
   async resolve(principalId: string) {
     return this.principals.get(principalId);

@@ -25,8 +25,11 @@ function dispatchViewFactory(overrides: Partial<DispatchView> = {}): DispatchVie
     attempt: 1,
     phase: 'submitted',
     blockedReason: null,
-    submission: { attempts: 1, nextRetryAt: null, lastError: null },
+    submission: { attempts: 1, nextRetryAt: null, lastError: null, waitingFor: null, priority: 5, notBefore: null },
+    slot: { held: false, since: null, released: null },
     execution: {
+      cancelRequestedAt: null,
+      cancel: null,
       status: 'completed',
       nativeStatus: 'completed',
       monitorStatus: null,
@@ -89,7 +92,7 @@ function blockedViewFactory(dispatchId: string, blockedReason: string): Dispatch
     runId: null,
     phase: 'blocked',
     blockedReason,
-    execution: { status: null, nativeStatus: null, monitorStatus: null, lastActivityAt: null, completedAt: null, pendingApproval: null, result: null },
+    execution: { status: null, nativeStatus: null, monitorStatus: null, lastActivityAt: null, completedAt: null, pendingApproval: null, result: null, cancelRequestedAt: null, cancel: null },
     evidence: { expected: [], found: [], missing: [], invalid: [], files: [], outcome: 'unverified' },
     receipts: [
       { event: 'dispatch_written', at: at(0), attempt: 1 },

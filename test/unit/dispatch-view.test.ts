@@ -225,7 +225,7 @@ describe('dispatchView', () => {
     const view = dispatchView(state, acceptedMessageFactory());
     expect(view.unknowns).toEqual([]);
     expect(view.blockedReason).toMatch(/^retry_budget_spent/);
-    expect(view.submission).toEqual({ attempts: 3, nextRetryAt: null, lastError: 'down' });
+    expect(view.submission).toEqual({ attempts: 3, nextRetryAt: null, lastError: 'down', waitingFor: null, priority: 5, notBefore: null });
   });
 });
 

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { eventSchemaFiles, SCHEMAS_DIR, schemaFileName } from '../../scripts/write-event-schemas.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, blocked, resultClaimed, resultDelivered, resultDropped, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, blocked, cancelledBeforeSubmission, resultClaimed, resultDelivered, resultDropped, submitted } from '../../shared/dispatch/transitions.js';
 import { advance } from '../support/states.js';
 import { DETAIL_TYPES, EVENT_CATALOG, parseDetail, type LedgerEvent } from '../../shared/events/catalog.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
@@ -42,6 +42,8 @@ function derivedEvents(): LedgerEvent[] {
   commit(held, resultDelivered(held, 'origin:planner', later(2)));
   const unclaimed = commit(undefined, blocked(accepted(newDispatchFactory({ dispatchId: 'd-unclaimed' }), NOW), 'unknown_target', 'no target "x"', NOW));
   commit(unclaimed, resultDropped(unclaimed, 'expired', later(3)));
+  // Cancelled before it was ever submitted (Dispatch Cancelled).
+  commit(undefined, cancelledBeforeSubmission(accepted(newDispatchFactory({ dispatchId: 'd-cancelled' }), NOW), { reason: 'not needed any more', by: 'local:planner' }, NOW));
   for (const outcome of ['handled', 'orphan_no_delivery'] as const) {
     const start = submitted(accepted(newDispatchFactory({ dispatchId: `d-${outcome}`, expectedCount: 1 }), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
     const done = advance(start, 'completed', later(60), { execution: { ...start.execution, status: 'completed', nativeStatus: 'completed', completedAt: later(60).toISOString() } });

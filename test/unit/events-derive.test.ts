@@ -86,6 +86,15 @@ const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) =
   { kind: 'result_released', patch: () => ({ result: resultRecord('pending') }), detailType: null },
   { kind: 'result_delivered', patch: () => ({ result: resultRecord('delivered') }), detailType: 'Result Delivered' },
   { kind: 'result_dropped', patch: () => ({ result: { ...resultRecord('dropped'), droppedReason: 'expired' } }), detailType: 'Result Dropped' },
+  { kind: 'waiting', patch: () => ({ waitingFor: 'capacity' }), detailType: null },
+  {
+    kind: 'dispatch_cancelled',
+    patch: () => ({ phase: 'cancelled', runId: null, cancel: { requestedAt: later(60).toISOString(), reason: 'not needed', by: 'local:planner', asks: 0, nextAskAt: null, answer: 'cancelled before submission' } }),
+    detailType: 'Dispatch Cancelled',
+  },
+  { kind: 'cancel_requested', patch: () => ({ cancel: { requestedAt: later(60).toISOString(), reason: 'stop', by: 'local:planner', asks: 0, nextAskAt: later(60).toISOString(), answer: null } }), detailType: null },
+  { kind: 'cancel_answered', patch: () => ({ cancel: { requestedAt: later(60).toISOString(), reason: 'stop', by: 'local:planner', asks: 1, nextAskAt: null, answer: 'accepted' } }), detailType: null },
+  { kind: 'slot_released', patch: () => ({ slot: null }), detailType: null },
 ];
 
 const detailTypes = (events: readonly LedgerEvent[]): DetailType[] => events.map((event) => event.detailType);

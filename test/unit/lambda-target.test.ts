@@ -63,7 +63,7 @@ describe('lambdaTarget', () => {
     lambdaMock.on(InvokeCommand).resolves({ StatusCode: 202, $metadata: { requestId: 'req-9' } });
     expect(await target().decideApproval('d-1:2', 'ap-1', 'approve')).toEqual({ kind: 'decided', approvalId: 'ap-1', decision: 'approve' });
     expect(payloadOf(0)).toEqual({ resume: 'd-1:2', approvalId: 'ap-1', decision: 'approve' });
-    expect((await target().cancel('d-1:2')).kind).toBe('unavailable');
+    expect((await target().cancel('d-1:2')).kind).toBe('requested');
   });
 });
 

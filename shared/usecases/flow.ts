@@ -1,0 +1,116 @@
+import type { DispatchState } from '../dispatch/state.js';
+import { slotTotals } from '../dispatch/slots.js';
+import { cancelAnswered, cancelledBeforeSubmission, cancelRequested, isTerminal, slotReleased, type CancelAsk } from '../dispatch/transitions.js';
+import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
+import { parseLambdaRunId } from '../targets/port.js';
+
+/** What a cancel came to (CONTRACT §2 `POST /dispatches/{id}/cancel`). */
+export type CancelDispatchOutcome =
+  /** Never submitted: cancelled at once, the target never sees it. */
+  | { readonly kind: 'cancelled'; readonly state: DispatchState }
+  /** Submitted: asked of the target (`asked`: by this call; false when an earlier one already asked). */
+  | { readonly kind: 'requested'; readonly state: DispatchState; readonly asked: boolean }
+  /** Already over: final execution, blocked, or cancelled. */
+  | { readonly kind: 'terminal'; readonly state: DispatchState }
+  | { readonly kind: 'conflict' };
+
+const ROUNDS = 5;
+
+const over = (state: DispatchState): boolean => state.phase === 'blocked' || state.phase === 'cancelled' || isTerminal(state.execution.nativeStatus);
+
+/**
+ * A cancel, idempotent: before submission the dispatch is cancelled at once (a slot it held for a retry
+ * given back in the same write); after, the request is recorded first and then asked of the target —
+ * again from the monitor, with backoff, while the target cannot be reached — and the run is `cancelled`
+ * only on the target's word. Asking twice makes one request.
+ */
+export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchState, ask: CancelAsk): Promise<CancelDispatchOutcome> {
+  let state = first;
+  for (let round = 0; round < ROUNDS; round += 1) {
+    if (over(state)) return { kind: 'terminal', state };
+    if (state.phase === 'accepted') {
+      const next = cancelledBeforeSubmission(state, ask, deps.now());
+      if ((await deps.store.commit(state, next)).kind === 'committed') return { kind: 'cancelled', state: next };
+    } else if (state.cancel) {
+      return { kind: 'requested', state, asked: false };
+    } else {
+      const requested = cancelRequested(state, ask, deps.now());
+      if ((await deps.store.commit(state, requested)).kind === 'committed') return { kind: 'requested', state: await askTarget(deps, requested), asked: true };
+    }
+    const reread = await deps.store.getState(state.dispatchId);
+    if (!reread) return { kind: 'conflict' };
+    state = reread;
+  }
+  return { kind: 'conflict' };
+}
+
+/** Asks the target now; what it answered is recorded (a lost race leaves the asking to the monitor). */
+async function askTarget(deps: DispatchWorkDeps, requested: DispatchState): Promise<DispatchState> {
+  const registration = await deps.store.getTarget(requested.target);
+  if (!registration || !requested.runId) return requested;
+  const answer = await deps.targetFor(registration).cancel(requested.runId);
+  const next = cancelAnswered(requested, answer, deps.retryPolicy, deps.now());
+  return (await deps.store.commit(requested, next)).kind === 'committed' ? next : ((await deps.store.getState(requested.dispatchId)) ?? requested);
+}
+
+export type ReleaseSlotOutcome =
+  | { readonly kind: 'released'; readonly state: DispatchState }
+  /** No dispatch of this target holds a slot for that run. */
+  | { readonly kind: 'not_holding' }
+  /** The target still knows the run (or could not be asked): its slot stays. */
+  | { readonly kind: 'target_knows_run'; readonly status: string }
+  | { readonly kind: 'target_unreachable'; readonly reason: string }
+  | { readonly kind: 'conflict' };
+
+/**
+ * `POST /targets/{t}/slots/release` (CONTRACT §2): frees the slot of a run its target answers 404 for —
+ * looked up now, never on the caller's word; recorded on the dispatch with the caller's principal. The
+ * run stays `unknown`. `dispatchId`: the dispatch the run belongs to (a lambda run id names it; an http
+ * run id needs it given).
+ */
+export async function releaseSlot(deps: DispatchWorkDeps, target: string, request: { readonly runId: string; readonly dispatchId?: string | undefined; readonly reason: string; readonly by: string }): Promise<ReleaseSlotOutcome> {
+  const dispatchId = request.dispatchId ?? parseLambdaRunId(request.runId)?.dispatchId;
+  const state = dispatchId ? await deps.store.getState(dispatchId) : undefined;
+  if (!state || state.target !== target || state.runId !== request.runId || !state.slot || state.phase !== 'submitted') return { kind: 'not_holding' };
+  const registration = await deps.store.getTarget(target);
+  if (!registration) return { kind: 'target_unreachable', reason: `target "${target}" is not registered` };
+  const lookup = await deps.targetFor(registration).lookup(request.runId);
+  if (lookup.kind === 'found') return { kind: 'target_knows_run', status: lookup.run.status };
+  if (lookup.kind === 'unavailable') return { kind: 'target_unreachable', reason: lookup.reason };
+  const next = slotReleased(state, { by: request.by, reason: request.reason }, deps.now());
+  return (await deps.store.commit(state, next)).kind === 'committed' ? { kind: 'released', state: next } : { kind: 'conflict' };
+}
+
+/** One target at capacity, for `GET /attention` (CONTRACT §2 `at_capacity`). */
+export interface TargetAtCapacity {
+  readonly kind: 'at_capacity';
+  readonly target: string;
+  readonly limit: number;
+  readonly held: number;
+  /** Slots held by runs the ledger lost sight of: they may still be running (CONTRACT §11). */
+  readonly heldByUnknownRuns: number;
+  readonly waiting: number;
+  readonly reason: string;
+}
+
+/** Limited targets whose every slot is held, with how many of them unknown runs hold. */
+export async function targetsAtCapacity(store: Pick<LedgerStore, 'limitedTargets' | 'slotShards' | 'countWaiting'>): Promise<TargetAtCapacity[]> {
+  const entries: TargetAtCapacity[] = [];
+  for (const target of await store.limitedTargets()) {
+    const totals = slotTotals(await store.slotShards(target));
+    if (totals.limit === 0 || totals.free > 0) continue;
+    const waiting = await store.countWaiting(target, 1000);
+    entries.push({
+      kind: 'at_capacity',
+      target,
+      limit: totals.limit,
+      held: totals.held,
+      heldByUnknownRuns: totals.unknownHeld,
+      waiting,
+      reason:
+        `all ${totals.limit} slot(s) held, ${totals.unknownHeld} by runs whose status is unknown; ${waiting}${waiting >= 1000 ? '+' : ''} dispatch(es) waiting` +
+        (totals.unknownHeld > 0 ? `. A run its target no longer knows: npx ledger slots release --target ${target} --run-id RUN --dispatch-id D --reason R` : ''),
+    });
+  }
+  return entries;
+}

@@ -1,0 +1,246 @@
+import { readFileSync } from 'node:fs';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DemoAgentStats } from '../../local/demo-agent/model.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { slotTotals } from '../../shared/dispatch/slots.js';
+import type { DispatchView } from '../../shared/dispatch/view.js';
+import { installFaults } from '../../shared/faults.js';
+import { uniqueName } from '../support/engines.js';
+import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
+
+/**
+ * CONTRACT §11 (flow control) and §2 cancel, on the local platform's real engines: targets registered
+ * with `maxConcurrentRuns` (all of them the demo agent under another name), dispatches from several
+ * origins through the queue, the monitor ticking every second, the API nudging admissions.
+ */
+let t: TestPlatform;
+let ledger: LedgerTable;
+
+beforeAll(async () => {
+  t = await startTestPlatform();
+  ledger = new LedgerTable(DynamoDBDocumentClient.from(t.clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });
+});
+afterAll(() => t.stop());
+
+/** Registers the demo agent under `name` with a limit (a target of its own, the same agent behind it). */
+async function limitedTarget(limit: number, name = uniqueName('lim')): Promise<string> {
+  await ledger.putTarget({ name, kind: 'http', baseUrl: t.platform.demoAgent.url, maxConcurrentRuns: limit });
+  return name;
+}
+
+const message = (target: string, overrides: Record<string, unknown> = {}) => ({
+  dispatchId: uniqueName('d'),
+  origin: 'planner',
+  target,
+  task: { behavior: 'complete', goal: 'flow control' },
+  ...overrides,
+});
+
+const stats = async (): Promise<DemoAgentStats> => (await (await fetch(`${t.platform.demoAgent.url}/stats`)).json()) as DemoAgentStats;
+
+async function post(path: string, body: unknown, origin = 'planner'): Promise<{ status: number; body: Record<string, unknown> }> {
+  const response = await fetch(`${t.platform.info.apiUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': origin }, body: JSON.stringify(body) });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+const submittedAt = (view: DispatchView): string | undefined => view.receipts.find((receipt) => receipt.event === 'dispatch_submitted' && receipt.attempt === view.attempt)?.at;
+const held = async (target: string) => slotTotals(await ledger.slotShards(target));
+const over = (view: DispatchView) => view.execution.status === 'completed' || view.execution.status === 'failed' || view.execution.status === 'cancelled';
+
+describe('flow control: a limit counts the runs still active at the target', () => {
+  // First in the file: the demo agent's own count of open runs (maxOpen) is since it started.
+  it('never has more than 3 runs of a limit-3 target open at once, taking 50 dispatches from 3 origins (concurrent intake and ticks)', async () => {
+    const target = await limitedTarget(3, 'demo-agent');
+    const sent = Array.from({ length: 50 }, (_, index) => message(target, { origin: ['planner', 'lead-agent', 'reviewer'][index % 3], task: { behavior: 'slow', seconds: 1, goal: `n${index}` } }));
+    await Promise.all(sent.map((body) => t.send(JSON.stringify(body))));
+    for (const body of sent) await t.viewWhen(body.dispatchId, over, { origin: body.origin as string, timeoutMs: 120_000 });
+    const seen = await stats();
+    // The agent's own log of concurrently open runs, not the ledger's counter: at most 3, and 3 were used.
+    expect(seen.maxOpen[target]).toBe(3);
+    for (const body of sent) expect(seen.runs[body.dispatchId]).toBe(1);
+    expect(await held(target)).toMatchObject({ limit: 3, held: 0, unknownHeld: 0 });
+    // Back to unlimited for the other tests of the file.
+    await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
+  }, 180_000);
+
+  it('admits by priority, then alternately across two backlogged origins, FIFO within each', async () => {
+    const target = await limitedTarget(1);
+    const blocker = message(target, { task: { behavior: 'stall' } });
+    await t.send(JSON.stringify(blocker));
+    await t.viewWhen(blocker.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    // All wait behind the blocker: one low, four from each origin, one high (sent last).
+    const low = message(target, { priority: 1, origin: 'reviewer' });
+    const alpha = Array.from({ length: 4 }, () => message(target, { origin: 'planner' }));
+    const beta = Array.from({ length: 4 }, () => message(target, { origin: 'lead-agent' }));
+    const high = message(target, { priority: 9, origin: 'reviewer' });
+    for (const body of [low, ...alpha, ...beta, high]) {
+      await t.send(JSON.stringify(body));
+      await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'capacity', { origin: body.origin as string, timeoutMs: 20_000 });
+    }
+    // The blocker's run ends (its cancel, confirmed by the target): the queue drains one at a time.
+    expect((await post(`/dispatches/${blocker.dispatchId}/cancel`, { reason: 'make room' })).status).toBe(202);
+    const waiters = [low, ...alpha, ...beta, high];
+    const views = await Promise.all(waiters.map((body) => t.viewWhen(body.dispatchId, over, { origin: body.origin as string, timeoutMs: 60_000 })));
+    const order = views.map((view) => ({ id: view.dispatchId, origin: view.origin, at: submittedAt(view) ?? '' })).sort((a, b) => a.at.localeCompare(b.at));
+    expect(order[0]?.id).toBe(high.dispatchId);
+    expect(order.at(-1)?.id).toBe(low.dispatchId);
+    const middle = order.slice(1, -1);
+    let difference = 0;
+    for (const entry of middle) {
+      difference += entry.origin === 'planner' ? 1 : -1;
+      expect(Math.abs(difference)).toBeLessThanOrEqual(1);
+    }
+    expect(middle.filter((entry) => entry.origin === 'planner').map((entry) => entry.id)).toEqual(alpha.map((body) => body.dispatchId));
+    expect(middle.filter((entry) => entry.origin === 'lead-agent').map((entry) => entry.id)).toEqual(beta.map((body) => body.dispatchId));
+  }, 120_000);
+
+  it('keeps the slot of a stalled (unknown) run; a forced supersede frees it', async () => {
+    const target = await limitedTarget(1);
+    const stalled = message(target, { task: { behavior: 'stall' }, timeouts: { stallAfterSeconds: 1 } });
+    await t.send(JSON.stringify(stalled));
+    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown', { timeoutMs: 30_000 });
+    const waiter = message(target);
+    await t.send(JSON.stringify(waiter));
+    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+    // Ticks go by: the unknown run still holds the only slot, and the attention list says so.
+    const ticks = t.platform.scheduler.ticks;
+    await eventually('three more ticks', async () => (t.platform.scheduler.ticks >= ticks + 3 ? true : undefined), { timeoutMs: 20_000 });
+    expect((await t.view(waiter.dispatchId)).phase).toBe('accepted');
+    const capacity = (await t.get('/attention?kind=at_capacity')).body as { items: Array<Record<string, unknown>> };
+    expect(capacity.items.find((item) => item.target === target)).toMatchObject({ kind: 'at_capacity', limit: 1, held: 1, heldByUnknownRuns: 1, waiting: 1 });
+
+    expect((await post(`/dispatches/${stalled.dispatchId}/redispatch`, { reason: 'lost it', force: true })).status).toBe(202);
+    // The superseded run's slot is given back: the waiter gets through (it had no other way), and the
+    // new attempt after it; never two at once.
+    await t.viewWhen(waiter.dispatchId, over, { timeoutMs: 20_000 });
+    const again = await t.viewWhen(stalled.dispatchId, (view) => view.attempt === 2 && view.phase === 'submitted', { timeoutMs: 20_000 });
+    expect(again.runs.find((entry) => entry.attempt === 1)).toMatchObject({ superseded: true });
+    expect((await held(target)).held).toBe(1);
+  }, 90_000);
+
+  it('submits a notBefore dispatch within one tick after its time, not before', async () => {
+    const notBefore = new Date(Date.now() + 5_000).toISOString();
+    const body = message('demo-agent', { notBefore });
+    await t.send(JSON.stringify(body));
+    expect((await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: 10_000 })).submission.notBefore).toBe(notBefore);
+    const view = await t.viewWhen(body.dispatchId, (candidate) => candidate.phase === 'submitted', { timeoutMs: 20_000 });
+    const at = Date.parse(submittedAt(view) ?? '');
+    expect(at).toBeGreaterThanOrEqual(Date.parse(notBefore));
+    // One tick (1 s) after, with the claim and the call: well within 3 s.
+    expect(at - Date.parse(notBefore)).toBeLessThan(3_000);
+  }, 30_000);
+
+  it('admits the next dispatch at the freeing write in the API, without a tick, and answers the callback first', async () => {
+    const target = await limitedTarget(1);
+    const first = message(target, { task: { behavior: 'stall' } });
+    const second = message(target);
+    await t.send(JSON.stringify(first));
+    const running = await t.viewWhen(first.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    await t.send(JSON.stringify(second));
+    await t.viewWhen(second.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+    // No tick from here on: only the freeing write can admit the second one.
+    await t.platform.scheduler.stop();
+    const ticks = t.platform.scheduler.ticks;
+    try {
+      const started = Date.now();
+      const report = await post(`/runs/${encodeURIComponent(running.runId ?? '')}/events`, { dispatchId: first.dispatchId, seq: 100, type: 'completed' });
+      expect(report.status).toBe(202);
+      const answeredIn = Date.now() - started;
+      const admitted = await t.viewWhen(second.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 10_000 });
+      expect(t.platform.scheduler.ticks).toBe(ticks);
+      // Submitted after the report, by the nudged monitor invocation; the report itself was answered at once.
+      expect(Date.parse(submittedAt(admitted) ?? '')).toBeGreaterThanOrEqual(started);
+      expect(answeredIn).toBeLessThan(2_000);
+    } finally {
+      t.platform.scheduler.start();
+    }
+  }, 60_000);
+
+  it('frees the only slot of a vanished run with `slots release`, recorded with the principal; a run the target knows keeps it (409)', async () => {
+    const target = await limitedTarget(1);
+    const vanished = message(target, { task: { behavior: 'vanish' } });
+    await t.send(JSON.stringify(vanished));
+    const run = await t.viewWhen(vanished.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    const waiter = message(target, { task: { behavior: 'stall' } });
+    await t.send(JSON.stringify(waiter));
+    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+
+    const released = await post(`/targets/${target}/slots/release`, { runId: run.runId, dispatchId: vanished.dispatchId, reason: 'the agent lost it' });
+    expect(released).toMatchObject({ status: 200, body: { released: true, dispatchId: vanished.dispatchId, releasedBy: 'local:operator' } });
+    expect((await t.view(vanished.dispatchId)).slot.released).toMatchObject({ by: 'local:operator', reason: 'the agent lost it', runId: run.runId });
+    const admitted = await t.viewWhen(waiter.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 10_000 });
+    // The stalling run is one the target knows: its slot stays.
+    const refused = await post(`/targets/${target}/slots/release`, { runId: admitted.runId, dispatchId: waiter.dispatchId, reason: 'no' });
+    expect(refused.status).toBe(409);
+    expect(await held(target)).toMatchObject({ held: 1 });
+  }, 60_000);
+
+  it('reclaims a slot taken by a process that died before submitting: submitted once, then given back', async () => {
+    const target = await limitedTarget(1);
+    const body = message(target);
+    let crashed = 0;
+    const uninstall = installFaults({ fires: (fault, subject) => fault === 'submit.after_slot_taken' && subject === body.dispatchId && crashed++ === 0 });
+    try {
+      await t.send(JSON.stringify(body));
+      const view = await t.viewWhen(body.dispatchId, over, { timeoutMs: 30_000 });
+      expect(crashed).toBeGreaterThanOrEqual(1);
+      expect(view.execution.status).toBe('completed');
+      expect((await stats()).runs[body.dispatchId]).toBe(1);
+      await eventually('the slot given back', async () => ((await held(target)).held === 0 ? true : undefined), { timeoutMs: 10_000 });
+    } finally {
+      uninstall();
+    }
+  }, 60_000);
+});
+
+describe('cancel (CONTRACT §2 v2)', () => {
+  const events = (): Array<{ 'detail-type': string; detail: Record<string, unknown> }> =>
+    readFileSync(t.platform.info.eventLog, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { 'detail-type': string; detail: Record<string, unknown> });
+
+  it('cancels a dispatch before submission at once: never reaches the target, no slot taken, Dispatch Cancelled', async () => {
+    const body = message('demo-agent', { notBefore: new Date(Date.now() + 60_000).toISOString() });
+    await t.send(JSON.stringify(body));
+    await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: 10_000 });
+    const answer = await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'not needed' });
+    expect(answer).toMatchObject({ status: 202, body: { phase: 'cancelled', cancelled: true } });
+    expect((await t.view(body.dispatchId)).phase).toBe('cancelled');
+    await eventually('Dispatch Cancelled on the bus', async () => (events().some((event) => event['detail-type'] === 'Dispatch Cancelled' && event.detail.dispatchId === body.dispatchId) ? true : undefined), { timeoutMs: 15_000 });
+    expect((await stats()).submissions[body.dispatchId]).toBeUndefined();
+    // Terminal now: a second cancel is 409.
+    expect((await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'again' })).status).toBe(409);
+  }, 30_000);
+
+  it('asks the target to cancel a submitted run, once however often the origin asks; cancelled on the target\'s word', async () => {
+    const body = message('demo-agent', { task: { behavior: 'stall' } });
+    await t.send(JSON.stringify(body));
+    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    const [first, second] = [await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' }), await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' })];
+    expect(first.status).toBe(202);
+    expect([202, 409]).toContain(second.status);
+    const view = await t.viewWhen(body.dispatchId, (candidate) => candidate.execution.status === 'cancelled', { timeoutMs: 10_000 });
+    expect(view.execution.cancelRequestedAt).not.toBeNull();
+    expect((await stats()).cancels?.[running.runId ?? '']).toBe(1);
+    expect((await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' })).status).toBe(409);
+  }, 30_000);
+
+  it('retries the cancel while the target is unreachable (cancel_pending), and records it once the target confirms', async () => {
+    const target = uniqueName('moody');
+    await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
+    const body = message(target, { task: { behavior: 'stall' } });
+    await t.send(JSON.stringify(body));
+    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    // The target goes away (nothing listens there).
+    await ledger.putTarget({ name: target, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    const asked = await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' });
+    expect(asked).toMatchObject({ status: 202, body: { cancelled: false } });
+    const pending = (await t.get('/attention?kind=cancel_pending')).body as { items: Array<Record<string, unknown>> };
+    expect(pending.items.some((item) => item.dispatchId === body.dispatchId)).toBe(true);
+    // The monitor asks again (1 s backoff here) until it is back.
+    await eventually('asked again', async () => ((await t.view(body.dispatchId)).execution.cancel?.asks ?? 0) >= 2 ? true : undefined, { timeoutMs: 15_000 });
+    expect((await t.view(body.dispatchId)).execution.status).not.toBe('cancelled');
+    await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
+    await t.viewWhen(body.dispatchId, (view) => view.execution.status === 'cancelled', { timeoutMs: 15_000 });
+    expect((await stats()).cancels?.[running.runId ?? '']).toBe(1);
+  }, 60_000);
+});
