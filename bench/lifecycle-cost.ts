@@ -101,7 +101,7 @@ const failedConditionsOf = (totals: CapacityTotals): number => Object.values(tot
  * the stream publisher) on the local engines, counting every AWS request their adapters send and the
  * capacity DynamoDB reports, and timing each handler-sized step for Lambda GB-seconds.
  */
-export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' | 'callback' = 'detached'): Promise<LifecycleCostResult> {
+export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' | 'callback' = 'detached', flow: { readonly maxConcurrentRuns?: number } = {}): Promise<LifecycleCostResult> {
   const count = ctx.quick ? 5 : 50;
   const base = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS } as const;
   const dynamodb = new DynamoDBClient({ ...base, endpoint: ctx.endpoints.dynamodbEndpoint });
@@ -122,7 +122,8 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
     let clock = new Date('2026-12-01T12:00:00.000Z');
     const now = (): Date => clock;
     const table = new LedgerTable(documents, { tableName: ledger.name, retentionSeconds: 90 * 86_400 });
-    await table.putTarget({ name: TARGET, kind: 'http', baseUrl: target.url });
+    // With a limit (CONTRACT §11) every submission takes a slot and the final write gives it back.
+    await table.putTarget({ name: TARGET, kind: 'http', baseUrl: target.url, ...(flow.maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns: flow.maxConcurrentRuns }) });
     const blobs = new S3Blobs(s3, bucket);
     const targets = new Map<string, ReturnType<typeof httpTarget>>();
     const common = {

@@ -79,6 +79,9 @@ interface Results {
   readonly wruPerLifecycleWithDelivery: number;
   /** One claim with a 20 s long poll on an empty inbox. */
   readonly emptyLongPollReadUnits: number;
+  /** A lifecycle to a target with `maxConcurrentRuns`, and what its slot (taken and given back) adds to one without. */
+  readonly wruPerLifecycleWithLimit: number;
+  readonly wruPerAdmission: number;
   readonly usdPerMillionLifecycles: number;
   readonly usdPerMillionLifecyclesWithDelivery: number;
   readonly powertoolsUsdPerMillionLifecycles: number;
@@ -92,6 +95,7 @@ interface Results {
     readonly prices: typeof PRICES;
     readonly ours: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
     readonly withDelivery: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
+    readonly withLimit: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
     readonly evidenceUpload: { readonly usage: LifecycleUsage; readonly usdPerMillion: number };
     readonly powertools: { readonly usage: ReferenceLifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number> };
     readonly stepFunctionsStandard: ReturnType<typeof peerModels>['stepFunctionsStandard'];
@@ -108,8 +112,10 @@ interface Results {
 const perMillionBreakdown = (cost: CostBreakdown): Record<keyof CostBreakdown, number> =>
   Object.fromEntries(Object.entries(cost).map(([service, dollars]) => [service, perMillion(dollars)])) as Record<keyof CostBreakdown, number>;
 
-function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult }): Results {
-  const { lifecycle, delivered, reference, throughput, history, cold, detection } = parts;
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult }): Results {
+  const { lifecycle, delivered, limited, reference, throughput, history, cold, detection } = parts;
+  // CONTRACT §11: what a concurrency limit adds to a lifecycle — one slot taken with the submission's claim, given back with the final write.
+  const wruPerAdmission = limited.usage.dynamodb.writeUnits - lifecycle.usage.dynamodb.writeUnits;
   const ours = costOf(lifecycle.usage);
   const withDelivery = costOf(delivered.usage);
   const theirs = costOf(reference);
@@ -135,6 +141,8 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     wruPerLifecycle: round(lifecycle.usage.dynamodb.writeUnits),
     wruPerLifecycleWithDelivery: round(delivered.usage.dynamodb.writeUnits),
     emptyLongPollReadUnits: round(delivered.emptyLongPoll.readUnits),
+    wruPerLifecycleWithLimit: round(limited.usage.dynamodb.writeUnits),
+    wruPerAdmission: round(wruPerAdmission),
     usdPerMillionLifecycles: perMillion(ours.total),
     usdPerMillionLifecyclesWithDelivery: perMillion(withDelivery.total),
     powertoolsUsdPerMillionLifecycles: perMillion(theirs.total),
@@ -148,6 +156,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
       prices: PRICES,
       ours: { usage: lifecycle.usage, usdPerMillion: perMillionBreakdown(ours), writeUnitsByStep: lifecycle.writeUnitsByStep, eventsPerLifecycle: lifecycle.eventsPerLifecycle },
       withDelivery: { usage: delivered.usage, usdPerMillion: perMillionBreakdown(withDelivery), writeUnitsByStep: delivered.writeUnitsByStep, eventsPerLifecycle: delivered.eventsPerLifecycle },
+      withLimit: { usage: limited.usage, usdPerMillion: perMillionBreakdown(costOf(limited.usage)), writeUnitsByStep: limited.writeUnitsByStep, eventsPerLifecycle: limited.eventsPerLifecycle },
       evidenceUpload: { usage: lifecycle.evidenceUpload, usdPerMillion: perMillion(costOf(lifecycle.evidenceUpload).total) },
       powertools: { usage: reference, usdPerMillion: perMillionBreakdown(theirs) },
       stepFunctionsStandard: peers.stepFunctionsStandard,
@@ -225,6 +234,7 @@ function tables(results: Results): Record<string, string> {
         [
           ['Dispatch Ledger, detached (measured)', usd(results.usdPerMillionLifecycles), `${results.wruPerLifecycle} WRU; ${round(cost.ours.usage.eventBridgeEvents, 2)} events; Lambda from measured handler time`],
           ['Dispatch Ledger, result claimed and acked by the origin (measured)', usd(results.usdPerMillionLifecyclesWithDelivery), `${results.wruPerLifecycleWithDelivery} WRU; ${round(cost.withDelivery.usage.eventBridgeEvents, 2)} events; 2 more API calls (claim, ack)`],
+          ['Dispatch Ledger, detached, to a target with maxConcurrentRuns (measured)', usd(perMillion(costOf(cost.withLimit.usage).total)), `${results.wruPerLifecycleWithLimit} WRU: ${results.wruPerAdmission} more per admission (the slot taken in the claim's transaction, given back in the final write's)`],
           ['Powertools idempotency + BatchProcessor (measured)', usd(results.powertoolsUsdPerMillionLifecycles), `${round(cost.powertools.usage.dynamodb.writeUnits, 2)} WRU: an idempotency record and one state update per step; publishes no events`],
           ['Step Functions Standard (model)', usd(cost.stepFunctionsStandard.usdPerMillion), cost.stepFunctionsStandard.counting],
           ['Temporal Cloud (model)', `${usd(cost.temporalCloud.usdPerMillionLow)}–${usd(cost.temporalCloud.usdPerMillionHigh)}`, cost.temporalCloud.counting],
@@ -294,20 +304,23 @@ async function main(argv: readonly string[]): Promise<number> {
     const cold = await coldStart({ log, quick });
     log('monitor cost vs history');
     const history = await withEngines(runMonitorHistory);
-    const { lifecycle, delivered, reference, throughput, detection, ctx } = await withEngines(async (ctx) => {
+    const { lifecycle, delivered, limited, reference, throughput, detection, ctx } = await withEngines(async (ctx) => {
       log('cost per lifecycle: Dispatch Ledger (detached)');
       const lifecycle = await runLifecycleCost(ctx, 'detached');
       log('cost per lifecycle: Dispatch Ledger (callback: result claimed and acked)');
       const delivered = await runLifecycleCost(ctx, 'callback');
+      log('cost per lifecycle: Dispatch Ledger (detached, to a target with maxConcurrentRuns)');
+      // A limit as high as the lifecycles: never binding, so what it adds is exactly one slot taken and given back each.
+      const limited = await runLifecycleCost(ctx, 'detached', { maxConcurrentRuns: 10_000 });
       log('cost per lifecycle: Powertools reference');
       const reference = await measureReferenceLifecycle(ctx);
       log('intake throughput, interleaved with the Powertools reference');
       const throughput = await runIntakeThroughput(ctx);
       log('detection latency');
       const detection = await runDetection(ctx);
-      return { lifecycle, delivered, reference, throughput, detection, ctx };
+      return { lifecycle, delivered, limited, reference, throughput, detection, ctx };
     });
-    const results = assemble(ctx, { lifecycle, delivered, reference, throughput, history, cold, detection });
+    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, cold, detection });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
     writeDoc(results);
     log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);

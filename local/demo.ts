@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { getJson, postJson, sendDispatchBody } from '../cli/dispatch.js';
-import { EXAMPLE_WORKER_TARGET } from './platform.js';
+import { EXAMPLE_WORKER_TARGET, LIMITED_DEMO_TARGET } from './platform.js';
 import { sendInbox, type InboxCommand } from '../cli/inbox.js';
 import { table } from '../cli/table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -123,6 +123,8 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   await resultsDemo(state, run, print);
   print('');
   await lambdaWorkerDemo(state, run, print);
+  print('');
+  await flowControlDemo(state, run, print);
   print('');
   await busProbe(state, print);
   print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger inbox list --state pending   ·   npx ledger events --follow`);
@@ -391,6 +393,40 @@ async function lambdaWorkerDemo(state: LocalState, run: string, print: (line: st
     return current?.evidence.outcome === 'handled' ? current : undefined;
   }, 60_000);
   print(`  ${dispatchId}: run ${view.runId ?? '—'} (invoked asynchronously; the request id is the proof), ${view.execution.status}: ${view.execution.result?.summary ?? ''}; evidence ${view.evidence.outcome} (${view.evidence.files.map((file) => `${file.ref} sha256 ${file.sha256.slice(0, 12)}…`).join(', ')})`);
+}
+
+/**
+ * Flow control (CONTRACT §11): six dispatches from two origins to a target with `maxConcurrentRuns: 2`.
+ * The ledger holds a slot from submission until it knows the run is over: never more than two at once,
+ * the rest waiting, admitted round-robin across the origins as slots free.
+ */
+async function flowControlDemo(state: LocalState, run: string, print: (line: string) => void): Promise<void> {
+  const info = state.info;
+  if (!info) return;
+  print(`demo: six dispatches from two origins to ${LIMITED_DEMO_TARGET} (maxConcurrentRuns: 2)`);
+  const sent = Array.from({ length: 6 }, (_, index) => ({ dispatchId: `d-demo-${run}-flow-${index + 1}`, origin: index % 2 === 0 ? 'planner' : 'lead-agent' }));
+  for (const { dispatchId, origin } of sent) {
+    await sendDispatchBody(info, JSON.stringify({ dispatchId, origin, target: LIMITED_DEMO_TARGET, task: { behavior: 'slow', seconds: 1, goal: 'take a turn' }, delivery: { mode: 'detached' } }));
+  }
+  const views = await Promise.all(
+    sent.map(({ dispatchId, origin }) =>
+      waitFor(`${dispatchId} to complete`, async () => {
+        const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, origin);
+        const view = status === 200 ? (body as DispatchView) : undefined;
+        return view?.execution.status === 'completed' ? view : undefined;
+      }, 60_000),
+    ),
+  );
+  const spans = views.map((view) => ({
+    view,
+    from: Date.parse(view.receipts.find((receipt) => receipt.event === 'dispatch_submitted')?.at ?? ''),
+    to: Date.parse(view.execution.completedAt ?? ''),
+  })).sort((a, b) => a.from - b.from);
+  // The most runs submitted and not yet known to be over at any instant, from the ledger's own times.
+  const most = Math.max(...spans.map(({ from }) => spans.filter((span) => span.from <= from && span.to > from).length));
+  const start = spans[0]?.from ?? 0;
+  print(table(['dispatch', 'origin', 'submitted', 'completed'], spans.map(({ view, from, to }) => [view.dispatchId, view.origin, `+${((from - start) / 1000).toFixed(1)} s`, `+${((to - start) / 1000).toFixed(1)} s`]), 90));
+  print(`  at most ${most} run(s) at once; admitted in turn from planner and lead-agent as slots freed`);
 }
 
 /** The bus path: an event put on the local bus reaches the event log as EventBridge delivers it. */

@@ -13,6 +13,12 @@ function count(result: IntakeResult): void {
   if (name) countForTarget(metrics, name, 'target' in result ? result.target : 'none');
 }
 
+/** SQS's SentTimestamp (epoch milliseconds) as an instant, when it is one. */
+const sentAtOf = (timestamp: string | undefined): string | undefined => {
+  const ms = Number(timestamp);
+  return timestamp && Number.isSafeInteger(ms) && ms > 0 ? new Date(ms).toISOString() : undefined;
+};
+
 /**
  * Intake on the dispatch queue: each record becomes exactly one effect (see `takeDispatchMessage`).
  * A record whose processing throws is reported back alone (partial batch failure) and redelivered by
@@ -25,6 +31,7 @@ async function recordHandler(record: SQSRecord, invocation: { crashed: boolean }
       body: record.body,
       senderId: record.attributes.SenderId,
       redrivenFor: record.messageAttributes[REDRIVEN_FOR]?.stringValue,
+      sentAt: sentAtOf(record.attributes.SentTimestamp),
     });
     logger.info('dispatch message taken', { messageId: record.messageId, ...result });
     count(result);

@@ -29,7 +29,13 @@ export function nudgingAdmission(store: LedgerStore, nudge: (target: string) => 
       if (property === 'commit') {
         const commit: LedgerStore['commit'] = async (from, next, ended) => {
           const written = await target.commit(from, next, ended);
-          if (written.kind === 'committed' && from.slot && !next.slot) await nudge(next.target).catch(onError);
+          // Only when someone waits: a freed slot nobody is waiting for costs no invocation.
+          if (written.kind === 'committed' && from.slot && !next.slot) {
+            await target
+              .countWaiting(next.target, 1)
+              .then((waiting) => (waiting > 0 ? nudge(next.target) : undefined))
+              .catch(onError);
+          }
           return written;
         };
         return commit;

@@ -221,7 +221,7 @@ function checked(item: Item, fields: Readonly<Record<string, Check>>): Item {
  * keys, nulls are not stored, and the history sort key carries a hash of the id rather than the id.
  */
 export function stateItem(state: DispatchState, retentionSeconds: number, inboxShards = 1): Item {
-  const { dispatchId, origin, dueAt, storedDueAt: _transient, createdAt: _created, ...rest } = state;
+  const { dispatchId, origin, dueAt, storedDueAt: _transient, createdAt: _created, sentAt, ...rest } = state;
   // Kept within one write unit: what the codec can restore is not stored (the defaults, the creation
   // time the history key carries, the current run's id its receipts repeat, the result's id and attempt).
   const { timeouts, supersededRuns, deliveryMode, receipts, result: currentResult, ...others } = rest;
@@ -232,6 +232,8 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
     ...(deliveryMode === 'callback' ? {} : { deliveryMode }),
     receipts: receipts.map((receipt) => ('runId' in receipt && receipt.attempt === state.attempt && receipt.runId === state.runId ? withoutRunId(receipt) : receipt)),
     ...(currentResult ? { result: storedResult(currentResult) } : {}),
+    // Only while it waits: it orders the wait index, and the hot item stays within one write unit after.
+    ...(sentAt && state.phase === 'accepted' && state.waitingFor ? { sentAt } : {}),
   };
   const item: Item = {
     ...KEY.state(dispatchId),
@@ -259,7 +261,7 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
   // Waiting for a slot of its target, in priority order (CONTRACT §11).
   if (state.phase === 'accepted' && state.waitingFor === 'capacity') {
     item.waitKey = waitKeyOf(state.target, dispatchId);
-    item.waitAt = waitSortKey(state.priority ?? DEFAULT_PRIORITY, origin, state.createdAt, idHash(dispatchId));
+    item.waitAt = waitSortKey(state.priority ?? DEFAULT_PRIORITY, origin, state.sentAt ?? state.createdAt, idHash(dispatchId));
   }
   // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
   const settled = state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending';

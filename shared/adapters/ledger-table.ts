@@ -166,6 +166,9 @@ export function statePut(tableName: string, from: DispatchState, next: DispatchS
   };
 }
 
+/** How long admissions reuse the targets' slot shard counts. */
+const SHARD_COUNT_CACHE_MS = 30_000;
+
 export interface LedgerTableOptions {
   readonly tableName: string;
   /** Seconds a final record is kept (CONTRACT §7: default 90 days). */
@@ -457,8 +460,15 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
   }
 
+  /**
+   * The shard counts, reused for a while by admissions (a count only ever grows: one missed for a
+   * moment just leaves new slots unused, never lets a run past a cap); the monitor's tick reads afresh.
+   */
+  private shardCountCache: { readonly counts: Map<string, number>; readonly until: number } | undefined;
+
   /** Targets that have or had a limit, each with how many slot shards it has had at most. */
-  private async limitedShardCounts(): Promise<Map<string, number>> {
+  private async limitedShardCounts(fresh = true): Promise<Map<string, number>> {
+    if (!fresh && this.shardCountCache && this.shardCountCache.until > Date.now()) return this.shardCountCache.counts;
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.limitedTargets(), ConsistentRead: true }));
     const counts = new Map<string, number>();
     for (const [name, value] of Object.entries(Item ?? {})) {
@@ -467,12 +477,14 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     for (const target of this.options.registry?.targets.values() ?? []) {
       if (target.maxConcurrentRuns !== undefined) counts.set(target.name, Math.max(counts.get(target.name) ?? 0, slotShardCaps(target.maxConcurrentRuns).length));
     }
+    this.shardCountCache = { counts, until: Date.now() + SHARD_COUNT_CACHE_MS };
     return counts;
   }
 
   async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
-    const caps = limit === undefined ? [] : slotShardCaps(limit);
-    const count = Math.max(caps.length, (await this.limitedShardCounts()).get(target) ?? 0);
+    const existing = (await this.limitedShardCounts()).get(target) ?? 0;
+    const caps = limit === undefined ? [] : slotShardCaps(limit, existing);
+    const count = Math.max(caps.length, existing);
     await Promise.all(
       Array.from({ length: count }, (_, shard) =>
         this.db.send(
@@ -494,6 +506,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
         ExpressionAttributeValues: { ':count': count },
       }),
     );
+    this.shardCountCache?.counts.set(target, count);
   }
 
   async limitedTargets(): Promise<string[]> {
@@ -501,7 +514,20 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async slotShards(target: string): Promise<SlotShard[]> {
-    const count = (await this.limitedShardCounts()).get(target) ?? 0;
+    const shards = await this.readSlotShards(target);
+    // A deploy-time limit is the deployment's word: its caps are written by the first reader after a
+    // deploy. (A limit registered in the table is written by putTarget alone: a cached registration
+    // never rewrites caps.)
+    const deployed = this.options.registry?.targets.get(target)?.maxConcurrentRuns;
+    if (deployed === undefined) return shards;
+    const caps = slotShardCaps(deployed, shards.length);
+    if (shards.length === caps.length && shards.every((shard, index) => shard.cap === caps[index])) return shards;
+    await this.syncSlotCaps(target, deployed);
+    return this.readSlotShards(target);
+  }
+
+  private async readSlotShards(target: string): Promise<SlotShard[]> {
+    const count = (await this.limitedShardCounts(false)).get(target) ?? 0;
     if (count === 0) return [];
     const keys = Array.from({ length: count }, (_, shard) => KEY.slotShard(target, shard));
     const found = new Map<string, Item>();

@@ -48,13 +48,16 @@ const UNKNOWN_PAGES = 20;
 
 /** The dispatch whose current run is `runId` of `target`, among the runs the ledger lost sight of. */
 async function dispatchOfUnknownRun(feeds: LedgerFeeds, target: string, runId: string): Promise<string | undefined> {
-  let cursor: string | undefined;
-  for (let page = 0; page < UNKNOWN_PAGES; page += 1) {
-    const found = await feeds.listAttention({ kind: 'unknown', limit: 100, cursor });
-    const match = found.items.find((state) => state.target === target && state.runId === runId);
-    if (match) return match.dispatchId;
-    if (!found.cursor) return undefined;
-    cursor = found.cursor;
+  // A run the ledger lost sight of is `unknown` — or `cancel_pending` when its origin asked a cancel first.
+  for (const kind of ['unknown', 'cancel_pending'] as const) {
+    let cursor: string | undefined;
+    for (let page = 0; page < UNKNOWN_PAGES; page += 1) {
+      const found = await feeds.listAttention({ kind, limit: 100, cursor });
+      const match = found.items.find((state) => state.target === target && state.runId === runId);
+      if (match) return match.dispatchId;
+      if (!found.cursor) break;
+      cursor = found.cursor;
+    }
   }
   return undefined;
 }

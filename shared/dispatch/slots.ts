@@ -11,17 +11,22 @@ export const SLOTS_PER_SHARD = 8;
 export const MAX_SLOT_SHARDS = 32;
 
 /**
- * The cap of each shard for `limit`, in shard order.
+ * The cap of each shard for `limit`, in shard order. `existing`: the shards the target already has —
+ * a lower limit is spread over them (each at most its share, so one that holds more than its new cap
+ * only drains: the total never passes the new limit once they have), and those beyond the limit get 0.
  *
  * @example
- * slotShardCaps(1)  // [1]
- * slotShardCaps(20) // [7, 7, 6]
+ * slotShardCaps(1)     // [1]
+ * slotShardCaps(20)    // [7, 7, 6]
+ * slotShardCaps(8, 3)  // [3, 3, 2]
+ * slotShardCaps(2, 3)  // [1, 1, 0]
  */
-export function slotShardCaps(limit: number): number[] {
+export function slotShardCaps(limit: number, existing = 0): number[] {
   if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`a concurrency limit is a whole number ≥ 1, not ${limit}`);
-  const shards = Math.min(MAX_SLOT_SHARDS, Math.ceil(limit / SLOTS_PER_SHARD));
+  const shards = Math.min(limit, Math.max(Math.min(MAX_SLOT_SHARDS, Math.ceil(limit / SLOTS_PER_SHARD)), existing));
   const base = Math.floor(limit / shards);
-  return Array.from({ length: shards }, (_, shard) => base + (shard < limit % shards ? 1 : 0));
+  const caps = Array.from({ length: shards }, (_, shard) => base + (shard < limit % shards ? 1 : 0));
+  return [...caps, ...Array.from({ length: Math.max(0, existing - shards) }, () => 0)];
 }
 
 /** One slot shard as stored: its cap, the slots held, how many of those are held by runs the ledger lost sight of. */

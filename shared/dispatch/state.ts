@@ -199,6 +199,12 @@ export interface DispatchState {
   readonly storedDueAt?: string | null | undefined;
   /** CONTRACT §1 v2: order among waiting dispatches, 0..9 (absent: 5). */
   readonly priority?: number | undefined;
+  /**
+   * When the origin sent it (SQS SentTimestamp): the order waiting dispatches of one origin are admitted
+   * in ("oldest first"), where intake's own clock would follow the order a batch happened to be taken in.
+   * Stored only while it waits.
+   */
+  readonly sentAt?: string | undefined;
   /** CONTRACT §1 v2: not submitted before this instant. */
   readonly notBefore?: string | null | undefined;
   /** Waiting for a slot or for `notBefore` (CONTRACT §11); null or absent otherwise. */

@@ -44,7 +44,7 @@ const RESULT_CHANGES: readonly ChangeKind[] = ['result_ready', 'result_claimed',
 /** Change kinds that may be written while the phase moves from → to. Anything else is refused. */
 export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly ChangeKind[]>>>> = {
   accepted: {
-    accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched', 'waiting'],
+    accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched', 'waiting', 'cancel_requested'],
     submitted: ['submitted', 'completed', 'failed', 'cancelled', 'approval_requested', 'handled', 'orphaned', 'evidence_unverified', 'result_ready'],
     blocked: ['blocked', 'result_ready'],
     // Cancelled before it was ever submitted (CONTRACT §2 v2): its origin hears back like a blocked one's.
@@ -156,8 +156,8 @@ export const runOver = (state: DispatchState): boolean =>
  */
 function withFlow(previous: DispatchState, next: DispatchState): DispatchState {
   let out = next;
-  if (out.slot && (out.attempt !== previous.attempt || runOver(out))) out = { ...out, slot: null };
-  if (out.waitingFor && out.phase !== 'accepted') out = { ...out, waitingFor: null };
+  if (out.slot && (out.attempt !== previous.attempt || runOver(out))) out = { ...out, slot: undefined };
+  if (out.waitingFor && out.phase !== 'accepted') out = { ...out, waitingFor: undefined };
   const ask = cancelPending(out) ? out.cancel?.nextAskAt : null;
   if (ask && (out.dueAt === null || Date.parse(ask) < Date.parse(out.dueAt))) out = { ...out, dueAt: ask };
   return out;
@@ -365,6 +365,8 @@ export interface NewDispatch {
   /** CONTRACT §1 v2 / §11: order among waiting dispatches (default 5), and not before when. */
   readonly priority?: number;
   readonly notBefore?: string | null;
+  /** When the origin sent the message (its queue's timestamp), if known. */
+  readonly sentAt?: string;
 }
 
 /** A dispatch written and not yet submitted (attempt 1, nothing tried). Version 0: not stored yet. */
@@ -397,6 +399,7 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     ...(input.resultDelivery === 'inject' ? { resultDelivery: 'inject' as const } : {}),
     ...(input.priority !== undefined && input.priority !== DEFAULT_PRIORITY ? { priority: input.priority } : {}),
     ...(input.notBefore ? { notBefore: input.notBefore } : {}),
+    ...(input.sentAt ? { sentAt: input.sentAt } : {}),
   };
 }
 
@@ -421,8 +424,16 @@ export const FINAL_BLOCKS: ReadonlySet<BlockedCode> = new Set(['invalid_fields',
  * overlapping tick or a duplicate leaves it alone. `now` must be the clock at the write, not a tick's start.
  */
 export function submissionClaimed(state: DispatchState, now: Date, claimSeconds: number): DispatchState {
-  return advance(state, 'claimed', now, { dueAt: plus(now, claimSeconds) });
+  return advance(state, 'claimed', now, { dueAt: plus(now, claimSeconds), waitingFor: undefined });
 }
+
+/**
+ * A submitter holds this accepted dispatch right now (a claim not lapsed, not a wait or a retry's
+ * backoff): its call to the target may be under way, so a cancel is recorded for it to act on rather
+ * than ending a dispatch whose run may already exist.
+ */
+export const submissionInFlight = (state: DispatchState, now: Date): boolean =>
+  state.phase === 'accepted' && !state.waitingFor && state.dueAt !== null && Date.parse(state.dueAt) > now.getTime() && state.dueAt !== state.submission.nextRetryAt;
 
 /**
  * Applies what one submission call to the target returned. An answer that already reports a final
@@ -459,7 +470,7 @@ export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: 
       if (!retryAt) {
         return blocked({ ...state, submission: { attempts, nextRetryAt: null, lastError } }, 'retry_budget_spent', `${attempts} submission attempts failed; last: ${lastError}`, now);
       }
-      return advance(state, 'retry_scheduled', now, { submission: { attempts, nextRetryAt: retryAt.toISOString(), lastError }, dueAt: retryAt.toISOString() });
+      return advance(state, 'retry_scheduled', now, { submission: { attempts, nextRetryAt: retryAt.toISOString(), lastError }, dueAt: retryAt.toISOString(), waitingFor: undefined });
     }
   }
 }
@@ -749,6 +760,10 @@ export function redispatched(state: DispatchState, facts: RedispatchFacts, now: 
     evidence: { outcome: state.evidence.expectedCount > 0 ? 'pending' : 'unverified', expectedCount: state.evidence.expectedCount, deadline: null },
     dueAt: plus(now, facts.claimSeconds),
     redispatch: { at: now.toISOString(), reason: clip(printable(facts.reason), 120), supersededRunId: facts.supersede ? state.runId : null, cancel: null },
+    // The ended attempt's cancel and slot release stay with it; the new attempt joins the queue afresh.
+    cancel: undefined,
+    slotRelease: undefined,
+    waitingFor: undefined,
   });
   // A result still out is dropped with its attempt: its ack answers `superseded` from now on.
   return isLive(state.result) ? { ...next, changes: [...next.changes, 'result_dropped'] } : next;
@@ -810,7 +825,7 @@ export function waiting(state: DispatchState, why: WaitingFor, now: Date): Dispa
  * submits again with the slot it still holds — a slot taken is never lost with the process.
  */
 export function admitted(state: DispatchState, shard: number, now: Date, claimSeconds: number): DispatchState {
-  return advance(state, 'claimed', now, { slot: { shard, at: now.toISOString() }, waitingFor: null, dueAt: plus(now, claimSeconds) });
+  return advance(state, 'claimed', now, { slot: { shard, at: now.toISOString() }, waitingFor: undefined, dueAt: plus(now, claimSeconds) });
 }
 
 export interface CancelAsk {
@@ -826,11 +841,15 @@ export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, 
     phase: 'cancelled',
     submission: { ...state.submission, nextRetryAt: null },
     dueAt: null,
-    cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: null, answer: 'cancelled before submission' },
+    // A cancel recorded while a submission was under way keeps its own time and asker.
+    cancel: { ...(state.cancel ?? { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0 }), nextAskAt: null, answer: 'cancelled before submission' },
   });
 }
 
-/** A cancel asked of a submitted run: recorded first, then asked of the target (now, and again while it cannot be reached). */
+/**
+ * A cancel asked of a submitted run — or of one whose submission is under way (its submitter carries it
+ * into the submitted state) —: recorded first, then asked of the target (now, and again while it cannot be reached).
+ */
 export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date): DispatchState {
   const at = now.toISOString();
   return advance(state, 'cancel_requested', now, {
@@ -867,7 +886,7 @@ export function cancelAnswered(state: DispatchState, outcome: CancelOutcome, pol
 export function slotReleased(state: DispatchState, release: { readonly by: string; readonly reason: string }, now: Date): DispatchState {
   if (!state.slot || state.phase !== 'submitted') throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['slot_released']);
   return advance(state, 'slot_released', now, {
-    slot: null,
+    slot: undefined,
     slotRelease: { at: now.toISOString(), by: clip(printable(release.by), 200), reason: bounded(release.reason), runId: state.runId ?? '' },
   });
 }

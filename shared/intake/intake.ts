@@ -17,6 +17,8 @@ export interface IntakeRecord {
   readonly senderId: string | undefined;
   /** The first sender of a message an operator moved back from the DLQ (message attribute `REDRIVEN_FOR`). */
   readonly redrivenFor?: string | undefined;
+  /** SQS `SentTimestamp`, as an instant: when the origin sent it (waiting dispatches are admitted oldest first by it). */
+  readonly sentAt?: string | undefined;
 }
 
 /** Message attribute `ledger dlq redrive` sets to the message's first `SenderId`. */
@@ -144,7 +146,7 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     message = { ...existing, claimUntil };
   }
   crashPoint('intake.after_claim', dispatchId);
-  return firstSubmission(deps, message, read.kind === 'valid' ? read.message.task : undefined);
+  return firstSubmission(deps, message, read.kind === 'valid' ? read.message.task : undefined, record.sentAt);
 }
 
 async function anchorFor(
@@ -200,7 +202,7 @@ async function anchorFor(
 }
 
 
-async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHand: Record<string, unknown> | undefined): Promise<IntakeResult> {
+async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHand: Record<string, unknown> | undefined, sentAt?: string): Promise<IntakeResult> {
   const now = deps.now();
   const content = message.content;
   if (!content.valid) {
@@ -250,6 +252,7 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
       ...(content.resultDelivery ? { resultDelivery: content.resultDelivery } : {}),
       ...(content.priority === undefined ? {} : { priority: content.priority }),
       notBefore: content.notBefore ?? null,
+      ...(sentAt ? { sentAt } : {}),
     },
     now,
   );

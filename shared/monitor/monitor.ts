@@ -87,15 +87,18 @@ export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
  */
 async function admitForLimitedTargets(deps: MonitorDeps): Promise<Record<string, TargetFlow>> {
   const flows: Record<string, TargetFlow> = {};
-  for (const target of await deps.store.limitedTargets()) {
-    try {
-      const admitted = await admitWaiting(deps, target, deps.admitPerTarget ?? 100);
-      const totals = slotTotals(await deps.store.slotShards(target));
-      flows[target] = { limit: totals.limit, held: totals.held, unknownHeld: totals.unknownHeld, waiting: await deps.store.countWaiting(target, WAITING_COUNT_CAP), admitted };
-    } catch {
-      // One target's trouble must not cost the others their admissions: tried again next tick.
-    }
-  }
+  // Targets side by side: a slow one must not cost the others their admissions this tick.
+  await Promise.all(
+    (await deps.store.limitedTargets()).map(async (target) => {
+      try {
+        const admitted = await admitWaiting(deps, target, deps.admitPerTarget ?? 100);
+        const totals = slotTotals(await deps.store.slotShards(target));
+        flows[target] = { limit: totals.limit, held: totals.held, unknownHeld: totals.unknownHeld, waiting: await deps.store.countWaiting(target, WAITING_COUNT_CAP), admitted };
+      } catch {
+        // One target's trouble is tried again next tick.
+      }
+    }),
+  );
   return flows;
 }
 

@@ -1,6 +1,6 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { slotTotals } from '../dispatch/slots.js';
-import { cancelAnswered, cancelledBeforeSubmission, cancelRequested, isTerminal, slotReleased, type CancelAsk } from '../dispatch/transitions.js';
+import { cancelAnswered, cancelledBeforeSubmission, cancelRequested, isTerminal, slotReleased, submissionInFlight, type CancelAsk } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
 import { parseLambdaRunId } from '../targets/port.js';
 
@@ -28,7 +28,13 @@ export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchStat
   let state = first;
   for (let round = 0; round < ROUNDS; round += 1) {
     if (over(state)) return { kind: 'terminal', state };
-    if (state.phase === 'accepted') {
+    if (state.phase === 'accepted' && submissionInFlight(state, deps.now())) {
+      // A submitter is calling the target right now: its run may exist. The request is recorded for the
+      // submitter to carry into what it writes (a run it made is then asked to cancel like any other).
+      if (state.cancel) return { kind: 'requested', state, asked: false };
+      const requested = cancelRequested(state, ask, deps.now());
+      if ((await deps.store.commit(state, requested)).kind === 'committed') return { kind: 'requested', state: requested, asked: false };
+    } else if (state.phase === 'accepted') {
       const next = cancelledBeforeSubmission(state, ask, deps.now());
       if ((await deps.store.commit(state, next)).kind === 'committed') return { kind: 'cancelled', state: next };
     } else if (state.cancel) {

@@ -1,10 +1,10 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { admitted, blocked, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
-import { slotShardCaps, type SlotShard } from '../dispatch/slots.js';
+import { admitted, blocked, cancelledBeforeSubmission, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
+import type { SlotShard } from '../dispatch/slots.js';
 import { taskOf } from '../dispatch/task.js';
 import { crashPoint } from '../faults.js';
 import type { AcceptedMessage, CommitOutcome, DispatchWorkDeps } from '../ledger/port.js';
-import type { TargetRegistration } from '../targets/port.js';
+import type { SubmitOutcome, TargetRegistration } from '../targets/port.js';
 
 type SubmitDeps = Pick<DispatchWorkDeps, 'store' | 'blobs' | 'targetFor' | 'callbackUrl' | 'retryPolicy' | 'now' | 'claimSeconds'>;
 
@@ -48,16 +48,14 @@ async function commitStep(deps: SubmitDeps, from: DispatchState, next: DispatchS
 }
 
 /**
- * The slot shards of a limited target, their caps brought in line with its registration first (a
- * deploy-time limit, or one changed since: idempotent).
+ * The slot shards of a limited target as stored. Their caps are the registry's to set (`putTarget`, or a
+ * deployment): admission only writes them for a target that has none yet — a cached registration must
+ * never raise a limit that was lowered.
  */
 export async function shardsOf(deps: Pick<SubmitDeps, 'store'>, registration: TargetRegistration): Promise<SlotShard[]> {
-  const limit = registration.maxConcurrentRuns;
-  const caps = limit === undefined ? [] : slotShardCaps(limit);
   const shards = await deps.store.slotShards(registration.name);
-  const inLine = shards.length >= caps.length && shards.every((shard, index) => shard.cap === (caps[index] ?? 0));
-  if (inLine) return shards;
-  await deps.store.syncSlotCaps(registration.name, limit);
+  if (shards.length > 0 || registration.maxConcurrentRuns === undefined) return shards;
+  await deps.store.syncSlotCaps(registration.name, registration.maxConcurrentRuns);
   return deps.store.slotShards(registration.name);
 }
 
@@ -99,11 +97,20 @@ async function takeSlot(
 export async function submitHeld(deps: SubmitDeps, held: DispatchState, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<AttemptOutcome> {
   const registration = await deps.store.getTarget(held.target);
   if (!registration) return commitStep(deps, held, blocked(held, 'unknown_target', `no target named "${held.target}" is registered`, deps.now()));
-  const next = await submitAttempt(deps, registration, held, message, inHand);
+  const attempt = await submitAttempt(deps, registration, held, message, inHand);
+  const { outcome } = attempt;
+  // Cancelled while a lapsed submission's claim was being taken over: a run the target has is found by
+  // the same Idempotency-Key (and then asked to cancel); no run, and the dispatch ends never submitted.
+  const next = held.cancel && outcome && outcome.kind !== 'accepted' ? cancelledBeforeSubmission(held, held.cancel, deps.now()) : attempt.next;
   const written = await commitStep(deps, held, next);
-  if (written.kind === 'conflict' && next.runId) {
-    const now = (await deps.store.getState(held.dispatchId)) ?? written.existing;
-    if (now?.phase === 'cancelled') await deps.targetFor(registration).cancel(next.runId).catch(() => undefined);
+  if (written.kind === 'committed' || !outcome) return written;
+  // The origin cancelled while the call was under way: its request was recorded on the accepted state.
+  // A run the target made is recorded with it (the cancel is then asked of the target, as for any
+  // submitted run); a call that made none ends the dispatch cancelled, never submitted.
+  const fresh = await deps.store.getState(held.dispatchId);
+  if (fresh?.phase === 'accepted' && fresh.attempt === held.attempt && fresh.cancel && !fresh.runId) {
+    const settled = outcome.kind === 'accepted' ? submitted(fresh, outcome, deps.retryPolicy, deps.now()) : cancelledBeforeSubmission(fresh, fresh.cancel, deps.now());
+    return commitStep(deps, fresh, settled);
   }
   return written;
 }
@@ -115,8 +122,14 @@ export async function submitHeld(deps: SubmitDeps, held: DispatchState, message:
  * Never throws for what the target or the payload store does: an unreadable payload counts against the
  * retry budget instead of holding the claim forever.
  */
-async function submitAttempt(deps: SubmitDeps, registration: TargetRegistration, claimed: DispatchState, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<DispatchState> {
-  if (!message.content.valid) return blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now());
+async function submitAttempt(
+  deps: SubmitDeps,
+  registration: TargetRegistration,
+  claimed: DispatchState,
+  message: AcceptedMessage,
+  inHand?: Record<string, unknown>,
+): Promise<{ readonly next: DispatchState; readonly outcome?: SubmitOutcome }> {
+  if (!message.content.valid) return { next: blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()) };
   const content = message.content;
   const outcome = await taskOf(deps.blobs, message, inHand).then(
     (task) =>
@@ -133,7 +146,7 @@ async function submitAttempt(deps: SubmitDeps, registration: TargetRegistration,
     (error: unknown) => ({ kind: 'unavailable' as const, reason: `the task payload could not be read: ${error instanceof Error ? error.name : 'error'}` }),
   );
   if (outcome.kind === 'accepted') crashPoint('submit.after_target_accepted', claimed.dispatchId);
-  return submitted(claimed, outcome, deps.retryPolicy, deps.now());
+  return { next: submitted(claimed, outcome, deps.retryPolicy, deps.now()), outcome };
 }
 
 /**
@@ -144,9 +157,17 @@ async function submitAttempt(deps: SubmitDeps, registration: TargetRegistration,
  */
 export async function admitWaiting(deps: SubmitDeps, target: string, max = 25): Promise<number> {
   const registration = await deps.store.getTarget(target);
-  if (!registration) return 0;
   let count = 0;
   const exclude = new Set<string>();
+  if (!registration) {
+    // Its target is gone: the waiting are blocked (each hears back), not left waiting for nothing.
+    for (let entry = await deps.store.nextWaiting(target, null, exclude); entry && exclude.size < max; entry = await deps.store.nextWaiting(target, null, exclude)) {
+      exclude.add(entry.dispatchId);
+      const state = await deps.store.getState(entry.dispatchId);
+      if (state?.phase === 'accepted' && state.waitingFor === 'capacity') await commitStep(deps, state, blocked(state, 'unknown_target', `no target named "${target}" is registered`, deps.now()));
+    }
+    return 0;
+  }
   for (let round = 0; count < max && round < max * 3; round += 1) {
     let shard: SlotShard | undefined;
     if (registration.maxConcurrentRuns !== undefined) {

@@ -218,8 +218,8 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
     return (this.slots.get(target) ?? []).map((shard) => ({ ...shard }));
   }
   async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
-    const caps = limit === undefined ? [] : slotShardCaps(limit);
     const shards = this.slots.get(target) ?? [];
+    const caps = limit === undefined ? [] : slotShardCaps(limit, shards.length);
     for (let shard = 0; shard < Math.max(caps.length, shards.length); shard += 1) {
       const existing = shards[shard];
       if (existing) existing.cap = caps[shard] ?? 0;
@@ -233,7 +233,7 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
   private waiting(target: string): WaitingEntry[] {
     return [...this.states.values()]
       .filter((state) => state.target === target && state.phase === 'accepted' && state.waitingFor === 'capacity')
-      .map((state) => ({ dispatchId: state.dispatchId, origin: state.origin, priority: state.priority ?? DEFAULT_PRIORITY, createdAt: state.createdAt }));
+      .map((state) => ({ dispatchId: state.dispatchId, origin: state.origin, priority: state.priority ?? DEFAULT_PRIORITY, createdAt: state.sentAt ?? state.createdAt }));
   }
   async nextWaiting(target: string, lastOrigin: string | null, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
     return nextAdmission(this.waiting(target).filter((entry) => !exclude.has(entry.dispatchId)), lastOrigin);

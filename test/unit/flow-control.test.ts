@@ -1,0 +1,137 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { nextAdmission, slotShardCaps, type WaitingEntry } from '../../shared/dispatch/slots.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, admitted, cancelRequested, redispatched, submitted, waiting } from '../../shared/dispatch/transitions.js';
+import type { AcceptedMessage } from '../../shared/ledger/port.js';
+import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import { cancelDispatch } from '../../shared/usecases/flow.js';
+import { startAttempt } from '../../shared/usecases/submit-attempt.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+import { MemoryStore } from '../support/memory-store.js';
+
+const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
+
+describe('slot shards (CONTRACT §11)', () => {
+  it('split any limit into caps that sum exactly to it, each at least 1, at most 32 shards — and a lower limit over existing shards sums to it too', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 10_000 }), fc.integer({ min: 0, max: 32 }), (limit, existing) => {
+        const caps = slotShardCaps(limit, existing);
+        expect(caps.reduce((sum, cap) => sum + cap, 0)).toBe(limit);
+        expect(caps.length).toBeLessThanOrEqual(32);
+        expect(caps.length).toBeGreaterThanOrEqual(existing);
+        // Shards beyond the limit drain at cap 0; the others take at least one.
+        expect(caps.filter((cap) => cap > 0)).toHaveLength(Math.min(caps.length, limit));
+      }),
+    );
+    expect(slotShardCaps(1)).toEqual([1]);
+    expect(slotShardCaps(8, 3)).toEqual([3, 3, 2]);
+  });
+
+  it('pick the highest priority, then the next origin after the last admitted (wrapping), then its oldest', () => {
+    const entry = (dispatchId: string, origin: string, priority: number, second: number): WaitingEntry => ({ dispatchId, origin, priority, createdAt: later(second).toISOString() });
+    const waitingNow = [entry('a2', 'alpha', 5, 2), entry('a1', 'alpha', 5, 1), entry('b1', 'beta', 5, 3), entry('low', 'gamma', 1, 0)];
+    expect(nextAdmission(waitingNow, null)?.dispatchId).toBe('a1');
+    expect(nextAdmission(waitingNow, 'alpha')?.dispatchId).toBe('b1');
+    expect(nextAdmission(waitingNow, 'beta')?.dispatchId).toBe('a1');
+    expect(nextAdmission([...waitingNow, entry('high', 'zeta', 9, 9)], 'beta')?.dispatchId).toBe('high');
+    expect(nextAdmission([entry('low', 'gamma', 1, 0)], 'zeta')?.dispatchId).toBe('low');
+  });
+});
+
+describe('a cancel racing a submission', () => {
+  const TARGET = 'limited-agent';
+  const message = (dispatchId: string): AcceptedMessage => ({
+    dispatchId,
+    origin: 'planner',
+    contentHash: 'sha256:x',
+    messageId: 'm-1',
+    senderId: null,
+    receivedAt: NOW.toISOString(),
+    claimUntil: later(60).toISOString(),
+    content: { valid: true, target: TARGET, task: { goal: 'x' }, taskRef: null, taskPreview: null, taskBytes: 10, expectedEvidence: [], deliveryMode: 'callback', timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 }, parentDispatchId: null, maxHops: 4 },
+  });
+
+  it('keeps the run a submission under way made: recorded submitted with the cancel pending (asked of the target next), its slot held until the target says', async () => {
+    const store = new MemoryStore();
+    await store.putTarget({ name: TARGET, kind: 'http', baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: 1 });
+    const start = accepted(newDispatchFactory({ dispatchId: 'd-race', target: TARGET }), NOW);
+    const cancels: string[] = [];
+    let clock = NOW;
+    const deps = {
+      store,
+      blobs: { put: async () => undefined, getText: async () => '', getBytes: async () => undefined },
+      callbackUrl: 'http://127.0.0.1:9',
+      retryPolicy: DEFAULT_RETRY_POLICY,
+      now: () => clock,
+      claimSeconds: 60,
+      targetFor: (): TargetPort => ({
+        // The origin cancels while the target is creating the run.
+        submit: async (request: SubmitRequest) => {
+          const held = await store.getState(request.dispatchId);
+          if (!held) throw new Error('the claim is stored before the call');
+          clock = later(1);
+          expect((await cancelDispatch(deps, held, { reason: 'changed my mind', by: 'local:planner' })).kind).toBe('requested');
+          return { kind: 'accepted', runId: 'r-race', status: 'running', requestId: 'q' };
+        },
+        lookup: async () => ({ kind: 'not_found' }),
+        decideApproval: async () => ({ kind: 'not_found' }),
+        cancel: async (runId: string) => {
+          cancels.push(runId);
+          return { kind: 'cancelled', status: 'cancelled' };
+        },
+      }),
+    };
+    const outcome = await startAttempt(deps, start, message('d-race'));
+    expect(outcome.kind).toBe('committed');
+    const stored = (await store.getState('d-race')) as DispatchState;
+    // The run is the ledger's to watch, its slot held, the cancel due to be asked now.
+    expect(stored).toMatchObject({ phase: 'submitted', runId: 'r-race', slot: { shard: 0 }, cancel: { reason: 'changed my mind' } });
+    expect(stored.dueAt).toBe(stored.cancel?.nextAskAt);
+    expect((await store.slotShards(TARGET))[0]?.held).toBe(1);
+    expect(cancels).toEqual([]);
+  });
+
+  it('ends a dispatch cancelled while its submission failed as never submitted, its slot given back', async () => {
+    const store = new MemoryStore();
+    await store.putTarget({ name: TARGET, kind: 'http', baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: 1 });
+    const start = accepted(newDispatchFactory({ dispatchId: 'd-race-2', target: TARGET }), NOW);
+    const deps = {
+      store,
+      blobs: { put: async () => undefined, getText: async () => '', getBytes: async () => undefined },
+      callbackUrl: 'http://127.0.0.1:9',
+      retryPolicy: DEFAULT_RETRY_POLICY,
+      now: () => later(1),
+      claimSeconds: 60,
+      targetFor: (): TargetPort => ({
+        submit: async (request: SubmitRequest) => {
+          const held = await store.getState(request.dispatchId);
+          if (held) await cancelDispatch(deps, held, { reason: 'stop', by: 'local:planner' });
+          return { kind: 'unavailable', reason: 'connection refused' };
+        },
+        lookup: async () => ({ kind: 'not_found' }),
+        decideApproval: async () => ({ kind: 'not_found' }),
+        cancel: async () => ({ kind: 'not_found' }),
+      }),
+    };
+    await startAttempt(deps, start, message('d-race-2'));
+    expect(await store.getState('d-race-2')).toMatchObject({ phase: 'cancelled' });
+    expect((await store.getState('d-race-2'))?.slot).toBeUndefined();
+    expect((await store.slotShards(TARGET))[0]?.held).toBe(0);
+  });
+});
+
+describe('a redispatch starts its attempt afresh', () => {
+  it('leaves the ended attempt\'s cancel, slot release and wait behind (the new run is not cancelled by the old request)', () => {
+    const start = accepted(newDispatchFactory({ dispatchId: 'd-again' }), NOW);
+    const held = admitted(start, 0, NOW, 60);
+    const run = submitted(held, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+    const asked = cancelRequested(run, { reason: 'stop', by: 'local:planner' }, later(1));
+    const again = redispatched(asked, { reason: 'try again', supersede: true, claimSeconds: 60 }, later(2));
+    expect(again).toMatchObject({ attempt: 2 });
+    expect([again.cancel, again.slot, again.waitingFor]).toEqual([undefined, undefined, undefined]);
+    const queued = redispatched(waiting(accepted(newDispatchFactory({ dispatchId: 'd-wait' }), NOW), 'capacity', NOW), { reason: 'nudge', supersede: false, claimSeconds: 60 }, later(1));
+    expect(queued.waitingFor).toBeUndefined();
+  });
+});
