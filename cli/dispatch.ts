@@ -1,3 +1,4 @@
+import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.js';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -199,18 +200,10 @@ export interface AttentionLine {
 }
 
 /** A target whose every slot is held (CONTRACT §11), as `GET /attention` lists it. */
-export interface AtCapacityLine {
-  readonly kind: 'at_capacity';
-  readonly target: string;
-  readonly limit: number;
-  readonly held: number;
-  readonly heldByUnknownRuns: number;
-  readonly waiting: number;
-  readonly reason?: string;
-}
+export type AtCapacityLine = TargetAtCapacity;
 
 /** The ledger counts at most this many waiting dispatches for the list (`GET /attention`). */
-const WAITING_SHOWN = 1000;
+const WAITING_SHOWN = WAITING_COUNTED;
 
 const isAtCapacity = (item: AttentionLine | AtCapacityLine): item is AtCapacityLine => item.kind === 'at_capacity';
 

@@ -99,13 +99,16 @@ export interface TargetAtCapacity {
   readonly reason: string;
 }
 
+/** Waiting dispatches counted per target for the attention list, at most. */
+export const WAITING_COUNTED = 1000;
+
 /** Limited targets whose every slot is held, with how many of them unknown runs hold. */
 export async function targetsAtCapacity(store: Pick<LedgerStore, 'limitedTargets' | 'slotShards' | 'countWaiting'>): Promise<TargetAtCapacity[]> {
   const entries: TargetAtCapacity[] = [];
   for (const target of await store.limitedTargets()) {
     const totals = slotTotals(await store.slotShards(target));
     if (totals.limit === 0 || totals.free > 0) continue;
-    const waiting = await store.countWaiting(target, 1000);
+    const waiting = await store.countWaiting(target, WAITING_COUNTED);
     entries.push({
       kind: 'at_capacity',
       target,
@@ -114,7 +117,7 @@ export async function targetsAtCapacity(store: Pick<LedgerStore, 'limitedTargets
       heldByUnknownRuns: totals.unknownHeld,
       waiting,
       reason:
-        `all ${totals.limit} slot(s) held, ${totals.unknownHeld} by runs whose status is unknown; ${waiting}${waiting >= 1000 ? '+' : ''} dispatch(es) waiting` +
+        `all ${totals.limit} slot(s) held, ${totals.unknownHeld} by runs whose status is unknown; ${waiting}${waiting >= WAITING_COUNTED ? '+' : ''} dispatch(es) waiting` +
         (totals.unknownHeld > 0 ? `. A run its target no longer knows: npx ledger slots release --target ${target} --run-id RUN --dispatch-id D --reason R` : ''),
     });
   }

@@ -37,7 +37,7 @@ export async function startAttempt(deps: SubmitDeps, from: DispatchState, messag
     if (taken.kind === 'full') return commitStep(deps, from, waiting(from, 'capacity', deps.now()));
     current = taken.state;
   }
-  return submitHeld(deps, current, message, inHand);
+  return submitHeld(deps, current, message, inHand, registration);
 }
 
 /** Commits one step; the stored version on success. */
@@ -94,8 +94,9 @@ async function takeSlot(
  * what the answer means. When the dispatch changed meanwhile — its origin cancelled it while the call
  * was under way — the run the target just made is asked to cancel: no run is left unwatched.
  */
-export async function submitHeld(deps: SubmitDeps, held: DispatchState, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<AttemptOutcome> {
-  const registration = await deps.store.getTarget(held.target);
+export async function submitHeld(deps: SubmitDeps, held: DispatchState, message: AcceptedMessage, inHand?: Record<string, unknown>, known?: TargetRegistration): Promise<AttemptOutcome> {
+  // The registration the caller already read, or this target's now.
+  const registration = known ?? (await deps.store.getTarget(held.target));
   if (!registration) return commitStep(deps, held, blocked(held, 'unknown_target', `no target named "${held.target}" is registered`, deps.now()));
   const attempt = await submitAttempt(deps, registration, held, message, inHand);
   const { outcome } = attempt;
@@ -193,7 +194,7 @@ export async function admitWaiting(deps: SubmitDeps, target: string, max = 25): 
     }
     crashPoint('submit.after_slot_taken', state.dispatchId);
     const message = await deps.store.getAcceptedMessage(state.dispatchId);
-    if (message) await submitHeld(deps, held, message);
+    if (message) await submitHeld(deps, held, message, undefined, registration);
     else await commitStep(deps, held, blocked(held, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
     count += 1;
   }
