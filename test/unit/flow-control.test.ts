@@ -3,12 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nextAdmission, slotShardCaps, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, admitted, cancelRequested, redispatched, submitted, waiting } from '../../shared/dispatch/transitions.js';
+import { accepted, admitted, cancelRequested, redispatched, submissionClaimed, submitted, waiting } from '../../shared/dispatch/transitions.js';
 import type { AcceptedMessage } from '../../shared/ledger/port.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
-import { startAttempt } from '../../shared/usecases/submit-attempt.js';
-import { newDispatchFactory, NOW } from '../support/factories.js';
+import { admitWaiting, startAttempt } from '../../shared/usecases/submit-attempt.js';
+import { newDispatchFactory, NOW, overriding } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
@@ -133,5 +133,61 @@ describe('a redispatch starts its attempt afresh', () => {
     expect([again.cancel, again.slot, again.waitingFor]).toEqual([undefined, undefined, undefined]);
     const queued = redispatched(waiting(accepted(newDispatchFactory({ dispatchId: 'd-wait' }), NOW), 'capacity', NOW), { reason: 'nudge', supersede: false, claimSeconds: 60 }, later(1));
     expect(queued.waitingFor).toBeUndefined();
+  });
+});
+
+describe('the registry alone sets a limit', () => {
+  const message = (dispatchId: string, target: string): AcceptedMessage => ({
+    dispatchId,
+    origin: 'planner',
+    contentHash: 'sha256:x',
+    messageId: `m-${dispatchId}`,
+    senderId: null,
+    receivedAt: NOW.toISOString(),
+    claimUntil: later(60).toISOString(),
+    content: { valid: true, target, task: { goal: 'x' }, taskRef: null, taskPreview: null, taskBytes: 10, expectedEvidence: [], deliveryMode: 'callback', timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 }, parentDispatchId: null, maxHops: 4 },
+  });
+  const depsOf = (store: MemoryStore) => ({
+    store,
+    blobs: { put: async () => undefined, getText: async () => '', getBytes: async () => undefined },
+    callbackUrl: 'http://127.0.0.1:9',
+    retryPolicy: DEFAULT_RETRY_POLICY,
+    now: () => NOW,
+    claimSeconds: 60,
+    targetFor: (): TargetPort => ({
+      submit: async (request: SubmitRequest) => ({ kind: 'accepted', runId: `r-${request.dispatchId}`, status: 'running', requestId: 'q' }),
+      lookup: async () => ({ kind: 'not_found' }),
+      decideApproval: async () => ({ kind: 'not_found' }),
+      cancel: async () => ({ kind: 'not_found' }),
+    }),
+  });
+
+  it('never lets a stale cached registration raise the caps a lower limit set', async () => {
+    const memory = new MemoryStore();
+    await memory.putTarget({ name: 'lowered', kind: 'http', baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: 1 });
+    // A container still caching the old registration (limit 10).
+    const store = overriding(memory, { getTarget: async () => ({ name: 'lowered', kind: 'http' as const, baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: 10 }) });
+    const deps = { ...depsOf(memory), store };
+    for (const id of ['d-low-1', 'd-low-2']) await startAttempt(deps, accepted(newDispatchFactory({ dispatchId: id, target: 'lowered' }), NOW), message(id, 'lowered'));
+    expect((await memory.slotShards('lowered')).map((shard) => shard.cap)).toEqual([1]);
+    expect((await memory.getState('d-low-1'))?.phase).toBe('submitted');
+    expect((await memory.getState('d-low-2'))?.waitingFor).toBe('capacity');
+  });
+
+  it('blocks the waiting of a target no longer registered rather than leaving them waiting for nothing', async () => {
+    const store = new MemoryStore();
+    const start = accepted(newDispatchFactory({ dispatchId: 'd-orphaned-wait', target: 'gone' }), NOW);
+    await store.commit(start, waiting(start, 'capacity', NOW));
+    expect(await admitWaiting(depsOf(store), 'gone')).toBe(0);
+    expect(await store.getState('d-orphaned-wait')).toMatchObject({ phase: 'blocked', blockedCode: 'unknown_target' });
+  });
+
+  it('takes a dispatch out of the wait once it is claimed (a claim that then fails is a retry, not a waiter)', () => {
+    const start = accepted(newDispatchFactory({ dispatchId: 'd-due', notBefore: NOW.toISOString() }), NOW);
+    const claimed = submissionClaimed(waiting(start, 'not_before', NOW), later(1), 60);
+    expect(claimed.waitingFor).toBeUndefined();
+    const retry = submitted(claimed, { kind: 'unavailable', reason: 'down' }, DEFAULT_RETRY_POLICY, later(2));
+    expect(retry.waitingFor).toBeUndefined();
+    expect(retry.submission.nextRetryAt).not.toBeNull();
   });
 });
