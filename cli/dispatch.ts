@@ -2,63 +2,24 @@ import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { SQSClient, SendMessageCommand } from '@aws-sdk/client-sqs';
 import type { DispatchView } from '../shared/dispatch/view.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
-import { stateDir } from '../local/paths.js';
-import { readCredentials, type LocalInfo } from '../local/state.js';
-import { signedFetch } from '../local/runtime/sigv4.js';
-import { dirname } from 'node:path';
-import { LocalPlatformError, runningState } from './local.js';
+import type { LocalInfo } from '../local/state.js';
+import { localClient, localInfo, originOf, type ApiAnswer } from './client.js';
+import { LocalPlatformError } from './local.js';
 import { shown, table } from './table.js';
 
-/** The running local platform's endpoints, or a clear error saying how to start it. */
-export function localInfo(): LocalInfo {
-  const state = runningState(stateDir());
-  if (!state?.info || state.status !== 'ready') {
-    throw new LocalPlatformError('the local platform is not running; start it with: npx ledger local up --detach');
-  }
-  return state.info;
-}
-
-/** The origin the CLI speaks for locally (X-Ledger-Origin): --origin, else $LEDGER_ORIGIN, else "planner". */
-export const originOf = (value: string | undefined): string => value ?? process.env.LEDGER_ORIGIN ?? 'planner';
+export { localInfo, originOf } from './client.js';
 
 export async function sendDispatchBody(info: LocalInfo, body: string): Promise<string> {
-  const sqs = new SQSClient({ region: LOCAL_REGION, endpoint: info.sqsEndpoint, credentials: LOCAL_CREDENTIALS });
-  try {
-    const sent = await sqs.send(new SendMessageCommand({ QueueUrl: info.dispatchQueueUrl, MessageBody: body }));
-    return sent.MessageId ?? '';
-  } finally {
-    sqs.destroy();
-  }
+  return localClient(info).send(body);
 }
 
-/** Routes only the operator may call (CONTRACT §2): signed as the operator under `--sigv4`. */
-const OPERATOR_ROUTES = /^\/((attention|rejections|counts)|targets\/[^/?]+\/slots\/release)(\?|$)/;
-
-/**
- * One call to the local API as `origin`: the `X-Ledger-Origin` header, or — when the platform runs with
- * `--sigv4` (its info names a credentials file) — signed with that origin's credential (the operator's
- * for operator routes), as a caller in AWS signs.
- */
-async function callApi(info: LocalInfo, path: string, origin: string, init: { readonly method: 'GET' | 'POST'; readonly body?: string }): Promise<Response> {
-  const headers: Record<string, string> = { ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), 'x-ledger-origin': origin };
-  const signing = info.credentialsFile ? readCredentials(dirname(info.credentialsFile)) : undefined;
-  if (!signing) return fetch(`${info.apiUrl}${path}`, { method: init.method, headers, ...(init.body === undefined ? {} : { body: init.body }) });
-  const credential = OPERATOR_ROUTES.test(path) ? signing.credentials.operator : signing.credentials.origins[origin];
-  if (!credential) throw new LocalPlatformError(`no credential for origin "${origin}" under --sigv4 (there are: ${Object.keys(signing.credentials.origins).join(', ')})`);
-  return signedFetch(`${info.apiUrl}${path}`, { method: init.method, headers, ...(init.body === undefined ? {} : { body: init.body }) }, { credentials: credential, region: signing.region, service: signing.service });
+export async function getJson(info: LocalInfo, path: string, origin: string): Promise<ApiAnswer> {
+  return localClient(info).get(path, { origin });
 }
 
-export async function getJson(info: LocalInfo, path: string, origin: string): Promise<{ status: number; body: unknown }> {
-  const response = await callApi(info, path, origin, { method: 'GET' });
-  return { status: response.status, body: (await response.json()) as unknown };
-}
-
-export async function postJson(info: LocalInfo, path: string, origin: string, body: unknown): Promise<{ status: number; body: unknown }> {
-  const response = await callApi(info, path, origin, { method: 'POST', body: JSON.stringify(body) });
-  return { status: response.status, body: (await response.json()) as unknown };
+export async function postJson(info: LocalInfo, path: string, origin: string, body: unknown): Promise<ApiAnswer> {
+  return localClient(info).post(path, body, { origin });
 }
 
 /** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */

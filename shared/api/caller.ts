@@ -24,6 +24,14 @@ export function callerOrigin(caller: Caller): string | undefined {
   return caller.principal?.role === 'origin' ? caller.principal.origin : undefined;
 }
 
+/**
+ * The operator: the registered operator role in AWS (and under `--sigv4`); locally (`open`), a caller
+ * that speaks for no origin (no `X-Ledger-Origin`), since operator routes are open there.
+ */
+export function isOperator(caller: Caller): boolean {
+  return caller.kind === 'open' ? caller.origin === undefined : caller.principal?.role === 'operator';
+}
+
 export function requireOperator(caller: Caller): void {
   if (caller.kind === 'open') return;
   if (caller.principal?.role !== 'operator') throw new ApiError('forbidden', 'this route is for the operator role');

@@ -11,7 +11,9 @@ import { postOperatorReceipt } from './receipt-routes.js';
 import { postCancel, postSlotRelease } from './flow-routes.js';
 import { targetsAtCapacity } from '../usecases/flow.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
-import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
+import { callerOrigin, isOperator, requireOperator, resolveCaller, type Caller } from './caller.js';
+import { OPERATOR_LIST_ROUTES } from './operator-routes.js';
+import { MANUAL_ROUTES } from './manual-routes.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
 
 export interface ApiDeps extends LifecycleDeps {
@@ -26,7 +28,7 @@ export interface ApiDeps extends LifecycleDeps {
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
-interface Route {
+export interface Route {
   readonly method: string;
   /** Segments; `:name` captures one (percent-decoded) segment. */
   readonly pattern: readonly string[];
@@ -35,7 +37,7 @@ interface Route {
 
 const MAX_LIMIT = 100;
 
-function limitOf(request: ApiRequest, fallback = 25): number {
+export function limitOf(request: ApiRequest, fallback = 25): number {
   const raw = request.query.limit;
   if (raw === undefined) return fallback;
   const limit = Number(raw);
@@ -47,18 +49,18 @@ function limitOf(request: ApiRequest, fallback = 25): number {
  * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
  * `operatorMayRead`: the operator may read any dispatch (CONTRACT §2 v2), never act on one as its origin.
  */
-async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false) {
+export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false) {
   const notFound = new ApiError('not_found', `no dispatch ${dispatchId}`);
   if (!DISPATCH_ID.test(dispatchId)) throw notFound;
   const state = await deps.store.getState(dispatchId);
-  if (state && operatorMayRead && caller.kind === 'principal' && caller.principal?.role === 'operator') return state;
+  if (state && operatorMayRead && isOperator(caller)) return state;
   const origin = callerOrigin(caller);
   if (!state || origin === undefined || state.origin !== origin) throw notFound;
   return state;
 }
 
 /** The whole view of a dispatch: every list in full (the routes page them). */
-async function fullView(deps: ApiDeps, state: DispatchState) {
+export async function fullView(deps: ApiDeps, state: DispatchState) {
   const [message, check, operatorReceipts, marks, pastAttempts] = await Promise.all([
     deps.store.getAcceptedMessage(state.dispatchId),
     deps.store.getEvidenceCheck(state.dispatchId, state.attempt),
@@ -71,6 +73,8 @@ async function fullView(deps: ApiDeps, state: DispatchState) {
 }
 
 const ROUTES: readonly Route[] = [
+  ...OPERATOR_LIST_ROUTES,
+  ...MANUAL_ROUTES,
   {
     method: 'GET',
     pattern: ['dispatches', ':dispatchId'],

@@ -55,12 +55,19 @@ describe('API routes', () => {
     expect(body).toMatchObject({ dispatchId: 'd-1', phase: 'accepted', ownerDelivery: { state: 'not_required' }, evidence: { outcome: 'unverified' } });
   });
 
-  it('answers 404 to another origin, to no origin, and for an unknown id alike', async () => {
+  it('answers 404 to another origin and for an unknown id alike', async () => {
     const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
     const other = await answer(deps, request({ rawPath: '/dispatches/d-1', headers: { 'x-ledger-origin': 'billing' } }));
-    const none = await answer(deps, request({ rawPath: '/dispatches/d-1' }));
     const unknown = await answer(deps, request({ rawPath: '/dispatches/d-2', headers: { 'x-ledger-origin': 'planner' } }));
-    expect([other.status, none.status, unknown.status]).toEqual([404, 404, 404]);
+    expect([other.status, unknown.status]).toEqual([404, 404]);
+  });
+
+  it('lets the local operator (no X-Ledger-Origin: operator routes are open locally) read any dispatch, never act on one', async () => {
+    const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
+    const read = await answer(deps, request({ rawPath: '/dispatches/d-1' }));
+    const act = await answer(deps, request({ method: 'POST', rawPath: '/dispatches/d-1/redispatch', body: JSON.stringify({ reason: 'x' }) }));
+    expect([read.status, act.status]).toEqual([200, 404]);
+    expect((read.body as { origin: string }).origin).toBe('planner');
   });
 
   it('maps an IAM caller to its origin through the principal registry (enforce mode), role sessions included', async () => {

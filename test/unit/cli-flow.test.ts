@@ -169,7 +169,7 @@ describe('slots release (against a fake of the API)', () => {
     const printed: string[] = [];
     expect(await slots(['release', '--target', 'demo-agent', '--run-id', 'r-7', '--reason', 'the agent lost it', '--dispatch-id', 'd-7'], (line) => printed.push(line), api.info)).toBe(0);
     expect(api.seen).toEqual([
-      { method: 'POST', path: '/targets/demo-agent/slots/release', origin: 'planner', accessKey: undefined, body: { runId: 'r-7', reason: 'the agent lost it', dispatchId: 'd-7' } },
+      { method: 'POST', path: '/targets/demo-agent/slots/release', origin: undefined, accessKey: undefined, body: { runId: 'r-7', reason: 'the agent lost it', dispatchId: 'd-7' } },
     ]);
     expect(printed).toEqual(['released: the slot of run r-7 (dispatch d-7) of target demo-agent, by local:operator; the run stays unknown']);
   });
