@@ -65,7 +65,7 @@ describe('API routes', () => {
   it('lets the local operator (no X-Ledger-Origin: operator routes are open locally) read any dispatch, never act on one', async () => {
     const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
     const read = await answer(deps, request({ rawPath: '/dispatches/d-1' }));
-    const act = await answer(deps, request({ method: 'POST', rawPath: '/dispatches/d-1/redispatch', body: JSON.stringify({ reason: 'x' }) }));
+    const act = await answer(deps, request({ method: 'POST', rawPath: '/dispatches/d-1/redispatch', body: Buffer.from(JSON.stringify({ reason: 'x' })) }));
     expect([read.status, act.status]).toEqual([200, 404]);
     expect((read.body as { origin: string }).origin).toBe('planner');
   });
