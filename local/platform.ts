@@ -70,6 +70,8 @@ export interface RunningPlatform {
 export const DEMO_AGENT_TARGET = 'demo-agent';
 /** The demo agent registered again with `maxConcurrentRuns: 2` (the demo's flow-control case). */
 export const LIMITED_DEMO_TARGET = 'demo-agent-limited';
+/** A manual target (CONTRACT §13): a person's desk — dispatches to it are recorded, never submitted anywhere. */
+export const MANUAL_DESK_TARGET = 'desk';
 /** The monitor's name in the local Lambda, where writes that free a slot nudge it (`LEDGER_ADMISSION_FUNCTION`). */
 export const ADMISSION_FUNCTION = 'dispatch-ledger-monitor';
 
@@ -132,6 +134,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     await ledger.putTarget({ name: DEMO_AGENT_TARGET, kind: 'http', baseUrl: demoAgent.url });
     // The same agent behind a concurrency limit (CONTRACT §11): what the demo's flow-control case uses.
     await ledger.putTarget({ name: LIMITED_DEMO_TARGET, kind: 'http', baseUrl: demoAgent.url, maxConcurrentRuns: 2 });
+    // Manual mode (CONTRACT §13): work a person does, attested with `ledger manual`.
+    await ledger.putTarget({ name: MANUAL_DESK_TARGET, kind: 'manual' });
     let credentialsFile: string | undefined;
     if (credentials) {
       for (const credential of allCredentials(credentials)) await ledger.putPrincipal(credential.principalId, credential.principal);

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
+import type { ManualAttestation } from '../dispatch/manual.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
 import { waitSortKey, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
@@ -22,6 +23,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
+ * | manual attestation | D#{dispatchId}    | MA#{attestationId} | —  (a person's word on a manual dispatch, written once; listed with begins_with) |
  * | past attempt       | D#{dispatchId}    | ATT#{attempt}#{version} | —  (what a redispatch ended: run, receipts, execution, result) |
  * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
  * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
@@ -61,6 +63,7 @@ export const TTL_ATTRIBUTE = 'expiresAt';
 const DISPATCH = 'D#';
 const REJECTION_PK = 'REJ#';
 export const OPERATOR_RECEIPT_PREFIX = 'OR#';
+const MANUAL_ATTESTATION_PREFIX = 'MA#';
 const PAST_ATTEMPT_PREFIX = 'ATT#';
 const pad = (n: number, width: number): string => String(n).padStart(width, '0');
 
@@ -74,6 +77,7 @@ export const KEY = {
   evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `CHECK#${pad(attempt, 6)}` }),
   lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LATE#${runId}#${pad(seq, 16)}` }),
   operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
+  manualAttestation: (dispatchId: string, attestationId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${MANUAL_ATTESTATION_PREFIX}${attestationId}` }),
   /** One per redispatch: by attempt, then by the state version it ended (a blocked attempt may be redispatched again). */
   pastAttempt: (dispatchId: string, attempt: number, stateVersion: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}#${pad(stateVersion, 10)}` }),
   resultBody: (dispatchId: string, attempt: number, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `RBODY#${pad(attempt, 6)}#${pad(seq, 16)}` }),
@@ -88,6 +92,7 @@ export const KEY = {
 /** The item-collection queries: a dispatch's partition and the sort-key prefix of one kind of item. */
 export const COLLECTION = {
   operatorReceipts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: OPERATOR_RECEIPT_PREFIX }),
+  manualAttestations: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: MANUAL_ATTESTATION_PREFIX }),
   evidenceMarks: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: markPrefix(attempt) }),
   pastAttempts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: PAST_ATTEMPT_PREFIX }),
 } as const;
@@ -264,7 +269,8 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
     item.waitAt = waitSortKey(state.priority ?? DEFAULT_PRIORITY, origin, state.sentAt ?? state.createdAt, idHash(dispatchId));
   }
   // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
-  const settled = state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending';
+  // (A manual dispatch settles when a person attests its result: nothing else will ever happen to it.)
+  const settled = (state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending') || (state.phase === 'accepted' && !!state.manual?.resultAttestation);
   if (state.phase === 'blocked' || state.phase === 'cancelled' || settled) item[TTL_ATTRIBUTE] = expiryOf(state.updatedAt, retentionSeconds);
   return item;
 }
@@ -329,6 +335,8 @@ const STATE_FIELDS: Readonly<Record<string, Check>> = {
   changes: optional(isArray),
   supersededRuns: optional(isArray),
   result: optional(isObject),
+  manual: optional(isObject),
+  'manual.since': optional(isString),
 };
 
 const BLOCKED_CODES: readonly BlockedCode[] = ['invalid_fields', 'unknown_target', 'unknown_parent', 'hop_budget_exceeded', 'target_rejected', 'retry_budget_spent'];
@@ -489,6 +497,12 @@ export function operatorReceiptOf(item: Item): OperatorReceipt {
   return { ...rest, evidenceRef: rest.evidenceRef ?? null, note: rest.note ?? null } as unknown as OperatorReceipt;
 }
 
+/** Nulls were left out when it was written (withoutNulls): restored here; validated by the view's audit. */
+export function manualAttestationOf(item: Item): ManualAttestation {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
+  return { ...rest, evidenceRef: rest.evidenceRef ?? null } as unknown as ManualAttestation;
+}
+
 export function rejectionOf(item: Item): Rejection {
   const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = checked(item, { messageId: isString, at: isString, reason: isString });
   return { dispatchId: null, origin: null, senderId: null, bodyRef: null, ...rest } as unknown as Rejection;
@@ -500,6 +514,7 @@ export function markOf(item: Item): EvidenceMark {
 }
 
 export function targetOf(item: Item): TargetRegistration {
+  if (item.kind === 'manual') return { name: checked(item, { name: isString }).name as string, kind: 'manual' };
   if (item.kind === 'lambda') {
     const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString), maxConcurrentRuns: optional(isNumber) });
     return rest as unknown as TargetRegistration;

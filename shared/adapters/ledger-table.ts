@@ -12,6 +12,7 @@ import {
   type QueryCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
+import type { ManualAttestation } from '../dispatch/manual.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
@@ -39,6 +40,7 @@ import {
   resultBodyItem,
   resultBodyOf,
   operatorReceiptOf,
+  manualAttestationOf,
   pastAttemptItem,
   pastAttemptOf,
   rejectionOf,
@@ -136,6 +138,20 @@ export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, 
 /** Every operator receipt of a dispatch: its partition, sort keys with the receipt prefix, strongly consistent. */
 export function operatorReceiptsQuery(tableName: string, dispatchId: string, startKey?: Record<string, unknown>): QueryCommandInput {
   return collectionQuery(tableName, COLLECTION.operatorReceipts(dispatchId), startKey);
+}
+
+/** A manual attestation (CONTRACT §13), written once per dispatch and attestationId; the existing one back when it was not. */
+export function manualAttestationPut(tableName: string, attestation: ManualAttestation, retentionSeconds: number): PutCommandInput {
+  return {
+    TableName: tableName,
+    Item: {
+      ...KEY.manualAttestation(attestation.dispatchId, attestation.attestationId),
+      ...(withoutNulls(attestation) as Item),
+      [TTL_ATTRIBUTE]: expiryOf(attestation.recordedAt, retentionSeconds),
+    },
+    ConditionExpression: 'attribute_not_exists(pk)',
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  };
 }
 
 /** One kind of item of a dispatch's partition, in sort-key order, strongly consistent. */
@@ -363,6 +379,27 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       startKey = page.LastEvaluatedKey;
     } while (startKey);
     return receipts;
+  }
+
+  async putManualAttestation(attestation: ManualAttestation): Promise<PutOutcome<ManualAttestation>> {
+    try {
+      await this.db.send(new PutCommand(manualAttestationPut(this.table, attestation, this.options.retentionSeconds)));
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: manualAttestationOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async listManualAttestations(dispatchId: string): Promise<ManualAttestation[]> {
+    const attestations: ManualAttestation[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(new QueryCommand(collectionQuery(this.table, COLLECTION.manualAttestations(dispatchId), startKey)));
+      attestations.push(...(page.Items ?? []).map(manualAttestationOf));
+      startKey = page.LastEvaluatedKey;
+    } while (startKey);
+    return attestations;
   }
 
   async recordLateEvent(late: LateEvent): Promise<void> {

@@ -1,7 +1,7 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import type { Principal } from '../principals/principals.js';
-import { MAX_CONCURRENT_RUNS_LIMIT, type TargetRegistration } from '../targets/port.js';
+import { MAX_CONCURRENT_RUNS_LIMIT, TARGET_KINDS, type TargetRegistration } from '../targets/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, type OriginSettings } from '../ledger/port.js';
 import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 
@@ -27,7 +27,7 @@ const registrySchema = z.object({
   targets: z.array(
     z.object({
       name: nonBlank,
-      kind: z.enum(['http', 'lambda']),
+      kind: z.enum(TARGET_KINDS),
       baseUrl: z.optional(nonBlank),
       secretRef: z.optional(nonBlank),
       functionArn: z.optional(nonBlank),
@@ -79,6 +79,12 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
   const targets = new Map<string, TargetRegistration>();
   for (const entry of parsed.data.targets) {
     const limit = entry.maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns: entry.maxConcurrentRuns };
+    if (entry.kind === 'manual') {
+      // A person works it: nothing to call, so nothing to limit (a limit here is a mistake, not a no-op).
+      if (entry.baseUrl || entry.functionArn || entry.secretRef || entry.maxConcurrentRuns !== undefined) throw new RangeError(`LEDGER_REGISTRY: manual target ${entry.name} takes no baseUrl, functionArn, secretRef or maxConcurrentRuns`);
+      targets.set(entry.name, { name: entry.name, kind: 'manual' });
+      continue;
+    }
     if (entry.kind === 'lambda') {
       if (!entry.functionArn || !entry.timeoutSeconds) throw new RangeError(`LEDGER_REGISTRY: lambda target ${entry.name} needs functionArn and timeoutSeconds`);
       targets.set(entry.name, { name: entry.name, kind: 'lambda', functionArn: entry.functionArn, timeoutSeconds: entry.timeoutSeconds, ...(entry.stateTable ? { stateTable: entry.stateTable } : {}), ...limit });

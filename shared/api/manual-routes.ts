@@ -1,4 +1,46 @@
-import type { Route } from './routes.js';
+import { ManualAttestationBody } from '../dispatch/manual.js';
+import { recordManualAttestation } from '../usecases/manual.js';
+import { isOperator } from './caller.js';
+import { ApiError, json } from './http.js';
+import { parseJson } from './lifecycle-routes.js';
+import { recordedBy } from './receipt-routes.js';
+import { ownedState, type Route } from './routes.js';
 
-/** Manual mode (CONTRACT §13): `POST /dispatches/{dispatchId}/manual`, a person's attestation. */
-export const MANUAL_ROUTES: readonly Route[] = [];
+/**
+ * Manual mode (CONTRACT §13): `POST /dispatches/{dispatchId}/manual`, a person's attestation about a
+ * dispatch to a manual target — by its owning origin or an operator (404 for anyone else, as for any
+ * dispatch not theirs). 201 new; 200 with the stored attestation on an identical retry; 409 on the
+ * same attestationId with any change, or a result or block for a dispatch no longer waiting for a
+ * person; 422 for a dispatch whose target is not manual, or a bad body (an unsafe evidenceRef).
+ */
+export const MANUAL_ROUTES: readonly Route[] = [
+  {
+    method: 'POST',
+    pattern: ['dispatches', ':dispatchId', 'manual'],
+    handle: async (deps, request, params, caller) => {
+      // The operator may attest too (it is a person's word either way), never only read.
+      const state = await ownedState(deps, params.dispatchId ?? '', caller, true);
+      const body = parseJson(request.body, ManualAttestationBody);
+      // The operator locally speaks for no origin: named as the operator, as a slot release is.
+      const by = caller.kind === 'open' && isOperator(caller) ? 'local:operator' : recordedBy(caller, request.iamUserId);
+      const outcome = await recordManualAttestation(deps, state, body, by);
+      switch (outcome.kind) {
+        case 'recorded':
+          return json(201, outcome.attestation);
+        case 'identical':
+          return json(200, outcome.attestation);
+        case 'changed':
+          throw new ApiError('conflict', `attestation ${outcome.existing.attestationId} is already recorded with other content; the original stands`, {
+            attestationId: outcome.existing.attestationId,
+            recordedAt: outcome.existing.recordedAt,
+          });
+        case 'not_manual':
+          throw new ApiError('invalid', `target "${outcome.target}" is not a manual target: a person's attestation never stands for its runtime's receipts`);
+        case 'not_waiting':
+          throw new ApiError('conflict', outcome.why, { phase: outcome.state.phase });
+        case 'conflict':
+          throw new ApiError('conflict', 'the dispatch kept changing; retry (the same attestationId is safe)');
+      }
+    },
+  },
+];

@@ -61,15 +61,17 @@ export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Call
 
 /** The whole view of a dispatch: every list in full (the routes page them). */
 export async function fullView(deps: ApiDeps, state: DispatchState) {
-  const [message, check, operatorReceipts, marks, pastAttempts] = await Promise.all([
+  const [message, check, operatorReceipts, marks, pastAttempts, manualAttestations] = await Promise.all([
     deps.store.getAcceptedMessage(state.dispatchId),
     deps.store.getEvidenceCheck(state.dispatchId, state.attempt),
     deps.store.listOperatorReceipts(state.dispatchId),
     deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
     // Only a dispatch redispatched at least once has records of what its redispatches ended.
     state.redispatch ? deps.store.listPastAttempts(state.dispatchId) : Promise.resolve([]),
+    // Only a manual dispatch has a person's attestations (CONTRACT §13).
+    state.manual ? deps.store.listManualAttestations(state.dispatchId) : Promise.resolve([]),
   ]);
-  return dispatchView(state, message, check, operatorReceipts, marks, pastAttempts);
+  return dispatchView(state, message, check, operatorReceipts, marks, pastAttempts, manualAttestations);
 }
 
 const ROUTES: readonly Route[] = [

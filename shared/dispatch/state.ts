@@ -18,7 +18,9 @@ export type BlockedCode =
   | 'unknown_parent'
   | 'hop_budget_exceeded'
   | 'target_rejected'
-  | 'retry_budget_spent';
+  | 'retry_budget_spent'
+  /** A person attested that the work of a manual target cannot be done (CONTRACT §13 `manual_blocked`). */
+  | 'manual_blocked';
 
 export type DispatchReceipt =
   | { readonly event: 'dispatch_written'; readonly at: string; readonly attempt: number }
@@ -106,10 +108,27 @@ export type ChangeKind =
   | 'dispatch_cancelled'
   | 'cancel_requested'
   | 'cancel_answered'
-  | 'slot_released';
+  | 'slot_released'
+  /** A person attested the result of a manual target's work (CONTRACT §13): the wait for a person ends. */
+  | 'manual_result_attested';
 
-/** Why an accepted dispatch is not submitted yet (CONTRACT §11; `retry` is read from `submission.nextRetryAt`). */
-export type WaitingFor = 'capacity' | 'not_before';
+/**
+ * Why an accepted dispatch is not submitted yet (CONTRACT §11; `retry` is read from `submission.nextRetryAt`).
+ * `person`: its target is manual (CONTRACT §13) — it is never submitted; a person does the work and attests it.
+ */
+export type WaitingFor = 'capacity' | 'not_before' | 'person';
+
+/**
+ * A dispatch to a manual target (CONTRACT §13): set by the one submission path when it finds the target
+ * manual, so the view and the gate know the kind from the state itself. What people attest is kept in
+ * items of its own; only the attestation that ended the wait for a person is named here.
+ */
+export interface ManualWork {
+  /** When the ledger recorded it as waiting for a person. */
+  readonly since: string;
+  /** The `manual_result_attested` attestation that ended the wait, when one did. */
+  readonly resultAttestation?: { readonly attestationId: string; readonly at: string } | undefined;
+}
 
 /** One slot of the target's concurrency limit, held from admission until the run is known to be over (CONTRACT §11). */
 export interface SlotHold {
@@ -215,6 +234,8 @@ export interface DispatchState {
   readonly cancel?: CancelRequest | null | undefined;
   /** The last slot an operator freed by hand. */
   readonly slotRelease?: SlotRelease | null | undefined;
+  /** CONTRACT §13: the dispatch's target is manual; a person does the work (absent for every other kind). */
+  readonly manual?: ManualWork | undefined;
 }
 
 export const DEFAULT_PRIORITY = 5;

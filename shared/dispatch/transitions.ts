@@ -44,7 +44,7 @@ const RESULT_CHANGES: readonly ChangeKind[] = ['result_ready', 'result_claimed',
 /** Change kinds that may be written while the phase moves from → to. Anything else is refused. */
 export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly ChangeKind[]>>>> = {
   accepted: {
-    accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched', 'waiting', 'cancel_requested'],
+    accepted: ['claimed', 'retry_scheduled', 'rescheduled', 'redispatched', 'waiting', 'cancel_requested', 'manual_result_attested'],
     submitted: ['submitted', 'completed', 'failed', 'cancelled', 'approval_requested', 'handled', 'orphaned', 'evidence_unverified', 'result_ready'],
     blocked: ['blocked', 'result_ready'],
     // Cancelled before it was ever submitted (CONTRACT §2 v2): its origin hears back like a blocked one's.
@@ -889,4 +889,40 @@ export function slotReleased(state: DispatchState, release: { readonly by: strin
     slot: undefined,
     slotRelease: { at: now.toISOString(), by: clip(printable(release.by), 200), reason: bounded(release.reason), runId: state.runId ?? '' },
   });
+}
+
+// ——— manual mode (CONTRACT §13, VALP) ———————————————————————————————————————————————————————————
+
+/**
+ * Its target is manual: recorded, never submitted anywhere — no call, no slot, no retry, no lookup and
+ * no stall clock (nothing is due, so the monitor never looks at it). It waits for a person, whose
+ * attestations say what happened (`POST /dispatches/{id}/manual`).
+ */
+export function awaitingPerson(state: DispatchState, now: Date): DispatchState {
+  return advance(state, 'waiting', now, {
+    waitingFor: 'person',
+    submission: { ...state.submission, nextRetryAt: null },
+    dueAt: null,
+    manual: { since: now.toISOString() },
+  });
+}
+
+/**
+ * A person attested the result of the manual work (`manual_result_attested`): the wait for a person
+ * ends. It stays `accepted` — nothing was ever submitted — and no runtime receipt is written: the gate
+ * reads this attestation, and says it rests on a person's word.
+ */
+export function manualResultAttested(state: DispatchState, attestation: { readonly attestationId: string; readonly at: string }, now: Date): DispatchState {
+  if (state.phase !== 'accepted' || !state.manual) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['manual_result_attested']);
+  return advance(state, 'manual_result_attested', now, {
+    waitingFor: undefined,
+    manual: { ...state.manual, resultAttestation: { attestationId: attestation.attestationId, at: attestation.at } },
+    dueAt: null,
+  });
+}
+
+/** A person attested the manual work cannot be done (`manual_blocked`): blocked with their reason, like any block. */
+export function manuallyBlocked(state: DispatchState, reason: string, now: Date): DispatchState {
+  if (state.phase !== 'accepted' || !state.manual) throw new IllegalTransitionError(state.dispatchId, state.phase, 'blocked', ['blocked']);
+  return blocked(state, 'manual_blocked', reason, now);
 }

@@ -1,5 +1,6 @@
 import type { AcceptedMessage, EvidenceCheck, EvidenceFile, EvidenceMark, PastAttempt } from '../ledger/port.js';
 import { clip } from '../text.js';
+import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
 import { DEFAULT_PRIORITY, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
 
@@ -12,8 +13,8 @@ export interface DispatchView {
   readonly attempt: number;
   readonly phase: Phase;
   readonly blockedReason: string | null;
-  /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry). */
-  readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | null; readonly priority: number; readonly notBefore: string | null };
+  /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry; a person for a manual target, §13). */
+  readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | 'person' | null; readonly priority: number; readonly notBefore: string | null };
   /** CONTRACT §2 v2: `cancelRequestedAt` once the origin asked for a cancel, and what asking the target came to. */
   readonly execution: Execution & { readonly cancelRequestedAt: string | null; readonly cancel: DispatchState['cancel'] | null };
   /** CONTRACT §11: the slot of the target's limit this attempt holds, and the last one an operator freed. */
@@ -53,6 +54,11 @@ export interface DispatchView {
   readonly receipts: readonly (DispatchReceipt & { readonly files?: readonly EvidenceFile[] })[];
   /** Every stored operator receipt of the dispatch, oldest first, as stored (one that fails validation too). */
   readonly operatorReceipts: readonly OperatorReceipt[];
+  /**
+   * CONTRACT §13: a person's attestations about a manual dispatch, oldest first, as stored, each with its
+   * `basis` (`manual_attestation`). Never among `receipts`, never runtime proof.
+   */
+  readonly manualAttestations: readonly ManualAttestation[];
   /** Every run of the dispatch, oldest first: the current one and each ended by a redispatch. */
   readonly runs: readonly RunEntry[];
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
@@ -94,6 +100,8 @@ interface Audit {
   readonly failures: readonly string[];
   /** The operator receipts that passed, oldest first: the only ones a claim is read from. */
   readonly validOperatorReceipts: readonly OperatorReceipt[];
+  /** The manual attestations that passed, of the current attempt of a manual dispatch only. */
+  readonly validManualAttestations: readonly ManualAttestation[];
 }
 
 const AUDIT_FAILURE = 'audit_failure:';
@@ -104,7 +112,7 @@ function named(record: unknown, field: string): string {
   return clip(typeof value === 'string' ? value : `(no ${field})`, 128);
 }
 
-function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[], earlier: readonly DispatchReceipt[] = []): Audit {
+function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[], earlier: readonly DispatchReceipt[] = [], manualAttestations: readonly ManualAttestation[] = []): Audit {
   const failures: string[] = [];
   // Every attempt's dispatch receipts, those kept with what a redispatch ended included.
   for (const [index, receipt] of [...earlier, ...state.receipts].entries()) {
@@ -122,7 +130,39 @@ function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[
     if (problems.length === 0) validOperatorReceipts.push(receipt);
     else failures.push(`${AUDIT_FAILURE} operator receipt ${named(receipt, 'receiptId')} failed validation: ${clip(problems.join('; '), 300)}`);
   }
-  return { failures, validOperatorReceipts };
+  const validManualAttestations: ManualAttestation[] = [];
+  for (const attestation of manualAttestations) {
+    const result = StoredManualAttestation.safeParse(attestation);
+    const problems = result.success ? [] : [validationProblems(result.error)];
+    if (result.success && (attestation.dispatchId !== state.dispatchId || attestation.origin !== state.origin)) problems.push('it belongs to another dispatch or origin');
+    if (problems.length > 0) failures.push(`${AUDIT_FAILURE} manual attestation ${named(attestation, 'attestationId')} failed validation: ${clip(problems.join('; '), 300)}`);
+    // Only a manual dispatch's own attempt counts: a person's word never stands in for another kind's receipts.
+    else if (state.manual && attestation.attempt === state.attempt) validManualAttestations.push(attestation);
+  }
+  return { failures, validOperatorReceipts, validManualAttestations };
+}
+
+/**
+ * The gate of a manual dispatch (CONTRACT §13): nothing was submitted, so no runtime receipt can
+ * satisfy it; a valid `manual_result_attested` of the current attempt — the one that ended the wait
+ * for a person — does, and its reasons say it rests on a person's word. A later block still overrides
+ * it, and evidence marked invalid still fails it.
+ */
+function manualGate(state: DispatchState, invalid: readonly string[], findings: Audit): DispatchView['gate'] {
+  const blocking: string[] = [...findings.failures];
+  const latest = state.receipts.at(-1);
+  const ended = state.manual?.resultAttestation;
+  const attested = ended ? findings.validManualAttestations.find((attestation) => attestation.attestationId === ended.attestationId && attestation.kind === 'manual_result_attested') : undefined;
+  if (latest?.event === 'dispatch_blocked') blocking.push(`latest receipt is dispatch_blocked (${latest.reason})`);
+  else if (!attested) blocking.push(ended ? `manual_result_attested ${ended.attestationId} is not among the valid attestations` : 'manual target: waiting for a person — no manual_result_attested recorded');
+  if (invalid.length > 0) blocking.push(`evidence marked invalid: ${clip(invalid.join(', '), 300)}`);
+  if (blocking.length > 0 || !attested) return { satisfied: false, reasons: blocking };
+  return {
+    satisfied: true,
+    reasons: [
+      `rests on a person's attestation, not runtime proof: manual_result_attested ${attested.attestationId} recorded by ${attested.recordedBy} at ${attested.recordedAt} (basis ${MANUAL_ATTESTATION}); nothing was submitted to a runtime`,
+    ],
+  };
 }
 
 /**
@@ -131,6 +171,7 @@ function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[
  * of the same attempt carries concrete proof, and no evidence is marked invalid.
  */
 function gate(state: DispatchState, invalid: readonly string[], findings: Audit): DispatchView['gate'] {
+  if (state.manual) return manualGate(state, invalid, findings);
   const reasons: string[] = [...findings.failures];
   if (state.receipts.length === 0) reasons.push('no dispatch receipt recorded');
   // Latest wins: a dispatch_blocked after a completion overrides it.
@@ -163,6 +204,9 @@ function gate(state: DispatchState, invalid: readonly string[], findings: Audit)
 const byRecordedAt = (a: OperatorReceipt, b: OperatorReceipt): number =>
   named(a, 'recordedAt').localeCompare(named(b, 'recordedAt')) || named(a, 'receiptId').localeCompare(named(b, 'receiptId'));
 
+const byAttestedAt = (a: ManualAttestation, b: ManualAttestation): number =>
+  named(a, 'recordedAt').localeCompare(named(b, 'recordedAt')) || named(a, 'attestationId').localeCompare(named(b, 'attestationId'));
+
 /** The latest valid receipt of one kind: an acceptance never speaks for delivery, nor the reverse. */
 function latestOf(receipts: readonly OperatorReceipt[], kind: OperatorReceiptKind): OperatorReceipt | undefined {
   return receipts.filter((receipt) => receipt.kind === kind).at(-1);
@@ -170,6 +214,12 @@ function latestOf(receipts: readonly OperatorReceipt[], kind: OperatorReceiptKin
 
 function unknowns(state: DispatchState): string[] {
   const out: string[] = [];
+  if (state.phase === 'accepted' && state.manual && !state.manual.resultAttestation) {
+    out.push(
+      `waits for a person: target "${state.target}" is manual, so nothing was submitted to any runtime; whether the work was done is known only from what a person attests — ` +
+        `record it with \`npx ledger manual ${state.dispatchId} --kind manual_dispatch_written|manual_result_attested|manual_delivery_attested|manual_blocked --note …\``,
+    );
+  }
   if (state.phase === 'accepted' && state.submission.lastError) {
     out.push(
       `submission to target "${state.target}" has failed ${state.submission.attempts} time(s) (last: ${state.submission.lastError}); ` +
@@ -220,12 +270,15 @@ export function dispatchView(
   operatorReceipts: readonly OperatorReceipt[] = [],
   marks: readonly EvidenceMark[] = [],
   pastAttempts: readonly PastAttempt[] = [],
+  manualAttestations: readonly ManualAttestation[] = [],
 ): DispatchView {
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   // Invalid: what the check found invalid, and any expected ref an owner marked invalid, superseded or rejected since.
   const invalid = [...new Set([...(check?.invalid ?? []), ...marks.filter((mark) => mark.status !== 'valid' && expected.includes(mark.ref)).map((mark) => mark.ref)])];
   const stored = [...operatorReceipts].sort(byRecordedAt);
-  const findings = audit(state, stored, pastAttempts.flatMap((past) => past.receipts));
+  const attestations = [...manualAttestations].sort(byAttestedAt);
+  const findings = audit(state, stored, pastAttempts.flatMap((past) => past.receipts), attestations);
+  const manualDelivery = findings.validManualAttestations.filter((attestation) => attestation.kind === 'manual_delivery_attested').at(-1);
   const acceptance = latestOf(findings.validOperatorReceipts, 'artifact_acceptance');
   const delivery = latestOf(findings.validOperatorReceipts, 'owner_delivery');
   const unreadable = stored.length - findings.validOperatorReceipts.length;
@@ -267,7 +320,9 @@ export function dispatchView(
           ? { state: 'confirmed', receiptId: `ack:${state.result.id}`, basis: 'origin_ack', at: state.result.deliveredAt, recordedBy: state.result.deliveredBy ?? '' }
           : delivery
             ? { state: delivery.state === 'confirmed' ? 'confirmed' : 'failed', receiptId: delivery.receiptId, basis: delivery.basis }
-            : { state: 'unconfirmed', receiptId: null, basis: null },
+            : manualDelivery
+              ? { state: 'confirmed', receiptId: manualDelivery.attestationId, basis: manualDelivery.basis, at: manualDelivery.recordedAt, recordedBy: manualDelivery.recordedBy }
+              : { state: 'unconfirmed', receiptId: null, basis: null },
     originAcks: [...pastAttempts.map((past) => past.result), state.result].flatMap((result) =>
       result?.state === 'delivered' && result.deliveredAt
         ? [{ receiptId: `ack:${result.id}`, kind: 'owner_delivery' as const, state: 'confirmed' as const, basis: 'origin_ack' as const, resultId: result.id, attempt: result.attempt, at: result.deliveredAt, recordedBy: result.deliveredBy ?? '' }]
@@ -289,6 +344,7 @@ export function dispatchView(
       ...state.receipts.map((receipt) => (receipt.event === 'dispatch_completed' && check && check.attempt === receipt.attempt ? { ...receipt, files: check.files } : receipt)),
     ],
     operatorReceipts: stored,
+    manualAttestations: attestations,
     runs: runsOf(state, pastAttempts),
     gate: gate(state, invalid, findings),
     unknowns: [

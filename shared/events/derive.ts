@@ -48,6 +48,8 @@ export const DETAIL_TYPE_OF_CHANGE: Readonly<Record<ChangeKind, DetailType | nul
   cancel_requested: null,
   cancel_answered: null,
   slot_released: null,
+  // A person's attestation on a manual dispatch (CONTRACT §13): no runtime event stands for it.
+  manual_result_attested: null,
 };
 
 /**

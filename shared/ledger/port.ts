@@ -1,4 +1,5 @@
 import type { OperatorReceipt } from '../dispatch/receipts.js';
+import type { ManualAttestation } from '../dispatch/manual.js';
 import type { DispatchState, ResultRecord } from '../dispatch/state.js';
 import type { AttentionKind } from '../dispatch/attention.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
@@ -234,6 +235,14 @@ export interface LedgerStore {
   putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>>;
   /** Every operator receipt of a dispatch, as stored (strongly consistent; unvalidated: the view audits them). */
   listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]>;
+
+  /**
+   * Records a person's attestation about a manual dispatch (CONTRACT §13) once per dispatch and
+   * attestationId, in an item of its own; an existing one is returned as stored (an identical retry or a change).
+   */
+  putManualAttestation(attestation: ManualAttestation): Promise<PutOutcome<ManualAttestation>>;
+  /** Every manual attestation of a dispatch, as stored (strongly consistent; unvalidated: the view audits them). */
+  listManualAttestations(dispatchId: string): Promise<ManualAttestation[]>;
 
   /** Records an event of a superseded run: kept for the record, never applied. Idempotent per run and seq. */
   recordLateEvent(late: LateEvent): Promise<void>;

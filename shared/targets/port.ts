@@ -69,8 +69,8 @@ export interface TargetPort {
   cancel(runId: string): Promise<CancelOutcome>;
 }
 
-/** A target as registered: an agent runtime over HTTP, or a Lambda worker (CONTRACT §8, §12). */
-export type TargetRegistration = HttpTargetRegistration | LambdaTargetRegistration;
+/** A target as registered: an agent runtime over HTTP, a Lambda worker, or a person (CONTRACT §8, §12, §13). */
+export type TargetRegistration = HttpTargetRegistration | LambdaTargetRegistration | ManualTargetRegistration;
 
 /** An `http` target: name → base URL, and where its auth secret lives. */
 export interface HttpTargetRegistration {
@@ -100,6 +100,21 @@ export interface LambdaTargetRegistration {
   /** CONTRACT §11: at most this many runs submitted and not known to be over (1..10,000; absent: unlimited). */
   readonly maxConcurrentRuns?: number;
 }
+
+/**
+ * A `manual` target (CONTRACT §13, VALP's manual mode): work a person carries out by hand. The ledger
+ * records a dispatch to it and never submits it anywhere — no base URL, no secret, no runs, no slots:
+ * what happened is what people attest (`POST /dispatches/{id}/manual`), kept apart from runtime proof.
+ */
+export interface ManualTargetRegistration {
+  readonly name: string;
+  readonly kind: 'manual';
+  /** Never set: nothing is submitted, so nothing is limited (declared so every registration can be asked). */
+  readonly maxConcurrentRuns?: undefined;
+}
+
+/** Target kinds the ledger knows (CONTRACT §8, §12, §13). */
+export const TARGET_KINDS = ['http', 'lambda', 'manual'] as const satisfies readonly TargetRegistration['kind'][];
 
 export const MAX_CONCURRENT_RUNS_LIMIT = 10_000;
 

@@ -1,5 +1,5 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { admitted, blocked, cancelledBeforeSubmission, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
+import { admitted, awaitingPerson, blocked, cancelledBeforeSubmission, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
 import type { SlotShard } from '../dispatch/slots.js';
 import { taskOf } from '../dispatch/task.js';
 import { crashPoint } from '../faults.js';
@@ -19,6 +19,7 @@ export type AttemptOutcome =
  * redispatch): `from` is the state as stored (or, for intake, a state never stored: version 0), held
  * by the caller. In order, each step committed before the next:
  *
+ *  0. a manual target is never submitted: the dispatch waits for a person (CONTRACT §13);
  *  1. not before its `notBefore` → waits for it (due then);
  *  2. a target with `maxConcurrentRuns`: one slot taken, conditioned on the shard's own cap, in the
  *     write that claims it — or, when none is free or others already wait, it waits in the wait index
@@ -29,6 +30,8 @@ export async function startAttempt(deps: SubmitDeps, from: DispatchState, messag
   const registration = await deps.store.getTarget(from.target);
   if (!registration) return commitStep(deps, from, blocked(from, 'unknown_target', `no target named "${from.target}" is registered`, deps.now()));
   if (!message?.content.valid) return commitStep(deps, from, blocked(from, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
+  // A person works a manual target (CONTRACT §13): recorded as waiting for them, and nothing else — no call, no slot, nothing due.
+  if (registration.kind === 'manual') return commitStep(deps, from, awaitingPerson(from, deps.now()));
   if (from.notBefore && Date.parse(from.notBefore) > deps.now().getTime()) return commitStep(deps, from, waiting(from, 'not_before', deps.now()));
   let current = from;
   if (registration.maxConcurrentRuns !== undefined && !from.slot) {

@@ -1,4 +1,5 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
+import type { ManualAttestation } from '../../shared/dispatch/manual.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type EvidenceCheck, type EvidenceMark, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
@@ -100,6 +101,18 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
   }
   async listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]> {
     return [...this.operatorReceipts.values()].filter((receipt) => receipt.dispatchId === dispatchId);
+  }
+  /** By `dispatchId#attestationId`, in the order written. */
+  readonly manualAttestations = new Map<string, ManualAttestation>();
+  async putManualAttestation(attestation: ManualAttestation): Promise<PutOutcome<ManualAttestation>> {
+    const key = `${attestation.dispatchId}#${attestation.attestationId}`;
+    const existing = this.manualAttestations.get(key);
+    if (existing) return { kind: 'exists', existing };
+    this.manualAttestations.set(key, attestation);
+    return { kind: 'written' };
+  }
+  async listManualAttestations(dispatchId: string): Promise<ManualAttestation[]> {
+    return [...this.manualAttestations.values()].filter((attestation) => attestation.dispatchId === dispatchId);
   }
   readonly lateEvents: LateEvent[] = [];
   async recordLateEvent(late: LateEvent): Promise<void> {

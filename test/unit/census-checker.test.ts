@@ -56,6 +56,7 @@ function dispatchViewFactory(overrides: Partial<DispatchView> = {}): DispatchVie
       { event: 'dispatch_completed', at: at(4), attempt: 1, runId: 'r-1', evidenceCount: 1 },
     ],
     operatorReceipts: [],
+    manualAttestations: [],
     runs: [],
     gate: { satisfied: true, reasons: [] },
     unknowns: [],

@@ -1,0 +1,110 @@
+import * as z from 'zod/mini';
+import '../zod-english.js';
+import { contentHash } from './canonical.js';
+import { DISPATCH_ID, ORIGIN } from './ids.js';
+import { RECEIPT_ID } from './receipts.js';
+import { refProblem } from './refs.js';
+
+/**
+ * Manual mode (CONTRACT §13, VALP): a person's attestations about a dispatch to a manual target. They
+ * are useful audit records but never runtime proof: stored as items of their own with
+ * `basis: "manual_attestation"` and the caller's principal, shown apart from the dispatch receipts,
+ * and never written as `dispatch_submitted` or `dispatch_completed`. The three claims stay apart:
+ * a written dispatch is not a result, a result is not a delivery.
+ */
+
+export const MANUAL_ATTESTATION_KINDS = ['manual_dispatch_written', 'manual_delivery_attested', 'manual_result_attested', 'manual_blocked'] as const;
+export type ManualAttestationKind = (typeof MANUAL_ATTESTATION_KINDS)[number];
+
+/** What a manual attestation rests on: a person's word about work no runtime did. */
+export const MANUAL_ATTESTATION = 'manual_attestation';
+
+/** One attestation as stored: one item per dispatch and attestationId, written once. */
+export interface ManualAttestation {
+  readonly attestationId: string;
+  readonly dispatchId: string;
+  readonly origin: string;
+  /** The dispatch's attempt when it was recorded: a redispatch starts the manual work afresh. */
+  readonly attempt: number;
+  readonly kind: ManualAttestationKind;
+  readonly note: string;
+  readonly evidenceRef: string | null;
+  readonly basis: typeof MANUAL_ATTESTATION;
+  readonly recordedAt: string;
+  /** The caller's principal id (its IAM identity in AWS, `local:<origin>` or `local:operator` locally), set by the ledger. */
+  readonly recordedBy: string;
+  /** `contentHash` of what the person submitted (`attestationPayload`): an identical retry has the same. */
+  readonly payloadHash: string;
+}
+
+const isBlank = (text: string): boolean => text.trim() === '';
+const attestationId = z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]'));
+const note = z.string().check(z.minLength(1), z.maxLength(1000), z.refine((text) => !isBlank(text), 'note is blank'));
+const evidenceRef = z.string().check(
+  z.refine((ref) => !isBlank(ref) && refProblem(ref) === undefined, 'unsafe evidence ref (CONTRACT §6: a relative POSIX path without . or .. segments)'),
+);
+
+/**
+ * The body of `POST /dispatches/{dispatchId}/manual`. Invalid → 422 (an unknown kind, a blank note, an unsafe ref).
+ *
+ * @example
+ * ManualAttestationBody.parse({ attestationId: 'ma-1', kind: 'manual_result_attested', note: 'Alice filed the report by hand', evidenceRef: 'out/report.md' });
+ */
+export const ManualAttestationBody = z.strictObject({
+  attestationId,
+  kind: z.enum(MANUAL_ATTESTATION_KINDS),
+  note,
+  evidenceRef: z.optional(z.nullable(evidenceRef)),
+});
+export type ManualAttestationBody = z.infer<typeof ManualAttestationBody>;
+
+/** What the payload hash covers: the submitted fields, an absent evidenceRef the same as null. */
+export function attestationPayload(body: ManualAttestationBody | ManualAttestation) {
+  return { attestationId: body.attestationId, kind: body.kind, note: body.note, evidenceRef: body.evidenceRef ?? null };
+}
+
+/** The attestation to store for a validated body: bound to the dispatch, its origin and attempt, with who recorded it. */
+export function manualAttestation(
+  dispatch: { readonly dispatchId: string; readonly origin: string; readonly attempt: number },
+  body: ManualAttestationBody,
+  now: Date,
+  recordedBy: string,
+): ManualAttestation {
+  const payload = attestationPayload(body);
+  return {
+    ...payload,
+    dispatchId: dispatch.dispatchId,
+    origin: dispatch.origin,
+    attempt: dispatch.attempt,
+    basis: MANUAL_ATTESTATION,
+    recordedAt: now.toISOString(),
+    recordedBy,
+    payloadHash: contentHash(payload),
+  };
+}
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** A stored attestation, as read back for the view and the gate: its payload hash must still match. */
+export const StoredManualAttestation = z
+  .strictObject({
+    attestationId,
+    dispatchId: z.string().check(z.regex(DISPATCH_ID)),
+    origin: z.string().check(z.regex(ORIGIN)),
+    attempt: z.int().check(z.minimum(1)),
+    kind: z.enum(MANUAL_ATTESTATION_KINDS),
+    note,
+    evidenceRef: z.nullable(evidenceRef),
+    basis: z.enum([MANUAL_ATTESTATION]),
+    recordedAt: z.string().check(z.regex(ISO_INSTANT, 'an ISO 8601 date-time with a zone')),
+    recordedBy: z.string().check(z.minLength(1), z.maxLength(256)),
+    payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
+  })
+  .check(
+    z.superRefine((attestation, ctx) => {
+      // Tampering or a partial write shows as a hash that no longer matches the fields it covers.
+      if (contentHash(attestationPayload(attestation)) !== attestation.payloadHash) {
+        ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match the attestation it covers' });
+      }
+    }),
+  );
