@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest';
+import { ManualAttestationBody, manualAttestation, type ManualAttestation, type ManualAttestationBody as Body } from '../../shared/dispatch/manual.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, awaitingPerson, IllegalTransitionError, manuallyBlocked, manualResultAttested, submitted, writeCondition } from '../../shared/dispatch/transitions.js';
+import { dispatchView } from '../../shared/dispatch/view.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+
+// Manual mode (CONTRACT §13, VALP): a person's attestations are shown apart from runtime proof, and the
+// gate accepts manual_result_attested only for a manual target.
+
+const LATER = new Date(NOW.getTime() + 60_000);
+
+/** A dispatch to a manual target as the submission path leaves it: stored, waiting for a person. */
+const waitingState = (): DispatchState => ({ ...awaitingPerson(accepted(newDispatchFactory({ target: 'desk' }), NOW), NOW), version: 1 });
+
+function attestationFactory(kind: Body['kind'], overrides: Partial<Body> = {}, state: DispatchState = waitingState()): ManualAttestation {
+  return manualAttestation(state, { attestationId: `ma-${kind}`, kind, note: 'done by hand at the desk', ...overrides }, LATER, 'local:planner');
+}
+
+const resultAttestedState = (attestation: ManualAttestation): DispatchState =>
+  manualResultAttested(waitingState(), { attestationId: attestation.attestationId, at: attestation.recordedAt }, LATER);
+
+describe('manual dispatch transitions', () => {
+  it('records a dispatch to a manual target as waiting for a person with nothing due', () => {
+    const state = awaitingPerson(accepted(newDispatchFactory({ target: 'desk' }), NOW), NOW);
+    expect(state).toMatchObject({ phase: 'accepted', waitingFor: 'person', dueAt: null, runId: null, manual: { since: NOW.toISOString() } });
+    expect(state.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written']);
+  });
+
+  it('ends the wait on manual_result_attested without writing any dispatch receipt', () => {
+    const next = resultAttestedState(attestationFactory('manual_result_attested'));
+    expect(() => writeCondition(waitingState(), next)).not.toThrow();
+    expect(next).toMatchObject({ phase: 'accepted', waitingFor: undefined, dueAt: null, manual: { resultAttestation: { attestationId: 'ma-manual_result_attested' } } });
+    expect(next.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written']);
+  });
+
+  it('blocks with the person\'s reason on manual_blocked', () => {
+    const next = manuallyBlocked(waitingState(), 'no access to the archive', LATER);
+    expect(next).toMatchObject({ phase: 'blocked', blockedCode: 'manual_blocked', blockedReason: 'manual_blocked: no access to the archive' });
+  });
+
+  it('refuses a manual result for a dispatch whose target is not manual', () => {
+    const http: DispatchState = { ...accepted(newDispatchFactory(), NOW), version: 1 };
+    expect(() => manualResultAttested(http, { attestationId: 'ma-1', at: LATER.toISOString() }, LATER)).toThrow(IllegalTransitionError);
+    expect(() => manuallyBlocked(http, 'no', LATER)).toThrow(IllegalTransitionError);
+  });
+});
+
+describe('the attestation body', () => {
+  it('refuses an unsafe evidence ref, a blank note and an unknown kind', () => {
+    const body = { attestationId: 'ma-1', kind: 'manual_result_attested', note: 'filed' };
+    expect(ManualAttestationBody.safeParse({ ...body, evidenceRef: 'out/report.md' }).success).toBe(true);
+    for (const evidenceRef of ['../secret', '/etc/passwd', 'a//b', 'a\\b', '%2e%2e/x', '']) {
+      expect(ManualAttestationBody.safeParse({ ...body, evidenceRef }).success, evidenceRef).toBe(false);
+    }
+    expect(ManualAttestationBody.safeParse({ ...body, note: '   ' }).success).toBe(false);
+    expect(ManualAttestationBody.safeParse({ ...body, kind: 'dispatch_completed' }).success).toBe(false);
+  });
+});
+
+describe('dispatchView of a manual dispatch', () => {
+  it('says it waits for a person and which command records what they did; the gate is not satisfied', () => {
+    const view = dispatchView(waitingState(), undefined);
+    expect(view.submission.waitingFor).toBe('person');
+    expect(view.unknowns.join(' ')).toMatch(/waits for a person.*npx ledger manual d-2026-0001 --kind/);
+    expect(view.gate).toEqual({ satisfied: false, reasons: ['manual target: waiting for a person — no manual_result_attested recorded'] });
+  });
+
+  it('satisfies the gate on the manual_result_attested that ended the wait, its reason naming a person\'s attestation', () => {
+    const attestation = attestationFactory('manual_result_attested', { evidenceRef: 'out/report.md' });
+    const view = dispatchView(resultAttestedState(attestation), undefined, undefined, [], [], [], [attestation]);
+    expect(view.gate.satisfied).toBe(true);
+    expect(view.gate.reasons).toHaveLength(1);
+    expect(view.gate.reasons[0]).toContain("rests on a person's attestation, not runtime proof");
+    expect(view.gate.reasons[0]).toContain('local:planner');
+  });
+
+  it('keeps attestations apart: listed with their basis, never among receipts nor as dispatch_submitted or dispatch_completed', () => {
+    const result = attestationFactory('manual_result_attested');
+    const written = attestationFactory('manual_dispatch_written');
+    const view = dispatchView(resultAttestedState(result), undefined, undefined, [], [], [], [result, written]);
+    expect(view.manualAttestations.map((attestation) => attestation.basis)).toEqual(['manual_attestation', 'manual_attestation']);
+    expect(view.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written']);
+    expect(view.operatorReceipts).toEqual([]);
+    expect(view.artifactAcceptance).toEqual({ state: 'unverified', receiptId: null, basis: null });
+  });
+
+  it('confirms owner delivery on manual_delivery_attested with basis manual_attestation, and nothing else', () => {
+    const delivery = attestationFactory('manual_delivery_attested');
+    const view = dispatchView(waitingState(), undefined, undefined, [], [], [], [delivery]);
+    expect(view.ownerDelivery).toMatchObject({ state: 'confirmed', receiptId: 'ma-manual_delivery_attested', basis: 'manual_attestation' });
+    expect(view.gate.satisfied).toBe(false);
+    expect(view.artifactAcceptance.state).toBe('unverified');
+  });
+
+  it('reports a tampered attestation as an audit failure and is not satisfied by it', () => {
+    const attestation = attestationFactory('manual_result_attested');
+    const tampered = { ...attestation, note: 'someone else did it' };
+    const view = dispatchView(resultAttestedState(attestation), undefined, undefined, [], [], [], [tampered]);
+    expect(view.gate.satisfied).toBe(false);
+    expect(view.gate.reasons.some((reason) => reason.startsWith('audit_failure: manual attestation ma-manual_result_attested'))).toBe(true);
+  });
+
+  it('does not count an attestation of another attempt', () => {
+    const attestation = { ...attestationFactory('manual_result_attested') };
+    const other = manualAttestation({ ...waitingState(), attempt: 2 }, { attestationId: attestation.attestationId, kind: 'manual_result_attested', note: attestation.note }, LATER, 'local:planner');
+    const view = dispatchView(resultAttestedState(attestation), undefined, undefined, [], [], [], [other]);
+    expect(view.gate.satisfied).toBe(false);
+  });
+});
+
+describe('dispatchView of any other target kind', () => {
+  const submittedState = (): DispatchState =>
+    submitted({ ...accepted(newDispatchFactory(), NOW), version: 1 }, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'req-1' }, DEFAULT_RETRY_POLICY, NOW);
+
+  it('never lets a manual attestation take a runtime receipt\'s place: gate and delivery as without it', () => {
+    const state = submittedState();
+    const result = manualAttestation(state, { attestationId: 'ma-r', kind: 'manual_result_attested', note: 'it is done, trust me' }, LATER, 'local:planner');
+    const delivery = manualAttestation(state, { attestationId: 'ma-d', kind: 'manual_delivery_attested', note: 'delivered' }, LATER, 'local:planner');
+    const without = dispatchView(state, undefined);
+    const withThem = dispatchView(state, undefined, undefined, [], [], [], [result, delivery]);
+    expect(withThem.gate).toEqual(without.gate);
+    expect(withThem.gate.satisfied).toBe(false);
+    expect(withThem.ownerDelivery).toEqual(without.ownerDelivery);
+    expect(withThem.receipts).toEqual(without.receipts);
+  });
+});
