@@ -31,6 +31,8 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
     attempt: state.attempt,
     status: state.execution.status,
     monitorStatus: state.execution.monitorStatus,
+    // An orphan names what never arrived, so a person (the status page) sees it without opening the dispatch.
+    ...(kind === 'orphan_no_delivery' ? { missing: state.evidence.missing ?? [] } : {}),
     reason:
       kind === 'blocked'
         ? state.blockedReason
