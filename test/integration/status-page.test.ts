@@ -1,0 +1,259 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localClient } from '../../cli/client.js';
+import { startStatusPage, type StatusPage } from '../../ui/server.js';
+import { uniqueName } from '../support/engines.js';
+import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
+
+/**
+ * The status page (CONTRACT §13, issue 17 "Must show"), driven in Debian's Chromium by playwright-core
+ * against the local platform: what needs a person, a dispatch's three claims, a state that changes
+ * while the page is open — without a reload and without a console error — and the server's refusals.
+ * The screenshots it takes are the README's (docs/status-page-*.png).
+ */
+const CHROMIUM = '/usr/bin/chromium';
+const DOCS = join(import.meta.dirname, '..', '..', 'docs');
+
+let t: TestPlatform;
+let statusPage: StatusPage;
+let context: BrowserContext;
+let userDataDir: string;
+const pageLog: Array<Record<string, unknown>> = [];
+
+/** Every console error and uncaught exception of every page the test opens. */
+const consoleErrors: string[] = [];
+
+const orphan = { dispatchId: uniqueName('ui-orphan'), origin: 'team-b', target: 'demo-agent', task: { behavior: 'complete_without_evidence' }, expectedEvidence: ['out/report.md'], timeouts: { deliveryGraceSeconds: 2 } };
+const stalled = { dispatchId: uniqueName('ui-stall'), origin: 'team-a', target: 'demo-agent', task: { behavior: 'stall' }, timeouts: { stallAfterSeconds: 2 } };
+const handled = { dispatchId: uniqueName('ui-done'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' }, expectedEvidence: ['out/summary.md'] };
+
+beforeAll(async () => {
+  t = await startTestPlatform();
+  for (const message of [orphan, stalled, handled]) await t.send(JSON.stringify(message));
+  statusPage = await startStatusPage({ client: localClient(t.platform.info), refreshMs: 500, log: (line) => pageLog.push(line) });
+  userDataDir = mkdtempSync(join(tmpdir(), 'ledger-chromium-'));
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  mkdirSync(DOCS, { recursive: true });
+});
+
+afterAll(async () => {
+  await context?.close();
+  await statusPage?.close();
+  await t?.stop();
+  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+});
+
+/** A page that records its console errors and counts its document loads (a reload would be a second). */
+async function openPage(): Promise<{ page: Page; loads: () => number }> {
+  const page = await context.newPage();
+  let loads = 0;
+  page.on('load', () => {
+    loads += 1;
+  });
+  page.on('console', (message) => {
+    if (message.type() === 'error') consoleErrors.push(`console: ${message.text()}`);
+  });
+  page.on('pageerror', (error) => consoleErrors.push(`pageerror: ${error.message}`));
+  await page.goto(statusPage.url);
+  return { page, loads: () => loads };
+}
+
+/** The elements that stick out past the viewport's right edge (none: nothing scrolls sideways), named for the failure message. */
+async function sideways(page: Page): Promise<string[]> {
+  // Evaluated in the page (a string: this project's types have no DOM).
+  return page.evaluate<string[]>(`(() => {
+    const width = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth <= width) return [];
+    return [...document.querySelectorAll('body *')]
+      .filter((element) => element.getBoundingClientRect().right > width + 0.5 && element.closest('.visually-hidden, thead') === null)
+      .map((element) => element.tagName.toLowerCase() + '.' + element.className + ' "' + (element.textContent || '').slice(0, 60) + '" right=' + Math.round(element.getBoundingClientRect().right));
+  })()`);
+}
+
+/** A raw request to the page's server, with the Host header chosen by the test. */
+function raw(method: string, path: string, host = `127.0.0.1:${statusPage.port}`): Promise<{ status: number; headers: Record<string, unknown>; body: unknown }> {
+  return new Promise((resolveRequest, rejectRequest) => {
+    const outgoing = request({ host: '127.0.0.1', port: statusPage.port, method, path, headers: { host } }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => {
+        const isJson = String(response.headers['content-type']).startsWith('application/json');
+        resolveRequest({ status: response.statusCode ?? 0, headers: response.headers, body: isJson ? (JSON.parse(text) as unknown) : text });
+      });
+    });
+    outgoing.on('error', rejectRequest);
+    outgoing.end(method === 'POST' ? '{}' : undefined);
+  });
+}
+
+describe('the status page in Chromium', () => {
+  it('lists an orphaned and a stalled dispatch under what needs a person; the orphan shows its missing ref and the three claims', async () => {
+    await t.viewWhen(orphan.dispatchId, (view) => view.evidence.outcome === 'orphan_no_delivery', { origin: orphan.origin, timeoutMs: 30_000 });
+    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown', { origin: stalled.origin, timeoutMs: 30_000 });
+    await t.viewWhen(handled.dispatchId, (view) => view.evidence.outcome === 'handled', { timeoutMs: 30_000 });
+
+    const { page, loads } = await openPage();
+    const orphans = page.locator('#attention-orphan_no_delivery');
+    const unknowns = page.locator('#attention-unknown');
+    await orphans.getByRole('link', { name: orphan.dispatchId }).waitFor();
+    await unknowns.getByRole('link', { name: stalled.dispatchId }).waitFor();
+    const orphanCard = orphans.locator('li', { has: page.getByRole('link', { name: orphan.dispatchId }) });
+    expect(await orphanCard.innerText()).toContain('Missing: out/report.md');
+    const stalledCard = unknowns.locator('li', { has: page.getByRole('link', { name: stalled.dispatchId }) });
+    expect(await stalledCard.innerText()).toMatch(/stalled: no word from the run/);
+    // What needs a person comes before the counts and the list.
+    const headings = await page.getByRole('heading', { level: 2 }).allInnerTexts();
+    expect(headings).toEqual(['Needs a person', 'Counts by state', 'Dispatches']);
+    await page.screenshot({ path: join(DOCS, 'status-page-desktop.png') });
+
+    await orphans.getByRole('link', { name: orphan.dispatchId }).click();
+    const execution = page.getByRole('region', { name: 'Execution' });
+    const acceptance = page.getByRole('region', { name: 'Artifact acceptance' });
+    const delivery = page.getByRole('region', { name: 'Owner delivery' });
+    await execution.waitFor();
+    expect(await execution.innerText()).toContain('completed');
+    expect(await acceptance.innerText()).toContain('unverified');
+    expect(await delivery.innerText()).toContain('unconfirmed');
+    // Side by side at 1280 wide: the three claims share one row.
+    const tops = await Promise.all([execution, acceptance, delivery].map(async (claim) => (await claim.boundingBox())?.y));
+    expect(new Set(tops).size).toBe(1);
+    const evidence = page.getByRole('region', { name: 'Evidence' });
+    expect(await evidence.innerText()).toMatch(/missing\s+out\/report\.md/);
+    expect(await page.locator('.alert').innerText()).toContain('out/report.md');
+    expect(await page.getByRole('region', { name: 'Act on it' }).innerText()).toContain(`npx ledger check ${orphan.dispatchId} --refresh --origin team-b`);
+    await page.screenshot({ path: join(DOCS, 'status-page-dispatch.png'), fullPage: true });
+
+    // The handled dispatch: its evidence file with the SHA-256 the ledger sealed, as its view has it.
+    const view = await t.view(handled.dispatchId);
+    const file = view.evidence.files[0];
+    expect(file?.ref).toBe('out/summary.md');
+    await page.goto(`${statusPage.url}#/dispatches/${handled.dispatchId}`);
+    const files = page.locator('table.files');
+    await files.waitFor();
+    expect(await files.innerText()).toContain(file?.sha256 ?? 'no file');
+    expect(await page.getByRole('region', { name: 'Receipt timeline' }).innerText()).toContain('dispatch_completed');
+    expect(loads()).toBe(1);
+    await page.close();
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('shows a dispatch that completes while the page is open in its new state, without a reload', async () => {
+    const slow = { dispatchId: uniqueName('ui-slow'), origin: 'planner', target: 'demo-agent', task: { behavior: 'slow', seconds: 5 } };
+    await t.send(JSON.stringify(slow));
+    await t.viewWhen(slow.dispatchId, (view) => view.execution.status === 'running', { timeoutMs: 30_000 });
+
+    const { page, loads } = await openPage();
+    // A mark on this document's window: a reload would make a new window without it.
+    await page.evaluate("window.ledgerMarker = 'same document'");
+    await page.getByRole('link', { name: slow.dispatchId }).first().click();
+    const state = page.getByRole('region', { name: 'Execution' }).locator('.claim-state');
+    await state.waitFor();
+    expect(await state.innerText()).toBe('running');
+    await eventually('the execution claim to read completed', async () => state.innerText(), { timeoutMs: 30_000, until: (text) => text === 'completed' });
+    const marker = await page.evaluate<unknown>('window.ledgerMarker');
+    expect(marker).toBe('same document');
+    expect(loads()).toBe(1);
+
+    // Back in the list: the same dispatch, completed, found by the search box.
+    await page.getByRole('link', { name: '← Everything' }).click();
+    await page.getByLabel('Search').fill(slow.dispatchId);
+    const row = page.locator('table.dispatches tbody tr', { has: page.getByRole('link', { name: slow.dispatchId }) });
+    await eventually('the list row of the slow dispatch', async () => row.innerText(), { timeoutMs: 20_000, until: (text) => text.includes('completed') });
+    expect(await page.locator('table.dispatches tbody tr').count()).toBe(1);
+    expect(loads()).toBe(1);
+    await page.close();
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('reads well on a 390-wide phone: one column, no sideways scrolling', async () => {
+    const { page } = await openPage();
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.locator('#attention-orphan_no_delivery').getByRole('link', { name: orphan.dispatchId }).waitFor();
+    expect(await sideways(page)).toEqual([]);
+    await page.screenshot({ path: join(DOCS, 'status-page-phone.png') });
+    await page.locator('#attention-orphan_no_delivery').getByRole('link', { name: orphan.dispatchId }).click();
+    await page.getByRole('region', { name: 'Owner delivery' }).waitFor();
+    const lefts = await Promise.all(['Execution', 'Artifact acceptance', 'Owner delivery'].map(async (name) => (await page.getByRole('region', { name }).boundingBox())?.x));
+    expect(new Set(lefts).size).toBe(1);
+    expect(await sideways(page)).toEqual([]);
+    await page.screenshot({ path: join(DOCS, 'status-page-phone-dispatch.png'), fullPage: true });
+    await page.close();
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('shows target-supplied text with its control and bidi characters escaped, never as markup', async () => {
+    // The demo agent's result summary quotes the task's goal: target-supplied text, stored as given.
+    const goal = 'report \u202eTXT.exe\u001b[31m <img src=x id=injected> done';
+    const sneaky = { dispatchId: uniqueName('ui-bidi'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete', goal } };
+    await t.send(JSON.stringify(sneaky));
+    const view = await t.viewWhen(sneaky.dispatchId, (candidate) => candidate.execution.status === 'completed', { timeoutMs: 30_000 });
+    expect(view.execution.result?.summary).toContain('\u202e');
+    const { page } = await openPage();
+    await page.goto(`${statusPage.url}#/dispatches/${sneaky.dispatchId}`);
+    const execution = page.getByRole('region', { name: 'Execution' });
+    await execution.waitFor();
+    const shown = await execution.innerText();
+    expect(shown).toContain('report \\u202eTXT.exe\\u001b[31m <img src=x id=injected> done');
+    expect(await page.locator('#injected').count()).toBe(0);
+    // Every text node of the page, as the DOM holds it: no raw control or bidi character anywhere.
+    const texts = await page.evaluate<string>(`(() => {
+      const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      const found = [];
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) found.push(node.textContent || '');
+      return found.join(' ');
+    })()`);
+    expect(texts).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    await page.close();
+    expect(consoleErrors).toEqual([]);
+  });
+});
+
+describe('the status page server', () => {
+  it('relays an allowed read as the operator, with a strict Content-Security-Policy', async () => {
+    const answer = await raw('GET', `/api/dispatches/${orphan.dispatchId}`);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ status: 200, body: { dispatchId: orphan.dispatchId, origin: 'team-b' } });
+    const policy = String(answer.headers['content-security-policy']);
+    expect(policy).toContain("default-src 'self'");
+    expect(policy).toContain("script-src 'self'");
+    expect(policy).not.toContain('unsafe-inline');
+    const html = await raw('GET', '/');
+    expect(html.status).toBe(200);
+    expect(String(html.headers['content-security-policy'])).toBe(policy);
+  });
+
+  it('refuses a POST, a route outside the allowlist and a foreign Host, calling the ledger for none of them', async () => {
+    const post = await raw('POST', `/api/dispatches/${stalled.dispatchId}/cancel`);
+    expect(post.status).toBe(405);
+    expect(post.body).toEqual({ error: { code: 'method_not_allowed', message: expect.any(String) } });
+    expect(post.headers.allow).toBe('GET');
+
+    for (const path of ['/api/origins/planner/dispatches', '/api/targets/demo-agent/slots/release', '/api/dispatches/x/evidence/out%2Fa.md', '/api/dispatches/..%2Fattention', '/api/inbox']) {
+      const refused = await raw('GET', path);
+      expect(refused.status, path).toBe(404);
+      expect(refused.body, path).toMatchObject({ error: { code: 'not_found' } });
+    }
+    const badQuery = await raw('GET', '/api/attention?kind=unknown&secret=1');
+    expect(badQuery.status).toBe(400);
+
+    for (const host of ['evil.example:80', `localhost:${statusPage.port}`, `127.0.0.1:${statusPage.port + 1}`, `127.0.0.1.nip.io:${statusPage.port}`]) {
+      const foreign = await raw('GET', '/api/attention', host);
+      expect(foreign.status, host).toBe(403);
+      expect(foreign.body, host).toMatchObject({ error: { code: 'forbidden_host' } });
+      expect((await raw('GET', '/', host)).status, host).toBe(403);
+    }
+    // Each refusal is logged, none relayed: no line says the ledger was called or unreachable.
+    expect(pageLog.filter((line) => line.msg === 'request refused: foreign Host')).toHaveLength(8);
+    expect(pageLog.some((line) => line.msg === 'ledger unreachable')).toBe(false);
+  });
+});

@@ -1,0 +1,58 @@
+/**
+ * The page's reads, through its own server (`/api/...`, ui/routes.ts). The server relays the ledger's
+ * answer as `{ status, body }`: a route that is missing or failing comes back as data, and the section
+ * that asked says it could not load — the rest of the page carries on.
+ */
+export type Loaded<T> = { readonly ok: true; readonly body: T } | { readonly ok: false; readonly problem: string };
+
+interface Relayed {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+const isRelayed = (value: unknown): value is Relayed =>
+  typeof value === 'object' && value !== null && typeof (value as { status?: unknown }).status === 'number' && 'body' in value;
+
+/** The words of an error body `{ error: { code, message } }`, whatever else came. */
+function problemOf(status: number, body: unknown): string {
+  const error = typeof body === 'object' && body !== null ? (body as { error?: { code?: unknown; message?: unknown } }).error : undefined;
+  const code = typeof error?.code === 'string' ? error.code : undefined;
+  const message = typeof error?.message === 'string' ? error.message : undefined;
+  return `the ledger answered ${status}${code ? ` ${code}` : ''}${message ? `: ${message}` : ''}`;
+}
+
+export async function load<T>(path: string): Promise<Loaded<T>> {
+  let response: Response;
+  try {
+    response = await fetch(`/api${path}`, { headers: { accept: 'application/json' }, cache: 'no-store' });
+  } catch {
+    return { ok: false, problem: 'the status page server is not answering (was `ledger ui` stopped?)' };
+  }
+  const answer: unknown = await response.json().catch(() => undefined);
+  if (!response.ok) return { ok: false, problem: problemOf(response.status, answer) };
+  if (!isRelayed(answer)) return { ok: false, problem: 'the status page server sent something unreadable' };
+  if (answer.status !== 200) return { ok: false, problem: problemOf(answer.status, answer.body) };
+  return { ok: true, body: answer.body as T };
+}
+
+/** What the server tells the page once: how often to poll, and how the commands it shows reach the same ledger. */
+export interface PageConfig {
+  readonly refreshMs: number;
+  readonly connection: readonly string[];
+  readonly remote: boolean;
+}
+
+export async function loadConfig(): Promise<PageConfig> {
+  const fallback: PageConfig = { refreshMs: 3000, connection: [], remote: false };
+  try {
+    const response = await fetch('/config.json', { cache: 'no-store' });
+    const body = (await response.json()) as Partial<PageConfig>;
+    return {
+      refreshMs: typeof body.refreshMs === 'number' && body.refreshMs >= 200 ? body.refreshMs : fallback.refreshMs,
+      connection: Array.isArray(body.connection) ? body.connection.filter((flag): flag is string => typeof flag === 'string') : [],
+      remote: body.remote === true,
+    };
+  } catch {
+    return fallback;
+  }
+}

@@ -1,0 +1,63 @@
+import { loadConfig, type PageConfig } from './api.js';
+import { mountDispatch } from './dispatch.js';
+import { el } from './dom.js';
+import { mountOverview } from './overview.js';
+
+/**
+ * The status page: one document, two views chosen by the hash (`#/` the overview, `#/dispatches/{id}`
+ * a dispatch), each polled every few seconds and updated in place — the document is never reloaded,
+ * so a dispatch that completes while someone watches changes state where it stands.
+ */
+const DISPATCH_ROUTE = /^#\/dispatches\/([^/]+)$/;
+
+function dispatchIdOf(hash: string): string | undefined {
+  const match = DISPATCH_ROUTE.exec(hash);
+  if (!match?.[1]) return undefined;
+  try {
+    return decodeURIComponent(match[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+async function start(): Promise<void> {
+  const main = document.getElementById('main');
+  const updated = document.getElementById('updated');
+  if (!main || !updated) return;
+  const config: PageConfig = await loadConfig();
+  let refresh: () => Promise<void> = async () => undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let round = 0;
+
+  // One refresh at a time; the next is scheduled when it ends, so a slow ledger is never piled on.
+  const tick = async (): Promise<void> => {
+    clearTimeout(timer);
+    const mine = ++round;
+    try {
+      await refresh();
+      updated.replaceChildren('updated ', el('time', { attrs: { datetime: new Date().toISOString() } }, new Date().toLocaleTimeString()));
+    } catch (error) {
+      updated.textContent = `the page could not refresh: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    if (mine === round) timer = setTimeout(() => void tick(), config.refreshMs);
+  };
+
+  const mount = (): void => {
+    const dispatchId = dispatchIdOf(location.hash);
+    refresh = dispatchId === undefined ? mountOverview(main, config) : mountDispatch(main, dispatchId, config);
+    document.title = dispatchId === undefined ? 'Dispatch Ledger — status' : `${dispatchId} — Dispatch Ledger`;
+    // A new view takes the focus to its top, as a page load would, for keyboard and screen-reader users.
+    main.focus({ preventScroll: true });
+    window.scrollTo(0, 0);
+    void tick();
+  };
+  window.addEventListener('hashchange', mount);
+  // The skip link moves focus, not the route (its #main is no view of ours).
+  document.querySelector('a.skip')?.addEventListener('click', (event) => {
+    event.preventDefault();
+    main.focus();
+  });
+  mount();
+}
+
+void start();

@@ -1,0 +1,233 @@
+import type { attentionEntry } from '../../shared/dispatch/attention.js';
+import type { TargetAtCapacity } from '../../shared/usecases/flow.js';
+import { load, type PageConfig } from './api.js';
+import { badge, cell, dispatchLink, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
+import { ATTENTION_ORDER, checkCommand, monitorWords } from './words.js';
+
+/** A dispatch on the attention list (`GET /attention`); `missing` on an orphan. */
+type AttentionLine = ReturnType<typeof attentionEntry> & { readonly missing?: readonly string[] };
+type AttentionItem = AttentionLine | TargetAtCapacity;
+
+/** `GET /dispatches` (operator, CONTRACT §2 v2): every origin's dispatches, newest first. */
+export interface ListItem {
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly target: string;
+  readonly createdAt: string;
+  readonly phase: string;
+  readonly status: string | null;
+  readonly runId: string | null;
+  readonly attempt: number;
+  readonly blockedReason: string | null;
+}
+
+/** `GET /counts`: counts by phase, execution status and evidence outcome. */
+interface Counts {
+  readonly total: number;
+  readonly phase: Readonly<Record<string, number>>;
+  readonly execution: Readonly<Record<string, number>>;
+  readonly evidence: Readonly<Record<string, number>>;
+  readonly asOf: string;
+}
+
+const PHASES = ['accepted', 'submitted', 'blocked', 'cancelled'];
+const STATUSES = ['none', 'queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled', 'unknown'];
+
+const couldNotLoad = (what: string, problem: string): HTMLElement => el('p', { className: 'problem', attrs: { role: 'status' } }, `Could not load ${what}: ${problem}`);
+
+function attentionCard(item: AttentionItem, config: PageConfig): HTMLElement {
+  if (item.kind === 'at_capacity') {
+    const target = item as TargetAtCapacity;
+    return el(
+      'li',
+      { className: 'card' },
+      el('p', { className: 'card-title' }, el('strong', {}, target.target)),
+      facts([
+        ['slots held', `${target.held} of ${target.limit}`],
+        ['held by runs of unknown status', target.heldByUnknownRuns],
+        ['waiting', target.waiting],
+      ]),
+    );
+  }
+  const line = item as AttentionLine;
+  const words = line.kind === 'unknown' || line.kind === 'approval_wait_expired' ? monitorWords(line.monitorStatus) : null;
+  const missing = line.missing ?? [];
+  return el(
+    'li',
+    { className: 'card' },
+    el('p', { className: 'card-title' }, dispatchLink(line.dispatchId), ' ', badge(line.status ?? line.kind)),
+    el('p', { className: 'meta' }, `${line.origin} → ${line.target} · attempt ${line.attempt} · since `, when(line.since)),
+    words ? el('p', {}, words) : null,
+    missing.length > 0 ? el('p', {}, 'Missing: ', ...missing.flatMap((ref, index): Child[] => [index > 0 ? ', ' : null, el('code', {}, ref)])) : null,
+    // The ledger's own words where they add to ours; for a lost run, the command that looks it up.
+    line.kind === 'unknown'
+      ? el('p', { className: 'reason' }, 'Look it up: ', el('code', {}, checkCommand(line.dispatchId, line.origin, config.connection, config.remote)))
+      : line.reason && line.kind !== 'orphan_no_delivery'
+        ? el('p', { className: 'reason' }, line.reason)
+        : null,
+  );
+}
+
+function renderAttention(items: readonly AttentionItem[], config: PageConfig): Child[] {
+  if (items.length === 0) return [el('p', { className: 'quiet' }, 'Nothing needs a person right now.')];
+  const known = new Set(ATTENTION_ORDER.map((entry) => entry.kind));
+  const groups = [...ATTENTION_ORDER, ...[...new Set(items.map((item) => item.kind))].filter((kind) => !known.has(kind)).map((kind) => ({ kind, title: kind, meaning: '' }))];
+  return groups.flatMap(({ kind, title, meaning }) => {
+    const mine = items.filter((item) => item.kind === kind);
+    if (mine.length === 0) return [];
+    return [
+      section(`attention-${kind}`, `${title} (${mine.length})`, 'h3', meaning ? el('p', { className: 'meaning' }, meaning) : null, el('ul', { className: 'cards' }, ...mine.map((item) => attentionCard(item, config)))),
+    ];
+  });
+}
+
+function countTable(caption: string, counts: Readonly<Record<string, number>>): HTMLTableElement {
+  const rows = Object.entries(counts).sort(([, a], [, b]) => b - a);
+  return el(
+    'table',
+    { className: 'counts' },
+    el('caption', {}, caption),
+    el('thead', {}, el('tr', {}, el('th', { attrs: { scope: 'col' } }, 'state'), el('th', { attrs: { scope: 'col' }, className: 'number' }, 'count'))),
+    el('tbody', {}, ...(rows.length === 0 ? [el('tr', {}, el('td', { attrs: { colspan: '2' } }, 'none'))] : rows.map(([name, count]) => el('tr', {}, el('th', { attrs: { scope: 'row' } }, badge(name)), el('td', { className: 'number' }, count))))),
+  );
+}
+
+function renderCounts(counts: Counts): Child[] {
+  return [
+    el('p', { className: 'meta' }, `${counts.total} dispatches · as of `, when(counts.asOf)),
+    el('div', { className: 'count-grid' }, countTable('Phase', counts.phase), countTable('Execution', counts.execution), countTable('Evidence', counts.evidence)),
+  ];
+}
+
+function listRow(item: ListItem): HTMLTableRowElement {
+  return el(
+    'tr',
+    {},
+    cell('created', when(item.createdAt)),
+    cell('dispatch', dispatchLink(item.dispatchId)),
+    cell('origin → target', `${item.origin} → ${item.target}`),
+    cell('phase', badge(item.phase)),
+    cell('execution', badge(item.status)),
+    cell('run / reason', item.blockedReason ?? item.runId ?? '—'),
+  );
+}
+
+const matches = (item: ListItem, search: string): boolean =>
+  search === '' || [item.dispatchId, item.origin, item.target, item.runId ?? '', item.blockedReason ?? ''].some((value) => value.toLowerCase().includes(search));
+
+function select(name: string, label: string, values: readonly string[]): HTMLElement {
+  const id = `filter-${name}`;
+  return el('p', { className: 'field' }, el('label', { attrs: { for: id } }, label), el('select', { id, attrs: { name } }, el('option', { attrs: { value: '' } }, 'any'), ...values.map((value) => el('option', { attrs: { value } }, value))));
+}
+
+function input(name: string, label: string, type: string, placeholder: string): HTMLElement {
+  const id = `filter-${name}`;
+  return el('p', { className: 'field' }, el('label', { attrs: { for: id } }, label), el('input', { id, attrs: { name, type, placeholder, maxlength: '128', autocomplete: 'off' } }));
+}
+
+/** The overview: what needs a person, counts by state, and every dispatch, filterable. */
+export function mountOverview(main: HTMLElement, config: PageConfig): () => Promise<void> {
+  const attentionBody = el('div', { className: 'attention-groups' });
+  const countsBody = el('div');
+  const listBody = el('div', { className: 'list' });
+  const more = el('p');
+  const form = el(
+    'form',
+    { className: 'filters', attrs: { role: 'search', 'aria-label': 'Filter dispatches' } },
+    input('search', 'Search', 'search', 'dispatch, origin, target, run'),
+    select('status', 'Execution', STATUSES),
+    select('phase', 'Phase', PHASES),
+    input('target', 'Target', 'text', 'any'),
+    input('origin', 'Origin', 'text', 'any'),
+  );
+  main.replaceChildren(
+    section('attention', 'Needs a person', 'h2', attentionBody),
+    section('counts', 'Counts by state', 'h2', countsBody),
+    section('dispatches', 'Dispatches', 'h2', form, listBody, more),
+  );
+
+  // The newest page is renewed on every refresh; older pages someone asked for stay below it.
+  let newest: ListItem[] = [];
+  let older: ListItem[] = [];
+  let olderCursor: string | null = null;
+  let listProblem: string | null = null;
+  const loaded = (): ListItem[] => {
+    const fresh = new Set(newest.map((item) => item.dispatchId));
+    return [...newest, ...older.filter((item) => !fresh.has(item.dispatchId))];
+  };
+  const value = (name: string): string => (form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement | null)?.value.trim() ?? '';
+  const query = (cursor?: string): string => {
+    const params = new URLSearchParams({ limit: '50' });
+    for (const name of ['status', 'phase', 'target', 'origin']) if (value(name) !== '') params.set(name, value(name));
+    if (cursor) params.set('cursor', cursor);
+    return `/dispatches?${params.toString()}`;
+  };
+
+  const showList = (): void => {
+    if (listProblem !== null) {
+      replaceKeepingFocus(listBody, [couldNotLoad('the dispatches', listProblem)]);
+      more.replaceChildren();
+      return;
+    }
+    const search = value('search').toLowerCase();
+    const items = loaded();
+    const shown = items.filter((item) => matches(item, search));
+    replaceKeepingFocus(listBody, [
+      shown.length === 0
+        ? el('p', { className: 'quiet' }, items.length === 0 ? 'No dispatches.' : 'No loaded dispatch matches the search.')
+        : el(
+            'table',
+            { className: 'dispatches' },
+            el('caption', { className: 'visually-hidden' }, 'Dispatches, newest first'),
+            el('thead', {}, el('tr', {}, ...['created', 'dispatch', 'origin → target', 'phase', 'execution', 'run / reason'].map((name) => el('th', { attrs: { scope: 'col' } }, name)))),
+            el('tbody', {}, ...shown.map(listRow)),
+          ),
+    ]);
+    more.replaceChildren(olderCursor ? el('button', { attrs: { type: 'button' }, onClick: () => void loadOlder() }, 'Load older dispatches') : '');
+  };
+
+  const loadOlder = async (): Promise<void> => {
+    if (!olderCursor) return;
+    const page = await load<{ items: ListItem[]; cursor: string | null }>(query(olderCursor));
+    if (!page.ok) {
+      listProblem = page.problem;
+    } else {
+      older = [...older, ...page.body.items];
+      olderCursor = page.body.cursor;
+    }
+    showList();
+  };
+
+  form.addEventListener('input', (event) => {
+    if ((event.target as HTMLElement | null)?.getAttribute('name') === 'search') showList();
+  });
+  form.addEventListener('change', (event) => {
+    if ((event.target as HTMLElement | null)?.getAttribute('name') !== 'search') void refresh(true);
+  });
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void refresh(true);
+  });
+
+  const refresh = async (restart = false): Promise<void> => {
+    const [attention, counts, list] = await Promise.all([
+      load<{ items: AttentionItem[] }>('/attention?limit=100'),
+      load<Counts>('/counts'),
+      load<{ items: ListItem[]; cursor: string | null }>(query()),
+    ]);
+    replaceKeepingFocus(attentionBody, attention.ok ? renderAttention(attention.body.items, config) : [couldNotLoad('what needs a person', attention.problem)]);
+    replaceKeepingFocus(countsBody, counts.ok ? renderCounts(counts.body) : [couldNotLoad('the counts', counts.problem)]);
+    if (list.ok) {
+      listProblem = null;
+      newest = list.body.items;
+      if (restart || older.length === 0) {
+        older = [];
+        olderCursor = list.body.cursor;
+      }
+    } else {
+      listProblem = list.problem;
+    }
+    showList();
+  };
+  return () => refresh();
+}

@@ -1,0 +1,91 @@
+import type { DispatchView } from '../../shared/dispatch/view.js';
+
+/**
+ * What the page says in words: why each kind of work needs a person, what a monitor verdict means,
+ * and the `npx ledger …` commands that would act on a dispatch. Pure (no DOM), so a unit test reads it.
+ */
+
+/** The attention kinds in the order a person should look at them, each with what it means. */
+export const ATTENTION_ORDER: ReadonlyArray<{ readonly kind: string; readonly title: string; readonly meaning: string }> = [
+  { kind: 'unknown', title: 'Unknown: the ledger lost sight of the run', meaning: 'It may still be running. Unknown is not failure: look the run up before redispatching.' },
+  { kind: 'orphan_no_delivery', title: 'Orphaned: completed without its evidence', meaning: 'The target said it finished, but an expected file never arrived within the grace window.' },
+  { kind: 'approval_wait_expired', title: 'Approval waits expired', meaning: 'An approval has waited longer than its window. Approve or cancel still work.' },
+  { kind: 'blocked', title: 'Blocked', meaning: 'The ledger will not submit these; the reason says why. Redispatch once it is fixed.' },
+  { kind: 'at_capacity', title: 'Targets at capacity', meaning: 'Every slot of the target is held; dispatches wait for one. Runs of unknown status keep their slots.' },
+  { kind: 'result_dropped', title: 'Dropped results', meaning: 'A result its origin never took in. The payload is kept.' },
+  { kind: 'cancel_pending', title: 'Cancel pending', meaning: 'A cancel was asked of the target; only its word cancels the run.' },
+  { kind: 'retrying', title: 'Retrying submission', meaning: 'The target could not take the dispatch yet; the ledger retries on its own schedule.' },
+];
+
+/** A monitor verdict (CONTRACT §2 view, §4) in words. */
+export function monitorWords(monitorStatus: string | null | undefined): string | null {
+  switch (monitorStatus) {
+    case null:
+    case undefined:
+      return null;
+    case 'stalled':
+      return 'stalled: no word from the run for longer than its stall window, and the target still said it was running when looked up';
+    case 'lookup_unavailable':
+      return 'unobservable: the target’s status endpoint could not be reached to look the run up';
+    case 'target_not_found':
+      return 'unobservable: the target answered 404 — it no longer knows this run';
+    case 'approval_wait_expired':
+      return 'the approval has waited longer than its window; it is still pending';
+    default:
+      return monitorStatus;
+  }
+}
+
+/** One argument as a POSIX shell reads it: bare when it is plainly safe, else single-quoted. */
+export function shellWord(value: string): string {
+  return /^[A-Za-z0-9._:/=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+export interface Command {
+  /** What running it does, in words. */
+  readonly does: string;
+  readonly line: string;
+}
+
+/** A CLI line acting for `origin` on the ledger `connection` names: the origin flag locally, the connection flags remotely. */
+function commandLine(origin: string, connection: readonly string[], remote: boolean): (args: string) => string {
+  const tail = [...(remote ? [] : ['--origin', shellWord(origin)]), ...connection.map(shellWord)].join(' ');
+  return (args) => `npx ledger ${args}${tail ? ` ${tail}` : ''}`;
+}
+
+/** `npx ledger check ID --refresh …`: what to run first about any dispatch — look before acting. */
+export const checkCommand = (dispatchId: string, origin: string, connection: readonly string[], remote: boolean): string =>
+  commandLine(origin, connection, remote)(`check ${shellWord(dispatchId)} --refresh`);
+
+const FINAL = new Set(['completed', 'failed', 'cancelled']);
+
+/**
+ * The commands that would act on this dispatch now, most useful first. `connection` is what reaches
+ * the same ledger (`--stack NAME`); locally the CLI speaks for an origin, so `--origin` names the
+ * dispatch's own.
+ */
+export function commandsFor(view: DispatchView, connection: readonly string[], remote: boolean): Command[] {
+  const id = shellWord(view.dispatchId);
+  const cmd = commandLine(view.origin, connection, remote);
+  const status = view.execution.status;
+  const over = view.phase === 'blocked' || view.phase === 'cancelled' || (status !== null && FINAL.has(status));
+  const commands: Command[] = [{ does: 'Look the run up at the target, then show the view', line: checkCommand(view.dispatchId, view.origin, connection, remote) }];
+  if (view.execution.pendingApproval) {
+    const approval = shellWord(view.execution.pendingApproval.approvalId);
+    commands.push({ does: 'Approve the pending request (or --decision cancel)', line: cmd(`approve ${id} --approval-id ${approval} --decision approve`) });
+  }
+  if (over) {
+    commands.push({ does: 'Start the next attempt', line: cmd(`redispatch ${id} --reason 'WHY'`) });
+  } else {
+    commands.push({ does: 'Ask the target to cancel the run', line: cmd(`cancel ${id} --reason 'WHY'`) });
+    commands.push({ does: 'Supersede the run only once checked: it may still be running', line: cmd(`redispatch ${id} --reason 'WHY' --force`) });
+  }
+  if (view.runId !== null) {
+    const run = shellWord(view.runId);
+    commands.push({ does: 'Record that you checked the artifact (or --state rejected)', line: cmd(`receipt ${id} --run ${run} --kind artifact_acceptance --state accepted --verified-by YOU`) });
+    if (view.ownerDelivery.state !== 'not_required') {
+      commands.push({ does: 'Record that the result reached its owner', line: cmd(`receipt ${id} --run ${run} --kind owner_delivery --state confirmed --evidence-ref REF --verified-by YOU`) });
+    }
+  }
+  return commands;
+}

@@ -1,0 +1,199 @@
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import type { LedgerClient } from '../cli/client.js';
+import { clip } from '../shared/text.js';
+import { proxyDecision, API_PREFIX } from './routes.js';
+
+/**
+ * The status page (CONTRACT §13, `ledger ui`): a small server on 127.0.0.1 that serves the page and
+ * relays an allowlist of the ledger's read routes (ui/routes.ts) through a LedgerClient, as the
+ * operator. It has no public face: it binds to loopback, answers only requests addressed to its own
+ * `127.0.0.1:port` (a DNS-rebound name reaching the port is refused, so no web site can read the
+ * ledger through the operator's credentials), only GET, and every answer carries a strict
+ * Content-Security-Policy (no inline script, nothing but this origin).
+ */
+export interface StatusPageOptions {
+  /** The ledger to show; called with `{ operator: true }` (signed as the operator when remote). */
+  readonly client: LedgerClient;
+  /** @default 0: a free port the system picks */
+  readonly port?: number;
+  /** How often the page polls the ledger. @default 3000 */
+  readonly refreshMs?: number;
+  /**
+   * The connection flags the CLI commands the page suggests need (`['--stack', 'prod']`), so a command
+   * copied from it acts on the same ledger. @default []: the local platform
+   */
+  readonly connection?: readonly string[];
+  /** Structured log lines (refusals, a ledger that could not be reached). @default JSON lines on stderr */
+  readonly log?: (line: Record<string, unknown>) => void;
+}
+
+export interface StatusPage {
+  /** `http://127.0.0.1:PORT/` */
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** The page's own files, read once at start. */
+interface Assets {
+  readonly html: string;
+  readonly css: string;
+  readonly js: string;
+  readonly icon: string;
+}
+
+const PAGE_DIR = new URL('./page/', import.meta.url);
+
+/**
+ * app.ts is compiled for the browser when the server starts (esbuild, ~50 ms): the repository runs
+ * from its sources with no build step (bin/ledger.mjs), so a prebuilt bundle could only drift from
+ * the page's code. The bundle is kept in memory; nothing is written.
+ */
+async function compilePage(): Promise<Assets> {
+  const result = await build({
+    entryPoints: [fileURLToPath(new URL('app.ts', PAGE_DIR))],
+    bundle: true,
+    write: false,
+    format: 'esm',
+    platform: 'browser',
+    target: ['es2022'],
+    legalComments: 'none',
+    logLevel: 'silent',
+  });
+  const js = result.outputFiles[0]?.text;
+  if (js === undefined) throw new Error('esbuild produced no bundle for the status page');
+  return {
+    html: readFileSync(new URL('index.html', PAGE_DIR), 'utf8'),
+    css: readFileSync(new URL('styles.css', PAGE_DIR), 'utf8'),
+    icon: readFileSync(new URL('favicon.svg', PAGE_DIR), 'utf8'),
+    js,
+  };
+}
+
+// No inline script or style, no other origin, no framing, no plugins, no forms posting anywhere.
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const SECURITY_HEADERS = {
+  'content-security-policy': CONTENT_SECURITY_POLICY,
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-resource-policy': 'same-origin',
+  'cache-control': 'no-store',
+} as const;
+
+function answer(response: ServerResponse, status: number, contentType: string, body: string, extra: Record<string, string> = {}): void {
+  response.writeHead(status, { ...SECURITY_HEADERS, 'content-type': contentType, ...extra });
+  response.end(body);
+}
+
+const json = (response: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void =>
+  answer(response, status, 'application/json; charset=utf-8', JSON.stringify(body), extra);
+
+const refusal = (response: ServerResponse, status: number, code: string, message: string, extra: Record<string, string> = {}): void =>
+  json(response, status, { error: { code, message } }, extra);
+
+/**
+ * Starts the status page; resolves once it listens. Stop it with `close()`.
+ *
+ * @example
+ * const page = await startStatusPage({ client: await connect({}) });
+ * console.log(`status page: ${page.url}`);
+ */
+export async function startStatusPage(options: StatusPageOptions): Promise<StatusPage> {
+  const { client } = options;
+  const log = options.log ?? ((line) => process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), component: 'status-page', ...line })}\n`));
+  const assets = await compilePage();
+  const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: client.remote });
+  let ownHost = '';
+
+  const files: Record<string, { type: string; body: string }> = {
+    '/': { type: 'text/html; charset=utf-8', body: assets.html },
+    '/index.html': { type: 'text/html; charset=utf-8', body: assets.html },
+    '/styles.css': { type: 'text/css; charset=utf-8', body: assets.css },
+    '/app.js': { type: 'text/javascript; charset=utf-8', body: assets.js },
+    '/config.json': { type: 'application/json; charset=utf-8', body: config },
+    // The browser asks for an icon on its own; a 404 there would be a console error of the page.
+    '/favicon.svg': { type: 'image/svg+xml', body: assets.icon },
+  };
+
+  const relay = async (path: string, response: ServerResponse): Promise<void> => {
+    try {
+      const { status, body } = await client.get(path, { operator: true });
+      // The ledger's answer travels as data, whatever its status: a route that is missing or failing
+      // is something the page shows in its section ("could not load"), and a non-2xx subresource would
+      // also be reported by the browser as a console error of the page itself.
+      json(response, 200, { status, body });
+    } catch (error) {
+      const message = clip(error instanceof Error ? error.message : String(error), 300);
+      log({ level: 'error', msg: 'ledger unreachable', path: clip(path, 200), error: message });
+      json(response, 200, { status: 502, body: { error: { code: 'ledger_unreachable', message: `the status page could not reach the ledger: ${message}` } } });
+    }
+  };
+
+  const handle = (request: IncomingMessage, response: ServerResponse): void => {
+    // DNS rebinding: a foreign name resolving to 127.0.0.1 still sends its own Host.
+    if (request.headers.host !== ownHost) {
+      log({ level: 'warn', msg: 'request refused: foreign Host', host: clip(String(request.headers.host ?? ''), 200) });
+      refusal(response, 403, 'forbidden_host', `this status page answers only requests to ${ownHost}`);
+      return;
+    }
+    if (request.method !== 'GET') {
+      log({ level: 'warn', msg: 'request refused: method', method: clip(String(request.method), 20) });
+      refusal(response, 405, 'method_not_allowed', 'the status page only reads: GET', { allow: 'GET' });
+      return;
+    }
+    const url = new URL(request.url ?? '/', `http://${ownHost}`);
+    const file = files[url.pathname];
+    if (file) {
+      answer(response, 200, file.type, file.body);
+      return;
+    }
+    if (url.pathname !== API_PREFIX && !url.pathname.startsWith(`${API_PREFIX}/`)) {
+      refusal(response, 404, 'not_found', 'no such page');
+      return;
+    }
+    const decision = proxyDecision(url.pathname, url.searchParams);
+    if (decision.kind === 'refused') {
+      log({ level: 'warn', msg: 'request refused: route', path: clip(url.pathname, 200), code: decision.code });
+      refusal(response, decision.status, decision.code, decision.message);
+      return;
+    }
+    void relay(decision.path, response);
+  };
+
+  const server = createServer(handle);
+  await new Promise<void>((resolveListen, rejectListen) => {
+    server.once('error', rejectListen);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.off('error', rejectListen);
+      resolveListen();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  ownHost = `127.0.0.1:${port}`;
+  return {
+    url: `http://${ownHost}/`,
+    port,
+    close: () =>
+      new Promise<void>((resolveClose) => {
+        server.closeAllConnections();
+        server.close(() => resolveClose());
+      }),
+  };
+}
