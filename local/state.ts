@@ -37,6 +37,11 @@ export interface LocalState {
   /** Every process `up` started, by role, supervisor included. `down` stops exactly these. */
   readonly pids: Readonly<Record<string, number>>;
   readonly info?: LocalInfo;
+  /**
+   * The status page the supervisor serves next to the API (`ledger ui`'s page, CONTRACT §13). Kept here,
+   * not in `info`: the `--json` line's keys are fixed by CONTRACT §9.
+   */
+  readonly statusPageUrl?: string;
   readonly error?: string;
   readonly logDir: string;
   readonly invocationLog: string;

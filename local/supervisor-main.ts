@@ -6,6 +6,8 @@
  */
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { localClient } from '../cli/client.js';
+import { startStatusPage, type StatusPage } from '../ui/server.js';
 import { isAlive } from './engines/process.js';
 import { startPlatform, type RunningPlatform } from './platform.js';
 import { writeState, type LocalState } from './state.js';
@@ -45,15 +47,18 @@ const base: LocalState = {
 writeState(stateDir, base);
 
 let platform: RunningPlatform | undefined;
+let statusPage: StatusPage | undefined;
 let stopping = false;
 const shutdown = (signal: string): void => {
   if (stopping) return;
   stopping = true;
   log({ level: 'info', msg: 'stopping', signal });
-  void (platform?.stop() ?? Promise.resolve()).finally(() => {
-    log({ level: 'info', msg: 'stopped' });
-    process.exit(0);
-  });
+  void (statusPage?.close() ?? Promise.resolve())
+    .then(() => platform?.stop())
+    .finally(() => {
+      log({ level: 'info', msg: 'stopped' });
+      process.exit(0);
+    });
 };
 process.on('SIGTERM', () => shutdown('SIGTERM'));
 const parentPid = values['parent-pid'] ? Number(values['parent-pid']) : undefined;
@@ -66,6 +71,8 @@ process.on('SIGINT', () => shutdown('SIGINT'));
 
 try {
   platform = await startPlatform({ stateDir, tickSeconds, log, sigv4: values.sigv4 });
+  // The status page next to the API (`npm start` prints its URL), reading this platform as the operator.
+  statusPage = await startStatusPage({ client: localClient(platform.info), log: (line) => log({ component: 'status-page', ...line }) });
   const readyMs = Date.now() - startedAt.getTime();
   writeState(stateDir, {
     ...base,
@@ -73,12 +80,18 @@ try {
     readyMs,
     pids: { supervisor: process.pid, ...platform.pids },
     info: platform.info,
+    statusPageUrl: statusPage.url,
   });
-  log({ level: 'info', msg: 'ready', readyMs, ...platform.info });
-  if (stopping) await platform.stop();
+  log({ level: 'info', msg: 'ready', readyMs, ...platform.info, statusPageUrl: statusPage.url });
+  if (stopping) {
+    await statusPage.close();
+    await platform.stop();
+  }
 } catch (error) {
   const message = error instanceof Error ? error.message : String(error);
   log({ level: 'error', msg: 'start failed', error: message });
+  // Started before a later part (the status page) failed: nothing may outlive a failed start.
+  await platform?.stop().catch(() => undefined);
   writeState(stateDir, { ...base, status: 'failed', error: message });
   process.exit(1);
 }
