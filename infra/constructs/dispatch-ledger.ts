@@ -28,6 +28,8 @@ import { RunMonitor } from './run-monitor.js';
 export interface LedgerTargetProps {
   /** The name dispatches use in `target`. */
   readonly name: string;
+  /** @default 'http' (a `manual` target is `LedgerManualTargetProps`) */
+  readonly kind?: 'http';
   /**
    * Base URL of its `POST /runs` and `GET /runs/{runId}` endpoints: https, and not a loopback,
    * link-local, unspecified or metadata address (CONTRACT §8 v2; the functions check the address of
@@ -41,6 +43,16 @@ export interface LedgerTargetProps {
    * dispatches beyond it wait, admitted by priority and round-robin across origins. @default unlimited
    */
   readonly maxConcurrentRuns?: number;
+}
+
+/**
+ * A `manual` target registered at deploy time (CONTRACT §13): work a person does by hand. Dispatches to
+ * it are recorded and never submitted anywhere, so it has no base URL, secret or limit; people attest
+ * what happened with `POST /dispatches/{id}/manual` (`ledger manual`).
+ */
+export interface LedgerManualTargetProps {
+  readonly name: string;
+  readonly kind: 'manual';
 }
 
 /** Options of `addLambdaTarget`. */
@@ -73,7 +85,7 @@ export interface DispatchLedgerProps {
   /** Where alarms (and their recoveries) go. @default a new SNS topic */
   readonly alarmTopic?: ITopic;
   /** Targets registered at deploy time. @default none */
-  readonly targets?: readonly LedgerTargetProps[];
+  readonly targets?: readonly (LedgerTargetProps | LedgerManualTargetProps)[];
   /** Monitor period, the resolution of stall and orphan detection. @default 1 minute */
   readonly monitorPeriod?: Duration;
   /** Timeout of each call to a target. @default 10 seconds */
@@ -125,6 +137,7 @@ export class DispatchLedger extends Construct {
   private readonly targets: Array<
     | { readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string; readonly maxConcurrentRuns?: number }
     | { readonly name: string; readonly kind: 'lambda'; readonly functionArn: string; readonly timeoutSeconds: number; readonly stateTable: string; readonly maxConcurrentRuns?: number }
+    | { readonly name: string; readonly kind: 'manual' }
   > = [];
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
 
@@ -281,10 +294,20 @@ export class DispatchLedger extends Construct {
     return runs;
   }
 
-  /** Registers a target at deploy time (before the functions read their registry at cold start). */
-  addTarget(target: LedgerTargetProps): void {
+  /**
+   * Registers a target at deploy time (before the functions read their registry at cold start). A
+   * manual one (CONTRACT §13) is recorded alone: nothing calls it, so nothing is granted for it.
+   *
+   * @example
+   * ledger.addTarget({ name: 'desk', kind: 'manual' }); // dispatches to "desk" wait for a person
+   */
+  addTarget(target: LedgerTargetProps | LedgerManualTargetProps): void {
     if (!TARGET_NAME.test(target.name)) throw new RangeError(`target name "${target.name}" must match ${TARGET_NAME}`);
     if (this.targets.some((existing) => existing.name === target.name)) throw new Error(`target "${target.name}" is registered twice`);
+    if (target.kind === 'manual') {
+      this.targets.push({ name: target.name, kind: 'manual' });
+      return;
+    }
     const problem = Token.isUnresolved(target.baseUrl) ? undefined : baseUrlProblem(target.baseUrl, 'public-only');
     if (problem) throw new RangeError(`target "${target.name}": baseUrl ${problem}`);
     const limit = concurrencyLimit(target.name, target.maxConcurrentRuns);

@@ -4,6 +4,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, awaitingPerson, IllegalTransitionError, manuallyBlocked, manualResultAttested, submitted, writeCondition } from '../../shared/dispatch/transitions.js';
 import { dispatchView } from '../../shared/dispatch/view.js';
+import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 // Manual mode (CONTRACT §13, VALP): a person's attestations are shown apart from runtime proof, and the
@@ -124,5 +125,14 @@ describe('dispatchView of any other target kind', () => {
     expect(withThem.gate.satisfied).toBe(false);
     expect(withThem.ownerDelivery).toEqual(without.ownerDelivery);
     expect(withThem.receipts).toEqual(without.receipts);
+  });
+});
+
+describe('LEDGER_REGISTRY with a manual target', () => {
+  it('reads a manual target with nothing to call, and refuses one given a base URL or a limit', () => {
+    const registry = (target: Record<string, unknown>) => JSON.stringify({ principals: [], targets: [{ name: 'desk', kind: 'manual', ...target }] });
+    expect(parseStaticRegistry(registry({})).targets.get('desk')).toEqual({ name: 'desk', kind: 'manual' });
+    expect(() => parseStaticRegistry(registry({ baseUrl: 'https://desk.example.com' }))).toThrow(/manual target desk takes no baseUrl/);
+    expect(() => parseStaticRegistry(registry({ maxConcurrentRuns: 2 }))).toThrow(/manual target desk takes no/);
   });
 });
