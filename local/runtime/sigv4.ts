@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Hash } from '@smithy/hash-node';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { sigv4Signer, type AwsCredentialsProvider } from '@dispatch-ledger/worker';
 import type { Principal } from '../../shared/principals/principals.js';
 
 /**
@@ -287,9 +288,13 @@ function sameText(a: string, b: string): boolean {
   return left.length === right.length && timingSafeEqual(left, right);
 }
 
-/** How a local caller signs: its credentials and the API's region (service `lambda` unless given). */
+/**
+ * How a caller signs: its credentials — fixed, or a provider such as the SDK's default chain
+ * (`defaultProvider()`, what the CLI uses against a deployed stack) — and the API's region (service
+ * `lambda` unless given).
+ */
 export interface SigV4Signing {
-  readonly credentials: SigningCredentials;
+  readonly credentials: SigningCredentials | AwsCredentialsProvider;
   readonly region: string;
   /** @default 'lambda' */
   readonly service?: string;
@@ -305,32 +310,19 @@ export interface SignableInit {
 /**
  * The headers that sign a request to `url` with SigV4 (Authorization, X-Amz-Date,
  * x-amz-content-sha256, X-Amz-Security-Token for a session), with the request's own headers. `host`
- * is signed but left out of the answer: fetch sets it from the URL.
+ * is signed but left out of the answer: fetch sets it from the URL. The signing is the worker kit's
+ * `sigv4Signer`, so the ledger's own callers and a kit-built worker sign the same way.
  */
 export async function signedHeaders(url: string | URL, init: SignableInit, signing: SigV4Signing, signingDate: Date = new Date()): Promise<Record<string, string>> {
-  const target = new URL(url);
-  const headers: Record<string, string> = { host: target.host };
+  const sign = sigv4Signer({ region: signing.region, service: signing.service ?? SIGV4_SERVICE, credentials: signing.credentials, now: () => signingDate });
+  const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(init.headers ?? {})) headers[name.toLowerCase()] = value;
-  const signer = new SignatureV4({
-    service: signing.service ?? SIGV4_SERVICE,
-    region: signing.region,
-    credentials: signing.credentials,
-    sha256: Hash.bind(null, 'sha256'),
+  const { host: _host, ...rest } = await sign({
+    method: (init.method ?? 'GET').toUpperCase(),
+    url: String(url),
+    headers,
+    ...(init.body === undefined ? {} : { body: init.body }),
   });
-  const signed = await signer.sign(
-    {
-      method: (init.method ?? 'GET').toUpperCase(),
-      protocol: target.protocol,
-      hostname: target.hostname,
-      ...(target.port ? { port: Number(target.port) } : {}),
-      path: target.pathname,
-      query: queryOf(target.search.slice(1)),
-      headers,
-      ...(init.body === undefined ? {} : { body: init.body }),
-    },
-    { signingDate },
-  );
-  const { host: _host, ...rest } = signed.headers;
   return rest;
 }
 

@@ -34,6 +34,8 @@ export interface Sigv4SignerOptions {
   readonly service?: string;
   /** Fixed credentials or a provider. @default the SDK's default node credential chain (env, SSO, web identity, ini, process, IMDS/ECS) */
   readonly credentials?: AwsCredentials | AwsCredentialsProvider;
+  /** The signing clock (a request dated more than 15 minutes off is refused). @default () => new Date() */
+  readonly now?: () => Date;
 }
 
 /**
@@ -57,6 +59,7 @@ export function sigv4Signer(options: Sigv4SignerOptions): Signer {
     credentials: options.credentials ?? defaultProvider(),
     sha256: Hash.bind(null, 'sha256'),
   });
+  const now = options.now ?? (() => new Date());
   return async (request) => {
     const url = new URL(request.url);
     const query: Record<string, string | string[]> = {};
@@ -74,7 +77,7 @@ export function sigv4Signer(options: Sigv4SignerOptions): Signer {
       // `host` is what the connection will send (fetch derives it from the URL the same way).
       headers: { ...request.headers, host: url.host },
       ...(request.body === undefined ? {} : { body: request.body }),
-    });
+    }, { signingDate: now() });
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(signed.headers)) headers[name.toLowerCase()] = String(value);
     return headers;
