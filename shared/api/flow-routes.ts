@@ -9,7 +9,8 @@ import { ApiError } from './http.js';
 import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';
 import { recordedBy } from './receipt-routes.js';
 
-const CancelBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)) });
+/** The body of `POST /dispatches/{id}/cancel`; `ledger mcp`'s `cancel_dispatch` tool takes the same. */
+export const CancelBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)) });
 
 /** What the cancel answers show of the dispatch. */
 const cancelView = (state: DispatchState) => ({

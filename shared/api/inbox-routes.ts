@@ -9,15 +9,18 @@ import { parseJson } from './lifecycle-routes.js';
 
 /** The results inbox routes (CONTRACT §10): the use case's outcomes as HTTP answers, for the origin itself only. */
 
+/** A result id as the inbox routes take it (in a claim's `resultIds`, and in the `…/{resultId}/…` tools of `ledger mcp`). */
+export const ResultId = z.string().check(z.minLength(1), z.maxLength(160));
+
 export const ClaimBody = z.strictObject({
   mode: z.optional(z.enum(['inject', 'after_turn'])),
   max: z.optional(z.int().check(z.minimum(1), z.maximum(50))),
   leaseSeconds: z.optional(z.int().check(z.minimum(5), z.maximum(900))),
   waitSeconds: z.optional(z.int().check(z.minimum(0), z.maximum(20))),
-  resultIds: z.optional(z.array(z.string().check(z.minLength(1), z.maxLength(160))).check(z.minLength(1), z.maxLength(50))),
+  resultIds: z.optional(z.array(ResultId).check(z.minLength(1), z.maxLength(50))),
 });
-const TokenBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)) });
-const ReleaseBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), reason: z.optional(z.string().check(z.maxLength(500))) });
+export const TokenBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)) });
+export const ReleaseBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), reason: z.optional(z.string().check(z.maxLength(500))) });
 const RenewBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), leaseSeconds: z.int().check(z.minimum(5), z.maximum(900)) });
 
 const RESULT_STATES: readonly ResultState[] = ['pending', 'claimed', 'delivered', 'dropped'];

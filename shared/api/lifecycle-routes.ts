@@ -225,7 +225,8 @@ export async function postApproval(deps: LifecycleDeps, state: DispatchState, bo
   }
 }
 
-const RedispatchBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)), force: z.optional(z.boolean()) });
+/** The body of `POST /dispatches/{id}/redispatch`; `ledger mcp`'s `redispatch` tool takes the same. */
+export const RedispatchBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)), force: z.optional(z.boolean()) });
 
 /** POST /dispatches/{id}/redispatch (CONTRACT §4): the outcomes of the redispatch use case as HTTP answers. */
 export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {

@@ -35,7 +35,8 @@ export interface Route {
   readonly handle: (deps: ApiDeps, request: ApiRequest, params: Record<string, string>, caller: Caller) => Promise<ApiResponse>;
 }
 
-const MAX_LIMIT = 100;
+/** The largest page any list route answers (`limit`). */
+export const MAX_LIMIT = 100;
 
 export function limitOf(request: ApiRequest, fallback = 25): number {
   const raw = request.query.limit;
