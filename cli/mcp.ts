@@ -1,5 +1,42 @@
-/** Placeholder until its issue-17 work lands: a clear refusal, never a pretend answer. */
-export async function mcp(_args: string[], print: (line: string) => void): Promise<number> {
-  print('ledger mcp: not built yet');
-  return 2;
+import { parseArgs } from 'node:util';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { CONNECTION_OPTIONS, connect, originOf } from './client.js';
+import { ledgerMcpServer, MAX_MESSAGE_BYTES, type McpLog } from './mcp-server.js';
+import { UsageError } from './operations.js';
+
+export const MCP_USAGE = 'usage: ledger mcp [--stack NAME | --api-url URL] [--origin O]';
+
+/** One JSON line on stderr: stdout carries the MCP messages and nothing else. */
+const logToStderr: McpLog = (entry) => {
+  process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), ...entry })}\n`);
+};
+
+/**
+ * `ledger mcp`: the ledger's MCP server over stdio (CONTRACT §13), for an MCP client to start as a
+ * subprocess. It serves until its client closes stdin, then exits 0. `print` is unused: stdout is
+ * the MCP channel, and a stray line there would break the client's framing.
+ */
+export async function mcp(args: string[], _print: (line: string) => void): Promise<number> {
+  const { values } = (() => {
+    try {
+      return parseArgs({ args, options: { ...CONNECTION_OPTIONS, origin: { type: 'string' } } });
+    } catch (error) {
+      throw new UsageError(`${error instanceof Error ? error.message : String(error)}\n${MCP_USAGE}`);
+    }
+  })();
+  const client = await connect(values);
+  const origin = originOf(values.origin);
+  const server = ledgerMcpServer(client, { origin, log: logToStderr });
+  // A message up to the queue's maximum, JSON-escaped, plus the JSON-RPC envelope around it.
+  const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: 4 * MAX_MESSAGE_BYTES });
+  const closed = new Promise<void>((resolve) => {
+    server.server.onclose = resolve;
+  });
+  // The client ends stdin to stop us (the SDK's client does, then signals); the transport alone would wait on.
+  process.stdin.once('end', () => void server.close());
+  await server.connect(transport);
+  logToStderr({ level: 'info', msg: 'ledger mcp serving on stdio', apiUrl: client.apiUrl, remote: client.remote, origin });
+  await closed;
+  logToStderr({ level: 'info', msg: 'ledger mcp stopped' });
+  return 0;
 }

@@ -1,0 +1,277 @@
+import { createRequire } from 'node:module';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import * as z from 'zod/mini';
+import { CancelBody } from '../shared/api/flow-routes.js';
+import { ClaimBody, ReleaseBody, ResultId, TokenBody } from '../shared/api/inbox-routes.js';
+import { RedispatchBody } from '../shared/api/lifecycle-routes.js';
+import { MAX_LIMIT } from '../shared/api/routes.js';
+import { DispatchMessageSchema, readDispatchMessage } from '../shared/dispatch/message.js';
+import { OperatorReceiptBody } from '../shared/dispatch/receipts.js';
+import type { Phase } from '../shared/dispatch/state.js';
+import { TARGET_RUN_STATUSES } from '../shared/targets/port.js';
+import { clip, escapeControls, printable } from '../shared/text.js';
+import type { ApiAnswer, LedgerClient } from './client.js';
+import { newDispatchId } from './dispatch-id.js';
+
+/**
+ * The ledger as MCP tools (CONTRACT §13): one tool per thing an agent does with its dispatches, each
+ * a thin call through `LedgerClient` — so the API decides, and the tools answer what it answered.
+ * Input schemas are the API's own zod schemas (extended by the path's ids), so a tool never accepts
+ * what the route would refuse, nor refuses what it takes. Descriptions teach the stance the view is
+ * built on: check before redispatching, unknown is not failure, completion is not acceptance,
+ * delivery needs an ack.
+ */
+
+export const TOOL_NAMES = [
+  'dispatch',
+  'check_dispatch',
+  'dispatch_status',
+  'cancel_dispatch',
+  'redispatch',
+  'record_receipt',
+  'claim_results',
+  'ack_result',
+  'release_result',
+] as const;
+export type ToolName = (typeof TOOL_NAMES)[number];
+
+/** The queue's maximum message size (CONTRACT §1): a larger dispatch message is refused here, before it is sent. */
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
+/** Error messages this server writes itself (not the API's) are at most this long (CONTRACT §1: ≤ 1 KB). */
+const MAX_MESSAGE_TEXT = 1000;
+
+/** One structured log line, written by the caller (stderr under `ledger mcp`: stdout is the MCP channel). */
+export type McpLog = (entry: Readonly<Record<string, unknown>>) => void;
+
+export interface LedgerMcpOptions {
+  /** The origin the tools speak for: the dispatch messages' `origin`, the history and the inbox. */
+  readonly origin: string;
+  readonly log?: McpLog;
+  /** A dispatch id for a message without one (default: `newDispatchId`). */
+  readonly newDispatchId?: () => string;
+}
+
+/** The API's error body, `{ error: { code, message, details? } }`. */
+export interface ApiErrorBody {
+  readonly error: { readonly code: string; readonly message: string; readonly details?: unknown };
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function isApiError(value: unknown): value is ApiErrorBody {
+  return isRecord(value) && isRecord(value.error) && typeof value.error.code === 'string' && typeof value.error.message === 'string';
+}
+
+/** Bounded, printable text of our own making (an exception's message, a body that was not the API's JSON). */
+const bounded = (text: string): string => clip(printable(text), MAX_MESSAGE_TEXT);
+
+/** `{ error: { code, message } }` of this server's own making, as a tool error. */
+export function toolError(code: string, message: string, details?: unknown): CallToolResult {
+  const body: ApiErrorBody = { error: { code, message: bounded(message), ...(details === undefined ? {} : { details }) } };
+  return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: { ...body }, isError: true };
+}
+
+/**
+ * An API answer as a tool result: the body as JSON text (control and bidi characters escaped — a
+ * target's text is in it — which leaves the same JSON), and as `structuredContent` when it is an
+ * object. Anything but a 2xx is a tool error carrying the API's `{ error: { code, message } }`; a
+ * body of another shape (a proxy's page, say) becomes one with code `unexpected_answer`.
+ *
+ * @example
+ * toolAnswer({ status: 404, body: { error: { code: 'not_found', message: 'no dispatch d-1' } } })
+ * // { isError: true, content: [{ type: 'text', text: '{"error":{"code":"not_found",…}}' }], structuredContent: { error: … } }
+ */
+export function toolAnswer(answer: ApiAnswer): CallToolResult {
+  const ok = answer.status >= 200 && answer.status < 300;
+  if (!ok && !isApiError(answer.body)) {
+    const text = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+    return toolError('unexpected_answer', `the ledger API answered ${answer.status}: ${text}`);
+  }
+  const text = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+  return {
+    content: [{ type: 'text', text: escapeControls(text) }],
+    ...(isRecord(answer.body) ? { structuredContent: answer.body } : {}),
+    ...(ok ? {} : { isError: true }),
+  };
+}
+
+/**
+ * A call that never reached an answer (the API or the queue unreachable, no credential) as a tool
+ * error: its message, bounded — never a stack trace.
+ */
+export function toolFailure(error: unknown): CallToolResult {
+  return toolError('ledger_unreachable', error instanceof Error ? error.message : String(error));
+}
+
+const path = (...segments: string[]): string => `/${segments.map(encodeURIComponent).join('/')}`;
+
+// The dispatch message the intake reads, with `dispatchId` and `origin` left to this server when
+// absent. `task` is the API's "any JSON object" — its schema is a custom check, which JSON Schema
+// cannot express, so here it is the same check spelled as a record.
+const DispatchInput = z.extend(DispatchMessageSchema, {
+  dispatchId: z.optional(DispatchMessageSchema.shape.dispatchId),
+  origin: z.optional(DispatchMessageSchema.shape.origin),
+  task: z.record(z.string(), z.unknown()),
+});
+const DispatchIdInput = DispatchMessageSchema.shape.dispatchId;
+
+const PHASES = ['accepted', 'submitted', 'blocked', 'cancelled'] as const satisfies readonly Phase[];
+/** `GET /origins/{origin}/dispatches`: `status` matches a dispatch's execution status or its phase. */
+const HistoryInput = z.strictObject({
+  status: z.optional(z.enum([...TARGET_RUN_STATUSES, 'unknown', ...PHASES])),
+  limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIMIT))),
+  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(4096))),
+});
+
+const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
+  dispatch:
+    'Put a dispatch message (origin → target, a task) on the ledger queue. Answers dispatchId and messageId: accepted for intake, not yet recorded — ' +
+    'the intake records, blocks or rejects it on its own; look with check_dispatch. Give your own dispatchId to retry safely (same id and content: no new effect). ' +
+    'origin defaults to this server’s. delivery.mode "callback" (default) leaves a result to claim_results; "detached" does not.',
+  check_dispatch:
+    'The dispatch view: phase, execution, evidence, artifactAcceptance, ownerDelivery, gate, unknowns. refresh: true first looks the run up at its target — do that before acting on it. ' +
+    'execution.status "unknown" is not failure: the target may still be working (stalled, lookup unavailable); look again later, do not redispatch on a stall. ' +
+    'Completion is not acceptance: evidence.outcome and gate say whether the work is proven ("handled"); "orphan_no_delivery" means the run claimed completion without the files.',
+  dispatch_status:
+    'This origin’s dispatches, newest first: status (an execution status or a phase) filters, cursor pages on. A summary only: check_dispatch with refresh before acting on one.',
+  cancel_dispatch:
+    'Cancel a dispatch, with the reason. Never submitted: cancelled at once. Submitted: the ledger asks the target, and the run is cancelled only when the target says so ' +
+    '(check_dispatch with refresh). 409 once it is over.',
+  redispatch:
+    'Start a new attempt. Check the run first: only when check_dispatch with refresh: true shows it is over (failed, cancelled) or lost (target_not_found). ' +
+    'Never on a stall or "unknown": it may still be working. Without force: 409 while the run may be active. force supersedes the current run and drops its result: ' +
+    'only with a reason an operator would sign.',
+  record_receipt:
+    'Record an operator receipt for one run of the dispatch (runId from check_dispatch). artifact_acceptance accepted|rejected: only after checking the artifact against the commission — ' +
+    'completion is not acceptance. owner_delivery confirmed (needs evidenceRef)|failed: the result reached, or did not reach, its owner. ' +
+    'Pick a receiptId: the same id and body is a safe retry; basis operator_attestation.',
+  claim_results:
+    'Lease this origin’s ready results, oldest first (mode after_turn by default; inject inside an active turn). A claim is not delivery: ' +
+    'only ack_result confirms owner delivery; release_result gives a result back; a lease left to expire makes it claimable again.',
+  ack_result:
+    'Confirm that a claimed result reached its reader: delivered, with an owner_delivery receipt of basis origin_ack. Ack only once it did. ' +
+    'Same token again: same answer. 409 lease_lost: the lease is gone, claim again; 409 superseded: a redispatch replaced it.',
+  release_result:
+    'Give a claimed result back, not delivered: pending again with deliveryAttempts + 1; at the origin’s cap it is dropped (and listed for a person).',
+};
+
+/** What `initialize` tells the client: the stance, once, for every tool. */
+const INSTRUCTIONS =
+  'Dispatch Ledger: durable dispatch, watch and proof for agent runs. Three claims are kept apart: execution (what the target did), ' +
+  'artifact acceptance (someone checked the artifact) and owner delivery (the result reached its owner). Check the run before redispatching; ' +
+  'unknown is not failure; completion is not acceptance; delivery needs an ack.';
+
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
+
+/**
+ * The ledger's MCP server around `client`, speaking for `options.origin`; connect it to a transport
+ * (`StdioServerTransport` under `ledger mcp`, an in-memory pair in a test).
+ *
+ * @example
+ * const server = ledgerMcpServer(await connect({}), { origin: 'planner' });
+ * await server.connect(new StdioServerTransport());
+ */
+export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions): McpServer {
+  const { origin } = options;
+  const log = options.log ?? (() => undefined);
+  const makeId = options.newDispatchId ?? newDispatchId;
+  const server = new McpServer({ name: 'dispatch-ledger', version }, { instructions: INSTRUCTIONS });
+
+  /** Runs one call to the ledger; an exception (nothing answered) becomes a tool error, logged. */
+  const answered = async (tool: ToolName, call: () => Promise<CallToolResult>): Promise<CallToolResult> => {
+    try {
+      return await call();
+    } catch (error) {
+      const result = toolFailure(error);
+      log({ level: 'error', msg: 'tool call failed', tool, error: result.structuredContent });
+      return result;
+    }
+  };
+
+  /** One API call as a tool's answer: a body makes it a POST; the answer as it came. */
+  const api = (tool: ToolName, call: { readonly path: string; readonly body?: unknown }) =>
+    answered(tool, async () => toolAnswer(call.body === undefined ? await client.get(call.path, { origin }) : await client.post(call.path, call.body, { origin })));
+  const config = <Schema extends z.core.$ZodType>(name: ToolName, title: string, inputSchema: Schema, annotations: ToolAnnotations = {}) => ({
+    title,
+    description: DESCRIPTIONS[name],
+    inputSchema,
+    annotations,
+  });
+
+  server.registerTool(
+    'dispatch',
+    config('dispatch', 'Dispatch work to a target', DispatchInput),
+    async (input) =>
+      answered('dispatch', async () => {
+        if (input.origin !== undefined && input.origin !== origin) {
+          return toolError('invalid', `this server speaks for origin "${origin}", not "${input.origin}": leave origin out, or run ledger mcp --origin ${input.origin}`);
+        }
+        const body = JSON.stringify({ ...input, dispatchId: input.dispatchId ?? makeId(), origin });
+        if (Buffer.byteLength(body, 'utf8') > MAX_MESSAGE_BYTES) return toolError('too_large', `the dispatch message is over ${MAX_MESSAGE_BYTES} bytes, the queue's maximum`);
+        // The intake's own reader: what it would block (too deep, a __proto__ key…) is refused here, unsent.
+        const read = readDispatchMessage(body);
+        if (read.kind === 'unreadable') return toolError('invalid', `the dispatch message is unreadable (${read.reason})`);
+        if (read.kind === 'invalid') {
+          return toolError('invalid', `the dispatch message is invalid: ${read.errors.map((error) => `${error.field}: ${error.message}`).join('; ')}`, { errors: read.errors });
+        }
+        const messageId = await client.send(body);
+        const { dispatchId } = read.message;
+        log({ level: 'info', msg: 'dispatch sent', dispatchId, messageId });
+        return toolAnswer({
+          status: 202,
+          body: {
+            dispatchId,
+            messageId,
+            origin,
+            target: read.message.target,
+            intake: 'accepted for intake, not yet recorded',
+            next: 'check_dispatch with this dispatchId: the intake records it (or blocks it, with the reason) from the queue',
+          },
+        });
+      }),
+  );
+
+  server.registerTool(
+    'check_dispatch',
+    config('check_dispatch', 'Check a dispatch', z.strictObject({ dispatchId: DispatchIdInput, refresh: z.optional(z.boolean()) }), { readOnlyHint: true }),
+    async ({ dispatchId, refresh }) => api('check_dispatch', { path: `${path('dispatches', dispatchId)}${refresh ? '?refresh=true' : ''}` }),
+  );
+  server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryInput, { readOnlyHint: true }), async ({ status, limit, cursor }) => {
+    const query = new URLSearchParams({
+      ...(status !== undefined && { status }),
+      ...(limit !== undefined && { limit: String(limit) }),
+      ...(cursor !== undefined && { cursor }),
+    }).toString();
+    return api('dispatch_status', { path: `${path('origins', origin, 'dispatches')}${query ? `?${query}` : ''}` });
+  });
+  server.registerTool(
+    'cancel_dispatch',
+    config('cancel_dispatch', 'Cancel a dispatch', z.extend(CancelBody, { dispatchId: DispatchIdInput }), { destructiveHint: true, idempotentHint: true }),
+    async ({ dispatchId, ...body }) => api('cancel_dispatch', { path: path('dispatches', dispatchId, 'cancel'), body }),
+  );
+  server.registerTool(
+    'redispatch',
+    config('redispatch', 'Redispatch: a new attempt', z.extend(RedispatchBody, { dispatchId: DispatchIdInput }), { destructiveHint: true }),
+    async ({ dispatchId, ...body }) => api('redispatch', { path: path('dispatches', dispatchId, 'redispatch'), body }),
+  );
+  server.registerTool(
+    'record_receipt',
+    // safeExtend: the body's own refinements (a kind's states, a confirmed delivery's evidenceRef) stay.
+    config('record_receipt', 'Record an operator receipt', z.safeExtend(OperatorReceiptBody, { dispatchId: DispatchIdInput }), { idempotentHint: true }),
+    async ({ dispatchId, ...body }) => api('record_receipt', { path: path('dispatches', dispatchId, 'receipts'), body }),
+  );
+  server.registerTool('claim_results', config('claim_results', 'Claim results', ClaimBody), async (body) =>
+    api('claim_results', { path: path('origins', origin, 'inbox', 'claim'), body }),
+  );
+  server.registerTool(
+    'ack_result',
+    config('ack_result', 'Ack a delivered result', z.extend(TokenBody, { resultId: ResultId }), { idempotentHint: true }),
+    async ({ resultId, ...body }) => api('ack_result', { path: path('origins', origin, 'inbox', resultId, 'ack'), body }),
+  );
+  server.registerTool('release_result', config('release_result', 'Release a claimed result', z.extend(ReleaseBody, { resultId: ResultId })), async ({ resultId, ...body }) =>
+    api('release_result', { path: path('origins', origin, 'inbox', resultId, 'release'), body }),
+  );
+
+  return server;
+}

@@ -1,0 +1,200 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ApiAnswer, CallOptions, LedgerClient } from '../../cli/client.js';
+import { ledgerMcpServer, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
+
+// `ledger mcp`'s server in-process: the pure mapping of API answers to tool results, and the tools
+// against an in-memory LedgerClient (the port every face talks through) that records each call and
+// answers what it is told — to pin the routes, bodies and refusals. The whole server against the
+// real local platform, over stdio, is test/integration/mcp.test.ts.
+
+interface Call {
+  readonly method: 'GET' | 'POST' | 'SEND';
+  readonly path?: string;
+  readonly body?: unknown;
+  readonly options?: CallOptions;
+}
+
+/** A LedgerClient that records its calls and answers `answer` (default 200 `{ ok: true }`). */
+function recordingClient(answer: (call: Call) => ApiAnswer = () => ({ status: 200, body: { ok: true } })) {
+  const calls: Call[] = [];
+  const client: LedgerClient = {
+    apiUrl: 'http://127.0.0.1:1',
+    remote: false,
+    queues: {},
+    get: async (path, options) => {
+      const call: Call = { method: 'GET', path, options };
+      calls.push(call);
+      return answer(call);
+    },
+    post: async (path, body, options) => {
+      const call: Call = { method: 'POST', path, body, options };
+      calls.push(call);
+      return answer(call);
+    },
+    send: async (body) => {
+      calls.push({ method: 'SEND', body: JSON.parse(body) as unknown });
+      return 'msg-1';
+    },
+  };
+  return { client, calls };
+}
+
+const open: Array<{ close(): Promise<void> }> = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((each) => each.close()));
+});
+
+async function connected(client: LedgerClient): Promise<Client> {
+  const server = ledgerMcpServer(client, { origin: 'planner', newDispatchId: () => 'd-made-1' });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  const mcpClient = new Client({ name: 'unit-test', version: '0.0.0' });
+  await Promise.all([server.connect(serverSide), mcpClient.connect(clientSide)]);
+  open.push(mcpClient, server);
+  return mcpClient;
+}
+
+const textOf = (result: Awaited<ReturnType<Client['callTool']>>): string => {
+  const [first] = result.content as Array<{ type: string; text: string }>;
+  return first?.text ?? '';
+};
+
+describe('toolAnswer', () => {
+  it('answers a 2xx object as JSON text and structured content, not as an error', () => {
+    const result = toolAnswer({ status: 200, body: { dispatchId: 'd-1', phase: 'submitted' } });
+    expect(result.isError).toBeUndefined();
+    expect(result.structuredContent).toEqual({ dispatchId: 'd-1', phase: 'submitted' });
+    expect(JSON.parse((result.content[0] as { text: string }).text)).toEqual({ dispatchId: 'd-1', phase: 'submitted' });
+  });
+
+  it("carries the API's error body as a tool error when the status is not 2xx", () => {
+    const body = { error: { code: 'not_found', message: 'no dispatch d-x' } };
+    const result = toolAnswer({ status: 404, body });
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toEqual(body);
+    expect(JSON.parse((result.content[0] as { text: string }).text)).toEqual(body);
+  });
+
+  it('turns a non-2xx body of another shape into an unexpected_answer error, bounded', () => {
+    const result = toolAnswer({ status: 503, body: `<html>${'x'.repeat(5000)}</html>` });
+    expect(result.isError).toBe(true);
+    const error = (result.structuredContent as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('unexpected_answer');
+    expect(error.message).toMatch(/^the ledger API answered 503: <html>x/);
+    expect(error.message.length).toBeLessThanOrEqual(1000);
+  });
+
+  it("escapes a target's control and bidi characters in the text, leaving the same JSON", () => {
+    const body = { execution: { result: { summary: 'done \u202egnp.exe\u001b[2J' } } };
+    const result = toolAnswer({ status: 200, body });
+    const text = (result.content[0] as { text: string }).text;
+    expect(text).not.toMatch(/[\u202e\u001b]/);
+    expect(JSON.parse(text)).toEqual(body);
+  });
+
+  it('gives an array body as text only: structured content is an object', () => {
+    const result = toolAnswer({ status: 200, body: [1, 2] });
+    expect(result.structuredContent).toBeUndefined();
+    expect((result.content[0] as { text: string }).text).toBe('[1,2]');
+  });
+});
+
+describe('toolFailure', () => {
+  it('is a ledger_unreachable tool error with the message and never the stack', () => {
+    const error = new Error('connect ECONNREFUSED 127.0.0.1:4566');
+    const result = toolFailure(error);
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'connect ECONNREFUSED 127.0.0.1:4566' } });
+    expect(JSON.stringify(result)).not.toContain('at ');
+  });
+});
+
+describe('ledgerMcpServer', () => {
+  it('lists the nine tools, each with an object input schema and a description', async () => {
+    const { tools } = await (await connected(recordingClient().client)).listTools();
+    expect(tools.map((tool) => tool.name).sort()).toEqual([...TOOL_NAMES].sort());
+    for (const tool of tools) {
+      expect(tool.inputSchema.type).toBe('object');
+      expect(tool.description?.length).toBeGreaterThan(40);
+    }
+  });
+
+  it('dispatch sends the message for its origin with a made-up id, and says it is not yet recorded', async () => {
+    const { client, calls } = recordingClient();
+    const result = await (await connected(client)).callTool({ name: 'dispatch', arguments: { target: 'demo-agent', task: { behavior: 'complete' } } });
+    expect(result.isError).toBeUndefined();
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatchObject({ method: 'SEND', body: { dispatchId: 'd-made-1', origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } } });
+    expect(result.structuredContent).toMatchObject({ dispatchId: 'd-made-1', messageId: 'msg-1', intake: 'accepted for intake, not yet recorded' });
+  });
+
+  it('dispatch refuses, unsent, a message for another origin, one the intake would block, and one over the queue maximum', async () => {
+    const { client, calls } = recordingClient();
+    const mcp = await connected(client);
+    const otherOrigin = await mcp.callTool({ name: 'dispatch', arguments: { origin: 'lead-agent', target: 'demo-agent', task: {} } });
+    let deep: Record<string, unknown> = {};
+    for (let level = 0; level < 70; level += 1) deep = { deeper: deep };
+    const tooDeep = await mcp.callTool({ name: 'dispatch', arguments: { target: 'demo-agent', task: deep } });
+    const tooLarge = await mcp.callTool({ name: 'dispatch', arguments: { target: 'demo-agent', task: { text: 'x'.repeat(MAX_MESSAGE_BYTES) } } });
+    expect([otherOrigin, tooDeep, tooLarge].map((result) => [result.isError, (result.structuredContent as { error: { code: string } }).error.code])).toEqual([
+      [true, 'invalid'],
+      [true, 'invalid'],
+      [true, 'too_large'],
+    ]);
+    expect(textOf(tooDeep)).toContain('too_deep');
+    expect(calls).toEqual([]);
+  });
+
+  it("refuses input the API's schema refuses, before any call (a redispatch without a reason, a delivery confirmed without evidenceRef)", async () => {
+    const { client, calls } = recordingClient();
+    const mcp = await connected(client);
+    const noReason = await mcp.callTool({ name: 'redispatch', arguments: { dispatchId: 'd-1', reason: '  ' } });
+    const noRef = await mcp.callTool({
+      name: 'record_receipt',
+      arguments: { dispatchId: 'd-1', receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', verifiedBy: 'alice' },
+    });
+    const badMax = await mcp.callTool({ name: 'claim_results', arguments: { max: 51 } });
+    expect([noReason.isError, noRef.isError, badMax.isError]).toEqual([true, true, true]);
+    expect(calls).toEqual([]);
+  });
+
+  it('calls each route as its origin, with the body the API takes and the ids in the path', async () => {
+    const { client, calls } = recordingClient();
+    const mcp = await connected(client);
+    await mcp.callTool({ name: 'check_dispatch', arguments: { dispatchId: 'd-1', refresh: true } });
+    await mcp.callTool({ name: 'dispatch_status', arguments: { status: 'unknown', limit: 5 } });
+    await mcp.callTool({ name: 'cancel_dispatch', arguments: { dispatchId: 'd-1', reason: 'not needed' } });
+    await mcp.callTool({ name: 'redispatch', arguments: { dispatchId: 'd-1', reason: 'target lost the run', force: true } });
+    await mcp.callTool({
+      name: 'record_receipt',
+      arguments: { dispatchId: 'd-1', receiptId: 'rc-1', runId: 'r-1', kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'alice' },
+    });
+    await mcp.callTool({ name: 'claim_results', arguments: { mode: 'after_turn', max: 5 } });
+    await mcp.callTool({ name: 'ack_result', arguments: { resultId: 'r1~d-1', claimToken: 'ct-1' } });
+    await mcp.callTool({ name: 'release_result', arguments: { resultId: 'r1~d-1', claimToken: 'ct-1', reason: 'reader gone' } });
+    expect(calls.map(({ method, path, body }) => [method, path, body])).toEqual([
+      ['GET', '/dispatches/d-1?refresh=true', undefined],
+      ['GET', '/origins/planner/dispatches?status=unknown&limit=5', undefined],
+      ['POST', '/dispatches/d-1/cancel', { reason: 'not needed' }],
+      ['POST', '/dispatches/d-1/redispatch', { reason: 'target lost the run', force: true }],
+      ['POST', '/dispatches/d-1/receipts', { receiptId: 'rc-1', runId: 'r-1', kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'alice' }],
+      ['POST', '/origins/planner/inbox/claim', { mode: 'after_turn', max: 5 }],
+      ['POST', '/origins/planner/inbox/r1~d-1/ack', { claimToken: 'ct-1' }],
+      ['POST', '/origins/planner/inbox/r1~d-1/release', { claimToken: 'ct-1', reason: 'reader gone' }],
+    ]);
+    expect(calls.every((call) => call.options?.origin === 'planner')).toBe(true);
+  });
+
+  it('answers a client that throws (nothing answered) as a tool error, not a failed request', async () => {
+    const client: LedgerClient = {
+      ...recordingClient().client,
+      get: async () => {
+        throw new Error('fetch failed');
+      },
+    };
+    const result = await (await connected(client)).callTool({ name: 'check_dispatch', arguments: { dispatchId: 'd-1' } });
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'fetch failed' } });
+  });
+});
