@@ -4,12 +4,14 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import type { LocalInfo } from '../local/state.js';
-import { localClient, localInfo, originOf, type ApiAnswer } from './client.js';
+import { printAnswer } from './answer.js';
+import { connect, CONNECTION_OPTIONS, localClient, originOf, type ApiAnswer, type Connect, type ConnectionValues } from './client.js';
 import { LocalPlatformError } from './local.js';
 import { shown, table } from './table.js';
 
 export { localInfo, originOf } from './client.js';
 
+// The local platform's calls as the demo (local/demo.ts) makes them; the commands below use connect().
 export async function sendDispatchBody(info: LocalInfo, body: string): Promise<string> {
   return localClient(info).send(body);
 }
@@ -22,11 +24,20 @@ export async function postJson(info: LocalInfo, path: string, origin: string, bo
   return localClient(info).post(path, body, { origin });
 }
 
+/** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S`). */
+function connectionFlags(values: ConnectionValues): string {
+  return (Object.keys(CONNECTION_OPTIONS) as Array<keyof ConnectionValues>)
+    .filter((flag) => flag !== 'queue-url' && values[flag] !== undefined)
+    .map((flag) => ` --${flag} ${values[flag] ?? ''}`)
+    .join('');
+}
+
 /** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */
-export async function send(args: string[], print: (line: string) => void): Promise<number> {
+export async function send(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseArgs({
     args,
     options: {
+      ...CONNECTION_OPTIONS,
       'dispatch-id': { type: 'string' },
       origin: { type: 'string' },
       target: { type: 'string', default: 'demo-agent' },
@@ -40,7 +51,7 @@ export async function send(args: string[], print: (line: string) => void): Promi
       json: { type: 'boolean', default: false },
     },
   });
-  const info = localInfo();
+  const ledger = await connectTo(values);
   let body: string;
   let dispatchId: string | undefined;
   if (values.body !== undefined || values.file !== undefined) {
@@ -57,9 +68,9 @@ export async function send(args: string[], print: (line: string) => void): Promi
       ...(values.parent ? { parentDispatchId: values.parent } : {}),
     });
   }
-  const messageId = await sendDispatchBody(info, body);
+  const messageId = await ledger.send(body);
   if (values.json) print(JSON.stringify({ messageId, dispatchId: dispatchId ?? null }));
-  else print(`sent message ${messageId}${dispatchId ? ` (dispatch ${dispatchId}); check it with: npx ledger check ${dispatchId}` : ''}`);
+  else print(shown`sent message ${messageId}` + (dispatchId ? shown` (dispatch ${dispatchId}); check it with: npx ledger check ${dispatchId}${connectionFlags(values)}` : ''));
   return 0;
 }
 
@@ -96,25 +107,17 @@ export function describeView(view: DispatchView): string {
 }
 
 /** `ledger check <dispatchId>`: the dispatch view, readable or --json. */
-export async function check(args: string[], print: (line: string) => void): Promise<number> {
+export async function check(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
-    options: { origin: { type: 'string' }, refresh: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
+    options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, refresh: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
   });
   const dispatchId = positionals[0];
   if (!dispatchId) throw new LocalPlatformError('usage: ledger check <dispatchId> [--origin O] [--refresh] [--json]');
-  const { status, body } = await getJson(localInfo(), `/dispatches/${encodeURIComponent(dispatchId)}${values.refresh ? '?refresh=true' : ''}`, originOf(values.origin));
-  if (values.json) {
-    print(JSON.stringify(body));
-    return status === 200 ? 0 : 1;
-  }
-  if (status !== 200) {
-    print(`${status}: ${JSON.stringify(body)}`);
-    return 1;
-  }
-  print(describeView(body as DispatchView));
-  return 0;
+  const ledger = await connectTo(values);
+  const answer = await ledger.get(`/dispatches/${encodeURIComponent(dispatchId)}${values.refresh ? '?refresh=true' : ''}`, { origin: originOf(values.origin) });
+  return printAnswer(answer, values.json, print, (body) => describeView(body as DispatchView));
 }
 
 interface HistoryItem {
@@ -128,26 +131,22 @@ interface HistoryItem {
 }
 
 /** `ledger status`: an origin's dispatches, newest first. */
-export async function status(args: string[], print: (line: string) => void): Promise<number> {
+export async function status(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: '25' }, json: { type: 'boolean', default: false } },
+    options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: '25' }, json: { type: 'boolean', default: false } },
   });
+  // The origin names the route; remotely the ledger answers 404 unless the credentials are that origin's.
   const origin = originOf(values.origin);
   const query = new URLSearchParams({ limit: values.limit, ...(values.status ? { status: values.status } : {}) });
-  const { status: code, body } = await getJson(localInfo(), `/origins/${encodeURIComponent(origin)}/dispatches?${query.toString()}`, origin);
-  if (values.json || code !== 200) {
-    print(JSON.stringify(body));
-    return code === 200 ? 0 : 1;
-  }
-  const items = (body as { items: HistoryItem[] }).items;
-  print(
+  const ledger = await connectTo(values);
+  const answer = await ledger.get(`/origins/${encodeURIComponent(origin)}/dispatches?${query.toString()}`, { origin });
+  return printAnswer(answer, values.json, print, (body) =>
     table(
       ['created', 'dispatch', 'target', 'phase', 'status', 'run / reason'],
-      items.map((item) => [item.createdAt, item.dispatchId, item.target, item.phase, item.status ?? '—', item.blockedReason ?? item.runId ?? '—']),
+      (body as { items: HistoryItem[] }).items.map((item) => [item.createdAt, item.dispatchId, item.target, item.phase, item.status ?? '—', item.blockedReason ?? item.runId ?? '—']),
     ),
   );
-  return 0;
 }
 
 /** A dispatch as `GET /attention` lists it. */
@@ -197,14 +196,10 @@ export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacit
 }
 
 /** `ledger attention [--kind K]`: work that needs a person, across all origins (operator). */
-export async function attention(args: string[], print: (line: string) => void, info: () => LocalInfo = localInfo): Promise<number> {
-  const { values } = parseArgs({ args, options: { kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
+export async function attention(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
+  const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
   const query = new URLSearchParams({ limit: values.limit, ...(values.kind ? { kind: values.kind } : {}) });
-  const { status: code, body } = await getJson(info(), `/attention?${query.toString()}`, originOf(undefined));
-  if (values.json || code !== 200) {
-    print(JSON.stringify(body));
-    return code === 200 ? 0 : 1;
-  }
-  for (const line of describeAttention((body as { items: Array<AttentionLine | AtCapacityLine> }).items).split('\n')) print(line);
-  return 0;
+  const ledger = await connectTo(values);
+  const answer = await ledger.get(`/attention?${query.toString()}`, { operator: true });
+  return printAnswer(answer, values.json, print, (body) => describeAttention((body as { items: Array<AttentionLine | AtCapacityLine> }).items));
 }

@@ -2,7 +2,7 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { localInfo } from './dispatch.js';
+import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, resolveConnection } from './client.js';
 import { shown } from './table.js';
 
 interface LoggedEvent {
@@ -47,9 +47,18 @@ async function printFrom(file: string, from: number, print: (line: string) => vo
   return size;
 }
 
-/** `ledger events [--follow] [--dispatch ID] [--json]`: the local bus's event log, as EventBridge delivered it. */
+/**
+ * `ledger events [--follow] [--dispatch ID] [--json]`: the local bus's event log, as EventBridge
+ * delivered it. Local only: a deployed bus keeps no log to read back, so `--stack`/`--api-url` are
+ * refused with where to look instead.
+ */
 export async function events(args: string[], print: (line: string) => void): Promise<number> {
-  const { values } = parseArgs({ args, options: { follow: { type: 'boolean', short: 'f', default: false }, dispatch: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, follow: { type: 'boolean', short: 'f', default: false }, dispatch: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  if (resolveConnection(values).kind !== 'local') {
+    throw new LedgerConnectionError(
+      'ledger events reads the local platform\'s event log only; on a deployed stack the events are on its EventBridge bus (the stack output EventBusName): add a rule there (to CloudWatch Logs, say) to keep them',
+    );
+  }
   const file = localInfo().eventLog;
   if (!existsSync(file)) return 0;
   let offset = await printFrom(file, 0, print, values.json, values.dispatch);

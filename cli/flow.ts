@@ -1,8 +1,10 @@
 import { parseArgs } from 'node:util';
-import type { LocalInfo } from '../local/state.js';
-import { localInfo, originOf, postJson } from './dispatch.js';
+import { printAnswer } from './answer.js';
+import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
 import { UsageError } from './operations.js';
 import { shown } from './table.js';
+
+export { describeFailure } from './answer.js';
 
 /**
  * Flow control from the command line (CONTRACT §2 v2, §11): `ledger cancel` (the owning origin) and
@@ -35,13 +37,6 @@ interface ReleaseAnswer {
   readonly releasedBy?: string;
 }
 
-/** An API error for people: `409 conflict: the dispatch is already over…`; a body of another shape, as JSON. */
-export function describeFailure(status: number, body: unknown): string {
-  const error = typeof body === 'object' && body !== null ? (body as { error?: { code?: unknown; message?: unknown } }).error : undefined;
-  if (typeof error?.message === 'string') return shown`${status} ${typeof error.code === 'string' ? error.code : 'error'}: ${error.message}`;
-  return shown`${status}: ${JSON.stringify(body)}`;
-}
-
 /** What a cancel came to: cancelled at once (never submitted), confirmed by the target, or asked of it and its answer. */
 export function describeCancel(answer: unknown): string {
   const body = answer as CancelAnswer;
@@ -63,40 +58,35 @@ export function describeRelease(answer: unknown): string {
   return shown`released: the slot of run ${body.runId ?? '?'} (dispatch ${body.dispatchId ?? '?'}) of target ${body.target ?? '?'}, by ${body.releasedBy ?? '?'}; the run stays ${body.status ?? 'unknown'}`;
 }
 
-function printAnswer(answer: { status: number; body: unknown }, json: boolean, print: Print, human: (body: unknown) => string): number {
-  const ok = answer.status >= 200 && answer.status < 300;
-  const text = json ? JSON.stringify(answer.body) : ok ? human(answer.body) : describeFailure(answer.status, answer.body);
-  for (const line of text.split('\n')) print(line);
-  return ok ? 0 : 1;
-}
-
 /** `ledger cancel <dispatchId> --reason R`: cancels it at once if never submitted, else asks its target (CONTRACT §2 v2). */
-export async function cancel(args: readonly string[], print: Print, info: () => LocalInfo = localInfo): Promise<number> {
+export async function cancel(args: readonly string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const { values, positionals } = parseArgs({
     args: [...args],
     allowPositionals: true,
-    options: { reason: { type: 'string' }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: { ...CONNECTION_OPTIONS, reason: { type: 'string' }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
   const [dispatchId, ...extra] = positionals;
   if (!dispatchId || extra.length > 0) throw new UsageError(`cancel needs exactly one <dispatchId>\n${CANCEL_USAGE}`);
   if (!values.reason?.trim()) throw new UsageError(`cancel needs --reason (why, recorded with the cancel)\n${CANCEL_USAGE}`);
-  const answer = await postJson(info(), `/dispatches/${encodeURIComponent(dispatchId)}/cancel`, originOf(values.origin), { reason: values.reason });
+  const ledger = await connectTo(values);
+  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/cancel`, { reason: values.reason }, { origin: originOf(values.origin) });
   return printAnswer(answer, values.json, print, describeCancel);
 }
 
 /** `ledger slots release --target T --run-id R --reason TEXT [--dispatch-id D]`: frees the slot of a run its target no longer knows (operator). */
-export async function slots(args: readonly string[], print: Print, info: () => LocalInfo = localInfo): Promise<number> {
+export async function slots(args: readonly string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const [command, ...rest] = args;
   if (command !== 'release') throw new UsageError(SLOTS_USAGE);
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
-    options: { target: { type: 'string' }, 'run-id': { type: 'string' }, reason: { type: 'string' }, 'dispatch-id': { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: { ...CONNECTION_OPTIONS, target: { type: 'string' }, 'run-id': { type: 'string' }, reason: { type: 'string' }, 'dispatch-id': { type: 'string' }, json: { type: 'boolean', default: false } },
   });
   if (positionals.length > 0) throw new UsageError(`slots release takes no positional arguments\n${SLOTS_USAGE}`);
   const missing = (['target', 'run-id', 'reason'] as const).filter((flag) => !values[flag]?.trim());
   if (missing.length > 0) throw new UsageError(`slots release needs ${missing.map((flag) => `--${flag}`).join(', ')}\n${SLOTS_USAGE}`);
   const { target = '', 'run-id': runId, reason, 'dispatch-id': dispatchId } = values;
-  const answer = await postJson(info(), `/targets/${encodeURIComponent(target)}/slots/release`, originOf(undefined), { runId, reason, ...(dispatchId ? { dispatchId } : {}) });
+  const ledger = await connectTo(values);
+  const answer = await ledger.post(`/targets/${encodeURIComponent(target)}/slots/release`, { runId, reason, ...(dispatchId ? { dispatchId } : {}) }, { operator: true });
   return printAnswer(answer, values.json, print, describeRelease);
 }

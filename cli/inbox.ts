@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
-import type { LocalInfo } from '../local/state.js';
 import { clip } from '../shared/text.js';
-import { getJson, localInfo, originOf, postJson } from './dispatch.js';
+import { printAnswer } from './answer.js';
+import type { LocalInfo } from '../local/state.js';
+import { connect, CONNECTION_OPTIONS, localClient, originOf, type ApiAnswer, type Connect, type ConnectionValues, type LedgerClient } from './client.js';
 import { UsageError } from './operations.js';
 import { shown, table } from './table.js';
 
@@ -45,6 +46,8 @@ export type ClaimRequest = {
 interface Common {
   readonly origin: string;
   readonly json: boolean;
+  /** --stack / --api-url / --region as given (none, or absent: the local platform). */
+  readonly connection?: ConnectionValues;
 }
 
 /** One inbox command, as parsed from the command line. */
@@ -64,6 +67,7 @@ export interface InboxRequest {
 }
 
 const OPTIONS = {
+  ...CONNECTION_OPTIONS,
   mode: { type: 'string' },
   max: { type: 'string' },
   'lease-seconds': { type: 'string' },
@@ -78,9 +82,13 @@ const OPTIONS = {
   json: { type: 'boolean', default: false },
 } as const;
 
-type Flag = Exclude<keyof typeof OPTIONS, 'json' | 'origin' | 'result-id'>;
+type Connection = keyof typeof CONNECTION_OPTIONS;
+type Flag = Exclude<keyof typeof OPTIONS, 'json' | 'origin' | 'result-id' | Connection>;
 
-/** Which flags each subcommand takes (besides --origin and --json): any other is a usage error. */
+/** Every subcommand takes these: --origin, --json and the connection flags. */
+const COMMON_FLAGS: ReadonlySet<string> = new Set(['json', 'origin', ...Object.keys(CONNECTION_OPTIONS)]);
+
+/** Which flags each subcommand takes (besides COMMON_FLAGS): any other is a usage error. */
 const FLAGS: Readonly<Record<InboxCommand['kind'], readonly (Flag | 'result-id')[]>> = {
   claim: ['mode', 'max', 'lease-seconds', 'wait-seconds', 'result-id'],
   ack: ['token'],
@@ -133,10 +141,11 @@ export function parseInbox(args: readonly string[]): InboxCommand {
     }
   })();
   for (const flag of Object.keys(values)) {
-    if (flag === 'json' || flag === 'origin') continue;
+    if (COMMON_FLAGS.has(flag)) continue;
     if (!(FLAGS[kind] as readonly string[]).includes(flag)) throw usage(`ledger inbox ${kind} does not take --${flag}`);
   }
-  const common: Common = { origin: originOf(values.origin), json: values.json };
+  const connection: ConnectionValues = Object.fromEntries(Object.keys(CONNECTION_OPTIONS).flatMap((flag) => (values[flag as Connection] === undefined ? [] : [[flag, values[flag as Connection]]])));
+  const common: Common = { origin: originOf(values.origin), json: values.json, ...(Object.keys(connection).length > 0 && { connection }) };
 
   if (kind === 'claim' || kind === 'list') {
     if (positionals.length > 0) throw usage(`ledger inbox ${kind} takes no result id (got "${positionals[0] ?? ''}")`);
@@ -327,38 +336,32 @@ export function describeChange(command: InboxCommand, answer: unknown): string {
   }
 }
 
-/** Sends a command's request to the ledger API as the command's origin (X-Ledger-Origin locally). */
-export function sendInbox(info: LocalInfo, command: InboxCommand): Promise<{ status: number; body: unknown }> {
+/** Sends a command's request to the ledger as the command's origin (X-Ledger-Origin locally; ignored remotely). */
+export function inboxCall(ledger: LedgerClient, command: InboxCommand): Promise<ApiAnswer> {
   const request = inboxRequest(command);
-  return request.method === 'GET' ? getJson(info, request.path, command.origin) : postJson(info, request.path, command.origin, request.body ?? {});
+  return request.method === 'GET' ? ledger.get(request.path, { origin: command.origin }) : ledger.post(request.path, request.body ?? {}, { origin: command.origin });
 }
 
-/** `ledger inbox claim|ack|release|renew|list|body`; `info` is the local platform's unless given. */
-export async function inbox(args: readonly string[], print: Print, info: () => LocalInfo = localInfo): Promise<number> {
+/** `inboxCall` on the local platform, as the demo (local/demo.ts) makes it. */
+export function sendInbox(info: LocalInfo, command: InboxCommand): Promise<ApiAnswer> {
+  return inboxCall(localClient(info), command);
+}
+
+/** `ledger inbox claim|ack|release|renew|list|body`, on the ledger the connection flags name. */
+export async function inbox(args: readonly string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const command = parseInbox(args);
-  const answer = await sendInbox(info(), command);
-  const ok = answer.status >= 200 && answer.status < 300;
-  if (command.json) {
-    print(JSON.stringify(answer.body));
-    return ok ? 0 : 1;
-  }
-  if (!ok) {
-    print(`${answer.status}: ${JSON.stringify(answer.body)}`);
-    return 1;
-  }
-  switch (command.kind) {
-    case 'claim':
-      print(describeClaim(answer.body));
-      break;
-    case 'list':
-      print(describeList(answer.body));
-      break;
-    case 'body':
-      // The whole body as the target sent it, indented; the printer escapes what a terminal would act on.
-      print(JSON.stringify(answer.body, null, 2));
-      break;
-    default:
-      print(describeChange(command, answer.body));
-  }
-  return 0;
+  const answer = await inboxCall(await connectTo(command.connection ?? {}), command);
+  return printAnswer(answer, command.json, print, (body) => {
+    switch (command.kind) {
+      case 'claim':
+        return describeClaim(body);
+      case 'list':
+        return describeList(body);
+      case 'body':
+        // The whole body as the target sent it, indented; the printer escapes what a terminal would act on.
+        return JSON.stringify(body, null, 2);
+      default:
+        return describeChange(command, body);
+    }
+  });
 }

@@ -14,8 +14,7 @@ import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
 import type { Principal } from '../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { baseUrlProblem } from '../shared/adapters/target-address.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
-import { localInfo } from './dispatch.js';
+import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, localQueueClient, readStack, remoteQueueClient, resolveConnection, stackOutput } from './client.js';
 import { shown } from './table.js';
 
 /**
@@ -31,48 +30,65 @@ class UsageError extends Error {
 }
 
 const DLQ_USAGE =
-  'usage: ledger dlq redrive [--dlq-url URL --queue-url URL [--table LedgerTableName [--registry FILE]]] [--limit N] [--json]\n' +
+  'usage: ledger dlq redrive [--stack NAME | --dlq-url URL --queue-url URL [--table LedgerTableName]] [--registry FILE] [--region R] [--limit N] [--json]\n' +
+  '  --stack reads the three from the stack\'s outputs (DeadLetterQueueUrl, DispatchQueueUrl, LedgerTableName).\n' +
   '  Each message carries its DLQ copy\'s own SenderId as its first sender (LedgerRedrivenFor), unless that\n' +
   '  sender is a registered operator (an earlier redrive): --table (and --registry, the functions\' LEDGER_REGISTRY\n' +
   '  as JSON, for operators registered at deploy time) says who is one. Without them no sender is taken for one.';
 
-/** `ledger dlq redrive [--dlq-url U --queue-url U [--table T [--registry FILE]]] [--limit N] [--json]` */
+/** `ledger dlq redrive [--stack S | --dlq-url U --queue-url U [--table T]] [--registry FILE] [--region R] [--limit N] [--json]` */
 export async function dlq(args: string[], print: Print): Promise<number> {
   const [command, ...rest] = args;
   if (command !== 'redrive') throw new UsageError(DLQ_USAGE);
   const { values } = parseArgs({
     args: rest,
     options: {
+      ...CONNECTION_OPTIONS,
       'dlq-url': { type: 'string' },
-      'queue-url': { type: 'string' },
       table: { type: 'string' },
       registry: { type: 'string' },
       limit: { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
-  if (values.registry !== undefined && values.table === undefined) throw new UsageError(`--registry needs --table\n${DLQ_USAGE}`);
   const limit = values.limit === undefined ? undefined : Number(values.limit);
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) throw new UsageError(`--limit must be a whole number ≥ 1, got "${values.limit}"`);
+  if (values['api-url'] !== undefined) throw new UsageError(`dlq redrive works on the queues, not the API: give --stack NAME, or --dlq-url and --queue-url\n${DLQ_USAGE}`);
   let sqs: SQSClient;
   let urls: { deadLetterQueueUrl: string; queueUrl: string };
-  if (values['dlq-url'] || values['queue-url']) {
-    if (!values['dlq-url'] || !values['queue-url']) throw new UsageError('give both --dlq-url and --queue-url (the stack outputs DeadLetterQueueUrl and DispatchQueueUrl)');
-    // Requests go to the configured endpoint (AWS_ENDPOINT_URL_SQS included), not to the URL's host.
-    sqs = new SQSClient({ useQueueUrlAsEndpoint: false });
+  let tableName = values.table;
+  let region = values.region;
+  if (values.stack !== undefined) {
+    if (values['dlq-url'] || values['queue-url'] || values.table) throw new UsageError(`--stack gives the queues and the table: leave out --dlq-url, --queue-url and --table\n${DLQ_USAGE}`);
+    const connection = resolveConnection({ stack: values.stack, region: values.region });
+    if (connection.kind !== 'stack') throw new LedgerConnectionError('--stack did not resolve to a stack');
+    const stack = await readStack(connection.stack, connection.region);
+    urls = { deadLetterQueueUrl: stackOutput(stack, 'DeadLetterQueueUrl'), queueUrl: stackOutput(stack, 'DispatchQueueUrl') };
+    tableName = stackOutput(stack, 'LedgerTableName');
+    region = connection.region;
+    sqs = remoteQueueClient(region);
+  } else if (values['dlq-url'] || values['queue-url']) {
+    if (!values['dlq-url'] || !values['queue-url']) throw new UsageError('give both --dlq-url and --queue-url (the stack outputs DeadLetterQueueUrl and DispatchQueueUrl), or --stack NAME');
+    // The region, when not given, is the SDK's own (AWS_REGION, the profile's).
+    sqs = remoteQueueClient(region);
     urls = { deadLetterQueueUrl: values['dlq-url'], queueUrl: values['queue-url'] };
   } else {
+    if (region !== undefined) throw new UsageError(`--region goes with --stack or the queue URLs\n${DLQ_USAGE}`);
     const info = localInfo();
-    sqs = new SQSClient({ region: LOCAL_REGION, endpoint: info.sqsEndpoint, credentials: LOCAL_CREDENTIALS });
+    sqs = localQueueClient(info);
     urls = { deadLetterQueueUrl: info.dlqUrl, queueUrl: info.dispatchQueueUrl };
   }
+  if (values.registry !== undefined && tableName === undefined) {
+    sqs.destroy();
+    throw new UsageError(`--registry needs --table (or --stack)\n${DLQ_USAGE}`);
+  }
   // Who is a registered operator: the table's principals, and the deploy-time ones if given.
-  const dynamodb = values.table === undefined ? undefined : new DynamoDBClient({});
+  const dynamodb = tableName === undefined ? undefined : new DynamoDBClient(region === undefined ? {} : { region });
   try {
     const principals =
-      dynamodb && values.table
+      dynamodb && tableName
         ? new LedgerTable(DynamoDBDocumentClient.from(dynamodb), {
-            tableName: values.table,
+            tableName,
             retentionSeconds: 0,
             ...(values.registry === undefined ? {} : { registry: parseStaticRegistry(readFileSync(values.registry, 'utf8')) }),
           })

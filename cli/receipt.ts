@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
-import { localInfo, originOf, postJson } from './dispatch.js';
+import { printAnswer } from './answer.js';
+import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
 import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
 
@@ -14,11 +15,12 @@ const USAGE =
  * or owner delivery (confirmed|failed; confirmed needs --evidence-ref). Without --receipt-id one is
  * made up and printed: pass it again to retry safely (an identical retry answers with the stored receipt).
  */
-export async function receipt(args: string[], print: (line: string) => void): Promise<number> {
+export async function receipt(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values, positionals } = parseArgs({
     args,
     allowPositionals: true,
     options: {
+      ...CONNECTION_OPTIONS,
       run: { type: 'string' },
       kind: { type: 'string' },
       state: { type: 'string' },
@@ -41,21 +43,15 @@ export async function receipt(args: string[], print: (line: string) => void): Pr
     ...(values['evidence-ref'] !== undefined ? { evidenceRef: values['evidence-ref'] } : {}),
     ...(values.note !== undefined ? { note: values.note } : {}),
   };
-  const answer = await postJson(localInfo(), `/dispatches/${encodeURIComponent(dispatchId)}/receipts`, originOf(values.origin), body);
-  const recorded = answer.status === 200 || answer.status === 201;
-  if (values.json) {
-    print(JSON.stringify(answer.body));
-    return recorded ? 0 : 1;
-  }
-  if (!recorded) {
-    print(`${answer.status}: ${JSON.stringify(answer.body)}`);
-    return 1;
-  }
-  const stored = answer.body as OperatorReceipt;
-  print(
-    `${answer.status === 201 ? 'recorded' : 'already recorded (identical)'}: ` +
+  const ledger = await connectTo(values);
+  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/receipts`, body, { origin: originOf(values.origin) });
+  // 201 recorded, 200 an identical retry (the stored receipt).
+  return printAnswer(answer, values.json, print, (answered, status) => {
+    const stored = answered as OperatorReceipt;
+    return (
+      `${status === 201 ? 'recorded' : 'already recorded (identical)'}: ` +
       shown`receipt ${stored.receiptId} — ${stored.kind} ${stored.state} for dispatch ${stored.dispatchId}, run ${stored.runId}, verified by ${stored.verifiedBy} ` +
-      (stored.recordedBy ? shown`(recorded by ${stored.recordedBy}, ${stored.basis}, ${stored.recordedAt})` : shown`(${stored.basis}, ${stored.recordedAt})`),
-  );
-  return 0;
+      (stored.recordedBy ? shown`(recorded by ${stored.recordedBy}, ${stored.basis}, ${stored.recordedAt})` : shown`(${stored.basis}, ${stored.recordedAt})`)
+    );
+  });
 }

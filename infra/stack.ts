@@ -2,6 +2,7 @@ import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { DispatchLedger, type DispatchLedgerProps } from './constructs/dispatch-ledger.js';
 import { ExampleLambdaWorker } from './constructs/example-lambda-worker.js';
+import type { StackOutputName } from './outputs.js';
 
 export interface DispatchLedgerStackProps extends StackProps {
   readonly ledger?: DispatchLedgerProps;
@@ -18,7 +19,8 @@ export class DispatchLedgerStack extends Stack {
     super(scope, id, props);
     this.ledger = new DispatchLedger(this, 'Ledger', props.ledger);
     if (props.exampleLambdaWorker) this.exampleWorker = new ExampleLambdaWorker(this, 'ExampleWorker', { ledger: this.ledger });
-    const outputs: Record<string, string> = {
+    // Every name of STACK_OUTPUTS, and no other: the CLI's --stack reads them by these names.
+    const outputs: Record<StackOutputName, string> = {
       ApiUrl: this.ledger.api.url.url,
       DispatchQueueUrl: this.ledger.intake.queue.queueUrl,
       DeadLetterQueueUrl: this.ledger.intake.deadLetterQueue.queueUrl,

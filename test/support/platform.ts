@@ -26,7 +26,7 @@ export interface TestPlatform {
 
 export { eventually } from './eventually.js';
 
-export async function startTestPlatform(environment: Record<string, string> = {}, extra: Pick<PlatformOptions, 'lambdaTargets'> = {}): Promise<TestPlatform> {
+export async function startTestPlatform(environment: Record<string, string> = {}, extra: Pick<PlatformOptions, 'lambdaTargets' | 'sigv4'> = {}): Promise<TestPlatform> {
   const platform = await startPlatform({
     ...extra,
     stateDir: mkdtempSync(join(tmpdir(), 'ledger-platform-')),

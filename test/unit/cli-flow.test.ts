@@ -1,17 +1,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { attention, describeAttention, type AtCapacityLine } from '../../cli/dispatch.js';
+import { REFUSED } from '../../cli/answer.js';
 import { cancel, describeCancel, describeFailure, describeRelease, slots } from '../../cli/flow.js';
 import { maxConcurrentRunsOf, registry, UsageError } from '../../cli/operations.js';
 import { USAGE } from '../../cli/usage.js';
 import { createLocalCredentials } from '../../local/runtime/sigv4.js';
-import { writeCredentials, type LocalInfo } from '../../local/state.js';
+import { writeCredentials } from '../../local/state.js';
+import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 
 // Flow control from the CLI (CONTRACT §2 v2, §11): `ledger cancel`, `ledger slots release`, the
 // at_capacity entries of `ledger attention` and `--max-concurrent-runs` of `ledger registry target put`.
@@ -24,47 +24,11 @@ const ESC = '\u001b';
 /** Raw control and bidi characters: none may reach a terminal. */
 const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/;
 
-interface Seen {
-  readonly method: string;
-  readonly path: string;
-  readonly origin: string | undefined;
-  /** The access key the request was signed with (`--sigv4`), if any. */
-  readonly accessKey: string | undefined;
-  readonly body: unknown;
-}
-
-const servers: Server[] = [];
 const dirs: string[] = [];
 afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
+  await closeFakeApis();
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
-
-/** A fake of the ledger API on 127.0.0.1: records each request and answers the canned status and JSON. */
-async function fakeApi(answer: (seen: Seen) => { status: number; body: unknown }, extra: Partial<LocalInfo> = {}): Promise<{ info: () => LocalInfo; seen: Seen[] }> {
-  const seen: Seen[] = [];
-  const server = createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      const header = request.headers['x-ledger-origin'];
-      const accessKey = /Credential=([A-Z0-9]+)\//.exec(request.headers.authorization ?? '')?.[1];
-      const one: Seen = { method: request.method ?? '', path: request.url ?? '', origin: Array.isArray(header) ? header[0] : header, accessKey, body: text ? (JSON.parse(text) as unknown) : undefined };
-      seen.push(one);
-      const { status, body } = answer(one);
-      response.writeHead(status, { 'content-type': 'application/json' });
-      response.end(JSON.stringify(body));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  const info: LocalInfo = {
-    region: 'us-east-1', apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, dispatchQueueUrl: '', dlqUrl: '', sqsEndpoint: '', dynamodbEndpoint: '', s3Endpoint: '',
-    eventBridgeEndpoint: '', eventBusName: 'dispatch-ledger', eventLog: '', demoAgentUrl: '', ...extra,
-  };
-  return { info: () => info, seen };
-}
 
 /** What `POST /dispatches/{id}/cancel` answers (CONTRACT §2 v2), for a dispatch asked of its target. */
 function cancelAnswerFactory(overrides: Record<string, unknown> = {}): Record<string, unknown> {
@@ -123,7 +87,7 @@ describe('cancel (against a fake of the API)', () => {
   it('posts the reason as the owning origin, prints what happened and exits 0 on 202', async () => {
     const api = await fakeApi(() => ({ status: 202, body: cancelAnswerFactory() }));
     const printed: string[] = [];
-    expect(await cancel(['d-1', '--reason', 'no longer needed', '--origin', 'reviewer'], (line) => printed.push(line), api.info)).toBe(0);
+    expect(await cancel(['d-1', '--reason', 'no longer needed', '--origin', 'reviewer'], (line) => printed.push(line), api.connect)).toBe(0);
     expect(api.seen).toEqual([{ method: 'POST', path: '/dispatches/d-1/cancel', origin: 'reviewer', accessKey: undefined, body: { reason: 'no longer needed' } }]);
     expect(printed[0]).toMatch(/^cancel asked of the target: d-1/);
   });
@@ -131,20 +95,20 @@ describe('cancel (against a fake of the API)', () => {
   it("exits 1 with the API's message for a dispatch already over (409), and prints the body as it came with --json", async () => {
     const api = await fakeApi(() => ({ status: 409, body: conflict }));
     const printed: string[] = [];
-    expect(await cancel(['d-1', '--reason', 'too late'], (line) => printed.push(line), api.info)).toBe(1);
+    expect(await cancel(['d-1', '--reason', 'too late'], (line) => printed.push(line), api.connect)).toBe(1);
     expect(printed).toEqual(['409 conflict: the dispatch is already over: nothing to cancel']);
     printed.length = 0;
-    expect(await cancel(['d-1', '--reason', 'too late', '--json'], (line) => printed.push(line), api.info)).toBe(1);
+    expect(await cancel(['d-1', '--reason', 'too late', '--json'], (line) => printed.push(line), api.connect)).toBe(1);
     expect(printed).toEqual([JSON.stringify(conflict)]);
     printed.length = 0;
     const answered = await fakeApi(() => ({ status: 202, body: cancelAnswerFactory({ phase: 'cancelled' }) }));
-    expect(await cancel(['d-1', '--reason', 'r', '--json'], (line) => printed.push(line), answered.info)).toBe(0);
+    expect(await cancel(['d-1', '--reason', 'r', '--json'], (line) => printed.push(line), answered.connect)).toBe(0);
     expect(JSON.parse(printed[0] ?? '')).toEqual(cancelAnswerFactory({ phase: 'cancelled' }));
   });
 
   it('encodes the dispatch id as one path segment (it cannot reach another route)', async () => {
     const api = await fakeApi(() => ({ status: 404, body: { error: { code: 'not_found', message: 'no dispatch' } } }));
-    expect(await cancel(['d/../../targets/x?y', '--reason', 'r'], () => undefined, api.info)).toBe(1);
+    expect(await cancel(['d/../../targets/x?y', '--reason', 'r'], () => undefined, api.connect)).toBe(1);
     expect(api.seen[0]?.path).toBe('/dispatches/d%2F..%2F..%2Ftargets%2Fx%3Fy/cancel');
   });
 
@@ -155,7 +119,7 @@ describe('cancel (against a fake of the API)', () => {
     [['d-1', '--reason', '  '], /cancel needs --reason/],
   ])('refuses %j with a usage error, sending nothing', async (args, problem) => {
     const api = await fakeApi(() => ({ status: 202, body: {} }));
-    const refused = cancel(args, () => undefined, api.info);
+    const refused = cancel(args, () => undefined, api.connect);
     await expect(refused).rejects.toBeInstanceOf(UsageError);
     await expect(refused).rejects.toThrow(problem);
     await expect(refused).rejects.toThrow('usage: ledger cancel <dispatchId> --reason R');
@@ -167,7 +131,7 @@ describe('slots release (against a fake of the API)', () => {
   it('posts the run, the reason and the dispatch as the operator, and prints who released which slot', async () => {
     const api = await fakeApi(() => ({ status: 200, body: { released: true, target: 'demo-agent', runId: 'r-7', dispatchId: 'd-7', status: 'unknown', releasedBy: 'local:operator' } }));
     const printed: string[] = [];
-    expect(await slots(['release', '--target', 'demo-agent', '--run-id', 'r-7', '--reason', 'the agent lost it', '--dispatch-id', 'd-7'], (line) => printed.push(line), api.info)).toBe(0);
+    expect(await slots(['release', '--target', 'demo-agent', '--run-id', 'r-7', '--reason', 'the agent lost it', '--dispatch-id', 'd-7'], (line) => printed.push(line), api.connect)).toBe(0);
     expect(api.seen).toEqual([
       { method: 'POST', path: '/targets/demo-agent/slots/release', origin: undefined, accessKey: undefined, body: { runId: 'r-7', reason: 'the agent lost it', dispatchId: 'd-7' } },
     ]);
@@ -183,7 +147,7 @@ describe('slots release (against a fake of the API)', () => {
     const api = await fakeApi((seen) => answers[(seen.body as { runId: string }).runId] ?? { status: 500, body: {} });
     for (const [runId, { status }] of Object.entries(answers)) {
       const printed: string[] = [];
-      expect(await slots(['release', '--target', 'demo-agent', '--run-id', runId, '--reason', 'r'], (line) => printed.push(line), api.info), runId).toBe(1);
+      expect(await slots(['release', '--target', 'demo-agent', '--run-id', runId, '--reason', 'r'], (line) => printed.push(line), api.connect), runId).toBe(1);
       expect(printed[0], runId).toMatch(new RegExp(`^${status} (not_found|conflict|target_unreachable): `));
       expect(api.seen.at(-1)?.body).toEqual({ runId, reason: 'r' });
     }
@@ -193,7 +157,7 @@ describe('slots release (against a fake of the API)', () => {
     const body = { released: true, target: 'demo-agent', runId: 'r-1', dispatchId: 'd-1', status: 'unknown', releasedBy: 'AIDAOPERATOR' };
     const api = await fakeApi(() => ({ status: 200, body }));
     const printed: string[] = [];
-    expect(await slots(['release', '--target', 'demo-agent', '--run-id', 'r-1', '--reason', 'r', '--json'], (line) => printed.push(line), api.info)).toBe(0);
+    expect(await slots(['release', '--target', 'demo-agent', '--run-id', 'r-1', '--reason', 'r', '--json'], (line) => printed.push(line), api.connect)).toBe(0);
     expect(printed).toEqual([JSON.stringify(body)]);
   });
 
@@ -206,7 +170,7 @@ describe('slots release (against a fake of the API)', () => {
     [['release', 'extra', '--target', 't', '--run-id', 'r', '--reason', 'x'], /takes no positional arguments/],
   ])('refuses %j with a usage error, sending nothing', async (args, problem) => {
     const api = await fakeApi(() => ({ status: 200, body: {} }));
-    const refused = slots(args, () => undefined, api.info);
+    const refused = slots(args, () => undefined, api.connect);
     await expect(refused).rejects.toBeInstanceOf(UsageError);
     await expect(refused).rejects.toThrow(problem);
     expect(api.seen).toEqual([]);
@@ -226,8 +190,8 @@ describe('under --sigv4 (ledger local up --sigv4)', () => {
     const credentials = createLocalCredentials({ origins: ['planner'], targets: ['demo-agent'] });
     const credentialsFile = writeCredentials(dir, { region: 'us-east-1', service: 'lambda', credentials });
     const api = await fakeApi((seen) => (seen.path.includes('/slots/') ? { status: 200, body: { released: true } } : { status: 202, body: cancelAnswerFactory() }), { credentialsFile });
-    expect(await slots(['release', '--target', 'demo-agent', '--run-id', 'r-1', '--reason', 'lost'], () => undefined, api.info)).toBe(0);
-    expect(await cancel(['d-1', '--reason', 'stop'], () => undefined, api.info)).toBe(0);
+    expect(await slots(['release', '--target', 'demo-agent', '--run-id', 'r-1', '--reason', 'lost'], () => undefined, api.connect)).toBe(0);
+    expect(await cancel(['d-1', '--reason', 'stop'], () => undefined, api.connect)).toBe(0);
     expect(api.seen.map((seen) => seen.accessKey)).toEqual([credentials.operator.accessKeyId, credentials.origins.planner?.accessKeyId]);
   });
 });
@@ -236,7 +200,13 @@ describe('describeFailure', () => {
   it("shows the API's error code and message, and any other body as JSON", () => {
     expect(describeFailure(409, conflict)).toBe('409 conflict: the dispatch is already over: nothing to cancel');
     expect(describeFailure(500, { oops: true })).toBe('500: {"oops":true}');
-    expect(describeFailure(403, { error: { code: 'forbidden', message: `no${RLO}` } })).toBe('403 forbidden: no\\u202e');
+    expect(describeFailure(403, { error: { code: 'forbidden', message: `no${RLO}` } }).split('\n')[0]).toBe('403 forbidden: no\\u202e');
+  });
+
+  it('says a 403 means the credentials were refused, whatever shape its body has (a function URL answers its own)', () => {
+    expect(describeFailure(403, { error: { code: 'forbidden', message: 'the request signature does not match' } })).toBe(`403 forbidden: the request signature does not match\n${REFUSED}`);
+    expect(describeFailure(403, { Message: 'Forbidden' })).toBe(`403: {"Message":"Forbidden"}\n${REFUSED}`);
+    expect(REFUSED).toMatch(/^the credentials were refused/);
   });
 });
 
@@ -281,7 +251,7 @@ describe('attention (against a fake of the API)', () => {
   it('asks for at_capacity as the operator and prints the targets table', async () => {
     const api = await fakeApi(() => ({ status: 200, body: { items: [atCapacityFactory()], cursor: null } }));
     const printed: string[] = [];
-    expect(await attention(['--kind', 'at_capacity'], (line) => printed.push(line), api.info)).toBe(0);
+    expect(await attention(['--kind', 'at_capacity'], (line) => printed.push(line), api.connect)).toBe(0);
     expect(api.seen[0]).toMatchObject({ method: 'GET', path: '/attention?limit=50&kind=at_capacity' });
     expect(printed[2]).toMatch(/^demo-agent\s+2\/2\s+1\s+3$/);
   });

@@ -1,9 +1,7 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { bodyCell, describeChange, describeClaim, describeList, inbox, inboxRequest, parseInbox } from '../../cli/inbox.js';
 import { UsageError } from '../../cli/operations.js';
-import type { LocalInfo } from '../../local/state.js';
+import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 
 // `ledger inbox` (CONTRACT §10): the pure parts — flags to a command, a command to a route and body, an
 // answer to a table — and the whole command against a fake of the API on 127.0.0.1 answering canned
@@ -50,6 +48,12 @@ describe('parseInbox', () => {
       json: true,
       claim: { mode: 'inject', max: 5, leaseSeconds: 120, waitSeconds: 20, resultIds: ['res-a', 'res-b'] },
     });
+  });
+
+  it('takes the connection flags on every subcommand, and none means the local platform', () => {
+    expect(parseInbox(['ack', 'res-1', '--token', 'ct-1', '--stack', 'prod', '--region', 'eu-west-1']).connection).toEqual({ stack: 'prod', region: 'eu-west-1' });
+    expect(parseInbox(['list', '--api-url', 'https://x.lambda-url.eu-west-1.on.aws/']).connection).toEqual({ 'api-url': 'https://x.lambda-url.eu-west-1.on.aws/' });
+    expect(parseInbox(['claim'])).not.toHaveProperty('connection');
   });
 
   it('takes the origin from $LEDGER_ORIGIN when --origin is not given', () => {
@@ -193,49 +197,13 @@ describe('describeList and describeChange', () => {
   });
 });
 
-interface Seen {
-  readonly method: string;
-  readonly path: string;
-  readonly origin: string | undefined;
-  readonly body: unknown;
-}
-
-/** A fake of the ledger API on 127.0.0.1: records each request and answers the canned status and JSON. */
-async function fakeApi(answer: (seen: Seen) => { status: number; body: unknown }): Promise<{ info: () => LocalInfo; seen: Seen[]; server: Server }> {
-  const seen: Seen[] = [];
-  const server = createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      const header = request.headers['x-ledger-origin'];
-      const one: Seen = { method: request.method ?? '', path: request.url ?? '', origin: Array.isArray(header) ? header[0] : header, body: text ? (JSON.parse(text) as unknown) : undefined };
-      seen.push(one);
-      const { status, body } = answer(one);
-      response.writeHead(status, { 'content-type': 'application/json' });
-      response.end(JSON.stringify(body));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const info: LocalInfo = {
-    region: 'us-east-1', apiUrl, dispatchQueueUrl: '', dlqUrl: '', sqsEndpoint: '', dynamodbEndpoint: '', s3Endpoint: '',
-    eventBridgeEndpoint: '', eventBusName: 'dispatch-ledger', eventLog: '', demoAgentUrl: '',
-  };
-  return { info: () => info, seen, server };
-}
-
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
+afterEach(closeFakeApis);
 
 describe('inbox (against a fake of the API)', () => {
   it('claims as the origin (X-Ledger-Origin), prints the table and exits 0', async () => {
     const api = await fakeApi(() => ({ status: 200, body: { claimToken: 'ct-9', leaseExpiresAt: '2026-12-01T10:01:00.000Z', results: [claimedResultFactory()] } }));
     const printed: string[] = [];
-    const code = await inbox(['claim', '--wait-seconds', '5', '--origin', 'planner'], (line) => printed.push(line), api.info);
+    const code = await inbox(['claim', '--wait-seconds', '5', '--origin', 'planner'], (line) => printed.push(line), api.connect);
     expect(code).toBe(0);
     expect(api.seen).toEqual([{ method: 'POST', path: '/origins/planner/inbox/claim', origin: 'planner', body: { mode: 'after_turn', waitSeconds: 5 } }]);
     expect(printed.join('\n')).toContain('claimToken ct-9');
@@ -246,16 +214,16 @@ describe('inbox (against a fake of the API)', () => {
     const lost = { error: { code: 'lease_lost', message: 'the lease of res-1 was lost' } };
     const api = await fakeApi((seen) => (seen.path.endsWith('/ack') ? { status: 409, body: lost } : { status: 200, body: { items: [], cursor: null } }));
     const printed: string[] = [];
-    expect(await inbox(['ack', 'res-1', '--token', 'ct-old', '--json'], (line) => printed.push(line), api.info)).toBe(1);
+    expect(await inbox(['ack', 'res-1', '--token', 'ct-old', '--json'], (line) => printed.push(line), api.connect)).toBe(1);
     expect(printed).toEqual([JSON.stringify(lost)]);
     expect(api.seen[0]).toMatchObject({ method: 'POST', path: '/origins/planner/inbox/res-1/ack', body: { claimToken: 'ct-old' } });
 
     printed.length = 0;
-    expect(await inbox(['ack', 'res-1', '--token', 'ct-old'], (line) => printed.push(line), api.info)).toBe(1);
-    expect(printed).toEqual([`409: ${JSON.stringify(lost)}`]);
+    expect(await inbox(['ack', 'res-1', '--token', 'ct-old'], (line) => printed.push(line), api.connect)).toBe(1);
+    expect(printed).toEqual(['409 lease_lost: the lease of res-1 was lost']);
 
     printed.length = 0;
-    expect(await inbox(['list', '--state', 'pending', '--json'], (line) => printed.push(line), api.info)).toBe(0);
+    expect(await inbox(['list', '--state', 'pending', '--json'], (line) => printed.push(line), api.connect)).toBe(0);
     expect(printed).toEqual(['{"items":[],"cursor":null}']);
     expect(api.seen.at(-1)).toMatchObject({ method: 'GET', path: '/origins/planner/inbox?state=pending', body: undefined });
   });
@@ -264,18 +232,18 @@ describe('inbox (against a fake of the API)', () => {
     const whole = { report: 'r'.repeat(20_000), sections: [{ title: 'Section 1', text: 'all of it' }] };
     const api = await fakeApi((seen) => (seen.path.endsWith('/body') ? { status: 200, body: whole } : { status: 200, body: { leaseExpiresAt: '2026-12-01T10:05:00.000Z' } }));
     const printed: string[] = [];
-    expect(await inbox(['body', 'res-big'], (line) => printed.push(line), api.info)).toBe(0);
-    expect(JSON.parse(printed[0] ?? '')).toEqual(whole);
-    expect(printed[0]).toContain('\n  "sections": [');
+    expect(await inbox(['body', 'res-big'], (line) => printed.push(line), api.connect)).toBe(0);
+    expect(JSON.parse(printed.join('\n'))).toEqual(whole);
+    expect(printed).toContain('  "sections": [');
     printed.length = 0;
-    expect(await inbox(['renew', 'res-big', '--token', 'ct-1', '--lease-seconds', '120'], (line) => printed.push(line), api.info)).toBe(0);
+    expect(await inbox(['renew', 'res-big', '--token', 'ct-1', '--lease-seconds', '120'], (line) => printed.push(line), api.connect)).toBe(0);
     expect(printed).toEqual(['renewed: res-big, lease until 2026-12-01T10:05:00.000Z']);
     expect(api.seen.at(-1)).toMatchObject({ path: '/origins/planner/inbox/res-big/renew', body: { claimToken: 'ct-1', leaseSeconds: 120 } });
   });
 
   it('sends nothing for a usage error', async () => {
     const api = await fakeApi(() => ({ status: 200, body: {} }));
-    await expect(inbox(['renew', 'res-1', '--token', 't'], () => undefined, api.info)).rejects.toBeInstanceOf(UsageError);
+    await expect(inbox(['renew', 'res-1', '--token', 't'], () => undefined, api.connect)).rejects.toBeInstanceOf(UsageError);
     expect(api.seen).toEqual([]);
   });
 });

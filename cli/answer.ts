@@ -1,0 +1,38 @@
+import type { ApiAnswer } from './client.js';
+import { shown } from './table.js';
+
+/**
+ * How every API command prints its answer, locally and remotely alike: `--json` prints the body as it
+ * came; otherwise a 2xx prints the command's lines for people and anything else the API's error
+ * (escaped). Exit 0 only for a 2xx.
+ */
+
+type Print = (line: string) => void;
+
+/** What a 403 means to the person who ran the command: the ledger did not take the signer for a caller of that route. */
+export const REFUSED =
+  'the credentials were refused: the API did not accept the principal that signed this request for this route ' +
+  '(check AWS_PROFILE / AWS_ACCESS_KEY_ID, that the principal is registered, and that operator routes are called as an operator)';
+
+/**
+ * An API error for people: `409 conflict: the dispatch is already over…`; a body of another shape
+ * (a function URL's own 403, a proxy's page) as JSON. A 403 says the credentials were refused.
+ */
+export function describeFailure(status: number, body: unknown): string {
+  const error = typeof body === 'object' && body !== null ? (body as { error?: { code?: unknown; message?: unknown } }).error : undefined;
+  const said =
+    typeof error?.message === 'string'
+      ? shown`${status} ${typeof error.code === 'string' ? error.code : 'error'}: ${error.message}`
+      : shown`${status}: ${JSON.stringify(body) ?? ''}`;
+  return status === 403 ? `${said}\n${REFUSED}` : said;
+}
+
+export const succeeded = (answer: ApiAnswer): boolean => answer.status >= 200 && answer.status < 300;
+
+/** Prints `answer` (see above) line by line; answers the exit code. */
+export function printAnswer(answer: ApiAnswer, json: boolean, print: Print, human: (body: unknown, status: number) => string): number {
+  const ok = succeeded(answer);
+  const text = json ? JSON.stringify(answer.body) : ok ? human(answer.body, answer.status) : describeFailure(answer.status, answer.body);
+  for (const line of text.split('\n')) print(line);
+  return ok ? 0 : 1;
+}
