@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { getJson, postJson, sendDispatchBody } from '../cli/dispatch.js';
-import { EXAMPLE_WORKER_TARGET, LIMITED_DEMO_TARGET } from './platform.js';
+import { EXAMPLE_WORKER_TARGET, LIMITED_DEMO_TARGET, MANUAL_DESK_TARGET } from './platform.js';
 import { sendInbox, type InboxCommand } from '../cli/inbox.js';
 import { table } from '../cli/table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -125,6 +125,8 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   await lambdaWorkerDemo(state, run, print);
   print('');
   await flowControlDemo(state, run, print);
+  print('');
+  await manualDemo(state, run, print);
   print('');
   await busProbe(state, print);
   print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger inbox list --state pending   ·   npx ledger events --follow`);
@@ -427,6 +429,36 @@ async function flowControlDemo(state: LocalState, run: string, print: (line: str
   const start = spans[0]?.from ?? 0;
   print(table(['dispatch', 'origin', 'submitted', 'completed'], spans.map(({ view, from, to }) => [view.dispatchId, view.origin, `+${((from - start) / 1000).toFixed(1)} s`, `+${((to - start) / 1000).toFixed(1)} s`]), 90));
   print(`  at most ${most} run(s) at once; admitted in turn from planner and lead-agent as slots freed`);
+}
+
+/**
+ * Manual mode (CONTRACT §13): a dispatch to the manual target `desk` is recorded and waits for a
+ * person; their `manual_result_attested` satisfies the gate, which says it rests on their word — and
+ * the demo agent's /stats shows nothing was ever submitted to it.
+ */
+async function manualDemo(state: LocalState, run: string, print: (line: string) => void): Promise<void> {
+  const info = state.info;
+  if (!info) return;
+  const dispatchId = `d-demo-${run}-manual`;
+  print(`demo: a dispatch to the manual target ${MANUAL_DESK_TARGET} (a person does the work; nothing is submitted)`);
+  await sendDispatchBody(info, JSON.stringify({ dispatchId, origin: 'planner', target: MANUAL_DESK_TARGET, task: { goal: 'file the quarterly report by hand' }, delivery: { mode: 'detached' } }));
+  const viewNow = async () => {
+    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    return status === 200 ? (body as DispatchView) : undefined;
+  };
+  const waiting = await waitFor(`${dispatchId} to wait for a person`, async () => ((await viewNow())?.submission.waitingFor === 'person' ? viewNow() : undefined));
+  print(`  ${dispatchId}: ${waiting.phase}, waiting for ${waiting.submission.waitingFor ?? '—'}; ${waiting.unknowns[0] ?? ''}`);
+  const attestation = { attestationId: `ma-${run}`, kind: 'manual_result_attested', note: 'report filed by hand at the desk', evidenceRef: 'out/report.md' };
+  const recorded = await postJson(info, `/dispatches/${encodeURIComponent(dispatchId)}/manual`, 'planner', attestation);
+  print(`  POST /dispatches/${dispatchId}/manual ${attestation.kind} → ${recorded.status} (basis ${(recorded.body as { basis?: string }).basis ?? '—'}, recorded by ${(recorded.body as { recordedBy?: string }).recordedBy ?? '—'})`);
+  const attested = await waitFor(`${dispatchId}'s gate`, async () => {
+    const view = await viewNow();
+    return view?.gate.satisfied ? view : undefined;
+  });
+  print(`  gate satisfied: ${attested.gate.reasons.join('; ')}`);
+  print(`  receipts: ${attested.receipts.map((receipt) => receipt.event).join(', ')} · manual attestations: ${attested.manualAttestations.map((entry) => `${entry.kind} (${entry.basis})`).join(', ')}`);
+  const stats = (await (await fetch(`${info.demoAgentUrl}/stats`)).json()) as { submissions: Record<string, number> };
+  print(`  the demo agent's /stats: ${stats.submissions[dispatchId] ?? 0} submission(s) for ${dispatchId} — never submitted anywhere`);
 }
 
 /** The bus path: an event put on the local bus reaches the event log as EventBridge delivers it. */
