@@ -32,7 +32,13 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
   intake: LEDGER_TABLE_CLIENTS,
   api: LEDGER_TABLE_CLIENTS,
   monitor: LEDGER_TABLE_CLIENTS,
-  publisher: { '@aws-sdk/client-eventbridge': ['EventBridgeClient', 'PutEventsCommand'], '@aws-sdk/util-dynamodb': ['unmarshall'] },
+  // Puts the events on the bus, and adds each batch's counts to a counter item (GET /counts).
+  publisher: {
+    '@aws-sdk/client-eventbridge': ['EventBridgeClient', 'PutEventsCommand'],
+    '@aws-sdk/client-dynamodb': ['DynamoDBClient'],
+    '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'UpdateCommand'],
+    '@aws-sdk/util-dynamodb': ['unmarshall'],
+  },
   // Decodes the TTL REMOVE records' old images and deletes the expired record's objects.
   // Lambda's on-failure records of lambda targets: reads and writes the ledger table by key, and nudges
   // the monitor (an async invoke) when the failure it records gives a slot back (CONTRACT §11).

@@ -1,17 +1,24 @@
 import { getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { addCounts } from '../../shared/adapters/dispatch-counters.js';
 import { publish } from '../../shared/adapters/event-bus.js';
-import type { PublishEvents } from '../../shared/events/derive.js';
+import type { CountChanges, PublishEvents } from '../../shared/events/derive.js';
 
-/** Composition root of the event publisher: config and the bus client built once per execution environment. */
+/** Composition root of the event publisher: config and the bus and table clients built once per execution environment. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'publisher' } });
 export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
 
 const busName = getStringFromEnv({ key: 'EVENT_BUS_NAME', errorMessage: 'EVENT_BUS_NAME is not set' });
 const eventBridge = new EventBridgeClient({});
+// The counters of `GET /counts` (CONTRACT §2 v2) are items of the ledger table: the only items it writes.
+const tableName = getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' });
+const documents = DynamoDBDocumentClient.from(new DynamoDBClient({}));
 
-export const publisherDeps: { readonly publish: PublishEvents } = {
+export const publisherDeps: { readonly publish: PublishEvents; readonly count: CountChanges } = {
   publish: (events) => publish(events, { client: eventBridge, busName }),
+  count: (delta, seed) => addCounts(documents, tableName, seed, delta),
 };

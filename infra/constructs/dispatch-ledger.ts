@@ -8,6 +8,7 @@ import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { INDEX } from '../../shared/adapters/ledger-table.js';
+import { COUNTS_KEY_PATTERN } from '../../shared/adapters/ledger-items.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
@@ -175,14 +176,15 @@ export class DispatchLedger extends Construct {
 
     // Timeouts: each target call is bounded by targetTimeout; a batch of 10 runs its records in
     // parallel, so intake needs about one target call plus its writes. The API forwards one call at
-    // most. A monitor tick looks several due runs up in turn. The publisher only talks to EventBridge.
+    // most. A monitor tick looks several due runs up in turn. The publisher talks to EventBridge, and
+    // adds each batch's counts to a counter item of the table (`GET /counts`).
     // Retention lists and deletes a few folders per expired record, a batch's records in parallel.
     const api = fn('api', Duration.seconds(30), { ...common, ...admission });
     this.api = new LedgerApi(this, 'Api', { api });
     const callback = { ...common, API_BASE_URL: this.api.url.url };
     const intake = fn('intake', Duration.seconds(30), callback);
     const monitor = fn('monitor', Duration.minutes(2), callback, 512, monitorName);
-    const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger' }, 256);
+    const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger', LEDGER_TABLE_NAME: table.tableName }, 256);
     const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
     // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
     const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, ...admission }, 256);
@@ -214,7 +216,17 @@ export class DispatchLedger extends Construct {
     this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due), indexArn(INDEX.waiting)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
-    this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed), indexArn(INDEX.inbox), indexArn(INDEX.waiting)]);
+    this.allow(api, ['dynamodb:Query'], [tableArn, indexArn(INDEX.byOrigin), indexArn(INDEX.feed), indexArn(INDEX.inbox), indexArn(INDEX.waiting), indexArn(INDEX.recent)]);
+    // The publisher's one table write: ADD to the counter items of `GET /counts` (CONTRACT §2 v2), and
+    // no other item — the condition names their partition keys (`COUNTS#{n}`).
+    publisher.function.addToRolePolicy(
+      new PolicyStatement({
+        effect: Effect.ALLOW,
+        actions: ['dynamodb:UpdateItem'],
+        resources: [tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [COUNTS_KEY_PATTERN] } },
+      }),
+    );
     // The nudge: exactly the monitor function (not its versions or aliases), by the ARN its name makes.
     const monitorArn = Stack.of(this).formatArn({ service: 'lambda', resource: 'function', resourceName: monitorName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
     for (const nudger of [api, failures]) this.allow(nudger, ['lambda:InvokeFunction'], [monitorArn]);

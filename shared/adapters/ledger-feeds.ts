@@ -1,12 +1,33 @@
 import { BatchGetCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
+import { countsOf, isBucket, type Counts } from '../dispatch/counts.js';
+import { isFiltered, matchesFilter, type DispatchFilter } from '../dispatch/dispatch-filter.js';
 import type { DispatchState, ResultRecord } from '../dispatch/state.js';
 import type { LedgerFeeds, Page, Rejection } from '../ledger/port.js';
-import { dispatchIdOfKey, FEED, idHash, INDEX, isRejectionItemKey, isStateItemKey, KEY, messageIdOfKey, monthKey, originKeyOf, REJECTION_FEED, rejectionOf, stateOf, type Item } from './ledger-items.js';
+import {
+  COUNT_KEYS,
+  dispatchIdOfKey,
+  FEED,
+  idHash,
+  INDEX,
+  isRecentPosition,
+  isRejectionItemKey,
+  isStateItemKey,
+  KEY,
+  messageIdOfKey,
+  monthKey,
+  originKeyOf,
+  RECENT_SHARD_KEYS,
+  REJECTION_FEED,
+  rejectionOf,
+  stateOf,
+  type Item,
+} from './ledger-items.js';
 
 /**
- * The ledger table's lists (CONTRACT §2: an origin's history, rejections, attention): what only the
- * API reads, kept apart from `LedgerTable` so the intake and monitor bundles carry none of it.
+ * The ledger table's lists (CONTRACT §2: an origin's history, rejections, attention; v2: every
+ * origin's dispatches and the counts): what only the API reads, kept apart from `LedgerTable` so the
+ * intake and monitor bundles carry none of it.
  */
 
 export interface LedgerFeedsOptions {
@@ -57,6 +78,17 @@ type FeedKey = Record<'pk' | 'sk' | 'feedKey' | 'feedAt', string>;
 
 /** A dispatch state's key, with an index sort key that ends in the hash of its id (as `stateItem` writes it). */
 const isStateKey = (pk: string, sk: string, sortKey: string): boolean => isStateItemKey(pk, sk) && sortKey.endsWith(`#${idHash(dispatchIdOfKey(pk))}`);
+
+/** Rounds of index pages one `GET /dispatches` page reads at most while filters skip entries (as an origin's history does). */
+const MAX_ROUNDS = 10;
+/** Keys read per round while filters are on: a sparse filter fills a page in fewer rounds. */
+const FILTERED_PAGE = 25;
+
+/** One entry of the `recent` index: its dispatch and its position (`createdKey`). */
+interface RecentEntry {
+  readonly dispatchId: string;
+  readonly position: string;
+}
 
 /** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
 function monthsBack(from: Date, count: number): string[] {
@@ -161,6 +193,77 @@ export class LedgerFeedsTable implements LedgerFeeds {
     return this.readHistory(origin, options, true, (state) => state.result !== null && state.result !== undefined && (!options.state || state.result.state === options.state));
   }
 
+  /**
+   * CONTRACT §2 v2 `GET /dispatches`: every origin's dispatches, newest first (the `recent` index; with
+   * `origin`, that origin's history instead). The cursor is the position of the last entry looked at:
+   * the next page starts below it, so nothing is listed twice or skipped. Filters are applied to the
+   * states read (strongly consistent), in at most MAX_ROUNDS rounds; a page may come back short with a
+   * cursor when they skip many.
+   */
+  async listDispatches(options: { limit: number; cursor?: string | undefined; filter?: DispatchFilter | undefined }): Promise<Page<DispatchState>> {
+    const filter = options.filter ?? {};
+    const keep = (state: DispatchState) => matchesFilter(state, filter);
+    if (filter.origin !== undefined) return this.readHistory(filter.origin, options, false, keep);
+    const isPosition = (value: unknown): value is { before: string } => isKey(value, 'before') && isRecentPosition(value.before);
+    let before = decodeCursor(options.cursor, isPosition)?.before;
+    const items: DispatchState[] = [];
+    let more = true;
+    for (let round = 0; round < MAX_ROUNDS && more && items.length < options.limit; round += 1) {
+      const wanted = options.limit - items.length;
+      const page = await this.recentPage(before, isFiltered(filter) ? Math.max(wanted, FILTERED_PAGE) : wanted);
+      const states = new Map((await this.getStates(page.entries.map((entry) => entry.dispatchId))).map((state) => [state.dispatchId, state]));
+      let looked = 0;
+      for (const entry of page.entries) {
+        if (items.length >= options.limit) break;
+        looked += 1;
+        before = entry.position;
+        // Missing: deleted (TTL) since the index was read.
+        const state = states.get(entry.dispatchId);
+        if (state && keep(state)) items.push(state);
+      }
+      more = looked < page.entries.length || !page.complete;
+    }
+    return { items, cursor: more && before !== undefined ? encodeCursor({ before }) : null };
+  }
+
+  /**
+   * The newest `size` entries below `before` across every shard of the `recent` index: each shard's
+   * newest `size`, merged. `complete`: nothing older is left in any shard.
+   */
+  private async recentPage(before: string | undefined, size: number): Promise<{ readonly entries: readonly RecentEntry[]; readonly complete: boolean }> {
+    const pages = await Promise.all(
+      RECENT_SHARD_KEYS.map((shard) =>
+        this.db.send(
+          new QueryCommand({
+            TableName: this.table,
+            IndexName: INDEX.recent,
+            KeyConditionExpression: before === undefined ? 'recentShard = :shard' : 'recentShard = :shard AND createdKey < :before',
+            ExpressionAttributeValues: { ':shard': shard, ...(before === undefined ? {} : { ':before': before }) },
+            ScanIndexForward: false,
+            Limit: size,
+          }),
+        ),
+      ),
+    );
+    const merged = pages
+      .flatMap((page) => (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), position: String(item.createdKey) })))
+      .sort((a, b) => (a.position < b.position ? 1 : a.position > b.position ? -1 : 0));
+    return { entries: merged.slice(0, size), complete: merged.length <= size && pages.every((page) => !page.LastEvaluatedKey) };
+  }
+
+  /**
+   * CONTRACT §2 v2 `GET /counts`: the sum of the counter items the publisher keeps (one strongly
+   * consistent BatchGetItem of COUNT_SHARDS keys, never a Scan). Approximate as the publisher is: a
+   * stream batch it counted but could not checkpoint (a crash between the two) is counted again.
+   */
+  async readCounts(): Promise<Counts> {
+    const totals: Record<string, number> = {};
+    for (const item of await this.batchGet(COUNT_KEYS)) {
+      for (const [name, value] of Object.entries(item)) if (isBucket(name) && typeof value === 'number') totals[name] = (totals[name] ?? 0) + value;
+    }
+    return countsOf(totals);
+  }
+
   /** An origin's history (newest first, or oldest first), filtered, in bounded rounds of key pages. */
   private async readHistory(origin: string, options: { limit: number; cursor?: string | undefined }, oldestFirst: boolean, keep: (state: DispatchState) => boolean): Promise<Page<DispatchState>> {
     // Only a key of this origin's partition of the index, as DynamoDB handed it out.
@@ -169,7 +272,7 @@ export class LedgerFeedsTable implements LedgerFeeds {
     let startKey = decodeCursor(options.cursor, isOriginKey);
     const items: DispatchState[] = [];
     // A status filter may skip many entries: read pages of keys until the page is full, within a bound.
-    for (let round = 0; round < 10; round += 1) {
+    for (let round = 0; round < MAX_ROUNDS; round += 1) {
       const page = await this.db.send(
         new QueryCommand({
           TableName: this.table,
@@ -189,31 +292,35 @@ export class LedgerFeedsTable implements LedgerFeeds {
     return { items, cursor: startKey ? encodeCursor(startKey) : null };
   }
 
-  /**
-   * States by id, in the order asked (strongly consistent batch read). Keys DynamoDB leaves unprocessed
-   * (throttling, 16 MB) are read again after 50, 100, 200, 400, 800 ms; still unprocessed after that,
-   * the request fails (a 5xx the caller retries) rather than answer a page with entries missing.
-   */
+  /** States by id, in the order asked (strongly consistent batch read). */
   private async getStates(dispatchIds: readonly string[]): Promise<DispatchState[]> {
-    if (dispatchIds.length === 0) return [];
     const found = new Map<string, DispatchState>();
-    let keys: Array<Record<string, string>> = dispatchIds.map((id) => KEY.state(id));
-    for (let round = 0; keys.length > 0; round += 1) {
-      if (round === 6) throw new Error(`${keys.length} of ${dispatchIds.length} states stayed unprocessed after ${round} BatchGetItem rounds`);
-      if (round > 0) await (this.options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))))(25 * 2 ** round);
-      const result = await this.db.send(
-        new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }),
-      );
-      for (const item of result.Responses?.[this.table] ?? []) {
-        const state = stateOf(item);
-        found.set(state.dispatchId, state);
-      }
-      keys = (result.UnprocessedKeys?.[this.table]?.Keys ?? []) as Array<Record<string, string>>;
+    for (const item of await this.batchGet(dispatchIds.map((id) => KEY.state(id)))) {
+      const state = stateOf(item);
+      found.set(state.dispatchId, state);
     }
     // Only a state deleted (TTL) between the index read and this one is missing here.
     return dispatchIds.flatMap((id) => {
       const state = found.get(id);
       return state ? [state] : [];
     });
+  }
+
+  /**
+   * The items of up to 100 keys, in no order (strongly consistent batch read). Keys DynamoDB leaves
+   * unprocessed (throttling, 16 MB) are read again after 50, 100, 200, 400, 800 ms; still unprocessed
+   * after that, the request fails (a 5xx the caller retries) rather than answer with entries missing.
+   */
+  private async batchGet(wanted: ReadonlyArray<{ readonly pk: string; readonly sk: string }>): Promise<Item[]> {
+    const items: Item[] = [];
+    let keys: Array<Record<string, string>> = wanted.map((key) => ({ ...key }));
+    for (let round = 0; keys.length > 0; round += 1) {
+      if (round === 6) throw new Error(`${keys.length} of ${wanted.length} items stayed unprocessed after ${round} BatchGetItem rounds`);
+      if (round > 0) await (this.options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))))(25 * 2 ** round);
+      const result = await this.db.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }));
+      items.push(...(result.Responses?.[this.table] ?? []));
+      keys = (result.UnprocessedKeys?.[this.table]?.Keys ?? []) as Array<Record<string, string>>;
+    }
+    return items;
   }
 }

@@ -17,7 +17,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *
  * | item               | pk                | sk          | indexes                                              |
  * | ------------------ | ----------------- | ----------- | ---------------------------------------------------- |
- * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin (always)      |
+ * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin, recent (always) |
  * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
  * | evidence mark      | D#{dispatchId}    | MARK#{attempt}#{ref} | —  (an owner's verdict on one file; latest wins) |
  * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256) |
@@ -33,12 +33,18 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
  * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin: one of a target's concurrency counters) |
  * | limited targets    | LIMITED           | TARGETS     | —  (the names of targets that have or had a limit: the monitor admits for them) |
+ * | dispatch counts    | COUNTS#{n}        | COUNTS      | —  (one of COUNT_SHARDS counters the publisher ADDs each batch's deltas to; summed by `GET /counts`) |
  *
  * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys so no partition is hot; sorted by due
  *   time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the size
  *   of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
  * - `byOrigin`: KEYS_ONLY, written once when the state is created (its keys never change, so later
  *   state writes cost no index write); history is newest-first by `createdAt#dispatchId`.
+ * - `recent`: every origin's dispatches (the operator's `GET /dispatches`), KEYS_ONLY, under
+ *   `R#{nn}` (RECENT_SHARDS keys by dispatch id: no partition takes more than 1/16 of the intake),
+ *   sorted by the same `createdKey` as `byOrigin`. Written once, at creation, like `byOrigin` (one
+ *   more write unit per dispatch, none after). A page queries every shard below the cursor's position
+ *   and merges them, newest first.
  * - `inbox`: sparse, KEYS_ONLY: a state whose result is pending or claimed, under
  *   `inbox#{origin}#{i|a}#{shard}` (inject or after_turn) by when it became ready. A claim reads the origin's shards oldest first and
  *   takes results by conditional state writes; the entry is written once when the result is made and
@@ -55,7 +61,11 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  */
 
 export const DUE_SHARDS = 16;
-export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox', waiting: 'waiting' } as const;
+export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox', waiting: 'waiting', recent: 'recent' } as const;
+/** Partitions of the `recent` index (every origin's dispatches, by dispatch id). */
+export const RECENT_SHARDS = 16;
+/** Counter items of `GET /counts` (CONTRACT §2 v2): each publisher batch adds to one, `GET /counts` sums all. */
+export const COUNT_SHARDS = 8;
 /** Partitions of one target's wait index (by dispatch id): a backlog's writes spread over them. */
 export const WAIT_SHARDS = 4;
 export const TTL_ATTRIBUTE = 'expiresAt';
@@ -65,6 +75,9 @@ const REJECTION_PK = 'REJ#';
 export const OPERATOR_RECEIPT_PREFIX = 'OR#';
 const MANUAL_ATTESTATION_PREFIX = 'MA#';
 const PAST_ATTEMPT_PREFIX = 'ATT#';
+const COUNTS_PK = 'COUNTS#';
+/** The counter items' partition keys as an IAM `dynamodb:LeadingKeys` pattern: the publisher may update those alone. */
+export const COUNTS_KEY_PATTERN = `${COUNTS_PK}*`;
 const pad = (n: number, width: number): string => String(n).padStart(width, '0');
 
 export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
@@ -87,6 +100,7 @@ export const KEY = {
   principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
   slotShard: (target: string, shard: number) => ({ pk: `SLOT#${target}#${pad(shard, 2)}`, sk: 'SLOTS' }),
   limitedTargets: () => ({ pk: 'LIMITED', sk: 'TARGETS' }),
+  counts: (shard: number) => ({ pk: `${COUNTS_PK}${shard}`, sk: 'COUNTS' }),
 } as const;
 
 /** The item-collection queries: a dispatch's partition and the sort-key prefix of one kind of item. */
@@ -146,6 +160,27 @@ export function dueShardOf(dispatchId: string): string {
   return DUE_SHARD_KEYS[shard] as string;
 }
 
+/** The partitions of the `recent` index, and the one a dispatch is listed under. */
+export const RECENT_SHARD_KEYS: readonly string[] = Array.from({ length: RECENT_SHARDS }, (_, shard) => `R#${pad(shard, 2)}`);
+export function recentShardOf(dispatchId: string): string {
+  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(3) % RECENT_SHARDS;
+  return RECENT_SHARD_KEYS[shard] as string;
+}
+/**
+ * A position in the `recent` index as `stateItem` writes it (`createdKey`: an ISO creation time and
+ * the hash of the id): what a `GET /dispatches` cursor may name, and nothing else.
+ */
+export const isRecentPosition = (value: string): boolean => {
+  const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d))#[A-Za-z0-9_-]{10}$/.exec(value);
+  return match !== null && !Number.isNaN(Date.parse(match[1] as string));
+};
+/** The counter item a stream batch adds to: chosen by the batch (its first sequence number), so batches spread over them. */
+export function countShardOf(seed: string): number {
+  return createHash('sha256').update(seed).digest().readUInt8(0) % COUNT_SHARDS;
+}
+/** The counter items' attribute names are the buckets of `shared/dispatch/counts.ts`, as they are. */
+export const COUNT_KEYS: ReadonlyArray<{ readonly pk: string; readonly sk: string }> = Array.from({ length: COUNT_SHARDS }, (_, shard) => KEY.counts(shard));
+
 /** The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike. */
 export const LEDGER_TABLE_DEFINITION: {
   readonly attributeDefinitions: AttributeDefinition[];
@@ -153,7 +188,7 @@ export const LEDGER_TABLE_DEFINITION: {
   readonly globalSecondaryIndexes: GlobalSecondaryIndex[];
   readonly ttlAttribute: string;
 } = {
-  attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt', 'inboxKey', 'inboxAt', 'waitKey', 'waitAt'].map((name) => ({
+  attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt', 'inboxKey', 'inboxAt', 'waitKey', 'waitAt', 'recentShard'].map((name) => ({
     AttributeName: name,
     AttributeType: 'S',
   })),
@@ -171,6 +206,7 @@ export const LEDGER_TABLE_DEFINITION: {
       Projection: { ProjectionType: 'KEYS_ONLY' },
     },
     { IndexName: INDEX.waiting, KeySchema: [{ AttributeName: 'waitKey', KeyType: 'HASH' }, { AttributeName: 'waitAt', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
+    { IndexName: INDEX.recent, KeySchema: [{ AttributeName: 'recentShard', KeyType: 'HASH' }, { AttributeName: 'createdKey', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
   ],
   ttlAttribute: TTL_ATTRIBUTE,
 };
@@ -245,6 +281,8 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
     ...(withoutNulls(compact) as Item),
     originKey: originKeyOf(origin),
     createdKey: `${state.createdAt}#${idHash(dispatchId)}`,
+    // Like originKey and createdKey, the same in every version: only the first write adds an index entry.
+    recentShard: recentShardOf(dispatchId),
   };
   if (dueAt) {
     item.dueShard = dueShardOf(dispatchId);
@@ -346,7 +384,7 @@ function legacyBlockedCode(reason: string | null | undefined): BlockedCode | nul
 }
 
 export function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, dueShard: _shard, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
+  const { pk, sk: _sk, dueShard: _shard, recentShard: _recent, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
   const stored = rest as Partial<DispatchState>;
   const dispatchId = dispatchIdOfKey(String(pk));
   const attempt = stored.attempt as number;

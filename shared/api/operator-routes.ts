@@ -1,7 +1,52 @@
-import type { Route } from './routes.js';
+import * as z from 'zod/mini';
+import '../zod-english.js';
+import { EXECUTION_BUCKETS, PHASES } from '../dispatch/counts.js';
+import { ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
+import { historyEntry } from '../dispatch/view.js';
+import { requireOperator } from './caller.js';
+import { ApiError, json, type ApiRequest } from './http.js';
+import { limitOf, type Route } from './routes.js';
 
 /**
  * The operator's lists (CONTRACT §2 v2): `GET /dispatches` (every origin's dispatches, newest first)
  * and `GET /counts` (counts by phase, execution status and evidence outcome).
  */
-export const OPERATOR_LIST_ROUTES: readonly Route[] = [];
+
+/** The filters of `GET /dispatches`, each exact; `status` also takes `none` (never submitted), as `GET /counts` names it. */
+const ListQuery = z.object({
+  status: z.optional(z.enum(EXECUTION_BUCKETS as [string, ...string[]])),
+  phase: z.optional(z.enum(PHASES as [string, ...string[]])),
+  target: z.optional(z.string().check(z.regex(TARGET_NAME))),
+  origin: z.optional(z.string().check(z.regex(ORIGIN))),
+});
+
+function filterOf(request: ApiRequest) {
+  const { status, phase, target, origin } = request.query;
+  const parsed = ListQuery.safeParse({ status, phase, target, origin });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  throw new ApiError('malformed', `${String(issue?.path[0])}: ${issue?.message ?? 'not valid'}`);
+}
+
+export const OPERATOR_LIST_ROUTES: readonly Route[] = [
+  {
+    method: 'GET',
+    pattern: ['dispatches'],
+    handle: async (deps, request, _params, caller) => {
+      requireOperator(caller);
+      const filter = filterOf(request);
+      const page = await deps.feeds.listDispatches({ limit: limitOf(request), cursor: request.query.cursor, filter });
+      return json(200, { items: page.items.map((state) => ({ ...historyEntry(state), origin: state.origin })), cursor: page.cursor });
+    },
+  },
+  {
+    method: 'GET',
+    pattern: ['counts'],
+    handle: async (deps, _request, _params, caller) => {
+      requireOperator(caller);
+      // Kept by the publisher from the table's stream: a moment behind the states, like the events.
+      const counts = await deps.feeds.readCounts();
+      return json(200, { ...counts, asOf: deps.now().toISOString() });
+    },
+  },
+];

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { countDelta, sumDeltas, type CountDelta } from '../dispatch/counts.js';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { ChangeKind, DispatchState } from '../dispatch/state.js';
 import type { AcceptedMessage, EvidenceCheck, Rejection } from '../ledger/port.js';
@@ -303,6 +304,10 @@ export class PublishIncompleteError extends Error {
 export interface PublishReport {
   /** The events put on the bus, in order (for metrics and logs). */
   readonly published: readonly LedgerEvent[];
+  /** How many records, from the first, the batch checkpoints: all of them, or those before the failed one. */
+  readonly checkpointed: number;
+  /** The count deltas of those records, summed (applied by `deps.count` when given). */
+  readonly counted: CountDelta;
   /** Sequence numbers of the first record whose events are not all on the bus, and of every later one. */
   readonly batchItemFailures: ReadonlyArray<{ readonly itemIdentifier: string }>;
   /** Why the batch stopped, when it did. */
@@ -310,15 +315,41 @@ export interface PublishReport {
 }
 
 /**
+ * How a stream record moves `GET /counts`: a dispatch state's buckets from its old image to its new one
+ * (an INSERT from none, a REMOVE — TTL expiry included — to none); any other item, none. An image that
+ * fails decoding counts as no state, both when it is written and when it is replaced, so the sum stays
+ * the count of the states that decode.
+ */
+export function countDeltaOf(change: StreamChange): CountDelta {
+  const stateIn = (item: StreamItem) => (item.kind === 'state' ? item.state : undefined);
+  return countDelta(stateIn(change.oldItem), change.eventName === 'REMOVE' ? undefined : stateIn(change.newItem));
+}
+
+/** Adds a batch's summed count deltas to the counters; `seed` (the batch's first sequence number) spreads batches over them. */
+export type CountChanges = (delta: CountDelta, seed: string) => Promise<void>;
+
+/**
  * Publishes the events of a stream batch, records in order. On the first record that cannot be
  * described or published, it and every later record are reported as failed, so the stream retries from
  * there: at least once, never skipped. Events of records before it are on the bus.
  *
+ * Then, with `deps.count`, the count deltas of the records the batch checkpoints (those before the
+ * failed one: the stream retries the rest) go to the counters in one write, before the batch is
+ * answered. Approximate in one way only: a crash after that write and before Lambda checkpoints the
+ * batch delivers it again, and it is counted twice (its events are published twice the same way —
+ * at least once). A counter write that fails throws: the whole batch is retried, nothing counted.
+ *
  * @example
- * const report = await publishStreamBatch(changes, { publish: (events) => publish(events, bus) });
+ * const report = await publishStreamBatch(changes, { publish: (events) => publish(events, bus), count });
  * return { batchItemFailures: [...report.batchItemFailures] };
  */
-export async function publishStreamBatch(changes: readonly StreamChange[], deps: { readonly publish: PublishEvents }): Promise<PublishReport> {
+export async function publishStreamBatch(changes: readonly StreamChange[], deps: { readonly publish: PublishEvents; readonly count?: CountChanges }): Promise<PublishReport> {
+  const report = await publishEvents(changes, deps.publish);
+  if (deps.count && Object.keys(report.counted).length > 0) await deps.count(report.counted, changes[0]?.sequenceNumber ?? '');
+  return report;
+}
+
+async function publishEvents(changes: readonly StreamChange[], publishAll: PublishEvents): Promise<PublishReport> {
   const events: LedgerEvent[] = [];
   /** For each event, the index of the record it came from. */
   const recordOf: number[] = [];
@@ -338,7 +369,7 @@ export async function publishStreamBatch(changes: readonly StreamChange[], deps:
   let publishedCount = events.length;
   if (events.length > 0) {
     try {
-      await deps.publish(events);
+      await publishAll(events);
     } catch (error) {
       // Without a trustworthy index, nothing of this call is known to be on the bus.
       const known = error instanceof PublishIncompleteError ? error.firstUnpublishedIndex : 0;
@@ -349,12 +380,15 @@ export async function publishStreamBatch(changes: readonly StreamChange[], deps:
     }
   }
 
-  if (!stoppedAt) return { published: events, batchItemFailures: [] };
+  const counted = (checkpointed: number) => sumDeltas(changes.slice(0, checkpointed).map(countDeltaOf));
+  if (!stoppedAt) return { published: events, checkpointed: changes.length, counted: counted(changes.length), batchItemFailures: [] };
   const failedFrom = stoppedAt.index;
   // Only events of records before the failed one count as published: later ones are retried.
   const published = events.filter((_, eventIndex) => eventIndex < publishedCount && (recordOf[eventIndex] ?? 0) < failedFrom);
   return {
     published,
+    checkpointed: failedFrom,
+    counted: counted(failedFrom),
     batchItemFailures: changes.slice(failedFrom).map((change) => ({ itemIdentifier: change.sequenceNumber })),
     failure: { sequenceNumber: changes[failedFrom]?.sequenceNumber ?? '', error: stoppedAt.error },
   };

@@ -6,6 +6,8 @@ import type { TargetPort, TargetRegistration } from '../targets/port.js';
 import type { RetryPolicy } from '../dispatch/retry.js';
 import type { FieldError, UnreadableReason } from '../dispatch/message.js';
 import type { SlotShard, WaitingEntry } from '../dispatch/slots.js';
+import type { Counts } from '../dispatch/counts.js';
+import type { DispatchFilter } from '../dispatch/dispatch-filter.js';
 
 /**
  * The accepted message: written once, first, as the idempotency anchor of a dispatchId (conditional on
@@ -309,6 +311,10 @@ export interface LedgerFeeds {
   listResults(origin: string, options: { readonly state: ResultRecord['state'] | undefined; readonly limit: number; readonly cursor?: string | undefined }): Promise<Page<DispatchState>>;
   /** Dispatches that need a person, across origins (eventually consistent index: a moment behind). */
   listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>>;
+  /** CONTRACT §2 v2 `GET /dispatches`: every origin's dispatches, newest first, filtered (eventually consistent index). */
+  listDispatches(options: { readonly limit: number; readonly cursor?: string | undefined; readonly filter?: DispatchFilter | undefined }): Promise<Page<DispatchState>>;
+  /** CONTRACT §2 v2 `GET /counts`: what the ledger holds now, by phase, execution status and evidence outcome (kept by the publisher). */
+  readCounts(): Promise<Counts>;
 }
 
 /** Large bodies and payloads: S3 in AWS (fauxqs locally). */

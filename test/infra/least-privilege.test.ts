@@ -76,6 +76,8 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(queried).toContain('/index/inbox');
     // A redispatch to a limited target and `GET /attention?kind=at_capacity` count who waits (CONTRACT §11).
     expect(queried).toContain('/index/waiting');
+    // The operator's list of every origin's dispatches (CONTRACT §2 v2 `GET /dispatches`).
+    expect(queried).toContain('/index/recent');
     expect(queried).not.toContain('/index/due');
   });
 
@@ -90,10 +92,25 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(queried).not.toContain('/index/byOrigin');
   });
 
-  it('publisher: read the table stream, put events on the ledger bus, park failed batches — no table data, no evidence', () => {
+  it('publisher: read the table stream, put events on the ledger bus, park failed batches, add to the counter items alone — no other table data, no evidence', () => {
     expect(actionsOf('publisher')).toEqual(
-      [...LOGS, 'dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams', 'events:PutEvents', 's3:ListBucket', 's3:PutObject'].sort(),
+      [...LOGS, 'dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams', 'dynamodb:UpdateItem', 'events:PutEvents', 's3:ListBucket', 's3:PutObject'].sort(),
     );
+    // `GET /counts` (CONTRACT §2 v2): UpdateItem on the table, only on items whose partition key is a counter's.
+    const resources = synth.template.toJSON().Resources as Record<string, Resource>;
+    const role = logicalId(synth.stack, synth.stack.ledger.functions.publisher.function.role as never);
+    const updates = Object.values(resources)
+      .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${role}"`))
+      .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Array<Statement & { Condition?: unknown }> }).Statement)
+      .filter((statement) => [statement.Action].flat().includes('dynamodb:UpdateItem'));
+    expect(updates).toEqual([
+      {
+        Effect: 'Allow',
+        Action: 'dynamodb:UpdateItem',
+        Resource: { 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.storage.table), 'Arn'] },
+        Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['COUNTS#*'] } },
+      },
+    ]);
     const failureBucket = logicalId(synth.stack, synth.stack.ledger.publisher.failureBucket);
     for (const resources of resourcesFor('publisher', 's3:')) expect(resources).toContain(failureBucket);
     expect(resourcesFor('publisher', 'events:')).toEqual([JSON.stringify({ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.publisher.bus), 'Arn'] })]);

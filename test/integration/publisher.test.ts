@@ -53,6 +53,8 @@ beforeAll(async () => {
   // The handler's environment, as the stack sets it; metrics go to console.log so the test can read them.
   Object.assign(process.env, localHandlerEnvironment(inject('engines')), {
     EVENT_BUS_NAME: busName,
+    // The counters of GET /counts, in the test's table.
+    LEDGER_TABLE_NAME: ledger.name,
     POWERTOOLS_DEV: 'true',
     POWERTOOLS_METRICS_DISABLED: 'false',
     POWERTOOLS_LOG_LEVEL: 'WARN',

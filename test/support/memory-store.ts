@@ -9,6 +9,8 @@ import type { Principal, PrincipalRegistry } from '../../shared/principals/princ
 import type { TargetRegistration } from '../../shared/targets/port.js';
 import { nextAdmission, slotShardCaps, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import { DEFAULT_PRIORITY } from '../../shared/dispatch/state.js';
+import { countDelta, countsOf, sumDeltas, type Counts } from '../../shared/dispatch/counts.js';
+import { matchesFilter, type DispatchFilter } from '../../shared/dispatch/dispatch-filter.js';
 
 type MutableShard = { -readonly [K in keyof SlotShard]: SlotShard[K] };
 
@@ -151,6 +153,15 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
     );
     const start = options.cursor ? Number(options.cursor) : 0;
     return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
+  }
+  async listDispatches(options: { limit: number; cursor?: string | undefined; filter?: DispatchFilter | undefined }): Promise<Page<DispatchState>> {
+    const all = [...this.states.values()].filter((state) => matchesFilter(state, options.filter ?? {})).sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+    const start = options.cursor ? Number(options.cursor) : 0;
+    return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
+  }
+  /** The counts of the states held now (what the table's counters add up to once the publisher has caught up). */
+  async readCounts(): Promise<Counts> {
+    return countsOf(sumDeltas([...this.states.values()].map((state) => countDelta(undefined, state))));
   }
   async deferDue(due: DueEntry, until: Date): Promise<void> {
     const state = this.states.get(due.dispatchId);

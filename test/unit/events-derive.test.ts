@@ -382,7 +382,7 @@ describe('publishStreamBatch', () => {
     const report = await publishStreamBatch([change({ eventName: 'REMOVE', newItem: { kind: 'other' } })], { publish });
 
     expect(publish).not.toHaveBeenCalled();
-    expect(report).toEqual({ published: [], batchItemFailures: [] });
+    expect(report).toEqual({ published: [], checkpointed: 1, counted: {}, batchItemFailures: [] });
   });
 });
 
