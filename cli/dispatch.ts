@@ -91,7 +91,8 @@ export function describeView(view: DispatchView): string {
     ['evidence', shown`${view.evidence.outcome}; expected ${view.evidence.expected.length}, found ${view.evidence.found.length}, missing ${view.evidence.missing.length}`],
     ['acceptance', shown`${view.artifactAcceptance.state}` + (view.artifactAcceptance.receiptId ? shown` (receipt ${view.artifactAcceptance.receiptId}, ${view.artifactAcceptance.basis ?? '—'})` : '')],
     ['delivery', shown`${view.ownerDelivery.state}` + (view.ownerDelivery.receiptId ? shown` (receipt ${view.ownerDelivery.receiptId}, ${view.ownerDelivery.basis ?? '—'})` : '')],
-    ['gate', view.gate.satisfied ? 'satisfied' : shown`not satisfied: ${view.gate.reasons.join('; ')}`],
+    // A satisfied gate may still say what it rests on (a manual dispatch's: a person's attestation).
+    ['gate', view.gate.satisfied ? 'satisfied' + (view.gate.reasons.length > 0 ? shown` — ${view.gate.reasons.join('; ')}` : '') : shown`not satisfied: ${view.gate.reasons.join('; ')}`],
     ['receipts', view.receipts.map((receipt) => shown`${receipt.event}@${receipt.at}`).join(', ')],
     [
       'operator',
@@ -99,6 +100,18 @@ export function describeView(view: DispatchView): string {
         .map((receipt) => shown`${receipt.receiptId}: ${receipt.kind} ${receipt.state} by ${receipt.verifiedBy}` + (receipt.recordedBy ? shown` (recorded by ${receipt.recordedBy})` : '') + shown`@${receipt.recordedAt}`)
         .join(', ') || '—',
     ],
+    // CONTRACT §13: a person's attestations, apart from the receipts above — never runtime proof
+    // (absent from the answer of an API older than manual mode).
+    ...((view.manualAttestations ?? []).length > 0
+      ? [
+          [
+            'manual',
+            (view.manualAttestations ?? [])
+              .map((attestation) => shown`${attestation.attestationId}: ${attestation.kind} by ${attestation.recordedBy} (${attestation.basis})@${attestation.recordedAt}` + (attestation.evidenceRef ? shown`, evidence ${attestation.evidenceRef}` : ''))
+              .join(', '),
+          ] as [string, string],
+        ]
+      : []),
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);

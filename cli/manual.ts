@@ -1,5 +1,62 @@
-/** Placeholder until its issue-17 work lands: a clear refusal, never a pretend answer. */
-export async function manual(_args: string[], print: (line: string) => void): Promise<number> {
-  print('ledger manual: not built yet');
-  return 2;
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { MANUAL_ATTESTATION_KINDS, type ManualAttestation, type ManualAttestationKind } from '../shared/dispatch/manual.js';
+import { printAnswer } from './answer.js';
+import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
+import { LocalPlatformError } from './local.js';
+import { shown } from './table.js';
+
+const USAGE =
+  `usage: ledger manual <dispatchId> --kind ${MANUAL_ATTESTATION_KINDS.join('|')} --note N ` +
+  '[--evidence-ref REF] [--attestation-id ID] [--origin O | --operator] [--json]';
+
+/** What each kind says, for the line printed after it is recorded. */
+const SAYS: Readonly<Record<ManualAttestationKind, string>> = {
+  manual_dispatch_written: 'a person says the work was handed on by hand',
+  manual_delivery_attested: 'a person says the result reached its owner (owner delivery confirmed on that basis)',
+  manual_result_attested: "a person says the work is done (the gate rests on their word: it is not runtime proof)",
+  manual_blocked: 'a person says the work cannot be done (the dispatch is blocked with their note)',
+};
+
+/**
+ * `ledger manual`: records a person's attestation about a dispatch to a manual target (CONTRACT §13)
+ * — `POST /dispatches/{id}/manual`. Without --attestation-id one is made up and printed: pass it again
+ * to retry safely (an identical retry answers with the stored attestation).
+ */
+export async function manual(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      ...CONNECTION_OPTIONS,
+      kind: { type: 'string' },
+      note: { type: 'string' },
+      'evidence-ref': { type: 'string' },
+      'attestation-id': { type: 'string' },
+      origin: { type: 'string' },
+      operator: { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const dispatchId = positionals[0];
+  const kind = MANUAL_ATTESTATION_KINDS.find((known) => known === values.kind);
+  if (!dispatchId || !kind || values.note === undefined || (values.operator && values.origin !== undefined)) throw new LocalPlatformError(USAGE);
+  const body = {
+    attestationId: values['attestation-id'] ?? `ma-${randomUUID()}`,
+    kind,
+    note: values.note,
+    ...(values['evidence-ref'] !== undefined ? { evidenceRef: values['evidence-ref'] } : {}),
+  };
+  const ledger = await connectTo(values);
+  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/manual`, body, values.operator ? { operator: true } : { origin: originOf(values.origin) });
+  // 201 recorded, 200 an identical retry (the stored attestation).
+  return printAnswer(answer, values.json, print, (answered, status) => {
+    const stored = answered as ManualAttestation;
+    return (
+      `${status === 201 ? 'recorded' : 'already recorded (identical)'}: ` +
+      shown`attestation ${stored.attestationId} — ${stored.kind} for dispatch ${stored.dispatchId} (attempt ${String(stored.attempt)}), recorded by ${stored.recordedBy}, ${stored.basis}, ${stored.recordedAt}` +
+      (stored.evidenceRef ? shown`; evidence ${stored.evidenceRef}` : '') +
+      `\n${SAYS[stored.kind] ?? shown`${stored.kind}`}`
+    );
+  });
 }

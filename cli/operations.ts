@@ -143,6 +143,7 @@ export async function registry(args: string[], print: Print): Promise<number> {
   const [kind, command, ...rest] = args;
   const usage =
     'usage: ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK_NAME/targets/NAME] [--max-concurrent-runs N]\n' +
+    '       ledger registry target put --table T --name N --kind manual   (work a person does: never submitted; attested with ledger manual)\n' +
     '       (the functions read only target secrets under their own stack\'s prefix dispatch-ledger/STACK_NAME/targets/;\n' +
     '        the base URL must be https, and not a loopback, link-local or metadata address;\n' +
     '        --max-concurrent-runs: at most N (1 to 10,000) of its runs at once, the rest wait; without it, unlimited)\n' +
@@ -163,12 +164,19 @@ export async function registry(args: string[], print: Print): Promise<number> {
       'max-delivery-attempts': { type: 'string' },
       'result-ttl-hours': { type: 'string' },
       'max-concurrent-runs': { type: 'string' },
+      kind: { type: 'string', default: 'http' },
     },
   });
   if (!values.table) throw new UsageError(`--table is required (the stack output LedgerTableName)\n${usage}`);
   if (values['max-concurrent-runs'] !== undefined && kind !== 'target') throw new UsageError(`--max-concurrent-runs is a target's setting\n${usage}`);
   const maxConcurrentRuns = maxConcurrentRunsOf(values['max-concurrent-runs']);
-  if (kind === 'target') {
+  // CONTRACT §13: a manual target has nothing to call — no base URL, no secret — and so nothing to limit.
+  const manual = kind === 'target' && values.kind === 'manual';
+  if (kind === 'target' && values.kind !== 'http' && !manual) throw new UsageError(shown`--kind must be http or manual, not ${values.kind}\n${usage}`);
+  if (manual && (values['base-url'] !== undefined || values['secret-id'] !== undefined || maxConcurrentRuns !== undefined)) {
+    throw new UsageError('a manual target takes no --base-url, --secret-id or --max-concurrent-runs: nothing is ever submitted to it');
+  }
+  if (kind === 'target' && !manual) {
     // The functions in AWS would refuse it at every call (CONTRACT §8 v2): refuse it here, before writing.
     const problem = values['base-url'] === undefined ? 'is required' : baseUrlProblem(values['base-url'], 'public-only');
     if (problem) throw new UsageError(shown`--base-url ${problem}`);
@@ -179,6 +187,11 @@ export async function registry(args: string[], print: Print): Promise<number> {
     if (kind === 'target') {
       const { name, 'base-url': baseUrl, 'secret-id': secretRef } = values;
       if (!name || !TARGET_NAME.test(name)) throw new UsageError(`--name must match ${TARGET_NAME}`);
+      if (manual) {
+        await table.putTarget({ name, kind: 'manual' });
+        print(shown`target ${name}: manual — dispatches to it are recorded and wait for a person (ledger manual <dispatchId> --kind … --note …)`);
+        return 0;
+      }
       if (!baseUrl) throw new UsageError('--base-url is required');
       // The limit is written with its slot counters' caps (what the slot write is conditioned on); a
       // target put again without it is unlimited again.
