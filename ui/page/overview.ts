@@ -1,4 +1,5 @@
 import type { attentionEntry } from '../../shared/dispatch/attention.js';
+import type { historyEntry } from '../../shared/dispatch/view.js';
 import type { TargetAtCapacity } from '../../shared/usecases/flow.js';
 import { load, type PageConfig } from './api.js';
 import { badge, cell, dispatchLink, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
@@ -8,18 +9,8 @@ import { ATTENTION_ORDER, checkCommand, monitorWords } from './words.js';
 type AttentionLine = ReturnType<typeof attentionEntry> & { readonly missing?: readonly string[] };
 type AttentionItem = AttentionLine | TargetAtCapacity;
 
-/** `GET /dispatches` (operator, CONTRACT §2 v2): every origin's dispatches, newest first. */
-export interface ListItem {
-  readonly dispatchId: string;
-  readonly origin: string;
-  readonly target: string;
-  readonly createdAt: string;
-  readonly phase: string;
-  readonly status: string | null;
-  readonly runId: string | null;
-  readonly attempt: number;
-  readonly blockedReason: string | null;
-}
+/** `GET /dispatches` (operator, CONTRACT §2 v2): every origin's dispatches, newest first — an origin history's entry and its origin. */
+type ListItem = ReturnType<typeof historyEntry> & { readonly origin: string };
 
 /** `GET /counts`: counts by phase, execution status and evidence outcome. */
 interface Counts {
@@ -82,13 +73,20 @@ function renderAttention(items: readonly AttentionItem[], config: PageConfig): C
 }
 
 function countTable(caption: string, counts: Readonly<Record<string, number>>): HTMLTableElement {
-  const rows = Object.entries(counts).sort(([, a], [, b]) => b - a);
+  // The buckets that hold something, largest first; the empty ones on one line, so the list stays in view.
+  const rows = Object.entries(counts).filter(([, count]) => count > 0).sort(([, a], [, b]) => b - a);
+  const empty = Object.entries(counts).filter(([, count]) => count === 0).map(([name]) => name);
   return el(
     'table',
     { className: 'counts' },
     el('caption', {}, caption),
     el('thead', {}, el('tr', {}, el('th', { attrs: { scope: 'col' } }, 'state'), el('th', { attrs: { scope: 'col' }, className: 'number' }, 'count'))),
-    el('tbody', {}, ...(rows.length === 0 ? [el('tr', {}, el('td', { attrs: { colspan: '2' } }, 'none'))] : rows.map(([name, count]) => el('tr', {}, el('th', { attrs: { scope: 'row' } }, badge(name)), el('td', { className: 'number' }, count))))),
+    el(
+      'tbody',
+      {},
+      ...rows.map(([name, count]) => el('tr', {}, el('th', { attrs: { scope: 'row' } }, badge(name)), el('td', { className: 'number' }, count))),
+      empty.length > 0 ? el('tr', {}, el('td', { className: 'note', attrs: { colspan: '2' } }, `0: ${empty.join(', ')}`)) : null,
+    ),
   );
 }
 
