@@ -86,7 +86,7 @@ describe('npx ledger local up / down', () => {
       () => 'approved',
       (error: { stdout: string }) => error.stdout,
     );
-    expect(wrongApproval).toMatch(/^409: /);
+    expect(wrongApproval).toMatch(/^409 \w+: /);
     await ledger('send', '--dispatch-id', 'd-cli-2', '--behavior', 'reject');
     await eventually('d-cli-2 blocked in ledger check', () => ledger('check', 'd-cli-2', '--json'), {
       ...CLI_POLL,
@@ -110,7 +110,7 @@ describe('npx ledger local up / down', () => {
       () => 'acked',
       (error: { stdout: string; code: number }) => `${error.code} ${error.stdout}`,
     );
-    expect(refused).toMatch(/^1 409: /);
+    expect(refused).toMatch(/^1 409 \w+: /);
     expect((await ledger('inbox', 'ack', resultId, '--token', claimToken)).stdout).toContain(`acked: ${resultId} → delivered`);
     const confirmed = JSON.parse((await ledger('check', 'd-cli-1', '--json')).stdout) as { ownerDelivery: { state: string; basis: string } };
     expect(confirmed.ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
