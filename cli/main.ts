@@ -51,6 +51,7 @@ function printReady(state: LocalState, json: boolean, heading?: string): void {
     ['EventBridge (moto)', `${state.info.eventBridgeEndpoint}  bus ${state.info.eventBusName}`],
     ['event log', state.info.eventLog],
     ['demo agent', state.info.demoAgentUrl],
+    ...(state.statusPageUrl ? [['status page', state.statusPageUrl] as [string, string]] : []),
   ];
   for (const [name, value] of rows) say(`  ${name.padEnd(20)} ${value}`);
 }
