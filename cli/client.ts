@@ -86,21 +86,28 @@ const OPERATOR_ROUTES = /^\/((attention|rejections|counts|dispatches)|targets\/[
 /** The longest an API call may take: an inbox claim waits up to 20 s on the ledger's side. */
 const API_TIMEOUT_MS = 60_000;
 
-/** A URL the CLI sends to: http(s), no query or fragment (a path is appended), bounded. */
+/** Where plain http is fine: this machine (the local platform, a tunnel to it). */
+const LOOPBACK: ReadonlySet<string> = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+/**
+ * A URL the CLI sends to: https — a signed request over plain http could be read and replayed for
+ * 15 minutes — or http on this machine; no query or fragment (a path is appended); bounded.
+ */
 const httpUrl = z
   .url({ protocol: /^https?$/ })
   .max(2048)
   .refine((value) => {
-    // Checked after the URL check, and run even when it failed: a value that is no URL is no answer here.
+    // Run even when the URL check failed: a value that is no URL is no answer here.
     const url = URL.canParse(value) ? new URL(value) : undefined;
-    return url !== undefined && url.search === '' && url.hash === '';
+    return url !== undefined && url.search === '' && url.hash === '' && (url.protocol === 'https:' || LOOPBACK.has(url.hostname));
   });
+const URL_SHAPE = 'an https URL (http only on 127.0.0.1) without a query';
 
-/** CloudFormation's rule for stack names; a region as AWS spells one (us-east-1, us-gov-west-1, …). */
+/** How each connection flag must look, and how to say so: a stack name by CloudFormation's rule, a region as AWS spells one. */
 const CONNECTION = {
   stack: { schema: z.string().regex(/^[A-Za-z][-A-Za-z0-9]{0,127}$/), shape: 'a CloudFormation stack name (a letter, then letters, digits and hyphens; at most 128)' },
-  'api-url': { schema: httpUrl, shape: 'an http(s) URL without a query (the stack output ApiUrl)' },
-  'queue-url': { schema: httpUrl, shape: 'an http(s) URL without a query (the stack output DispatchQueueUrl)' },
+  'api-url': { schema: httpUrl, shape: `${URL_SHAPE} (the stack output ApiUrl)` },
+  'queue-url': { schema: httpUrl, shape: `${URL_SHAPE} (the stack output DispatchQueueUrl)` },
   region: { schema: z.string().regex(/^[a-z]{2,4}(-[a-z]+)+-\d{1,2}$/), shape: 'an AWS region such as us-east-1' },
 } as const satisfies Record<keyof ConnectionValues, { schema: z.ZodType<string>; shape: string }>;
 
@@ -126,7 +133,7 @@ function regionOf(flag: string | undefined, env: Environment): string {
     const region = checked('region', env[name] || undefined, name);
     if (region !== undefined) return region;
   }
-  throw new LedgerConnectionError("no region for the stack's API: pass --region R, or set AWS_REGION");
+  throw new LedgerConnectionError('no region to sign for (the stack\'s region): pass --region R, or set AWS_REGION');
 }
 
 /**
@@ -201,7 +208,7 @@ export async function readStack(name: string, region: string): Promise<DeployedS
       const key = STACK_OUTPUTS.find((known) => known === output.OutputKey);
       if (key === undefined || output.OutputValue === undefined) continue;
       if (URL_OUTPUTS.has(key) && !httpUrl.safeParse(output.OutputValue).success) {
-        throw new LedgerConnectionError(shown`stack "${name}": its output ${key} is not an http(s) URL: "${output.OutputValue.slice(0, 200)}"`);
+        throw new LedgerConnectionError(shown`stack "${name}": its output ${key} is not ${URL_SHAPE}: "${output.OutputValue.slice(0, 200)}"`);
       }
       outputs[key] = output.OutputValue;
     }

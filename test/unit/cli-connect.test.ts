@@ -2,6 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LedgerConnectionError, remoteClient, resolveConnection, stackOutput, type DeployedStack } from '../../cli/client.js';
+import { events } from '../../cli/events.js';
+import { dlq, UsageError } from '../../cli/operations.js';
 
 // Where a command's requests go (CONTRACT §13): the connection flags and the region's environment
 // variables, read before anything is sent; and what the remote client sends (signed, never as an origin).
@@ -41,7 +43,7 @@ describe('resolveConnection', () => {
   });
 
   it('refuses a remote connection with no region, saying how to give one', () => {
-    refused(() => resolveConnection({ stack: 'DispatchLedger' }, {}), /no region for the stack's API: pass --region R, or set AWS_REGION/);
+    refused(() => resolveConnection({ stack: 'DispatchLedger' }, {}), /no region to sign for \(the stack's region\): pass --region R, or set AWS_REGION/);
     refused(() => resolveConnection({ 'api-url': 'https://x.example.com' }, {}), /no region/);
   });
 
@@ -53,11 +55,12 @@ describe('resolveConnection', () => {
   });
 
   it.each([
-    ['another scheme', { 'api-url': 'ftp://x.example.com' }, /--api-url must be an http\(s\) URL without a query/],
-    ['a query', { 'api-url': 'https://x.example.com/?origin=planner' }, /--api-url must be an http\(s\) URL without a query/],
+    ['another scheme', { 'api-url': 'ftp://x.example.com' }, /--api-url must be an https URL \(http only on 127\.0\.0\.1\) without a query/],
+    ['plain http to another machine (a signed request could be replayed)', { 'api-url': 'http://ledger.example.com' }, /--api-url must be an https URL/],
+    ['a query', { 'api-url': 'https://x.example.com/?origin=planner' }, /--api-url must be an https URL/],
     ['no URL', { 'api-url': 'not a url' }, /--api-url must be/],
     ['a URL over 2,048 characters', { 'api-url': `https://x.example.com/${'a'.repeat(2100)}` }, /--api-url must be/],
-    ['a queue URL of another scheme', { 'api-url': 'https://x.example.com', 'queue-url': 'sqs://q' }, /--queue-url must be an http\(s\) URL/],
+    ['a queue URL of another scheme', { 'api-url': 'https://x.example.com', 'queue-url': 'sqs://q' }, /--queue-url must be an https URL/],
     ['a stack name starting with a digit', { stack: '1-starts-with-a-digit' }, /--stack must be a CloudFormation stack name/],
     ['a stack name with an underscore', { stack: 'under_score' }, /--stack must be a CloudFormation stack name/],
     ['a stack name over 128 characters', { stack: `a${'b'.repeat(128)}` }, /--stack must be a CloudFormation stack name/],
@@ -135,5 +138,26 @@ describe('remoteClient (against a fake of the API on 127.0.0.1)', () => {
     const unreachable = ledger.get('/dispatches/d-1');
     await expect(unreachable).rejects.toBeInstanceOf(LedgerConnectionError);
     await expect(unreachable).rejects.toThrow(`could not reach the ledger API at http://127.0.0.1:${port}: ECONNREFUSED`);
+  });
+});
+
+describe('the commands that do not go through the API', () => {
+  it("ledger events refuses --stack and --api-url, saying where a deployed stack's events are", async () => {
+    for (const args of [['--stack', 'prod', '--region', 'eu-west-1'], ['--api-url', 'https://x.lambda-url.eu-west-1.on.aws/', '--region', 'eu-west-1']]) {
+      const refusedEvents = events(args, () => undefined);
+      await expect(refusedEvents).rejects.toBeInstanceOf(LedgerConnectionError);
+      await expect(refusedEvents).rejects.toThrow(/reads the local platform's event log only; on a deployed stack the events are on its EventBridge bus \(the stack output EventBusName\)/);
+    }
+  });
+
+  it.each([
+    [['redrive', '--api-url', 'https://x.example.com'], /dlq redrive works on the queues, not the API/],
+    [['redrive', '--stack', 'prod', '--dlq-url', 'https://q.example.com/1/dlq'], /--stack gives the queues and the table/],
+    [['redrive', '--stack', 'prod', '--table', 'ledger'], /--stack gives the queues and the table/],
+    [['redrive', '--dlq-url', 'https://q.example.com/1/dlq'], /give both --dlq-url and --queue-url/],
+  ])('ledger dlq %j is refused before any call', async (args, problem) => {
+    const refusedDlq = dlq(args, () => undefined);
+    await expect(refusedDlq).rejects.toBeInstanceOf(UsageError);
+    await expect(refusedDlq).rejects.toThrow(problem);
   });
 });
