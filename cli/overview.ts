@@ -1,9 +1,93 @@
-/** Placeholder until its issue-17 work lands: a clear refusal, never a pretend answer. */
-export async function list(_args: string[], print: (line: string) => void): Promise<number> {
-  print('ledger list: not built yet');
-  return 2;
+import { parseArgs } from 'node:util';
+import type { Counts } from '../shared/dispatch/counts.js';
+import { printAnswer } from './answer.js';
+import { connect, CONNECTION_OPTIONS, type Connect } from './client.js';
+import { shown, table } from './table.js';
+
+/**
+ * The operator's overview (CONTRACT §2 v2): `ledger list`, every origin's dispatches newest first,
+ * and `ledger counts`, what the ledger holds by phase, execution status and evidence outcome. Both are
+ * operator routes: called as the operator, locally and on a stack alike.
+ */
+
+type Print = (line: string) => void;
+
+/** A dispatch as `GET /dispatches` lists it: the origin history's entry and its origin. */
+export interface ListedDispatch {
+  readonly dispatchId: string;
+  readonly origin: string;
+  readonly target: string;
+  readonly createdAt: string;
+  readonly phase: string;
+  readonly status: string | null;
+  readonly runId: string | null;
+  readonly attempt: number;
+  readonly blockedReason: string | null;
 }
-export async function counts(_args: string[], print: (line: string) => void): Promise<number> {
-  print('ledger counts: not built yet');
-  return 2;
+
+const FILTERS = ['status', 'target', 'origin', 'phase'] as const;
+
+/**
+ * `ledger list`'s page for people: the table `ledger status` prints with an origin column, then the
+ * command for the next page (the same filters, the cursor) when there is one. Every cell escaped.
+ */
+export function describeList(page: { readonly items: readonly ListedDispatch[]; readonly cursor: string | null }, next: readonly string[]): string {
+  const lines = [
+    page.items.length === 0
+      ? 'no dispatches'
+      : table(
+          ['created', 'dispatch', 'origin', 'target', 'phase', 'status', 'run / reason'],
+          page.items.map((item) => [item.createdAt, item.dispatchId, item.origin, item.target, item.phase, item.status ?? '—', item.blockedReason ?? item.runId ?? '—']),
+        ),
+  ];
+  if (page.cursor) lines.push('', shown`more: npx ledger list ${[...next, '--cursor', page.cursor].join(' ')}`);
+  return lines.join('\n');
+}
+
+/** `ledger list [--status S] [--target T] [--origin O] [--phase P] [--limit N] [--cursor C] [--json]` (operator). */
+export async function list(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      ...CONNECTION_OPTIONS,
+      status: { type: 'string' },
+      target: { type: 'string' },
+      origin: { type: 'string' },
+      phase: { type: 'string' },
+      limit: { type: 'string', default: '25' },
+      cursor: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const filters = FILTERS.flatMap((name): Array<[string, string]> => {
+    const value = values[name];
+    return value === undefined ? [] : [[name, value]];
+  });
+  const query = new URLSearchParams([...filters, ['limit', values.limit], ...(values.cursor ? [['cursor', values.cursor] as [string, string]] : [])]);
+  const ledger = await connectTo(values);
+  const answer = await ledger.get(`/dispatches?${query.toString()}`, { operator: true });
+  // The next page's command keeps what chose this one: the filters, the limit and the connection.
+  const connection = (Object.keys(CONNECTION_OPTIONS) as Array<keyof typeof CONNECTION_OPTIONS>).flatMap((name) => {
+    const value: unknown = values[name];
+    return typeof value === 'string' ? [`--${name}`, value] : [];
+  });
+  const next = [...filters.flatMap(([name, value]) => [`--${name}`, value]), '--limit', values.limit, ...connection];
+  return printAnswer(answer, values.json, print, (body) => describeList(body as { items: ListedDispatch[]; cursor: string | null }, next));
+}
+
+/** `ledger counts`'s lines for people: the total, then each group's states in the contract's order, zeros included. */
+export function describeCounts(counts: Counts & { readonly asOf?: string }): string {
+  const rows = (['phase', 'execution', 'evidence'] as const).flatMap((group) => Object.entries(counts[group]).map(([state, count], index) => [index === 0 ? group : '', state, String(count)]));
+  return [
+    shown`${counts.total} dispatch${counts.total === 1 ? '' : 'es'} held${counts.asOf ? ` as of ${counts.asOf}` : ''} (kept from the table's stream: a moment behind the dispatches)`,
+    table(['by', 'state', 'dispatches'], rows),
+  ].join('\n');
+}
+
+/** `ledger counts [--json]`: what the ledger holds now, by phase, execution status and evidence outcome (operator). */
+export async function counts(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
+  const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, json: { type: 'boolean', default: false } } });
+  const ledger = await connectTo(values);
+  const answer = await ledger.get('/counts', { operator: true });
+  return printAnswer(answer, values.json, print, (body) => describeCounts(body as Counts & { asOf: string }));
 }
