@@ -86,27 +86,34 @@ const OPERATOR_ROUTES = /^\/((attention|rejections|counts|dispatches)|targets\/[
 /** The longest an API call may take: an inbox claim waits up to 20 s on the ledger's side. */
 const API_TIMEOUT_MS = 60_000;
 
-/** Where plain http is fine: this machine (the local platform, a tunnel to it). */
-const LOOPBACK: ReadonlySet<string> = new Set(['127.0.0.1', 'localhost', '[::1]']);
+/** Where plain http is fine: this machine (the local platform, a tunnel to it); `*.localhost` is loopback too. */
+const isLoopback = (hostname: string): boolean => ['127.0.0.1', '[::1]', 'localhost'].includes(hostname) || hostname.endsWith('.localhost');
 
-/**
- * A URL the CLI sends to: https — a signed request over plain http could be read and replayed for
- * 15 minutes — or http on this machine; no query or fragment (a path is appended); bounded.
- */
+/** A URL a path is appended to, or that names a queue: http(s), no query or fragment, bounded. */
 const httpUrl = z
   .url({ protocol: /^https?$/ })
   .max(2048)
   .refine((value) => {
     // Run even when the URL check failed: a value that is no URL is no answer here.
     const url = URL.canParse(value) ? new URL(value) : undefined;
-    return url !== undefined && url.search === '' && url.hash === '' && (url.protocol === 'https:' || LOOPBACK.has(url.hostname));
+    return url !== undefined && url.search === '' && url.hash === '';
   });
-const URL_SHAPE = 'an https URL (http only on 127.0.0.1) without a query';
+/**
+ * Where signed requests go: https — a signed request read off plain http could be replayed for 15
+ * minutes — or http on this machine. (A queue URL only names the queue: the SQS client sends to its
+ * own endpoint.)
+ */
+const apiUrl = httpUrl.refine((value) => {
+  const url = URL.canParse(value) ? new URL(value) : undefined;
+  return url !== undefined && (url.protocol === 'https:' || isLoopback(url.hostname));
+});
+const URL_SHAPE = 'an http(s) URL without a query';
+const API_URL_SHAPE = 'an https URL (http only on 127.0.0.1) without a query';
 
 /** How each connection flag must look, and how to say so: a stack name by CloudFormation's rule, a region as AWS spells one. */
 const CONNECTION = {
   stack: { schema: z.string().regex(/^[A-Za-z][-A-Za-z0-9]{0,127}$/), shape: 'a CloudFormation stack name (a letter, then letters, digits and hyphens; at most 128)' },
-  'api-url': { schema: httpUrl, shape: `${URL_SHAPE} (the stack output ApiUrl)` },
+  'api-url': { schema: apiUrl, shape: `${API_URL_SHAPE} (the stack output ApiUrl)` },
   'queue-url': { schema: httpUrl, shape: `${URL_SHAPE} (the stack output DispatchQueueUrl)` },
   region: { schema: z.string().regex(/^[a-z]{2,4}(-[a-z]+)+-\d{1,2}$/), shape: 'an AWS region such as us-east-1' },
 } as const satisfies Record<keyof ConnectionValues, { schema: z.ZodType<string>; shape: string }>;
@@ -207,8 +214,9 @@ export async function readStack(name: string, region: string): Promise<DeployedS
     for (const output of stack.Outputs ?? []) {
       const key = STACK_OUTPUTS.find((known) => known === output.OutputKey);
       if (key === undefined || output.OutputValue === undefined) continue;
-      if (URL_OUTPUTS.has(key) && !httpUrl.safeParse(output.OutputValue).success) {
-        throw new LedgerConnectionError(shown`stack "${name}": its output ${key} is not ${URL_SHAPE}: "${output.OutputValue.slice(0, 200)}"`);
+      const [schema, shape] = key === 'ApiUrl' ? [apiUrl, API_URL_SHAPE] : [httpUrl, URL_SHAPE];
+      if (URL_OUTPUTS.has(key) && !schema.safeParse(output.OutputValue).success) {
+        throw new LedgerConnectionError(shown`stack "${name}": its output ${key} is not ${shape}: "${output.OutputValue.slice(0, 200)}"`);
       }
       outputs[key] = output.OutputValue;
     }

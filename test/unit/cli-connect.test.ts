@@ -27,6 +27,8 @@ describe('resolveConnection', () => {
       region: 'eu-west-1',
     });
     const queueUrl = 'https://sqs.eu-west-1.amazonaws.com/123456789012/dispatch';
+    // A queue URL only names the queue (the SQS client sends to its own endpoint): http is fine for it.
+    expect(resolveConnection({ 'api-url': 'http://api.localhost:4010', 'queue-url': 'http://sqs.us-east-1.example.com/1/q', region: 'us-east-1' }, {})).toMatchObject({ apiUrl: 'http://api.localhost:4010' });
     expect(resolveConnection({ 'api-url': 'http://127.0.0.1:4010', 'queue-url': queueUrl, region: 'us-east-1' }, {})).toEqual({
       kind: 'api',
       apiUrl: 'http://127.0.0.1:4010',
@@ -60,7 +62,7 @@ describe('resolveConnection', () => {
     ['a query', { 'api-url': 'https://x.example.com/?origin=planner' }, /--api-url must be an https URL/],
     ['no URL', { 'api-url': 'not a url' }, /--api-url must be/],
     ['a URL over 2,048 characters', { 'api-url': `https://x.example.com/${'a'.repeat(2100)}` }, /--api-url must be/],
-    ['a queue URL of another scheme', { 'api-url': 'https://x.example.com', 'queue-url': 'sqs://q' }, /--queue-url must be an https URL/],
+    ['a queue URL of another scheme', { 'api-url': 'https://x.example.com', 'queue-url': 'sqs://q' }, /--queue-url must be an http\(s\) URL without a query/],
     ['a stack name starting with a digit', { stack: '1-starts-with-a-digit' }, /--stack must be a CloudFormation stack name/],
     ['a stack name with an underscore', { stack: 'under_score' }, /--stack must be a CloudFormation stack name/],
     ['a stack name over 128 characters', { stack: `a${'b'.repeat(128)}` }, /--stack must be a CloudFormation stack name/],
