@@ -11,6 +11,7 @@ import { dlq, registry, stream, UsageError } from './operations.js';
 import { approve, redispatch, rejections } from './lifecycle.js';
 import { cancel, slots } from './flow.js';
 import { counts, list } from './overview.js';
+import { LedgerConnectionError } from './client.js';
 import { manual } from './manual.js';
 import { mcp } from './mcp.js';
 import { ui } from './ui.js';
@@ -174,7 +175,7 @@ async function main(argv: string[]): Promise<number> {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (error) {
-  if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError) {
+  if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError || error instanceof LedgerConnectionError) {
     warn(error.message);
   } else {
     warn(error instanceof Error ? `${error.name}: ${error.message}` : String(error));

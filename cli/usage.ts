@@ -29,7 +29,15 @@ export const USAGE = `usage:
   ledger inbox renew <resultId> --token T --lease-seconds S    extend the lease
   ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N]   results by state, oldest first
   ledger inbox body <resultId>                           the whole body of a result whose claim carried a preview
-  ledger dlq redrive [--dlq-url U --queue-url U [--table T [--registry FILE]]] [--limit N] [--json]
+  ledger list [--status S] [--target T] [--origin O] [--phase P] [--limit N] [--cursor C] [--json]
+                                                         every origin's dispatches, newest first (operator); --status is
+                                                         the execution status, none before submission
+  ledger counts [--json]                                 dispatches held by phase, execution status and evidence outcome
+                                                         (operator; kept from the table's stream, a moment behind)
+  ledger ui [--port N]                                   the status page on 127.0.0.1 (reads as the operator; Ctrl-C to stop)
+  ledger mcp [--origin O]                                an MCP server on stdio: the ledger's tools for agents
+                                                         (stdout is the MCP channel)
+  ledger dlq redrive [--stack NAME | --dlq-url U --queue-url U [--table T]] [--registry FILE] [--region R] [--limit N] [--json]
                                                          move DLQ messages back to the dispatch queue (idempotent);
                                                          --table: tell an operator's earlier redrive from a sender's claim
   ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
@@ -39,5 +47,11 @@ export const USAGE = `usage:
   ledger registry origin put --table T --origin O [--max-delivery-attempts N] [--result-ttl-hours H]
                                                          how the results inbox treats an origin (defaults 5, 48)
 (--origin defaults to $LEDGER_ORIGIN, else "planner")
+
+Every command that talks to the API or the queue (and ui, mcp) also takes
+  [--stack NAME | --api-url URL [--queue-url URL]] [--region R]
+  --stack: a deployed stack's CloudFormation outputs; --api-url: its ApiUrl (--queue-url: its DispatchQueueUrl, to send);
+  signed with SigV4 from the AWS default credential chain; region: --region, else AWS_REGION / AWS_DEFAULT_REGION.
+  Without either: the local platform. (ledger events is local only.)
 
 Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
