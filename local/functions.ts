@@ -1,5 +1,5 @@
 import type { DynamoDBRecord } from 'aws-lambda';
-import { isTtlRemoval } from '../shared/adapters/stream-records.js';
+import { isPublishedRecord, isTtlRemoval } from '../shared/adapters/stream-records.js';
 import type { HttpApiHandler } from './runtime/http-api.js';
 import type { ScheduledHandler } from './runtime/scheduler.js';
 import type { SqsHandler } from './runtime/sqs-event-source.js';
@@ -28,7 +28,8 @@ export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
   // Lambda's on-failure records of lambda targets, from the local Lambda (CONTRACT §12).
   { name: 'failures', module: fn('failures/handler.ts'), trigger: { kind: 'sqs', queue: 'lambdaFailures', batchSize: 10 } },
   { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule' } },
-  { name: 'publisher', module: fn('publisher/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100 } },
+  // Only the items it reads (a dispatch's, rejections), as the stack's filter passes.
+  { name: 'publisher', module: fn('publisher/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100, filter: isPublishedRecord } },
   // Only TTL removals, as the stack's filter passes. DynamoDB Local's sweeper deletes expired items too
   // (within seconds of expiry, by the real clock), so locally it runs as in AWS.
   { name: 'retention', module: fn('retention/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100, filter: isTtlRemoval } },

@@ -2,13 +2,14 @@ import { CfnResource, Duration, Lazy, RemovalPolicy } from 'aws-cdk-lib';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { EventBus } from 'aws-cdk-lib/aws-events';
 import { AnyPrincipal, Effect, PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { StartingPosition, type DlqDestinationConfig, type IEventSourceDlq, type IEventSourceMapping, type IFunction } from 'aws-cdk-lib/aws-lambda';
+import { FilterCriteria, FilterRule, StartingPosition, type DlqDestinationConfig, type IEventSourceDlq, type IEventSourceMapping, type IFunction } from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type { Bucket } from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import type { LedgerFunction } from './ledger-function.js';
 import { privateBucket } from './ledger-storage.js';
 import { EVENT_SOURCE } from '../../shared/events/names.js';
+import { PUBLISHED_KEY_PREFIXES } from '../../shared/adapters/stream-records.js';
 
 export interface EventPublisherProps {
   readonly publisher: LedgerFunction;
@@ -66,6 +67,8 @@ export class EventPublisher extends Construct {
         retryAttempts: 10,
         maxRecordAge: Duration.hours(6),
         onFailure: new PutOnlyS3Destination(this.failureBucket),
+        // Only the items it reads: its own counter writes (and slot, registry, settings items) never wake it.
+        filters: PUBLISHED_KEY_PREFIXES.map((prefix) => FilterCriteria.filter({ dynamodb: { Keys: { pk: { S: FilterRule.beginsWith(prefix) } } } })),
       }),
     );
     this.bus.grantPutEventsTo(props.publisher.function);

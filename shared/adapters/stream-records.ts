@@ -2,7 +2,7 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import type { StreamChange } from '../events/derive.js';
-import { decodeItem } from './ledger-items.js';
+import { decodeItem, KEY } from './ledger-items.js';
 
 type Image = NonNullable<DynamoDBRecord['dynamodb']>['NewImage'];
 // Lambda delivers images as AttributeValue JSON (binary as base64, which no ledger item holds).
@@ -21,6 +21,21 @@ export function isTtlRemoval(record: DynamoDBRecord): boolean {
   const identity: unknown = record.userIdentity;
   if (record.eventName !== 'REMOVE' || typeof identity !== 'object' || identity === null) return false;
   return 'type' in identity && identity.type === TTL_REMOVER.type && 'principalId' in identity && identity.principalId === TTL_REMOVER.principalId;
+}
+
+/**
+ * The partition-key prefixes of the items the publisher reads: a dispatch's items (its state, receipts
+ * and attestations: events and counts) and rejections (events). The publisher's event source passes
+ * only these (the stack's filter criteria are built from this list): the counter, slot, registry and
+ * settings items publish nothing, and without the filter each write to the counters — the publisher's
+ * own, once per batch — would wake the publisher again for nothing.
+ */
+export const PUBLISHED_KEY_PREFIXES: readonly string[] = [KEY.state('').pk, KEY.rejection('').pk];
+
+/** True for a record of an item the publisher reads (`PUBLISHED_KEY_PREFIXES`), as the filter decides it. */
+export function isPublishedRecord(record: DynamoDBRecord): boolean {
+  const pk = record.dynamodb?.Keys?.pk?.S;
+  return pk !== undefined && PUBLISHED_KEY_PREFIXES.some((prefix) => pk.startsWith(prefix));
 }
 
 /** A DynamoDB stream record as Lambda delivers it (and as its on-failure record keeps it), decoded. */

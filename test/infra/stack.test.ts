@@ -188,9 +188,11 @@ describe('DispatchLedger stack: functions, schedule, stream and API', () => {
     // A REMOVE DynamoDB's TTL made, never one a person or a function made with DeleteItem.
     const patterns = (mapping.FilterCriteria as { Filters: Array<{ Pattern: string }> }).Filters.map((filter) => JSON.parse(filter.Pattern) as unknown);
     expect(patterns).toEqual([{ eventName: ['REMOVE'], userIdentity: { type: ['Service'], principalId: ['dynamodb.amazonaws.com'] } }]);
-    // The publisher still sees every record.
+    // The publisher sees every record of a dispatch's items and of rejections (TTL removals included),
+    // and none of the counter, slot, registry and settings items: its own counter writes never wake it.
     const publisher = ofType('AWS::Lambda::EventSourceMapping').find(([, candidate]) => JSON.stringify(candidate.Properties?.FunctionName) === JSON.stringify({ Ref: logicalId(stack, stack.ledger.functions.publisher.function) }));
-    expect(publisher?.[1].Properties?.FilterCriteria).toBeUndefined();
+    const publisherPatterns = (publisher?.[1].Properties?.FilterCriteria as { Filters: Array<{ Pattern: string }> }).Filters.map((filter) => JSON.parse(filter.Pattern) as unknown);
+    expect(publisherPatterns).toEqual([{ dynamodb: { Keys: { pk: { S: [{ prefix: 'D#' }] } } } }, { dynamodb: { Keys: { pk: { S: [{ prefix: 'REJ#' }] } } } }]);
     const variables = (props(logicalId(stack, stack.ledger.functions.retention.function)).Environment as { Variables: Record<string, unknown> }).Variables;
     expect(variables.EVIDENCE_BUCKET).toEqual({ Ref: logicalId(stack, stack.ledger.storage.evidenceBucket) });
   });
