@@ -374,7 +374,6 @@ const STATE_FIELDS: Readonly<Record<string, Check>> = {
   supersededRuns: optional(isArray),
   result: optional(isObject),
   manual: optional(isObject),
-  'manual.since': optional(isString),
 };
 
 const BLOCKED_CODES: readonly BlockedCode[] = ['invalid_fields', 'unknown_target', 'unknown_parent', 'hop_budget_exceeded', 'target_rejected', 'retry_budget_spent'];
@@ -531,14 +530,15 @@ export function checkOf(item: Item): EvidenceCheck {
 
 /** Nulls were left out when it was written (withoutNulls): restored here; validated by the view's audit. */
 export function operatorReceiptOf(item: Item): OperatorReceipt {
-  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
-  return { ...rest, evidenceRef: rest.evidenceRef ?? null, note: rest.note ?? null } as unknown as OperatorReceipt;
+  return { ...writtenRecordOf(item), note: item.note ?? null } as unknown as OperatorReceipt;
 }
 
-/** Nulls were left out when it was written (withoutNulls): restored here; validated by the view's audit. */
-export function manualAttestationOf(item: Item): ManualAttestation {
+export const manualAttestationOf = (item: Item): ManualAttestation => writtenRecordOf(item) as unknown as ManualAttestation;
+
+/** A record people wrote (an operator receipt, a manual attestation) without its keys and TTL, its evidenceRef null when left out. */
+function writtenRecordOf(item: Item): Item {
   const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
-  return { ...rest, evidenceRef: rest.evidenceRef ?? null } as unknown as ManualAttestation;
+  return { ...rest, evidenceRef: rest.evidenceRef ?? null };
 }
 
 export function rejectionOf(item: Item): Rejection {

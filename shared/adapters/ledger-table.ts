@@ -123,13 +123,14 @@ const isTransactionConflict = (error: unknown): boolean => error instanceof Erro
  * back (ALL_OLD) to compare payload hashes.
  */
 export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, retentionSeconds: number): PutCommandInput {
+  return writtenOnce(tableName, KEY.operatorReceipt(receipt.dispatchId, receipt.receiptId), receipt, retentionSeconds);
+}
+
+/** A record people wrote (an operator receipt, a manual attestation) as its own item, once per key; the stored one back when it exists. */
+function writtenOnce(tableName: string, key: { readonly pk: string; readonly sk: string }, record: { readonly recordedAt: string }, retentionSeconds: number): PutCommandInput {
   return {
     TableName: tableName,
-    Item: {
-      ...KEY.operatorReceipt(receipt.dispatchId, receipt.receiptId),
-      ...(withoutNulls(receipt) as Item),
-      [TTL_ATTRIBUTE]: expiryOf(receipt.recordedAt, retentionSeconds),
-    },
+    Item: { ...key, ...(withoutNulls(record) as Item), [TTL_ATTRIBUTE]: expiryOf(record.recordedAt, retentionSeconds) },
     ConditionExpression: 'attribute_not_exists(pk)',
     ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
   };
@@ -142,16 +143,7 @@ export function operatorReceiptsQuery(tableName: string, dispatchId: string, sta
 
 /** A manual attestation (CONTRACT §13), written once per dispatch and attestationId; the existing one back when it was not. */
 export function manualAttestationPut(tableName: string, attestation: ManualAttestation, retentionSeconds: number): PutCommandInput {
-  return {
-    TableName: tableName,
-    Item: {
-      ...KEY.manualAttestation(attestation.dispatchId, attestation.attestationId),
-      ...(withoutNulls(attestation) as Item),
-      [TTL_ATTRIBUTE]: expiryOf(attestation.recordedAt, retentionSeconds),
-    },
-    ConditionExpression: 'attribute_not_exists(pk)',
-    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-  };
+  return writtenOnce(tableName, KEY.manualAttestation(attestation.dispatchId, attestation.attestationId), attestation, retentionSeconds);
 }
 
 /** One kind of item of a dispatch's partition, in sort-key order, strongly consistent. */
@@ -360,46 +352,42 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>> {
-    try {
-      await this.db.send(new PutCommand(operatorReceiptPut(this.table, receipt, this.options.retentionSeconds)));
-      return { kind: 'written' };
-    } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: operatorReceiptOf(unmarshallItem(error.Item)) };
-      throw error;
-    }
+    return this.putOnce(operatorReceiptPut(this.table, receipt, this.options.retentionSeconds), operatorReceiptOf);
   }
 
   async listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]> {
-    const receipts: OperatorReceipt[] = [];
-    let startKey: Record<string, unknown> | undefined;
-    // One page for any usual dispatch (receipts are small); more only past 1 MB of them.
-    do {
-      const page = await this.db.send(new QueryCommand(operatorReceiptsQuery(this.table, dispatchId, startKey)));
-      receipts.push(...(page.Items ?? []).map(operatorReceiptOf));
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
-    return receipts;
+    return this.listAll(operatorReceiptsQuery(this.table, dispatchId), operatorReceiptOf);
   }
 
   async putManualAttestation(attestation: ManualAttestation): Promise<PutOutcome<ManualAttestation>> {
+    return this.putOnce(manualAttestationPut(this.table, attestation, this.options.retentionSeconds), manualAttestationOf);
+  }
+
+  async listManualAttestations(dispatchId: string): Promise<ManualAttestation[]> {
+    return this.listAll(collectionQuery(this.table, COLLECTION.manualAttestations(dispatchId)), manualAttestationOf);
+  }
+
+  /** A write-once put (`writtenOnce`): written, or the stored record as it is. */
+  private async putOnce<T>(put: PutCommandInput, decode: (item: Item) => T): Promise<PutOutcome<T>> {
     try {
-      await this.db.send(new PutCommand(manualAttestationPut(this.table, attestation, this.options.retentionSeconds)));
+      await this.db.send(new PutCommand(put));
       return { kind: 'written' };
     } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: manualAttestationOf(unmarshallItem(error.Item)) };
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: decode(unmarshallItem(error.Item)) };
       throw error;
     }
   }
 
-  async listManualAttestations(dispatchId: string): Promise<ManualAttestation[]> {
-    const attestations: ManualAttestation[] = [];
+  /** Every page of a collection query, decoded: one page for any usual dispatch (these records are small), more only past 1 MB. */
+  private async listAll<T>(query: QueryCommandInput, decode: (item: Item) => T): Promise<T[]> {
+    const records: T[] = [];
     let startKey: Record<string, unknown> | undefined;
     do {
-      const page = await this.db.send(new QueryCommand(collectionQuery(this.table, COLLECTION.manualAttestations(dispatchId), startKey)));
-      attestations.push(...(page.Items ?? []).map(manualAttestationOf));
+      const page = await this.db.send(new QueryCommand({ ...query, ExclusiveStartKey: startKey }));
+      records.push(...(page.Items ?? []).map(decode));
       startKey = page.LastEvaluatedKey;
     } while (startKey);
-    return attestations;
+    return records;
   }
 
   async recordLateEvent(late: LateEvent): Promise<void> {

@@ -81,7 +81,7 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
     const limit = entry.maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns: entry.maxConcurrentRuns };
     if (entry.kind === 'manual') {
       // A person works it: nothing to call, so nothing to limit (a limit here is a mistake, not a no-op).
-      if (entry.baseUrl || entry.functionArn || entry.secretRef || entry.maxConcurrentRuns !== undefined) throw new RangeError(`LEDGER_REGISTRY: manual target ${entry.name} takes no baseUrl, functionArn, secretRef or maxConcurrentRuns`);
+      if (entry.baseUrl || entry.functionArn || entry.secretRef || entry.maxConcurrentRuns !== undefined) throw new RangeError(`LEDGER_REGISTRY: manual target ${entry.name} takes only a name`);
       targets.set(entry.name, { name: entry.name, kind: 'manual' });
       continue;
     }

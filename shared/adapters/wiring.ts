@@ -63,7 +63,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
     blobs: new S3Blobs(s3, config.bucketName),
     targetFor: (registration) => {
       // A person works a manual target (CONTRACT §13): submission never asks for its port; were it asked, nothing is reached.
-      if (registration.kind === 'manual') return refusedTarget('a manual target is worked by a person: the ledger never calls it');
+      if (registration.kind === 'manual') return refusedTarget('manual target');
       if (registration.kind === 'lambda') {
         const cacheKey = `lambda|${registration.name}|${registration.functionArn}|${registration.stateTable ?? ''}|${registration.timeoutSeconds}`;
         let target = targets.get(cacheKey);

@@ -30,16 +30,13 @@ export const MANUAL_ROUTES: readonly Route[] = [
         case 'identical':
           return json(200, outcome.attestation);
         case 'changed':
-          throw new ApiError('conflict', `attestation ${outcome.existing.attestationId} is already recorded with other content; the original stands`, {
-            attestationId: outcome.existing.attestationId,
-            recordedAt: outcome.existing.recordedAt,
-          });
+          throw new ApiError('conflict', `attestation ${outcome.existing.attestationId} is recorded with other content; the original stands`, { recordedAt: outcome.existing.recordedAt });
         case 'not_manual':
-          throw new ApiError('invalid', `target "${outcome.target}" is not a manual target: a person's attestation never stands for its runtime's receipts`);
+          throw new ApiError('invalid', `target "${outcome.target}" is not manual: an attestation never stands for a runtime's receipts`);
         case 'not_waiting':
-          throw new ApiError('conflict', outcome.why, { phase: outcome.state.phase });
+          throw new ApiError('conflict', outcome.why);
         case 'conflict':
-          throw new ApiError('conflict', 'the dispatch kept changing; retry (the same attestationId is safe)');
+          throw new ApiError('conflict', 'the dispatch changed meanwhile; retry');
       }
     },
   },

@@ -1,8 +1,7 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import { contentHash } from './canonical.js';
-import { DISPATCH_ID, ORIGIN } from './ids.js';
-import { RECEIPT_ID } from './receipts.js';
+import { RECORD_ID, RECORDED_BY, STORED_RECORD_FIELDS } from './receipts.js';
 import { refProblem } from './refs.js';
 
 /**
@@ -38,10 +37,9 @@ export interface ManualAttestation {
 }
 
 const isBlank = (text: string): boolean => text.trim() === '';
-const attestationId = z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]'));
 const note = z.string().check(z.minLength(1), z.maxLength(1000), z.refine((text) => !isBlank(text), 'note is blank'));
 const evidenceRef = z.string().check(
-  z.refine((ref) => !isBlank(ref) && refProblem(ref) === undefined, 'unsafe evidence ref (CONTRACT §6: a relative POSIX path without . or .. segments)'),
+  z.refine((ref) => !isBlank(ref) && refProblem(ref) === undefined, 'unsafe evidence ref'),
 );
 
 /**
@@ -50,12 +48,8 @@ const evidenceRef = z.string().check(
  * @example
  * ManualAttestationBody.parse({ attestationId: 'ma-1', kind: 'manual_result_attested', note: 'Alice filed the report by hand', evidenceRef: 'out/report.md' });
  */
-export const ManualAttestationBody = z.strictObject({
-  attestationId,
-  kind: z.enum(MANUAL_ATTESTATION_KINDS),
-  note,
-  evidenceRef: z.optional(z.nullable(evidenceRef)),
-});
+const BODY_FIELDS = { attestationId: RECORD_ID, kind: z.enum(MANUAL_ATTESTATION_KINDS), note, evidenceRef: z.optional(z.nullable(evidenceRef)) };
+export const ManualAttestationBody = z.strictObject(BODY_FIELDS);
 export type ManualAttestationBody = z.infer<typeof ManualAttestationBody>;
 
 /** What the payload hash covers: the submitted fields, an absent evidenceRef the same as null. */
@@ -83,28 +77,20 @@ export function manualAttestation(
   };
 }
 
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
-
 /** A stored attestation, as read back for the view and the gate: its payload hash must still match. */
 export const StoredManualAttestation = z
   .strictObject({
-    attestationId,
-    dispatchId: z.string().check(z.regex(DISPATCH_ID)),
-    origin: z.string().check(z.regex(ORIGIN)),
+    ...BODY_FIELDS,
+    ...STORED_RECORD_FIELDS,
     attempt: z.int().check(z.minimum(1)),
-    kind: z.enum(MANUAL_ATTESTATION_KINDS),
-    note,
-    evidenceRef: z.nullable(evidenceRef),
     basis: z.enum([MANUAL_ATTESTATION]),
-    recordedAt: z.string().check(z.regex(ISO_INSTANT, 'an ISO 8601 date-time with a zone')),
-    recordedBy: z.string().check(z.minLength(1), z.maxLength(256)),
-    payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
+    recordedBy: RECORDED_BY,
   })
   .check(
     z.superRefine((attestation, ctx) => {
       // Tampering or a partial write shows as a hash that no longer matches the fields it covers.
       if (contentHash(attestationPayload(attestation)) !== attestation.payloadHash) {
-        ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match the attestation it covers' });
+        ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match what it covers' });
       }
     }),
   );

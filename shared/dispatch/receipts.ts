@@ -71,7 +71,9 @@ function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceipt
   }
 }
 
-const receiptId = z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]'));
+/** A receipt's id (an attestation's too): chosen by the person recording it, unique within its dispatch. */
+export const RECORD_ID = z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]'));
+const receiptId = RECORD_ID;
 const runId = z.string().check(z.minLength(1), z.maxLength(256));
 const verifiedBy = z.string().check(z.minLength(1), z.maxLength(128), z.refine((text) => !isBlank(text), 'verifiedBy is blank'));
 const note = z.string().check(z.maxLength(1000));
@@ -128,17 +130,25 @@ export function operatorReceipt(dispatch: { readonly dispatchId: string; readonl
 
 /** An ISO 8601 instant with a zone, as the ledger writes them (a regex: z.iso costs ~2.4 KB of the API bundle). */
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
-const at = z.string().check(
+export const INSTANT = z.string().check(
   z.regex(ISO_INSTANT, 'an ISO 8601 date-time with a zone'),
   z.refine((value) => !Number.isNaN(Date.parse(value)), 'not a real date-time'),
 );
+
+/** What every record people wrote (operator receipts, manual attestations) carries as stored. */
+export const RECORDED_BY = z.string().check(z.minLength(1), z.maxLength(256));
+export const STORED_RECORD_FIELDS = {
+  dispatchId: z.string().check(z.regex(DISPATCH_ID)),
+  origin: z.string().check(z.regex(ORIGIN)),
+  recordedAt: INSTANT,
+  payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
+};
 
 /** A stored operator receipt, as read back: its payload hash must still match what it says. */
 export const StoredOperatorReceipt = z
   .strictObject({
     receiptId,
-    dispatchId: z.string().check(z.regex(DISPATCH_ID)),
-    origin: z.string().check(z.regex(ORIGIN)),
+    ...STORED_RECORD_FIELDS,
     runId,
     kind: z.enum(OPERATOR_RECEIPT_KINDS),
     state: z.enum(OPERATOR_RECEIPT_STATES),
@@ -146,9 +156,7 @@ export const StoredOperatorReceipt = z
     verifiedBy,
     note: z.nullable(note),
     basis: z.enum([OPERATOR_ATTESTATION]),
-    recordedAt: at,
-    recordedBy: z.optional(z.string().check(z.minLength(1), z.maxLength(256))),
-    payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
+    recordedBy: z.optional(RECORDED_BY),
   })
   .check(
     z.superRefine(checkClaim),
@@ -161,6 +169,7 @@ export const StoredOperatorReceipt = z
   );
 
 const attempt = z.int().check(z.minimum(1));
+const at = INSTANT;
 
 /**
  * A stored dispatch receipt (CONTRACT §5): what the ledger itself appended to the state. One strict

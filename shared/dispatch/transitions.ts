@@ -922,7 +922,4 @@ export function manualResultAttested(state: DispatchState, attestation: { readon
 }
 
 /** A person attested the manual work cannot be done (`manual_blocked`): blocked with their reason, like any block. */
-export function manuallyBlocked(state: DispatchState, reason: string, now: Date): DispatchState {
-  if (state.phase !== 'accepted' || !state.manual) throw new IllegalTransitionError(state.dispatchId, state.phase, 'blocked', ['blocked']);
-  return blocked(state, 'manual_blocked', reason, now);
-}
+export const manuallyBlocked = (state: DispatchState, reason: string, now: Date): DispatchState => blocked(state, 'manual_blocked', reason, now);

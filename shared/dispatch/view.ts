@@ -121,91 +121,82 @@ function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[
       failures.push(`${AUDIT_FAILURE} dispatch receipt #${index + 1} (${named(receipt, 'event')}) failed validation: ${clip(validationProblems(result.error), 300)}`);
     }
   }
-  const validOperatorReceipts: OperatorReceipt[] = [];
-  for (const receipt of operatorReceipts) {
-    const result = StoredOperatorReceipt.safeParse(receipt);
-    const problems = result.success ? [] : [validationProblems(result.error)];
-    // A receipt of another dispatch or origin in this one's partition is as wrong as a malformed one.
-    if (result.success && (receipt.dispatchId !== state.dispatchId || receipt.origin !== state.origin)) problems.push('it belongs to another dispatch or origin');
-    if (problems.length === 0) validOperatorReceipts.push(receipt);
-    else failures.push(`${AUDIT_FAILURE} operator receipt ${named(receipt, 'receiptId')} failed validation: ${clip(problems.join('; '), 300)}`);
-  }
-  const validManualAttestations: ManualAttestation[] = [];
-  for (const attestation of manualAttestations) {
-    const result = StoredManualAttestation.safeParse(attestation);
-    const problems = result.success ? [] : [validationProblems(result.error)];
-    if (result.success && (attestation.dispatchId !== state.dispatchId || attestation.origin !== state.origin)) problems.push('it belongs to another dispatch or origin');
-    if (problems.length > 0) failures.push(`${AUDIT_FAILURE} manual attestation ${named(attestation, 'attestationId')} failed validation: ${clip(problems.join('; '), 300)}`);
-    // Only a manual dispatch's own attempt counts: a person's word never stands in for another kind's receipts.
-    else if (state.manual && attestation.attempt === state.attempt) validManualAttestations.push(attestation);
-  }
+  const validOperatorReceipts = validOf(state, operatorReceipts, StoredOperatorReceipt, 'operator receipt', 'receiptId', failures);
+  // Only a manual dispatch's own attempt counts: a person's word never stands in for another kind's receipts.
+  const validManualAttestations = validOf(state, manualAttestations, StoredManualAttestation, 'manual attestation', 'attestationId', failures).filter((attestation) => state.manual && attestation.attempt === state.attempt);
   return { failures, validOperatorReceipts, validManualAttestations };
 }
 
 /**
- * The gate of a manual dispatch (CONTRACT §13): nothing was submitted, so no runtime receipt can
- * satisfy it; a valid `manual_result_attested` of the current attempt — the one that ended the wait
- * for a person — does, and its reasons say it rests on a person's word. A later block still overrides
- * it, and evidence marked invalid still fails it.
+ * The records people wrote (operator receipts, manual attestations) that pass their stored schema and
+ * belong to this dispatch; each other one is named among `failures`, never skipped.
  */
-function manualGate(state: DispatchState, invalid: readonly string[], findings: Audit): DispatchView['gate'] {
-  const blocking: string[] = [...findings.failures];
-  const latest = state.receipts.at(-1);
-  const ended = state.manual?.resultAttestation;
-  const attested = ended ? findings.validManualAttestations.find((attestation) => attestation.attestationId === ended.attestationId && attestation.kind === 'manual_result_attested') : undefined;
-  if (latest?.event === 'dispatch_blocked') blocking.push(`latest receipt is dispatch_blocked (${latest.reason})`);
-  else if (!attested) blocking.push(ended ? `manual_result_attested ${ended.attestationId} is not among the valid attestations` : 'manual target: waiting for a person — no manual_result_attested recorded');
-  if (invalid.length > 0) blocking.push(`evidence marked invalid: ${clip(invalid.join(', '), 300)}`);
-  if (blocking.length > 0 || !attested) return { satisfied: false, reasons: blocking };
-  return {
-    satisfied: true,
-    reasons: [
-      `rests on a person's attestation, not runtime proof: manual_result_attested ${attested.attestationId} recorded by ${attested.recordedBy} at ${attested.recordedAt} (basis ${MANUAL_ATTESTATION}); nothing was submitted to a runtime`,
-    ],
-  };
+function validOf<T extends { readonly dispatchId: string; readonly origin: string }>(
+  state: DispatchState,
+  records: readonly T[],
+  schema: { safeParse(value: unknown): { success: true } | { success: false; error: Parameters<typeof validationProblems>[0] } },
+  label: string,
+  idField: string,
+  failures: string[],
+): T[] {
+  return records.filter((record) => {
+    const result = schema.safeParse(record);
+    const problems = result.success ? [] : [validationProblems(result.error)];
+    // One of another dispatch or origin in this one's partition is as wrong as a malformed one.
+    if (result.success && (record.dispatchId !== state.dispatchId || record.origin !== state.origin)) problems.push('it belongs to another dispatch or origin');
+    if (problems.length > 0) failures.push(`${AUDIT_FAILURE} ${label} ${named(record, idField)} failed validation: ${clip(problems.join('; '), 300)}`);
+    return problems.length === 0;
+  });
 }
 
 /**
  * The gate (CONTRACT §5): satisfied only when every stored receipt validates, the latest dispatch
  * receipt is dispatch_completed (a later dispatch_blocked overrides it), an earlier dispatch_submitted
  * of the same attempt carries concrete proof, and no evidence is marked invalid.
+ *
+ * A manual dispatch (CONTRACT §13) was never submitted, so no runtime receipt can satisfy it: the
+ * `manual_result_attested` that ended its wait for a person does (valid, of its attempt), a later block
+ * still overrides it, and the satisfied gate's reason says it rests on a person's word.
  */
 function gate(state: DispatchState, invalid: readonly string[], findings: Audit): DispatchView['gate'] {
-  if (state.manual) return manualGate(state, invalid, findings);
   const reasons: string[] = [...findings.failures];
   if (state.receipts.length === 0) reasons.push('no dispatch receipt recorded');
   // Latest wins: a dispatch_blocked after a completion overrides it.
   const latest = state.receipts.at(-1);
-  switch (latest?.event) {
-    case 'dispatch_blocked':
-      reasons.push(`latest receipt is dispatch_blocked (${latest.reason})`);
-      break;
-    case 'dispatch_written':
-      reasons.push('not submitted yet: latest receipt is dispatch_written');
-      break;
-    case 'dispatch_submitted':
-      reasons.push('no dispatch_completed receipt: the expected evidence has not been checked present');
-      break;
-    case 'dispatch_completed': {
-      const earlier = state.receipts.slice(0, -1);
-      const proof = earlier.some((receipt) => receipt?.event === 'dispatch_submitted' && receipt.attempt === latest.attempt && receipt.runId !== '' && receipt.requestId !== '');
-      if (!proof) reasons.push('dispatch_completed without an earlier dispatch_submitted proof for the same attempt');
-      break;
+  const ended = state.manual?.resultAttestation;
+  const attested = ended && findings.validManualAttestations.find((attestation) => attestation.attestationId === ended.attestationId && attestation.kind === 'manual_result_attested');
+  if (state.manual && latest?.event !== 'dispatch_blocked') {
+    if (!attested) reasons.push(ended ? `manual_result_attested ${ended.attestationId} is not valid` : 'manual target: waiting for a person, no manual_result_attested');
+  } else {
+    switch (latest?.event) {
+      case 'dispatch_blocked':
+        reasons.push(`latest receipt is dispatch_blocked (${latest.reason})`);
+        break;
+      case 'dispatch_written':
+        reasons.push('not submitted yet: latest receipt is dispatch_written');
+        break;
+      case 'dispatch_submitted':
+        reasons.push('no dispatch_completed receipt: the expected evidence has not been checked present');
+        break;
+      case 'dispatch_completed': {
+        const earlier = state.receipts.slice(0, -1);
+        const proof = earlier.some((receipt) => receipt?.event === 'dispatch_submitted' && receipt.attempt === latest.attempt && receipt.runId !== '' && receipt.requestId !== '');
+        if (!proof) reasons.push('dispatch_completed without an earlier dispatch_submitted proof for the same attempt');
+        break;
+      }
+      default:
+        // No receipt (named above), or one no writer produces (named by the audit).
+        break;
     }
-    default:
-      // No receipt (named above), or one no writer produces (named by the audit).
-      break;
   }
   if (invalid.length > 0) reasons.push(`evidence marked invalid: ${clip(invalid.join(', '), 300)}`);
-  return { satisfied: reasons.length === 0, reasons };
+  if (reasons.length > 0 || !state.manual || !attested) return { satisfied: reasons.length === 0, reasons };
+  return { satisfied: true, reasons: [`rests on a person's attestation, not runtime proof: manual_result_attested ${attested.attestationId} by ${attested.recordedBy} at ${attested.recordedAt} (${MANUAL_ATTESTATION})`] };
 }
 
-/** Oldest first; receipts recorded in the same instant by receiptId, so the order is stable. */
-const byRecordedAt = (a: OperatorReceipt, b: OperatorReceipt): number =>
-  named(a, 'recordedAt').localeCompare(named(b, 'recordedAt')) || named(a, 'receiptId').localeCompare(named(b, 'receiptId'));
-
-const byAttestedAt = (a: ManualAttestation, b: ManualAttestation): number =>
-  named(a, 'recordedAt').localeCompare(named(b, 'recordedAt')) || named(a, 'attestationId').localeCompare(named(b, 'attestationId'));
+/** Oldest first; records written in the same instant by their id (`idField`), so the order is stable. */
+const oldestFirst = (idField: string) => (a: unknown, b: unknown): number =>
+  named(a, 'recordedAt').localeCompare(named(b, 'recordedAt')) || named(a, idField).localeCompare(named(b, idField));
 
 /** The latest valid receipt of one kind: an acceptance never speaks for delivery, nor the reverse. */
 function latestOf(receipts: readonly OperatorReceipt[], kind: OperatorReceiptKind): OperatorReceipt | undefined {
@@ -215,10 +206,7 @@ function latestOf(receipts: readonly OperatorReceipt[], kind: OperatorReceiptKin
 function unknowns(state: DispatchState): string[] {
   const out: string[] = [];
   if (state.phase === 'accepted' && state.manual && !state.manual.resultAttestation) {
-    out.push(
-      `waits for a person: target "${state.target}" is manual, so nothing was submitted to any runtime; whether the work was done is known only from what a person attests — ` +
-        `record it with \`npx ledger manual ${state.dispatchId} --kind manual_dispatch_written|manual_result_attested|manual_delivery_attested|manual_blocked --note …\``,
-    );
+    out.push(`waits for a person (manual target "${state.target}"): nothing was submitted; record what they did: \`npx ledger manual ${state.dispatchId} --kind K --note N\``);
   }
   if (state.phase === 'accepted' && state.submission.lastError) {
     out.push(
@@ -275,8 +263,8 @@ export function dispatchView(
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   // Invalid: what the check found invalid, and any expected ref an owner marked invalid, superseded or rejected since.
   const invalid = [...new Set([...(check?.invalid ?? []), ...marks.filter((mark) => mark.status !== 'valid' && expected.includes(mark.ref)).map((mark) => mark.ref)])];
-  const stored = [...operatorReceipts].sort(byRecordedAt);
-  const attestations = [...manualAttestations].sort(byAttestedAt);
+  const stored = [...operatorReceipts].sort(oldestFirst('receiptId'));
+  const attestations = [...manualAttestations].sort(oldestFirst('attestationId'));
   const findings = audit(state, stored, pastAttempts.flatMap((past) => past.receipts), attestations);
   const manualDelivery = findings.validManualAttestations.filter((attestation) => attestation.kind === 'manual_delivery_attested').at(-1);
   const acceptance = latestOf(findings.validOperatorReceipts, 'artifact_acceptance');
