@@ -1,70 +1,32 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { registry } from '../../cli/operations.js';
-import { localClient } from '../../cli/client.js';
 import { describeView } from '../../cli/dispatch.js';
 import { manual } from '../../cli/manual.js';
 import { manualAttestation } from '../../shared/dispatch/manual.js';
 import { accepted, awaitingPerson, manualResultAttested } from '../../shared/dispatch/transitions.js';
 import { dispatchView } from '../../shared/dispatch/view.js';
-import type { LocalInfo } from '../../local/state.js';
+import { closeFakeApis, fakeApi, type SeenRequest } from '../support/fake-api.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
-// `ledger manual` (CONTRACT §13) against a fake of the API on 127.0.0.1 answering canned contract JSON
-// (it stands in for the ledger only here, to pin what the CLI sends and prints), and `ledger check`'s
-// lines for a manual dispatch; `ledger registry target put --kind manual` against a mock of the DynamoDB
-// document client (the SDK boundary).
+// `ledger manual` (CONTRACT §13) against the fake of the API on 127.0.0.1 (test/support/fake-api.ts),
+// `ledger check`'s lines for a manual dispatch, and `ledger registry target put --kind manual` against a
+// mock of the DynamoDB document client (the SDK boundary).
 
 const RLO = '\u202e';
 /** Raw control and bidi characters: none may reach a terminal. */
 const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/;
 
-interface Seen {
-  readonly method: string;
-  readonly path: string;
-  readonly origin: string | undefined;
-  readonly body: unknown;
-}
-
-const servers: Server[] = [];
-afterEach(async () => {
-  await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
-});
-
-async function fakeApi(answer: (seen: Seen) => { status: number; body: unknown }): Promise<{ info: LocalInfo; seen: Seen[] }> {
-  const seen: Seen[] = [];
-  const server = createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      const header = request.headers['x-ledger-origin'];
-      const one: Seen = { method: request.method ?? '', path: request.url ?? '', origin: Array.isArray(header) ? header[0] : header, body: text ? (JSON.parse(text) as unknown) : undefined };
-      seen.push(one);
-      const { status, body } = answer(one);
-      response.writeHead(status, { 'content-type': 'application/json' });
-      response.end(JSON.stringify(body));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  servers.push(server);
-  const info: LocalInfo = {
-    region: 'us-east-1', apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, dispatchQueueUrl: '', dlqUrl: '', sqsEndpoint: '', dynamodbEndpoint: '', s3Endpoint: '',
-    eventBridgeEndpoint: '', eventBusName: 'dispatch-ledger', eventLog: '', demoAgentUrl: '',
-  };
-  return { info, seen };
-}
+afterEach(closeFakeApis);
 
 const waiting = () => ({ ...awaitingPerson(accepted(newDispatchFactory({ target: 'desk' }), NOW), NOW), version: 1 });
 const stored = (note = 'filed by hand') => manualAttestation(waiting(), { attestationId: 'ma-1', kind: 'manual_result_attested', note, evidenceRef: 'out/report.md' }, NOW, 'local:planner');
 
-async function run(args: string[], answer: (seen: Seen) => { status: number; body: unknown }) {
+async function run(args: string[], answer: (seen: SeenRequest) => { status: number; body: unknown }) {
   const api = await fakeApi(answer);
   const lines: string[] = [];
-  const code = await manual(args, (line) => lines.push(line), async () => localClient(api.info));
+  const code = await manual(args, (line) => lines.push(line), api.connect);
   return { code, lines, seen: api.seen };
 }
 
@@ -73,7 +35,7 @@ describe('ledger manual', () => {
     const { code, lines, seen } = await run(['d-2026-0001', '--kind', 'manual_result_attested', '--note', 'filed by hand', '--evidence-ref', 'out/report.md', '--attestation-id', 'ma-1', '--origin', 'lead-agent'], () => ({ status: 201, body: stored() }));
     expect(code).toBe(0);
     expect(seen).toEqual([
-      { method: 'POST', path: '/dispatches/d-2026-0001/manual', origin: 'lead-agent', body: { attestationId: 'ma-1', kind: 'manual_result_attested', note: 'filed by hand', evidenceRef: 'out/report.md' } },
+      { method: 'POST', path: '/dispatches/d-2026-0001/manual', origin: 'lead-agent', accessKey: undefined, body: { attestationId: 'ma-1', kind: 'manual_result_attested', note: 'filed by hand', evidenceRef: 'out/report.md' } },
     ]);
     expect(lines[0]).toContain('recorded: attestation ma-1 — manual_result_attested for dispatch d-2026-0001 (attempt 1), recorded by local:planner, manual_attestation');
     expect(lines[1]).toContain('not runtime proof');
@@ -106,7 +68,7 @@ describe('ledger manual', () => {
   it('refuses an unknown kind, a missing note, or --origin with --operator before calling anything', async () => {
     for (const args of [['d-1', '--kind', 'dispatch_completed', '--note', 'x'], ['d-1', '--kind', 'manual_blocked'], ['d-1', '--kind', 'manual_blocked', '--note', 'x', '--origin', 'o', '--operator']]) {
       const api = await fakeApi(() => ({ status: 201, body: stored() }));
-      await expect(manual(args, () => undefined, async () => localClient(api.info))).rejects.toThrow(/usage: ledger manual/);
+      await expect(manual(args, () => undefined, api.connect)).rejects.toThrow(/usage: ledger manual/);
       expect(api.seen).toEqual([]);
     }
   });
