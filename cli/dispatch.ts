@@ -84,7 +84,7 @@ export function describeView(view: DispatchView): string {
     ['dispatch', shown`${view.dispatchId}  (origin ${view.origin} → target ${view.target}, attempt ${view.attempt})`],
     ['phase', shown`${view.phase}` + (view.blockedReason ? shown`: ${view.blockedReason}` : '')],
     ['run', shown`${view.runId ?? '—'}`],
-    ['submission', shown`${submission.attempts} call(s)` + (submission.nextRetryAt ? shown`, next retry ${submission.nextRetryAt}` : '') + (submission.lastError ? shown`, last error: ${submission.lastError}` : '')],
+    ['submission', shown`${submission.attempts} call(s)` + (submission.waitingFor ? shown`, waiting for ${submission.waitingFor}` : '') + (submission.nextRetryAt ? shown`, next retry ${submission.nextRetryAt}` : '') + (submission.lastError ? shown`, last error: ${submission.lastError}` : '')],
     ['execution', shown`${execution.status ?? '—'} (target said ${execution.nativeStatus ?? '—'}` + (execution.monitorStatus ? shown`; monitor: ${execution.monitorStatus}` : '') + ')'],
     ...(execution.pendingApproval ? [['approval', shown`pending ${execution.pendingApproval.approvalId} since ${execution.pendingApproval.requestedAt}`] as [string, string]] : []),
     ...(execution.result?.summary !== undefined ? [['result', shown`${execution.result.summary}`] as [string, string]] : []),

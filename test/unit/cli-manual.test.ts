@@ -75,6 +75,13 @@ describe('ledger manual', () => {
 });
 
 describe('describeView of a manual dispatch', () => {
+  it('says it waits for a person and how to record what they did', () => {
+    const text = describeView(dispatchView(waiting(), undefined));
+    expect(text).toMatch(/^submission +0 call\(s\), waiting for person$/m);
+    expect(text).toMatch(/^unknown +waits for a person \(manual target "desk"\).*npx ledger manual d-2026-0001 --kind K --note N/m);
+    expect(text).toMatch(/^gate +not satisfied: manual target: waiting for a person/m);
+  });
+
   it('shows the attestations apart from the receipts, and what a satisfied gate rests on', () => {
     const attestation = stored(`filed${RLO}`);
     const state = manualResultAttested(waiting(), { attestationId: attestation.attestationId, at: attestation.recordedAt }, NOW);
