@@ -119,7 +119,12 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     return reject(deps, record, 'origin_not_allowed', { dispatchId, origin });
   }
 
-  const hash = contentHash(read.parsed);
+  // The same dispatch is the same meaning, not the same spelling: a valid message is hashed as the
+  // schema reads it (defaults written out), so a face that spells the defaults out (the MCP server's
+  // tools get their input parsed) and one that leaves them out send one dispatch. An anchor written
+  // before this was hashed on the message as sent: that hash still matches.
+  const hashes = read.kind === 'valid' ? [contentHash(read.message), contentHash(read.parsed)] : [contentHash(read.parsed)];
+  const hash = hashes[0] as string;
   const now = deps.now();
   const anchor = await anchorFor(deps, record, read.kind === 'valid' ? { message: read.message } : { errors: read.errors, target: read.target }, {
     dispatchId,
@@ -131,7 +136,7 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
   let message = anchor;
   if (written.kind === 'exists') {
     const existing = written.existing;
-    if (existing.contentHash !== hash || existing.origin !== origin) {
+    if (!hashes.includes(existing.contentHash) || existing.origin !== origin) {
       return reject(deps, record, 'conflict', { dispatchId, origin });
     }
     const state = await deps.store.getState(dispatchId);

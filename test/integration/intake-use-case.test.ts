@@ -9,7 +9,8 @@ import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { canonicalJson } from '../../shared/dispatch/canonical.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type DispatchState } from '../../shared/dispatch/state.js';
+import { DEFAULT_MAX_HOPS } from '../../shared/dispatch/message.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import type { LedgerStore } from '../../shared/ledger/port.js';
 import { inject } from 'vitest';
@@ -135,6 +136,18 @@ describe('intake use case on the real engines', () => {
     const refused = await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(conflicting), senderId: 'local' });
     expect(refused).toMatchObject({ outcome: 'rejected', reason: 'conflict' });
     expect((JSON.parse(await blobs.getText(taskRef ?? '')) as { blob: string }).blob).toBe('y'.repeat(20_000));
+  });
+
+  it('takes a message that spells out the defaults (as an MCP client sends it) as the same dispatch as one that leaves them out, and a changed one as a conflict', async () => {
+    const sent = message();
+    const first = await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' });
+    // The same dispatch as the schema reads it: every default written out, keys in another order.
+    const { dispatchId, origin, ...rest } = sent;
+    const spelled = { ...rest, origin, dispatchId, delivery: { mode: 'callback' }, priority: DEFAULT_PRIORITY, maxHops: DEFAULT_MAX_HOPS, timeouts: DEFAULT_TIMEOUTS };
+    const again = await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(spelled), senderId: 'local' });
+    const changed = await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify({ ...spelled, priority: DEFAULT_PRIORITY + 1 }), senderId: 'local' });
+    expect([first.outcome, again.outcome]).toEqual(['submitted', 'duplicate']);
+    expect(changed).toMatchObject({ outcome: 'rejected', reason: 'conflict' });
   });
 
   it('rejects, in enforce mode, a sender speaking for an origin it is not registered for', async () => {
