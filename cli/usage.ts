@@ -34,6 +34,10 @@ export const USAGE = `usage:
                                                          the execution status, none before submission
   ledger counts [--json]                                 dispatches held by phase, execution status and evidence outcome
                                                          (operator; kept from the table's stream, a moment behind)
+  ledger manual <dispatchId> --kind K --note N [--evidence-ref REF] [--attestation-id ID] [--origin O | --operator] [--json]
+                                                         a person's attestation on a dispatch to a manual target; K:
+                                                         manual_dispatch_written|manual_result_attested|
+                                                         manual_delivery_attested|manual_blocked
   ledger ui [--port N]                                   the status page on 127.0.0.1 (reads as the operator; Ctrl-C to stop)
   ledger mcp [--origin O]                                an MCP server on stdio: the ledger's tools for agents
                                                          (stdout is the MCP channel)
@@ -41,6 +45,7 @@ export const USAGE = `usage:
                                                          move DLQ messages back to the dispatch queue (idempotent);
                                                          --table: tell an operator's earlier redrive from a sender's claim
   ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
+  ledger registry target put --table T --name N --kind manual   a target done by people: recorded, never submitted
   ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK/targets/NAME]
                             [--max-concurrent-runs N]    at most N (1 to 10,000) runs at once; the rest wait
   ledger registry principal put --table T --id ID (--origin O | --target N | --operator)
