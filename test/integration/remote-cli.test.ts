@@ -187,6 +187,31 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     expect(moved).toMatchObject({ code: 0, stdout: '{"moved":1,"failed":[]}\n' });
   });
 
+  it('lists every dispatch and counts them as the operator (a planner is refused), and records a manual attestation as the planner', async () => {
+    const dispatchId = uniqueName('d-desk');
+    const sent = await ledger(planner, ['send', '--dispatch-id', dispatchId, '--target', 'desk', '--json', ...remote()]);
+    expect(sent.code).toBe(0);
+    await viewWhen(dispatchId, (view) => view.submission.waitingFor === 'person');
+
+    const listed = await ledger(operator, ['list', '--target', 'desk', '--json', ...remote()]);
+    expect(listed.code).toBe(0);
+    expect((JSON.parse(listed.stdout) as { items: Array<{ dispatchId: string; origin: string }> }).items).toContainEqual(expect.objectContaining({ dispatchId, origin: 'planner' }));
+    const counted = await ledger(operator, ['counts', '--json', ...remote()]);
+    expect(counted.code).toBe(0);
+    expect(JSON.parse(counted.stdout)).toMatchObject({ total: expect.any(Number), phase: expect.any(Object) });
+    // The operator's lists are the operator's: a planner's signed call is refused.
+    const refused = await ledger(planner, ['list', ...remote()]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toMatch(/^403 forbidden/);
+
+    const attested = await ledger(planner, ['manual', dispatchId, '--kind', 'manual_result_attested', '--note', 'filed by hand', '--json', ...remote()]);
+    expect(attested.code).toBe(0);
+    expect(JSON.parse(attested.stdout)).toMatchObject({ dispatchId, kind: 'manual_result_attested', basis: 'manual_attestation', recordedBy: planner.principalId });
+    const view = await viewWhen(dispatchId, (candidate) => candidate.gate.satisfied);
+    expect(view.gate.reasons.join(' ')).toMatch(/person/);
+    for (const ran of [sent, listed, counted, refused, attested]) expect(ran.stdout + ran.stderr).not.toMatch(NO_STACK);
+  });
+
   it('prints the 403 and exits 1 when the secret is wrong, and says there are no credentials when the chain has none', async () => {
     const wrong = await ledger({ accessKeyId: planner.accessKeyId, secretAccessKey: 'not-the-secret' }, ['check', 'd-anything', ...remote()]);
     expect(wrong.code).toBe(1);
