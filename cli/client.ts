@@ -63,6 +63,18 @@ export interface ConnectionValues {
   readonly region?: string | undefined;
 }
 
+/**
+ * The connection flags as given, back to arguments (`['--stack', 'prod']`), for a command the CLI or
+ * the status page prints: it must reach the same ledger. `omit` leaves out flags the printed command
+ * does not take (`check` reads the API only: no `--queue-url`).
+ */
+export function connectionArgs(values: ConnectionValues, omit: ReadonlyArray<keyof ConnectionValues> = []): string[] {
+  return (Object.keys(CONNECTION_OPTIONS) as Array<keyof ConnectionValues>).flatMap((flag) => {
+    const value = values[flag];
+    return value === undefined || omit.includes(flag) ? [] : [`--${flag}`, value];
+  });
+}
+
 /** A ledger the CLI cannot talk to as asked: bad connection flags, no stack, no credentials, no answer. */
 export class LedgerConnectionError extends Error {
   override readonly name = 'LedgerConnectionError';
@@ -86,8 +98,12 @@ const OPERATOR_ROUTES = /^\/((attention|rejections|counts|dispatches)|targets\/[
 /** The longest an API call may take: an inbox claim waits up to 20 s on the ledger's side. */
 const API_TIMEOUT_MS = 60_000;
 
-/** Where plain http is fine: this machine (the local platform, a tunnel to it); `*.localhost` is loopback too. */
-const isLoopback = (hostname: string): boolean => ['127.0.0.1', '[::1]', 'localhost'].includes(hostname) || hostname.endsWith('.localhost');
+/**
+ * Where plain http is fine: this machine (the local platform, a tunnel to it), by the literal names
+ * only. `*.localhost` is left out: whether such a name resolves to loopback is the resolver's choice
+ * (RFC 6761 only asks it to), and a signed request sent in the clear elsewhere could be replayed.
+ */
+const isLoopback = (hostname: string): boolean => ['127.0.0.1', '[::1]', 'localhost'].includes(hostname);
 
 /** A URL a path is appended to, or that names a queue: http(s), no query or fragment, bounded. */
 const httpUrl = z

@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import type { LocalInfo } from '../local/state.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, localClient, originOf, type ApiAnswer, type Connect, type ConnectionValues } from './client.js';
+import { connect, CONNECTION_OPTIONS, connectionArgs, localClient, originOf, type ApiAnswer, type Connect, type ConnectionValues } from './client.js';
 import { LocalPlatformError } from './local.js';
 import { shown, table } from './table.js';
 
@@ -26,9 +26,8 @@ export async function postJson(info: LocalInfo, path: string, origin: string, bo
 
 /** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S`). */
 function connectionFlags(values: ConnectionValues): string {
-  return (Object.keys(CONNECTION_OPTIONS) as Array<keyof ConnectionValues>)
-    .filter((flag) => flag !== 'queue-url' && values[flag] !== undefined)
-    .map((flag) => ` --${flag} ${values[flag] ?? ''}`)
+  return connectionArgs(values, ['queue-url'])
+    .map((word) => ` ${word}`)
     .join('');
 }
 

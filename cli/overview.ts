@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { Counts } from '../shared/dispatch/counts.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, type Connect } from './client.js';
+import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './client.js';
 import { shown, table } from './table.js';
 
 /**
@@ -67,11 +67,7 @@ export async function list(args: string[], print: Print, connectTo: Connect = co
   const ledger = await connectTo(values);
   const answer = await ledger.get(`/dispatches?${query.toString()}`, { operator: true });
   // The next page's command keeps what chose this one: the filters, the limit and the connection.
-  const connection = (Object.keys(CONNECTION_OPTIONS) as Array<keyof typeof CONNECTION_OPTIONS>).flatMap((name) => {
-    const value: unknown = values[name];
-    return typeof value === 'string' ? [`--${name}`, value] : [];
-  });
-  const next = [...filters.flatMap(([name, value]) => [`--${name}`, value]), '--limit', values.limit, ...connection];
+  const next = [...filters.flatMap(([name, value]) => [`--${name}`, value]), '--limit', values.limit, ...connectionArgs(values)];
   return printAnswer(answer, values.json, print, (body) => describeList(body as { items: ListedDispatch[]; cursor: string | null }, next));
 }
 

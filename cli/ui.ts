@@ -1,17 +1,9 @@
 import { parseArgs } from 'node:util';
 import { startStatusPage } from '../ui/server.js';
-import { CONNECTION_OPTIONS, connect, type ConnectionValues } from './client.js';
+import { CONNECTION_OPTIONS, connect, connectionArgs } from './client.js';
 import { UsageError } from './operations.js';
 
 export const UI_USAGE = 'usage: ledger ui [--port N] [--stack NAME | --api-url URL]';
-
-/** The connection flags as given, for the commands the page suggests (they must reach the same ledger). */
-function connectionArgs(values: ConnectionValues): string[] {
-  return (Object.keys(CONNECTION_OPTIONS) as Array<keyof ConnectionValues>).flatMap((flag) => {
-    const value = values[flag];
-    return value === undefined ? [] : [`--${flag}`, value];
-  });
-}
 
 /**
  * `ledger ui`: the status page (CONTRACT §13) on 127.0.0.1, reading the ledger as the operator

@@ -327,12 +327,14 @@ export async function signedHeaders(url: string | URL, init: SignableInit, signi
 }
 
 /**
- * fetch, signed with SigV4 at the moment of sending (each retry gets a fresh date).
+ * fetch, signed with SigV4 at the moment of sending (each retry gets a fresh date). A redirect is an
+ * error, never followed: fetch would resend the signature and `x-amz-security-token` to wherever the
+ * Location points, another origin or plain http included; the ledger's API never redirects.
  *
  * @example
  * await signedFetch(`${apiUrl}/dispatches/d-1`, { method: 'GET' }, { credentials: planner, region: 'us-east-1' });
  */
 export async function signedFetch(url: string | URL, init: SignableInit & Omit<RequestInit, 'method' | 'headers' | 'body'>, signing: SigV4Signing): Promise<Response> {
   const headers = await signedHeaders(url, init, signing);
-  return fetch(url, { ...init, headers });
+  return fetch(url, { ...init, headers, redirect: 'error' });
 }

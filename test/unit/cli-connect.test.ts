@@ -28,7 +28,8 @@ describe('resolveConnection', () => {
     });
     const queueUrl = 'https://sqs.eu-west-1.amazonaws.com/123456789012/dispatch';
     // A queue URL only names the queue (the SQS client sends to its own endpoint): http is fine for it.
-    expect(resolveConnection({ 'api-url': 'http://api.localhost:4010', 'queue-url': 'http://sqs.us-east-1.example.com/1/q', region: 'us-east-1' }, {})).toMatchObject({ apiUrl: 'http://api.localhost:4010' });
+    expect(resolveConnection({ 'api-url': 'http://localhost:4010', 'queue-url': 'http://sqs.us-east-1.example.com/1/q', region: 'us-east-1' }, {})).toMatchObject({ apiUrl: 'http://localhost:4010' });
+    expect(resolveConnection({ 'api-url': 'http://[::1]:4010', region: 'us-east-1' }, {})).toMatchObject({ apiUrl: 'http://[::1]:4010' });
     expect(resolveConnection({ 'api-url': 'http://127.0.0.1:4010', 'queue-url': queueUrl, region: 'us-east-1' }, {})).toEqual({
       kind: 'api',
       apiUrl: 'http://127.0.0.1:4010',
@@ -59,6 +60,9 @@ describe('resolveConnection', () => {
   it.each([
     ['another scheme', { 'api-url': 'ftp://x.example.com' }, /--api-url must be an https URL \(http only on 127\.0\.0\.1\) without a query/],
     ['plain http to another machine (a signed request could be replayed)', { 'api-url': 'http://ledger.example.com' }, /--api-url must be an https URL/],
+    // Only the literal loopback names: a *.localhost name resolves wherever the resolver says.
+    ['plain http to a *.localhost name', { 'api-url': 'http://api.localhost:4010' }, /--api-url must be an https URL \(http only on 127\.0\.0\.1\)/],
+    ['plain http to a name ending in localhost', { 'api-url': 'http://evil-localhost:4010' }, /--api-url must be an https URL/],
     ['a query', { 'api-url': 'https://x.example.com/?origin=planner' }, /--api-url must be an https URL/],
     ['no URL', { 'api-url': 'not a url' }, /--api-url must be/],
     ['a URL over 2,048 characters', { 'api-url': `https://x.example.com/${'a'.repeat(2100)}` }, /--api-url must be/],
@@ -125,6 +129,24 @@ describe('remoteClient (against a fake of the API on 127.0.0.1)', () => {
       expect(headers).not.toHaveProperty('x-ledger-origin');
     }
     expect(api.seen[1]?.['content-type']).toBe('application/json');
+  });
+
+  it('never follows a redirect with a signed request: the signature and session token stay with the API', async () => {
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIAREMOTECALLER0001');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'remote-secret');
+    vi.stubEnv('AWS_SESSION_TOKEN', 'remote-session');
+    const elsewhere = await fakeApi();
+    const redirecting = createServer((request, response) => {
+      request.resume();
+      response.writeHead(307, { location: `${elsewhere.url}/dispatches/d-1` });
+      response.end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    servers.push(redirecting);
+    const ledger = remoteClient({ apiUrl: `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}`, region: 'us-east-1' });
+    await expect(ledger.get('/dispatches/d-1')).rejects.toBeInstanceOf(LedgerConnectionError);
+    await expect(ledger.post('/attention', {}, { operator: true })).rejects.toBeInstanceOf(LedgerConnectionError);
+    expect(elsewhere.seen).toEqual([]);
   });
 
   it('says what sending needs when it has no dispatch queue, and that it could not reach an API', async () => {
