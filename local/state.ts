@@ -38,8 +38,9 @@ export interface LocalState {
   readonly pids: Readonly<Record<string, number>>;
   readonly info?: LocalInfo;
   /**
-   * The status page the supervisor serves next to the API (`ledger ui`'s page, CONTRACT §13). Kept here,
-   * not in `info`: the `--json` line's keys are fixed by CONTRACT §9.
+   * The status page the supervisor serves next to the API (`ledger ui`'s page, CONTRACT §13), as the URL
+   * to open: it carries the page's per-start token, so this file is written mode 0600. Kept here, not in
+   * `info`: the `--json` line's keys are fixed by CONTRACT §9.
    */
   readonly statusPageUrl?: string;
   readonly error?: string;
@@ -59,11 +60,12 @@ export function readState(dir: string): LocalState | undefined {
   }
 }
 
-/** Written whole, then renamed: a reader never sees half a file. */
+/** Written whole, then renamed: a reader never sees half a file. Mode 0600: it holds the status page's token. */
 export function writeState(dir: string, state: LocalState): void {
   const file = stateFile(dir);
   const partial = `${file}.${process.pid}.tmp`;
-  writeFileSync(partial, `${JSON.stringify(state, null, 2)}\n`);
+  rmSync(partial, { force: true });
+  writeFileSync(partial, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
   renameSync(partial, file);
 }
 

@@ -82,7 +82,8 @@ try {
     info: platform.info,
     statusPageUrl: statusPage.url,
   });
-  log({ level: 'info', msg: 'ready', readyMs, ...platform.info, statusPageUrl: statusPage.url });
+  // The log names the page without its token (the state file, 0600, keeps the URL to open).
+  log({ level: 'info', msg: 'ready', readyMs, ...platform.info, statusPage: statusPage.origin });
   if (stopping) {
     await statusPage.close();
     await platform.stop();

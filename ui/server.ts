@@ -1,9 +1,12 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import type { LedgerClient } from '../cli/client.js';
+import { EXECUTION_BUCKETS } from '../shared/dispatch/counts.js';
+import { PHASES } from '../shared/dispatch/transitions.js';
 import { clip } from '../shared/text.js';
 import { proxyDecision, API_PREFIX } from './routes.js';
 
@@ -14,6 +17,17 @@ import { proxyDecision, API_PREFIX } from './routes.js';
  * `127.0.0.1:port` (a DNS-rebound name reaching the port is refused, so no web site can read the
  * ledger through the operator's credentials), only GET, and every answer carries a strict
  * Content-Security-Policy (no inline script, nothing but this origin).
+ *
+ * The Host check stops a page from reading answers, not from sending: a web page could still fire
+ * blind GETs at the port (`?refresh=true` makes the ledger look runs up at their targets), and any
+ * process of any user on the machine could read through it. So each start makes a secret: the URL it
+ * prints carries it as `?token=…`, the first load trades it for an `HttpOnly; SameSite=Strict` cookie
+ * and redirects to the clean URL, and every other request needs that cookie. A query, not a
+ * `#fragment`: the fragment never reaches the server, so the page's script would have to read it and
+ * send it on each fetch (and the page's routes live in the fragment); the query is read once by the
+ * server, is gone from the address bar after the redirect, and is never logged (Referrer-Policy is
+ * no-referrer, and no log line here carries a query). Requests a browser marks `Sec-Fetch-Site:
+ * cross-site` or `same-site` are refused before anything else: no other site's page acts here.
  */
 export interface StatusPageOptions {
   /** The ledger to show; called with `{ operator: true }` (signed as the operator when remote). */
@@ -32,8 +46,10 @@ export interface StatusPageOptions {
 }
 
 export interface StatusPage {
-  /** `http://127.0.0.1:PORT/` */
+  /** `http://127.0.0.1:PORT/?token=…`: the URL to open, with this start's secret. Print it; never log it. */
   readonly url: string;
+  /** `http://127.0.0.1:PORT/`: where the page is, without the secret (for log lines). */
+  readonly origin: string;
   readonly port: number;
   close(): Promise<void>;
 }
@@ -105,6 +121,25 @@ function answer(response: ServerResponse, status: number, contentType: string, b
 const json = (response: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void =>
   answer(response, status, 'application/json; charset=utf-8', JSON.stringify(body), extra);
 
+/** The secret's name as a cookie: cookies are not kept apart by port, so two pages on one machine need two names. */
+const cookieName = (port: number): string => `ledger_status_${port}`;
+
+/** A presented secret equals ours, compared in constant time. */
+function sameSecret(presented: string | undefined, secret: Buffer): boolean {
+  if (presented === undefined) return false;
+  const given = Buffer.from(presented);
+  return given.length === secret.length && timingSafeEqual(given, secret);
+}
+
+/** One cookie's value from a Cookie header, or undefined. */
+function cookieOf(header: string | undefined, name: string): string | undefined {
+  for (const pair of (header ?? '').split(';')) {
+    const at = pair.indexOf('=');
+    if (at > 0 && pair.slice(0, at).trim() === name) return pair.slice(at + 1).trim();
+  }
+  return undefined;
+}
+
 const refusal = (response: ServerResponse, status: number, code: string, message: string, extra: Record<string, string> = {}): void =>
   json(response, status, { error: { code, message } }, extra);
 
@@ -119,8 +154,13 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
   const { client } = options;
   const log = options.log ?? ((line) => process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), component: 'status-page', ...line })}\n`));
   const assets = await compilePage();
-  const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: client.remote });
+  // The filter's lists travel with the config: the shared modules that hold them cannot be bundled for a browser (ui/page/api.ts).
+  const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: client.remote, phases: PHASES, statuses: EXECUTION_BUCKETS });
   let ownHost = '';
+  let cookie = '';
+  // Per start, never written anywhere but the printed URL (and the local state file, mode 0600).
+  const token = randomBytes(24).toString('base64url');
+  const secret = Buffer.from(token);
 
   const files: Record<string, { type: string; body: string }> = {
     '/': { type: 'text/html; charset=utf-8', body: assets.html },
@@ -146,19 +186,8 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
     }
   };
 
-  const handle = (request: IncomingMessage, response: ServerResponse): void => {
-    // DNS rebinding: a foreign name resolving to 127.0.0.1 still sends its own Host.
-    if (request.headers.host !== ownHost) {
-      log({ level: 'warn', msg: 'request refused: foreign Host', host: clip(String(request.headers.host ?? ''), 200) });
-      refusal(response, 403, 'forbidden_host', `this status page answers only requests to ${ownHost}`);
-      return;
-    }
-    if (request.method !== 'GET') {
-      log({ level: 'warn', msg: 'request refused: method', method: clip(String(request.method), 20) });
-      refusal(response, 405, 'method_not_allowed', 'the status page only reads: GET', { allow: 'GET' });
-      return;
-    }
-    const url = new URL(request.url ?? '/', `http://${ownHost}`);
+  /** A request that passed every check: one of the page's files, or a relayed read. */
+  const serve = (url: URL, response: ServerResponse): void => {
     const file = files[url.pathname];
     if (file) {
       answer(response, 200, file.type, file.body);
@@ -174,10 +203,69 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
       refusal(response, decision.status, decision.code, decision.message);
       return;
     }
-    void relay(decision.path, response);
+    void relay(decision.path, response).catch((error: unknown) => failed(error, response));
   };
 
-  const server = createServer(handle);
+  const handle = (request: IncomingMessage, response: ServerResponse): void => {
+    // DNS rebinding: a foreign name resolving to 127.0.0.1 still sends its own Host.
+    if (request.headers.host !== ownHost) {
+      log({ level: 'warn', msg: 'request refused: foreign Host', host: clip(String(request.headers.host ?? ''), 200) });
+      refusal(response, 403, 'forbidden_host', `this status page answers only requests to ${ownHost}`);
+      return;
+    }
+    // A browser says where a request comes from; only this page itself (same-origin) or a person
+    // (none: typed, bookmarked, opened from the terminal) may act here.
+    const site = request.headers['sec-fetch-site'];
+    if (site === 'cross-site' || site === 'same-site') {
+      log({ level: 'warn', msg: 'request refused: cross-site', site });
+      refusal(response, 403, 'cross_site', 'the status page answers only its own page');
+      return;
+    }
+    if (request.method !== 'GET') {
+      log({ level: 'warn', msg: 'request refused: method', method: clip(String(request.method), 20) });
+      refusal(response, 405, 'method_not_allowed', 'the status page only reads: GET', { allow: 'GET' });
+      return;
+    }
+    // The request line is the client's: `GET http://[/ HTTP/1.1` is no URL, and must not be a crash.
+    const base = `http://${ownHost}`;
+    if (!URL.canParse(request.url ?? '/', base)) {
+      log({ level: 'warn', msg: 'request refused: malformed URL' });
+      refusal(response, 400, 'malformed', 'the request target is not a URL');
+      return;
+    }
+    const url = new URL(request.url ?? '/', base);
+    if (url.pathname === '/' && url.searchParams.has('token')) {
+      if (!sameSecret(url.searchParams.get('token') ?? undefined, secret)) {
+        log({ level: 'warn', msg: 'request refused: wrong token' });
+        refusal(response, 403, 'forbidden_token', 'this is not the URL this status page printed: open the one `ledger ui` (or `npm start`) printed');
+        return;
+      }
+      // The clean URL: the secret leaves the address bar (and the history entry) at once.
+      answer(response, 303, 'text/plain; charset=utf-8', '', { location: '/', 'set-cookie': `${cookie}=${token}; HttpOnly; SameSite=Strict; Path=/` });
+      return;
+    }
+    if (!sameSecret(cookieOf(request.headers.cookie, cookie), secret)) {
+      log({ level: 'warn', msg: 'request refused: no session', path: clip(url.pathname, 200) });
+      refusal(response, 403, 'forbidden_token', 'open the URL `ledger ui` (or `npm start`) printed, with its token');
+      return;
+    }
+    serve(url, response);
+  };
+
+  /** A handler that threw: a structured line for the operator, a bare 500 for the client (no stack). */
+  const failed = (error: unknown, response: ServerResponse): void => {
+    log({ level: 'error', msg: 'request failed', error: clip(error instanceof Error ? error.message : String(error), 300) });
+    if (response.headersSent) response.destroy();
+    else refusal(response, 500, 'internal', 'the status page failed to answer this request');
+  };
+
+  const server = createServer((request, response) => {
+    try {
+      handle(request, response);
+    } catch (error) {
+      failed(error, response);
+    }
+  });
   await new Promise<void>((resolveListen, rejectListen) => {
     server.once('error', rejectListen);
     server.listen(options.port ?? 0, '127.0.0.1', () => {
@@ -187,8 +275,10 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
   });
   const { port } = server.address() as AddressInfo;
   ownHost = `127.0.0.1:${port}`;
+  cookie = cookieName(port);
   return {
-    url: `http://${ownHost}/`,
+    url: `http://${ownHost}/?token=${token}`,
+    origin: `http://${ownHost}/`,
     port,
     close: () =>
       new Promise<void>((resolveClose) => {

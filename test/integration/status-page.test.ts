@@ -1,10 +1,11 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { request } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
+import { connect as connectSocket, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localClient } from '../../cli/client.js';
+import { localClient, type LedgerClient } from '../../cli/client.js';
 import { startStatusPage, type StatusPage } from '../../ui/server.js';
 import { uniqueName } from '../support/engines.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -23,6 +24,8 @@ let statusPage: StatusPage;
 let context: BrowserContext;
 let userDataDir: string;
 const pageLog: Array<Record<string, unknown>> = [];
+/** The session cookie the tokened URL is traded for (`name=value`), for the raw requests. */
+let session = '';
 
 /** Every console error and uncaught exception of every page the test opens. */
 const consoleErrors: string[] = [];
@@ -35,6 +38,8 @@ beforeAll(async () => {
   t = await startTestPlatform();
   for (const message of [orphan, stalled, handled]) await t.send(JSON.stringify(message));
   statusPage = await startStatusPage({ client: localClient(t.platform.info), refreshMs: 500, log: (line) => pageLog.push(line) });
+  const traded = await raw('GET', new URL(statusPage.url).pathname + new URL(statusPage.url).search, { cookie: '' });
+  session = String(traded.headers['set-cookie']).split(';')[0] ?? '';
   userDataDir = mkdtempSync(join(tmpdir(), 'ledger-chromium-'));
   context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
@@ -79,10 +84,20 @@ async function sideways(page: Page): Promise<string[]> {
   })()`);
 }
 
-/** A raw request to the page's server, with the Host header chosen by the test. */
-function raw(method: string, path: string, host = `127.0.0.1:${statusPage.port}`): Promise<{ status: number; headers: Record<string, unknown>; body: unknown }> {
+interface RawOptions {
+  /** @default the page's own `127.0.0.1:port` */
+  readonly host?: string;
+  /** @default the session cookie; '' for none */
+  readonly cookie?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A raw request to the page's server, with the Host header and the cookie chosen by the test. */
+function raw(method: string, path: string, options: RawOptions = {}): Promise<{ status: number; headers: Record<string, unknown>; body: unknown }> {
+  const cookie = options.cookie ?? session;
+  const headers = { host: options.host ?? `127.0.0.1:${statusPage.port}`, ...(cookie === '' ? {} : { cookie }), ...options.headers };
   return new Promise((resolveRequest, rejectRequest) => {
-    const outgoing = request({ host: '127.0.0.1', port: statusPage.port, method, path, headers: { host } }, (response) => {
+    const outgoing = request({ host: '127.0.0.1', port: statusPage.port, method, path, headers }, (response) => {
       let text = '';
       response.setEncoding('utf8');
       response.on('data', (chunk: string) => (text += chunk));
@@ -137,7 +152,7 @@ describe('the status page in Chromium', () => {
     const view = await t.view(handled.dispatchId);
     const file = view.evidence.files[0];
     expect(file?.ref).toBe('out/summary.md');
-    await page.goto(`${statusPage.url}#/dispatches/${handled.dispatchId}`);
+    await page.goto(`${statusPage.origin}#/dispatches/${handled.dispatchId}`);
     const files = page.locator('table.files');
     await files.waitFor();
     expect(await files.innerText()).toContain(file?.sha256 ?? 'no file');
@@ -199,7 +214,7 @@ describe('the status page in Chromium', () => {
     const view = await t.viewWhen(sneaky.dispatchId, (candidate) => candidate.execution.status === 'completed', { timeoutMs: 30_000 });
     expect(view.execution.result?.summary).toContain('\u202e');
     const { page } = await openPage();
-    await page.goto(`${statusPage.url}#/dispatches/${sneaky.dispatchId}`);
+    await page.goto(`${statusPage.origin}#/dispatches/${sneaky.dispatchId}`);
     const execution = page.getByRole('region', { name: 'Execution' });
     await execution.waitFor();
     const shown = await execution.innerText();
@@ -247,13 +262,121 @@ describe('the status page server', () => {
     expect(badQuery.status).toBe(400);
 
     for (const host of ['evil.example:80', `localhost:${statusPage.port}`, `127.0.0.1:${statusPage.port + 1}`, `127.0.0.1.nip.io:${statusPage.port}`]) {
-      const foreign = await raw('GET', '/api/attention', host);
+      const foreign = await raw('GET', '/api/attention', { host });
       expect(foreign.status, host).toBe(403);
       expect(foreign.body, host).toMatchObject({ error: { code: 'forbidden_host' } });
-      expect((await raw('GET', '/', host)).status, host).toBe(403);
+      expect((await raw('GET', '/', { host })).status, host).toBe(403);
     }
     // Each refusal is logged, none relayed: no line says the ledger was called or unreachable.
     expect(pageLog.filter((line) => line.msg === 'request refused: foreign Host')).toHaveLength(8);
     expect(pageLog.some((line) => line.msg === 'ledger unreachable')).toBe(false);
+  });
+
+  it('trades the printed token for an HttpOnly, SameSite=Strict cookie and the clean URL; refuses a wrong token, and every read without the cookie', async () => {
+    const printed = new URL(statusPage.url);
+    const token = printed.searchParams.get('token') ?? '';
+    expect(token).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    const traded = await raw('GET', `/?token=${token}`, { cookie: '' });
+    expect(traded.status).toBe(303);
+    expect(traded.headers.location).toBe('/');
+    expect(String(traded.headers['set-cookie'])).toMatch(new RegExp(`^ledger_status_${statusPage.port}=${token}; HttpOnly; SameSite=Strict; Path=/$`));
+
+    const wrong = await raw('GET', `/?token=${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`, { cookie: '' });
+    expect(wrong.status).toBe(403);
+    expect(wrong.body).toMatchObject({ error: { code: 'forbidden_token' } });
+    expect(wrong.headers['set-cookie']).toBeUndefined();
+    expect((await raw('GET', '/?token=', { cookie: '' })).status).toBe(403);
+
+    const before = pageLog.length;
+    for (const cookie of ['', `ledger_status_${statusPage.port}=${'x'.repeat(token.length)}`, `ledger_status_${statusPage.port + 1}=${token}`, `other=1; ledger_status_${statusPage.port}=`]) {
+      for (const path of [`/api/dispatches/${orphan.dispatchId}?refresh=true`, '/api/counts', '/', '/app.js', '/config.json']) {
+        const refused = await raw('GET', path, { cookie });
+        expect(refused.status, `${path} with "${cookie}"`).toBe(403);
+        expect(refused.body, path).toMatchObject({ error: { code: 'forbidden_token' } });
+      }
+    }
+    // With the cookie (among others), the same read is relayed.
+    expect((await raw('GET', '/api/counts', { cookie: `other=1; ${session}` })).body).toMatchObject({ status: 200 });
+    // The token is in no log line, refused or not; no refused read reached the ledger.
+    expect(JSON.stringify(pageLog)).not.toContain(token);
+    expect(pageLog.slice(before).filter((line) => line.msg === 'request refused: no session')).toHaveLength(20);
+    expect(pageLog.some((line) => line.msg === 'ledger unreachable')).toBe(false);
+  });
+
+  it('refuses what a browser marks as coming from another site, cookie or not', async () => {
+    for (const site of ['cross-site', 'same-site']) {
+      for (const path of ['/api/dispatches/x?refresh=true', '/', `/?token=${new URL(statusPage.url).searchParams.get('token') ?? ''}`]) {
+        const refused = await raw('GET', path, { headers: { 'sec-fetch-site': site } });
+        expect(refused.status, `${site} ${path}`).toBe(403);
+        expect(refused.body).toMatchObject({ error: { code: 'cross_site' } });
+        expect(refused.headers['set-cookie']).toBeUndefined();
+      }
+    }
+    for (const site of ['same-origin', 'none']) expect((await raw('GET', '/api/counts', { headers: { 'sec-fetch-site': site } })).status, site).toBe(200);
+  });
+
+  it("refuses a web page's fetch at the port in Chromium, even once the browser holds the cookie", async () => {
+    // Another page on this machine (another port is another origin, and the same site).
+    const other: Server = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/html' });
+      response.end('<!doctype html><title>elsewhere</title>');
+    });
+    await new Promise<void>((resolveListen) => other.listen(0, '127.0.0.1', resolveListen));
+    try {
+      const { page } = await openPage();
+      await page.locator('#attention-orphan_no_delivery').waitFor();
+      await page.goto(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`);
+      const before = pageLog.length;
+      const target = `${statusPage.origin}api/dispatches/${encodeURIComponent(stalled.dispatchId)}?refresh=true`;
+      // A blind GET (no-cors: the page could not read the answer, only cause it).
+      await page.evaluate(`void fetch(${JSON.stringify(target)}, { mode: 'no-cors', credentials: 'include' }).catch(() => undefined)`);
+      await eventually('the cross-site refusal', async () => pageLog.slice(before), { timeoutMs: 10_000, until: (lines) => lines.some((line) => line.msg === 'request refused: cross-site') });
+      expect(pageLog.slice(before).find((line) => line.msg === 'request refused: cross-site')).toMatchObject({ site: 'same-site' });
+      await page.close();
+    } finally {
+      other.closeAllConnections();
+      await new Promise((resolveClose) => other.close(resolveClose));
+    }
+  });
+
+  it('answers a request line that is no URL with 400, and goes on serving', async () => {
+    const port = statusPage.port;
+    const reply = await new Promise<string>((resolveReply, rejectReply) => {
+      const socket = connectSocket(port, '127.0.0.1', () => socket.end(`GET http://[/ HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nCookie: ${session}\r\nConnection: close\r\n\r\n`));
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => (text += chunk));
+      socket.on('end', () => resolveReply(text));
+      socket.on('error', rejectReply);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 400 /);
+    expect(reply).toContain('"code":"malformed"');
+    expect((await raw('GET', '/api/counts')).body).toMatchObject({ status: 200 });
+  });
+
+  it('answers 500 when handling a request throws, with a log line and no stack, and goes on serving', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const ledger: LedgerClient = { ...localClient(t.platform.info) };
+    const fragile = await startStatusPage({
+      client: ledger,
+      // A log that throws on one refusal: the handler fails midway, as a bug would make it.
+      log: (line) => {
+        if (line.msg === 'request refused: route') throw new Error('log sink broke');
+        lines.push(line);
+      },
+    });
+    try {
+      const traded = await fetch(fragile.url, { redirect: 'manual' });
+      const cookie = String(traded.headers.get('set-cookie')).split(';')[0] ?? '';
+      const broken = await fetch(`${fragile.origin}api/targets/x/slots/release`, { headers: { cookie } });
+      expect(broken.status).toBe(500);
+      const text = await broken.text();
+      expect(JSON.parse(text)).toEqual({ error: { code: 'internal', message: 'the status page failed to answer this request' } });
+      expect(text).not.toContain('log sink broke');
+      expect(lines).toContainEqual(expect.objectContaining({ level: 'error', msg: 'request failed', error: 'log sink broke' }));
+      expect(((await (await fetch(`${fragile.origin}api/counts`, { headers: { cookie } })).json()) as { status: number }).status).toBe(200);
+    } finally {
+      await fragile.close();
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { proxyDecision } from '../../ui/routes.js';
+import { appendOlder, mergeNewest, renewed, type Run } from '../../ui/page/paging.js';
 import { commandsFor, monitorWords, shellWord } from '../../ui/page/words.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 
@@ -62,5 +63,89 @@ describe('the commands the dispatch page suggests', () => {
     expect(monitorWords(null)).toBeNull();
     expect(monitorWords('something_new')).toBe('something_new');
     expect(shellWord('a b')).toBe("'a b'");
+  });
+});
+
+describe("the overview's list: one contiguous run from the newest, whatever arrives between refreshes", () => {
+  const key = (id: string): string => id;
+  /** The ledger's list, newest first; a cursor is the index of the next item. */
+  const ledger: string[] = [];
+  const arrive = (count: number): void => {
+    for (let i = 0; i < count; i += 1) ledger.unshift(`d-${ledger.length}`);
+  };
+  const pageAt = (from: number, limit: number): Run<string> => {
+    const items = ledger.slice(from, from + limit);
+    return { items, cursor: from + limit < ledger.length ? `${ledger.indexOf(items[items.length - 1] ?? '') + 1}:${items[items.length - 1] ?? ''}` : null };
+  };
+  // A cursor is a position after an item, as the ledger's is: it goes on after that item wherever it now stands.
+  const after = (cursor: string, limit: number): Run<string> => pageAt(ledger.indexOf(cursor.slice(cursor.indexOf(':') + 1)) + 1, limit);
+
+  it('merges the renewed newest page into older pages loaded, so what it pushed off stays shown (the gap of keeping the old cursor)', () => {
+    ledger.splice(0);
+    arrive(10); // d-9 … d-0
+    const first = pageAt(0, 3); // d-9 d-8 d-7
+    const loaded = appendOlder(first, after(first.cursor ?? '', 3), key); // … d-4
+    expect(loaded.items).toEqual(['d-9', 'd-8', 'd-7', 'd-6', 'd-5', 'd-4']);
+    arrive(2); // d-11 d-10 push d-8 and d-7 off the newest page
+    const newest = pageAt(0, 3);
+    expect(newest.items).toEqual(['d-11', 'd-10', 'd-9']);
+    const merged = mergeNewest(loaded, newest, key);
+    expect(merged).toEqual({ items: ['d-11', 'd-10', 'd-9', 'd-8', 'd-7', 'd-6', 'd-5', 'd-4'], cursor: loaded.cursor });
+    // The old way (the newest page, then the older pages after their kept cursor) skipped d-8 and d-7.
+    expect([...newest.items, ...after(first.cursor ?? '', 3).items]).not.toContain('d-8');
+  });
+
+  it('drops a loaded dispatch the newest page passes over (gone, or out of the filter), and says when the two do not meet', () => {
+    expect(mergeNewest({ items: ['c', 'b', 'a'], cursor: 'x' }, { items: ['d', 'b'], cursor: 'y' }, key)).toEqual({ items: ['d', 'b', 'a'], cursor: 'x' });
+    expect(mergeNewest({ items: ['c', 'b', 'a'], cursor: 'x' }, { items: ['f', 'e'], cursor: 'y' }, key)).toBeUndefined();
+    // The newest pages are the whole list: nothing else to meet.
+    expect(mergeNewest({ items: ['c', 'b', 'a'], cursor: 'x' }, { items: ['f', 'e'], cursor: null }, key)).toEqual({ items: ['f', 'e'], cursor: null });
+  });
+
+  it('reads on until the newest pages meet what is loaded, and past its bound starts again from the newest, never with a gap', async () => {
+    for (const [arrivals, maxPages, reads] of [[7, 4, 2], [40, 4, 4], [5, 0, 0]] as const) {
+      ledger.splice(0);
+      arrive(12);
+      const first = pageAt(0, 3);
+      const loaded = appendOlder(first, after(first.cursor ?? '', 3), key);
+      arrive(arrivals);
+      let read = 0;
+      const readAfter = async (cursor: string): Promise<Run<string>> => {
+        read += 1;
+        return after(cursor, 3);
+      };
+      const result = await renewed(loaded, pageAt(0, 3), true, readAfter, key, maxPages);
+      expect(read, `${arrivals} arrivals`).toBe(reads);
+      // Contiguous from the newest: exactly the ledger's first items, each once, and the cursor goes on after the last.
+      expect(result.items, `${arrivals} arrivals`).toEqual(ledger.slice(0, result.items.length));
+      expect(after(result.cursor ?? '', 1).items).toEqual(ledger.slice(result.items.length, result.items.length + 1));
+    }
+    expect(await renewed({ items: ['a'], cursor: 'x' }, { items: ['b'], cursor: 'y' }, false, async () => undefined, key, 4)).toEqual({ items: ['b'], cursor: 'y' });
+  });
+
+  it('never skips or repeats a dispatch over any run of arrivals, refreshes and loads of older pages', async () => {
+    let seed = 17;
+    const random = (below: number): number => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed % below;
+    };
+    ledger.splice(0);
+    arrive(5);
+    let list = pageAt(0, 4);
+    let olderLoaded = false;
+    for (let step = 0; step < 300; step += 1) {
+      const move = random(3);
+      if (move === 0) arrive(random(9));
+      else if (move === 1 && list.cursor !== null) {
+        list = appendOlder(list, after(list.cursor, 4), key);
+        olderLoaded = true;
+      } else list = await renewed(list, pageAt(0, 4), olderLoaded, async (cursor) => after(cursor, 4), key, 2);
+      // Always one unbroken stretch of the ledger's list, its cursor right after it; from the very top once refreshed
+      // (a load of older pages shows no new arrival: the next refresh does).
+      const start = ledger.indexOf(list.items[0] ?? '');
+      expect(list.items, `step ${step}`).toEqual(ledger.slice(start, start + list.items.length));
+      expect(list.cursor === null, `step ${step}`).toBe(start + list.items.length === ledger.length);
+      if (move === 2) expect(start, `step ${step}`).toBe(0);
+    }
   });
 });

@@ -35,22 +35,33 @@ export async function load<T>(path: string): Promise<Loaded<T>> {
   return { ok: true, body: answer.body as T };
 }
 
-/** What the server tells the page once: how often to poll, and how the commands it shows reach the same ledger. */
+/**
+ * What the server tells the page once: how often to poll, how the commands it shows reach the same
+ * ledger, and the phases and execution statuses to filter by. The lists come from the server's shared
+ * modules (shared/dispatch/transitions.ts, counts.ts), not a copy here: those modules reach Node's
+ * crypto through the state machine's retry module, which no browser bundle can carry.
+ */
 export interface PageConfig {
   readonly refreshMs: number;
   readonly connection: readonly string[];
   readonly remote: boolean;
+  readonly phases: readonly string[];
+  readonly statuses: readonly string[];
 }
 
+const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : []);
+
 export async function loadConfig(): Promise<PageConfig> {
-  const fallback: PageConfig = { refreshMs: 3000, connection: [], remote: false };
+  const fallback: PageConfig = { refreshMs: 3000, connection: [], remote: false, phases: [], statuses: [] };
   try {
     const response = await fetch('/config.json', { cache: 'no-store' });
     const body = (await response.json()) as Partial<PageConfig>;
     return {
       refreshMs: typeof body.refreshMs === 'number' && body.refreshMs >= 200 ? body.refreshMs : fallback.refreshMs,
-      connection: Array.isArray(body.connection) ? body.connection.filter((flag): flag is string => typeof flag === 'string') : [],
+      connection: strings(body.connection),
       remote: body.remote === true,
+      phases: strings(body.phases),
+      statuses: strings(body.statuses),
     };
   } catch {
     return fallback;

@@ -1,7 +1,9 @@
 import type { attentionEntry } from '../../shared/dispatch/attention.js';
+import type { Counts as LedgerCounts } from '../../shared/dispatch/counts.js';
 import type { historyEntry } from '../../shared/dispatch/view.js';
 import type { TargetAtCapacity } from '../../shared/usecases/flow.js';
 import { load, type PageConfig } from './api.js';
+import { appendOlder, renewed, type Run } from './paging.js';
 import { badge, cell, dispatchLink, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
 import { ATTENTION_ORDER, checkCommand, monitorWords } from './words.js';
 
@@ -12,17 +14,14 @@ type AttentionItem = AttentionLine | TargetAtCapacity;
 /** `GET /dispatches` (operator, CONTRACT §2 v2): every origin's dispatches, newest first — an origin history's entry and its origin. */
 type ListItem = ReturnType<typeof historyEntry> & { readonly origin: string };
 
-/** `GET /counts`: counts by phase, execution status and evidence outcome. */
-interface Counts {
-  readonly total: number;
-  readonly phase: Readonly<Record<string, number>>;
-  readonly execution: Readonly<Record<string, number>>;
-  readonly evidence: Readonly<Record<string, number>>;
-  readonly asOf: string;
-}
+/** `GET /counts`: counts by phase, execution status and evidence outcome, and when. */
+type Counts = LedgerCounts & { readonly asOf: string };
 
-const PHASES = ['accepted', 'submitted', 'blocked', 'cancelled'];
-const STATUSES = ['none', 'queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled', 'unknown'];
+/** A dispatch's place in the list: its id (the operator's list holds every origin's, and ids are the ledger's). */
+const keyOf = (item: ListItem): string => item.dispatchId;
+
+/** How many more pages a refresh reads to meet the older pages loaded, before it drops them. */
+const CATCH_UP_PAGES = 4;
 
 const couldNotLoad = (what: string, problem: string): HTMLElement => el('p', { className: 'problem', attrs: { role: 'status' } }, `Could not load ${what}: ${problem}`);
 
@@ -133,8 +132,8 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
     'form',
     { className: 'filters', attrs: { role: 'search', 'aria-label': 'Filter dispatches' } },
     input('search', 'Search', 'search', 'dispatch, origin, target, run'),
-    select('status', 'Execution', STATUSES),
-    select('phase', 'Phase', PHASES),
+    select('status', 'Execution', config.statuses),
+    select('phase', 'Phase', config.phases),
     input('target', 'Target', 'text', 'any'),
     input('origin', 'Origin', 'text', 'any'),
   );
@@ -144,15 +143,11 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
     section('dispatches', 'Dispatches', 'h2', form, listBody, more),
   );
 
-  // The newest page is renewed on every refresh; older pages someone asked for stay below it.
-  let newest: ListItem[] = [];
-  let older: ListItem[] = [];
-  let olderCursor: string | null = null;
+  // One contiguous run of the list from its newest: the newest page is renewed on every refresh; older
+  // pages someone asked for stay below it, merged with it so that nothing falls between (ui/page/paging.ts).
+  let list: Run<ListItem> = { items: [], cursor: null };
+  let olderLoaded = false;
   let listProblem: string | null = null;
-  const loaded = (): ListItem[] => {
-    const fresh = new Set(newest.map((item) => item.dispatchId));
-    return [...newest, ...older.filter((item) => !fresh.has(item.dispatchId))];
-  };
   const value = (name: string): string => (form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement | null)?.value.trim() ?? '';
   const query = (cursor?: string): string => {
     const params = new URLSearchParams({ limit: '50' });
@@ -168,7 +163,7 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
       return;
     }
     const search = value('search').toLowerCase();
-    const items = loaded();
+    const { items } = list;
     const shown = items.filter((item) => matches(item, search));
     replaceKeepingFocus(listBody, [
       shown.length === 0
@@ -181,17 +176,20 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
             el('tbody', {}, ...shown.map(listRow)),
           ),
     ]);
-    more.replaceChildren(olderCursor ? el('button', { attrs: { type: 'button' }, onClick: () => void loadOlder() }, 'Load older dispatches') : '');
+    more.replaceChildren(list.cursor ? el('button', { attrs: { type: 'button' }, onClick: () => void loadOlder() }, 'Load older dispatches') : '');
   };
 
   const loadOlder = async (): Promise<void> => {
-    if (!olderCursor) return;
-    const page = await load<{ items: ListItem[]; cursor: string | null }>(query(olderCursor));
+    const from = list;
+    if (!from.cursor) return;
+    const page = await load<Run<ListItem>>(query(from.cursor));
+    // A refresh that started over (a filter changed) while this page was read: it belongs to no list shown.
+    if (list !== from) return;
     if (!page.ok) {
       listProblem = page.problem;
     } else {
-      older = [...older, ...page.body.items];
-      olderCursor = page.body.cursor;
+      list = appendOlder(list, page.body, keyOf);
+      olderLoaded = true;
     }
     showList();
   };
@@ -208,22 +206,23 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
   });
 
   const refresh = async (restart = false): Promise<void> => {
-    const [attention, counts, list] = await Promise.all([
+    const [attention, counts, newest] = await Promise.all([
       load<{ items: AttentionItem[] }>('/attention?limit=100'),
       load<Counts>('/counts'),
-      load<{ items: ListItem[]; cursor: string | null }>(query()),
+      load<Run<ListItem>>(query()),
     ]);
     replaceKeepingFocus(attentionBody, attention.ok ? renderAttention(attention.body.items, config) : [couldNotLoad('what needs a person', attention.problem)]);
     replaceKeepingFocus(countsBody, counts.ok ? renderCounts(counts.body) : [couldNotLoad('the counts', counts.problem)]);
-    if (list.ok) {
+    if (newest.ok) {
       listProblem = null;
-      newest = list.body.items;
-      if (restart || older.length === 0) {
-        older = [];
-        olderCursor = list.body.cursor;
-      }
+      if (restart) olderLoaded = false;
+      const readAfter = async (cursor: string): Promise<Run<ListItem> | undefined> => {
+        const page = await load<Run<ListItem>>(query(cursor));
+        return page.ok ? page.body : undefined;
+      };
+      list = await renewed(list, newest.body, olderLoaded, readAfter, keyOf, CATCH_UP_PAGES);
     } else {
-      listProblem = list.problem;
+      listProblem = newest.problem;
     }
     showList();
   };
