@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DISPATCH_ID } from '../shared/dispatch/ids.js';
 
 /**
  * What the status page may ask the ledger for, and nothing more. The page's server holds the
@@ -28,8 +29,7 @@ const QUERIES = {
   rejections: z.strictObject({ limit, cursor }),
 } as const;
 
-/** CONTRACT §1: the dispatchId alphabet, so a path segment can never smuggle another route in. */
-const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+// DISPATCH_ID (CONTRACT §1's alphabet): a path segment can never smuggle another route in.
 const DISPATCH_LISTS = new Set(['receipts', 'operator-receipts', 'runs']);
 
 const notAllowed = (path: string): ProxyDecision => ({ kind: 'refused', status: 404, code: 'not_found', message: `the status page does not relay ${path.slice(0, 200)}` });
