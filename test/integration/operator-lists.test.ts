@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { InvalidCursorError, LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
-import { KEY, stateItem } from '../../shared/adapters/ledger-items.js';
+import { KEY, recentShardOf, RECENT_SHARDS, stateItem } from '../../shared/adapters/ledger-items.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
@@ -176,6 +176,48 @@ describe('GET /dispatches (the recent index, every origin)', () => {
     expect(await answer(request('/dispatches', {}, null))).toEqual({ status: 403, body: { code: 'forbidden' } });
     expect(await answer(request('/counts', {}, ORIGIN_PRINCIPAL))).toEqual({ status: 403, body: { code: 'forbidden' } });
     expect((await answer(request('/counts', {}, OPERATOR_PRINCIPAL))).status).toBe(200);
+  });
+});
+
+describe('GET /dispatches when many dispatches share one createdAt (a burst, spread over the shards)', () => {
+  // Seeded a second apart, the dispatches above never tie on createdAt; a burst does, and then the
+  // order within the instant is the sort key's own (createdKey: the time, then the hash of the id),
+  // merged across every shard that holds one of them.
+  const SAME_INSTANT = at(100);
+  const BURST: DispatchState[] = Array.from({ length: 40 }, (_, index) =>
+    accepted(newDispatchFactory({ dispatchId: `d-burst-${String(index).padStart(2, '0')}`, origin: ['team-a', 'team-b'][index % 2] as string, target: 'alpha', writtenAt: SAME_INSTANT }), new Date(SAME_INSTANT)),
+  );
+  const keyed = BURST.map((state) => ({ dispatchId: state.dispatchId, createdKey: String(stateItem(state, RETENTION).createdKey) }));
+  // Newest first: the sort key descending, compared as DynamoDB compares strings (by code unit here: all ASCII).
+  const SORT_KEY_ORDER = [...keyed].sort((a, b) => (a.createdKey < b.createdKey ? 1 : a.createdKey > b.createdKey ? -1 : 0)).map((entry) => entry.dispatchId);
+  let burstFeeds: LedgerFeedsTable;
+
+  beforeAll(async () => {
+    const burstTable = (await ensureLedgerTable(clients.dynamodb, uniqueName('operator-burst'))).name;
+    for (const state of BURST) await documents.send(new PutCommand({ TableName: burstTable, Item: stateItem(state, RETENTION) }));
+    burstFeeds = new LedgerFeedsTable(documents, { tableName: burstTable, retentionSeconds: RETENTION, now: () => NOW });
+    await eventually('the burst in the recent index', async () => ((await burstFeeds.listDispatches({ limit: 100 })).items.length === BURST.length ? true : undefined));
+  });
+
+  it('seeds one instant over most of the shards', () => {
+    expect(new Set(BURST.map((state) => state.createdAt))).toEqual(new Set([SAME_INSTANT]));
+    expect(new Set(keyed.map((entry) => entry.createdKey)).size).toBe(BURST.length);
+    expect(new Set(BURST.map((state) => recentShardOf(state.dispatchId))).size).toBeGreaterThanOrEqual(RECENT_SHARDS - 4);
+  });
+
+  it.each([1, 2, 5])('pages through the burst with limit %i: every dispatch exactly once, in the sort key\'s order', async (limit) => {
+    const ids: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const page = await burstFeeds.listDispatches({ limit, cursor });
+      expect(page.items.length).toBeLessThanOrEqual(limit);
+      ids.push(...page.items.map((state) => state.dispatchId));
+      cursor = page.cursor ?? undefined;
+      pages += 1;
+    } while (cursor && pages <= BURST.length + 1);
+    expect(ids).toEqual(SORT_KEY_ORDER);
+    expect(pages).toBeGreaterThanOrEqual(Math.ceil(BURST.length / limit));
   });
 });
 
