@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localClient, type LedgerClient } from '../../cli/client.js';
+import { EXECUTION_BUCKETS } from '../../shared/dispatch/counts.js';
+import { PHASES } from '../../shared/dispatch/transitions.js';
 import { startStatusPage, type StatusPage } from '../../ui/server.js';
 import { uniqueName } from '../support/engines.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -129,6 +131,9 @@ describe('the status page in Chromium', () => {
     // What needs a person comes before the counts and the list.
     const headings = await page.getByRole('heading', { level: 2 }).allInnerTexts();
     expect(headings).toEqual(['Needs a person', 'Counts by state', 'Dispatches']);
+    // The filter's lists are the shared modules' (sent in config.json), not a copy in the page.
+    expect(await page.getByLabel('Phase').locator('option').allInnerTexts()).toEqual(['any', ...PHASES]);
+    expect(await page.getByLabel('Execution').locator('option').allInnerTexts()).toEqual(['any', ...EXECUTION_BUCKETS]);
     await page.screenshot({ path: join(DOCS, 'status-page-desktop.png') });
 
     await orphans.getByRole('link', { name: orphan.dispatchId }).click();
