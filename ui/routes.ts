@@ -30,7 +30,7 @@ const QUERIES = {
 } as const;
 
 // DISPATCH_ID (CONTRACT §1's alphabet): a path segment can never smuggle another route in.
-const DISPATCH_LISTS = new Set(['receipts', 'operator-receipts', 'runs']);
+const DISPATCH_LISTS = new Set(['receipts', 'operator-receipts', 'manual-attestations', 'runs']);
 
 const notAllowed = (path: string): ProxyDecision => ({ kind: 'refused', status: 404, code: 'not_found', message: `the status page does not relay ${path.slice(0, 200)}` });
 

@@ -68,8 +68,12 @@ export function commandsFor(view: DispatchView, connection: readonly string[], r
   const id = shellWord(view.dispatchId);
   const cmd = commandLine(view.origin, connection, remote);
   const status = view.execution.status;
-  const over = view.phase === 'blocked' || view.phase === 'cancelled' || (status !== null && FINAL.has(status));
-  const commands: Command[] = [{ does: 'Look the run up at the target, then show the view', line: checkCommand(view.dispatchId, view.origin, connection, remote) }];
+  // A manual dispatch (CONTRACT §13) is over once a person attested its result; while it waits for one, what they did is recorded first.
+  const person = view.phase === 'accepted' && view.submission.waitingFor === 'person';
+  const attested = view.phase === 'accepted' && view.manualAttestations.some((attestation) => attestation.kind === 'manual_result_attested' && attestation.attempt === view.attempt);
+  const over = view.phase === 'blocked' || view.phase === 'cancelled' || (status !== null && FINAL.has(status)) || attested;
+  const commands: Command[] = person ? [{ does: 'Record what the person did (or --kind manual_blocked, manual_delivery_attested, manual_dispatch_written)', line: cmd(`manual ${id} --kind manual_result_attested --note 'WHAT THEY DID'`) }] : [];
+  commands.push({ does: 'Look the run up at the target, then show the view', line: checkCommand(view.dispatchId, view.origin, connection, remote) });
   if (view.execution.pendingApproval) {
     const approval = shellWord(view.execution.pendingApproval.approvalId);
     commands.push({ does: 'Approve the pending request (or --decision cancel)', line: cmd(`approve ${id} --approval-id ${approval} --decision approve`) });
@@ -78,7 +82,8 @@ export function commandsFor(view: DispatchView, connection: readonly string[], r
     commands.push({ does: 'Start the next attempt', line: cmd(`redispatch ${id} --reason 'WHY'`) });
   } else {
     commands.push({ does: 'Ask the target to cancel the run', line: cmd(`cancel ${id} --reason 'WHY'`) });
-    commands.push({ does: 'Supersede the run only once checked: it may still be running', line: cmd(`redispatch ${id} --reason 'WHY' --force`) });
+    // A person's work has no run to supersede.
+    if (!person) commands.push({ does: 'Supersede the run only once checked: it may still be running', line: cmd(`redispatch ${id} --reason 'WHY' --force`) });
   }
   if (view.runId !== null) {
     const run = shellWord(view.runId);
