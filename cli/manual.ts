@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
+import { contentHash } from '../shared/dispatch/canonical.js';
 import { MANUAL_ATTESTATION_KINDS, type ManualAttestation, type ManualAttestationKind } from '../shared/dispatch/manual.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
@@ -20,8 +20,9 @@ const SAYS: Readonly<Record<ManualAttestationKind, string>> = {
 
 /**
  * `ledger manual`: records a person's attestation about a dispatch to a manual target (CONTRACT §13)
- * — `POST /dispatches/{id}/manual`. Without --attestation-id one is made up and printed: pass it again
- * to retry safely (an identical retry answers with the stored attestation).
+ * — `POST /dispatches/{id}/manual`. Without --attestation-id the id is derived from what is attested
+ * (dispatch, kind, note, evidence ref), so running the same command again after a timeout is an
+ * identical retry (answered with the stored attestation), never a second attestation.
  */
 export async function manual(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -41,12 +42,10 @@ export async function manual(args: string[], print: (line: string) => void, conn
   const dispatchId = positionals[0];
   const kind = MANUAL_ATTESTATION_KINDS.find((known) => known === values.kind);
   if (!dispatchId || !kind || values.note === undefined || (values.operator && values.origin !== undefined)) throw new LocalPlatformError(USAGE);
-  const body = {
-    attestationId: values['attestation-id'] ?? `ma-${randomUUID()}`,
-    kind,
-    note: values.note,
-    ...(values['evidence-ref'] !== undefined ? { evidenceRef: values['evidence-ref'] } : {}),
-  };
+  const evidenceRef = values['evidence-ref'];
+  // 16 hex digits of SHA-256 over the attested content: the same command, the same id.
+  const derived = `ma-${contentHash({ dispatchId, kind, note: values.note, evidenceRef: evidenceRef ?? null }).slice('sha256:'.length, 'sha256:'.length + 16)}`;
+  const body = { attestationId: values['attestation-id'] ?? derived, kind, note: values.note, ...(evidenceRef !== undefined ? { evidenceRef } : {}) };
   const ledger = await connectTo(values);
   const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/manual`, body, values.operator ? { operator: true } : { origin: originOf(values.origin) });
   // 201 recorded, 200 an identical retry (the stored attestation).

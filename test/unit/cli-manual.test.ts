@@ -45,8 +45,20 @@ describe('ledger manual', () => {
     const { code, lines, seen } = await run(['d-2026-0001', '--kind', 'manual_dispatch_written', '--note', 'handed over'], () => ({ status: 200, body: stored() }));
     expect(code).toBe(0);
     expect(lines[0]).toMatch(/^already recorded \(identical\): /);
-    expect((seen[0]?.body as { attestationId: string }).attestationId).toMatch(/^ma-[0-9a-f-]{36}$/);
+    expect((seen[0]?.body as { attestationId: string }).attestationId).toMatch(/^ma-[0-9a-f]{16}$/);
     expect(seen[0]?.origin).toBe(process.env.LEDGER_ORIGIN ?? 'planner');
+  });
+
+  it('derives the attestation id from what is attested, so running the same command again is an identical retry', async () => {
+    const idOf = async (args: string[]) => ((await run(args, () => ({ status: 201, body: stored() }))).seen[0]?.body as { attestationId: string }).attestationId;
+    const args = ['d-2026-0001', '--kind', 'manual_result_attested', '--note', 'filed by hand', '--evidence-ref', 'out/report.md'];
+    const first = await idOf(args);
+    expect(await idOf(args)).toBe(first);
+    expect(await idOf(['d-2026-0001', '--kind', 'manual_result_attested', '--note', 'filed by hand'])).not.toBe(first);
+    expect(await idOf(['d-2026-0002', ...args.slice(1)])).not.toBe(first);
+    expect(await idOf([...args.slice(0, 4), 'filed by hand.', ...args.slice(5)])).not.toBe(first);
+    expect(await idOf(['d-2026-0001', '--kind', 'manual_blocked', ...args.slice(3)])).not.toBe(first);
+    expect(await idOf([...args, '--attestation-id', 'ma-mine'])).toBe('ma-mine');
   });
 
   it('attests as the operator with --operator (no origin header)', async () => {
