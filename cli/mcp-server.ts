@@ -5,11 +5,9 @@ import * as z from 'zod/mini';
 import { CancelBody } from '../shared/api/flow-routes.js';
 import { ClaimBody, ReleaseBody, ResultId, TokenBody } from '../shared/api/inbox-routes.js';
 import { RedispatchBody } from '../shared/api/lifecycle-routes.js';
-import { MAX_LIMIT } from '../shared/api/routes.js';
+import { HistoryQuery } from '../shared/api/routes.js';
 import { DispatchMessageSchema, readDispatchMessage } from '../shared/dispatch/message.js';
 import { OperatorReceiptBody } from '../shared/dispatch/receipts.js';
-import type { Phase } from '../shared/dispatch/state.js';
-import { TARGET_RUN_STATUSES } from '../shared/targets/port.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
 import type { ApiAnswer, LedgerClient } from './client.js';
 import { newDispatchId } from './dispatch-id.js';
@@ -116,13 +114,6 @@ const DispatchInput = z.extend(DispatchMessageSchema, {
 });
 const DispatchIdInput = DispatchMessageSchema.shape.dispatchId;
 
-const PHASES = ['accepted', 'submitted', 'blocked', 'cancelled'] as const satisfies readonly Phase[];
-/** `GET /origins/{origin}/dispatches`: `status` matches a dispatch's execution status or its phase. */
-const HistoryInput = z.strictObject({
-  status: z.optional(z.enum([...TARGET_RUN_STATUSES, 'unknown', ...PHASES])),
-  limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIMIT))),
-  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(4096))),
-});
 
 const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
   dispatch:
@@ -237,7 +228,7 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
     config('check_dispatch', 'Check a dispatch', z.strictObject({ dispatchId: DispatchIdInput, refresh: z.optional(z.boolean()) }), { readOnlyHint: true }),
     async ({ dispatchId, refresh }) => api('check_dispatch', { path: `${path('dispatches', dispatchId)}${refresh ? '?refresh=true' : ''}` }),
   );
-  server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryInput, { readOnlyHint: true }), async ({ status, limit, cursor }) => {
+  server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryQuery, { readOnlyHint: true }), async ({ status, limit, cursor }) => {
     const query = new URLSearchParams({
       ...(status !== undefined && { status }),
       ...(limit !== undefined && { limit: String(limit) }),

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import type { ManualAttestation } from '../dispatch/manual.js';
+import { StoredManualAttestation, type ManualAttestation } from '../dispatch/manual.js';
+import { validationProblems } from '../dispatch/receipts.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
 import { waitSortKey, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
@@ -57,7 +58,8 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   problem began).
  * - TTL (`expiresAt`) on every dispatch record: the retention after the dispatch is final (state), after
  *   the record was written (receipts, marks, checks, rejections), twice that for the anchor and the
- *   records that must outlive the state (accepted message, past attempts, late events).
+ *   records that must outlive the state (accepted message, past attempts, late events, manual
+ *   attestations: a manual dispatch's state lives until a person attests, and its attestations with it).
  */
 
 export const DUE_SHARDS = 16;
@@ -246,13 +248,16 @@ const isObject: Check = (value) => typeof value === 'object' && value !== null &
 const isArray: Check = Array.isArray;
 const optional = (check: Check): Check => (value) => value === undefined || value === null || check(value);
 
+/** A stored item's key, as a CorruptItemError names it. */
+const keyOf = (item: Item): string => `${String(item.pk)}/${String(item.sk)}`;
+
 /** Checks the named fields of a stored item; throws CorruptItemError naming the first that is wrong. */
 function checked(item: Item, fields: Readonly<Record<string, Check>>): Item {
   for (const [field, check] of Object.entries(fields)) {
     const path = field.split('.');
     let value: unknown = item;
     for (const part of path) value = isObject(value) ? (value as Item)[part] : undefined;
-    if (!check(value)) throw new CorruptItemError(`${String(item.pk)}/${String(item.sk)}`, `${field} is missing or of the wrong type`);
+    if (!check(value)) throw new CorruptItemError(keyOf(item), `${field} is missing or of the wrong type`);
   }
   return item;
 }
@@ -507,7 +512,7 @@ export function messageOf(item: Item): AcceptedMessage {
     try {
       task = JSON.parse(taskJson);
     } catch {
-      throw new CorruptItemError(`${String(item.pk)}/${String(item.sk)}`, 'content.taskJson is not JSON');
+      throw new CorruptItemError(keyOf(item), 'content.taskJson is not JSON');
     }
     return { ...rest, content: { ...others, task } } as unknown as AcceptedMessage;
   }
@@ -533,7 +538,12 @@ export function operatorReceiptOf(item: Item): OperatorReceipt {
   return { ...writtenRecordOf(item), note: item.note ?? null } as unknown as OperatorReceipt;
 }
 
-export const manualAttestationOf = (item: Item): ManualAttestation => writtenRecordOf(item) as unknown as ManualAttestation;
+/** Decoded through its stored schema (its payload hash too): the use case moves a dispatch by what it says. */
+export function manualAttestationOf(item: Item): ManualAttestation {
+  const decoded = StoredManualAttestation.safeParse(writtenRecordOf(item));
+  if (!decoded.success) throw new CorruptItemError(keyOf(item), validationProblems(decoded.error));
+  return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
+}
 
 /** A record people wrote (an operator receipt, a manual attestation) without its keys and TTL, its evidenceRef null when left out. */
 function writtenRecordOf(item: Item): Item {
@@ -573,7 +583,7 @@ export function pastAttemptItem(past: PastAttempt, retentionSeconds: number): It
 export function pastAttemptOf(item: Item): PastAttempt {
   const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, receipts: isArray, execution: isObject, endedAt: isString, superseded: isBoolean, stateVersion: isNumber });
   const past = { runId: null, reason: '', ...rest } as unknown as PastAttempt;
-  return past.result ? { ...past, result: resultRecordOf(past.result, `${String(item.pk)}/${String(item.sk)}`) } : past;
+  return past.result ? { ...past, result: resultRecordOf(past.result, keyOf(item)) } : past;
 }
 
 /** What a stream image of the ledger table holds, decoded (the publisher and the retention function read the stream). */

@@ -21,6 +21,7 @@ import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
 import {
+  ANCHOR_RETENTION_FACTOR,
   checkOf,
   COLLECTION,
   markOf,
@@ -141,9 +142,13 @@ export function operatorReceiptsQuery(tableName: string, dispatchId: string, sta
   return collectionQuery(tableName, COLLECTION.operatorReceipts(dispatchId), startKey);
 }
 
-/** A manual attestation (CONTRACT §13), written once per dispatch and attestationId; the existing one back when it was not. */
+/**
+ * A manual attestation (CONTRACT §13), written once per dispatch and attestationId; the existing one
+ * back when it was not. It must outlive the state it moved (whose retention starts only when a person
+ * ends the wait), so it expires like the anchor: twice the retention.
+ */
 export function manualAttestationPut(tableName: string, attestation: ManualAttestation, retentionSeconds: number): PutCommandInput {
-  return writtenOnce(tableName, KEY.manualAttestation(attestation.dispatchId, attestation.attestationId), attestation, retentionSeconds);
+  return writtenOnce(tableName, KEY.manualAttestation(attestation.dispatchId, attestation.attestationId), attestation, retentionSeconds * ANCHOR_RETENTION_FACTOR);
 }
 
 /** One kind of item of a dispatch's partition, in sort-key order, strongly consistent. */

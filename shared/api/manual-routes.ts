@@ -10,8 +10,10 @@ import { ownedState, type Route } from './routes.js';
  * Manual mode (CONTRACT §13): `POST /dispatches/{dispatchId}/manual`, a person's attestation about a
  * dispatch to a manual target — by its owning origin or an operator (404 for anyone else, as for any
  * dispatch not theirs). 201 new; 200 with the stored attestation on an identical retry; 409 on the
- * same attestationId with any change, or a result or block for a dispatch no longer waiting for a
- * person; 422 for a dispatch whose target is not manual, or a bad body (an unsafe evidenceRef).
+ * same attestationId with any change, a result or block for a dispatch no longer waiting for a person
+ * (or the retry of one that never moved it), an attestationId of an earlier attempt, or a dispatch not
+ * yet recorded as waiting for a person; 422 for a dispatch whose target the registry does not name
+ * manual, or a bad body (an unsafe evidenceRef).
  */
 export const MANUAL_ROUTES: readonly Route[] = [
   {
@@ -32,7 +34,7 @@ export const MANUAL_ROUTES: readonly Route[] = [
         case 'changed':
           throw new ApiError('conflict', `attestation ${outcome.existing.attestationId} is recorded with other content; the original stands`, { recordedAt: outcome.existing.recordedAt });
         case 'not_manual':
-          throw new ApiError('invalid', `target "${outcome.target}" is not manual: an attestation never stands for a runtime's receipts`);
+          throw new ApiError('invalid', `target "${outcome.target}" is not manual`);
         case 'not_waiting':
           throw new ApiError('conflict', outcome.why);
         case 'conflict':

@@ -4,8 +4,8 @@ import { EXECUTION_BUCKETS, PHASES } from '../dispatch/counts.js';
 import { ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
 import { historyEntry } from '../dispatch/view.js';
 import { requireOperator } from './caller.js';
-import { ApiError, json, type ApiRequest } from './http.js';
-import { limitOf, type Route } from './routes.js';
+import { json, type ApiRequest } from './http.js';
+import { limitOf, queryOf, type Route } from './routes.js';
 
 /**
  * The operator's lists (CONTRACT §2 v2): `GET /dispatches` (every origin's dispatches, newest first)
@@ -22,10 +22,7 @@ const ListQuery = z.object({
 
 function filterOf(request: ApiRequest) {
   const { status, phase, target, origin } = request.query;
-  const parsed = ListQuery.safeParse({ status, phase, target, origin });
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  throw new ApiError('malformed', `${String(issue?.path[0])}: ${issue?.message ?? 'not valid'}`);
+  return queryOf(ListQuery, { status, phase, target, origin });
 }
 
 export const OPERATOR_LIST_ROUTES: readonly Route[] = [

@@ -3,7 +3,7 @@ import { ApiError } from './http.js';
 /** How many entries of each list the dispatch view carries; older ones are paged (CONTRACT §2 v2). */
 export const VIEW_LIST_LIMIT = 50;
 
-export type ListName = 'receipts' | 'operatorReceipts' | 'runs';
+export type ListName = 'receipts' | 'operatorReceipts' | 'manualAttestations' | 'runs';
 
 /** The cursor of the entries before `end` (exclusive) of one list: opaque, checked when it comes back. */
 const encode = (list: ListName, end: number): string => Buffer.from(`${list}:${end}`, 'utf8').toString('base64url');

@@ -1,4 +1,8 @@
+import * as z from 'zod/mini';
+import '../zod-english.js';
 import { dispatchView, historyEntry } from '../dispatch/view.js';
+import { PHASES } from '../dispatch/transitions.js';
+import { TARGET_RUN_STATUSES } from '../targets/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { newestPage } from './pages.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
@@ -47,6 +51,16 @@ export function limitOf(request: ApiRequest, fallback = 25): number {
 }
 
 /**
+ * The query of an origin's history (`GET /origins/{origin}/dispatches`): `status` is an execution
+ * status or a phase. The MCP server's `dispatch_status` tool takes the same schema.
+ */
+export const HistoryQuery = z.strictObject({
+  status: z.optional(z.enum([...TARGET_RUN_STATUSES, 'unknown', ...PHASES])),
+  limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIMIT))),
+  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(4096))),
+});
+
+/**
  * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
  * `operatorMayRead`: the operator may read any dispatch (CONTRACT §2 v2), never act on one as its origin.
  */
@@ -69,11 +83,35 @@ export async function fullView(deps: ApiDeps, state: DispatchState) {
     deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
     // Only a dispatch redispatched at least once has records of what its redispatches ended.
     state.redispatch ? deps.store.listPastAttempts(state.dispatchId) : Promise.resolve([]),
-    // Only a manual dispatch has a person's attestations (CONTRACT §13).
-    state.manual ? deps.store.listManualAttestations(state.dispatchId) : Promise.resolve([]),
+    // Only a manual dispatch has a person's attestations (CONTRACT §13) — or one redispatched since a manual round.
+    state.manual || state.redispatch ? deps.store.listManualAttestations(state.dispatchId) : Promise.resolve([]),
   ]);
   return dispatchView(state, message, check, operatorReceipts, marks, pastAttempts, manualAttestations);
 }
+
+/** `POST /dispatches/{dispatchId}/{action}` on a dispatch of the caller's own (404 otherwise), answered by what `act` returns. */
+const onOwnDispatch = (
+  action: string,
+  act: (deps: ApiDeps, state: DispatchState, request: ApiRequest, caller: Caller) => Promise<{ readonly status: number; readonly body: unknown }>,
+): Route => ({
+  method: 'POST',
+  pattern: ['dispatches', ':dispatchId', action],
+  handle: async (deps, request, params, caller) => {
+    const answer = await act(deps, await ownedState(deps, params.dispatchId ?? '', caller), request, caller);
+    return json(answer.status, answer.body);
+  },
+});
+
+/** A query's values through its schema (each exact); the first problem is the 400. */
+export function queryOf<T>(schema: z.ZodMiniType<T>, values: Readonly<Record<string, unknown>>): T {
+  const parsed = schema.safeParse(values);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  throw new ApiError('malformed', `${String(issue?.path[0])}: ${issue?.message ?? 'not valid'}`);
+}
+
+/** The lists of a dispatch view that are paged (CONTRACT §2 v2), each also at `GET /dispatches/{id}/{kebab-case name}`. */
+const PAGED_LISTS = ['receipts', 'operatorReceipts', 'manualAttestations', 'runs'] as const;
 
 const ROUTES: readonly Route[] = [
   ...OPERATOR_LIST_ROUTES,
@@ -86,22 +124,14 @@ const ROUTES: readonly Route[] = [
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
       const view = await fullView(deps, state);
       // The view stays small whatever the history: the newest entries of each list, the rest paged.
-      const receipts = newestPage('receipts', view.receipts, undefined);
-      const operatorReceipts = newestPage('operatorReceipts', view.operatorReceipts, undefined);
-      const runs = newestPage('runs', view.runs, undefined);
-      return json(200, {
-        ...view,
-        receipts: receipts.items,
-        operatorReceipts: operatorReceipts.items,
-        runs: runs.items,
-        more: { receipts: receipts.more, operatorReceipts: operatorReceipts.more, runs: runs.more },
-      });
+      const pages = PAGED_LISTS.map((list) => [list, newestPage<unknown>(list, view[list], undefined)] as const);
+      return json(200, { ...view, ...Object.fromEntries(pages.map(([list, page]) => [list, page.items])), more: Object.fromEntries(pages.map(([list, page]) => [list, page.more])) });
     },
   },
-  ...(['receipts', 'operatorReceipts', 'runs'] as const).map(
+  ...PAGED_LISTS.map(
     (list): Route => ({
       method: 'GET',
-      pattern: ['dispatches', ':dispatchId', list === 'operatorReceipts' ? 'operator-receipts' : list],
+      pattern: ['dispatches', ':dispatchId', list.replace(/[A-Z]/g, (upper) => `-${upper.toLowerCase()}`)],
       handle: async (deps, request, params, caller) => {
         const view = await fullView(deps, await ownedState(deps, params.dispatchId ?? '', caller, true));
         const page = newestPage<unknown>(list, view[list], request.query.cursor);
@@ -109,42 +139,10 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  {
-    method: 'POST',
-    pattern: ['dispatches', ':dispatchId', 'approval'],
-    handle: async (deps, request, params, caller) => {
-      const state = await ownedState(deps, params.dispatchId ?? '', caller);
-      const answer = await postApproval(deps, state, request.body);
-      return json(answer.status, answer.body);
-    },
-  },
-  {
-    method: 'POST',
-    pattern: ['dispatches', ':dispatchId', 'receipts'],
-    handle: async (deps, request, params, caller) => {
-      const state = await ownedState(deps, params.dispatchId ?? '', caller);
-      const answer = await postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId });
-      return json(answer.status, answer.body);
-    },
-  },
-  {
-    method: 'POST',
-    pattern: ['dispatches', ':dispatchId', 'redispatch'],
-    handle: async (deps, request, params, caller) => {
-      const state = await ownedState(deps, params.dispatchId ?? '', caller);
-      const answer = await postRedispatch(deps, state, request.body);
-      return json(answer.status, answer.body);
-    },
-  },
-  {
-    method: 'POST',
-    pattern: ['dispatches', ':dispatchId', 'cancel'],
-    handle: async (deps, request, params, caller) => {
-      const state = await ownedState(deps, params.dispatchId ?? '', caller);
-      const answer = await postCancel(deps, state, request.body, { caller, principalId: request.iamUserId });
-      return json(answer.status, answer.body);
-    },
-  },
+  onOwnDispatch('approval', (deps, state, request) => postApproval(deps, state, request.body)),
+  onOwnDispatch('receipts', (deps, state, request, caller) => postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId })),
+  onOwnDispatch('redispatch', (deps, state, request) => postRedispatch(deps, state, request.body)),
+  onOwnDispatch('cancel', (deps, state, request, caller) => postCancel(deps, state, request.body, { caller, principalId: request.iamUserId })),
   {
     method: 'POST',
     pattern: ['targets', ':target', 'slots', 'release'],
@@ -154,15 +152,7 @@ const ROUTES: readonly Route[] = [
       return json(answer.status, answer.body);
     },
   },
-  {
-    method: 'POST',
-    pattern: ['dispatches', ':dispatchId', 'evidence-status'],
-    handle: async (deps, request, params, caller) => {
-      const state = await ownedState(deps, params.dispatchId ?? '', caller);
-      const answer = await postEvidenceStatus(deps, state, request.body);
-      return json(answer.status, answer.body);
-    },
-  },
+  onOwnDispatch('evidence-status', (deps, state, request) => postEvidenceStatus(deps, state, request.body)),
   {
     method: 'PUT',
     pattern: ['dispatches', ':dispatchId', 'evidence', '*ref'],
@@ -201,11 +191,8 @@ const ROUTES: readonly Route[] = [
     handle: async (deps, request, params, caller) => {
       const origin = params.origin ?? '';
       if (!ORIGIN.test(origin) || callerOrigin(caller) !== origin) throw new ApiError('not_found', `no origin ${origin}`);
-      const page = await deps.feeds.listOriginDispatches(origin, {
-        limit: limitOf(request),
-        cursor: request.query.cursor,
-        status: request.query.status,
-      });
+      const limit = limitOf(request);
+      const page = await deps.feeds.listOriginDispatches(origin, { ...queryOf(HistoryQuery, { status: request.query.status, limit, cursor: request.query.cursor }), limit });
       return json(200, { items: page.items.map(historyEntry), cursor: page.cursor });
     },
   },

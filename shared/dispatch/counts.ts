@@ -1,5 +1,6 @@
 import { TARGET_RUN_STATUSES } from '../targets/port.js';
 import type { DispatchState, EvidenceState, ExecutionStatus, Phase } from './state.js';
+import { PHASES as MACHINE_PHASES } from './transitions.js';
 
 /**
  * What `GET /counts` answers (CONTRACT §2 v2): how many dispatches the ledger holds now, by phase, by
@@ -15,7 +16,8 @@ import type { DispatchState, EvidenceState, ExecutionStatus, Phase } from './sta
  * countDelta(created, submitted)   // { 'phase.accepted': -1, 'phase.submitted': 1, 'execution.none': -1, 'execution.queued': 1 }
  */
 
-export const PHASES: readonly Phase[] = ['accepted', 'submitted', 'blocked', 'cancelled'];
+/** The phases, as the one state machine names them. */
+export const PHASES: readonly Phase[] = MACHINE_PHASES;
 export const EXECUTION_BUCKETS: ReadonlyArray<ExecutionStatus | 'none'> = ['none', ...TARGET_RUN_STATUSES, 'unknown'];
 export const EVIDENCE_OUTCOMES: ReadonlyArray<EvidenceState['outcome']> = ['pending', 'handled', 'orphan_no_delivery', 'unverified'];
 

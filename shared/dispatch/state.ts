@@ -128,6 +128,8 @@ export interface ManualWork {
   readonly since: string;
   /** The `manual_result_attested` attestation that ended the wait, when one did. */
   readonly resultAttestation?: { readonly attestationId: string; readonly at: string } | undefined;
+  /** The `manual_blocked` attestation that blocked it, when one did (its retry is told from another's). */
+  readonly blockAttestation?: { readonly attestationId: string; readonly at: string } | undefined;
 }
 
 /** One slot of the target's concurrency limit, held from admission until the run is known to be over (CONTRACT §11). */

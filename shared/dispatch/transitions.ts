@@ -738,10 +738,13 @@ export const SUPERSEDED_IN_STATE = 10;
  * A redispatch: back to `accepted` with the attempt to submit. A new attempt (a new Idempotency-Key)
  * only when a run is known to exist or the target refused the key; otherwise the same key again, so a
  * submission that timed out finds its run instead of starting a second writer. The ended attempt's
- * receipts and run leave the hot state (the caller commits their record in the same write).
+ * receipts and run leave the hot state (the caller commits their record in the same write). A manual
+ * dispatch's redispatch is a new round of the person's work, so a new attempt too: the attestations of
+ * the ended one stop counting. It forgets that it was manual; the one submission path records it so
+ * again when its target is manual now (it may be http by then).
  */
 export function redispatched(state: DispatchState, facts: RedispatchFacts, now: Date): DispatchState {
-  const attempt = state.runId || state.blockedCode === 'target_rejected' ? state.attempt + 1 : state.attempt;
+  const attempt = state.runId || state.manual || state.blockedCode === 'target_rejected' ? state.attempt + 1 : state.attempt;
   const next = advance(state, facts.supersede ? 'superseded' : 'redispatched', now, {
     // The ended attempt's result leaves with its record (endedResult); the attempt submitted next gets its own.
     result: undefined,
@@ -764,6 +767,7 @@ export function redispatched(state: DispatchState, facts: RedispatchFacts, now: 
     cancel: undefined,
     slotRelease: undefined,
     waitingFor: undefined,
+    manual: undefined,
   });
   // A result still out is dropped with its attempt: its ack answers `superseded` from now on.
   return isLive(state.result) ? { ...next, changes: [...next.changes, 'result_dropped'] } : next;
@@ -921,5 +925,11 @@ export function manualResultAttested(state: DispatchState, attestation: { readon
   });
 }
 
-/** A person attested the manual work cannot be done (`manual_blocked`): blocked with their reason, like any block. */
-export const manuallyBlocked = (state: DispatchState, reason: string, now: Date): DispatchState => blocked(state, 'manual_blocked', reason, now);
+/**
+ * A person attested the manual work cannot be done (`manual_blocked`): blocked with their note as the
+ * reason, like any block, naming the attestation that did it.
+ */
+export const manuallyBlocked = (state: DispatchState, attestation: { readonly attestationId: string; readonly at: string; readonly note: string }, now: Date): DispatchState => ({
+  ...blocked(state, 'manual_blocked', attestation.note, now),
+  manual: state.manual && { ...state.manual, blockAttestation: { attestationId: attestation.attestationId, at: attestation.at } },
+});

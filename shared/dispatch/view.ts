@@ -56,7 +56,8 @@ export interface DispatchView {
   readonly operatorReceipts: readonly OperatorReceipt[];
   /**
    * CONTRACT §13: a person's attestations about a manual dispatch, oldest first, as stored, each with its
-   * `basis` (`manual_attestation`). Never among `receipts`, never runtime proof.
+   * `basis` (`manual_attestation`) and the attempt it was recorded for (only the current attempt's count).
+   * Never among `receipts`, never runtime proof.
    */
   readonly manualAttestations: readonly ManualAttestation[];
   /** Every run of the dispatch, oldest first: the current one and each ended by a redispatch. */
@@ -64,7 +65,7 @@ export interface DispatchView {
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
   readonly unknowns: readonly string[];
   /** Cursors to the older entries of each list when it holds more than the view shows (CONTRACT §2 v2). */
-  readonly more?: { readonly receipts: string | null; readonly operatorReceipts: string | null; readonly runs: string | null };
+  readonly more?: { readonly receipts: string | null; readonly operatorReceipts: string | null; readonly manualAttestations: string | null; readonly runs: string | null };
 }
 
 export interface RunEntry {
@@ -155,8 +156,8 @@ function validOf<T extends { readonly dispatchId: string; readonly origin: strin
  * of the same attempt carries concrete proof, and no evidence is marked invalid.
  *
  * A manual dispatch (CONTRACT §13) was never submitted, so no runtime receipt can satisfy it: the
- * `manual_result_attested` that ended its wait for a person does (valid, of its attempt), a later block
- * still overrides it, and the satisfied gate's reason says it rests on a person's word.
+ * `manual_result_attested` that ended its wait for a person does (valid, of its attempt) while the
+ * dispatch is neither cancelled nor blocked, and the satisfied gate's reason says it rests on a person's word.
  */
 function gate(state: DispatchState, invalid: readonly string[], findings: Audit): DispatchView['gate'] {
   const reasons: string[] = [...findings.failures];
@@ -165,7 +166,9 @@ function gate(state: DispatchState, invalid: readonly string[], findings: Audit)
   const latest = state.receipts.at(-1);
   const ended = state.manual?.resultAttestation;
   const attested = ended && findings.validManualAttestations.find((attestation) => attestation.attestationId === ended.attestationId && attestation.kind === 'manual_result_attested');
-  if (state.manual && latest?.event !== 'dispatch_blocked') {
+  // Only while it is neither cancelled nor blocked (a cancelled one's gate is any cancelled one's).
+  const manual = !!state.manual && state.phase === 'accepted';
+  if (manual) {
     if (!attested) reasons.push(ended ? `manual_result_attested ${ended.attestationId} is not valid` : 'manual target: waiting for a person, no manual_result_attested');
   } else {
     switch (latest?.event) {
@@ -190,7 +193,7 @@ function gate(state: DispatchState, invalid: readonly string[], findings: Audit)
     }
   }
   if (invalid.length > 0) reasons.push(`evidence marked invalid: ${clip(invalid.join(', '), 300)}`);
-  if (reasons.length > 0 || !state.manual || !attested) return { satisfied: reasons.length === 0, reasons };
+  if (reasons.length > 0 || !manual || !attested) return { satisfied: reasons.length === 0, reasons };
   return { satisfied: true, reasons: [`rests on a person's attestation, not runtime proof: manual_result_attested ${attested.attestationId} by ${attested.recordedBy} at ${attested.recordedAt} (${MANUAL_ATTESTATION})`] };
 }
 

@@ -16,7 +16,8 @@ export type CancelDispatchOutcome =
 
 const ROUNDS = 5;
 
-const over = (state: DispatchState): boolean => state.phase === 'blocked' || state.phase === 'cancelled' || isTerminal(state.execution.nativeStatus);
+/** Nothing more will happen to it: final, blocked, cancelled — or a manual dispatch whose result a person attested. */
+const over = (state: DispatchState): boolean => state.phase === 'blocked' || state.phase === 'cancelled' || isTerminal(state.execution.nativeStatus) || !!state.manual?.resultAttestation;
 
 /**
  * A cancel, idempotent: before submission the dispatch is cancelled at once (a slot it held for a retry

@@ -2,9 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { ManualAttestationBody, manualAttestation, type ManualAttestation, type ManualAttestationBody as Body } from '../../shared/dispatch/manual.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, awaitingPerson, IllegalTransitionError, manuallyBlocked, manualResultAttested, submitted, writeCondition } from '../../shared/dispatch/transitions.js';
-import { dispatchView } from '../../shared/dispatch/view.js';
+import { accepted, awaitingPerson, IllegalTransitionError, manuallyBlocked, manualResultAttested, redispatched, submitted, writeCondition } from '../../shared/dispatch/transitions.js';
+import { dispatchView, type DispatchView } from '../../shared/dispatch/view.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
+import { CorruptItemError, expiryOf, manualAttestationOf } from '../../shared/adapters/ledger-items.js';
+import { manualAttestationPut } from '../../shared/adapters/ledger-table.js';
+import { commandsFor } from '../../ui/page/words.js';
+import { proxyDecision } from '../../ui/routes.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 // Manual mode (CONTRACT §13, VALP): a person's attestations are shown apart from runtime proof, and the
@@ -37,8 +41,18 @@ describe('manual dispatch transitions', () => {
   });
 
   it('blocks with the person\'s reason on manual_blocked', () => {
-    const next = manuallyBlocked(waitingState(), 'no access to the archive', LATER);
-    expect(next).toMatchObject({ phase: 'blocked', blockedCode: 'manual_blocked', blockedReason: 'manual_blocked: no access to the archive' });
+    const next = manuallyBlocked(waitingState(), { attestationId: 'ma-block', at: LATER.toISOString(), note: 'no access to the archive' }, LATER);
+    expect(next).toMatchObject({ phase: 'blocked', blockedCode: 'manual_blocked', blockedReason: 'manual_blocked: no access to the archive', manual: { blockAttestation: { attestationId: 'ma-block' } } });
+  });
+
+  it('starts a new attempt when a manual dispatch is redispatched, and forgets that it was manual until the submission path says so again', () => {
+    const blocked = { ...manuallyBlocked(waitingState(), { attestationId: 'ma-block', at: LATER.toISOString(), note: 'no access' }, LATER), version: 2 };
+    const next = redispatched(blocked, { reason: 'access granted', supersede: false, claimSeconds: 30 }, LATER);
+    expect(() => writeCondition(blocked, next)).not.toThrow();
+    expect(next).toMatchObject({ phase: 'accepted', attempt: 2 });
+    expect(next.manual).toBeUndefined();
+    const resultAttested = { ...resultAttestedState(attestationFactory('manual_result_attested')), version: 2 };
+    expect(redispatched(resultAttested, { reason: 'do it again', supersede: false, claimSeconds: 30 }, LATER)).toMatchObject({ attempt: 2, manual: undefined });
   });
 
   it('refuses a manual result for a dispatch whose target is not manual', () => {
@@ -102,6 +116,22 @@ describe('dispatchView of a manual dispatch', () => {
     expect(view.gate.reasons.some((reason) => reason.startsWith('audit_failure: manual attestation ma-manual_result_attested'))).toBe(true);
   });
 
+  it('holds the gate on an attested result only while the dispatch is neither cancelled nor blocked', () => {
+    const attestation = attestationFactory('manual_result_attested');
+    const cancelled: DispatchState = { ...resultAttestedState(attestation), phase: 'cancelled' };
+    const view = dispatchView(cancelled, undefined, undefined, [], [], [], [attestation]);
+    expect(view.gate.satisfied).toBe(false);
+  });
+
+  it('after a redispatch, counts only the new attempt\'s attestations: an earlier delivery no longer confirms it', () => {
+    const delivery = attestationFactory('manual_delivery_attested');
+    const blocked = { ...manuallyBlocked(waitingState(), { attestationId: 'ma-block', at: LATER.toISOString(), note: 'no access' }, LATER), version: 2 };
+    const again = awaitingPerson({ ...redispatched(blocked, { reason: 'access granted', supersede: false, claimSeconds: 30 }, LATER), version: 3 }, LATER);
+    const view = dispatchView(again, undefined, undefined, [], [], [], [delivery]);
+    expect(view.ownerDelivery.state).toBe('unconfirmed');
+    expect(view.manualAttestations).toEqual([delivery]);
+  });
+
   it('does not count an attestation of another attempt', () => {
     const attestation = { ...attestationFactory('manual_result_attested') };
     const other = manualAttestation({ ...waitingState(), attempt: 2 }, { attestationId: attestation.attestationId, kind: 'manual_result_attested', note: attestation.note }, LATER, 'local:planner');
@@ -124,6 +154,49 @@ describe('dispatchView of any other target kind', () => {
     expect(withThem.gate.satisfied).toBe(false);
     expect(withThem.ownerDelivery).toEqual(without.ownerDelivery);
     expect(withThem.receipts).toEqual(without.receipts);
+  });
+});
+
+describe('the manual attestation item', () => {
+  const attestation = attestationFactory('manual_result_attested', { evidenceRef: 'out/report.md' });
+  const item = (): Record<string, unknown> => ({ ...(manualAttestationPut('ledger', attestation, 86_400).Item ?? {}) });
+
+  it('decodes through the stored schema, and a tampered or malformed item is a corrupt item, never cast', () => {
+    expect(manualAttestationOf(item())).toEqual(attestation);
+    const bare = attestationFactory('manual_dispatch_written');
+    const bareItem = { ...(manualAttestationPut('ledger', bare, 86_400).Item ?? {}) };
+    expect(bareItem).not.toHaveProperty('evidenceRef');
+    expect(manualAttestationOf(bareItem)).toEqual({ ...bare, evidenceRef: null });
+    expect(() => manualAttestationOf({ ...item(), note: 'someone else did it' })).toThrow(CorruptItemError);
+    expect(() => manualAttestationOf({ ...item(), kind: 'dispatch_completed' })).toThrow(CorruptItemError);
+    expect(() => manualAttestationOf({ ...item(), attempt: 'one' })).toThrow(CorruptItemError);
+  });
+
+  it('expires with the records that outlive the state (twice the retention), not after the retention alone', () => {
+    expect(item().expiresAt).toBe(expiryOf(attestation.recordedAt, 2 * 86_400));
+  });
+});
+
+describe('the status page\'s commands for a manual dispatch', () => {
+  const commands = (view: DispatchView) => commandsFor(view, [], false).map((command) => command.line);
+
+  it('offers `ledger manual` first while it waits for a person, and never superseding a run it does not have', () => {
+    const lines = commands(dispatchView(waitingState(), undefined));
+    expect(lines[0]).toMatch(/^npx ledger manual d-2026-0001 --kind \S+ --note /);
+    expect(lines.some((line) => line.includes('--force'))).toBe(false);
+  });
+
+  it('offers no cancel once its result is attested (it is over)', () => {
+    const attestation = attestationFactory('manual_result_attested');
+    const lines = commands(dispatchView(resultAttestedState(attestation), undefined, undefined, [], [], [], [attestation]));
+    expect(lines.some((line) => line.startsWith('npx ledger cancel'))).toBe(false);
+    expect(lines.some((line) => line.startsWith('npx ledger manual'))).toBe(false);
+  });
+});
+
+describe('the status page\'s read allowlist', () => {
+  it('relays the paged manual attestations like the other lists of a dispatch', () => {
+    expect(proxyDecision('/api/dispatches/d-1/manual-attestations', new URLSearchParams('cursor=c'))).toEqual({ kind: 'proxy', path: '/dispatches/d-1/manual-attestations?cursor=c' });
   });
 });
 

@@ -3,6 +3,8 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ApiAnswer, CallOptions, LedgerClient } from '../../cli/client.js';
 import { ledgerMcpServer, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
+import { PHASES } from '../../shared/dispatch/transitions.js';
+import { TARGET_RUN_STATUSES } from '../../shared/targets/port.js';
 
 // `ledger mcp`'s server in-process: the pure mapping of API answers to tool results, and the tools
 // against an in-memory LedgerClient (the port every face talks through) that records each call and
@@ -157,6 +159,13 @@ describe('ledgerMcpServer', () => {
     const badMax = await mcp.callTool({ name: 'claim_results', arguments: { max: 51 } });
     expect([noReason.isError, noRef.isError, badMax.isError]).toEqual([true, true, true]);
     expect(calls).toEqual([]);
+  });
+
+  it('filters dispatch_status by the statuses and phases the history route validates, from the one state machine', async () => {
+    const { client } = recordingClient();
+    const tools = await (await connected(client)).listTools();
+    const status = tools.tools.find((tool) => tool.name === 'dispatch_status')?.inputSchema.properties?.status as { enum?: string[] } | undefined;
+    expect(status?.enum).toEqual([...new Set([...TARGET_RUN_STATUSES, 'unknown', ...PHASES])]);
   });
 
   it('calls each route as its origin, with the body the API takes and the ids in the path', async () => {
