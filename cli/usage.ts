@@ -37,7 +37,9 @@ export const USAGE = `usage:
   ledger manual <dispatchId> --kind K --note N [--evidence-ref REF] [--attestation-id ID] [--origin O | --operator] [--json]
                                                          a person's attestation on a dispatch to a manual target; K:
                                                          manual_dispatch_written|manual_result_attested|
-                                                         manual_delivery_attested|manual_blocked
+                                                         manual_delivery_attested|manual_blocked; without
+                                                         --attestation-id the id comes from the content: re-running
+                                                         is a safe retry
   ledger ui [--port N]                                   the status page on 127.0.0.1 (reads as the operator; Ctrl-C to stop)
   ledger mcp [--origin O]                                an MCP server on stdio: the ledger's tools for agents
                                                          (stdout is the MCP channel)
