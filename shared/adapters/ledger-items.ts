@@ -1,7 +1,5 @@
 import { createHash } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import { StoredManualAttestation, type ManualAttestation } from '../dispatch/manual.js';
-import { validationProblems } from '../dispatch/receipts.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
 import { waitSortKey, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
@@ -538,11 +536,13 @@ export function operatorReceiptOf(item: Item): OperatorReceipt {
   return { ...writtenRecordOf(item), note: item.note ?? null } as unknown as OperatorReceipt;
 }
 
-/** Decoded through its stored schema (its payload hash too): the use case moves a dispatch by what it says. */
-export function manualAttestationOf(item: Item): ManualAttestation {
-  const decoded = StoredManualAttestation.safeParse(writtenRecordOf(item));
-  if (!decoded.success) throw new CorruptItemError(keyOf(item), validationProblems(decoded.error));
-  return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
+/**
+ * A manual attestation's item as written, keys and TTL off. The table adapter decodes it through its
+ * stored schema (`manualAttestationOf` in ledger-table.ts): this module stays free of zod, so the
+ * publisher and retention bundles that decode stream images carry none.
+ */
+export function writtenAttestationOf(item: Item): { readonly key: string; readonly record: Item } {
+  return { key: keyOf(item), record: writtenRecordOf(item) };
 }
 
 /** A record people wrote (an operator receipt, a manual attestation) without its keys and TTL, its evidenceRef null when left out. */

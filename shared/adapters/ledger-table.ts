@@ -12,7 +12,9 @@ import {
   type QueryCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import type { ManualAttestation } from '../dispatch/manual.js';
+import { StoredManualAttestation, type ManualAttestation } from '../dispatch/manual.js';
+import { validationProblems } from '../dispatch/receipts.js';
+import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
@@ -41,7 +43,7 @@ import {
   resultBodyItem,
   resultBodyOf,
   operatorReceiptOf,
-  manualAttestationOf,
+  writtenAttestationOf,
   pastAttemptItem,
   pastAttemptOf,
   rejectionOf,
@@ -674,4 +676,12 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   async putPrincipal(principalId: string, principal: Principal): Promise<void> {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } }));
   }
+}
+
+/** Decoded through its stored schema (its payload hash too): the use case moves a dispatch by what it says. */
+export function manualAttestationOf(item: Record<string, unknown>): ManualAttestation {
+  const { key, record } = writtenAttestationOf(item);
+  const decoded = StoredManualAttestation.safeParse(record);
+  if (!decoded.success) throw new CorruptItemError(key, validationProblems(decoded.error));
+  return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
 }

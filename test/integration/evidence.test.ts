@@ -79,7 +79,9 @@ describe('evidence and the post-condition check', () => {
     expect(orphaned[0]?.detail).toMatchObject({ expected: ['out/report.md'], missing: ['out/report.md'], runId: orphan.runId });
     // Decided when the grace window had closed, not before: the check's own time is the event's `at`.
     expect(Date.parse(String(orphaned[0]?.detail.at)) - completedAt).toBeGreaterThanOrEqual(GRACE * 1000);
-    const metric = emf.map((line) => JSON.parse(line) as Record<string, unknown>).find((entry) => 'OrphanedDispatches' in entry);
+    // The publisher flushes its metrics when its batch is done: after the events are on the bus and the
+    // counters of GET /counts are written, so the line may come a moment after the event.
+    const metric = await eventually('the OrphanedDispatches metric line', async () => emf.map((line) => JSON.parse(line) as Record<string, unknown>).find((entry) => 'OrphanedDispatches' in entry));
     expect(metric).toMatchObject({ OrphanedDispatches: 1, Target: 'demo-agent', _aws: { CloudWatchMetrics: [{ Namespace: 'DispatchLedger', Dimensions: [['Target']] }] } });
   });
 
