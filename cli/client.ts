@@ -124,7 +124,7 @@ const apiUrl = httpUrl.refine((value) => {
   return url !== undefined && (url.protocol === 'https:' || isLoopback(url.hostname));
 });
 const URL_SHAPE = 'an http(s) URL without a query';
-const API_URL_SHAPE = 'an https URL (http only on 127.0.0.1) without a query';
+const API_URL_SHAPE = 'an https URL (http only on 127.0.0.1, [::1] or localhost) without a query';
 
 /** How each connection flag must look, and how to say so: a stack name by CloudFormation's rule, a region as AWS spells one. */
 const CONNECTION = {

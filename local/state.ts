@@ -65,7 +65,7 @@ export function writeState(dir: string, state: LocalState): void {
   const file = stateFile(dir);
   const partial = `${file}.${process.pid}.tmp`;
   rmSync(partial, { force: true });
-  writeFileSync(partial, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+  writeFileSync(partial, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
   renameSync(partial, file);
 }
 

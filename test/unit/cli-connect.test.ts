@@ -58,10 +58,10 @@ describe('resolveConnection', () => {
   });
 
   it.each([
-    ['another scheme', { 'api-url': 'ftp://x.example.com' }, /--api-url must be an https URL \(http only on 127\.0\.0\.1\) without a query/],
+    ['another scheme', { 'api-url': 'ftp://x.example.com' }, /--api-url must be an https URL \(http only on 127\.0\.0\.1, \[::1\] or localhost\) without a query/],
     ['plain http to another machine (a signed request could be replayed)', { 'api-url': 'http://ledger.example.com' }, /--api-url must be an https URL/],
     // Only the literal loopback names: a *.localhost name resolves wherever the resolver says.
-    ['plain http to a *.localhost name', { 'api-url': 'http://api.localhost:4010' }, /--api-url must be an https URL \(http only on 127\.0\.0\.1\)/],
+    ['plain http to a *.localhost name', { 'api-url': 'http://api.localhost:4010' }, /--api-url must be an https URL \(http only on 127\.0\.0\.1, \[::1\] or localhost\)/],
     ['plain http to a name ending in localhost', { 'api-url': 'http://evil-localhost:4010' }, /--api-url must be an https URL/],
     ['a query', { 'api-url': 'https://x.example.com/?origin=planner' }, /--api-url must be an https URL/],
     ['no URL', { 'api-url': 'not a url' }, /--api-url must be/],

@@ -195,6 +195,15 @@ describe('the status page\'s commands for a manual dispatch', () => {
   });
 });
 
+describe('the status page\'s commands for a manual dispatch whose result attestation lost its race', () => {
+  it('still offers `ledger manual` and cancel while the dispatch waits for a person, though the attestation is listed', () => {
+    const attestation = attestationFactory('manual_result_attested');
+    const lines = commandsFor(dispatchView(waitingState(), undefined, undefined, [], [], [], [attestation]), [], false).map((command) => command.line);
+    expect(lines[0]).toMatch(/^npx ledger manual /);
+    expect(lines.some((line) => line.startsWith('npx ledger cancel'))).toBe(true);
+  });
+});
+
 describe('the status page\'s read allowlist', () => {
   it('relays the paged manual attestations like the other lists of a dispatch', () => {
     expect(proxyDecision('/api/dispatches/d-1/manual-attestations', new URLSearchParams('cursor=c'))).toEqual({ kind: 'proxy', path: '/dispatches/d-1/manual-attestations?cursor=c' });

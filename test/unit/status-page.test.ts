@@ -100,6 +100,8 @@ describe("the overview's list: one contiguous run from the newest, whatever arri
     expect(mergeNewest({ items: ['c', 'b', 'a'], cursor: 'x' }, { items: ['f', 'e'], cursor: 'y' }, key)).toBeUndefined();
     // The newest pages are the whole list: nothing else to meet.
     expect(mergeNewest({ items: ['c', 'b', 'a'], cursor: 'x' }, { items: ['f', 'e'], cursor: null }, key)).toEqual({ items: ['f', 'e'], cursor: null });
+    // The newest page is the whole list (a filter left fewer): rows that left it are not kept.
+    expect(mergeNewest({ items: ['c', 'b', 'a'], cursor: 'x' }, { items: ['c', 'a'], cursor: null }, key)).toEqual({ items: ['c', 'a'], cursor: null });
   });
 
   it('reads on until the newest pages meet what is loaded, and past its bound starts again from the newest, never with a gap', async () => {

@@ -24,10 +24,12 @@ export interface Run<T> {
  * // → { items: [d, c, b, a], cursor: 'after-a' }
  */
 export function mergeNewest<T>(loaded: Run<T>, fresh: Run<T>, keyOf: (item: T) => string): Run<T> | undefined {
+  // The whole list fits the newest page: nothing loaded before can be missing from it (or still belong).
+  if (fresh.cursor === null) return fresh;
   const position = new Map(loaded.items.map((item, index) => [keyOf(item), index]));
   let lastShared = -1;
   for (const item of fresh.items) lastShared = Math.max(lastShared, position.get(keyOf(item)) ?? -1);
-  if (lastShared < 0) return fresh.cursor === null ? fresh : undefined;
+  if (lastShared < 0) return undefined;
   const seen = new Set(fresh.items.map(keyOf));
   return { items: [...fresh.items, ...loaded.items.slice(lastShared + 1).filter((item) => !seen.has(keyOf(item)))], cursor: loaded.cursor };
 }

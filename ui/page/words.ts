@@ -70,7 +70,8 @@ export function commandsFor(view: DispatchView, connection: readonly string[], r
   const status = view.execution.status;
   // A manual dispatch (CONTRACT §13) is over once a person attested its result; while it waits for one, what they did is recorded first.
   const person = view.phase === 'accepted' && view.submission.waitingFor === 'person';
-  const attested = view.phase === 'accepted' && view.manualAttestations.some((attestation) => attestation.kind === 'manual_result_attested' && attestation.attempt === view.attempt);
+  // An attestation stored while its commit lost a race is listed too: only one that ended the wait counts.
+  const attested = view.phase === 'accepted' && !person && view.manualAttestations.some((attestation) => attestation.kind === 'manual_result_attested' && attestation.attempt === view.attempt);
   const over = view.phase === 'blocked' || view.phase === 'cancelled' || (status !== null && FINAL.has(status)) || attested;
   const commands: Command[] = person ? [{ does: 'Record what the person did (or --kind manual_blocked, manual_delivery_attested, manual_dispatch_written)', line: cmd(`manual ${id} --kind manual_result_attested --note 'WHAT THEY DID'`) }] : [];
   commands.push({ does: 'Look the run up at the target, then show the view', line: checkCommand(view.dispatchId, view.origin, connection, remote) });
