@@ -1,5 +1,4 @@
 import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.js';
-import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -8,6 +7,7 @@ import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, connectionArgs, localClient, originOf, type ApiAnswer, type Connect, type ConnectionValues } from './client.js';
 import { LocalPlatformError } from './local.js';
 import { shown, table } from './table.js';
+import { newDispatchId } from './dispatch-id.js';
 
 export { localInfo, originOf } from './client.js';
 
@@ -56,7 +56,7 @@ export async function send(args: string[], print: (line: string) => void, connec
   if (values.body !== undefined || values.file !== undefined) {
     body = values.body ?? readFileSync(values.file ?? '', 'utf8');
   } else {
-    dispatchId = values['dispatch-id'] ?? `d-${new Date().toISOString().slice(0, 10)}-${randomUUID().slice(0, 8)}`;
+    dispatchId = values['dispatch-id'] ?? newDispatchId();
     body = JSON.stringify({
       dispatchId,
       origin: originOf(values.origin),
