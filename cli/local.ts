@@ -33,6 +33,8 @@ export async function localUp(options: {
   progress: (message: string) => void;
   /** AWS_IAM auth on the local API (CONTRACT §2 v2): SigV4 required, callers from `<stateDir>/credentials.json`. */
   sigv4?: boolean;
+  /** The events profile of the local publisher (`all`, `attention`, or detail-types joined by commas). */
+  events?: string;
 }): Promise<LocalState> {
   const { stateDir } = options;
   const existing = runningState(stateDir);
@@ -61,6 +63,7 @@ export async function localUp(options: {
       String(options.tickSeconds),
       ...(options.foreground ? ['--parent-pid', String(process.pid)] : []),
       ...(options.sigv4 ? ['--sigv4'] : []),
+      ...(options.events && options.events !== 'all' ? ['--events', options.events] : []),
     ],
     {
       detached: true,

@@ -1,3 +1,4 @@
+import { profileFromEnv } from '../shared/events/profile.js';
 import { parseArgs } from 'node:util';
 import { stateDir as defaultStateDir } from '../local/paths.js';
 import { infoLine, type LocalState } from '../local/state.js';
@@ -67,6 +68,8 @@ async function up(args: string[]): Promise<number> {
       demo: { type: 'boolean', default: false },
       once: { type: 'boolean', default: false },
       sigv4: { type: 'boolean', default: false },
+      // What the local publisher puts on the bus, as the construct's `events` prop does (CONTRACT §3 v2).
+      events: { type: 'string', default: 'all' },
     },
   });
   const tickSeconds = Number(values.tick);
@@ -74,10 +77,16 @@ async function up(args: string[]): Promise<number> {
     warn(`--tick must be a number of seconds > 0, got "${values.tick}"`);
     return 2;
   }
+  try {
+    profileFromEnv(values.events);
+  } catch (error) {
+    warn(`--events: ${error instanceof Error ? error.message : String(error)}`);
+    return 2;
+  }
   const dir = defaultStateDir();
   const started = Date.now();
   const progress = values.json ? warn : say;
-  const state = await localUp({ stateDir: dir, tickSeconds, foreground: !values.detach, progress, sigv4: values.sigv4 });
+  const state = await localUp({ stateDir: dir, tickSeconds, foreground: !values.detach, progress, sigv4: values.sigv4, events: values.events });
   const total = { ...state, readyMs: Date.now() - started };
   printReady(total, values.json);
   if (values.detach) {

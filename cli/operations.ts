@@ -10,6 +10,8 @@ import { publish } from '../shared/adapters/event-bus.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { parseStaticRegistry } from '../shared/adapters/static-registry.js';
 import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
+import type { DetailType } from '../shared/events/catalog.js';
+import { profileFromEnv, publishedDetailTypes } from '../shared/events/profile.js';
 import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
 import type { Principal } from '../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
@@ -106,18 +108,25 @@ export async function dlq(args: string[], print: Print): Promise<number> {
   }
 }
 
-/** `ledger stream replay --bucket B [--bus NAME] [--json]` */
+/** `ledger stream replay --bucket B [--bus NAME] [--events all|attention|TYPE,TYPE] [--json]` */
 export async function stream(args: string[], print: Print): Promise<number> {
   const [command, ...rest] = args;
-  const usage = 'usage: ledger stream replay --bucket STREAM_FAILURE_BUCKET [--bus dispatch-ledger] [--json]';
+  const usage = 'usage: ledger stream replay --bucket STREAM_FAILURE_BUCKET [--bus dispatch-ledger] [--events all|attention|TYPE,TYPE] [--json]';
   if (command !== 'replay') throw new UsageError(usage);
-  const { values } = parseArgs({ args: rest, options: { bucket: { type: 'string' }, bus: { type: 'string', default: 'dispatch-ledger' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ args: rest, options: { bucket: { type: 'string' }, bus: { type: 'string', default: 'dispatch-ledger' }, events: { type: 'string', default: 'all' }, json: { type: 'boolean', default: false } } });
   if (!values.bucket) throw new UsageError(usage);
+  // The stack's events profile (its `events` prop): a replay publishes what the publisher would have.
+  let published: ReadonlySet<DetailType>;
+  try {
+    published = publishedDetailTypes(profileFromEnv(values.events));
+  } catch (error) {
+    throw new UsageError(`${error instanceof Error ? error.message : String(error)}\n${usage}`);
+  }
   const s3 = new S3Client({ forcePathStyle: true });
   const eventBridge = new EventBridgeClient({});
   try {
     const busName = values.bus;
-    const report = await replayStreamFailures({ s3, bucket: values.bucket, publish: (events) => publish(events, { client: eventBridge, busName }) });
+    const report = await replayStreamFailures({ s3, bucket: values.bucket, published, publish: (events) => publish(events, { client: eventBridge, busName }) });
     if (values.json) print(JSON.stringify(report));
     else print(`replayed ${report.replayed} failed batch(es), ${report.events} event(s); ${report.alreadyReplayed} already replayed earlier`);
     return 0;

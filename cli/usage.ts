@@ -46,7 +46,7 @@ export const USAGE = `usage:
   ledger dlq redrive [--stack NAME | --dlq-url U --queue-url U [--table T]] [--registry FILE] [--region R] [--limit N] [--json]
                                                          move DLQ messages back to the dispatch queue (idempotent);
                                                          --table: tell an operator's earlier redrive from a sender's claim
-  ledger stream replay --bucket B [--bus NAME] [--json]  publish the events of parked stream batches (idempotent)
+  ledger stream replay --bucket B [--bus NAME] [--events P] [--json]  publish the events of parked stream batches (idempotent; P: the stack's events profile)
   ledger registry target put --table T --name N --kind manual   a target done by people: recorded, never submitted
   ledger registry target put --table T --name N --base-url https://… [--secret-id dispatch-ledger/STACK/targets/NAME]
                             [--max-concurrent-runs N]    at most N (1 to 10,000) runs at once; the rest wait

@@ -21,6 +21,8 @@ const { values } = parseArgs({
     'parent-pid': { type: 'string' },
     // AWS_IAM auth on the API (CONTRACT §2 v2): SigV4 required, callers in <state-dir>/credentials.json.
     sigv4: { type: 'boolean', default: false },
+    // The publisher's events profile (CONTRACT §3 v2), as the construct's `events` prop sets it in AWS.
+    events: { type: 'string', default: 'all' },
   },
 });
 const stateDir = values['state-dir'];
@@ -70,7 +72,7 @@ if (parentPid !== undefined) {
 process.on('SIGINT', () => shutdown('SIGINT'));
 
 try {
-  platform = await startPlatform({ stateDir, tickSeconds, log, sigv4: values.sigv4 });
+  platform = await startPlatform({ stateDir, tickSeconds, log, sigv4: values.sigv4, environment: { PUBLISHED_EVENTS: values.events } });
   // The status page next to the API (`npm start` prints its URL), reading this platform as the operator.
   statusPage = await startStatusPage({ client: localClient(platform.info), log: (line) => log({ component: 'status-page', ...line }) });
   const readyMs = Date.now() - startedAt.getTime();

@@ -6,7 +6,9 @@ import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { addCounts } from '../../shared/adapters/dispatch-counters.js';
 import { publish } from '../../shared/adapters/event-bus.js';
+import type { DetailType } from '../../shared/events/catalog.js';
 import type { CountChanges, PublishEvents } from '../../shared/events/derive.js';
+import { profileFromEnv, publishedDetailTypes } from '../../shared/events/profile.js';
 
 /** Composition root of the event publisher: config and the bus and table clients built once per execution environment. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'publisher' } });
@@ -18,7 +20,11 @@ const eventBridge = new EventBridgeClient({});
 const tableName = getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' });
 const documents = DynamoDBDocumentClient.from(new DynamoDBClient({}));
 
-export const publisherDeps: { readonly publish: PublishEvents; readonly count: CountChanges } = {
+// What this deployment puts on the bus (CONTRACT §3 v2, the construct's `events` prop); unknown names fail the cold start.
+const published = publishedDetailTypes(profileFromEnv(process.env.PUBLISHED_EVENTS));
+
+export const publisherDeps: { readonly publish: PublishEvents; readonly count: CountChanges; readonly published: ReadonlySet<DetailType> } = {
   publish: (events) => publish(events, { client: eventBridge, busName }),
+  published,
   count: (delta, seed) => addCounts(documents, tableName, seed, delta),
 };

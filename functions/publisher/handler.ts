@@ -26,7 +26,9 @@ export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatch
     }
   }
   const report = await publishStreamBatch(changes, publisherDeps);
-  report.published.forEach(count);
+  // Metrics count every derived event: an events profile that leaves Dispatch Orphaned off the bus
+  // never silences the OrphanedDispatches alarm.
+  report.derived.forEach(count);
   if (report.failure) {
     const { sequenceNumber, error } = report.failure;
     logger.error('events not published; the stream retries from this record', { sequenceNumber, retried: report.batchItemFailures.length, error });

@@ -1,3 +1,4 @@
+import { profileToEnv, type EventsProfile } from '../../shared/events/profile.js';
 import { ArnFormat, Duration, Lazy, Names, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { Effect, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
@@ -97,6 +98,15 @@ export interface DispatchLedgerProps {
   readonly logRetention?: RetentionDays;
   /** Deliveries before an untakeable message moves to the DLQ. @default 5 */
   readonly maxReceiveCount?: number;
+  /**
+   * What is put on the bus (CONTRACT §3 v2): every detail-type, only those needing attention
+   * (Blocked, Rejected, Failed, Stalled, Unobservable, Approval Wait Expired, Orphaned, Handled,
+   * Recovered, Superseded, Cancelled, Result Dropped), or a list of detail-types. EventBridge bills
+   * $1 per million events: `attention` publishes 1 event for a usual lifecycle where `all` publishes 4.
+   * Unpublished changes are still in the API and the metrics (alarms never depend on the profile).
+   * @default 'all'
+   */
+  readonly events?: EventsProfile;
 }
 
 /**
@@ -184,7 +194,9 @@ export class DispatchLedger extends Construct {
     const callback = { ...common, API_BASE_URL: this.api.url.url };
     const intake = fn('intake', Duration.seconds(30), callback);
     const monitor = fn('monitor', Duration.minutes(2), callback, 512, monitorName);
-    const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger', LEDGER_TABLE_NAME: table.tableName }, 256);
+    // A profile naming an unknown detail-type fails the synth, not the publisher's cold start.
+    const publishedEvents = profileToEnv(props.events ?? 'all');
+    const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger', LEDGER_TABLE_NAME: table.tableName, PUBLISHED_EVENTS: publishedEvents }, 256);
     const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
     // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
     const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, ...admission }, 256);

@@ -1,5 +1,6 @@
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { DynamoDBRecord } from 'aws-lambda';
+import type { DetailType } from '../events/catalog.js';
 import { publishStreamBatch, type PublishEvents } from '../events/derive.js';
 import { streamChangeOf } from './stream-records.js';
 
@@ -58,7 +59,7 @@ export function recordsOfFailure(key: string, text: string): DynamoDBRecord[] {
  * Idempotent: a record is marked once all its events are on the bus and skipped afterwards; a crash
  * before the mark republishes events with the same `eventId`s, which consumers already deduplicate.
  */
-export async function replayStreamFailures(deps: { readonly s3: S3Client; readonly bucket: string; readonly publish: PublishEvents }): Promise<ReplayReport> {
+export async function replayStreamFailures(deps: { readonly s3: S3Client; readonly bucket: string; readonly publish: PublishEvents; readonly published?: ReadonlySet<DetailType> }): Promise<ReplayReport> {
   const keys: string[] = [];
   const markers = new Set<string>();
   let token: string | undefined;
@@ -79,7 +80,7 @@ export async function replayStreamFailures(deps: { readonly s3: S3Client; readon
     if (markers.has(key)) continue;
     const object = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: key }));
     const records = recordsOfFailure(key, (await object.Body?.transformToString('utf8')) ?? '');
-    const report = await publishStreamBatch(records.map(streamChangeOf), { publish: deps.publish });
+    const report = await publishStreamBatch(records.map(streamChangeOf), { publish: deps.publish, ...(deps.published ? { published: deps.published } : {}) });
     if (report.failure) {
       const cause = report.failure.error instanceof Error ? report.failure.error.message : String(report.failure.error);
       throw new Error(`replay of ${key} stopped at stream record ${report.failure.sequenceNumber}: ${cause}`, { cause: report.failure.error });

@@ -85,13 +85,16 @@ export const howToCheck = (dispatchId: string): string => `npx ledger check ${di
  * `previous` is the version it replaced (the stream's OldImage); undefined when it was created.
  *
  * @example
- * eventsForState(undefined, firstVersion) // [Dispatch Accepted, Dispatch Submitted]
+ * eventsForState(undefined, firstVersion) // [Dispatch Submitted]: it stands for the acceptance too
  */
 export function eventsForState(previous: DispatchState | undefined, current: DispatchState): LedgerEvent[] {
   // A version that does not advance is not a committed change (defensive: the table forbids it).
   if (previous && current.version <= previous.version) return [];
   // Items written before versions recorded their changes carry none.
   const kinds = new Set(current.changes ?? []);
+  // CONTRACT §3 v2: when the first submission commits in the same write as the acceptance, one
+  // Dispatch Submitted stands for both (a blocked or waiting first version still says Accepted).
+  if (!previous && kinds.has('submitted')) kinds.delete('accepted');
   const events: LedgerEvent[] = [];
   for (const kind of kinds) {
     const event = eventFor(kind, previous, current);
@@ -302,8 +305,13 @@ export class PublishIncompleteError extends Error {
 }
 
 export interface PublishReport {
-  /** The events put on the bus, in order (for metrics and logs). */
+  /** The events put on the bus, in order. */
   readonly published: readonly LedgerEvent[];
+  /**
+   * Every event the checkpointed records derive, published or left off the bus by the events profile
+   * (CONTRACT §3 v2): the metrics count these, so a profile never silences an alarm.
+   */
+  readonly derived: readonly LedgerEvent[];
   /** How many records, from the first, the batch checkpoints: all of them, or those before the failed one. */
   readonly checkpointed: number;
   /** The count deltas of those records, summed (applied by `deps.count` when given). */
@@ -342,29 +350,37 @@ export type CountChanges = (delta: CountDelta, seed: string) => Promise<void>;
  * @example
  * const report = await publishStreamBatch(changes, { publish: (events) => publish(events, bus), count });
  * return { batchItemFailures: [...report.batchItemFailures] };
+ *
+ * `published`: the detail-types the deployment's events profile puts on the bus (all when absent).
  */
-export async function publishStreamBatch(changes: readonly StreamChange[], deps: { readonly publish: PublishEvents; readonly count?: CountChanges }): Promise<PublishReport> {
-  const report = await publishEvents(changes, deps.publish);
+export async function publishStreamBatch(
+  changes: readonly StreamChange[],
+  deps: { readonly publish: PublishEvents; readonly count?: CountChanges; readonly published?: ReadonlySet<DetailType> },
+): Promise<PublishReport> {
+  const report = await publishEvents(changes, deps.publish, deps.published);
   if (deps.count && Object.keys(report.counted).length > 0) await deps.count(report.counted, changes[0]?.sequenceNumber ?? '');
   return report;
 }
 
-async function publishEvents(changes: readonly StreamChange[], publishAll: PublishEvents): Promise<PublishReport> {
-  const events: LedgerEvent[] = [];
-  /** For each event, the index of the record it came from. */
-  const recordOf: number[] = [];
+async function publishEvents(changes: readonly StreamChange[], publishAll: PublishEvents, profile: ReadonlySet<DetailType> | undefined): Promise<PublishReport> {
+  const derived: LedgerEvent[] = [];
+  /** For each derived event, the index of the record it came from. */
+  const derivedFrom: number[] = [];
   let stoppedAt: { index: number; error: unknown } | undefined;
   for (const [index, change] of changes.entries()) {
     try {
       for (const event of eventsForStreamChange(change)) {
-        events.push(event);
-        recordOf.push(index);
+        derived.push(event);
+        derivedFrom.push(index);
       }
     } catch (error) {
       stoppedAt = { index, error };
       break;
     }
   }
+  // The deployment's events profile (CONTRACT §3 v2): what is not published is still derived and counted.
+  const events = profile ? derived.filter((event) => profile.has(event.detailType)) : derived;
+  const recordOf = profile ? derivedFrom.filter((_, index) => profile.has((derived[index] as LedgerEvent).detailType)) : derivedFrom;
 
   let publishedCount = events.length;
   if (events.length > 0) {
@@ -381,12 +397,13 @@ async function publishEvents(changes: readonly StreamChange[], publishAll: Publi
   }
 
   const counted = (checkpointed: number) => sumDeltas(changes.slice(0, checkpointed).map(countDeltaOf));
-  if (!stoppedAt) return { published: events, checkpointed: changes.length, counted: counted(changes.length), batchItemFailures: [] };
+  if (!stoppedAt) return { published: events, derived, checkpointed: changes.length, counted: counted(changes.length), batchItemFailures: [] };
   const failedFrom = stoppedAt.index;
   // Only events of records before the failed one count as published: later ones are retried.
   const published = events.filter((_, eventIndex) => eventIndex < publishedCount && (recordOf[eventIndex] ?? 0) < failedFrom);
   return {
     published,
+    derived: derived.filter((_, eventIndex) => (derivedFrom[eventIndex] ?? 0) < failedFrom),
     checkpointed: failedFrom,
     counted: counted(failedFrom),
     batchItemFailures: changes.slice(failedFrom).map((change) => ({ itemIdentifier: change.sequenceNumber })),

@@ -117,7 +117,7 @@ describe('publishStreamBatch counts what the batch checkpoints', () => {
   const running = submitted(created, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, later(1));
   const done = advance(running, 'completed', later(60), { execution: { ...running.execution, status: 'completed', nativeStatus: 'completed', completedAt: later(60).toISOString() } });
   const other = accepted(newDispatchFactory({ dispatchId: 'd-c-2' }), NOW);
-  /** Records 1..3: a dispatch written as submitted (2 events), completed (1 event); another accepted (1 event). */
+  /** Records 1..3: a dispatch written as submitted (1 event: Submitted stands for the acceptance), completed (1 event); another accepted (1 event). */
   const batch: StreamChange[] = [stateChange('1', 'INSERT', undefined, running), stateChange('2', 'MODIFY', running, done), stateChange('3', 'INSERT', undefined, other)];
 
   it('adds the deltas of every record once, in one write seeded by the first sequence number, when the whole batch is published', async () => {
@@ -134,10 +134,10 @@ describe('publishStreamBatch counts what the batch checkpoints', () => {
 
   it('adds only the deltas of the records before the one whose events did not all reach the bus (the stream retries from there)', async () => {
     const count = vi.fn(async (_delta: CountDelta, _seed: string) => {});
-    // The bus took the first two events (record 1's): record 2 is the first not published.
+    // The bus took the first event (record 1's): record 2 is the first not published.
     const report = await publishStreamBatch(batch, {
       publish: async () => {
-        throw new PublishIncompleteError('bus refused', 2);
+        throw new PublishIncompleteError('bus refused', 1);
       },
       count,
     });

@@ -6,6 +6,7 @@ import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.
 import { advance } from '../support/states.js';
 import type { Rejection } from '../../shared/ledger/port.js';
 import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
+import { publishedDetailTypes } from '../../shared/events/profile.js';
 import {
   DETAIL_TYPE_OF_CHANGE,
   eventForRejection,
@@ -117,21 +118,25 @@ describe('eventsForState', () => {
     for (const event of events) expect(parseDetail(event).error).toBeUndefined();
   });
 
-  it('publishes Dispatch Accepted then Dispatch Submitted, runId on the latter only, when the first stored version records both', () => {
+  it('publishes one Dispatch Submitted, with its runId, standing for the acceptance when the first stored version records both (CONTRACT §3 v2)', () => {
     const state = submittedStateFactory();
+    expect(state.changes).toEqual(expect.arrayContaining(['accepted', 'submitted']));
 
     const events = eventsForState(undefined, state);
 
     expect(events).toEqual([
       {
-        detailType: 'Dispatch Accepted',
-        detail: { eventId: expect.any(String), at: NOW.toISOString(), dispatchId: 'd-2026-0001', origin: 'planner', target: 'demo-agent', attempt: 1 },
-      },
-      {
         detailType: 'Dispatch Submitted',
         detail: { eventId: expect.any(String), at: NOW.toISOString(), dispatchId: 'd-2026-0001', origin: 'planner', target: 'demo-agent', attempt: 1, runId: 'r-1' },
       },
     ]);
+  });
+
+  it('still publishes Dispatch Accepted when the first version does not submit (waiting), and Submitted later on its own', () => {
+    const first = { ...accepted(newDispatchFactory(), NOW), version: 1 };
+    expect(detailTypes(eventsForState(undefined, first))).toEqual(['Dispatch Accepted']);
+    const later1 = advance(first, 'submitted', later(60), { phase: 'submitted', runId: 'r-1', execution: { ...first.execution, status: 'running', nativeStatus: 'running' } });
+    expect(detailTypes(eventsForState(first, later1))).toEqual(['Dispatch Submitted']);
   });
 
   it('publishes Dispatch Blocked with the stored reason when a dispatch is blocked before any target contact', () => {
@@ -239,9 +244,13 @@ describe('eventsForState', () => {
         fc.integer({ min: 1, max: 1_000_000 }),
         (dispatchId, version, otherVersion) => {
           fc.pre(version !== otherVersion);
-          const at = (v: number) => ({ ...submittedStateFactory({ dispatchId }), version: v });
-          const ids = eventIds(eventsForState(undefined, at(version)));
-          const otherIds = eventIds(eventsForState(undefined, at(otherVersion)));
+          // A first version blocked at once publishes three changes: Accepted, Blocked, Result Ready.
+          const at = (v: number) => ({ ...blocked(accepted(newDispatchFactory({ dispatchId }), NOW), 'unknown_target', 'no target', NOW), version: v });
+          // (Result Ready is one per result, whatever the version: its id is the result's, left out here.)
+          const versioned = (v: number) => eventIds(eventsForState(undefined, at(v)).filter((event) => event.detailType !== 'Result Ready'));
+          const ids = versioned(version);
+          const otherIds = versioned(otherVersion);
+          expect(ids).toHaveLength(2);
           expect(new Set([...ids, ...otherIds]).size).toBe(4);
           for (const id of [...ids, ...otherIds]) expect(id).toMatch(/^[0-9a-f]{32}$/);
         },
@@ -308,7 +317,7 @@ describe('eventsForStreamChange', () => {
   const second = advance(first, 'failed', later(60), { execution: { ...first.execution, status: 'failed', nativeStatus: 'failed' } });
 
   it('derives a created state from nothing and a replaced one from its old image', () => {
-    expect(detailTypes(eventsForStreamChange(change({ eventName: 'INSERT', newItem: { kind: 'state', state: first } })))).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    expect(detailTypes(eventsForStreamChange(change({ eventName: 'INSERT', newItem: { kind: 'state', state: first } })))).toEqual(['Dispatch Submitted']);
     expect(detailTypes(eventsForStreamChange(change({ oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: second } })))).toEqual(['Run Failed']);
   });
 
@@ -327,7 +336,7 @@ describe('publishStreamBatch', () => {
   const first = submittedStateFactory();
   const completed = advance(first, 'completed', later(60), { execution: { ...first.execution, status: 'completed', nativeStatus: 'completed' } });
   const other = submittedStateFactory({ dispatchId: 'd-2026-0002' });
-  /** Records 1, 2, 3: two events, one event, two events. */
+  /** Records 1, 2, 3: one event each (a created and submitted state publishes Dispatch Submitted alone). */
   const batch: StreamChange[] = [
     change({ sequenceNumber: '1', eventName: 'INSERT', newItem: { kind: 'state', state: first } }),
     change({ sequenceNumber: '2', oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: completed } }),
@@ -340,20 +349,21 @@ describe('publishStreamBatch', () => {
     const report = await publishStreamBatch(batch, { publish });
 
     expect(publish).toHaveBeenCalledTimes(1);
-    expect(detailTypes(report.published)).toEqual(['Dispatch Accepted', 'Dispatch Submitted', 'Run Completed', 'Dispatch Accepted', 'Dispatch Submitted']);
+    expect(detailTypes(report.published)).toEqual(['Dispatch Submitted', 'Run Completed', 'Dispatch Submitted']);
+    expect(report.derived).toEqual(report.published);
     expect(report.batchItemFailures).toEqual([]);
     expect(report.failure).toBeUndefined();
   });
 
   it('reports the record of the first unpublished event and every later one when the bus takes only part', async () => {
     const publish = vi.fn(async () => {
-      throw new PublishIncompleteError('bus refused', 2);
+      throw new PublishIncompleteError('bus refused', 1);
     });
 
     const report = await publishStreamBatch(batch, { publish });
 
     expect(report.batchItemFailures).toEqual([{ itemIdentifier: '2' }, { itemIdentifier: '3' }]);
-    expect(detailTypes(report.published)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    expect(detailTypes(report.published)).toEqual(['Dispatch Submitted']);
     expect(report.failure?.sequenceNumber).toBe('2');
   });
 
@@ -373,7 +383,7 @@ describe('publishStreamBatch', () => {
       { publish },
     );
 
-    expect(publish.mock.calls[0]?.[0].map((event) => event.detailType)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    expect(publish.mock.calls[0]?.[0].map((event) => event.detailType)).toEqual(['Dispatch Submitted']);
     expect(report.batchItemFailures).toEqual([{ itemIdentifier: '9' }, { itemIdentifier: '3' }]);
     expect(report.failure?.error).toBeInstanceOf(UndescribableChangeError);
   });
@@ -384,7 +394,53 @@ describe('publishStreamBatch', () => {
     const report = await publishStreamBatch([change({ eventName: 'REMOVE', newItem: { kind: 'other' } })], { publish });
 
     expect(publish).not.toHaveBeenCalled();
-    expect(report).toEqual({ published: [], checkpointed: 1, counted: {}, batchItemFailures: [] });
+    expect(report).toEqual({ published: [], derived: [], checkpointed: 1, counted: {}, batchItemFailures: [] });
+  });
+});
+
+describe('publishStreamBatch with an events profile (CONTRACT §3 v2)', () => {
+  const first = submittedStateFactory();
+  const completed = advance(first, 'completed', later(60), { execution: { ...first.execution, status: 'completed', nativeStatus: 'completed' } });
+  const stalledFirst = submittedStateFactory({ dispatchId: 'd-2026-0003' });
+  const stalled = advance(stalledFirst, 'stalled', later(700), { execution: { ...stalledFirst.execution, status: 'unknown', monitorStatus: 'stalled' } });
+  const batch: StreamChange[] = [
+    change({ sequenceNumber: '1', eventName: 'INSERT', newItem: { kind: 'state', state: first } }),
+    change({ sequenceNumber: '2', oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: completed } }),
+    change({ sequenceNumber: '3', oldItem: { kind: 'state', state: stalledFirst }, newItem: { kind: 'state', state: stalled } }),
+  ];
+
+  it('puts only the profile\'s detail-types on the bus, and still derives every event (the metrics count those)', async () => {
+    const publish = vi.fn(async (_events: readonly LedgerEvent[]) => {});
+
+    const report = await publishStreamBatch(batch, { publish, published: publishedDetailTypes('attention') });
+
+    expect(publish.mock.calls[0]?.[0].map((event) => event.detailType)).toEqual(['Run Stalled']);
+    expect(detailTypes(report.published)).toEqual(['Run Stalled']);
+    expect(detailTypes(report.derived)).toEqual(['Dispatch Submitted', 'Run Completed', 'Run Stalled']);
+    expect(report.checkpointed).toBe(3);
+  });
+
+  it('calls no bus when the profile publishes none of the batch, and checkpoints it all', async () => {
+    const publish = vi.fn(async () => {});
+
+    const report = await publishStreamBatch(batch.slice(0, 2), { publish, published: publishedDetailTypes(['Dispatch Orphaned']) });
+
+    expect(publish).not.toHaveBeenCalled();
+    expect(report).toMatchObject({ published: [], checkpointed: 2, batchItemFailures: [] });
+    expect(detailTypes(report.derived)).toEqual(['Dispatch Submitted', 'Run Completed']);
+  });
+
+  it('maps a partial publish back to the record of the first published-but-refused event', async () => {
+    const publish = vi.fn(async () => {
+      throw new PublishIncompleteError('bus refused', 1);
+    });
+
+    const report = await publishStreamBatch(batch, { publish, published: publishedDetailTypes(['Dispatch Submitted', 'Run Stalled']) });
+
+    // Published list: [Submitted (record 1), Stalled (record 3)]; the bus took the first only.
+    expect(report.batchItemFailures).toEqual([{ itemIdentifier: '3' }]);
+    expect(detailTypes(report.published)).toEqual(['Dispatch Submitted']);
+    expect(detailTypes(report.derived)).toEqual(['Dispatch Submitted', 'Run Completed']);
   });
 });
 
