@@ -176,8 +176,9 @@ describe('demo agent submission', () => {
       open: expect.any(Number) as number,
       maxOpen: { 'demo-agent': 1 },
     });
-    const stats = (await (await fetch(`${agent.url}/stats`)).json()) as unknown;
-    expect(stats).toEqual(agent.stats());
+    // The route serves the same figures (`open` aside: the run may end between the two reads on a busy machine).
+    const stats = (await (await fetch(`${agent.url}/stats`)).json()) as Record<string, unknown>;
+    expect({ ...stats, open: 0 }).toEqual({ ...agent.stats(), open: 0 });
   });
 
   it('creates a new run for the next attempt of the same dispatch', async () => {
