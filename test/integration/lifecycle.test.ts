@@ -80,7 +80,8 @@ describe('the run lifecycle on the local platform', () => {
     const types = await eventTypesWhen(message.dispatchId, (seen) => seen.includes('Result Ready'));
     expect(types.filter((type) => type === 'Run Stalled')).toHaveLength(1);
     // The completion settles the attempt (nothing expected): its result is made in the same write.
-    expect(types).toEqual(['Dispatch Accepted', 'Dispatch Submitted', 'Run Stalled', 'Run Completed', 'Result Ready']);
+    // Accepted and submitted in one write: one Dispatch Submitted stands for both (CONTRACT §3 v2).
+    expect(types).toEqual(['Dispatch Submitted', 'Run Stalled', 'Run Completed', 'Result Ready']);
     const stalledEvent = eventsOf(message.dispatchId).find((event) => event['detail-type'] === 'Run Stalled');
     expect(stalledEvent?.source).toBe('dispatch-ledger');
     expect(stalledEvent?.detail).toMatchObject({ status: 'unknown', monitorStatus: 'stalled', nativeStatus: 'running', runId: submitted.runId });

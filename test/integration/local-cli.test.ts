@@ -61,7 +61,9 @@ describe('npx ledger local up / down', () => {
       until: (out) => out.stdout.includes('"detail-type":"Dispatch Submitted"'),
     });
     const types = logged.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { 'detail-type': string })['detail-type']);
-    expect(types.slice(0, 2)).toEqual(['Dispatch Accepted', 'Dispatch Submitted']);
+    // Accepted and submitted in one write: one Dispatch Submitted stands for both (CONTRACT §3 v2).
+    expect(types[0]).toBe('Dispatch Submitted');
+    expect(types).not.toContain('Dispatch Accepted');
     const { runId } = JSON.parse(checked.stdout) as { runId: string };
     const receipt = ['receipt', 'd-cli-1', '--run', runId, '--kind', 'artifact_acceptance', '--state', 'accepted', '--verified-by', 'alice', '--receipt-id', 'rc-cli-1'];
     const recorded = await ledger(...receipt, '--json');
