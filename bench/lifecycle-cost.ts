@@ -39,6 +39,8 @@ export interface LifecycleCostResult {
   readonly usage: LifecycleUsage;
   /** Write units per step, averaged. */
   readonly writeUnitsByStep: Readonly<Record<string, number>>;
+  /** Read units per step, averaged. */
+  readonly readUnitsByStep: Readonly<Record<string, number>>;
   /** What delivering one small evidence file through the API adds (not part of the lifecycle). */
   readonly evidenceUpload: LifecycleUsage;
   /** Cost of a monitor tick with nothing due (16 shard queries), which the schedule pays every minute. */
@@ -328,6 +330,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       lifecycles: count,
       usage,
       writeUnitsByStep: Object.fromEntries(Object.entries(units).map(([label, entry]) => [label, per(entry.writeUnits)])),
+      readUnitsByStep: Object.fromEntries(Object.entries(units).map(([label, entry]) => [label, per(entry.readUnits)])),
       evidenceUpload,
       emptyTick: { readUnits: empty.readUnits, requests: empty.requests, ms: emptyMs },
       emptyLongPoll,
