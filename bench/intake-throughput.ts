@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { CreateTableCommand, DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { BatchGetCommand, DynamoDBDocumentClient, PutCommand, type BatchGetCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
@@ -17,7 +17,9 @@ import { accepted, submitted } from '../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
 import type { TargetRegistration } from '../shared/targets/port.js';
+import { createFloorTable, floorPipeline, floorStateKey } from './floor-pipeline.js';
 import {
+  createKeyTable,
   createReferenceTables,
   referenceEvidenceKey,
   referencePipeline,
@@ -30,13 +32,14 @@ import { lambdaContext } from '../local/runtime/context.js';
 import { spreadOf, type BenchContext, type LifecycleUsage, type Spread } from './types.js';
 
 /**
- * Intake throughput, ours against the Powertools reference (`bench/reference-pipeline.ts`), and the
+ * Intake throughput, ours against the Powertools reference (`bench/reference-pipeline.ts`) and against
+ * the bare floor (`bench/floor-pipeline.ts`: the same three round trips with no logic), and the
  * reference's usage per dispatch lifecycle (priced by `bench/prices.ts` next to ours).
  *
- * Both pipelines run in this process, on the same engines (DynamoDB Local, fauxqs S3), against the same
- * in-process HTTP target, with SQS events built in memory as Lambda delivers them, each handler invoked
- * directly: one invocation at a time (as one Lambda execution environment runs them), 10 records per
- * batch, which both handlers' `BatchProcessor` processes concurrently (Powertools' default).
+ * The three pipelines run in this process, on the same engines (DynamoDB Local, fauxqs S3), against the
+ * same in-process HTTP target, with SQS events built in memory as Lambda delivers them, each handler
+ * invoked directly: one invocation at a time (as one Lambda execution environment runs them), 10
+ * records per batch, which every handler's `BatchProcessor` processes concurrently (Powertools' default).
  */
 
 const BATCH_SIZE = 10;
@@ -52,14 +55,21 @@ const EVIDENCE_REF = 'out/report.md';
 
 // --- Results -----------------------------------------------------------------------------------------
 
+type PipelineName = 'ours' | 'reference' | 'floor';
+const PIPELINES: readonly PipelineName[] = ['ours', 'reference', 'floor'];
+
 export interface RoundResult {
   readonly round: number;
-  readonly first: 'ours' | 'reference';
+  /** The order the pipelines ran in this round (rotated from round to round). */
+  readonly order: readonly PipelineName[];
   readonly messages: number;
   readonly oursMessagesPerSecond: number;
   readonly referenceMessagesPerSecond: number;
+  readonly floorMessagesPerSecond: number;
   /** ours ÷ reference in this round. */
-  readonly ratio: number;
+  readonly ratioVsPowertools: number;
+  /** ours ÷ floor in this round. */
+  readonly ratioVsFloor: number;
 }
 
 export interface IntakeThroughputResult {
@@ -75,11 +85,14 @@ export interface IntakeThroughputResult {
   readonly warmupPutsPerSecond: number;
   readonly oursMessagesPerSecond: Spread;
   readonly referenceMessagesPerSecond: Spread;
+  readonly floorMessagesPerSecond: Spread;
   /** ours ÷ reference, per interleaved round. */
-  readonly ratio: Spread;
+  readonly ratioVsPowertools: Spread;
+  /** ours ÷ floor, per interleaved round. */
+  readonly ratioVsFloor: Spread;
   readonly perRound: readonly RoundResult[];
   /** Over the measured rounds; anything but 0 makes the run throw. */
-  readonly batchItemFailures: { readonly ours: number; readonly reference: number };
+  readonly batchItemFailures: Readonly<Record<PipelineName, number>>;
   /** The billed size of the state record each writes per dispatch (ours: the ledger's state item; its anchor item comes on top). */
   readonly recordBytes: { readonly ours: number; readonly reference: number };
   /** A duplicate delivered in the same batch as its original (outside the measured rounds). */
@@ -319,18 +332,7 @@ async function getAll(documents: DynamoDBDocumentClient, tableName: string, keys
 
 /** Small unconditional puts at concurrency 8 for `seconds`; returns the rate of the last half. */
 async function warmDynamoDb(dynamodb: DynamoDBClient, tableName: string, seconds: number): Promise<number> {
-  try {
-    await dynamodb.send(
-      new CreateTableCommand({
-        TableName: tableName,
-        BillingMode: 'PAY_PER_REQUEST',
-        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-      }),
-    );
-  } catch (error) {
-    if (!(error instanceof ResourceInUseException)) throw error;
-  }
+  await createKeyTable(dynamodb, tableName, 'pk');
   const documents = DynamoDBDocumentClient.from(dynamodb);
   const start = performance.now();
   const end = start + seconds * 1000;
@@ -386,10 +388,12 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
   const verify = DynamoDBDocumentClient.from(dynamodb);
   const target = await BenchTarget.start();
   const reference: ReferenceTables = { idempotencyTable: ctx.uniqueName('intake-ref-idempotency'), recordTable: ctx.uniqueName('intake-ref-records') };
-  // The reference's own client, like the handler's own: nothing meters either during the measured rounds.
+  const floorTable = ctx.uniqueName('intake-floor');
+  // The reference's and the floor's own clients, like the handler's own: nothing meters any of them during the measured rounds.
   const referenceDynamodb = clientsFor(ctx.endpoints).dynamodb;
+  const floorDynamodb = clientsFor(ctx.endpoints).dynamodb;
   try {
-    const [ours] = await Promise.all([oursHandler(ctx, dynamodb, s3), createReferenceTables(dynamodb, reference)]);
+    const [ours] = await Promise.all([oursHandler(ctx, dynamodb, s3), createReferenceTables(dynamodb, reference), createFloorTable(dynamodb, floorTable)]);
     await new LedgerTable(DynamoDBDocumentClient.from(dynamodb), { tableName: ours.tableName, retentionSeconds: 90 * 86_400 }).putTarget(target.registration());
     const ref = referencePipeline({
       dynamodb: referenceDynamodb,
@@ -401,16 +405,24 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       targetTimeoutMs: TARGET_TIMEOUT_MS,
       keyPrefix: `${ctx.uniqueName('ref')}`,
     });
-    const pipelines: Record<'ours' | 'reference', { handler: SqsHandler; functionName: string; prefix: string }> = {
+    const floor = floorPipeline({ dynamodb: floorDynamodb, tableName: floorTable, target: target.registration(), callbackUrl: 'http://127.0.0.1:9/', targetTimeoutMs: TARGET_TIMEOUT_MS });
+    const pipelines: Record<PipelineName, { handler: SqsHandler; functionName: string; prefix: string }> = {
       ours: { handler: ours.handler, functionName: 'dispatch-ledger-intake', prefix: `o-${randomUUID().slice(0, 8)}` },
       reference: { handler: ref.intake, functionName: 'reference-intake', prefix: `r-${randomUUID().slice(0, 8)}` },
+      floor: { handler: floor.intake, functionName: 'floor-intake', prefix: `f-${randomUUID().slice(0, 8)}` },
+    };
+    /** Where each pipeline keeps its state record, and the key of a dispatch's. */
+    const records: Record<PipelineName, { table: string; key: (dispatchId: string) => Record<string, string> }> = {
+      ours: { table: ours.tableName, key: KEY.state },
+      reference: { table: reference.recordTable, key: referenceRecordKey },
+      floor: { table: floorTable, key: floorStateKey },
     };
 
     ctx.log(`intake throughput: warming DynamoDB Local for ${warmupSeconds} s`);
     const warmupPutsPerSecond = await warmDynamoDb(dynamodb, ctx.uniqueName('intake-warmup'), warmupSeconds);
     // Then each pipeline once, unmeasured: connections open, code compiled by the JIT.
     const warmMessages = ctx.quick ? 100 : 500;
-    for (const name of ['ours', 'reference'] as const) {
+    for (const name of PIPELINES) {
       const pipeline = pipelines[name];
       const ids = Array.from({ length: warmMessages }, (_, index) => `${pipeline.prefix}-warm-${index}`);
       const { failures } = await drive(pipeline.handler, pipeline.functionName, batchesOf(ids.map((id) => dispatchBody(id))));
@@ -418,10 +430,11 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
     }
 
     const rounds: RoundResult[] = [];
-    const failures = { ours: 0, reference: 0 };
+    const failures: Record<PipelineName, number> = { ours: 0, reference: 0, floor: 0 };
     for (let round = 0; round < ROUNDS; round += 1) {
-      const order = round % 2 === 0 ? (['ours', 'reference'] as const) : (['reference', 'ours'] as const);
-      const rates = { ours: 0, reference: 0 };
+      // Rotated: each pipeline runs first, second and third in turn, so a drift of the machine hits all alike.
+      const order = PIPELINES.map((_, index) => PIPELINES[(index + round) % PIPELINES.length] as PipelineName);
+      const rates: Record<PipelineName, number> = { ours: 0, reference: 0, floor: 0 };
       for (const name of order) {
         const pipeline = pipelines[name];
         const ids = Array.from({ length: perRound }, (_, index) => `${pipeline.prefix}-${round}-${index}`);
@@ -432,11 +445,8 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
 
         // Exactly once: one submission per dispatch at the target, one record per dispatch in the table.
         const submittedTwice = ids.filter((id) => target.submissionsOf(id) !== 1);
-        const records =
-          name === 'ours'
-            ? await getAll(verify, ours.tableName, ids.map((id) => KEY.state(id)))
-            : await getAll(verify, reference.recordTable, ids.map((id) => referenceRecordKey(id)));
-        const submittedRecords = records.filter((item) => item.phase === 'submitted' && typeof item.runId === 'string').length;
+        const found = await getAll(verify, records[name].table, ids.map((id) => records[name].key(id)));
+        const submittedRecords = found.filter((item) => item.phase === 'submitted' && typeof item.runId === 'string').length;
         if (run.failures > 0 || submittedTwice.length > 0 || submittedRecords !== ids.length) {
           throw new Error(
             `round ${round + 1}, ${name}: ${run.failures} batch item failures, ${submittedTwice.length} dispatches not submitted exactly once` +
@@ -446,13 +456,15 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       }
       rounds.push({
         round: round + 1,
-        first: order[0],
+        order,
         messages: perRound,
         oursMessagesPerSecond: Math.round(rates.ours),
         referenceMessagesPerSecond: Math.round(rates.reference),
-        ratio: Number((rates.ours / rates.reference).toFixed(3)),
+        floorMessagesPerSecond: Math.round(rates.floor),
+        ratioVsPowertools: Number((rates.ours / rates.reference).toFixed(3)),
+        ratioVsFloor: Number((rates.ours / rates.floor).toFixed(3)),
       });
-      ctx.log(`intake throughput: round ${round + 1}/${ROUNDS}: ours ${Math.round(rates.ours)}/s, reference ${Math.round(rates.reference)}/s`);
+      ctx.log(`intake throughput: round ${round + 1}/${ROUNDS}: ours ${Math.round(rates.ours)}/s, reference ${Math.round(rates.reference)}/s, floor ${Math.round(rates.floor)}/s`);
     }
 
     const duplicateInSameBatch = {
@@ -471,17 +483,20 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       warmupPutsPerSecond,
       oursMessagesPerSecond: spreadOf(rounds.map((round) => round.oursMessagesPerSecond)),
       referenceMessagesPerSecond: spreadOf(rounds.map((round) => round.referenceMessagesPerSecond)),
-      ratio: spreadOf(rounds.map((round) => round.ratio)),
+      floorMessagesPerSecond: spreadOf(rounds.map((round) => round.floorMessagesPerSecond)),
+      ratioVsPowertools: spreadOf(rounds.map((round) => round.ratioVsPowertools)),
+      ratioVsFloor: spreadOf(rounds.map((round) => round.ratioVsFloor)),
       perRound: rounds,
       batchItemFailures: failures,
       recordBytes: sizes,
       duplicateInSameBatch,
       notes: [
-        `${total} messages per pipeline in ${ROUNDS} interleaved rounds of ${perRound} (odd rounds ours first, even rounds the reference first), batches of ${BATCH_SIZE}.`,
-        'Each handler invoked directly with in-memory SQS events, one invocation at a time (invocation concurrency 1, as in one execution environment); both handlers process the 10 records of a batch concurrently (Powertools BatchProcessor default). No SQS receive/delete in the timed path, for either.',
+        `${total} messages per pipeline in ${ROUNDS} interleaved rounds of ${perRound} (the order of the three pipelines rotated each round), batches of ${BATCH_SIZE}.`,
+        'Each handler invoked directly with in-memory SQS events, one invocation at a time (invocation concurrency 1, as in one execution environment); all three handlers process the 10 records of a batch concurrently (Powertools BatchProcessor, parallel by default). No SQS receive/delete in the timed path, for any.',
         `Warm-up: ${warmupSeconds} s of small puts on DynamoDB Local at concurrency 8 (REFERENCES advises ~60 s; this is shorter${ctx.quick ? ', --quick' : ''}), then ${warmMessages} unmeasured messages through each pipeline.`,
-        'Ours: the real functions/intake/handler.ts (env-configured, PRINCIPAL_MODE=open): per message one conditional PutItem (accepted message, the anchor), one GetItem (target registration), the submission, one conditional PutItem (state item, with its GSI writes).',
+        'Ours: the real functions/intake/handler.ts (env-configured, PRINCIPAL_MODE=open; the target registration cached for TARGET_CACHE_SECONDS): per message one conditional PutItem (accepted message, the anchor), the submission, one conditional PutItem (state item, with its index entries). test/integration/intake-round-trips.test.ts holds it to those three round trips.',
         'Reference: Powertools makeIdempotent (DynamoDBPersistenceLayer, key dispatchId, payload validation on the whole message) around the same submission and one plain PutItem of the same state (accepted() then submitted()): per message a conditional PutItem INPROGRESS, the submission, the record PutItem, an UpdateItem COMPLETED. Its target is fixed in its configuration (no lookup).',
+        'Floor: the same three round trips with no logic (bench/floor-pipeline.ts): a conditional PutItem of a small anchor item, the same submission, a PutItem of a small state item, on a table with no indexes.',
         `Record sizes (billed bytes): ours' state item ${sizes.ours} B (plus its anchor item), the reference's record ${sizes.reference} B (nulls kept as NULL attributes).`,
         'Checked after every round: each dispatchId submitted exactly once at the target, one submitted record per dispatch, 0 batch item failures.',
         `Duplicate inside one batch (outside the rounds): ours ${duplicateInSameBatch.ours.failuresFirstDelivery} failure(s) on first delivery, ${duplicateInSameBatch.ours.failuresOnRedelivery} on redelivery; reference ${duplicateInSameBatch.reference.failuresFirstDelivery} and ${duplicateInSameBatch.reference.failuresOnRedelivery}.`,
@@ -489,8 +504,7 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
     };
   } finally {
     await target.stop();
-    dynamodb.destroy();
-    referenceDynamodb.destroy();
+    for (const client of [dynamodb, referenceDynamodb, floorDynamodb]) client.destroy();
     s3.destroy();
   }
 }

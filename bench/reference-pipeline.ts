@@ -43,23 +43,25 @@ export interface ReferenceTables {
   readonly recordTable: string;
 }
 
+/** A table keyed by one string attribute `key`, optionally with TTL on `ttl`; left as is when it exists. */
+export async function createKeyTable(dynamodb: DynamoDBClient, name: string, key: string, ttl?: string): Promise<void> {
+  try {
+    await dynamodb.send(
+      new CreateTableCommand({
+        TableName: name,
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: [{ AttributeName: key, AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: key, KeyType: 'HASH' }],
+      }),
+    );
+    if (ttl) await dynamodb.send(new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { Enabled: true, AttributeName: ttl } }));
+  } catch (error) {
+    if (!(error instanceof ResourceInUseException)) throw error;
+  }
+}
+
 export async function createReferenceTables(dynamodb: DynamoDBClient, tables: ReferenceTables): Promise<void> {
-  const create = async (name: string, key: string, ttl?: string): Promise<void> => {
-    try {
-      await dynamodb.send(
-        new CreateTableCommand({
-          TableName: name,
-          BillingMode: 'PAY_PER_REQUEST',
-          AttributeDefinitions: [{ AttributeName: key, AttributeType: 'S' }],
-          KeySchema: [{ AttributeName: key, KeyType: 'HASH' }],
-        }),
-      );
-      if (ttl) await dynamodb.send(new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { Enabled: true, AttributeName: ttl } }));
-    } catch (error) {
-      if (!(error instanceof ResourceInUseException)) throw error;
-    }
-  };
-  await Promise.all([create(tables.idempotencyTable, 'id', 'expiration'), create(tables.recordTable, 'pk')]);
+  await Promise.all([createKeyTable(dynamodb, tables.idempotencyTable, 'id', 'expiration'), createKeyTable(dynamodb, tables.recordTable, 'pk')]);
 }
 
 export interface ReferencePipelineOptions {

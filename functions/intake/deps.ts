@@ -3,6 +3,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import type { IntakeDeps } from '../../shared/intake/intake.js';
+import { cachedPrincipals } from '../../shared/principals/principals.js';
 
 /** Composition root of the intake function: config and clients built once per execution environment. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'intake' } });
@@ -15,7 +16,8 @@ export const intakeDeps: IntakeDeps = {
   store: adapters.table,
   blobs: adapters.blobs,
   targetFor: adapters.targetFor,
-  principals: adapters.table,
+  // Each message's sender is resolved (enforce mode): reused for a while, not read per message.
+  principals: cachedPrincipals(adapters.table, config.principalCacheMs),
   principalMode: config.principalMode,
   callbackUrl: config.apiBaseUrl,
   retryPolicy: config.retryPolicy,

@@ -22,6 +22,7 @@ import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceM
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
+import { TtlCache } from '../ttl-cache.js';
 import {
   ANCHOR_RETENTION_FACTOR,
   checkOf,
@@ -469,16 +470,13 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     return pages.flatMap((page) => (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), dueAt: String(item.dueAt) })));
   }
 
-  private readonly targetCache = new Map<string, { readonly registration: TargetRegistration; readonly until: number }>();
+  private targetCache: TtlCache<string, TargetRegistration> | undefined;
 
   async getTarget(name: string): Promise<TargetRegistration | undefined> {
     const deployed = this.options.registry?.targets.get(name);
     if (deployed) return deployed;
-    const cached = this.targetCache.get(name);
-    if (cached && cached.until > Date.now()) return cached.registration;
-    const registration = await this.readTarget(name);
-    if (registration && (this.options.targetCacheMs ?? 0) > 0) this.targetCache.set(name, { registration, until: Date.now() + (this.options.targetCacheMs ?? 0) });
-    return registration;
+    this.targetCache ??= new TtlCache(this.options.targetCacheMs ?? 0);
+    return this.targetCache.get(name, (key) => this.readTarget(key));
   }
 
   private async readTarget(name: string): Promise<TargetRegistration | undefined> {

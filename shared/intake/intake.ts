@@ -121,10 +121,8 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
 
   // The same dispatch is the same meaning, not the same spelling: a valid message is hashed as the
   // schema reads it (defaults written out), so a face that spells the defaults out (the MCP server's
-  // tools get their input parsed) and one that leaves them out send one dispatch. An anchor written
-  // before this was hashed on the message as sent: that hash still matches.
-  const hashes = read.kind === 'valid' ? [contentHash(read.message), contentHash(read.parsed)] : [contentHash(read.parsed)];
-  const hash = hashes[0] as string;
+  // tools get their input parsed) and one that leaves them out send one dispatch.
+  const hash = contentHash(read.kind === 'valid' ? read.message : read.parsed);
   const now = deps.now();
   const anchor = await anchorFor(deps, record, read.kind === 'valid' ? { message: read.message } : { errors: read.errors, target: read.target }, {
     dispatchId,
@@ -136,7 +134,10 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
   let message = anchor;
   if (written.kind === 'exists') {
     const existing = written.existing;
-    if (!hashes.includes(existing.contentHash) || existing.origin !== origin) {
+    // An anchor written before that was hashed on the message as sent: that hash still matches (hashed
+    // only here, when an anchor exists, not for every message).
+    const sameContent = existing.contentHash === hash || (read.kind === 'valid' && existing.contentHash === contentHash(read.parsed));
+    if (!sameContent || existing.origin !== origin) {
       return reject(deps, record, 'conflict', { dispatchId, origin });
     }
     const state = await deps.store.getState(dispatchId);

@@ -1,3 +1,5 @@
+import { TtlCache } from '../ttl-cache.js';
+
 /**
  * The principal registry (CONTRACT §2): maps a caller's IAM identity — SQS `SenderId` at intake, the
  * IAM request context at the API — to what it may act as. One registry serves both doors, so an origin
@@ -11,6 +13,17 @@ export type Principal =
 export interface PrincipalRegistry {
   /** What the identity is registered as, or undefined if it is not registered. */
   resolve(principalId: string): Promise<Principal | undefined>;
+}
+
+/**
+ * `registry` with what it resolves reused for `ttlMs` (intake asks for every message's sender, which
+ * changes rarely): a registration is seen at once, a change or removal within `ttlMs`. Kept by the id
+ * asked for, as `resolvePrincipal` resolves it: a role session (`AROA…:session`, as SQS reports a role)
+ * whose role is registered costs no read of the session's own id per message.
+ */
+export function cachedPrincipals(registry: PrincipalRegistry, ttlMs: number, clock: () => number = Date.now): PrincipalRegistry {
+  const cache = new TtlCache<string, Principal>(ttlMs, clock);
+  return { resolve: (principalId) => cache.get(principalId, (id) => resolvePrincipal(registry, id)) };
 }
 
 /** How intake and API decide. `open` is the local platform's mode: every caller may act for any origin. */

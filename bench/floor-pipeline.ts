@@ -1,0 +1,59 @@
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { httpTarget } from '../shared/adapters/http-target.js';
+import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
+import type { TargetRegistration } from '../shared/targets/port.js';
+import { createKeyTable } from './reference-pipeline.js';
+
+/**
+ * The bare floor: the intake's three sequential round trips with no logic around them — per record a
+ * conditional PutItem of a small anchor item, the same submission (`httpTarget(...).submit`, the
+ * request ours sends) to the same target, an unconditional PutItem of a small state item — driven the
+ * way ours and the reference are (a Powertools `BatchProcessor` processing a batch's records
+ * concurrently, the handler invoked one batch at a time). No validation, hashing, state machine,
+ * index entries, principals or registrations: what any three-round-trip intake costs at least on
+ * these engines. Its table is keyed by `pk` alone and has no indexes (as the reference's record table).
+ */
+
+export interface FloorPipelineOptions {
+  readonly dynamodb: DynamoDBClient;
+  readonly tableName: string;
+  readonly target: TargetRegistration;
+  readonly callbackUrl: string;
+  readonly targetTimeoutMs: number;
+}
+
+/** The floor's items: the anchor and the state of a dispatch. */
+export const floorAnchorKey = (dispatchId: string): { pk: string } => ({ pk: `A#${dispatchId}` });
+export const floorStateKey = (dispatchId: string): { pk: string } => ({ pk: `S#${dispatchId}` });
+
+export async function createFloorTable(dynamodb: DynamoDBClient, tableName: string): Promise<void> {
+  await createKeyTable(dynamodb, tableName, 'pk');
+}
+
+export function floorPipeline(options: FloorPipelineOptions): { readonly intake: (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> } {
+  const documents = DynamoDBDocumentClient.from(options.dynamodb);
+  const target = httpTarget(options.target, { timeoutMs: options.targetTimeoutMs });
+  const processor = new BatchProcessor(EventType.SQS);
+  const recordHandler = async (record: SQSRecord): Promise<void> => {
+    const message = JSON.parse(record.body) as { dispatchId: string; origin: string; task: Record<string, unknown> };
+    const at = new Date().toISOString();
+    await documents.send(
+      new PutCommand({ TableName: options.tableName, Item: { ...floorAnchorKey(message.dispatchId), messageId: record.messageId, at }, ConditionExpression: 'attribute_not_exists(pk)' }),
+    );
+    const outcome = await target.submit({
+      dispatchId: message.dispatchId,
+      attempt: 1,
+      origin: message.origin,
+      task: message.task,
+      expectedEvidence: [],
+      callbackUrl: options.callbackUrl,
+      timeouts: DEFAULT_TIMEOUTS,
+    });
+    if (outcome.kind !== 'accepted') throw new Error(`target answered ${outcome.kind}`);
+    await documents.send(new PutCommand({ TableName: options.tableName, Item: { ...floorStateKey(message.dispatchId), phase: 'submitted', runId: outcome.runId, at } }));
+  };
+  return { intake: (event, context) => processPartialResponse(event, recordHandler, processor, { context }) };
+}

@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { cachedPrincipals, mayActForOrigin, type Principal, type PrincipalRegistry } from '../../shared/principals/principals.js';
+import { TtlCache } from '../../shared/ttl-cache.js';
+
+/** A registry that counts its reads, whose entries the test changes. */
+function countingRegistry(entries: Map<string, Principal>): PrincipalRegistry & { reads: number } {
+  const registry = {
+    reads: 0,
+    resolve: async (id: string) => {
+      registry.reads += 1;
+      return entries.get(id);
+    },
+  };
+  return registry;
+}
+
+describe('TtlCache: registry reads reused for a while', () => {
+  it('keeps a found value for ttlMs, then reads again', async () => {
+    let now = 1_000;
+    let reads = 0;
+    const cache = new TtlCache<string, string>(30_000, () => now);
+    const load = async (key: string) => {
+      reads += 1;
+      return `${key}#${reads}`;
+    };
+    expect(await cache.get('a', load)).toBe('a#1');
+    now += 29_999;
+    expect(await cache.get('a', load)).toBe('a#1');
+    now += 1;
+    expect(await cache.get('a', load)).toBe('a#2');
+    expect(reads).toBe(2);
+  });
+
+  it('never keeps a miss: what is registered later is seen at once', async () => {
+    let value: string | undefined;
+    let reads = 0;
+    const cache = new TtlCache<string, string>(30_000);
+    const load = async () => {
+      reads += 1;
+      return value;
+    };
+    expect(await cache.get('late', load)).toBeUndefined();
+    value = 'registered';
+    expect(await cache.get('late', load)).toBe('registered');
+    expect(reads).toBe(2);
+  });
+
+  it('shares one load between concurrent reads of a key (a batch of 10 is one read), and none after a failed one', async () => {
+    let reads = 0;
+    let fail = true;
+    const cache = new TtlCache<string, number>(30_000);
+    const load = async () => {
+      reads += 1;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      if (fail) throw new Error('throttled');
+      return reads;
+    };
+    const failed = await Promise.allSettled(Array.from({ length: 10 }, () => cache.get('t', load)));
+    expect(failed.every((result) => result.status === 'rejected')).toBe(true);
+    expect(reads).toBe(1);
+    fail = false;
+    expect(await Promise.all(Array.from({ length: 10 }, () => cache.get('t', load)))).toEqual(Array(10).fill(2));
+    expect(reads).toBe(2);
+  });
+
+  it('reads every time with ttlMs 0', async () => {
+    let reads = 0;
+    const cache = new TtlCache<string, number>(0);
+    const load = async () => (reads += 1);
+    await cache.get('k', load);
+    await cache.get('k', load);
+    expect(reads).toBe(2);
+  });
+});
+
+describe('cachedPrincipals: intake resolves each sender once per ttl, not once per message', () => {
+  it('reuses a resolved principal, sees a removal once ttl has passed, and a new registration at once', async () => {
+    let now = 0;
+    const entries = new Map<string, Principal>([['AROAPLANNER', { role: 'origin', origin: 'planner' }]]);
+    const table = countingRegistry(entries);
+    const principals = cachedPrincipals(table, 30_000, () => now);
+    for (let message = 0; message < 5; message += 1) expect(await mayActForOrigin(principals, 'enforce', 'AROAPLANNER', 'planner')).toBe(true);
+    expect(table.reads).toBe(1);
+
+    entries.delete('AROAPLANNER');
+    now += 30_000;
+    expect(await mayActForOrigin(principals, 'enforce', 'AROAPLANNER', 'planner')).toBe(false);
+
+    // A role session (as SQS reports a role's messages) is resolved through its role once, then reused.
+    now += 1;
+    entries.set('AROAPLANNER', { role: 'origin', origin: 'planner' });
+    const reads = table.reads;
+    for (let message = 0; message < 5; message += 1) expect(await mayActForOrigin(principals, 'enforce', 'AROAPLANNER:planner-1', 'planner')).toBe(true);
+    expect(table.reads - reads).toBe(2);
+
+    expect(await mayActForOrigin(principals, 'enforce', 'AROALATER', 'planner')).toBe(false);
+    entries.set('AROALATER', { role: 'origin', origin: 'planner' });
+    expect(await mayActForOrigin(principals, 'enforce', 'AROALATER', 'planner')).toBe(true);
+  });
+});
