@@ -60,6 +60,11 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   attestations: a manual dispatch's state lives until a person attests, and its attestations with it).
  */
 
+/**
+ * Partitions of the `due` index (sizing in the module comment: ~312 WCU/s per key at 5,000 lifecycles/s).
+ * Only ever raise it: the keys of a lower count stay among DUE_SHARD_KEYS, so entries written under them
+ * are still read, and move to their new shard with the state's next write.
+ */
 export const DUE_SHARDS = 16;
 export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox', waiting: 'waiting', recent: 'recent' } as const;
 /** Partitions of the `recent` index (every origin's dispatches, by dispatch id). */
@@ -79,6 +84,25 @@ const COUNTS_PK = 'COUNTS#';
 /** The counter items' partition keys as an IAM `dynamodb:LeadingKeys` pattern: the publisher may update those alone. */
 export const COUNTS_KEY_PATTERN = `${COUNTS_PK}*`;
 const pad = (n: number, width: number): string => String(n).padStart(width, '0');
+/** Partitions of one origin's `byOrigin` history (by dispatch id): a busy origin's 5,000/s is ~312 WCU/s per key. */
+export const ORIGIN_SHARDS = 16;
+/**
+ * Partitions of each feed (an attention kind, a month of rejections), by the id listed. The feed index
+ * projects ALL, so every write of a state on the attention list rewrites its entry: during an outage,
+ * 5,000 new `retrying` dispatches/s plus ≤ 4,200 retries/s of 100k (the first delay, 30 s − 20 %)
+ * are ~9,200 WCU/s on `attention#retrying` — ~290 per key over 32.
+ */
+export const FEED_SHARDS = 32;
+const ORIGIN_PK = 'O#';
+/** Which byte of the id's SHA-256 picks the shard, one per kind of partition, so the choices are independent. */
+const DUE_SHARD_BYTE = 0;
+const INBOX_SHARD_BYTE = 1;
+const WAIT_SHARD_BYTE = 2;
+const RECENT_SHARD_BYTE = 3;
+const ORIGIN_SHARD_BYTE = 4;
+const FEED_SHARD_BYTE = 5;
+/** The shard of `id` among `shards` (a power of two divides 256: every shard equally likely). */
+const shardOf = (id: string, byte: number, shards: number): number => createHash('sha256').update(id).digest().readUInt8(byte) % shards;
 
 export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
 
@@ -115,13 +139,29 @@ export const COLLECTION = {
 export const monthKey = (date: Date): string => date.toISOString().slice(0, 7);
 
 /** Partition keys of the index entries: the feeds, an origin's history, the due shards. */
+/**
+ * A feed is named by its unsharded key (`rejections#2026-12`, `attention#blocked`: what a cursor names,
+ * and the one partition deployed stacks wrote before the feeds were sharded); its entries are written
+ * under `{feed}#{nn}` (FEED_SHARDS keys by dispatch or message id), and listed from all of them.
+ */
 export const FEED = {
   rejections: (month: string) => `rejections#${month}`,
   attention: (kind: AttentionKind) => `attention#${kind}`,
 } as const;
 /** The shape of a monthly rejections feed key (a cursor naming another is not one this table issued). */
 export const REJECTION_FEED = /^rejections#\d{4}-\d\d$/;
-export const originKeyOf = (origin: string): string => `O#${origin}`;
+/** The partition a feed entry is written under: its feed's shard by the id it lists. */
+export const feedShardOf = (feed: string, id: string): string => `${feed}#${pad(shardOf(id, FEED_SHARD_BYTE, FEED_SHARDS), 2)}`;
+/** Every partition of a feed: its shards, and its unsharded key (entries written before the sharding). */
+export const feedPartitionsOf = (feed: string): string[] => [...Array.from({ length: FEED_SHARDS }, (_, shard) => `${feed}#${pad(shard, 2)}`), feed];
+/** An origin's history as a list is named by its unsharded key `O#{origin}`, where states written before the sharding are. */
+export const originListOf = (origin: string): string => `${ORIGIN_PK}${origin}`;
+/** The history partition a dispatch is listed under in its origin's `byOrigin` history. */
+export const originKeyOf = (origin: string, dispatchId: string): string => `${originListOf(origin)}#${pad(shardOf(dispatchId, ORIGIN_SHARD_BYTE, ORIGIN_SHARDS), 2)}`;
+/** Every partition of an origin's history: its shards, and its unsharded key. */
+export const originPartitionsOf = (origin: string): string[] => [...Array.from({ length: ORIGIN_SHARDS }, (_, shard) => `${originListOf(origin)}#${pad(shard, 2)}`), originListOf(origin)];
+/** The origin an `originKey` names, sharded (`O#{origin}#{nn}`) or not (`O#{origin}`): origins never contain `#`. */
+const originOfKey = (originKey: string): string => originKey.slice(ORIGIN_PK.length).split('#')[0] as string;
 /**
  * The inbox partitions of an origin: inject and after_turn results under keys of their own (an inject
  * claim reads only inject entries), each spread over `shards` keys by dispatch id.
@@ -131,13 +171,13 @@ const INBOX_KIND_CODE: Readonly<Record<InboxKind, string>> = { inject: 'i', afte
 export const inboxKeysOf = (origin: string, shards: number, kinds: readonly InboxKind[]): string[] =>
   kinds.flatMap((kind) => Array.from({ length: shards }, (_, shard) => `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`));
 export function inboxKeyOf(origin: string, dispatchId: string, shards: number, kind: InboxKind): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(1) % shards;
+  const shard = shardOf(dispatchId, INBOX_SHARD_BYTE, shards);
   return `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`;
 }
 /** The wait index partitions of a target, and the one a dispatch waits in. */
 export const waitKeysOf = (target: string): string[] => Array.from({ length: WAIT_SHARDS }, (_, shard) => `W#${target}#${pad(shard, 2)}`);
 export function waitKeyOf(target: string, dispatchId: string): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(2) % WAIT_SHARDS;
+  const shard = shardOf(dispatchId, WAIT_SHARD_BYTE, WAIT_SHARDS);
   return `W#${target}#${pad(shard, 2)}`;
 }
 /** A wait index entry's dispatch, origin, priority and age, read back from its keys (KEYS_ONLY). */
@@ -156,27 +196,32 @@ export const isStateItemKey = (pk: string, sk: string): boolean => /^D#[\w.:-]{1
 export const isRejectionItemKey = (pk: string, sk: string): boolean => pk.startsWith(REJECTION_PK) && sk === KEY.rejection('').sk;
 
 export function dueShardOf(dispatchId: string): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(0) % DUE_SHARDS;
-  return DUE_SHARD_KEYS[shard] as string;
+  return DUE_SHARD_KEYS[shardOf(dispatchId, DUE_SHARD_BYTE, DUE_SHARDS)] as string;
 }
 
 /** The partitions of the `recent` index, and the one a dispatch is listed under. */
 export const RECENT_SHARD_KEYS: readonly string[] = Array.from({ length: RECENT_SHARDS }, (_, shard) => `R#${pad(shard, 2)}`);
 export function recentShardOf(dispatchId: string): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(3) % RECENT_SHARDS;
-  return RECENT_SHARD_KEYS[shard] as string;
+  return RECENT_SHARD_KEYS[shardOf(dispatchId, RECENT_SHARD_BYTE, RECENT_SHARDS)] as string;
+}
+/** A sort key that starts with an ISO time, then `#` and a tail of the shape given (a position a cursor may name). */
+function isTimedPosition(value: string, tail: RegExp): boolean {
+  const at = value.indexOf('#');
+  if (at < 0 || !tail.test(value.slice(at + 1))) return false;
+  const time = value.slice(0, at);
+  return /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)$/.test(time) && !Number.isNaN(Date.parse(time));
 }
 /**
- * A position in the `recent` index as `stateItem` writes it (`createdKey`: an ISO creation time and
- * the hash of the id): what a `GET /dispatches` cursor may name, and nothing else.
+ * A position in the `recent` or `byOrigin` index as `stateItem` writes it (`createdKey`: an ISO creation
+ * time and the hash of the id), or on the attention list (`feedAt`: when the problem began, the same
+ * hash): what a cursor of those lists may name, and nothing else.
  */
-export const isRecentPosition = (value: string): boolean => {
-  const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d))#[A-Za-z0-9_-]{10}$/.exec(value);
-  return match !== null && !Number.isNaN(Date.parse(match[1] as string));
-};
+export const isRecentPosition = (value: string): boolean => isTimedPosition(value, /^[A-Za-z0-9_-]{10}$/);
+/** A position in the rejections feed (`feedAt`: when, and the rejected message's id). */
+export const isRejectionPosition = (value: string): boolean => isTimedPosition(value, /^[!-~]{1,256}$/);
 /** The counter item a stream batch adds to: chosen by the batch (its first sequence number), so batches spread over them. */
 export function countShardOf(seed: string): number {
-  return createHash('sha256').update(seed).digest().readUInt8(0) % COUNT_SHARDS;
+  return shardOf(seed, 0, COUNT_SHARDS);
 }
 /** The counter items' attribute names are the buckets of `shared/dispatch/counts.ts`, as they are. */
 export const COUNT_KEYS: ReadonlyArray<{ readonly pk: string; readonly sk: string }> = Array.from({ length: COUNT_SHARDS }, (_, shard) => KEY.counts(shard));
@@ -282,7 +327,7 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
   const item: Item = {
     ...KEY.state(dispatchId),
     ...(withoutNulls(compact) as Item),
-    originKey: originKeyOf(origin),
+    originKey: originKeyOf(origin, dispatchId),
     createdKey: `${state.createdAt}#${idHash(dispatchId)}`,
     // Like originKey and createdKey, the same in every version: only the first write adds an index entry.
     recentShard: recentShardOf(dispatchId),
@@ -295,7 +340,7 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
   // ordered by when the problem began — stable while later writes touch the dispatch.
   const attention = attentionKind(state);
   if (attention) {
-    item.feedKey = FEED.attention(attention);
+    item.feedKey = feedShardOf(FEED.attention(attention), dispatchId);
     item.feedAt = `${state.attentionSince ?? state.updatedAt}#${idHash(dispatchId)}`;
   }
   // In its origin's inbox while its result is out (pending, or claimed: a lease may lapse).
@@ -396,7 +441,7 @@ export function stateOf(item: Item): DispatchState {
   return {
     ...(stored as DispatchState),
     dispatchId,
-    origin: String(originKey).slice(2),
+    origin: originOfKey(String(originKey)),
     // Items written before the compact codec carried these themselves.
     createdAt: stored.createdAt ?? String(createdKey).slice(0, String(createdKey).lastIndexOf('#')),
     timeouts: stored.timeouts ?? { ...DEFAULT_TIMEOUTS },
