@@ -27,23 +27,22 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
  * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
  * | lambda failure     | D#{dispatchId}    | LFAIL#{attempt} | —  (what Lambda's on-failure destination said of the run) |
- * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
+ * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}#{nn}, newest first        |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
  * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin: one of a target's concurrency counters) |
  * | limited targets    | LIMITED           | TARGETS     | —  (the names of targets that have or had a limit: the monitor admits for them) |
  * | dispatch counts    | COUNTS#{n}        | COUNTS      | —  (one of COUNT_SHARDS counters the publisher ADDs each batch's deltas to; summed by `GET /counts`) |
  *
- * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys so no partition is hot; sorted by due
- *   time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the size
- *   of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
- * - `byOrigin`: KEYS_ONLY, written once when the state is created (its keys never change, so later
- *   state writes cost no index write); history is newest-first by `createdAt#dispatchId`.
+ * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys `due#{nn}` so no partition is hot; sorted
+ *   by due time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the
+ *   size of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
+ * - `byOrigin`: KEYS_ONLY, under `O#{origin}#{nn}` (ORIGIN_SHARDS keys by dispatch id), written once when
+ *   the state is created (its keys never change, so later state writes cost no index write); history is
+ *   newest-first by `createdKey` (`createdAt#{hash of the id}`), every shard merged.
  * - `recent`: every origin's dispatches (the operator's `GET /dispatches`), KEYS_ONLY, under
- *   `R#{nn}` (RECENT_SHARDS keys by dispatch id: no partition takes more than 1/16 of the intake),
- *   sorted by the same `createdKey` as `byOrigin`. Written once, at creation, like `byOrigin` (one
- *   more write unit per dispatch, none after). A page queries every shard below the cursor's position
- *   and merges them, newest first.
+ *   `R#{nn}` (RECENT_SHARDS keys by dispatch id), sorted by the same `createdKey` as `byOrigin`.
+ *   Written once, at creation, like `byOrigin` (one more write unit per dispatch, none after).
  * - `inbox`: sparse, KEYS_ONLY: a state whose result is pending or claimed, under
  *   `inbox#{origin}#{i|a}#{shard}` (inject or after_turn) by when it became ready. A claim reads the origin's shards oldest first and
  *   takes results by conditional state writes; the entry is written once when the result is made and
@@ -52,8 +51,33 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   `W#{target}#{shard}` (WAIT_SHARDS keys by dispatch id), sorted by `{9 - priority}#{origin}#{createdAt}#…`:
  *   the highest priority first, the next origin after the last admitted one a query away, oldest first
  *   within an origin. Written when it starts waiting, removed when it is admitted or cancelled.
- * - `feed`: rejections by month and the attention lists by kind, newest first (attention: by when the
- *   problem began).
+ * - `feed` (projects ALL: every write of an item on a feed rewrites its entry): rejections by month and
+ *   the attention lists by kind, under `{feed}#{nn}` (FEED_SHARDS keys by message or dispatch id), newest
+ *   first (attention: by when the problem began, so the order holds while later writes touch it).
+ * - Sharded lists are read by one k-way merge (`ledger-feeds.ts`): every partition of the list queried
+ *   for at most a page after the cursor's position, merged by the sort key. The unsharded key of each
+ *   (`O#{origin}`, `attention#{kind}`, `rejections#{yyyy-mm}`: what stacks deployed before the shards
+ *   wrote) is read as one more partition; a state moves to its shard with its next write, keeping its
+ *   sort key, so it is listed once either way.
+ *
+ * Hot keys (CONTRACT §14: 5,000 dispatches/s from one origin to one target; 100,000 retrying in a
+ * target outage; no key over 1,000 write units/s). An index entry costs 1 WCU to write (the feed's:
+ * the ≤ 1 KB state), 2 to move (a sort key change: delete and put), 1 to remove.
+ *
+ * | key                        | writes per dispatch                            | at 5,000/s           | shards (why)            |
+ * | -------------------------- | ---------------------------------------------- | -------------------- | ----------------------- |
+ * | byOrigin `O#{origin}#{nn}` | 1 (at creation)                                | 5,000 → 312/key      | 16                      |
+ * | recent `R#{nn}`            | 1 (at creation)                                | 5,000 → 312/key      | 16 (all origins: 5,000/s in all) |
+ * | due `due#{nn}`             | put 1, each `dueAt` change 2, removal 1: 4 detached, 6 with a result claimed; a retry 2 | ≤ 30,000 → ≤ 470/key; outage: 5,000 puts + ≤ 4,200 retries/s × 2 → 210/key | 64 (hash of the id: even to a few % at these rates; the monitor queries each shard per tick, 64 queries) |
+ * | feed `attention#{kind}#{nn}` | every write while listed (ALL)              | outage: 5,000 new `retrying` + ≤ 4,200 retries/s (100k, first delay 30 s − 20 %) → 290/key | 32 |
+ * | feed `rejections#{m}#{nn}` | 1 (a rejection is written once)                | a flood at the intake's 5,000/s → 156/key | 32 (FEED_SHARDS) |
+ * | waiting `W#{target}#{nn}`  | put 1 + removal 1, only while the target is full | a saturated limited target: ≤ 10,000 → 625/key; a growing backlog 5,000 → 312 | 16 (admission reads 3 queries per shard) |
+ * | inbox `inbox#{origin}#…`   | put 1 + removal 1 per result                   | 10,000 → 1 key at the default | INBOX_SHARDS (default 1: ~500 results/s per origin; CONTRACT §10 caps an empty long poll at 5 read units, which allows 2; an origin taking 5,000 results/s needs it at 16: 625/key) |
+ * | slot `SLOT#{target}#{n}`   | +1 at admission, −1 at release, on one shard   | a shard holds ≤ 8 slots: ≤ 16 / run seconds | slotShardCaps (⌈limit/8⌉ ≤ 32; exact caps, a limit of 1 is one shard of 1): hot only for runs under 16 ms |
+ * | `COUNTS#{n}`               | one ADD per publisher batch (≤ 100 records)    | ~15,000 records/s → ~150 batches → ~19/key | COUNT_SHARDS = 8 |
+ * | state `D#{id}`, MSG, …     | a dispatch's own few writes                    | —                    | keyed by the dispatch   |
+ * | `LIMITED`, `T#`, `P#`, `OS#` | configuration writes                         | —                    | —                       |
+ *
  * - TTL (`expiresAt`) on every dispatch record: the retention after the dispatch is final (state), after
  *   the record was written (receipts, marks, checks, rejections), twice that for the anchor and the
  *   records that must outlive the state (accepted message, past attempts, late events, manual
@@ -65,14 +89,18 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * Only ever raise it: the keys of a lower count stay among DUE_SHARD_KEYS, so entries written under them
  * are still read, and move to their new shard with the state's next write.
  */
-export const DUE_SHARDS = 16;
+export const DUE_SHARDS = 64;
 export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox', waiting: 'waiting', recent: 'recent' } as const;
 /** Partitions of the `recent` index (every origin's dispatches, by dispatch id). */
 export const RECENT_SHARDS = 16;
 /** Counter items of `GET /counts` (CONTRACT §2 v2): each publisher batch adds to one, `GET /counts` sums all. */
 export const COUNT_SHARDS = 8;
-/** Partitions of one target's wait index (by dispatch id): a backlog's writes spread over them. */
-export const WAIT_SHARDS = 4;
+/**
+ * Partitions of one target's wait index (by dispatch id): a backlog's writes spread over them (a full
+ * target at 5,000/s: ≤ 10,000 WCU/s, 625 per key). Only ever raise it: a lower count's keys stay among
+ * `waitKeysOf`, so what waits under them is still admitted.
+ */
+export const WAIT_SHARDS = 16;
 export const TTL_ATTRIBUTE = 'expiresAt';
 
 const DISPATCH = 'D#';
