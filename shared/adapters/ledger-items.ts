@@ -72,7 +72,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | feed `attention#{kind}#{nn}` | every write while listed (ALL)              | outage: 5,000 new `retrying` + ≤ 4,200 retries/s (100k, first delay 30 s − 20 %) → 290/key | 32 |
  * | feed `rejections#{m}#{nn}` | 1 (a rejection is written once)                | a flood at the intake's 5,000/s → 156/key | 32 (FEED_SHARDS) |
  * | waiting `W#{target}#{nn}`  | put 1 + removal 1, only while the target is full | a saturated limited target: ≤ 10,000 → 625/key; a growing backlog 5,000 → 312 | 16 (admission reads 3 queries per shard) |
- * | inbox `inbox#{origin}#…`   | put 1 + removal 1 per result                   | 10,000 → 1 key at the default | INBOX_SHARDS (default 1: ~500 results/s per origin; CONTRACT §10 caps an empty long poll at 5 read units, which allows 2; an origin taking 5,000 results/s needs it at 16: 625/key) |
+ * | inbox `inbox#{origin}#…`   | put 1 + removal 1 per result                   | 10,000 → 1 key at the default | INBOX_SHARDS (default 1: ~500 results/s per origin; CONTRACT §10 caps an empty long poll at 5 read units, which allows 2; an origin taking 5,000 results/s needs 16: 625/key, and an empty long poll then reads 32 units) |
  * | slot `SLOT#{target}#{n}`   | +1 at admission, −1 at release, on one shard   | a shard holds ≤ 8 slots: ≤ 16 / run seconds | slotShardCaps (⌈limit/8⌉ ≤ 32; exact caps, a limit of 1 is one shard of 1): hot only for runs under 16 ms |
  * | `COUNTS#{n}`               | one ADD per publisher batch (≤ 100 records)    | ~15,000 records/s → ~150 batches → ~19/key | COUNT_SHARDS = 8 |
  * | state `D#{id}`, MSG, …     | a dispatch's own few writes                    | —                    | keyed by the dispatch   |
@@ -85,7 +85,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  */
 
 /**
- * Partitions of the `due` index (sizing in the module comment: ~312 WCU/s per key at 5,000 lifecycles/s).
+ * Partitions of the `due` index (sized in the module comment's hot-key table: ≤ 470 WCU/s per key at 5,000 lifecycles/s).
  * Only ever raise it: the keys of a lower count stay among DUE_SHARD_KEYS, so entries written under them
  * are still read, and move to their new shard with the state's next write.
  */
@@ -129,7 +129,7 @@ const WAIT_SHARD_BYTE = 2;
 const RECENT_SHARD_BYTE = 3;
 const ORIGIN_SHARD_BYTE = 4;
 const FEED_SHARD_BYTE = 5;
-/** The shard of `id` among `shards` (a power of two divides 256: every shard equally likely). */
+/** The shard of `id` among `shards` (for a power of two, as every fixed count here is, each shard equally likely). */
 const shardOf = (id: string, byte: number, shards: number): number => createHash('sha256').update(id).digest().readUInt8(byte) % shards;
 
 export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
@@ -166,7 +166,6 @@ export const COLLECTION = {
 /** The month partition of a feed entry (`2026-12`). */
 export const monthKey = (date: Date): string => date.toISOString().slice(0, 7);
 
-/** Partition keys of the index entries: the feeds, an origin's history, the due shards. */
 /**
  * A feed is named by its unsharded key (`rejections#2026-12`, `attention#blocked`: what a cursor names,
  * and the one partition deployed stacks wrote before the feeds were sharded); its entries are written
@@ -218,8 +217,7 @@ export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
 
-export const messageIdOfKey = (pk: string): string => pk.slice(REJECTION_PK.length);
-/** The key of a dispatch's state item (a well-formed dispatch id), e.g. in a cursor that came back. */
+/** The key of a dispatch's state item (a well-formed dispatch id), as the census tells them from the rest. */
 export const isStateItemKey = (pk: string, sk: string): boolean => /^D#[\w.:-]{1,128}$/.test(pk) && sk === KEY.state('').sk;
 export const isRejectionItemKey = (pk: string, sk: string): boolean => pk.startsWith(REJECTION_PK) && sk === KEY.rejection('').sk;
 
