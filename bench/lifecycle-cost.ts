@@ -43,7 +43,7 @@ export interface LifecycleCostResult {
   readonly readUnitsByStep: Readonly<Record<string, number>>;
   /** What delivering one small evidence file through the API adds (not part of the lifecycle). */
   readonly evidenceUpload: LifecycleUsage;
-  /** Cost of a monitor tick with nothing due (16 shard queries), which the schedule pays every minute. */
+  /** Cost of a monitor tick with nothing due (one query per due shard, DUE_SHARDS), which the schedule pays every minute. */
   readonly emptyTick: { readonly readUnits: number; readonly requests: number; readonly ms: number };
   readonly eventsPerLifecycle: Readonly<Record<string, number>>;
   /** One claim with `waitSeconds: 20` on an empty inbox (callback runs only; zero otherwise). */

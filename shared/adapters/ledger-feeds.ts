@@ -8,15 +8,14 @@ import {
   COUNT_KEYS,
   dispatchIdOfKey,
   FEED,
-  idHash,
+  feedPartitionsOf,
   INDEX,
   isRecentPosition,
-  isRejectionItemKey,
-  isStateItemKey,
+  isRejectionPosition,
   KEY,
-  messageIdOfKey,
   monthKey,
-  originKeyOf,
+  originListOf,
+  originPartitionsOf,
   RECENT_SHARD_KEYS,
   REJECTION_FEED,
   rejectionOf,
@@ -66,31 +65,44 @@ export class InvalidCursorError extends Error {
   }
 }
 
-/** Exactly the attributes `names`, each a printable ASCII string of at most 512 characters (as every key part written is). */
-function isKey<N extends string>(value: unknown, ...names: N[]): value is Record<N, string> {
-  if (typeof value !== 'object' || value === null || Object.keys(value).length !== names.length) return false;
-  return names.every((name) => {
-    const part: unknown = Object.hasOwn(value, name) ? (value as Record<string, unknown>)[name] : undefined;
-    return typeof part === 'string' && /^[!-~]{1,512}$/.test(part);
-  });
-}
-type FeedKey = Record<'pk' | 'sk' | 'feedKey' | 'feedAt', string>;
-
-/** A dispatch state's key, with an index sort key that ends in the hash of its id (as `stateItem` writes it). */
-const isStateKey = (pk: string, sk: string, sortKey: string): boolean => isStateItemKey(pk, sk) && sortKey.endsWith(`#${idHash(dispatchIdOfKey(pk))}`);
-
-/** Rounds of index pages one `GET /dispatches` page reads at most while filters skip entries (as an origin's history does). */
+/** Rounds of index pages one page of a list reads at most while filters skip entries. */
 const MAX_ROUNDS = 10;
-/** Keys read per round while filters are on: a sparse filter fills a page in fewer rounds. */
-const FILTERED_PAGE = 25;
 
-/** One entry of the `recent` index: its dispatch and its position (`createdKey`). */
-interface RecentEntry {
-  readonly dispatchId: string;
-  readonly position: string;
+/**
+ * One list over sharded index partitions (CONTRACT §14: no key takes a busy origin's or feed's every
+ * write), read back in one order by a k-way merge: an origin's history, every origin's dispatches, the
+ * attention list, the rejections. A list is groups listed in turn (attention kinds, months), each one or
+ * more partitions merged by the index sort key — the unsharded key of a group among them, so what
+ * deployed stacks wrote before the sharding is listed too.
+ */
+interface MergedList<T> {
+  readonly index: string;
+  readonly partitionAttribute: string;
+  readonly sortAttribute: string;
+  /**
+   * In list order; `name` is what a cursor names: the group's unsharded key (`O#{origin}`, `attention#{kind}`,
+   * `rejections#{month}`), so a cursor of one list is refused by another.
+   */
+  readonly groups: ReadonlyArray<{ readonly name: string; readonly partitions: readonly string[] }>;
+  /** Oldest first (ascending sort key) rather than newest first. */
+  readonly oldestFirst?: boolean;
+  /** A sort key this list's entries have: the only position a cursor may name. */
+  readonly isPosition: (value: string) => boolean;
+  /** A group a cursor may name that the list no longer has (a month past the retention): nothing is left after it. */
+  readonly agedOut?: (name: string) => boolean;
+  /** The items of a page of index entries, one per entry (undefined: deleted since, or filtered out). */
+  readonly load: (entries: readonly Item[]) => Promise<ReadonlyArray<T | undefined>>;
+  /** Some entries are filtered out: each round reads `limit` entries per partition, not only those still wanted. */
+  readonly filtered?: boolean;
 }
 
-/** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
+/** Where a page of a list ended: the group, and the sort key of the last entry handed out or skipped (none: the group's top). */
+interface ListCursor {
+  readonly group: string;
+  readonly after?: string;
+}
+
+/** Months from `from` back/** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
 function monthsBack(from: Date, count: number): string[] {
   const months: string[] = [];
   const cursor = new Date(Date.UTC(from.getUTCFullYear(), from.getUTCMonth(), 1));
@@ -119,73 +131,39 @@ export class LedgerFeedsTable implements LedgerFeeds {
     // Rejections live as long as the retention: look back that many months, and one more.
     const months = monthsBack(this.now(), Math.ceil(this.options.retentionSeconds / (30 * 86_400)) + 1);
     const feeds = months.map((month) => FEED.rejections(month));
-    return this.readFeeds(feeds, options, rejectionOf, (key) => isRejectionItemKey(key.pk, key.sk) && key.feedAt.endsWith(`#${messageIdOfKey(key.pk)}`),
-      // A cursor of a month the retention has since passed: nothing is left to list.
-      (feed) => REJECTION_FEED.test(feed) && feed < (feeds[feeds.length - 1] as string));
+    const oldest = feeds[feeds.length - 1] as string;
+    return this.readList(
+      {
+        ...this.feedList(feeds),
+        isPosition: isRejectionPosition,
+        // A cursor of a month the retention has since passed: nothing is left to list.
+        agedOut: (feed) => REJECTION_FEED.test(feed) && feed < oldest,
+        load: async (entries) => entries.map(rejectionOf),
+      },
+      options,
+    );
   }
 
   /**
    * The operator's attention list: one kind, or every kind in turn (unknown, approval_wait_expired,
-   * orphan_no_delivery, blocked, retrying), newest first within a kind. Reads the sparse feed index:
-   * only what needs attention is in it.
+   * orphan_no_delivery, blocked, retrying), newest first within a kind (by when the problem began).
+   * Reads the sparse feed index: only what needs attention is in it.
    */
   async listAttention(options: { kind?: AttentionKind | undefined; limit: number; cursor?: string | undefined }): Promise<Page<DispatchState>> {
     const kinds = options.kind ? [options.kind] : [...ATTENTION_KINDS];
-    return this.readFeeds(kinds.map((kind) => FEED.attention(kind)), options, stateOf, (key) => isStateKey(key.pk, key.sk, key.feedAt));
+    return this.readList({ ...this.feedList(kinds.map((kind) => FEED.attention(kind))), isPosition: isRecentPosition, load: async (entries) => entries.map(stateOf) }, options);
   }
 
-  /**
-   * Pages through feed partitions in the order given, newest first within each; the cursor names the
-   * partition and the position in it: one of `feeds` (or one `agedOut`), and a key of an entry of it.
-   */
-  private async readFeeds<T>(
-    feeds: readonly string[],
-    options: { limit: number; cursor?: string | undefined },
-    decode: (item: Item) => T,
-    isEntry: (key: FeedKey) => boolean,
-    agedOut = (_feed: string) => false,
-  ): Promise<Page<T>> {
-    const isFeedCursor = (value: unknown): value is { feed: string; key?: FeedKey } => {
-      if (typeof value !== 'object' || value === null) return false;
-      const { feed, key, ...rest } = value as { feed?: unknown; key?: unknown };
-      return typeof feed === 'string' && Object.keys(rest).length === 0 && (feeds.includes(feed) || agedOut(feed)) &&
-        (key === undefined || (isKey(key, 'pk', 'sk', 'feedKey', 'feedAt') && key.feedKey === feed && isEntry(key)));
-    };
-    const cursor = decodeCursor(options.cursor, isFeedCursor);
-    const startIndex = cursor ? feeds.indexOf(cursor.feed) : 0;
-    if (startIndex < 0) return { items: [], cursor: null };
-    const items: T[] = [];
-    let startKey: Record<string, string> | undefined = cursor?.key;
-    for (let index = startIndex; index < feeds.length; index += 1) {
-      const feed = feeds[index] as string;
-      do {
-        const page = await this.db.send(
-          new QueryCommand({
-            TableName: this.table,
-            IndexName: INDEX.feed,
-            KeyConditionExpression: 'feedKey = :feed',
-            ExpressionAttributeValues: { ':feed': feed },
-            ScanIndexForward: false,
-            Limit: options.limit - items.length,
-            ExclusiveStartKey: startKey,
-          }),
-        );
-        items.push(...(page.Items ?? []).map(decode));
-        startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
-        if (items.length >= options.limit) {
-          const next = startKey ? { feed, key: startKey } : feeds[index + 1] ? { feed: feeds[index + 1] as string } : undefined;
-          return { items, cursor: next ? encodeCursor(next) : null };
-        }
-      } while (startKey);
-    }
-    return { items, cursor: null };
+  /** The feed index over the shards of `feeds`, each feed a group (the index projects ALL: entries are the items). */
+  private feedList(feeds: readonly string[]): Pick<MergedList<never>, 'index' | 'partitionAttribute' | 'sortAttribute' | 'groups'> {
+    return { index: INDEX.feed, partitionAttribute: 'feedKey', sortAttribute: 'feedAt', groups: feeds.map((feed) => ({ name: feed, partitions: feedPartitionsOf(feed) })) };
   }
 
   async listOriginDispatches(
     origin: string,
     options: { limit: number; cursor?: string | undefined; status?: string | undefined },
   ): Promise<Page<DispatchState>> {
-    return this.readHistory(origin, options, false, (state) => !options.status || state.execution.status === options.status || state.phase === options.status);
+    return this.readHistory(origin, options, false, options.status ? (state) => state.execution.status === options.status || state.phase === options.status : undefined);
   }
 
   /** CONTRACT §10 `GET /origins/{origin}/inbox`: the origin's results, oldest first, in one state if asked. */
@@ -195,59 +173,111 @@ export class LedgerFeedsTable implements LedgerFeeds {
 
   /**
    * CONTRACT §2 v2 `GET /dispatches`: every origin's dispatches, newest first (the `recent` index; with
-   * `origin`, that origin's history instead). The cursor is the position of the last entry looked at:
-   * the next page starts below it, so nothing is listed twice or skipped. Filters are applied to the
-   * states read (strongly consistent), in at most MAX_ROUNDS rounds; a page may come back short with a
-   * cursor when they skip many.
+   * `origin`, that origin's history instead). Filters are applied to the states read (strongly
+   * consistent), in at most MAX_ROUNDS rounds; a page may come back short with a cursor when they skip many.
    */
   async listDispatches(options: { limit: number; cursor?: string | undefined; filter?: DispatchFilter | undefined }): Promise<Page<DispatchState>> {
     const filter = options.filter ?? {};
-    const keep = (state: DispatchState) => matchesFilter(state, filter);
+    const keep = isFiltered(filter) ? (state: DispatchState) => matchesFilter(state, filter) : undefined;
     if (filter.origin !== undefined) return this.readHistory(filter.origin, options, false, keep);
-    const isPosition = (value: unknown): value is { before: string } => isKey(value, 'before') && isRecentPosition(value.before);
-    let before = decodeCursor(options.cursor, isPosition)?.before;
-    const items: DispatchState[] = [];
-    let more = true;
-    for (let round = 0; round < MAX_ROUNDS && more && items.length < options.limit; round += 1) {
-      const wanted = options.limit - items.length;
-      const page = await this.recentPage(before, isFiltered(filter) ? Math.max(wanted, FILTERED_PAGE) : wanted);
-      const states = new Map((await this.getStates(page.entries.map((entry) => entry.dispatchId))).map((state) => [state.dispatchId, state]));
-      let looked = 0;
-      for (const entry of page.entries) {
-        if (items.length >= options.limit) break;
-        looked += 1;
-        before = entry.position;
-        // Missing: deleted (TTL) since the index was read.
-        const state = states.get(entry.dispatchId);
-        if (state && keep(state)) items.push(state);
-      }
-      more = looked < page.entries.length || !page.complete;
-    }
-    return { items, cursor: more && before !== undefined ? encodeCursor({ before }) : null };
+    return this.readList(
+      { index: INDEX.recent, partitionAttribute: 'recentShard', sortAttribute: 'createdKey', groups: [{ name: 'recent', partitions: RECENT_SHARD_KEYS }], isPosition: isRecentPosition, load: this.statesOf(keep), filtered: keep !== undefined },
+      options,
+    );
+  }
+
+  /** An origin's history (the `byOrigin` index, its shards merged), newest first or oldest first, filtered. */
+  private readHistory(origin: string, options: { limit: number; cursor?: string | undefined }, oldestFirst: boolean, keep: ((state: DispatchState) => boolean) | undefined): Promise<Page<DispatchState>> {
+    return this.readList(
+      { index: INDEX.byOrigin, partitionAttribute: 'originKey', sortAttribute: 'createdKey', groups: [{ name: originListOf(origin), partitions: originPartitionsOf(origin) }], oldestFirst, isPosition: isRecentPosition, load: this.statesOf(keep), filtered: keep !== undefined },
+      options,
+    );
+  }
+
+  /** The states of KEYS_ONLY index entries (strongly consistent), those `keep` refuses left out. */
+  private statesOf(keep: ((state: DispatchState) => boolean) | undefined): MergedList<DispatchState>['load'] {
+    return async (entries) => {
+      const states = new Map((await this.getStates(entries.map((entry) => dispatchIdOfKey(String(entry.pk))))).map((state) => [state.dispatchId, state]));
+      // Missing: deleted (TTL) since the index was read.
+      return entries.map((entry) => {
+        const state = states.get(dispatchIdOfKey(String(entry.pk)));
+        return state && (!keep || keep(state)) ? state : undefined;
+      });
+    };
   }
 
   /**
-   * The newest `size` entries below `before` across every shard of the `recent` index: each shard's
-   * newest `size`, merged. `complete`: nothing older is left in any shard.
+   * A page of a merged list. The cursor names the last position handed out (or skipped by a filter):
+   * the next page starts after it in every partition, so nothing is listed twice or skipped, whichever
+   * partitions the entries are in (a state rewritten since moved from the unsharded key to its shard
+   * keeps its sort key). Each round queries every partition of the current group for at most `limit`
+   * entries after the position.
    */
-  private async recentPage(before: string | undefined, size: number): Promise<{ readonly entries: readonly RecentEntry[]; readonly complete: boolean }> {
+  private async readList<T>(list: MergedList<T>, options: { limit: number; cursor?: string | undefined }): Promise<Page<T>> {
+    const names = list.groups.map((group) => group.name);
+    const several = list.groups.length > 1;
+    const isCursor = (value: unknown): value is ListCursor => {
+      if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+      const { group, after, ...rest } = value as Record<string, unknown>;
+      if (Object.keys(rest).length > 0) return false;
+      if (typeof group !== 'string' || !(names.includes(group) || (list.agedOut?.(group) ?? false))) return false;
+      // A list of one group always names a position; a group of several may be named alone (start at its top).
+      return after === undefined ? several : typeof after === 'string' && after.length <= 512 && list.isPosition(after);
+    };
+    const cursor = decodeCursor(options.cursor, isCursor);
+    let group = cursor ? names.indexOf(cursor.group) : 0;
+    if (group < 0) return { items: [], cursor: null };
+    let after = cursor?.after;
+    const items: T[] = [];
+    // Unfiltered, a round fills the page or ends a group (or finds a group's last page was exactly full).
+    for (let round = 0; round < MAX_ROUNDS + 2 * list.groups.length && group < list.groups.length && items.length < options.limit; round += 1) {
+      const page = await this.mergedPage(list, (list.groups[group] as MergedList<T>['groups'][number]).partitions, after, list.filtered ? options.limit : options.limit - items.length);
+      const loaded = await list.load(page.entries);
+      let looked = 0;
+      for (const [index, entry] of page.entries.entries()) {
+        if (items.length >= options.limit) break;
+        looked += 1;
+        after = String(entry[list.sortAttribute]);
+        const item = loaded[index];
+        if (item !== undefined) items.push(item);
+      }
+      if (looked === page.entries.length && page.complete) {
+        group += 1;
+        after = undefined;
+      }
+    }
+    if (group >= list.groups.length) return { items, cursor: null };
+    const next: ListCursor = { group: names[group] as string, ...(after === undefined ? {} : { after }) };
+    return { items, cursor: encodeCursor(next) };
+  }
+
+  /**
+   * The first `size` entries after `after` across `partitions`, in the list's order: each partition's
+   * first `size` (one query each, in parallel), merged. `complete`: nothing further is left in any.
+   */
+  private async mergedPage(list: MergedList<unknown>, partitions: readonly string[], after: string | undefined, size: number): Promise<{ readonly entries: readonly Item[]; readonly complete: boolean }> {
     const pages = await Promise.all(
-      RECENT_SHARD_KEYS.map((shard) =>
+      partitions.map((partition) =>
         this.db.send(
           new QueryCommand({
             TableName: this.table,
-            IndexName: INDEX.recent,
-            KeyConditionExpression: before === undefined ? 'recentShard = :shard' : 'recentShard = :shard AND createdKey < :before',
-            ExpressionAttributeValues: { ':shard': shard, ...(before === undefined ? {} : { ':before': before }) },
-            ScanIndexForward: false,
+            IndexName: list.index,
+            KeyConditionExpression: after === undefined ? '#partition = :partition' : `#partition = :partition AND #sort ${list.oldestFirst ? '>' : '<'} :after`,
+            ExpressionAttributeNames: { '#partition': list.partitionAttribute, ...(after === undefined ? {} : { '#sort': list.sortAttribute }) },
+            ExpressionAttributeValues: { ':partition': partition, ...(after === undefined ? {} : { ':after': after }) },
+            ScanIndexForward: list.oldestFirst === true,
             Limit: size,
           }),
         ),
       ),
     );
+    const positionOf = (item: Item): string => String(item[list.sortAttribute]);
+    const order = list.oldestFirst ? 1 : -1;
     const merged = pages
-      .flatMap((page) => (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), position: String(item.createdKey) })))
-      .sort((a, b) => (a.position < b.position ? 1 : a.position > b.position ? -1 : 0));
+      .flatMap((page) => page.Items ?? [])
+      .sort((a, b) => (positionOf(a) < positionOf(b) ? -order : positionOf(a) > positionOf(b) ? order : 0))
+      // One entry read twice: its state moved from the unsharded key to its shard between two queries.
+      .filter((item, index, all) => index === 0 || positionOf(item) !== positionOf(all[index - 1] as Item));
     return { entries: merged.slice(0, size), complete: merged.length <= size && pages.every((page) => !page.LastEvaluatedKey) };
   }
 
@@ -262,34 +292,6 @@ export class LedgerFeedsTable implements LedgerFeeds {
       for (const [name, value] of Object.entries(item)) if (isBucket(name) && typeof value === 'number') totals[name] = (totals[name] ?? 0) + value;
     }
     return countsOf(totals);
-  }
-
-  /** An origin's history (newest first, or oldest first), filtered, in bounded rounds of key pages. */
-  private async readHistory(origin: string, options: { limit: number; cursor?: string | undefined }, oldestFirst: boolean, keep: (state: DispatchState) => boolean): Promise<Page<DispatchState>> {
-    // Only a key of this origin's partition of the index, as DynamoDB handed it out.
-    const isOriginKey = (value: unknown): value is Record<string, string> =>
-      isKey(value, 'pk', 'sk', 'originKey', 'createdKey') && value.originKey === originKeyOf(origin) && isStateKey(value.pk, value.sk, value.createdKey);
-    let startKey = decodeCursor(options.cursor, isOriginKey);
-    const items: DispatchState[] = [];
-    // A status filter may skip many entries: read pages of keys until the page is full, within a bound.
-    for (let round = 0; round < MAX_ROUNDS; round += 1) {
-      const page = await this.db.send(
-        new QueryCommand({
-          TableName: this.table,
-          IndexName: INDEX.byOrigin,
-          KeyConditionExpression: 'originKey = :origin',
-          ExpressionAttributeValues: { ':origin': originKeyOf(origin) },
-          ScanIndexForward: oldestFirst,
-          Limit: options.limit - items.length,
-          ExclusiveStartKey: startKey,
-        }),
-      );
-      const states = await this.getStates((page.Items ?? []).map((item) => dispatchIdOfKey(String(item.pk))));
-      for (const state of states) if (keep(state)) items.push(state);
-      startKey = page.LastEvaluatedKey as Record<string, string> | undefined;
-      if (!startKey || items.length >= options.limit) break;
-    }
-    return { items, cursor: startKey ? encodeCursor(startKey) : null };
   }
 
   /** States by id, in the order asked (strongly consistent batch read). */

@@ -27,23 +27,22 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
  * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
  * | lambda failure     | D#{dispatchId}    | LFAIL#{attempt} | —  (what Lambda's on-failure destination said of the run) |
- * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}, newest first             |
+ * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}#{nn}, newest first        |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
  * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin: one of a target's concurrency counters) |
  * | limited targets    | LIMITED           | TARGETS     | —  (the names of targets that have or had a limit: the monitor admits for them) |
  * | dispatch counts    | COUNTS#{n}        | COUNTS      | —  (one of COUNT_SHARDS counters the publisher ADDs each batch's deltas to; summed by `GET /counts`) |
  *
- * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys so no partition is hot; sorted by due
- *   time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the size
- *   of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
- * - `byOrigin`: KEYS_ONLY, written once when the state is created (its keys never change, so later
- *   state writes cost no index write); history is newest-first by `createdAt#dispatchId`.
+ * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys `due#{nn}` so no partition is hot; sorted
+ *   by due time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the
+ *   size of the history. GSI reads are eventually consistent: the monitor re-reads each item by key.
+ * - `byOrigin`: KEYS_ONLY, under `O#{origin}#{nn}` (ORIGIN_SHARDS keys by dispatch id), written once when
+ *   the state is created (its keys never change, so later state writes cost no index write); history is
+ *   newest-first by `createdKey` (`createdAt#{hash of the id}`), every shard merged.
  * - `recent`: every origin's dispatches (the operator's `GET /dispatches`), KEYS_ONLY, under
- *   `R#{nn}` (RECENT_SHARDS keys by dispatch id: no partition takes more than 1/16 of the intake),
- *   sorted by the same `createdKey` as `byOrigin`. Written once, at creation, like `byOrigin` (one
- *   more write unit per dispatch, none after). A page queries every shard below the cursor's position
- *   and merges them, newest first.
+ *   `R#{nn}` (RECENT_SHARDS keys by dispatch id), sorted by the same `createdKey` as `byOrigin`.
+ *   Written once, at creation, like `byOrigin` (one more write unit per dispatch, none after).
  * - `inbox`: sparse, KEYS_ONLY: a state whose result is pending or claimed, under
  *   `inbox#{origin}#{i|a}#{shard}` (inject or after_turn) by when it became ready. A claim reads the origin's shards oldest first and
  *   takes results by conditional state writes; the entry is written once when the result is made and
@@ -52,22 +51,56 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   `W#{target}#{shard}` (WAIT_SHARDS keys by dispatch id), sorted by `{9 - priority}#{origin}#{createdAt}#…`:
  *   the highest priority first, the next origin after the last admitted one a query away, oldest first
  *   within an origin. Written when it starts waiting, removed when it is admitted or cancelled.
- * - `feed`: rejections by month and the attention lists by kind, newest first (attention: by when the
- *   problem began).
+ * - `feed` (projects ALL: every write of an item on a feed rewrites its entry): rejections by month and
+ *   the attention lists by kind, under `{feed}#{nn}` (FEED_SHARDS keys by message or dispatch id), newest
+ *   first (attention: by when the problem began, so the order holds while later writes touch it).
+ * - Sharded lists are read by one k-way merge (`ledger-feeds.ts`): every partition of the list queried
+ *   for at most a page after the cursor's position, merged by the sort key. The unsharded key of each
+ *   (`O#{origin}`, `attention#{kind}`, `rejections#{yyyy-mm}`: what stacks deployed before the shards
+ *   wrote) is read as one more partition; a state moves to its shard with its next write, keeping its
+ *   sort key, so it is listed once either way.
+ *
+ * Hot keys (CONTRACT §14: 5,000 dispatches/s from one origin to one target; 100,000 retrying in a
+ * target outage; no key over 1,000 write units/s). An index entry costs 1 WCU to write (the feed's:
+ * the ≤ 1 KB state), 2 to move (a sort key change: delete and put), 1 to remove.
+ *
+ * | key                        | writes per dispatch                            | at 5,000/s           | shards (why)            |
+ * | -------------------------- | ---------------------------------------------- | -------------------- | ----------------------- |
+ * | byOrigin `O#{origin}#{nn}` | 1 (at creation)                                | 5,000 → 312/key      | 16                      |
+ * | recent `R#{nn}`            | 1 (at creation)                                | 5,000 → 312/key      | 16 (all origins: 5,000/s in all) |
+ * | due `due#{nn}`             | put 1, each `dueAt` change 2, removal 1: 4 detached, 6 with a result claimed; a retry 2 | ≤ 30,000 → ≤ 470/key; outage: 5,000 puts + ≤ 4,200 retries/s × 2 → 210/key | 64 (hash of the id: even to a few % at these rates; the monitor queries each shard per tick, 64 queries) |
+ * | feed `attention#{kind}#{nn}` | every write while listed (ALL)              | outage: 5,000 new `retrying` + ≤ 4,200 retries/s (100k, first delay 30 s − 20 %) → 290/key | 32 |
+ * | feed `rejections#{m}#{nn}` | 1 (a rejection is written once)                | a flood at the intake's 5,000/s → 156/key | 32 (FEED_SHARDS) |
+ * | waiting `W#{target}#{nn}`  | put 1 + removal 1, only while the target is full | a saturated limited target: ≤ 10,000 → 625/key; a growing backlog 5,000 → 312 | 16 (admission reads 3 queries per shard) |
+ * | inbox `inbox#{origin}#…`   | put 1 + removal 1 per result                   | 10,000 → 1 key at the default | INBOX_SHARDS (default 1: ~500 results/s per origin; CONTRACT §10 caps an empty long poll at 5 read units, which allows 2; an origin taking 5,000 results/s needs 16: 625/key, and an empty long poll then reads 32 units) |
+ * | slot `SLOT#{target}#{n}`   | +1 at admission, −1 at release, on one shard   | a shard holds ≤ 8 slots: ≤ 16 / run seconds | slotShardCaps (⌈limit/8⌉ ≤ 32; exact caps, a limit of 1 is one shard of 1): hot only for runs under 16 ms |
+ * | `COUNTS#{n}`               | one ADD per publisher batch (≤ 100 records)    | ~15,000 records/s → ~150 batches → ~19/key | COUNT_SHARDS = 8 |
+ * | state `D#{id}`, MSG, …     | a dispatch's own few writes                    | —                    | keyed by the dispatch   |
+ * | `LIMITED`, `T#`, `P#`, `OS#` | configuration writes                         | —                    | —                       |
+ *
  * - TTL (`expiresAt`) on every dispatch record: the retention after the dispatch is final (state), after
  *   the record was written (receipts, marks, checks, rejections), twice that for the anchor and the
  *   records that must outlive the state (accepted message, past attempts, late events, manual
  *   attestations: a manual dispatch's state lives until a person attests, and its attestations with it).
  */
 
-export const DUE_SHARDS = 16;
+/**
+ * Partitions of the `due` index (sized in the module comment's hot-key table: ≤ 470 WCU/s per key at 5,000 lifecycles/s).
+ * Only ever raise it: the keys of a lower count stay among DUE_SHARD_KEYS, so entries written under them
+ * are still read, and move to their new shard with the state's next write.
+ */
+export const DUE_SHARDS = 64;
 export const INDEX = { due: 'due', byOrigin: 'byOrigin', feed: 'feed', inbox: 'inbox', waiting: 'waiting', recent: 'recent' } as const;
 /** Partitions of the `recent` index (every origin's dispatches, by dispatch id). */
 export const RECENT_SHARDS = 16;
 /** Counter items of `GET /counts` (CONTRACT §2 v2): each publisher batch adds to one, `GET /counts` sums all. */
 export const COUNT_SHARDS = 8;
-/** Partitions of one target's wait index (by dispatch id): a backlog's writes spread over them. */
-export const WAIT_SHARDS = 4;
+/**
+ * Partitions of one target's wait index (by dispatch id): a backlog's writes spread over them (a full
+ * target at 5,000/s: ≤ 10,000 WCU/s, 625 per key). Only ever raise it: a lower count's keys stay among
+ * `waitKeysOf`, so what waits under them is still admitted.
+ */
+export const WAIT_SHARDS = 16;
 export const TTL_ATTRIBUTE = 'expiresAt';
 
 const DISPATCH = 'D#';
@@ -79,6 +112,25 @@ const COUNTS_PK = 'COUNTS#';
 /** The counter items' partition keys as an IAM `dynamodb:LeadingKeys` pattern: the publisher may update those alone. */
 export const COUNTS_KEY_PATTERN = `${COUNTS_PK}*`;
 const pad = (n: number, width: number): string => String(n).padStart(width, '0');
+/** Partitions of one origin's `byOrigin` history (by dispatch id): a busy origin's 5,000/s is ~312 WCU/s per key. */
+export const ORIGIN_SHARDS = 16;
+/**
+ * Partitions of each feed (an attention kind, a month of rejections), by the id listed. The feed index
+ * projects ALL, so every write of a state on the attention list rewrites its entry: during an outage,
+ * 5,000 new `retrying` dispatches/s plus ≤ 4,200 retries/s of 100k (the first delay, 30 s − 20 %)
+ * are ~9,200 WCU/s on `attention#retrying` — ~290 per key over 32.
+ */
+export const FEED_SHARDS = 32;
+const ORIGIN_PK = 'O#';
+/** Which byte of the id's SHA-256 picks the shard, one per kind of partition, so the choices are independent. */
+const DUE_SHARD_BYTE = 0;
+const INBOX_SHARD_BYTE = 1;
+const WAIT_SHARD_BYTE = 2;
+const RECENT_SHARD_BYTE = 3;
+const ORIGIN_SHARD_BYTE = 4;
+const FEED_SHARD_BYTE = 5;
+/** The shard of `id` among `shards` (for a power of two, as every fixed count here is, each shard equally likely). */
+const shardOf = (id: string, byte: number, shards: number): number => createHash('sha256').update(id).digest().readUInt8(byte) % shards;
 
 export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
 
@@ -114,14 +166,29 @@ export const COLLECTION = {
 /** The month partition of a feed entry (`2026-12`). */
 export const monthKey = (date: Date): string => date.toISOString().slice(0, 7);
 
-/** Partition keys of the index entries: the feeds, an origin's history, the due shards. */
+/**
+ * A feed is named by its unsharded key (`rejections#2026-12`, `attention#blocked`: what a cursor names,
+ * and the one partition deployed stacks wrote before the feeds were sharded); its entries are written
+ * under `{feed}#{nn}` (FEED_SHARDS keys by dispatch or message id), and listed from all of them.
+ */
 export const FEED = {
   rejections: (month: string) => `rejections#${month}`,
   attention: (kind: AttentionKind) => `attention#${kind}`,
 } as const;
 /** The shape of a monthly rejections feed key (a cursor naming another is not one this table issued). */
 export const REJECTION_FEED = /^rejections#\d{4}-\d\d$/;
-export const originKeyOf = (origin: string): string => `O#${origin}`;
+/** The partition a feed entry is written under: its feed's shard by the id it lists. */
+export const feedShardOf = (feed: string, id: string): string => `${feed}#${pad(shardOf(id, FEED_SHARD_BYTE, FEED_SHARDS), 2)}`;
+/** Every partition of a feed: its shards, and its unsharded key (entries written before the sharding). */
+export const feedPartitionsOf = (feed: string): string[] => [...Array.from({ length: FEED_SHARDS }, (_, shard) => `${feed}#${pad(shard, 2)}`), feed];
+/** An origin's history as a list is named by its unsharded key `O#{origin}`, where states written before the sharding are. */
+export const originListOf = (origin: string): string => `${ORIGIN_PK}${origin}`;
+/** The history partition a dispatch is listed under in its origin's `byOrigin` history. */
+export const originKeyOf = (origin: string, dispatchId: string): string => `${originListOf(origin)}#${pad(shardOf(dispatchId, ORIGIN_SHARD_BYTE, ORIGIN_SHARDS), 2)}`;
+/** Every partition of an origin's history: its shards, and its unsharded key. */
+export const originPartitionsOf = (origin: string): string[] => [...Array.from({ length: ORIGIN_SHARDS }, (_, shard) => `${originListOf(origin)}#${pad(shard, 2)}`), originListOf(origin)];
+/** The origin an `originKey` names, sharded (`O#{origin}#{nn}`) or not (`O#{origin}`): origins never contain `#`. */
+const originOfKey = (originKey: string): string => originKey.slice(ORIGIN_PK.length).split('#')[0] as string;
 /**
  * The inbox partitions of an origin: inject and after_turn results under keys of their own (an inject
  * claim reads only inject entries), each spread over `shards` keys by dispatch id.
@@ -131,13 +198,13 @@ const INBOX_KIND_CODE: Readonly<Record<InboxKind, string>> = { inject: 'i', afte
 export const inboxKeysOf = (origin: string, shards: number, kinds: readonly InboxKind[]): string[] =>
   kinds.flatMap((kind) => Array.from({ length: shards }, (_, shard) => `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`));
 export function inboxKeyOf(origin: string, dispatchId: string, shards: number, kind: InboxKind): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(1) % shards;
+  const shard = shardOf(dispatchId, INBOX_SHARD_BYTE, shards);
   return `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`;
 }
 /** The wait index partitions of a target, and the one a dispatch waits in. */
 export const waitKeysOf = (target: string): string[] => Array.from({ length: WAIT_SHARDS }, (_, shard) => `W#${target}#${pad(shard, 2)}`);
 export function waitKeyOf(target: string, dispatchId: string): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(2) % WAIT_SHARDS;
+  const shard = shardOf(dispatchId, WAIT_SHARD_BYTE, WAIT_SHARDS);
   return `W#${target}#${pad(shard, 2)}`;
 }
 /** A wait index entry's dispatch, origin, priority and age, read back from its keys (KEYS_ONLY). */
@@ -150,33 +217,37 @@ export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
 
-export const messageIdOfKey = (pk: string): string => pk.slice(REJECTION_PK.length);
-/** The key of a dispatch's state item (a well-formed dispatch id), e.g. in a cursor that came back. */
+/** The key of a dispatch's state item (a well-formed dispatch id), as the census tells them from the rest. */
 export const isStateItemKey = (pk: string, sk: string): boolean => /^D#[\w.:-]{1,128}$/.test(pk) && sk === KEY.state('').sk;
 export const isRejectionItemKey = (pk: string, sk: string): boolean => pk.startsWith(REJECTION_PK) && sk === KEY.rejection('').sk;
 
 export function dueShardOf(dispatchId: string): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(0) % DUE_SHARDS;
-  return DUE_SHARD_KEYS[shard] as string;
+  return DUE_SHARD_KEYS[shardOf(dispatchId, DUE_SHARD_BYTE, DUE_SHARDS)] as string;
 }
 
 /** The partitions of the `recent` index, and the one a dispatch is listed under. */
 export const RECENT_SHARD_KEYS: readonly string[] = Array.from({ length: RECENT_SHARDS }, (_, shard) => `R#${pad(shard, 2)}`);
 export function recentShardOf(dispatchId: string): string {
-  const shard = createHash('sha256').update(dispatchId).digest().readUInt8(3) % RECENT_SHARDS;
-  return RECENT_SHARD_KEYS[shard] as string;
+  return RECENT_SHARD_KEYS[shardOf(dispatchId, RECENT_SHARD_BYTE, RECENT_SHARDS)] as string;
+}
+/** A sort key that starts with an ISO time, then `#` and a tail of the shape given (a position a cursor may name). */
+function isTimedPosition(value: string, tail: RegExp): boolean {
+  const at = value.indexOf('#');
+  if (at < 0 || !tail.test(value.slice(at + 1))) return false;
+  const time = value.slice(0, at);
+  return /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)$/.test(time) && !Number.isNaN(Date.parse(time));
 }
 /**
- * A position in the `recent` index as `stateItem` writes it (`createdKey`: an ISO creation time and
- * the hash of the id): what a `GET /dispatches` cursor may name, and nothing else.
+ * A position in the `recent` or `byOrigin` index as `stateItem` writes it (`createdKey`: an ISO creation
+ * time and the hash of the id), or on the attention list (`feedAt`: when the problem began, the same
+ * hash): what a cursor of those lists may name, and nothing else.
  */
-export const isRecentPosition = (value: string): boolean => {
-  const match = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d))#[A-Za-z0-9_-]{10}$/.exec(value);
-  return match !== null && !Number.isNaN(Date.parse(match[1] as string));
-};
+export const isRecentPosition = (value: string): boolean => isTimedPosition(value, /^[A-Za-z0-9_-]{10}$/);
+/** A position in the rejections feed (`feedAt`: when, and the rejected message's id). */
+export const isRejectionPosition = (value: string): boolean => isTimedPosition(value, /^[!-~]{1,256}$/);
 /** The counter item a stream batch adds to: chosen by the batch (its first sequence number), so batches spread over them. */
 export function countShardOf(seed: string): number {
-  return createHash('sha256').update(seed).digest().readUInt8(0) % COUNT_SHARDS;
+  return shardOf(seed, 0, COUNT_SHARDS);
 }
 /** The counter items' attribute names are the buckets of `shared/dispatch/counts.ts`, as they are. */
 export const COUNT_KEYS: ReadonlyArray<{ readonly pk: string; readonly sk: string }> = Array.from({ length: COUNT_SHARDS }, (_, shard) => KEY.counts(shard));
@@ -282,7 +353,7 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
   const item: Item = {
     ...KEY.state(dispatchId),
     ...(withoutNulls(compact) as Item),
-    originKey: originKeyOf(origin),
+    originKey: originKeyOf(origin, dispatchId),
     createdKey: `${state.createdAt}#${idHash(dispatchId)}`,
     // Like originKey and createdKey, the same in every version: only the first write adds an index entry.
     recentShard: recentShardOf(dispatchId),
@@ -295,7 +366,7 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
   // ordered by when the problem began — stable while later writes touch the dispatch.
   const attention = attentionKind(state);
   if (attention) {
-    item.feedKey = FEED.attention(attention);
+    item.feedKey = feedShardOf(FEED.attention(attention), dispatchId);
     item.feedAt = `${state.attentionSince ?? state.updatedAt}#${idHash(dispatchId)}`;
   }
   // In its origin's inbox while its result is out (pending, or claimed: a lease may lapse).
@@ -396,7 +467,7 @@ export function stateOf(item: Item): DispatchState {
   return {
     ...(stored as DispatchState),
     dispatchId,
-    origin: String(originKey).slice(2),
+    origin: originOfKey(String(originKey)),
     // Items written before the compact codec carried these themselves.
     createdAt: stored.createdAt ?? String(createdKey).slice(0, String(createdKey).lastIndexOf('#')),
     timeouts: stored.timeouts ?? { ...DEFAULT_TIMEOUTS },

@@ -34,6 +34,7 @@ import {
   DUE_SHARD_KEYS,
   expiryOf,
   FEED,
+  feedShardOf,
   INDEX,
   KEY,
   messageItem,
@@ -421,7 +422,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
           Item: {
             ...KEY.rejection(rejection.messageId),
             ...rejection,
-            feedKey: FEED.rejections(monthKey(at)),
+            feedKey: feedShardOf(FEED.rejections(monthKey(at)), rejection.messageId),
             feedAt: `${rejection.at}#${rejection.messageId}`,
             [TTL_ATTRIBUTE]: expiryOf(rejection.at, this.options.retentionSeconds),
           },

@@ -86,7 +86,7 @@ describe('class 9 — API answers: the cursors the ledger issues page through ev
 
   it('answers an empty last page, not 400, for a rejections cursor whose month has aged out of the retention', async () => {
     const feeds = feedsOn(DynamoDBDocumentClient.from(clients.dynamodb));
-    expect(await feeds.listRejections({ limit: 5, cursor: encode({ feed: 'rejections#2020-01' }) })).toEqual({ items: [], cursor: null });
+    expect(await feeds.listRejections({ limit: 5, cursor: encode({ group: 'rejections#2020-01' }) })).toEqual({ items: [], cursor: null });
   });
 });
 
@@ -105,9 +105,9 @@ describe('class 9 — API answers: a cursor the ledger did not issue is InvalidC
       otherOrigin,
       attention,
       rejections,
-      originKey: decode(origin),
-      attentionKey: decode(attention).key as Record<string, unknown>,
-      rejectionKey: decode(rejections).key as Record<string, unknown>,
+      originAt: decode(origin) as { group: string; after: string },
+      attentionAt: decode(attention) as { group: string; after: string },
+      rejectionAt: decode(rejections) as { group: string; after: string },
     };
   };
   type Issued = Awaited<ReturnType<typeof issued>>;
@@ -127,25 +127,27 @@ describe('class 9 — API answers: a cursor the ledger did not issue is InvalidC
     ['truncated', ({ origin }) => origin.slice(0, -6)],
     ['a valid cursor with a character appended (not the encoding the ledger hands out)', ({ origin }) => `${origin}=`],
     ['base64url of text that is not JSON', () => Buffer.from('hello').toString('base64url')],
-    ['JSON that is not an object', () => encode(['pk', 'sk'])],
+    ['JSON that is not an object', () => encode(['group', 'after'])],
     ['JSON null', () => encode(null)],
     ['an empty object', () => encode({})],
-    ['the right JSON but wrong key attributes', () => encode({ id: 'D#d-feeds-planner-0', sort: 'STATE' })],
-    ['the table key only (no index attributes)', ({ originKey }) => encode({ pk: originKey.pk, sk: originKey.sk })],
-    ['an extra attribute', ({ originKey }) => encode({ ...originKey, status: 'running' })],
-    ['a number for an attribute', ({ originKey }) => encode({ ...originKey, createdKey: 20260301 })],
-    ['an AttributeValue map for an attribute', ({ originKey }) => encode({ ...originKey, pk: { S: originKey.pk } })],
-    ['null for an attribute', ({ originKey }) => encode({ ...originKey, sk: null })],
-    ['an empty string for a key attribute', ({ originKey }) => encode({ ...originKey, createdKey: '' })],
-    ['a lone surrogate in a key attribute', ({ originKey }) => encode({ ...originKey, createdKey: '\ud800' })],
-    ['another origin\'s index partition', ({ originKey }) => encode({ ...originKey, originKey: 'O#other' })],
+    ['the right JSON but wrong fields', () => encode({ id: 'D#d-feeds-planner-0', sort: 'STATE' })],
+    ['the list only (no position: the ledger never hands out the top of a history as a cursor)', ({ originAt }) => encode({ group: originAt.group })],
+    ['the position only (no list)', ({ originAt }) => encode({ after: originAt.after })],
+    ['an index key, as cursors were before the shards', ({ originAt }) => encode({ pk: 'D#d-feeds-planner-0', sk: 'STATE', originKey: originAt.group, createdKey: originAt.after })],
+    ['an extra field', ({ originAt }) => encode({ ...originAt, status: 'running' })],
+    ['a number for the position', ({ originAt }) => encode({ ...originAt, after: 20260301 })],
+    ['an AttributeValue map for the position', ({ originAt }) => encode({ ...originAt, after: { S: originAt.after } })],
+    ['null for the position', ({ originAt }) => encode({ ...originAt, after: null })],
+    ['an empty position', ({ originAt }) => encode({ ...originAt, after: '' })],
+    ['a lone surrogate in the position', ({ originAt }) => encode({ ...originAt, after: '\ud800' })],
+    ['a position that is not a creation time', ({ originAt }) => encode({ ...originAt, after: `soon${originAt.after.slice(-11)}` })],
+    ['a position without the hash of an id', ({ originAt }) => encode({ ...originAt, after: '2026-03-01T11:59:59.000Z#short' })],
+    ['another origin\'s history', ({ originAt }) => encode({ ...originAt, group: 'O#other' })],
+    ['one shard of the history instead of the history', ({ originAt }) => encode({ ...originAt, group: `${originAt.group}#00` })],
     ['a real cursor of another origin', ({ otherOrigin }) => otherOrigin],
-    ['a key of another item type (not a dispatch state)', ({ originKey }) => encode({ ...originKey, sk: 'MSG' })],
-    ['a sort key that does not belong to the dispatch', ({ originKey }) => encode({ ...originKey, createdKey: '2026-03-01T11:59:59.000Z#AAAAAAAAAA' })],
     ['a feed cursor', ({ attention }) => attention],
-    ['a 3 KB string in a key attribute', ({ originKey }) => encode({ ...originKey, createdKey: `${'x'.repeat(3_000)}${String(originKey.createdKey).slice(-11)}` })],
-    ['a 3 KB dispatch id', ({ originKey }) => encode({ ...originKey, pk: `D#${'a'.repeat(3_000)}` })],
-    ['a cursor of 100 KB', ({ originKey }) => encode({ ...originKey, createdKey: 'x'.repeat(100_000) })],
+    ['a 3 KB position', ({ originAt }) => encode({ ...originAt, after: `${'x'.repeat(3_000)}${originAt.after.slice(-11)}` })],
+    ['a cursor of 100 KB', ({ originAt }) => encode({ ...originAt, after: 'x'.repeat(100_000) })],
     ['100 KB of base64url letters', () => 'A'.repeat(100_000)],
   ];
   for (const [name, cursorOf] of originCases) {
@@ -159,26 +161,25 @@ describe('class 9 — API answers: a cursor the ledger did not issue is InvalidC
   const feedCases: Array<[string, 'attention' | 'attention of kind unknown' | 'rejections', (issued: Issued) => string]> = [
     ['garbage', 'attention', () => '%%%'],
     ['truncated', 'attention', ({ attention }) => attention.slice(0, 20)],
-    ['a feed name that is not a string', 'attention', () => encode({ feed: 7 })],
-    ['a feed the list does not have', 'attention', () => encode({ feed: 'attention#everything' })],
-    ['an extra field', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: attentionKey, page: 2 })],
-    ['a key that is a string', 'attention', () => encode({ feed: 'attention#blocked', key: 'D#d-1' })],
-    ['an empty key', 'attention', () => encode({ feed: 'attention#blocked', key: {} })],
-    ['a key missing the index sort key', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: undefined } })],
-    ['a key with a non-string attribute', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: 1 } })],
-    ['another feed\'s key under this feed\'s name', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedKey: 'attention#unknown' } })],
-    ['a key of the rejections feed', 'attention', ({ rejectionKey }) => encode({ feed: 'attention#blocked', key: rejectionKey })],
+    ['a feed name that is not a string', 'attention', () => encode({ group: 7 })],
+    ['a feed the list does not have', 'attention', () => encode({ group: 'attention#everything' })],
+    ['one shard of the feed instead of the feed', 'attention', ({ attentionAt }) => encode({ ...attentionAt, group: `${attentionAt.group}#00` })],
+    ['a feed cursor as it was before the shards (a feed and an index key)', 'attention', ({ attentionAt }) => encode({ feed: attentionAt.group, key: { pk: 'D#d-1', sk: 'STATE', feedKey: attentionAt.group, feedAt: attentionAt.after } })],
+    ['an extra field', 'attention', ({ attentionAt }) => encode({ ...attentionAt, page: 2 })],
+    ['a position that is an object', 'attention', ({ attentionAt }) => encode({ ...attentionAt, after: {} })],
+    ['an empty position', 'attention', ({ attentionAt }) => encode({ ...attentionAt, after: '' })],
+    ['a position that is a number', 'attention', ({ attentionAt }) => encode({ ...attentionAt, after: 1 })],
+    ['a rejection\'s position under an attention feed', 'attention', ({ attentionAt, rejectionAt }) => encode({ ...attentionAt, after: rejectionAt.after })],
     ['a real rejections cursor', 'attention', ({ rejections }) => rejections],
     ['a real cursor of another kind than the one listed', 'attention of kind unknown', ({ attention }) => attention],
     ['an origin history cursor', 'attention', ({ origin }) => origin],
-    ['a 3 KB index sort key', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: 'x'.repeat(3_000) } })],
-    ['a cursor of 100 KB', 'attention', ({ attentionKey }) => encode({ feed: 'attention#blocked', key: { ...attentionKey, feedAt: 'x'.repeat(100_000) } })],
+    ['a 3 KB position', 'attention', ({ attentionAt }) => encode({ ...attentionAt, after: `${'x'.repeat(3_000)}${attentionAt.after.slice(-11)}` })],
+    ['a cursor of 100 KB', 'attention', ({ attentionAt }) => encode({ ...attentionAt, after: 'x'.repeat(100_000) })],
     ['a real attention cursor', 'rejections', ({ attention }) => attention],
-    ['an attention key under a rejections feed', 'rejections', ({ attentionKey, rejectionKey }) => encode({ feed: String(rejectionKey.feedKey), key: { ...attentionKey, feedKey: rejectionKey.feedKey } })],
-    ['a key of one month under another month\'s name', 'rejections', ({ rejectionKey }) => encode({ feed: 'rejections#2026-02', key: rejectionKey })],
-    ['a month the ledger cannot have written yet', 'rejections', () => encode({ feed: 'rejections#2999-01' })],
-    ['a month that is not a month', 'rejections', () => encode({ feed: 'rejections#soon' })],
-    ['a rejection key whose sort key names another message', 'rejections', ({ rejectionKey }) => encode({ feed: String(rejectionKey.feedKey), key: { ...rejectionKey, feedAt: '2026-03-01T08:00:00.000Z#m-someone-else' } })],
+    ['one shard of a month instead of the month', 'rejections', ({ rejectionAt }) => encode({ ...rejectionAt, group: 'rejections#2026-02#00' })],
+    ['a month the ledger cannot have written yet', 'rejections', () => encode({ group: 'rejections#2999-01' })],
+    ['a month that is not a month', 'rejections', () => encode({ group: 'rejections#soon' })],
+    ['a position that is not a time', 'rejections', ({ rejectionAt }) => encode({ ...rejectionAt, after: 'm-someone-else' })],
   ];
   for (const [name, list, cursorOf] of feedCases) {
     it(`refuses on the ${list}: ${name}`, async () => {
@@ -200,15 +201,15 @@ describe('class 9 — API answers: a forged cursor on the API is 400 malformed (
   });
   afterAll(() => t.stop());
 
-  const originKey = { pk: 'D#d-api-1', sk: 'STATE', originKey: 'O#planner', createdKey: '2026-03-01T12:00:00.000Z#AAAAAAAAAA' };
+  const position = { group: 'O#planner', after: '2026-03-01T12:00:00.000Z#AAAAAAAAAA' };
   const cases: Array<[string, string, string]> = [
     ['garbage', '/origins/planner/dispatches', 'garbage!'],
-    ['the right JSON but wrong key attributes', '/origins/planner/dispatches', encode({ id: 'x' })],
-    ['another origin\'s index partition', '/origins/planner/dispatches', encode({ ...originKey, originKey: 'O#other' })],
-    ['a non-string attribute', '/origins/planner/dispatches', encode({ ...originKey, createdKey: 5 })],
-    ['a 3 KB key attribute', '/origins/planner/dispatches', encode({ ...originKey, pk: `D#${'a'.repeat(3_000)}` })],
-    ['an empty key on the attention list', '/attention', encode({ feed: 'attention#blocked', key: {} })],
-    ['a non-string feed on the rejections', '/rejections', encode({ feed: ['rejections#2026-03'] })],
+    ['the right JSON but wrong fields', '/origins/planner/dispatches', encode({ id: 'x' })],
+    ['another origin\'s history', '/origins/planner/dispatches', encode({ ...position, group: 'O#other' })],
+    ['a non-string position', '/origins/planner/dispatches', encode({ ...position, after: 5 })],
+    ['a 3 KB position', '/origins/planner/dispatches', encode({ ...position, after: `${'a'.repeat(3_000)}#AAAAAAAAAA` })],
+    ['an empty position on the attention list', '/attention', encode({ group: 'attention#blocked', after: '' })],
+    ['a non-string feed on the rejections', '/rejections', encode({ group: ['rejections#2026-03'] })],
   ];
   for (const [name, path, cursor] of cases) {
     it(`GET ${path}?cursor=<${name}> → 400 malformed`, async () => {

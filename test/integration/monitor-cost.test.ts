@@ -3,7 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { DUE_SHARDS, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
@@ -83,8 +83,8 @@ describe('monitor cost versus history', () => {
     expect(large.due).toBe(100);
     expect(large.reads).toBe(small.reads);
     expect(large.readUnits).toBe(small.readUnits);
-    // 16 shard queries + one strongly consistent read per due run + the list of targets with a
+    // DUE_SHARDS shard queries + one strongly consistent read per due run + the list of targets with a
     // concurrency limit (one item, CONTRACT §11; none here, so no slot or wait index reads follow).
-    expect(small.reads).toBe(16 + 100 + 1);
+    expect(small.reads).toBe(DUE_SHARDS + 100 + 1);
   }, 120_000);
 });

@@ -151,13 +151,17 @@ describe('GET /dispatches (the recent index, every origin)', () => {
       'garbage',
       issued.slice(0, -2),
       `${issued}=`,
-      encode({ before: 'not-a-position' }),
-      encode({ before: `${at(3)}#short` }),
-      encode({ before: `${at(3)}#AAAAAAAAAA`, extra: 1 }),
-      encode({ before: 42 }),
+      encode({ group: 'recent', after: 'not-a-position' }),
+      encode({ group: 'recent', after: `${at(3)}#short` }),
+      encode({ group: 'recent', after: `${at(3)}#AAAAAAAAAA`, extra: 1 }),
+      encode({ group: 'recent', after: 42 }),
+      encode({ group: 'recent' }),
+      // The cursors of before the shards (a position without its list), of another index, of an origin's history.
+      encode({ before: `${at(3)}#AAAAAAAAAA` }),
       encode(['before']),
-      // A key of another index, or an origin history's cursor without its origin.
       encode({ pk: 'D#d-ops-01', sk: 'STATE', originKey: 'O#team-a', createdKey: `${at(1)}#AAAAAAAAAA` }),
+      encode({ group: 'O#team-a', after: `${at(3)}#AAAAAAAAAA` }),
+      encode({ group: 'R#03', after: `${at(3)}#AAAAAAAAAA` }),
       'x'.repeat(3000),
     ];
     for (const cursor of forged) {
@@ -165,7 +169,7 @@ describe('GET /dispatches (the recent index, every origin)', () => {
       expect(await answer(request('/dispatches', { cursor }))).toEqual({ status: 400, body: { code: 'malformed' } });
     }
     // A position the ledger could have handed out is a cursor: the page below it.
-    const below = await feeds.listDispatches({ limit: 100, cursor: encode({ before: `${at(5)}#----------` }) });
+    const below = await feeds.listDispatches({ limit: 100, cursor: encode({ group: 'recent', after: `${at(5)}#----------` }) });
     expect(below.items.map((state) => state.dispatchId)).toEqual(NEWEST_FIRST.slice(-5));
   });
 

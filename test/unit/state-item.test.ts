@@ -1,10 +1,10 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { itemSizeBytes } from '../../shared/adapters/capacity-meter.js';
-import { stateItem, stateOf } from '../../shared/adapters/ledger-items.js';
+import { DUE_SHARDS, dueShardOf, FEED, FEED_SHARDS, feedShardOf, ORIGIN_SHARDS, originListOf, stateItem, stateOf } from '../../shared/adapters/ledger-items.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, applyRunEvent, evidenceSettled, redispatched, resultClaimed, resultDelivered, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, applyRunEvent, blocked, evidenceSettled, redispatched, resultClaimed, resultDelivered, submitted } from '../../shared/dispatch/transitions.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 /** The hot state item's codec: what it leaves out is restored exactly, and a settled state with its result out stays within one write unit. */
@@ -44,5 +44,37 @@ describe('the state item codec', () => {
   it('keeps a settled state with its result claimed within one write unit (1 KB) for usual ids', () => {
     const sizes = lifecycle().map((state) => itemSizeBytes(marshall(stateItem(state, RETENTION), { removeUndefinedValues: true })));
     for (const bytes of sizes) expect(bytes).toBeLessThanOrEqual(1024);
+  });
+});
+
+describe('the sharded index keys (CONTRACT §14: no key takes a busy origin\'s or a feed\'s every write)', () => {
+  const ids = Array.from({ length: 5_000 }, (_, index) => `d-busy-${index}`);
+  /** The most any one shard takes, as a multiple of an even share: the hash of the id spreads them. */
+  const worstShare = (keys: readonly string[], shards: number): number => Math.max(...[...keys.reduce((counts, key) => counts.set(key, (counts.get(key) ?? 0) + 1), new Map<string, number>()).values()]) / (keys.length / shards);
+
+  it('spreads one origin\'s history, an attention feed and the due index over all their shards, none over 1.25 × its share', () => {
+    const history = ids.map((dispatchId) => String(stateItem(accepted(newDispatchFactory({ dispatchId }), NOW), RETENTION).originKey));
+    expect(new Set(history).size).toBe(ORIGIN_SHARDS);
+    expect(worstShare(history, ORIGIN_SHARDS)).toBeLessThan(1.25);
+    const attention = ids.map((dispatchId) => feedShardOf(FEED.attention('retrying'), dispatchId));
+    expect(new Set(attention).size).toBe(FEED_SHARDS);
+    expect(worstShare(attention, FEED_SHARDS)).toBeLessThan(1.25);
+    const due = ids.map(dueShardOf);
+    expect(new Set(due).size).toBe(DUE_SHARDS);
+    expect(worstShare(due, DUE_SHARDS)).toBeLessThan(1.4);
+  });
+
+  it('keeps a dispatch on the same history and feed shard in every version (no write moves its entry) and reads its origin back', () => {
+    const start = accepted(newDispatchFactory({ dispatchId: 'd-shard-1', origin: 'team-a' }), NOW);
+    const versions = [start, blocked(start, 'unknown_target', 'no target "x"', at(5))].map((state) => stateItem(state, RETENTION));
+    expect(new Set(versions.map((item) => item.originKey)).size).toBe(1);
+    expect(String(versions[0]?.originKey)).toMatch(/^O#team-a#\d\d$/);
+    expect(versions[1]?.feedKey).toBe(feedShardOf(FEED.attention('blocked'), 'd-shard-1'));
+    for (const item of versions) expect(stateOf(item).origin).toBe('team-a');
+  });
+
+  it('reads the origin of a state written before the shards, under the unsharded history key', () => {
+    const item = { ...stateItem(accepted(newDispatchFactory({ dispatchId: 'd-legacy-1', origin: 'team-b' }), NOW), RETENTION), originKey: originListOf('team-b') };
+    expect(stateOf(item).origin).toBe('team-b');
   });
 });
