@@ -242,14 +242,15 @@ export class DispatchLedger extends Construct {
     // The nudge: exactly the monitor function (not its versions or aliases), by the ARN its name makes.
     const monitorArn = Stack.of(this).formatArn({ service: 'lambda', resource: 'function', resourceName: monitorName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
     for (const nudger of [api, failures]) this.allow(nudger, ['lambda:InvokeFunction'], [monitorArn]);
-    // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence and
-    // reads tasks for a redispatch; evidence checks read each file (which needs ListBucket to tell
-    // "missing" (404) from "forbidden" (403), or every missing file reads as an unrunnable check) and
-    // seal what they found: a copy under its hash, and the checked bytes put back if an upload raced.
+    // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence (each
+    // upload once, immutable under its hash) and reads tasks for a redispatch; evidence checks read each
+    // file (which needs ListBucket to tell "missing" (404) from "forbidden" (403), or every missing file
+    // reads as an unrunnable check). A seal is the hash the check records — the monitor writes nothing
+    // to the bucket: evidence arrives only through the API's PUT route.
     const objects = evidenceBucket.arnForObjects('*');
     this.allow(intake, ['s3:PutObject', 's3:GetObject'], [objects]);
     this.allow(api, ['s3:PutObject', 's3:GetObject'], [objects]);
-    this.allow(monitor, ['s3:PutObject', 's3:GetObject'], [objects]);
+    this.allow(monitor, ['s3:GetObject'], [objects]);
     // The monitor and the API (which settles evidence as a completion arrives) check files exist.
     for (const checker of [monitor, api]) this.allow(checker, ['s3:ListBucket'], [evidenceBucket.bucketArn]);
     // Target auth headers: the deploy-time targets' secrets, and those registered later under the prefix.

@@ -4,7 +4,7 @@ import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchStat
 import { waitSortKey, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type PastAttempt, type Rejection } from '../ledger/port.js';
+import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type PastAttempt, type Rejection } from '../ledger/port.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
@@ -19,7 +19,8 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin, recent (always) |
  * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
  * | evidence mark      | D#{dispatchId}    | MARK#{attempt}#{ref} | —  (an owner's verdict on one file; latest wins) |
- * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256) |
+ * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256 — only when it does not fit the settled state) |
+ * | evidence upload    | D#{dispatchId}    | UPLOAD#{attempt}#{ref} | —  (which immutable, hash-named object a ref holds now; latest wins) |
  * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
  * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
  * | manual attestation | D#{dispatchId}    | MA#{attestationId} | —  (a person's word on a manual dispatch, written once; listed with begins_with) |
@@ -79,7 +80,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | `LIMITED`, `T#`, `P#`, `OS#` | configuration writes                         | —                    | —                       |
  *
  * - TTL (`expiresAt`) on every dispatch record: the retention after the dispatch is final (state), after
- *   the record was written (receipts, marks, checks, rejections), twice that for the anchor and the
+ *   the record was written (receipts, marks, uploads, checks, rejections), twice that for the anchor and the
  *   records that must outlive the state (accepted message, past attempts, late events, manual
  *   attestations: a manual dispatch's state lives until a person attests, and its attestations with it).
  */
@@ -133,6 +134,7 @@ const FEED_SHARD_BYTE = 5;
 const shardOf = (id: string, byte: number, shards: number): number => createHash('sha256').update(id).digest().readUInt8(byte) % shards;
 
 export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
+const uploadPrefix = (attempt: number): string => `UPLOAD#${pad(attempt, 6)}#`;
 
 export const KEY = {
   state: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: 'STATE' }),
@@ -140,6 +142,7 @@ export const KEY = {
   rejection: (messageId: string) => ({ pk: `${REJECTION_PK}${messageId}`, sk: 'REJECTION' }),
   evidenceMark: (dispatchId: string, attempt: number, ref: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${markPrefix(attempt)}${ref}` }),
   evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `CHECK#${pad(attempt, 6)}` }),
+  evidenceUpload: (dispatchId: string, attempt: number, ref: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${uploadPrefix(attempt)}${ref}` }),
   lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LATE#${runId}#${pad(seq, 16)}` }),
   operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
   manualAttestation: (dispatchId: string, attestationId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${MANUAL_ATTESTATION_PREFIX}${attestationId}` }),
@@ -160,6 +163,7 @@ export const COLLECTION = {
   operatorReceipts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: OPERATOR_RECEIPT_PREFIX }),
   manualAttestations: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: MANUAL_ATTESTATION_PREFIX }),
   evidenceMarks: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: markPrefix(attempt) }),
+  evidenceUploads: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: uploadPrefix(attempt) }),
   pastAttempts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: PAST_ATTEMPT_PREFIX }),
 } as const;
 
@@ -487,6 +491,7 @@ export function stateOf(item: Item): DispatchState {
       deadline: stored.evidence?.deadline ?? null,
       ...(stored.evidence?.expected ? { expected: stored.evidence.expected } : {}),
       ...(stored.evidence?.missing ? { missing: stored.evidence.missing } : {}),
+      ...(stored.evidence?.check ? { check: stored.evidence.check } : {}),
     },
     parentDispatchId: stored.parentDispatchId ?? null,
     submission: { attempts: submission.attempts ?? 0, nextRetryAt: submission.nextRetryAt ?? null, lastError: submission.lastError ?? null },
@@ -630,6 +635,11 @@ export function rejectionOf(item: Item): Rejection {
 export function markOf(item: Item): EvidenceMark {
   const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, ref: isString, status: isString, at: isString });
   return { reason: '', ...rest } as unknown as EvidenceMark;
+}
+
+export function uploadOf(item: Item): EvidenceUpload {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, ref: isString, sha256: isString, bytes: isNumber, at: isString });
+  return rest as unknown as EvidenceUpload;
 }
 
 export function targetOf(item: Item): TargetRegistration {

@@ -1,5 +1,6 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import { itemSizeBytes } from './capacity-meter.js';
 import {
   BatchGetCommand,
   GetCommand,
@@ -18,7 +19,7 @@ import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -28,6 +29,7 @@ import {
   checkOf,
   COLLECTION,
   markOf,
+  uploadOf,
   principalOf,
   targetOf,
   dispatchIdOfKey,
@@ -171,6 +173,17 @@ function collectionQuery(tableName: string, collection: { readonly pk: string; r
  * and phase read, or, for a state never stored, that none exists — an illegal move throws before any
  * request is sent.
  */
+/** The hot state's budget: one write unit. */
+const HOT_ITEM_BYTES = 1024;
+/** What a claim adds to a live result (its token, lease end and change names): kept free while it is out. */
+const RESULT_CLAIM_BYTES = 128;
+
+/** Whether the state's item (as DynamoDB bills it), and a claim of its live result, fit one write unit. */
+export function stateFitsOneWriteUnit(state: DispatchState, retentionSeconds: number, inboxShards = 1): boolean {
+  const live = state.result && (state.result.state === 'pending' || state.result.state === 'claimed');
+  return itemSizeBytes(marshall(stateItem(state, retentionSeconds, inboxShards), { removeUndefinedValues: true })) + (live ? RESULT_CLAIM_BYTES : 0) <= HOT_ITEM_BYTES;
+}
+
 export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): PutCommandInput {
   const condition = writeCondition(from, next);
   const Item = stateItem(next, retentionSeconds, inboxShards);
@@ -336,6 +349,23 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       startKey = page.LastEvaluatedKey;
     } while (startKey);
     return marks;
+  }
+
+  fitsOneWriteUnit(state: DispatchState): boolean {
+    return stateFitsOneWriteUnit(state, this.options.retentionSeconds, this.options.inboxShards);
+  }
+
+  async putEvidenceUpload(upload: EvidenceUpload): Promise<void> {
+    await this.db.send(
+      new PutCommand({
+        TableName: this.table,
+        Item: { ...KEY.evidenceUpload(upload.dispatchId, upload.attempt, upload.ref), ...upload, [TTL_ATTRIBUTE]: expiryOf(upload.at, this.options.retentionSeconds) },
+      }),
+    );
+  }
+
+  async listEvidenceUploads(dispatchId: string, attempt: number): Promise<EvidenceUpload[]> {
+    return this.listAll(collectionQuery(this.table, COLLECTION.evidenceUploads(dispatchId, attempt)), uploadOf);
   }
 
   async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {

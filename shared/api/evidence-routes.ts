@@ -1,6 +1,6 @@
 import { refProblem } from '../dispatch/refs.js';
 import { evidenceRecheck } from '../dispatch/transitions.js';
-import { evidenceKey, keepSealed, sealedKey } from '../monitor/evidence-check.js';
+import { evidenceKey, sealedFile, sha256Of } from '../monitor/evidence-check.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
 import { parseJson, runOfDispatch, type LifecycleDeps } from './lifecycle-routes.js';
@@ -28,24 +28,21 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
   const run = await runOfDispatch(deps, dispatchId, runId, caller);
   const state = run.state;
   if (run.kind === 'superseded') throw new ApiError('conflict', `run ${runId} was superseded; its evidence does not count for attempt ${state.attempt}`);
-  const sealedFile = async () => (await deps.store.getEvidenceCheck(dispatchId, state.attempt))?.files.find((file) => file.ref === ref);
   const refuse = (file: { sha256: string }) => new ApiError('evidence_sealed', `the check found ${ref}; the checked bytes stand`, { ref, sha256: file.sha256 });
-  const key = evidenceKey(dispatchId, state.attempt, ref);
-  const restore = (file: { sha256: string }) => keepSealed(deps.blobs, key, { sha256: file.sha256, bytes: () => deps.blobs.getBytes(sealedKey(dispatchId, state.attempt, ref, file.sha256)) });
-  const before = await sealedFile();
-  if (before) {
-    // An earlier upload may have died between its write and its look back: the retry finishes its work.
-    await restore(before);
-    throw refuse(before);
-  }
-  await deps.blobs.put(key, body, request.headers['content-type'] ?? 'application/octet-stream');
-  // The check may have sealed the file while this upload was on its way: then its bytes are put back.
-  const after = await sealedFile();
-  if (after) {
-    await restore(after);
-    throw refuse(after);
-  }
-  await recheckIfMissed(deps, dispatchId, ref);
+  const before = await sealedFile(deps.store, state, ref);
+  if (before) throw refuse(before);
+  // The bytes once, under their hash (every write of that key holds the same bytes), then the pointer
+  // the check reads: an upload that dies between the two is finished by its retry.
+  const sha256 = sha256Of(body);
+  await deps.blobs.put(evidenceKey(dispatchId, state.attempt, sha256, ref), body, request.headers['content-type'] ?? 'application/octet-stream');
+  await deps.store.putEvidenceUpload({ dispatchId, attempt: state.attempt, ref, sha256, bytes: body.length, at: deps.now().toISOString() });
+  // The check may have sealed the file while this upload was on its way: the sealed bytes stand (they
+  // are immutable under their hash; this pointer names bytes no check reads again).
+  const after = await deps.store.getState(dispatchId);
+  // (A redispatch since then started a new attempt: this one's files count for nothing any more.)
+  const sealed = after?.attempt === state.attempt ? await sealedFile(deps.store, after, ref) : undefined;
+  if (sealed) throw refuse(sealed);
+  await recheckIfMissed(deps, dispatchId, ref, after);
   return { status: 201, body: { dispatchId, runId, attempt: state.attempt, ref, bytes: body.length } };
 }
 
@@ -53,12 +50,12 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
  * An expected file that arrives after a check found it missing (a completed run inside its grace
  * window, looked at again only at the deadline) makes the dispatch due now: re-checked within a tick.
  */
-async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: string): Promise<void> {
+async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: string, read: DispatchState | undefined): Promise<void> {
   // Even when it is due already: a check reading the files right now may be about to reschedule it to
   // the deadline, and this write makes that stale reschedule conflict, so the check runs again. When
   // this write is the one that loses, the check committed first: read again and make it due once more.
   for (let round = 0; round < 3; round += 1) {
-    const state = await deps.store.getState(dispatchId);
+    const state = round === 0 ? read : await deps.store.getState(dispatchId);
     if (!state || state.execution.status !== 'completed' || state.evidence.outcome !== 'pending') return;
     const message = await deps.store.getAcceptedMessage(dispatchId);
     if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;

@@ -11,6 +11,7 @@ import { CorruptItemError, type InboxStore, type LedgerFeeds } from '../ledger/p
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
 import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
+import { evidenceCheckOf } from '../monitor/evidence-check.js';
 import { postOperatorReceipt } from './receipt-routes.js';
 import { postCancel, postSlotRelease } from './flow-routes.js';
 import { targetsAtCapacity } from '../usecases/flow.js';
@@ -78,7 +79,7 @@ export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Call
 export async function fullView(deps: ApiDeps, state: DispatchState) {
   const [message, check, operatorReceipts, marks, pastAttempts, manualAttestations] = await Promise.all([
     deps.store.getAcceptedMessage(state.dispatchId),
-    deps.store.getEvidenceCheck(state.dispatchId, state.attempt),
+    evidenceCheckOf(deps.store, state),
     deps.store.listOperatorReceipts(state.dispatchId),
     deps.store.listEvidenceMarks(state.dispatchId, state.attempt),
     // Only a dispatch redispatched at least once has records of what its redispatches ended.

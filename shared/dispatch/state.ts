@@ -169,6 +169,20 @@ export interface EvidenceState {
   /** Set when the check settles (the refs its Handled/Orphaned event names); absent before. */
   readonly expected?: readonly string[];
   readonly missing?: readonly string[];
+  /**
+   * The settled check's record, when it fits the hot item: the files found with their hashes (the
+   * seal: a later upload of one of these refs is refused), when it checked, the refs it found marked
+   * invalid. Absent on a settled state: the record is an item of its own (many files, long refs, an
+   * error), or the state was settled before checks were kept here.
+   */
+  readonly check?: InlineCheck;
+}
+
+/** A settled check as the state carries it (each file's `checkedAt` is `at`). */
+export interface InlineCheck {
+  readonly at: string;
+  readonly files: readonly { readonly ref: string; readonly sha256: string; readonly bytes: number }[];
+  readonly invalid?: readonly string[];
 }
 
 export interface DispatchState {

@@ -11,6 +11,7 @@ import {
   type BlockedCode,
   type ChangeKind,
   type DispatchState,
+  type InlineCheck,
   type MonitorStatus,
   type Phase,
   type ResultBodyRef,
@@ -782,6 +783,8 @@ export interface SettledEvidence {
   readonly outcome: 'handled' | 'orphan_no_delivery' | 'unverified';
   readonly expected: readonly string[];
   readonly missing: readonly string[];
+  /** The check's record, when the state carries it (it fits the hot item); else it is an item of its own. */
+  readonly check?: InlineCheck | undefined;
 }
 
 /** The platform's own check of the evidence reached a final outcome (CONTRACT §5). */
@@ -798,6 +801,7 @@ export function evidenceSettled(state: DispatchState, settled: SettledEvidence, 
       deadline: null,
       expected: settled.expected,
       ...(settled.outcome !== 'unverified' && settled.missing.length > 0 ? { missing: settled.missing } : {}),
+      ...(settled.check ? { check: settled.check } : {}),
     },
     receipts:
       settled.outcome === 'handled'

@@ -14,6 +14,9 @@ const hexOf = (hash: string): string => hash.slice(hash.indexOf(':') + 1);
  */
 export const payloadFolder = (dispatchId: string): string => `payloads/${dispatchId}/`;
 
+/** An attempt's evidence root (CONTRACT §5): `evidence/{dispatchId}/{attempt}/`. */
+export const evidenceRoot = (dispatchId: string, attempt: number): string => `evidence/${dispatchId}/${attempt}/`;
+
 export const OBJECTS = {
   /** A task spilled above the inline size: keyed by content, so a conflicting message can never overwrite the original's bytes. */
   task: (dispatchId: string, contentHash: string) => `${payloadFolder(dispatchId)}${hexOf(contentHash)}/task.json`,
@@ -21,11 +24,16 @@ export const OBJECTS = {
   invalidBody: (dispatchId: string, contentHash: string) => `${payloadFolder(dispatchId)}${hexOf(contentHash)}/invalid-body`,
   /** The body of a rejected message, by SQS message id. */
   rejectionBody: (messageId: string) => `rejections/${messageId}/body`,
-  /** Where an attempt's evidence lives (CONTRACT §5): one root per attempt. */
-  evidence: (dispatchId: string, attempt: number, ref: string) => `evidence/${dispatchId}/${attempt}/${ref}`,
   /**
-   * The sealed copy of a checked file: named by its hash, so every write of the key holds the same
-   * bytes (immutable by construction), and only the checker writes under `sealed/`.
+   * One uploaded evidence file, under its attempt's root (CONTRACT §5), named by the SHA-256 of its
+   * bytes and then its ref: every write of a key holds the same bytes (immutable by construction), so
+   * a seal — the hash the check recorded — always names bytes that stay, and no copy is needed. Which
+   * upload a ref holds now is the table's pointer (`EvidenceUpload`); only the API's PUT route writes here.
+   */
+  evidence: (dispatchId: string, attempt: number, sha256: string, ref: string) => `${evidenceRoot(dispatchId, attempt)}${sha256}/${ref}`,
+  /**
+   * Legacy: the checker's sealed copy of a checked file, written before uploads were content-addressed.
+   * Nothing writes it any more; retention still clears the folder of dispatches that have one.
    */
   sealed: (dispatchId: string, attempt: number, ref: string, sha256: string) => `sealed/${dispatchId}/${attempt}/${sha256}/${ref}`,
 } as const;

@@ -1,6 +1,6 @@
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { ManualAttestation } from '../dispatch/manual.js';
-import type { DispatchState, ResultRecord } from '../dispatch/state.js';
+import type { DispatchState, InlineCheck, ResultRecord } from '../dispatch/state.js';
 import type { AttentionKind } from '../dispatch/attention.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
 import type { RetryPolicy } from '../dispatch/retry.js';
@@ -105,6 +105,21 @@ export interface EvidenceFile {
   readonly checkedAt: string;
 }
 
+/**
+ * Which bytes an evidence ref holds now (CONTRACT §2 PUT evidence): each upload puts its bytes once,
+ * immutable, under a key named by their hash (`OBJECTS.evidence`), then records this pointer — the
+ * latest upload wins until the check seals one. The check reads the pointers and hashes the bytes they
+ * name itself: the pointer's hash is a claim, never the seal.
+ */
+export interface EvidenceUpload {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly ref: string;
+  readonly sha256: string;
+  readonly bytes: number;
+  readonly at: string;
+}
+
 /** An owner's verdict on one evidence file of an attempt (CONTRACT §2 evidence-status); the latest wins. */
 export interface EvidenceMark {
   readonly dispatchId: string;
@@ -143,6 +158,8 @@ export interface PastAttempt {
   readonly stateVersion: number;
   /** The attempt's result, as it ended (a live one dropped `superseded`). */
   readonly result?: ResultRecord | null | undefined;
+  /** The attempt's settled evidence check, when its state carried it (else it is the attempt's `CHECK#` item). */
+  readonly check?: InlineCheck | undefined;
 }
 
 /** A final event's `result.body`, or (spilled) its preview and blob key; written before the state that refers to it. */
@@ -218,6 +235,12 @@ export interface LedgerStore {
    */
   commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome>;
 
+  /**
+   * Whether `state`, as the table stores it, stays within one write unit (1 KB) — with room for a live
+   * result's claim — so what rides on it (a settled check's record) does not make its later writes cost two.
+   */
+  fitsOneWriteUnit(state: DispatchState): boolean;
+
   /** Keeps an ended attempt record outside a redispatch (fixtures and repairs); idempotent per record. */
   archiveAttempt(past: PastAttempt): Promise<void>;
   /** Every ended attempt of a dispatch, oldest first (strongly consistent). */
@@ -226,7 +249,15 @@ export interface LedgerStore {
   putEvidenceMark(mark: EvidenceMark): Promise<void>;
   listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]>;
 
-  /** Records the final evidence check of an attempt, once; the first writer's outcome stands. */
+  /** Points an evidence ref at the upload that holds it now (its bytes are in the blob store first); the latest wins. */
+  putEvidenceUpload(upload: EvidenceUpload): Promise<void>;
+  /** Every ref's current upload of an attempt (strongly consistent). */
+  listEvidenceUploads(dispatchId: string, attempt: number): Promise<EvidenceUpload[]>;
+
+  /**
+   * Records the final evidence check of an attempt in an item of its own, once (the first writer's
+   * outcome stands) — only when it does not fit the settled state (`evidence.check`), which records it otherwise.
+   */
   putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>>;
   getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined>;
 

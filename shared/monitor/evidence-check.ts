@@ -1,62 +1,90 @@
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, InlineCheck } from '../dispatch/state.js';
 import { evidenceSettled, type WriteMode } from '../dispatch/transitions.js';
 import { createHash } from 'node:crypto';
-import type { BlobStore, DispatchWorkDeps, EvidenceFile } from '../ledger/port.js';
+import type { DispatchWorkDeps, EvidenceCheck, EvidenceFile, LedgerStore } from '../ledger/port.js';
 import { OBJECTS } from '../ledger/objects.js';
 
+/** Where an uploaded evidence file's bytes live: immutable, under their hash (`OBJECTS.evidence`). */
 export const evidenceKey = OBJECTS.evidence;
-export const sealedKey = OBJECTS.sealed;
 
 export const sha256Of = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
 /**
- * Puts the sealed bytes back if the file under the evidence root no longer holds them: an upload that
- * raced the seal (it read "not sealed", then wrote after the check) never outlives it. Whoever
- * finishes last — the checker or the upload — looks again after its own write, so the bytes that stay
- * are the bytes whose hash was sealed.
+ * The attempt's settled check (CONTRACT §5 "sealed"): from the state when it carries it, else the
+ * check's own item; undefined while none is recorded.
  */
-export async function keepSealed(blobs: BlobStore, key: string, sealed: { readonly sha256: string; readonly bytes: Uint8Array | (() => Promise<Uint8Array | undefined>) }): Promise<boolean> {
-  const now = await blobs.getBytes(key);
-  if (now && sha256Of(now) === sealed.sha256) return false;
-  const bytes = typeof sealed.bytes === 'function' ? await sealed.bytes() : sealed.bytes;
-  if (!bytes) throw new Error(`the sealed copy of ${key} is missing`);
-  await blobs.put(key, bytes, 'application/octet-stream');
-  return true;
+export async function evidenceCheckOf(store: Pick<LedgerStore, 'getEvidenceCheck'>, state: DispatchState): Promise<EvidenceCheck | undefined> {
+  const { outcome, check } = state.evidence;
+  if (!check || outcome === 'pending') return store.getEvidenceCheck(state.dispatchId, state.attempt);
+  return {
+    dispatchId: state.dispatchId,
+    origin: state.origin,
+    target: state.target,
+    runId: state.runId ?? '',
+    attempt: state.attempt,
+    outcome,
+    expected: state.evidence.expected ?? [],
+    found: check.files.map((file) => file.ref),
+    missing: outcome === 'unverified' ? [] : (state.evidence.missing ?? []),
+    invalid: check.invalid ?? [],
+    files: check.files.map((file) => ({ ...file, checkedAt: check.at })),
+    checkedAt: check.at,
+    error: null,
+  };
+}
+
+/** The file the attempt's check found and sealed under `ref`, if it did: a later upload of it is refused. */
+export async function sealedFile(store: Pick<LedgerStore, 'getEvidenceCheck'>, state: DispatchState, ref: string): Promise<EvidenceFile | undefined> {
+  return (await evidenceCheckOf(store, state))?.files.find((file) => file.ref === ref);
 }
 
 /**
- * The post-condition (CONTRACT §5): the platform itself reads every expected ref under the attempt's
- * evidence root — a target's claim is not enough — and records each file found with its SHA-256.
- * All present → handled, with a dispatch_completed receipt. Missing after the grace window →
- * orphan_no_delivery. A check that could not run is retried until the deadline, then `unverified` —
- * never `handled`.
+ * The post-condition (CONTRACT §5): the platform itself reads every expected ref of the attempt — a
+ * target's claim is not enough — and records each file found with its SHA-256. All present → handled,
+ * with a dispatch_completed receipt. Missing after the grace window → orphan_no_delivery. A check that
+ * could not run is retried until the deadline, then `unverified` — never `handled`.
  *
- * Records the check (once per attempt: if another writer recorded it first, its outcome stands) and
- * returns the settled state for the caller to write, or undefined while it is not decidable yet.
- * The monitor calls it when a completed run comes due; the API calls it as the completion arrives
- * (`same_write`), so a run that delivered before completing is settled in one write.
- * Handled/Orphaned are published from the state change, so a check whose state write loses (a
- * concurrent redispatch fenced the run) publishes nothing.
+ * Each upload put its bytes under their hash and pointed the ref at them (`EvidenceUpload`): the check
+ * reads the pointers, fetches and hashes each named object once, and the seal is the hash it records —
+ * those bytes are immutable, so they are the bytes that stay whatever is uploaded later (nothing is
+ * copied, nothing put back). Before it records, one look at the pointers again: a file replaced since
+ * leaves the check undecided (the next look hashes what is there then).
+ *
+ * Recorded once per attempt: in the settled state itself when the state stays within one write unit
+ * with it (its versioned write lets one writer settle it), else — many files, long refs, a result
+ * out, a check that failed — in an item of its own written first (if another writer recorded one, its
+ * outcome stands). Returns the settled state for the caller to write,
+ * or undefined while it is not decidable yet. The monitor calls it when a completed run comes due; the
+ * API calls it as the completion arrives (`same_write`), so a run that delivered before completing is
+ * settled in one write. Handled/Orphaned are published from the state change, so a check whose state
+ * write loses (a concurrent redispatch fenced the run) publishes nothing.
  */
 export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>, state: DispatchState, now: Date, mode: WriteMode): Promise<DispatchState | undefined> {
   const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
-  const message = await deps.store.getAcceptedMessage(state.dispatchId);
+  const { dispatchId, attempt } = state;
+  const [message, recordedBefore] = await Promise.all([deps.store.getAcceptedMessage(dispatchId), deps.store.getEvidenceCheck(dispatchId, attempt)]);
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
+  // A check recorded in its own item whose state write lost (to a claim, an upload's re-check): it stands.
+  if (recordedBefore) return evidenceSettled(state, { outcome: recordedBefore.outcome, expected, missing: recordedBefore.missing }, now, mode);
   // What the state says is expected must be what the check looks for: nothing read is never "handled".
   const unreadable = expected.length !== state.evidence.expectedCount ? `the accepted message names ${expected.length} of the ${state.evidence.expectedCount} expected refs` : null;
   const checkedAt = now.toISOString();
-  let files: EvidenceFile[] = [];
+  const files: EvidenceFile[] = [];
   let error: string | null = unreadable;
   let invalid: string[] = [];
   try {
-    const marks = await deps.store.listEvidenceMarks(state.dispatchId, state.attempt);
+    const [marks, uploads] = await Promise.all([deps.store.listEvidenceMarks(dispatchId, attempt), deps.store.listEvidenceUploads(dispatchId, attempt)]);
     // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
     invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
-    // One file at a time (up to 32 × 4 MB may be expected): read and hash.
+    // One file at a time (up to 32 × 4 MB may be expected): read and hash what each pointer names.
     for (const ref of expected) {
-      if (invalid.includes(ref)) continue;
-      const bytes = await deps.blobs.getBytes(evidenceKey(state.dispatchId, state.attempt, ref));
-      if (bytes) files.push({ ref, sha256: sha256Of(bytes), bytes: bytes.length, checkedAt });
+      const upload = uploads.find((candidate) => candidate.ref === ref);
+      if (invalid.includes(ref) || !upload) continue;
+      const bytes = await deps.blobs.getBytes(evidenceKey(dispatchId, attempt, upload.sha256, ref));
+      if (!bytes) continue;
+      const sha256 = sha256Of(bytes);
+      if (sha256 !== upload.sha256) throw new Error(`the bytes stored for ${ref} do not hash to ${upload.sha256}`);
+      files.push({ ref, sha256, bytes: bytes.length, checkedAt });
     }
   } catch (thrown) {
     error = thrown instanceof Error ? `${thrown.name}: ${thrown.message}`.slice(0, 300) : 'the check failed';
@@ -66,33 +94,20 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   const pastDeadline = now.getTime() >= deadline;
   const outcome = error ? (pastDeadline ? 'unverified' : undefined) : missing.length === 0 ? 'handled' : pastDeadline ? 'orphan_no_delivery' : undefined;
   if (!outcome) return undefined;
-  // Decided: seal what was found — a copy of each file under its hash, from which the checked bytes can
-  // always be put back. The file is read again for it; one that changed since it was hashed leaves the
-  // check undecided (the next look hashes what is there then).
-  for (const file of files) {
-    const bytes = await deps.blobs.getBytes(evidenceKey(state.dispatchId, state.attempt, file.ref));
-    if (!bytes || sha256Of(bytes) !== file.sha256) return undefined;
-    await deps.blobs.put(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256), bytes, 'application/octet-stream');
+  // Decided: one look at the pointers before sealing — an upload that replaced a found file since they
+  // were read leaves the check undecided; the next look hashes what is there then.
+  if (files.length > 0) {
+    const latest = await deps.store.listEvidenceUploads(dispatchId, attempt);
+    if (files.some((file) => latest.find((upload) => upload.ref === file.ref)?.sha256 !== file.sha256)) return undefined;
   }
-  const recorded = await deps.store.putEvidenceCheck({
-    dispatchId: state.dispatchId,
-    origin: state.origin,
-    target: state.target,
-    runId: state.runId ?? '',
-    attempt: state.attempt,
-    outcome,
-    expected,
-    found,
-    missing: outcome === 'unverified' ? [] : missing,
-    invalid,
-    files,
-    checkedAt,
-    error,
-  });
-  const final: { readonly outcome: typeof outcome; readonly missing: readonly string[]; readonly files: readonly EvidenceFile[] } = recorded.kind === 'exists' ? recorded.existing : { outcome, missing, files };
-  // An upload may have landed between the read and the record: the sealed bytes are the ones that stay.
-  for (const file of final.files) {
-    await keepSealed(deps.blobs, evidenceKey(state.dispatchId, state.attempt, file.ref), { sha256: file.sha256, bytes: () => deps.blobs.getBytes(sealedKey(state.dispatchId, state.attempt, file.ref, file.sha256)) });
+  const settledMissing = outcome === 'unverified' ? [] : missing;
+  // The record rides on the settling write when the state stays within one write unit with it.
+  if (!error) {
+    const check: InlineCheck = { at: checkedAt, files: files.map(({ ref, sha256, bytes }) => ({ ref, sha256, bytes })), ...(invalid.length > 0 ? { invalid } : {}) };
+    const settled = evidenceSettled(state, { outcome, expected, missing: settledMissing, check }, now, mode);
+    if (deps.store.fitsOneWriteUnit(settled)) return settled;
   }
+  const recorded = await deps.store.putEvidenceCheck({ dispatchId, origin: state.origin, target: state.target, runId: state.runId ?? '', attempt, outcome, expected, found, missing: settledMissing, invalid, files, checkedAt, error });
+  const final: Pick<EvidenceCheck, 'outcome' | 'missing'> = recorded.kind === 'exists' ? recorded.existing : { outcome, missing };
   return evidenceSettled(state, { outcome: final.outcome, expected, missing: final.missing }, now, mode);
 }

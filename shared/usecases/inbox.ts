@@ -13,6 +13,7 @@ import {
 } from '../dispatch/transitions.js';
 import type { BlobStore, InboxStore, LedgerStore, OriginSettings, ResultBody } from '../ledger/port.js';
 import { clipBytes } from '../text.js';
+import { evidenceCheckOf } from '../monitor/evidence-check.js';
 
 /**
  * The results inbox (CONTRACT §10): an origin claims its results under a lease, acknowledges what it
@@ -237,7 +238,7 @@ export async function describeResult(deps: Pick<InboxDeps, 'store'>, state: Disp
   if (!result) throw new Error(`${state.dispatchId} has no result`);
   const current = result.attempt === state.attempt;
   const [check, body] = await Promise.all([
-    current && state.phase === 'submitted' ? deps.store.getEvidenceCheck(state.dispatchId, state.attempt) : Promise.resolve(undefined),
+    current && state.phase === 'submitted' ? evidenceCheckOf(deps.store, state) : Promise.resolve(undefined),
     current && state.execution.result?.body ? deps.store.getResultBody(state.dispatchId, state.attempt, state.execution.result.body.seq) : Promise.resolve(undefined),
   ]);
   return {

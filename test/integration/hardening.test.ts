@@ -21,7 +21,7 @@ import { eventsForStreamChange } from '../../shared/events/derive.js';
 import type { EvidenceCheck } from '../../shared/ledger/port.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { FAILED_RETRY_SECONDS, monitorTick } from '../../shared/monitor/monitor.js';
-import { evidenceKey } from '../../shared/monitor/evidence-check.js';
+import { evidenceCheckOf, evidenceKey } from '../../shared/monitor/evidence-check.js';
 import type { ApprovalOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { decideApproval } from '../../shared/usecases/approval.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
@@ -92,6 +92,13 @@ const send = (body: unknown, messageId = uniqueName('m')) => takeDispatchMessage
 const message = (extra: Record<string, unknown> = {}) => ({ dispatchId: uniqueName('d'), origin: 'planner', target: 'scripted', task: { behavior: 'complete' }, ...extra });
 const event = (dispatchId: string, seq: number, type: string, extra: Record<string, unknown> = {}) => Buffer.from(JSON.stringify({ dispatchId, seq, type, ...extra }));
 const stateOf = async (dispatchId: string) => (await table.getState(dispatchId)) as DispatchState;
+/** The attempt's settled check, wherever it is recorded (the state, or an item of its own). */
+const checkOf = async (dispatchId: string) => evidenceCheckOf(table, await stateOf(dispatchId));
+/** The bytes a ref's seal names (immutable under their hash): what a reader of the sealed file gets. */
+const sealedBytesOf = async (dispatchId: string, ref: string) => {
+  const file = (await checkOf(dispatchId))?.files.find((candidate) => candidate.ref === ref);
+  return file ? Buffer.from((await blobs.getBytes(evidenceKey(dispatchId, 1, file.sha256, ref))) ?? []).toString() : undefined;
+};
 
 function nested(depth: number): Record<string, unknown> {
   let task: Record<string, unknown> = { leaf: true };
@@ -236,7 +243,7 @@ describe('class 5 — evidence', () => {
     await monitorTick(monitorDeps());
     const settled = await stateOf(sent.dispatchId);
     expect(settled.evidence.outcome).toBe('handled');
-    const check = await table.getEvidenceCheck(sent.dispatchId, 1);
+    const check = await checkOf(sent.dispatchId);
     const sha = (text: string) => createHash('sha256').update(text).digest('hex');
     expect(check?.files.map((file) => [file.ref, file.sha256, file.bytes])).toEqual([
       ['out/a.md', sha('alpha'), 5],
@@ -244,15 +251,42 @@ describe('class 5 — evidence', () => {
     ]);
     const sealed = await apiError(upload('out/a.md', 'tampered'));
     expect(sealed.code).toBe('evidence_sealed');
-    expect(sha(Buffer.from((await blobs.getBytes(evidenceKey(sent.dispatchId, 1, 'out/a.md'))) ?? []).toString())).toBe(check?.files[0]?.sha256);
+    expect(sha((await sealedBytesOf(sent.dispatchId, 'out/a.md')) ?? '')).toBe(check?.files[0]?.sha256);
+    // Refused before anything was written: the ref still points at the checked upload.
+    expect((await table.listEvidenceUploads(sent.dispatchId, 1)).find((upload) => upload.ref === 'out/a.md')?.sha256).toBe(sha('alpha'));
   });
 
-  it('never publishes Dispatch Handled for a completion fenced by a concurrent redispatch (was: published from the check item written before the fenced state write)', async () => {
-    const sent = message({ expectedEvidence: ['out/a.md'] });
+  it('never publishes Dispatch Handled for a completion fenced by a concurrent redispatch, its check carried by the fenced state write', async () => {
+    // Detached: no result rides on the state, so the check's record fits in the settling write.
+    const sent = message({ expectedEvidence: ['out/a.md'], delivery: { mode: 'detached' } });
     await send(sent);
     await putEvidence(deps(), sent.dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from('a'), iamUserId: undefined }, open);
-    // The completion settles its evidence (the check item is written), then a forced redispatch
-    // commits before the completion's own state write: that write meets the fence.
+    // The completion's check reads the file; a forced redispatch commits before the completion's own
+    // state write (which carries the check): that write meets the fence, and nothing is recorded.
+    let raced = 0;
+    const racing = overriding<S3Blobs>(blobs, {
+      getBytes: async (key: string) => {
+        const bytes = await blobs.getBytes(key);
+        if ((raced += 1) === 1) expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'operator forced it', force: true })).kind).toBe('redispatched');
+        return bytes;
+      },
+    });
+    const answer = await postRunEvent({ ...deps(), blobs: racing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    expect(answer.body).toEqual({ applied: false, late: true });
+    expect(raced).toBe(1);
+    const after = await stateOf(sent.dispatchId);
+    expect(after.attempt).toBe(2);
+    expect(after.changes).not.toContain('handled');
+    expect(after.evidence.check).toBeUndefined();
+    expect(await table.getEvidenceCheck(sent.dispatchId, 1)).toBeUndefined();
+  });
+
+  it('never publishes Dispatch Handled for a fenced completion whose check is too large for the state (was: published from the check item written before the fenced state write)', async () => {
+    // Long refs: the check's record does not fit the hot item, so it is an item of its own, written first.
+    const refs = ['a', 'b', 'c'].map((name) => `out/${name.repeat(120)}.md`);
+    const sent = message({ expectedEvidence: refs });
+    await send(sent);
+    for (const ref of refs) await putEvidence(deps(), sent.dispatchId, ref, { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(ref), iamUserId: undefined }, open);
     const recordedChecks: EvidenceCheck[] = [];
     const racing = overriding<LedgerTable>(table, {
       putEvidenceCheck: async (check: EvidenceCheck) => {
@@ -265,6 +299,7 @@ describe('class 5 — evidence', () => {
     const answer = await postRunEvent({ ...deps(), store: racing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
     expect(answer.body).toEqual({ applied: false, late: true });
     expect(recordedChecks).toHaveLength(1);
+    expect(recordedChecks[0]?.files.map((file) => file.ref)).toEqual(refs);
     const after = await stateOf(sent.dispatchId);
     expect(after.attempt).toBe(2);
     expect(after.changes).not.toContain('handled');
@@ -512,39 +547,48 @@ describe('class 6 — the view stays bounded, nothing is dropped', () => {
   });
 });
 
-describe('class 5 — sealing and an upload cannot interleave (racing PUTs)', () => {
+// Both places a seal is recorded: the settled state (detached: it fits one write unit) and an item of
+// its own (callback: the result out leaves the state no room).
+describe.each([
+  ['detached', 'the settled state'],
+  ['callback', 'its own check item'],
+] as const)('class 5 — sealing and an upload cannot interleave (racing PUTs; %s, the seal in %s)', (mode, _recordedThere) => {
+  const recordedIn = async (dispatchId: string) => ({ state: (await stateOf(dispatchId)).evidence.check !== undefined, item: (await table.getEvidenceCheck(dispatchId, 1)) !== undefined });
+  const where = mode === 'detached' ? { state: true, item: false } : { state: false, item: true };
   const uploadTo = (dispatchId: string, bytes: string, store = table) =>
     putEvidence({ ...deps(), store }, dispatchId, 'out/a.md', { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(bytes), iamUserId: undefined }, open);
-  const rootOf = async (dispatchId: string) => Buffer.from((await blobs.getBytes(evidenceKey(dispatchId, 1, 'out/a.md'))) ?? []).toString();
   const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
-  it('keeps the sealed bytes when an upload lands between the check reading the file and recording it', async () => {
-    const sent = message({ expectedEvidence: ['out/a.md'] });
+  it('keeps the sealed bytes when an upload lands between the check\'s last look and its record', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'], delivery: { mode } });
     await send(sent);
     await uploadTo(sent.dispatchId, 'original');
-    // The checker hashes the file, reads it again to seal it; before it records the check, a second
-    // upload (which saw no seal) lands.
-    let reads = 0;
+    // The checker hashed the file and looked at the pointers a last time; before its state write
+    // records the seal, a second upload (which saw no seal) lands and is answered 201.
+    let looks = 0;
     let raced = false;
-    const racing = overriding<S3Blobs>(blobs, {
-      getBytes: async (key: string) => {
-        const bytes = await blobs.getBytes(key);
-        if (key === evidenceKey(sent.dispatchId, 1, 'out/a.md') && (reads += 1) === 2) {
+    const racing = overriding<LedgerTable>(table, {
+      listEvidenceUploads: async (dispatchId: string, attempt: number) => {
+        const uploads = await table.listEvidenceUploads(dispatchId, attempt);
+        if ((looks += 1) === 2) {
           raced = true;
           expect((await uploadTo(sent.dispatchId, 'tampered')).status).toBe(201);
         }
-        return bytes;
+        return uploads;
       },
     });
-    await postRunEvent({ ...deps(), blobs: racing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
-    const check = await table.getEvidenceCheck(sent.dispatchId, 1);
+    await postRunEvent({ ...deps(), store: racing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
     expect(raced).toBe(true);
-    expect(check?.files[0]?.sha256).toBe(sha('original'));
-    expect(await rootOf(sent.dispatchId)).toBe('original');
+    expect((await checkOf(sent.dispatchId))?.files[0]?.sha256).toBe(sha('original'));
+    expect(await recordedIn(sent.dispatchId)).toEqual(where);
+    // The seal names immutable bytes: the ones it hashed, whatever the racing upload pointed the ref at.
+    expect(await sealedBytesOf(sent.dispatchId, 'out/a.md')).toBe('original');
+    expect((await table.listEvidenceUploads(sent.dispatchId, 1))[0]?.sha256).toBe(sha('tampered'));
+    expect((await apiError(uploadTo(sent.dispatchId, 'tampered'))).code).toBe('evidence_sealed');
   });
 
-  it('puts the sealed bytes back when an upload that saw no seal writes after the check: 409 evidence_sealed', async () => {
-    const sent = message({ expectedEvidence: ['out/a.md'] });
+  it('refuses an upload that saw no seal and wrote after the check: 409 evidence_sealed, the sealed bytes stand', async () => {
+    const sent = message({ expectedEvidence: ['out/a.md'], delivery: { mode } });
     await send(sent);
     await uploadTo(sent.dispatchId, 'original');
     // The upload reads "not sealed"; the completion's check then seals; then the upload writes.
@@ -560,9 +604,11 @@ describe('class 5 — sealing and an upload cannot interleave (racing PUTs)', ()
       },
     });
     const refused = await apiError(uploadTo(sent.dispatchId, 'tampered', slowToWrite));
+    expect(first).toBe(false);
     expect(refused.code).toBe('evidence_sealed');
-    expect((await table.getEvidenceCheck(sent.dispatchId, 1))?.files[0]?.sha256).toBe(sha('original'));
-    expect(await rootOf(sent.dispatchId)).toBe('original');
+    expect(await recordedIn(sent.dispatchId)).toEqual(where);
+    expect((await checkOf(sent.dispatchId))?.files[0]?.sha256).toBe(sha('original'));
+    expect(await sealedBytesOf(sent.dispatchId, 'out/a.md')).toBe('original');
     expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('handled');
   });
 });
@@ -571,15 +617,19 @@ describe('review findings — edges the first pass missed', () => {
   const uploadTo = (dispatchId: string, ref: string, bytes: string) =>
     putEvidence(deps(), dispatchId, ref, { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(bytes), iamUserId: undefined }, open);
 
-  it('puts the sealed bytes back on a retried upload when the first died between its write and its look back', async () => {
+  it('refuses a retried upload when the first died between its write and its look back, and the sealed bytes stand', async () => {
     const sent = message({ expectedEvidence: ['out/a.md'] });
     await send(sent);
     await uploadTo(sent.dispatchId, 'out/a.md', 'original');
     await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
-    // The upload that died: its bytes landed after the seal, and nobody looked back.
-    await blobs.put(evidenceKey(sent.dispatchId, 1, 'out/a.md'), 'tampered', 'text/plain');
+    const sealed = await checkOf(sent.dispatchId);
+    // The upload that died: its bytes and its pointer landed after the seal, and nobody looked back.
+    const tampered = createHash('sha256').update('tampered').digest('hex');
+    await blobs.put(evidenceKey(sent.dispatchId, 1, tampered, 'out/a.md'), 'tampered', 'text/plain');
+    await table.putEvidenceUpload({ dispatchId: sent.dispatchId, attempt: 1, ref: 'out/a.md', sha256: tampered, bytes: 8, at: clock.toISOString() });
     expect((await apiError(uploadTo(sent.dispatchId, 'out/a.md', 'tampered'))).code).toBe('evidence_sealed');
-    expect(Buffer.from((await blobs.getBytes(evidenceKey(sent.dispatchId, 1, 'out/a.md'))) ?? []).toString()).toBe('original');
+    expect(await checkOf(sent.dispatchId)).toEqual(sealed);
+    expect(await sealedBytesOf(sent.dispatchId, 'out/a.md')).toBe('original');
   });
 
   it('never settles a check as handled when the accepted message cannot be read: unverified at the deadline', async () => {
@@ -646,16 +696,17 @@ describe('second review findings', () => {
     const changing = overriding<S3Blobs>(blobs, {
       getBytes: async (key: string) => {
         const bytes = await blobs.getBytes(key);
-        if (key === evidenceKey(sent.dispatchId, 1, 'out/a.md') && (reads += 1) === 1) await upload('second');
+        if (key === evidenceKey(sent.dispatchId, 1, createHash('sha256').update('first').digest('hex'), 'out/a.md') && (reads += 1) === 1) await upload('second');
         return bytes;
       },
     });
     await postRunEvent({ ...deps(), blobs: changing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
+    expect(reads).toBe(1);
     expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('pending');
-    expect(await table.getEvidenceCheck(sent.dispatchId, 1)).toBeUndefined();
+    expect(await checkOf(sent.dispatchId)).toBeUndefined();
     tick(1);
     await monitorTick(monitorDeps());
-    const check = await table.getEvidenceCheck(sent.dispatchId, 1);
+    const check = await checkOf(sent.dispatchId);
     expect(check?.files[0]?.sha256).toBe(createHash('sha256').update('second').digest('hex'));
     expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('handled');
   });

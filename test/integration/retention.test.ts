@@ -11,7 +11,7 @@ import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { lambdaContext } from '../../local/runtime/context.js';
 import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
 import { KEY } from '../../shared/adapters/ledger-items.js';
-import { payloadFolder } from '../../shared/ledger/objects.js';
+import { OBJECTS, payloadFolder } from '../../shared/ledger/objects.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
@@ -20,7 +20,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import type { AcceptedMessage } from '../../shared/ledger/port.js';
-import { evidenceKey, sealedKey } from '../../shared/monitor/evidence-check.js';
+import { evidenceKey } from '../../shared/monitor/evidence-check.js';
 import type { ApprovalOutcome, CancelOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
@@ -127,7 +127,8 @@ async function anchorOf(dispatchId: string): Promise<AcceptedMessage> {
 
 /**
  * A dispatch with everything it leaves in the bucket: its spilled task, the spill of a conflicting
- * message under its id (no record names it), evidence of two attempts and their sealed copies.
+ * message under its id (no record names it), evidence of two attempts, and the sealed copies a ledger
+ * made before evidence was content-addressed.
  */
 async function dispatchWithObjects(dispatchId: string): Promise<{ readonly taskRef: string; readonly objects: string[]; readonly conflictBody: string }> {
   expect((await send({ dispatchId, origin: 'planner', target: 'accepting', task: { notes: large('a') } })).outcome).toBe('submitted');
@@ -137,8 +138,9 @@ async function dispatchWithObjects(dispatchId: string): Promise<{ readonly taskR
   const filed: string[] = [];
   for (const attempt of [1, 2]) {
     const bytes = `report of attempt ${attempt}`;
-    const evidence = evidenceKey(dispatchId, attempt, 'out/report.md');
-    const sealed = sealedKey(dispatchId, attempt, 'out/report.md', createHash('sha256').update(bytes).digest('hex'));
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const evidence = evidenceKey(dispatchId, attempt, sha256, 'out/report.md');
+    const sealed = OBJECTS.sealed(dispatchId, attempt, 'out/report.md', sha256);
     await blobs.put(evidence, bytes, 'text/markdown');
     await blobs.put(sealed, bytes, 'application/octet-stream');
     filed.push(evidence, sealed);
@@ -266,14 +268,14 @@ describe('class 6 — nothing forgotten, nothing unbounded: the S3 sweeper', () 
   it('deletes a folder larger than one listing page, page by page, and nothing outside it', async () => {
     const dispatchId = uniqueName('d');
     const blobs = new S3Blobs(clients.s3, bucket);
-    for (let n = 0; n < 5; n += 1) await blobs.put(evidenceKey(dispatchId, 1, `out/${n}.md`), 'x', 'text/markdown');
-    await blobs.put(evidenceKey(`${dispatchId}0`, 1, 'out/0.md'), 'x', 'text/markdown');
+    for (let n = 0; n < 5; n += 1) await blobs.put(evidenceKey(dispatchId, 1, 'f'.repeat(64), `out/${n}.md`), 'x', 'text/markdown');
+    await blobs.put(evidenceKey(`${dispatchId}0`, 1, 'f'.repeat(64), 'out/0.md'), 'x', 'text/markdown');
     const sweeper = new S3ObjectSweeper(clients.s3, bucket, 2);
 
     expect(await sweeper.deleteFolder(`evidence/${dispatchId}/`)).toBe(5);
-    expect(await objects(`evidence/${dispatchId}`)).toEqual([evidenceKey(`${dispatchId}0`, 1, 'out/0.md')]);
+    expect(await objects(`evidence/${dispatchId}`)).toEqual([evidenceKey(`${dispatchId}0`, 1, 'f'.repeat(64), 'out/0.md')]);
     // Already gone is deleted: a retry succeeds.
-    expect(await sweeper.deleteKeys([evidenceKey(dispatchId, 1, 'out/0.md')])).toBe(1);
+    expect(await sweeper.deleteKeys([evidenceKey(dispatchId, 1, 'f'.repeat(64), 'out/0.md')])).toBe(1);
     await expect(sweeper.deleteFolder('evidence')).rejects.toThrow(RangeError);
     await expect(sweeper.deleteFolder('')).rejects.toThrow(RangeError);
   });

@@ -8,7 +8,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, admitted, applyRunEvent, blocked, IllegalTransitionError, reconcileLookup, submitted, waiting, type NewDispatch } from '../../shared/dispatch/transitions.js';
 import { slotShardCaps } from '../../shared/dispatch/slots.js';
-import type { EvidenceCheck, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
+import type { EvidenceCheck, EvidenceUpload, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
@@ -148,6 +148,29 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const second = await store.putEvidenceCheck({ ...check, outcome: 'orphan_no_delivery', files: [] });
     expect(second).toEqual({ kind: 'exists', existing: check });
     expect(await store.getEvidenceCheck(check.dispatchId, 1)).toEqual(check);
+  });
+
+  it('points each evidence ref of an attempt at its latest upload, and lists an attempt\'s pointers alone', async () => {
+    const store = await storeOf();
+    const dispatchId = uniqueName('d');
+    const upload = (attempt: number, ref: string, sha: string) => ({ dispatchId, attempt, ref, sha256: sha.repeat(64), bytes: 3, at: NOW.toISOString() });
+    await store.putEvidenceUpload(upload(1, 'out/a.md', 'a'));
+    await store.putEvidenceUpload(upload(1, 'out/b.md', 'b'));
+    await store.putEvidenceUpload(upload(1, 'out/a.md', 'c'));
+    await store.putEvidenceUpload(upload(2, 'out/a.md', 'd'));
+    // A mark of the same ref is an item of another kind: never listed as an upload.
+    await store.putEvidenceMark({ dispatchId, attempt: 1, ref: 'out/a.md', status: 'invalid', reason: 'r', at: NOW.toISOString() });
+    const byRef = (uploads: readonly EvidenceUpload[]) => [...uploads].sort((x, y) => x.ref.localeCompare(y.ref));
+    expect(byRef(await store.listEvidenceUploads(dispatchId, 1))).toEqual([upload(1, 'out/a.md', 'c'), upload(1, 'out/b.md', 'b')]);
+    expect(await store.listEvidenceUploads(dispatchId, 2)).toEqual([upload(2, 'out/a.md', 'd')]);
+    expect(await store.listEvidenceUploads(dispatchId, 3)).toEqual([]);
+  });
+
+  it('tells whether a state stays within one write unit, with room for its live result\'s claim', async () => {
+    const store = await storeOf();
+    const state = running(fresh());
+    expect(store.fitsOneWriteUnit(state)).toBe(true);
+    expect(store.fitsOneWriteUnit({ ...state, blockedReason: 'x'.repeat(1024) })).toBe(false);
   });
 
   it('renews a claim only from the claim it read', async () => {

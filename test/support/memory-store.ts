@@ -2,9 +2,10 @@ import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { ManualAttestation } from '../../shared/dispatch/manual.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type EvidenceCheck, type EvidenceMark, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { dueShardOf } from '../../shared/adapters/ledger-items.js';
+import { stateFitsOneWriteUnit } from '../../shared/adapters/ledger-table.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 import { nextAdmission, slotShardCaps, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
@@ -80,6 +81,18 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
   }
   async listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]> {
     return [...this.marks.values()].filter((mark) => mark.dispatchId === dispatchId && mark.attempt === attempt);
+  }
+  /** As the table measures it (its codec, DynamoDB's size rules). */
+  fitsOneWriteUnit(state: DispatchState): boolean {
+    return stateFitsOneWriteUnit(state, 90 * 86_400);
+  }
+  /** By `dispatchId#attempt#ref`: the latest upload of each ref. */
+  readonly uploads = new Map<string, EvidenceUpload>();
+  async putEvidenceUpload(upload: EvidenceUpload): Promise<void> {
+    this.uploads.set(`${upload.dispatchId}#${upload.attempt}#${upload.ref}`, upload);
+  }
+  async listEvidenceUploads(dispatchId: string, attempt: number): Promise<EvidenceUpload[]> {
+    return [...this.uploads.values()].filter((upload) => upload.dispatchId === dispatchId && upload.attempt === attempt);
   }
   readonly checks = new Map<string, EvidenceCheck>();
   async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {

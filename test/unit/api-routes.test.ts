@@ -110,9 +110,8 @@ describe('API routes', () => {
 });
 
 describe('a completion whose evidence is already delivered (regression: it used to wait for the next monitor tick)', () => {
-  async function submittedWith(dispatchId: string, delivered: readonly string[]) {
+  async function submittedWith(dispatchId: string, delivered: readonly string[], mode: 'callback' | 'detached' = 'callback') {
     const { takeDispatchMessage } = await import('../../shared/intake/intake.js');
-    const { evidenceKey } = await import('../../shared/monitor/evidence-check.js');
     const store = new MemoryStore();
     const blobs = new MemoryBlobs();
     await store.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
@@ -123,9 +122,9 @@ describe('a completion whose evidence is already delivered (regression: it used 
       cancel: async () => ({ kind: 'unavailable', reason: 'unused' }) as const,
     };
     const deps: ApiDeps = { ...apiDeps(store, store, 'open'), blobs, targetFor: () => target };
-    const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'g' }, expectedEvidence: ['out/report.md', 'out/data.csv'] });
+    const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'g' }, expectedEvidence: ['out/report.md', 'out/data.csv'], delivery: { mode } });
     await takeDispatchMessage({ ...deps, principals: store, principalMode: 'open' }, { messageId: 'm-1', body, senderId: undefined });
-    for (const ref of delivered) await blobs.put(evidenceKey(dispatchId, 1, ref), 'content');
+    for (const ref of delivered) expect((await answer(deps, request({ method: 'PUT', rawPath: `/dispatches/${dispatchId}/evidence/${ref}`, query: { runId: 'r-1' }, body: Buffer.from('content') }))).status).toBe(201);
     const version = store.states.get(dispatchId)?.version ?? -1;
     const complete = () => answer(deps, request({ method: 'POST', rawPath: '/runs/r-1/events', body: Buffer.from(JSON.stringify({ dispatchId, seq: 1, type: 'completed' })) }));
     return { store, version, complete };
@@ -138,7 +137,21 @@ describe('a completion whose evidence is already delivered (regression: it used 
     // …and the result is made in that same write (callback delivery), its expiry watched from the stall watch's due time.
     expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled', 'result_ready'], evidence: { outcome: 'handled' }, result: { state: 'pending', attempt: 1 } });
     expect(state?.receipts.at(-1)).toMatchObject({ event: 'dispatch_completed', attempt: 1, runId: 'r-1', evidenceCount: 2 });
+    // With its result out the state has no room for the check's record: that is an item of its own.
+    const { evidenceCheckOf } = await import('../../shared/monitor/evidence-check.js');
+    expect(state && (await evidenceCheckOf(store, state))).toMatchObject({ dispatchId: 'd-all', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [] });
     expect([...store.checks.values()]).toMatchObject([{ dispatchId: 'd-all', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [] }]);
+  });
+
+  it('carries the check\'s record in the settling state write when it fits one write unit: no check item (issue 18)', async () => {
+    const { store, version, complete } = await submittedWith('d-detached', ['out/report.md', 'out/data.csv'], 'detached');
+    expect((await complete()).status).toBe(202);
+    const state = store.states.get('d-detached');
+    expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled'], evidence: { outcome: 'handled' } });
+    expect(state?.evidence.check?.files.map((file) => file.ref)).toEqual(['out/report.md', 'out/data.csv']);
+    expect(store.checks.size).toBe(0);
+    const { evidenceCheckOf } = await import('../../shared/monitor/evidence-check.js');
+    expect(state && (await evidenceCheckOf(store, state))).toMatchObject({ dispatchId: 'd-detached', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [], invalid: [], error: null });
   });
 
   it('leaves a completion with a file still missing to the monitor, pending, and records no check', async () => {
