@@ -227,7 +227,6 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         PRINCIPAL_MODE: 'open',
         // Locally targets and principals are (re)registered while the platform runs (the demo, the tests): read them every time.
         TARGET_CACHE_SECONDS: '0',
-        PRINCIPAL_CACHE_SECONDS: '0',
         // Submission retries compressed from ~1 h to ~16 min, so a flaky target shows up in seconds.
         SUBMIT_RETRY_DELAYS_SECONDS: process.env.SUBMIT_RETRY_DELAYS_SECONDS ?? '2,4,8,15,30,60,120,240,480',
         POWERTOOLS_SERVICE_NAME: 'dispatch-ledger',

@@ -16,8 +16,8 @@ export const intakeDeps: IntakeDeps = {
   store: adapters.table,
   blobs: adapters.blobs,
   targetFor: adapters.targetFor,
-  // Each message's sender is resolved (enforce mode): reused for a while, not read per message.
-  principals: cachedPrincipals(adapters.table, config.principalCacheMs),
+  // Each message's sender is resolved (enforce mode): reused as registrations are, not read per message.
+  principals: cachedPrincipals(adapters.table, config.targetCacheMs),
   principalMode: config.principalMode,
   callbackUrl: config.apiBaseUrl,
   retryPolicy: config.retryPolicy,

@@ -27,10 +27,11 @@ export interface LedgerConfig {
   readonly monitorPeriodSeconds: number;
   /** Deploy-time principals and targets (`LEDGER_REGISTRY`). */
   readonly registry: StaticRegistry;
-  /** How long a target registration read from the table is reused (`TARGET_CACHE_SECONDS`, default 30). */
+  /**
+   * How long a target registration read from the table is reused, and a principal intake resolved from
+   * it (`TARGET_CACHE_SECONDS`, default 30).
+   */
   readonly targetCacheMs: number;
-  /** How long intake reuses a principal it resolved from the table (`PRINCIPAL_CACHE_SECONDS`, default 30). */
-  readonly principalCacheMs: number;
   /**
    * Where targets may live (CONTRACT §8 v2): `public-only` in AWS (`enforce`), `allow-loopback` on the
    * local platform (`open`), whose demo agent listens on http://127.0.0.1.
@@ -82,7 +83,6 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     monitorPeriodSeconds: getNumberFromEnv({ key: 'MONITOR_PERIOD_SECONDS', defaultValue: 60 }),
     registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), targetAddressPolicy),
     targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
-    principalCacheMs: getNumberFromEnv({ key: 'PRINCIPAL_CACHE_SECONDS', defaultValue: 30 }) * 1000,
     targetAddressPolicy,
     targetSecretPrefix: getStringFromEnv({ key: 'TARGET_SECRET_PREFIX', defaultValue: '' }),
     admissionFunction: getStringFromEnv({ key: 'LEDGER_ADMISSION_FUNCTION', defaultValue: '' }),

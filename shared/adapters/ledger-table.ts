@@ -23,7 +23,7 @@ import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceM
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
-import { TtlCache } from '../ttl-cache.js';
+import { ttlCache } from '../ttl-cache.js';
 import {
   ANCHOR_RETENTION_FACTOR,
   checkOf,
@@ -501,18 +501,16 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     return pages.flatMap((page) => (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), dueAt: String(item.dueAt) })));
   }
 
-  private targetCache: TtlCache<string, TargetRegistration> | undefined;
+  private cachedTarget: ((name: string) => Promise<TargetRegistration | undefined>) | undefined;
 
   async getTarget(name: string): Promise<TargetRegistration | undefined> {
-    const deployed = this.options.registry?.targets.get(name);
-    if (deployed) return deployed;
-    this.targetCache ??= new TtlCache(this.options.targetCacheMs ?? 0);
-    return this.targetCache.get(name, (key) => this.readTarget(key));
-  }
-
-  private async readTarget(name: string): Promise<TargetRegistration | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.target(name) }));
-    return Item ? targetOf(Item) : undefined;
+    return (
+      this.options.registry?.targets.get(name) ??
+      (this.cachedTarget ??= ttlCache(this.options.targetCacheMs ?? 0, async (key: string) => {
+        const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.target(key) }));
+        return Item ? targetOf(Item) : undefined;
+      }))(name)
+    );
   }
 
   async putTarget(target: TargetRegistration): Promise<void> {

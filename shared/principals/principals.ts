@@ -1,4 +1,4 @@
-import { TtlCache } from '../ttl-cache.js';
+import { ttlCache } from '../ttl-cache.js';
 
 /**
  * The principal registry (CONTRACT §2): maps a caller's IAM identity — SQS `SenderId` at intake, the
@@ -22,8 +22,7 @@ export interface PrincipalRegistry {
  * whose role is registered costs no read of the session's own id per message.
  */
 export function cachedPrincipals(registry: PrincipalRegistry, ttlMs: number, clock: () => number = Date.now): PrincipalRegistry {
-  const cache = new TtlCache<string, Principal>(ttlMs, clock);
-  return { resolve: (principalId) => cache.get(principalId, (id) => resolvePrincipal(registry, id)) };
+  return { resolve: ttlCache(ttlMs, (id: string) => resolvePrincipal(registry, id), clock) };
 }
 
 /** How intake and API decide. `open` is the local platform's mode: every caller may act for any origin. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { cachedPrincipals, mayActForOrigin, type Principal, type PrincipalRegistry } from '../../shared/principals/principals.js';
-import { TtlCache } from '../../shared/ttl-cache.js';
+import { ttlCache } from '../../shared/ttl-cache.js';
 
 /** A registry that counts its reads, whose entries the test changes. */
 function countingRegistry(entries: Map<string, Principal>): PrincipalRegistry & { reads: number } {
@@ -14,61 +14,51 @@ function countingRegistry(entries: Map<string, Principal>): PrincipalRegistry & 
   return registry;
 }
 
-describe('TtlCache: registry reads reused for a while', () => {
+describe('ttlCache: registry reads reused for a while', () => {
   it('keeps a found value for ttlMs, then reads again', async () => {
     let now = 1_000;
     let reads = 0;
-    const cache = new TtlCache<string, string>(30_000, () => now);
-    const load = async (key: string) => {
-      reads += 1;
-      return `${key}#${reads}`;
-    };
-    expect(await cache.get('a', load)).toBe('a#1');
+    const get = ttlCache(30_000, async (key: string) => ({ read: `${key}#${(reads += 1)}` }), () => now);
+    expect(await get('a')).toEqual({ read: 'a#1' });
     now += 29_999;
-    expect(await cache.get('a', load)).toBe('a#1');
+    expect(await get('a')).toEqual({ read: 'a#1' });
     now += 1;
-    expect(await cache.get('a', load)).toBe('a#2');
+    expect(await get('a')).toEqual({ read: 'a#2' });
     expect(reads).toBe(2);
   });
 
   it('never keeps a miss: what is registered later is seen at once', async () => {
-    let value: string | undefined;
+    let value: { name: string } | undefined;
     let reads = 0;
-    const cache = new TtlCache<string, string>(30_000);
-    const load = async () => {
-      reads += 1;
-      return value;
-    };
-    expect(await cache.get('late', load)).toBeUndefined();
-    value = 'registered';
-    expect(await cache.get('late', load)).toBe('registered');
+    const get = ttlCache(30_000, async () => ((reads += 1), value));
+    expect(await get('late')).toBeUndefined();
+    value = { name: 'registered' };
+    expect(await get('late')).toEqual({ name: 'registered' });
     expect(reads).toBe(2);
   });
 
   it('shares one load between concurrent reads of a key (a batch of 10 is one read), and none after a failed one', async () => {
     let reads = 0;
     let fail = true;
-    const cache = new TtlCache<string, number>(30_000);
-    const load = async () => {
+    const get = ttlCache(30_000, async () => {
       reads += 1;
       await new Promise((resolve) => setTimeout(resolve, 5));
       if (fail) throw new Error('throttled');
-      return reads;
-    };
-    const failed = await Promise.allSettled(Array.from({ length: 10 }, () => cache.get('t', load)));
+      return { reads };
+    });
+    const failed = await Promise.allSettled(Array.from({ length: 10 }, () => get('t')));
     expect(failed.every((result) => result.status === 'rejected')).toBe(true);
     expect(reads).toBe(1);
     fail = false;
-    expect(await Promise.all(Array.from({ length: 10 }, () => cache.get('t', load)))).toEqual(Array(10).fill(2));
+    expect(await Promise.all(Array.from({ length: 10 }, () => get('t')))).toEqual(Array(10).fill({ reads: 2 }));
     expect(reads).toBe(2);
   });
 
   it('reads every time with ttlMs 0', async () => {
     let reads = 0;
-    const cache = new TtlCache<string, number>(0);
-    const load = async () => (reads += 1);
-    await cache.get('k', load);
-    await cache.get('k', load);
+    const get = ttlCache(0, async () => ({ reads: (reads += 1) }));
+    await get('k');
+    await get('k');
     expect(reads).toBe(2);
   });
 });
