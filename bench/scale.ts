@@ -45,6 +45,11 @@ const TARGET = 'scale-agent';
 const INTAKE_BATCH = 10;
 /** Intake invocations in flight at once, as several Lambda environments draining one queue. */
 const INTAKE_INVOCATIONS = 6;
+/**
+ * The submission's timeout. The target answers at once, but it shares this process's event loop with
+ * dozens of calls in flight: on a loaded machine a 5 s timeout fires before its answer is read.
+ */
+const TARGET_TIMEOUT_MS = 60_000;
 /** API calls in flight at once. */
 const API_CONCURRENCY = 40;
 /** The table's name in the report: the bench's table has a unique name of its own. */
@@ -167,7 +172,7 @@ async function rig(ctx: BenchContext, name: string, targetDown: boolean): Promis
   const retentionSeconds = RETENTION_SECONDS;
   const table = new LedgerTable(documents, { tableName: ledger.name, retentionSeconds });
   await table.putTarget({ name: TARGET, kind: 'http', baseUrl: target.url });
-  const targetFor = ((cached?: ReturnType<typeof httpTarget>) => (registration: Parameters<typeof httpTarget>[0]) => (cached ??= httpTarget(registration, { timeoutMs: 5_000 })))();
+  const targetFor = ((cached?: ReturnType<typeof httpTarget>) => (registration: Parameters<typeof httpTarget>[0]) => (cached ??= httpTarget(registration, { timeoutMs: TARGET_TIMEOUT_MS })))();
   const common = { store: table, blobs: new S3Blobs(s3, bucket), targetFor, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now, claimSeconds: 60 };
   const source = new StreamEventSource({
     functionName: 'capacity-meter',
