@@ -770,7 +770,8 @@ function indexWrites(oldImage: Image | undefined, newImage: Image | undefined, i
  * twice, and counting it twice keeps the figure an upper bound, which is what a hot-key limit needs.
  *
  * @example
- * partitionWritesOf(undefined, { pk: { S: 'D#1' }, sk: { S: 'STATE' }, originKey: { S: 'O#planner' } }, LEDGER_TABLE_DEFINITION);
+ * const created = { pk: { S: 'D#1' }, sk: { S: 'STATE' }, originKey: { S: 'O#planner' }, createdKey: { S: '2026-12-01T12:00:00Z#x' } };
+ * partitionWritesOf(undefined, created, LEDGER_TABLE_DEFINITION);
  * // [{ index: '(table)', partitionKey: 'D#1', writeUnits: 1 }, { index: 'byOrigin', partitionKey: 'O#planner', writeUnits: 1 }]
  */
 export function partitionWritesOf(oldImage: Image | undefined, newImage: Image | undefined, shape: TableShape, factor = 1): PartitionWrite[] {
