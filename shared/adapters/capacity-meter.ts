@@ -9,6 +9,7 @@ import type {
   TransactGetItemsInput,
   TransactWriteItemsInput,
 } from '@aws-sdk/client-dynamodb';
+import { isTtlRemoval } from './stream-records.js';
 
 // AWS rules this module applies (Amazon DynamoDB Developer Guide):
 // [sizes]  "DynamoDB item sizes and formats"
@@ -531,12 +532,14 @@ export class CapacityMeter {
   /**
    * Counts the committed changes of a tracked table (records of its NEW_AND_OLD_IMAGES stream, in stream
    * order, each once). A change a transaction made (seen by the middleware before) counts twice [txn].
-   * Records of a table that is not tracked, or whose images are not in wire shape, are ignored.
+   * A deletion by TTL costs nothing: DynamoDB's TTL deletes consume no write capacity [ttl]. Records of a
+   * table that is not tracked, or whose images are not in wire shape, are ignored.
    */
   recordStreamRecords(tableName: string, records: readonly StreamImages[]): void {
     const tracked = this.#tracked.get(tableName);
     if (tracked === undefined) return;
     for (const record of records) {
+      if (isTtlRemoval({ eventName: record.eventName === 'REMOVE' ? 'REMOVE' : undefined, userIdentity: record.userIdentity })) continue;
       const oldImage = asAttributeMap(record.dynamodb?.OldImage);
       const newImage = asAttributeMap(record.dynamodb?.NewImage);
       const key = itemKeyText(newImage ?? oldImage, tracked.shape.keySchema);
@@ -686,6 +689,8 @@ function operationName(context: MiddlewareContext): string {
 //          when that attribute is projected (KEYS_ONLY: never; ALL: any change). An index entry is billed
 //          for its size: the table's key, the index's key and the projected attributes, 1 WU per KB.
 //          https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.ThroughputConsiderations.Writes
+// [ttl]    "Using time to live (TTL)": items deleted by TTL consume no write throughput.
+//          https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html
 //
 // Where the images come from: the table's own stream (NEW_AND_OLD_IMAGES), never the request. A request
 // does not carry both images: an UpdateItem returns one of them at most (ReturnValues), a transaction none,
@@ -811,6 +816,8 @@ export interface PartitionWriteReport {
 /** A stream record's images, as Lambda or DynamoDB Streams hands them (items in wire shape). */
 export interface StreamImages {
   readonly eventName?: string | undefined;
+  /** Who made the change: DynamoDB itself for a TTL deletion (`stream-records.ts` `TTL_REMOVER`). */
+  readonly userIdentity?: unknown;
   readonly dynamodb?: { readonly Keys?: unknown; readonly OldImage?: unknown; readonly NewImage?: unknown } | undefined;
 }
 

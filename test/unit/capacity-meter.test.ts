@@ -394,6 +394,17 @@ describe('CapacityMeter.partitionWrites (per key, from stream records)', () => {
     expect(report.tables.ledger?.[BASE_TABLE]).toMatchObject({ totalWriteUnits: 3, keys: 3 });
   });
 
+  it('charges nothing for a deletion by TTL, which consumes no write capacity', () => {
+    const meter = new CapacityMeter();
+    meter.trackPartitionKeys('ledger', LEDGER_TABLE_DEFINITION);
+    meter.recordStreamRecords('ledger', [
+      { eventName: 'REMOVE', userIdentity: { type: 'Service', principalId: 'dynamodb.amazonaws.com' }, dynamodb: { OldImage: item('m1', 'rejections#2026-12') } },
+      { eventName: 'REMOVE', dynamodb: { OldImage: item('m2', 'rejections#2026-12') } },
+    ]);
+
+    expect(meter.partitionWrites(1).tables.ledger?.feed).toMatchObject({ totalWriteUnits: 1, keys: 1 });
+  });
+
   it('forgets the keys on reset', () => {
     const meter = new CapacityMeter();
     meter.trackPartitionKeys('ledger', LEDGER_TABLE_DEFINITION);
