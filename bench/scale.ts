@@ -196,7 +196,8 @@ async function rig(ctx: BenchContext, name: string, targetDown: boolean): Promis
       principalMode: 'open',
       inbox: new InboxTable(documents, { tableName: ledger.name, retentionSeconds }),
     },
-    monitorDeps: { ...common, limitPerShard: 1_000 },
+    // --quick reads fewer per shard, so its outage takes several ticks too, as the full one does.
+    monitorDeps: { ...common, limitPerShard: ctx.quick ? 50 : 1_000 },
     setClock: (at) => {
       clock = at;
     },
