@@ -205,6 +205,7 @@ function scaleTable(scale: ScaleResult): string {
     `Top three keys, steady (${scale.steady.dispatches.toLocaleString('en-US')} lifecycles at ${scale.steady.dispatchesPerSecond} dispatches/s locally): ${topKeys(scale.steady)}.`,
     `Top three keys, outage (${scale.outage.dispatches.toLocaleString('en-US')} retried dispatches at ${scale.outage.dispatchesPerSecond} retries/s locally): ${topKeys(scale.outage)}.`,
     `Hottest key at 5,000 dispatches/s: ${scale.hottestKeyWcuAt5kPerSecond.toLocaleString('en-US')} WCU/s (limit ${KEY_WRITE_LIMIT_PER_SECOND.toLocaleString('en-US')}).`,
+    `Check of the per-key count against DynamoDB's own ConsumedCapacity for the same calls: steady ${scale.steady.writeUnitsCheck.perPartitionKey.toLocaleString('en-US')} vs ${scale.steady.writeUnitsCheck.consumedCapacity.toLocaleString('en-US')} WU, outage ${scale.outage.writeUnitsCheck.perPartitionKey.toLocaleString('en-US')} vs ${scale.outage.writeUnitsCheck.consumedCapacity.toLocaleString('en-US')} WU.`,
   ].join('\n');
 }
 

@@ -86,6 +86,12 @@ export interface ScaleWorkloadResult {
   /** The three hottest keys over every table and index, by projected WCU/s at 5,000 dispatches/s. */
   readonly topKeys: ReadonlyArray<{ readonly name: string; readonly partitionKey: string; readonly projectedWcuPerSecondAt5k: number }>;
   readonly hottestKeyWcuAt5kPerSecond: number;
+  /**
+   * A check of the per-key count: its total over the table and every index, next to the write units the
+   * meter read from DynamoDB's ConsumedCapacity for the same calls (transactions modelled without their
+   * index writes, which a request cannot show: see `transactWriteCharge`).
+   */
+  readonly writeUnitsCheck: { readonly perPartitionKey: number; readonly consumedCapacity: number };
   readonly notes: readonly string[];
 }
 
@@ -251,7 +257,7 @@ function apiRequest(method: string, path: string, body: unknown): ApiRequest {
 }
 
 /** Per table and index: the hottest key, its share, and what it would take at 5,000 dispatches/s. */
-export function scaleFigures(report: PartitionWriteReport, dispatches: number, notes: readonly string[]): ScaleWorkloadResult {
+export function scaleFigures(report: PartitionWriteReport, dispatches: number, consumedWriteUnits: number, notes: readonly string[]): ScaleWorkloadResult {
   const indexes: ScaleIndexFigures[] = [];
   const keys: Array<{ name: string; partitionKey: string; projectedWcuPerSecondAt5k: number }> = [];
   for (const perIndex of Object.values(report.tables)) {
@@ -283,6 +289,7 @@ export function scaleFigures(report: PartitionWriteReport, dispatches: number, n
     indexes,
     topKeys: keys.slice(0, 3),
     hottestKeyWcuAt5kPerSecond: indexes[0]?.projectedWcuPerSecondAt5k ?? 0,
+    writeUnitsCheck: { perPartitionKey: round(indexes.reduce((sum, index) => sum + index.totalWriteUnits, 0)), consumedCapacity: round(consumedWriteUnits) },
     notes,
   };
 }
@@ -323,7 +330,7 @@ async function steady(ctx: BenchContext): Promise<ScaleWorkloadResult> {
     const seconds = (performance.now() - started) / 1000;
     const records = await rigged.drainStream();
     ctx.log(`  steady: ${count} lifecycles in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(0)}/s), ${ticks} monitor tick(s), ${records.toLocaleString('en-US')} stream records metered`);
-    return scaleFigures(rigged.meter.partitionWrites(seconds, 3), count, [
+    return scaleFigures(rigged.meter.partitionWrites(seconds, 3), count, rigged.meter.snapshot().writeUnits, [
       `${count.toLocaleString('en-US')} lifecycles (origin ${ORIGIN} → target ${TARGET}, result delivery by callback): intake (takeDispatchMessage, batches of ${INTAKE_BATCH} concurrently, ${INTAKE_INVOCATIONS} batches at once), completion through the API router (${API_CONCURRENCY} calls at once), ${ticks} monitor tick(s); measured wall time includes all three.`,
       'Write units per partition key from the table stream (NEW_AND_OLD_IMAGES) by the GSI write rules (CapacityMeter.trackPartitionKeys); rejected conditional writes and transactions from the requests. The stream publisher\'s counter writes (COUNTS#n, one per stream batch) and the origin\'s claims and acks are not part of this workload.',
     ]);
@@ -369,7 +376,7 @@ async function outage(ctx: BenchContext): Promise<ScaleWorkloadResult> {
     if (retried.size < count) throw new Error(`only ${retried.size} of ${count} dispatches were retried`);
     const records = await rigged.drainStream();
     ctx.log(`  outage: ${count} retries in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(0)}/s), ${ticks} tick(s), ${records.toLocaleString('en-US')} stream records metered`);
-    return scaleFigures(rigged.meter.partitionWrites(seconds, 3), count, [
+    return scaleFigures(rigged.meter.partitionWrites(seconds, 3), count, rigged.meter.snapshot().writeUnits, [
       `Seeding (not measured, ${seedSeconds.toFixed(0)} s): the first ${INTAKE_BATCH} dispatches through the real intake (takeDispatchMessage) against a target answering 503, each ending retrying on the attention list; the other ${(count - INTAKE_BATCH).toLocaleString('en-US')} cloned from the first one's state and accepted message with the dispatch id swapped, written with BatchWriteItem in ledger-items.ts's shapes (stateItem, messageItem: every index key recomputed for the new id). The real intake runs at ~50-300 dispatches/s on DynamoDB Local here, too slow to seed 100,000.`,
       `Measured: the monitor's ticks (monitorTick, ${rigged.monitorDeps.limitPerShard} due entries per shard per tick) retrying each dispatch once (it fails again and is rescheduled): ${ticks} tick(s). Projected figures are per retried dispatch.`,
     ]);
