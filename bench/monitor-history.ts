@@ -1,5 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { BatchWriteCommand, DynamoDBDocumentClient, type BatchWriteCommandInput } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { BATCH_WRITE_ITEMS, batchPutItems, LOAD_CONCURRENCY } from './batch-load.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, type OperationTotals } from '../shared/adapters/capacity-meter.js';
@@ -48,10 +49,6 @@ export interface MonitorHistoryResult {
 const DUE_RUNS = 100;
 const FULL_SIZES = [1_000, 10_000, 100_000];
 const QUICK_SIZES = [1_000, 2_000, 5_000];
-/** BatchWriteItem takes at most 25 items per request. */
-const BATCH = 25;
-/** Batches in flight while loading the history. */
-const LOAD_CONCURRENCY = 32;
 const RETENTION_SECONDS = 90 * 86_400;
 /** The monitor function's own setting (functions/monitor/deps.ts). */
 const LIMIT_PER_SHARD = 50;
@@ -104,27 +101,9 @@ const noBlobs: BlobStore = {
   getBytes: () => Promise.reject(new Error('the monitor-history bench checks no evidence')),
 };
 
-/**
- * Writes states unconditionally (an overwrite re-arms a due state) with BatchWriteItem, `LOAD_CONCURRENCY`
- * batches in flight, retrying unprocessed items. The item shape is ledger-items.ts's `stateItem`.
- */
-async function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly DispatchState[]): Promise<void> {
-  const batches: DispatchState[][] = [];
-  for (let start = 0; start < states.length; start += BATCH) batches.push(states.slice(start, start + BATCH));
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (let index = next++; index < batches.length; index = next++) {
-      const batch = batches[index] ?? [];
-      let requests: NonNullable<BatchWriteCommandInput['RequestItems']>[string] = batch.map((state) => ({ PutRequest: { Item: stateItem(state, RETENTION_SECONDS) } }));
-      for (let round = 0; requests.length > 0; round += 1) {
-        if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(1000, 20 * 2 ** round)));
-        if (round > 20) throw new Error(`BatchWriteItem left ${requests.length} items unprocessed after ${round} rounds`);
-        const answer = await documents.send(new BatchWriteCommand({ RequestItems: { [tableName]: requests } }));
-        requests = answer.UnprocessedItems?.[tableName] ?? [];
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(LOAD_CONCURRENCY, batches.length) }, worker));
+/** The states as ledger-items.ts stores them, loaded with BatchWriteItem (`batch-load.ts`). */
+function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly DispatchState[]): Promise<void> {
+  return batchPutItems(documents, tableName, states.map((state) => stateItem(state, RETENTION_SECONDS)));
 }
 
 export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHistoryResult> {
@@ -196,7 +175,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
     notes.push(
       `each tick: ${DUE_RUNS} due runs (due 1 s ago, active at the tick's time) among ${sizes.join(' / ')} finished runs; the tick reschedules each due run without contacting a target`,
       `reads per tick: one Query per due-index shard (16) + one strongly consistent GetItem per due run; writes: one conditional PutItem per rescheduled run, 3 WRU each as DynamoDB Local reports it (table 1 + due index 2: moving an item's dueAt is a delete and a put in the index)`,
-      `history loaded as dispatch state items only (ledger-items.ts stateItem via BatchWriteItem, ${LOAD_CONCURRENCY} batches of ${BATCH} in flight, unmetered client): ${loadedItems} items in ${loadSeconds.toFixed(1)} s = ${Math.round(loadedItems / loadSeconds)} items/s on DynamoDB Local. Accepted-message items are in no index the monitor reads, so they were left out`,
+      `history loaded as dispatch state items only (ledger-items.ts stateItem via BatchWriteItem, ${LOAD_CONCURRENCY} batches of ${BATCH_WRITE_ITEMS} in flight, unmetered client): ${loadedItems} items in ${loadSeconds.toFixed(1)} s = ${Math.round(loadedItems / loadSeconds)} items/s on DynamoDB Local. Accepted-message items are in no index the monitor reads, so they were left out`,
       `units are DynamoDB Local's ConsumedCapacity (Query on a KEYS_ONLY GSI is eventually consistent: 0.5 RRU per 4 KB, minimum 0.5 per query)`,
       `ratio ${readUnitsRatio100kVs1k.toFixed(3)} (largest ÷ smallest history); target ≤ 1.1: ${readUnitsRatio100kVs1k <= 1.1 ? 'met' : 'NOT met'}`,
     );

@@ -10,6 +10,7 @@ import { measureReferenceLifecycle, runIntakeThroughput, type IntakeThroughputRe
 import { runLifecycleCost, type LifecycleCostResult } from './lifecycle-cost.js';
 import { runMonitorHistory, type MonitorHistoryResult } from './monitor-history.js';
 import { costOf, peerModels, perMillion, PRICES, type CostBreakdown } from './prices.js';
+import { KEY_WRITE_LIMIT_PER_SECOND, runScale, type ScaleResult } from './scale.js';
 import type { BenchContext, LifecycleUsage, Spread } from './types.js';
 import { publishedDetailTypes, type EventsProfile } from '../shared/events/profile.js';
 
@@ -21,8 +22,10 @@ import { publishedDetailTypes, type EventsProfile } from '../shared/events/profi
  *
  *   --quick             small sizes, to check the bench itself runs (figures are not comparable)
  *   --only PART         one part alone (`--only=PART` too; PART: coldstart, monitor, throughput,
- *                       detection), on fresh engines: its result is printed as JSON on stdout, and
+ *                       detection, scale), on fresh engines: its result is printed as JSON on stdout, and
  *                       bench/results.json and docs/performance.md are left as they are
+ *   --scale             only the scale part (CONTRACT §14): its fields of bench/results.json and its table
+ *                       are replaced, everything else is left as the last full run wrote it
  */
 
 const RESULTS_FILE = path.join(PROJECT_ROOT, 'bench', 'results.json');
@@ -100,6 +103,8 @@ interface Results {
   readonly maxRequireTimeRatioVsSdkOnly: number;
   readonly stallDetectionTicks: number;
   readonly orphanDetectionTicks: number;
+  /** CONTRACT §14: the hottest partition key of the table or of any index, in WCU/s at 5,000 dispatches/s (both scale workloads). */
+  readonly hottestKeyWcuAt5kPerSecond: number;
   readonly targets: Record<string, { readonly target: string; readonly measured: number; readonly met: boolean }>;
   readonly cost: {
     readonly prices: typeof PRICES;
@@ -117,6 +122,7 @@ interface Results {
   readonly monitorHistory: MonitorHistoryResult;
   readonly coldStart: ColdStart;
   readonly detection: DetectionResult;
+  readonly scale: ScaleResult;
 }
 
 /** A measured lifecycle's usage had the deployment chosen `profile`: the events it would have put on the bus, of those the publisher derived. */
@@ -129,8 +135,15 @@ function underProfile(measured: { readonly usage: LifecycleUsage; readonly event
 const perMillionBreakdown = (cost: CostBreakdown): Record<keyof CostBreakdown, number> =>
   Object.fromEntries(Object.entries(cost).map(([service, dollars]) => [service, perMillion(dollars)])) as Record<keyof CostBreakdown, number>;
 
-function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult }): Results {
-  const { lifecycle, delivered, limited, reference, throughput, history, cold, detection } = parts;
+/** The scale target (CONTRACT §14): no partition key above 1,000 WCU/s at 5,000 dispatches/s. */
+const scaleTarget = (scale: ScaleResult): Results['targets'][string] => ({
+  target: `≤ ${KEY_WRITE_LIMIT_PER_SECOND.toLocaleString('en-US')} WCU/s`,
+  measured: round(scale.hottestKeyWcuAt5kPerSecond, 1),
+  met: scale.hottestKeyWcuAt5kPerSecond <= KEY_WRITE_LIMIT_PER_SECOND,
+});
+
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult; scale: ScaleResult }): Results {
+  const { lifecycle, delivered, limited, reference, throughput, history, cold, detection, scale } = parts;
   // CONTRACT §11: what a concurrency limit adds to a lifecycle — one slot taken with the submission's claim, given back with the final write.
   const wruPerAdmission = limited.usage.dynamodb.writeUnits - lifecycle.usage.dynamodb.writeUnits;
   const ours = costOf(lifecycle.usage);
@@ -155,6 +168,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     maxRequireTimeRatioVsSdkOnly: { target: '≤ 1.2×', measured: round(cold.maxRequireTimeRatio, 3), met: cold.maxRequireTimeRatio <= 1.2 },
     stallDetectionTicks: { target: '≤ 1 tick', measured: detection.stallDetectionTicks, met: detection.stallDetectionTicks <= 1 },
     orphanDetectionTicks: { target: '≤ 1 tick', measured: detection.orphanDetectionTicks, met: detection.orphanDetectionTicks <= 1 },
+    hottestKeyWcuAt5kPerSecond: scaleTarget(scale),
   };
   return {
     measuredAt: new Date().toISOString(),
@@ -177,6 +191,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     maxRequireTimeRatioVsSdkOnly: round(cold.maxRequireTimeRatio, 3),
     stallDetectionTicks: detection.stallDetectionTicks,
     orphanDetectionTicks: detection.orphanDetectionTicks,
+    hottestKeyWcuAt5kPerSecond: round(scale.hottestKeyWcuAt5kPerSecond, 1),
     targets,
     cost: {
       prices: PRICES,
@@ -194,7 +209,30 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     monitorHistory: history,
     coldStart: cold,
     detection,
+    scale,
   };
+}
+
+/** The scale block of docs/performance.md: per workload, per table and index, the hottest key and its projection. */
+function scaleTable(scale: ScaleResult): string {
+  const row = (cells: readonly (string | number)[]): string => `| ${cells.join(' | ')} |`;
+  const header = ['workload', 'table / index', 'write units', 'keys', 'hottest key', 'its share', 'its WU per dispatch', 'projected WCU/s at 5,000 dispatches/s'];
+  const workloads: Array<[string, ScaleResult['steady']]> = [
+    ['steady', scale.steady],
+    ['outage', scale.outage],
+  ];
+  const rows = workloads.flatMap(([label, workload]) =>
+    workload.indexes.map((index) => [label, index.name, index.totalWriteUnits.toLocaleString('en-US'), index.keys.toLocaleString('en-US'), `\`${index.hottestKey}\``, `${(index.hottestShare * 100).toFixed(1)}%`, index.hottestWriteUnitsPerDispatch, index.projectedWcuPerSecondAt5k.toLocaleString('en-US')]),
+  );
+  const topKeys = (workload: ScaleResult['steady']): string => workload.topKeys.map((key) => `\`${key.partitionKey}\` (${key.name}, ${key.projectedWcuPerSecondAt5k.toLocaleString('en-US')} WCU/s)`).join(', ');
+  return [
+    [row(header), row(header.map(() => '---')), ...rows.map(row)].join('\n'),
+    '',
+    `Top three keys, steady (${scale.steady.dispatches.toLocaleString('en-US')} lifecycles at ${scale.steady.dispatchesPerSecond} dispatches/s locally): ${topKeys(scale.steady)}.`,
+    `Top three keys, outage (${scale.outage.dispatches.toLocaleString('en-US')} retried dispatches at ${scale.outage.dispatchesPerSecond} retries/s locally): ${topKeys(scale.outage)}.`,
+    `Hottest key at 5,000 dispatches/s: ${scale.hottestKeyWcuAt5kPerSecond.toLocaleString('en-US')} WCU/s (limit ${KEY_WRITE_LIMIT_PER_SECOND.toLocaleString('en-US')}).`,
+    `Check of the per-key count against DynamoDB's own ConsumedCapacity for the same calls: steady ${scale.steady.writeUnitsCheck.perPartitionKey.toLocaleString('en-US')} vs ${scale.steady.writeUnitsCheck.consumedCapacity.toLocaleString('en-US')} WU, outage ${scale.outage.writeUnitsCheck.perPartitionKey.toLocaleString('en-US')} vs ${scale.outage.writeUnitsCheck.consumedCapacity.toLocaleString('en-US')} WU.`,
+  ].join('\n');
 }
 
 /** The tables of docs/performance.md, each between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`. */
@@ -295,12 +333,13 @@ function tables(results: Results): Record<string, string> {
     ].join('\n'),
     coldstart: table(['function', 'bundle', 'SDK-only bundle', 'size ratio', 'import min (median)', 'SDK-only import min (median)', 'import ratio (min ÷ min)'], cold),
     detection: table(['monitor period', 'tick phase', 'stall: ticks after deadline', 'orphan: ticks after deadline'], detection),
+    scale: scaleTable(results.scale),
   };
 }
 
-function writeDoc(results: Results): void {
+function writeDoc(blocks: Record<string, string>): void {
   let doc = readFileSync(DOC_FILE, 'utf8');
-  for (const [name, content] of Object.entries(tables(results))) {
+  for (const [name, content] of Object.entries(blocks)) {
     const open = `<!-- bench:${name} -->`;
     const close = `<!-- /bench:${name} -->`;
     const start = doc.indexOf(open);
@@ -338,12 +377,25 @@ async function main(argv: readonly string[]): Promise<number> {
     }
   };
   try {
+    if (argv.includes('--scale')) {
+      log('scale: writes per partition key (CONTRACT §14)');
+      const scale = await withEngines(runScale);
+      // Only the scale part: the rest of the file stays as the last full run wrote it.
+      const previous = JSON.parse(readFileSync(RESULTS_FILE, 'utf8')) as Results;
+      const target = scaleTarget(scale);
+      writeFileSync(RESULTS_FILE, `${JSON.stringify({ ...previous, hottestKeyWcuAt5kPerSecond: target.measured, targets: { ...previous.targets, hottestKeyWcuAt5kPerSecond: target }, scale }, null, 2)}\n`);
+      writeDoc({ scale: scaleTable(scale) });
+      log(`wrote the scale part of ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);
+      log(`  ${target.met ? 'met   ' : 'MISSED'} hottestKeyWcuAt5kPerSecond: ${target.measured} (target ${target.target})`);
+      return 0;
+    }
     if (only !== undefined) {
       const parts: Record<string, () => Promise<unknown>> = {
         coldstart: () => coldStart({ log, quick }),
         monitor: () => withEngines(runMonitorHistory),
         throughput: () => withEngines(runIntakeThroughput),
         detection: () => withEngines(runDetection),
+        scale: () => withEngines(runScale),
       };
       const part = parts[only];
       if (!part) {
@@ -375,9 +427,11 @@ async function main(argv: readonly string[]): Promise<number> {
       const detection = await runDetection(ctx);
       return { lifecycle, delivered, limited, reference, throughput, detection, ctx };
     });
-    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, cold, detection });
+    log('scale: writes per partition key (CONTRACT §14)');
+    const scale = await withEngines(runScale);
+    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, cold, detection, scale });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
-    writeDoc(results);
+    writeDoc(tables(results));
     log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);
     for (const [name, target] of Object.entries(results.targets)) log(`  ${target.met ? 'met   ' : 'MISSED'} ${name}: ${target.measured} (target ${target.target})`);
     return 0;

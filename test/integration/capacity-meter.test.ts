@@ -6,11 +6,16 @@ import {
   QueryCommand,
   TransactionCanceledException,
   TransactWriteItemsCommand,
+  UpdateItemCommand,
   type AttributeValue,
 } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CapacityMeter, itemSizeBytes, writeUnitsFor, type CapacityTotals } from '../../shared/adapters/capacity-meter.js';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { LOCAL_REGION } from '../../local/engines/index.js';
+import { ensureLedgerTable } from '../../local/resources.js';
+import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
+import { BASE_TABLE, CapacityMeter, itemSizeBytes, writeUnitsFor, type CapacityTotals } from '../../shared/adapters/capacity-meter.js';
+import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-items.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 
 /** An item of exactly `bytes` billed bytes, without the GSI key unless `status` is given. */
@@ -210,5 +215,87 @@ describe('CapacityMeter on DynamoDB Local', () => {
     meter.reset();
 
     expect(meter.snapshot()).toEqual({ requests: 0, readUnits: 0, writeUnits: 0, byOperation: {}, byTable: {} });
+  });
+});
+
+describe('CapacityMeter per partition key, from DynamoDB Local\'s stream', () => {
+  const clients = engineClients();
+  const ddb = clients.dynamodb;
+  const meter = new CapacityMeter();
+  meter.attach(ddb);
+  let table = '';
+  let stream: StreamEventSource;
+  const S = (value: string): AttributeValue => ({ S: value });
+  const stateKey = (id: string): Record<string, AttributeValue> => ({ pk: S(`D#${id}`), sk: S('STATE') });
+
+  /** Hands every stream record written so far to the meter. */
+  async function drain(): Promise<void> {
+    for (let idle = 0; idle < 2; ) idle = (await stream.pollOnce()) === 0 ? idle + 1 : 0;
+  }
+  /** Write units per partition key of one table or index, as the meter reports them. */
+  function unitsOf(index: string): Record<string, number> {
+    const writes = meter.partitionWrites(1, 100).tables[table]?.[index];
+    return Object.fromEntries((writes?.top ?? []).map((key) => [key.partitionKey, key.writeUnits]));
+  }
+
+  beforeAll(async () => {
+    const ledger = await ensureLedgerTable(ddb, uniqueName('keys'));
+    table = ledger.name;
+    meter.trackPartitionKeys(table, LEDGER_TABLE_DEFINITION);
+    stream = new StreamEventSource({
+      functionName: 'meter',
+      streams: clients.streams,
+      streamArn: ledger.streamArn,
+      region: LOCAL_REGION,
+      handler: async (event) => {
+        meter.recordStreamRecords(table, event.Records);
+      },
+    });
+    await ddb.send(new PutItemCommand({ TableName: table, Item: { ...stateKey('seed'), originKey: S('O#planner'), createdKey: S('c#seed') } }));
+  });
+  beforeEach(async () => {
+    await drain();
+    meter.reset();
+  });
+  afterAll(() => clients.destroy());
+
+  it('counts a put, a moved index key (delete + put) and an unprojected change per partition key', async () => {
+    await ddb.send(
+      new PutItemCommand({ TableName: table, Item: { ...stateKey('a'), originKey: S('O#planner'), createdKey: S('c#a'), dueShard: S('due#01'), dueAt: S('2026-12-01T12:00:00Z') } }),
+    );
+    await ddb.send(new UpdateItemCommand({ TableName: table, Key: stateKey('a'), UpdateExpression: 'SET dueShard = :shard', ExpressionAttributeValues: { ':shard': S('due#02') } }));
+    await ddb.send(new UpdateItemCommand({ TableName: table, Key: stateKey('a'), UpdateExpression: 'SET phase = :phase', ExpressionAttributeValues: { ':phase': S('submitted') } }));
+    await drain();
+
+    expect(unitsOf(BASE_TABLE)).toEqual({ 'D#a': 3 });
+    expect(unitsOf('due')).toEqual({ 'due#01': 2, 'due#02': 1 });
+    expect(unitsOf('byOrigin')).toEqual({ 'O#planner': 1 });
+  });
+
+  it('counts the changes of a transaction twice, and its condition check as 2 WU on its own key', async () => {
+    await ddb.send(
+      new TransactWriteItemsCommand({
+        TransactItems: [
+          { Put: { TableName: table, Item: { ...stateKey('t'), feedKey: S('attention#retrying'), feedAt: S('2026-12-01T12:00:00Z') } } },
+          { ConditionCheck: { TableName: table, Key: stateKey('seed'), ConditionExpression: 'attribute_exists(pk)' } },
+        ],
+      }),
+    );
+    await ddb.send(new UpdateItemCommand({ TableName: table, Key: stateKey('t'), UpdateExpression: 'SET phase = :phase', ExpressionAttributeValues: { ':phase': S('accepted') } }));
+    await drain();
+
+    // The put twice (table and feed), then the plain update once: the transaction's mark is used up.
+    expect(unitsOf(BASE_TABLE)).toEqual({ 'D#t': 2 + 1, 'D#seed': 2 });
+    expect(unitsOf('feed')).toEqual({ 'attention#retrying': 2 + 1 });
+  });
+
+  it('charges a write a condition rejected to its key, and no index', async () => {
+    const failure = await failureOf(
+      ddb.send(new PutItemCommand({ TableName: table, Item: { ...stateKey('seed'), originKey: S('O#other'), createdKey: S('c#x') }, ConditionExpression: 'attribute_not_exists(pk)' })),
+    );
+    await drain();
+
+    expect(failure).toBeInstanceOf(ConditionalCheckFailedException);
+    expect(meter.partitionWrites(1).tables[table]).toEqual({ [BASE_TABLE]: { totalWriteUnits: 1, keys: 1, top: [{ partitionKey: 'D#seed', writeUnits: 1, writeUnitsPerSecond: 1 }] } });
   });
 });

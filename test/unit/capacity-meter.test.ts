@@ -6,12 +6,16 @@ import {
   type CancellationReason,
 } from '@aws-sdk/client-dynamodb';
 import { describe, expect, it } from 'vitest';
+import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-items.js';
 import {
   asAttributeMap,
+  BASE_TABLE,
+  CapacityMeter,
   failedWriteCharge,
   itemSizeBytes,
   measureRequest,
   numberSizeBytes,
+  partitionWritesOf,
   readUnitsFor,
   sumConsumedCapacity,
   transactGetCharge,
@@ -262,5 +266,151 @@ describe('measureRequest', () => {
     const output = { ConsumedCapacity: { TableName: TABLE, CapacityUnits: 1 } };
     expect(measureRequest('ExecuteStatement', { Statement: ` select * from "${TABLE}"` }, { output }).charge.readUnits).toBe(1);
     expect(measureRequest('ExecuteStatement', { Statement: `INSERT INTO "${TABLE}" VALUE {'pk': 'a'}` }, { output }).charge.writeUnits).toBe(1);
+  });
+});
+
+describe('partitionWritesOf (write units per partition key of the table and of each GSI)', () => {
+  const S = (value: string): AttributeValue => ({ S: value });
+  /** A dispatch state as the ledger writes it: in byOrigin, recent and due; in the feed only when given. */
+  function state(fields: Record<string, AttributeValue> = {}): Record<string, AttributeValue> {
+    return {
+      pk: S('D#d-1'),
+      sk: S('STATE'),
+      originKey: S('O#planner'),
+      createdKey: S('2026-12-01T12:00:00.000Z#abcdefghij'),
+      recentShard: S('R#03'),
+      dueShard: S('due#07'),
+      dueAt: S('2026-12-01T12:10:00.000Z'),
+      phase: S('accepted'),
+      version: { N: '1' },
+      ...fields,
+    };
+  }
+  const byIndex = (writes: ReturnType<typeof partitionWritesOf>): Record<string, Array<[string, number]>> => {
+    const grouped: Record<string, Array<[string, number]>> = {};
+    for (const write of writes) (grouped[write.index] ??= []).push([write.partitionKey, write.writeUnits]);
+    return grouped;
+  };
+
+  it('writes the table and every index whose key attributes a new item has, once each', () => {
+    expect(byIndex(partitionWritesOf(undefined, state(), LEDGER_TABLE_DEFINITION))).toEqual({
+      [BASE_TABLE]: [['D#d-1', 1]],
+      due: [['due#07', 1]],
+      byOrigin: [['O#planner', 1]],
+      recent: [['R#03', 1]],
+    });
+  });
+
+  it('writes no KEYS_ONLY index when only a non-key attribute changes', () => {
+    const writes = partitionWritesOf(state(), state({ phase: S('submitted'), version: { N: '2' } }), LEDGER_TABLE_DEFINITION);
+
+    expect(byIndex(writes)).toEqual({ [BASE_TABLE]: [['D#d-1', 1]] });
+  });
+
+  it('writes an ALL index entry when any attribute changes, and nothing when none does', () => {
+    const listed = state({ feedKey: S('attention#retrying'), feedAt: S('2026-12-01T12:00:00.000Z') });
+
+    expect(byIndex(partitionWritesOf(listed, { ...listed, version: { N: '2' } }, LEDGER_TABLE_DEFINITION)).feed).toEqual([['attention#retrying', 1]]);
+    expect(byIndex(partitionWritesOf(listed, listed, LEDGER_TABLE_DEFINITION)).feed).toBeUndefined();
+  });
+
+  it('counts a changed index key as a delete on the old partition and a put on the new one', () => {
+    const moved = partitionWritesOf(state(), state({ dueShard: S('due#02'), dueAt: S('2026-12-01T12:20:00.000Z') }), LEDGER_TABLE_DEFINITION);
+    const resorted = partitionWritesOf(state(), state({ dueAt: S('2026-12-01T12:20:00.000Z') }), LEDGER_TABLE_DEFINITION);
+
+    expect(byIndex(moved).due).toEqual([['due#07', 1], ['due#02', 1]]);
+    // A new sort key is a new entry too, on the same partition: two writes on it.
+    expect(byIndex(resorted).due).toEqual([['due#07', 1], ['due#07', 1]]);
+  });
+
+  it('counts one delete when the item loses an index key, one put when it gains one', () => {
+    const { dueShard: _shard, dueAt: _at, ...notDue } = state();
+    const left = partitionWritesOf(state(), notDue, LEDGER_TABLE_DEFINITION);
+    const joined = partitionWritesOf(notDue, state({ feedKey: S('attention#retrying'), feedAt: S('2026-12-01T12:00:00.000Z') }), LEDGER_TABLE_DEFINITION);
+
+    expect(byIndex(left).due).toEqual([['due#07', 1]]);
+    expect(byIndex(joined)).toMatchObject({ due: [['due#07', 1]], feed: [['attention#retrying', 1]] });
+    expect(byIndex(joined).byOrigin).toBeUndefined();
+  });
+
+  it('leaves out an index whose sort key the item lacks', () => {
+    const { dueAt: _at, ...halfKeyed } = state();
+
+    expect(byIndex(partitionWritesOf(undefined, halfKeyed, LEDGER_TABLE_DEFINITION)).due).toBeUndefined();
+  });
+
+  it('writes every index entry of a deleted item, and the table for the item deleted', () => {
+    expect(byIndex(partitionWritesOf(state(), undefined, LEDGER_TABLE_DEFINITION))).toEqual({
+      [BASE_TABLE]: [['D#d-1', 1]],
+      due: [['due#07', 1]],
+      byOrigin: [['O#planner', 1]],
+      recent: [['R#03', 1]],
+    });
+  });
+
+  it('sizes a KEYS_ONLY entry by its keys and an ALL entry by the whole item, the table by the larger image', () => {
+    const big = state({ feedKey: S('attention#retrying'), feedAt: S('2026-12-01T12:00:00.000Z'), task: S('x'.repeat(2500)) });
+    const created = byIndex(partitionWritesOf(undefined, big, LEDGER_TABLE_DEFINITION));
+    const shrunk = byIndex(partitionWritesOf(big, { ...big, task: S('small') }, LEDGER_TABLE_DEFINITION));
+
+    expect(created).toMatchObject({ [BASE_TABLE]: [['D#d-1', 3]], feed: [['attention#retrying', 3]], byOrigin: [['O#planner', 1]], due: [['due#07', 1]] });
+    expect(shrunk).toEqual({ [BASE_TABLE]: [['D#d-1', 3]], feed: [['attention#retrying', 3]] });
+  });
+
+  it('projects INCLUDE attributes only: a change elsewhere writes no entry', () => {
+    const shape = {
+      keySchema: [{ AttributeName: 'pk', KeyType: 'HASH' as const }],
+      globalSecondaryIndexes: [{ IndexName: 'byStatus', KeySchema: [{ AttributeName: 'status', KeyType: 'HASH' as const }], Projection: { ProjectionType: 'INCLUDE' as const, NonKeyAttributes: ['owner'] } }],
+    };
+    const item = { pk: S('a'), status: S('open'), owner: S('ann'), note: S('x') };
+
+    expect(byIndex(partitionWritesOf(item, { ...item, note: S('y') }, shape)).byStatus).toBeUndefined();
+    expect(byIndex(partitionWritesOf(item, { ...item, owner: S('bob') }, shape)).byStatus).toEqual([['open', 1]]);
+  });
+
+  it('doubles every write of a change a transaction made', () => {
+    expect(byIndex(partitionWritesOf(undefined, state(), LEDGER_TABLE_DEFINITION, 2))).toMatchObject({ [BASE_TABLE]: [['D#d-1', 2]], due: [['due#07', 2]] });
+  });
+});
+
+describe('CapacityMeter.partitionWrites (per key, from stream records)', () => {
+  const S = (value: string): AttributeValue => ({ S: value });
+  const item = (id: string, feedKey: string): Record<string, AttributeValue> => ({ pk: S(`REJ#${id}`), sk: S('REJECTION'), feedKey: S(feedKey), feedAt: S(`2026-12-01T12:00:00.000Z#${id}`) });
+
+  it('sums each key over the records, hottest first, with its rate over the elapsed seconds', () => {
+    const meter = new CapacityMeter();
+    meter.trackPartitionKeys('ledger', LEDGER_TABLE_DEFINITION);
+    meter.recordStreamRecords('ledger', [
+      { eventName: 'INSERT', dynamodb: { NewImage: item('m1', 'rejections#2026-12') } },
+      { eventName: 'INSERT', dynamodb: { NewImage: item('m2', 'rejections#2026-12') } },
+      { eventName: 'INSERT', dynamodb: { NewImage: item('m3', 'rejections#2026-11') } },
+    ]);
+    meter.recordStreamRecords('other', [{ eventName: 'INSERT', dynamodb: { NewImage: item('m4', 'rejections#2026-12') } }]);
+
+    const report = meter.partitionWrites(2, 1);
+
+    expect(Object.keys(report.tables)).toEqual(['ledger']);
+    expect(report.tables.ledger?.feed).toEqual({ totalWriteUnits: 3, keys: 2, top: [{ partitionKey: 'rejections#2026-12', writeUnits: 2, writeUnitsPerSecond: 1 }] });
+    expect(report.tables.ledger?.[BASE_TABLE]).toMatchObject({ totalWriteUnits: 3, keys: 3 });
+  });
+
+  it('charges nothing for a deletion by TTL, which consumes no write capacity', () => {
+    const meter = new CapacityMeter();
+    meter.trackPartitionKeys('ledger', LEDGER_TABLE_DEFINITION);
+    meter.recordStreamRecords('ledger', [
+      { eventName: 'REMOVE', userIdentity: { type: 'Service', principalId: 'dynamodb.amazonaws.com' }, dynamodb: { OldImage: item('m1', 'rejections#2026-12') } },
+      { eventName: 'REMOVE', dynamodb: { OldImage: item('m2', 'rejections#2026-12') } },
+    ]);
+
+    expect(meter.partitionWrites(1).tables.ledger?.feed).toMatchObject({ totalWriteUnits: 1, keys: 1 });
+  });
+
+  it('forgets the keys on reset', () => {
+    const meter = new CapacityMeter();
+    meter.trackPartitionKeys('ledger', LEDGER_TABLE_DEFINITION);
+    meter.recordStreamRecords('ledger', [{ eventName: 'INSERT', dynamodb: { NewImage: item('m1', 'rejections#2026-12') } }]);
+    meter.reset();
+
+    expect(meter.partitionWrites(1).tables).toEqual({});
   });
 });

@@ -1,0 +1,423 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
+import { S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
+import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
+import { StreamEventSource } from '../local/runtime/stream-event-source.js';
+import { BASE_TABLE, CapacityMeter, type PartitionWriteReport } from '../shared/adapters/capacity-meter.js';
+import { httpTarget } from '../shared/adapters/http-target.js';
+import { InboxTable } from '../shared/adapters/inbox-table.js';
+import { LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
+import { LEDGER_TABLE_DEFINITION, messageItem, stateItem } from '../shared/adapters/ledger-items.js';
+import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { S3Blobs } from '../shared/adapters/s3-blobs.js';
+import type { ApiRequest } from '../shared/api/http.js';
+import { route, type ApiDeps } from '../shared/api/routes.js';
+import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
+import type { DispatchState } from '../shared/dispatch/state.js';
+import type { AcceptedMessage } from '../shared/ledger/port.js';
+import { takeDispatchMessage, type IntakeDeps, type IntakeResult } from '../shared/intake/intake.js';
+import { monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { batchPutItems } from './batch-load.js';
+import type { BenchContext } from './types.js';
+
+/**
+ * CONTRACT §14, the write side: 5,000 dispatches/s from one origin to one target, and 100,000 dispatches
+ * retrying during a target outage, with no partition key of the table or of an index above 1,000 write
+ * units a second. Two workloads run through the real use cases (the intake's `takeDispatchMessage`, the
+ * API router, `monitorTick`) on DynamoDB Local; the capacity meter counts every committed change per
+ * partition key from the table's own stream (`CapacityMeter.trackPartitionKeys`). A local machine cannot
+ * reach 5,000 dispatches/s, so the figure that matters is per dispatch: the hottest key's write units per
+ * dispatch × 5,000 is what that key would take at the contract's rate, whatever rate was measured here.
+ */
+
+/** The contract's rate (CONTRACT §14). */
+export const CONTRACT_DISPATCHES_PER_SECOND = 5_000;
+/** The most write units a second one partition key may take (CONTRACT §14, DynamoDB's per-partition limit). */
+export const KEY_WRITE_LIMIT_PER_SECOND = 1_000;
+const ORIGIN = 'planner';
+const TARGET = 'scale-agent';
+/** Messages per intake invocation (the event source mapping's batch size), processed concurrently as BatchProcessor does. */
+const INTAKE_BATCH = 10;
+/** Intake invocations in flight at once, as several Lambda environments draining one queue. */
+const INTAKE_INVOCATIONS = 6;
+/**
+ * The submission's timeout. The target answers at once, but it shares this process's event loop with
+ * dozens of calls in flight: on a loaded machine a 5 s timeout fires before its answer is read.
+ */
+const TARGET_TIMEOUT_MS = 60_000;
+/** API calls in flight at once. */
+const API_CONCURRENCY = 40;
+/** The table's name in the report: the bench's table has a unique name of its own. */
+const REPORTED_TABLE = 'ledger';
+const RETENTION_SECONDS = 90 * 86_400;
+/** Outage dispatches cloned and loaded at a time (bounded memory, progress lines). */
+const SEED_CHUNK = 5_000;
+
+/** The hottest key of one table or index in one workload. */
+export interface ScaleIndexFigures {
+  /** `ledger` (the base table) or `ledger/<index>`. */
+  readonly name: string;
+  readonly totalWriteUnits: number;
+  readonly keys: number;
+  readonly hottestKey: string;
+  readonly hottestWriteUnits: number;
+  /** The hottest key's share of this table's or index's write units. */
+  readonly hottestShare: number;
+  /** The hottest key's write units per dispatch of the workload. */
+  readonly hottestWriteUnitsPerDispatch: number;
+  /** What the hottest key would take at 5,000 dispatches/s: write units per dispatch × 5,000. */
+  readonly projectedWcuPerSecondAt5k: number;
+  /** What it took here, at the measured local rate. */
+  readonly localWcuPerSecond: number;
+}
+
+export interface ScaleWorkloadResult {
+  /** Dispatches the measured part carried (steady: full lifecycles; outage: retried dispatches). */
+  readonly dispatches: number;
+  readonly seconds: number;
+  readonly dispatchesPerSecond: number;
+  /** Every table and index written, hottest projected first. */
+  readonly indexes: readonly ScaleIndexFigures[];
+  /** The three hottest keys over every table and index, by projected WCU/s at 5,000 dispatches/s. */
+  readonly topKeys: ReadonlyArray<{ readonly name: string; readonly partitionKey: string; readonly projectedWcuPerSecondAt5k: number }>;
+  readonly hottestKeyWcuAt5kPerSecond: number;
+  /**
+   * A check of the per-key count: its total over the table and every index, next to the write units the
+   * meter read from DynamoDB's ConsumedCapacity for the same calls (transactions modelled without their
+   * index writes, which a request cannot show: see `transactWriteCharge`).
+   */
+  readonly writeUnitsCheck: { readonly perPartitionKey: number; readonly consumedCapacity: number };
+  readonly notes: readonly string[];
+}
+
+export interface ScaleResult {
+  readonly steady: ScaleWorkloadResult;
+  readonly outage: ScaleWorkloadResult;
+  /** The larger of the two workloads' hottest projected key. */
+  readonly hottestKeyWcuAt5kPerSecond: number;
+  /** The steady workload's measured local rate (full lifecycles a second). */
+  readonly measuredDispatchesPerSecond: number;
+}
+
+const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
+
+/** A target whose `POST /runs` accepts at once (the run is named after the dispatch), or, when down, answers 503. */
+async function startTarget(down: boolean): Promise<{ url: string; server: Server; submissions: () => number }> {
+  let submissions = 0;
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      submissions += 1;
+      if (down) {
+        response.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'down for maintenance' } }));
+        return;
+      }
+      const { dispatchId } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { dispatchId: string };
+      response.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ runId: runIdOf(dispatchId), status: 'running' }));
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, submissions: () => submissions };
+}
+
+const runIdOf = (dispatchId: string): string => `r-${dispatchId}`;
+
+/** Runs `work` over `items`, `concurrency` at a time, logging progress every `every` items. */
+async function inParallel<T>(items: readonly T[], concurrency: number, work: (item: T) => Promise<void>, progress: (done: number, seconds: number) => void, every: number): Promise<void> {
+  let next = 0;
+  let done = 0;
+  const started = performance.now();
+  const worker = async (): Promise<void> => {
+    for (let index = next++; index < items.length; index = next++) {
+      await work(items[index] as T);
+      done += 1;
+      if (done % every === 0 || done === items.length) progress(done, (performance.now() - started) / 1000);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}
+
+interface Rig {
+  readonly meter: CapacityMeter;
+  readonly table: LedgerTable;
+  /** Writes items of ledger-items.ts's shapes as they are (fixtures), through the metered client. */
+  readonly load: (items: readonly Record<string, unknown>[]) => Promise<void>;
+  readonly intakeDeps: IntakeDeps;
+  readonly apiDeps: ApiDeps;
+  readonly monitorDeps: MonitorDeps;
+  /** Moves the ledger's clock (every dep reads it). */
+  readonly setClock: (at: Date) => void;
+  /** Feeds the meter every stream record written so far; returns how many. */
+  readonly drainStream: () => Promise<number>;
+  readonly close: () => Promise<void>;
+}
+
+/** A fresh ledger table on the local engines, its use cases' deps on a metered client, and the target. */
+async function rig(ctx: BenchContext, name: string, targetDown: boolean): Promise<Rig> {
+  const base = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS } as const;
+  const dynamodb = new DynamoDBClient({ ...base, endpoint: ctx.endpoints.dynamodbEndpoint, maxAttempts: 10 });
+  const streams = new DynamoDBStreamsClient({ ...base, endpoint: ctx.endpoints.dynamodbEndpoint });
+  const s3 = new S3Client({ ...base, endpoint: ctx.endpoints.s3Endpoint, forcePathStyle: true });
+  const meter = new CapacityMeter();
+  meter.attach(dynamodb);
+  const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+  // No TTL: DynamoDB Local's sweeper would delete the bench's records (its clock is in the past) mid-run.
+  const ledger = await ensureLedgerTable(dynamodb, ctx.uniqueName(name), { ttl: false });
+  meter.trackPartitionKeys(ledger.name, LEDGER_TABLE_DEFINITION);
+  const bucket = await ensureBucket(s3, ctx.uniqueName(name).toLowerCase());
+  const target = await startTarget(targetDown);
+  let clock = new Date('2026-12-01T12:00:00.000Z');
+  const now = (): Date => clock;
+  const retentionSeconds = RETENTION_SECONDS;
+  const table = new LedgerTable(documents, { tableName: ledger.name, retentionSeconds });
+  await table.putTarget({ name: TARGET, kind: 'http', baseUrl: target.url });
+  const targetFor = ((cached?: ReturnType<typeof httpTarget>) => (registration: Parameters<typeof httpTarget>[0]) => (cached ??= httpTarget(registration, { timeoutMs: TARGET_TIMEOUT_MS })))();
+  const common = { store: table, blobs: new S3Blobs(s3, bucket), targetFor, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now, claimSeconds: 60 };
+  const source = new StreamEventSource({
+    functionName: 'capacity-meter',
+    streams,
+    streamArn: ledger.streamArn,
+    region: LOCAL_REGION,
+    batchSize: 1_000,
+    handler: async (event) => {
+      meter.recordStreamRecords(ledger.name, event.Records);
+    },
+  });
+  return {
+    meter,
+    table,
+    load: (items) => batchPutItems(documents, ledger.name, items),
+    intakeDeps: { ...common, principals: table, principalMode: 'open' },
+    apiDeps: {
+      ...common,
+      feeds: new LedgerFeedsTable(documents, { tableName: ledger.name, retentionSeconds, now }),
+      principals: table,
+      principalMode: 'open',
+      inbox: new InboxTable(documents, { tableName: ledger.name, retentionSeconds }),
+    },
+    // --quick reads fewer per shard, so its outage takes several ticks too, as the full one does.
+    monitorDeps: { ...common, limitPerShard: ctx.quick ? 50 : 1_000 },
+    setClock: (at) => {
+      clock = at;
+    },
+    drainStream: async () => {
+      let records = 0;
+      for (let idle = 0; idle < 2; ) {
+        const handled = await source.pollOnce();
+        records += handled;
+        idle = handled === 0 ? idle + 1 : 0;
+      }
+      return records;
+    },
+    close: async () => {
+      target.server.closeAllConnections();
+      await new Promise<void>((resolve) => target.server.close(() => resolve()));
+      dynamodb.destroy();
+      streams.destroy();
+      s3.destroy();
+    },
+  };
+}
+
+function message(dispatchId: string): { messageId: string; body: string; senderId: string } {
+  return {
+    messageId: `m-${dispatchId}`,
+    body: JSON.stringify({ dispatchId, origin: ORIGIN, target: TARGET, task: { goal: 'summarise the incident' } }),
+    senderId: 'bench',
+  };
+}
+
+/** Every dispatch through the intake use case, in batches of 10 processed concurrently, several batches at once. */
+async function intake(ctx: BenchContext, deps: IntakeDeps, ids: readonly string[], expected: IntakeResult['outcome'], label: string): Promise<void> {
+  const batches: string[][] = [];
+  for (let index = 0; index < ids.length; index += INTAKE_BATCH) batches.push(ids.slice(index, index + INTAKE_BATCH));
+  const every = Math.max(1, Math.round(batches.length / 10));
+  await inParallel(
+    batches,
+    INTAKE_INVOCATIONS,
+    async (batch) => {
+      const results = await Promise.all(batch.map((dispatchId) => takeDispatchMessage(deps, message(dispatchId))));
+      const wrong = results.find((result) => result.outcome !== expected);
+      if (wrong) throw new Error(`${label}: intake answered ${JSON.stringify(wrong)}, expected ${expected}`);
+    },
+    (done, seconds) => ctx.log(`  ${label}: ${Math.min(ids.length, done * INTAKE_BATCH).toLocaleString('en-US')} / ${ids.length.toLocaleString('en-US')} dispatches taken in (${seconds.toFixed(1)} s)`),
+    every,
+  );
+}
+
+function apiRequest(method: string, path: string, body: unknown): ApiRequest {
+  return { method, rawPath: path, query: {}, headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify(body)), iamUserId: undefined };
+}
+
+/** Per table and index: the hottest key, its share, and what it would take at 5,000 dispatches/s. */
+export function scaleFigures(report: PartitionWriteReport, dispatches: number, consumedWriteUnits: number, notes: readonly string[]): ScaleWorkloadResult {
+  const indexes: ScaleIndexFigures[] = [];
+  const keys: Array<{ name: string; partitionKey: string; projectedWcuPerSecondAt5k: number }> = [];
+  for (const perIndex of Object.values(report.tables)) {
+    for (const [index, writes] of Object.entries(perIndex)) {
+      const name = index === BASE_TABLE ? REPORTED_TABLE : `${REPORTED_TABLE}/${index}`;
+      const projected = (units: number): number => round((units / dispatches) * CONTRACT_DISPATCHES_PER_SECOND, 1);
+      for (const key of writes.top) keys.push({ name, partitionKey: key.partitionKey, projectedWcuPerSecondAt5k: projected(key.writeUnits) });
+      const hottest = writes.top[0];
+      if (!hottest) continue;
+      indexes.push({
+        name,
+        totalWriteUnits: writes.totalWriteUnits,
+        keys: writes.keys,
+        hottestKey: hottest.partitionKey,
+        hottestWriteUnits: hottest.writeUnits,
+        hottestShare: round(hottest.writeUnits / writes.totalWriteUnits, 4),
+        hottestWriteUnitsPerDispatch: round(hottest.writeUnits / dispatches, 4),
+        projectedWcuPerSecondAt5k: projected(hottest.writeUnits),
+        localWcuPerSecond: round(hottest.writeUnitsPerSecond, 1),
+      });
+    }
+  }
+  indexes.sort((a, b) => b.projectedWcuPerSecondAt5k - a.projectedWcuPerSecondAt5k || a.name.localeCompare(b.name));
+  keys.sort((a, b) => b.projectedWcuPerSecondAt5k - a.projectedWcuPerSecondAt5k || a.name.localeCompare(b.name) || a.partitionKey.localeCompare(b.partitionKey));
+  return {
+    dispatches,
+    seconds: round(report.elapsedSeconds, 1),
+    dispatchesPerSecond: round(dispatches / report.elapsedSeconds, 1),
+    indexes,
+    topKeys: keys.slice(0, 3),
+    hottestKeyWcuAt5kPerSecond: indexes[0]?.projectedWcuPerSecondAt5k ?? 0,
+    writeUnitsCheck: { perPartitionKey: round(indexes.reduce((sum, index) => sum + index.totalWriteUnits, 0)), consumedCapacity: round(consumedWriteUnits) },
+    notes,
+  };
+}
+
+/**
+ * Steady load: one origin → one target, each dispatch a full lifecycle — taken in and submitted by the
+ * intake, completed through the API (`POST /runs/{runId}/events`), then the monitor's ticks.
+ */
+async function steady(ctx: BenchContext): Promise<ScaleWorkloadResult> {
+  const count = ctx.quick ? 500 : 5_000;
+  const rigged = await rig(ctx, 'scale-steady', false);
+  try {
+    const t0 = new Date('2026-12-01T12:00:00.000Z');
+    const ids = Array.from({ length: count }, (_, index) => `d-steady-${String(index).padStart(6, '0')}`);
+    // Warm the code paths off the books, then forget what the warm-up wrote.
+    await intake(ctx, rigged.intakeDeps, ['d-steady-warm'], 'submitted', 'warm-up');
+    await rigged.drainStream();
+    rigged.meter.reset();
+
+    const started = performance.now();
+    ctx.log(`scale: steady, ${count.toLocaleString('en-US')} lifecycles ${ORIGIN} → ${TARGET}`);
+    await intake(ctx, rigged.intakeDeps, ids, 'submitted', 'steady intake');
+    rigged.setClock(new Date(t0.getTime() + 60_000));
+    await inParallel(
+      ids,
+      API_CONCURRENCY,
+      async (dispatchId) => {
+        const response = await route(rigged.apiDeps, apiRequest('POST', `/runs/${runIdOf(dispatchId)}/events`, { dispatchId, seq: 1, type: 'completed', result: { summary: 'done' } }));
+        if (response.statusCode >= 300) throw new Error(`complete ${dispatchId} → ${response.statusCode}: ${response.body}`);
+      },
+      (done, seconds) => ctx.log(`  steady completions: ${done.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} (${seconds.toFixed(1)} s)`),
+      Math.max(1, Math.round(count / 5)),
+    );
+    // The monitor's ticks after completion, until nothing is due (a completed run without expected evidence has nothing left).
+    rigged.setClock(new Date(t0.getTime() + 150_000));
+    let ticks = 0;
+    for (let due = Number.POSITIVE_INFINITY; due > 0 && ticks < 20; ticks += 1) due = (await monitorTick(rigged.monitorDeps)).due;
+    const seconds = (performance.now() - started) / 1000;
+    const records = await rigged.drainStream();
+    ctx.log(`  steady: ${count} lifecycles in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(0)}/s), ${ticks} monitor tick(s), ${records.toLocaleString('en-US')} stream records metered`);
+    return scaleFigures(rigged.meter.partitionWrites(seconds, 3), count, rigged.meter.snapshot().writeUnits, [
+      `${count.toLocaleString('en-US')} lifecycles (origin ${ORIGIN} → target ${TARGET}, result delivery by callback): intake (takeDispatchMessage, batches of ${INTAKE_BATCH} concurrently, ${INTAKE_INVOCATIONS} batches at once), completion through the API router (${API_CONCURRENCY} calls at once), ${ticks} monitor tick(s); measured wall time includes all three.`,
+      'Write units per partition key from the table stream (NEW_AND_OLD_IMAGES) by the GSI write rules (CapacityMeter.trackPartitionKeys); rejected conditional writes and transactions from the requests. The stream publisher\'s counter writes (COUNTS#n, one per stream batch) and the origin\'s claims and acks are not part of this workload.',
+    ]);
+  } finally {
+    await rigged.close();
+  }
+}
+
+/**
+ * A target outage: dispatches whose submission fails (503) wait `retrying` on the ledger's schedule; the
+ * measured part is the monitor retrying every one of them once (they fail again).
+ */
+async function outage(ctx: BenchContext): Promise<ScaleWorkloadResult> {
+  const count = ctx.quick ? 2_000 : 100_000;
+  const rigged = await rig(ctx, 'scale-outage', true);
+  try {
+    const t0 = new Date('2026-12-01T12:00:00.000Z');
+    rigged.setClock(t0);
+    const ids = Array.from({ length: count }, (_, index) => `d-outage-${String(index).padStart(6, '0')}`);
+    ctx.log(`scale: outage, seeding ${count.toLocaleString('en-US')} dispatches (target down: each ends retrying)`);
+    const seedStarted = performance.now();
+    await seedRetrying(ctx, rigged, ids);
+    const seedSeconds = (performance.now() - seedStarted) / 1000;
+    ctx.log(`  outage seeded in ${seedSeconds.toFixed(1)} s; reading the seeding's stream records off the books`);
+    await rigged.drainStream();
+    rigged.meter.reset();
+
+    // Past the longest first delay (30 s + 20% jitter): every dispatch is due for its second attempt.
+    rigged.setClock(new Date(t0.getTime() + 40_000));
+    const retried = new Set<string>();
+    const started = performance.now();
+    let ticks = 0;
+    for (let due = Number.POSITIVE_INFINITY; due > 0 && retried.size < count && ticks < 200; ticks += 1) {
+      const report = await monitorTick(rigged.monitorDeps);
+      due = report.due;
+      for (const [dispatchId, { action, error }] of Object.entries(report.actions)) {
+        if (action === 'retrying') retried.add(dispatchId);
+        else if (action === 'failed') throw new Error(`monitor failed on ${dispatchId}: ${error ?? ''}`);
+      }
+      ctx.log(`  outage retries: tick ${ticks + 1}, ${report.due} due, ${retried.size.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} retried`);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    if (retried.size < count) throw new Error(`only ${retried.size} of ${count} dispatches were retried`);
+    const records = await rigged.drainStream();
+    ctx.log(`  outage: ${count} retries in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(0)}/s), ${ticks} tick(s), ${records.toLocaleString('en-US')} stream records metered`);
+    return scaleFigures(rigged.meter.partitionWrites(seconds, 3), count, rigged.meter.snapshot().writeUnits, [
+      `Seeding (not measured, ${seedSeconds.toFixed(0)} s): the first ${INTAKE_BATCH} dispatches through the real intake (takeDispatchMessage) against a target answering 503, each ending retrying on the attention list; the other ${(count - INTAKE_BATCH).toLocaleString('en-US')} cloned from the first one's state and accepted message with the dispatch id swapped, written with BatchWriteItem in ledger-items.ts's shapes (stateItem, messageItem: every index key recomputed for the new id). The real intake runs at ~50-300 dispatches/s on DynamoDB Local here, too slow to seed 100,000.`,
+      `Measured: the monitor's ticks (monitorTick, ${rigged.monitorDeps.limitPerShard} due entries per shard per tick) retrying each dispatch once (it fails again and is rescheduled): ${ticks} tick(s). Projected figures are per retried dispatch.`,
+    ]);
+  } finally {
+    await rigged.close();
+  }
+}
+
+/**
+ * Dispatches waiting `retrying` for a target that is down. The intake is the real one for a first batch;
+ * the rest are clones of its first dispatch (the state and the accepted message, the dispatch id swapped
+ * everywhere), stored through ledger-items.ts's codecs so every index key is the one the ledger would
+ * write for that id: taking 100,000 dispatches through the intake takes longer than the bench can.
+ */
+async function seedRetrying(ctx: BenchContext, rigged: Rig, ids: readonly string[]): Promise<void> {
+  await intake(ctx, rigged.intakeDeps, ids.slice(0, INTAKE_BATCH), 'retrying', 'outage seeding, real intake');
+  const sampleId = ids[0] ?? '';
+  const [state, message] = await Promise.all([rigged.table.getState(sampleId), rigged.table.getAcceptedMessage(sampleId)]);
+  if (state?.phase !== 'accepted' || !state.dueAt || !message) throw new Error(`${sampleId} is not waiting for a retry: ${JSON.stringify(state)}`);
+  const stateJson = JSON.stringify(state);
+  const messageJson = JSON.stringify(message);
+  // Fixed-width ids: no id is a part of another, so swapping the text swaps exactly the id.
+  const swapped = (json: string, dispatchId: string): unknown => JSON.parse(json.split(sampleId).join(dispatchId));
+  const rest = ids.slice(INTAKE_BATCH);
+  for (let start = 0; start < rest.length; start += SEED_CHUNK) {
+    const chunk = rest.slice(start, start + SEED_CHUNK);
+    await rigged.load(
+      chunk.flatMap((dispatchId) => [stateItem(swapped(stateJson, dispatchId) as DispatchState, RETENTION_SECONDS), messageItem(swapped(messageJson, dispatchId) as AcceptedMessage, RETENTION_SECONDS)]),
+    );
+    ctx.log(`  outage seeding, cloned: ${(INTAKE_BATCH + start + chunk.length).toLocaleString('en-US')} / ${ids.length.toLocaleString('en-US')}`);
+  }
+}
+
+/** Both workloads, each on its own table. */
+export async function runScale(ctx: BenchContext): Promise<ScaleResult> {
+  const steadyResult = await steady(ctx);
+  const outageResult = await outage(ctx);
+  return {
+    steady: steadyResult,
+    outage: outageResult,
+    hottestKeyWcuAt5kPerSecond: Math.max(steadyResult.hottestKeyWcuAt5kPerSecond, outageResult.hottestKeyWcuAt5kPerSecond),
+    measuredDispatchesPerSecond: steadyResult.dispatchesPerSecond,
+  };
+}
