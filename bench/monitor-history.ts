@@ -4,12 +4,12 @@ import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, type OperationTotals } from '../shared/adapters/capacity-meter.js';
 import { stateItem } from '../shared/adapters/ledger-items.js';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import type { BlobStore } from '../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
 import { accepted, submitted } from '../shared/dispatch/transitions.js';
-import { monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
 import { loopbackOnly } from '../local/loopback.js';
 import type { BenchContext } from './types.js';
 
@@ -53,8 +53,6 @@ const BATCH = 25;
 /** Batches in flight while loading the history. */
 const LOAD_CONCURRENCY = 32;
 const RETENTION_SECONDS = 90 * 86_400;
-/** The monitor function's own setting (functions/monitor/deps.ts). */
-const LIMIT_PER_SHARD = 50;
 
 /** The clock of the whole benchmark: every tick runs at T. */
 const T = new Date('2026-12-01T12:00:00.000Z');
@@ -142,9 +140,11 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
 
   try {
     await ensureLedgerTable(loader, tableName);
-    const table = new LedgerTable(DynamoDBDocumentClient.from(metered, marshallOptions), { tableName, retentionSeconds: RETENTION_SECONDS });
+    const meteredDocuments = DynamoDBDocumentClient.from(metered, marshallOptions);
+    const table = new LedgerTable(meteredDocuments, { tableName, retentionSeconds: RETENTION_SECONDS });
     const deps: MonitorDeps = {
       store: table,
+      dueIndex: new LedgerDueIndex(meteredDocuments, tableName),
       blobs: noBlobs,
       targetFor: () => {
         throw new Error('no target is contacted when nothing has stalled');
@@ -153,7 +153,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
       retryPolicy: DEFAULT_RETRY_POLICY,
       now: () => T,
       claimSeconds: 60,
-      limitPerShard: LIMIT_PER_SHARD,
+      pageSize: DUE_PAGE_SIZE,
     };
 
     const dueIds = Array.from({ length: DUE_RUNS }, (_, n) => `d-due-${String(n).padStart(3, '0')}`);
@@ -178,8 +178,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
       const before = meter.snapshot();
       const report = await monitorTick(deps);
       const spent = meter.since(before);
-      const actions = Object.values(report.actions);
-      const rescheduled = actions.filter((entry) => entry.action === 'rescheduled').length;
+      const rescheduled = report.actions.rescheduled ?? 0;
       if (report.due !== DUE_RUNS || rescheduled !== DUE_RUNS) {
         notes.push(`with ${finished} finished runs the tick saw ${report.due} due and rescheduled ${rescheduled} (expected ${DUE_RUNS} each)`);
       }
@@ -195,7 +194,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
 
     notes.push(
       `each tick: ${DUE_RUNS} due runs (due 1 s ago, active at the tick's time) among ${sizes.join(' / ')} finished runs; the tick reschedules each due run without contacting a target`,
-      `reads per tick: one Query per due-index shard (16) + one strongly consistent GetItem per due run; writes: one conditional PutItem per rescheduled run, 3 WRU each as DynamoDB Local reports it (table 1 + due index 2: moving an item's dueAt is a delete and a put in the index)`,
+      `reads per tick: one Query per due-index shard (16) + one strongly consistent GetItem per due run; writes: a claim and its release per shard with something due (UpdateItem, 1 WRU each), one conditional PutItem per rescheduled run, 3 WRU each as DynamoDB Local reports it (table 1 + due index 2: moving an item's dueAt is a delete and a put in the index)`,
       `history loaded as dispatch state items only (ledger-items.ts stateItem via BatchWriteItem, ${LOAD_CONCURRENCY} batches of ${BATCH} in flight, unmetered client): ${loadedItems} items in ${loadSeconds.toFixed(1)} s = ${Math.round(loadedItems / loadSeconds)} items/s on DynamoDB Local. Accepted-message items are in no index the monitor reads, so they were left out`,
       `units are DynamoDB Local's ConsumedCapacity (Query on a KEYS_ONLY GSI is eventually consistent: 0.5 RRU per 4 KB, minimum 0.5 per query)`,
       `ratio ${readUnitsRatio100kVs1k.toFixed(3)} (largest ÷ smallest history); target ≤ 1.1: ${readUnitsRatio100kVs1k <= 1.1 ? 'met' : 'NOT met'}`,
