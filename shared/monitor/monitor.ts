@@ -91,12 +91,15 @@ export interface TickBudget {
 
 /**
  * The budget of a tick invoked with `remainingMs` left (Lambda's `getRemainingTimeInMillis`): no new
- * page after the earlier of the invocation's end and the next tick, less TICK_MARGIN_SECONDS for the
- * pages in flight (so the next tick finds the shards released); its claims last until the invocation
- * ends, when it can no longer be working.
+ * page after the earlier of the invocation's end less TICK_MARGIN_SECONDS (for the pages in flight)
+ * and the next tick less the same margin — at most a quarter of a short period (a local 1 s tick) — so
+ * the next tick finds the shards released; its claims last until the invocation ends, when it can no
+ * longer be working.
  */
 export function tickBudget(now: Date, remainingMs: number, periodSeconds: number): Required<TickBudget> {
-  const stopAfterMs = Math.max(0, Math.min(remainingMs, periodSeconds * 1000) - TICK_MARGIN_SECONDS * 1000);
+  const marginMs = TICK_MARGIN_SECONDS * 1000;
+  const periodMs = periodSeconds * 1000;
+  const stopAfterMs = Math.max(0, Math.min(remainingMs - marginMs, periodMs - Math.min(marginMs, periodMs / 4)));
   return { stopTakingAt: new Date(now.getTime() + stopAfterMs), claimUntil: new Date(now.getTime() + remainingMs) };
 }
 

@@ -182,6 +182,9 @@ describe('tickBudget', () => {
   it('stops taking pages a margin before the next tick, and holds its claims until the invocation ends', () => {
     expect(tickBudget(at(0), 120_000, 60)).toEqual({ stopTakingAt: at(60 - TICK_MARGIN_SECONDS), claimUntil: at(120) });
   });
+  it('keeps most of a short period to work in (was: a 1 s local tick, less a 10 s margin, took no page at all)', () => {
+    expect(tickBudget(at(0), 120_000, 1)).toEqual({ stopTakingAt: new Date(at(0).getTime() + 750), claimUntil: at(120) });
+  });
   it('stops a margin before the invocation ends when that comes first', () => {
     expect(tickBudget(at(0), 30_000, 60)).toEqual({ stopTakingAt: at(30 - TICK_MARGIN_SECONDS), claimUntil: at(30) });
     expect(tickBudget(at(0), 5_000, 60).stopTakingAt).toEqual(at(0));
