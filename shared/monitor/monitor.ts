@@ -63,7 +63,7 @@ export interface TargetFlow {
  * logged whole however many dispatches the tick acted on.
  */
 export interface TickReport {
-  /** Due entries read (each acted on once). */
+  /** Due entries acted on (each once; a page the budget cut short leaves the rest due). */
   readonly due: number;
   readonly actions: ActionCounts;
   /** The same, per target (up to REPORT_TARGETS; a failure, whose target is unknown, only in `actions`). */
@@ -195,8 +195,16 @@ async function workShard(tick: Tick, shard: string): Promise<void> {
     tally.shards.worked += 1;
     try {
       while (!page.done) {
-        tally.due += page.value.length;
-        await eachAtMost(page.value, PAGE_CONCURRENCY, (entry) => actOnEntry(tick, entry));
+        // A page in flight starts no dispatch once the budget is spent either: a slow page must not run
+        // the invocation into its timeout. What it leaves stays due.
+        await eachAtMost(page.value, PAGE_CONCURRENCY, async (entry) => {
+          if (spent(tick)) {
+            tally.outOfBudget = true;
+            return;
+          }
+          tally.due += 1;
+          await actOnEntry(tick, entry);
+        });
         if (spent(tick)) {
           tally.outOfBudget = true;
           break;
