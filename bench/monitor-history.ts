@@ -62,8 +62,8 @@ function dynamodbClient(endpoint: string): DynamoDBClient {
   return loopbackOnly(new DynamoDBClient({ region: LOCAL_REGION, endpoint, credentials: LOCAL_CREDENTIALS, maxAttempts: 10 }));
 }
 
-/** A run submitted at T and running (watch time T + stallAfterSeconds). */
-function runningState(dispatchId: string): DispatchState {
+/** A run submitted at `at` (T by default) and running (watch time `at` + stallAfterSeconds). */
+export function runningState(dispatchId: string, at: Date = T): DispatchState {
   const start = accepted(
     {
       dispatchId,
@@ -74,11 +74,11 @@ function runningState(dispatchId: string): DispatchState {
       parentDispatchId: null,
       deliveryMode: 'callback',
       timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
-      writtenAt: T.toISOString(),
+      writtenAt: at.toISOString(),
     },
-    T,
+    at,
   );
-  return submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: `q-${dispatchId}` }, DEFAULT_RETRY_POLICY, T);
+  return submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: `q-${dispatchId}` }, DEFAULT_RETRY_POLICY, at);
 }
 
 /** Due now (its watch time passed) but active a moment ago: the tick reschedules it without contacting a target. */
@@ -95,18 +95,18 @@ function finishedState(dispatchId: string): DispatchState {
   };
 }
 
-/** No evidence is checked by a tick of running dispatches; any blob access is a bench bug. */
-const noBlobs: BlobStore = {
-  put: () => Promise.reject(new Error('the monitor-history bench stores no blobs')),
-  getText: () => Promise.reject(new Error('the monitor-history bench reads no blobs')),
-  getBytes: () => Promise.reject(new Error('the monitor-history bench checks no evidence')),
+/** No evidence is checked by a tick of running dispatches; any blob access is a bench bug (monitor-history and monitor-load). */
+export const noBlobs: BlobStore = {
+  put: () => Promise.reject(new Error('the monitor benches store no blobs')),
+  getText: () => Promise.reject(new Error('the monitor benches read no blobs')),
+  getBytes: () => Promise.reject(new Error('the monitor benches check no evidence')),
 };
 
 /**
  * Writes states unconditionally (an overwrite re-arms a due state) with BatchWriteItem, `LOAD_CONCURRENCY`
  * batches in flight, retrying unprocessed items. The item shape is ledger-items.ts's `stateItem`.
  */
-async function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly DispatchState[]): Promise<void> {
+export async function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly DispatchState[]): Promise<void> {
   const batches: DispatchState[][] = [];
   for (let start = 0; start < states.length; start += BATCH) batches.push(states.slice(start, start + BATCH));
   let next = 0;
@@ -125,22 +125,34 @@ async function batchPutStates(documents: DynamoDBDocumentClient, tableName: stri
   await Promise.all(Array.from({ length: Math.min(LOAD_CONCURRENCY, batches.length) }, worker));
 }
 
+/** The monitor's client, metered; the loader's (which seeds the table), not. */
+export function monitorBenchClients(endpoint: string) {
+  const metered = dynamodbClient(endpoint);
+  const meter = new CapacityMeter();
+  meter.attach(metered);
+  const loader = dynamodbClient(endpoint);
+  const marshallOptions = { marshallOptions: { removeUndefinedValues: true } };
+  return {
+    meter,
+    meteredDocuments: DynamoDBDocumentClient.from(metered, marshallOptions),
+    loader,
+    loaderDocuments: DynamoDBDocumentClient.from(loader, marshallOptions),
+    destroy: () => {
+      metered.destroy();
+      loader.destroy();
+    },
+  };
+}
+
 export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHistoryResult> {
   const sizes = ctx.quick ? QUICK_SIZES : FULL_SIZES;
   const tableName = ctx.uniqueName('bench-monitor-history');
   const notes: string[] = [];
-
-  // The monitor's client, metered; the loader's client, not.
-  const metered = dynamodbClient(ctx.endpoints.dynamodbEndpoint);
-  const meter = new CapacityMeter();
-  meter.attach(metered);
-  const loader = dynamodbClient(ctx.endpoints.dynamodbEndpoint);
-  const marshallOptions = { marshallOptions: { removeUndefinedValues: true } };
-  const loaderDocuments = DynamoDBDocumentClient.from(loader, marshallOptions);
+  const clients = monitorBenchClients(ctx.endpoints.dynamodbEndpoint);
+  const { meter, loader, loaderDocuments, meteredDocuments } = clients;
 
   try {
     await ensureLedgerTable(loader, tableName);
-    const meteredDocuments = DynamoDBDocumentClient.from(metered, marshallOptions);
     const table = new LedgerTable(meteredDocuments, { tableName, retentionSeconds: RETENTION_SECONDS });
     const deps: MonitorDeps = {
       store: table,
@@ -209,7 +221,6 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
       notes,
     };
   } finally {
-    metered.destroy();
-    loader.destroy();
+    clients.destroy();
   }
 }

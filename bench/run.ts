@@ -9,6 +9,7 @@ import { runDetection, type DetectionResult } from './detection.js';
 import { measureReferenceLifecycle, runIntakeThroughput, type IntakeThroughputResult, type ReferenceLifecycleUsage } from './intake-throughput.js';
 import { runLifecycleCost, type LifecycleCostResult } from './lifecycle-cost.js';
 import { runMonitorHistory, type MonitorHistoryResult } from './monitor-history.js';
+import { runMonitorLoad, type MonitorLoadResult } from './monitor-load.js';
 import { costOf, peerModels, perMillion, PRICES, type CostBreakdown } from './prices.js';
 import type { BenchContext, LifecycleUsage, Spread } from './types.js';
 
@@ -87,6 +88,10 @@ interface Results {
   readonly powertoolsUsdPerMillionLifecycles: number;
   readonly intakeThroughputRatioVsPowertools: number;
   readonly monitorReadUnitsRatio100kVs1k: number;
+  /** Seconds per due item in one tick of 20,000 due ÷ of 1,000 (CONTRACT §14: flat). */
+  readonly monitorSecondsPerDueItemRatio20kVs1k: number;
+  /** Due items one tick handled within its production budget, with 20,000 due. */
+  readonly monitorDueItemsPerTick: number;
   readonly maxRequireTimeRatioVsSdkOnly: number;
   readonly stallDetectionTicks: number;
   readonly orphanDetectionTicks: number;
@@ -105,6 +110,7 @@ interface Results {
   };
   readonly intakeThroughput: IntakeThroughputResult;
   readonly monitorHistory: MonitorHistoryResult;
+  readonly monitorLoad: MonitorLoadResult;
   readonly coldStart: ColdStart;
   readonly detection: DetectionResult;
 }
@@ -112,8 +118,8 @@ interface Results {
 const perMillionBreakdown = (cost: CostBreakdown): Record<keyof CostBreakdown, number> =>
   Object.fromEntries(Object.entries(cost).map(([service, dollars]) => [service, perMillion(dollars)])) as Record<keyof CostBreakdown, number>;
 
-function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult }): Results {
-  const { lifecycle, delivered, limited, reference, throughput, history, cold, detection } = parts;
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; load: MonitorLoadResult; cold: ColdStart; detection: DetectionResult }): Results {
+  const { lifecycle, delivered, limited, reference, throughput, history, load, cold, detection } = parts;
   // CONTRACT §11: what a concurrency limit adds to a lifecycle — one slot taken with the submission's claim, given back with the final write.
   const wruPerAdmission = limited.usage.dynamodb.writeUnits - lifecycle.usage.dynamodb.writeUnits;
   const ours = costOf(lifecycle.usage);
@@ -130,6 +136,8 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     usdPerMillionLifecycles: { target: '≤ $10', measured: perMillion(ours.total), met: perMillion(ours.total) <= 10 },
     intakeThroughputRatioVsPowertools: { target: '≥ 1.5×', measured: round(throughput.ratio.median, 3), met: throughput.ratio.median >= 1.5 },
     monitorReadUnitsRatio100kVs1k: { target: '≤ 1.1×', measured: round(history.readUnitsRatio100kVs1k, 3), met: history.readUnitsRatio100kVs1k <= 1.1 },
+    monitorSecondsPerDueItemRatio20kVs1k: { target: '≤ 1.2×', measured: load.monitorSecondsPerDueItemRatio20kVs1k, met: load.monitorSecondsPerDueItemRatio20kVs1k <= 1.2 },
+    monitorDueItemsPerTick: { target: '≥ 10,000', measured: load.monitorDueItemsPerTick, met: load.monitorDueItemsPerTick >= 10_000 },
     maxRequireTimeRatioVsSdkOnly: { target: '≤ 1.2×', measured: round(cold.maxRequireTimeRatio, 3), met: cold.maxRequireTimeRatio <= 1.2 },
     stallDetectionTicks: { target: '≤ 1 tick', measured: detection.stallDetectionTicks, met: detection.stallDetectionTicks <= 1 },
     orphanDetectionTicks: { target: '≤ 1 tick', measured: detection.orphanDetectionTicks, met: detection.orphanDetectionTicks <= 1 },
@@ -148,6 +156,8 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     powertoolsUsdPerMillionLifecycles: perMillion(theirs.total),
     intakeThroughputRatioVsPowertools: round(throughput.ratio.median, 3),
     monitorReadUnitsRatio100kVs1k: round(history.readUnitsRatio100kVs1k, 3),
+    monitorSecondsPerDueItemRatio20kVs1k: load.monitorSecondsPerDueItemRatio20kVs1k,
+    monitorDueItemsPerTick: load.monitorDueItemsPerTick,
     maxRequireTimeRatioVsSdkOnly: round(cold.maxRequireTimeRatio, 3),
     stallDetectionTicks: detection.stallDetectionTicks,
     orphanDetectionTicks: detection.orphanDetectionTicks,
@@ -166,6 +176,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     },
     intakeThroughput: throughput,
     monitorHistory: history,
+    monitorLoad: load,
     coldStart: cold,
     detection,
   };
@@ -263,6 +274,14 @@ function tables(results: Results): Record<string, string> {
       '',
       `Read units, largest ÷ smallest history: ${results.monitorReadUnitsRatio100kVs1k}.`,
     ].join('\n'),
+    monitorload: [
+      table(
+        ['due runs seeded', 'handled in one tick', 'seconds', 'ms per due item', 'read units per due item', 'write units per due item', 'requests per due item'],
+        results.monitorLoad.ticks.map((tick) => [tick.seeded.toLocaleString('en-US'), `${tick.handled.toLocaleString('en-US')}${tick.outOfBudget ? ' (budget spent)' : ''}`, tick.seconds, round(tick.secondsPerDueItem * 1000, 3), tick.readUnitsPerDueItem, tick.writeUnitsPerDueItem, tick.requestsPerDueItem]),
+      ),
+      '',
+      `Seconds per due item, ${results.monitorLoad.sizes.large.toLocaleString('en-US')} ÷ ${results.monitorLoad.sizes.small.toLocaleString('en-US')} due (per interleaved round): min ${results.monitorLoad.secondsPerDueItemRatio.min}, median ${results.monitorLoad.secondsPerDueItemRatio.median}, max ${results.monitorLoad.secondsPerDueItemRatio.max}. Due items handled by one tick of ${results.monitorLoad.sizes.large.toLocaleString('en-US')}: ${results.monitorLoad.monitorDueItemsPerTick.toLocaleString('en-US')}.`,
+    ].join('\n'),
     coldstart: table(['function', 'bundle', 'SDK-only bundle', 'size ratio', 'import min (median)', 'SDK-only import min (median)', 'import ratio (min ÷ min)'], cold),
     detection: table(['monitor period', 'tick phase', 'stall: ticks after deadline', 'orphan: ticks after deadline'], detection),
   };
@@ -304,6 +323,8 @@ async function main(argv: readonly string[]): Promise<number> {
     const cold = await coldStart({ log, quick });
     log('monitor cost vs history');
     const history = await withEngines(runMonitorHistory);
+    log('the monitor under load: one tick over 1k and 20k due runs');
+    const load = await withEngines(runMonitorLoad);
     const { lifecycle, delivered, limited, reference, throughput, detection, ctx } = await withEngines(async (ctx) => {
       log('cost per lifecycle: Dispatch Ledger (detached)');
       const lifecycle = await runLifecycleCost(ctx, 'detached');
@@ -320,7 +341,7 @@ async function main(argv: readonly string[]): Promise<number> {
       const detection = await runDetection(ctx);
       return { lifecycle, delivered, limited, reference, throughput, detection, ctx };
     });
-    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, cold, detection });
+    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, load, cold, detection });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
     writeDoc(results);
     log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);
