@@ -11,14 +11,14 @@ import { httpTarget } from '../shared/adapters/http-target.js';
 import { InvalidCursorError, LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
 import { coalescingWindowMs, stallDeadline } from '../shared/dispatch/transitions.js';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
 import { ApiError, errorResponse, type ApiResponse } from '../shared/api/http.js';
 import { route, type ApiDeps } from '../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
 import { takeDispatchMessage, type IntakeDeps } from '../shared/intake/intake.js';
-import { monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
 import type { TargetPort, TargetRegistration } from '../shared/targets/port.js';
 import { loopbackOnly } from '../local/loopback.js';
 import type { BenchContext } from './types.js';
@@ -178,7 +178,7 @@ async function detect(shared: Shared, kind: Kind, periodSeconds: number, phaseSe
     };
     apiDeps = { ...work, feeds: new LedgerFeedsTable(shared.documents, { tableName, retentionSeconds: RETENTION_SECONDS, now }), principals: table, principalMode: 'open', inbox: new InboxTable(shared.documents, { tableName: tableName, retentionSeconds: RETENTION_SECONDS }) };
     const intakeDeps: IntakeDeps = { ...work, principals: table, principalMode: 'open' };
-    const monitorDeps: MonitorDeps = { ...work, limitPerShard: 50 };
+    const monitorDeps: MonitorDeps = { ...work, dueIndex: new LedgerDueIndex(shared.documents, tableName), pageSize: DUE_PAGE_SIZE };
 
     const dispatchId = ctx.uniqueName(`d-${kind}`);
     const message =
@@ -219,9 +219,7 @@ async function detect(shared: Shared, kind: Kind, periodSeconds: number, phaseSe
       clock = new Date(at);
       tickTimes.push(at);
       const report = await monitorTick(monitorDeps);
-      for (const [id, action] of Object.entries(report.actions)) {
-        if (action.action === 'failed') shared.problems.push(`${kind} @ ${periodSeconds} s, tick ${tick}: ${id} failed: ${action.error ?? ''}`);
-      }
+      for (const { subject, error } of report.failures) shared.problems.push(`${kind} @ ${periodSeconds} s, tick ${tick}: ${subject} failed: ${error}`);
       state = await table.getState(dispatchId);
       if (state && detected(state)) detectedAt = at;
     }

@@ -13,7 +13,7 @@ import { publish } from '../shared/adapters/event-bus.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
 import { streamChangeOf } from '../shared/adapters/stream-records.js';
 import type { ApiDeps } from '../shared/api/routes.js';
@@ -22,7 +22,7 @@ import type { ApiRequest } from '../shared/api/http.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { publishStreamBatch } from '../shared/events/derive.js';
 import { takeDispatchMessage, type IntakeDeps } from '../shared/intake/intake.js';
-import { monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
 import { spreadOf, type BenchContext, type LifecycleUsage } from './types.js';
 
 /** Memory of each function as the stack deploys it (infra/constructs/dispatch-ledger.ts). */
@@ -148,7 +148,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
         clock = new Date(clock.getTime() + ms);
       },
     };
-    const monitorDeps: MonitorDeps = { ...common, limitPerShard: 100 };
+    const monitorDeps: MonitorDeps = { ...common, dueIndex: new LedgerDueIndex(documents, ledger.name), pageSize: DUE_PAGE_SIZE };
 
     const request = (method: string, path: string, body?: unknown, origin?: string): ApiRequest => {
       const [rawPath = '', search = ''] = path.split('?');

@@ -5,12 +5,12 @@ import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, type OperationTotals } from '../shared/adapters/capacity-meter.js';
 import { stateItem } from '../shared/adapters/ledger-items.js';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import type { BlobStore } from '../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
 import { accepted, submitted } from '../shared/dispatch/transitions.js';
-import { monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
 import { loopbackOnly } from '../local/loopback.js';
 import type { BenchContext } from './types.js';
 
@@ -50,8 +50,6 @@ const DUE_RUNS = 100;
 const FULL_SIZES = [1_000, 10_000, 100_000];
 const QUICK_SIZES = [1_000, 2_000, 5_000];
 const RETENTION_SECONDS = 90 * 86_400;
-/** The monitor function's own setting (functions/monitor/deps.ts). */
-const LIMIT_PER_SHARD = 50;
 
 /** The clock of the whole benchmark: every tick runs at T. */
 const T = new Date('2026-12-01T12:00:00.000Z');
@@ -61,8 +59,8 @@ function dynamodbClient(endpoint: string): DynamoDBClient {
   return loopbackOnly(new DynamoDBClient({ region: LOCAL_REGION, endpoint, credentials: LOCAL_CREDENTIALS, maxAttempts: 10 }));
 }
 
-/** A run submitted at T and running (watch time T + stallAfterSeconds). */
-function runningState(dispatchId: string): DispatchState {
+/** A run submitted at `at` (T by default) and running (watch time `at` + stallAfterSeconds). */
+export function runningState(dispatchId: string, at: Date = T): DispatchState {
   const start = accepted(
     {
       dispatchId,
@@ -73,11 +71,11 @@ function runningState(dispatchId: string): DispatchState {
       parentDispatchId: null,
       deliveryMode: 'callback',
       timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
-      writtenAt: T.toISOString(),
+      writtenAt: at.toISOString(),
     },
-    T,
+    at,
   );
-  return submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: `q-${dispatchId}` }, DEFAULT_RETRY_POLICY, T);
+  return submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: `q-${dispatchId}` }, DEFAULT_RETRY_POLICY, at);
 }
 
 /** Due now (its watch time passed) but active a moment ago: the tick reschedules it without contacting a target. */
@@ -94,36 +92,50 @@ function finishedState(dispatchId: string): DispatchState {
   };
 }
 
-/** No evidence is checked by a tick of running dispatches; any blob access is a bench bug. */
-const noBlobs: BlobStore = {
-  put: () => Promise.reject(new Error('the monitor-history bench stores no blobs')),
-  getText: () => Promise.reject(new Error('the monitor-history bench reads no blobs')),
-  getBytes: () => Promise.reject(new Error('the monitor-history bench checks no evidence')),
+/** No evidence is checked by a tick of running dispatches; any blob access is a bench bug (monitor-history and monitor-load). */
+export const noBlobs: BlobStore = {
+  put: () => Promise.reject(new Error('the monitor benches store no blobs')),
+  getText: () => Promise.reject(new Error('the monitor benches read no blobs')),
+  getBytes: () => Promise.reject(new Error('the monitor benches check no evidence')),
 };
 
 /** The states as ledger-items.ts stores them, loaded with BatchWriteItem (`batch-load.ts`). */
-function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly DispatchState[]): Promise<void> {
+export function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly DispatchState[]): Promise<void> {
   return batchPutItems(documents, tableName, states.map((state) => stateItem(state, RETENTION_SECONDS)));
+}
+
+/** The monitor's client, metered; the loader's (which seeds the table), not. */
+export function monitorBenchClients(endpoint: string) {
+  const metered = dynamodbClient(endpoint);
+  const meter = new CapacityMeter();
+  meter.attach(metered);
+  const loader = dynamodbClient(endpoint);
+  const marshallOptions = { marshallOptions: { removeUndefinedValues: true } };
+  return {
+    meter,
+    meteredDocuments: DynamoDBDocumentClient.from(metered, marshallOptions),
+    loader,
+    loaderDocuments: DynamoDBDocumentClient.from(loader, marshallOptions),
+    destroy: () => {
+      metered.destroy();
+      loader.destroy();
+    },
+  };
 }
 
 export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHistoryResult> {
   const sizes = ctx.quick ? QUICK_SIZES : FULL_SIZES;
   const tableName = ctx.uniqueName('bench-monitor-history');
   const notes: string[] = [];
-
-  // The monitor's client, metered; the loader's client, not.
-  const metered = dynamodbClient(ctx.endpoints.dynamodbEndpoint);
-  const meter = new CapacityMeter();
-  meter.attach(metered);
-  const loader = dynamodbClient(ctx.endpoints.dynamodbEndpoint);
-  const marshallOptions = { marshallOptions: { removeUndefinedValues: true } };
-  const loaderDocuments = DynamoDBDocumentClient.from(loader, marshallOptions);
+  const clients = monitorBenchClients(ctx.endpoints.dynamodbEndpoint);
+  const { meter, loader, loaderDocuments, meteredDocuments } = clients;
 
   try {
     await ensureLedgerTable(loader, tableName);
-    const table = new LedgerTable(DynamoDBDocumentClient.from(metered, marshallOptions), { tableName, retentionSeconds: RETENTION_SECONDS });
+    const table = new LedgerTable(meteredDocuments, { tableName, retentionSeconds: RETENTION_SECONDS });
     const deps: MonitorDeps = {
       store: table,
+      dueIndex: new LedgerDueIndex(meteredDocuments, tableName),
       blobs: noBlobs,
       targetFor: () => {
         throw new Error('no target is contacted when nothing has stalled');
@@ -132,7 +144,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
       retryPolicy: DEFAULT_RETRY_POLICY,
       now: () => T,
       claimSeconds: 60,
-      limitPerShard: LIMIT_PER_SHARD,
+      pageSize: DUE_PAGE_SIZE,
     };
 
     const dueIds = Array.from({ length: DUE_RUNS }, (_, n) => `d-due-${String(n).padStart(3, '0')}`);
@@ -157,8 +169,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
       const before = meter.snapshot();
       const report = await monitorTick(deps);
       const spent = meter.since(before);
-      const actions = Object.values(report.actions);
-      const rescheduled = actions.filter((entry) => entry.action === 'rescheduled').length;
+      const rescheduled = report.actions.rescheduled ?? 0;
       if (report.due !== DUE_RUNS || rescheduled !== DUE_RUNS) {
         notes.push(`with ${finished} finished runs the tick saw ${report.due} due and rescheduled ${rescheduled} (expected ${DUE_RUNS} each)`);
       }
@@ -174,7 +185,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
 
     notes.push(
       `each tick: ${DUE_RUNS} due runs (due 1 s ago, active at the tick's time) among ${sizes.join(' / ')} finished runs; the tick reschedules each due run without contacting a target`,
-      `reads per tick: one Query per due-index shard (16) + one strongly consistent GetItem per due run; writes: one conditional PutItem per rescheduled run, 3 WRU each as DynamoDB Local reports it (table 1 + due index 2: moving an item's dueAt is a delete and a put in the index)`,
+      `reads per tick: one Query per due-index shard (16) + one strongly consistent GetItem per due run; writes: a claim and its release per shard with something due (UpdateItem, 1 WRU each), one conditional PutItem per rescheduled run, 3 WRU each as DynamoDB Local reports it (table 1 + due index 2: moving an item's dueAt is a delete and a put in the index)`,
       `history loaded as dispatch state items only (ledger-items.ts stateItem via BatchWriteItem, ${LOAD_CONCURRENCY} batches of ${BATCH_WRITE_ITEMS} in flight, unmetered client): ${loadedItems} items in ${loadSeconds.toFixed(1)} s = ${Math.round(loadedItems / loadSeconds)} items/s on DynamoDB Local. Accepted-message items are in no index the monitor reads, so they were left out`,
       `units are DynamoDB Local's ConsumedCapacity (Query on a KEYS_ONLY GSI is eventually consistent: 0.5 RRU per 4 KB, minimum 0.5 per query)`,
       `ratio ${readUnitsRatio100kVs1k.toFixed(3)} (largest ÷ smallest history); target ≤ 1.1: ${readUnitsRatio100kVs1k <= 1.1 ? 'met' : 'NOT met'}`,
@@ -189,7 +200,6 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
       notes,
     };
   } finally {
-    metered.destroy();
-    loader.destroy();
+    clients.destroy();
   }
 }

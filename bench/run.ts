@@ -9,6 +9,7 @@ import { runDetection, type DetectionResult } from './detection.js';
 import { measureReferenceLifecycle, runIntakeThroughput, type IntakeThroughputResult, type ReferenceLifecycleUsage } from './intake-throughput.js';
 import { runLifecycleCost, type LifecycleCostResult } from './lifecycle-cost.js';
 import { runMonitorHistory, type MonitorHistoryResult } from './monitor-history.js';
+import { runMonitorLoad, type MonitorLoadResult } from './monitor-load.js';
 import { costOf, peerModels, perMillion, PRICES, type CostBreakdown } from './prices.js';
 import { KEY_WRITE_LIMIT_PER_SECOND, runScale, type ScaleResult } from './scale.js';
 import type { BenchContext, LifecycleUsage, Spread } from './types.js';
@@ -100,6 +101,10 @@ interface Results {
   readonly intakeThroughputRatioVsPowertools: number;
   readonly intakeThroughputRatioVsFloor: number;
   readonly monitorReadUnitsRatio100kVs1k: number;
+  /** Seconds per due item in one tick of 20,000 due ÷ of 1,000 (CONTRACT §14: flat). */
+  readonly monitorSecondsPerDueItemRatio20kVs1k: number;
+  /** Due items one tick handled within its production budget, with 20,000 due. */
+  readonly monitorDueItemsPerTick: number;
   readonly maxRequireTimeRatioVsSdkOnly: number;
   readonly stallDetectionTicks: number;
   readonly orphanDetectionTicks: number;
@@ -120,6 +125,7 @@ interface Results {
   };
   readonly intakeThroughput: IntakeThroughputResult;
   readonly monitorHistory: MonitorHistoryResult;
+  readonly monitorLoad: MonitorLoadResult;
   readonly coldStart: ColdStart;
   readonly detection: DetectionResult;
   readonly scale: ScaleResult;
@@ -142,8 +148,8 @@ const scaleTarget = (scale: ScaleResult): Results['targets'][string] => ({
   met: scale.hottestKeyWcuAt5kPerSecond <= KEY_WRITE_LIMIT_PER_SECOND,
 });
 
-function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; cold: ColdStart; detection: DetectionResult; scale: ScaleResult }): Results {
-  const { lifecycle, delivered, limited, reference, throughput, history, cold, detection, scale } = parts;
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; load: MonitorLoadResult; cold: ColdStart; detection: DetectionResult; scale: ScaleResult }): Results {
+  const { lifecycle, delivered, limited, reference, throughput, history, load, cold, detection, scale } = parts;
   // CONTRACT §11: what a concurrency limit adds to a lifecycle — one slot taken with the submission's claim, given back with the final write.
   const wruPerAdmission = limited.usage.dynamodb.writeUnits - lifecycle.usage.dynamodb.writeUnits;
   const ours = costOf(lifecycle.usage);
@@ -165,6 +171,8 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     intakeThroughputRatioVsPowertools: { target: '≥ 1.3×', measured: round(throughput.ratioVsPowertools.median, 3), met: throughput.ratioVsPowertools.median >= 1.3 },
     intakeThroughputRatioVsFloor: { target: '≥ 0.9×', measured: round(throughput.ratioVsFloor.median, 3), met: throughput.ratioVsFloor.median >= 0.9 },
     monitorReadUnitsRatio100kVs1k: { target: '≤ 1.1×', measured: round(history.readUnitsRatio100kVs1k, 3), met: history.readUnitsRatio100kVs1k <= 1.1 },
+    monitorSecondsPerDueItemRatio20kVs1k: { target: '≤ 1.2×', measured: load.monitorSecondsPerDueItemRatio20kVs1k, met: load.monitorSecondsPerDueItemRatio20kVs1k <= 1.2 },
+    monitorDueItemsPerTick: { target: '≥ 10,000', measured: load.monitorDueItemsPerTick, met: load.monitorDueItemsPerTick >= 10_000 },
     maxRequireTimeRatioVsSdkOnly: { target: '≤ 1.2×', measured: round(cold.maxRequireTimeRatio, 3), met: cold.maxRequireTimeRatio <= 1.2 },
     stallDetectionTicks: { target: '≤ 1 tick', measured: detection.stallDetectionTicks, met: detection.stallDetectionTicks <= 1 },
     orphanDetectionTicks: { target: '≤ 1 tick', measured: detection.orphanDetectionTicks, met: detection.orphanDetectionTicks <= 1 },
@@ -188,6 +196,8 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     intakeThroughputRatioVsPowertools: round(throughput.ratioVsPowertools.median, 3),
     intakeThroughputRatioVsFloor: round(throughput.ratioVsFloor.median, 3),
     monitorReadUnitsRatio100kVs1k: round(history.readUnitsRatio100kVs1k, 3),
+    monitorSecondsPerDueItemRatio20kVs1k: load.monitorSecondsPerDueItemRatio20kVs1k,
+    monitorDueItemsPerTick: load.monitorDueItemsPerTick,
     maxRequireTimeRatioVsSdkOnly: round(cold.maxRequireTimeRatio, 3),
     stallDetectionTicks: detection.stallDetectionTicks,
     orphanDetectionTicks: detection.orphanDetectionTicks,
@@ -207,6 +217,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     },
     intakeThroughput: throughput,
     monitorHistory: history,
+    monitorLoad: load,
     coldStart: cold,
     detection,
     scale,
@@ -331,6 +342,14 @@ function tables(results: Results): Record<string, string> {
       '',
       `Read units, largest ÷ smallest history: ${results.monitorReadUnitsRatio100kVs1k}.`,
     ].join('\n'),
+    monitorload: [
+      table(
+        ['due runs seeded', 'handled in one tick', 'seconds', 'ms per due item', 'read units per due item', 'write units per due item', 'requests per due item'],
+        results.monitorLoad.ticks.map((tick) => [tick.seeded.toLocaleString('en-US'), `${tick.handled.toLocaleString('en-US')}${tick.outOfBudget ? ' (budget spent)' : ''}`, tick.seconds, round(tick.secondsPerDueItem * 1000, 3), tick.readUnitsPerDueItem, tick.writeUnitsPerDueItem, tick.requestsPerDueItem]),
+      ),
+      '',
+      `Seconds per due item, ${results.monitorLoad.sizes.large.toLocaleString('en-US')} ÷ ${results.monitorLoad.sizes.small.toLocaleString('en-US')} due (per interleaved round): min ${results.monitorLoad.secondsPerDueItemRatio.min}, median ${results.monitorLoad.secondsPerDueItemRatio.median}, max ${results.monitorLoad.secondsPerDueItemRatio.max}. Due items handled by one tick of ${results.monitorLoad.sizes.large.toLocaleString('en-US')}: ${results.monitorLoad.monitorDueItemsPerTick.toLocaleString('en-US')}.`,
+    ].join('\n'),
     coldstart: table(['function', 'bundle', 'SDK-only bundle', 'size ratio', 'import min (median)', 'SDK-only import min (median)', 'import ratio (min ÷ min)'], cold),
     detection: table(['monitor period', 'tick phase', 'stall: ticks after deadline', 'orphan: ticks after deadline'], detection),
     scale: scaleTable(results.scale),
@@ -411,6 +430,8 @@ async function main(argv: readonly string[]): Promise<number> {
     const cold = await coldStart({ log, quick });
     log('monitor cost vs history');
     const history = await withEngines(runMonitorHistory);
+    log('the monitor under load: one tick over 1k and 20k due runs');
+    const load = await withEngines(runMonitorLoad);
     const { lifecycle, delivered, limited, reference, throughput, detection, ctx } = await withEngines(async (ctx) => {
       log('cost per lifecycle: Dispatch Ledger (detached)');
       const lifecycle = await runLifecycleCost(ctx, 'detached');
@@ -429,7 +450,7 @@ async function main(argv: readonly string[]): Promise<number> {
     });
     log('scale: writes per partition key (CONTRACT §14)');
     const scale = await withEngines(runScale);
-    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, cold, detection, scale });
+    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, load, cold, detection, scale });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
     writeDoc(tables(results));
     log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);

@@ -1,5 +1,6 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { isPublishedRecord, isTtlRemoval } from '../shared/adapters/stream-records.js';
+import { MONITOR_TIMEOUT_SECONDS } from '../shared/monitor/monitor.js';
 import type { HttpApiHandler } from './runtime/http-api.js';
 import type { ScheduledHandler } from './runtime/scheduler.js';
 import type { SqsHandler } from './runtime/sqs-event-source.js';
@@ -12,7 +13,7 @@ import type { StreamHandler } from './runtime/stream-event-source.js';
 export type LocalFunction =
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures'; readonly batchSize: number } }
   | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'http' } }
-  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'schedule' } }
+  | { readonly name: string; readonly module: URL; readonly trigger: { readonly kind: 'schedule'; readonly timeoutSeconds: number } }
   | {
       readonly name: string;
       readonly module: URL;
@@ -27,7 +28,8 @@ export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
   { name: 'api', module: fn('api/handler.ts'), trigger: { kind: 'http' } },
   // Lambda's on-failure records of lambda targets, from the local Lambda (CONTRACT §12).
   { name: 'failures', module: fn('failures/handler.ts'), trigger: { kind: 'sqs', queue: 'lambdaFailures', batchSize: 10 } },
-  { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule' } },
+  // The stack's timeout: a tick's budget is cut from the invocation's remaining time, as in AWS.
+  { name: 'monitor', module: fn('monitor/handler.ts'), trigger: { kind: 'schedule', timeoutSeconds: MONITOR_TIMEOUT_SECONDS } },
   // Only the items it reads (a dispatch's, rejections), as the stack's filter passes.
   { name: 'publisher', module: fn('publisher/handler.ts'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100, filter: isPublishedRecord } },
   // Only TTL removals, as the stack's filter passes. DynamoDB Local's sweeper deletes expired items too

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { MONITOR_TIMEOUT_SECONDS } from '../shared/monitor/monitor.js';
 import { localClients, localHandlerEnvironment, type LocalClients, type LocalEndpoints } from './clients.js';
 import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-agent/server.js';
 import { LOCAL_REGION, startEngines } from './engines/index.js';
@@ -15,7 +16,7 @@ import { startLocalLambda, type LocalLambdaHandler } from './runtime/lambda-invo
 
 /** The example Lambda worker's target name, locally as in the app (`-c exampleLambdaWorker=true`). */
 export const EXAMPLE_WORKER_TARGET = 'example-worker';
-import { Scheduler, type ScheduledHandler } from './runtime/scheduler.js';
+import { Scheduler, type ScheduledFunction, type ScheduledHandler } from './runtime/scheduler.js';
 import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, type LocalCredentials } from './runtime/sigv4.js';
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
 import { StreamEventSource, type StreamHandler } from './runtime/stream-event-source.js';
@@ -163,12 +164,12 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     let monitorHandler: ScheduledHandler | undefined;
     const monitorFunction = {
       name: ADMISSION_FUNCTION,
-      timeoutMs: 120_000,
+      timeoutMs: MONITOR_TIMEOUT_SECONDS * 1000,
       noDestination: true,
       handler: async (event: unknown) => {
         if (!monitorHandler) throw new Error('the monitor handler is not loaded yet');
         // The admit event is not a ScheduledEvent: the handler tells them apart (isAdmitEvent).
-        return monitorHandler(event as Parameters<ScheduledHandler>[0], lambdaContext(ADMISSION_FUNCTION, 120_000, LOCAL_REGION));
+        return monitorHandler(event as Parameters<ScheduledHandler>[0], lambdaContext(ADMISSION_FUNCTION, MONITOR_TIMEOUT_SECONDS * 1000, LOCAL_REGION));
       },
     };
     const localLambda = await startLocalLambda({
@@ -240,7 +241,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       options.environment ?? {},
     );
 
-    const scheduled: Array<{ functionName: string; handler: ScheduledHandler }> = [];
+    const scheduled: ScheduledFunction[] = [];
     for (const fn of LOCAL_FUNCTIONS) {
       switch (fn.trigger.kind) {
         case 'sqs': {
@@ -269,7 +270,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         case 'schedule': {
           const handler = await loadHandler<ScheduledHandler>(fn);
           monitorHandler = handler;
-          scheduled.push({ functionName: fn.name, handler });
+          scheduled.push({ functionName: fn.name, handler, timeoutMs: fn.trigger.timeoutSeconds * 1000 });
           break;
         }
         case 'stream': {

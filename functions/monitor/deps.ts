@@ -1,8 +1,9 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { LedgerDueIndex } from '../../shared/adapters/ledger-table.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
-import type { MonitorDeps } from '../../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, type MonitorDeps } from '../../shared/monitor/monitor.js';
 
 /** Composition root of the monitor function. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'monitor' } });
@@ -13,12 +14,13 @@ const adapters = buildLedgerAdapters(config);
 
 export const monitorDeps: MonitorDeps = {
   store: adapters.table,
+  dueIndex: new LedgerDueIndex(adapters.documents, config.tableName),
   blobs: adapters.blobs,
   targetFor: adapters.targetFor,
   callbackUrl: config.apiBaseUrl,
   retryPolicy: config.retryPolicy,
   now: () => new Date(),
   claimSeconds: config.claimSeconds,
-  limitPerShard: 50,
+  pageSize: DUE_PAGE_SIZE,
   periodSeconds: config.monitorPeriodSeconds,
 };

@@ -1,7 +1,7 @@
+import type { Context, ScheduledEvent } from 'aws-lambda';
 import { countForTarget, gaugeForTarget } from '../../shared/adapters/metrics.js';
-import type { ScheduledEvent } from 'aws-lambda';
 import { isAdmitEvent } from '../../shared/adapters/admission-nudge.js';
-import { monitorTick, type MonitorAction } from '../../shared/monitor/monitor.js';
+import { DEFAULT_PERIOD_SECONDS, monitorTick, tickBudget, type MonitorAction } from '../../shared/monitor/monitor.js';
 import { admitWaiting } from '../../shared/usecases/submit-attempt.js';
 import { logger, metrics, monitorDeps } from './deps.js';
 
@@ -11,24 +11,29 @@ const METRIC: Partial<Record<MonitorAction, string>> = { retrying: 'SubmissionRe
 /**
  * The monitor, on an EventBridge schedule (1 minute in AWS; `--tick` seconds locally) — and invoked
  * asynchronously with `{ "admit": target }` by a write that freed one of the target's slots (CONTRACT
- * §11: admission at once, not at the next tick).
+ * §11: admission at once, not at the next tick). A tick takes no new page of due work once its budget
+ * (the invocation's remaining time or the period, less a margin) is spent: the rest is the next tick's.
  */
-export const handler = async (event: ScheduledEvent | { readonly admit: string }): Promise<void> => {
+export const handler = async (event: ScheduledEvent | { readonly admit: string }, context: Pick<Context, 'getRemainingTimeInMillis'>): Promise<void> => {
   if (isAdmitEvent(event)) {
     const admitted = await admitWaiting(monitorDeps, event.admit);
     logger.info('admission', { target: event.admit, admitted });
     return;
   }
-  const report = await monitorTick(monitorDeps);
+  const budget = tickBudget(monitorDeps.now(), context.getRemainingTimeInMillis(), monitorDeps.periodSeconds ?? DEFAULT_PERIOD_SECONDS);
+  const report = await monitorTick(monitorDeps, budget);
   // CONTRACT §7: each limited target's queue and the slots its unknown runs hold, every tick (gauges).
   for (const [target, flow] of Object.entries(report.targets)) {
     gaugeForTarget(metrics, 'WaitingDispatches', target, flow.waiting);
     gaugeForTarget(metrics, 'SlotsHeldByUnknownRuns', target, flow.unknownHeld);
   }
-  if (report.due === 0 && Object.keys(report.targets).length === 0) return;
-  logger.info('monitor tick', { due: report.due, actions: report.actions, targets: report.targets });
-  for (const { action, target } of Object.values(report.actions)) {
-    const name = METRIC[action];
-    if (name) countForTarget(metrics, name, target ?? 'none');
+  if (report.due === 0 && report.shards.held === 0 && report.failures.length === 0 && Object.keys(report.targets).length === 0) return;
+  // Counts only (the report's size does not grow with what is due): safe to log whole every tick.
+  logger.info('monitor tick', { ...report });
+  for (const [target, counts] of Object.entries(report.byTarget)) {
+    for (const [action, count] of Object.entries(counts) as Array<[MonitorAction, number]>) {
+      const name = METRIC[action];
+      if (name && count > 0) countForTarget(metrics, name, target, count);
+    }
   }
 };

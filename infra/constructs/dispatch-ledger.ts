@@ -13,6 +13,7 @@ import { COUNTS_KEY_PATTERN } from '../../shared/adapters/ledger-items.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
+import { MONITOR_TIMEOUT_SECONDS } from '../../shared/monitor/monitor.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
 import { EventPublisher } from './event-publisher.js';
@@ -186,14 +187,14 @@ export class DispatchLedger extends Construct {
 
     // Timeouts: each target call is bounded by targetTimeout; a batch of 10 runs its records in
     // parallel, so intake needs about one target call plus its writes. The API forwards one call at
-    // most. A monitor tick looks several due runs up in turn. The publisher talks to EventBridge, and
+    // most. A monitor tick works until its budget (the period, or what is left of this timeout) is spent. The publisher talks to EventBridge, and
     // adds each batch's counts to a counter item of the table (`GET /counts`).
     // Retention lists and deletes a few folders per expired record, a batch's records in parallel.
     const api = fn('api', Duration.seconds(30), { ...common, ...admission });
     this.api = new LedgerApi(this, 'Api', { api });
     const callback = { ...common, API_BASE_URL: this.api.url.url };
     const intake = fn('intake', Duration.seconds(30), callback);
-    const monitor = fn('monitor', Duration.minutes(2), callback, 512, monitorName);
+    const monitor = fn('monitor', Duration.seconds(MONITOR_TIMEOUT_SECONDS), callback, 512, monitorName);
     // A profile naming an unknown detail-type fails the synth, not the publisher's cold start.
     const publishedEvents = profileToEnv(props.events ?? 'all');
     const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger', LEDGER_TABLE_NAME: table.tableName, PUBLISHED_EVENTS: publishedEvents }, 256);

@@ -34,6 +34,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin: one of a target's concurrency counters) |
  * | limited targets    | LIMITED           | TARGETS     | —  (the names of targets that have or had a limit: the monitor admits for them) |
  * | dispatch counts    | COUNTS#{n}        | COUNTS      | —  (one of COUNT_SHARDS counters the publisher ADDs each batch's deltas to; summed by `GET /counts`) |
+ * | due shard claim    | DUECLAIM#{shard}  | CLAIM       | —  (holder, leaseUntil: the monitor tick working on one due shard; released at its end, lapses if it dies) |
  *
  * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys `due#{nn}` so no partition is hot; sorted
  *   by due time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the
@@ -156,6 +157,8 @@ export const KEY = {
   slotShard: (target: string, shard: number) => ({ pk: `SLOT#${target}#${pad(shard, 2)}`, sk: 'SLOTS' }),
   limitedTargets: () => ({ pk: 'LIMITED', sk: 'TARGETS' }),
   counts: (shard: number) => ({ pk: `${COUNTS_PK}${shard}`, sk: 'COUNTS' }),
+  /** One per due shard (`due#nn`, a DUE_SHARD_KEYS entry): which tick works on it, until when. */
+  dueShardClaim: (shard: string) => ({ pk: `DUECLAIM#${shard}`, sk: 'CLAIM' }),
 } as const;
 
 /** The item-collection queries: a dispatch's partition and the sort-key prefix of one kind of item. */

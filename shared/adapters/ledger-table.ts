@@ -11,6 +11,7 @@ import {
   type DynamoDBDocumentClient,
   type PutCommandInput,
   type QueryCommandInput,
+  type UpdateCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { StoredManualAttestation, type ManualAttestation } from '../dispatch/manual.js';
@@ -19,7 +20,7 @@ import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -193,6 +194,49 @@ export function statePut(tableName: string, from: DispatchState, next: DispatchS
     Item,
     ConditionExpression: 'version = :version AND phase = :phase',
     ExpressionAttributeValues: { ':version': condition.version, ':phase': condition.phase },
+  };
+}
+
+/**
+ * One page of a due shard: `dueAt <= now`, the longest due first, from where the last page ended. The
+ * index is eventually consistent; the monitor re-reads each entry by key. An entry the tick moves out
+ * of the range does not move the position: a page never returns what an earlier page of the tick did.
+ */
+export function duePageQuery(tableName: string, shard: string, now: Date, pageSize: number, startKey?: Record<string, unknown>): QueryCommandInput {
+  return {
+    TableName: tableName,
+    IndexName: INDEX.due,
+    KeyConditionExpression: 'dueShard = :shard AND dueAt <= :now',
+    ExpressionAttributeValues: { ':shard': shard, ':now': now.toISOString() },
+    Limit: pageSize,
+    ExclusiveStartKey: startKey,
+  };
+}
+
+/**
+ * A monitor tick's claim on a due shard (CONTRACT §14: a tick never overlaps its own work on a shard).
+ * Timeline: tick A claims (until its invocation's end) → tick B's claim fails the condition and B skips
+ * the shard → A releases (REMOVE holder) → the next claim succeeds. If A dies, its lease lapses: a claim
+ * whose `now` (the clock at that write, never a tick's start) is past `leaseUntil` takes it over.
+ */
+export function dueShardClaimUpdate(tableName: string, shard: string, holder: string, now: Date, until: Date): UpdateCommandInput {
+  return {
+    TableName: tableName,
+    Key: KEY.dueShardClaim(shard),
+    UpdateExpression: 'SET holder = :holder, leaseUntil = :until',
+    ConditionExpression: 'attribute_not_exists(holder) OR leaseUntil < :now',
+    ExpressionAttributeValues: { ':holder': holder, ':until': until.toISOString(), ':now': now.toISOString() },
+  };
+}
+
+/** Ends a due shard's claim, only the holder's own (one taken over after a lapse is another tick's). */
+export function dueShardReleaseUpdate(tableName: string, shard: string, holder: string): UpdateCommandInput {
+  return {
+    TableName: tableName,
+    Key: KEY.dueShardClaim(shard),
+    UpdateExpression: 'REMOVE holder, leaseUntil',
+    ConditionExpression: 'holder = :holder',
+    ExpressionAttributeValues: { ':holder': holder },
   };
 }
 
@@ -484,23 +528,6 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  async listDue(now: Date, limitPerShard: number): Promise<DueEntry[]> {
-    const pages = await Promise.all(
-      DUE_SHARD_KEYS.map((shard) =>
-        this.db.send(
-          new QueryCommand({
-            TableName: this.table,
-            IndexName: INDEX.due,
-            KeyConditionExpression: 'dueShard = :shard AND dueAt <= :now',
-            ExpressionAttributeValues: { ':shard': shard, ':now': now.toISOString() },
-            Limit: limitPerShard,
-          }),
-        ),
-      ),
-    );
-    return pages.flatMap((page) => (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), dueAt: String(item.dueAt) })));
-  }
-
   private cachedTarget: ((name: string) => Promise<TargetRegistration | undefined>) | undefined;
 
   async getTarget(name: string): Promise<TargetRegistration | undefined> {
@@ -711,4 +738,45 @@ export function manualAttestationOf(item: Record<string, unknown>): ManualAttest
   const decoded = StoredManualAttestation.safeParse(record);
   if (!decoded.success) throw new CorruptItemError(key, validationProblems(decoded.error));
   return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
+}
+
+/**
+ * The due index as the monitor works through it (CONTRACT §14). Apart from LedgerTable because only
+ * the monitor uses it: no other function's bundle carries it (as InboxTable, the API's alone).
+ */
+export class LedgerDueIndex implements DueIndex {
+  constructor(
+    private readonly db: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  readonly dueShards: readonly string[] = DUE_SHARD_KEYS;
+
+  async *duePages(shard: string, now: Date, pageSize: number): AsyncGenerator<DueEntry[], void, undefined> {
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const page = await this.db.send(new QueryCommand(duePageQuery(this.tableName, shard, now, pageSize, startKey)));
+      startKey = page.LastEvaluatedKey;
+      yield (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), dueAt: String(item.dueAt) }));
+    } while (startKey);
+  }
+
+  async claimDueShard(shard: string, holder: string, now: Date, until: Date): Promise<boolean> {
+    try {
+      await this.db.send(new UpdateCommand(dueShardClaimUpdate(this.tableName, shard, holder, now, until)));
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  async releaseDueShard(shard: string, holder: string): Promise<void> {
+    try {
+      await this.db.send(new UpdateCommand(dueShardReleaseUpdate(this.tableName, shard, holder)));
+    } catch (error) {
+      // Taken over after its lease lapsed: that tick's claim is not ours to end.
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
 }

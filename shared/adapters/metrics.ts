@@ -1,11 +1,11 @@
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 
 /**
- * Counts one occurrence of a contract metric (CONTRACT §7): namespace DispatchLedger, dimension
+ * Counts occurrences (one by default) of a contract metric (CONTRACT §7): namespace DispatchLedger, dimension
  * `Target` only — Powertools' default `service` dimension is cleared, and never a run or dispatch id.
  */
-export function countForTarget(metrics: Metrics, name: string, target: string): void {
-  countOnce(metrics, name, { Target: target });
+export function countForTarget(metrics: Metrics, name: string, target: string, count = 1): void {
+  countOnce(metrics, name, { Target: target }, count);
 }
 
 /** One occurrence (or `count` of them) of a metric with exactly these dimensions (none: a fact about the whole ledger). */

@@ -288,9 +288,6 @@ export interface LedgerStore {
    */
   deferDue(due: DueEntry, until: Date): Promise<void>;
 
-  /** What is due (`dueAt` ≤ now), from every shard of the due index (eventually consistent: re-read each by key). */
-  listDue(now: Date, limitPerShard: number): Promise<DueEntry[]>;
-
   getTarget(name: string): Promise<TargetRegistration | undefined>;
   /** Registers a target; with `maxConcurrentRuns`, its slot shards' caps are set in the same call. */
   putTarget(target: TargetRegistration): Promise<void>;
@@ -321,6 +318,27 @@ export interface LedgerStore {
   /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
   putResultBody(body: ResultBody): Promise<void>;
   getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined>;
+}
+
+/**
+ * The due index as the monitor works through it (CONTRACT §14): shard by shard, each shard under a
+ * claim of one tick, page by page. The monitor's alone (the other functions never read it).
+ */
+export interface DueIndex {
+  /** The due index's shards (the monitor works on each under a claim). */
+  readonly dueShards: readonly string[];
+  /**
+   * What is due (`dueAt` ≤ now) in one shard of the due index, the longest due first, one page at a
+   * time: the next page is read only when asked for (eventually consistent: re-read each by key).
+   */
+  duePages(shard: string, now: Date, pageSize: number): AsyncGenerator<DueEntry[], void, undefined>;
+  /**
+   * Takes a due shard for one monitor tick until `until`, when it is free or its lease lapsed by `now`
+   * (the clock at this write); false when another tick holds it.
+   */
+  claimDueShard(shard: string, holder: string, now: Date, until: Date): Promise<boolean>;
+  /** Gives a due shard back: only the holder's own claim (one taken over after a lapse stays). */
+  releaseDueShard(shard: string, holder: string): Promise<void>;
 }
 
 /** What the results inbox reads and writes beyond single states (CONTRACT §10). */

@@ -1,7 +1,8 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { cancelAnswered, isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
 import { resultDue } from '../usecases/inbox.js';
-import { CorruptItemError, type DispatchWorkDeps } from '../ledger/port.js';
+import { randomUUID } from 'node:crypto';
+import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex } from '../ledger/port.js';
 import { admitWaiting, startAttempt } from '../usecases/submit-attempt.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import { clip } from '../text.js';
@@ -12,8 +13,10 @@ import { settleEvidence } from './evidence-check.js';
 export { evidenceKey } from './evidence-check.js';
 
 export interface MonitorDeps extends DispatchWorkDeps {
-  /** Due entries read per shard per tick; the rest wait for the next tick. */
-  readonly limitPerShard: number;
+  /** What is due, shard by shard (the table's `due` index). */
+  readonly dueIndex: DueIndex;
+  /** Due entries read per page of a shard: a shard's work holds one page in memory at a time. */
+  readonly pageSize: number;
   /** How often the monitor runs (its schedule's period): a dispatch it failed on is tried again one period later. @default 60 */
   readonly periodSeconds?: number;
   /** Waiting dispatches one tick admits per limited target, at most. @default 100 */
@@ -24,9 +27,25 @@ export interface MonitorDeps extends DispatchWorkDeps {
 export const FAILED_RETRY_SECONDS = 15 * 60;
 /** The schedule's period when the deps do not say (the stack's default: one minute). */
 export const DEFAULT_PERIOD_SECONDS = 60;
+/** The monitor function's timeout, in AWS and on the local platform: a tick's budget is cut from what is left of it. */
+export const MONITOR_TIMEOUT_SECONDS = 120;
+/** Left at the end of a tick's budget for the pages in flight to finish (and the admissions after them). */
+export const TICK_MARGIN_SECONDS = 10;
+/** Due entries per page in production (a page is what one shard's work holds in memory). */
+export const DUE_PAGE_SIZE = 100;
+/** Due shards worked on at once, each under its claim. */
+export const SHARD_CONCURRENCY = 16;
+/** Due dispatches of one page acted on at once: at most SHARD_CONCURRENCY × PAGE_CONCURRENCY in flight. */
+export const PAGE_CONCURRENCY = 4;
+/** Failures a tick report names; the rest are only counted. */
+export const FAILURE_SAMPLE = 10;
+/** Targets a tick report counts apart; actions on any other are counted under OTHER_TARGETS. */
+export const REPORT_TARGETS = 100;
+export const OTHER_TARGETS = '(other targets)';
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
 export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'waiting' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
+export type ActionCounts = Readonly<Partial<Record<MonitorAction, number>>>;
 
 /** A limited target as the tick left it (CONTRACT §7 metrics `WaitingDispatches`, `SlotsHeldByUnknownRuns`). */
 export interface TargetFlow {
@@ -39,9 +58,22 @@ export interface TargetFlow {
   readonly admitted: number;
 }
 
+/**
+ * What one tick did, in counts: its size does not grow with what is due (CONTRACT §14), so it can be
+ * logged whole however many dispatches the tick acted on.
+ */
 export interface TickReport {
+  /** Due entries acted on (each once; a page the budget cut short leaves the rest due). */
   readonly due: number;
-  readonly actions: Readonly<Record<string, { readonly action: MonitorAction; readonly target: string | null; readonly error?: string }>>;
+  readonly actions: ActionCounts;
+  /** The same, per target (up to REPORT_TARGETS; a failure, whose target is unknown, only in `actions`). */
+  readonly byTarget: Readonly<Record<string, ActionCounts>>;
+  /** The first FAILURE_SAMPLE failures: a dispatch the tick could not act on, or a shard it could not read. */
+  readonly failures: ReadonlyArray<{ readonly subject: string; readonly error: string }>;
+  /** Due shards: worked on under this tick's claim, found empty, skipped (another tick held them), or left to the next tick (out of budget). */
+  readonly shards: { readonly worked: number; readonly idle: number; readonly held: number; readonly left: number };
+  /** The budget ended the tick before every shard's last page: what is left stays due for the next tick. */
+  readonly outOfBudget: boolean;
   /** Each target with a concurrency limit, after this tick's admissions. */
   readonly targets: Readonly<Record<string, TargetFlow>>;
 }
@@ -49,35 +81,162 @@ export interface TickReport {
 /** Waiting dispatches counted per target per tick, at most (a gauge, not a census). */
 export const WAITING_COUNT_CAP = 10_000;
 
+/** How long a tick may work: it takes no page at or after `stopTakingAt`; its shard claims lapse at `claimUntil`. */
+export interface TickBudget {
+  /** Read on `deps.now()`; absent: no limit (a test's or a bench's tick). */
+  readonly stopTakingAt?: Date;
+  /** By then the tick is surely over (its invocation's end), so a crashed tick's claims are taken over. @default two periods after each claim */
+  readonly claimUntil?: Date;
+}
+
 /**
- * One monitor tick: reads only what is due (the sharded due index), re-reads each dispatch by key
- * (the index is eventually consistent), and acts on it: submission retries, stall watches, approval
- * clocks and evidence checks. Every decision and claim is taken with the clock at the time of its
- * write (a tick may run for a while), never the tick's start.
+ * The budget of a tick invoked with `remainingMs` left (Lambda's `getRemainingTimeInMillis`): no new
+ * page after the earlier of the invocation's end less TICK_MARGIN_SECONDS (for the pages in flight)
+ * and the next tick less the same margin — at most a quarter of a short period (a local 1 s tick) — so
+ * the next tick finds the shards released; its claims last until the invocation ends, when it can no
+ * longer be working.
  */
-export async function monitorTick(deps: MonitorDeps): Promise<TickReport> {
-  const tickStart = deps.now();
-  const due = await deps.store.listDue(tickStart, deps.limitPerShard);
-  const actions: Record<string, { action: MonitorAction; target: string | null; error?: string }> = {};
-  const queue = [...due];
+export function tickBudget(now: Date, remainingMs: number, periodSeconds: number): Required<TickBudget> {
+  const marginMs = TICK_MARGIN_SECONDS * 1000;
+  const periodMs = periodSeconds * 1000;
+  const stopAfterMs = Math.max(0, Math.min(remainingMs - marginMs, periodMs - Math.min(marginMs, periodMs / 4)));
+  return { stopTakingAt: new Date(now.getTime() + stopAfterMs), claimUntil: new Date(now.getTime() + remainingMs) };
+}
+
+/** Runs `work` on each item, at most `concurrency` at a time. */
+async function eachAtMost<T>(items: readonly T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
   const worker = async (): Promise<void> => {
-    for (let entry = queue.shift(); entry !== undefined; entry = queue.shift()) {
-      const id = entry.dispatchId;
-      // One dispatch that throws must not cost the others their tick: it is tried again shortly.
-      try {
-        actions[id] = await actOn(deps, id);
-      } catch (error) {
-        actions[id] = { action: 'failed', target: null, error: clip(error instanceof Error ? `${error.name}: ${error.message}` : String(error), 300) };
-        // Out of the way, so a record that always throws cannot hold the head of its shard: a record
-        // that fails decoding for a while, anything else for about a tick.
-        const seconds = error instanceof CorruptItemError ? FAILED_RETRY_SECONDS : (deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS);
-        // From the tick's start: one period later is the next tick, however long this one has run.
-        await deps.store.deferDue(entry, new Date(tickStart.getTime() + seconds * 1000)).catch(() => undefined);
-      }
-    }
+    for (let index = next++; index < items.length; index = next++) await work(items[index] as T);
   };
-  await Promise.all(Array.from({ length: Math.min(8, queue.length) }, worker));
-  return { due: due.length, actions, targets: await admitForLimitedTargets(deps) };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}
+
+/** A tick's counts as it goes: bounded whatever the number of due dispatches. */
+class TickTally {
+  due = 0;
+  outOfBudget = false;
+  readonly actions: Partial<Record<MonitorAction, number>> = {};
+  readonly byTarget: Record<string, Partial<Record<MonitorAction, number>>> = {};
+  readonly failures: Array<{ readonly subject: string; readonly error: string }> = [];
+  readonly shards = { worked: 0, idle: 0, held: 0, left: 0 };
+
+  count(action: MonitorAction, target: string | null): void {
+    this.actions[action] = (this.actions[action] ?? 0) + 1;
+    if (target === null) return;
+    const key = target in this.byTarget || Object.keys(this.byTarget).length < REPORT_TARGETS ? target : OTHER_TARGETS;
+    const counts = (this.byTarget[key] ??= {});
+    counts[action] = (counts[action] ?? 0) + 1;
+  }
+
+  failed(subject: string, error: unknown): void {
+    if (this.failures.length < FAILURE_SAMPLE) this.failures.push({ subject, error: clip(error instanceof Error ? `${error.name}: ${error.message}` : String(error), 300) });
+  }
+}
+
+/**
+ * One monitor tick (CONTRACT §4, §14): reads only what is due, shard by shard of the due index in
+ * parallel, each shard under a claim of its own (a tick never overlaps another's work on a shard: a
+ * shard claimed by a tick still working is skipped), page by page, until the budget says stop — the
+ * rest stays due for the next tick. Each due dispatch is re-read by key (the index is eventually
+ * consistent) and acted on: submission retries, stall watches, approval clocks and evidence checks.
+ * Every decision and claim is taken with the clock at the time of its write (a tick may run for a
+ * while), never the tick's start. Then flow control admits what freed slots allow.
+ */
+export async function monitorTick(deps: MonitorDeps, budget: TickBudget = {}): Promise<TickReport> {
+  const tickStart = deps.now();
+  const tally = new TickTally();
+  const tick = { deps, budget, tickStart, tally, holder: randomUUID() };
+  // Each tick starts with another shard: when the budget cuts a tick short, the same shards are not always last.
+  const shards = deps.dueIndex.dueShards;
+  const first = Math.floor(tickStart.getTime() / ((deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS) * 1000)) % Math.max(1, shards.length);
+  await eachAtMost([...shards.slice(first), ...shards.slice(0, first)], SHARD_CONCURRENCY, (shard) => workShard(tick, shard));
+  const { due, actions, byTarget, failures, shards: shardCounts, outOfBudget } = tally;
+  return { due, actions, byTarget, failures, shards: shardCounts, outOfBudget, targets: await admitForLimitedTargets(deps) };
+}
+
+interface Tick {
+  readonly deps: MonitorDeps;
+  readonly budget: TickBudget;
+  readonly tickStart: Date;
+  readonly tally: TickTally;
+  /** This tick's name on the shards it claims. */
+  readonly holder: string;
+}
+
+const spent = ({ deps, budget }: Tick): boolean => budget.stopTakingAt !== undefined && deps.now().getTime() >= budget.stopTakingAt.getTime();
+
+/**
+ * One due shard: its first page read, and only if something is due, the shard claimed (an idle shard
+ * costs one query, no write); then its pages acted on one after the other, the next read only when the
+ * last is done and the budget allows; the claim released at the end, whatever happened.
+ */
+async function workShard(tick: Tick, shard: string): Promise<void> {
+  const { deps, tally } = tick;
+  if (spent(tick)) {
+    tally.shards.left += 1;
+    tally.outOfBudget = true;
+    return;
+  }
+  // Every page up to the tick's start: what the tick moves is out of the range, and a page never returns what an earlier one did.
+  const pages = deps.dueIndex.duePages(shard, tick.tickStart, deps.pageSize);
+  try {
+    let page = await pages.next();
+    if (page.done || page.value.length === 0) {
+      tally.shards.idle += 1;
+      return;
+    }
+    const now = deps.now();
+    const claimUntil = tick.budget.claimUntil ?? new Date(now.getTime() + 2 * (deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS) * 1000);
+    if (!(await deps.dueIndex.claimDueShard(shard, tick.holder, now, claimUntil))) {
+      tally.shards.held += 1;
+      return;
+    }
+    tally.shards.worked += 1;
+    try {
+      while (!page.done) {
+        // A page in flight starts no dispatch once the budget is spent either: a slow page must not run
+        // the invocation into its timeout. What it leaves stays due.
+        await eachAtMost(page.value, PAGE_CONCURRENCY, async (entry) => {
+          if (spent(tick)) {
+            tally.outOfBudget = true;
+            return;
+          }
+          tally.due += 1;
+          await actOnEntry(tick, entry);
+        });
+        if (spent(tick)) {
+          tally.outOfBudget = true;
+          break;
+        }
+        page = await pages.next();
+      }
+    } finally {
+      // A release that fails leaves a lease that lapses by itself.
+      await deps.dueIndex.releaseDueShard(shard, tick.holder).catch(() => undefined);
+    }
+  } catch (error) {
+    // One shard that cannot be read must not cost the others their tick.
+    tally.failed(shard, error);
+  } finally {
+    await pages.return(undefined);
+  }
+}
+
+async function actOnEntry({ deps, tickStart, tally }: Tick, entry: DueEntry): Promise<void> {
+  // One dispatch that throws must not cost the others their tick: it is tried again shortly.
+  try {
+    const { action, target } = await actOn(deps, entry.dispatchId);
+    tally.count(action, target);
+  } catch (error) {
+    tally.count('failed', null);
+    tally.failed(entry.dispatchId, error);
+    // Out of the way, so a record that always throws cannot hold the head of its shard: a record
+    // that fails decoding for a while, anything else for about a tick.
+    const seconds = error instanceof CorruptItemError ? FAILED_RETRY_SECONDS : (deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS);
+    // From the tick's start: one period later is the next tick, however long this one has run.
+    await deps.store.deferDue(entry, new Date(tickStart.getTime() + seconds * 1000)).catch(() => undefined);
+  }
 }
 
 /**

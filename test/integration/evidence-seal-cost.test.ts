@@ -3,7 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
@@ -11,7 +11,7 @@ import type { Caller } from '../../shared/api/caller.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { evidenceCheckOf, evidenceKey } from '../../shared/monitor/evidence-check.js';
-import { monitorTick } from '../../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, monitorTick } from '../../shared/monitor/monitor.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { engineClients, uniqueName } from '../support/engines.js';
@@ -26,6 +26,7 @@ const clients = engineClients();
 const meter = new CapacityMeter();
 meter.attach(clients.dynamodb);
 const documents = DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+let tableName: string;
 const s3Requests = { put: 0, get: 0, other: 0 };
 clients.s3.middlewareStack.add(
   (next, context) => async (args) => {
@@ -51,7 +52,7 @@ const open: Caller = { kind: 'open', origin: undefined };
 const deps = (): IntakeDeps => intakeDepsFactory({ store: table, blobs, targetFor: () => target, principals: table, now: () => clock });
 
 beforeAll(async () => {
-  const tableName = uniqueName('seal-cost');
+  tableName = uniqueName('seal-cost');
   await ensureLedgerTable(clients.dynamodb, tableName);
   table = new LedgerTable(documents, { tableName, retentionSeconds: 30 * 86_400 });
   blobs = new S3Blobs(clients.s3, await ensureBucket(clients.s3, uniqueName('seal-cost')));
@@ -110,7 +111,7 @@ describe('sealing evidence without an S3 copy (issue 18)', () => {
     clock = new Date(clock.getTime() + 1000);
     await upload(dispatchId, 'out/report.md', 'late');
     clock = new Date(clock.getTime() + 1000);
-    const cost = await costOf(() => monitorTick({ ...deps(), limitPerShard: 100 }));
+    const cost = await costOf(() => monitorTick({ ...deps(), dueIndex: new LedgerDueIndex(documents, tableName), pageSize: DUE_PAGE_SIZE }));
     expect(cost.s3).toEqual({ put: 0, get: 1, other: 0 });
     expect((await stateOf(dispatchId)).evidence).toMatchObject({ outcome: 'handled', check: { files: [{ ref: 'out/report.md', sha256: sha('late'), bytes: 4 }] } });
   });

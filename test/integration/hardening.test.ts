@@ -8,7 +8,7 @@ import { route } from '../../shared/api/routes.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { postRunEvent, refreshed } from '../../shared/api/lifecycle-routes.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
@@ -84,7 +84,7 @@ afterAll(() => {
 });
 
 const deps = (): IntakeDeps => intakeDepsFactory({ store: table, blobs, targetFor: () => target, principals: table, now: () => clock });
-const monitorDeps = () => ({ ...deps(), limitPerShard: 100 });
+const monitorDeps = () => ({ ...deps(), dueIndex: new LedgerDueIndex(documents, tableName), pageSize: 100 });
 const open: Caller = { kind: 'open', origin: undefined };
 const asTarget: Caller = { kind: 'principal', principal: { role: 'target', target: 'scripted' } };
 
@@ -430,9 +430,9 @@ describe('class 8 — verdict timing (the monitor)', () => {
     };
     await monitorTick(monitorDeps());
     target.onSubmit = undefined;
-    // They ran (two reports) and left it alone: its claim took it off the due list, or the re-read showed it claimed.
+    // They ran (two reports) and left it alone: its shard was claimed by the first tick, its claim took it off the due list, or the re-read showed it claimed.
     expect(overlapping).toHaveLength(2);
-    for (const report of overlapping ?? []) expect([undefined, 'skipped']).toContain(report.actions[sent.dispatchId]?.action);
+    for (const report of overlapping ?? []) expect(report.actions.submitted ?? 0).toBe(0);
     expect(most).toBe(1);
     expect(target.submissions.length - before).toBe(1);
   });
@@ -487,7 +487,7 @@ describe('class 9 — the attention feed', () => {
     const own = await ensureLedgerTable(clients.dynamodb, uniqueName('attention'));
     const ownTable = new LedgerTable(documents, { tableName: own.name, retentionSeconds: 86_400 });
     await ownTable.putTarget({ name: 'scripted', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
-    const ownDeps = () => ({ ...deps(), store: ownTable, limitPerShard: 100 });
+    const ownDeps = () => ({ ...deps(), store: ownTable, dueIndex: new LedgerDueIndex(documents, own.name), pageSize: 100 });
     const first = message({ timeouts: { stallAfterSeconds: 60 } });
     const second = message({ timeouts: { stallAfterSeconds: 60 } });
     await takeDispatchMessage(ownDeps(), { messageId: uniqueName('m'), body: JSON.stringify(first), senderId: 'local' });
@@ -667,8 +667,9 @@ describe('review findings — edges the first pass missed', () => {
     target.answer = new ScriptedTarget().answer;
     clock = new Date(Date.parse((await stateOf(healthy.dispatchId)).dueAt ?? '') + 1000);
     const report = await monitorTick(monitorDeps());
-    expect(report.actions[corrupt]?.action).toBe('failed');
-    expect(report.actions[healthy.dispatchId]?.action).toBe('submitted');
+    expect(report.failures.map((failure) => failure.subject)).toContain(corrupt);
+    expect(report.failures.map((failure) => failure.subject)).not.toContain(healthy.dispatchId);
+    expect((await stateOf(healthy.dispatchId)).phase).toBe('submitted');
     const raw = await documents.send(new GetCommand({ TableName: tableName, Key: { pk: `D#${corrupt}`, sk: 'STATE' } }));
     expect(Date.parse(String(raw.Item?.dueAt))).toBe(clock.getTime() + FAILED_RETRY_SECONDS * 1000);
   });
@@ -748,7 +749,7 @@ describe('census findings', () => {
       commit: () => Promise.reject(new Error('the table timed out')),
     });
     const report = await monitorTick({ ...monitorDeps(), store: failing, periodSeconds: 2 });
-    expect(report.actions[sent.dispatchId]?.action).toBe('failed');
+    expect(report.failures.map((failure) => failure.subject)).toContain(sent.dispatchId);
     expect((await stateOf(sent.dispatchId)).dueAt).toBe(new Date(clock.getTime() + 2000).toISOString());
   });
   it('counts that period from the tick\'s start, so a long tick still retries on the next one, not the one after', async () => {
@@ -762,7 +763,7 @@ describe('census findings', () => {
     const slowClock = () => new Date(tickStart.getTime() + 700 * reads++);
     const failing = overriding<LedgerTable>(table, { commit: () => Promise.reject(new Error('the table timed out')) });
     const report = await monitorTick({ ...monitorDeps(), store: failing, now: slowClock, periodSeconds: 2 });
-    expect(report.actions[sent.dispatchId]?.action).toBe('failed');
+    expect(report.failures.map((failure) => failure.subject)).toContain(sent.dispatchId);
     expect(reads).toBeGreaterThan(1);
     expect((await stateOf(sent.dispatchId)).dueAt).toBe(new Date(tickStart.getTime() + 2000).toISOString());
   });

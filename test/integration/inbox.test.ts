@@ -5,7 +5,7 @@ import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
@@ -284,7 +284,7 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
     const origin = uniqueName('o');
     await table.putOriginSettings(origin, { resultTtlHours: 1 });
     const { dispatchId } = await finishedDispatch(origin);
-    const monitor = { ...apiDeps(), limitPerShard: 100 };
+    const monitor = { ...apiDeps(), dueIndex: new LedgerDueIndex(documents, tableName), pageSize: 100 };
     // The due time the stall watch held comes first: the monitor schedules the expiry then.
     tick(700);
     await monitorTick(monitor);

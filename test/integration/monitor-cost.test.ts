@@ -3,7 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
-import { DUE_SHARDS, LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { DUE_SHARDS, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
@@ -18,12 +18,15 @@ const meter = new CapacityMeter();
 const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 meter.attach(dynamodb);
 let table: LedgerTable;
+let dueIndex: LedgerDueIndex;
 const T = new Date('2026-12-01T12:00:00.000Z');
 
 beforeAll(async () => {
   const name = uniqueName('monitor');
   await ensureLedgerTable(clients.dynamodb, name);
-  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: name, retentionSeconds: 86_400 });
+  const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+  table = new LedgerTable(documents, { tableName: name, retentionSeconds: 86_400 });
+  dueIndex = new LedgerDueIndex(documents, name);
 });
 afterAll(() => {
   clients.destroy();
@@ -53,6 +56,7 @@ async function putAll(states: DispatchState[]): Promise<void> {
 
 const deps = (): MonitorDeps => ({
   store: table,
+  dueIndex,
   blobs: new MemoryBlobs(),
   targetFor: () => {
     throw new Error('no target is contacted when nothing has stalled');
@@ -61,7 +65,7 @@ const deps = (): MonitorDeps => ({
   retryPolicy: DEFAULT_RETRY_POLICY,
   now: () => T,
   claimSeconds: 60,
-  limitPerShard: 50,
+  pageSize: 50,
 });
 
 async function measuredTick() {
@@ -86,5 +90,22 @@ describe('monitor cost versus history', () => {
     // DUE_SHARDS shard queries + one strongly consistent read per due run + the list of targets with a
     // concurrency limit (one item, CONTRACT §11; none here, so no slot or wait index reads follow).
     expect(small.reads).toBe(DUE_SHARDS + 100 + 1);
+  }, 120_000);
+
+  it('pages through more due runs than a page on the table, acting on each once, each shard under a claim it releases', async () => {
+    await putAll(Array.from({ length: 120 }, (_, n) => dueState(`d-due-c-${n}`)));
+    const before = meter.snapshot();
+    const report = await monitorTick({ ...deps(), pageSize: 5 });
+    const spent = meter.since(before);
+
+    expect(report.due).toBe(120);
+    expect(report.actions).toEqual({ rescheduled: 120 });
+    // One read by key per due run (+ the limited targets' list), one write each; a claim and a release per shard worked.
+    expect(spent.byOperation.GetItem?.requests).toBe(120 + 1);
+    expect(spent.byOperation.PutItem?.requests).toBe(120);
+    expect(spent.byOperation.UpdateItem?.requests).toBe(2 * report.shards.worked);
+    // At least a page of 5 per 5 due in each shard: the pages, not one read of everything.
+    expect(spent.byOperation.Query?.requests).toBeGreaterThanOrEqual(120 / 5);
+    expect((await measuredTick()).due).toBe(0);
   }, 120_000);
 });

@@ -3,12 +3,12 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
-import { dueShardOf, LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { dueShardOf, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, admitted, applyRunEvent, blocked, IllegalTransitionError, reconcileLookup, submitted, waiting, type NewDispatch } from '../../shared/dispatch/transitions.js';
 import { slotShardCaps } from '../../shared/dispatch/slots.js';
-import type { EvidenceCheck, EvidenceUpload, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
+import type { DueIndex, EvidenceCheck, EvidenceUpload, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
@@ -21,10 +21,21 @@ import { advance } from '../support/states.js';
 const clients = engineClients();
 const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 /** A table of its own for each test, so what one lists is only what it wrote. */
+const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+const tableNames = new WeakMap<LedgerStore, string>();
 async function freshTable(): Promise<LedgerTable> {
   const tableName = uniqueName('contract');
   await ensureLedgerTable(clients.dynamodb, tableName);
-  return new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
+  const table = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
+  tableNames.set(table, tableName);
+  return table;
+}
+/** The due index over the same items as `store` (the monitor's own adapter for the table). */
+function dueIndexOf(store: LedgerStore): DueIndex {
+  if (store instanceof MemoryStore) return store;
+  const tableName = tableNames.get(store);
+  if (!tableName) throw new Error('a store of this suite');
+  return new LedgerDueIndex(documents, tableName);
 }
 afterAll(() => {
   clients.destroy();
@@ -117,8 +128,9 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     ]);
   });
 
-  it('lists what is due: at most the limit per shard, the longest due first, nothing not yet due', async () => {
+  it('pages through what is due in one shard: the longest due first, a page at a time, nothing not yet due', async () => {
     const store = await storeOf();
+    const dueIndex = dueIndexOf(store);
     // Dispatches that land in one shard of the due index.
     const shard = dueShardOf('d-shard-probe');
     const ids: string[] = [];
@@ -129,16 +141,51 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
       await store.commit(start, { ...first, dueAt: later(100 - index * 10).toISOString() });
     }
     const idsOf = (entries: ReadonlyArray<{ dispatchId: string }>) => entries.map((entry) => entry.dispatchId);
-    expect(await store.listDue(later(95), 2)).toEqual([
-      { dispatchId: ids[3], dueAt: later(70).toISOString() },
-      { dispatchId: ids[2], dueAt: later(80).toISOString() },
-    ]); // three are due: the two longest due
-    expect(idsOf(await store.listDue(later(200), 10)).sort()).toEqual([...ids].sort());
-    expect(await store.listDue(later(60), 10)).toEqual([]);
+    const pagesOf = async (now: Date, pageSize: number) => {
+      const pages: Array<Array<{ dispatchId: string; dueAt: string }>> = [];
+      for await (const page of dueIndex.duePages(shard, now, pageSize)) pages.push(page);
+      return pages.filter((page) => page.length > 0);
+    };
+    // Three are due: the two longest due, then the third.
+    expect(await pagesOf(later(95), 2)).toEqual([
+      [
+        { dispatchId: ids[3], dueAt: later(70).toISOString() },
+        { dispatchId: ids[2], dueAt: later(80).toISOString() },
+      ],
+      [{ dispatchId: ids[1], dueAt: later(90).toISOString() }],
+    ]);
+    expect(idsOf((await pagesOf(later(200), 10)).flat()).sort()).toEqual([...ids].sort());
+    expect(await pagesOf(later(60), 10)).toEqual([]);
+    // The next page starts where the last ended, though an entry of it moved meanwhile: nothing skipped, nothing again.
+    const pages = dueIndex.duePages(shard, later(95), 1);
+    expect(idsOf((await pages.next()).value ?? [])).toEqual([ids[3]]);
+    await store.deferDue({ dispatchId: ids[3] as string, dueAt: later(70).toISOString() }, later(100)); // out of the range, as the monitor moves what it acts on
+    expect(idsOf((await pages.next()).value ?? [])).toEqual([ids[2]]);
+    expect(idsOf((await pages.next()).value ?? [])).toEqual([ids[1]]);
+    await pages.return(undefined);
     // A deferral moves only the due time it saw.
     await store.deferDue({ dispatchId: ids[3] as string, dueAt: later(1).toISOString() }, later(500));
     await store.deferDue({ dispatchId: ids[2] as string, dueAt: later(80).toISOString() }, later(500));
-    expect(idsOf(await store.listDue(later(95), 10))).toEqual([ids[3], ids[1]]);
+    expect(idsOf((await pagesOf(later(95), 10)).flat())).toEqual([ids[1]]);
+  });
+
+  it('lets one holder at a time claim a due shard: released, or lapsed on the clock of the claim, it is taken again', async () => {
+    const store = await storeOf();
+    const dueIndex = dueIndexOf(store);
+    const [shard, other] = dueIndex.dueShards;
+    if (!shard || !other) throw new Error('the due index has shards');
+    expect(await dueIndex.claimDueShard(shard, 'tick-a', NOW, later(60))).toBe(true);
+    expect(await dueIndex.claimDueShard(shard, 'tick-b', later(30), later(90))).toBe(false); // held
+    expect(await dueIndex.claimDueShard(other, 'tick-b', later(30), later(90))).toBe(true); // a claim per shard
+    await dueIndex.releaseDueShard(shard, 'tick-b'); // not its claim: nothing happens
+    expect(await dueIndex.claimDueShard(shard, 'tick-b', later(59), later(90))).toBe(false);
+    await dueIndex.releaseDueShard(shard, 'tick-a');
+    expect(await dueIndex.claimDueShard(shard, 'tick-b', later(1), later(90))).toBe(true); // released
+    // tick-b dies holding it: its lease lapses, and a claim whose clock is past it takes over.
+    expect(await dueIndex.claimDueShard(shard, 'tick-c', later(90), later(150))).toBe(false);
+    expect(await dueIndex.claimDueShard(shard, 'tick-c', later(91), later(150))).toBe(true);
+    await dueIndex.releaseDueShard(shard, 'tick-b'); // the dead tick's late release leaves tick-c's claim
+    expect(await dueIndex.claimDueShard(shard, 'tick-d', later(100), later(160))).toBe(false);
   });
 
   it('records the first evidence check of an attempt and returns it to later writers', async () => {

@@ -2,9 +2,9 @@ import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { ManualAttestation } from '../../shared/dispatch/manual.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
-import { dueShardOf } from '../../shared/adapters/ledger-items.js';
+import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.js';
 import { stateFitsOneWriteUnit } from '../../shared/adapters/ledger-table.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
@@ -16,7 +16,7 @@ import { matchesFilter, type DispatchFilter } from '../../shared/dispatch/dispat
 type MutableShard = { -readonly [K in keyof SlotShard]: SlotShard[K] };
 
 /** An in-memory fake of the ledger's store, for pure use-case and route tests. Same outcomes as the table. */
-export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, PrincipalRegistry {
+export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxStore, PrincipalRegistry {
   readonly messages = new Map<string, AcceptedMessage>();
   readonly states = new Map<string, DispatchState>();
   readonly rejections = new Map<string, Rejection>();
@@ -180,14 +180,32 @@ export class MemoryStore implements LedgerStore, LedgerFeeds, InboxStore, Princi
     const state = this.states.get(due.dispatchId);
     if (state?.dueAt === due.dueAt) this.states.set(due.dispatchId, { ...state, dueAt: until.toISOString() });
   }
-  /** As the table's sharded index answers: at most `limitPerShard` per shard, each shard oldest first. */
-  async listDue(now: Date, limitPerShard: number): Promise<DueEntry[]> {
-    const due = [...this.states.values()].filter((state) => state.dueAt !== null && Date.parse(state.dueAt) <= now.getTime());
-    const byShard = new Map<string, DispatchState[]>();
-    for (const state of due) byShard.set(dueShardOf(state.dispatchId), [...(byShard.get(dueShardOf(state.dispatchId)) ?? []), state]);
-    return [...byShard.values()].flatMap((states) =>
-      states.sort((a, b) => (a.dueAt ?? '').localeCompare(b.dueAt ?? '')).slice(0, limitPerShard).map((state) => ({ dispatchId: state.dispatchId, dueAt: state.dueAt ?? '' })),
-    );
+  readonly dueShards: readonly string[] = DUE_SHARD_KEYS;
+  /** As the table's sharded index answers: one shard's due entries, longest due first (then by key), page after page from where the last ended. */
+  async *duePages(shard: string, now: Date, pageSize: number): AsyncGenerator<DueEntry[], void, undefined> {
+    let after: DueEntry | undefined;
+    const beyond = (entry: DueEntry): boolean => !after || entry.dueAt > after.dueAt || (entry.dueAt === after.dueAt && entry.dispatchId > after.dispatchId);
+    for (;;) {
+      const page = [...this.states.values()]
+        .flatMap((state) => (state.dueAt !== null && dueShardOf(state.dispatchId) === shard && state.dueAt <= now.toISOString() ? [{ dispatchId: state.dispatchId, dueAt: state.dueAt }] : []))
+        .filter(beyond)
+        .sort((a, b) => a.dueAt.localeCompare(b.dueAt) || a.dispatchId.localeCompare(b.dispatchId))
+        .slice(0, pageSize);
+      after = page[page.length - 1];
+      yield page;
+      if (page.length < pageSize) return;
+    }
+  }
+  /** Each due shard's claim: who holds it, until when. */
+  readonly dueClaims = new Map<string, { readonly holder: string; readonly until: string }>();
+  async claimDueShard(shard: string, holder: string, now: Date, until: Date): Promise<boolean> {
+    const held = this.dueClaims.get(shard);
+    if (held && held.until >= now.toISOString()) return false;
+    this.dueClaims.set(shard, { holder, until: until.toISOString() });
+    return true;
+  }
+  async releaseDueShard(shard: string, holder: string): Promise<void> {
+    if (this.dueClaims.get(shard)?.holder === holder) this.dueClaims.delete(shard);
   }
   readonly originSettings = new Map<string, OriginSettings>();
   readonly resultBodies = new Map<string, ResultBody>();

@@ -115,31 +115,45 @@ describe('monitorStep', () => {
 });
 
 describe('monitorTick', () => {
-  it('acts once when two ticks overlap on the same stalled run (one version, one stall)', async () => {
+  it('acts once when a tick takes over a lapsed shard claim while the first is still at work on its run (one version, one stall)', async () => {
     const store = new MemoryStore();
     const state = running();
     store.states.set(state.dispatchId, { ...state, dueAt: at(10).toISOString() });
     await store.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
     let lookups = 0;
+    let resumeFirst: () => void = () => undefined;
+    const firstHeld = new Promise<void>((resolve) => (resumeFirst = resolve));
+    let firstInLookup: () => void = () => undefined;
+    const firstLooking = new Promise<void>((resolve) => (firstInLookup = resolve));
     const target: TargetPort = {
       submit: async () => ({ kind: 'unavailable', reason: 'unused' }),
       lookup: async () => {
         lookups += 1;
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        if (lookups === 1) {
+          firstInLookup();
+          await firstHeld;
+        }
         return { kind: 'found', run: { runId: 'r-1', status: 'running' } };
       },
       decideApproval: async () => ({ kind: 'not_found' }),
       cancel: async () => ({ kind: 'not_found' }),
     };
-    const deps: MonitorDeps = { store, blobs: new MemoryBlobs(), targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(13), claimSeconds: 60, limitPerShard: 50 };
+    const deps: MonitorDeps = { store, dueIndex: store, blobs: new MemoryBlobs(), targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(13), claimSeconds: 60, pageSize: 50 };
 
-    const reports = await Promise.all([monitorTick(deps), monitorTick(deps)]);
+    // The first tick hangs in its lookup past its shard claim's lease (two periods: 120 s); a later tick takes the shard over.
+    const first = monitorTick(deps);
+    await firstLooking;
+    const second = await monitorTick({ ...deps, now: () => at(200) });
+    resumeFirst();
+    const reports = [await first, second];
 
     const after = store.states.get(state.dispatchId);
     expect(lookups).toBe(2);
+    expect(second.shards.worked).toBe(1);
     expect(after?.version).toBe(state.version + 1);
     expect(after?.changes).toEqual(['stalled']);
-    expect(reports.map((report) => report.actions[state.dispatchId]?.action).sort()).toEqual(['observed', 'skipped']);
+    // The first one's write lost to the second's (the version it read had moved on).
+    expect(reports.map((report) => report.actions)).toEqual([{ skipped: 1 }, { observed: 1 }]);
   });
 });
 
