@@ -488,14 +488,8 @@ export function stateOf(item: Item): DispatchState {
     lastSeq: stored.lastSeq ?? null,
     supersededRuns: stored.supersededRuns ?? [],
     changes: stored.changes ?? [],
-    evidence: {
-      outcome: stored.evidence?.outcome ?? 'unverified',
-      expectedCount: stored.evidence?.expectedCount ?? 0,
-      deadline: stored.evidence?.deadline ?? null,
-      ...(stored.evidence?.expected ? { expected: stored.evidence.expected } : {}),
-      ...(stored.evidence?.missing ? { missing: stored.evidence.missing } : {}),
-      ...(stored.evidence?.check ? { check: stored.evidence.check } : {}),
-    },
+    // What the check settled (expected, missing, its record) as stored; absent before it settles.
+    evidence: { ...stored.evidence, outcome: stored.evidence?.outcome ?? 'unverified', expectedCount: stored.evidence?.expectedCount ?? 0, deadline: stored.evidence?.deadline ?? null },
     parentDispatchId: stored.parentDispatchId ?? null,
     submission: { attempts: submission.attempts ?? 0, nextRetryAt: submission.nextRetryAt ?? null, lastError: submission.lastError ?? null },
     execution: {
@@ -641,7 +635,7 @@ export function markOf(item: Item): EvidenceMark {
 }
 
 export function uploadOf(item: Item): EvidenceUpload {
-  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, ref: isString, sha256: isString, bytes: isNumber, at: isString });
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { ref: isString, sha256: isString, bytes: isNumber });
   return rest as unknown as EvidenceUpload;
 }
 

@@ -1,6 +1,5 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { itemSizeBytes } from './capacity-meter.js';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
   BatchGetCommand,
   GetCommand,
@@ -174,17 +173,6 @@ function collectionQuery(tableName: string, collection: { readonly pk: string; r
  * and phase read, or, for a state never stored, that none exists — an illegal move throws before any
  * request is sent.
  */
-/** The hot state's budget: one write unit. */
-const HOT_ITEM_BYTES = 1024;
-/** What a claim adds to a live result (its token, lease end and change names): kept free while it is out. */
-const RESULT_CLAIM_BYTES = 128;
-
-/** Whether the state's item (as DynamoDB bills it), and a claim of its live result, fit one write unit. */
-export function stateFitsOneWriteUnit(state: DispatchState, retentionSeconds: number, inboxShards = 1): boolean {
-  const live = state.result && (state.result.state === 'pending' || state.result.state === 'claimed');
-  return itemSizeBytes(marshall(stateItem(state, retentionSeconds, inboxShards), { removeUndefinedValues: true })) + (live ? RESULT_CLAIM_BYTES : 0) <= HOT_ITEM_BYTES;
-}
-
 export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): PutCommandInput {
   const condition = writeCondition(from, next);
   const Item = stateItem(next, retentionSeconds, inboxShards);
@@ -365,47 +353,24 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async listPastAttempts(dispatchId: string): Promise<PastAttempt[]> {
-    const attempts: PastAttempt[] = [];
-    let startKey: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(new QueryCommand(collectionQuery(this.table, COLLECTION.pastAttempts(dispatchId), startKey)));
-      attempts.push(...(page.Items ?? []).map(pastAttemptOf));
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
-    return attempts;
+    return this.listAll(collectionQuery(this.table, COLLECTION.pastAttempts(dispatchId)), pastAttemptOf);
   }
 
   async putEvidenceMark(mark: EvidenceMark): Promise<void> {
-    await this.db.send(
-      new PutCommand({
-        TableName: this.table,
-        Item: { ...KEY.evidenceMark(mark.dispatchId, mark.attempt, mark.ref), ...mark, [TTL_ATTRIBUTE]: expiryOf(mark.at, this.options.retentionSeconds) },
-      }),
-    );
+    await this.putLatest(KEY.evidenceMark(mark.dispatchId, mark.attempt, mark.ref), mark);
   }
 
   async listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]> {
-    const marks: EvidenceMark[] = [];
-    let startKey: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(new QueryCommand(collectionQuery(this.table, COLLECTION.evidenceMarks(dispatchId, attempt), startKey)));
-      marks.push(...(page.Items ?? []).map(markOf));
-      startKey = page.LastEvaluatedKey;
-    } while (startKey);
-    return marks;
-  }
-
-  fitsOneWriteUnit(state: DispatchState): boolean {
-    return stateFitsOneWriteUnit(state, this.options.retentionSeconds, this.options.inboxShards);
+    return this.listAll(collectionQuery(this.table, COLLECTION.evidenceMarks(dispatchId, attempt)), markOf);
   }
 
   async putEvidenceUpload(upload: EvidenceUpload): Promise<void> {
-    await this.db.send(
-      new PutCommand({
-        TableName: this.table,
-        Item: { ...KEY.evidenceUpload(upload.dispatchId, upload.attempt, upload.ref), ...upload, [TTL_ATTRIBUTE]: expiryOf(upload.at, this.options.retentionSeconds) },
-      }),
-    );
+    await this.putLatest(KEY.evidenceUpload(upload.dispatchId, upload.attempt, upload.ref), upload);
+  }
+
+  /** A per-ref record of an attempt's evidence whose latest write wins, kept for the retention after it. */
+  private async putLatest(key: { readonly pk: string; readonly sk: string }, record: { readonly at: string }): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...key, ...record, [TTL_ATTRIBUTE]: expiryOf(record.at, this.options.retentionSeconds) } }));
   }
 
   async listEvidenceUploads(dispatchId: string, attempt: number): Promise<EvidenceUpload[]> {
@@ -413,20 +378,8 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {
-    try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: { ...KEY.evidenceCheck(check.dispatchId, check.attempt), ...(withoutNulls(check) as Item), [TTL_ATTRIBUTE]: expiryOf(check.checkedAt, this.options.retentionSeconds) },
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { kind: 'written' };
-    } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: checkOf(unmarshallItem(error.Item)) };
-      throw error;
-    }
+    const Item = { ...KEY.evidenceCheck(check.dispatchId, check.attempt), ...(withoutNulls(check) as Item), [TTL_ATTRIBUTE]: expiryOf(check.checkedAt, this.options.retentionSeconds) };
+    return this.putOnce({ TableName: this.table, Item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }, checkOf);
   }
 
   async getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined> {

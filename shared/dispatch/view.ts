@@ -1,4 +1,4 @@
-import type { AcceptedMessage, EvidenceCheck, EvidenceFile, EvidenceMark, PastAttempt } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, SettledCheck } from '../ledger/port.js';
 import { clip } from '../text.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
@@ -257,7 +257,7 @@ function unknowns(state: DispatchState): string[] {
 export function dispatchView(
   state: DispatchState,
   message: AcceptedMessage | undefined,
-  check?: EvidenceCheck,
+  check?: SettledCheck,
   operatorReceipts: readonly OperatorReceipt[] = [],
   marks: readonly EvidenceMark[] = [],
   pastAttempts: readonly PastAttempt[] = [],
@@ -291,7 +291,7 @@ export function dispatchView(
     slot: { held: !!state.slot, since: state.slot?.at ?? null, released: state.slotRelease ?? null },
     evidence: {
       expected,
-      found: check?.found ?? [],
+      found: check?.files.map((file) => file.ref) ?? [],
       missing: check?.missing ?? [],
       invalid,
       files: check?.files ?? [],
@@ -332,7 +332,7 @@ export function dispatchView(
       : null,
     receipts: [
       ...pastAttempts.flatMap((past) => past.receipts),
-      ...state.receipts.map((receipt) => (receipt.event === 'dispatch_completed' && check && check.attempt === receipt.attempt ? { ...receipt, files: check.files } : receipt)),
+      ...state.receipts.map((receipt) => (receipt.event === 'dispatch_completed' && check && receipt.attempt === state.attempt ? { ...receipt, files: check.files } : receipt)),
     ],
     operatorReceipts: stored,
     manualAttestations: attestations,

@@ -98,6 +98,9 @@ export interface EvidenceCheck {
   readonly error: string | null;
 }
 
+/** What readers of a settled check use (the view, a claimed result, an upload's seal), wherever it is recorded. */
+export type SettledCheck = Pick<EvidenceCheck, 'missing' | 'invalid' | 'files'>;
+
 export interface EvidenceFile {
   readonly ref: string;
   readonly sha256: string;
@@ -234,12 +237,6 @@ export interface LedgerStore {
    * so a redispatch that loses its fence (or dies) leaves no record of an attempt that did not end.
    */
   commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome>;
-
-  /**
-   * Whether `state`, as the table stores it, stays within one write unit (1 KB) — with room for a live
-   * result's claim — so what rides on it (a settled check's record) does not make its later writes cost two.
-   */
-  fitsOneWriteUnit(state: DispatchState): boolean;
 
   /** Keeps an ended attempt record outside a redispatch (fixtures and repairs); idempotent per record. */
   archiveAttempt(past: PastAttempt): Promise<void>;

@@ -1,36 +1,32 @@
 import type { DispatchState, InlineCheck } from '../dispatch/state.js';
-import { evidenceSettled, type WriteMode } from '../dispatch/transitions.js';
+import { evidenceSettled, isLive, type WriteMode } from '../dispatch/transitions.js';
 import { createHash } from 'node:crypto';
-import type { DispatchWorkDeps, EvidenceCheck, EvidenceFile, LedgerStore } from '../ledger/port.js';
-import { OBJECTS } from '../ledger/objects.js';
+import type { DispatchWorkDeps, EvidenceCheck, EvidenceFile, LedgerStore, SettledCheck } from '../ledger/port.js';
+import { evidenceObjectKey } from '../ledger/objects.js';
 
 /** Where an uploaded evidence file's bytes live: immutable, under their hash (`OBJECTS.evidence`). */
-export const evidenceKey = OBJECTS.evidence;
+export const evidenceKey = evidenceObjectKey;
 
 export const sha256Of = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
 /**
- * The attempt's settled check (CONTRACT §5 "sealed"): from the state when it carries it, else the
- * check's own item; undefined while none is recorded.
+ * The most of a check's record (files, hashes, invalid refs; as JSON bytes) the settled state carries:
+ * one file with a ref of up to ~30 characters, so the hot item stays within one write unit for usual ids
+ * (test/unit/inline-check.test.ts measures it) and a completion that settles its evidence is one state
+ * write. Past it the record is an item of its own. A state that outgrows the unit anyway (very long
+ * ids) costs no more than the item would have: its settling write takes 2 units instead of 1 + 1.
  */
-export async function evidenceCheckOf(store: Pick<LedgerStore, 'getEvidenceCheck'>, state: DispatchState): Promise<EvidenceCheck | undefined> {
-  const { outcome, check } = state.evidence;
+export const INLINE_CHECK_BYTES = 170;
+
+/**
+ * The current attempt's settled check (CONTRACT §5 "sealed"): from the state when it carries it, else
+ * the check's own item; undefined while none is recorded.
+ */
+export async function evidenceCheckOf(store: Pick<LedgerStore, 'getEvidenceCheck'>, state: DispatchState): Promise<SettledCheck | undefined> {
+  const { outcome, check, missing = [] } = state.evidence;
   if (!check || outcome === 'pending') return store.getEvidenceCheck(state.dispatchId, state.attempt);
-  return {
-    dispatchId: state.dispatchId,
-    origin: state.origin,
-    target: state.target,
-    runId: state.runId ?? '',
-    attempt: state.attempt,
-    outcome,
-    expected: state.evidence.expected ?? [],
-    found: check.files.map((file) => file.ref),
-    missing: outcome === 'unverified' ? [] : (state.evidence.missing ?? []),
-    invalid: check.invalid ?? [],
-    files: check.files.map((file) => ({ ...file, checkedAt: check.at })),
-    checkedAt: check.at,
-    error: null,
-  };
+  // (An inline record is only ever handled or orphaned: a check that failed has an item of its own.)
+  return { missing, invalid: check.invalid ?? [], files: check.files.map((file) => ({ ...file, checkedAt: check.at })) };
 }
 
 /** The file the attempt's check found and sealed under `ref`, if it did: a later upload of it is refused. */
@@ -50,10 +46,10 @@ export async function sealedFile(store: Pick<LedgerStore, 'getEvidenceCheck'>, s
  * copied, nothing put back). Before it records, one look at the pointers again: a file replaced since
  * leaves the check undecided (the next look hashes what is there then).
  *
- * Recorded once per attempt: in the settled state itself when the state stays within one write unit
- * with it (its versioned write lets one writer settle it), else — many files, long refs, a result
- * out, a check that failed — in an item of its own written first (if another writer recorded one, its
- * outcome stands). Returns the settled state for the caller to write,
+ * Recorded once per attempt: in the settled state itself when it is small and no result is out
+ * (`INLINE_CHECK_BYTES`; the state's versioned write lets one writer settle it), else — many files,
+ * long refs, a result out, a check that failed — in an item of its own written first (if another
+ * writer recorded one, its outcome stands, and any later check defers to it). Returns the settled state for the caller to write,
  * or undefined while it is not decidable yet. The monitor calls it when a completed run comes due; the
  * API calls it as the completion arrives (`same_write`), so a run that delivered before completing is
  * settled in one write. Handled/Orphaned are published from the state change, so a check whose state
@@ -64,8 +60,9 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   const { dispatchId, attempt } = state;
   const [message, recordedBefore] = await Promise.all([deps.store.getAcceptedMessage(dispatchId), deps.store.getEvidenceCheck(dispatchId, attempt)]);
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
+  const settle = (recorded: Pick<EvidenceCheck, 'outcome' | 'missing'>, check?: InlineCheck) => evidenceSettled(state, { outcome: recorded.outcome, expected, missing: recorded.missing, check }, now, mode);
   // A check recorded in its own item whose state write lost (to a claim, an upload's re-check): it stands.
-  if (recordedBefore) return evidenceSettled(state, { outcome: recordedBefore.outcome, expected, missing: recordedBefore.missing }, now, mode);
+  if (recordedBefore) return settle(recordedBefore);
   // What the state says is expected must be what the check looks for: nothing read is never "handled".
   const unreadable = expected.length !== state.evidence.expectedCount ? `the accepted message names ${expected.length} of the ${state.evidence.expectedCount} expected refs` : null;
   const checkedAt = now.toISOString();
@@ -83,7 +80,7 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
       const bytes = await deps.blobs.getBytes(evidenceKey(dispatchId, attempt, upload.sha256, ref));
       if (!bytes) continue;
       const sha256 = sha256Of(bytes);
-      if (sha256 !== upload.sha256) throw new Error(`the bytes stored for ${ref} do not hash to ${upload.sha256}`);
+      if (sha256 !== upload.sha256) throw new Error(`${ref} is not the bytes uploaded`);
       files.push({ ref, sha256, bytes: bytes.length, checkedAt });
     }
   } catch (thrown) {
@@ -101,13 +98,11 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
     if (files.some((file) => latest.find((upload) => upload.ref === file.ref)?.sha256 !== file.sha256)) return undefined;
   }
   const settledMissing = outcome === 'unverified' ? [] : missing;
-  // The record rides on the settling write when the state stays within one write unit with it.
-  if (!error) {
-    const check: InlineCheck = { at: checkedAt, files: files.map(({ ref, sha256, bytes }) => ({ ref, sha256, bytes })), ...(invalid.length > 0 ? { invalid } : {}) };
-    const settled = evidenceSettled(state, { outcome, expected, missing: settledMissing, check }, now, mode);
-    if (deps.store.fitsOneWriteUnit(settled)) return settled;
-  }
+  // The record rides on the settling write when it is small — and no result is out: its claims and
+  // acks rewrite the hot item, which has no room to spare then.
+  const check: InlineCheck = { at: checkedAt, files: files.map(({ ref, sha256, bytes }) => ({ ref, sha256, bytes })), ...(invalid.length > 0 ? { invalid } : {}) };
+  const settled = settle({ outcome, missing: settledMissing }, check);
+  if (!error && !isLive(settled.result) && Buffer.byteLength(JSON.stringify(check)) <= INLINE_CHECK_BYTES) return settled;
   const recorded = await deps.store.putEvidenceCheck({ dispatchId, origin: state.origin, target: state.target, runId: state.runId ?? '', attempt, outcome, expected, found, missing: settledMissing, invalid, files, checkedAt, error });
-  const final: Pick<EvidenceCheck, 'outcome' | 'missing'> = recorded.kind === 'exists' ? recorded.existing : { outcome, missing };
-  return evidenceSettled(state, { outcome: final.outcome, expected, missing: final.missing }, now, mode);
+  return settle(recorded.kind === 'exists' ? recorded.existing : { outcome, missing });
 }

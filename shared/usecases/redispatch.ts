@@ -57,7 +57,7 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
     // Its result leaves with it: one still out is dropped (`superseded`), its ack answers 409 from now on.
     result: endedResult(state, now),
     // Its settled check, when the state carried it: the hashes it sealed are kept with the attempt.
-    ...(state.evidence.check ? { check: state.evidence.check } : {}),
+    check: state.evidence.check,
   };
   if ((await deps.store.commit(state, claimed, ended)).kind === 'conflict') return { kind: 'conflict' };
 

@@ -149,7 +149,8 @@ describe('evidence and the post-condition check', () => {
     expect(refused).toEqual(refused.map(() => 422));
     expect(await objectsUnder(`evidence/${message.dispatchId}/`)).toEqual([]);
     expect(await put(`${base}/out/ok.md${run}`)).toBe(201);
-    expect(await objectsUnder(`evidence/${message.dispatchId}/`)).toEqual([`evidence/${message.dispatchId}/1/out/ok.md`]);
+    // One object, under the attempt's root, named by the hash of its bytes and then its ref.
+    expect(await objectsUnder(`evidence/${message.dispatchId}/`)).toEqual([expect.stringMatching(new RegExp(`^evidence/${message.dispatchId}/1/[0-9a-f]{64}/out/ok\\.md$`))]);
   });
 
   it('does not count evidence from a superseded run for the new attempt (409, nothing written)', async () => {

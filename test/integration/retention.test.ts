@@ -11,7 +11,7 @@ import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { lambdaContext } from '../../local/runtime/context.js';
 import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
 import { KEY } from '../../shared/adapters/ledger-items.js';
-import { OBJECTS, payloadFolder } from '../../shared/ledger/objects.js';
+import { legacySealedKey, payloadFolder } from '../../shared/ledger/objects.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
@@ -140,7 +140,7 @@ async function dispatchWithObjects(dispatchId: string): Promise<{ readonly taskR
     const bytes = `report of attempt ${attempt}`;
     const sha256 = createHash('sha256').update(bytes).digest('hex');
     const evidence = evidenceKey(dispatchId, attempt, sha256, 'out/report.md');
-    const sealed = OBJECTS.sealed(dispatchId, attempt, 'out/report.md', sha256);
+    const sealed = legacySealedKey(dispatchId, attempt, 'out/report.md', sha256);
     await blobs.put(evidence, bytes, 'text/markdown');
     await blobs.put(sealed, bytes, 'application/octet-stream');
     filed.push(evidence, sealed);

@@ -213,13 +213,6 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     expect(await store.listEvidenceUploads(dispatchId, 3)).toEqual([]);
   });
 
-  it('tells whether a state stays within one write unit, with room for its live result\'s claim', async () => {
-    const store = await storeOf();
-    const state = running(fresh());
-    expect(store.fitsOneWriteUnit(state)).toBe(true);
-    expect(store.fitsOneWriteUnit({ ...state, blockedReason: 'x'.repeat(1024) })).toBe(false);
-  });
-
   it('renews a claim only from the claim it read', async () => {
     const store = await storeOf();
     const message = { dispatchId: uniqueName('d'), origin: 'planner', contentHash: 'sha256:x', messageId: 'm', senderId: null, receivedAt: NOW.toISOString(), claimUntil: later(60).toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };

@@ -5,7 +5,6 @@ import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared
 import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.js';
-import { stateFitsOneWriteUnit } from '../../shared/adapters/ledger-table.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 import { nextAdmission, slotShardCaps, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
@@ -81,10 +80,6 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   }
   async listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]> {
     return [...this.marks.values()].filter((mark) => mark.dispatchId === dispatchId && mark.attempt === attempt);
-  }
-  /** As the table measures it (its codec, DynamoDB's size rules). */
-  fitsOneWriteUnit(state: DispatchState): boolean {
-    return stateFitsOneWriteUnit(state, 90 * 86_400);
   }
   /** By `dispatchId#attempt#ref`: the latest upload of each ref. */
   readonly uploads = new Map<string, EvidenceUpload>();

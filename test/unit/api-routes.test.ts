@@ -110,7 +110,7 @@ describe('API routes', () => {
 });
 
 describe('a completion whose evidence is already delivered (regression: it used to wait for the next monitor tick)', () => {
-  async function submittedWith(dispatchId: string, delivered: readonly string[], mode: 'callback' | 'detached' = 'callback') {
+  async function submittedWith(dispatchId: string, delivered: readonly string[], mode: 'callback' | 'detached' = 'callback', expectedEvidence: readonly string[] = ['out/report.md', 'out/data.csv']) {
     const { takeDispatchMessage } = await import('../../shared/intake/intake.js');
     const store = new MemoryStore();
     const blobs = new MemoryBlobs();
@@ -122,7 +122,7 @@ describe('a completion whose evidence is already delivered (regression: it used 
       cancel: async () => ({ kind: 'unavailable', reason: 'unused' }) as const,
     };
     const deps: ApiDeps = { ...apiDeps(store, store, 'open'), blobs, targetFor: () => target };
-    const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'g' }, expectedEvidence: ['out/report.md', 'out/data.csv'], delivery: { mode } });
+    const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'g' }, expectedEvidence, delivery: { mode } });
     await takeDispatchMessage({ ...deps, principals: store, principalMode: 'open' }, { messageId: 'm-1', body, senderId: undefined });
     for (const ref of delivered) expect((await answer(deps, request({ method: 'PUT', rawPath: `/dispatches/${dispatchId}/evidence/${ref}`, query: { runId: 'r-1' }, body: Buffer.from('content') }))).status).toBe(201);
     const version = store.states.get(dispatchId)?.version ?? -1;
@@ -139,19 +139,19 @@ describe('a completion whose evidence is already delivered (regression: it used 
     expect(state?.receipts.at(-1)).toMatchObject({ event: 'dispatch_completed', attempt: 1, runId: 'r-1', evidenceCount: 2 });
     // With its result out the state has no room for the check's record: that is an item of its own.
     const { evidenceCheckOf } = await import('../../shared/monitor/evidence-check.js');
-    expect(state && (await evidenceCheckOf(store, state))).toMatchObject({ dispatchId: 'd-all', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [] });
+    expect((state && (await evidenceCheckOf(store, state)))?.files.map((file) => file.ref)).toEqual(['out/report.md', 'out/data.csv']);
     expect([...store.checks.values()]).toMatchObject([{ dispatchId: 'd-all', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [] }]);
   });
 
   it('carries the check\'s record in the settling state write when it fits one write unit: no check item (issue 18)', async () => {
-    const { store, version, complete } = await submittedWith('d-detached', ['out/report.md', 'out/data.csv'], 'detached');
+    const { store, version, complete } = await submittedWith('d-detached', ['out/report.md'], 'detached', ['out/report.md']);
     expect((await complete()).status).toBe(202);
     const state = store.states.get('d-detached');
     expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled'], evidence: { outcome: 'handled' } });
-    expect(state?.evidence.check?.files.map((file) => file.ref)).toEqual(['out/report.md', 'out/data.csv']);
+    expect(state?.evidence.check?.files.map((file) => file.ref)).toEqual(['out/report.md']);
     expect(store.checks.size).toBe(0);
     const { evidenceCheckOf } = await import('../../shared/monitor/evidence-check.js');
-    expect(state && (await evidenceCheckOf(store, state))).toMatchObject({ dispatchId: 'd-detached', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [], invalid: [], error: null });
+    expect(state && (await evidenceCheckOf(store, state))).toMatchObject({ files: [{ ref: 'out/report.md' }], missing: [], invalid: [] });
   });
 
   it('leaves a completion with a file still missing to the monitor, pending, and records no check', async () => {

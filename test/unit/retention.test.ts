@@ -3,7 +3,7 @@ import type { DynamoDBRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { KEY, messageItem, rejectionOf } from '../../shared/adapters/ledger-items.js';
-import { OBJECTS, payloadFolder } from '../../shared/ledger/objects.js';
+import { legacySealedKey, payloadFolder } from '../../shared/ledger/objects.js';
 import { streamChangeOf, TTL_REMOVER } from '../../shared/adapters/stream-records.js';
 import { accepted } from '../../shared/dispatch/transitions.js';
 import type { StreamChange, StreamItem } from '../../shared/events/derive.js';
@@ -96,8 +96,8 @@ describe('class 6 — nothing forgotten, nothing unbounded: what a TTL removal d
         fc.pre(mine !== other);
         const folders = dispatchFolders(mine);
         const within = (key: string) => folders.some((folder) => key.startsWith(folder));
-        for (const key of [evidenceKey(mine, attempt, 'f'.repeat(64), file), OBJECTS.sealed(mine, attempt, file, 'f'.repeat(64)), `${payloadFolder(mine)}ab/task.json`]) expect(within(key)).toBe(true);
-        for (const key of [evidenceKey(other, attempt, 'f'.repeat(64), file), OBJECTS.sealed(other, attempt, file, 'f'.repeat(64)), `${payloadFolder(other)}ab/task.json`]) expect(within(key)).toBe(false);
+        for (const key of [evidenceKey(mine, attempt, 'f'.repeat(64), file), legacySealedKey(mine, attempt, file, 'f'.repeat(64)), `${payloadFolder(mine)}ab/task.json`]) expect(within(key)).toBe(true);
+        for (const key of [evidenceKey(other, attempt, 'f'.repeat(64), file), legacySealedKey(other, attempt, file, 'f'.repeat(64)), `${payloadFolder(other)}ab/task.json`]) expect(within(key)).toBe(false);
       }),
     );
     expect(dispatchFolders('d-1').some((folder) => evidenceKey('d-10', 1, 'f'.repeat(64), 'a.md').startsWith(folder))).toBe(false);

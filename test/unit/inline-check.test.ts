@@ -1,0 +1,34 @@
+import { marshall } from '@aws-sdk/util-dynamodb';
+import { describe, expect, it } from 'vitest';
+import { itemSizeBytes, writeUnitsFor } from '../../shared/adapters/capacity-meter.js';
+import { stateItem } from '../../shared/adapters/ledger-items.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import type { InlineCheck } from '../../shared/dispatch/state.js';
+import { accepted, applyRunEvent, evidenceSettled, submitted } from '../../shared/dispatch/transitions.js';
+import { INLINE_CHECK_BYTES } from '../../shared/monitor/evidence-check.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
+
+/** The write units DynamoDB bills for the state's item, as the table stores it. */
+const writeUnitsOf = (state: Parameters<typeof stateItem>[0]) => writeUnitsFor(itemSizeBytes(marshall(stateItem(state, 90 * 86_400), { removeUndefinedValues: true })));
+
+describe('the check record a settled state carries (INLINE_CHECK_BYTES, issue 18)', () => {
+  it('keeps a detached state with a record at the limit, usual ids and a usual ref within one write unit', () => {
+    // Ids as long as the bench's (and the intake's runIds derived from them), one expected ref.
+    const dispatchId = 'd-cost-49-cost-1764590000000-abcdef12';
+    const ref = 'out/report.md';
+    const start = accepted(newDispatchFactory({ dispatchId, deliveryMode: 'detached', expectedCount: 1 }), NOW);
+    const running = submitted(start, { kind: 'accepted', runId: `r-${dispatchId}-1`, status: 'running', requestId: `q-${dispatchId}` }, DEFAULT_RETRY_POLICY, NOW);
+    const completed = applyRunEvent(running, { seq: 3, type: 'completed', result: { summary: 'done' } }, NOW);
+    if (completed.kind !== 'apply') throw new Error('the completion applies');
+    // A record padded to the limit (a longer ref, which the settled state also names among the expected
+    // refs): the largest the state ever carries.
+    const record = (refOf: string): InlineCheck => ({ at: NOW.toISOString(), files: [{ ref: refOf, sha256: 'f'.repeat(64), bytes: 4_194_304 }] });
+    const padding = INLINE_CHECK_BYTES - Buffer.byteLength(JSON.stringify(record(ref)));
+    expect(padding).toBeGreaterThanOrEqual(0);
+    const largest = record(`${ref}${'x'.repeat(padding)}`);
+    expect(Buffer.byteLength(JSON.stringify(largest))).toBe(INLINE_CHECK_BYTES);
+    const settled = evidenceSettled(completed.next, { outcome: 'handled', expected: [largest.files[0]?.ref ?? ref], missing: [], check: largest }, NOW, 'same_write');
+    expect(settled.evidence.check).toEqual(largest);
+    expect(writeUnitsOf(settled)).toBe(1);
+  });
+});
