@@ -2,6 +2,7 @@ import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commo
 import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { inboxShardCount } from '../../shared/adapters/ledger-items.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { lambdaAdmissionNudge, nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
@@ -17,6 +18,8 @@ const table = new LedgerTable(DynamoDBDocumentClient.from(new DynamoDBClient({})
   retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
   // Deploy-time targets and principals: a record is believed only from the failed function's own role.
   registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), principalMode === 'open' ? 'allow-loopback' : 'public-only'),
+  // A failure that ends a run makes its result: its inbox entry goes where every other writer puts it.
+  inboxShards: inboxShardCount(getNumberFromEnv({ key: 'INBOX_SHARDS', defaultValue: 1 })),
 });
 
 // A failure recorded frees its run's slot: the monitor is nudged to admit the next waiting dispatch (CONTRACT §11).

@@ -1,3 +1,4 @@
+import { INBOX_SHARDS_MAX } from '../../shared/adapters/ledger-items.js';
 import { profileToEnv, type EventsProfile } from '../../shared/events/profile.js';
 import { ArnFormat, Duration, Lazy, Names, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
@@ -100,6 +101,13 @@ export interface DispatchLedgerProps {
   /** Deliveries before an untakeable message moves to the DLQ. @default 5 */
   readonly maxReceiveCount?: number;
   /**
+   * Partitions of each origin's results inbox (CONTRACT §10, §14), 1 to 32. One key takes an origin's
+   * results up to ~500 a second (each writes its entry when made and when delivered); an origin sending
+   * 5,000 dispatches a second with results by callback needs 16. An empty 20 s long poll reads 5 units
+   * with 1 shard and more with more. Raise it, never lower it, on a live stack. @default 1
+   */
+  readonly inboxShards?: number;
+  /**
    * What is put on the bus (CONTRACT §3 v2): every detail-type, only those needing attention
    * (Blocked, Rejected, Failed, Stalled, Unobservable, Approval Wait Expired, Orphaned, Handled,
    * Recovered, Superseded, Cancelled, Result Dropped), or a list of detail-types. EventBridge bills
@@ -161,6 +169,8 @@ export class DispatchLedger extends Construct {
     const targetTimeout = props.targetTimeout ?? Duration.seconds(10);
     if (targetTimeout.toSeconds() < 1 || targetTimeout.toSeconds() > 20) throw new RangeError('targetTimeout must be between 1 and 20 seconds');
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
+    const inboxShards = props.inboxShards ?? 1;
+    if (!Number.isInteger(inboxShards) || inboxShards < 1 || inboxShards > INBOX_SHARDS_MAX) throw new RangeError(`inboxShards must be a whole number from 1 to ${INBOX_SHARDS_MAX}, got ${inboxShards}`);
 
     this.targetSecretPrefix = targetSecretPrefix(Stack.of(this).stackName);
     this.storage = new LedgerStorage(this, 'Storage', { retentionDays, removalPolicy, deletionProtection: props.deletionProtection ?? true });
@@ -175,6 +185,8 @@ export class DispatchLedger extends Construct {
       // The secrets adapter refuses a secretRef outside it (deploy-time targets' own secrets excepted).
       TARGET_SECRET_PREFIX: this.targetSecretPrefix,
       LEDGER_REGISTRY: Lazy.string({ produce: () => Stack.of(this).toJsonString({ principals: this.principals, targets: this.targets, origins: this.origins }) }),
+      // Every function that writes a dispatch's state puts its inbox entry on the same shards.
+      INBOX_SHARDS: String(inboxShards),
     };
     const fn = (name: LedgerFunctionName, timeout: Duration, environment: Record<string, string>, memorySize = 512, functionName?: string) =>
       new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, { name, timeout, environment, memorySize, logRetention, removalPolicy, ...(functionName ? { functionName } : {}) });
@@ -200,7 +212,7 @@ export class DispatchLedger extends Construct {
     const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger', LEDGER_TABLE_NAME: table.tableName, PUBLISHED_EVENTS: publishedEvents }, 256);
     const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
     // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
-    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, ...admission }, 256);
+    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, INBOX_SHARDS: common.INBOX_SHARDS, ...admission }, 256);
     this.functions = { intake, api, monitor, publisher, retention, failures };
     this.lambdaFailures = new LambdaFailureIntake(this, 'LambdaFailures', { failures });
 

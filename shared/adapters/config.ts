@@ -1,3 +1,4 @@
+import { inboxShardCount } from './ledger-items.js';
 import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
 import type { PrincipalMode } from '../principals/principals.js';
@@ -86,6 +87,6 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     targetAddressPolicy,
     targetSecretPrefix: getStringFromEnv({ key: 'TARGET_SECRET_PREFIX', defaultValue: '' }),
     admissionFunction: getStringFromEnv({ key: 'LEDGER_ADMISSION_FUNCTION', defaultValue: '' }),
-    inboxShards: Math.min(32, Math.max(1, Math.floor(getNumberFromEnv({ key: 'INBOX_SHARDS', defaultValue: 1 })))),
+    inboxShards: inboxShardCount(getNumberFromEnv({ key: 'INBOX_SHARDS', defaultValue: 1 })),
   };
 }

@@ -202,6 +202,15 @@ const originOfKey = (originKey: string): string => originKey.slice(ORIGIN_PK.len
  */
 export type InboxKind = 'inject' | 'after_turn';
 const INBOX_KIND_CODE: Readonly<Record<InboxKind, string>> = { inject: 'i', after_turn: 'a' };
+/**
+ * Partitions of each origin's inbox: 1 by default (an empty 20 s long poll then reads 5 units, CONTRACT
+ * §10); a deployment whose busiest origin takes more than ~500 results/s sets more (`inboxShards`, up to
+ * 32; CONTRACT §14: each result writes its entry twice, made and delivered, 1,000 WCU/s per key at most),
+ * and an empty poll then reads more. Every writer of a state must use the same number; it may grow, never
+ * shrink (a claim reads shards 0..n-1 only).
+ */
+export const INBOX_SHARDS_MAX = 32;
+export const inboxShardCount = (configured: number): number => Math.min(INBOX_SHARDS_MAX, Math.max(1, Math.floor(Number.isFinite(configured) ? configured : 1)));
 export const inboxKeysOf = (origin: string, shards: number, kinds: readonly InboxKind[]): string[] =>
   kinds.flatMap((kind) => Array.from({ length: shards }, (_, shard) => `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`));
 export function inboxKeyOf(origin: string, dispatchId: string, shards: number, kind: InboxKind): string {
