@@ -55,6 +55,12 @@ const API_CONCURRENCY = 40;
 /** The table's name in the report: the bench's table has a unique name of its own. */
 const REPORTED_TABLE = 'ledger';
 const RETENTION_SECONDS = 90 * 86_400;
+/**
+ * The inbox partitions of a deployment at this scale (the construct's `inboxShards`): one origin's 5,000
+ * results a second, each entry written when made and when delivered, need 16 keys to stay under 1,000
+ * WCU/s each. The default of 1 suits origins up to ~500 results a second.
+ */
+export const SCALE_INBOX_SHARDS = 16;
 /** Outage dispatches cloned and loaded at a time (bounded memory, progress lines). */
 const SEED_CHUNK = 5_000;
 
@@ -176,7 +182,7 @@ async function rig(ctx: BenchContext, name: string, targetDown: boolean): Promis
   let clock = new Date('2026-12-01T12:00:00.000Z');
   const now = (): Date => clock;
   const retentionSeconds = RETENTION_SECONDS;
-  const table = new LedgerTable(documents, { tableName: ledger.name, retentionSeconds });
+  const table = new LedgerTable(documents, { tableName: ledger.name, retentionSeconds, inboxShards: SCALE_INBOX_SHARDS });
   await table.putTarget({ name: TARGET, kind: 'http', baseUrl: target.url });
   const targetFor = ((cached?: ReturnType<typeof httpTarget>) => (registration: Parameters<typeof httpTarget>[0]) => (cached ??= httpTarget(registration, { timeoutMs: TARGET_TIMEOUT_MS })))();
   const common = { store: table, blobs: new S3Blobs(s3, bucket), targetFor, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now, claimSeconds: 60 };
@@ -200,7 +206,8 @@ async function rig(ctx: BenchContext, name: string, targetDown: boolean): Promis
       feeds: new LedgerFeedsTable(documents, { tableName: ledger.name, retentionSeconds, now }),
       principals: table,
       principalMode: 'open',
-      inbox: new InboxTable(documents, { tableName: ledger.name, retentionSeconds }),
+      inbox: new InboxTable(documents, { tableName: ledger.name, retentionSeconds, inboxShards: SCALE_INBOX_SHARDS }),
+      inboxShards: SCALE_INBOX_SHARDS,
     },
     monitorDeps: { ...common, dueIndex: new LedgerDueIndex(documents, ledger.name), pageSize: DUE_PAGE_SIZE },
     setClock: (at) => {
@@ -330,7 +337,7 @@ async function steady(ctx: BenchContext): Promise<ScaleWorkloadResult> {
     const records = await rigged.drainStream();
     ctx.log(`  steady: ${count} lifecycles in ${seconds.toFixed(1)} s (${(count / seconds).toFixed(0)}/s), ${ticks} monitor tick(s), ${records.toLocaleString('en-US')} stream records metered`);
     return scaleFigures(rigged.meter.partitionWrites(seconds, 3), count, rigged.meter.snapshot().writeUnits, [
-      `${count.toLocaleString('en-US')} lifecycles (origin ${ORIGIN} → target ${TARGET}, result delivery by callback): intake (takeDispatchMessage, batches of ${INTAKE_BATCH} concurrently, ${INTAKE_INVOCATIONS} batches at once), completion through the API router (${API_CONCURRENCY} calls at once), ${ticks} monitor tick(s); measured wall time includes all three.`,
+      `${count.toLocaleString('en-US')} lifecycles (origin ${ORIGIN} → target ${TARGET}, result delivery by callback, inboxShards ${SCALE_INBOX_SHARDS}): intake (takeDispatchMessage, batches of ${INTAKE_BATCH} concurrently, ${INTAKE_INVOCATIONS} batches at once), completion through the API router (${API_CONCURRENCY} calls at once), ${ticks} monitor tick(s); measured wall time includes all three.`,
       'Write units per partition key from the table stream (NEW_AND_OLD_IMAGES) by the GSI write rules (CapacityMeter.trackPartitionKeys); rejected conditional writes and transactions from the requests. The stream publisher\'s counter writes (COUNTS#n, one per stream batch) and the origin\'s claims and acks are not part of this workload.',
     ]);
   } finally {
