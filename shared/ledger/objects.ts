@@ -34,6 +34,13 @@ export const OBJECTS = {
 export const evidenceObjectKey = (dispatchId: string, attempt: number, sha256: string, ref: string): string => `evidence/${dispatchId}/${attempt}/${sha256}/${ref}`;
 
 /**
+ * Legacy: where an upload lived before uploads were content-addressed (`evidence/{id}/{attempt}/{ref}`).
+ * Nothing writes it any more; a check that finds no pointer for a ref looks here once, so a file
+ * uploaded before the upgrade still counts (`settleEvidence` adopts it under its hash).
+ */
+export const legacyEvidenceKey = (dispatchId: string, attempt: number, ref: string): string => `evidence/${dispatchId}/${attempt}/${ref}`;
+
+/**
  * Legacy: where the checker kept a sealed copy of a checked file before uploads were content-addressed.
  * Nothing writes it any more; retention still clears the `sealed/` folder of dispatches that have one.
  */

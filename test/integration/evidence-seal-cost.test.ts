@@ -12,6 +12,7 @@ import type { DispatchState } from '../../shared/dispatch/state.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { evidenceCheckOf, evidenceKey } from '../../shared/monitor/evidence-check.js';
 import { DUE_PAGE_SIZE, monitorTick } from '../../shared/monitor/monitor.js';
+import { legacyEvidenceKey } from '../../shared/ledger/objects.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { engineClients, uniqueName } from '../support/engines.js';
@@ -107,6 +108,20 @@ describe('sealing evidence without an S3 copy (issue 18)', () => {
     const cost = await costOf(() => complete(dispatchId));
     expect(cost.s3).toEqual({ put: 0, get: 2, other: 0 });
     expect((await table.getEvidenceCheck(dispatchId, 1))?.files.map((file) => file.sha256)).toEqual([sha('# report'), sha('a,b')]);
+  });
+
+  it('counts a file uploaded before the upgrade (under the old key, no pointer): adopted under its hash, then sealed — never a false orphan (review fix)', async () => {
+    const dispatchId = await detachedDispatch(['out/report.md']);
+    await blobs.put(legacyEvidenceKey(dispatchId, 1, 'out/report.md'), '# before the upgrade', 'text/markdown');
+    expect(await table.listEvidenceUploads(dispatchId, 1)).toEqual([]);
+
+    await complete(dispatchId);
+
+    const state = await stateOf(dispatchId);
+    expect(state.evidence.outcome).toBe('handled');
+    expect((await evidenceCheckOf(table, state))?.files.map((file) => [file.ref, file.sha256])).toEqual([['out/report.md', sha('# before the upgrade')]]);
+    expect(Buffer.from((await blobs.getBytes(evidenceKey(dispatchId, 1, sha('# before the upgrade'), 'out/report.md'))) ?? []).toString()).toBe('# before the upgrade');
+    expect(await table.listEvidenceUploads(dispatchId, 1)).toMatchObject([{ ref: 'out/report.md', sha256: sha('# before the upgrade') }]);
   });
 
   it('re-checks a late upload on the next tick with one GET and no S3 PUT', async () => {
