@@ -72,15 +72,20 @@ export function checkedProfile(profile: unknown): EventsProfile {
   return [...seen] as DetailType[];
 }
 
-/** The profile as an environment variable carries it (`all`, `attention`, or detail-types joined by commas). */
+/** An empty list: nothing on the bus (the API and the metrics only); `none` in the environment, never read as unset. */
+const NONE = 'none';
+
+/** The profile as an environment variable carries it (`all`, `attention`, `none`, or detail-types joined by commas). */
 export function profileToEnv(profile: EventsProfile): string {
   const checked = checkedProfile(profile);
-  return typeof checked === 'string' ? checked : checked.join(',');
+  if (typeof checked === 'string') return checked;
+  return checked.length === 0 ? NONE : checked.join(',');
 }
 
 /** The profile from its environment variable; unset or empty → `all`. Throws EventsProfileError on an unknown name. */
 export function profileFromEnv(value: string | undefined): EventsProfile {
   const text = value?.trim() ?? '';
   if (text === '' || text === 'all' || text === 'attention') return text === '' ? 'all' : text;
+  if (text === NONE) return [];
   return checkedProfile(text.split(',').map((name) => name.trim()));
 }

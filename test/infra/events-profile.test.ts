@@ -21,6 +21,7 @@ describe('the events prop of the DispatchLedger construct', () => {
     expect(publisherEnvironment().PUBLISHED_EVENTS).toBe('all');
     expect(publisherEnvironment('attention').PUBLISHED_EVENTS).toBe('attention');
     expect(publisherEnvironment(['Dispatch Orphaned', 'Run Stalled']).PUBLISHED_EVENTS).toBe('Dispatch Orphaned,Run Stalled');
+    expect(publisherEnvironment([]).PUBLISHED_EVENTS).toBe('none');
   });
 
   it('refuses an unknown detail-type at synth time, naming it', () => {

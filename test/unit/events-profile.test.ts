@@ -36,6 +36,10 @@ describe('events profiles (CONTRACT §3 v2)', () => {
     expect(profileFromEnv(profileToEnv('attention'))).toBe('attention');
     expect(profileFromEnv(profileToEnv(['Dispatch Orphaned', 'Run Stalled']))).toEqual(['Dispatch Orphaned', 'Run Stalled']);
     expect(profileFromEnv(' Dispatch Orphaned , Run Stalled ')).toEqual(['Dispatch Orphaned', 'Run Stalled']);
+    // An empty list publishes nothing: it must never read back as unset (= all). (Review fix.)
+    expect(profileToEnv([])).toBe('none');
+    expect(profileFromEnv('none')).toEqual([]);
+    expect(publishedDetailTypes(profileFromEnv(profileToEnv([]))).size).toBe(0);
   });
 
   it('refuses an unknown or repeated detail-type, or anything else, with a clear error', () => {
