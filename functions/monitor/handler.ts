@@ -1,7 +1,7 @@
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import { countForTarget, gaugeForTarget } from '../../shared/adapters/metrics.js';
 import { isAdmitEvent } from '../../shared/adapters/admission-nudge.js';
-import { DEFAULT_PERIOD_SECONDS, monitorTick, tickBudget, type MonitorAction } from '../../shared/monitor/monitor.js';
+import { DEFAULT_PERIOD_SECONDS, LOGGED_TARGETS, monitorTick, tickBudget, type MonitorAction } from '../../shared/monitor/monitor.js';
 import { admitWaiting } from '../../shared/usecases/submit-attempt.js';
 import { logger, metrics, monitorDeps } from './deps.js';
 
@@ -29,7 +29,8 @@ export const handler = async (event: ScheduledEvent | { readonly admit: string }
   }
   if (report.due === 0 && report.shards.held === 0 && report.failures.length === 0 && Object.keys(report.targets).length === 0) return;
   // Counts only (the report's size does not grow with what is due): safe to log whole every tick.
-  logger.info('monitor tick', { ...report });
+  const targets = Object.entries(report.byTarget);
+  logger.info('monitor tick', { ...report, byTarget: Object.fromEntries(targets.slice(0, LOGGED_TARGETS)), ...(targets.length > LOGGED_TARGETS ? { targetsNotLogged: targets.length - LOGGED_TARGETS } : {}) });
   for (const [target, counts] of Object.entries(report.byTarget)) {
     for (const [action, count] of Object.entries(counts) as Array<[MonitorAction, number]>) {
       const name = METRIC[action];

@@ -39,9 +39,8 @@ export const SHARD_CONCURRENCY = 16;
 export const PAGE_CONCURRENCY = 4;
 /** Failures a tick report names; the rest are only counted. */
 export const FAILURE_SAMPLE = 10;
-/** Targets a tick report counts apart; actions on any other are counted under OTHER_TARGETS. */
-export const REPORT_TARGETS = 100;
-export const OTHER_TARGETS = '(other targets)';
+/** Targets a tick's log line names (the metrics count every target: each is a registered one, so they are bounded). */
+export const LOGGED_TARGETS = 100;
 
 /** What a tick did with one due dispatch: a retry that submitted, failed again, or spent the budget; or nothing. */
 export type MonitorAction = 'submitted' | 'retrying' | 'blocked' | 'waiting' | 'observed' | 'rescheduled' | 'skipped' | 'failed';
@@ -66,7 +65,7 @@ export interface TickReport {
   /** Due entries acted on (each once; a page the budget cut short leaves the rest due). */
   readonly due: number;
   readonly actions: ActionCounts;
-  /** The same, per target (up to REPORT_TARGETS; a failure, whose target is unknown, only in `actions`). */
+  /** The same, per target (registered targets, so bounded whatever is due; a failure, whose target is unknown, only in `actions`). */
   readonly byTarget: Readonly<Record<string, ActionCounts>>;
   /** The first FAILURE_SAMPLE failures: a dispatch the tick could not act on, or a shard it could not read. */
   readonly failures: ReadonlyArray<{ readonly subject: string; readonly error: string }>;
@@ -124,8 +123,8 @@ class TickTally {
   count(action: MonitorAction, target: string | null): void {
     this.actions[action] = (this.actions[action] ?? 0) + 1;
     if (target === null) return;
-    const key = target in this.byTarget || Object.keys(this.byTarget).length < REPORT_TARGETS ? target : OTHER_TARGETS;
-    const counts = (this.byTarget[key] ??= {});
+    // Per target, every target: the metrics' Target dimension must name the real one (CONTRACT §7).
+    const counts = (this.byTarget[target] ??= {});
     counts[action] = (counts[action] ?? 0) + 1;
   }
 
@@ -152,7 +151,7 @@ export async function monitorTick(deps: MonitorDeps, budget: TickBudget = {}): P
   const first = Math.floor(tickStart.getTime() / ((deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS) * 1000)) % Math.max(1, shards.length);
   await eachAtMost([...shards.slice(first), ...shards.slice(0, first)], SHARD_CONCURRENCY, (shard) => workShard(tick, shard));
   const { due, actions, byTarget, failures, shards: shardCounts, outOfBudget } = tally;
-  return { due, actions, byTarget, failures, shards: shardCounts, outOfBudget, targets: await admitForLimitedTargets(deps) };
+  return { due, actions, byTarget, failures, shards: shardCounts, outOfBudget, targets: await admitForLimitedTargets(deps, budget.stopTakingAt) };
 }
 
 interface Tick {
@@ -244,13 +243,13 @@ async function actOnEntry({ deps, tickStart, tally }: Tick, entry: DueEntry): Pr
  * allow (a slot freed by a write that could not admit — a lookup, a crash — is used within one tick),
  * and reports its slots and its queue.
  */
-async function admitForLimitedTargets(deps: MonitorDeps): Promise<Record<string, TargetFlow>> {
+async function admitForLimitedTargets(deps: MonitorDeps, stopAt: Date | undefined): Promise<Record<string, TargetFlow>> {
   const flows: Record<string, TargetFlow> = {};
   // Targets side by side: a slow one must not cost the others their admissions this tick.
   await Promise.all(
     (await deps.store.limitedTargets()).map(async (target) => {
       try {
-        const admitted = await admitWaiting(deps, target, deps.admitPerTarget ?? 100);
+        const admitted = await admitWaiting(deps, target, deps.admitPerTarget ?? 100, stopAt);
         const totals = slotTotals(await deps.store.slotShards(target));
         flows[target] = { limit: totals.limit, held: totals.held, unknownHeld: totals.unknownHeld, waiting: await deps.store.countWaiting(target, WAITING_COUNT_CAP), admitted };
       } catch {

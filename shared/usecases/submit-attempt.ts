@@ -159,7 +159,9 @@ async function submitAttempt(
  * within an origin; each taken in the write that claims it, then submitted. Called by the monitor each
  * tick and right after a write that freed a slot. Returns how many it admitted.
  */
-export async function admitWaiting(deps: SubmitDeps, target: string, max = 25): Promise<number> {
+export async function admitWaiting(deps: SubmitDeps, target: string, max = 25, stopAt?: Date): Promise<number> {
+  // A monitor tick's budget (its `stopTakingAt`): no admission starts after it; the rest wait for the next tick.
+  const spent = (): boolean => stopAt !== undefined && deps.now().getTime() >= stopAt.getTime();
   const registration = await deps.store.getTarget(target);
   let count = 0;
   const exclude = new Set<string>();
@@ -172,7 +174,7 @@ export async function admitWaiting(deps: SubmitDeps, target: string, max = 25): 
     }
     return 0;
   }
-  for (let round = 0; count < max && round < max * 3; round += 1) {
+  for (let round = 0; count < max && round < max * 3 && !spent(); round += 1) {
     let shard: SlotShard | undefined;
     if (registration.maxConcurrentRuns !== undefined) {
       const open = (await shardsOf(deps, registration)).filter((candidate) => candidate.held < candidate.cap);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nextAdmission, slotShardCaps, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, admitted, cancelRequested, redispatched, submissionClaimed, submitted, waiting } from '../../shared/dispatch/transitions.js';
+import { accepted, admitted, applyRunEvent, cancelRequested, redispatched, submissionClaimed, submitted, waiting } from '../../shared/dispatch/transitions.js';
 import type { AcceptedMessage } from '../../shared/ledger/port.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
@@ -172,6 +172,27 @@ describe('the registry alone sets a limit', () => {
     expect((await memory.slotShards('lowered')).map((shard) => shard.cap)).toEqual([1]);
     expect((await memory.getState('d-low-1'))?.phase).toBe('submitted');
     expect((await memory.getState('d-low-2'))?.waitingFor).toBe('capacity');
+  });
+
+  it('admits nothing once a tick\'s budget is spent, and admits the waiting when there is budget (review fix: admissions ran past it)', async () => {
+    const memory = new MemoryStore();
+    await memory.putTarget({ name: 'limited', kind: 'http', baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: 1 });
+    const deps = depsOf(memory);
+    for (const id of ['d-budget-1', 'd-budget-2']) {
+      await memory.putAcceptedMessage(message(id, 'limited'));
+      await startAttempt(deps, accepted(newDispatchFactory({ dispatchId: id, target: 'limited' }), NOW), message(id, 'limited'));
+    }
+    expect((await memory.getState('d-budget-2'))?.waitingFor).toBe('capacity');
+    // The slot comes free: the first run ends.
+    const first = (await memory.getState('d-budget-1')) as DispatchState;
+    const ended = applyRunEvent(first, { seq: 1, type: 'failed' }, NOW);
+    if (ended.kind !== 'apply') throw new Error(`the failure was not applied: ${ended.kind}`);
+    expect((await memory.commit(first, ended.next)).kind).toBe('committed');
+
+    expect(await admitWaiting(deps, 'limited', 10, NOW)).toBe(0);
+    expect((await memory.getState('d-budget-2'))?.waitingFor).toBe('capacity');
+    expect(await admitWaiting(deps, 'limited', 10, later(1))).toBe(1);
+    expect((await memory.getState('d-budget-2'))?.phase).toBe('submitted');
   });
 
   it('blocks the waiting of a target no longer registered rather than leaving them waiting for nothing', async () => {

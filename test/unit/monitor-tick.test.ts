@@ -115,6 +115,18 @@ describe('monitorTick under load', () => {
     expect(stillDue(store, at(13))).toBe(0);
   });
 
+  it('counts every target under its own name, past the hundred a log line names (its metrics\' Target dimension; review fix)', async () => {
+    const states = Array.from({ length: 150 }, (_, n) => ({ ...stalledRun(`d-target-${n}`), target: `agent-${n}` }));
+    const store = await storeWith(states);
+    for (let n = 0; n < 150; n += 1) await store.putTarget({ name: `agent-${n}`, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+
+    const report = await monitorTick(depsOf(store, stillRunning()));
+
+    expect(Object.keys(report.byTarget)).toHaveLength(150);
+    expect(report.byTarget['agent-149']).toEqual({ observed: 1 });
+    expect(Object.keys(report.byTarget).some((name) => !name.startsWith('agent-'))).toBe(false);
+  });
+
   it('reports counts, not dispatches: the report is the same size for 10 or 1,000 due, and names at most a sample of failures', async () => {
     const sizeOf = async (due: number, corrupt: number): Promise<{ length: number; report: Awaited<ReturnType<typeof monitorTick>> }> => {
       const store = await storeWith(Array.from({ length: due }, (_, n) => stalledRun(`d-mem-${n}`)));
