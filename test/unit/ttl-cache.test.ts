@@ -27,6 +27,21 @@ describe('ttlCache: registry reads reused for a while', () => {
     expect(reads).toBe(2);
   });
 
+  it('keeps at most maxKept values: the expired go first, then the oldest (senders of ever new names cannot grow it; review fix)', async () => {
+    let now = 0;
+    let reads = 0;
+    const get = ttlCache(1_000, async (key: string) => ({ read: `${key}#${(reads += 1)}` }), () => now, 3);
+    for (const key of ['a', 'b', 'c']) await get(key);
+    now = 500;
+    await get('d'); // full, none expired: the oldest (a) makes room
+    expect(await get('b')).toEqual({ read: 'b#2' });
+    expect(await get('a')).toEqual({ read: 'a#5' });
+    now = 1_200; // c (kept since 0) has expired and goes first; d and a, kept at 500, stay
+    await get('e');
+    expect(reads).toBe(6);
+    expect(await get('d')).toEqual({ read: 'd#4' });
+  });
+
   it('never keeps a miss: what is registered later is seen at once', async () => {
     let value: { name: string } | undefined;
     let reads = 0;
