@@ -258,12 +258,14 @@ export class DispatchLedger extends Construct {
     // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence (each
     // upload once, immutable under its hash) and reads tasks for a redispatch; evidence checks read each
     // file (which needs ListBucket to tell "missing" (404) from "forbidden" (403), or every missing file
-    // reads as an unrunnable check). A seal is the hash the check records — the monitor writes nothing
-    // to the bucket: evidence arrives only through the API's PUT route.
+    // reads as an unrunnable check). A seal is the hash the check records; evidence arrives only through
+    // the API's PUT route. The monitor writes one object only for a file uploaded before uploads were
+    // content-addressed: it stores it under its hash (legacy-evidence.ts), once, for dispatches in flight
+    // across that upgrade.
     const objects = evidenceBucket.arnForObjects('*');
     this.allow(intake, ['s3:PutObject', 's3:GetObject'], [objects]);
     this.allow(api, ['s3:PutObject', 's3:GetObject'], [objects]);
-    this.allow(monitor, ['s3:GetObject'], [objects]);
+    this.allow(monitor, ['s3:PutObject', 's3:GetObject'], [objects]);
     // The monitor and the API (which settles evidence as a completion arrives) check files exist.
     for (const checker of [monitor, api]) this.allow(checker, ['s3:ListBucket'], [evidenceBucket.bucketArn]);
     // Target auth headers: the deploy-time targets' secrets, and those registered later under the prefix.

@@ -2,7 +2,7 @@ import type { DispatchState, InlineCheck } from '../dispatch/state.js';
 import { evidenceSettled, isLive, type WriteMode } from '../dispatch/transitions.js';
 import { createHash } from 'node:crypto';
 import type { DispatchWorkDeps, EvidenceCheck, EvidenceFile, LedgerStore, SettledCheck } from '../ledger/port.js';
-import { evidenceObjectKey, legacyEvidenceKey } from '../ledger/objects.js';
+import { evidenceObjectKey } from '../ledger/objects.js';
 
 /** Where an uploaded evidence file's bytes live: immutable, under their hash (`OBJECTS.evidence`). */
 export const evidenceKey = evidenceObjectKey;
@@ -34,28 +34,6 @@ export async function sealedFile(store: Pick<LedgerStore, 'getEvidenceCheck'>, s
   return (await evidenceCheckOf(store, state))?.files.find((file) => file.ref === ref);
 }
 
-/** Evidence files read at once by one process: each may be 4 MB (twice that while the SDK assembles it). */
-export const EVIDENCE_READS_AT_ONCE = 4;
-
-/** A small gate: at most `limit` of the functions it runs are under way at once, the rest wait their turn. */
-function gate(limit: number): { run<T>(work: () => Promise<T>): Promise<T> } {
-  let running = 0;
-  const waiting: Array<() => void> = [];
-  return {
-    async run<T>(work: () => Promise<T>): Promise<T> {
-      if (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve));
-      running += 1;
-      try {
-        return await work();
-      } finally {
-        running -= 1;
-        waiting.shift()?.();
-      }
-    },
-  };
-}
-const fileReads = gate(EVIDENCE_READS_AT_ONCE);
-
 /** The bytes a pointer names, hashed; undefined when the object is gone. Throws when they are not the bytes uploaded. */
 async function readUpload(deps: Pick<DispatchWorkDeps, 'blobs'>, dispatchId: string, attempt: number, ref: string, sha256: string): Promise<{ sha256: string; bytes: number } | undefined> {
   const bytes = await deps.blobs.getBytes(evidenceKey(dispatchId, attempt, sha256, ref));
@@ -63,21 +41,6 @@ async function readUpload(deps: Pick<DispatchWorkDeps, 'blobs'>, dispatchId: str
   const actual = sha256Of(bytes);
   if (actual !== sha256) throw new Error(`${ref} is not the bytes uploaded`);
   return { sha256: actual, bytes: bytes.length };
-}
-
-/**
- * A ref with no pointer may have been uploaded before uploads were content-addressed, under the
- * attempt's root as it was (`legacyEvidenceKey`). Found there, it is adopted: stored once under its
- * hash with a pointer, as an upload is today, so the seal names immutable bytes. (Nothing writes the old
- * key any more, so this runs once per such file, for dispatches in flight across the upgrade.)
- */
-async function adoptLegacyUpload(deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>, dispatchId: string, attempt: number, ref: string, now: Date): Promise<{ sha256: string; bytes: number } | undefined> {
-  const bytes = await deps.blobs.getBytes(legacyEvidenceKey(dispatchId, attempt, ref));
-  if (!bytes) return undefined;
-  const sha256 = sha256Of(bytes);
-  await deps.blobs.put(evidenceKey(dispatchId, attempt, sha256, ref), bytes, 'application/octet-stream');
-  await deps.store.putEvidenceUpload({ dispatchId, attempt, ref, sha256, bytes: bytes.length, at: now.toISOString() });
-  return { sha256, bytes: bytes.length };
 }
 
 /**
@@ -101,7 +64,13 @@ async function adoptLegacyUpload(deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>
  * settled in one write. Handled/Orphaned are published from the state change, so a check whose state
  * write loses (a concurrent redispatch fenced the run) publishes nothing.
  */
-export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>, state: DispatchState, now: Date, mode: WriteMode): Promise<DispatchState | undefined> {
+/**
+ * What a check does with an expected ref that has no upload pointer: nothing (the API), or the
+ * monitor's look for a file uploaded before uploads were content-addressed (`legacy-evidence.ts`).
+ */
+export type UnpointedRef = (deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>, dispatchId: string, attempt: number, ref: string, now: Date) => Promise<{ sha256: string; bytes: number } | undefined>;
+
+export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>, state: DispatchState, now: Date, mode: WriteMode, unpointed?: UnpointedRef): Promise<DispatchState | undefined> {
   const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
   const { dispatchId, attempt } = state;
   const [message, recordedBefore] = await Promise.all([deps.store.getAcceptedMessage(dispatchId), deps.store.getEvidenceCheck(dispatchId, attempt)]);
@@ -119,12 +88,12 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
     const [marks, uploads] = await Promise.all([deps.store.listEvidenceMarks(dispatchId, attempt), deps.store.listEvidenceUploads(dispatchId, attempt)]);
     // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
     invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
-    // One file at a time (up to 32 × 4 MB may be expected), and few checks at once in one process (the
-    // monitor works many dispatches side by side): read and hash what each pointer names.
+    // One file at a time (up to 32 × 4 MB may be expected; the monitor runs few checks at once): read
+    // and hash what each pointer names.
     for (const ref of expected) {
       const upload = uploads.find((candidate) => candidate.ref === ref);
       if (invalid.includes(ref)) continue;
-      const file = await fileReads.run(() => (upload ? readUpload(deps, dispatchId, attempt, ref, upload.sha256) : adoptLegacyUpload(deps, dispatchId, attempt, ref, now)));
+      const file = await (upload ? readUpload(deps, dispatchId, attempt, ref, upload.sha256) : unpointed?.(deps, dispatchId, attempt, ref, now));
       if (file) files.push({ ref, sha256: file.sha256, bytes: file.bytes, checkedAt });
     }
   } catch (thrown) {

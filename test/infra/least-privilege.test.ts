@@ -81,9 +81,9 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(queried).not.toContain('/index/due');
   });
 
-  it('monitor: items by key, the due index, evidence checks (ListBucket so a missing file is a 404, not a 403), target secrets — and no bucket write (a seal is a recorded hash of immutable bytes, not a copy)', () => {
+  it('monitor: items by key, the due index, evidence checks (ListBucket so a missing file is a 404, not a 403; PutObject only to store a file uploaded before the upgrade under its hash), target secrets', () => {
     expect(actionsOf('monitor')).toEqual(
-      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:ListBucket', ...TARGET_SECRETS].sort(),
+      [...LOGS, 'dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 's3:GetObject', 's3:ListBucket', 's3:PutObject', ...TARGET_SECRETS].sort(),
     );
     const queried = resourcesFor('monitor', 'dynamodb:Query').join();
     expect(queried).toContain('/index/due');

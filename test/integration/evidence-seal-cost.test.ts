@@ -110,12 +110,16 @@ describe('sealing evidence without an S3 copy (issue 18)', () => {
     expect((await table.getEvidenceCheck(dispatchId, 1))?.files.map((file) => file.sha256)).toEqual([sha('# report'), sha('a,b')]);
   });
 
-  it('counts a file uploaded before the upgrade (under the old key, no pointer): adopted under its hash, then sealed — never a false orphan (review fix)', async () => {
+  it('counts a file uploaded before the upgrade (under the old key, no pointer): the monitor adopts it under its hash by the grace deadline and seals it — never a false orphan (review fix)', async () => {
     const dispatchId = await detachedDispatch(['out/report.md']);
     await blobs.put(legacyEvidenceKey(dispatchId, 1, 'out/report.md'), '# before the upgrade', 'text/markdown');
     expect(await table.listEvidenceUploads(dispatchId, 1)).toEqual([]);
 
     await complete(dispatchId);
+    // The API's completion finds no pointer and leaves it to the monitor, which looks at the old key by the grace deadline.
+    expect((await stateOf(dispatchId)).evidence.outcome).toBe('pending');
+    clock = new Date(Date.parse((await stateOf(dispatchId)).evidence.deadline ?? '') + 1000);
+    await monitorTick({ ...deps(), dueIndex: new LedgerDueIndex(documents, tableName), pageSize: DUE_PAGE_SIZE });
 
     const state = await stateOf(dispatchId);
     expect(state.evidence.outcome).toBe('handled');
