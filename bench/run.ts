@@ -23,7 +23,7 @@ import { publishedDetailTypes, type EventsProfile } from '../shared/events/profi
  *
  *   --quick             small sizes, to check the bench itself runs (figures are not comparable)
  *   --only PART         one part alone (`--only=PART` too; PART: coldstart, monitor, throughput,
- *                       detection, scale), on fresh engines: its result is printed as JSON on stdout, and
+ *                       detection, scale, monitorload), on fresh engines: its result is printed as JSON on stdout, and
  *                       bench/results.json and docs/performance.md are left as they are
  *   --scale             only the scale part (CONTRACT §14): its fields of bench/results.json and its table
  *                       are replaced, everything else is left as the last full run wrote it
@@ -412,6 +412,7 @@ async function main(argv: readonly string[]): Promise<number> {
       const parts: Record<string, () => Promise<unknown>> = {
         coldstart: () => coldStart({ log, quick }),
         monitor: () => withEngines(runMonitorHistory),
+        monitorload: () => withEngines(runMonitorLoad),
         throughput: () => withEngines(runIntakeThroughput),
         detection: () => withEngines(runDetection),
         scale: () => withEngines(runScale),
