@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { ensureLedgerTable } from '../local/resources.js';
 import type { OperationTotals } from '../shared/adapters/capacity-meter.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
@@ -84,18 +83,34 @@ const stalledState = (dispatchId: string, now: Date): DispatchState => {
   return { ...running, target: TARGET, dueAt: new Date(now.getTime() - 1000).toISOString() };
 };
 
-export async function runMonitorLoad(ctx: BenchContext): Promise<MonitorLoadResult> {
+/**
+ * `onFreshEngines` runs its part on engines started for it alone: each measured tick gets its own
+ * DynamoDB Local (with a warm-up tick first). One engine for every tick slowed the tick after the
+ * 20,000 tenfold (71–103 ms per item instead of ~4): DynamoDB Local keeps what it held, dropped tables included.
+ */
+export async function runMonitorLoad(ctx: Pick<BenchContext, 'log' | 'quick' | 'uniqueName'>, onFreshEngines: <T>(part: (dynamodbEndpoint: string) => Promise<T>) => Promise<T>): Promise<MonitorLoadResult> {
   const plan = ctx.quick ? QUICK : FULL;
   const notes: string[] = [];
-  const clients = monitorBenchClients(ctx.endpoints.dynamodbEndpoint);
-  const { meter, loader, loaderDocuments, meteredDocuments } = clients;
   const target = await stillRunningTarget();
   const registration: TargetRegistration = { name: TARGET, kind: 'http', baseUrl: target.baseUrl };
   // One adapter (one keep-alive pool) per target, as the functions' wiring keeps them.
   const port: TargetPort = httpTarget(registration);
 
+  /** A warm-up tick, then one tick over `size` freshly seeded due runs, on engines of their own. */
+  const tickOver = (size: number, label: string): Promise<MonitorLoadTick> =>
+    onFreshEngines(async (endpoint) => {
+      const clients = monitorBenchClients(endpoint);
+      try {
+        await tickOn(clients, WARM_UP, `${label}-warm`);
+        return await tickOn(clients, size, label);
+      } finally {
+        clients.destroy();
+      }
+    });
+
   /** One tick over `size` freshly seeded due runs, on a table of its own. */
-  const tickOver = async (size: number, label: string): Promise<MonitorLoadTick> => {
+  const tickOn = async (clients: ReturnType<typeof monitorBenchClients>, size: number, label: string): Promise<MonitorLoadTick> => {
+    const { meter, loader, loaderDocuments, meteredDocuments } = clients;
     const tableName = ctx.uniqueName('bench-monitor-load');
     await ensureLedgerTable(loader, tableName);
     // The production table options (a registration read is reused 30 s, as TARGET_CACHE_SECONDS defaults).
@@ -146,14 +161,10 @@ export async function runMonitorLoad(ctx: BenchContext): Promise<MonitorLoadResu
     ctx.log(
       `monitor-load: tick over ${size} due: ${handled} handled in ${seconds.toFixed(1)} s (${(seconds / Math.max(1, handled) * 1000).toFixed(2)} ms each), ${measured.readUnitsPerDueItem} RRU, ${measured.writeUnitsPerDueItem} WRU, ${measured.requestsPerDueItem} requests per item${report.outOfBudget ? ', out of budget' : ''}`,
     );
-    // Dropped once measured: DynamoDB Local keeps every table in its heap, and the next tick (a fresh
-    // table) slowed tenfold behind the 20,000 runs of the last one (103 ms per item instead of 4.4).
-    await loader.send(new DeleteTableCommand({ TableName: tableName }));
     return measured;
   };
 
   try {
-    await tickOver(WARM_UP, 'warm');
     const ticks: MonitorLoadTick[] = [];
     const ratios: number[] = [];
     for (let index = 0; index < plan.rounds; index += 1) {
@@ -174,7 +185,7 @@ export async function runMonitorLoad(ctx: BenchContext): Promise<MonitorLoadResu
       `each tick: due runs submitted an hour before, silent since (stall deadline passed), on a fresh table; the tick reads each by key, looks it up at an HTTP target on 127.0.0.1 through the real adapter (answer: still running) and writes it back stalled with its next look scheduled (backoff)`,
       `the production tick: pages of ${DUE_PAGE_SIZE}, ${SHARD_CONCURRENCY} shards at a time × ${PAGE_CONCURRENCY} dispatches per page, the budget a ${MONITOR_TIMEOUT_SECONDS} s invocation gets (no new page after one period of ${DEFAULT_PERIOD_SECONDS} s less the margin), real clock`,
       `seeded through BatchWriteItem of ledger-items.ts state items (unmetered client); units are DynamoDB Local's ConsumedCapacity on the monitor's client: per item one GetItem (0.5+ RRU strongly consistent: 1 RRU), one conditional PutItem (table + due index), plus per shard worked one claim and one release (UpdateItem) and its page queries`,
-      `${plan.rounds} round(s), ${plan.small.toLocaleString('en-US')} and ${plan.large.toLocaleString('en-US')} interleaved after a warm-up tick of ${WARM_UP}; seconds per due item ratio per round: ${ratios.map((value) => value.toFixed(3)).join(', ')}`,
+      `${plan.rounds} round(s), ${plan.small.toLocaleString('en-US')} and ${plan.large.toLocaleString('en-US')} interleaved, each on engines of its own after a warm-up tick of ${WARM_UP}; seconds per due item ratio per round: ${ratios.map((value) => value.toFixed(3)).join(', ')}`,
       `monitorDueItemsPerTick: the fewest handled by one ${plan.large.toLocaleString('en-US')} tick within its budget (${larges.map((tick) => `${tick.handled} in ${tick.seconds} s${tick.outOfBudget ? ', out of budget' : ''}`).join('; ')})`,
     );
     if (ctx.quick) notes.push(`--quick: sizes ${QUICK.small} / ${QUICK.large}, one round (the ratio is then ${QUICK.large} ÷ ${QUICK.small})`);
@@ -191,6 +202,5 @@ export async function runMonitorLoad(ctx: BenchContext): Promise<MonitorLoadResu
   } finally {
     target.server.closeAllConnections();
     target.server.close();
-    clients.destroy();
   }
 }
