@@ -55,17 +55,25 @@ describe('ttlCache: registry reads reused for a while', () => {
   it('shares one load between concurrent reads of a key (a batch of 10 is one read), and none after a failed one', async () => {
     let reads = 0;
     let fail = true;
+    // Each load waits until the test lets it finish: all ten reads are asked while it is in flight.
+    let finish: () => void = () => undefined;
     const get = ttlCache(30_000, async () => {
       reads += 1;
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await new Promise<void>((resolve) => {
+        finish = resolve;
+      });
       if (fail) throw new Error('throttled');
       return { reads };
     });
-    const failed = await Promise.allSettled(Array.from({ length: 10 }, () => get('t')));
+    const failing = Promise.allSettled(Array.from({ length: 10 }, () => get('t')));
+    finish();
+    const failed = await failing;
     expect(failed.every((result) => result.status === 'rejected')).toBe(true);
     expect(reads).toBe(1);
     fail = false;
-    expect(await Promise.all(Array.from({ length: 10 }, () => get('t')))).toEqual(Array(10).fill({ reads: 2 }));
+    const succeeding = Promise.all(Array.from({ length: 10 }, () => get('t')));
+    finish();
+    expect(await succeeding).toEqual(Array(10).fill({ reads: 2 }));
     expect(reads).toBe(2);
   });
 
