@@ -132,7 +132,16 @@ const RECENT_SHARD_BYTE = 3;
 const ORIGIN_SHARD_BYTE = 4;
 const FEED_SHARD_BYTE = 5;
 /** The shard of `id` among `shards` (for a power of two, as every fixed count here is, each shard equally likely). */
-const shardOf = (id: string, byte: number, shards: number): number => createHash('sha256').update(id).digest().readUInt8(byte) % shards;
+const shardOf = (id: string, byte: number, shards: number): number => digestOf(id).readUInt8(byte) % shards;
+/**
+ * The SHA-256 of an id, the last one kept: writing one state item picks its due, origin, recent, feed,
+ * inbox and wait shards and several sort-key tie-breakers from the same id — one hash, not ten.
+ */
+let lastDigest: { readonly id: string; readonly digest: Buffer } | undefined;
+function digestOf(id: string): Buffer {
+  if (lastDigest?.id !== id) lastDigest = { id, digest: createHash('sha256').update(id).digest() };
+  return lastDigest.digest;
+}
 
 export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
 const uploadPrefix = (attempt: number): string => `UPLOAD#${pad(attempt, 6)}#`;
@@ -309,7 +318,7 @@ export function withoutNulls(value: unknown): unknown {
 }
 
 /** A short, stable tie-breaker for sort keys, instead of repeating a 128-character id. */
-export const idHash = (id: string): string => createHash('sha256').update(id).digest('base64url').slice(0, 10);
+export const idHash = (id: string): string => digestOf(id).toString('base64url').slice(0, 10);
 
 /** When an item written at `at` expires: the retention after it (DynamoDB TTL, epoch seconds). */
 export const expiryOf = (at: string, retentionSeconds: number): number => Math.floor(Date.parse(at) / 1000) + retentionSeconds;
