@@ -4,8 +4,9 @@ import { dueShardClaimUpdate, dueShardReleaseUpdate } from '../../shared/adapter
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
-import { FAILURE_SAMPLE, monitorTick, TICK_MARGIN_SECONDS, tickBudget, type MonitorDeps } from '../../shared/monitor/monitor.js';
+import { EVIDENCE_CHECKS_AT_ONCE, FAILURE_SAMPLE, monitorTick, TICK_MARGIN_SECONDS, tickBudget, type MonitorDeps } from '../../shared/monitor/monitor.js';
 import type { TargetPort } from '../../shared/targets/port.js';
+import { sha256Of } from '../../shared/monitor/evidence-check.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 import { MemoryStore } from '../support/memory-store.js';
@@ -125,6 +126,45 @@ describe('monitorTick under load', () => {
     expect(Object.keys(report.byTarget)).toHaveLength(150);
     expect(report.byTarget['agent-149']).toEqual({ observed: 1 });
     expect(Object.keys(report.byTarget).some((name) => !name.startsWith('agent-'))).toBe(false);
+  });
+
+  it('reads the evidence of at most EVIDENCE_CHECKS_AT_ONCE checks at once, however many are due side by side (review fix: 64 × 4 MB at once)', async () => {
+    const ref = 'out/a.md';
+    const bytes = Buffer.from('# a');
+    const sha256 = sha256Of(bytes);
+    const ids = Array.from({ length: 40 }, (_, n) => `d-check-${n}`);
+    const store = await storeWith(
+      ids.map((id) => {
+        const run = stalledRun(id);
+        return { ...run, execution: { ...run.execution, status: 'completed', nativeStatus: 'completed', completedAt: at(5).toISOString() }, evidence: { outcome: 'pending', expectedCount: 1, deadline: at(20).toISOString() } } satisfies DispatchState;
+      }),
+    );
+    let reading = 0;
+    let most = 0;
+    const blobs = new MemoryBlobs();
+    blobs.getBytes = async (key) => {
+      reading += 1;
+      most = Math.max(most, reading);
+      // Yield, so the checks side by side all get to ask before this one answers.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      reading -= 1;
+      return key.endsWith(ref) ? bytes : undefined;
+    };
+    for (const id of ids) {
+      const start = store.states.get(id) as DispatchState;
+      await store.putAcceptedMessage({
+        dispatchId: id, origin: start.origin, contentHash: 'sha256:x', messageId: `m-${id}`, senderId: null, receivedAt: NOW.toISOString(), claimUntil: NOW.toISOString(),
+        content: { valid: true, target: start.target, task: { goal: 'x' }, taskRef: null, taskPreview: null, taskBytes: 10, expectedEvidence: [ref], deliveryMode: 'callback', timeouts: start.timeouts, parentDispatchId: null, maxHops: 4 },
+      });
+      await store.putEvidenceUpload({ dispatchId: id, attempt: 1, ref, sha256, bytes: bytes.length, at: NOW.toISOString() });
+    }
+
+    const report = await monitorTick(depsOf(store, stillRunning(), { blobs }));
+
+    expect(report.due).toBe(40);
+    expect(most).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(EVIDENCE_CHECKS_AT_ONCE);
+    expect(ids.every((id) => store.states.get(id)?.evidence.outcome === 'handled')).toBe(true);
   });
 
   it('reports counts, not dispatches: the report is the same size for 10 or 1,000 due, and names at most a sample of failures', async () => {
