@@ -23,7 +23,7 @@ import { publishedDetailTypes, type EventsProfile } from '../shared/events/profi
  *
  *   --quick             small sizes, to check the bench itself runs (figures are not comparable)
  *   --only PART         one part alone (`--only=PART` too; PART: coldstart, monitor, throughput,
- *                       detection, scale, monitorload), on fresh engines: its result is printed as JSON on stdout, and
+ *                       detection, scale, monitorload, cost), on fresh engines: its result is printed as JSON on stdout, and
  *                       bench/results.json and docs/performance.md are left as they are
  *   --scale             only the scale part (CONTRACT §14): its fields of bench/results.json and its table
  *                       are replaced, everything else is left as the last full run wrote it
@@ -448,6 +448,8 @@ async function main(argv: readonly string[]): Promise<number> {
         throughput: () => withEngines(runIntakeThroughput),
         detection: () => withEngines(runDetection),
         scale: () => withEngines(runScale),
+        // The lifecycle's usage unpriced (units and reads per step), to see what a change saves.
+        cost: () => withEngines((ctx) => runLifecycleCost(ctx, 'detached')),
       };
       const part = parts[only];
       if (!part) {
