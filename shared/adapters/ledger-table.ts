@@ -19,7 +19,7 @@ import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -28,7 +28,11 @@ import {
   ANCHOR_RETENTION_FACTOR,
   checkOf,
   COLLECTION,
+  isCheckKey,
+  isMarkKey,
+  isUploadKey,
   markOf,
+  RANGE,
   uploadOf,
   principalOf,
   targetOf,
@@ -165,6 +169,16 @@ function collectionQuery(tableName: string, collection: { readonly pk: string; r
     ExpressionAttributeValues: { ':pk': collection.pk, ':prefix': collection.prefix },
     ConsistentRead: true,
     ExclusiveStartKey: startKey,
+  };
+}
+
+/** A range of a dispatch's partition (`RANGE`), both ends included, strongly consistent. */
+function rangeQuery(tableName: string, range: { readonly pk: string; readonly from: string; readonly to: string }): QueryCommandInput {
+  return {
+    TableName: tableName,
+    KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
+    ExpressionAttributeValues: { ':pk': range.pk, ':from': range.from, ':to': range.to },
+    ConsistentRead: true,
   };
 }
 
@@ -385,6 +399,30 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   async getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined> {
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.evidenceCheck(dispatchId, attempt), ConsistentRead: true }));
     return Item ? checkOf(Item) : undefined;
+  }
+
+  async getEvidenceBasis(dispatchId: string, attempt: number): Promise<EvidenceBasis> {
+    if (attempt === 1) {
+      // One query (RANGE.evidenceBasis): the message's bytes and a few small items, rounded up once.
+      const items = await this.listAll(rangeQuery(this.table, RANGE.evidenceBasis(dispatchId)), (item) => item);
+      const message = items.find((item) => item.sk === KEY.message(dispatchId).sk);
+      const check = items.find((item) => isCheckKey(String(item.sk), attempt));
+      return { message: message ? messageOf(message) : undefined, check: check ? checkOf(check) : undefined, marks: items.filter((item) => isMarkKey(String(item.sk), attempt)).map(markOf) };
+    }
+    const [message, check, marks] = await Promise.all([this.getAcceptedMessage(dispatchId), this.getEvidenceCheck(dispatchId, attempt), this.listEvidenceMarks(dispatchId, attempt)]);
+    return { message, check, marks };
+  }
+
+  async getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] }> {
+    const items = await this.listAll(rangeQuery(this.table, RANGE.stateWithUploads(dispatchId)), (item) => item);
+    const stateItem = items.find((item) => item.sk === KEY.state(dispatchId).sk);
+    const state = stateItem ? stateOf(stateItem) : undefined;
+    return { state, uploads: state ? items.filter((item) => isUploadKey(String(item.sk), state.attempt)).map(uploadOf) : [] };
+  }
+
+  async peekState(dispatchId: string): Promise<DispatchState | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.state(dispatchId), ConsistentRead: false }));
+    return Item ? stateOf(Item) : undefined;
   }
 
   async putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>> {

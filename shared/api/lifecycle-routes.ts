@@ -1,8 +1,9 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
-import { applyRunEvent, isLive, isTerminal, reconcileLookup, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline } from '../dispatch/transitions.js';
+import { applyRunEvent, isLive, isTerminal, reconcileLookup, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
 import type { DispatchState } from '../dispatch/state.js';
+import type { EvidenceUpload } from '../ledger/port.js';
 import { refProblem } from '../dispatch/refs.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
@@ -63,11 +64,18 @@ export type RunOfDispatch =
  * recorded — including before its state exists at all; 404 when the dispatch is unknown (or not this
  * caller's target), or the run is none of its runs and no attempt is in flight.
  */
-export async function runOfDispatch(deps: Pick<LifecycleDeps, 'store'>, dispatchId: string, runId: string, caller: Caller): Promise<RunOfDispatch> {
+export async function runOfDispatch(
+  deps: Pick<LifecycleDeps, 'store'>,
+  dispatchId: string,
+  runId: string,
+  caller: Caller,
+  /** How the state is read: strongly consistent, by itself unless the caller needs more with it. */
+  read: (dispatchId: string) => Promise<DispatchState | undefined> = (id) => deps.store.getState(id),
+): Promise<RunOfDispatch> {
   const notFound = new ApiError('not_found', `no run ${runId} for dispatch ${dispatchId}`);
   const notYet = new ApiError('not_yet_recorded', 'the run is not recorded yet; retry shortly', { retryable: true });
   if (!DISPATCH_ID.test(dispatchId)) throw notFound;
-  const state = await deps.store.getState(dispatchId);
+  const state = await read(dispatchId);
   if (!state) {
     // The target may report before the ledger has recorded its submission answer (intake creates the
     // state after the call returns): not yet — in AWS as locally, for the target the message names.
@@ -104,9 +112,17 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
     ...rest,
     ...(result ? { result: { ...(result.summary === undefined ? {} : { summary: result.summary }), ...(resultBody ? { body: resultBody.ref(rest.seq) } : {}) } } : {}),
   };
+  if (await coalescedAtAGlance(deps, event.dispatchId, runId, event, caller)) return { status: 200, body: { applied: false, coalesced: true } };
   let stored = false;
+  // A completion reads its attempt's upload pointers with the state: the check's first look at them.
+  let pointers: EvidenceUpload[] | undefined;
+  const readWithPointers = async (dispatchId: string): Promise<DispatchState | undefined> => {
+    const read = await deps.store.getStateWithUploads(dispatchId);
+    pointers = read.uploads;
+    return read.state;
+  };
   for (let round = 0; round < EVENT_ROUNDS; round += 1) {
-    const run = await runOfDispatch(deps, event.dispatchId, runId, caller);
+    const run = await runOfDispatch(deps, event.dispatchId, runId, caller, event.type === 'completed' ? readWithPointers : undefined);
     const state = run.state;
     if (run.kind === 'superseded') {
       await deps.store.recordLateEvent({ dispatchId: state.dispatchId, runId, seq: event.seq, type: event.type, at: deps.now().toISOString() });
@@ -129,7 +145,7 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
     // monitor looks again from its next tick until the grace window closes.
     // (A check that fails here is left to the monitor rather than failing the target's report.)
     if (next.execution.status === 'completed' && next.evidence.outcome === 'pending') {
-      next = (await settleEvidence(deps, next, deps.now(), 'same_write').catch(() => undefined)) ?? next;
+      next = (await settleEvidence(deps, next, deps.now(), 'same_write', undefined, pointers).catch(() => undefined)) ?? next;
     }
     // The body first, then the state that refers to it: if it cannot be stored this throws (5xx), nothing is recorded, the target retries.
     if (resultBody && !stored) {
@@ -139,6 +155,20 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
     if ((await deps.store.commit(state, next)).kind === 'committed') return { status: 202, body: { applied: true } };
   }
   throw new ApiError('conflict', 'the dispatch kept changing; retry');
+}
+
+/**
+ * A heartbeat (or progress) inside the coalescing window writes nothing: that is decided on an eventually consistent
+ * read (half the read units), which cannot make it wrong — activity only moves forward, so a heartbeat
+ * that is recent to an older view is recent to the current one. Anything else (no state yet, a caller
+ * not the target's, another run, a write due) is decided again on the strongly consistent read. What
+ * the older view can miss is a redispatch or a cancel in its last second: this heartbeat is then
+ * answered `coalesced` rather than `late`, and the next one learns it.
+ */
+async function coalescedAtAGlance(deps: LifecycleDeps, dispatchId: string, runId: string, event: RunEvent, caller: Caller): Promise<boolean> {
+  if (event.type !== 'heartbeat' && event.type !== 'progress') return false;
+  const seen = await deps.store.peekState(dispatchId);
+  return seen !== undefined && seen.runId === runId && reportsFor(caller, seen.target) && applyRunEvent(seen, event, deps.now()).kind === 'coalesced';
 }
 
 /**

@@ -123,6 +123,13 @@ export interface EvidenceUpload {
   readonly at: string;
 }
 
+/** `LedgerStore.getEvidenceBasis`: the check's inputs other than the files and their pointers. */
+export interface EvidenceBasis {
+  readonly message: AcceptedMessage | undefined;
+  readonly check: EvidenceCheck | undefined;
+  readonly marks: EvidenceMark[];
+}
+
 /** An owner's verdict on one evidence file of an attempt (CONTRACT §2 evidence-status); the latest wins. */
 export interface EvidenceMark {
   readonly dispatchId: string;
@@ -257,6 +264,21 @@ export interface LedgerStore {
    */
   putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>>;
   getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined>;
+  /**
+   * What an evidence check reads besides the files, strongly consistent: the accepted message (its
+   * expected refs), the attempt's check item if one was recorded, and the attempt's marks.
+   */
+  getEvidenceBasis(dispatchId: string, attempt: number): Promise<EvidenceBasis>;
+  /**
+   * The hot state with its current attempt's uploads, strongly consistent, as one read: what a
+   * completion needs before it settles its evidence in the same write.
+   */
+  getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] }>;
+  /**
+   * An eventually consistent read of the hot state: only for an answer a view up to about a second
+   * old cannot make wrong, and never for the state a write is conditioned on.
+   */
+  peekState(dispatchId: string): Promise<DispatchState | undefined>;
 
   /**
    * Records an operator receipt once per dispatch and receiptId (never touching the hot state); an

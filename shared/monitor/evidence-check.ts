@@ -1,7 +1,7 @@
 import type { DispatchState, InlineCheck } from '../dispatch/state.js';
 import { evidenceSettled, isLive, type WriteMode } from '../dispatch/transitions.js';
 import { createHash } from 'node:crypto';
-import type { DispatchWorkDeps, EvidenceCheck, EvidenceFile, LedgerStore, SettledCheck } from '../ledger/port.js';
+import type { DispatchWorkDeps, EvidenceCheck, EvidenceFile, EvidenceUpload, LedgerStore, SettledCheck } from '../ledger/port.js';
 import { evidenceObjectKey } from '../ledger/objects.js';
 
 /** Where an uploaded evidence file's bytes live: immutable, under their hash (`OBJECTS.evidence`). */
@@ -70,10 +70,21 @@ async function readUpload(deps: Pick<DispatchWorkDeps, 'blobs'>, dispatchId: str
  */
 export type UnpointedRef = (deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>, dispatchId: string, attempt: number, ref: string, now: Date) => Promise<{ sha256: string; bytes: number } | undefined>;
 
-export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>, state: DispatchState, now: Date, mode: WriteMode, unpointed?: UnpointedRef): Promise<DispatchState | undefined> {
+export async function settleEvidence(
+  deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>,
+  state: DispatchState,
+  now: Date,
+  mode: WriteMode,
+  unpointed?: UnpointedRef,
+  /** The attempt's upload pointers when the caller read them with the state (`getStateWithUploads`): the first look. */
+  pointers?: readonly EvidenceUpload[],
+): Promise<DispatchState | undefined> {
   const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
   const { dispatchId, attempt } = state;
-  const [message, recordedBefore] = await Promise.all([deps.store.getAcceptedMessage(dispatchId), deps.store.getEvidenceCheck(dispatchId, attempt)]);
+  // The first look at the pointers goes out with the basis; a failure of it is the check's (below).
+  const firstLook = pointers ? Promise.resolve(pointers) : deps.store.listEvidenceUploads(dispatchId, attempt);
+  firstLook.catch(() => undefined);
+  const { message, check: recordedBefore, marks } = await deps.store.getEvidenceBasis(dispatchId, attempt);
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   const settle = (recorded: Pick<EvidenceCheck, 'outcome' | 'missing'>, check?: InlineCheck) => evidenceSettled(state, { outcome: recorded.outcome, expected, missing: recorded.missing, check }, now, mode);
   // A check recorded in its own item whose state write lost (to a claim, an upload's re-check): it stands.
@@ -85,7 +96,7 @@ export async function settleEvidence(deps: Pick<DispatchWorkDeps, 'store' | 'blo
   let error: string | null = unreadable;
   let invalid: string[] = [];
   try {
-    const [marks, uploads] = await Promise.all([deps.store.listEvidenceMarks(dispatchId, attempt), deps.store.listEvidenceUploads(dispatchId, attempt)]);
+    const uploads = await firstLook;
     // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
     invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
     // One file at a time (up to 32 × 4 MB may be expected; the monitor runs few checks at once): read

@@ -5,7 +5,10 @@ import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { InboxTable } from '../../shared/adapters/inbox-table.js';
+import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
+import { route } from '../../shared/api/routes.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import type { Caller } from '../../shared/api/caller.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
@@ -69,6 +72,14 @@ async function costOf(work: () => Promise<unknown>): Promise<{ readonly s3: { pu
   return { s3: { put: s3Requests.put - before.put, get: s3Requests.get - before.get, other: s3Requests.other - before.other }, writeUnits: meter.since(units).writeUnits };
 }
 
+/** What `work` read from DynamoDB: read units and requests. */
+async function readsOf(work: () => Promise<unknown>): Promise<{ readonly readUnits: number; readonly requests: number }> {
+  const units = meter.snapshot();
+  await work();
+  const spent = meter.since(units);
+  return { readUnits: spent.readUnits, requests: spent.requests };
+}
+
 async function detachedDispatch(expectedEvidence: readonly string[]): Promise<string> {
   const dispatchId = uniqueName('d');
   const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'scripted', task: { goal: 'g' }, expectedEvidence, delivery: { mode: 'detached' } });
@@ -99,6 +110,46 @@ describe('sealing evidence without an S3 copy (issue 18)', () => {
     expect(state.evidence.outcome).toBe('handled');
     expect(await table.getEvidenceCheck(dispatchId, 1)).toBeUndefined();
     expect((await evidenceCheckOf(table, state))?.files.map((file) => [file.ref, file.sha256, file.bytes])).toEqual([['out/report.md', sha('# report'), 8]]);
+  });
+
+  it('reads 3 units for a completion that settles its evidence in the same write (was 6): the state with its pointers, the message with the check\'s other inputs, the pointers\' last look', async () => {
+    const dispatchId = await detachedDispatch(['out/report.md']);
+    await upload(dispatchId, 'out/report.md', '# report');
+    const reads = await readsOf(() => complete(dispatchId));
+    expect((await stateOf(dispatchId)).evidence.outcome).toBe('handled');
+    // Three reads and the settling write (was six reads: state, message, check item, marks, pointers twice).
+    expect(reads).toEqual({ readUnits: 3, requests: 4 });
+  });
+
+  it('reads half a unit for a heartbeat inside the coalescing window (an eventually consistent look), and writes nothing', async () => {
+    const dispatchId = await detachedDispatch(['out/report.md']);
+    const before = await stateOf(dispatchId);
+    const heartbeat = (seq: number) => postRunEvent(deps(), 'r-1', Buffer.from(JSON.stringify({ dispatchId, seq, type: 'heartbeat' })), open);
+    let answer: Awaited<ReturnType<typeof heartbeat>> | undefined;
+    expect(await readsOf(async () => (answer = await heartbeat(1)))).toEqual({ readUnits: 0.5, requests: 1 });
+    expect(answer?.body).toEqual({ applied: false, coalesced: true });
+    expect((await stateOf(dispatchId)).version).toBe(before.version);
+    // Past the window the look is not enough: the state is read again, strongly, and the activity written.
+    clock = new Date(clock.getTime() + 3_600_000);
+    expect((await readsOf(async () => (answer = await heartbeat(2)))).readUnits).toBe(1.5);
+    expect(answer?.status).toBe(202);
+    expect((await stateOf(dispatchId)).execution.lastActivityAt).toBe(clock.toISOString());
+  });
+
+  it('reads half a unit for an operator receipt about a run the dispatch has (a glance at the state), one and a half for a run only a strong read knows', async () => {
+    const dispatchId = await detachedDispatch(['out/report.md']);
+    const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 });
+    const receipt = (receiptId: string, runId: string) =>
+      route(
+        { ...deps(), feeds, inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }) },
+        { method: 'POST', rawPath: `/dispatches/${dispatchId}/receipts`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: Buffer.from(JSON.stringify({ receiptId, runId, kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'test' })), iamUserId: undefined },
+      ).catch((error: unknown) => error);
+    let answer: unknown;
+    expect(await readsOf(async () => (answer = await receipt('rcpt-1', 'r-1')))).toEqual({ readUnits: 0.5, requests: 2 });
+    expect(answer).toMatchObject({ statusCode: 201 });
+    // A run the glance does not know is looked for again in the state read strongly: still none, 404.
+    expect((await readsOf(async () => (answer = await receipt('rcpt-2', 'r-9')))).readUnits).toBe(1.5);
+    expect(answer).toMatchObject({ code: 'not_found' });
   });
 
   it('reads each found file once: two files, two GETs, no S3 PUT (the record, too large for the state, is its own item)', async () => {

@@ -563,14 +563,15 @@ describe.each([
     const sent = message({ expectedEvidence: ['out/a.md'], delivery: { mode } });
     await send(sent);
     await uploadTo(sent.dispatchId, 'original');
-    // The checker hashed the file and looked at the pointers a last time; before its state write
-    // records the seal, a second upload (which saw no seal) lands and is answered 201.
+    // The checker hashed the file and looked at the pointers a last time (its first look came with the
+    // state: getStateWithUploads); before its state write records the seal, a second upload (which saw
+    // no seal) lands and is answered 201.
     let looks = 0;
     let raced = false;
     const racing = overriding<LedgerTable>(table, {
       listEvidenceUploads: async (dispatchId: string, attempt: number) => {
         const uploads = await table.listEvidenceUploads(dispatchId, attempt);
-        if ((looks += 1) === 2) {
+        if ((looks += 1) === 1) {
           raced = true;
           expect((await uploadTo(sent.dispatchId, 'tampered')).status).toBe(201);
         }
@@ -635,7 +636,11 @@ describe('review findings — edges the first pass missed', () => {
   it('never settles a check as handled when the accepted message cannot be read: unverified at the deadline', async () => {
     const sent = message({ expectedEvidence: ['out/a.md'], timeouts: { deliveryGraceSeconds: 5 } });
     await send(sent);
-    const anchorless = overriding<LedgerTable>(table, { getAcceptedMessage: async () => undefined });
+    const anchorless = overriding<LedgerTable>(table, {
+      getAcceptedMessage: async () => undefined,
+      // The check reads the message with its other inputs, in one query.
+      getEvidenceBasis: async (dispatchId: string, attempt: number) => ({ ...(await table.getEvidenceBasis(dispatchId, attempt)), message: undefined }),
+    });
     await postRunEvent({ ...deps(), store: anchorless }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
     expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('pending');
     tick(10);

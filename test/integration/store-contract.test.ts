@@ -213,6 +213,36 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     expect(await store.listEvidenceUploads(dispatchId, 3)).toEqual([]);
   });
 
+  it('reads a check\'s basis and a completion\'s state with its pointers in one read each: what the separate reads give, whatever else the partition holds', async () => {
+    const store = await storeOf();
+    const start = fresh();
+    const { dispatchId } = start;
+    const state = running(start);
+    expect(await store.commit(start, state)).toEqual({ kind: 'committed' });
+    const message = { dispatchId, origin: 'planner', contentHash: 'sha256:x', messageId: 'm', senderId: null, receivedAt: NOW.toISOString(), claimUntil: later(60).toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };
+    expect(await store.putAcceptedMessage(message)).toEqual({ kind: 'written' });
+    const at = NOW.toISOString();
+    for (const attempt of [1, 2]) {
+      await store.putEvidenceMark({ dispatchId, attempt, ref: `out/${attempt}.md`, status: 'invalid', reason: 'r', at });
+      await store.putEvidenceUpload({ dispatchId, attempt, ref: `out/${attempt}.md`, sha256: String(attempt).repeat(64), bytes: 3, at });
+    }
+    const check: EvidenceCheck = { dispatchId, origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome: 'handled', expected: ['a'], found: ['a'], missing: [], invalid: [], files: [], checkedAt: at, error: null };
+    await store.putEvidenceCheck(check);
+    // Items of other kinds sorting inside the ranges read (a late event, a Lambda failure record): never taken for one of these.
+    await store.recordLateEvent({ dispatchId, runId: 'r-0', seq: 3, type: 'heartbeat', at });
+    await store.putLambdaFailure({ dispatchId, attempt: 1, runId: 'r-1', errorType: 'E', errorMessage: 'm', requestId: 'q', condition: 'RetriesExhausted', at });
+
+    for (const attempt of [1, 2, 3]) {
+      const separately = { message: await store.getAcceptedMessage(dispatchId), check: await store.getEvidenceCheck(dispatchId, attempt), marks: await store.listEvidenceMarks(dispatchId, attempt) };
+      expect(await store.getEvidenceBasis(dispatchId, attempt)).toEqual(separately);
+    }
+    expect((await store.getEvidenceBasis(dispatchId, 1)).check).toEqual(check);
+    expect(await store.getStateWithUploads(dispatchId)).toEqual({ state: await store.getState(dispatchId), uploads: await store.listEvidenceUploads(dispatchId, 1) });
+    expect((await store.getStateWithUploads(dispatchId)).uploads.map((upload) => upload.ref)).toEqual(['out/1.md']);
+    expect(await store.getStateWithUploads(uniqueName('d'))).toEqual({ state: undefined, uploads: [] });
+    expect(await store.peekState(dispatchId)).toEqual(await store.getState(dispatchId));
+  });
+
   it('renews a claim only from the claim it read', async () => {
     const store = await storeOf();
     const message = { dispatchId: uniqueName('d'), origin: 'planner', contentHash: 'sha256:x', messageId: 'm', senderId: null, receivedAt: NOW.toISOString(), claimUntil: later(60).toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };

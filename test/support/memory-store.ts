@@ -100,6 +100,17 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   async getEvidenceCheck(dispatchId: string, attempt: number) {
     return this.checks.get(`${dispatchId}#${attempt}`);
   }
+  async getEvidenceBasis(dispatchId: string, attempt: number) {
+    return { message: await this.getAcceptedMessage(dispatchId), check: await this.getEvidenceCheck(dispatchId, attempt), marks: await this.listEvidenceMarks(dispatchId, attempt) };
+  }
+  async getStateWithUploads(dispatchId: string) {
+    const state = await this.getState(dispatchId);
+    return { state, uploads: state ? await this.listEvidenceUploads(dispatchId, state.attempt) : [] };
+  }
+  /** Always current here: memory has no replicas. */
+  async peekState(dispatchId: string) {
+    return this.getState(dispatchId);
+  }
   /** By `dispatchId#receiptId`, in the order written. */
   readonly operatorReceipts = new Map<string, OperatorReceipt>();
   async putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>> {
