@@ -191,7 +191,8 @@ export const COLLECTION = {
  *   message, and what sits between them — one lambda failure record at most and a manual target's
  *   attestations. Only for attempt 1: a redispatched dispatch may hold any number of late events of its
  *   superseded runs (`LATE#`), which the separate reads skip.
- * - `stateWithUploads`: the state and the upload pointers of every attempt (nothing else sorts between).
+ * - `stateWithUploads`: the state and the upload pointers of every attempt (nothing else sorts between):
+ *   a redispatched dispatch's completion also reads its earlier attempts' pointers (≤ 32 small items each).
  */
 export const RANGE = {
   evidenceBasis: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, from: checkSortKey(1), to: KEY.message(dispatchId).sk }),

@@ -172,6 +172,16 @@ function collectionQuery(tableName: string, collection: { readonly pk: string; r
   };
 }
 
+/** Items read along with others, decoded; undefined when one is corrupt (its own read reports it where it is handled). */
+function decodedOrUndefined<T>(items: readonly Item[], decode: (item: Item) => T): T[] | undefined {
+  try {
+    return items.map(decode);
+  } catch (error) {
+    if (error instanceof CorruptItemError) return undefined;
+    throw error;
+  }
+}
+
 /** A range of a dispatch's partition (`RANGE`), both ends included, strongly consistent. */
 function rangeQuery(tableName: string, range: { readonly pk: string; readonly from: string; readonly to: string }): QueryCommandInput {
   return {
@@ -407,17 +417,17 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
       const items = await this.listAll(rangeQuery(this.table, RANGE.evidenceBasis(dispatchId)), (item) => item);
       const message = items.find((item) => item.sk === KEY.message(dispatchId).sk);
       const check = items.find((item) => isCheckKey(String(item.sk), attempt));
-      return { message: message ? messageOf(message) : undefined, check: check ? checkOf(check) : undefined, marks: items.filter((item) => isMarkKey(String(item.sk), attempt)).map(markOf) };
+      return { message: message ? messageOf(message) : undefined, check: check ? checkOf(check) : undefined, marks: decodedOrUndefined(items.filter((item) => isMarkKey(String(item.sk), attempt)), markOf) };
     }
     const [message, check, marks] = await Promise.all([this.getAcceptedMessage(dispatchId), this.getEvidenceCheck(dispatchId, attempt), this.listEvidenceMarks(dispatchId, attempt)]);
     return { message, check, marks };
   }
 
-  async getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] }> {
+  async getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] | undefined }> {
     const items = await this.listAll(rangeQuery(this.table, RANGE.stateWithUploads(dispatchId)), (item) => item);
     const stateItem = items.find((item) => item.sk === KEY.state(dispatchId).sk);
     const state = stateItem ? stateOf(stateItem) : undefined;
-    return { state, uploads: state ? items.filter((item) => isUploadKey(String(item.sk), state.attempt)).map(uploadOf) : [] };
+    return { state, uploads: state ? decodedOrUndefined(items.filter((item) => isUploadKey(String(item.sk), state.attempt)), uploadOf) : [] };
   }
 
   async peekState(dispatchId: string): Promise<DispatchState | undefined> {

@@ -158,12 +158,15 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
 }
 
 /**
- * A heartbeat (or progress) inside the coalescing window writes nothing: that is decided on an eventually consistent
- * read (half the read units), which cannot make it wrong — activity only moves forward, so a heartbeat
- * that is recent to an older view is recent to the current one. Anything else (no state yet, a caller
- * not the target's, another run, a write due) is decided again on the strongly consistent read. What
- * the older view can miss is a redispatch or a cancel in its last second: this heartbeat is then
- * answered `coalesced` rather than `late`, and the next one learns it.
+ * A heartbeat (or progress) inside the coalescing window writes nothing: that is decided on an
+ * eventually consistent read (half the read units). It cannot move a verdict: activity only moves
+ * forward, so a heartbeat recent to an older view is recent to the current one, and no write is ever
+ * conditioned on the view. Anything else (no state yet, a caller not the target's, another run, a write
+ * due) is decided again on the strongly consistent read. What a view up to about a second old can miss
+ * is a change in that second — a redispatch, a cancel, a final status, a refresh's lookup verdict, an
+ * approval decided: this heartbeat is then answered `coalesced` (and, for a superseded run, not recorded
+ * as late), and the next one, read strongly once the window has passed or answered from a current view,
+ * gets the right answer. A heartbeat that does write reads 1.5 units instead of 1 (once per window).
  */
 async function coalescedAtAGlance(deps: LifecycleDeps, dispatchId: string, runId: string, event: RunEvent, caller: Caller): Promise<boolean> {
   if (event.type !== 'heartbeat' && event.type !== 'progress') return false;

@@ -127,7 +127,8 @@ export interface EvidenceUpload {
 export interface EvidenceBasis {
   readonly message: AcceptedMessage | undefined;
   readonly check: EvidenceCheck | undefined;
-  readonly marks: EvidenceMark[];
+  /** Undefined when a mark could not be decoded: the check reads them itself, and a failure there is the check's. */
+  readonly marks: EvidenceMark[] | undefined;
 }
 
 /** An owner's verdict on one evidence file of an attempt (CONTRACT §2 evidence-status); the latest wins. */
@@ -271,9 +272,11 @@ export interface LedgerStore {
   getEvidenceBasis(dispatchId: string, attempt: number): Promise<EvidenceBasis>;
   /**
    * The hot state with its current attempt's uploads, strongly consistent, as one read: what a
-   * completion needs before it settles its evidence in the same write.
+   * completion needs before it settles its evidence in the same write. `uploads` is undefined when a
+   * pointer could not be decoded: the state is still read (the completion is recorded), and the check
+   * reads the pointers itself, where a failure is the check's (`unverified` at the deadline).
    */
-  getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] }>;
+  getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] | undefined }>;
   /**
    * An eventually consistent read of the hot state: only for an answer a view up to about a second
    * old cannot make wrong, and never for the state a write is conditioned on.

@@ -81,10 +81,11 @@ export async function settleEvidence(
 ): Promise<DispatchState | undefined> {
   const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
   const { dispatchId, attempt } = state;
-  // The first look at the pointers goes out with the basis; a failure of it is the check's (below).
+  // The first look at the pointers goes out with the basis (wasted only when a check item is found
+  // already, which is rare); a failure of it is the check's (below).
   const firstLook = pointers ? Promise.resolve(pointers) : deps.store.listEvidenceUploads(dispatchId, attempt);
   firstLook.catch(() => undefined);
-  const { message, check: recordedBefore, marks } = await deps.store.getEvidenceBasis(dispatchId, attempt);
+  const { message, check: recordedBefore, marks: marksRead } = await deps.store.getEvidenceBasis(dispatchId, attempt);
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   const settle = (recorded: Pick<EvidenceCheck, 'outcome' | 'missing'>, check?: InlineCheck) => evidenceSettled(state, { outcome: recorded.outcome, expected, missing: recorded.missing, check }, now, mode);
   // A check recorded in its own item whose state write lost (to a claim, an upload's re-check): it stands.
@@ -96,7 +97,7 @@ export async function settleEvidence(
   let error: string | null = unreadable;
   let invalid: string[] = [];
   try {
-    const uploads = await firstLook;
+    const [marks, uploads] = await Promise.all([marksRead ?? deps.store.listEvidenceMarks(dispatchId, attempt), firstLook]);
     // Present and valid: a file its owner marked invalid, superseded or rejected does not count.
     invalid = expected.filter((ref) => marks.some((mark) => mark.ref === ref && mark.status !== 'valid'));
     // One file at a time (up to 32 × 4 MB may be expected; the monitor runs few checks at once): read

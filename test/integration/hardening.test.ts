@@ -633,6 +633,22 @@ describe('review findings — edges the first pass missed', () => {
     expect(await sealedBytesOf(sent.dispatchId, 'out/a.md')).toBe('original');
   });
 
+  it.each([
+    ['an upload pointer', 'UPLOAD#000001#out/a.md'],
+    ['an evidence mark', 'MARK#000001#out/a.md'],
+  ])('records a completion when %s of its attempt is corrupt, and settles the check unverified at the deadline, never handled (review fix: read with the state or the message)', async (_what, sk) => {
+    const sent = message({ expectedEvidence: ['out/a.md'], timeouts: { deliveryGraceSeconds: 5 } });
+    await send(sent);
+    await documents.send(new PutCommand({ TableName: tableName, Item: { pk: `D#${sent.dispatchId}`, sk, ref: 'out/a.md' } }));
+    expect((await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open)).status).toBe(202);
+    expect((await stateOf(sent.dispatchId)).execution.status).toBe('completed');
+    expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('pending');
+    tick(10);
+    await monitorTick(monitorDeps());
+    expect((await stateOf(sent.dispatchId)).evidence.outcome).toBe('unverified');
+    expect((await table.getEvidenceCheck(sent.dispatchId, 1))?.error).toMatch(/CorruptItemError/);
+  });
+
   it('never settles a check as handled when the accepted message cannot be read: unverified at the deadline', async () => {
     const sent = message({ expectedEvidence: ['out/a.md'], timeouts: { deliveryGraceSeconds: 5 } });
     await send(sent);

@@ -8,6 +8,8 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, admitted, applyRunEvent, blocked, IllegalTransitionError, reconcileLookup, submitted, waiting, type NewDispatch } from '../../shared/dispatch/transitions.js';
 import { slotShardCaps } from '../../shared/dispatch/slots.js';
+import { manualAttestation } from '../../shared/dispatch/manual.js';
+import { operatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DueIndex, EvidenceCheck, EvidenceUpload, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
@@ -228,9 +230,14 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     }
     const check: EvidenceCheck = { dispatchId, origin: 'planner', target: 'demo-agent', runId: 'r-1', attempt: 1, outcome: 'handled', expected: ['a'], found: ['a'], missing: [], invalid: [], files: [], checkedAt: at, error: null };
     await store.putEvidenceCheck(check);
-    // Items of other kinds sorting inside the ranges read (a late event, a Lambda failure record): never taken for one of these.
+    await store.putEvidenceCheck({ ...check, attempt: 2, outcome: 'orphan_no_delivery' });
+    // Every other kind of a dispatch's items, in and around the ranges read: never taken for one of these.
     await store.recordLateEvent({ dispatchId, runId: 'r-0', seq: 3, type: 'heartbeat', at });
     await store.putLambdaFailure({ dispatchId, attempt: 1, runId: 'r-1', errorType: 'E', errorMessage: 'm', requestId: 'q', condition: 'RetriesExhausted', at });
+    await store.putManualAttestation(manualAttestation(state, { attestationId: 'ma-1', kind: 'manual_result_attested', note: 'n' }, NOW, 'local:planner'));
+    await store.putOperatorReceipt(operatorReceipt(state, { receiptId: 'or-1', runId: 'r-1', kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'v', evidenceRef: null, note: null }, NOW));
+    await store.putResultBody({ dispatchId, attempt: 1, seq: 4, bytes: 2, json: '{}', preview: '{}', bodyRef: null, at });
+    await store.archiveAttempt(past({ ...state, attempt: 1 }, 2));
 
     for (const attempt of [1, 2, 3]) {
       const separately = { message: await store.getAcceptedMessage(dispatchId), check: await store.getEvidenceCheck(dispatchId, attempt), marks: await store.listEvidenceMarks(dispatchId, attempt) };
@@ -238,8 +245,14 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     }
     expect((await store.getEvidenceBasis(dispatchId, 1)).check).toEqual(check);
     expect(await store.getStateWithUploads(dispatchId)).toEqual({ state: await store.getState(dispatchId), uploads: await store.listEvidenceUploads(dispatchId, 1) });
-    expect((await store.getStateWithUploads(dispatchId)).uploads.map((upload) => upload.ref)).toEqual(['out/1.md']);
+    expect((await store.getStateWithUploads(dispatchId)).uploads?.map((upload) => upload.ref)).toEqual(['out/1.md']);
     expect(await store.getStateWithUploads(uniqueName('d'))).toEqual({ state: undefined, uploads: [] });
+    // A state at its second attempt: that attempt's pointers only.
+    const again = { ...running(fresh()), attempt: 2 };
+    await store.commit({ ...again, version: 0 }, again);
+    for (const attempt of [1, 2]) await store.putEvidenceUpload({ dispatchId: again.dispatchId, attempt, ref: 'out/a.md', sha256: String(attempt).repeat(64), bytes: 3, at });
+    expect((await store.getStateWithUploads(again.dispatchId)).uploads).toEqual(await store.listEvidenceUploads(again.dispatchId, 2));
+    expect((await store.getStateWithUploads(again.dispatchId)).uploads?.map((upload) => upload.sha256)).toEqual(['2'.repeat(64)]);
     expect(await store.peekState(dispatchId)).toEqual(await store.getState(dispatchId));
   });
 
