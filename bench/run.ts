@@ -28,6 +28,9 @@ import { publishedDetailTypes, type EventsProfile } from '../shared/events/profi
  *   --scale             only the scale part (CONTRACT §14): its fields of bench/results.json and its table
  *                       are replaced, everything else is left as the last full run wrote it
  *   --monitorload       only the monitor under load, written the same way
+ *
+ * SCALE_OUTAGE_DISPATCHES=N (environment) sizes the scale part's outage workload (default 100,000, 2,000
+ * with --quick), to see its trend at sizes between; figures written with it are not the contract's.
  */
 
 const RESULTS_FILE = path.join(PROJECT_ROOT, 'bench', 'results.json');
@@ -429,7 +432,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     if (argv.includes('--scale')) {
       log('scale: writes per partition key (CONTRACT §14)');
-      const scale = await withEngines(runScale);
+      const scale = await runScale(withEngines);
       // Only the scale part: the rest of the file stays as the last full run wrote it.
       const previous = JSON.parse(readFileSync(RESULTS_FILE, 'utf8')) as Results;
       const target = scaleTarget(scale);
@@ -447,7 +450,7 @@ async function main(argv: readonly string[]): Promise<number> {
         monitorload: monitorLoad,
         throughput: () => withEngines(runIntakeThroughput),
         detection: () => withEngines(runDetection),
-        scale: () => withEngines(runScale),
+        scale: () => runScale(withEngines),
         // The lifecycle's usage unpriced (units and reads per step), to see what a change saves.
         cost: () => withEngines((ctx) => runLifecycleCost(ctx, 'detached')),
       };
@@ -484,7 +487,7 @@ async function main(argv: readonly string[]): Promise<number> {
       return { lifecycle, delivered, limited, reference, throughput, detection, ctx };
     });
     log('scale: writes per partition key (CONTRACT §14)');
-    const scale = await withEngines(runScale);
+    const scale = await runScale(withEngines);
     const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, load, cold, detection, scale });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
     writeDoc(tables(results));
