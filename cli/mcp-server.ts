@@ -249,7 +249,7 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
   server.registerTool(
     'record_receipt',
     // safeExtend: the body's own refinements (a kind's states, a confirmed delivery's evidenceRef) stay.
-    config('record_receipt', 'Record an operator receipt', z.safeExtend(OperatorReceiptBody, { dispatchId: DispatchIdInput }), { idempotentHint: true }),
+    config('record_receipt', 'Record an operator receipt', z.safeExtend(OperatorReceiptBody(), { dispatchId: DispatchIdInput }), { idempotentHint: true }),
     async ({ dispatchId, ...body }) => api('record_receipt', { path: path('dispatches', dispatchId, 'receipts'), body }),
   );
   server.registerTool('claim_results', config('claim_results', 'Claim results', ClaimBody), async (body) =>
