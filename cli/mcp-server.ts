@@ -228,7 +228,7 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
     config('check_dispatch', 'Check a dispatch', z.strictObject({ dispatchId: DispatchIdInput, refresh: z.optional(z.boolean()) }), { readOnlyHint: true }),
     async ({ dispatchId, refresh }) => api('check_dispatch', { path: `${path('dispatches', dispatchId)}${refresh ? '?refresh=true' : ''}` }),
   );
-  server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryQuery, { readOnlyHint: true }), async ({ status, limit, cursor }) => {
+  server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryQuery(), { readOnlyHint: true }), async ({ status, limit, cursor }) => {
     const query = new URLSearchParams({
       ...(status !== undefined && { status }),
       ...(limit !== undefined && { limit: String(limit) }),
@@ -238,29 +238,29 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
   });
   server.registerTool(
     'cancel_dispatch',
-    config('cancel_dispatch', 'Cancel a dispatch', z.extend(CancelBody, { dispatchId: DispatchIdInput }), { destructiveHint: true, idempotentHint: true }),
+    config('cancel_dispatch', 'Cancel a dispatch', z.extend(CancelBody(), { dispatchId: DispatchIdInput }), { destructiveHint: true, idempotentHint: true }),
     async ({ dispatchId, ...body }) => api('cancel_dispatch', { path: path('dispatches', dispatchId, 'cancel'), body }),
   );
   server.registerTool(
     'redispatch',
-    config('redispatch', 'Redispatch: a new attempt', z.extend(RedispatchBody, { dispatchId: DispatchIdInput }), { destructiveHint: true }),
+    config('redispatch', 'Redispatch: a new attempt', z.extend(RedispatchBody(), { dispatchId: DispatchIdInput }), { destructiveHint: true }),
     async ({ dispatchId, ...body }) => api('redispatch', { path: path('dispatches', dispatchId, 'redispatch'), body }),
   );
   server.registerTool(
     'record_receipt',
     // safeExtend: the body's own refinements (a kind's states, a confirmed delivery's evidenceRef) stay.
-    config('record_receipt', 'Record an operator receipt', z.safeExtend(OperatorReceiptBody, { dispatchId: DispatchIdInput }), { idempotentHint: true }),
+    config('record_receipt', 'Record an operator receipt', z.safeExtend(OperatorReceiptBody(), { dispatchId: DispatchIdInput }), { idempotentHint: true }),
     async ({ dispatchId, ...body }) => api('record_receipt', { path: path('dispatches', dispatchId, 'receipts'), body }),
   );
-  server.registerTool('claim_results', config('claim_results', 'Claim results', ClaimBody), async (body) =>
+  server.registerTool('claim_results', config('claim_results', 'Claim results', ClaimBody()), async (body) =>
     api('claim_results', { path: path('origins', origin, 'inbox', 'claim'), body }),
   );
   server.registerTool(
     'ack_result',
-    config('ack_result', 'Ack a delivered result', z.extend(TokenBody, { resultId: ResultId }), { idempotentHint: true }),
+    config('ack_result', 'Ack a delivered result', z.extend(TokenBody(), { resultId: ResultId() }), { idempotentHint: true }),
     async ({ resultId, ...body }) => api('ack_result', { path: path('origins', origin, 'inbox', resultId, 'ack'), body }),
   );
-  server.registerTool('release_result', config('release_result', 'Release a claimed result', z.extend(ReleaseBody, { resultId: ResultId })), async ({ resultId, ...body }) =>
+  server.registerTool('release_result', config('release_result', 'Release a claimed result', z.extend(ReleaseBody(), { resultId: ResultId() })), async ({ resultId, ...body }) =>
     api('release_result', { path: path('origins', origin, 'inbox', resultId, 'release'), body }),
   );
 

@@ -23,9 +23,11 @@ const table = new LedgerTable(DynamoDBDocumentClient.from(new DynamoDBClient({})
 });
 
 // A failure recorded frees its run's slot: the monitor is nudged to admit the next waiting dispatch (CONTRACT §11).
+// The Lambda client is built on the first nudge (only a freed slot someone waits for sends one), as wiring.ts does.
 const admissionFunction = getStringFromEnv({ key: 'LEDGER_ADMISSION_FUNCTION', defaultValue: '' });
+let lambda: LambdaClient | undefined;
 const store = admissionFunction
-  ? nudgingAdmission(table, lambdaAdmissionNudge(new LambdaClient({}), admissionFunction), (error) => logger.warn('admission nudge failed; the next tick admits', { error }))
+  ? nudgingAdmission(table, (target) => lambdaAdmissionNudge((lambda ??= new LambdaClient({})), admissionFunction)(target), (error) => logger.warn('admission nudge failed; the next tick admits', { error }))
   : table;
 
 export const failureDeps: LambdaFailureDeps = { store, principals: table, principalMode, now: () => new Date() };

@@ -3,6 +3,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
+import { lazy } from '../lazy.js';
 import {
   TARGET_RUN_STATUSES,
   type ApprovalOutcome,
@@ -133,7 +134,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
       if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
       const { status } = answer;
       if (isSuccess(status)) {
-        const run = parseBody(answer.body, SubmittedSchema);
+        const run = parseBody(answer.body, SubmittedSchema());
         if (!run) return { kind: 'unavailable', reason: answer.explain(`HTTP ${status}: ${unreadable(answer.body, '{ runId, status }')}`) };
         return { kind: 'accepted', runId: run.runId, status: run.status, requestId: answer.requestId };
       }
@@ -152,7 +153,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
       if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
       if (answer.status === 404) return { kind: 'not_found' };
       if (!isSuccess(answer.status)) return { kind: 'unavailable', reason: answer.failure() };
-      const view = parseBody(answer.body, RunViewSchema);
+      const view = parseBody(answer.body, RunViewSchema());
       if (!view) return { kind: 'unavailable', reason: answer.explain(`HTTP ${answer.status}: ${unreadable(answer.body, 'run view')}`) };
       // A view of some other run is a confused target, not an observation of ours.
       if (view.runId !== runId) return { kind: 'unavailable', reason: answer.explain('the target answered for another run') };
@@ -176,7 +177,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
       const answer = await exchange('POST', `${runUrl(base, runId)}/cancel`);
       if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
       // The target acted on the cancel; what it says about the run afterwards is a bonus.
-      if (isSuccess(answer.status)) return { kind: 'cancelled', status: parseBody(answer.body, CancelledSchema)?.status ?? 'cancelled' };
+      if (isSuccess(answer.status)) return { kind: 'cancelled', status: parseBody(answer.body, CancelledSchema())?.status ?? 'cancelled' };
       if (answer.status === 404) return { kind: 'not_found' };
       return { kind: 'unavailable', reason: answer.failure() };
     },
@@ -184,33 +185,34 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
 }
 
 // --- What the target may answer --------------------------------------------------------------------
+// Each schema is built when a target first answers, not at cold start: a tick with nothing due calls none.
 
-const RunStatusSchema = z.enum(TARGET_RUN_STATUSES);
+const RunStatusSchema = /* @__PURE__ */ lazy(() => z.enum(TARGET_RUN_STATUSES));
 
 /** 1..128 printable characters, and never a dot segment, which a URL path cannot carry. */
-const RunIdSchema = z.string().check(
+const RunIdSchema = /* @__PURE__ */ lazy(() => z.string().check(
   z.minLength(1),
   z.maxLength(128),
   z.refine((id) => isUsableRunId(id), 'not a usable run id'),
-);
+));
 
-const SubmittedSchema = z.object({ runId: RunIdSchema, status: RunStatusSchema });
+const SubmittedSchema = /* @__PURE__ */ lazy(() => z.object({ runId: RunIdSchema(), status: RunStatusSchema() }));
 
-const CancelledSchema = z.object({ status: RunStatusSchema });
+const CancelledSchema = /* @__PURE__ */ lazy(() => z.object({ status: RunStatusSchema() }));
 
 /** `null` and absence mean the same: targets differ in how they say "none". */
-const RunViewSchema = z.object({
-  runId: RunIdSchema,
-  status: RunStatusSchema,
+const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
+  runId: RunIdSchema(),
+  status: RunStatusSchema(),
   result: z.nullish(z.object({ summary: z.nullish(z.string()) })),
   evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(MAX_EVIDENCE))),
   pendingApproval: z.nullish(
     z.object({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), requestedAt: z.nullish(z.string().check(z.maxLength(64))) }),
   ),
-});
+}));
 
 /** The answer as the port reports it: absent fields left out, the summary bounded (mapped after parsing, not in the schema, to keep zod's pipe out of the bundles). */
-function toRunView(raw: z.output<typeof RunViewSchema>): TargetRunView {
+function toRunView(raw: z.output<ReturnType<typeof RunViewSchema>>): TargetRunView {
   const { runId, status, result, evidence, pendingApproval } = raw;
   return {
     runId,
@@ -227,7 +229,7 @@ function toRunView(raw: z.output<typeof RunViewSchema>): TargetRunView {
 }
 
 /** CONTRACT §2's error shape, which targets are asked to share. */
-const ErrorBodySchema = z.object({ error: z.object({ message: z.string().check(z.minLength(1)) }) });
+const ErrorBodySchema = /* @__PURE__ */ lazy(() => z.object({ error: z.object({ message: z.string().check(z.minLength(1)) }) }));
 
 /**
  * `{"code":"in_progress"}` (CONTRACT §8), or the same code in the §2 error shape: a code member of the
@@ -385,7 +387,7 @@ function unreadable(body: BodyRead, expected: string): string {
 /** The target's `error.message` if it sent the contract's error shape, else a preview of its body. */
 function errorMessageOf(body: BodyRead): string | undefined {
   if (body.kind === 'broken') return undefined;
-  const message = parseBody(body, ErrorBodySchema)?.error.message;
+  const message = parseBody(body, ErrorBodySchema())?.error.message;
   if (message !== undefined) return message;
   const preview = body.kind === 'complete' ? body.text : body.prefix;
   return preview.trim() === '' ? undefined : preview.slice(0, REASON_CHARS * 4);

@@ -736,7 +736,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
 /** Decoded through its stored schema (its payload hash too): the use case moves a dispatch by what it says. */
 export function manualAttestationOf(item: Record<string, unknown>): ManualAttestation {
   const { key, record } = writtenAttestationOf(item);
-  const decoded = StoredManualAttestation.safeParse(record);
+  const decoded = StoredManualAttestation().safeParse(record);
   if (!decoded.success) throw new CorruptItemError(key, validationProblems(decoded.error));
   return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
 }

@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
+import { lazy } from '../lazy.js';
 import type { Principal } from '../principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT, TARGET_KINDS, type TargetRegistration } from '../targets/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, type OriginSettings } from '../ledger/port.js';
@@ -18,36 +19,37 @@ export interface StaticRegistry {
   readonly origins?: ReadonlyMap<string, OriginSettings>;
 }
 
-const nonBlank = z.string().check(z.minLength(1), z.maxLength(2048));
+// Built on the first parse: a function without LEDGER_REGISTRY (the local platform's) never builds them.
+const nonBlank = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(2048)));
 // Flat shapes (role + optional name) rather than a discriminated union: the same few zod features
 // as the dispatch message, so the registry adds almost nothing to the intake bundle.
-const principalSchema = z.object({ role: z.enum(['origin', 'target', 'operator']), origin: z.optional(nonBlank), target: z.optional(nonBlank) });
-const registrySchema = z.object({
-  principals: z.array(z.object({ id: nonBlank, principal: principalSchema })),
+const principalSchema = /* @__PURE__ */ lazy(() => z.object({ role: z.enum(['origin', 'target', 'operator']), origin: z.optional(nonBlank()), target: z.optional(nonBlank()) }));
+const registrySchema = /* @__PURE__ */ lazy(() => z.object({
+  principals: z.array(z.object({ id: nonBlank(), principal: principalSchema() })),
   targets: z.array(
     z.object({
-      name: nonBlank,
+      name: nonBlank(),
       kind: z.enum(TARGET_KINDS),
-      baseUrl: z.optional(nonBlank),
-      secretRef: z.optional(nonBlank),
-      functionArn: z.optional(nonBlank),
+      baseUrl: z.optional(nonBlank()),
+      secretRef: z.optional(nonBlank()),
+      functionArn: z.optional(nonBlank()),
       timeoutSeconds: z.optional(z.int().check(z.minimum(1), z.maximum(900))),
-      stateTable: z.optional(nonBlank),
+      stateTable: z.optional(nonBlank()),
       maxConcurrentRuns: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_CONCURRENT_RUNS_LIMIT))),
     }),
   ),
   origins: z.optional(
     z.array(
       z.object({
-        origin: nonBlank,
+        origin: nonBlank(),
         maxDeliveryAttempts: z.optional(z.int().check(z.minimum(1), z.maximum(100))),
         resultTtlHours: z.optional(z.number().check(z.positive(), z.maximum(24 * 30))),
       }),
     ),
   ),
-});
+}));
 
-function principalOf(id: string, entry: z.output<typeof principalSchema>): Principal {
+function principalOf(id: string, entry: z.output<ReturnType<typeof principalSchema>>): Principal {
   if (entry.role === 'operator') return { role: 'operator' };
   const name = entry.role === 'origin' ? entry.origin : entry.target;
   if (!name) throw new RangeError(`LEDGER_REGISTRY: principal ${id} has role ${entry.role} but names no ${entry.role}`);
@@ -69,7 +71,7 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
   } catch {
     throw new RangeError('LEDGER_REGISTRY is not JSON');
   }
-  const parsed = registrySchema.safeParse(value);
+  const parsed = registrySchema().safeParse(value);
   if (!parsed.success) throw new RangeError(`LEDGER_REGISTRY is malformed: ${parsed.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ')}`);
   const principals = new Map<string, Principal>();
   for (const { id, principal } of parsed.data.principals) {

@@ -1,5 +1,6 @@
 import type { LookupAddress, LookupOptions } from 'node:dns';
-import { BlockList, isIP } from 'node:net';
+import { BlockList, isIP, isIPv4 } from 'node:net';
+import { lazy } from '../lazy.js';
 
 /**
  * Where a target may live (CONTRACT §8 v2). `public-only` is AWS: https only, and never a loopback,
@@ -24,19 +25,19 @@ function blockOf(subnets: ReadonlyArray<readonly [string, number]>): BlockList {
 
 // The deprecated IPv4-compatible spelling (::a.b.c.d) of each IPv4 range is listed beside it; the
 // IPv4-mapped one (::ffff:a.b.c.d) BlockList matches by itself. Metadata first: 169.254.169.254 is
-// link-local too, but "metadata" says more.
-const KINDS: ReadonlyArray<readonly [Kind, BlockList]> = [
+// link-local too, but "metadata" says more. Built on the first check, not at every cold start.
+const KINDS = /* @__PURE__ */ lazy((): ReadonlyArray<readonly [Kind, BlockList]> => [
   ['loopback', blockOf([['127.0.0.0', 8], ['::1', 128], ['::7f00:0', 104]])],
   ['metadata', blockOf([['169.254.169.254', 32], ['fd00:ec2::', 32], ['100.100.100.200', 32], ['::a9fe:a9fe', 128]])],
   ['link-local', blockOf([['169.254.0.0', 16], ['fe80::', 10], ['::a9fe:0', 112]])],
   ['unspecified', blockOf([['0.0.0.0', 8], ['::', 104]])],
-];
+]);
 
 /** Why a connection to this IP address is refused under `policy`, or undefined when it is allowed. */
 export function addressProblem(address: string, policy: AddressPolicy): string | undefined {
   const family = isIP(address);
   if (family === 0) return `${address} is not an IP address`;
-  const kind = KINDS.find(([, list]) => list.check(address, family === 4 ? 'ipv4' : 'ipv6'))?.[0];
+  const kind = KINDS().find(([, list]) => list.check(address, family === 4 ? 'ipv4' : 'ipv6'))?.[0];
   if (kind === undefined || (kind === 'loopback' && policy === 'allow-loopback')) return undefined;
   return `${address} (${kind})`;
 }
@@ -58,7 +59,9 @@ export function baseUrlProblem(baseUrl: string, policy: AddressPolicy): string |
     return `must be ${policy === 'public-only' ? 'https' : 'http or https'}, got ${url.protocol}`;
   }
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (isIP(host) !== 0) {
+  // WHATWG serializes an IP host in brackets (v6) or as dotted decimal (v4), so a name needs no isIP:
+  // its first call on a name compiles node's IPv6 pattern, ~3 ms of each cold start that parses a registry.
+  if ((url.hostname.startsWith('[') || isIPv4(host)) && isIP(host) !== 0) {
     const problem = addressProblem(host, policy);
     return problem && `is ${problem}`;
   }

@@ -43,8 +43,10 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
     );
   }
   const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
-  // Path-style addressing works with every S3 endpoint, the local one included.
-  const s3 = new S3Client({ forcePathStyle: true });
+  // Path-style addressing works with every S3 endpoint, the local one included. Built on the first
+  // object read or written, as the Lambda and Secrets Manager clients are: most invocations touch none.
+  let s3: S3Client | undefined;
+  const s3Client = () => (s3 ??= new S3Client({ forcePathStyle: true }));
   let secrets: SecretCache | undefined;
   // In AWS a target may only name a secret under the stack's prefix, or the deploy-time target's own.
   const scope: SecretScope | undefined =
@@ -60,7 +62,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
     dynamodb,
     documents,
     table,
-    blobs: new S3Blobs(s3, config.bucketName),
+    blobs: new S3Blobs(s3Client, config.bucketName),
     targetFor: (registration) => {
       // A person works a manual target (CONTRACT §13): submission never asks for its port; were it asked, nothing is reached.
       if (registration.kind === 'manual') return refusedTarget('manual target');

@@ -6,6 +6,7 @@ import { ApiError, type ApiRequest } from './http.js';
 import { parseJson, runOfDispatch, type LifecycleDeps } from './lifecycle-routes.js';
 import * as z from 'zod/mini';
 import '../zod-english.js';
+import { lazy } from '../lazy.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { clip, printable } from '../text.js';
 
@@ -63,11 +64,11 @@ async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: str
   }
 }
 
-const EvidenceStatusBody = z.strictObject({
+const EvidenceStatusBody = /* @__PURE__ */ lazy(() => z.strictObject({
   ref: z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref')),
   status: z.enum(['valid', 'invalid', 'superseded', 'rejected']),
   reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)),
-});
+}));
 
 /**
  * POST /dispatches/{id}/evidence-status — the owner marks one evidence file of the current attempt.
@@ -75,7 +76,7 @@ const EvidenceStatusBody = z.strictObject({
  * still to come treats it as missing.
  */
 export async function postEvidenceStatus(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
-  const { ref, status, reason } = parseJson(body, EvidenceStatusBody);
+  const { ref, status, reason } = parseJson(body, EvidenceStatusBody());
   const mark = { dispatchId: state.dispatchId, attempt: state.attempt, ref, status, reason: clip(printable(reason), 300), at: deps.now().toISOString() };
   await deps.store.putEvidenceMark(mark);
   return { status: 200, body: mark };

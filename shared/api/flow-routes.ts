@@ -8,9 +8,10 @@ import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
 import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';
 import { recordedBy } from './receipt-routes.js';
+import { lazy } from '../lazy.js';
 
 /** The body of `POST /dispatches/{id}/cancel`; `ledger mcp`'s `cancel_dispatch` tool takes the same. */
-export const CancelBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)) });
+export const CancelBody = /* @__PURE__ */ lazy(() => z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)) }));
 
 /** What the cancel answers show of the dispatch. */
 const cancelView = (state: DispatchState) => ({
@@ -23,7 +24,7 @@ const cancelView = (state: DispatchState) => ({
 
 /** `POST /dispatches/{id}/cancel` (CONTRACT §2 v2): 202, idempotent; 409 once the dispatch is over. */
 export async function postCancel(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined, by: { readonly caller: Caller; readonly principalId: string | undefined }) {
-  const { reason } = parseJson(body, CancelBody);
+  const { reason } = parseJson(body, CancelBody());
   const outcome = await cancelDispatch(deps, state, { reason, by: recordedBy(by.caller, by.principalId) });
   switch (outcome.kind) {
     case 'terminal':
@@ -37,12 +38,12 @@ export async function postCancel(deps: LifecycleDeps, state: DispatchState, body
   }
 }
 
-const ReleaseBody = z.strictObject({
+const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({
   runId: z.string().check(z.minLength(1), z.maxLength(256)),
   reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)),
   // Beyond the contract's two fields: the dispatch, when the caller knows it (else it is found among the unknown runs).
   dispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID))),
-});
+}));
 
 /** Pages of the attention list's `unknown` entries searched for a run, at most (a run its target lost is unknown). */
 const UNKNOWN_PAGES = 20;
@@ -66,7 +67,7 @@ async function dispatchOfUnknownRun(feeds: LedgerFeeds, target: string, runId: s
 /** `POST /targets/{target}/slots/release` (CONTRACT §2 v2, operator). */
 export async function postSlotRelease(deps: LifecycleDeps & { readonly feeds: LedgerFeeds }, target: string, body: Buffer | undefined, by: { readonly caller: Caller; readonly principalId: string | undefined }) {
   if (!TARGET_NAME.test(target)) throw new ApiError('not_found', `no target ${target}`);
-  const request = parseJson(body, ReleaseBody);
+  const request = parseJson(body, ReleaseBody());
   const dispatchId = request.dispatchId ?? (await dispatchOfUnknownRun(deps.feeds, target, request.runId));
   const principal = by.caller.kind === 'open' ? 'local:operator' : (by.principalId ?? 'operator');
   const outcome = await releaseSlot(deps, target, { runId: request.runId, dispatchId, reason: request.reason, by: principal });

@@ -6,22 +6,23 @@ import { ackResult, claimResults, describeResult, listLiveResults, releaseResult
 import { callerOrigin, type Caller } from './caller.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
+import { lazy } from '../lazy.js';
 
 /** The results inbox routes (CONTRACT §10): the use case's outcomes as HTTP answers, for the origin itself only. */
 
 /** A result id as the inbox routes take it (in a claim's `resultIds`, and in the `…/{resultId}/…` tools of `ledger mcp`). */
-export const ResultId = z.string().check(z.minLength(1), z.maxLength(160));
+export const ResultId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(160)));
 
-export const ClaimBody = z.strictObject({
+export const ClaimBody = /* @__PURE__ */ lazy(() => z.strictObject({
   mode: z.optional(z.enum(['inject', 'after_turn'])),
   max: z.optional(z.int().check(z.minimum(1), z.maximum(50))),
   leaseSeconds: z.optional(z.int().check(z.minimum(5), z.maximum(900))),
   waitSeconds: z.optional(z.int().check(z.minimum(0), z.maximum(20))),
-  resultIds: z.optional(z.array(ResultId).check(z.minLength(1), z.maxLength(50))),
-});
-export const TokenBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)) });
-export const ReleaseBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), reason: z.optional(z.string().check(z.maxLength(500))) });
-const RenewBody = z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), leaseSeconds: z.int().check(z.minimum(5), z.maximum(900)) });
+  resultIds: z.optional(z.array(ResultId()).check(z.minLength(1), z.maxLength(50))),
+}));
+export const TokenBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)) }));
+export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), reason: z.optional(z.string().check(z.maxLength(500))) }));
+const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), leaseSeconds: z.int().check(z.minimum(5), z.maximum(900)) }));
 
 const RESULT_STATES: readonly ResultState[] = ['pending', 'claimed', 'delivered', 'dropped'];
 
@@ -32,7 +33,7 @@ export function ownInbox(origin: string, caller: Caller): string {
 }
 
 export async function postClaim(deps: InboxDeps, origin: string, body: Buffer | undefined): Promise<ApiResponse> {
-  const request = parseJson(body, ClaimBody);
+  const request = parseJson(body, ClaimBody());
   const outcome = await claimResults(deps, origin, {
     mode: request.mode ?? 'after_turn',
     max: request.max ?? 10,
@@ -67,15 +68,15 @@ function settled(outcome: SettleOutcome, resultId: string): ApiResponse {
 
 export async function postSettle(deps: InboxDeps, origin: string, resultId: string, action: 'ack' | 'release' | 'renew', request: ApiRequest): Promise<ApiResponse> {
   if (action === 'ack') {
-    const { claimToken } = parseJson(request.body, TokenBody);
+    const { claimToken } = parseJson(request.body, TokenBody());
     // Who acknowledged: the IAM principal in AWS, the origin itself locally.
     return settled(await ackResult(deps, origin, resultId, claimToken, request.iamUserId ?? `origin:${origin}`), resultId);
   }
   if (action === 'release') {
-    const { claimToken } = parseJson(request.body, ReleaseBody);
+    const { claimToken } = parseJson(request.body, ReleaseBody());
     return settled(await releaseResult(deps, origin, resultId, claimToken), resultId);
   }
-  const { claimToken, leaseSeconds } = parseJson(request.body, RenewBody);
+  const { claimToken, leaseSeconds } = parseJson(request.body, RenewBody());
   return settled(await renewResult(deps, origin, resultId, claimToken, leaseSeconds), resultId);
 }
 

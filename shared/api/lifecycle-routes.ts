@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
+import { lazy } from '../lazy.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import { applyRunEvent, isLive, isTerminal, reconcileLookup, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
 import type { DispatchState } from '../dispatch/state.js';
@@ -23,7 +24,7 @@ export type LifecycleDeps = DispatchWorkDeps;
 /** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
 export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
-export const RunEventBody = z.strictObject({
+export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
   dispatchId: z.string().check(z.regex(DISPATCH_ID)),
   seq: z.int().check(z.minimum(0), z.maximum(MAX_SEQ)),
   type: z.enum(RUN_EVENT_TYPES),
@@ -33,7 +34,7 @@ export const RunEventBody = z.strictObject({
   evidence: z.optional(
     z.array(z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))).check(z.maxLength(32)),
   ),
-});
+}));
 
 export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>): T {
   let parsed: unknown;
@@ -106,7 +107,7 @@ const EVENT_ROUNDS = 5;
 
 /** POST /runs/{runId}/events — the target reports on its run (CONTRACT §2). */
 export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buffer | undefined, caller: Caller) {
-  const { result, ...rest } = parseJson(body, RunEventBody);
+  const { result, ...rest } = parseJson(body, RunEventBody());
   const resultBody = result?.body === undefined ? undefined : resultBodyOfEvent(rest.type, result.body);
   const event = {
     ...rest,
@@ -241,11 +242,11 @@ export async function refreshed(deps: LifecycleDeps, state: DispatchState): Prom
   return (await deps.store.getState(state.dispatchId)) ?? state;
 }
 
-const ApprovalBody = z.strictObject({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), decision: z.enum(['approve', 'cancel']) });
+const ApprovalBody = /* @__PURE__ */ lazy(() => z.strictObject({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), decision: z.enum(['approve', 'cancel']) }));
 
 /** POST /dispatches/{id}/approval: forwarded to the target; recorded only once the target took it. */
 export async function postApproval(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
-  const outcome = await decideApproval(deps, state, parseJson(body, ApprovalBody));
+  const outcome = await decideApproval(deps, state, parseJson(body, ApprovalBody()));
   switch (outcome.kind) {
     case 'decided':
       return { status: 200, body: { approvalId: outcome.approvalId, decision: outcome.decision } };
@@ -259,11 +260,11 @@ export async function postApproval(deps: LifecycleDeps, state: DispatchState, bo
 }
 
 /** The body of `POST /dispatches/{id}/redispatch`; `ledger mcp`'s `redispatch` tool takes the same. */
-export const RedispatchBody = z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)), force: z.optional(z.boolean()) });
+export const RedispatchBody = /* @__PURE__ */ lazy(() => z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)), force: z.optional(z.boolean()) }));
 
 /** POST /dispatches/{id}/redispatch (CONTRACT §4): the outcomes of the redispatch use case as HTTP answers. */
 export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
-  const { reason, force } = parseJson(body, RedispatchBody);
+  const { reason, force } = parseJson(body, RedispatchBody());
   const outcome = await redispatch(deps, state, { reason, force: force ?? false });
   switch (outcome.kind) {
     case 'run_may_be_active':

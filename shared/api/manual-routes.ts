@@ -22,7 +22,7 @@ export const MANUAL_ROUTES: readonly Route[] = [
     handle: async (deps, request, params, caller) => {
       // The operator may attest too (it is a person's word either way), never only read.
       const state = await ownedState(deps, params.dispatchId ?? '', caller, true);
-      const body = parseJson(request.body, ManualAttestationBody);
+      const body = parseJson(request.body, ManualAttestationBody());
       // The operator locally speaks for no origin: named as the operator, as a slot release is.
       const by = caller.kind === 'open' && isOperator(caller) ? 'local:operator' : recordedBy(caller, request.iamUserId);
       const outcome = await recordManualAttestation(deps, state, body, by);

@@ -20,6 +20,7 @@ import { callerOrigin, isOperator, requireOperator, resolveCaller, type Caller }
 import { OPERATOR_LIST_ROUTES } from './operator-routes.js';
 import { MANUAL_ROUTES } from './manual-routes.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
+import { lazy } from '../lazy.js';
 
 export interface ApiDeps extends LifecycleDeps {
   /** The lists: an origin's history, rejections, attention. */
@@ -55,11 +56,11 @@ export function limitOf(request: ApiRequest, fallback = 25): number {
  * The query of an origin's history (`GET /origins/{origin}/dispatches`): `status` is an execution
  * status or a phase. The MCP server's `dispatch_status` tool takes the same schema.
  */
-export const HistoryQuery = z.strictObject({
+export const HistoryQuery = /* @__PURE__ */ lazy(() => z.strictObject({
   status: z.optional(z.enum([...TARGET_RUN_STATUSES, 'unknown', ...PHASES])),
   limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIMIT))),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(4096))),
-});
+}));
 
 /**
  * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
@@ -198,7 +199,7 @@ const ROUTES: readonly Route[] = [
       const origin = params.origin ?? '';
       if (!ORIGIN.test(origin) || callerOrigin(caller) !== origin) throw new ApiError('not_found', `no origin ${origin}`);
       const limit = limitOf(request);
-      const page = await deps.feeds.listOriginDispatches(origin, { ...queryOf(HistoryQuery, { status: request.query.status, limit, cursor: request.query.cursor }), limit });
+      const page = await deps.feeds.listOriginDispatches(origin, { ...queryOf(HistoryQuery(), { status: request.query.status, limit, cursor: request.query.cursor }), limit });
       return json(200, { items: page.items.map(historyEntry), cursor: page.cursor });
     },
   },

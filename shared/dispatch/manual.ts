@@ -1,7 +1,8 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
 import { contentHash } from './canonical.js';
-import { RECORD_ID, RECORDED_BY, STORED_RECORD_FIELDS } from './receipts.js';
+import { lazy } from '../lazy.js';
+import { recordedBy, recordId, storedRecordFields } from './receipts.js';
 import { refProblem } from './refs.js';
 
 /**
@@ -37,20 +38,21 @@ export interface ManualAttestation {
 }
 
 const isBlank = (text: string): boolean => text.trim() === '';
-const note = z.string().check(z.minLength(1), z.maxLength(1000), z.refine((text) => !isBlank(text), 'note is blank'));
-const evidenceRef = z.string().check(
+// Every schema here is built on its first use (call it), as the receipts' are.
+const note = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(1000), z.refine((text) => !isBlank(text), 'note is blank')));
+const evidenceRef = /* @__PURE__ */ lazy(() => z.string().check(
   z.refine((ref) => !isBlank(ref) && refProblem(ref) === undefined, 'unsafe evidence ref'),
-);
+));
 
 /**
  * The body of `POST /dispatches/{dispatchId}/manual`. Invalid → 422 (an unknown kind, a blank note, an unsafe ref).
  *
  * @example
- * ManualAttestationBody.parse({ attestationId: 'ma-1', kind: 'manual_result_attested', note: 'Alice filed the report by hand', evidenceRef: 'out/report.md' });
+ * ManualAttestationBody().parse({ attestationId: 'ma-1', kind: 'manual_result_attested', note: 'Alice filed the report by hand', evidenceRef: 'out/report.md' });
  */
-const BODY_FIELDS = { attestationId: RECORD_ID, kind: z.enum(MANUAL_ATTESTATION_KINDS), note, evidenceRef: z.optional(z.nullable(evidenceRef)) };
-export const ManualAttestationBody = z.strictObject(BODY_FIELDS);
-export type ManualAttestationBody = z.infer<typeof ManualAttestationBody>;
+const BODY_FIELDS = /* @__PURE__ */ lazy(() => ({ attestationId: recordId(), kind: z.enum(MANUAL_ATTESTATION_KINDS), note: note(), evidenceRef: z.optional(z.nullable(evidenceRef())) }));
+export const ManualAttestationBody = /* @__PURE__ */ lazy(() => z.strictObject(BODY_FIELDS()));
+export type ManualAttestationBody = z.infer<ReturnType<typeof ManualAttestationBody>>;
 
 /** What the payload hash covers: the submitted fields, an absent evidenceRef the same as null. */
 export function attestationPayload(body: ManualAttestationBody | ManualAttestation) {
@@ -78,13 +80,13 @@ export function manualAttestation(
 }
 
 /** A stored attestation, as read back for the view and the gate: its payload hash must still match. */
-export const StoredManualAttestation = z
+export const StoredManualAttestation = /* @__PURE__ */ lazy(() => z
   .strictObject({
-    ...BODY_FIELDS,
-    ...STORED_RECORD_FIELDS,
+    ...BODY_FIELDS(),
+    ...storedRecordFields(),
     attempt: z.int().check(z.minimum(1)),
     basis: z.enum([MANUAL_ATTESTATION]),
-    recordedBy: RECORDED_BY,
+    recordedBy: recordedBy(),
   })
   .check(
     z.superRefine((attestation, ctx) => {
@@ -93,4 +95,4 @@ export const StoredManualAttestation = z
         ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match what it covers' });
       }
     }),
-  );
+  ));

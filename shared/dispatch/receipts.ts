@@ -1,5 +1,6 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
+import { lazy } from '../lazy.js';
 import { contentHash } from './canonical.js';
 import { DISPATCH_ID, ORIGIN } from './ids.js';
 import { refProblem } from './refs.js';
@@ -9,6 +10,9 @@ import type { DispatchReceipt } from './state.js';
  * Receipts (CONTRACT §5): the dispatch receipts the ledger appends to a dispatch's state, and the
  * operator receipts people record about it. Both are validated whenever they are read for the gate:
  * a stored receipt that fails these schemas is an audit failure, never skipped.
+ *
+ * Every schema here is built on its first use (call it: `StoredOperatorReceipt().safeParse(…)`): a
+ * function that imports this module for a type or a helper, as most do, never builds them at cold start.
  */
 
 export const RECEIPT_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -72,31 +76,31 @@ function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceipt
 }
 
 /** A receipt's id (an attestation's too): chosen by the person recording it, unique within its dispatch. */
-export const RECORD_ID = z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]'));
-const receiptId = RECORD_ID;
-const runId = z.string().check(z.minLength(1), z.maxLength(256));
-const verifiedBy = z.string().check(z.minLength(1), z.maxLength(128), z.refine((text) => !isBlank(text), 'verifiedBy is blank'));
-const note = z.string().check(z.maxLength(1000));
+export const recordId = /* @__PURE__ */ lazy(() => z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]')));
+const receiptId = recordId;
+const runId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(256)));
+const verifiedBy = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(128), z.refine((text) => !isBlank(text), 'verifiedBy is blank')));
+const note = /* @__PURE__ */ lazy(() => z.string().check(z.maxLength(1000)));
 
 /**
  * The body of `POST /dispatches/{dispatchId}/receipts`. Invalid → 422 (the kind's states, a confirmed
  * delivery without an evidenceRef, an unsafe ref).
  *
  * @example
- * OperatorReceiptBody.parse({ receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', evidenceRef: 'out/report.md', verifiedBy: 'alice' });
+ * OperatorReceiptBody().parse({ receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', evidenceRef: 'out/report.md', verifiedBy: 'alice' });
  */
-export const OperatorReceiptBody = z
+export const OperatorReceiptBody = /* @__PURE__ */ lazy(() => z
   .strictObject({
-    receiptId,
-    runId,
+    receiptId: receiptId(),
+    runId: runId(),
     kind: z.enum(OPERATOR_RECEIPT_KINDS),
     state: z.enum(OPERATOR_RECEIPT_STATES),
     evidenceRef: z.optional(z.nullable(z.string())),
-    verifiedBy,
-    note: z.optional(z.nullable(note)),
+    verifiedBy: verifiedBy(),
+    note: z.optional(z.nullable(note())),
   })
-  .check(z.superRefine(checkClaim));
-export type OperatorReceiptBody = z.infer<typeof OperatorReceiptBody>;
+  .check(z.superRefine(checkClaim)));
+export type OperatorReceiptBody = z.infer<ReturnType<typeof OperatorReceiptBody>>;
 
 /** What the payload hash covers: the submitted fields, an absent optional field the same as null. */
 export function receiptPayload(body: OperatorReceiptBody | OperatorReceipt) {
@@ -130,33 +134,33 @@ export function operatorReceipt(dispatch: { readonly dispatchId: string; readonl
 
 /** An ISO 8601 instant with a zone, as the ledger writes them (a regex: z.iso costs ~2.4 KB of the API bundle). */
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
-export const INSTANT = z.string().check(
+export const instant = /* @__PURE__ */ lazy(() => z.string().check(
   z.regex(ISO_INSTANT, 'an ISO 8601 date-time with a zone'),
   z.refine((value) => !Number.isNaN(Date.parse(value)), 'not a real date-time'),
-);
+));
 
 /** What every record people wrote (operator receipts, manual attestations) carries as stored. */
-export const RECORDED_BY = z.string().check(z.minLength(1), z.maxLength(256));
-export const STORED_RECORD_FIELDS = {
+export const recordedBy = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(256)));
+export const storedRecordFields = /* @__PURE__ */ lazy(() => ({
   dispatchId: z.string().check(z.regex(DISPATCH_ID)),
   origin: z.string().check(z.regex(ORIGIN)),
-  recordedAt: INSTANT,
+  recordedAt: instant(),
   payloadHash: z.string().check(z.regex(/^sha256:[0-9a-f]{64}$/)),
-};
+}));
 
 /** A stored operator receipt, as read back: its payload hash must still match what it says. */
-export const StoredOperatorReceipt = z
+export const StoredOperatorReceipt = /* @__PURE__ */ lazy(() => z
   .strictObject({
-    receiptId,
-    ...STORED_RECORD_FIELDS,
-    runId,
+    receiptId: receiptId(),
+    ...storedRecordFields(),
+    runId: runId(),
     kind: z.enum(OPERATOR_RECEIPT_KINDS),
     state: z.enum(OPERATOR_RECEIPT_STATES),
     evidenceRef: z.nullable(z.string()),
-    verifiedBy,
-    note: z.nullable(note),
+    verifiedBy: verifiedBy(),
+    note: z.nullable(note()),
     basis: z.enum([OPERATOR_ATTESTATION]),
-    recordedBy: z.optional(RECORDED_BY),
+    recordedBy: z.optional(recordedBy()),
   })
   .check(
     z.superRefine(checkClaim),
@@ -166,31 +170,33 @@ export const StoredOperatorReceipt = z
         ctx.addIssue({ code: 'custom', path: ['payloadHash'], message: 'does not match the receipt it covers' });
       }
     }),
-  );
+  ));
 
-const attempt = z.int().check(z.minimum(1));
-const at = INSTANT;
 
 /**
  * A stored dispatch receipt (CONTRACT §5): what the ledger itself appended to the state. One strict
  * schema per `event`, chosen by it — a discriminated union by hand, because zod's costs ~3.6 KB of
  * the API bundle; the messages stay field-specific.
  */
-const DISPATCH_RECEIPT_SCHEMAS = {
-  dispatch_written: z.strictObject({ event: z.enum(['dispatch_written']), at, attempt }),
-  dispatch_submitted: z.strictObject({ event: z.enum(['dispatch_submitted']), at, attempt, runId: z.string().check(z.minLength(1)), requestId: z.string().check(z.minLength(1)) }),
-  dispatch_blocked: z.strictObject({ event: z.enum(['dispatch_blocked']), at, attempt, reason: z.string().check(z.minLength(1)) }),
-  dispatch_completed: z.strictObject({ event: z.enum(['dispatch_completed']), at, attempt, runId: z.string().check(z.minLength(1)), evidenceCount: z.int().check(z.minimum(0)) }),
-};
-type DispatchReceiptEvent = keyof typeof DISPATCH_RECEIPT_SCHEMAS;
-const EventOnly = z.object({ event: z.enum(Object.keys(DISPATCH_RECEIPT_SCHEMAS) as [DispatchReceiptEvent, ...DispatchReceiptEvent[]]) });
-type StoredDispatchReceiptValue = z.output<(typeof DISPATCH_RECEIPT_SCHEMAS)[DispatchReceiptEvent]>;
+const DISPATCH_RECEIPT_SCHEMAS = /* @__PURE__ */ lazy(() => {
+  const at = instant();
+  const attempt = z.int().check(z.minimum(1));
+  return {
+    dispatch_written: z.strictObject({ event: z.enum(['dispatch_written']), at, attempt }),
+    dispatch_submitted: z.strictObject({ event: z.enum(['dispatch_submitted']), at, attempt, runId: z.string().check(z.minLength(1)), requestId: z.string().check(z.minLength(1)) }),
+    dispatch_blocked: z.strictObject({ event: z.enum(['dispatch_blocked']), at, attempt, reason: z.string().check(z.minLength(1)) }),
+    dispatch_completed: z.strictObject({ event: z.enum(['dispatch_completed']), at, attempt, runId: z.string().check(z.minLength(1)), evidenceCount: z.int().check(z.minimum(0)) }),
+  };
+});
+type DispatchReceiptEvent = keyof ReturnType<typeof DISPATCH_RECEIPT_SCHEMAS>;
+const EventOnly = /* @__PURE__ */ lazy(() => z.object({ event: z.enum(Object.keys(DISPATCH_RECEIPT_SCHEMAS()) as [DispatchReceiptEvent, ...DispatchReceiptEvent[]]) }));
+type StoredDispatchReceiptValue = z.output<ReturnType<typeof DISPATCH_RECEIPT_SCHEMAS>[DispatchReceiptEvent]>;
 
 export const StoredDispatchReceipt = {
   safeParse(value: unknown): { readonly success: true; readonly data: StoredDispatchReceiptValue } | { readonly success: false; readonly error: z.core.$ZodError } {
-    const tagged = EventOnly.safeParse(value);
+    const tagged = EventOnly().safeParse(value);
     if (!tagged.success) return { success: false, error: tagged.error };
-    const result = DISPATCH_RECEIPT_SCHEMAS[tagged.data.event].safeParse(value);
+    const result = DISPATCH_RECEIPT_SCHEMAS()[tagged.data.event].safeParse(value);
     return result.success ? { success: true, data: result.data } : { success: false, error: result.error };
   },
 };

@@ -122,9 +122,9 @@ function audit(state: DispatchState, operatorReceipts: readonly OperatorReceipt[
       failures.push(`${AUDIT_FAILURE} dispatch receipt #${index + 1} (${named(receipt, 'event')}) failed validation: ${clip(validationProblems(result.error), 300)}`);
     }
   }
-  const validOperatorReceipts = validOf(state, operatorReceipts, StoredOperatorReceipt, 'operator receipt', 'receiptId', failures);
+  const validOperatorReceipts = validOf(state, operatorReceipts, StoredOperatorReceipt(), 'operator receipt', 'receiptId', failures);
   // Only a manual dispatch's own attempt counts: a person's word never stands in for another kind's receipts.
-  const validManualAttestations = validOf(state, manualAttestations, StoredManualAttestation, 'manual attestation', 'attestationId', failures).filter((attestation) => state.manual && attestation.attempt === state.attempt);
+  const validManualAttestations = validOf(state, manualAttestations, StoredManualAttestation(), 'manual attestation', 'attestationId', failures).filter((attestation) => state.manual && attestation.attempt === state.attempt);
   return { failures, validOperatorReceipts, validManualAttestations };
 }
 

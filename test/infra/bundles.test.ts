@@ -29,6 +29,18 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-s3/'))).toBe(true);
   });
 
+  it('leaves the operator-receipt schemas out of every bundle but the API: a schema is built on first use, and one no code uses is dropped (esbuild kept and built them all at import while they were plain module-level values)', async () => {
+    const bundleText = async (name: LedgerFunctionName): Promise<string> => {
+      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
+      return built.outputFiles.map((file) => file.text).join('');
+    };
+    // Messages only the operator receipts' schemas (the request body and the stored receipt) carry.
+    const RECEIPT_SCHEMA_TEXT = /verifiedBy is blank|does not match the receipt it covers/;
+    for (const name of ['intake', 'monitor', 'failures'] as const) expect(RECEIPT_SCHEMA_TEXT.test(await bundleText(name)), name).toBe(false);
+    // The control: the API records and validates receipts, so its bundle has them.
+    expect(RECEIPT_SCHEMA_TEXT.test(await bundleText('api'))).toBe(true);
+  });
+
   it('compiles the census fault-injection point out of every deployed bundle: nothing there can inject a fault', async () => {
     const bundleText = async (name: LedgerFunctionName, define: Record<string, string>): Promise<string> => {
       const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define, logLevel: 'silent' });

@@ -65,12 +65,12 @@ describe('manual dispatch transitions', () => {
 describe('the attestation body', () => {
   it('refuses an unsafe evidence ref, a blank note and an unknown kind', () => {
     const body = { attestationId: 'ma-1', kind: 'manual_result_attested', note: 'filed' };
-    expect(ManualAttestationBody.safeParse({ ...body, evidenceRef: 'out/report.md' }).success).toBe(true);
+    expect(ManualAttestationBody().safeParse({ ...body, evidenceRef: 'out/report.md' }).success).toBe(true);
     for (const evidenceRef of ['../secret', '/etc/passwd', 'a//b', 'a\\b', '%2e%2e/x', '']) {
-      expect(ManualAttestationBody.safeParse({ ...body, evidenceRef }).success, evidenceRef).toBe(false);
+      expect(ManualAttestationBody().safeParse({ ...body, evidenceRef }).success, evidenceRef).toBe(false);
     }
-    expect(ManualAttestationBody.safeParse({ ...body, note: '   ' }).success).toBe(false);
-    expect(ManualAttestationBody.safeParse({ ...body, kind: 'dispatch_completed' }).success).toBe(false);
+    expect(ManualAttestationBody().safeParse({ ...body, note: '   ' }).success).toBe(false);
+    expect(ManualAttestationBody().safeParse({ ...body, kind: 'dispatch_completed' }).success).toBe(false);
   });
 });
 

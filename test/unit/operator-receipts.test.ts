@@ -39,7 +39,7 @@ const delivery = (state: 'confirmed' | 'failed' = 'confirmed', receiptId = 'rc-d
   receiptOf({ receiptId, kind: 'owner_delivery', state, evidenceRef: 'out/report.md' }, at);
 
 describe('OperatorReceiptBody', () => {
-  const valid = (overrides: Record<string, unknown>) => OperatorReceiptBody.safeParse({ ...operatorReceiptBodyFactory(), ...overrides }).success;
+  const valid = (overrides: Record<string, unknown>) => OperatorReceiptBody().safeParse({ ...operatorReceiptBodyFactory(), ...overrides }).success;
 
   it('accepts accepted|rejected for artifact acceptance and confirmed|failed for owner delivery', () => {
     for (const state of ['accepted', 'rejected']) expect(valid({ kind: 'artifact_acceptance', state }), state).toBe(true);
