@@ -17,12 +17,10 @@ export async function postOperatorReceipt(
   state: DispatchState,
   body: Buffer | undefined,
   by: { readonly caller: Caller; readonly principalId: string | undefined },
-  /** The state read strongly, when `state` was a glance: a run the glance does not know may be a new one. */
-  reread?: () => Promise<DispatchState>,
 ) {
   const submitted = parseJson(body, OperatorReceiptBody());
   // A receipt may be about any of the dispatch's runs, however many redispatches ago.
-  if (!(await whichRun(deps, state, submitted.runId)) && !(reread && (await whichRun(deps, await reread(), submitted.runId)))) {
+  if (!(await whichRun(deps, state, submitted.runId))) {
     throw new ApiError('not_found', `no run ${submitted.runId} for dispatch ${state.dispatchId}`);
   }
   const receipt = operatorReceipt(state, submitted, deps.now(), recordedBy(by.caller, by.principalId));

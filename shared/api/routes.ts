@@ -66,12 +66,10 @@ export const HistoryQuery = /* @__PURE__ */ lazy(() => z.strictObject({
  * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
  * `operatorMayRead`: the operator may read any dispatch (CONTRACT §2 v2), never act on one as its origin.
  */
-export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false, read: 'strong' | 'glance' = 'strong') {
+export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false) {
   const notFound = new ApiError('not_found', `no dispatch ${dispatchId}`);
   if (!DISPATCH_ID.test(dispatchId)) throw notFound;
-  // A glance (eventually consistent) for a caller that uses only what never changes once it is seen
-  // (the origin, the runs so far); a dispatch it does not see yet is read strongly.
-  const state = (read === 'glance' ? await deps.store.peekState(dispatchId) : undefined) ?? (await deps.store.getState(dispatchId));
+  const state = await deps.store.getState(dispatchId);
   if (state && operatorMayRead && isOperator(caller)) return state;
   const origin = callerOrigin(caller);
   if (!state || origin === undefined || state.origin !== origin) throw notFound;
@@ -96,14 +94,12 @@ export async function fullView(deps: ApiDeps, state: DispatchState) {
 /** `POST /dispatches/{dispatchId}/{action}` on a dispatch of the caller's own (404 otherwise), answered by what `act` returns. */
 const onOwnDispatch = (
   action: string,
-  act: (deps: ApiDeps, state: DispatchState, request: ApiRequest, caller: Caller, reread: () => Promise<DispatchState>) => Promise<{ readonly status: number; readonly body: unknown }>,
-  read: 'strong' | 'glance' = 'strong',
+  act: (deps: ApiDeps, state: DispatchState, request: ApiRequest, caller: Caller) => Promise<{ readonly status: number; readonly body: unknown }>,
 ): Route => ({
   method: 'POST',
   pattern: ['dispatches', ':dispatchId', action],
   handle: async (deps, request, params, caller) => {
-    const reread = () => ownedState(deps, params.dispatchId ?? '', caller);
-    const answer = await act(deps, await ownedState(deps, params.dispatchId ?? '', caller, false, read), request, caller, reread);
+    const answer = await act(deps, await ownedState(deps, params.dispatchId ?? '', caller), request, caller);
     return json(answer.status, answer.body);
   },
 });
@@ -146,8 +142,7 @@ const ROUTES: readonly Route[] = [
     }),
   ),
   onOwnDispatch('approval', (deps, state, request) => postApproval(deps, state, request.body)),
-  // A receipt writes only its own item, from the dispatch's id, origin and runs: a glance at the state will do.
-  onOwnDispatch('receipts', (deps, state, request, caller, reread) => postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId }, reread), 'glance'),
+  onOwnDispatch('receipts', (deps, state, request, caller) => postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId })),
   onOwnDispatch('redispatch', (deps, state, request) => postRedispatch(deps, state, request.body)),
   onOwnDispatch('cancel', (deps, state, request, caller) => postCancel(deps, state, request.body, { caller, principalId: request.iamUserId })),
   {

@@ -5,10 +5,7 @@ import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
-import { InboxTable } from '../../shared/adapters/inbox-table.js';
-import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
-import { route } from '../../shared/api/routes.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import type { Caller } from '../../shared/api/caller.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
@@ -134,22 +131,6 @@ describe('sealing evidence without an S3 copy (issue 18)', () => {
     expect((await readsOf(async () => (answer = await heartbeat(2)))).readUnits).toBe(1.5);
     expect(answer?.status).toBe(202);
     expect((await stateOf(dispatchId)).execution.lastActivityAt).toBe(clock.toISOString());
-  });
-
-  it('reads half a unit for an operator receipt about a run the dispatch has (a glance at the state), one and a half for a run only a strong read knows', async () => {
-    const dispatchId = await detachedDispatch(['out/report.md']);
-    const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 });
-    const receipt = (receiptId: string, runId: string) =>
-      route(
-        { ...deps(), feeds, inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }) },
-        { method: 'POST', rawPath: `/dispatches/${dispatchId}/receipts`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: Buffer.from(JSON.stringify({ receiptId, runId, kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'test' })), iamUserId: undefined },
-      ).catch((error: unknown) => error);
-    let answer: unknown;
-    expect(await readsOf(async () => (answer = await receipt('rcpt-1', 'r-1')))).toEqual({ readUnits: 0.5, requests: 2 });
-    expect(answer).toMatchObject({ statusCode: 201 });
-    // A run the glance does not know is looked for again in the state read strongly: still none, 404.
-    expect((await readsOf(async () => (answer = await receipt('rcpt-2', 'r-9')))).readUnits).toBe(1.5);
-    expect(answer).toMatchObject({ code: 'not_found' });
   });
 
   it('reads each found file once: two files, two GETs, no S3 PUT (the record, too large for the state, is its own item)', async () => {
