@@ -3,6 +3,7 @@ import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import { LedgerTableCore } from '../../shared/adapters/ledger-table.js';
 import type { ApiDeps } from '../../shared/api/routes.js';
 import { nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
 
@@ -11,7 +12,7 @@ export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKey
 
 // API_BASE_URL is set locally; in AWS the function URL is its own and arrives with each request.
 const config = readLedgerConfig({ requireApiBaseUrl: false });
-const adapters = buildLedgerAdapters(config);
+const adapters = buildLedgerAdapters(config, LedgerTableCore);
 
 // A write that frees a slot nudges the monitor to admit the next waiting dispatch at once (CONTRACT §11).
 const store = adapters.admissionNudge ? nudgingAdmission(adapters.table, adapters.admissionNudge, (error) => logger.warn('admission nudge failed; the next tick admits', { error })) : adapters.table;

@@ -1,7 +1,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
-import { LedgerDueIndex } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import { DUE_PAGE_SIZE, type MonitorDeps } from '../../shared/monitor/monitor.js';
 
@@ -10,7 +10,7 @@ export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKey
 export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
 
 const config = readLedgerConfig();
-const adapters = buildLedgerAdapters(config);
+const adapters = buildLedgerAdapters(config, LedgerTable);
 
 export const monitorDeps: MonitorDeps = {
   store: adapters.table,

@@ -23,7 +23,7 @@ export const isAdmitEvent = (event: unknown): event is { readonly admit: string 
  * made it (a final event, a confirmed cancel, a supersede, a slot release): derived from the write, never
  * remembered by a caller. `onError`: a nudge that failed (the next tick admits).
  */
-export function nudgingAdmission(store: LedgerStore, nudge: (target: string) => Promise<void>, onError: (error: unknown) => void = () => undefined): LedgerStore {
+export function nudgingAdmission<S extends LedgerStore>(store: S, nudge: (target: string) => Promise<void>, onError: (error: unknown) => void = () => undefined): S {
   return new Proxy(store, {
     get(target, property, receiver) {
       if (property === 'commit') {

@@ -19,7 +19,7 @@ import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, LedgerWrites, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -271,54 +271,24 @@ export interface LedgerTableOptions {
 }
 
 /** The DynamoDB implementation of the ledger's store, principal registry included. */
-export class LedgerTable implements LedgerStore, PrincipalRegistry {
+/**
+ * The ledger table as the API uses it (`LedgerStore`): every read, the state machine's writes, the
+ * evidence and receipt records. `LedgerTable` adds the writes only other functions make
+ * (`LedgerWrites`), so the API's bundle carries none of them.
+ */
+export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   constructor(
-    private readonly db: DynamoDBDocumentClient,
-    private readonly options: LedgerTableOptions,
+    protected readonly db: DynamoDBDocumentClient,
+    protected readonly options: LedgerTableOptions,
   ) {}
 
-  private get table(): string {
+  protected get table(): string {
     return this.options.tableName;
-  }
-
-  async putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>> {
-    try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: messageItem(message, this.options.retentionSeconds),
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { kind: 'written' };
-    } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: messageOf(unmarshallItem(error.Item)) };
-      throw error;
-    }
   }
 
   async getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined> {
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.message(dispatchId), ConsistentRead: true }));
     return Item ? messageOf(Item) : undefined;
-  }
-
-  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean> {
-    try {
-      await this.db.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: KEY.message(dispatchId),
-          UpdateExpression: 'SET claimUntil = :next',
-          ConditionExpression: 'claimUntil = :expected',
-          ExpressionAttributeValues: { ':next': claimUntil, ':expected': expectedClaimUntil },
-        }),
-      );
-      return true;
-    } catch (error) {
-      if (isConditionFailure(error)) return false;
-      throw error;
-    }
   }
 
   async getState(dispatchId: string): Promise<DispatchState | undefined> {
@@ -344,7 +314,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
    * The state write with what must commit with it, in one transaction (2 × the write units: only on a
    * redispatch, which keeps the ended attempt's record, and on a slot taken or given back).
    */
-  private async commitInTransaction(put: PutCommandInput, ended: PastAttempt | undefined, slots: ReturnType<typeof slotUpdates>): Promise<CommitOutcome> {
+  protected async commitInTransaction(put: PutCommandInput, ended: PastAttempt | undefined, slots: ReturnType<typeof slotUpdates>): Promise<CommitOutcome> {
     const items: TransactItem[] = [
       { Put: { TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues } },
       ...(ended ? [{ Put: { TableName: this.table, Item: pastAttemptItem(ended, this.options.retentionSeconds) } }] : []),
@@ -372,10 +342,6 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  async archiveAttempt(past: PastAttempt): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds) }));
-  }
-
   async listPastAttempts(dispatchId: string): Promise<PastAttempt[]> {
     return this.listAll(collectionQuery(this.table, COLLECTION.pastAttempts(dispatchId)), pastAttemptOf);
   }
@@ -393,7 +359,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   /** A per-ref record of an attempt's evidence whose latest write wins, kept for the retention after it. */
-  private async putLatest(key: { readonly pk: string; readonly sk: string }, record: { readonly at: string }): Promise<void> {
+  protected async putLatest(key: { readonly pk: string; readonly sk: string }, record: { readonly at: string }): Promise<void> {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...key, ...record, [TTL_ATTRIBUTE]: expiryOf(record.at, this.options.retentionSeconds) } }));
   }
 
@@ -452,7 +418,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   /** A write-once put (`writtenOnce`): written, or the stored record as it is. */
-  private async putOnce<T>(put: PutCommandInput, decode: (item: Item) => T): Promise<PutOutcome<T>> {
+  protected async putOnce<T>(put: PutCommandInput, decode: (item: Item) => T): Promise<PutOutcome<T>> {
     try {
       await this.db.send(new PutCommand(put));
       return { kind: 'written' };
@@ -463,7 +429,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   /** Every page of a collection query, decoded: one page for any usual dispatch (these records are small), more only past 1 MB. */
-  private async listAll<T>(query: QueryCommandInput, decode: (item: Item) => T): Promise<T[]> {
+  protected async listAll<T>(query: QueryCommandInput, decode: (item: Item) => T): Promise<T[]> {
     const records: T[] = [];
     let startKey: Record<string, unknown> | undefined;
     do {
@@ -488,48 +454,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
-    const at = new Date(rejection.at);
-    try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: {
-            ...KEY.rejection(rejection.messageId),
-            ...rejection,
-            feedKey: feedShardOf(FEED.rejections(monthKey(at)), rejection.messageId),
-            feedAt: `${rejection.at}#${rejection.messageId}`,
-            [TTL_ATTRIBUTE]: expiryOf(rejection.at, this.options.retentionSeconds),
-          },
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { kind: 'written' };
-    } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: rejectionOf(unmarshallItem(error.Item)) };
-      throw error;
-    }
-  }
-
-  async deferDue(due: DueEntry, until: Date): Promise<void> {
-    try {
-      await this.db.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: KEY.state(due.dispatchId),
-          UpdateExpression: 'SET dueAt = :until',
-          // Only the due time the monitor saw: a state written meanwhile has set its own.
-          ConditionExpression: 'attribute_exists(dueShard) AND dueAt = :seen',
-          ExpressionAttributeValues: { ':until': until.toISOString(), ':seen': due.dueAt },
-        }),
-      );
-    } catch (error) {
-      if (!isConditionFailure(error)) throw error;
-    }
-  }
-
-  private cachedTarget: ((name: string) => Promise<TargetRegistration | undefined>) | undefined;
+  protected cachedTarget: ((name: string) => Promise<TargetRegistration | undefined>) | undefined;
 
   async getTarget(name: string): Promise<TargetRegistration | undefined> {
     return (
@@ -541,20 +466,14 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     );
   }
 
-  async putTarget(target: TargetRegistration): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } }));
-    // The limit lives in the slot counters' own caps (what the slot write is conditioned on).
-    if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
-  }
-
   /**
    * The shard counts, reused for a while by admissions (a count only ever grows: one missed for a
    * moment just leaves new slots unused, never lets a run past a cap); the monitor's tick reads afresh.
    */
-  private shardCountCache: { readonly counts: Map<string, number>; readonly until: number } | undefined;
+  protected shardCountCache: { readonly counts: Map<string, number>; readonly until: number } | undefined;
 
   /** Targets that have or had a limit, each with how many slot shards it has had at most. */
-  private async limitedShardCounts(fresh = true): Promise<Map<string, number>> {
+  protected async limitedShardCounts(fresh = true): Promise<Map<string, number>> {
     if (!fresh && this.shardCountCache && this.shardCountCache.until > Date.now()) return this.shardCountCache.counts;
     const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.limitedTargets(), ConsistentRead: true }));
     const counts = new Map<string, number>();
@@ -613,7 +532,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     return this.readSlotShards(target);
   }
 
-  private async readSlotShards(target: string): Promise<SlotShard[]> {
+  protected async readSlotShards(target: string): Promise<SlotShard[]> {
     const count = (await this.limitedShardCounts(false)).get(target) ?? 0;
     if (count === 0) return [];
     const keys = Array.from({ length: count }, (_, shard) => KEY.slotShard(target, shard));
@@ -629,7 +548,7 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
   }
 
   /** Up to `limit` wait index entries of one partition in a key range, in order, without those in `exclude`. */
-  private async waitPage(key: string, range: { readonly from?: string; readonly to?: string; readonly prefix?: string }, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
+  protected async waitPage(key: string, range: { readonly from?: string; readonly to?: string; readonly prefix?: string }, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
     const values: Record<string, string> = { ':key': key };
     let condition = 'waitKey = :key';
     if (range.prefix !== undefined) {
@@ -686,6 +605,124 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     return originSettingsOf(Item ?? {});
   }
 
+  async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.lambdaFailure(dispatchId, attempt), ConsistentRead: true }));
+    return Item ? lambdaFailureOf(Item) : undefined;
+  }
+
+  async putResultBody(body: ResultBody): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: resultBodyItem(body, this.options.retentionSeconds) }));
+  }
+
+  async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.resultBody(dispatchId, attempt, seq), ConsistentRead: true }));
+    return Item ? resultBodyOf(Item) : undefined;
+  }
+
+  async resolve(principalId: string): Promise<Principal | undefined> {
+    const deployed = this.options.registry?.principals.get(principalId);
+    if (deployed) return deployed;
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.principal(principalId) }));
+    return Item ? principalOf(Item) : undefined;
+  }
+}
+
+/** Decoded through its stored schema (its payload hash too): the use case moves a dispatch by what it says. */
+export function manualAttestationOf(item: Record<string, unknown>): ManualAttestation {
+  const { key, record } = writtenAttestationOf(item);
+  const decoded = StoredManualAttestation().safeParse(record);
+  if (!decoded.success) throw new CorruptItemError(key, validationProblems(decoded.error));
+  return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
+}
+
+/** The whole ledger table: the intake, monitor and failures functions', the CLI's and the tests' (`LedgerStore` and `LedgerWrites`). */
+export class LedgerTable extends LedgerTableCore implements LedgerWrites {
+  async putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>> {
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: messageItem(message, this.options.retentionSeconds),
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: messageOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean> {
+    try {
+      await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: KEY.message(dispatchId),
+          UpdateExpression: 'SET claimUntil = :next',
+          ConditionExpression: 'claimUntil = :expected',
+          ExpressionAttributeValues: { ':next': claimUntil, ':expected': expectedClaimUntil },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  async archiveAttempt(past: PastAttempt): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds) }));
+  }
+
+  async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
+    const at = new Date(rejection.at);
+    try {
+      await this.db.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: {
+            ...KEY.rejection(rejection.messageId),
+            ...rejection,
+            feedKey: feedShardOf(FEED.rejections(monthKey(at)), rejection.messageId),
+            feedAt: `${rejection.at}#${rejection.messageId}`,
+            [TTL_ATTRIBUTE]: expiryOf(rejection.at, this.options.retentionSeconds),
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { kind: 'written' };
+    } catch (error) {
+      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: rejectionOf(unmarshallItem(error.Item)) };
+      throw error;
+    }
+  }
+
+  async deferDue(due: DueEntry, until: Date): Promise<void> {
+    try {
+      await this.db.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: KEY.state(due.dispatchId),
+          UpdateExpression: 'SET dueAt = :until',
+          // Only the due time the monitor saw: a state written meanwhile has set its own.
+          ConditionExpression: 'attribute_exists(dueShard) AND dueAt = :seen',
+          ExpressionAttributeValues: { ':until': until.toISOString(), ':seen': due.dueAt },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  async putTarget(target: TargetRegistration): Promise<void> {
+    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } }));
+    // The limit lives in the slot counters' own caps (what the slot write is conditioned on).
+    if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
+  }
+
   async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.originSettings(origin), origin, ...settings } }));
   }
@@ -707,38 +744,9 @@ export class LedgerTable implements LedgerStore, PrincipalRegistry {
     }
   }
 
-  async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.lambdaFailure(dispatchId, attempt), ConsistentRead: true }));
-    return Item ? lambdaFailureOf(Item) : undefined;
-  }
-
-  async putResultBody(body: ResultBody): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: resultBodyItem(body, this.options.retentionSeconds) }));
-  }
-
-  async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.resultBody(dispatchId, attempt, seq), ConsistentRead: true }));
-    return Item ? resultBodyOf(Item) : undefined;
-  }
-
-  async resolve(principalId: string): Promise<Principal | undefined> {
-    const deployed = this.options.registry?.principals.get(principalId);
-    if (deployed) return deployed;
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.principal(principalId) }));
-    return Item ? principalOf(Item) : undefined;
-  }
-
   async putPrincipal(principalId: string, principal: Principal): Promise<void> {
     await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } }));
   }
-}
-
-/** Decoded through its stored schema (its payload hash too): the use case moves a dispatch by what it says. */
-export function manualAttestationOf(item: Record<string, unknown>): ManualAttestation {
-  const { key, record } = writtenAttestationOf(item);
-  const decoded = StoredManualAttestation().safeParse(record);
-  if (!decoded.success) throw new CorruptItemError(key, validationProblems(decoded.error));
-  return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
 }
 
 /**

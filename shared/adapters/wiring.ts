@@ -9,22 +9,26 @@ import type { LedgerConfig } from './config.js';
 import { httpTarget } from './http-target.js';
 import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
 import { lambdaAdmissionNudge } from './admission-nudge.js';
-import { LedgerTable } from './ledger-table.js';
+import type { LedgerTableCore, LedgerTableOptions } from './ledger-table.js';
 import { S3Blobs } from './s3-blobs.js';
 import { SecretCache, type SecretScope } from './secrets.js';
 
 /** The adapters every ledger function uses, built once per execution environment. */
-export interface LedgerAdapters {
+export interface LedgerAdapters<T extends LedgerTableCore = LedgerTableCore> {
   /** The nudge to the monitor after a write that freed a slot (CONTRACT §11), when one is configured. */
   readonly admissionNudge: ((target: string) => Promise<void>) | undefined;
   readonly dynamodb: DynamoDBClient;
   readonly documents: DynamoDBDocumentClient;
-  readonly table: LedgerTable;
+  readonly table: T;
   readonly blobs: S3Blobs;
   readonly targetFor: (registration: TargetRegistration) => TargetPort;
 }
 
-export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
+/**
+ * `Table`: the table adapter's class — `LedgerTable` for a function that writes what only it writes
+ * (intake, monitor), `LedgerTableCore` for the API, whose bundle then carries none of those writes.
+ */
+export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerConfig, Table: new (db: DynamoDBDocumentClient, options: LedgerTableOptions) => T): LedgerAdapters<T> {
   const dynamodb = new DynamoDBClient({});
   if (FAULTS_COMPILED_IN) {
     // The census's DynamoDB faults (inert unless installed; absent from the deployed bundles). The
@@ -54,7 +58,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
       ? undefined
       : { prefix: config.targetSecretPrefix, exact: new Set([...config.registry.targets.values()].flatMap((target) => (target.kind === 'http' && target.secretRef ? [target.secretRef] : []))) };
   const targets = new Map<string, TargetPort>();
-  const table = new LedgerTable(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs, inboxShards: config.inboxShards });
+  const table = new Table(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs, inboxShards: config.inboxShards });
   let lambda: LambdaClient | undefined;
   const lambdaClient = () => (lambda ??= new LambdaClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } }));
   return {
@@ -102,7 +106,7 @@ export function buildLedgerAdapters(config: LedgerConfig): LedgerAdapters {
 }
 
 /** The failures Lambda's on-failure destination delivered, kept in the ledger table per attempt. */
-function failuresIn(table: LedgerTable): (runId: string) => Promise<LambdaFailure | undefined> {
+function failuresIn(table: LedgerTableCore): (runId: string) => Promise<LambdaFailure | undefined> {
   return async (runId) => {
     const named = parseLambdaRunId(runId);
     return named ? table.getLambdaFailure(named.dispatchId, named.attempt) : undefined;

@@ -4,7 +4,7 @@ import { crashPoint } from '../faults.js';
 import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { accepted, blocked } from '../dispatch/transitions.js';
-import type { AcceptedMessage, BlobStore, DispatchWorkDeps, Rejection } from '../ledger/port.js';
+import type { AcceptedMessage, BlobStore, DispatchWorkDeps, LedgerStoreWithWrites, Rejection } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
 import { OBJECTS } from '../ledger/objects.js';
@@ -37,6 +37,8 @@ export type IntakeResult =
 
 /** What the monitor and the API need, and who may speak for which origin. `claimSeconds`: how long a writer is presumed busy before a duplicate takes over. */
 export interface IntakeDeps extends DispatchWorkDeps {
+  /** Intake writes the accepted message, its claims and rejections (`LedgerWrites`). */
+  readonly store: LedgerStoreWithWrites;
   readonly principals: PrincipalRegistry;
   readonly principalMode: PrincipalMode;
 }

@@ -229,12 +229,36 @@ export class CorruptItemError extends Error {
   }
 }
 
-/** Everything the use cases ask of the ledger table. One adapter implements it; tests may fake it. */
-export interface LedgerStore {
+/**
+ * What only some functions write: intake's accepted message, claims and rejections; the monitor's
+ * deferrals; the failures function's records; the operator CLI's registrations and repairs. Kept out of
+ * `LedgerStore`, so the API's adapter (`LedgerTableCore`) and its bundle carry none of them.
+ */
+export interface LedgerWrites {
   putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>>;
-  getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined>;
   /** Takes over a stale claim; false when someone else changed it first. */
   renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean>;
+  /** Keeps an ended attempt record outside a redispatch (fixtures and repairs); idempotent per record. */
+  archiveAttempt(past: PastAttempt): Promise<void>;
+  putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;
+  /**
+   * Moves a due dispatch the monitor could not act on (it threw: a record that fails decoding, a
+   * store error) to `until`, so it cannot hold the head of its due shard tick after tick.
+   */
+  deferDue(due: DueEntry, until: Date): Promise<void>;
+  /** Registers a target; with `maxConcurrentRuns`, its slot shards' caps are set in the same call. */
+  putTarget(target: TargetRegistration): Promise<void>;
+  putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void>;
+  /** Keeps what Lambda's on-failure destination said about an attempt's run (first record stands). */
+  putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>>;
+}
+
+/** The whole ledger table: what the intake, monitor and failures functions (and the CLI) are given. */
+export type LedgerStoreWithWrites = LedgerStore & LedgerWrites;
+
+/** Everything the API's use cases ask of the ledger table. One adapter implements it; tests may fake it. */
+export interface LedgerStore {
+  getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined>;
 
   /** Strongly consistent read of the hot state. */
   getState(dispatchId: string): Promise<DispatchState | undefined>;
@@ -246,8 +270,6 @@ export interface LedgerStore {
    */
   commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome>;
 
-  /** Keeps an ended attempt record outside a redispatch (fixtures and repairs); idempotent per record. */
-  archiveAttempt(past: PastAttempt): Promise<void>;
   /** Every ended attempt of a dispatch, oldest first (strongly consistent). */
   listPastAttempts(dispatchId: string): Promise<PastAttempt[]>;
 
@@ -302,17 +324,8 @@ export interface LedgerStore {
   /** Records an event of a superseded run: kept for the record, never applied. Idempotent per run and seq. */
   recordLateEvent(late: LateEvent): Promise<void>;
 
-  putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;
-
-  /**
-   * Moves a due dispatch the monitor could not act on (it threw: a record that fails decoding, a
-   * store error) to `until`, so it cannot hold the head of its due shard tick after tick.
-   */
-  deferDue(due: DueEntry, until: Date): Promise<void>;
 
   getTarget(name: string): Promise<TargetRegistration | undefined>;
-  /** Registers a target; with `maxConcurrentRuns`, its slot shards' caps are set in the same call. */
-  putTarget(target: TargetRegistration): Promise<void>;
 
   /** CONTRACT §11: a target's slot shards as stored (strongly consistent); none when it never had a limit. */
   slotShards(target: string): Promise<SlotShard[]>;
@@ -333,9 +346,6 @@ export interface LedgerStore {
 
   /** The origin's delivery settings (the deploy-time registry first, then the table; else the defaults). */
   getOriginSettings(origin: string): Promise<OriginSettings>;
-  putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void>;
-  /** Keeps what Lambda's on-failure destination said about an attempt's run (first record stands). */
-  putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>>;
   getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined>;
   /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
   putResultBody(body: ResultBody): Promise<void>;

@@ -3,7 +3,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { cancelAnswered, isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
 import { resultDue } from '../usecases/inbox.js';
 import { randomUUID } from 'node:crypto';
-import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex } from '../ledger/port.js';
+import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites } from '../ledger/port.js';
 import { admitWaiting, startAttempt } from '../usecases/submit-attempt.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import { clip } from '../text.js';
@@ -14,6 +14,8 @@ import { settleEvidence } from './evidence-check.js';
 export { evidenceKey } from './evidence-check.js';
 
 export interface MonitorDeps extends DispatchWorkDeps {
+  /** The monitor defers a due dispatch it could not act on (`LedgerWrites.deferDue`). */
+  readonly store: LedgerStoreWithWrites;
   /** What is due, shard by shard (the table's `due` index). */
   readonly dueIndex: DueIndex;
   /** Due entries read per page of a shard: a shard's work holds one page in memory at a time. */

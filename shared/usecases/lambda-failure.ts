@@ -1,5 +1,5 @@
 import { isTerminal, runFailedByRuntime } from '../dispatch/transitions.js';
-import type { LambdaFailureRecord, LedgerStore } from '../ledger/port.js';
+import type { LambdaFailureRecord, LedgerStoreWithWrites } from '../ledger/port.js';
 import { parseLambdaRunId } from '../targets/port.js';
 import { resolvePrincipal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { clip, printable } from '../text.js';
@@ -14,7 +14,7 @@ import { clip, printable } from '../text.js';
 export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'unreadable' | 'refused' | 'conflict';
 
 export interface LambdaFailureDeps {
-  readonly store: LedgerStore;
+  readonly store: LedgerStoreWithWrites;
   readonly now: () => Date;
   /** Who may put a failure on the queue: in AWS, the failed function's own role (Lambda sends as it). */
   readonly principals?: PrincipalRegistry;

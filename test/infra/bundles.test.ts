@@ -41,6 +41,18 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     expect(RECEIPT_SCHEMA_TEXT.test(await bundleText('api'))).toBe(true);
   });
 
+  it('leaves the writes only other functions make (LedgerWrites: the accepted message, claims, rejections, deferrals, registrations) out of the API bundle: its table adapter is LedgerTableCore', async () => {
+    const bundleText = async (name: LedgerFunctionName): Promise<string> => {
+      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
+      return built.outputFiles.map((file) => file.text).join('');
+    };
+    // Minified class methods keep their names.
+    const WRITES = /putAcceptedMessage|renewClaim|putRejection|deferDue|putLambdaFailure|putOriginSettings|putPrincipal/;
+    expect(WRITES.test(await bundleText('api'))).toBe(false);
+    // The control: intake writes the accepted message, so its bundle has it.
+    expect(WRITES.test(await bundleText('intake'))).toBe(true);
+  });
+
   it('compiles the census fault-injection point out of every deployed bundle: nothing there can inject a fault', async () => {
     const bundleText = async (name: LedgerFunctionName, define: Record<string, string>): Promise<string> => {
       const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define, logLevel: 'silent' });

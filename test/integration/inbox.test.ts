@@ -284,7 +284,7 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
     const origin = uniqueName('o');
     await table.putOriginSettings(origin, { resultTtlHours: 1 });
     const { dispatchId } = await finishedDispatch(origin);
-    const monitor = { ...apiDeps(), dueIndex: new LedgerDueIndex(documents, tableName), pageSize: 100 };
+    const monitor = { ...apiDeps(), store: table, dueIndex: new LedgerDueIndex(documents, tableName), pageSize: 100 };
     // The due time the stall watch held comes first: the monitor schedules the expiry then.
     tick(700);
     await monitorTick(monitor);

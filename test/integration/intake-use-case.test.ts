@@ -12,7 +12,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type DispatchState } from '../../shared/dispatch/state.js';
 import { DEFAULT_MAX_HOPS } from '../../shared/dispatch/message.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
-import type { LedgerStore } from '../../shared/ledger/port.js';
+import type { LedgerStoreWithWrites } from '../../shared/ledger/port.js';
 import { inject } from 'vitest';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
@@ -61,7 +61,7 @@ describe('intake use case on the real engines', () => {
     const sent = message();
     const body = JSON.stringify(sent);
     /** A store whose first state write dies, as a Lambda killed at that instant would. */
-    const crashing: LedgerStore = overriding<LedgerStore>(table, {
+    const crashing: LedgerStoreWithWrites = overriding<LedgerStoreWithWrites>(table, {
       commit: async (): Promise<never> => {
         throw new Error('injected crash after the target accepted');
       },

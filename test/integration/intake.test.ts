@@ -61,7 +61,7 @@ describe('intake: every message ends as exactly one effect', () => {
     // intake's dependencies, exactly as functions/intake/deps.ts builds them.
     const environment = (): IntakeDeps => {
       const config = readLedgerConfig();
-      const adapters = buildLedgerAdapters(config);
+      const adapters = buildLedgerAdapters(config, LedgerTable);
       return { store: adapters.table, blobs: adapters.blobs, targetFor: adapters.targetFor, principals: adapters.table, principalMode: config.principalMode, callbackUrl: config.apiBaseUrl, retryPolicy: config.retryPolicy, now: () => new Date(), claimSeconds: config.claimSeconds };
     };
     const record = { messageId: 'm-same', body, senderId: 'local' };

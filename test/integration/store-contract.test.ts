@@ -10,7 +10,7 @@ import { accepted, admitted, applyRunEvent, blocked, IllegalTransitionError, rec
 import { slotShardCaps } from '../../shared/dispatch/slots.js';
 import { manualAttestation } from '../../shared/dispatch/manual.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
-import type { DueIndex, EvidenceCheck, EvidenceUpload, LedgerStore, PastAttempt } from '../../shared/ledger/port.js';
+import type { DueIndex, EvidenceCheck, EvidenceUpload, LedgerStoreWithWrites, PastAttempt } from '../../shared/ledger/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
@@ -24,7 +24,7 @@ const clients = engineClients();
 const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 /** A table of its own for each test, so what one lists is only what it wrote. */
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
-const tableNames = new WeakMap<LedgerStore, string>();
+const tableNames = new WeakMap<LedgerStoreWithWrites, string>();
 async function freshTable(): Promise<LedgerTable> {
   const tableName = uniqueName('contract');
   await ensureLedgerTable(clients.dynamodb, tableName);
@@ -33,7 +33,7 @@ async function freshTable(): Promise<LedgerTable> {
   return table;
 }
 /** The due index over the same items as `store` (the monitor's own adapter for the table). */
-function dueIndexOf(store: LedgerStore): DueIndex {
+function dueIndexOf(store: LedgerStoreWithWrites): DueIndex {
   if (store instanceof MemoryStore) return store;
   const tableName = tableNames.get(store);
   if (!tableName) throw new Error('a store of this suite');
@@ -44,7 +44,7 @@ afterAll(() => {
   dynamodb.destroy();
 });
 
-const stores: Array<[string, () => Promise<LedgerStore>]> = [
+const stores: Array<[string, () => Promise<LedgerStoreWithWrites>]> = [
   ['the DynamoDB table', freshTable],
   ['the in-memory fake', async () => new MemoryStore()],
 ];
@@ -269,7 +269,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   // ——— flow control (CONTRACT §11): the slot counters and the wait index ————————————————————————
 
   /** A dispatch of `target`, stored waiting for a slot (or, with `start`, only built). */
-  const waitingOne = async (store: LedgerStore, target: string, overrides: Partial<NewDispatch> = {}, at = NOW): Promise<DispatchState> => {
+  const waitingOne = async (store: LedgerStoreWithWrites, target: string, overrides: Partial<NewDispatch> = {}, at = NOW): Promise<DispatchState> => {
     const start = accepted(newDispatchFactory({ dispatchId: uniqueName('d'), target, writtenAt: at.toISOString(), ...overrides }), at);
     const next = waiting(start, 'capacity', at);
     expect(await store.commit(start, next)).toEqual({ kind: 'committed' });

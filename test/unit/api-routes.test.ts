@@ -123,7 +123,7 @@ describe('a completion whose evidence is already delivered (regression: it used 
     };
     const deps: ApiDeps = { ...apiDeps(store, store, 'open'), blobs, targetFor: () => target };
     const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'g' }, expectedEvidence, delivery: { mode } });
-    await takeDispatchMessage({ ...deps, principals: store, principalMode: 'open' }, { messageId: 'm-1', body, senderId: undefined });
+    await takeDispatchMessage({ ...deps, store, principals: store, principalMode: 'open' }, { messageId: 'm-1', body, senderId: undefined });
     for (const ref of delivered) expect((await answer(deps, request({ method: 'PUT', rawPath: `/dispatches/${dispatchId}/evidence/${ref}`, query: { runId: 'r-1' }, body: Buffer.from('content') }))).status).toBe(201);
     const version = store.states.get(dispatchId)?.version ?? -1;
     const complete = () => answer(deps, request({ method: 'POST', rawPath: '/runs/r-1/events', body: Buffer.from(JSON.stringify({ dispatchId, seq: 1, type: 'completed' })) }));

@@ -6,6 +6,7 @@ import { httpTarget, type HttpTargetOptions } from '../../shared/adapters/http-t
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { addressProblem, baseUrlProblem, type Resolver } from '../../shared/adapters/target-address.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import type { SubmitRequest } from '../../shared/targets/port.js';
 
 // CONTRACT §8 v2: in AWS a target's base URL is https, never loopback, link-local, unspecified or a
@@ -227,7 +228,7 @@ describe('class 10 — trust boundaries: the policy each deployment gets', () =>
 
   it('wires the policy into every target the functions build', async () => {
     Object.assign(process.env, base, { PRINCIPAL_MODE: 'enforce', AWS_REGION: 'us-east-1' });
-    const aws = buildLedgerAdapters(readLedgerConfig());
+    const aws = buildLedgerAdapters(readLedgerConfig(), LedgerTable);
     // Refused, not thrown: a table entry the policy refuses must not fail the invocation that meets it.
     const refused = aws.targetFor({ name: 'agent', kind: 'http', baseUrl: `https://127.0.0.1:${port}` });
     for (const outcome of [await refused.submit(request), await refused.lookup('r-1'), await refused.cancel('r-1'), await refused.decideApproval('r-1', 'a-1', 'approve')]) {
@@ -235,7 +236,7 @@ describe('class 10 — trust boundaries: the policy each deployment gets', () =>
     }
     expect(reached).toEqual([]);
     Object.assign(process.env, base, { PRINCIPAL_MODE: 'open' });
-    const local = buildLedgerAdapters(readLedgerConfig());
+    const local = buildLedgerAdapters(readLedgerConfig(), LedgerTable);
     expect(await local.targetFor({ name: 'agent', kind: 'http', baseUrl: `http://127.0.0.1:${port}` }).submit(request)).toMatchObject({ kind: 'accepted' });
   });
 });

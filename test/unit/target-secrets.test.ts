@@ -4,6 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { SecretCache } from '../../shared/adapters/secrets.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { loopbackOnly } from '../../local/loopback.js';
 
 // CONTRACT §8 v2: target secrets live under `dispatch-ledger/{stackName}/targets/`; in AWS the
@@ -101,7 +102,7 @@ describe('class 10 — trust boundaries: the functions\' wiring scopes the targe
       AWS_SECRET_ACCESS_KEY: 'x',
       AWS_ENDPOINT_URL_SECRETS_MANAGER: endpoint,
     });
-    const adapters = buildLedgerAdapters(readLedgerConfig());
+    const adapters = buildLedgerAdapters(readLedgerConfig(), LedgerTable);
     const target = adapters.targetFor({ name: 'agent', kind: 'http', baseUrl: 'https://agents.example.test', secretRef: 'prod/database/password' });
     const request = { dispatchId: 'd-1', attempt: 1, origin: 'planner', task: {}, expectedEvidence: [], callbackUrl: 'https://api.example.test' };
     expect(await target.submit(request)).toEqual({
