@@ -139,13 +139,11 @@ export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, 
 
 /** A record people wrote (an operator receipt, a manual attestation) as its own item, once per key; the stored one back when it exists. */
 function writtenOnce(tableName: string, key: { readonly pk: string; readonly sk: string }, record: { readonly recordedAt: string }, retentionSeconds: number): PutCommandInput {
-  return {
-    TableName: tableName,
-    Item: { ...key, ...(withoutNulls(record) as Item), [TTL_ATTRIBUTE]: expiryOf(record.recordedAt, retentionSeconds) },
-    ConditionExpression: 'attribute_not_exists(pk)',
-    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-  };
+  return onceOnly(tableName, { ...key, ...(withoutNulls(record) as Item), [TTL_ATTRIBUTE]: expiryOf(record.recordedAt, retentionSeconds) });
 }
+
+/** A put of an item that is written once: refused when its key exists, with the stored item back (ALL_OLD). */
+const onceOnly = (tableName: string, item: Item): PutCommandInput => ({ TableName: tableName, Item: item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' });
 
 /** Every operator receipt of a dispatch: its partition, sort keys with the receipt prefix, strongly consistent. */
 export function operatorReceiptsQuery(tableName: string, dispatchId: string, startKey?: Record<string, unknown>): QueryCommandInput {
@@ -301,7 +299,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     const slots = slotUpdates(this.table, from, next);
     if (ended || slots.items.length > 0) return this.commitInTransaction(put, ended, slots);
     try {
-      await this.db.send(new PutCommand(put));
+      await this.putItem(put);
       return { kind: 'committed' };
     } catch (error) {
       if (isConditionFailure(error)) return { kind: 'conflict', existing: error.Item ? stateOf(unmarshallItem(error.Item)) : undefined };
@@ -360,7 +358,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
 
   /** A per-ref record of an attempt's evidence whose latest write wins, kept for the retention after it. */
   protected async putLatest(key: { readonly pk: string; readonly sk: string }, record: { readonly at: string }): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...key, ...record, [TTL_ATTRIBUTE]: expiryOf(record.at, this.options.retentionSeconds) } }));
+    await this.putItem({ TableName: this.table, Item: { ...key, ...record, [TTL_ATTRIBUTE]: expiryOf(record.at, this.options.retentionSeconds) } });
   }
 
   async listEvidenceUploads(dispatchId: string, attempt: number): Promise<EvidenceUpload[]> {
@@ -369,7 +367,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
 
   async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {
     const Item = { ...KEY.evidenceCheck(check.dispatchId, check.attempt), ...(withoutNulls(check) as Item), [TTL_ATTRIBUTE]: expiryOf(check.checkedAt, this.options.retentionSeconds) };
-    return this.putOnce({ TableName: this.table, Item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }, checkOf);
+    return this.putOnce(onceOnly(this.table, Item), checkOf);
   }
 
   async getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined> {
@@ -417,10 +415,18 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return this.listAll(collectionQuery(this.table, COLLECTION.manualAttestations(dispatchId)), manualAttestationOf);
   }
 
+  /**
+   * Every single-item put goes through here: `HotPathTable` (the intake's) sends it on a low-level
+   * client instead of the document client.
+   */
+  protected async putItem(put: PutCommandInput): Promise<void> {
+    await this.db.send(new PutCommand(put));
+  }
+
   /** A write-once put (`writtenOnce`): written, or the stored record as it is. */
   protected async putOnce<T>(put: PutCommandInput, decode: (item: Item) => T): Promise<PutOutcome<T>> {
     try {
-      await this.db.send(new PutCommand(put));
+      await this.putItem(put);
       return { kind: 'written' };
     } catch (error) {
       if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: decode(unmarshallItem(error.Item)) };
@@ -442,13 +448,11 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
 
   async recordLateEvent(late: LateEvent): Promise<void> {
     try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: { ...KEY.lateEvent(late.dispatchId, late.runId, late.seq), ...late, [TTL_ATTRIBUTE]: expiryOf(late.at, this.options.retentionSeconds * 2) },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      await this.putItem({
+        TableName: this.table,
+        Item: { ...KEY.lateEvent(late.dispatchId, late.runId, late.seq), ...late, [TTL_ATTRIBUTE]: expiryOf(late.at, this.options.retentionSeconds * 2) },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      });
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
     }
@@ -611,7 +615,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async putResultBody(body: ResultBody): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: resultBodyItem(body, this.options.retentionSeconds) }));
+    await this.putItem({ TableName: this.table, Item: resultBodyItem(body, this.options.retentionSeconds) });
   }
 
   async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
@@ -638,20 +642,7 @@ export function manualAttestationOf(item: Record<string, unknown>): ManualAttest
 /** The whole ledger table: the intake, monitor and failures functions', the CLI's and the tests' (`LedgerStore` and `LedgerWrites`). */
 export class LedgerTable extends LedgerTableCore implements LedgerWrites {
   async putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>> {
-    try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: messageItem(message, this.options.retentionSeconds),
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { kind: 'written' };
-    } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: messageOf(unmarshallItem(error.Item)) };
-      throw error;
-    }
+    return this.putOnce(onceOnly(this.table, messageItem(message, this.options.retentionSeconds)), messageOf);
   }
 
   async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean> {
@@ -673,31 +664,18 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
   }
 
   async archiveAttempt(past: PastAttempt): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds) }));
+    await this.putItem({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds) });
   }
 
   async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
-    const at = new Date(rejection.at);
-    try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: {
-            ...KEY.rejection(rejection.messageId),
-            ...rejection,
-            feedKey: feedShardOf(FEED.rejections(monthKey(at)), rejection.messageId),
-            feedAt: `${rejection.at}#${rejection.messageId}`,
-            [TTL_ATTRIBUTE]: expiryOf(rejection.at, this.options.retentionSeconds),
-          },
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { kind: 'written' };
-    } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: rejectionOf(unmarshallItem(error.Item)) };
-      throw error;
-    }
+    const item = {
+      ...KEY.rejection(rejection.messageId),
+      ...rejection,
+      feedKey: feedShardOf(FEED.rejections(monthKey(new Date(rejection.at))), rejection.messageId),
+      feedAt: `${rejection.at}#${rejection.messageId}`,
+      [TTL_ATTRIBUTE]: expiryOf(rejection.at, this.options.retentionSeconds),
+    };
+    return this.putOnce(onceOnly(this.table, item), rejectionOf);
   }
 
   async deferDue(due: DueEntry, until: Date): Promise<void> {
@@ -718,34 +696,22 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
   }
 
   async putTarget(target: TargetRegistration): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } }));
+    await this.putItem({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } });
     // The limit lives in the slot counters' own caps (what the slot write is conditioned on).
     if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
   }
 
   async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.originSettings(origin), origin, ...settings } }));
+    await this.putItem({ TableName: this.table, Item: { ...KEY.originSettings(origin), origin, ...settings } });
   }
 
   async putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>> {
-    try {
-      await this.db.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: { ...KEY.lambdaFailure(failure.dispatchId, failure.attempt), ...failure, [TTL_ATTRIBUTE]: expiryOf(failure.at, this.options.retentionSeconds) },
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { kind: 'written' };
-    } catch (error) {
-      if (isConditionFailure(error) && error.Item) return { kind: 'exists', existing: lambdaFailureOf(unmarshallItem(error.Item)) };
-      throw error;
-    }
+    const item = { ...KEY.lambdaFailure(failure.dispatchId, failure.attempt), ...failure, [TTL_ATTRIBUTE]: expiryOf(failure.at, this.options.retentionSeconds) };
+    return this.putOnce(onceOnly(this.table, item), lambdaFailureOf);
   }
 
   async putPrincipal(principalId: string, principal: Principal): Promise<void> {
-    await this.db.send(new PutCommand({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } }));
+    await this.putItem({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } });
   }
 }
 
