@@ -1,0 +1,42 @@
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBDocumentClient, PutCommandInput } from '@aws-sdk/lib-dynamodb';
+import { FAULTS_COMPILED_IN } from '../faults.js';
+import { LedgerTable, type LedgerTableOptions } from './ledger-table.js';
+import { withDynamoDbFaults } from './wiring.js';
+
+const MARSHALL = { removeUndefinedValues: true } as const;
+
+/**
+ * The intake's table: `LedgerTable` whose single-item puts (the accepted message, the state's first
+ * write, every later state write that needs no transaction) go out on a low-level client built with
+ * `cacheMiddleware`, marshalled here. Those are two of the intake's three round trips per message; the
+ * document client cannot cache its middleware stack (lib-dynamodb refuses the option), so it resolves
+ * it again on every command. Reads and everything else keep the document client. Only the intake's
+ * bundle carries this class.
+ */
+export class HotPathTable extends LedgerTable {
+  private readonly hotPath: DynamoDBClient;
+
+  /** `hotPath`: the low-level client the puts go out on; by default one built from the environment, as the function's others are. */
+  constructor(db: DynamoDBDocumentClient, options: LedgerTableOptions, hotPath?: DynamoDBClient) {
+    super(db, options);
+    this.hotPath = hotPath ?? newHotPathClient();
+  }
+
+  protected override async putItem(put: PutCommandInput): Promise<void> {
+    const { Item, ExpressionAttributeValues, ...rest } = put;
+    await this.hotPath.send(
+      new PutItemCommand({
+        ...rest,
+        Item: marshall(Item, MARSHALL),
+        ...(ExpressionAttributeValues ? { ExpressionAttributeValues: marshall(ExpressionAttributeValues, MARSHALL) } : {}),
+      }),
+    );
+  }
+}
+
+function newHotPathClient(): DynamoDBClient {
+  const client = new DynamoDBClient({ cacheMiddleware: true });
+  return FAULTS_COMPILED_IN ? withDynamoDbFaults(client) : client;
+}
