@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { CreateTableCommand, DescribeTableCommand, DynamoDBClient, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
+import { DescribeTableCommand, DynamoDBClient, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { S3Client } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -199,7 +199,7 @@ async function rig(ctx: BenchContext, name: string, targetDown: boolean, stream:
   meter.attach(dynamodb);
   const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
   // No TTL: DynamoDB Local's sweeper would delete the bench's records (its clock is in the past) mid-run.
-  const ledger = stream === 'now' ? await ensureLedgerTable(dynamodb, ctx.uniqueName(name), { ttl: false }) : await ledgerTableWithoutStream(dynamodb, ctx.uniqueName(name));
+  const ledger = stream === 'now' ? await ensureLedgerTable(dynamodb, ctx.uniqueName(name), { ttl: false }) : await ensureLedgerTable(dynamodb, ctx.uniqueName(name), { ttl: false, stream: false });
   meter.trackPartitionKeys(ledger.name, LEDGER_TABLE_DEFINITION);
   const bucket = await ensureBucket(s3, ctx.uniqueName(name).toLowerCase());
   const target = await startTarget(targetDown);
@@ -263,20 +263,6 @@ async function rig(ctx: BenchContext, name: string, targetDown: boolean, stream:
       s3.destroy();
     },
   };
-}
-
-/** The ledger table as `ensureLedgerTable` makes it (on-demand, its indexes, no TTL here), its stream not yet on. */
-async function ledgerTableWithoutStream(dynamodb: DynamoDBClient, name: string): Promise<{ name: string; streamArn: undefined }> {
-  await dynamodb.send(
-    new CreateTableCommand({
-      TableName: name,
-      BillingMode: 'PAY_PER_REQUEST',
-      AttributeDefinitions: LEDGER_TABLE_DEFINITION.attributeDefinitions,
-      KeySchema: LEDGER_TABLE_DEFINITION.keySchema,
-      GlobalSecondaryIndexes: LEDGER_TABLE_DEFINITION.globalSecondaryIndexes,
-    }),
-  );
-  return { name, streamArn: undefined };
 }
 
 /** Turns on the stream the stack gives the table (NEW_AND_OLD_IMAGES); its records start with the next change. */

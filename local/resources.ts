@@ -121,8 +121,14 @@ export async function ensureKitRunTable(dynamodb: DynamoDBClient, name: string):
  */
 const ttlByDefault = (): boolean => process.env.DISPATCH_LEDGER_LOCAL_TTL !== 'off';
 
-/** The ledger table as the stack defines it: on-demand, its indexes, a stream for the publisher, TTL. */
-export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options: { ttl?: boolean } = {}): Promise<{ name: string; streamArn: string }> {
+/**
+ * The ledger table as the stack defines it: on-demand, its indexes, a stream for the publisher, TTL.
+ * `stream: false` leaves the stream off (the scale bench seeds a table first, then turns it on).
+ */
+export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options?: { ttl?: boolean; stream?: true }): Promise<{ name: string; streamArn: string }>;
+export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options: { ttl?: boolean; stream: false }): Promise<{ name: string; streamArn: undefined }>;
+export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options: { ttl?: boolean; stream?: boolean } = {}): Promise<{ name: string; streamArn: string | undefined }> {
+  const stream = options.stream ?? true;
   let streamArn: string | undefined;
   try {
     const created = await dynamodb.send(
@@ -132,7 +138,7 @@ export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, 
         AttributeDefinitions: LEDGER_TABLE_DEFINITION.attributeDefinitions,
         KeySchema: LEDGER_TABLE_DEFINITION.keySchema,
         GlobalSecondaryIndexes: LEDGER_TABLE_DEFINITION.globalSecondaryIndexes,
-        StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
+        ...(stream ? { StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' } } : {}),
       }),
     );
     streamArn = created.TableDescription?.LatestStreamArn;
@@ -144,7 +150,7 @@ export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, 
     const described = await dynamodb.send(new DescribeTableCommand({ TableName: name }));
     streamArn = described.Table?.LatestStreamArn;
   }
-  if (!streamArn) throw new Error(`table ${name} has no stream`);
+  if (stream && !streamArn) throw new Error(`table ${name} has no stream`);
   return { name, streamArn };
 }
 
