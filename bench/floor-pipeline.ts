@@ -15,6 +15,10 @@ import { createKeyTable } from './reference-pipeline.js';
  * concurrently, the handler invoked one batch at a time). No validation, hashing, state machine,
  * index entries, principals or registrations: what any three-round-trip intake costs at least on
  * these engines. Its table is keyed by `pk` alone and has no indexes (as the reference's record table).
+ *
+ * Run against a table made as the ledger's (`sortKey: true`: its key schema, six indexes, stream), the
+ * same small items, none of which enters an index, show what the table's definition alone costs on
+ * DynamoDB Local, apart from the ledger's items and logic.
  */
 
 export interface FloorPipelineOptions {
@@ -23,11 +27,13 @@ export interface FloorPipelineOptions {
   readonly target: TargetRegistration;
   readonly callbackUrl: string;
   readonly targetTimeoutMs: number;
+  /** The table is keyed by `pk` and `sk` (the ledger's): the items carry an `sk` too. */
+  readonly sortKey?: boolean;
 }
 
-/** The floor's items: the anchor and the state of a dispatch. */
-export const floorAnchorKey = (dispatchId: string): { pk: string } => ({ pk: `A#${dispatchId}` });
-export const floorStateKey = (dispatchId: string): { pk: string } => ({ pk: `S#${dispatchId}` });
+/** The floor's items: the anchor and the state of a dispatch (with an `sk` on a table keyed by both). */
+export const floorAnchorKey = (dispatchId: string, sortKey = false): Record<string, string> => ({ pk: `A#${dispatchId}`, ...(sortKey ? { sk: 'A' } : {}) });
+export const floorStateKey = (dispatchId: string, sortKey = false): Record<string, string> => ({ pk: `S#${dispatchId}`, ...(sortKey ? { sk: 'S' } : {}) });
 
 export async function createFloorTable(dynamodb: DynamoDBClient, tableName: string): Promise<void> {
   await createKeyTable(dynamodb, tableName, 'pk');
@@ -41,7 +47,7 @@ export function floorPipeline(options: FloorPipelineOptions): { readonly intake:
     const message = JSON.parse(record.body) as { dispatchId: string; origin: string; task: Record<string, unknown> };
     const at = new Date().toISOString();
     await documents.send(
-      new PutCommand({ TableName: options.tableName, Item: { ...floorAnchorKey(message.dispatchId), messageId: record.messageId, at }, ConditionExpression: 'attribute_not_exists(pk)' }),
+      new PutCommand({ TableName: options.tableName, Item: { ...floorAnchorKey(message.dispatchId, options.sortKey), messageId: record.messageId, at }, ConditionExpression: 'attribute_not_exists(pk)' }),
     );
     const outcome = await target.submit({
       dispatchId: message.dispatchId,
@@ -53,7 +59,7 @@ export function floorPipeline(options: FloorPipelineOptions): { readonly intake:
       timeouts: DEFAULT_TIMEOUTS,
     });
     if (outcome.kind !== 'accepted') throw new Error(`target answered ${outcome.kind}`);
-    await documents.send(new PutCommand({ TableName: options.tableName, Item: { ...floorStateKey(message.dispatchId), phase: 'submitted', runId: outcome.runId, at } }));
+    await documents.send(new PutCommand({ TableName: options.tableName, Item: { ...floorStateKey(message.dispatchId, options.sortKey), phase: 'submitted', runId: outcome.runId, at } }));
   };
   return { intake: (event, context) => processPartialResponse(event, recordHandler, processor, { context }) };
 }

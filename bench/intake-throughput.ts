@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -36,7 +38,7 @@ import { spreadOf, type BenchContext, type LifecycleUsage, type Spread } from '.
  * the bare floor (`bench/floor-pipeline.ts`: the same three round trips with no logic), and the
  * reference's usage per dispatch lifecycle (priced by `bench/prices.ts` next to ours).
  *
- * The three pipelines run in this process, on the same engines (DynamoDB Local, fauxqs S3), against the
+ * The pipelines run in this process, on the same engines (DynamoDB Local, fauxqs S3), against the
  * same in-process HTTP target, with SQS events built in memory as Lambda delivers them, each handler
  * invoked directly: one invocation at a time (as one Lambda execution environment runs them), 10
  * records per batch, which every handler's `BatchProcessor` processes concurrently (Powertools' default).
@@ -55,8 +57,11 @@ const EVIDENCE_REF = 'out/report.md';
 
 // --- Results -----------------------------------------------------------------------------------------
 
-type PipelineName = 'ours' | 'reference' | 'floor';
-const PIPELINES: readonly PipelineName[] = ['ours', 'reference', 'floor'];
+/** `floorLedgerTable`: the floor's requests on a table made as the ledger's (what its definition costs on DynamoDB Local). */
+type PipelineName = 'ours' | 'reference' | 'floor' | 'floorLedgerTable';
+const PIPELINES: readonly PipelineName[] = ['ours', 'reference', 'floor', 'floorLedgerTable'];
+const perPipelineOf = <T>(value: (name: PipelineName) => T): Record<PipelineName, T> => ({ ours: value('ours'), reference: value('reference'), floor: value('floor'), floorLedgerTable: value('floorLedgerTable') });
+const perPipeline = <T>(value: () => T): Record<PipelineName, T> => perPipelineOf(() => value());
 
 export interface RoundResult {
   readonly round: number;
@@ -66,10 +71,13 @@ export interface RoundResult {
   readonly oursMessagesPerSecond: number;
   readonly referenceMessagesPerSecond: number;
   readonly floorMessagesPerSecond: number;
+  readonly floorLedgerTableMessagesPerSecond: number;
   /** ours ÷ reference in this round. */
   readonly ratioVsPowertools: number;
   /** ours ÷ floor in this round. */
   readonly ratioVsFloor: number;
+  /** ours ÷ the floor on the ledger's table definition, in this round. */
+  readonly ratioVsFloorLedgerTable: number;
 }
 
 export interface IntakeThroughputResult {
@@ -86,10 +94,19 @@ export interface IntakeThroughputResult {
   readonly oursMessagesPerSecond: Spread;
   readonly referenceMessagesPerSecond: Spread;
   readonly floorMessagesPerSecond: Spread;
+  readonly floorLedgerTableMessagesPerSecond: Spread;
   /** ours ÷ reference, per interleaved round. */
   readonly ratioVsPowertools: Spread;
   /** ours ÷ floor, per interleaved round. */
   readonly ratioVsFloor: Spread;
+  /** ours ÷ the floor on the ledger's table definition, per interleaved round (informative: the target is on the bare floor). */
+  readonly ratioVsFloorLedgerTable: Spread;
+  /**
+   * CPU per message over the measured rounds, in microseconds: this node process (the pipeline's code,
+   * its SDK clients and the in-process target alike) and DynamoDB Local's java process (absent where
+   * /proc cannot be read). On a machine with few cores they compete, so this is what sets the rates.
+   */
+  readonly cpuMicrosecondsPerMessage: Readonly<Record<PipelineName, { readonly node: Spread; readonly dynamodbLocal: Spread | undefined }>>;
   readonly perRound: readonly RoundResult[];
   /** Over the measured rounds; anything but 0 makes the run throw. */
   readonly batchItemFailures: Readonly<Record<PipelineName, number>>;
@@ -263,14 +280,38 @@ function functionUrlEvent(method: 'POST', path: string, body: unknown): LambdaFu
 type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
 
 /** Invokes `handler` once per batch, one at a time; returns the elapsed seconds and the failures reported. */
-async function drive(handler: SqsHandler, functionName: string, batches: readonly SQSEvent[]): Promise<{ seconds: number; failures: number }> {
+async function drive(handler: SqsHandler, functionName: string, batches: readonly SQSEvent[], dynamodbPid?: number): Promise<{ seconds: number; failures: number; cpu: { node: number; dynamodbLocal: number | undefined } }> {
   let failures = 0;
+  const nodeBefore = process.cpuUsage();
+  const engineBefore = dynamodbPid === undefined ? undefined : processCpuSeconds(dynamodbPid);
   const started = performance.now();
   for (const event of batches) {
     const response = await handler(event, lambdaContext(functionName, 30_000, LOCAL_REGION, MEMORY_MB));
     failures += response.batchItemFailures.length;
   }
-  return { seconds: (performance.now() - started) / 1000, failures };
+  const seconds = (performance.now() - started) / 1000;
+  const node = process.cpuUsage(nodeBefore);
+  const engineAfter = dynamodbPid === undefined ? undefined : processCpuSeconds(dynamodbPid);
+  return {
+    seconds,
+    failures,
+    cpu: { node: (node.user + node.system) / 1e6, dynamodbLocal: engineBefore !== undefined && engineAfter !== undefined ? engineAfter - engineBefore : undefined },
+  };
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux builds). */
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** CPU seconds (user + system) another process has used so far, from /proc (Linux); undefined elsewhere. */
+function processCpuSeconds(pid: number): number | undefined {
+  try {
+    // Fields after the command name (which may hold spaces, in parentheses): utime and stime are the 12th and 13th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
 }
 
 // --- Ours: the real intake handler ----------------------------------------------------------------------
@@ -392,8 +433,9 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
   // The reference's and the floor's own clients, like the handler's own: nothing meters any of them during the measured rounds.
   const referenceDynamodb = clientsFor(ctx.endpoints).dynamodb;
   const floorDynamodb = clientsFor(ctx.endpoints).dynamodb;
+  const floorLedgerTable = ctx.uniqueName('intake-floor-ledger');
   try {
-    const [ours] = await Promise.all([oursHandler(ctx, dynamodb, s3), createReferenceTables(dynamodb, reference), createFloorTable(dynamodb, floorTable)]);
+    const [ours] = await Promise.all([oursHandler(ctx, dynamodb, s3), createReferenceTables(dynamodb, reference), createFloorTable(dynamodb, floorTable), ensureLedgerTable(dynamodb, floorLedgerTable)]);
     await new LedgerTable(DynamoDBDocumentClient.from(dynamodb), { tableName: ours.tableName, retentionSeconds: 90 * 86_400 }).putTarget(target.registration());
     const ref = referencePipeline({
       dynamodb: referenceDynamodb,
@@ -406,16 +448,19 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       keyPrefix: `${ctx.uniqueName('ref')}`,
     });
     const floor = floorPipeline({ dynamodb: floorDynamodb, tableName: floorTable, target: target.registration(), callbackUrl: 'http://127.0.0.1:9/', targetTimeoutMs: TARGET_TIMEOUT_MS });
+    const floorOnLedger = floorPipeline({ dynamodb: floorDynamodb, tableName: floorLedgerTable, sortKey: true, target: target.registration(), callbackUrl: 'http://127.0.0.1:9/', targetTimeoutMs: TARGET_TIMEOUT_MS });
     const pipelines: Record<PipelineName, { handler: SqsHandler; functionName: string; prefix: string }> = {
       ours: { handler: ours.handler, functionName: 'dispatch-ledger-intake', prefix: `o-${randomUUID().slice(0, 8)}` },
       reference: { handler: ref.intake, functionName: 'reference-intake', prefix: `r-${randomUUID().slice(0, 8)}` },
       floor: { handler: floor.intake, functionName: 'floor-intake', prefix: `f-${randomUUID().slice(0, 8)}` },
+      floorLedgerTable: { handler: floorOnLedger.intake, functionName: 'floor-ledger-intake', prefix: `fl-${randomUUID().slice(0, 8)}` },
     };
     /** Where each pipeline keeps its state record, and the key of a dispatch's. */
     const records: Record<PipelineName, { table: string; key: (dispatchId: string) => Record<string, string> }> = {
       ours: { table: ours.tableName, key: KEY.state },
       reference: { table: reference.recordTable, key: referenceRecordKey },
-      floor: { table: floorTable, key: floorStateKey },
+      floor: { table: floorTable, key: (id) => floorStateKey(id) },
+      floorLedgerTable: { table: floorLedgerTable, key: (id) => floorStateKey(id, true) },
     };
 
     ctx.log(`intake throughput: warming DynamoDB Local for ${warmupSeconds} s`);
@@ -430,18 +475,21 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
     }
 
     const rounds: RoundResult[] = [];
-    const failures: Record<PipelineName, number> = { ours: 0, reference: 0, floor: 0 };
+    const failures = perPipeline(() => 0);
+    const cpu = perPipeline((): { node: number[]; dynamodbLocal: number[] } => ({ node: [], dynamodbLocal: [] }));
     for (let round = 0; round < ROUNDS; round += 1) {
       // Rotated: each pipeline runs first, second and third in turn, so a drift of the machine hits all alike.
       const order = PIPELINES.map((_, index) => PIPELINES[(index + round) % PIPELINES.length] as PipelineName);
-      const rates: Record<PipelineName, number> = { ours: 0, reference: 0, floor: 0 };
+      const rates = perPipeline(() => 0);
       for (const name of order) {
         const pipeline = pipelines[name];
         const ids = Array.from({ length: perRound }, (_, index) => `${pipeline.prefix}-${round}-${index}`);
         const batches = batchesOf(ids.map((id) => dispatchBody(id)));
-        const run = await drive(pipeline.handler, pipeline.functionName, batches);
+        const run = await drive(pipeline.handler, pipeline.functionName, batches, ctx.enginePids?.dynamodbLocal);
         rates[name] = perRound / run.seconds;
         failures[name] += run.failures;
+        cpu[name].node.push(Math.round((run.cpu.node / perRound) * 1e6));
+        if (run.cpu.dynamodbLocal !== undefined) cpu[name].dynamodbLocal.push(Math.round((run.cpu.dynamodbLocal / perRound) * 1e6));
 
         // Exactly once: one submission per dispatch at the target, one record per dispatch in the table.
         const submittedTwice = ids.filter((id) => target.submissionsOf(id) !== 1);
@@ -461,10 +509,16 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
         oursMessagesPerSecond: Math.round(rates.ours),
         referenceMessagesPerSecond: Math.round(rates.reference),
         floorMessagesPerSecond: Math.round(rates.floor),
+        floorLedgerTableMessagesPerSecond: Math.round(rates.floorLedgerTable),
         ratioVsPowertools: Number((rates.ours / rates.reference).toFixed(3)),
         ratioVsFloor: Number((rates.ours / rates.floor).toFixed(3)),
+        ratioVsFloorLedgerTable: Number((rates.ours / rates.floorLedgerTable).toFixed(3)),
       });
-      ctx.log(`intake throughput: round ${round + 1}/${ROUNDS}: ours ${Math.round(rates.ours)}/s, reference ${Math.round(rates.reference)}/s, floor ${Math.round(rates.floor)}/s`);
+      const cpuOf = (name: PipelineName): string => `${cpu[name].node.at(-1)}+${cpu[name].dynamodbLocal.at(-1) ?? '?'} µs`;
+      ctx.log(
+        `intake throughput: round ${round + 1}/${ROUNDS}: ours ${Math.round(rates.ours)}/s, reference ${Math.round(rates.reference)}/s, floor ${Math.round(rates.floor)}/s, floor on the ledger's table ${Math.round(rates.floorLedgerTable)}/s` +
+          ` (CPU per message, node + DynamoDB Local: ours ${cpuOf('ours')}, reference ${cpuOf('reference')}, floor ${cpuOf('floor')}, floor on the ledger's table ${cpuOf('floorLedgerTable')})`,
+      );
     }
 
     const duplicateInSameBatch = {
@@ -484,19 +538,22 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       oursMessagesPerSecond: spreadOf(rounds.map((round) => round.oursMessagesPerSecond)),
       referenceMessagesPerSecond: spreadOf(rounds.map((round) => round.referenceMessagesPerSecond)),
       floorMessagesPerSecond: spreadOf(rounds.map((round) => round.floorMessagesPerSecond)),
+      floorLedgerTableMessagesPerSecond: spreadOf(rounds.map((round) => round.floorLedgerTableMessagesPerSecond)),
       ratioVsPowertools: spreadOf(rounds.map((round) => round.ratioVsPowertools)),
       ratioVsFloor: spreadOf(rounds.map((round) => round.ratioVsFloor)),
+      ratioVsFloorLedgerTable: spreadOf(rounds.map((round) => round.ratioVsFloorLedgerTable)),
+      cpuMicrosecondsPerMessage: perPipelineOf((name) => ({ node: spreadOf(cpu[name].node), dynamodbLocal: cpu[name].dynamodbLocal.length > 0 ? spreadOf(cpu[name].dynamodbLocal) : undefined })),
       perRound: rounds,
       batchItemFailures: failures,
       recordBytes: sizes,
       duplicateInSameBatch,
       notes: [
-        `${total} messages per pipeline in ${ROUNDS} interleaved rounds of ${perRound} (the order of the three pipelines rotated each round), batches of ${BATCH_SIZE}.`,
+        `${total} messages per pipeline in ${ROUNDS} interleaved rounds of ${perRound} (the order of the four pipelines rotated each round), batches of ${BATCH_SIZE}.`,
         'Each handler invoked directly with in-memory SQS events, one invocation at a time (invocation concurrency 1, as in one execution environment); all three handlers process the 10 records of a batch concurrently (Powertools BatchProcessor, parallel by default). No SQS receive/delete in the timed path, for any.',
         `Warm-up: ${warmupSeconds} s of small puts on DynamoDB Local at concurrency 8 (REFERENCES advises ~60 s; this is shorter${ctx.quick ? ', --quick' : ''}), then ${warmMessages} unmeasured messages through each pipeline.`,
         'Ours: the real functions/intake/handler.ts (env-configured, PRINCIPAL_MODE=open; the target registration cached for TARGET_CACHE_SECONDS): per message one conditional PutItem (accepted message, the anchor), the submission, one conditional PutItem (state item, with its index entries). test/integration/intake-round-trips.test.ts holds it to those three round trips.',
         'Reference: Powertools makeIdempotent (DynamoDBPersistenceLayer, key dispatchId, payload validation on the whole message) around the same submission and one plain PutItem of the same state (accepted() then submitted()): per message a conditional PutItem INPROGRESS, the submission, the record PutItem, an UpdateItem COMPLETED. Its target is fixed in its configuration (no lookup).',
-        'Floor: the same three round trips with no logic (bench/floor-pipeline.ts): a conditional PutItem of a small anchor item, the same submission, a PutItem of a small state item, on a table with no indexes.',
+        'Floor: the same three round trips with no logic (bench/floor-pipeline.ts): a conditional PutItem of a small anchor item, the same submission, a PutItem of a small state item, on a table with no indexes. The same pipeline runs a fourth time on a table made as the ledger table (its key schema, six indexes, stream, TTL), its items entering no index: what that definition alone costs on DynamoDB Local.',
         `Record sizes (billed bytes): ours' state item ${sizes.ours} B (plus its anchor item), the reference's record ${sizes.reference} B (nulls kept as NULL attributes).`,
         'Checked after every round: each dispatchId submitted exactly once at the target, one submitted record per dispatch, 0 batch item failures.',
         `Duplicate inside one batch (outside the rounds): ours ${duplicateInSameBatch.ours.failuresFirstDelivery} failure(s) on first delivery, ${duplicateInSameBatch.ours.failuresOnRedelivery} on redelivery; reference ${duplicateInSameBatch.reference.failuresFirstDelivery} and ${duplicateInSameBatch.reference.failuresOnRedelivery}.`,

@@ -14,6 +14,8 @@ export interface BenchContext {
   readonly uniqueName: (prefix: string) => string;
   /** `--quick`: smaller sizes for a smoke run of the bench itself (results are not comparable). */
   readonly quick: boolean;
+  /** The local engines' process ids (`dynamodbLocal`, `fauxqs`, `moto`), where the bench started them: to read their CPU time. */
+  readonly enginePids?: Readonly<Record<string, number>>;
 }
 
 /** min / median / max of repeated measurements. */
