@@ -16,17 +16,20 @@ const MARSHALL = { removeUndefinedValues: true } as const;
  * bundle carries this class.
  */
 export class HotPathTable extends LedgerTable {
-  private readonly hotPath: DynamoDBClient;
+  private hotPath: DynamoDBClient | undefined;
 
-  /** `hotPath`: the low-level client the puts go out on; by default one built from the environment, as the function's others are. */
+  /**
+   * `hotPath`: the low-level client the puts go out on; by default one built from the environment, as
+   * the function's others are, on the first put (not at init: the function's cold start stays as it was).
+   */
   constructor(db: DynamoDBDocumentClient, options: LedgerTableOptions, hotPath?: DynamoDBClient) {
     super(db, options);
-    this.hotPath = hotPath ?? newHotPathClient();
+    this.hotPath = hotPath;
   }
 
   protected override async putItem(put: PutCommandInput): Promise<void> {
     const { Item, ExpressionAttributeValues, ...rest } = put;
-    await this.hotPath.send(
+    await (this.hotPath ??= newHotPathClient()).send(
       new PutItemCommand({
         ...rest,
         Item: marshall(Item, MARSHALL),
