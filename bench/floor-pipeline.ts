@@ -1,6 +1,6 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
@@ -22,6 +22,10 @@ import { createKeyTable } from './reference-pipeline.js';
  */
 
 export interface FloorPipelineOptions {
+  /**
+   * Built with `cacheMiddleware: true`, as the intake's hot-path client is (HotPathTable): the floor's
+   * puts are low-level PutItems on it, so no client of ours is cheaper per request than the floor's.
+   */
   readonly dynamodb: DynamoDBClient;
   readonly tableName: string;
   readonly target: TargetRegistration;
@@ -40,14 +44,13 @@ export async function createFloorTable(dynamodb: DynamoDBClient, tableName: stri
 }
 
 export function floorPipeline(options: FloorPipelineOptions): { readonly intake: (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> } {
-  const documents = DynamoDBDocumentClient.from(options.dynamodb);
   const target = httpTarget(options.target, { timeoutMs: options.targetTimeoutMs });
   const processor = new BatchProcessor(EventType.SQS);
   const recordHandler = async (record: SQSRecord): Promise<void> => {
     const message = JSON.parse(record.body) as { dispatchId: string; origin: string; task: Record<string, unknown> };
     const at = new Date().toISOString();
-    await documents.send(
-      new PutCommand({ TableName: options.tableName, Item: { ...floorAnchorKey(message.dispatchId, options.sortKey), messageId: record.messageId, at }, ConditionExpression: 'attribute_not_exists(pk)' }),
+    await options.dynamodb.send(
+      new PutItemCommand({ TableName: options.tableName, Item: marshall({ ...floorAnchorKey(message.dispatchId, options.sortKey), messageId: record.messageId, at }), ConditionExpression: 'attribute_not_exists(pk)' }),
     );
     const outcome = await target.submit({
       dispatchId: message.dispatchId,
@@ -59,7 +62,7 @@ export function floorPipeline(options: FloorPipelineOptions): { readonly intake:
       timeouts: DEFAULT_TIMEOUTS,
     });
     if (outcome.kind !== 'accepted') throw new Error(`target answered ${outcome.kind}`);
-    await documents.send(new PutCommand({ TableName: options.tableName, Item: { ...floorStateKey(message.dispatchId, options.sortKey), phase: 'submitted', runId: outcome.runId, at } }));
+    await options.dynamodb.send(new PutItemCommand({ TableName: options.tableName, Item: marshall({ ...floorStateKey(message.dispatchId, options.sortKey), phase: 'submitted', runId: outcome.runId, at }) }));
   };
   return { intake: (event, context) => processPartialResponse(event, recordHandler, processor, { context }) };
 }

@@ -45,7 +45,8 @@ import { spreadOf, type BenchContext, type LifecycleUsage, type Spread } from '.
  */
 
 const BATCH_SIZE = 10;
-const ROUNDS = 5;
+/** A multiple of the four pipelines: each runs in each position of the rotation equally often. */
+const ROUNDS = 8;
 const TARGET_NAME = 'bench-target';
 const ORIGIN = 'planner';
 /** Lambda memory the lifecycle's GB-seconds are computed for. */
@@ -106,7 +107,7 @@ export interface IntakeThroughputResult {
    * its SDK clients and the in-process target alike) and DynamoDB Local's java process (absent where
    * /proc cannot be read). On a machine with few cores they compete, so this is what sets the rates.
    */
-  readonly cpuMicrosecondsPerMessage: Readonly<Record<PipelineName, { readonly node: Spread; readonly dynamodbLocal: Spread | undefined }>>;
+  readonly cpuMicrosecondsPerMessage: Readonly<Record<PipelineName, { readonly node: Spread; readonly dynamodbLocal: Spread | undefined; readonly both: Spread | undefined }>>;
   readonly perRound: readonly RoundResult[];
   /** Over the measured rounds; anything but 0 makes the run throw. */
   readonly batchItemFailures: Readonly<Record<PipelineName, number>>;
@@ -299,8 +300,14 @@ async function drive(handler: SqsHandler, functionName: string, batches: readonl
   };
 }
 
-/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux builds). */
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux builds, where getconf is missing). */
+const CLOCK_TICKS = ((): number => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
 
 /** CPU seconds (user + system) another process has used so far, from /proc (Linux); undefined elsewhere. */
 function processCpuSeconds(pid: number): number | undefined {
@@ -349,10 +356,10 @@ function oursHandler(ctx: BenchContext, dynamodb: DynamoDBClient, s3: S3Client):
 
 // --- Shared plumbing ---------------------------------------------------------------------------------------
 
-function clientsFor(endpoints: LocalEndpoints): { dynamodb: DynamoDBClient; s3: S3Client } {
+function clientsFor(endpoints: LocalEndpoints, options: { cacheMiddleware?: boolean } = {}): { dynamodb: DynamoDBClient; s3: S3Client } {
   const base = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS } as const;
   return {
-    dynamodb: new DynamoDBClient({ ...base, endpoint: endpoints.dynamodbEndpoint }),
+    dynamodb: new DynamoDBClient({ ...base, endpoint: endpoints.dynamodbEndpoint, ...options }),
     s3: new S3Client({ ...base, endpoint: endpoints.s3Endpoint, forcePathStyle: true }),
   };
 }
@@ -432,7 +439,7 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
   const floorTable = ctx.uniqueName('intake-floor');
   // The reference's and the floor's own clients, like the handler's own: nothing meters any of them during the measured rounds.
   const referenceDynamodb = clientsFor(ctx.endpoints).dynamodb;
-  const floorDynamodb = clientsFor(ctx.endpoints).dynamodb;
+  const floorDynamodb = clientsFor(ctx.endpoints, { cacheMiddleware: true }).dynamodb;
   const floorLedgerTable = ctx.uniqueName('intake-floor-ledger');
   try {
     const [ours] = await Promise.all([oursHandler(ctx, dynamodb, s3), createReferenceTables(dynamodb, reference), createFloorTable(dynamodb, floorTable), ensureLedgerTable(dynamodb, floorLedgerTable)]);
@@ -478,7 +485,7 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
     const failures = perPipeline(() => 0);
     const cpu = perPipeline((): { node: number[]; dynamodbLocal: number[] } => ({ node: [], dynamodbLocal: [] }));
     for (let round = 0; round < ROUNDS; round += 1) {
-      // Rotated: each pipeline runs first, second and third in turn, so a drift of the machine hits all alike.
+      // Rotated: each pipeline runs in each position in turn, so a drift of the machine hits all alike.
       const order = PIPELINES.map((_, index) => PIPELINES[(index + round) % PIPELINES.length] as PipelineName);
       const rates = perPipeline(() => 0);
       for (const name of order) {
@@ -542,14 +549,18 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       ratioVsPowertools: spreadOf(rounds.map((round) => round.ratioVsPowertools)),
       ratioVsFloor: spreadOf(rounds.map((round) => round.ratioVsFloor)),
       ratioVsFloorLedgerTable: spreadOf(rounds.map((round) => round.ratioVsFloorLedgerTable)),
-      cpuMicrosecondsPerMessage: perPipelineOf((name) => ({ node: spreadOf(cpu[name].node), dynamodbLocal: cpu[name].dynamodbLocal.length > 0 ? spreadOf(cpu[name].dynamodbLocal) : undefined })),
+      cpuMicrosecondsPerMessage: perPipelineOf((name) => {
+        const { node, dynamodbLocal } = cpu[name];
+        const measured = dynamodbLocal.length === node.length;
+        return { node: spreadOf(node), dynamodbLocal: measured ? spreadOf(dynamodbLocal) : undefined, both: measured ? spreadOf(node.map((value, round) => value + (dynamodbLocal[round] as number))) : undefined };
+      }),
       perRound: rounds,
       batchItemFailures: failures,
       recordBytes: sizes,
       duplicateInSameBatch,
       notes: [
         `${total} messages per pipeline in ${ROUNDS} interleaved rounds of ${perRound} (the order of the four pipelines rotated each round), batches of ${BATCH_SIZE}.`,
-        'Each handler invoked directly with in-memory SQS events, one invocation at a time (invocation concurrency 1, as in one execution environment); all three handlers process the 10 records of a batch concurrently (Powertools BatchProcessor, parallel by default). No SQS receive/delete in the timed path, for any.',
+        'Each handler invoked directly with in-memory SQS events, one invocation at a time (invocation concurrency 1, as in one execution environment); every handler processes the 10 records of a batch concurrently (Powertools BatchProcessor, parallel by default). No SQS receive/delete in the timed path, for any.',
         `Warm-up: ${warmupSeconds} s of small puts on DynamoDB Local at concurrency 8 (REFERENCES advises ~60 s; this is shorter${ctx.quick ? ', --quick' : ''}), then ${warmMessages} unmeasured messages through each pipeline.`,
         'Ours: the real functions/intake/handler.ts (env-configured, PRINCIPAL_MODE=open; the target registration cached for TARGET_CACHE_SECONDS): per message one conditional PutItem (accepted message, the anchor), the submission, one conditional PutItem (state item, with its index entries). test/integration/intake-round-trips.test.ts holds it to those three round trips.',
         'Reference: Powertools makeIdempotent (DynamoDBPersistenceLayer, key dispatchId, payload validation on the whole message) around the same submission and one plain PutItem of the same state (accepted() then submitted()): per message a conditional PutItem INPROGRESS, the submission, the record PutItem, an UpdateItem COMPLETED. Its target is fixed in its configuration (no lookup).',

@@ -127,6 +127,7 @@ const ttlByDefault = (): boolean => process.env.DISPATCH_LEDGER_LOCAL_TTL !== 'o
  */
 export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options?: { ttl?: boolean; stream?: true }): Promise<{ name: string; streamArn: string }>;
 export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options: { ttl?: boolean; stream: false }): Promise<{ name: string; streamArn: undefined }>;
+export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options: { ttl?: boolean; stream?: boolean }): Promise<{ name: string; streamArn: string | undefined }>;
 export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, options: { ttl?: boolean; stream?: boolean } = {}): Promise<{ name: string; streamArn: string | undefined }> {
   const stream = options.stream ?? true;
   let streamArn: string | undefined;
@@ -151,7 +152,8 @@ export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, 
     streamArn = described.Table?.LatestStreamArn;
   }
   if (stream && !streamArn) throw new Error(`table ${name} has no stream`);
-  return { name, streamArn };
+  // Asked for none: none, even from a table that existed with one.
+  return { name, streamArn: stream ? streamArn : undefined };
 }
 
 export interface LocalResources {

@@ -1,8 +1,8 @@
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
-import type { DynamoDBDocumentClient, PutCommandInput } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { FAULTS_COMPILED_IN } from '../faults.js';
-import { LedgerTable, type LedgerTableOptions } from './ledger-table.js';
+import { LedgerTable, type LedgerTableOptions, type SinglePut } from './ledger-table.js';
 import { withDynamoDbFaults } from './wiring.js';
 
 const MARSHALL = { removeUndefinedValues: true } as const;
@@ -27,7 +27,7 @@ export class HotPathTable extends LedgerTable {
     this.hotPath = hotPath;
   }
 
-  protected override async putItem(put: PutCommandInput): Promise<void> {
+  protected override async putItem(put: SinglePut): Promise<void> {
     const { Item, ExpressionAttributeValues, ...rest } = put;
     await (this.hotPath ??= newHotPathClient()).send(
       new PutItemCommand({

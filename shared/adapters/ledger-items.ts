@@ -336,13 +336,9 @@ export type Item = Record<string, unknown>;
 
 /** Null fields are left out of the stored item (they cost bytes on every write) and restored on read. */
 export function withoutNulls(value: unknown): unknown {
-  if (typeof value !== 'object' || value === null) return value;
   if (Array.isArray(value)) return value.map(withoutNulls);
-  // One loop, without the arrays filter, map and fromEntries would add per field: it runs over every
-  // state the intake writes.
-  const kept: Record<string, unknown> = {};
-  for (const [name, field] of Object.entries(value)) if (field !== null) kept[name] = withoutNulls(field);
-  return kept;
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(Object.entries(value).filter(([, field]) => field !== null).map(([name, field]) => [name, withoutNulls(field)]));
 }
 
 /** A short, stable tie-breaker for sort keys, instead of repeating a 128-character id. */

@@ -118,6 +118,9 @@ export function slotUpdates(tableName: string, from: DispatchState, next: Dispat
   return { takes: false, items: [] };
 }
 
+/** A put of one whole item, as `putItem` sends it: an `Item` always, and no legacy `Expected` (conditions are expressions). */
+export type SinglePut = Omit<PutCommandInput, 'Expected' | 'Item'> & { readonly Item: Item };
+
 const unmarshallItem = (item: NonNullable<ConditionalCheckFailedException['Item']>): Item => unmarshall(item);
 
 const isConditionFailure = (error: unknown): error is ConditionalCheckFailedException => error instanceof ConditionalCheckFailedException;
@@ -133,17 +136,17 @@ const isTransactionConflict = (error: unknown): boolean => error instanceof Erro
  * per dispatch and receiptId. First writer wins; a retry or a concurrent writer gets the stored receipt
  * back (ALL_OLD) to compare payload hashes.
  */
-export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, retentionSeconds: number): PutCommandInput {
+export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, retentionSeconds: number): SinglePut {
   return writtenOnce(tableName, KEY.operatorReceipt(receipt.dispatchId, receipt.receiptId), receipt, retentionSeconds);
 }
 
 /** A record people wrote (an operator receipt, a manual attestation) as its own item, once per key; the stored one back when it exists. */
-function writtenOnce(tableName: string, key: { readonly pk: string; readonly sk: string }, record: { readonly recordedAt: string }, retentionSeconds: number): PutCommandInput {
+function writtenOnce(tableName: string, key: { readonly pk: string; readonly sk: string }, record: { readonly recordedAt: string }, retentionSeconds: number): SinglePut {
   return onceOnly(tableName, { ...key, ...(withoutNulls(record) as Item), [TTL_ATTRIBUTE]: expiryOf(record.recordedAt, retentionSeconds) });
 }
 
 /** A put of an item that is written once: refused when its key exists, with the stored item back (ALL_OLD). */
-const onceOnly = (tableName: string, item: Item): PutCommandInput => ({ TableName: tableName, Item: item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' });
+const onceOnly = (tableName: string, item: Item): SinglePut => ({ TableName: tableName, Item: item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' });
 
 /** Every operator receipt of a dispatch: its partition, sort keys with the receipt prefix, strongly consistent. */
 export function operatorReceiptsQuery(tableName: string, dispatchId: string, startKey?: Record<string, unknown>): QueryCommandInput {
@@ -155,7 +158,7 @@ export function operatorReceiptsQuery(tableName: string, dispatchId: string, sta
  * back when it was not. It must outlive the state it moved (whose retention starts only when a person
  * ends the wait), so it expires like the anchor: twice the retention.
  */
-export function manualAttestationPut(tableName: string, attestation: ManualAttestation, retentionSeconds: number): PutCommandInput {
+export function manualAttestationPut(tableName: string, attestation: ManualAttestation, retentionSeconds: number): SinglePut {
   return writtenOnce(tableName, KEY.manualAttestation(attestation.dispatchId, attestation.attestationId), attestation, retentionSeconds * ANCHOR_RETENTION_FACTOR);
 }
 
@@ -195,7 +198,7 @@ function rangeQuery(tableName: string, range: { readonly pk: string; readonly fr
  * and phase read, or, for a state never stored, that none exists — an illegal move throws before any
  * request is sent.
  */
-export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): PutCommandInput {
+export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): SinglePut {
   const condition = writeCondition(from, next);
   const Item = stateItem(next, retentionSeconds, inboxShards);
   if (condition.create) return { TableName: tableName, Item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' };
@@ -419,12 +422,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
    * Every single-item put goes through here: `HotPathTable` (the intake's) sends it on a low-level
    * client instead of the document client.
    */
-  protected async putItem(put: PutCommandInput): Promise<void> {
+  protected async putItem(put: SinglePut): Promise<void> {
     await this.db.send(new PutCommand(put));
   }
 
   /** A write-once put (`writtenOnce`): written, or the stored record as it is. */
-  protected async putOnce<T>(put: PutCommandInput, decode: (item: Item) => T): Promise<PutOutcome<T>> {
+  protected async putOnce<T>(put: SinglePut, decode: (item: Item) => T): Promise<PutOutcome<T>> {
     try {
       await this.putItem(put);
       return { kind: 'written' };
