@@ -30,7 +30,22 @@ export interface LedgerAdapters<T extends LedgerTableCore = LedgerTableCore> {
  */
 export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerConfig, Table: new (db: DynamoDBDocumentClient, options: LedgerTableOptions) => T): LedgerAdapters<T> {
   const dynamodb = new DynamoDBClient({});
-  if (FAULTS_COMPILED_IN) withDynamoDbFaults(dynamodb);
+  if (FAULTS_COMPILED_IN) {
+    // The census's DynamoDB faults (inert unless installed; absent from the deployed bundles). The
+    // deserialize step runs once per attempt, inside the SDK's retries.
+    dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const command = context.commandName ?? 'unknown';
+        const refused = dynamoDbFault('before_send', command);
+        if (refused) throw refused;
+        const output = await next(args);
+        const lost = dynamoDbFault('after_apply', command);
+        if (lost) throw lost;
+        return output;
+      },
+      { step: 'deserialize', name: 'dispatchLedgerFaults' },
+    );
+  }
   const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
   // Path-style addressing works with every S3 endpoint, the local one included. Built on the first
   // object read or written, as the Lambda and Secrets Manager clients are: most invocations touch none.
@@ -88,27 +103,6 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
       return target;
     },
   };
-}
-
-/**
- * The census's DynamoDB faults on a client (inert unless installed; call it only under
- * `FAULTS_COMPILED_IN`, so the deployed bundles carry none of it). The deserialize step runs once per
- * attempt, inside the SDK's retries.
- */
-export function withDynamoDbFaults<C extends DynamoDBClient>(client: C): C {
-  client.middlewareStack.add(
-    (next, context) => async (args) => {
-      const command = context.commandName ?? 'unknown';
-      const refused = dynamoDbFault('before_send', command);
-      if (refused) throw refused;
-      const output = await next(args);
-      const lost = dynamoDbFault('after_apply', command);
-      if (lost) throw lost;
-      return output;
-    },
-    { step: 'deserialize', name: 'dispatchLedgerFaults' },
-  );
-  return client;
 }
 
 /** The failures Lambda's on-failure destination delivered, kept in the ledger table per attempt. */
