@@ -237,7 +237,8 @@ export function dueShardClaimUpdate(tableName: string, shard: string, holder: st
     TableName: tableName,
     Key: KEY.dueShardClaim(shard),
     UpdateExpression: 'SET holder = :holder, leaseUntil = :until',
-    ConditionExpression: 'attribute_not_exists(holder) OR leaseUntil < :now',
+    // The holder's own claim too: a claim whose answer was lost is sent again and must not meet itself as another's.
+    ConditionExpression: 'attribute_not_exists(holder) OR leaseUntil < :now OR holder = :holder',
     ExpressionAttributeValues: { ':holder': holder, ':until': until.toISOString(), ':now': now.toISOString() },
   };
 }
@@ -655,7 +656,8 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
           TableName: this.table,
           Key: KEY.message(dispatchId),
           UpdateExpression: 'SET claimUntil = :next',
-          ConditionExpression: 'claimUntil = :expected',
+          // Or already renewed to :next: this renewal, its answer lost and sent again by the SDK.
+          ConditionExpression: 'claimUntil IN (:expected, :next)',
           ExpressionAttributeValues: { ':next': claimUntil, ':expected': expectedClaimUntil },
         }),
       );

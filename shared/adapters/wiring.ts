@@ -25,27 +25,33 @@ export interface LedgerAdapters<T extends LedgerTableCore = LedgerTableCore> {
 }
 
 /**
+ * The census's DynamoDB faults on `client` (inert unless installed; absent from the deployed bundles,
+ * where `client` comes back as it was). The deserialize step runs once per attempt, inside the SDK's
+ * retries: a throttle is refused before the request is sent, a timeout is thrown after it was applied.
+ */
+export function withDynamoDbFaults(client: DynamoDBClient): DynamoDBClient {
+  if (!FAULTS_COMPILED_IN) return client;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const command = context.commandName ?? 'unknown';
+      const refused = dynamoDbFault('before_send', command);
+      if (refused) throw refused;
+      const output = await next(args);
+      const lost = dynamoDbFault('after_apply', command);
+      if (lost) throw lost;
+      return output;
+    },
+    { step: 'deserialize', name: 'dispatchLedgerFaults' },
+  );
+  return client;
+}
+
+/**
  * `Table`: the table adapter's class — `LedgerTable` for a function that writes what only it writes
  * (intake, monitor), `LedgerTableCore` for the API, whose bundle then carries none of those writes.
  */
 export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerConfig, Table: new (db: DynamoDBDocumentClient, options: LedgerTableOptions) => T): LedgerAdapters<T> {
-  const dynamodb = new DynamoDBClient({});
-  if (FAULTS_COMPILED_IN) {
-    // The census's DynamoDB faults (inert unless installed; absent from the deployed bundles). The
-    // deserialize step runs once per attempt, inside the SDK's retries.
-    dynamodb.middlewareStack.add(
-      (next, context) => async (args) => {
-        const command = context.commandName ?? 'unknown';
-        const refused = dynamoDbFault('before_send', command);
-        if (refused) throw refused;
-        const output = await next(args);
-        const lost = dynamoDbFault('after_apply', command);
-        if (lost) throw lost;
-        return output;
-      },
-      { step: 'deserialize', name: 'dispatchLedgerFaults' },
-    );
-  }
+  const dynamodb = withDynamoDbFaults(new DynamoDBClient({}));
   const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
   // Path-style addressing works with every S3 endpoint, the local one included. Built on the first
   // object read or written, as the Lambda and Secrets Manager clients are: most invocations touch none.

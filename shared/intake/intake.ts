@@ -134,7 +134,7 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
   });
   const written = await deps.store.putAcceptedMessage(anchor);
   let message = anchor;
-  if (written.kind === 'exists') {
+  if (written.kind === 'exists' && !isOwnAnchor(written.existing, anchor)) {
     const existing = written.existing;
     // An anchor written before that was hashed on the message as sent: that hash still matches (hashed
     // only here, when an anchor exists, not for every message).
@@ -155,6 +155,15 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
   }
   crashPoint('intake.after_claim', dispatchId);
   return firstSubmission(deps, message, read.kind === 'valid' ? read.message.task : undefined, record.sentAt);
+}
+
+/**
+ * Whether the anchor found is the one this delivery just wrote: its put was applied, the answer lost,
+ * and the SDK's retry met it (same message, same receipt time and claim, to the millisecond). Its claim
+ * is this delivery's own, not another's at work.
+ */
+function isOwnAnchor(existing: AcceptedMessage, anchor: AcceptedMessage): boolean {
+  return existing.messageId === anchor.messageId && existing.receivedAt === anchor.receivedAt && existing.claimUntil === anchor.claimUntil && existing.contentHash === anchor.contentHash;
 }
 
 async function anchorFor(

@@ -177,6 +177,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const [shard, other] = dueIndex.dueShards;
     if (!shard || !other) throw new Error('the due index has shards');
     expect(await dueIndex.claimDueShard(shard, 'tick-a', NOW, later(60))).toBe(true);
+    expect(await dueIndex.claimDueShard(shard, 'tick-a', NOW, later(60))).toBe(true); // its own claim, sent again (the answer lost)
     expect(await dueIndex.claimDueShard(shard, 'tick-b', later(30), later(90))).toBe(false); // held
     expect(await dueIndex.claimDueShard(other, 'tick-b', later(30), later(90))).toBe(true); // a claim per shard
     await dueIndex.releaseDueShard(shard, 'tick-b'); // not its claim: nothing happens
@@ -262,6 +263,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     expect(await store.putAcceptedMessage(message)).toEqual({ kind: 'written' });
     expect((await store.putAcceptedMessage({ ...message, messageId: 'm-2' })).kind).toBe('exists');
     expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString())).toBe(true);
+    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString())).toBe(true); // the same renewal, sent again (the answer lost)
     expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(180).toISOString())).toBe(false);
     expect((await store.getAcceptedMessage(message.dispatchId))?.claimUntil).toBe(later(120).toISOString());
   });

@@ -33,7 +33,7 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   }
   async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string) {
     const existing = this.messages.get(dispatchId);
-    if (!existing || existing.claimUntil !== expectedClaimUntil) return false;
+    if (!existing || (existing.claimUntil !== expectedClaimUntil && existing.claimUntil !== claimUntil)) return false;
     this.messages.set(dispatchId, { ...existing, claimUntil });
     return true;
   }
@@ -206,7 +206,7 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   readonly dueClaims = new Map<string, { readonly holder: string; readonly until: string }>();
   async claimDueShard(shard: string, holder: string, now: Date, until: Date): Promise<boolean> {
     const held = this.dueClaims.get(shard);
-    if (held && held.until >= now.toISOString()) return false;
+    if (held && held.holder !== holder && held.until >= now.toISOString()) return false;
     this.dueClaims.set(shard, { holder, until: until.toISOString() });
     return true;
   }

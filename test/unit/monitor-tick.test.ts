@@ -246,12 +246,12 @@ describe('tickBudget', () => {
 });
 
 describe('the due shard claim write', () => {
-  it('takes a free shard or a lapsed lease on the clock of the write, and releases only its own holder', () => {
+  it('takes a free shard, a lapsed lease on the clock of the write, or its own claim sent again, and releases only its own holder', () => {
     const claim = dueShardClaimUpdate('ledger', 'due#03', 'tick-a', at(13), at(133));
     expect(claim).toMatchObject({
       Key: { pk: 'DUECLAIM#due#03', sk: 'CLAIM' },
       UpdateExpression: 'SET holder = :holder, leaseUntil = :until',
-      ConditionExpression: 'attribute_not_exists(holder) OR leaseUntil < :now',
+      ConditionExpression: 'attribute_not_exists(holder) OR leaseUntil < :now OR holder = :holder',
       ExpressionAttributeValues: { ':holder': 'tick-a', ':until': at(133).toISOString(), ':now': at(13).toISOString() },
     });
     expect(dueShardReleaseUpdate('ledger', 'due#03', 'tick-a')).toMatchObject({ Key: claim.Key, UpdateExpression: 'REMOVE holder, leaseUntil', ConditionExpression: 'holder = :holder' });

@@ -1,0 +1,101 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { httpTarget } from '../../shared/adapters/http-target.js';
+import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { withDynamoDbFaults } from '../../shared/adapters/wiring.js';
+import { installFaults, type ProductFault } from '../../shared/faults.js';
+import { takeDispatchMessage } from '../../shared/intake/intake.js';
+import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { intakeDepsFactory } from '../support/factories.js';
+
+/**
+ * A conditional write whose answer is lost after DynamoDB applied it (a timeout, a dropped
+ * connection): the SDK sends it again, and the retry meets the write it made itself. That is the
+ * writer's own success, never someone else's hold. On DynamoDB Local, with the product's own fault
+ * middleware (`withDynamoDbFaults`, the census's) answering a timeout after the first apply.
+ */
+const clients = engineClients();
+const dynamodb = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })));
+const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+let tableName: string;
+let table: LedgerTable;
+let blobs: S3Blobs;
+let agent: DemoAgent;
+let clock = new Date('2026-12-01T10:00:00Z');
+let uninstall: (() => void) | undefined;
+
+beforeAll(async () => {
+  tableName = uniqueName('lost');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  table = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
+  blobs = new S3Blobs(clients.s3, await ensureBucket(clients.s3, uniqueName('blobs')));
+  agent = await startDemoAgent();
+  await table.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: agent.url });
+});
+afterEach(() => uninstall?.());
+afterAll(async () => {
+  await agent.stop();
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+/** The next `command`'s first attempt is applied and its answer lost; every fault asked for is recorded. */
+function loseTheAnswerOfNext(command: string): { readonly lost: () => number } {
+  let lost = 0;
+  uninstall = installFaults({
+    fires: (fault: ProductFault, subject: string) => {
+      if (fault !== 'dynamodb_timeout' || subject !== command || lost > 0) return false;
+      lost += 1;
+      return true;
+    },
+  });
+  return { lost: () => lost };
+}
+
+describe('a conditional write retried after its answer was lost is its own writer\'s', () => {
+  it('claims a due shard: the tick works it and releases it, not left held until the invocation ends', async () => {
+    const dueIndex = new LedgerDueIndex(documents, tableName);
+    const [shard] = dueIndex.dueShards;
+    if (!shard) throw new Error('the due index has shards');
+    const now = new Date('2026-12-01T10:00:00Z');
+    const until = new Date(now.getTime() + 120_000);
+    const fault = loseTheAnswerOfNext('UpdateItemCommand');
+
+    expect(await dueIndex.claimDueShard(shard, 'tick-a', now, until)).toBe(true);
+    expect(fault.lost()).toBe(1);
+    uninstall?.();
+    // Still one holder at a time: another tick is refused while tick-a holds it…
+    expect(await dueIndex.claimDueShard(shard, 'tick-b', new Date(now.getTime() + 1_000), until)).toBe(false);
+    // …and takes it the moment tick-a releases it.
+    await dueIndex.releaseDueShard(shard, 'tick-a');
+    expect(await dueIndex.claimDueShard(shard, 'tick-b', new Date(now.getTime() + 2_000), until)).toBe(true);
+  });
+
+  it('writes a message\'s anchor: that delivery goes on to submit, not refused as in progress by its own claim', async () => {
+    const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
+    const fault = loseTheAnswerOfNext('PutItemCommand');
+
+    const taken = await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), { messageId: 'm-anchor', body: JSON.stringify(sent), senderId: 'local' });
+
+    expect(fault.lost()).toBe(1);
+    expect(taken.outcome).toBe('submitted');
+    expect(agent.stats().runs[sent.dispatchId]).toBe(1);
+  });
+
+  it('renews a lapsed claim on a message: that delivery goes on, not refused as in progress by its own renewal', async () => {
+    const message = { dispatchId: uniqueName('d'), origin: 'planner', contentHash: 'h', messageId: 'm-renew', senderId: null, receivedAt: clock.toISOString(), claimUntil: clock.toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{', bodyRef: null, bodyBytes: 1 } };
+    expect((await table.putAcceptedMessage(message)).kind).toBe('written');
+    const renewed = new Date(clock.getTime() + 30_000).toISOString();
+    const fault = loseTheAnswerOfNext('UpdateItemCommand');
+
+    expect(await table.renewClaim(message.dispatchId, message.claimUntil, renewed)).toBe(true);
+    expect(fault.lost()).toBe(1);
+    uninstall?.();
+    // A renewal from a claim that is no longer the one stored is still refused.
+    expect(await table.renewClaim(message.dispatchId, message.claimUntil, new Date(clock.getTime() + 60_000).toISOString())).toBe(false);
+  });
+});
