@@ -89,6 +89,3 @@ export function dynamoDbFault(phase: 'before_send' | 'after_apply', command: str
   // Classified by name, as the SDK's retry strategy classifies the real errors.
   return Object.assign(new Error(message), { name, $fault: 'client', $metadata: {} });
 }
-
-/** False in the deployed bundles (a constant there, so what it guards is dropped). */
-export const FAULTS_COMPILED_IN = typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE === 'undefined';

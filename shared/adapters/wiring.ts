@@ -3,7 +3,7 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { dynamoDbFault, FAULTS_COMPILED_IN } from '../faults.js';
+import { dynamoDbFault } from '../faults.js';
 import { parseLambdaRunId, type TargetPort, type TargetRegistration } from '../targets/port.js';
 import type { LedgerConfig } from './config.js';
 import { httpTarget } from './http-target.js';
@@ -24,13 +24,18 @@ export interface LedgerAdapters<T extends LedgerTableCore = LedgerTableCore> {
   readonly targetFor: (registration: TargetRegistration) => TargetPort;
 }
 
+// Replaced by `true` in the deployed bundles (esbuild `define`); undeclared (typeof "undefined") elsewhere.
+declare const DISPATCH_LEDGER_DEPLOYED_BUNDLE: boolean | undefined;
+
 /**
  * The census's DynamoDB faults on `client` (inert unless installed; absent from the deployed bundles,
  * where `client` comes back as it was). The deserialize step runs once per attempt, inside the SDK's
  * retries: a throttle is refused before the request is sent, a timeout is thrown after it was applied.
  */
 export function withDynamoDbFaults(client: DynamoDBClient): DynamoDBClient {
-  if (!FAULTS_COMPILED_IN) return client;
+  // Spelled here, not imported: only a `typeof` of the defined name itself folds in the deployed bundle
+  // (an imported constant stayed a variable there, and kept this middleware in every function).
+  if (typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE !== 'undefined') return client;
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const command = context.commandName ?? 'unknown';
