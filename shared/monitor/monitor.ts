@@ -1,11 +1,12 @@
 import { adoptLegacyUpload } from './legacy-evidence.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { cancelAnswered, isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
+import { isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
 import { resultDue } from '../usecases/inbox.js';
 import { randomUUID } from 'node:crypto';
 import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites } from '../ledger/port.js';
 import { admitWaiting, startAttempt } from '../usecases/submit-attempt.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
+import { recordCancelAnswer } from '../usecases/flow.js';
 import { clip } from '../text.js';
 import { slotTotals } from '../dispatch/slots.js';
 import { crashPoint } from '../faults.js';
@@ -338,7 +339,7 @@ async function askCancel(deps: MonitorDeps, state: DispatchState): Promise<Monit
   const registration = await deps.store.getTarget(state.target);
   if (!registration || !state.runId) return 'skipped';
   const answer = await deps.targetFor(registration).cancel(state.runId);
-  return write(deps, state, cancelAnswered(state, answer, deps.retryPolicy, deps.now()));
+  return (await recordCancelAnswer(deps, state, answer)) ? 'observed' : 'skipped';
 }
 
 /**

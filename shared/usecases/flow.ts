@@ -1,8 +1,8 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { slotTotals } from '../dispatch/slots.js';
-import { cancelAnswered, cancelledBeforeSubmission, cancelRequested, isTerminal, slotReleased, submissionInFlight, type CancelAsk } from '../dispatch/transitions.js';
+import { cancelAnswered, cancelledBeforeSubmission, cancelPending, cancelRequested, isTerminal, slotReleased, submissionInFlight, type CancelAsk } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
-import { parseLambdaRunId } from '../targets/port.js';
+import { parseLambdaRunId, type CancelOutcome } from '../targets/port.js';
 
 /** What a cancel came to (CONTRACT §2 `POST /dispatches/{id}/cancel`). */
 export type CancelDispatchOutcome =
@@ -51,13 +51,29 @@ export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchStat
   return { kind: 'conflict' };
 }
 
-/** Asks the target now; what it answered is recorded (a lost race leaves the asking to the monitor). */
+/** Asks the target now; what it answered is recorded. */
 async function askTarget(deps: DispatchWorkDeps, requested: DispatchState): Promise<DispatchState> {
   const registration = await deps.store.getTarget(requested.target);
   if (!registration || !requested.runId) return requested;
   const answer = await deps.targetFor(registration).cancel(requested.runId);
-  const next = cancelAnswered(requested, answer, deps.retryPolicy, deps.now());
-  return (await deps.store.commit(requested, next)).kind === 'committed' ? next : ((await deps.store.getState(requested.dispatchId)) ?? requested);
+  return (await recordCancelAnswer(deps, requested, answer)) ?? (await deps.store.getState(requested.dispatchId)) ?? requested;
+}
+
+/**
+ * Records what the target answered a cancel asked from `asked`, and returns the state written (or
+ * undefined: not recorded). A write that landed since (the run's progress, a tick's reschedule) does
+ * not cost the answer — the target would be asked again for what it already did: the answer is
+ * written on the state read again, while the same run still waits for this ask's answer. Another
+ * asker's answer recorded meanwhile stands.
+ */
+export async function recordCancelAnswer(deps: DispatchWorkDeps, asked: DispatchState, answer: CancelOutcome): Promise<DispatchState | undefined> {
+  let state: DispatchState | undefined = asked;
+  for (let round = 0; round < ROUNDS && state?.runId === asked.runId && cancelPending(state) && state.cancel?.asks === asked.cancel?.asks; round += 1) {
+    const next = cancelAnswered(state, answer, deps.retryPolicy, deps.now());
+    if ((await deps.store.commit(state, next)).kind === 'committed') return next;
+    state = await deps.store.getState(asked.dispatchId);
+  }
+  return undefined;
 }
 
 export type ReleaseSlotOutcome =

@@ -20,6 +20,9 @@ export type RedispatchOutcome =
   /** Someone else changed the dispatch first. */
   | { readonly kind: 'conflict' };
 
+/** Reads and writes a redispatch tries while the run's own writes keep landing between them. */
+export const REDISPATCH_ROUNDS = 3;
+
 /**
  * A redispatch (CONTRACT §4): never a second writer by accident. While the current run may be active →
  * `run_may_be_active`. `force` + reason supersedes it: the ended attempt is archived (its run stays
@@ -27,7 +30,7 @@ export type RedispatchOutcome =
  * this request dies mid-way the monitor finds the attempt due and submits it itself), the old run is
  * asked to cancel (best effort, recorded), and the attempt is submitted.
  */
-export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, request: { readonly reason: string; readonly force: boolean }): Promise<RedispatchOutcome> {
+export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, request: { readonly reason: string; readonly force: boolean }, rounds = REDISPATCH_ROUNDS): Promise<RedispatchOutcome> {
   const proven = state.phase === 'submitted' && isTerminal(state.execution.status);
   if (state.phase === 'submitted' && !proven && !request.force) {
     return { kind: 'run_may_be_active', runId: state.runId, attempt: state.attempt, status: state.execution.status };
@@ -59,7 +62,13 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
     // Its settled check, when the state carried it: the hashes it sealed are kept with the attempt.
     check: state.evidence.check,
   };
-  if ((await deps.store.commit(state, claimed, ended)).kind === 'conflict') return { kind: 'conflict' };
+  if ((await deps.store.commit(state, claimed, ended)).kind === 'conflict') {
+    // A write landed between the read and this one. One that leaves the attempt the operator meant (the
+    // run's progress, its submission recorded) is decided again on what is stored now; another
+    // redispatch's new attempt is not superseded in the operator's name: conflict.
+    const current = rounds > 1 ? await deps.store.getState(state.dispatchId) : undefined;
+    return current?.attempt === state.attempt ? redispatch(deps, current, request, rounds - 1) : { kind: 'conflict' };
+  }
 
   let cancel: string | null = null;
   if (supersede && state.runId) {
