@@ -29,20 +29,18 @@ export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchStat
   let state = first;
   for (let round = 0; round < ROUNDS; round += 1) {
     if (over(state)) return { kind: 'terminal', state };
-    if (state.phase === 'accepted' && submissionInFlight(state, deps.now())) {
-      // A submitter is calling the target right now: its run may exist. The request is recorded for the
-      // submitter to carry into what it writes (a run it made is then asked to cancel like any other).
-      if (state.cancel) return { kind: 'requested', state, asked: false };
-      const requested = cancelRequested(state, ask, deps.now());
-      if ((await deps.store.commit(state, requested)).kind === 'committed') return { kind: 'requested', state: requested, asked: false };
-    } else if (state.phase === 'accepted') {
+    if (state.phase === 'accepted' && !submissionInFlight(state, deps.now())) {
       const next = cancelledBeforeSubmission(state, ask, deps.now());
       if ((await deps.store.commit(state, next)).kind === 'committed') return { kind: 'cancelled', state: next };
     } else if (state.cancel) {
       return { kind: 'requested', state, asked: false };
     } else {
       const requested = cancelRequested(state, ask, deps.now());
-      if ((await deps.store.commit(state, requested)).kind === 'committed') return { kind: 'requested', state: await askTarget(deps, requested), asked: true };
+      if ((await deps.store.commit(state, requested)).kind === 'committed') {
+        // Still accepted: a submitter is calling the target right now, and its run may exist. It carries
+        // the request into what it writes (a run it made is then asked to cancel like any other).
+        return state.phase === 'accepted' ? { kind: 'requested', state: requested, asked: false } : { kind: 'requested', state: await askTarget(deps, requested), asked: true };
+      }
     }
     const reread = await deps.store.getState(state.dispatchId);
     if (!reread) return { kind: 'conflict' };

@@ -20,8 +20,11 @@ export type RedispatchOutcome =
   /** Someone else changed the dispatch first. */
   | { readonly kind: 'conflict' };
 
-/** Reads and writes a redispatch tries while the run's own writes keep landing between them. */
+/** Reads and writes a redispatch tries while writes that change nothing it decided on keep landing between them. */
 export const REDISPATCH_ROUNDS = 3;
+
+/** What a redispatch decides on: while it stays the same, a write between the read and the write does not change the decision's meaning. */
+const decidedOn = (state: DispatchState): string => [state.attempt, state.phase, state.runId, state.redispatch?.at, state.cancel?.requestedAt].join();
 
 /**
  * A redispatch (CONTRACT §4): never a second writer by accident. While the current run may be active →
@@ -63,11 +66,12 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
     check: state.evidence.check,
   };
   if ((await deps.store.commit(state, claimed, ended)).kind === 'conflict') {
-    // A write landed between the read and this one. One that leaves the attempt the operator meant (the
-    // run's progress, its submission recorded) is decided again on what is stored now; another
-    // redispatch's new attempt is not superseded in the operator's name: conflict.
+    // A write landed between the read and this one. One that left what the operator decided on as it
+    // was (the run's progress, a tick's reschedule) is decided again on what is stored now; a new run
+    // or attempt, another redispatch, a cancel or a phase change is not overridden in the operator's
+    // name: conflict.
     const current = rounds > 1 ? await deps.store.getState(state.dispatchId) : undefined;
-    return current?.attempt === state.attempt ? redispatch(deps, current, request, rounds - 1) : { kind: 'conflict' };
+    return current && decidedOn(current) === decidedOn(state) ? redispatch(deps, current, request, rounds - 1) : { kind: 'conflict' };
   }
 
   let cancel: string | null = null;

@@ -817,13 +817,42 @@ describe('load findings — an operator against a run that keeps writing', () =>
     expect(after.supersededRuns).toContain('r-1');
   });
 
-  it('does not redispatch twice when the write it lost to was another redispatch (two operators at once): the second answers conflict', async () => {
+  it('does not redispatch twice when the write it lost to was another redispatch of the run (two operators at once): the second answers conflict', async () => {
     const sent = message();
     await send(sent);
     const other = async () => expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
     const outcome = await redispatch({ ...deps(), store: losingOnceTo(other) }, await stateOf(sent.dispatchId), { reason: 'second operator', force: true });
     expect(outcome.kind).toBe('conflict');
     expect((await stateOf(sent.dispatchId)).attempt).toBe(2);
+  });
+
+  it('leaves an origin\'s cancel that landed between the operator\'s read and write standing: conflict, no new attempt (review finding)', async () => {
+    for (const submittedFirst of [true, false]) {
+      const sent = message();
+      if (!submittedFirst) target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
+      await send(sent);
+      target.answer = new ScriptedTarget().answer;
+      expect((await stateOf(sent.dispatchId)).phase).toBe(submittedFirst ? 'submitted' : 'accepted');
+      const cancel = async () => expect((await cancelDispatch(deps(), await stateOf(sent.dispatchId), { reason: 'not needed', by: 'origin' })).kind).toBe(submittedFirst ? 'requested' : 'cancelled');
+      const outcome = await redispatch({ ...deps(), store: losingOnceTo(cancel) }, await stateOf(sent.dispatchId), { reason: 'retry it', force: true });
+      expect(outcome.kind, submittedFirst ? 'a submitted run' : 'before submission').toBe('conflict');
+      const after = await stateOf(sent.dispatchId);
+      expect(after.attempt).toBe(1);
+      expect(after.cancel?.requestedAt).toBeDefined();
+    }
+  });
+
+  it('does not fence a redispatch of a dispatch with no run twice (two operators at once on the same attempt): the second answers conflict (review finding)', async () => {
+    const sent = message();
+    target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
+    await send(sent);
+    target.answer = new ScriptedTarget().answer;
+    const before = await stateOf(sent.dispatchId);
+    expect(before.runId).toBeNull();
+    const other = async () => expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
+    const outcome = await redispatch({ ...deps(), store: losingOnceTo(other) }, before, { reason: 'second operator', force: true });
+    expect(outcome.kind).toBe('conflict');
+    expect(await table.listPastAttempts(sent.dispatchId)).toHaveLength(1);
   });
 
   it('records the target\'s answer to a cancel though the run\'s progress landed before it (was: dropped, and the monitor asked the target again: flow-control.test.ts under load)', async () => {
