@@ -23,8 +23,8 @@ import { createKeyTable } from './reference-pipeline.js';
 
 export interface FloorPipelineOptions {
   /**
-   * Built with `cacheMiddleware: true`: the floor's puts are low-level PutItems on it, the cheapest
-   * request the SDK sends, so no client of ours is cheaper per request than the floor's.
+   * Built with `cacheMiddleware: true`, as the intake's hot-path client is (HotPathTable): the floor's
+   * puts are low-level PutItems on it, so no client of ours is cheaper per request than the floor's.
    */
   readonly dynamodb: DynamoDBClient;
   readonly tableName: string;

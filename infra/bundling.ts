@@ -29,7 +29,12 @@ export const handlerEntry = (name: LedgerFunctionName): string => path.join(PROJ
  * baseline its bundle is measured against (`npm run bundle:report`). A function that starts using another client must say so here.
  */
 export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record<string, readonly string[]>>>> = {
-  intake: LEDGER_TABLE_CLIENTS,
+  // Its puts go out on a low-level client too (shared/adapters/hot-path-table.ts).
+  intake: {
+    ...LEDGER_TABLE_CLIENTS,
+    '@aws-sdk/client-dynamodb': [...LEDGER_TABLE_CLIENTS['@aws-sdk/client-dynamodb'], 'PutItemCommand'],
+    '@aws-sdk/util-dynamodb': ['unmarshall', 'marshall'],
+  },
   api: LEDGER_TABLE_CLIENTS,
   monitor: LEDGER_TABLE_CLIENTS,
   // Puts the events on the bus, and adds each batch's counts to a counter item (GET /counts).

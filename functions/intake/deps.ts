@@ -2,7 +2,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import type { IntakeDeps } from '../../shared/intake/intake.js';
 import { cachedPrincipals } from '../../shared/principals/principals.js';
 
@@ -11,7 +11,7 @@ export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKey
 export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
 
 const config = readLedgerConfig();
-const adapters = buildLedgerAdapters(config, LedgerTable);
+const adapters = buildLedgerAdapters(config, HotPathTable);
 
 export const intakeDeps: IntakeDeps = {
   store: adapters.table,

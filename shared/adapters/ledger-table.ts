@@ -420,8 +420,8 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   /**
-   * Every single-item put goes through here: one place to send it differently (branch
-   * `hot-path-table` sends the intake's on a low-level client; unwired, see docs/performance.md).
+   * Every single-item put goes through here: `HotPathTable` (the intake's) sends it on a low-level
+   * client instead of the document client.
    */
   protected async putItem(put: SinglePut): Promise<void> {
     await this.db.send(new PutCommand(put));

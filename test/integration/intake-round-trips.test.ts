@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
+import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
@@ -24,6 +25,9 @@ const clients = engineClients();
 const meter = new CapacityMeter();
 const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 meter.attach(dynamodb);
+/** The intake's puts go out on a client of their own (HotPathTable), metered as well. */
+const hotPath = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true }));
+meter.attach(hotPath);
 const SENDER = 'AROAPLANNERROLE:planner-1';
 let table: LedgerTable;
 let blobs: BlobStore;
@@ -55,12 +59,13 @@ beforeAll(async () => {
   await setup.putTarget({ name: 'counted-agent', kind: 'http', baseUrl });
   await setup.putPrincipal('AROAPLANNERROLE', { role: 'origin', origin: 'planner' });
   // As the intake function composes it: registrations and principals reused for 30 s.
-  table = new LedgerTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400, targetCacheMs: 30_000 });
+  table = new HotPathTable(DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400, targetCacheMs: 30_000 }, hotPath);
 });
 afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   clients.destroy();
   dynamodb.destroy();
+  hotPath.destroy();
 });
 
 describe('intake round trips per message', () => {

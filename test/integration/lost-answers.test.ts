@@ -3,6 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
@@ -21,6 +22,7 @@ import { intakeDepsFactory } from '../support/factories.js';
 const clients = engineClients();
 const dynamodb = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+const hotPath = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true })));
 let tableName: string;
 let table: LedgerTable;
 let blobs: S3Blobs;
@@ -41,6 +43,7 @@ afterAll(async () => {
   await agent.stop();
   clients.destroy();
   dynamodb.destroy();
+  hotPath.destroy();
 });
 
 /** The next `command`'s first attempt is applied and its answer lost; every fault asked for is recorded. */
@@ -75,11 +78,14 @@ describe('a conditional write retried after its answer was lost is its own write
     expect(await dueIndex.claimDueShard(shard, 'tick-b', new Date(now.getTime() + 2_000), until)).toBe(true);
   });
 
-  it('writes a message\'s anchor: that delivery goes on to submit, not refused as in progress by its own claim', async () => {
+  it.each([
+    ['LedgerTable', () => table],
+    ['HotPathTable (the intake\'s: its puts on a low-level client of their own)', () => new HotPathTable(documents, { tableName, retentionSeconds: 86_400 }, hotPath)],
+  ])('writes a message\'s anchor on %s: that delivery goes on to submit, not refused as in progress by its own claim', async (_name, store) => {
     const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
     const fault = loseTheAnswerOfNext('PutItemCommand');
 
-    const taken = await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), { messageId: 'm-anchor', body: JSON.stringify(sent), senderId: 'local' });
+    const taken = await takeDispatchMessage(intakeDepsFactory({ store: store(), blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' });
 
     expect(fault.lost()).toBe(1);
     expect(taken.outcome).toBe('submitted');

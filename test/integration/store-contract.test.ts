@@ -3,6 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
+import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import { dueShardOf, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
@@ -25,10 +26,13 @@ const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint
 /** A table of its own for each test, so what one lists is only what it wrote. */
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 const tableNames = new WeakMap<LedgerStoreWithWrites, string>();
-async function freshTable(): Promise<LedgerTable> {
+/** The intake's puts go out on a low-level client of their own (cacheMiddleware), marshalled by the table. */
+const hotPath = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true }));
+async function freshTable(kind: 'table' | 'hot path' = 'table'): Promise<LedgerTable> {
   const tableName = uniqueName('contract');
   await ensureLedgerTable(clients.dynamodb, tableName);
-  const table = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
+  const options = { tableName, retentionSeconds: 86_400 };
+  const table = kind === 'hot path' ? new HotPathTable(documents, options, hotPath) : new LedgerTable(documents, options);
   tableNames.set(table, tableName);
   return table;
 }
@@ -42,10 +46,12 @@ function dueIndexOf(store: LedgerStoreWithWrites): DueIndex {
 afterAll(() => {
   clients.destroy();
   dynamodb.destroy();
+  hotPath.destroy();
 });
 
 const stores: Array<[string, () => Promise<LedgerStoreWithWrites>]> = [
-  ['the DynamoDB table', freshTable],
+  ['the DynamoDB table', () => freshTable()],
+  ["the DynamoDB table with the intake's hot path", () => freshTable('hot path')],
   ['the in-memory fake', async () => new MemoryStore()],
 ];
 
