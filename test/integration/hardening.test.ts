@@ -17,19 +17,17 @@ import { ApiError } from '../../shared/api/http.js';
 import type { Caller } from '../../shared/api/caller.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { coalescingWindowMs } from '../../shared/dispatch/transitions.js';
 import { eventsForStreamChange } from '../../shared/events/derive.js';
-import type { EvidenceCheck, PastAttempt } from '../../shared/ledger/port.js';
+import type { EvidenceCheck } from '../../shared/ledger/port.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { FAILED_RETRY_SECONDS, monitorTick } from '../../shared/monitor/monitor.js';
 import { evidenceCheckOf, evidenceKey } from '../../shared/monitor/evidence-check.js';
-import type { ApprovalOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { decideApproval } from '../../shared/usecases/approval.js';
-import { cancelDispatch } from '../../shared/usecases/flow.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
+import { ScriptedTarget } from '../support/scripted-target.js';
 
 /**
  * Regression tests of issue 12 (hardening), by class, on DynamoDB Local and fauxqs S3, with a target
@@ -46,30 +44,6 @@ const tick = (seconds: number) => {
   clock = new Date(clock.getTime() + seconds * 1000);
 };
 
-/** A target whose submission answer the test sets; it counts calls per Idempotency-Key. */
-class ScriptedTarget implements TargetPort {
-  answer: (request: SubmitRequest) => SubmitOutcome = (request) => ({ kind: 'accepted', runId: `r-${request.attempt}`, status: 'running', requestId: `q-${request.attempt}` });
-  readonly submissions: SubmitRequest[] = [];
-  onSubmit: (() => Promise<void>) | undefined;
-  async submit(request: SubmitRequest): Promise<SubmitOutcome> {
-    this.submissions.push(request);
-    await this.onSubmit?.();
-    return this.answer(request);
-  }
-  lookups = 0;
-  async lookup(): Promise<LookupOutcome> {
-    this.lookups += 1;
-    return { kind: 'unavailable', reason: 'HTTP 503' };
-  }
-  onDecide: (() => Promise<void>) | undefined;
-  async decideApproval(_runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome> {
-    await this.onDecide?.();
-    return { kind: 'decided', approvalId, decision };
-  }
-  async cancel() {
-    return { kind: 'cancelled' as const, status: 'cancelled' as const };
-  }
-}
 let target: ScriptedTarget;
 
 beforeAll(async () => {
@@ -789,97 +763,5 @@ describe('census findings', () => {
     expect(report.failures.map((failure) => failure.subject)).toContain(sent.dispatchId);
     expect(reads).toBeGreaterThan(1);
     expect((await stateOf(sent.dispatchId)).dueAt).toBe(new Date(tickStart.getTime() + 2000).toISOString());
-  });
-});
-
-describe('load findings — an operator against a run that keeps writing', () => {
-  /** A table whose `nth` state write lets `first` land before it (the run's write between the operator's read and write). */
-  const losingOnceTo = (first: () => Promise<unknown>, nth = 1) => {
-    let writes = 0;
-    return overriding<LedgerTable>(table, {
-      commit: async (from: DispatchState, next: DispatchState, ended?: PastAttempt) => {
-        if ((writes += 1) === nth) await first();
-        return table.commit(from, next, ended);
-      },
-    });
-  };
-
-  it('redispatches with force though the run\'s progress landed between its read and its write (was: 409 "changed concurrently", under load in worker-lambda.test.ts)', async () => {
-    const sent = message();
-    await send(sent);
-    // Past the coalescing window, so the progress is written (a coalesced one writes nothing).
-    clock = new Date(clock.getTime() + coalescingWindowMs(await stateOf(sent.dispatchId)) + 1000);
-    const progress = async () => expect((await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'progress'), open)).body).toEqual({ applied: true });
-    const outcome = await redispatch({ ...deps(), store: losingOnceTo(progress) }, await stateOf(sent.dispatchId), { reason: 'the run looks stuck', force: true });
-    expect(outcome.kind).toBe('redispatched');
-    const after = await stateOf(sent.dispatchId);
-    expect(after.attempt).toBe(2);
-    expect(after.supersededRuns).toContain('r-1');
-  });
-
-  it('does not redispatch twice when the write it lost to was another redispatch of the run (two operators at once): the second answers conflict', async () => {
-    const sent = message();
-    await send(sent);
-    const other = async () => expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
-    const outcome = await redispatch({ ...deps(), store: losingOnceTo(other) }, await stateOf(sent.dispatchId), { reason: 'second operator', force: true });
-    expect(outcome.kind).toBe('conflict');
-    expect((await stateOf(sent.dispatchId)).attempt).toBe(2);
-  });
-
-  it('leaves an origin\'s cancel that landed between the operator\'s read and write standing: conflict, no new attempt (review finding)', async () => {
-    for (const submittedFirst of [true, false]) {
-      const sent = message();
-      if (!submittedFirst) target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
-      await send(sent);
-      target.answer = new ScriptedTarget().answer;
-      expect((await stateOf(sent.dispatchId)).phase).toBe(submittedFirst ? 'submitted' : 'accepted');
-      const cancel = async () => expect((await cancelDispatch(deps(), await stateOf(sent.dispatchId), { reason: 'not needed', by: 'origin' })).kind).toBe(submittedFirst ? 'requested' : 'cancelled');
-      const outcome = await redispatch({ ...deps(), store: losingOnceTo(cancel) }, await stateOf(sent.dispatchId), { reason: 'retry it', force: true });
-      expect(outcome.kind, submittedFirst ? 'a submitted run' : 'before submission').toBe('conflict');
-      const after = await stateOf(sent.dispatchId);
-      expect(after.attempt).toBe(1);
-      expect(after.cancel?.requestedAt).toBeDefined();
-    }
-  });
-
-  it('does not fence a redispatch of a dispatch with no run twice (two operators at once on the same attempt): the second answers conflict (review finding)', async () => {
-    const sent = message();
-    target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
-    await send(sent);
-    target.answer = new ScriptedTarget().answer;
-    const before = await stateOf(sent.dispatchId);
-    expect(before.runId).toBeNull();
-    const other = async () => expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
-    const outcome = await redispatch({ ...deps(), store: losingOnceTo(other) }, before, { reason: 'second operator', force: true });
-    expect(outcome.kind).toBe('conflict');
-    expect(await table.listPastAttempts(sent.dispatchId)).toHaveLength(1);
-  });
-
-  it('records the target\'s answer to a cancel though the run\'s progress landed before it (was: dropped, and the monitor asked the target again: flow-control.test.ts under load)', async () => {
-    const sent = message();
-    await send(sent);
-    clock = new Date(clock.getTime() + coalescingWindowMs(await stateOf(sent.dispatchId)) + 1000);
-    const progress = async () => expect((await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'progress'), open)).body).toEqual({ applied: true });
-    let asked = 0;
-    const cancel = target.cancel.bind(target);
-    target.cancel = async () => {
-      asked += 1;
-      return cancel();
-    };
-    try {
-      // The first write records the request, the second the target's answer: the progress lands between.
-      const outcome = await cancelDispatch({ ...deps(), store: losingOnceTo(progress, 2) }, await stateOf(sent.dispatchId), { reason: 'stop', by: 'origin' });
-      expect(outcome.kind).toBe('requested');
-    } finally {
-      target.cancel = cancel;
-    }
-    const after = await stateOf(sent.dispatchId);
-    expect(asked).toBe(1);
-    expect(after.cancel?.asks).toBe(1);
-    expect(after.execution.status).toBe('cancelled');
-    // Nothing left for the monitor to ask.
-    clock = new Date(clock.getTime() + 3_600_000);
-    await monitorTick(monitorDeps());
-    expect(asked).toBe(1);
   });
 });
