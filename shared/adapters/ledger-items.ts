@@ -605,6 +605,7 @@ export function messageOf(item: Item): AcceptedMessage {
     messageId: isString,
     receivedAt: isString,
     claimUntil: isString,
+    claimBy: optional(isString),
     'content.valid': isBoolean,
   });
   // What the use cases read of a valid message: its target, refs and clocks.

@@ -649,16 +649,16 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
     return this.putOnce(onceOnly(this.table, messageItem(message, this.options.retentionSeconds)), messageOf);
   }
 
-  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean> {
+  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string, claimBy: string): Promise<boolean> {
     try {
       await this.db.send(
         new UpdateCommand({
           TableName: this.table,
           Key: KEY.message(dispatchId),
-          UpdateExpression: 'SET claimUntil = :next',
-          // Or already renewed to :next: this renewal, its answer lost and sent again by the SDK.
-          ConditionExpression: 'claimUntil IN (:expected, :next)',
-          ExpressionAttributeValues: { ':next': claimUntil, ':expected': expectedClaimUntil },
+          UpdateExpression: 'SET claimUntil = :next, claimBy = :by',
+          // Or already this delivery's: its renewal, the answer lost and sent again by the SDK.
+          ConditionExpression: 'claimUntil = :expected OR claimBy = :by',
+          ExpressionAttributeValues: { ':next': claimUntil, ':expected': expectedClaimUntil, ':by': claimBy },
         }),
       );
       return true;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { canonicalJson, contentHash } from '../dispatch/canonical.js';
 import { clip } from '../text.js';
 import { crashPoint } from '../faults.js';
@@ -134,7 +135,7 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
   });
   const written = await deps.store.putAcceptedMessage(anchor);
   let message = anchor;
-  if (written.kind === 'exists' && !isOwnAnchor(written.existing, anchor)) {
+  if (written.kind === 'exists' && written.existing.claimBy !== anchor.claimBy) {
     const existing = written.existing;
     // An anchor written before that was hashed on the message as sent: that hash still matches (hashed
     // only here, when an anchor exists, not for every message).
@@ -150,20 +151,12 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     // retention starts only when the dispatch is final, and the anchor outlives the state.)
     if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);
     const claimUntil = new Date(now.getTime() + deps.claimSeconds * 1000).toISOString();
-    if (!(await deps.store.renewClaim(dispatchId, existing.claimUntil, claimUntil))) throw new DispatchInProgressError(dispatchId);
-    message = { ...existing, claimUntil };
+    const { claimBy } = anchor;
+    if (!claimBy || !(await deps.store.renewClaim(dispatchId, existing.claimUntil, claimUntil, claimBy))) throw new DispatchInProgressError(dispatchId);
+    message = { ...existing, claimUntil, claimBy };
   }
   crashPoint('intake.after_claim', dispatchId);
   return firstSubmission(deps, message, read.kind === 'valid' ? read.message.task : undefined, record.sentAt);
-}
-
-/**
- * Whether the anchor found is the one this delivery just wrote: its put was applied, the answer lost,
- * and the SDK's retry met it (same message, same receipt time and claim, to the millisecond). Its claim
- * is this delivery's own, not another's at work.
- */
-function isOwnAnchor(existing: AcceptedMessage, anchor: AcceptedMessage): boolean {
-  return existing.messageId === anchor.messageId && existing.receivedAt === anchor.receivedAt && existing.claimUntil === anchor.claimUntil && existing.contentHash === anchor.contentHash;
 }
 
 async function anchorFor(
@@ -180,6 +173,8 @@ async function anchorFor(
     senderId: record.senderId ?? null,
     receivedAt: ids.now.toISOString(),
     claimUntil: new Date(ids.now.getTime() + deps.claimSeconds * 1000).toISOString(),
+    // This delivery's own: an anchor found with it is this put's, applied with its answer lost.
+    claimBy: randomBytes(8).toString('base64url'),
   };
   if ('errors' in content) {
     // Keyed by content too: a conflicting message under the same id can never overwrite the original's bytes.

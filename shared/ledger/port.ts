@@ -22,6 +22,12 @@ export interface AcceptedMessage {
   readonly receivedAt: string;
   /** Until when the writer of this record is presumed to be submitting it (a duplicate waits, then takes over). */
   readonly claimUntil: string;
+  /**
+   * Which delivery holds the claim: a token of its own, drawn when it wrote or renewed the claim. A write
+   * whose answer was lost is told from another delivery's by it, never by the clock (two deliveries of
+   * one message can read the same millisecond). Absent on anchors written before it existed.
+   */
+  readonly claimBy?: string | undefined;
   readonly content:
     | {
         readonly valid: true;
@@ -237,7 +243,8 @@ export class CorruptItemError extends Error {
 export interface LedgerWrites {
   putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>>;
   /** Takes over a stale claim; false when someone else changed it first. */
-  renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string): Promise<boolean>;
+  /** Takes over a lapsed claim for the delivery `claimBy`: only from the claim read, or its own renewal sent again. */
+  renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string, claimBy: string): Promise<boolean>;
   /** Keeps an ended attempt record outside a redispatch (fixtures and repairs); idempotent per record. */
   archiveAttempt(past: PastAttempt): Promise<void>;
   putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;

@@ -9,7 +9,7 @@ import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { withDynamoDbFaults } from '../../shared/adapters/wiring.js';
 import { installFaults, type ProductFault } from '../../shared/faults.js';
-import { takeDispatchMessage } from '../../shared/intake/intake.js';
+import { DispatchInProgressError, takeDispatchMessage } from '../../shared/intake/intake.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 
@@ -92,16 +92,25 @@ describe('a conditional write retried after its answer was lost is its own write
     expect(agent.stats().runs[sent.dispatchId]).toBe(1);
   });
 
+  it('still hands back a concurrent delivery of the same message in the same millisecond: only a lost answer is the writer\'s own (was: both went on, by timestamps)', async () => {
+    const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
+    const record = { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' };
+    // One clock for both, as two environments reading it in the same millisecond.
+    const both = await Promise.allSettled([0, 1].map(() => takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), record)));
+    expect(both.flatMap((result) => (result.status === 'fulfilled' ? [result.value.outcome] : []))).toEqual(['submitted']);
+    expect(both.flatMap((result) => (result.status === 'rejected' ? [result.reason] : []))[0]).toBeInstanceOf(DispatchInProgressError);
+  });
+
   it('renews a lapsed claim on a message: that delivery goes on, not refused as in progress by its own renewal', async () => {
     const message = { dispatchId: uniqueName('d'), origin: 'planner', contentHash: 'h', messageId: 'm-renew', senderId: null, receivedAt: clock.toISOString(), claimUntil: clock.toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{', bodyRef: null, bodyBytes: 1 } };
     expect((await table.putAcceptedMessage(message)).kind).toBe('written');
     const renewed = new Date(clock.getTime() + 30_000).toISOString();
     const fault = loseTheAnswerOfNext('UpdateItemCommand');
 
-    expect(await table.renewClaim(message.dispatchId, message.claimUntil, renewed)).toBe(true);
+    expect(await table.renewClaim(message.dispatchId, message.claimUntil, renewed, 'delivery-a')).toBe(true);
     expect(fault.lost()).toBe(1);
     uninstall?.();
-    // A renewal from a claim that is no longer the one stored is still refused.
-    expect(await table.renewClaim(message.dispatchId, message.claimUntil, new Date(clock.getTime() + 60_000).toISOString())).toBe(false);
+    // Another delivery's renewal from the claim it read is still refused, even to the same time.
+    expect(await table.renewClaim(message.dispatchId, message.claimUntil, renewed, 'delivery-b')).toBe(false);
   });
 });

@@ -268,9 +268,12 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const message = { dispatchId: uniqueName('d'), origin: 'planner', contentHash: 'sha256:x', messageId: 'm', senderId: null, receivedAt: NOW.toISOString(), claimUntil: later(60).toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };
     expect(await store.putAcceptedMessage(message)).toEqual({ kind: 'written' });
     expect((await store.putAcceptedMessage({ ...message, messageId: 'm-2' })).kind).toBe('exists');
-    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString())).toBe(true);
-    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString())).toBe(true); // the same renewal, sent again (the answer lost)
-    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(180).toISOString())).toBe(false);
+    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString(), 'delivery-2')).toBe(true);
+    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString(), 'delivery-2')).toBe(true); // the same renewal, sent again (the answer lost)
+    // Another delivery from the claim it read is refused, even one that read the same millisecond.
+    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(120).toISOString(), 'delivery-3')).toBe(false);
+    expect(await store.renewClaim(message.dispatchId, later(60).toISOString(), later(180).toISOString(), 'delivery-3')).toBe(false);
+    expect((await store.getAcceptedMessage(message.dispatchId))?.claimBy).toBe('delivery-2');
     expect((await store.getAcceptedMessage(message.dispatchId))?.claimUntil).toBe(later(120).toISOString());
   });
 

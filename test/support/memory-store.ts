@@ -31,10 +31,10 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   async getAcceptedMessage(dispatchId: string) {
     return this.messages.get(dispatchId);
   }
-  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string) {
+  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string, claimBy: string) {
     const existing = this.messages.get(dispatchId);
-    if (!existing || (existing.claimUntil !== expectedClaimUntil && existing.claimUntil !== claimUntil)) return false;
-    this.messages.set(dispatchId, { ...existing, claimUntil });
+    if (!existing || (existing.claimUntil !== expectedClaimUntil && existing.claimBy !== claimBy)) return false;
+    this.messages.set(dispatchId, { ...existing, claimUntil, claimBy });
     return true;
   }
   async getState(dispatchId: string) {
