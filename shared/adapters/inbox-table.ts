@@ -3,7 +3,7 @@ import { QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient } from 
 import type { DispatchState } from '../dispatch/state.js';
 import type { CommitOutcome, InboxStore } from '../ledger/port.js';
 import { dispatchIdOfKey, inboxKeysOf, INDEX } from './ledger-items.js';
-import { slotUpdates, statePut } from './ledger-table.js';
+import { slotUpdates, statePut, transactPut } from './ledger-table.js';
 
 export interface InboxTableOptions {
   readonly tableName: string;
@@ -71,7 +71,7 @@ export class InboxTable implements InboxStore {
           TransactItems: writes.flatMap(({ from, next }) => {
             const put = statePut(this.options.tableName, from, next, this.options.retentionSeconds, this.options.inboxShards);
             // A result's changes never move a slot; if one ever did, its counter would commit with it.
-            return [{ Put: { TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues } }, ...slotUpdates(this.options.tableName, from, next).items];
+            return [transactPut(put), ...slotUpdates(this.options.tableName, from, next).items];
           }),
         }),
       );

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
 import { waitSortKey, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
@@ -104,6 +104,14 @@ export const COUNT_SHARDS = 8;
  */
 export const WAIT_SHARDS = 16;
 export const TTL_ATTRIBUTE = 'expiresAt';
+
+/**
+ * The state item's write id: random per state write (6 bytes, 8 characters: a few bytes of the hot
+ * item's one write unit), so a write whose answer was lost, sent again by the SDK, is told from
+ * another writer's — its condition admits the item it wrote itself (`statePut`). Never decoded.
+ */
+export const WRITE_ID_ATTRIBUTE = 'w';
+export const newWriteId = (): string => randomBytes(6).toString('base64url');
 
 const DISPATCH = 'D#';
 const REJECTION_PK = 'REJ#';
@@ -506,7 +514,7 @@ function legacyBlockedCode(reason: string | null | undefined): BlockedCode | nul
 }
 
 export function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, dueShard: _shard, recentShard: _recent, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
+  const { pk, sk: _sk, w: _write, dueShard: _shard, recentShard: _recent, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
   const stored = rest as Partial<DispatchState>;
   const dispatchId = dispatchIdOfKey(String(pk));
   const attempt = stored.attempt as number;

@@ -62,6 +62,8 @@ import {
   stateOf,
   TTL_ATTRIBUTE,
   withoutNulls,
+  newWriteId,
+  WRITE_ID_ATTRIBUTE,
   type Item,
 } from './ledger-items.js';
 
@@ -196,19 +198,24 @@ function rangeQuery(tableName: string, range: { readonly pk: string; readonly fr
 /**
  * The write of a state transition. Its condition is the state machine's (`writeCondition`): the version
  * and phase read, or, for a state never stored, that none exists — an illegal move throws before any
- * request is sent.
+ * request is sent. Or the item is this very write (its write id): a write DynamoDB applied but whose
+ * answer was lost is sent again by the SDK, and must succeed, not meet itself as another's conflict.
  */
 export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): SinglePut {
   const condition = writeCondition(from, next);
-  const Item = stateItem(next, retentionSeconds, inboxShards);
-  if (condition.create) return { TableName: tableName, Item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' };
+  const w = newWriteId();
   return {
     TableName: tableName,
-    Item,
-    ConditionExpression: 'version = :version AND phase = :phase',
-    ExpressionAttributeValues: { ':version': condition.version, ':phase': condition.phase },
+    Item: { ...stateItem(next, retentionSeconds, inboxShards), [WRITE_ID_ATTRIBUTE]: w },
+    // AND binds before OR: (version AND phase) OR the write id.
+    ...(condition.create
+      ? { ConditionExpression: 'attribute_not_exists(pk) OR w = :w', ExpressionAttributeValues: { ':w': w }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }
+      : { ConditionExpression: 'version = :v AND phase = :p OR w = :w', ExpressionAttributeValues: { ':w': w, ':v': condition.version, ':p': condition.phase } }),
   };
 }
+
+/** A state write (`statePut`) inside a transaction: the same item, condition and values. */
+export const transactPut = ({ TableName, Item, ConditionExpression, ExpressionAttributeValues }: SinglePut): TransactItem => ({ Put: { TableName, Item, ConditionExpression, ExpressionAttributeValues } });
 
 /**
  * One page of a due shard: `dueAt <= now`, the longest due first, from where the last page ended. The
@@ -316,9 +323,9 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
    * The state write with what must commit with it, in one transaction (2 × the write units: only on a
    * redispatch, which keeps the ended attempt's record, and on a slot taken or given back).
    */
-  protected async commitInTransaction(put: PutCommandInput, ended: PastAttempt | undefined, slots: ReturnType<typeof slotUpdates>): Promise<CommitOutcome> {
+  protected async commitInTransaction(put: SinglePut, ended: PastAttempt | undefined, slots: ReturnType<typeof slotUpdates>): Promise<CommitOutcome> {
     const items: TransactItem[] = [
-      { Put: { TableName: put.TableName, Item: put.Item, ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues } },
+      transactPut(put),
       ...(ended ? [{ Put: { TableName: this.table, Item: pastAttemptItem(ended, this.options.retentionSeconds) } }] : []),
       ...slots.items,
     ];

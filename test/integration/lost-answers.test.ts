@@ -10,8 +10,12 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { withDynamoDbFaults } from '../../shared/adapters/wiring.js';
 import { installFaults, type ProductFault } from '../../shared/faults.js';
 import { DispatchInProgressError, takeDispatchMessage } from '../../shared/intake/intake.js';
+import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, cancelledBeforeSubmission, waiting } from '../../shared/dispatch/transitions.js';
+import { cancelDispatch } from '../../shared/usecases/flow.js';
+import { redispatch } from '../../shared/usecases/redispatch.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
-import { intakeDepsFactory } from '../support/factories.js';
+import { intakeDepsFactory, newDispatchFactory, overriding } from '../support/factories.js';
 
 /**
  * A conditional write whose answer is lost after DynamoDB applied it (a timeout, a dropped
@@ -46,12 +50,14 @@ afterAll(async () => {
   hotPath.destroy();
 });
 
-/** The next `command`'s first attempt is applied and its answer lost; every fault asked for is recorded. */
-function loseTheAnswerOfNext(command: string): { readonly lost: () => number } {
+/** The `nth` next `command`'s first attempt is applied and its answer lost; every fault asked for is recorded. */
+function loseTheAnswerOfNext(command: string, nth = 1): { readonly lost: () => number } {
   let lost = 0;
+  let seen = 0;
   uninstall = installFaults({
     fires: (fault: ProductFault, subject: string) => {
       if (fault !== 'dynamodb_timeout' || subject !== command || lost > 0) return false;
+      if ((seen += 1) < nth) return false;
       lost += 1;
       return true;
     },
@@ -95,8 +101,25 @@ describe('a conditional write retried after its answer was lost is its own write
   it('still hands back a concurrent delivery of the same message in the same millisecond: only a lost answer is the writer\'s own (was: both went on, by timestamps)', async () => {
     const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
     const record = { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' };
+    // The first to record its state waits until the other delivery has answered: the other finds no state
+    // to call it a duplicate by, so handing it back is its only right answer. (Were both to take the anchor
+    // for their own, both would wait here; after 2 s both go on, and the second answers duplicate.)
+    const settled = [false, false];
+    const holdingUntilTheOtherAnswers = (self: number) =>
+      overriding<LedgerTable>(table, {
+        commit: async (from, next, ended) => {
+          for (let waited = 0; !settled[1 - self] && waited < 2_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+          return table.commit(from, next, ended);
+        },
+      });
     // One clock for both, as two environments reading it in the same millisecond.
-    const both = await Promise.allSettled([0, 1].map(() => takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), record)));
+    const both = await Promise.allSettled(
+      [0, 1].map((self) =>
+        takeDispatchMessage(intakeDepsFactory({ store: holdingUntilTheOtherAnswers(self), blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), record).finally(() => {
+          settled[self] = true;
+        }),
+      ),
+    );
     expect(both.flatMap((result) => (result.status === 'fulfilled' ? [result.value.outcome] : []))).toEqual(['submitted']);
     expect(both.flatMap((result) => (result.status === 'rejected' ? [result.reason] : []))[0]).toBeInstanceOf(DispatchInProgressError);
   });
@@ -112,5 +135,71 @@ describe('a conditional write retried after its answer was lost is its own write
     uninstall?.();
     // Another delivery's renewal from the claim it read is still refused, even to the same time.
     expect(await table.renewClaim(message.dispatchId, message.claimUntil, renewed, 'delivery-b')).toBe(false);
+  });
+});
+
+describe('a state write retried after its answer was lost is its own writer\'s (the versioned put of every transition)', () => {
+  const stores = [
+    ['LedgerTable', () => table],
+    ['HotPathTable', () => new HotPathTable(documents, { tableName, retentionSeconds: 86_400 }, hotPath)],
+  ] as const;
+
+  it.each(stores)('commits a create and a change on %s, and a writer from the version before still conflicts', async (_name, store) => {
+    const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
+    const start = accepted(newDispatchFactory({ dispatchId: sent.dispatchId, origin: sent.origin, target: sent.target }), clock);
+    const created = waiting(start, 'not_before', clock);
+    let fault = loseTheAnswerOfNext('PutItemCommand');
+    expect(await store().commit(start, created)).toEqual({ kind: 'committed' });
+    expect(fault.lost()).toBe(1);
+    uninstall?.();
+
+    const changed = cancelledBeforeSubmission(created, { reason: 'not needed', by: 'origin' }, new Date(clock.getTime() + 1_000));
+    fault = loseTheAnswerOfNext('PutItemCommand');
+    expect(await store().commit(created, changed)).toEqual({ kind: 'committed' });
+    expect(fault.lost()).toBe(1);
+    uninstall?.();
+    expect((await table.getState(sent.dispatchId))?.phase).toBe('cancelled');
+    // Exact, not lenient: another writer that read the version before still loses.
+    expect((await store().commit(created, { ...changed, cancel: { ...changed.cancel, reason: 'another' } as DispatchState['cancel'] })).kind).toBe('conflict');
+  });
+
+  it('answers an origin\'s cancel before submission "cancelled", not "already over" (409) by its own write', async () => {
+    const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
+    const start = accepted(newDispatchFactory({ dispatchId: sent.dispatchId, origin: sent.origin, target: sent.target }), clock);
+    const created = waiting(start, 'not_before', clock);
+    expect((await table.commit(start, created)).kind).toBe('committed');
+    const fault = loseTheAnswerOfNext('PutItemCommand');
+
+    const outcome = await cancelDispatch(intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), created, { reason: 'not needed', by: 'origin' });
+
+    expect(fault.lost()).toBe(1);
+    expect(outcome.kind).toBe('cancelled');
+  });
+
+  it.each(stores)('takes a message on %s whose state write (the second put: anchor, submission, state) lost its answer: submitted, not a duplicate', async (_name, store) => {
+    const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
+    const fault = loseTheAnswerOfNext('PutItemCommand', 2);
+
+    const taken = await takeDispatchMessage(intakeDepsFactory({ store: store(), blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' });
+
+    expect(fault.lost()).toBe(1);
+    expect(taken.outcome).toBe('submitted');
+    expect(agent.stats().runs[sent.dispatchId]).toBe(1);
+    expect((await table.getState(sent.dispatchId))?.phase).toBe('submitted');
+  });
+
+  it('redispatches by force in a transaction (the state and the ended attempt\'s record) whose answer was lost: accepted once, one past attempt', async () => {
+    const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
+    const intake = intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock });
+    expect((await takeDispatchMessage(intake, { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' })).outcome).toBe('submitted');
+    const fault = loseTheAnswerOfNext('TransactWriteItemsCommand');
+
+    const outcome = await redispatch(intake, (await table.getState(sent.dispatchId)) as DispatchState, { reason: 'run it again', force: true });
+
+    expect(fault.lost()).toBe(1);
+    expect(outcome.kind).not.toBe('conflict');
+    const after = (await table.getState(sent.dispatchId)) as DispatchState;
+    expect(after.attempt).toBe(2);
+    expect(await table.listPastAttempts(sent.dispatchId)).toHaveLength(1);
   });
 });

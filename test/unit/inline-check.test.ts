@@ -1,15 +1,15 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { itemSizeBytes, writeUnitsFor } from '../../shared/adapters/capacity-meter.js';
-import { stateItem } from '../../shared/adapters/ledger-items.js';
+import { statePut } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { InlineCheck } from '../../shared/dispatch/state.js';
+import type { DispatchState, InlineCheck } from '../../shared/dispatch/state.js';
 import { accepted, applyRunEvent, evidenceSettled, submitted } from '../../shared/dispatch/transitions.js';
 import { INLINE_CHECK_BYTES } from '../../shared/monitor/evidence-check.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
-/** The write units DynamoDB bills for the state's item, as the table stores it. */
-const writeUnitsOf = (state: Parameters<typeof stateItem>[0]) => writeUnitsFor(itemSizeBytes(marshall(stateItem(state, 90 * 86_400), { removeUndefinedValues: true })));
+/** The write units DynamoDB bills for the write of `next`, as the table sends it (its write id included). */
+const writeUnitsOf = (from: DispatchState, next: DispatchState) => writeUnitsFor(itemSizeBytes(marshall(statePut('ledger', from, next, 90 * 86_400).Item, { removeUndefinedValues: true })));
 
 describe('the check record a settled state carries (INLINE_CHECK_BYTES, issue 18)', () => {
   it('keeps a detached state with a record at the limit, usual ids and a usual ref within one write unit', () => {
@@ -29,6 +29,6 @@ describe('the check record a settled state carries (INLINE_CHECK_BYTES, issue 18
     expect(Buffer.byteLength(JSON.stringify(largest))).toBe(INLINE_CHECK_BYTES);
     const settled = evidenceSettled(completed.next, { outcome: 'handled', expected: [largest.files[0]?.ref ?? ref], missing: [], check: largest }, NOW, 'same_write');
     expect(settled.evidence.check).toEqual(largest);
-    expect(writeUnitsOf(settled)).toBe(1);
+    expect(writeUnitsOf(running, settled)).toBe(1);
   });
 });
