@@ -7,6 +7,7 @@ import { startEngines } from '../local/engines/index.js';
 import { measureBundles, requireTimeOnce, summarize } from '../scripts/bundle-report.js';
 import { runDetection, type DetectionResult } from './detection.js';
 import { measureReferenceLifecycle, runIntakeThroughput, type IntakeThroughputResult, type ReferenceLifecycleUsage } from './intake-throughput.js';
+import { runTableDefinitionCost, type TableDefinitionResult } from './table-definition.js';
 import { runLifecycleCost, type LifecycleCostResult } from './lifecycle-cost.js';
 import { runMonitorHistory, type MonitorHistoryResult } from './monitor-history.js';
 import { runMonitorLoad, type MonitorLoadResult } from './monitor-load.js';
@@ -128,6 +129,8 @@ interface Results {
     readonly notes: readonly string[];
   };
   readonly intakeThroughput: IntakeThroughputResult;
+  /** The floor's put on tables keyed as the ledger's: bare, stream only, indexes only, both (bench/table-definition.ts). */
+  readonly tableDefinition: TableDefinitionResult;
   readonly monitorHistory: MonitorHistoryResult;
   readonly monitorLoad: MonitorLoadResult;
   readonly coldStart: ColdStart;
@@ -152,8 +155,8 @@ const scaleTarget = (scale: ScaleResult): Results['targets'][string] => ({
   met: scale.hottestKeyWcuAt5kPerSecond <= KEY_WRITE_LIMIT_PER_SECOND,
 });
 
-function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; history: MonitorHistoryResult; load: MonitorLoadResult; cold: ColdStart; detection: DetectionResult; scale: ScaleResult }): Results {
-  const { lifecycle, delivered, limited, reference, throughput, history, load, cold, detection, scale } = parts;
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; tableDefinition: TableDefinitionResult; history: MonitorHistoryResult; load: MonitorLoadResult; cold: ColdStart; detection: DetectionResult; scale: ScaleResult }): Results {
+  const { lifecycle, delivered, limited, reference, throughput, tableDefinition, history, load, cold, detection, scale } = parts;
   // CONTRACT §11: what a concurrency limit adds to a lifecycle — one slot taken with the submission's claim, given back with the final write.
   const wruPerAdmission = limited.usage.dynamodb.writeUnits - lifecycle.usage.dynamodb.writeUnits;
   const ours = costOf(lifecycle.usage);
@@ -219,6 +222,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
       notes: lifecycle.notes,
     },
     intakeThroughput: throughput,
+    tableDefinition,
     monitorHistory: history,
     monitorLoad: load,
     coldStart: cold,
@@ -379,6 +383,20 @@ function tables(results: Results): Record<string, string> {
           ] as const
         ).map(([name, cpu]) => [name, cpu.node.median, cpu.dynamodbLocal?.median ?? '–', cpu.both?.median ?? '–']),
       ),
+      '',
+      `What the ledger table's definition costs a write on DynamoDB Local (bench/table-definition.ts): the floor's conditional put of an item that enters no index, ${results.tableDefinition.putsPerRound.toLocaleString('en-US')} per round, ${results.tableDefinition.concurrency} at a time, ${results.tableDefinition.rounds} rotated rounds after a warm-up, on tables keyed as the ledger's.`,
+      '',
+      table(
+        ['table', 'puts/s min', 'median', 'max', 'median ÷ bare'],
+        (
+          [
+            ['bare (no stream, no index)', 'bare'],
+            ['the stream only', 'streamOnly'],
+            ['the six indexes only', 'indexesOnly'],
+            ["both: the ledger's definition", 'streamAndIndexes'],
+          ] as const
+        ).map(([name, variant]) => [name, results.tableDefinition.putsPerSecond[variant].min, results.tableDefinition.putsPerSecond[variant].median, results.tableDefinition.putsPerSecond[variant].max, results.tableDefinition.ratioVsBare[variant]]),
+      ),
     ].join('\n'),
     monitor: [
       table(['finished runs in the table', 'due', 'read units per tick', 'write units', 'requests'], history),
@@ -468,6 +486,7 @@ async function main(argv: readonly string[]): Promise<number> {
         monitor: () => withEngines(runMonitorHistory),
         monitorload: monitorLoad,
         throughput: () => withEngines(runIntakeThroughput),
+        tabledefinition: () => withEngines(runTableDefinitionCost),
         detection: () => withEngines(runDetection),
         scale: () => runScale(withEngines),
         // The lifecycle's usage unpriced (units and reads per step), to see what a change saves.
@@ -493,6 +512,8 @@ async function main(argv: readonly string[]): Promise<number> {
     // (its stream records and items piled up) ran our intake at 480 msg/s against 765 on fresh engines.
     log('intake throughput, interleaved with the Powertools reference and the floor (fresh engines)');
     const throughput = await withEngines(runIntakeThroughput);
+    log('what the ledger table\'s definition costs a put on DynamoDB Local (fresh engines)');
+    const tableDefinition = await withEngines(runTableDefinitionCost);
     const { lifecycle, delivered, limited, reference, detection, ctx } = await withEngines(async (ctx) => {
       log('cost per lifecycle: Dispatch Ledger (detached)');
       const lifecycle = await runLifecycleCost(ctx, 'detached');
@@ -509,7 +530,7 @@ async function main(argv: readonly string[]): Promise<number> {
     });
     log('scale: writes per partition key (CONTRACT §14)');
     const scale = await runScale(withEngines);
-    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, history, load, cold, detection, scale });
+    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, tableDefinition, history, load, cold, detection, scale });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
     writeDoc(tables(results));
     log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);

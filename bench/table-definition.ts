@@ -1,0 +1,89 @@
+import { performance } from 'node:perf_hooks';
+import { CreateTableCommand, DynamoDBClient, PutItemCommand, type CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
+import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-items.js';
+import { spreadOf, type BenchContext, type Spread } from './types.js';
+
+/**
+ * What the ledger table's definition costs a write on DynamoDB Local, apart from any item or logic of
+ * ours: the floor's small conditional put (an item that enters no index) on four tables keyed as the
+ * ledger's — bare, with the stream only, with the six indexes only, with both (the ledger's own
+ * definition). It splits the gap between the bare floor and the floor on the ledger's table
+ * (intake-throughput.ts) into what the stream, the indexes and the two together cost on this engine.
+ */
+
+export const TABLE_VARIANTS = ['bare', 'streamOnly', 'indexesOnly', 'streamAndIndexes'] as const;
+export type TableVariant = (typeof TABLE_VARIANTS)[number];
+
+export interface TableDefinitionResult {
+  readonly putsPerRound: number;
+  readonly concurrency: number;
+  readonly rounds: number;
+  /** Conditional puts per second, per variant, over the measured rounds (the first round warms the engine up and is not counted). */
+  readonly putsPerSecond: Readonly<Record<TableVariant, Spread>>;
+  /** Each variant's median ÷ the bare table's median. */
+  readonly ratioVsBare: Readonly<Record<TableVariant, number>>;
+}
+
+const keyOnly = (name: string) => name === 'pk' || name === 'sk';
+const STREAM = { StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' } } as const;
+
+function definitionOf(variant: TableVariant): Omit<CreateTableCommandInput, 'TableName'> {
+  const keys = { BillingMode: 'PAY_PER_REQUEST' as const, KeySchema: LEDGER_TABLE_DEFINITION.keySchema };
+  const withIndexes = { AttributeDefinitions: LEDGER_TABLE_DEFINITION.attributeDefinitions, GlobalSecondaryIndexes: LEDGER_TABLE_DEFINITION.globalSecondaryIndexes };
+  const bare = { AttributeDefinitions: LEDGER_TABLE_DEFINITION.attributeDefinitions.filter((attribute) => keyOnly(attribute.AttributeName ?? '')) };
+  switch (variant) {
+    case 'bare':
+      return { ...keys, ...bare };
+    case 'streamOnly':
+      return { ...keys, ...bare, ...STREAM };
+    case 'indexesOnly':
+      return { ...keys, ...withIndexes };
+    case 'streamAndIndexes':
+      return { ...keys, ...withIndexes, ...STREAM };
+  }
+}
+
+export async function runTableDefinitionCost(ctx: BenchContext): Promise<TableDefinitionResult> {
+  const putsPerRound = ctx.quick ? 300 : 3_000;
+  // As many puts in flight as a batch of the intake's (BatchProcessor: 10 records at once).
+  const concurrency = 10;
+  const rounds = ctx.quick ? 2 : 4;
+  const dynamodb = new DynamoDBClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS, endpoint: ctx.endpoints.dynamodbEndpoint, cacheMiddleware: true });
+  try {
+    const names = Object.fromEntries(TABLE_VARIANTS.map((variant) => [variant, ctx.uniqueName(`definition-${variant}`)])) as Record<TableVariant, string>;
+    await Promise.all(TABLE_VARIANTS.map((variant) => dynamodb.send(new CreateTableCommand({ TableName: names[variant], ...definitionOf(variant) }))));
+    const samples = Object.fromEntries(TABLE_VARIANTS.map((variant) => [variant, [] as number[]])) as Record<TableVariant, number[]>;
+    for (let round = 0; round < rounds; round += 1) {
+      // The order rotates each round: no variant always runs on the engine the others warmed or filled.
+      const order = TABLE_VARIANTS.map((_, index) => TABLE_VARIANTS[(index + round) % TABLE_VARIANTS.length] as TableVariant);
+      for (const variant of order) {
+        let next = 0;
+        const started = performance.now();
+        await Promise.all(
+          Array.from({ length: concurrency }, async () => {
+            while (next < putsPerRound) {
+              const id = `${round}-${next}`;
+              next += 1;
+              await dynamodb.send(
+                new PutItemCommand({
+                  TableName: names[variant],
+                  Item: { pk: { S: `A#${id}` }, sk: { S: 'A' }, at: { S: new Date().toISOString() } },
+                  ConditionExpression: 'attribute_not_exists(pk)',
+                }),
+              );
+            }
+          }),
+        );
+        const rate = putsPerRound / ((performance.now() - started) / 1000);
+        if (round > 0) samples[variant].push(Math.round(rate));
+        ctx.log(`table definition: round ${round + 1}/${rounds}${round === 0 ? ' (warm-up)' : ''}: ${variant} ${Math.round(rate)} puts/s`);
+      }
+    }
+    const putsPerSecond = Object.fromEntries(TABLE_VARIANTS.map((variant) => [variant, spreadOf(samples[variant])])) as Record<TableVariant, Spread>;
+    const ratioVsBare = Object.fromEntries(TABLE_VARIANTS.map((variant) => [variant, Number((putsPerSecond[variant].median / putsPerSecond.bare.median).toFixed(3))])) as Record<TableVariant, number>;
+    return { putsPerRound, concurrency, rounds: rounds - 1, putsPerSecond, ratioVsBare };
+  } finally {
+    dynamodb.destroy();
+  }
+}
