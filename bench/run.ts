@@ -130,7 +130,7 @@ interface Results {
   };
   readonly intakeThroughput: IntakeThroughputResult;
   /** The floor's put on tables keyed as the ledger's: bare, stream only, indexes only, both (bench/table-definition.ts). */
-  readonly tableDefinition: TableDefinitionResult;
+  readonly tableDefinition?: TableDefinitionResult;
   readonly monitorHistory: MonitorHistoryResult;
   readonly monitorLoad: MonitorLoadResult;
   readonly coldStart: ColdStart;
@@ -277,6 +277,25 @@ const monitorLoadTargets = (load: MonitorLoadResult) => ({
 /** A row of min / median / max, rounded to `digits`. */
 const spreadRow = (label: string, spread: Spread, digits: number): (string | number)[] => [label, round(spread.min, digits), round(spread.median, digits), round(spread.max, digits)];
 
+/** The throughput block's table of what the ledger table's definition costs a put (absent from results written before it was measured). */
+function tableDefinitionText(measured: TableDefinitionResult, table: (header: readonly string[], rows: ReadonlyArray<readonly (string | number)[]>) => string): string[] {
+  return [
+    `What the ledger table's definition costs a write on DynamoDB Local (bench/table-definition.ts): the floor's conditional put of an item that enters no index, ${measured.putsPerRound.toLocaleString('en-US')} per round, ${measured.concurrency} at a time, ${measured.rounds} rotated rounds after a warm-up, on tables keyed as the ledger's.`,
+    '',
+    table(
+      ['table', 'puts/s min', 'median', 'max', 'median ÷ bare'],
+      (
+        [
+          ['bare (no stream, no index)', 'bare'],
+          ['the stream only', 'streamOnly'],
+          ['the six indexes only', 'indexesOnly'],
+          ["both: the ledger's definition", 'streamAndIndexes'],
+        ] as const
+      ).map(([name, variant]) => [name, measured.putsPerSecond[variant].min, measured.putsPerSecond[variant].median, measured.putsPerSecond[variant].max, measured.ratioVsBare[variant]]),
+    ),
+  ];
+}
+
 /** The tables of docs/performance.md, each between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`. */
 function tables(results: Results): Record<string, string> {
   const row = (cells: readonly (string | number)[]): string => `| ${cells.join(' | ')} |`;
@@ -383,20 +402,7 @@ function tables(results: Results): Record<string, string> {
           ] as const
         ).map(([name, cpu]) => [name, cpu.node.median, cpu.dynamodbLocal?.median ?? '–', cpu.both?.median ?? '–']),
       ),
-      '',
-      `What the ledger table's definition costs a write on DynamoDB Local (bench/table-definition.ts): the floor's conditional put of an item that enters no index, ${results.tableDefinition.putsPerRound.toLocaleString('en-US')} per round, ${results.tableDefinition.concurrency} at a time, ${results.tableDefinition.rounds} rotated rounds after a warm-up, on tables keyed as the ledger's.`,
-      '',
-      table(
-        ['table', 'puts/s min', 'median', 'max', 'median ÷ bare'],
-        (
-          [
-            ['bare (no stream, no index)', 'bare'],
-            ['the stream only', 'streamOnly'],
-            ['the six indexes only', 'indexesOnly'],
-            ["both: the ledger's definition", 'streamAndIndexes'],
-          ] as const
-        ).map(([name, variant]) => [name, results.tableDefinition.putsPerSecond[variant].min, results.tableDefinition.putsPerSecond[variant].median, results.tableDefinition.putsPerSecond[variant].max, results.tableDefinition.ratioVsBare[variant]]),
-      ),
+      ...(results.tableDefinition ? ['', ...tableDefinitionText(results.tableDefinition, table)] : []),
     ].join('\n'),
     monitor: [
       table(['finished runs in the table', 'due', 'read units per tick', 'write units', 'requests'], history),
