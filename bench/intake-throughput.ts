@@ -13,7 +13,7 @@ import { localHandlerEnvironment, type LocalEndpoints } from '../local/clients.j
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, itemSizeBytes } from '../shared/adapters/capacity-meter.js';
-import { KEY, stateItem } from '../shared/adapters/ledger-items.js';
+import { KEY, newWriteId, stateItem, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-items.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { accepted, submitted } from '../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
@@ -423,7 +423,7 @@ function recordSizes(): { ours: number; reference: number } {
   );
   const state = submitted(start, { kind: 'accepted', runId: 'r-o-000000-r0-00000-1', status: 'queued', requestId: randomUUID() }, DEFAULT_RETRY_POLICY, now);
   const marshalled = (item: Record<string, unknown>): number => itemSizeBytes(marshall(item, { removeUndefinedValues: true }));
-  return { ours: marshalled(stateItem(state, 90 * 86_400)), reference: marshalled(referenceRecordItem(state)) };
+  return { ours: marshalled({ ...stateItem(state, 90 * 86_400), [WRITE_ID_ATTRIBUTE]: newWriteId() }), reference: marshalled(referenceRecordItem(state)) };
 }
 
 // --- Throughput -------------------------------------------------------------------------------------------

@@ -108,7 +108,8 @@ export const TTL_ATTRIBUTE = 'expiresAt';
 /**
  * The state item's write id: random per state write (6 bytes, 8 characters: a few bytes of the hot
  * item's one write unit), so a write whose answer was lost, sent again by the SDK, is told from
- * another writer's — its condition admits the item it wrote itself (`statePut`). Never decoded.
+ * another writer's — its condition admits the item it wrote itself, at the version it wrote (`statePut`).
+ * The codec (`stateOf`) drops it: no state carries it into a later write.
  */
 export const WRITE_ID_ATTRIBUTE = 'w';
 export const newWriteId = (): string => randomBytes(6).toString('base64url');

@@ -207,10 +207,11 @@ export function statePut(tableName: string, from: DispatchState, next: DispatchS
   return {
     TableName: tableName,
     Item: { ...stateItem(next, retentionSeconds, inboxShards), [WRITE_ID_ATTRIBUTE]: w },
-    // AND binds before OR: (version AND phase) OR the write id.
+    // The write itself, still as it wrote it: its id and its version (a writer of an earlier release keeps
+    // an id it read, so the id alone could put this version back over that writer's newer one).
     ...(condition.create
-      ? { ConditionExpression: 'attribute_not_exists(pk) OR w = :w', ExpressionAttributeValues: { ':w': w }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }
-      : { ConditionExpression: 'version = :v AND phase = :p OR w = :w', ExpressionAttributeValues: { ':w': w, ':v': condition.version, ':p': condition.phase } }),
+      ? { ConditionExpression: 'attribute_not_exists(pk) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': next.version }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }
+      : { ConditionExpression: '(version = :v AND phase = :p) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': next.version, ':v': condition.version, ':p': condition.phase } }),
   };
 }
 
@@ -295,13 +296,18 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return this.options.tableName;
   }
 
+  /** One item by its key, or undefined; strongly consistent when `consistent`. */
+  protected async getItem(Key: Record<string, unknown>, consistent = false): Promise<Item | undefined> {
+    return (await this.db.send(new GetCommand({ TableName: this.table, Key, ConsistentRead: consistent }))).Item;
+  }
+
   async getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.message(dispatchId), ConsistentRead: true }));
+    const Item = await this.getItem(KEY.message(dispatchId), true);
     return Item ? messageOf(Item) : undefined;
   }
 
   async getState(dispatchId: string): Promise<DispatchState | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.state(dispatchId), ConsistentRead: true }));
+    const Item = await this.getItem(KEY.state(dispatchId), true);
     return Item ? stateOf(Item) : undefined;
   }
 
@@ -382,7 +388,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.evidenceCheck(dispatchId, attempt), ConsistentRead: true }));
+    const Item = await this.getItem(KEY.evidenceCheck(dispatchId, attempt), true);
     return Item ? checkOf(Item) : undefined;
   }
 
@@ -406,7 +412,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async peekState(dispatchId: string): Promise<DispatchState | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.state(dispatchId), ConsistentRead: false }));
+    const Item = await this.getItem(KEY.state(dispatchId));
     return Item ? stateOf(Item) : undefined;
   }
 
@@ -475,7 +481,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return (
       this.options.registry?.targets.get(name) ??
       (this.cachedTarget ??= ttlCache(this.options.targetCacheMs ?? 0, async (key: string) => {
-        const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.target(key) }));
+        const Item = await this.getItem(KEY.target(key));
         return Item ? targetOf(Item) : undefined;
       }))(name)
     );
@@ -490,7 +496,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   /** Targets that have or had a limit, each with how many slot shards it has had at most. */
   protected async limitedShardCounts(fresh = true): Promise<Map<string, number>> {
     if (!fresh && this.shardCountCache && this.shardCountCache.until > Date.now()) return this.shardCountCache.counts;
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.limitedTargets(), ConsistentRead: true }));
+    const Item = await this.getItem(KEY.limitedTargets(), true);
     const counts = new Map<string, number>();
     for (const [name, value] of Object.entries(Item ?? {})) {
       if (name.startsWith('shards:') && typeof value === 'number') counts.set(name.slice('shards:'.length), value);
@@ -616,12 +622,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   async getOriginSettings(origin: string): Promise<OriginSettings> {
     const deployed = this.options.registry?.origins?.get(origin);
     if (deployed) return deployed;
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.originSettings(origin) }));
+    const Item = await this.getItem(KEY.originSettings(origin));
     return originSettingsOf(Item ?? {});
   }
 
   async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.lambdaFailure(dispatchId, attempt), ConsistentRead: true }));
+    const Item = await this.getItem(KEY.lambdaFailure(dispatchId, attempt), true);
     return Item ? lambdaFailureOf(Item) : undefined;
   }
 
@@ -630,14 +636,14 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.resultBody(dispatchId, attempt, seq), ConsistentRead: true }));
+    const Item = await this.getItem(KEY.resultBody(dispatchId, attempt, seq), true);
     return Item ? resultBodyOf(Item) : undefined;
   }
 
   async resolve(principalId: string): Promise<Principal | undefined> {
     const deployed = this.options.registry?.principals.get(principalId);
     if (deployed) return deployed;
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.table, Key: KEY.principal(principalId) }));
+    const Item = await this.getItem(KEY.principal(principalId));
     return Item ? principalOf(Item) : undefined;
   }
 }

@@ -20,9 +20,11 @@ export const ClaimBody = /* @__PURE__ */ lazy(() => z.strictObject({
   waitSeconds: z.optional(z.int().check(z.minimum(0), z.maximum(20))),
   resultIds: z.optional(z.array(ResultId()).check(z.minLength(1), z.maxLength(50))),
 }));
-export const TokenBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)) }));
-export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), reason: z.optional(z.string().check(z.maxLength(500))) }));
-const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: z.string().check(z.minLength(1), z.maxLength(64)), leaseSeconds: z.int().check(z.minimum(5), z.maximum(900)) }));
+/** The claim token every settling request names (the one `claim` answered). */
+const claimToken = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(64)));
+export const TokenBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken() }));
+export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), reason: z.optional(z.string().check(z.maxLength(500))) }));
+const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: z.int().check(z.minimum(5), z.maximum(900)) }));
 
 const RESULT_STATES: readonly ResultState[] = ['pending', 'claimed', 'delivered', 'dropped'];
 

@@ -11,7 +11,7 @@ export const sha256Of = (bytes: Uint8Array): string => createHash('sha256').upda
 
 /**
  * The most of a check's record (files, hashes, invalid refs; as JSON bytes) the settled state carries:
- * one file with a ref of up to ~20 characters, so the hot item (its write id included) stays within one
+ * one file with a ref of 14 to 20 characters (by its size's digits), so the hot item (its write id included) stays within one
  * write unit for usual ids (test/unit/inline-check.test.ts measures it) and a completion that settles its
  * evidence is one state write. Past it the record is an item of its own. A state that outgrows the unit anyway (very long
  * ids) costs no more than the item would have: its settling write takes 2 units instead of 1 + 1.

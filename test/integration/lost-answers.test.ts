@@ -1,11 +1,12 @@
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { ConditionalCheckFailedException, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
+import { KEY } from '../../shared/adapters/ledger-items.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
-import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable, statePut } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { withDynamoDbFaults } from '../../shared/adapters/wiring.js';
 import { installFaults, type ProductFault } from '../../shared/faults.js';
@@ -161,6 +162,25 @@ describe('a state write retried after its answer was lost is its own writer\'s (
     expect((await table.getState(sent.dispatchId))?.phase).toBe('cancelled');
     // Exact, not lenient: another writer that read the version before still loses.
     expect((await store().commit(created, { ...changed, cancel: { ...changed.cancel, reason: 'another' } as DispatchState['cancel'] })).kind).toBe('conflict');
+  });
+
+  it('never puts a version back over a newer one written by an earlier release that kept the id it read (review finding)', async () => {
+    const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
+    const start = accepted(newDispatchFactory({ dispatchId: sent.dispatchId, origin: sent.origin, target: sent.target }), clock);
+    const created = waiting(start, 'not_before', clock);
+    expect((await table.commit(start, created)).kind).toBe('committed');
+    // A write applied, its answer still on the way back…
+    const ours = cancelledBeforeSubmission(created, { reason: 'not needed', by: 'origin' }, new Date(clock.getTime() + 1_000));
+    const request = statePut(tableName, created, ours, 86_400);
+    await documents.send(new PutCommand(request));
+    // …when a function of the release before (whose codec kept unknown attributes) writes the next version
+    // with the id it read.
+    const stored = (await documents.send(new GetCommand({ TableName: tableName, Key: KEY.state(sent.dispatchId), ConsistentRead: true }))).Item;
+    expect(stored?.w).toBe(request.Item.w);
+    await documents.send(new PutCommand({ TableName: tableName, Item: { ...stored, version: ours.version + 1 }, ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': ours.version } }));
+    // The retry of the first write must not put its version back.
+    await expect(documents.send(new PutCommand(request))).rejects.toBeInstanceOf(ConditionalCheckFailedException);
+    expect((await table.getState(sent.dispatchId))?.version).toBe(ours.version + 1);
   });
 
   it('answers an origin\'s cancel before submission "cancelled", not "already over" (409) by its own write', async () => {
