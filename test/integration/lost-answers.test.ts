@@ -104,21 +104,27 @@ describe('a conditional write retried after its answer was lost is its own write
     const record = { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' };
     // The first to record its state waits until the other delivery has answered: the other finds no state
     // to call it a duplicate by, so handing it back is its only right answer. (Were both to take the anchor
-    // for their own, both would wait here; after 2 s both go on, and the second answers duplicate.)
-    const settled = [false, false];
-    const holdingUntilTheOtherAnswers = (self: number) =>
+    // for their own, both would wait here: then both go on, and the second answers duplicate.)
+    const signal = () => {
+      let resolve = () => {};
+      const promise = new Promise<void>((done) => (resolve = done));
+      return { promise, resolve: () => resolve() };
+    };
+    const answered = [signal(), signal()] as const;
+    const bothWaiting = signal();
+    let waiting = 0;
+    const holdingUntilTheOtherAnswers = (self: 0 | 1) =>
       overriding<LedgerTable>(table, {
         commit: async (from, next, ended) => {
-          for (let waited = 0; !settled[1 - self] && waited < 2_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+          if ((waiting += 1) === 2) bothWaiting.resolve();
+          await Promise.race([answered[self === 0 ? 1 : 0].promise, bothWaiting.promise]);
           return table.commit(from, next, ended);
         },
       });
     // One clock for both, as two environments reading it in the same millisecond.
     const both = await Promise.allSettled(
-      [0, 1].map((self) =>
-        takeDispatchMessage(intakeDepsFactory({ store: holdingUntilTheOtherAnswers(self), blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), record).finally(() => {
-          settled[self] = true;
-        }),
+      ([0, 1] as const).map((self) =>
+        takeDispatchMessage(intakeDepsFactory({ store: holdingUntilTheOtherAnswers(self), blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), record).finally(() => answered[self].resolve()),
       ),
     );
     expect(both.flatMap((result) => (result.status === 'fulfilled' ? [result.value.outcome] : []))).toEqual(['submitted']);
