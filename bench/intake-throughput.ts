@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, GetItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { BatchGetCommand, DynamoDBDocumentClient, PutCommand, type BatchGetCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
@@ -19,7 +19,7 @@ import { accepted, submitted } from '../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
 import type { TargetRegistration } from '../shared/targets/port.js';
-import { createFloorTable, floorPipeline, floorStateKey } from './floor-pipeline.js';
+import { createFloorTable, floorPipeline, floorStateKey, type LedgerItemTemplates } from './floor-pipeline.js';
 import { primeTable } from './table-definition.js';
 import {
   createKeyTable,
@@ -46,8 +46,8 @@ import { spreadOf, type BenchContext, type LifecycleUsage, type Spread } from '.
  */
 
 const BATCH_SIZE = 10;
-/** A multiple of the four pipelines: each runs in each position of the rotation equally often. */
-const ROUNDS = 8;
+/** A multiple of the five pipelines: each runs in each position of the rotation equally often. */
+const ROUNDS = 10;
 const TARGET_NAME = 'bench-target';
 const ORIGIN = 'planner';
 /** Lambda memory the lifecycle's GB-seconds are computed for. */
@@ -59,10 +59,20 @@ const EVIDENCE_REF = 'out/report.md';
 
 // --- Results -----------------------------------------------------------------------------------------
 
-/** `floorLedgerTable`: the floor's requests on a table made as the ledger's (what its definition costs on DynamoDB Local). */
-type PipelineName = 'ours' | 'reference' | 'floor' | 'floorLedgerTable';
-const PIPELINES: readonly PipelineName[] = ['ours', 'reference', 'floor', 'floorLedgerTable'];
-const perPipelineOf = <T>(value: (name: PipelineName) => T): Record<PipelineName, T> => ({ ours: value('ours'), reference: value('reference'), floor: value('floor'), floorLedgerTable: value('floorLedgerTable') });
+/**
+ * `floorLedgerTable`: the floor's requests on a table made as the ledger's (what its definition costs on
+ * DynamoDB Local). `floorLedgerItems`: the floor writing copies of our own anchor and state items there
+ * (what the ledger's items cost, behind no logic: the fastest any intake writing them could go).
+ */
+type PipelineName = 'ours' | 'reference' | 'floor' | 'floorLedgerTable' | 'floorLedgerItems';
+const PIPELINES: readonly PipelineName[] = ['ours', 'reference', 'floor', 'floorLedgerTable', 'floorLedgerItems'];
+const perPipelineOf = <T>(value: (name: PipelineName) => T): Record<PipelineName, T> => ({
+  ours: value('ours'),
+  reference: value('reference'),
+  floor: value('floor'),
+  floorLedgerTable: value('floorLedgerTable'),
+  floorLedgerItems: value('floorLedgerItems'),
+});
 const perPipeline = <T>(value: () => T): Record<PipelineName, T> => perPipelineOf(() => value());
 
 export interface RoundResult {
@@ -74,12 +84,17 @@ export interface RoundResult {
   readonly referenceMessagesPerSecond: number;
   readonly floorMessagesPerSecond: number;
   readonly floorLedgerTableMessagesPerSecond: number;
+  readonly floorLedgerItemsMessagesPerSecond: number;
   /** ours ÷ reference in this round. */
   readonly ratioVsPowertools: number;
   /** ours ÷ floor in this round. */
   readonly ratioVsFloor: number;
   /** ours ÷ the floor on the ledger's table definition, in this round. */
   readonly ratioVsFloorLedgerTable: number;
+  /** ours ÷ the floor writing the ledger's items, in this round. */
+  readonly ratioVsFloorLedgerItems: number;
+  /** The floor writing the ledger's items ÷ the bare floor, in this round: the most any intake writing those items could reach. */
+  readonly ledgerItemsFloorRatioVsFloor: number;
 }
 
 export interface IntakeThroughputResult {
@@ -97,12 +112,20 @@ export interface IntakeThroughputResult {
   readonly referenceMessagesPerSecond: Spread;
   readonly floorMessagesPerSecond: Spread;
   readonly floorLedgerTableMessagesPerSecond: Spread;
+  readonly floorLedgerItemsMessagesPerSecond: Spread;
   /** ours ÷ reference, per interleaved round. */
   readonly ratioVsPowertools: Spread;
   /** ours ÷ floor, per interleaved round. */
   readonly ratioVsFloor: Spread;
   /** ours ÷ the floor on the ledger's table definition, per interleaved round (informative: the target is on the bare floor). */
   readonly ratioVsFloorLedgerTable: Spread;
+  /** ours ÷ the floor writing the ledger's own items, per interleaved round (informative). */
+  readonly ratioVsFloorLedgerItems: Spread;
+  /**
+   * The floor writing the ledger's own items ÷ the bare floor, per interleaved round: the ratio vs the
+   * bare floor that an intake with no logic at all, writing what the ledger writes, reaches on these engines.
+   */
+  readonly ledgerItemsFloorRatioVsFloor: Spread;
   /**
    * CPU per message over the measured rounds, in microseconds: this node process (the pipeline's code,
    * its SDK clients and the in-process target alike) and DynamoDB Local's java process (absent where
@@ -332,6 +355,24 @@ interface OursSetup {
 let oursSetup: Promise<OursSetup> | undefined;
 
 /**
+ * The anchor and the state item ours writes for one dispatch, read back raw: one message through the
+ * real handler, outside the measured rounds. `sampleDispatchId` is as long as the rounds' ids.
+ */
+async function ledgerItemTemplates(handler: SqsHandler, dynamodb: DynamoDBClient, tableName: string, sampleDispatchId: string): Promise<LedgerItemTemplates> {
+  const { failures } = await drive(handler, 'dispatch-ledger-intake', batchesOf([dispatchBody(sampleDispatchId)]));
+  if (failures > 0) throw new Error(`the sample message for the ledger's items failed (${failures})`);
+  const read = async (key: Record<string, string>): Promise<Record<string, AttributeValue>> => {
+    const { Item } = await dynamodb.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: key.pk as string }, sk: { S: key.sk as string } }, ConsistentRead: true }));
+    if (!Item) throw new Error(`no item ${key.pk} ${key.sk} after the sample message`);
+    return Item;
+  };
+  const [anchor, state] = await Promise.all([read(KEY.message(sampleDispatchId)), read(KEY.state(sampleDispatchId))]);
+  const sampleRunId = state.runId?.S;
+  if (sampleRunId === undefined || state.phase?.S !== 'submitted') throw new Error('the sample dispatch was not recorded submitted');
+  return { anchor, state, sampleDispatchId, sampleRunId };
+}
+
+/**
  * The real `functions/intake/handler.ts`, configured as in AWS through environment variables, before
  * its import (its dependencies are built at import, once per process: the first caller's table wins).
  */
@@ -442,15 +483,24 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
   const referenceDynamodb = clientsFor(ctx.endpoints).dynamodb;
   const floorDynamodb = clientsFor(ctx.endpoints, { cacheMiddleware: true }).dynamodb;
   const floorLedgerTable = ctx.uniqueName('intake-floor-ledger');
+  const floorItemsTable = ctx.uniqueName('intake-floor-items');
   try {
-    const [ours] = await Promise.all([oursHandler(ctx, dynamodb, s3), createReferenceTables(dynamodb, reference), createFloorTable(dynamodb, floorTable), ensureLedgerTable(dynamodb, floorLedgerTable)]);
+    const [ours] = await Promise.all([
+      oursHandler(ctx, dynamodb, s3),
+      createReferenceTables(dynamodb, reference),
+      createFloorTable(dynamodb, floorTable),
+      ensureLedgerTable(dynamodb, floorLedgerTable),
+      ensureLedgerTable(dynamodb, floorItemsTable),
+    ]);
     // Each stream table's first write right away, before any traffic: on DynamoDB Local a stream table
     // first written after other tables' traffic pays for those records on every write (table-definition.ts).
     // Ours' first write is its target registration.
     await Promise.all([
       new LedgerTable(DynamoDBDocumentClient.from(dynamodb), { tableName: ours.tableName, retentionSeconds: 90 * 86_400 }).putTarget(target.registration()),
       primeTable(dynamodb, floorLedgerTable),
+      primeTable(dynamodb, floorItemsTable),
     ]);
+    const items = await ledgerItemTemplates(ours.handler, dynamodb, ours.tableName, `s-${randomUUID().slice(0, 8)}-0-0000`);
     const ref = referencePipeline({
       dynamodb: referenceDynamodb,
       s3,
@@ -463,11 +513,13 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
     });
     const floor = floorPipeline({ dynamodb: floorDynamodb, tableName: floorTable, target: target.registration(), callbackUrl: 'http://127.0.0.1:9/', targetTimeoutMs: TARGET_TIMEOUT_MS });
     const floorOnLedger = floorPipeline({ dynamodb: floorDynamodb, tableName: floorLedgerTable, sortKey: true, target: target.registration(), callbackUrl: 'http://127.0.0.1:9/', targetTimeoutMs: TARGET_TIMEOUT_MS });
+    const floorWithItems = floorPipeline({ dynamodb: floorDynamodb, tableName: floorItemsTable, sortKey: true, items, target: target.registration(), callbackUrl: 'http://127.0.0.1:9/', targetTimeoutMs: TARGET_TIMEOUT_MS });
     const pipelines: Record<PipelineName, { handler: SqsHandler; functionName: string; prefix: string }> = {
       ours: { handler: ours.handler, functionName: 'dispatch-ledger-intake', prefix: `o-${randomUUID().slice(0, 8)}` },
       reference: { handler: ref.intake, functionName: 'reference-intake', prefix: `r-${randomUUID().slice(0, 8)}` },
       floor: { handler: floor.intake, functionName: 'floor-intake', prefix: `f-${randomUUID().slice(0, 8)}` },
       floorLedgerTable: { handler: floorOnLedger.intake, functionName: 'floor-ledger-intake', prefix: `fl-${randomUUID().slice(0, 8)}` },
+      floorLedgerItems: { handler: floorWithItems.intake, functionName: 'floor-items-intake', prefix: `fi-${randomUUID().slice(0, 8)}` },
     };
     /** Where each pipeline keeps its state record, and the key of a dispatch's. */
     const records: Record<PipelineName, { table: string; key: (dispatchId: string) => Record<string, string> }> = {
@@ -475,6 +527,7 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       reference: { table: reference.recordTable, key: referenceRecordKey },
       floor: { table: floorTable, key: (id) => floorStateKey(id) },
       floorLedgerTable: { table: floorLedgerTable, key: (id) => floorStateKey(id, true) },
+      floorLedgerItems: { table: floorItemsTable, key: KEY.state },
     };
 
     ctx.log(`intake throughput: warming DynamoDB Local for ${warmupSeconds} s`);
@@ -524,14 +577,17 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
         referenceMessagesPerSecond: Math.round(rates.reference),
         floorMessagesPerSecond: Math.round(rates.floor),
         floorLedgerTableMessagesPerSecond: Math.round(rates.floorLedgerTable),
+        floorLedgerItemsMessagesPerSecond: Math.round(rates.floorLedgerItems),
         ratioVsPowertools: Number((rates.ours / rates.reference).toFixed(3)),
         ratioVsFloor: Number((rates.ours / rates.floor).toFixed(3)),
         ratioVsFloorLedgerTable: Number((rates.ours / rates.floorLedgerTable).toFixed(3)),
+        ratioVsFloorLedgerItems: Number((rates.ours / rates.floorLedgerItems).toFixed(3)),
+        ledgerItemsFloorRatioVsFloor: Number((rates.floorLedgerItems / rates.floor).toFixed(3)),
       });
       const cpuOf = (name: PipelineName): string => `${cpu[name].node.at(-1)}+${cpu[name].dynamodbLocal.at(-1) ?? '?'} µs`;
       ctx.log(
-        `intake throughput: round ${round + 1}/${ROUNDS}: ours ${Math.round(rates.ours)}/s, reference ${Math.round(rates.reference)}/s, floor ${Math.round(rates.floor)}/s, floor on the ledger's table ${Math.round(rates.floorLedgerTable)}/s` +
-          ` (CPU per message, node + DynamoDB Local: ours ${cpuOf('ours')}, reference ${cpuOf('reference')}, floor ${cpuOf('floor')}, floor on the ledger's table ${cpuOf('floorLedgerTable')})`,
+        `intake throughput: round ${round + 1}/${ROUNDS}: ours ${Math.round(rates.ours)}/s, reference ${Math.round(rates.reference)}/s, floor ${Math.round(rates.floor)}/s, floor on the ledger's table ${Math.round(rates.floorLedgerTable)}/s, floor writing the ledger's items ${Math.round(rates.floorLedgerItems)}/s` +
+          ` (CPU per message, node + DynamoDB Local: ours ${cpuOf('ours')}, reference ${cpuOf('reference')}, floor ${cpuOf('floor')}, floor on the ledger's table ${cpuOf('floorLedgerTable')}, floor writing the ledger's items ${cpuOf('floorLedgerItems')})`,
       );
     }
 
@@ -553,9 +609,12 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       referenceMessagesPerSecond: spreadOf(rounds.map((round) => round.referenceMessagesPerSecond)),
       floorMessagesPerSecond: spreadOf(rounds.map((round) => round.floorMessagesPerSecond)),
       floorLedgerTableMessagesPerSecond: spreadOf(rounds.map((round) => round.floorLedgerTableMessagesPerSecond)),
+      floorLedgerItemsMessagesPerSecond: spreadOf(rounds.map((round) => round.floorLedgerItemsMessagesPerSecond)),
       ratioVsPowertools: spreadOf(rounds.map((round) => round.ratioVsPowertools)),
       ratioVsFloor: spreadOf(rounds.map((round) => round.ratioVsFloor)),
       ratioVsFloorLedgerTable: spreadOf(rounds.map((round) => round.ratioVsFloorLedgerTable)),
+      ratioVsFloorLedgerItems: spreadOf(rounds.map((round) => round.ratioVsFloorLedgerItems)),
+      ledgerItemsFloorRatioVsFloor: spreadOf(rounds.map((round) => round.ledgerItemsFloorRatioVsFloor)),
       cpuMicrosecondsPerMessage: perPipelineOf((name) => {
         const { node, dynamodbLocal } = cpu[name];
         const measured = dynamodbLocal.length === node.length;
@@ -566,12 +625,12 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
       recordBytes: sizes,
       duplicateInSameBatch,
       notes: [
-        `${total} messages per pipeline in ${ROUNDS} interleaved rounds of ${perRound} (the order of the four pipelines rotated each round), batches of ${BATCH_SIZE}.`,
+        `${total} messages per pipeline in ${ROUNDS} interleaved rounds of ${perRound} (the order of the five pipelines rotated each round), batches of ${BATCH_SIZE}.`,
         'Each handler invoked directly with in-memory SQS events, one invocation at a time (invocation concurrency 1, as in one execution environment); every handler processes the 10 records of a batch concurrently (Powertools BatchProcessor, parallel by default). No SQS receive/delete in the timed path, for any.',
         `Warm-up: ${warmupSeconds} s of small puts on DynamoDB Local at concurrency 8 (REFERENCES advises ~60 s; this is shorter${ctx.quick ? ', --quick' : ''}), then ${warmMessages} unmeasured messages through each pipeline.`,
         'Ours: the real functions/intake/handler.ts (env-configured, PRINCIPAL_MODE=open; the target registration cached for TARGET_CACHE_SECONDS): per message one conditional PutItem (accepted message, the anchor), the submission, one conditional PutItem (state item, with its index entries). test/integration/intake-round-trips.test.ts holds it to those three round trips.',
         'Reference: Powertools makeIdempotent (DynamoDBPersistenceLayer, key dispatchId, payload validation on the whole message) around the same submission and one plain PutItem of the same state (accepted() then submitted()): per message a conditional PutItem INPROGRESS, the submission, the record PutItem, an UpdateItem COMPLETED. Its target is fixed in its configuration (no lookup).',
-        'Floor: the same three round trips with no logic (bench/floor-pipeline.ts): a conditional PutItem of a small anchor item, the same submission, a PutItem of a small state item, on a table with no indexes. The same pipeline runs a fourth time on a table made as the ledger table (its key schema, six indexes, stream, TTL), its items entering no index: what that definition alone costs on DynamoDB Local.',
+        'Floor: the same three round trips with no logic (bench/floor-pipeline.ts): a conditional PutItem of a small anchor item, the same submission, a PutItem of a small state item, on a table with no indexes. The same pipeline runs a fourth time on a table made as the ledger table (its key schema, six indexes, stream, TTL), its items entering no index: what that definition alone costs on DynamoDB Local. And a fifth time on another such table writing copies of the anchor and state item ours wrote for one dispatch (ids swapped, index entries and all): the ledger\'s items with no logic, the fastest any intake writing them could go here. Every ledger-definition table takes its first write as soon as it is made (bench/table-definition.ts says why).',
         `Record sizes (billed bytes): ours' state item ${sizes.ours} B (plus its anchor item), the reference's record ${sizes.reference} B (nulls kept as NULL attributes).`,
         'Checked after every round: each dispatchId submitted exactly once at the target, one submitted record per dispatch, 0 batch item failures.',
         `Duplicate inside one batch (outside the rounds): ours ${duplicateInSameBatch.ours.failuresFirstDelivery} failure(s) on first delivery, ${duplicateInSameBatch.ours.failuresOnRedelivery} on redelivery; reference ${duplicateInSameBatch.reference.failuresFirstDelivery} and ${duplicateInSameBatch.reference.failuresOnRedelivery}.`,
