@@ -1,5 +1,6 @@
 import { setTimeout as pause } from 'node:timers/promises';
-import type { Log, RunEvent } from './model.js';
+import { timerDelayMs } from './heartbeat.js';
+import { clipForMessage, type Log, type RunEvent } from './model.js';
 import { errorCodeOf } from './parse.js';
 import type { Signer } from './signer.js';
 
@@ -194,7 +195,7 @@ export class CallbackClient {
           this.#log({ level: 'warn', msg: 'callback_refused', ...context, url: request.url, status, code, body: text.slice(0, PREVIEW_CHARS), tries });
           return { kind: 'refused', status, code, text, tries };
         }
-        last = `HTTP ${status}${code ? ` ${code}` : ''}`;
+        last = `HTTP ${status}${code ? ` ${clipForMessage(code)}` : ''}`;
         this.#log({ level: 'debug', msg: 'callback_retry', ...context, status, code, tries });
       } else {
         if (this.#stop.aborted) return this.#stopped(context, tries);
@@ -207,7 +208,7 @@ export class CallbackClient {
         return { kind: 'gave_up', last, tries };
       }
       try {
-        await this.#sleep(wait, this.#stop);
+        await this.#sleep(timerDelayMs(wait), this.#stop);
       } catch {
         return this.#stopped(context, tries);
       }
@@ -241,7 +242,7 @@ export class CallbackClient {
         method: request.method,
         headers: sent,
         ...(request.body === undefined ? {} : { body: request.body }),
-        signal: AbortSignal.any([this.#stop, AbortSignal.timeout(this.#policy.tryTimeoutMs)]),
+        signal: AbortSignal.any([this.#stop, AbortSignal.timeout(timerDelayMs(this.#policy.tryTimeoutMs))]),
       });
       return { kind: 'answered', ...answer };
     } catch (error) {

@@ -19,10 +19,29 @@ export interface Clock {
   setTimer(ms: number, fire: () => void): Timer;
 }
 
+/**
+ * The longest delay Node's timers take: 2^31-1 ms (about 24.8 days). A longer one is not refused but
+ * fires after 1 ms (TimeoutOverflowWarning), which would turn a long wait into a busy loop.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A delay any kit timer can be given: `ms` clamped into 0..{@link MAX_TIMER_MS} (NaN reads as 0). Every
+ * timer the kit sets goes through it, whatever the window it was computed from.
+ *
+ * @example
+ * timerDelayMs(120_000)        // 120000
+ * timerDelayMs(10_737_419_000) // 2147483647
+ */
+export function timerDelayMs(ms: number): number {
+  if (!(ms > 0)) return 0;
+  return Math.min(ms, MAX_TIMER_MS);
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimer(ms, fire) {
-    const handle = setTimeout(fire, ms);
+    const handle = setTimeout(fire, timerDelayMs(ms));
     // A pending trailing heartbeat must not keep a process alive on its own.
     handle.unref();
     return { cancel: () => clearTimeout(handle) };
@@ -36,14 +55,16 @@ export type HeartbeatDecision = 'sent' | 'deferred' | 'coalesced' | 'stopped';
 export const DEFAULT_STALL_AFTER_SECONDS = 600;
 
 /**
- * One fifth of the stall window, in milliseconds: the most often a heartbeat is worth sending.
+ * One fifth of the stall window, in milliseconds: the most often a heartbeat is worth sending. Never
+ * more than {@link MAX_TIMER_MS}: a submission's window is at most 30 days (a fifth of it fits), but a
+ * `stallHintSeconds` option is not bounded.
  *
  * @example
  * heartbeatIntervalMs(600) // 120000
  * heartbeatIntervalMs(2)   // 400
  */
 export function heartbeatIntervalMs(stallAfterSeconds: number): number {
-  return Math.max(1, Math.floor((stallAfterSeconds * 1000) / 5));
+  return Math.max(1, timerDelayMs(Math.floor((stallAfterSeconds * 1000) / 5)));
 }
 
 export class HeartbeatCoalescer {
@@ -73,7 +94,7 @@ export class HeartbeatCoalescer {
       return 'sent';
     }
     if (this.#trailing) return 'coalesced';
-    this.#trailing = this.#clock.setTimer(this.#lastAt + this.#intervalMs - now, () => {
+    this.#trailing = this.#clock.setTimer(timerDelayMs(this.#lastAt + this.#intervalMs - now), () => {
       this.#trailing = undefined;
       if (!this.#stopped) this.#fire(this.#clock.now());
     });

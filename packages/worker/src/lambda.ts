@@ -8,6 +8,7 @@ import {
   RunEndedError,
   UnsafeRefError,
   claimedEvidence,
+  clipForMessage,
   isFinal,
   type Decision,
   type FinalStatus,
@@ -365,7 +366,7 @@ class Invocation {
         this.#hold(upload);
         const outcome = await upload.finally(() => this.#uploads.delete(upload));
         if (outcome.kind !== 'delivered') {
-          throw new CallbackError(`uploading ${ref}: ${outcome.kind}${outcome.kind === 'refused' ? ` (HTTP ${outcome.status})` : ''}`, {
+          throw new CallbackError(`uploading ${clipForMessage(ref)}: ${outcome.kind}${outcome.kind === 'refused' ? ` (HTTP ${outcome.status})` : ''}`, {
             kind: outcome.kind === 'refused' ? 'refused' : outcome.kind === 'stopped' ? 'stopped' : 'gave_up',
             ...(outcome.kind === 'refused' ? { status: outcome.status } : {}),
           });

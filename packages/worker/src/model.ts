@@ -180,13 +180,33 @@ export type Log = (line: LogLine) => void;
 
 // --- Errors a run's code (or its caller) may see ------------------------------------------------------
 
+/** The most of one untrusted value an error message quotes, in UTF-16 units. */
+export const MAX_QUOTED_CHARS = 128;
+
+/**
+ * Untrusted text (a path segment, a runId, a ref, a code the ledger answered) as an error message
+ * quotes it: as given when short, else its first {@link MAX_QUOTED_CHARS} characters (a surrogate pair
+ * at the cut dropped whole), an ellipsis and its length, so every error text stays within the
+ * contract's 1 KB whatever was sent.
+ *
+ * @example
+ * clipForMessage('d-1:1')          // 'd-1:1'
+ * clipForMessage('a'.repeat(5000)) // 'aaa…a… (5000 chars)', 128 a's
+ */
+export function clipForMessage(text: string, max = MAX_QUOTED_CHARS): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  const end = last >= 0xd800 && last <= 0xdbff ? max - 1 : max;
+  return `${text.slice(0, end)}… (${text.length} chars)`;
+}
+
 /** `ctx.putEvidence` was given a ref CONTRACT §6 refuses; nothing was sent. */
 export class UnsafeRefError extends Error {
   override readonly name = 'UnsafeRefError';
   readonly ref: unknown;
   readonly problem: string;
   constructor(ref: unknown, problem: string, options?: { cause?: unknown }) {
-    super(`unsafe evidence ref ${JSON.stringify(String(ref).slice(0, 80))}: ${problem}`, options);
+    super(`unsafe evidence ref ${JSON.stringify(clipForMessage(String(ref)))}: ${problem}`, options);
     this.ref = ref;
     this.problem = problem;
   }
@@ -198,7 +218,7 @@ export class EvidenceTooLargeError extends Error {
   readonly ref: string;
   readonly bytes: number;
   constructor(ref: string, bytes: number, limit: number, options?: { cause?: unknown }) {
-    super(`evidence ${ref} is ${bytes} bytes; the ledger takes at most ${limit}`, options);
+    super(`evidence ${clipForMessage(ref)} is ${bytes} bytes; the ledger takes at most ${limit}`, options);
     this.ref = ref;
     this.bytes = bytes;
   }
@@ -223,7 +243,7 @@ export class RunEndedError extends Error {
   override readonly name = 'RunEndedError';
   readonly runId: string;
   constructor(runId: string, why: 'ended' | 'worker_closed', options?: { cause?: unknown }) {
-    super(why === 'ended' ? `run ${runId} has ended` : `the worker closed while run ${runId} was running`, options);
+    super(why === 'ended' ? `run ${clipForMessage(runId)} has ended` : `the worker closed while run ${clipForMessage(runId)} was running`, options);
     this.runId = runId;
   }
 }

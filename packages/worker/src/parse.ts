@@ -9,6 +9,14 @@ export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok
 
 const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const MAX_EXPECTED = 32;
+/**
+ * The longest any of a submission's `timeouts` may be: 30 days, in seconds. The ledger refuses a
+ * dispatch message over this (`MAX_SECONDS` in shared/dispatch/message.ts, the same bound); the kit
+ * cannot import it (the kit depends on nothing of the ledger), so test/unit/worker-bounds.test.ts
+ * checks the two stay equal.
+ */
+export const MAX_TIMEOUT_SECONDS = 30 * 24 * 3600;
+const TIMEOUT_FIELDS = ['stallAfterSeconds', 'approvalWaitSeconds', 'deliveryGraceSeconds'] as const;
 /** W3C trace context version 00, as the ledger forwards it: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`. */
 const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 
@@ -42,6 +50,10 @@ export function parseSubmission(body: unknown): Parsed<Submission> {
     refs = expectedEvidence.filter((ref): ref is string => typeof ref === 'string');
   }
   if (typeof callbackUrl !== 'string' || !isHttpUrl(callbackUrl)) return fail('callbackUrl: an http(s) URL');
+  // Over the ledger's bound is refused, not left out: the ledger never sends one, and a timer derived from
+  // it could exceed what Node's timers take.
+  const overlong = isPlainObject(timeouts) ? TIMEOUT_FIELDS.find((field) => exceeds(timeouts[field], MAX_TIMEOUT_SECONDS)) : undefined;
+  if (overlong !== undefined) return fail(`timeouts.${overlong}: at most ${MAX_TIMEOUT_SECONDS} seconds (30 days)`);
   return {
     ok: true,
     value: {
@@ -68,7 +80,10 @@ export function traceparentOf(value: unknown): string | undefined {
   return typeof value === 'string' && TRACEPARENT.test(value) ? value : undefined;
 }
 
-/** The clocks the kit can use; anything that is not a whole number of seconds >= 1 is left out. */
+/**
+ * The clocks the kit can use; anything that is not a whole number of seconds >= 1 is left out (one over
+ * {@link MAX_TIMEOUT_SECONDS} has already been refused).
+ */
 function timeoutsOf(value: unknown): Timeouts {
   if (!isPlainObject(value)) return {};
   const seconds = (field: unknown): number | undefined => (typeof field === 'number' && Number.isSafeInteger(field) && field >= 1 ? field : undefined);
@@ -80,6 +95,10 @@ function timeoutsOf(value: unknown): Timeouts {
     ...(approvalWaitSeconds !== undefined && { approvalWaitSeconds }),
     ...(deliveryGraceSeconds !== undefined && { deliveryGraceSeconds }),
   };
+}
+
+function exceeds(value: unknown, max: number): boolean {
+  return typeof value === 'number' && value > max;
 }
 
 function isHttpUrl(text: string): boolean {

@@ -8,6 +8,7 @@ import {
   RunEndedError,
   UnsafeRefError,
   canMove,
+  clipForMessage,
   finalEventOf,
   isFinal,
   runIdFor,
@@ -228,12 +229,12 @@ export class RunEngine {
     const parsed = parseDecision(body);
     const live = this.#live.get(runId);
     const record = live?.record ?? (await this.#store.get(runId));
-    if (!record) return refused(404, 'run_not_found', `no run ${runId}`);
+    if (!record) return refused(404, 'run_not_found', `no run ${clipForMessage(runId)}`);
     if (!parsed.ok) return refused(400, 'invalid_decision', parsed.problem);
     const { approvalId, decision } = parsed.value;
     if (record.decision?.approvalId === approvalId && record.decision.decision === decision) return { kind: 'decided', approvalId, decision };
     if (!live || record.pendingApproval?.approvalId !== approvalId || !live.approval || live.approval.approvalId !== approvalId) {
-      return refused(409, 'approval_not_pending', `approval ${approvalId} is not pending on run ${runId}`);
+      return refused(409, 'approval_not_pending', `approval ${clipForMessage(approvalId)} is not pending on run ${clipForMessage(runId)}`);
     }
     const waiter = live.approval;
     delete live.approval;
@@ -257,7 +258,7 @@ export class RunEngine {
     const live = this.#live.get(runId);
     if (!live) {
       const stored = await this.#store.get(runId);
-      if (!stored) return refused(404, 'run_not_found', `no run ${runId}`);
+      if (!stored) return refused(404, 'run_not_found', `no run ${clipForMessage(runId)}`);
       return { kind: 'cancel_requested', run: { runId, status: stored.status } };
     }
     if (!isFinal(live.record.status) && live.record.cancelRequestedAt === undefined) {
@@ -485,7 +486,7 @@ export class RunEngine {
         live.uploads.add(upload);
         this.#hold(upload);
         const outcome = await upload.finally(() => live.uploads.delete(upload));
-        if (outcome.kind !== 'delivered') throw callbackError(`uploading ${ref}`, outcome, record.runId);
+        if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, record.runId);
         if (!live.record.evidence.includes(ref)) this.#persist(live, { evidence: [...live.record.evidence, ref] });
       },
       requestApproval: async (note) => {
@@ -597,7 +598,7 @@ function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' | 'refus
 function callbackError(what: string, outcome: Exclude<CallbackOutcome, { kind: 'delivered' }>, runId?: string): Error {
   switch (outcome.kind) {
     case 'refused':
-      return new CallbackError(`${what}: the ledger refused it (HTTP ${outcome.status}${outcome.code ? ` ${outcome.code}` : ''})`, {
+      return new CallbackError(`${what}: the ledger refused it (HTTP ${outcome.status}${outcome.code ? ` ${clipForMessage(outcome.code)}` : ''})`, {
         kind: 'refused',
         status: outcome.status,
         ...(outcome.code === undefined ? {} : { code: outcome.code }),

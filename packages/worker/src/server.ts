@@ -4,12 +4,12 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { CallbackClient, type RetryPolicy, type Transport } from './callbacks.js';
 import type { Clock } from './heartbeat.js';
-import type { Log, LogLine } from './model.js';
 import { RunEngine, type RunFunction } from './runs.js';
 import type { Signer } from './signer.js';
 import { fileStore, type RunStore } from './store.js';
 import { createLambdaHandler, type LambdaHandler } from './lambda.js';
 import { dynamoRunStore, type LambdaRunStore } from './lambda-store.js';
+import { clipForMessage, type Log, type LogLine } from './model.js';
 
 /**
  * `createWorker()`: the CONTRACT §8 target protocol served from a node HTTP server — a thin adapter
@@ -212,7 +212,7 @@ async function handle(engine: RunEngine, req: IncomingMessage, res: ServerRespon
     if (method !== 'GET') return methodNotAllowed(req, res, 'GET');
     const runId = decodeSegment(run[1]);
     const view = await engine.lookup(runId);
-    if (!view) return sendError(res, 404, 'run_not_found', `no run ${runId}`);
+    if (!view) return sendError(res, 404, 'run_not_found', `no run ${clipForMessage(runId)}`);
     return sendJson(res, 200, view);
   }
 
@@ -222,7 +222,7 @@ async function handle(engine: RunEngine, req: IncomingMessage, res: ServerRespon
   }
 
   req.resume();
-  sendError(res, 404, 'not_found', `no route for ${method} ${pathname}`);
+  sendError(res, 404, 'not_found', `no route for ${clipForMessage(method)} ${clipForMessage(pathname)}`);
 }
 
 type BodyOutcome = { readonly kind: 'json'; readonly value: unknown } | { readonly kind: 'too_large' } | { readonly kind: 'malformed'; readonly message: string };
@@ -252,7 +252,7 @@ function readJsonBody(req: IncomingMessage): Promise<BodyOutcome> {
 
 function sendBodyError(res: ServerResponse, body: Exclude<BodyOutcome, { kind: 'json' }>): void {
   if (body.kind === 'too_large') return sendError(res, 413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`);
-  sendError(res, 400, 'malformed_json', `the body is not JSON: ${body.message}`);
+  sendError(res, 400, 'malformed_json', `the body is not JSON: ${clipForMessage(body.message)}`);
 }
 
 function methodNotAllowed(req: IncomingMessage, res: ServerResponse, allow: string): void {

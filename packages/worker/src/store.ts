@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, link, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isPlainObject } from './parse.js';
-import { RUN_STATUSES, type RunRecord, type RunStatus } from './model.js';
+import { RUN_STATUSES, clipForMessage, type RunRecord, type RunStatus } from './model.js';
 
 /**
  * Where the kit keeps run state (CONTRACT §12: "a pluggable store; a file store for local workers").
@@ -139,7 +139,7 @@ export function fileStore(options: FileStoreOptions): RunStore {
     const found = await read(pathOf(runId), fileNameFor(runId));
     if (found.kind === 'missing') return undefined;
     if (found.kind === 'unreadable') throw new StoreReadError(found.reason);
-    if (found.record.runId !== runId) throw new StoreReadError(`${fileNameFor(runId)} holds run ${found.record.runId}`);
+    if (found.record.runId !== runId) throw new StoreReadError(`${fileNameFor(runId)} holds run ${clipForMessage(found.record.runId)}`);
     return found.record;
   }
 
