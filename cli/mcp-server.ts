@@ -6,7 +6,8 @@ import { CancelBody } from '../shared/api/flow-routes.js';
 import { ClaimBody, ReleaseBody, ResultId, TokenBody } from '../shared/api/inbox-routes.js';
 import { RedispatchBody } from '../shared/api/lifecycle-routes.js';
 import { HistoryQuery } from '../shared/api/routes.js';
-import { DispatchMessageSchema, readDispatchMessage } from '../shared/dispatch/message.js';
+import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
+import { nestsDeeperThan } from '../shared/json-depth.js';
 import { OperatorReceiptBody } from '../shared/dispatch/receipts.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
 import type { ApiAnswer, LedgerClient } from './client.js';
@@ -198,6 +199,8 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
         if (input.origin !== undefined && input.origin !== origin) {
           return toolError('invalid', `this server speaks for origin "${origin}", not "${input.origin}": leave origin out, or run ledger mcp --origin ${input.origin}`);
         }
+        // Checked before JSON.stringify, which overflows the stack on a deep enough task (it was reported as ledger_unreachable).
+        if (nestsDeeperThan(input.task, MAX_TASK_DEPTH)) return toolError('invalid', `the task nests deeper than ${MAX_TASK_DEPTH} levels (too_deep)`);
         const body = JSON.stringify({ ...input, dispatchId: input.dispatchId ?? makeId(), origin });
         if (Buffer.byteLength(body, 'utf8') > MAX_MESSAGE_BYTES) return toolError('too_large', `the dispatch message is over ${MAX_MESSAGE_BYTES} bytes, the queue's maximum`);
         // The intake's own reader: what it would block (too deep, a __proto__ key…) is refused here, unsent.

@@ -1,5 +1,4 @@
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { InvalidCursorError } from '../../shared/adapters/ledger-feeds.js';
 import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route } from '../../shared/api/routes.js';
 import { apiDeps, logger } from './deps.js';
@@ -24,7 +23,6 @@ export const handler = async (event: APIGatewayProxyEventV2WithIAMAuthorizer): P
     });
   } catch (error) {
     if (error instanceof ApiError) return errorResponse(error);
-    if (error instanceof InvalidCursorError) return errorResponse(new ApiError('malformed', error.message));
     logger.error('request failed', { method, path: event.rawPath, error: error instanceof Error ? error.message : String(error) });
     return errorResponse(new ApiError('internal', 'internal error'));
   }

@@ -1,9 +1,9 @@
-import { BatchGetCommand, QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
 import { countsOf, isBucket, type Counts } from '../dispatch/counts.js';
 import { isFiltered, matchesFilter, type DispatchFilter } from '../dispatch/dispatch-filter.js';
 import type { DispatchState, ResultRecord } from '../dispatch/state.js';
-import type { LedgerFeeds, Page, Rejection } from '../ledger/port.js';
+import { InvalidCursorError, type LedgerFeeds, type Page, type Rejection } from '../ledger/port.js';
 import {
   COUNT_KEYS,
   dispatchIdOfKey,
@@ -22,6 +22,7 @@ import {
   stateOf,
   type Item,
 } from './ledger-items.js';
+import { batchReadAll } from './batch-read.js';
 
 /**
  * The ledger table's lists (CONTRACT §2: an origin's history, rejections, attention; v2: every
@@ -57,13 +58,7 @@ function decodeCursor<T>(cursor: string | undefined, check: (value: unknown) => 
   return value;
 }
 
-/** A pagination cursor that this table did not hand out. */
-export class InvalidCursorError extends Error {
-  override readonly name = 'InvalidCursorError';
-  constructor() {
-    super('the cursor is not one this API returned');
-  }
-}
+export { InvalidCursorError };
 
 /** Rounds of index pages one page of a list reads at most while filters skip entries. */
 const MAX_ROUNDS = 10;
@@ -81,7 +76,8 @@ interface MergedList<T> {
   readonly sortAttribute: string;
   /**
    * In list order; `name` is what a cursor names: the group's unsharded key (`O#{origin}`, `attention#{kind}`,
-   * `rejections#{month}`), so a cursor of one list is refused by another.
+   * `rejections#{month}`), or a name of its own for a list read over the same partitions in the other
+   * order (an origin's results, oldest first), so a cursor of one list is refused by another.
    */
   readonly groups: ReadonlyArray<{ readonly name: string; readonly partitions: readonly string[] }>;
   /** Oldest first (ascending sort key) rather than newest first. */
@@ -102,7 +98,7 @@ interface ListCursor {
   readonly after?: string;
 }
 
-/** Months from `from` back/** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
+/** Months from `from` back `count` months, newest first (`2026-12`, `2026-11`, …). */
 function monthsBack(from: Date, count: number): string[] {
   const months: string[] = [];
   const cursor = new Date(Date.UTC(from.getUTCFullYear(), from.getUTCMonth(), 1));
@@ -189,7 +185,17 @@ export class LedgerFeedsTable implements LedgerFeeds {
   /** An origin's history (the `byOrigin` index, its shards merged), newest first or oldest first, filtered. */
   private readHistory(origin: string, options: { limit: number; cursor?: string | undefined }, oldestFirst: boolean, keep: ((state: DispatchState) => boolean) | undefined): Promise<Page<DispatchState>> {
     return this.readList(
-      { index: INDEX.byOrigin, partitionAttribute: 'originKey', sortAttribute: 'createdKey', groups: [{ name: originListOf(origin), partitions: originPartitionsOf(origin) }], oldestFirst, isPosition: isRecentPosition, load: this.statesOf(keep), filtered: keep !== undefined },
+      {
+        index: INDEX.byOrigin,
+        partitionAttribute: 'originKey',
+        sortAttribute: 'createdKey',
+        // The history's cursor read oldest first would resume at the wrong end, skipping entries unseen: its own name.
+        groups: [{ name: oldestFirst ? `oldest-first ${originListOf(origin)}` : originListOf(origin), partitions: originPartitionsOf(origin) }],
+        oldestFirst,
+        isPosition: isRecentPosition,
+        load: this.statesOf(keep),
+        filtered: keep !== undefined,
+      },
       options,
     );
   }
@@ -308,21 +314,8 @@ export class LedgerFeedsTable implements LedgerFeeds {
     });
   }
 
-  /**
-   * The items of up to 100 keys, in no order (strongly consistent batch read). Keys DynamoDB leaves
-   * unprocessed (throttling, 16 MB) are read again after 50, 100, 200, 400, 800 ms; still unprocessed
-   * after that, the request fails (a 5xx the caller retries) rather than answer with entries missing.
-   */
-  private async batchGet(wanted: ReadonlyArray<{ readonly pk: string; readonly sk: string }>): Promise<Item[]> {
-    const items: Item[] = [];
-    let keys: Array<Record<string, string>> = wanted.map((key) => ({ ...key }));
-    for (let round = 0; keys.length > 0; round += 1) {
-      if (round === 6) throw new Error(`${keys.length} of ${wanted.length} items stayed unprocessed after ${round} BatchGetItem rounds`);
-      if (round > 0) await (this.options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))))(25 * 2 ** round);
-      const result = await this.db.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } }));
-      items.push(...(result.Responses?.[this.table] ?? []));
-      keys = (result.UnprocessedKeys?.[this.table]?.Keys ?? []) as Array<Record<string, string>>;
-    }
-    return items;
+  /** The items of up to 100 keys, in no order: `batchReadAll`, with this table's waits between rounds. */
+  private batchGet(wanted: ReadonlyArray<{ readonly pk: string; readonly sk: string }>): Promise<Item[]> {
+    return batchReadAll(this.db, this.table, wanted, this.options.sleep);
   }
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
-import { waitSortKey, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
+import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, MAX_PRIORITY, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
+import type { SlotShard, WaitingEntry } from '../dispatch/slots.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type PastAttempt, type Rejection } from '../ledger/port.js';
@@ -265,11 +265,23 @@ export function waitKeyOf(target: string, dispatchId: string): string {
   const shard = shardOf(dispatchId, WAIT_SHARD_BYTE, WAIT_SHARDS);
   return `W#${target}#${pad(shard, 2)}`;
 }
+/**
+ * The wait index's sort key: highest priority first (its band `{9 − priority}#`), then by origin (so
+ * the next origin after the last one admitted is one query away: `compareOrigins` is this order), then
+ * oldest first within the origin.
+ */
+export const waitSortKey = (priority: number, origin: string, createdAt: string, tieBreak: string): string => `${waitBandOf(priority)}${origin}#${createdAt}#${tieBreak}`;
+const waitBandOf = (priority: number): string => `${MAX_PRIORITY - priority}#`;
+/** The wait index's sort-key ranges `nextWaiting` reads: a priority band's entries after `origin`'s, and `origin`'s own. */
+export const WAIT_RANGE = {
+  afterOrigin: (priority: number, origin: string) => ({ from: `${waitBandOf(priority)}${origin}#~`, to: `${waitBandOf(priority)}~` }),
+  ofOrigin: (priority: number, origin: string) => ({ prefix: `${waitBandOf(priority)}${origin}#` }),
+} as const;
 /** A wait index entry's dispatch, origin, priority and age, read back from its keys (KEYS_ONLY). */
 export function waitingEntryOf(pk: string, waitAt: string): WaitingEntry | undefined {
   const match = /^(\d)#([a-z0-9-]{1,64})#([^#]+)#[^#]+$/.exec(waitAt);
   if (!match || !pk.startsWith(DISPATCH)) return undefined;
-  return { dispatchId: dispatchIdOfKey(pk), priority: 9 - Number(match[1]), origin: match[2] as string, createdAt: match[3] as string };
+  return { dispatchId: dispatchIdOfKey(pk), priority: MAX_PRIORITY - Number(match[1]), origin: match[2] as string, createdAt: match[3] as string };
 }
 export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS }, (_, shard) => `due#${pad(shard, 2)}`);
 
@@ -674,6 +686,17 @@ export function writtenAttestationOf(item: Item): { readonly key: string; readon
 function writtenRecordOf(item: Item): Item {
   const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = item;
   return { ...rest, evidenceRef: rest.evidenceRef ?? null };
+}
+
+/** A rejection as stored: its own item, in the month's rejection feed (sharded), ordered by when and which message. */
+export function rejectionItem(rejection: Rejection, retentionSeconds: number): Item {
+  return {
+    ...KEY.rejection(rejection.messageId),
+    ...rejection,
+    feedKey: feedShardOf(FEED.rejections(monthKey(new Date(rejection.at))), rejection.messageId),
+    feedAt: `${rejection.at}#${rejection.messageId}`,
+    [TTL_ATTRIBUTE]: expiryOf(rejection.at, retentionSeconds),
+  };
 }
 
 export function rejectionOf(item: Item): Rejection {

@@ -1,7 +1,6 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
-  BatchGetCommand,
   GetCommand,
   PutCommand,
   QueryCommand,
@@ -24,6 +23,7 @@ import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
 import { ttlCache } from '../ttl-cache.js';
+import { batchReadAll } from './batch-read.js';
 import {
   ANCHOR_RETENTION_FACTOR,
   checkOf,
@@ -39,12 +39,9 @@ import {
   dispatchIdOfKey,
   DUE_SHARD_KEYS,
   expiryOf,
-  FEED,
-  feedShardOf,
   INDEX,
   KEY,
   messageItem,
-  monthKey,
   messageOf,
   lambdaFailureOf,
   originSettingsOf,
@@ -54,9 +51,11 @@ import {
   writtenAttestationOf,
   pastAttemptItem,
   pastAttemptOf,
+  rejectionItem,
   rejectionOf,
   slotShardOf,
   stateItem,
+  WAIT_RANGE,
   waitingEntryOf,
   waitKeysOf,
   stateOf,
@@ -278,6 +277,8 @@ export interface LedgerTableOptions {
   readonly targetCacheMs?: number;
   /** Partitions of each origin's inbox (CONTRACT §10; ~500 results/s each). Only ever raise it. @default 1 */
   readonly inboxShards?: number;
+  /** Waits between BatchGetItem rounds (tests pass one that does not). */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
 
 /** The DynamoDB implementation of the ledger's store, principal registry included. */
@@ -558,13 +559,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     if (count === 0) return [];
     const keys = Array.from({ length: count }, (_, shard) => KEY.slotShard(target, shard));
     const found = new Map<string, Item>();
-    let pending: Record<string, unknown>[] = keys;
-    for (let round = 0; pending.length > 0 && round < 5; round += 1) {
-      const page = await this.db.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: pending, ConsistentRead: true } } }));
-      for (const item of page.Responses?.[this.table] ?? []) found.set(String(item.pk), item);
-      pending = (page.UnprocessedKeys?.[this.table]?.Keys ?? []) as Record<string, unknown>[];
-    }
-    if (pending.length > 0) throw new Error(`slot shards of ${target} could not all be read`);
+    for (const item of await batchReadAll(this.db, this.table, keys, this.options.sleep)) found.set(String(item.pk), item);
     return keys.map((key, shard) => slotShardOf(shard, found.get(key.pk)));
   }
 
@@ -594,14 +589,13 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     const heads = (await Promise.all(keys.map((key) => this.waitPage(key, {}, exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
     if (heads.length === 0) return undefined;
     const priority = Math.max(...heads.map((entry) => entry.priority));
-    const band = `${9 - priority}#`;
     const inBand = heads.filter((entry) => entry.priority === priority);
     // Round-robin: the first origin after the last one admitted, else (wrapping) the first of all.
-    const after = lastOrigin === null ? [] : (await Promise.all(keys.map((key) => this.waitPage(key, { from: `${band}${lastOrigin}#~`, to: `${band}~` }, exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
+    const after = lastOrigin === null ? [] : (await Promise.all(keys.map((key) => this.waitPage(key, WAIT_RANGE.afterOrigin(priority, lastOrigin), exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
     const firstOf = (entries: readonly WaitingEntry[]) => [...entries].sort((a, b) => compareOrigins(a.origin, b.origin))[0] as WaitingEntry;
     const origin = (after.length > 0 ? firstOf(after) : firstOf(inBand)).origin;
     // That origin's oldest, across the partitions.
-    const oldest = (await Promise.all(keys.map((key) => this.waitPage(key, { prefix: `${band}${origin}#` }, exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
+    const oldest = (await Promise.all(keys.map((key) => this.waitPage(key, WAIT_RANGE.ofOrigin(priority, origin), exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
     return oldest.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.dispatchId < b.dispatchId ? -1 : 1))[0];
   }
 
@@ -686,14 +680,7 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
   }
 
   async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
-    const item = {
-      ...KEY.rejection(rejection.messageId),
-      ...rejection,
-      feedKey: feedShardOf(FEED.rejections(monthKey(new Date(rejection.at))), rejection.messageId),
-      feedAt: `${rejection.at}#${rejection.messageId}`,
-      [TTL_ATTRIBUTE]: expiryOf(rejection.at, this.options.retentionSeconds),
-    };
-    return this.putOnce(onceOnly(this.table, item), rejectionOf);
+    return this.putOnce(onceOnly(this.table, rejectionItem(rejection, this.options.retentionSeconds)), rejectionOf);
   }
 
   async deferDue(due: DueEntry, until: Date): Promise<void> {

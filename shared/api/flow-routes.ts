@@ -5,7 +5,7 @@ import { DISPATCH_ID, TARGET_NAME } from '../dispatch/ids.js';
 import type { LedgerFeeds } from '../ledger/port.js';
 import { cancelDispatch, releaseSlot } from '../usecases/flow.js';
 import type { Caller } from './caller.js';
-import { ApiError } from './http.js';
+import { ApiError, changedConcurrently, keptChanging } from './http.js';
 import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';
 import { recordedBy } from './receipt-routes.js';
 import { lazy } from '../lazy.js';
@@ -30,7 +30,7 @@ export async function postCancel(deps: LifecycleDeps, state: DispatchState, body
     case 'terminal':
       throw new ApiError('conflict', 'the dispatch is already over: nothing to cancel', { phase: outcome.state.phase, status: outcome.state.execution.status });
     case 'conflict':
-      throw new ApiError('conflict', 'the dispatch kept changing; retry');
+      throw keptChanging();
     case 'cancelled':
       return { status: 202, body: { ...cancelView(outcome.state), cancelled: true } };
     case 'requested':
@@ -79,7 +79,7 @@ export async function postSlotRelease(deps: LifecycleDeps & { readonly feeds: Le
     case 'target_unreachable':
       throw new ApiError('target_unreachable', `the target could not be asked about the run: ${outcome.reason}`);
     case 'conflict':
-      throw new ApiError('conflict', 'the dispatch changed concurrently; retry');
+      throw changedConcurrently();
     case 'released':
       return {
         status: 200,

@@ -1,3 +1,4 @@
+import { clip, printable } from '../text.js';
 /** The API's transport-neutral request and response (the handler maps API Gateway events onto them). */
 export interface ApiRequest {
   readonly method: string;
@@ -56,6 +57,13 @@ const STATUS: Record<ErrorCode, number> = {
 };
 
 /** An answer the API gives on purpose. Anything else thrown becomes a 500 without detail. */
+/**
+ * The longest message an API error carries. Messages quote what the caller sent (a path, an id); a
+ * path segment is bounded only by the HTTP header limit, so every message is clipped here, once,
+ * whatever the route (error texts stay under 1 KB).
+ */
+export const MAX_ERROR_MESSAGE = 500;
+
 export class ApiError extends Error {
   override readonly name = 'ApiError';
   constructor(
@@ -63,13 +71,18 @@ export class ApiError extends Error {
     message: string,
     readonly details?: unknown,
   ) {
-    super(message);
+    super(clip(printable(message), MAX_ERROR_MESSAGE));
   }
 
   get statusCode(): number {
     return STATUS[this.code];
   }
 }
+
+/** 409: a write lost its race every round (the caller may simply retry). */
+export const keptChanging = (): ApiError => new ApiError('conflict', 'the dispatch kept changing; retry');
+/** 409: a write met a change made since its read. */
+export const changedConcurrently = (): ApiError => new ApiError('conflict', 'the dispatch changed concurrently; retry');
 
 export function json(statusCode: number, body: unknown): ApiResponse {
   return { statusCode, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };

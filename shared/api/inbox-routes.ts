@@ -4,7 +4,7 @@ import { ORIGIN } from '../dispatch/ids.js';
 import type { DispatchState, ResultState } from '../dispatch/state.js';
 import { ackResult, claimResults, describeResult, listLiveResults, releaseResult, renewResult, resultBodyOf, type InboxDeps, type SettleOutcome } from '../usecases/inbox.js';
 import { callerOrigin, type Caller } from './caller.js';
-import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
+import { ApiError, json, keptChanging, type ApiRequest, type ApiResponse } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
 import { lazy } from '../lazy.js';
 
@@ -64,7 +64,7 @@ function settled(outcome: SettleOutcome, resultId: string): ApiResponse {
     case 'superseded':
       throw new ApiError('superseded', "this result's attempt was superseded by a redispatch; it will never be delivered");
     case 'conflict':
-      throw new ApiError('conflict', 'the dispatch kept changing; retry');
+      throw keptChanging();
   }
 }
 

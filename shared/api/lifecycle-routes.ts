@@ -3,7 +3,7 @@ import '../zod-english.js';
 import { lazy } from '../lazy.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import { applyRunEvent, isLive, isTerminal, reconcileLookup, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
-import type { DispatchState } from '../dispatch/state.js';
+import { MAX_TASK_DEPTH, type DispatchState } from '../dispatch/state.js';
 import type { EvidenceUpload } from '../ledger/port.js';
 import { refProblem } from '../dispatch/refs.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
@@ -12,8 +12,10 @@ import { decideApproval } from '../usecases/approval.js';
 import { redispatch } from '../usecases/redispatch.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import type { Caller } from './caller.js';
-import { ApiError } from './http.js';
+import { ApiError, changedConcurrently, keptChanging } from './http.js';
+import { notRegistered } from '../targets/port.js';
 import { clip } from '../text.js';
+import { nestsDeeperThan } from '../json-depth.js';
 import { taskOf } from '../dispatch/task.js';
 import type { ResultBodyRef } from '../dispatch/state.js';
 import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, storeResultBody } from '../usecases/inbox.js';
@@ -36,6 +38,12 @@ export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
   ),
 }));
 
+/**
+ * How deep any API body may nest: a task-sized value (MAX_TASK_DEPTH, CONTRACT §1) two levels down, as
+ * an event's `result.body` is — so a result body, like a task, nests at most 64 levels.
+ */
+export const MAX_API_BODY_DEPTH = MAX_TASK_DEPTH + 2;
+
 export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>): T {
   let parsed: unknown;
   try {
@@ -43,6 +51,8 @@ export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>)
   } catch {
     throw new ApiError('malformed', 'the body is not JSON');
   }
+  // Before anything walks it recursively (JSON.stringify of a result body overflowed the stack: a 500).
+  if (nestsDeeperThan(parsed, MAX_API_BODY_DEPTH)) throw new ApiError('invalid', `the body nests deeper than ${MAX_API_BODY_DEPTH} levels: a result.body at most ${MAX_TASK_DEPTH} (too_deep)`);
   const result = schema.safeParse(parsed);
   if (!result.success) {
     // Bounded whatever the body: at most 8 issues of ≤ 100 characters a field and a message (≤ 1.6 KB).
@@ -155,7 +165,7 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
     }
     if ((await deps.store.commit(state, next)).kind === 'committed') return { status: 202, body: { applied: true } };
   }
-  throw new ApiError('conflict', 'the dispatch kept changing; retry');
+  throw keptChanging();
 }
 
 /**
@@ -277,9 +287,9 @@ export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, 
     case 'not_submittable':
       throw new ApiError('invalid', `this dispatch cannot be submitted: ${outcome.reason}`);
     case 'target_not_registered':
-      throw new ApiError('target_unreachable', `target "${state.target}" is not registered`);
+      throw new ApiError('target_unreachable', notRegistered(state.target));
     case 'conflict':
-      throw new ApiError('conflict', 'the dispatch changed concurrently; retry');
+      throw changedConcurrently();
     case 'redispatched':
       return {
         status: 202,

@@ -1,4 +1,4 @@
-import { ApiError } from './http.js';
+import { InvalidCursorError } from '../ledger/port.js';
 
 /** How many entries of each list the dispatch view carries; older ones are paged (CONTRACT §2 v2). */
 export const VIEW_LIST_LIMIT = 50;
@@ -17,7 +17,7 @@ export function newestPage<T>(list: ListName, entries: readonly T[], cursor: str
   if (cursor !== undefined) {
     const match = /^([A-Za-z]+):(\d{1,9})$/.exec(cursor.length <= 64 ? Buffer.from(cursor, 'base64url').toString('utf8') : '');
     if (!match || match[1] !== list || encode(list, Number(match[2])) !== cursor || Number(match[2]) < 1 || Number(match[2]) > entries.length) {
-      throw new ApiError('malformed', 'the cursor is not one this API returned');
+      throw new InvalidCursorError();
     }
     end = Number(match[2]);
   }

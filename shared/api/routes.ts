@@ -7,7 +7,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { newestPage } from './pages.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { DISPATCH_ID, ORIGIN } from '../dispatch/ids.js';
-import { CorruptItemError, type InboxStore, type LedgerFeeds } from '../ledger/port.js';
+import { CorruptItemError, InvalidCursorError, type InboxStore, type LedgerFeeds } from '../ledger/port.js';
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
 import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
@@ -291,6 +291,8 @@ export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResp
   } catch (error) {
     // A record that fails decoding is reported as what it is (and never cast into an answer).
     if (error instanceof CorruptItemError) throw new ApiError('audit_failure', `a stored record failed validation: ${error.problem}`, { key: error.key });
+    // Whichever list read it (every list's cursor is checked where it is decoded): 400, never a 500.
+    if (error instanceof InvalidCursorError) throw new ApiError('malformed', error.message);
     throw error;
   }
 }

@@ -8,7 +8,7 @@ import { DISPATCH_ID, ORIGIN, TARGET_NAME } from './ids.js';
 export { DISPATCH_ID, ORIGIN, TARGET_NAME };
 
 export { DEFAULT_TIMEOUTS } from './state.js';
-import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS } from './state.js';
+import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, MAX_PRIORITY, MAX_TASK_DEPTH } from './state.js';
 export const DEFAULT_MAX_HOPS = 4;
 /** Upper bounds the contract leaves open: a month for any clock, 32 hops. */
 const MAX_SECONDS = 30 * 24 * 3600;
@@ -21,8 +21,7 @@ export const DEFAULT_RESULT_DELIVERY: ResultDelivery = 'after_turn';
 /** The delivery mode a `resultDelivery` string reads as: `inject`, or `after_turn` for anything else. */
 export const resultDeliveryOf = (mode: string): ResultDelivery => (mode === 'inject' ? 'inject' : 'after_turn');
 /** CONTRACT v2 §1: 0 (lowest) .. 9, the order among waiting dispatches (§11). */
-export { DEFAULT_PRIORITY };
-export const MAX_PRIORITY = 9;
+export { DEFAULT_PRIORITY, MAX_PRIORITY };
 /** CONTRACT v2 §1: `notBefore` is at most this many days ahead of the time the intake reads it. */
 export const NOT_BEFORE_MAX_DAYS = 30;
 
@@ -32,7 +31,7 @@ export const NOT_BEFORE_MAX_DAYS = 30;
  * field is shallow, so a deeper body is always invalid, and its depth tells which field is at fault.
  * Arrays and objects both count as levels; scalars do not.
  */
-export const MAX_TASK_DEPTH = 64;
+export { MAX_TASK_DEPTH };
 export const MAX_BODY_DEPTH = MAX_TASK_DEPTH + 1;
 
 /** At most this many field errors are returned, the last one counting the rest when they are cut. */

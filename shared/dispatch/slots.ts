@@ -57,12 +57,6 @@ export interface WaitingEntry {
 }
 
 /**
- * The wait index's sort key: highest priority first, then by origin (so the next origin after the last
- * one admitted is one query away), then oldest first within the origin.
- */
-export const waitSortKey = (priority: number, origin: string, createdAt: string, tieBreak: string): string => `${9 - priority}#${origin}#${createdAt}#${tieBreak}`;
-
-/**
  * Which waiting dispatch goes next (CONTRACT §11): the highest priority waiting; within it, the first
  * origin after `lastOrigin` in name order that has one (round-robin, wrapping), and that origin's oldest.
  * Pure: the store finds the same with a few bounded index queries; tests use it as the definition.

@@ -255,6 +255,10 @@ export interface DispatchState {
 }
 
 export const DEFAULT_PRIORITY = 5;
+/** CONTRACT §1: a task nests at most this many levels (the task object is level 1). dispatch/message.ts says how a message is held to it. */
+export const MAX_TASK_DEPTH = 64;
+/** CONTRACT v2 §1: priorities run 0 (lowest) .. MAX_PRIORITY. */
+export const MAX_PRIORITY = 9;
 
 /** Final statuses: a run that reached one never changes again. */
 export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);

@@ -224,6 +224,14 @@ export interface DueEntry {
   readonly dueAt: string;
 }
 
+/** A pagination cursor that the ledger did not hand out for this list (forged, truncated, another list's): a 400. */
+export class InvalidCursorError extends Error {
+  override readonly name = 'InvalidCursorError';
+  constructor() {
+    super('the cursor is not one this API returned');
+  }
+}
+
 /** A stored record that does not have the shape its key says: an audit failure, reported, never cast. */
 export class CorruptItemError extends Error {
   override readonly name = 'CorruptItemError';

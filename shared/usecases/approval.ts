@@ -2,6 +2,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { approvalDecided } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { clip, printable } from '../text.js';
+import { notRegistered } from '../targets/port.js';
 
 export type ApprovalDecisionOutcome =
   | { readonly kind: 'decided'; readonly approvalId: string; readonly decision: 'approve' | 'cancel'; readonly recorded: boolean }
@@ -29,7 +30,7 @@ export async function decideApproval(
   const pending = state.execution.pendingApproval;
   if (!pending || pending.approvalId !== request.approvalId || !state.runId) return { kind: 'not_pending', pendingApprovalId: pending?.approvalId ?? null };
   const registration = await deps.store.getTarget(state.target);
-  if (!registration) return { kind: 'target_unreachable', reason: `target "${state.target}" is not registered` };
+  if (!registration) return { kind: 'target_unreachable', reason: notRegistered(state.target) };
   const answer = await deps.targetFor(registration).decideApproval(state.runId, request.approvalId, request.decision);
   if (answer.kind === 'unavailable') return { kind: 'target_unreachable', reason: clip(printable(answer.reason), 200) };
   if (answer.kind !== 'decided') return { kind: 'target_conflict' };

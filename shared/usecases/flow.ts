@@ -2,7 +2,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { slotTotals } from '../dispatch/slots.js';
 import { cancelAnswered, cancelledBeforeSubmission, cancelPending, cancelRequested, isTerminal, slotReleased, submissionInFlight, type CancelAsk } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
-import { parseLambdaRunId, type CancelOutcome } from '../targets/port.js';
+import { notRegistered, parseLambdaRunId, type CancelOutcome } from '../targets/port.js';
 
 /** What a cancel came to (CONTRACT §2 `POST /dispatches/{id}/cancel`). */
 export type CancelDispatchOutcome =
@@ -94,7 +94,7 @@ export async function releaseSlot(deps: DispatchWorkDeps, target: string, reques
   const state = dispatchId ? await deps.store.getState(dispatchId) : undefined;
   if (!state || state.target !== target || state.runId !== request.runId || !state.slot || state.phase !== 'submitted') return { kind: 'not_holding' };
   const registration = await deps.store.getTarget(target);
-  if (!registration) return { kind: 'target_unreachable', reason: `target "${target}" is not registered` };
+  if (!registration) return { kind: 'target_unreachable', reason: notRegistered(target) };
   const lookup = await deps.targetFor(registration).lookup(request.runId);
   if (lookup.kind === 'found') return { kind: 'target_knows_run', status: lookup.run.status };
   if (lookup.kind === 'unavailable') return { kind: 'target_unreachable', reason: lookup.reason };

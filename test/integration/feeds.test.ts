@@ -9,6 +9,7 @@ import { accepted, blocked } from '../../shared/dispatch/transitions.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import type { Rejection } from '../../shared/ledger/port.js';
 import { engineClients, uniqueName } from '../support/engines.js';
+import { withUnprocessedKeys } from '../support/unprocessed-keys.js';
 import { eventually } from '../support/eventually.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -218,35 +219,6 @@ describe('class 9 — API answers: a forged cursor on the API is 400 malformed (
     });
   }
 });
-
-/**
- * Moves every response but the first `keep` of each BatchGetItem answer into UnprocessedKeys, for the
- * first `faultyCalls` calls (all of them if Infinity): what DynamoDB does under throttling or past 16 MB.
- * A middleware on this test's own client only; the reads themselves are real.
- */
-function withUnprocessedKeys(faultyCalls: number, keep = 1): { documents: DynamoDBDocumentClient; calls: () => number; destroy(): void } {
-  const own = engineClients();
-  let calls = 0;
-  own.dynamodb.middlewareStack.add(
-    (next, context) => async (args) => {
-      const result = await next(args);
-      if (context.commandName !== 'BatchGetItemCommand') return result;
-      calls += 1;
-      if (calls > faultyCalls) return result;
-      const output = result.output as { Responses?: Record<string, Array<Record<string, AttributeValue>>>; UnprocessedKeys?: Record<string, { Keys?: Array<Record<string, AttributeValue>>; ConsistentRead?: boolean }> };
-      for (const [table, items] of Object.entries(output.Responses ?? {})) {
-        const moved = items.splice(keep);
-        if (moved.length === 0) continue;
-        const unprocessed = (output.UnprocessedKeys ??= {});
-        const entry = (unprocessed[table] ??= { Keys: [], ConsistentRead: true });
-        entry.Keys = [...(entry.Keys ?? []), ...moved.map((item) => ({ pk: item.pk as AttributeValue, sk: item.sk as AttributeValue }))];
-      }
-      return result;
-    },
-    { step: 'build', name: 'unprocessedKeysFault' },
-  );
-  return { documents: DynamoDBDocumentClient.from(own.dynamodb), calls: () => calls, destroy: () => own.destroy() };
-}
 
 describe('class 9 — API answers: a history page is whole or the request fails (BatchGetItem UnprocessedKeys)', () => {
   it('re-reads unprocessed keys with exponential backoff until the page is whole', async () => {

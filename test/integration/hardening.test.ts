@@ -15,7 +15,6 @@ import { putEvidence } from '../../shared/api/evidence-routes.js';
 import { postOperatorReceipt } from '../../shared/api/receipt-routes.js';
 import { ApiError } from '../../shared/api/http.js';
 import type { Caller } from '../../shared/api/caller.js';
-import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { eventsForStreamChange } from '../../shared/events/derive.js';
 import type { EvidenceCheck } from '../../shared/ledger/port.js';
@@ -28,6 +27,7 @@ import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';
+import { apiError } from '../support/api-error.js';
 
 /**
  * Regression tests of issue 12 (hardening), by class, on DynamoDB Local and fauxqs S3, with a target
@@ -82,14 +82,6 @@ function nested(depth: number): Record<string, unknown> {
   return task;
 }
 
-async function apiError(promise: Promise<unknown>): Promise<ApiError> {
-  const error = await promise.then(
-    () => undefined,
-    (thrown: unknown) => thrown,
-  );
-  if (!(error instanceof ApiError)) throw new Error(`expected an ApiError, got ${String(error)}`);
-  return error;
-}
 
 beforeAll(() => {
   target = new ScriptedTarget();

@@ -321,6 +321,30 @@ describe('the inbox list', () => {
   });
 });
 
+describe('class 9 — API answers: the inbox list and the origin history take only their own cursors', () => {
+  it('answers 400 to a history cursor sent to the inbox list, and to an inbox cursor sent to the history (was: read in the other order, entries skipped unseen)', async () => {
+    const origin = uniqueName('o');
+    for (let index = 0; index < 3; index += 1) {
+      await finishedDispatch(origin);
+      tick(1);
+    }
+    const history = await call('GET', `/origins/${origin}/dispatches?limit=1`, undefined, origin);
+    const inbox = await call('GET', `/origins/${origin}/inbox?limit=1`, undefined, origin);
+    expect([typeof history.body.cursor, typeof inbox.body.cursor]).toEqual(['string', 'string']);
+    // Each cursor still pages its own list.
+    expect((await call('GET', `/origins/${origin}/dispatches?limit=1&cursor=${String(history.body.cursor)}`, undefined, origin)).status).toBe(200);
+    expect((await call('GET', `/origins/${origin}/inbox?limit=1&cursor=${String(inbox.body.cursor)}`, undefined, origin)).status).toBe(200);
+    const crossed = [
+      await call('GET', `/origins/${origin}/inbox?limit=1&cursor=${String(history.body.cursor)}`, undefined, origin),
+      await call('GET', `/origins/${origin}/dispatches?limit=1&cursor=${String(inbox.body.cursor)}`, undefined, origin),
+    ];
+    expect(crossed.map((answer) => [answer.status, errorCode(answer)])).toEqual([
+      [400, 'malformed'],
+      [400, 'malformed'],
+    ]);
+  });
+});
+
 describe('one rail for inject and after_turn', () => {
   it('hands an inject result to an inject claim, never an after_turn result; an unclaimed inject result goes to the next after_turn claim, once', async () => {
     const origin = uniqueName('o');

@@ -98,8 +98,6 @@ async function answer(req: ApiRequest): Promise<{ status: number; body: unknown 
     return { status: response.statusCode, body: JSON.parse(response.body) as unknown };
   } catch (error) {
     if (error instanceof ApiError) return { status: error.statusCode, body: { code: error.code } };
-    // As the API handler maps it (functions/api/handler.ts).
-    if (error instanceof InvalidCursorError) return { status: 400, body: { code: 'malformed' } };
     throw error;
   }
 }

@@ -148,6 +148,16 @@ describe('ledgerMcpServer', () => {
     expect(calls).toEqual([]);
   });
 
+  it('dispatch refuses a task nested 20,000 levels as invalid too_deep, unsent (was: JSON.stringify overflowed, answered ledger_unreachable)', async () => {
+    const { client, calls } = recordingClient();
+    let deep: Record<string, unknown> = {};
+    for (let level = 0; level < 20_000; level += 1) deep = { d: deep };
+    const result = await (await connected(client)).callTool({ name: 'dispatch', arguments: { target: 'demo-agent', task: deep } });
+    expect([result.isError, (result.structuredContent as { error: { code: string } }).error.code]).toEqual([true, 'invalid']);
+    expect(textOf(result)).toContain('too_deep');
+    expect(calls).toEqual([]);
+  });
+
   it("refuses input the API's schema refuses, before any call (a redispatch without a reason, a delivery confirmed without evidenceRef)", async () => {
     const { client, calls } = recordingClient();
     const mcp = await connected(client);
