@@ -1,6 +1,7 @@
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route } from '../../shared/api/routes.js';
+import { clip } from '../../shared/text.js';
 import { apiDeps, logger } from './deps.js';
 
 /**
@@ -23,7 +24,7 @@ export const handler = async (event: APIGatewayProxyEventV2WithIAMAuthorizer): P
     });
   } catch (error) {
     if (error instanceof ApiError) return errorResponse(error);
-    logger.error('request failed', { method, path: event.rawPath, error: error instanceof Error ? error.message : String(error) });
+    logger.error('request failed', { method, path: clip(event.rawPath, 512), error: error instanceof Error ? error.message : String(error) });
     return errorResponse(new ApiError('internal', 'internal error'));
   }
 };

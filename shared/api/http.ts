@@ -1,4 +1,4 @@
-import { clip, printable } from '../text.js';
+import { clipBytes, printable } from '../text.js';
 /** The API's transport-neutral request and response (the handler maps API Gateway events onto them). */
 export interface ApiRequest {
   readonly method: string;
@@ -56,14 +56,15 @@ const STATUS: Record<ErrorCode, number> = {
   internal: 500,
 };
 
-/** An answer the API gives on purpose. Anything else thrown becomes a 500 without detail. */
 /**
- * The longest message an API error carries. Messages quote what the caller sent (a path, an id); a
- * path segment is bounded only by the HTTP header limit, so every message is clipped here, once,
- * whatever the route (error texts stay under 1 KB).
+ * The most UTF-8 bytes an API error's message carries. Messages quote what the caller sent (a path, an
+ * id, decoded from percent-encoding); a path segment is bounded only by the HTTP header limit, so every
+ * message is clipped here, once, whatever the route. JSON escaping at most doubles it: the error body
+ * stays under 1 KB.
  */
-export const MAX_ERROR_MESSAGE = 500;
+export const MAX_ERROR_MESSAGE_BYTES = 480;
 
+/** An answer the API gives on purpose. Anything else thrown becomes a 500 without detail. */
 export class ApiError extends Error {
   override readonly name = 'ApiError';
   constructor(
@@ -71,7 +72,7 @@ export class ApiError extends Error {
     message: string,
     readonly details?: unknown,
   ) {
-    super(clip(printable(message), MAX_ERROR_MESSAGE));
+    super(clipBytes(printable(message), MAX_ERROR_MESSAGE_BYTES));
   }
 
   get statusCode(): number {

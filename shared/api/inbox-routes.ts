@@ -3,6 +3,7 @@ import '../zod-english.js';
 import { ORIGIN } from '../dispatch/ids.js';
 import type { DispatchState, ResultState } from '../dispatch/state.js';
 import { ackResult, claimResults, describeResult, listLiveResults, releaseResult, renewResult, resultBodyOf, type InboxDeps, type SettleOutcome } from '../usecases/inbox.js';
+import { InvalidCursorError } from '../ledger/port.js';
 import { callerOrigin, type Caller } from './caller.js';
 import { ApiError, json, keptChanging, type ApiRequest, type ApiResponse } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
@@ -101,7 +102,8 @@ export async function getInbox(deps: InboxDeps & { readonly feeds: { listResults
 
 /** An inbox index position, as a cursor: only the exact encoding of one this API handed out. */
 const INBOX_POSITION = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z#[A-Za-z0-9_-]{10}$/;
-const positionCursor = (at: string): string => Buffer.from(JSON.stringify({ after: at }), 'utf8').toString('base64url');
+/** A live list's cursor names its state too: a pending list's position means nothing in the claimed list (and would skip entries there). */
+const positionCursor = (state: 'pending' | 'claimed', at: string): string => Buffer.from(JSON.stringify({ state, after: at }), 'utf8').toString('base64url');
 
 async function liveResults(deps: InboxDeps, origin: string, state: 'pending' | 'claimed', limit: number, cursor: string | undefined): Promise<{ items: readonly DispatchState[]; cursor: string | null }> {
   let after: string | undefined;
@@ -113,10 +115,10 @@ async function liveResults(deps: InboxDeps, origin: string, state: 'pending' | '
       // refused below
     }
     after = typeof value === 'object' && value !== null && 'after' in value && typeof value.after === 'string' ? value.after : undefined;
-    if (!after || !INBOX_POSITION.test(after) || positionCursor(after) !== cursor) throw new ApiError('malformed', 'the cursor is not one this API returned');
+    if (!after || !INBOX_POSITION.test(after) || positionCursor(state, after) !== cursor) throw new InvalidCursorError();
   }
   const page = await listLiveResults(deps, origin, { state, limit, after });
-  return { items: page.items, cursor: page.after ? positionCursor(page.after) : null };
+  return { items: page.items, cursor: page.after ? positionCursor(state, page.after) : null };
 }
 
 export async function getBody(deps: InboxDeps, origin: string, resultId: string): Promise<ApiResponse> {

@@ -3,7 +3,7 @@ import '../zod-english.js';
 import { lazy } from '../lazy.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import { applyRunEvent, isLive, isTerminal, reconcileLookup, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
-import { MAX_TASK_DEPTH, type DispatchState } from '../dispatch/state.js';
+import type { DispatchState } from '../dispatch/state.js';
 import type { EvidenceUpload } from '../ledger/port.js';
 import { refProblem } from '../dispatch/refs.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
@@ -39,10 +39,13 @@ export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
 }));
 
 /**
- * How deep any API body may nest: a task-sized value (MAX_TASK_DEPTH, CONTRACT §1) two levels down, as
- * an event's `result.body` is — so a result body, like a task, nests at most 64 levels.
+ * How deep any API body may nest. CONTRACT §2 lets `result.body` be any JSON of ≤ 256 KB, and a body a
+ * few hundred levels deep is still JSON a person could mean; one of 20,000 levels (40 KB) overflowed
+ * JSON.stringify's stack (a 500 a target retried for ever). 1,000 levels keeps every recursive walk
+ * after this one (JSON.stringify here, the origin's reader) far from the stack's end. The worker kit
+ * refuses a result deeper than this before it reports (packages/worker: MAX_RESULT_BODY_DEPTH).
  */
-export const MAX_API_BODY_DEPTH = MAX_TASK_DEPTH + 2;
+export const MAX_API_BODY_DEPTH = 1_000;
 
 export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>): T {
   let parsed: unknown;
@@ -52,7 +55,7 @@ export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>)
     throw new ApiError('malformed', 'the body is not JSON');
   }
   // Before anything walks it recursively (JSON.stringify of a result body overflowed the stack: a 500).
-  if (nestsDeeperThan(parsed, MAX_API_BODY_DEPTH)) throw new ApiError('invalid', `the body nests deeper than ${MAX_API_BODY_DEPTH} levels: a result.body at most ${MAX_TASK_DEPTH} (too_deep)`);
+  if (nestsDeeperThan(parsed, MAX_API_BODY_DEPTH)) throw new ApiError('invalid', `the body nests deeper than ${MAX_API_BODY_DEPTH} levels (too_deep)`);
   const result = schema.safeParse(parsed);
   if (!result.success) {
     // Bounded whatever the body: at most 8 issues of ≤ 100 characters a field and a message (≤ 1.6 KB).

@@ -3,10 +3,10 @@
  * Every call returns an outcome, never throws for a target's answer; only programming errors throw.
  */
 
-/** Execution statuses a target may report (CONTRACT §2 `execution.status`, minus the ledger's own `unknown`). */
 /** Why nothing could be asked of a target no registration names (one wording wherever it is answered). */
 export const notRegistered = (target: string): string => `target "${target}" is not registered`;
 
+/** Execution statuses a target may report (CONTRACT §2 `execution.status`, minus the ledger's own `unknown`). */
 export const TARGET_RUN_STATUSES = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'] as const;
 export type TargetRunStatus = (typeof TARGET_RUN_STATUSES)[number];
 

@@ -8,10 +8,9 @@ import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import type { Caller } from '../../shared/api/caller.js';
-import { MAX_ERROR_MESSAGE } from '../../shared/api/http.js';
-import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
+import { errorResponse, MAX_ERROR_MESSAGE_BYTES } from '../../shared/api/http.js';
+import { MAX_API_BODY_DEPTH, postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { route } from '../../shared/api/routes.js';
-import { MAX_TASK_DEPTH } from '../../shared/dispatch/message.js';
 import { slotTotals } from '../../shared/dispatch/slots.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
@@ -74,21 +73,24 @@ describe('class 1 — input that breaks the writer (the result body of a final e
     expect((await table.getState(dispatchId))?.execution.status).not.toBe('completed');
   });
 
-  it('takes a result.body of exactly 64 levels, as a task, and refuses one of 65', async () => {
+  it('takes any result.body the body bound allows (CONTRACT §2: any JSON ≤ 256 KB), 998 levels inside the event, and refuses one level more', async () => {
+    // The event is level 1, `result` level 2, the body's outermost array level 3.
+    const deepest = MAX_API_BODY_DEPTH - 2;
     const deep = uniqueName('d');
     await send(deep);
     const deepRun = (await table.getState(deep))?.runId as string;
-    expect((await apiError(postRunEvent(deps(), deepRun, finalEvent(deep, arraysNested(MAX_TASK_DEPTH + 1)), open))).statusCode).toBe(422);
+    expect((await apiError(postRunEvent(deps(), deepRun, finalEvent(deep, arraysNested(deepest + 1)), open))).statusCode).toBe(422);
     const fits = uniqueName('d');
     await send(fits);
     const fitsRun = (await table.getState(fits))?.runId as string;
-    expect((await postRunEvent(deps(), fitsRun, finalEvent(fits, arraysNested(MAX_TASK_DEPTH)), open)).status).toBe(202);
+    expect((await postRunEvent(deps(), fitsRun, finalEvent(fits, arraysNested(deepest)), open)).status).toBe(202);
     expect((await table.getState(fits))?.execution.status).toBe('completed');
   });
 });
 
 describe('class 9 — API answers: error texts stay bounded whatever the path', () => {
-  const long = 'x'.repeat(12_000);
+  // Quotes double under JSON escaping; a decoded CJK character is 3 bytes of UTF-8 in one UTF-16 unit.
+  const long = `${'"'.repeat(6_000)}${'中'.repeat(6_000)}`;
   // A POST carries a body its route takes, so the path is what the answer is about.
   it.each([
     ['an inbox ack of a 12,000-character result id', 'POST', `/origins/planner/inbox/${long}/ack`, { claimToken: 't-1' }],
@@ -96,11 +98,11 @@ describe('class 9 — API answers: error texts stay bounded whatever the path', 
     ['a dispatch view of a 12,000-character id', 'GET', `/dispatches/${long}`, undefined],
     ['a path no route takes', 'GET', `/nowhere/${long}`, undefined],
     ['a slot release on a 12,000-character target name', 'POST', `/targets/${long}/slots/release`, { runId: 'r-1', reason: 'gone' }],
-  ])('answers %s with a message of at most MAX_ERROR_MESSAGE characters (was: the whole path segment echoed)', async (_name, method, path, body) => {
+  ])('answers %s with an error body under 1 KB (was: the whole path segment echoed)', async (_name, method, path, body) => {
     const error = await apiError(apiRoute(method, path, body));
     expect(error.statusCode).toBeGreaterThanOrEqual(400);
-    expect(error.message.length).toBeLessThanOrEqual(MAX_ERROR_MESSAGE);
-    expect(MAX_ERROR_MESSAGE).toBeLessThan(1024);
+    expect(Buffer.byteLength(error.message, 'utf8')).toBeLessThanOrEqual(MAX_ERROR_MESSAGE_BYTES);
+    expect(Buffer.byteLength(errorResponse(error).body, 'utf8')).toBeLessThan(1024);
   });
 });
 

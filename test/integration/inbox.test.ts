@@ -322,7 +322,7 @@ describe('the inbox list', () => {
 });
 
 describe('class 9 — API answers: the inbox list and the origin history take only their own cursors', () => {
-  it('answers 400 to a history cursor sent to the inbox list, and to an inbox cursor sent to the history (was: read in the other order, entries skipped unseen)', async () => {
+  it('answers 400 to a history cursor sent to the inbox list, an inbox cursor sent to the history, and a pending list’s cursor sent to the claimed list (was: read from the wrong place, entries skipped unseen)', async () => {
     const origin = uniqueName('o');
     for (let index = 0; index < 3; index += 1) {
       await finishedDispatch(origin);
@@ -334,11 +334,17 @@ describe('class 9 — API answers: the inbox list and the origin history take on
     // Each cursor still pages its own list.
     expect((await call('GET', `/origins/${origin}/dispatches?limit=1&cursor=${String(history.body.cursor)}`, undefined, origin)).status).toBe(200);
     expect((await call('GET', `/origins/${origin}/inbox?limit=1&cursor=${String(inbox.body.cursor)}`, undefined, origin)).status).toBe(200);
+    // The live lists (pending, claimed) read one index: each names its state in its cursor.
+    const pending = await call('GET', `/origins/${origin}/inbox?state=pending&limit=1`, undefined, origin);
+    expect(typeof pending.body.cursor).toBe('string');
+    expect((await call('GET', `/origins/${origin}/inbox?state=pending&limit=1&cursor=${String(pending.body.cursor)}`, undefined, origin)).status).toBe(200);
     const crossed = [
       await call('GET', `/origins/${origin}/inbox?limit=1&cursor=${String(history.body.cursor)}`, undefined, origin),
       await call('GET', `/origins/${origin}/dispatches?limit=1&cursor=${String(inbox.body.cursor)}`, undefined, origin),
+      await call('GET', `/origins/${origin}/inbox?state=claimed&limit=1&cursor=${String(pending.body.cursor)}`, undefined, origin),
     ];
     expect(crossed.map((answer) => [answer.status, errorCode(answer)])).toEqual([
+      [400, 'malformed'],
       [400, 'malformed'],
       [400, 'malformed'],
     ]);

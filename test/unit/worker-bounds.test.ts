@@ -4,7 +4,8 @@ import { CallbackClient } from '../../packages/worker/src/callbacks.js';
 import { HeartbeatCoalescer, MAX_TIMER_MS, heartbeatIntervalMs, systemClock, timerDelayMs } from '../../packages/worker/src/heartbeat.js';
 import { clipForMessage, MAX_QUOTED_CHARS } from '../../packages/worker/src/model.js';
 import { MAX_TIMEOUT_SECONDS, parseSubmission } from '../../packages/worker/src/parse.js';
-import { RunEngine } from '../../packages/worker/src/runs.js';
+import { MAX_RESULT_BODY_DEPTH, resultOf, RunEngine } from '../../packages/worker/src/runs.js';
+import { MAX_API_BODY_DEPTH } from '../../shared/api/lifecycle-routes.js';
 import { DispatchMessageSchema } from '../../shared/dispatch/message.js';
 import { eventually } from '../support/eventually.js';
 
@@ -134,6 +135,29 @@ describe('the worker kit: submission timeouts are bounded like the ledger bounds
   });
 });
 
+describe('the worker kit: a result body the ledger would refuse for its depth fails the run, said why', () => {
+  /** `levels` nested arrays around a leaf (the outermost is level 1), built without recursion. */
+  const nested = (levels: number): unknown => {
+    let value: unknown = 1;
+    for (let level = 0; level < levels; level += 1) value = [value];
+    return value;
+  };
+
+  it('holds result.body to the depth the ledger takes: its API body bound, less the two levels of the event around the body', () => {
+    expect(MAX_RESULT_BODY_DEPTH).toBe(MAX_API_BODY_DEPTH - 2);
+  });
+
+  it('takes a body of exactly that depth and refuses one level more as result_too_deep (was: sent, refused 422 and dropped, the origin got no body)', () => {
+    expect(resultOf({ summary: 'deep', body: nested(MAX_RESULT_BODY_DEPTH) }).ok).toBe(true);
+    const refused = resultOf({ summary: 'deeper', body: nested(MAX_RESULT_BODY_DEPTH + 1) });
+    expect(refused.ok).toBe(false);
+    expect(refused.ok ? '' : refused.error.message).toContain('result_too_deep');
+    // Far deeper than JSON.stringify can write: refused the same way, not a stack overflow.
+    const deepest = resultOf({ summary: 'deepest', body: nested(50_000) });
+    expect(deepest.ok ? '' : deepest.error.message).toContain('result_too_deep');
+  });
+});
+
 describe('the worker kit: no timer asks Node for more than 2^31-1 ms', () => {
   it('timerDelayMs clamps a delay into 0..2^31-1', () => {
     expect(MAX_TIMER_MS).toBe(2 ** 31 - 1);
@@ -185,7 +209,12 @@ describe('the worker kit: no timer asks Node for more than 2^31-1 ms', () => {
         pauses.push(ms);
         if (pauses.length >= 3) throw new Error('enough');
       },
-      transport: async () => ((tries += 1) === 1 ? { status: 503, text: '{}' } : { status: 202, text: '{}' }),
+      // Answers after 20 ms unless the try's signal aborted first: an overflowed timeout (2^32 ms fires after 1 ms) would abort every try.
+      transport: async (_url, init) => {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        if (init.signal?.aborted) throw new Error('the try timed out');
+        return (tries += 1) === 1 ? { status: 503, text: '{}' } : { status: 202, text: '{}' };
+      },
     });
     const outcome = await client.postEvent(CALLBACK_URL, 'd-1:1', { dispatchId: 'd-1', seq: 1, type: 'heartbeat' });
     expect(outcome).toMatchObject({ kind: 'delivered', tries: 2 });

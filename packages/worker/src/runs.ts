@@ -43,6 +43,25 @@ import { UNFINISHED, type RunStore } from './store.js';
 export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
 /** CONTRACT §2 v2: a final event's `result.body` is any JSON of at most 256 KB. */
 export const MAX_RESULT_BODY_BYTES = 256 * 1024;
+/**
+ * The deepest `result.body` the ledger takes: its API bodies nest at most 1,000 levels, and a final
+ * event holds the body two levels down (MAX_API_BODY_DEPTH in shared/api/lifecycle-routes.ts; the kit
+ * depends on nothing of the ledger, so test/unit/worker-bounds.test.ts checks the two agree). Deeper
+ * is refused here, as a failed run said why, not sent to be refused and lost.
+ */
+export const MAX_RESULT_BODY_DEPTH = 998;
+
+/** Whether a value nests deeper than `levels` (the value itself is level 1), found without recursion. */
+function nestsDeeperThan(value: unknown, levels: number): boolean {
+  const stack: Array<readonly [unknown, number]> = [[value, 1]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [node, depth] = next;
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth > levels) return true;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
 /** Summaries are previews: the ledger keeps a bounded one, and so does the store. */
 const SUMMARY_CHARS = 2_000;
 const NOTE_CHARS = 1_000;
@@ -619,6 +638,7 @@ export function resultOf(value: unknown): { readonly ok: true; readonly result: 
   if (summary !== undefined && typeof summary !== 'string') return no('result.summary must be a string');
   const text = clip(summary ?? 'completed', SUMMARY_CHARS);
   if (body === undefined) return { ok: true, result: { summary: text } };
+  if (nestsDeeperThan(body, MAX_RESULT_BODY_DEPTH)) return no(`result_too_deep: result.body nests deeper than ${MAX_RESULT_BODY_DEPTH} levels, the most the ledger takes`);
   let json: string | undefined;
   try {
     json = JSON.stringify(body);
