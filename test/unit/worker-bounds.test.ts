@@ -158,6 +158,25 @@ describe('the worker kit: a result body the ledger would refuse for its depth fa
   });
 });
 
+describe('the worker kit: a submission\'s expected refs are held to the rule the ledger applies at intake (CONTRACT §6)', () => {
+  const submission = (expectedEvidence: unknown) => ({ dispatchId: 'd-1', attempt: 1, origin: 'planner', task: {}, expectedEvidence, callbackUrl: 'http://127.0.0.1:9/' });
+
+  it.each([
+    ['a dot segment', ['out/../secret']],
+    ['an absolute path', ['/etc/passwd']],
+    ['a ref over 512 bytes', ['x'.repeat(10_000)]],
+  ])('refuses %s, naming the ref by its index only (was: taken as sent)', (_name, refs) => {
+    const parsed = parseSubmission(submission(refs));
+    expect(parsed.ok).toBe(false);
+    expect(parsed.ok ? '' : parsed.problem).toMatch(/^expectedEvidence\[0\]: not a safe ref \(\w+\)$/);
+  });
+
+  it('takes safe refs as sent', () => {
+    const parsed = parseSubmission(submission(['out/report.md', 'logs/run 1.txt']));
+    expect(parsed.ok ? parsed.value.expectedEvidence : []).toEqual(['out/report.md', 'logs/run 1.txt']);
+  });
+});
+
 describe('the worker kit: no timer asks Node for more than 2^31-1 ms', () => {
   it('timerDelayMs clamps a delay into 0..2^31-1', () => {
     expect(MAX_TIMER_MS).toBe(2 ** 31 - 1);

@@ -1,4 +1,5 @@
 import type { Decision, Submission, Timeouts } from './model.js';
+import { refProblem } from './refs.js';
 
 /**
  * Reading what the ledger sends (CONTRACT §8), by hand: the kit carries no schema library. Each reader
@@ -48,6 +49,9 @@ export function parseSubmission(body: unknown): Parsed<Submission> {
       return fail(`expectedEvidence: at most ${MAX_EXPECTED} refs`);
     }
     refs = expectedEvidence.filter((ref): ref is string => typeof ref === 'string');
+    // The ledger refuses an unsafe ref at intake (CONTRACT §6): one here came from elsewhere.
+    const unsafe = refs.findIndex((ref) => refProblem(ref) !== undefined);
+    if (unsafe >= 0) return fail(`expectedEvidence[${unsafe}]: not a safe ref (${refProblem(refs[unsafe]) ?? ''})`);
   }
   if (typeof callbackUrl !== 'string' || !isHttpUrl(callbackUrl)) return fail('callbackUrl: an http(s) URL');
   // Over the ledger's bound is refused, not left out: the ledger never sends one, and a timer derived from
