@@ -215,29 +215,31 @@ describe('the worker kit: no timer asks Node for more than 2^31-1 ms', () => {
     }
   });
 
-  it('a callback pause is clamped, and a try timeout above 2^32 ms still lets the callback through', async () => {
+  it('a callback pause is clamped, and a try timeout above 2^32 ms is asked of Node as 2^31-1 ms (unclamped, Node fires it after 1 ms and aborts every try)', async () => {
     const pauses: number[] = [];
     let tries = 0;
     const stop = new AbortController();
-    const client = new CallbackClient({
-      log: () => undefined,
-      stopSignal: stop.signal,
-      retry: { budgetMs: 1e15, finalBudgetMs: 1e15, firstPauseMs: 1e13, maxPauseMs: 1e13, tryTimeoutMs: 2 ** 32 },
-      // Three pauses at most: past that, the callback ends as stopped (a sleep that never waits must not spin).
-      sleep: async (ms) => {
-        pauses.push(ms);
-        if (pauses.length >= 3) throw new Error('enough');
-      },
-      // Answers after 20 ms unless the try's signal aborted first: an overflowed timeout (2^32 ms fires after 1 ms) would abort every try.
-      transport: async (_url, init) => {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        if (init.signal?.aborted) throw new Error('the try timed out');
-        return (tries += 1) === 1 ? { status: 503, text: '{}' } : { status: 202, text: '{}' };
-      },
-    });
-    const outcome = await client.postEvent(CALLBACK_URL, 'd-1:1', { dispatchId: 'd-1', seq: 1, type: 'heartbeat' });
-    expect(outcome).toMatchObject({ kind: 'delivered', tries: 2 });
-    expect(pauses).toEqual([MAX_TIMER_MS]);
+    // The delay each try's timeout signal is made with: what Node's timer is asked for.
+    const timeouts = vi.spyOn(AbortSignal, 'timeout');
+    try {
+      const client = new CallbackClient({
+        log: () => undefined,
+        stopSignal: stop.signal,
+        retry: { budgetMs: 1e15, finalBudgetMs: 1e15, firstPauseMs: 1e13, maxPauseMs: 1e13, tryTimeoutMs: 2 ** 32 },
+        // Three pauses at most: past that, the callback ends as stopped (a sleep that never waits must not spin).
+        sleep: async (ms) => {
+          pauses.push(ms);
+          if (pauses.length >= 3) throw new Error('enough');
+        },
+        transport: async () => ((tries += 1) === 1 ? { status: 503, text: '{}' } : { status: 202, text: '{}' }),
+      });
+      const outcome = await client.postEvent(CALLBACK_URL, 'd-1:1', { dispatchId: 'd-1', seq: 1, type: 'heartbeat' });
+      expect(outcome).toMatchObject({ kind: 'delivered', tries: 2 });
+      expect(pauses).toEqual([MAX_TIMER_MS]);
+      expect(timeouts.mock.calls.map(([ms]) => ms)).toEqual([MAX_TIMER_MS, MAX_TIMER_MS]);
+    } finally {
+      timeouts.mockRestore();
+    }
   });
 });
 
