@@ -31,7 +31,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}#{nn}, newest first        |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
- * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin: one of a target's concurrency counters) |
+ * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin, limit: one of a target's concurrency counters) |
  * | limited targets    | LIMITED           | TARGETS     | —  (the names of targets that have or had a limit: the monitor admits for them) |
  * | dispatch counts    | COUNTS#{n}        | COUNTS      | —  (one of COUNT_SHARDS counters the publisher ADDs each batch's deltas to; summed by `GET /counts`) |
  * | due shard claim    | DUECLAIM#{shard}  | CLAIM       | —  (holder, leaseUntil: the monitor tick working on one due shard; released at its end, lapses if it dies) |
@@ -770,6 +770,14 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
 /** A slot shard as stored (an absent counter reads as 0; a shard never written has cap 0). */
 export function slotShardOf(shard: number, item: Item | undefined): SlotShard {
   if (!item) return { shard, cap: 0, held: 0, unknownHeld: 0, lastOrigin: null };
-  const { cap, held, unknownHeld, lastOrigin } = checked(item, { cap: optional(isNumber), held: optional(isNumber), unknownHeld: optional(isNumber), lastOrigin: optional(isString) });
-  return { shard, cap: typeof cap === 'number' ? cap : 0, held: typeof held === 'number' ? held : 0, unknownHeld: typeof unknownHeld === 'number' ? unknownHeld : 0, lastOrigin: typeof lastOrigin === 'string' ? lastOrigin : null };
+  const { cap, held, unknownHeld, lastOrigin, limit } = checked(item, { cap: optional(isNumber), held: optional(isNumber), unknownHeld: optional(isNumber), lastOrigin: optional(isString), limit: optional(isNumber) });
+  return {
+    shard,
+    cap: typeof cap === 'number' ? cap : 0,
+    held: typeof held === 'number' ? held : 0,
+    unknownHeld: typeof unknownHeld === 'number' ? unknownHeld : 0,
+    lastOrigin: typeof lastOrigin === 'string' ? lastOrigin : null,
+    // The limit in force, kept beside the caps by every allotment (CONTRACT §11: a drain's caps are 0).
+    ...(typeof limit === 'number' ? { limit } : {}),
+  };
 }

@@ -17,7 +17,7 @@ import { validationProblems } from '../dispatch/receipts.js';
 import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
-import { compareOrigins, slotShardCaps, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
+import { allotSlotCaps, compareOrigins, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, LedgerWrites, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
@@ -261,6 +261,8 @@ export function dueShardReleaseUpdate(tableName: string, shard: string, holder: 
   };
 }
 
+/** Tries of one change of a limit's allotment lost to takes before it drains instead; tries of one settle. */
+const ALLOT_ROUNDS = 4;
 /** How long admissions reuse the targets' slot shard counts. */
 const SHARD_COUNT_CACHE_MS = 30_000;
 
@@ -509,32 +511,73 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return counts;
   }
 
+  /**
+   * A change of the target's limit (CONTRACT §11): its caps allotted from what each shard holds
+   * (`allotSlotCaps`), or, lowered under what is in flight, drained (every cap 0) until the monitor
+   * allots again (`settleSlotCaps`). A take racing the allotment makes it read again; after a few
+   * rounds lost to takes it drains instead, which needs no read to be right.
+   */
   async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
+    for (let round = 0; round < 2 * ALLOT_ROUNDS; round += 1) {
+      if ((await this.allotSlots(target, { limit, drain: round >= ALLOT_ROUNDS })) === 'written') return;
+    }
+    throw new Error(`the slot caps of ${target} could not be written: ${2 * ALLOT_ROUNDS} rounds lost to concurrent writes`);
+  }
+
+  /** Allots the caps of a draining (or unevenly allotted) target again when what it holds allows (the monitor, each admission pass). */
+  async settleSlotCaps(target: string): Promise<void> {
+    for (let round = 0; round < ALLOT_ROUNDS && (await this.allotSlots(target, 'settle')) === 'lost'; round += 1);
+  }
+
+  /**
+   * One allotment, in one transaction over every shard. Caps allotted from the holds are each written
+   * conditioned on the shard holding no more than was read (so at commit each cap is ≥ what its shard
+   * holds and they sum to the limit); caps of 0 (a drain, or no limit) are right whatever is held and
+   * are conditioned on nothing. The shard count is conditioned on no other allotment having made more
+   * shards meanwhile. A settle keeps the limit in force, conditioned on it being the one read, and writes
+   * nothing unless the shards want it (`wantsAllotment`).
+   */
+  protected async allotSlots(target: string, change: 'settle' | { readonly limit: number | undefined; readonly drain: boolean }): Promise<'written' | 'settled' | 'lost'> {
     const existing = (await this.limitedShardCounts()).get(target) ?? 0;
-    const caps = limit === undefined ? [] : slotShardCaps(limit, existing);
+    const shards = await this.readSlotShards(target, existing);
+    if (change === 'settle' && !wantsAllotment(shards)) return 'settled';
+    const limit = change === 'settle' ? slotLimit(shards) : change.limit;
+    const allotted = limit === undefined || (change !== 'settle' && change.drain) ? undefined : allotSlotCaps(limit, shards.map((shard) => shard.held));
+    const caps = allotted ?? Array.from({ length: existing }, () => 0);
     const count = Math.max(caps.length, existing);
-    await Promise.all(
-      Array.from({ length: count }, (_, shard) =>
-        this.db.send(
-          new UpdateCommand({
-            TableName: this.table,
-            Key: KEY.slotShard(target, shard),
-            UpdateExpression: 'SET cap = :cap, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
-            ExpressionAttributeValues: { ':cap': caps[shard] ?? 0, ':zero': 0 },
-          }),
-        ),
-      ),
-    );
-    await this.db.send(
-      new UpdateCommand({
+    const items: TransactItem[] = caps.map((cap, shard) => ({
+      Update: {
+        TableName: this.table,
+        Key: KEY.slotShard(target, shard),
+        UpdateExpression: 'SET cap = :cap, #limit = :limit, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
+        ExpressionAttributeNames: { '#limit': 'limit' },
+        ...(allotted === undefined
+          ? { ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0 } }
+          : {
+              ConditionExpression: `(attribute_not_exists(held) OR held <= :held)${change === 'settle' ? ' AND (attribute_not_exists(#limit) OR #limit = :limit)' : ''}`,
+              ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':held': shards[shard]?.held ?? 0 },
+            }),
+      },
+    }));
+    items.push({
+      Update: {
         TableName: this.table,
         Key: KEY.limitedTargets(),
         UpdateExpression: 'SET #count = :count',
+        ConditionExpression: 'attribute_not_exists(#count) OR #count <= :count',
         ExpressionAttributeNames: { '#count': `shards:${target}` },
         ExpressionAttributeValues: { ':count': count },
-      }),
-    );
+      },
+    });
+    try {
+      await this.db.send(new TransactWriteCommand({ TransactItems: items }));
+    } catch (error) {
+      const reasons = error instanceof TransactionCanceledException ? (error.CancellationReasons ?? []).map((reason) => reason.Code) : [];
+      if (reasons.includes('ConditionalCheckFailed') || reasons.includes('TransactionConflict') || isTransactionConflict(error)) return 'lost';
+      throw error;
+    }
     this.shardCountCache?.counts.set(target, count);
+    return 'written';
   }
 
   async limitedTargets(): Promise<string[]> {
@@ -547,15 +590,14 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     // deploy. (A limit registered in the table is written by putTarget alone: a cached registration
     // never rewrites caps.)
     const deployed = this.options.registry?.targets.get(target)?.maxConcurrentRuns;
-    if (deployed === undefined) return shards;
-    const caps = slotShardCaps(deployed, shards.length);
-    if (shards.length === caps.length && shards.every((shard, index) => shard.cap === caps[index])) return shards;
+    if (deployed === undefined || (shards.length > 0 && slotLimit(shards) === deployed)) return shards;
     await this.syncSlotCaps(target, deployed);
     return this.readSlotShards(target);
   }
 
-  protected async readSlotShards(target: string): Promise<SlotShard[]> {
-    const count = (await this.limitedShardCounts(false)).get(target) ?? 0;
+  /** The target's shards (`count`: how many it has; by default the cached count admissions use). */
+  protected async readSlotShards(target: string, known?: number): Promise<SlotShard[]> {
+    const count = known ?? (await this.limitedShardCounts(false)).get(target) ?? 0;
     if (count === 0) return [];
     const keys = Array.from({ length: count }, (_, shard) => KEY.slotShard(target, shard));
     const found = new Map<string, Item>();

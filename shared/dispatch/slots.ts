@@ -1,8 +1,27 @@
 /**
  * A target's concurrency limit as slot shards (CONTRACT §11): the limit is split over counters of
  * their own, so admissions and releases of a busy target spread over several partition keys (§14),
- * and each counter carries its own cap, which the slot write is conditioned on. The caps sum exactly to
- * the limit and each is at least 1, so a limit of 1 is one shard of one slot.
+ * and each counter carries its own cap, which the slot write is conditioned on (`held < cap`).
+ *
+ * The invariant: every shard's cap is at least what it holds, and the caps sum exactly to the limit.
+ * A take raises one shard's `held` only under its cap and a release only lowers it, so while that holds
+ * the runs in flight (Σ held) never pass Σ cap = the limit, whichever shard each take lands on.
+ *
+ * A change of the limit is where static caps break it (old shards end with caps below what they hold,
+ * new ones start empty, and each take is checked only against its own shard: a raise 8 → 9 let 12 in).
+ * So a change is an *allotment* (`allotSlotCaps`): the store reads what each shard holds and writes every
+ * cap in one transaction, each conditioned on the shard holding no more than was read.
+ *  - Σ held ≤ limit: each shard gets at least what it holds, the rest towards the even spread of
+ *    `slotShardCaps` (exactly it when the holds allow), summing to the limit: the invariant holds at once.
+ *  - Σ held > limit (lowered under what is in flight): no allotment can hold it, so the target *drains* —
+ *    every cap 0, no shard takes, and the limit in force is kept beside the caps (`limit`) for what
+ *    `GET /attention` says. The monitor's tick (every admission pass) allots again as soon as Σ held ≤
+ *    limit: nothing new is submitted until the runs in flight are under the limit.
+ * Why not one counter: a single item every admission writes is a hot key (§14); why not caps alone,
+ * re-spread by a fixed rule: a shard that holds more than its new cap drains while another takes, and
+ * the sum passes the limit. The allotment keeps the shards and takes the holds into account, so
+ * Σ max(held, cap) ≤ limit whenever any take is possible (property-tested in test/unit/flow-control).
+ * A limit of 1 is one shard of cap 1 (or, over existing shards, one cap 1 and the others 0).
  */
 
 /** Slots per shard, at most, before the limit is spread over another shard. */
@@ -11,9 +30,9 @@ export const SLOTS_PER_SHARD = 8;
 export const MAX_SLOT_SHARDS = 32;
 
 /**
- * The cap of each shard for `limit`, in shard order. `existing`: the shards the target already has —
- * a lower limit is spread over them (each at most its share, so one that holds more than its new cap
- * only drains: the total never passes the new limit once they have), and those beyond the limit get 0.
+ * The even spread of `limit` over shards, in shard order: what an allotment gives when the holds allow
+ * (`allotSlotCaps`). `existing`: the shards the target already has — a lower limit is spread over them,
+ * and those beyond the limit get 0.
  *
  * @example
  * slotShardCaps(1)     // [1]
@@ -29,23 +48,79 @@ export function slotShardCaps(limit: number, existing = 0): number[] {
   return [...caps, ...Array.from({ length: Math.max(0, existing - shards) }, () => 0)];
 }
 
+/**
+ * The caps an allotment gives the shards holding `held` (index = shard) for `limit`, or undefined when
+ * they hold more than it (the target drains: no shard may take until an allotment finds them under).
+ * Every cap ≥ its shard's held, the caps sum exactly to `limit`, and where the holds allow each cap is
+ * `slotShardCaps(limit, held.length)`'s: the remainder goes to the shards with the most room, taken back
+ * first from the largest caps. Never fewer shards than `held` has (a shard once made stays).
+ *
+ * @example
+ * allotSlotCaps(9, [8])          // [8, 1]   (8 held on the old shard; the new one takes 1)
+ * allotSlotCaps(9, [3])          // [5, 4]   (the even spread)
+ * allotSlotCaps(3, [5, 4])       // undefined (9 in flight over 3: drain)
+ * allotSlotCaps(3, [1, 1])       // [2, 1]
+ */
+export function allotSlotCaps(limit: number, held: readonly number[]): number[] | undefined {
+  const even = slotShardCaps(limit, held.length);
+  const holds = even.map((_, shard) => Math.max(0, held[shard] ?? 0));
+  if (holds.reduce((sum, count) => sum + count, 0) > limit) return undefined;
+  const caps = even.map((cap, shard) => Math.max(cap, holds[shard] as number));
+  // Over the limit by what the holds pushed up: taken back from the largest caps that hold less than their cap.
+  for (let excess = caps.reduce((sum, cap) => sum + cap, 0) - limit; excess > 0; excess -= 1) {
+    let widest = -1;
+    for (let shard = 0; shard < caps.length; shard += 1) {
+      if ((caps[shard] as number) > (holds[shard] as number) && (widest < 0 || (caps[shard] as number) >= (caps[widest] as number))) widest = shard;
+    }
+    caps[widest] = (caps[widest] as number) - 1;
+  }
+  return caps;
+}
+
 /** One slot shard as stored: its cap, the slots held, how many of those are held by runs the ledger lost sight of. */
 export interface SlotShard {
   readonly shard: number;
   readonly cap: number;
+  /** The limit in force when the caps were last allotted (0: none); absent on shards allotted before it was kept. */
+  readonly limit?: number | undefined;
   readonly held: number;
   readonly unknownHeld: number;
   /** The origin of the dispatch admitted last through this shard: admissions go round-robin from it. */
   readonly lastOrigin: string | null;
 }
 
-/** A target's slots, summed over its shards (a shard beyond the current limit's has cap 0 and only drains). */
-export function slotTotals(shards: readonly SlotShard[]): { readonly limit: number; readonly held: number; readonly unknownHeld: number; readonly free: number } {
-  const limit = shards.reduce((sum, shard) => sum + shard.cap, 0);
+/** The limit in force over a target's shards: the one the last allotment kept, or (shards allotted before it was kept) the sum of the caps. */
+export function slotLimit(shards: readonly SlotShard[]): number {
+  const kept = shards.find((shard) => shard.limit !== undefined)?.limit;
+  return kept ?? shards.reduce((sum, shard) => sum + shard.cap, 0);
+}
+
+/**
+ * Whether the shards want an allotment now, and can have one: draining, with no more runs in flight
+ * than the limit; or allotted off the even spread (a change's holds pushed some caps up) while the
+ * holds now fit the even spread. False otherwise: one allotment per drain, one back to even.
+ */
+export function wantsAllotment(shards: readonly SlotShard[]): boolean {
+  const limit = slotLimit(shards);
+  if (limit === 0 || shards.length === 0) return false;
+  const caps = shards.map((shard) => shard.cap);
+  const held = shards.map((shard) => shard.held);
+  if (caps.reduce((sum, cap) => sum + cap, 0) !== limit) return held.reduce((sum, count) => sum + count, 0) <= limit;
+  const even = slotShardCaps(limit, shards.length);
+  return even.some((cap, shard) => cap !== caps[shard]) && even.every((cap, shard) => (held[shard] ?? 0) <= cap);
+}
+
+/**
+ * A target's slots, summed over its shards. `draining`: lowered under what is in flight, no shard takes
+ * until fewer runs than the limit are (CONTRACT §11 V3); `free` is then 0.
+ */
+export function slotTotals(shards: readonly SlotShard[]): { readonly limit: number; readonly held: number; readonly unknownHeld: number; readonly free: number; readonly draining: boolean } {
+  const limit = slotLimit(shards);
   const held = shards.reduce((sum, shard) => sum + shard.held, 0);
   const unknownHeld = shards.reduce((sum, shard) => sum + shard.unknownHeld, 0);
   const free = shards.reduce((sum, shard) => sum + Math.max(0, shard.cap - shard.held), 0);
-  return { limit, held, unknownHeld, free };
+  const draining = limit > 0 && shards.reduce((sum, shard) => sum + shard.cap, 0) !== limit;
+  return { limit, held, unknownHeld, free, draining };
 }
 
 /** One dispatch waiting for a slot, as the wait index orders it. */

@@ -345,10 +345,13 @@ export interface LedgerStore {
   /** CONTRACT §11: a target's slot shards as stored (strongly consistent); none when it never had a limit. */
   slotShards(target: string): Promise<SlotShard[]>;
   /**
-   * Sets the caps of the target's shards for `limit` (shards beyond it get cap 0 and only drain; no
-   * limit: every cap 0 and the limit is off) and records the target among the limited ones.
+   * A change of the target's limit: its shards' caps allotted from what each holds (`allotSlotCaps`:
+   * each ≥ its held, summing to `limit`), or drained (every cap 0) while more runs are in flight than
+   * `limit`; no limit: every cap 0 and the limit is off. Records the target among the limited ones.
    */
   syncSlotCaps(target: string, limit: number | undefined): Promise<void>;
+  /** Allots a drained (or unevenly allotted) target's caps again once what it holds allows (`wantsAllotment`); else writes nothing. */
+  settleSlotCaps(target: string): Promise<void>;
   /** Targets that have (or had) a concurrency limit: the monitor admits their waiting dispatches each tick. */
   limitedTargets(): Promise<string[]>;
   /**

@@ -117,7 +117,10 @@ export interface TargetAtCapacity {
 /** Waiting dispatches counted per target for the attention list, at most. */
 export const WAITING_COUNTED = 1000;
 
-/** Limited targets whose every slot is held, with how many of them unknown runs hold. */
+/**
+ * Limited targets whose every slot is held — or, lowered under what is in flight, draining: more runs
+ * held than the limit, none admitted until fewer than the limit are — with how many unknown runs hold.
+ */
 export async function targetsAtCapacity(store: Pick<LedgerStore, 'limitedTargets' | 'slotShards' | 'countWaiting'>): Promise<TargetAtCapacity[]> {
   const entries: TargetAtCapacity[] = [];
   for (const target of await store.limitedTargets()) {
@@ -132,7 +135,11 @@ export async function targetsAtCapacity(store: Pick<LedgerStore, 'limitedTargets
       heldByUnknownRuns: totals.unknownHeld,
       waiting,
       reason:
-        `all ${totals.limit} slot(s) held, ${totals.unknownHeld} by runs whose status is unknown; ${waiting}${waiting >= WAITING_COUNTED ? '+' : ''} dispatch(es) waiting` +
+        (totals.draining
+          ? `${totals.held} run(s) in flight for a lowered limit of ${totals.limit}, ${totals.unknownHeld} of them unknown: ` +
+            (totals.held >= totals.limit ? `nothing is submitted until fewer than ${totals.limit} are; ` : 'the next monitor tick admits again; ')
+          : `all ${totals.limit} slot(s) held, ${totals.unknownHeld} by runs whose status is unknown; `) +
+        `${waiting}${waiting >= WAITING_COUNTED ? '+' : ''} dispatch(es) waiting` +
         (totals.unknownHeld > 0 ? `. A run its target no longer knows: npx ledger slots release --target ${target} --run-id RUN --dispatch-id D --reason R` : ''),
     });
   }

@@ -52,8 +52,8 @@ async function commitStep(deps: SubmitDeps, from: DispatchState, next: DispatchS
 
 /**
  * The slot shards of a limited target as stored. Their caps are the registry's to set (`putTarget`, or a
- * deployment): admission only writes them for a target that has none yet — a cached registration must
- * never raise a limit that was lowered.
+ * deployment) and the monitor's to allot again after a drain: admission only writes them for a target
+ * that has none yet — a cached registration must never raise a limit that was lowered.
  */
 export async function shardsOf(deps: Pick<SubmitDeps, 'store'>, registration: TargetRegistration): Promise<SlotShard[]> {
   const shards = await deps.store.slotShards(registration.name);
@@ -174,6 +174,9 @@ export async function admitWaiting(deps: SubmitDeps, target: string, max = 25, s
     }
     return 0;
   }
+  // A target drained by a lower limit (or allotted off the even spread by a change) gets its caps
+  // allotted again once what is in flight allows (CONTRACT §11: nothing new until under the limit).
+  if (registration.maxConcurrentRuns !== undefined) await deps.store.settleSlotCaps(target);
   for (let round = 0; count < max && round < max * 3 && !spent(); round += 1) {
     let shard: SlotShard | undefined;
     if (registration.maxConcurrentRuns !== undefined) {

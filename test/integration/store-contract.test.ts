@@ -7,7 +7,7 @@ import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import { dueShardOf, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, admitted, applyRunEvent, blocked, IllegalTransitionError, reconcileLookup, submitted, waiting, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { accepted, admitted, applyRunEvent, blocked, cancelledBeforeSubmission, IllegalTransitionError, reconcileLookup, submitted, waiting, type NewDispatch } from '../../shared/dispatch/transitions.js';
 import { slotShardCaps } from '../../shared/dispatch/slots.js';
 import { manualAttestation } from '../../shared/dispatch/manual.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
@@ -291,7 +291,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const store = await storeOf();
     const target = uniqueName('limited');
     await store.syncSlotCaps(target, 1);
-    expect(await store.slotShards(target)).toEqual([{ shard: 0, cap: 1, held: 0, unknownHeld: 0, lastOrigin: null }]);
+    expect(await store.slotShards(target)).toEqual([{ shard: 0, cap: 1, limit: 1, held: 0, unknownHeld: 0, lastOrigin: null }]);
     const [first, second] = [await waitingOne(store, target), await waitingOne(store, target, { origin: 'other' })] as [DispatchState, DispatchState];
     const firstHeld = admitted(first, 0, later(1), 60);
     expect(await store.commit(first, firstHeld)).toEqual({ kind: 'committed' });
@@ -299,7 +299,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const untouched = await store.getState(second.dispatchId);
     expect(untouched?.version).toBe(second.version);
     expect(untouched?.slot ?? null).toBeNull();
-    expect((await store.slotShards(target))[0]).toEqual({ shard: 0, cap: 1, held: 1, unknownHeld: 0, lastOrigin: 'planner' });
+    expect((await store.slotShards(target))[0]).toEqual({ shard: 0, cap: 1, limit: 1, held: 1, unknownHeld: 0, lastOrigin: 'planner' });
 
     // Submitted, it keeps the slot; stalled, the slot is one an unknown run holds; completed, it is given back.
     const run = submitted(firstHeld, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, later(2));
@@ -327,6 +327,34 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     await store.syncSlotCaps(target, 2);
     expect((await store.slotShards(target)).map((shard) => shard.cap)).toEqual([1, 1, 0]);
     expect(await store.limitedTargets()).toContain(target);
+  });
+
+  it('allots a changed limit from what each shard holds (raised: caps ≥ held, summing to it); lowered under it: drains, none takes, until a settle finds it under', async () => {
+    const store = await storeOf();
+    const target = uniqueName('limited');
+    await store.syncSlotCaps(target, 8);
+    const held: DispatchState[] = [];
+    for (let index = 0; index < 8; index += 1) {
+      const one = await waitingOne(store, target);
+      const next = admitted(one, 0, later(1), 60);
+      expect(await store.commit(one, next)).toEqual({ kind: 'committed' });
+      held.push(next);
+    }
+    await store.syncSlotCaps(target, 9);
+    expect((await store.slotShards(target)).map((shard) => [shard.cap, shard.held])).toEqual([[8, 8], [1, 0]]);
+    // Lowered under the 8 held: every cap 0, the limit kept beside them; a settle changes nothing while over it.
+    await store.syncSlotCaps(target, 3);
+    expect((await store.slotShards(target)).map((shard) => [shard.cap, shard.limit])).toEqual([[0, 3], [0, 3]]);
+    const late = await waitingOne(store, target);
+    expect(await store.commit(late, admitted(late, 1, later(2), 60))).toEqual({ kind: 'slot_full' });
+    for (const run of held.slice(0, 6)) expect(await store.commit(run, cancelledBeforeSubmission(run, { reason: 'r', by: 'p' }, later(3)))).toEqual({ kind: 'committed' });
+    await store.settleSlotCaps(target);
+    // 2 held now: allotted again, each cap ≥ its held, summing to 3 — one slot free.
+    const settled = await store.slotShards(target);
+    expect(settled.map((shard) => shard.held)).toEqual([2, 0]);
+    expect(settled.reduce((sum, shard) => sum + shard.cap, 0)).toBe(3);
+    expect(settled.every((shard) => shard.cap >= shard.held)).toBe(true);
+    expect(await store.commit(late, admitted(late, settled.findIndex((shard) => shard.cap > shard.held), later(4), 60))).toEqual({ kind: 'committed' });
   });
 
   it('orders the waiting: highest priority first, round-robin across origins from the last one admitted, oldest first within an origin', async () => {

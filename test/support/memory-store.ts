@@ -7,7 +7,7 @@ import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
-import { nextAdmission, slotShardCaps, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
+import { allotSlotCaps, nextAdmission, slotLimit, wantsAllotment, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import { DEFAULT_PRIORITY } from '../../shared/dispatch/state.js';
 import { countDelta, countsOf, sumDeltas, type Counts } from '../../shared/dispatch/counts.js';
 import { matchesFilter, type DispatchFilter } from '../../shared/dispatch/dispatch-filter.js';
@@ -280,13 +280,19 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   }
   async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
     const shards = this.slots.get(target) ?? [];
-    const caps = limit === undefined ? [] : slotShardCaps(limit, shards.length);
+    const caps = (limit === undefined ? undefined : allotSlotCaps(limit, shards.map((shard) => shard.held))) ?? shards.map(() => 0);
     for (let shard = 0; shard < Math.max(caps.length, shards.length); shard += 1) {
       const existing = shards[shard];
-      if (existing) existing.cap = caps[shard] ?? 0;
-      else shards[shard] = { shard, cap: caps[shard] ?? 0, held: 0, unknownHeld: 0, lastOrigin: null };
+      if (existing) {
+        existing.cap = caps[shard] ?? 0;
+        existing.limit = limit ?? 0;
+      } else shards[shard] = { shard, cap: caps[shard] ?? 0, limit: limit ?? 0, held: 0, unknownHeld: 0, lastOrigin: null };
     }
     this.slots.set(target, shards);
+  }
+  async settleSlotCaps(target: string): Promise<void> {
+    const shards = await this.slotShards(target);
+    if (wantsAllotment(shards)) await this.syncSlotCaps(target, slotLimit(shards));
   }
   async limitedTargets(): Promise<string[]> {
     return [...this.slots.keys()].sort();

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { nextAdmission, slotShardCaps, type WaitingEntry } from '../../shared/dispatch/slots.js';
+import { allotSlotCaps, nextAdmission, slotShardCaps, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, admitted, applyRunEvent, cancelRequested, redispatched, submissionClaimed, submitted, waiting } from '../../shared/dispatch/transitions.js';
 import type { AcceptedMessage } from '../../shared/ledger/port.js';
@@ -27,6 +27,32 @@ describe('slot shards (CONTRACT §11)', () => {
     );
     expect(slotShardCaps(1)).toEqual([1]);
     expect(slotShardCaps(8, 3)).toEqual([3, 3, 2]);
+  });
+
+  it('allot a changed limit from what each shard holds: whenever any shard can take, Σ max(held, cap) ≤ the limit and the caps sum to it', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 10_000 }), fc.array(fc.integer({ min: 0, max: 400 }), { maxLength: 32 }), (limit, held) => {
+        const caps = allotSlotCaps(limit, held);
+        const total = held.reduce((sum, count) => sum + count, 0);
+        if (caps === undefined) {
+          // Drains: more in flight than the limit, and no allotment could hold it.
+          expect(total).toBeGreaterThan(limit);
+          return;
+        }
+        expect(total).toBeLessThanOrEqual(limit);
+        expect(caps.reduce((sum, cap) => sum + cap, 0)).toBe(limit);
+        expect(caps.length).toBeGreaterThanOrEqual(held.length);
+        caps.forEach((cap, shard) => expect(cap).toBeGreaterThanOrEqual(held[shard] ?? 0));
+        expect(caps.reduce((sum, cap, shard) => sum + Math.max(cap, held[shard] ?? 0), 0)).toBeLessThanOrEqual(limit);
+        // Where the holds allow, the even spread itself.
+        const even = slotShardCaps(limit, held.length);
+        if (even.every((cap, shard) => (held[shard] ?? 0) <= cap)) expect(caps).toEqual(even);
+      }),
+    );
+    expect(allotSlotCaps(9, [8])).toEqual([8, 1]);
+    expect(allotSlotCaps(33, [8, 8, 8, 8])).toEqual([8, 8, 8, 8, 1]);
+    expect(allotSlotCaps(3, [5, 4])).toBeUndefined();
+    expect(allotSlotCaps(1, [0, 0, 0])).toEqual([1, 0, 0]);
   });
 
   it('pick the highest priority, then the next origin after the last admitted (wrapping), then its oldest', () => {
