@@ -1,6 +1,6 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { admitted, awaitingPerson, blocked, cancelledBeforeSubmission, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
-import type { SlotShard } from '../dispatch/slots.js';
+import { wantsAllotment, type SlotShard } from '../dispatch/slots.js';
 import { taskOf } from '../dispatch/task.js';
 import { crashPoint } from '../faults.js';
 import type { AcceptedMessage, CommitOutcome, DispatchWorkDeps } from '../ledger/port.js';
@@ -176,7 +176,7 @@ export async function admitWaiting(deps: SubmitDeps, target: string, max = 25, s
   }
   // A target drained by a lower limit (or allotted off the even spread by a change) gets its caps
   // allotted again once what is in flight allows (CONTRACT §11: nothing new until under the limit).
-  if (registration.maxConcurrentRuns !== undefined) await deps.store.settleSlotCaps(target);
+  if (registration.maxConcurrentRuns !== undefined && wantsAllotment(await shardsOf(deps, registration))) await deps.store.settleSlotCaps(target);
   for (let round = 0; count < max && round < max * 3 && !spent(); round += 1) {
     let shard: SlotShard | undefined;
     if (registration.maxConcurrentRuns !== undefined) {
