@@ -2,7 +2,7 @@ import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, SettledC
 import { clip } from '../text.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
-import { DEFAULT_PRIORITY, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
+import { DEFAULT_PRIORITY, PARENT_WAIT_SECONDS, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
 
 /** The dispatch view of CONTRACT §2, field for field. */
 export interface DispatchView {
@@ -13,8 +13,8 @@ export interface DispatchView {
   readonly attempt: number;
   readonly phase: Phase;
   readonly blockedReason: string | null;
-  /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry; a person for a manual target, §13). */
-  readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | 'person' | null; readonly priority: number; readonly notBefore: string | null };
+  /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry; a person for a manual target, §13; its parent to be recorded, §1 V3). */
+  readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | 'person' | 'parent' | null; readonly priority: number; readonly notBefore: string | null };
   /** CONTRACT §2 v2: `cancelRequestedAt` once the origin asked for a cancel, and what asking the target came to. */
   readonly execution: Execution & { readonly cancelRequestedAt: string | null; readonly cancel: DispatchState['cancel'] | null };
   /** CONTRACT §11: the slot of the target's limit this attempt holds, and the last one an operator freed. */
@@ -221,6 +221,10 @@ function unknowns(state: DispatchState): string[] {
     out.push(`waiting for a free slot of target "${state.target}" (its maxConcurrentRuns are all held): not submitted yet; priority ${state.priority ?? DEFAULT_PRIORITY}`);
   }
   if (state.phase === 'accepted' && state.waitingFor === 'not_before') out.push(`not submitted before ${state.notBefore ?? ''} (notBefore)`);
+  if (state.phase === 'accepted' && state.waitingFor === 'parent') {
+    const until = new Date(Date.parse(state.createdAt) + PARENT_WAIT_SECONDS * 1000).toISOString();
+    out.push(`held for its parent ${state.parentDispatchId ?? ''}, which is not recorded yet (queues do not keep order): its hop is derived once it is; not submitted, and blocked unknown_parent if it is still missing at ${until}`);
+  }
   if (state.phase === 'submitted' && state.cancel && state.execution.status !== 'cancelled' && state.execution.status !== 'completed' && state.execution.status !== 'failed') {
     out.push(`a cancel was asked at ${state.cancel.requestedAt}; the run is cancelled only when the target says so (its last answer: ${state.cancel.answer ?? 'none yet'})`);
   }

@@ -4,10 +4,11 @@ import { clip } from '../text.js';
 import { crashPoint } from '../faults.js';
 import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { accepted, blocked } from '../dispatch/transitions.js';
+import { accepted, blocked, parentMissing } from '../dispatch/transitions.js';
 import type { AcceptedMessage, BlobStore, DispatchWorkDeps, LedgerStoreWithWrites, Rejection } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
+import { parentOf } from '../usecases/lineage.js';
 import { OBJECTS } from '../ledger/objects.js';
 
 /** One SQS record, as intake sees it. */
@@ -239,11 +240,10 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
   // Hop is derived from the stored parent, never taken from the sender, and checked before any contact.
   let hop = 0;
   let maxHops = content.maxHops;
-  let parentProblem: string | undefined;
+  let parentMissed = false;
   if (content.parentDispatchId) {
-    const parent = await deps.store.getState(content.parentDispatchId);
-    // Another origin's dispatch is "not in the ledger" to this one: existence never leaks across origins.
-    if (!parent || parent.origin !== message.origin) parentProblem = `parent ${content.parentDispatchId} is not in the ledger`;
+    const parent = await parentOf(deps, content.parentDispatchId, message.origin);
+    if (!parent) parentMissed = true;
     else {
       hop = parent.hop + 1;
       maxHops = Math.min(parent.maxHops, content.maxHops);
@@ -268,7 +268,8 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
     },
     now,
   );
-  if (parentProblem) return record(deps, start, blocked(start, 'unknown_parent', parentProblem, now));
+  // Not recorded yet (SQS does not keep order): held, and the monitor looks again until PARENT_WAIT_SECONDS.
+  if (parentMissed) return record(deps, start, parentMissing(start, now));
   if (hop > maxHops) return record(deps, start, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
   const traced = content.traceparent ? { traceparent: content.traceparent } : {};
   return { ...outcomeOf(start, await startAttempt(deps, start, message, inHand)), ...traced };

@@ -41,6 +41,10 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
   if ((state.blockedCode && FINAL_BLOCKS.has(state.blockedCode)) || state.hop > state.maxHops) {
     return { kind: 'not_submittable', reason: state.blockedReason ?? 'hop budget exceeded' };
   }
+  // Held for its parent (CONTRACT §1 V3): its hop is not derived yet, so no submission may skip the wait.
+  if (state.phase === 'accepted' && state.waitingFor === 'parent') {
+    return { kind: 'not_submittable', reason: `held for its parent ${state.parentDispatchId ?? ''}, not recorded yet: submitted once it is, or blocked unknown_parent` };
+  }
   const message = await deps.store.getAcceptedMessage(state.dispatchId);
   if (!message?.content.valid) return { kind: 'not_submittable', reason: 'this dispatch has no valid message to submit again' };
   const registration = await deps.store.getTarget(state.target);
