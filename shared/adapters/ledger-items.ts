@@ -322,13 +322,16 @@ export function countShardOf(seed: string): number {
 /** The counter items' attribute names are the buckets of `shared/dispatch/counts.ts`, as they are. */
 export const COUNT_KEYS: ReadonlyArray<{ readonly pk: string; readonly sk: string }> = Array.from({ length: COUNT_SHARDS }, (_, shard) => KEY.counts(shard));
 
-/** The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike. */
+/**
+ * The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike.
+ * Built by a call marked pure, so a bundle that never reads it (every function's) leaves it out.
+ */
 export const LEDGER_TABLE_DEFINITION: {
   readonly attributeDefinitions: AttributeDefinition[];
   readonly keySchema: KeySchemaElement[];
   readonly globalSecondaryIndexes: GlobalSecondaryIndex[];
   readonly ttlAttribute: string;
-} = {
+} = /* @__PURE__ */ (() => ({
   attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt', 'inboxKey', 'inboxAt', 'waitKey', 'waitAt', 'recentShard'].map((name) => ({
     AttributeName: name,
     AttributeType: 'S',
@@ -350,7 +353,7 @@ export const LEDGER_TABLE_DEFINITION: {
     { IndexName: INDEX.recent, KeySchema: [{ AttributeName: 'recentShard', KeyType: 'HASH' }, { AttributeName: 'createdKey', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
   ],
   ttlAttribute: TTL_ATTRIBUTE,
-};
+}))();
 
 /** The item a failed condition returns (ALL_OLD) comes back in wire format, even through the document client. */
 export type Item = Record<string, unknown>;

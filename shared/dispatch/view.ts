@@ -221,10 +221,8 @@ function unknowns(state: DispatchState): string[] {
     out.push(`waiting for a free slot of target "${state.target}" (its maxConcurrentRuns are all held): not submitted yet; priority ${state.priority ?? DEFAULT_PRIORITY}`);
   }
   if (state.phase === 'accepted' && state.waitingFor === 'not_before') out.push(`not submitted before ${state.notBefore ?? ''} (notBefore)`);
-  if (state.phase === 'accepted' && state.waitingFor === 'parent') {
-    const until = new Date(Date.parse(state.createdAt) + PARENT_WAIT_SECONDS * 1000).toISOString();
-    out.push(`held for its parent ${state.parentDispatchId ?? ''}, which is not recorded yet (queues do not keep order): its hop is derived once it is; not submitted, and blocked unknown_parent if it is still missing at ${until}`);
-  }
+  // CONTRACT §1 V3 (the API bundle is held to a size budget: the words stay short).
+  if (state.phase === 'accepted' && state.waitingFor === 'parent') out.push(`waits for its parent ${state.parentDispatchId ?? ''} to be recorded; blocked unknown_parent at ${new Date(Date.parse(state.createdAt) + PARENT_WAIT_SECONDS * 1000).toISOString()}`);
   if (state.phase === 'submitted' && state.cancel && state.execution.status !== 'cancelled' && state.execution.status !== 'completed' && state.execution.status !== 'failed') {
     out.push(`a cancel was asked at ${state.cancel.requestedAt}; the run is cancelled only when the target says so (its last answer: ${state.cancel.answer ?? 'none yet'})`);
   }
