@@ -1,8 +1,11 @@
-import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, SettledCheck } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from '../ledger/port.js';
 import { clip } from '../text.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
 import { DEFAULT_PRIORITY, PARENT_WAIT_SECONDS, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
+
+/** How many refused messages of its origin the view lists (CONTRACT §15 v3: the newest 10). */
+export const CONFLICTS_IN_VIEW = 10;
 
 /** The dispatch view of CONTRACT §2, field for field. */
 export interface DispatchView {
@@ -62,6 +65,12 @@ export interface DispatchView {
   readonly manualAttestations: readonly ManualAttestation[];
   /** Every run of the dispatch, oldest first: the current one and each ended by a redispatch. */
   readonly runs: readonly RunEntry[];
+  /**
+   * CONTRACT §15 v3: the newest CONFLICTS_IN_VIEW messages of this dispatch's own origin that named its id
+   * and were refused (a second message with other content), newest first. Another origin's message under
+   * this id is never listed: it is that origin's to see (`GET /origins/{origin}/rejections`), not this one's.
+   */
+  readonly conflicts: readonly Refusal[];
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
   readonly unknowns: readonly string[];
   /** Cursors to the older entries of each list when it holds more than the view shows (CONTRACT §2 v2). */
@@ -264,6 +273,7 @@ export function dispatchView(
   marks: readonly EvidenceMark[] = [],
   pastAttempts: readonly PastAttempt[] = [],
   manualAttestations: readonly ManualAttestation[] = [],
+  conflicts: readonly Refusal[] = [],
 ): DispatchView {
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   // Invalid: what the check found invalid, and any expected ref an owner marked invalid, superseded or rejected since.
@@ -339,6 +349,7 @@ export function dispatchView(
     operatorReceipts: stored,
     manualAttestations: attestations,
     runs: runsOf(state, pastAttempts),
+    conflicts: conflicts.slice(0, CONFLICTS_IN_VIEW),
     gate: gate(state, invalid, findings),
     unknowns: [
       ...unknowns(state),
