@@ -295,7 +295,7 @@ async function resultsDemo(state: LocalState, run: string, print: (line: string)
 
   print('demo: a result back to the origin (lead-agent → parent → child; the child reports a 20 KB body, delivered after the turn)');
   await sendDispatchBody(info, JSON.stringify({ dispatchId: parent, origin: ORIGIN, target: 'demo-agent', task: { goal: 'plan the incident review', behavior: 'complete' } }));
-  // The child names its parent, which must be in the ledger first (else it is blocked unknown_parent).
+  // The child names its parent, which should be in the ledger first (else it is held up to 300 s for it, then blocked unknown_parent).
   await waitFor(`${parent} to be submitted`, async () => ((await viewOf(parent))?.phase === 'submitted' ? true : undefined));
   await sendDispatchBody(
     info,

@@ -3,7 +3,7 @@ import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
 import { countsOf, isBucket, type Counts } from '../dispatch/counts.js';
 import { isFiltered, matchesFilter, type DispatchFilter } from '../dispatch/dispatch-filter.js';
 import type { DispatchState, ResultRecord } from '../dispatch/state.js';
-import { InvalidCursorError, type LedgerFeeds, type Page, type Rejection } from '../ledger/port.js';
+import { InvalidCursorError, type LedgerFeeds, type OriginRejection, type Page, type Rejection } from '../ledger/port.js';
 import {
   COUNT_KEYS,
   dispatchIdOfKey,
@@ -16,6 +16,9 @@ import {
   monthKey,
   originListOf,
   originPartitionsOf,
+  originRejectionListOf,
+  originRejectionOf,
+  originRejectionPartitionsOf,
   RECENT_SHARD_KEYS,
   REJECTION_FEED,
   rejectionOf,
@@ -135,6 +138,25 @@ export class LedgerFeedsTable implements LedgerFeeds {
         // A cursor of a month the retention has since passed: nothing is left to list.
         agedOut: (feed) => REJECTION_FEED.test(feed) && feed < oldest,
         load: async (entries) => entries.map(rejectionOf),
+      },
+      options,
+    );
+  }
+
+  /**
+   * CONTRACT §15 v3 `GET /origins/{origin}/rejections`: the origin's own refused messages, newest first —
+   * one query per shard of its list a page (ORIGIN_SHARDS), never a Scan. The list is named by the origin,
+   * so another origin's cursor is refused.
+   */
+  async listOriginRejections(origin: string, options: { limit: number; cursor?: string | undefined }): Promise<Page<OriginRejection>> {
+    return this.readList(
+      {
+        index: INDEX.feed,
+        partitionAttribute: 'feedKey',
+        sortAttribute: 'feedAt',
+        groups: [{ name: originRejectionListOf(origin), partitions: originRejectionPartitionsOf(origin) }],
+        isPosition: isRejectionPosition,
+        load: async (entries) => entries.map(originRejectionOf),
       },
       options,
     );

@@ -1,10 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { clipBytes } from '../text.js';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, MAX_PRIORITY, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
 import type { SlotShard, WaitingEntry } from '../dispatch/slots.js';
 import { isTerminal, resultIdOf } from '../dispatch/transitions.js';
 import { attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type PastAttempt, type Rejection } from '../ledger/port.js';
+import { CorruptItemError, DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type OriginRejection, type PastAttempt, type Refusal, type Rejection } from '../ledger/port.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
@@ -29,6 +30,8 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
  * | lambda failure     | D#{dispatchId}    | LFAIL#{attempt} | —  (what Lambda's on-failure destination said of the run) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}#{nn}, newest first        |
+ * | origin rejection   | OREJ#{messageId}  | ORIGIN      | feed: origin-rejections#{origin}#{nn}, newest first (its origin's own refused message, CONTRACT §15) |
+ * | refusal            | REFUSED#{dispatchId} | {origin}#{at}#{messageId} | —  (a refused message of `origin` that named the id: the owner's view reads its own origin's newest 10) |
  * | target             | T#{name}          | TARGET      | —                                                    |
  * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
  * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin, limit: one of a target's concurrency counters) |
@@ -55,7 +58,8 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   within an origin. Written when it starts waiting, removed when it is admitted or cancelled.
  * - `feed` (projects ALL: every write of an item on a feed rewrites its entry): rejections by month and
  *   the attention lists by kind, under `{feed}#{nn}` (FEED_SHARDS keys by message or dispatch id), newest
- *   first (attention: by when the problem began, so the order holds while later writes touch it).
+ *   first (attention: by when the problem began, so the order holds while later writes touch it); and
+ *   each origin's own rejections under `origin-rejections#{origin}#{nn}` (ORIGIN_SHARDS keys by message id).
  * - Sharded lists are read by one k-way merge (`ledger-feeds.ts`): every partition of the list queried
  *   for at most a page after the cursor's position, merged by the sort key. The unsharded key of each
  *   (`O#{origin}`, `attention#{kind}`, `rejections#{yyyy-mm}`: what stacks deployed before the shards
@@ -73,6 +77,8 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | due `due#{nn}`             | put 1, each `dueAt` change 2, removal 1: 4 detached, 6 with a result claimed; a retry 2 | ≤ 30,000 → ≤ 470/key; outage: 5,000 puts + ≤ 4,200 retries/s × 2 → 210/key | 64 (hash of the id: even to a few % at these rates; the monitor queries each shard per tick, 64 queries) |
  * | feed `attention#{kind}#{nn}` | every write while listed (ALL)              | outage: 5,000 new `retrying` + ≤ 4,200 retries/s (100k, first delay 30 s − 20 %) → 290/key | 32 |
  * | feed `rejections#{m}#{nn}` | 1 (a rejection is written once)                | a flood at the intake's 5,000/s → 156/key | 32 (FEED_SHARDS) |
+ * | feed `origin-rejections#{origin}#{nn}` | 1 (written once, only for a message its sender may send for that origin) | one origin's flood at 5,000/s → 312/key | 16 (ORIGIN_SHARDS, as the origin's history) |
+ * | refusal `REFUSED#{dispatchId}` | 1 per refused message naming the id     | as the anchor `D#{id}`/MSG, whose conditional put each such message already tries | keyed by the id named |
  * | waiting `W#{target}#{nn}`  | put 1 + removal 1, only while the target is full | a saturated limited target: ≤ 10,000 → 625/key; a growing backlog 5,000 → 312 | 16 (admission reads 3 queries per shard) |
  * | inbox `inbox#{origin}#…`   | put 1 + removal 1 per result                   | 10,000 → 1 key at the default | INBOX_SHARDS (default 1: ~500 results/s per origin; CONTRACT §10 caps an empty long poll at 5 read units, which allows 2; an origin taking 5,000 results/s needs 16: 625/key, and an empty long poll then reads 32 units) |
  * | slot `SLOT#{target}#{n}`   | +1 at admission, −1 at release, on one shard   | a shard holds ≤ 8 slots: ≤ 16 / run seconds | slotShardCaps (⌈limit/8⌉ ≤ 32; exact caps, a limit of 1 is one shard of 1): hot only for runs under 16 ms |
@@ -116,6 +122,9 @@ export const newWriteId = (): string => randomBytes(6).toString('base64url');
 
 const DISPATCH = 'D#';
 const REJECTION_PK = 'REJ#';
+/** Apart from `REJ#`: the published stream records (`PUBLISHED_KEY_PREFIXES`) and the census's rejection count are the operator's rejections alone. */
+const ORIGIN_REJECTION_PK = 'OREJ#';
+const REFUSAL_PK = 'REFUSED#';
 export const OPERATOR_RECEIPT_PREFIX = 'OR#';
 const MANUAL_ATTESTATION_PREFIX = 'MA#';
 const PAST_ATTEMPT_PREFIX = 'ATT#';
@@ -188,6 +197,8 @@ export const COLLECTION = {
   evidenceMarks: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: markPrefix(attempt) }),
   evidenceUploads: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: uploadPrefix(attempt) }),
   pastAttempts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: PAST_ATTEMPT_PREFIX }),
+  /** The refused messages of one origin that named a dispatch id (origins never contain `#`: one origin's prefix is no other's). */
+  refusals: (dispatchId: string, origin: string) => ({ pk: `${REFUSAL_PK}${dispatchId}`, prefix: `${origin}#` }),
 } as const;
 
 /**
@@ -230,6 +241,14 @@ export const REJECTION_FEED = /^rejections#\d{4}-\d\d$/;
 export const feedShardOf = (feed: string, id: string): string => `${feed}#${pad(shardOf(id, FEED_SHARD_BYTE, FEED_SHARDS), 2)}`;
 /** Every partition of a feed: its shards, and its unsharded key (entries written before the sharding). */
 export const feedPartitionsOf = (feed: string): string[] => [...Array.from({ length: FEED_SHARDS }, (_, shard) => `${feed}#${pad(shard, 2)}`), feed];
+/**
+ * An origin's own rejections (CONTRACT §15): a list of its own, named `origin-rejections#{origin}` (what its
+ * cursor names: one of another origin's list is refused), spread over ORIGIN_SHARDS keys by message id.
+ * New with v3, so no unsharded key was ever written: its partitions are the shards alone.
+ */
+export const originRejectionListOf = (origin: string): string => `origin-rejections#${origin}`;
+export const originRejectionKeyOf = (origin: string, messageId: string): string => `${originRejectionListOf(origin)}#${pad(shardOf(messageId, FEED_SHARD_BYTE, ORIGIN_SHARDS), 2)}`;
+export const originRejectionPartitionsOf = (origin: string): string[] => Array.from({ length: ORIGIN_SHARDS }, (_, shard) => `${originRejectionListOf(origin)}#${pad(shard, 2)}`);
 /** An origin's history as a list is named by its unsharded key `O#{origin}`, where states written before the sharding are. */
 export const originListOf = (origin: string): string => `${ORIGIN_PK}${origin}`;
 /** The history partition a dispatch is listed under in its origin's `byOrigin` history. */
@@ -322,13 +341,16 @@ export function countShardOf(seed: string): number {
 /** The counter items' attribute names are the buckets of `shared/dispatch/counts.ts`, as they are. */
 export const COUNT_KEYS: ReadonlyArray<{ readonly pk: string; readonly sk: string }> = Array.from({ length: COUNT_SHARDS }, (_, shard) => KEY.counts(shard));
 
-/** The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike. */
+/**
+ * The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike.
+ * Built by a call marked pure, so a bundle that never reads it (every function's) leaves it out.
+ */
 export const LEDGER_TABLE_DEFINITION: {
   readonly attributeDefinitions: AttributeDefinition[];
   readonly keySchema: KeySchemaElement[];
   readonly globalSecondaryIndexes: GlobalSecondaryIndex[];
   readonly ttlAttribute: string;
-} = {
+} = /* @__PURE__ */ (() => ({
   attributeDefinitions: ['pk', 'sk', 'dueShard', 'dueAt', 'originKey', 'createdKey', 'feedKey', 'feedAt', 'inboxKey', 'inboxAt', 'waitKey', 'waitAt', 'recentShard'].map((name) => ({
     AttributeName: name,
     AttributeType: 'S',
@@ -350,7 +372,7 @@ export const LEDGER_TABLE_DEFINITION: {
     { IndexName: INDEX.recent, KeySchema: [{ AttributeName: 'recentShard', KeyType: 'HASH' }, { AttributeName: 'createdKey', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
   ],
   ttlAttribute: TTL_ATTRIBUTE,
-};
+}))();
 
 /** The item a failed condition returns (ALL_OLD) comes back in wire format, even through the document client. */
 export type Item = Record<string, unknown>;
@@ -702,6 +724,52 @@ export function rejectionItem(rejection: Rejection, retentionSeconds: number): I
 export function rejectionOf(item: Item): Rejection {
   const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = checked(item, { messageId: isString, at: isString, reason: isString });
   return { dispatchId: null, origin: null, senderId: null, bodyRef: null, ...rest } as unknown as Rejection;
+}
+
+/**
+ * The keys of what the intake writes besides a rejection (CONTRACT §15 v3), kept out of `KEY` so the API's
+ * bundle, which only reads them through their lists, does not carry them:
+ * - what the origin of a refused message is told of it, keyed by the message (a redelivery rewrites it);
+ * - a refused message of `origin` that named `dispatchId`, in the id's own partition (not the dispatch's:
+ *   it may be another origin's, or none yet).
+ */
+export const REJECTION_LISTING_KEY = {
+  originRejection: (messageId: string) => ({ pk: `${ORIGIN_REJECTION_PK}${messageId}`, sk: 'ORIGIN' }),
+  refusal: (dispatchId: string, origin: string, at: string, messageId: string) => ({ pk: `${REFUSAL_PK}${dispatchId}`, sk: `${origin}#${at}#${messageId}` }),
+} as const;
+
+/** The preview of its own body an origin's rejection entry keeps, in UTF-8 bytes (the entry stays within one write unit). */
+export const ORIGIN_REJECTION_PREVIEW_BYTES = 512;
+
+/**
+ * What a refused message's origin is told of it (CONTRACT §15 v3), in its origin's list: the message's
+ * own id, reason, time, the dispatchId it named and a bounded preview of its own body — never anything
+ * of the dispatch that may own that id (its origin, its content).
+ */
+export function originRejectionItem(rejection: OriginRejection, retentionSeconds: number): Item {
+  return {
+    ...REJECTION_LISTING_KEY.originRejection(rejection.messageId),
+    // Bounded here, whatever the rejection kept inline (up to 8 KB): the entry is one write unit, twice with its index entry.
+    ...(withoutNulls({ ...rejection, bodyPreview: clipBytes(rejection.bodyPreview, ORIGIN_REJECTION_PREVIEW_BYTES) }) as Item),
+    feedKey: originRejectionKeyOf(rejection.origin, rejection.messageId),
+    feedAt: `${rejection.at}#${rejection.messageId}`,
+    [TTL_ATTRIBUTE]: expiryOf(rejection.at, retentionSeconds),
+  };
+}
+
+export function originRejectionOf(item: Item): OriginRejection {
+  const { pk: _pk, sk: _sk, feedKey: _feed, feedAt: _at, expiresAt: _expires, ...rest } = checked(item, { messageId: isString, at: isString, reason: isString, origin: isString, bodyPreview: isString, bodyBytes: isNumber });
+  return { dispatchId: null, ...rest } as unknown as OriginRejection;
+}
+
+/** A refused message of the origin that named a dispatch id: what the owner's view lists as `conflicts`. */
+export function refusalItem(dispatchId: string, origin: string, refusal: Refusal, retentionSeconds: number): Item {
+  return { ...REJECTION_LISTING_KEY.refusal(dispatchId, origin, refusal.at, refusal.messageId), ...refusal, [TTL_ATTRIBUTE]: expiryOf(refusal.at, retentionSeconds) };
+}
+
+export function refusalOf(item: Item): Refusal {
+  const { messageId, at, reason } = checked(item, { messageId: isString, at: isString, reason: isString });
+  return { messageId, at, reason } as Refusal;
 }
 
 export function markOf(item: Item): EvidenceMark {

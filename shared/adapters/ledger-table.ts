@@ -18,7 +18,7 @@ import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { allotSlotCaps, compareOrigins, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, LedgerWrites, OriginSettings, PastAttempt, PutOutcome, Rejection, ResultBody } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, LedgerWrites, OriginSettings, PastAttempt, PutOutcome, Refusal, Rejection, RejectionAudience, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -53,6 +53,9 @@ import {
   pastAttemptOf,
   rejectionItem,
   rejectionOf,
+  originRejectionItem,
+  refusalItem,
+  refusalOf,
   slotShardOf,
   stateItem,
   WAIT_RANGE,
@@ -423,6 +426,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return this.putOnce(operatorReceiptPut(this.table, receipt, this.options.retentionSeconds), operatorReceiptOf);
   }
 
+  async listRefusals(dispatchId: string, origin: string, limit: number): Promise<Refusal[]> {
+    // Newest first, `limit` at most: one query of the id's own partition, whatever it holds.
+    const page = await this.db.send(new QueryCommand({ ...collectionQuery(this.table, COLLECTION.refusals(dispatchId, origin)), ScanIndexForward: false, Limit: limit }));
+    return (page.Items ?? []).map(refusalOf);
+  }
+
   async listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]> {
     return this.listAll(operatorReceiptsQuery(this.table, dispatchId), operatorReceiptOf);
   }
@@ -721,8 +730,17 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
     await this.putItem({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds) });
   }
 
-  async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
-    return this.putOnce(onceOnly(this.table, rejectionItem(rejection, this.options.retentionSeconds)), rejectionOf);
+  async putRejection(rejection: Rejection, audience: RejectionAudience = { origin: false, dispatch: false }): Promise<PutOutcome<Rejection>> {
+    const outcome = await this.putOnce(onceOnly(this.table, rejectionItem(rejection, this.options.retentionSeconds)), rejectionOf);
+    if (!rejection.origin || !audience.origin) return outcome;
+    // The stored rejection's time (a redelivery recomputes its own): the same keys, rewritten with the
+    // same content — a crash between these puts and the first is made good by the redelivery.
+    const at = outcome.kind === 'exists' ? outcome.existing.at : rejection.at;
+    const { messageId, reason, dispatchId, origin } = rejection;
+    const puts = [originRejectionItem({ messageId, at, reason, dispatchId, origin, bodyPreview: rejection.bodyPreview, bodyBytes: rejection.bodyBytes }, this.options.retentionSeconds)];
+    if (dispatchId && audience.dispatch) puts.push(refusalItem(dispatchId, origin, { messageId, at, reason }, this.options.retentionSeconds));
+    await Promise.all(puts.map((Item) => this.putItem({ TableName: this.table, Item })));
+    return outcome;
   }
 
   async deferDue(due: DueEntry, until: Date): Promise<void> {

@@ -1,6 +1,6 @@
 import * as z from 'zod/mini';
 import '../zod-english.js';
-import { dispatchView, historyEntry } from '../dispatch/view.js';
+import { CONFLICTS_IN_VIEW, dispatchView, historyEntry } from '../dispatch/view.js';
 import { PHASES } from '../dispatch/transitions.js';
 import { TARGET_RUN_STATUSES } from '../targets/port.js';
 import type { DispatchState } from '../dispatch/state.js';
@@ -78,7 +78,7 @@ export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Call
 
 /** The whole view of a dispatch: every list in full (the routes page them). */
 export async function fullView(deps: ApiDeps, state: DispatchState) {
-  const [message, check, operatorReceipts, marks, pastAttempts, manualAttestations] = await Promise.all([
+  const [message, check, operatorReceipts, marks, pastAttempts, manualAttestations, conflicts] = await Promise.all([
     deps.store.getAcceptedMessage(state.dispatchId),
     evidenceCheckOf(deps.store, state),
     deps.store.listOperatorReceipts(state.dispatchId),
@@ -87,8 +87,17 @@ export async function fullView(deps: ApiDeps, state: DispatchState) {
     state.redispatch ? deps.store.listPastAttempts(state.dispatchId) : Promise.resolve([]),
     // Only a manual dispatch has a person's attestations (CONTRACT §13) — or one redispatched since a manual round.
     state.manual || state.redispatch ? deps.store.listManualAttestations(state.dispatchId) : Promise.resolve([]),
+    // Its own origin's refused messages that named it (CONTRACT §15 v3): one query, the newest 10.
+    deps.store.listRefusals(state.dispatchId, state.origin, CONFLICTS_IN_VIEW),
   ]);
-  return dispatchView(state, message, check, operatorReceipts, marks, pastAttempts, manualAttestations);
+  return dispatchView(state, message, check, operatorReceipts, marks, pastAttempts, manualAttestations, conflicts);
+}
+
+/** The `{origin}` of a route that is that origin's alone: the caller's own, or 404 (another origin's, the operator's, none). */
+function ownOrigin(params: Record<string, string>, caller: Caller): string {
+  const origin = params.origin ?? '';
+  if (!ORIGIN.test(origin) || callerOrigin(caller) !== origin) throw new ApiError('not_found', `no origin ${origin}`);
+  return origin;
 }
 
 /** `POST /dispatches/{dispatchId}/{action}` on a dispatch of the caller's own (404 otherwise), answered by what `act` returns. */
@@ -191,12 +200,17 @@ const ROUTES: readonly Route[] = [
     method: 'GET',
     pattern: ['origins', ':origin', 'dispatches'],
     handle: async (deps, request, params, caller) => {
-      const origin = params.origin ?? '';
-      if (!ORIGIN.test(origin) || callerOrigin(caller) !== origin) throw new ApiError('not_found', `no origin ${origin}`);
+      const origin = ownOrigin(params, caller);
       const limit = limitOf(request);
       const page = await deps.feeds.listOriginDispatches(origin, { ...queryOf(HistoryQuery(), { status: request.query.status, limit, cursor: request.query.cursor }), limit });
       return json(200, { items: page.items.map(historyEntry), cursor: page.cursor });
     },
+  },
+  {
+    method: 'GET',
+    pattern: ['origins', ':origin', 'rejections'],
+    // That origin's own refused messages (CONTRACT §15 v3); anyone else — another origin, the operator — 404.
+    handle: async (deps, request, params, caller) => json(200, await deps.feeds.listOriginRejections(ownOrigin(params, caller), { limit: limitOf(request), cursor: request.query.cursor })),
   },
   {
     method: 'POST',

@@ -115,8 +115,9 @@ export type ChangeKind =
 /**
  * Why an accepted dispatch is not submitted yet (CONTRACT §11; `retry` is read from `submission.nextRetryAt`).
  * `person`: its target is manual (CONTRACT §13) — it is never submitted; a person does the work and attests it.
+ * `parent`: its `parentDispatchId` is not recorded yet (CONTRACT §1 V3): held, its hop not derived yet.
  */
-export type WaitingFor = 'capacity' | 'not_before' | 'person';
+export type WaitingFor = 'capacity' | 'not_before' | 'person' | 'parent';
 
 /**
  * A dispatch to a manual target (CONTRACT §13): set by the one submission path when it finds the target
@@ -255,6 +256,8 @@ export interface DispatchState {
 }
 
 export const DEFAULT_PRIORITY = 5;
+/** CONTRACT §1 V3: how long a child whose parent is not recorded yet is held before it is blocked `unknown_parent`. */
+export const PARENT_WAIT_SECONDS = 300;
 /** CONTRACT §1: a task nests at most this many levels (the task object is level 1). dispatch/message.ts says how a message is held to it. */
 export const MAX_TASK_DEPTH = 64;
 /** CONTRACT v2 §1: priorities run 0 (lowest) .. MAX_PRIORITY. */

@@ -8,6 +8,7 @@ import {
   isTerminal,
   TERMINAL_STATUSES,
   NO_EXECUTION,
+  PARENT_WAIT_SECONDS,
   type BlockedCode,
   type ChangeKind,
   type DispatchState,
@@ -415,6 +416,42 @@ export function blocked(state: DispatchState, code: BlockedCode, detail: string,
     receipts: [...state.receipts, { event: 'dispatch_blocked', at: now.toISOString(), attempt: state.attempt, reason }],
     dueAt: null,
   });
+}
+
+// ——— lineage (CONTRACT §1) ————————————————————————————————————————————————————————————————————————
+
+/** The held child's first look for its parent, and the most it waits between two looks. */
+const PARENT_CHECK_FIRST_SECONDS = 5;
+const PARENT_CHECK_MAX_SECONDS = 60;
+
+/**
+ * The parent is not recorded (or is another origin's: "not in the ledger" to this one, so existence never
+ * leaks). SQS standard queues do not keep order, so the child is held — accepted, `waitingFor: parent`,
+ * due again after as long as it has waited already (5 s, 10 s, 20 s…, at most 60 s, never past the
+ * deadline) — and blocked `unknown_parent` only once PARENT_WAIT_SECONDS have passed since it was written.
+ */
+export function parentMissing(state: DispatchState, now: Date): DispatchState {
+  const written = Date.parse(state.createdAt);
+  const deadline = written + PARENT_WAIT_SECONDS * 1000;
+  if (now.getTime() >= deadline) {
+    return blocked(state, 'unknown_parent', `parent ${state.parentDispatchId ?? ''} is not in the ledger (held ${PARENT_WAIT_SECONDS} s for it)`, now);
+  }
+  const delay = Math.min(PARENT_CHECK_MAX_SECONDS * 1000, Math.max(PARENT_CHECK_FIRST_SECONDS * 1000, now.getTime() - written));
+  const dueAt = new Date(Math.min(deadline, now.getTime() + delay)).toISOString();
+  // Already held (a stored version): only the next look moves.
+  if (state.version !== NOT_STORED && state.waitingFor === 'parent') return advance(state, 'rescheduled', now, { dueAt });
+  return advance(state, 'waiting', now, { waitingFor: 'parent', dueAt });
+}
+
+/**
+ * The held child's parent is recorded now: its hop and budget are derived from it (hop = parent's + 1,
+ * maxHops the smaller of the parent's and its own), and it is claimed for its submission like a retry
+ * that came due — or blocked at once when that hop is over the budget, before any target contact.
+ */
+export function parentFound(state: DispatchState, parent: Pick<DispatchState, 'hop' | 'maxHops'>, now: Date, claimSeconds: number): DispatchState {
+  const derived = { ...state, hop: parent.hop + 1, maxHops: Math.min(parent.maxHops, state.maxHops), waitingFor: undefined };
+  if (derived.hop > derived.maxHops) return blocked(derived, 'hop_budget_exceeded', `hop ${derived.hop} > maxHops ${derived.maxHops}`, now);
+  return advance(derived, 'claimed', now, { dueAt: plus(now, claimSeconds) });
 }
 
 /** Blocked reasons a new submission cannot change: such a dispatch is never submitted again. */

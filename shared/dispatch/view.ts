@@ -1,8 +1,11 @@
-import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, SettledCheck } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from '../ledger/port.js';
 import { clip } from '../text.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
-import { DEFAULT_PRIORITY, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
+import { DEFAULT_PRIORITY, PARENT_WAIT_SECONDS, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
+
+/** How many refused messages of its origin the view lists (CONTRACT §15 v3: the newest 10). */
+export const CONFLICTS_IN_VIEW = 10;
 
 /** The dispatch view of CONTRACT §2, field for field. */
 export interface DispatchView {
@@ -13,8 +16,8 @@ export interface DispatchView {
   readonly attempt: number;
   readonly phase: Phase;
   readonly blockedReason: string | null;
-  /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry; a person for a manual target, §13). */
-  readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | 'person' | null; readonly priority: number; readonly notBefore: string | null };
+  /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry; a person for a manual target, §13; its parent to be recorded, §1 V3). */
+  readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | 'person' | 'parent' | null; readonly priority: number; readonly notBefore: string | null };
   /** CONTRACT §2 v2: `cancelRequestedAt` once the origin asked for a cancel, and what asking the target came to. */
   readonly execution: Execution & { readonly cancelRequestedAt: string | null; readonly cancel: DispatchState['cancel'] | null };
   /** CONTRACT §11: the slot of the target's limit this attempt holds, and the last one an operator freed. */
@@ -62,6 +65,12 @@ export interface DispatchView {
   readonly manualAttestations: readonly ManualAttestation[];
   /** Every run of the dispatch, oldest first: the current one and each ended by a redispatch. */
   readonly runs: readonly RunEntry[];
+  /**
+   * CONTRACT §15 v3: the newest CONFLICTS_IN_VIEW messages of this dispatch's own origin that named its id
+   * and were refused (a second message with other content), newest first. Another origin's message under
+   * this id is never listed: it is that origin's to see (`GET /origins/{origin}/rejections`), not this one's.
+   */
+  readonly conflicts: readonly Refusal[];
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
   readonly unknowns: readonly string[];
   /** Cursors to the older entries of each list when it holds more than the view shows (CONTRACT §2 v2). */
@@ -221,6 +230,8 @@ function unknowns(state: DispatchState): string[] {
     out.push(`waiting for a free slot of target "${state.target}" (its maxConcurrentRuns are all held): not submitted yet; priority ${state.priority ?? DEFAULT_PRIORITY}`);
   }
   if (state.phase === 'accepted' && state.waitingFor === 'not_before') out.push(`not submitted before ${state.notBefore ?? ''} (notBefore)`);
+  // CONTRACT §1 V3 (the API bundle is held to a size budget: the words stay short).
+  if (state.phase === 'accepted' && state.waitingFor === 'parent') out.push(`waits for its parent ${state.parentDispatchId ?? ''} to be recorded; blocked unknown_parent at ${new Date(Date.parse(state.createdAt) + PARENT_WAIT_SECONDS * 1000).toISOString()}`);
   if (state.phase === 'submitted' && state.cancel && state.execution.status !== 'cancelled' && state.execution.status !== 'completed' && state.execution.status !== 'failed') {
     out.push(`a cancel was asked at ${state.cancel.requestedAt}; the run is cancelled only when the target says so (its last answer: ${state.cancel.answer ?? 'none yet'})`);
   }
@@ -262,6 +273,7 @@ export function dispatchView(
   marks: readonly EvidenceMark[] = [],
   pastAttempts: readonly PastAttempt[] = [],
   manualAttestations: readonly ManualAttestation[] = [],
+  conflicts: readonly Refusal[] = [],
 ): DispatchView {
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
   // Invalid: what the check found invalid, and any expected ref an owner marked invalid, superseded or rejected since.
@@ -337,6 +349,7 @@ export function dispatchView(
     operatorReceipts: stored,
     manualAttestations: attestations,
     runs: runsOf(state, pastAttempts),
+    conflicts: conflicts.slice(0, CONFLICTS_IN_VIEW),
     gate: gate(state, invalid, findings),
     unknowns: [
       ...unknowns(state),

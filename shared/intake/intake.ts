@@ -4,10 +4,11 @@ import { clip } from '../text.js';
 import { crashPoint } from '../faults.js';
 import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { accepted, blocked } from '../dispatch/transitions.js';
-import type { AcceptedMessage, BlobStore, DispatchWorkDeps, LedgerStoreWithWrites, Rejection } from '../ledger/port.js';
+import { accepted, blocked, parentMissing } from '../dispatch/transitions.js';
+import type { AcceptedMessage, BlobStore, DispatchWorkDeps, LedgerStoreWithWrites, Rejection, RejectionAudience } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
+import { parentOf } from '../usecases/lineage.js';
 import { OBJECTS } from '../ledger/objects.js';
 
 /** One SQS record, as intake sees it. */
@@ -71,24 +72,37 @@ async function keepBody(blobs: BlobStore, key: string, body: string): Promise<{ 
   return { bodyPreview: preview(body), bodyRef: key, bodyBytes };
 }
 
+/** Listed for the operator alone: the message speaks for no origin its sender may speak for. */
+const OPERATOR_ONLY: RejectionAudience = { origin: false, dispatch: false };
+
 async function reject(
   deps: IntakeDeps,
   record: IntakeRecord,
   reason: Rejection['reason'],
   ids: { dispatchId?: string | undefined; origin?: string | undefined },
+  audience: RejectionAudience = OPERATOR_ONLY,
 ): Promise<IntakeResult> {
   const kept = await keepBody(deps.blobs, OBJECTS.rejectionBody(record.messageId), record.body);
   // Keyed by the SQS message id: a redelivered message finds its rejection already recorded.
-  await deps.store.putRejection({
-    messageId: record.messageId,
-    at: deps.now().toISOString(),
-    reason,
-    dispatchId: ids.dispatchId ?? null,
-    origin: ids.origin ?? null,
-    senderId: record.senderId ?? null,
-    ...kept,
-  });
+  await deps.store.putRejection(
+    {
+      messageId: record.messageId,
+      at: deps.now().toISOString(),
+      reason,
+      dispatchId: ids.dispatchId ?? null,
+      origin: ids.origin ?? null,
+      senderId: record.senderId ?? null,
+      ...kept,
+    },
+    audience,
+  );
   return { outcome: 'rejected', reason, ...(ids.dispatchId ? { dispatchId: ids.dispatchId } : {}) };
+}
+
+/** The message's sender (its first sender, for a DLQ redrive) may speak for `origin`. */
+async function speaksFor(deps: IntakeDeps, record: IntakeRecord, origin: string): Promise<boolean> {
+  const sender = await effectiveSender(deps.principals, deps.principalMode, record.senderId, record.redrivenFor);
+  return mayActForOrigin(deps.principals, deps.principalMode, sender, origin);
 }
 
 /** The rules the pure reader cannot check without a clock: `notBefore` at most 30 days ahead (CONTRACT §1 v2). */
@@ -114,11 +128,12 @@ function withClockRules(read: ReadMessage, now: Date): ReadMessage {
 export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord): Promise<IntakeResult> {
   const read = withClockRules(readDispatchMessage(record.body), deps.now());
   if (read.kind === 'unreadable') {
-    return reject(deps, record, read.reason, { dispatchId: read.dispatchId, origin: read.origin });
+    // Its origin's own refused message when the origin can be read and the sender may speak for it (CONTRACT §15 v3).
+    const own = read.origin !== undefined && (await speaksFor(deps, record, read.origin));
+    return reject(deps, record, read.reason, { dispatchId: read.dispatchId, origin: read.origin }, { origin: own, dispatch: false });
   }
   const { dispatchId, origin } = read.kind === 'valid' ? read.message : read;
-  const sender = await effectiveSender(deps.principals, deps.principalMode, record.senderId, record.redrivenFor);
-  if (!(await mayActForOrigin(deps.principals, deps.principalMode, sender, origin))) {
+  if (!(await speaksFor(deps, record, origin))) {
     return reject(deps, record, 'origin_not_allowed', { dispatchId, origin });
   }
 
@@ -141,7 +156,9 @@ export async function takeDispatchMessage(deps: IntakeDeps, record: IntakeRecord
     // only here, when an anchor exists, not for every message).
     const sameContent = existing.contentHash === hash || (read.kind === 'valid' && existing.contentHash === contentHash(read.parsed));
     if (!sameContent || existing.origin !== origin) {
-      return reject(deps, record, 'conflict', { dispatchId, origin });
+      // Told to its sender's origin; listed among the dispatch's conflicts only when that origin owns it:
+      // another owner's view never names this origin's message, nor this origin's list the owner.
+      return reject(deps, record, 'conflict', { dispatchId, origin }, { origin: true, dispatch: existing.origin === origin });
     }
     const state = await deps.store.getState(dispatchId);
     if (state) return { outcome: 'duplicate', dispatchId, target: state.target };
@@ -239,11 +256,10 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
   // Hop is derived from the stored parent, never taken from the sender, and checked before any contact.
   let hop = 0;
   let maxHops = content.maxHops;
-  let parentProblem: string | undefined;
+  let parentMissed = false;
   if (content.parentDispatchId) {
-    const parent = await deps.store.getState(content.parentDispatchId);
-    // Another origin's dispatch is "not in the ledger" to this one: existence never leaks across origins.
-    if (!parent || parent.origin !== message.origin) parentProblem = `parent ${content.parentDispatchId} is not in the ledger`;
+    const parent = await parentOf(deps, content.parentDispatchId, message.origin);
+    if (!parent) parentMissed = true;
     else {
       hop = parent.hop + 1;
       maxHops = Math.min(parent.maxHops, content.maxHops);
@@ -268,7 +284,8 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
     },
     now,
   );
-  if (parentProblem) return record(deps, start, blocked(start, 'unknown_parent', parentProblem, now));
+  // Not recorded yet (SQS does not keep order): held, and the monitor looks again until PARENT_WAIT_SECONDS.
+  if (parentMissed) return record(deps, start, parentMissing(start, now));
   if (hop > maxHops) return record(deps, start, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
   const traced = content.traceparent ? { traceparent: content.traceparent } : {};
   return { ...outcomeOf(start, await startAttempt(deps, start, message, inHand)), ...traced };

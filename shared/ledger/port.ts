@@ -73,6 +73,37 @@ export interface Rejection {
   readonly bodyBytes: number;
 }
 
+/**
+ * Who else a rejection is shown to besides the operator (CONTRACT §15 v3), as the intake decides it:
+ * `origin` — the message's origin could be read and its sender may speak for it, so it is that origin's
+ * own refused message (`GET /origins/{origin}/rejections`); `dispatch` — it also named a dispatch of that
+ * very origin (the owner's view lists it among `conflicts`).
+ */
+export interface RejectionAudience {
+  readonly origin: boolean;
+  readonly dispatch: boolean;
+}
+
+/** One of an origin's own refused messages, as that origin is told (never anything of another origin's dispatch). */
+export interface OriginRejection {
+  readonly messageId: string;
+  readonly at: string;
+  readonly reason: Rejection['reason'];
+  /** The dispatchId the message named, when one could be read. */
+  readonly dispatchId: string | null;
+  readonly origin: string;
+  /** The message's own body, bounded (PREVIEW_CHARS). */
+  readonly bodyPreview: string;
+  readonly bodyBytes: number;
+}
+
+/** A refused message of a dispatch's own origin that named its id: the view's `conflicts`. */
+export interface Refusal {
+  readonly messageId: string;
+  readonly at: string;
+  readonly reason: Rejection['reason'];
+}
+
 /** A run event that arrived from a run the dispatch no longer follows. */
 export interface LateEvent {
   readonly dispatchId: string;
@@ -255,7 +286,12 @@ export interface LedgerWrites {
   renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string, claimBy: string): Promise<boolean>;
   /** Keeps an ended attempt record outside a redispatch (fixtures and repairs); idempotent per record. */
   archiveAttempt(past: PastAttempt): Promise<void>;
-  putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>>;
+  /**
+   * Records a rejection once (keyed by the SQS message id), and — for `audience` — its entry in the
+   * origin's own list and among the dispatch's refusals, written with the stored rejection's time, so a
+   * redelivery rewrites the same items.
+   */
+  putRejection(rejection: Rejection, audience?: RejectionAudience): Promise<PutOutcome<Rejection>>;
   /**
    * Moves a due dispatch the monitor could not act on (it threw: a record that fails decoding, a
    * store error) to `until`, so it cannot hold the head of its due shard tick after tick.
@@ -327,6 +363,8 @@ export interface LedgerStore {
   putOperatorReceipt(receipt: OperatorReceipt): Promise<PutOutcome<OperatorReceipt>>;
   /** Every operator receipt of a dispatch, as stored (strongly consistent; unvalidated: the view audits them). */
   listOperatorReceipts(dispatchId: string): Promise<OperatorReceipt[]>;
+  /** CONTRACT §15 v3: the newest `limit` refused messages of `origin` that named `dispatchId`, newest first (one query). */
+  listRefusals(dispatchId: string, origin: string, limit: number): Promise<Refusal[]>;
 
   /**
    * Records a person's attestation about a manual dispatch (CONTRACT §13) once per dispatch and
@@ -405,6 +443,8 @@ export interface InboxStore {
 /** The lists the API pages through (read from the table's indexes: eventually consistent). */
 export interface LedgerFeeds {
   listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>>;
+  /** CONTRACT §15 v3 `GET /origins/{origin}/rejections`: that origin's own refused messages, newest first. */
+  listOriginRejections(origin: string, options: { limit: number; cursor?: string | undefined }): Promise<Page<OriginRejection>>;
   listOriginDispatches(origin: string, options: { limit: number; cursor?: string | undefined; status?: string | undefined }): Promise<Page<DispatchState>>;
   /** An origin's dispatches that have a result (in `state`, if given), oldest first, read from its history. */
   listResults(origin: string, options: { readonly state: ResultRecord['state'] | undefined; readonly limit: number; readonly cursor?: string | undefined }): Promise<Page<DispatchState>>;

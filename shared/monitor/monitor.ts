@@ -4,7 +4,8 @@ import { isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } 
 import { resultDue } from '../usecases/inbox.js';
 import { randomUUID } from 'node:crypto';
 import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites } from '../ledger/port.js';
-import { admitWaiting, startAttempt } from '../usecases/submit-attempt.js';
+import { admitWaiting, startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
+import { resumeHeldChild } from '../usecases/lineage.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import { recordCancelAnswer } from '../usecases/flow.js';
 import { clip } from '../text.js';
@@ -287,6 +288,8 @@ async function admitForLimitedTargets(deps: MonitorDeps, stopAt: Date | undefine
 async function actOn(deps: MonitorDeps, dispatchId: string): Promise<{ action: MonitorAction; target: string | null }> {
   const state = await deps.store.getState(dispatchId);
   if (!state || !state.dueAt || Date.parse(state.dueAt) > deps.now().getTime()) return { action: 'skipped', target: state?.target ?? null };
+  // A child held for its parent (CONTRACT §1 V3): the parent looked up again before anything is submitted.
+  if (state.phase === 'accepted' && state.waitingFor === 'parent') return { action: actionOf(await resumeHeldChild(deps, state)), target: state.target };
   if (state.phase === 'accepted') return { action: await retrySubmission(deps, state), target: state.target };
   if (state.phase === 'submitted' && monitorStep(state, deps.now()).kind === 'cancel') return { action: await askCancel(deps, state), target: state.target };
   if (state.phase === 'submitted') return { action: await watchRun(deps, state), target: state.target };
@@ -328,9 +331,14 @@ async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<Monito
 async function retrySubmission(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
   const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);
   if ((await deps.store.commit(state, claimed)).kind !== 'committed') return 'skipped';
-  const started = await startAttempt(deps, claimed, await deps.store.getAcceptedMessage(state.dispatchId));
+  return actionOf(await startAttempt(deps, claimed, await deps.store.getAcceptedMessage(state.dispatchId)));
+}
+
+/** What an attempt to start a submission came to, as the tick counts it (a child still held for its parent: rescheduled). */
+function actionOf(started: AttemptOutcome): MonitorAction {
   if (started.kind === 'conflict') return 'skipped';
   const next = started.state;
+  if (next.phase === 'accepted' && next.waitingFor === 'parent') return 'rescheduled';
   return next.phase === 'submitted' ? 'submitted' : next.phase === 'blocked' ? 'blocked' : next.waitingFor ? 'waiting' : 'retrying';
 }
 

@@ -38,8 +38,10 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
   if (state.phase === 'submitted' && !proven && !request.force) {
     return { kind: 'run_may_be_active', runId: state.runId, attempt: state.attempt, status: state.execution.status };
   }
-  if ((state.blockedCode && FINAL_BLOCKS.has(state.blockedCode)) || state.hop > state.maxHops) {
-    return { kind: 'not_submittable', reason: state.blockedReason ?? 'hop budget exceeded' };
+  // A child held for its parent (CONTRACT §1 V3) has no hop derived yet: no submission may skip the wait.
+  const held = state.waitingFor === 'parent';
+  if ((state.blockedCode && FINAL_BLOCKS.has(state.blockedCode)) || state.hop > state.maxHops || held) {
+    return { kind: 'not_submittable', reason: state.blockedReason ?? (held ? 'waits for its parent' : 'hop budget exceeded') };
   }
   const message = await deps.store.getAcceptedMessage(state.dispatchId);
   if (!message?.content.valid) return { kind: 'not_submittable', reason: 'this dispatch has no valid message to submit again' };

@@ -5,13 +5,15 @@ import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { canonicalJson } from '../../shared/dispatch/canonical.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type DispatchState } from '../../shared/dispatch/state.js';
 import { DEFAULT_MAX_HOPS } from '../../shared/dispatch/message.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
+import { dispatchView } from '../../shared/dispatch/view.js';
+import { monitorTick } from '../../shared/monitor/monitor.js';
 import type { LedgerStoreWithWrites } from '../../shared/ledger/port.js';
 import { inject } from 'vitest';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
@@ -164,5 +166,70 @@ describe('intake use case on the real engines', () => {
     expect(refused).toMatchObject({ outcome: 'rejected', reason: 'origin_not_allowed', dispatchId: claimed.dispatchId });
     expect(anonymous).toMatchObject({ outcome: 'rejected', reason: 'origin_not_allowed' });
     expect(await table.getState(claimed.dispatchId)).toBeUndefined();
+  });
+});
+
+describe('a child sent before its parent is recorded (CONTRACT §1, V3: SQS standard queues do not keep order)', () => {
+  /** A table of its own: the monitor ticks over these dispatches alone. */
+  let lineage: LedgerTable;
+  let lineageDocuments: DynamoDBDocumentClient;
+  let lineageTable: string;
+  beforeAll(async () => {
+    lineageTable = uniqueName('lineage');
+    await ensureLedgerTable(clients.dynamodb, lineageTable);
+    lineageDocuments = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+    lineage = new LedgerTable(lineageDocuments, { tableName: lineageTable, retentionSeconds: 86_400 });
+    await lineage.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: agent.url });
+  });
+  const lineageDeps = () => deps({ store: lineage, principals: lineage });
+  const tick = () => monitorTick({ ...lineageDeps(), dueIndex: new LedgerDueIndex(lineageDocuments, lineageTable), pageSize: 100 });
+  const take = (sent: object) => takeDispatchMessage(lineageDeps(), { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' });
+  const viewOf = async (dispatchId: string) => dispatchView((await lineage.getState(dispatchId)) as DispatchState, await lineage.getAcceptedMessage(dispatchId));
+
+  it('holds a child that arrives before its parent (waitingFor parent), then submits it with hop = parent hop + 1 once the parent is recorded', async () => {
+    const grandparent = { ...message({ behavior: 'complete' }), maxHops: 3 };
+    const parent = { ...message({ behavior: 'complete' }), parentDispatchId: grandparent.dispatchId };
+    const child = { ...message({ behavior: 'complete' }), parentDispatchId: parent.dispatchId };
+    expect((await take(grandparent)).outcome).toBe('submitted');
+
+    const held = await take(child);
+    expect(held).toMatchObject({ outcome: 'waiting', dispatchId: child.dispatchId });
+    const waiting = await viewOf(child.dispatchId);
+    expect(waiting).toMatchObject({ phase: 'accepted', blockedReason: null, submission: { waitingFor: 'parent' } });
+    // A real accepted dispatch: its receipt is written, and it is its origin's to see.
+    expect(waiting.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written']);
+    expect(agent.stats().submissions[child.dispatchId]).toBeUndefined();
+
+    expect((await take(parent)).outcome).toBe('submitted');
+    clock = new Date(clock.getTime() + 10_000);
+    await tick();
+
+    const state = (await lineage.getState(child.dispatchId)) as DispatchState;
+    expect(state.phase).toBe('submitted');
+    // Derived from the stored parent (hop 1, maxHops 3 from the grandparent), never from the sender.
+    expect([state.hop, state.maxHops]).toEqual([2, 3]);
+    expect((await viewOf(child.dispatchId)).submission.waitingFor).toBeNull();
+    expect(agent.stats().runs[child.dispatchId]).toBe(1);
+  });
+
+  it('blocks a child whose parent never comes unknown_parent after 300 s of the clock, and not before', async () => {
+    const orphan = { ...message({ behavior: 'complete' }), parentDispatchId: uniqueName('never-sent') };
+    const start = clock.getTime();
+    expect((await take(orphan)).outcome).toBe('waiting');
+
+    for (const seconds of [5, 30, 90, 180, 250, 299]) {
+      clock = new Date(start + seconds * 1000);
+      await tick();
+      const view = await viewOf(orphan.dispatchId);
+      expect({ at: seconds, phase: view.phase, waitingFor: view.submission.waitingFor }).toEqual({ at: seconds, phase: 'accepted', waitingFor: 'parent' });
+    }
+    clock = new Date(start + 300_000);
+    await tick();
+
+    const blocked = await viewOf(orphan.dispatchId);
+    expect(blocked.phase).toBe('blocked');
+    expect(blocked.blockedReason).toMatch(/^unknown_parent: /);
+    expect(blocked.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written', 'dispatch_blocked']);
+    expect(agent.stats().submissions[orphan.dispatchId]).toBeUndefined();
   });
 });

@@ -2,7 +2,7 @@ import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { ManualAttestation } from '../../shared/dispatch/manual.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Rejection, type ResultBody } from '../../shared/ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginRejection, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
@@ -139,11 +139,29 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   async recordLateEvent(late: LateEvent): Promise<void> {
     if (!this.lateEvents.some((known) => known.runId === late.runId && known.seq === late.seq)) this.lateEvents.push(late);
   }
-  async putRejection(rejection: Rejection): Promise<PutOutcome<Rejection>> {
+  /** What each rejection was also shown to (CONTRACT §15 v3), by message id. */
+  readonly rejectionAudiences = new Map<string, RejectionAudience>();
+  async putRejection(rejection: Rejection, audience: RejectionAudience = { origin: false, dispatch: false }): Promise<PutOutcome<Rejection>> {
     const existing = this.rejections.get(rejection.messageId);
+    this.rejectionAudiences.set(rejection.messageId, audience);
     if (existing) return { kind: 'exists', existing };
     this.rejections.set(rejection.messageId, rejection);
     return { kind: 'written' };
+  }
+  async listOriginRejections(origin: string, options: { limit: number; cursor?: string | undefined }): Promise<Page<OriginRejection>> {
+    const all = [...this.rejections.values()]
+      .filter((rejection) => rejection.origin === origin && this.rejectionAudiences.get(rejection.messageId)?.origin)
+      .sort((a, b) => b.at.localeCompare(a.at))
+      .map(({ messageId, at, reason, dispatchId, bodyPreview, bodyBytes }) => ({ messageId, at, reason, dispatchId, origin, bodyPreview, bodyBytes }));
+    const start = options.cursor ? Number(options.cursor) : 0;
+    return { items: all.slice(start, start + options.limit), cursor: start + options.limit < all.length ? String(start + options.limit) : null };
+  }
+  async listRefusals(dispatchId: string, origin: string, limit: number): Promise<Refusal[]> {
+    return [...this.rejections.values()]
+      .filter((rejection) => rejection.dispatchId === dispatchId && rejection.origin === origin && this.rejectionAudiences.get(rejection.messageId)?.dispatch)
+      .sort((a, b) => b.at.localeCompare(a.at))
+      .slice(0, limit)
+      .map(({ messageId, at, reason }) => ({ messageId, at, reason }));
   }
   async listRejections(options: { limit: number; cursor?: string | undefined }): Promise<Page<Rejection>> {
     const all = [...this.rejections.values()].sort((a, b) => b.at.localeCompare(a.at));

@@ -99,6 +99,33 @@ describe('API routes', () => {
     expect(redispatch.status).toBe(404);
   });
 
+  it('answers GET /origins/{origin}/rejections to that origin alone: the X-Ledger-Origin caller locally, the mapped IAM principal in AWS (CONTRACT §15 v3)', async () => {
+    const store = storeWith('d-1', 'planner');
+    const refused = { messageId: 'm-1', at: NOW.toISOString(), reason: 'conflict' as const, dispatchId: 'd-1', origin: 'planner', senderId: 'AROAPLANNER:alice', bodyPreview: '{}', bodyRef: null, bodyBytes: 2 };
+    await store.putRejection(refused, { origin: true, dispatch: true });
+    const principals = new MemoryStore();
+    principals.principals.set('AROAPLANNER', { role: 'origin', origin: 'planner' });
+    principals.principals.set('AROABILLING', { role: 'origin', origin: 'billing' });
+    principals.principals.set('AROAOPS', { role: 'operator' });
+    const local = apiDeps(store, new MemoryStore(), 'open');
+    const aws = apiDeps(store, principals, 'enforce');
+    const path = '/origins/planner/rejections';
+
+    const own = [await answer(local, request({ rawPath: path, headers: { 'x-ledger-origin': 'planner' } })), await answer(aws, request({ rawPath: path, iamUserId: 'AROAPLANNER:alice' }))];
+    for (const answered of own) expect(answered).toMatchObject({ status: 200, body: { items: [{ messageId: 'm-1', reason: 'conflict', dispatchId: 'd-1' }], cursor: null } });
+    const others = [
+      await answer(local, request({ rawPath: path, headers: { 'x-ledger-origin': 'billing' } })),
+      // Locally, the open operator (no X-Ledger-Origin) has GET /rejections, not an origin's own list.
+      await answer(local, request({ rawPath: path })),
+      await answer(aws, request({ rawPath: path, iamUserId: 'AROABILLING:carol' })),
+      await answer(aws, request({ rawPath: path, iamUserId: 'AROAOPS:bob' })),
+      await answer(aws, request({ rawPath: path, iamUserId: 'AIDASTRANGER', headers: { 'x-ledger-origin': 'planner' } })),
+    ];
+    expect(others.map((answered) => answered.status)).toEqual([404, 404, 404, 404, 404]);
+    const view = await answer(aws, request({ rawPath: '/dispatches/d-1', iamUserId: 'AROAPLANNER:alice' }));
+    expect((view.body as { conflicts: unknown }).conflicts).toEqual([{ messageId: 'm-1', at: NOW.toISOString(), reason: 'conflict' }]);
+  });
+
   it('refuses a malformed limit, a bad percent-encoding and a method a route does not have', async () => {
     const deps = apiDeps(storeWith('d-1', 'planner'), new MemoryStore(), 'open');
     expect((await answer(deps, request({ rawPath: '/rejections', query: { limit: '0' } }))).status).toBe(400);

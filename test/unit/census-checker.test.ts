@@ -58,6 +58,7 @@ function dispatchViewFactory(overrides: Partial<DispatchView> = {}): DispatchVie
     operatorReceipts: [],
     manualAttestations: [],
     runs: [],
+    conflicts: [],
     gate: { satisfied: true, reasons: [] },
     unknowns: [],
   };
