@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { attention, describeAttention, type AtCapacityLine } from '../../cli/dispatch.js';
@@ -273,8 +273,11 @@ describe('ledger registry target put --max-concurrent-runs', () => {
     const printed: string[] = [];
     expect(await registry(['target', 'put', '--table', 'ledger', '--name', 'research-agent', '--base-url', 'https://agents.example.com', '--max-concurrent-runs', '3'], (line) => printed.push(line))).toBe(0);
     expect(documents.commandCalls(PutCommand)[0]?.args[0].input.Item).toMatchObject({ name: 'research-agent', kind: 'http', baseUrl: 'https://agents.example.com', maxConcurrentRuns: 3 });
-    // The limit lives in the slot counters' caps too (what the slot write is conditioned on).
-    expect(documents.commandCalls(UpdateCommand).length).toBeGreaterThan(0);
+    // The limit lives in the slot counters' caps too (what the slot write is conditioned on), allotted in
+    // one transaction over the shards: one shard of cap 3 here, with the limit in force beside it.
+    const allotment = documents.commandCalls(TransactWriteCommand)[0]?.args[0].input.TransactItems ?? [];
+    expect(allotment.map((item) => item.Update?.ExpressionAttributeValues?.[':cap']).filter((cap) => cap !== undefined)).toEqual([3]);
+    expect(allotment[0]?.Update?.ExpressionAttributeValues?.[':limit']).toBe(3);
     expect(printed).toEqual(['target research-agent → https://agents.example.com, at most 3 run(s) at once']);
   });
 
