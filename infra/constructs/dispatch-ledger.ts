@@ -229,7 +229,7 @@ export class DispatchLedger extends Construct {
 
     // Least privilege: each function gets the item-level actions it uses, on the indexes it reads.
     // No function may delete items, scan, or change the table; only the API and the monitor query,
-    // and intake the wait index alone. Only retention may delete objects (ObjectRetention grants it).
+    // and intake and the failures function the wait index alone. Only retention may delete objects (ObjectRetention grants it).
     // Flow control (CONTRACT §11): whoever submits reads a limited target's slot counters in one batch
     // (BatchGetItem), takes a slot only when nobody waits (the wait index) and commits the counter's
     // update with the dispatch; a failure taken in gives its run's slot back the same way (UpdateItem).
@@ -238,6 +238,8 @@ export class DispatchLedger extends Construct {
     this.allow(intake, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(intake, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
     this.allow(failures, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
+    // Its admission nudge first counts who waits for the freed slot's target (admission-nudge.ts).
+    this.allow(failures, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
     this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due), indexArn(INDEX.waiting)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
