@@ -15,6 +15,7 @@ import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
 import { MONITOR_TIMEOUT_SECONDS } from '../../shared/monitor/monitor.js';
+import { MAX_ORIGIN_SETTINGS } from '../../shared/ledger/port.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
 import { EventPublisher } from './event-publisher.js';
@@ -363,10 +364,10 @@ export class DispatchLedger extends Construct {
    */
   addOrigin(identity: LedgerIdentity, origin: string, results: { readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number } = {}): void {
     if (!ORIGIN.test(origin)) throw new RangeError(`origin "${origin}" must match ${ORIGIN}`);
-    if (results.maxDeliveryAttempts !== undefined && !(Number.isInteger(results.maxDeliveryAttempts) && results.maxDeliveryAttempts >= 1 && results.maxDeliveryAttempts <= 100)) {
-      throw new RangeError(`origin "${origin}": maxDeliveryAttempts must be an integer from 1 to 100`);
+    if (results.maxDeliveryAttempts !== undefined && !(Number.isInteger(results.maxDeliveryAttempts) && results.maxDeliveryAttempts >= 1 && results.maxDeliveryAttempts <= MAX_ORIGIN_SETTINGS.maxDeliveryAttempts)) {
+      throw new RangeError(`origin "${origin}": maxDeliveryAttempts must be an integer from 1 to ${MAX_ORIGIN_SETTINGS.maxDeliveryAttempts}`);
     }
-    if (results.resultTtlHours !== undefined && !(results.resultTtlHours > 0 && results.resultTtlHours <= 720)) throw new RangeError(`origin "${origin}": resultTtlHours must be above 0 and at most 720`);
+    if (results.resultTtlHours !== undefined && !(results.resultTtlHours > 0 && results.resultTtlHours <= MAX_ORIGIN_SETTINGS.resultTtlHours)) throw new RangeError(`origin "${origin}": resultTtlHours must be above 0 and at most ${MAX_ORIGIN_SETTINGS.resultTtlHours}`);
     if (results.maxDeliveryAttempts !== undefined || results.resultTtlHours !== undefined) {
       if (this.origins.some((existing) => existing.origin === origin)) throw new Error(`origin "${origin}" has its result settings given twice`);
       this.origins.push({ origin, ...results });
