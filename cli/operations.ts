@@ -13,6 +13,7 @@ import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
 import type { DetailType } from '../shared/events/catalog.js';
 import { profileFromEnv, publishedDetailTypes } from '../shared/events/profile.js';
 import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
+import { MAX_ORIGIN_SETTINGS } from '../shared/ledger/port.js';
 import type { Principal } from '../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { baseUrlProblem } from '../shared/adapters/target-address.js';
@@ -217,8 +218,8 @@ export async function registry(args: string[], print: Print): Promise<number> {
       if (!values.origin || !ORIGIN.test(values.origin)) throw new UsageError(`--origin must match ${ORIGIN}\n${usage}`);
       const attempts = values['max-delivery-attempts'] === undefined ? undefined : Number(values['max-delivery-attempts']);
       const hours = values['result-ttl-hours'] === undefined ? undefined : Number(values['result-ttl-hours']);
-      if (attempts !== undefined && !(Number.isInteger(attempts) && attempts >= 1 && attempts <= 100)) throw new UsageError('--max-delivery-attempts must be an integer from 1 to 100');
-      if (hours !== undefined && !(hours > 0 && hours <= 720)) throw new UsageError('--result-ttl-hours must be above 0 and at most 720');
+      if (attempts !== undefined && !(Number.isInteger(attempts) && attempts >= 1 && attempts <= MAX_ORIGIN_SETTINGS.maxDeliveryAttempts)) throw new UsageError(`--max-delivery-attempts must be an integer from 1 to ${MAX_ORIGIN_SETTINGS.maxDeliveryAttempts}`);
+      if (hours !== undefined && !(hours > 0 && hours <= MAX_ORIGIN_SETTINGS.resultTtlHours)) throw new UsageError(`--result-ttl-hours must be above 0 and at most ${MAX_ORIGIN_SETTINGS.resultTtlHours}`);
       await table.putOriginSettings(values.origin, { ...(attempts === undefined ? {} : { maxDeliveryAttempts: attempts }), ...(hours === undefined ? {} : { resultTtlHours: hours }) });
       print(shown`origin ${values.origin}: results dropped after ${String(attempts ?? 5)} delivery attempts or ${String(hours ?? 48)} hours pending`);
       return 0;

@@ -15,6 +15,7 @@ import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
 import { MONITOR_TIMEOUT_SECONDS } from '../../shared/monitor/monitor.js';
+import { MAX_ORIGIN_SETTINGS } from '../../shared/ledger/port.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
 import { EventPublisher } from './event-publisher.js';
@@ -229,7 +230,7 @@ export class DispatchLedger extends Construct {
 
     // Least privilege: each function gets the item-level actions it uses, on the indexes it reads.
     // No function may delete items, scan, or change the table; only the API and the monitor query,
-    // and intake the wait index alone. Only retention may delete objects (ObjectRetention grants it).
+    // and intake and the failures function the wait index alone. Only retention may delete objects (ObjectRetention grants it).
     // Flow control (CONTRACT §11): whoever submits reads a limited target's slot counters in one batch
     // (BatchGetItem), takes a slot only when nobody waits (the wait index) and commits the counter's
     // update with the dispatch; a failure taken in gives its run's slot back the same way (UpdateItem).
@@ -238,6 +239,8 @@ export class DispatchLedger extends Construct {
     this.allow(intake, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(intake, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
     this.allow(failures, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
+    // Its admission nudge first counts who waits for the freed slot's target (admission-nudge.ts).
+    this.allow(failures, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
     this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due), indexArn(INDEX.waiting)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
@@ -361,10 +364,10 @@ export class DispatchLedger extends Construct {
    */
   addOrigin(identity: LedgerIdentity, origin: string, results: { readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number } = {}): void {
     if (!ORIGIN.test(origin)) throw new RangeError(`origin "${origin}" must match ${ORIGIN}`);
-    if (results.maxDeliveryAttempts !== undefined && !(Number.isInteger(results.maxDeliveryAttempts) && results.maxDeliveryAttempts >= 1 && results.maxDeliveryAttempts <= 100)) {
-      throw new RangeError(`origin "${origin}": maxDeliveryAttempts must be an integer from 1 to 100`);
+    if (results.maxDeliveryAttempts !== undefined && !(Number.isInteger(results.maxDeliveryAttempts) && results.maxDeliveryAttempts >= 1 && results.maxDeliveryAttempts <= MAX_ORIGIN_SETTINGS.maxDeliveryAttempts)) {
+      throw new RangeError(`origin "${origin}": maxDeliveryAttempts must be an integer from 1 to ${MAX_ORIGIN_SETTINGS.maxDeliveryAttempts}`);
     }
-    if (results.resultTtlHours !== undefined && !(results.resultTtlHours > 0 && results.resultTtlHours <= 720)) throw new RangeError(`origin "${origin}": resultTtlHours must be above 0 and at most 720`);
+    if (results.resultTtlHours !== undefined && !(results.resultTtlHours > 0 && results.resultTtlHours <= MAX_ORIGIN_SETTINGS.resultTtlHours)) throw new RangeError(`origin "${origin}": resultTtlHours must be above 0 and at most ${MAX_ORIGIN_SETTINGS.resultTtlHours}`);
     if (results.maxDeliveryAttempts !== undefined || results.resultTtlHours !== undefined) {
       if (this.origins.some((existing) => existing.origin === origin)) throw new Error(`origin "${origin}" has its result settings given twice`);
       this.origins.push({ origin, ...results });

@@ -3,6 +3,7 @@ import { AttributeType, BillingMode, ProjectionType, StreamViewType, Table, Tabl
 import { BlockPublicAccess, Bucket, BucketEncryption, ObjectOwnership } from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
+import { objectBackstopDays } from '../../shared/retention/backstop.js';
 
 export interface LedgerStorageProps {
   /** Days a finished dispatch's records and evidence are kept (CONTRACT §7). */
@@ -26,9 +27,9 @@ const keyOf = (schema: ReadonlyArray<{ AttributeName?: string | undefined; KeyTy
 
 /**
  * A bucket as every ledger bucket is: private, TLS-only, encrypted, owner-enforced, with incomplete
- * uploads cleaned up and objects expiring after the retention.
+ * uploads cleaned up and objects expiring after `expireAfterDays`.
  */
-export function privateBucket(scope: Construct, id: string, props: { readonly expireAfterDays: number | null; readonly removalPolicy: RemovalPolicy }): Bucket {
+export function privateBucket(scope: Construct, id: string, props: { readonly expireAfterDays: number; readonly removalPolicy: RemovalPolicy }): Bucket {
   return new Bucket(scope, id, {
     blockPublicAccess: BlockPublicAccess.BLOCK_ALL,
     enforceSSL: true,
@@ -36,16 +37,17 @@ export function privateBucket(scope: Construct, id: string, props: { readonly ex
     encryption: BucketEncryption.S3_MANAGED,
     objectOwnership: ObjectOwnership.BUCKET_OWNER_ENFORCED,
     removalPolicy: props.removalPolicy,
-    lifecycleRules: [{ ...(props.expireAfterDays === null ? {} : { expiration: Duration.days(props.expireAfterDays) }), abortIncompleteMultipartUploadAfter: Duration.days(1) }],
+    lifecycleRules: [{ expiration: Duration.days(props.expireAfterDays), abortIncompleteMultipartUploadAfter: Duration.days(1) }],
   });
 }
 
 /**
- * The evidence bucket has no age rule: a dispatch's objects go with its records, from the stream's TTL
- * REMOVE of its anchor (ObjectRetention), and only once its state is gone too. A rule that knows only
- * an object's age would delete the spilled task and the evidence of a dispatch that lives on (a run
- * unknown for months, an approval never answered, a redispatch long after the first run). What the
- * retention function could not delete is parked in the failure bucket and alarmed, never lost silently.
+ * The evidence bucket's objects go with their records, from the stream's TTL REMOVE of the dispatch's
+ * anchor (ObjectRetention), and only once its state is gone too. Its age rule is a backstop for what
+ * that misses (a batch parked in the failure bucket and never acted on): set past the retention plus
+ * the longest a dispatch may stay open on the contract's bounded clocks (CONTRACT §7 V3; derived in
+ * shared/retention/backstop.ts, explained in docs/reliability.md "Retention"), so it never takes the
+ * objects of a dispatch within those bounds.
  */
 
 /**
@@ -86,6 +88,6 @@ export class LedgerStorage extends Construct {
           : { projectionType: index.Projection?.ProjectionType === 'ALL' ? ProjectionType.ALL : ProjectionType.KEYS_ONLY }),
       });
     }
-    this.evidenceBucket = privateBucket(this, 'Evidence', { expireAfterDays: null, removalPolicy: props.removalPolicy });
+    this.evidenceBucket = privateBucket(this, 'Evidence', { expireAfterDays: objectBackstopDays(props.retentionDays), removalPolicy: props.removalPolicy });
   }
 }

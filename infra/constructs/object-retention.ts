@@ -12,7 +12,7 @@ import type { LedgerFunction } from './ledger-function.js';
 export interface ObjectRetentionProps {
   readonly retention: LedgerFunction;
   readonly table: ITable;
-  /** The bucket of evidence and spilled payloads and bodies, whose objects expire with their records. */
+  /** The bucket of evidence, spilled payloads and result bodies, whose objects expire with their records. */
   readonly evidenceBucket: Bucket;
   /** Where batches whose objects could not be deleted are parked (the stream forgets after 24 hours). */
   readonly failureBucket: Bucket;
@@ -24,7 +24,7 @@ export interface ObjectRetentionProps {
  * invoked only for TTL REMOVE records (`userIdentity` is DynamoDB's own service principal; a
  * person's DeleteItem is never passed on). A failing record is retried, bisecting the batch; when the
  * retries are spent the invocation record lands in the failure bucket and the function's errors alarm
- * fires: the objects stay (the evidence bucket has no age rule) until a person acts.
+ * fires: the objects stay until a person acts, or until the bucket's backstop age rule (ledger-storage.ts) takes them.
  *
  * The retention function is the only one that may delete objects: ListBucket (to find a
  * dispatch's folders) and DeleteObject on the evidence bucket; on the table, its stream and the two

@@ -3,7 +3,7 @@ import '../zod-english.js';
 import { lazy } from '../lazy.js';
 import type { Principal } from '../principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT, TARGET_KINDS, type TargetRegistration } from '../targets/port.js';
-import { DEFAULT_ORIGIN_SETTINGS, type OriginSettings } from '../ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, MAX_ORIGIN_SETTINGS, type OriginSettings } from '../ledger/port.js';
 import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 
 /**
@@ -42,8 +42,8 @@ const registrySchema = /* @__PURE__ */ lazy(() => z.object({
     z.array(
       z.object({
         origin: nonBlank(),
-        maxDeliveryAttempts: z.optional(z.int().check(z.minimum(1), z.maximum(100))),
-        resultTtlHours: z.optional(z.number().check(z.positive(), z.maximum(24 * 30))),
+        maxDeliveryAttempts: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_ORIGIN_SETTINGS.maxDeliveryAttempts))),
+        resultTtlHours: z.optional(z.number().check(z.positive(), z.maximum(MAX_ORIGIN_SETTINGS.resultTtlHours))),
       }),
     ),
   ),

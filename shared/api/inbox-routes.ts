@@ -3,7 +3,7 @@ import '../zod-english.js';
 import { ORIGIN } from '../dispatch/ids.js';
 import type { DispatchState, ResultState } from '../dispatch/state.js';
 import { ackResult, claimResults, describeResult, listLiveResults, releaseResult, renewResult, resultBodyOf, type InboxDeps, type SettleOutcome } from '../usecases/inbox.js';
-import { InvalidCursorError } from '../ledger/port.js';
+import { InvalidCursorError, MAX_LEASE_SECONDS } from '../ledger/port.js';
 import { callerOrigin, type Caller } from './caller.js';
 import { ApiError, json, keptChanging, type ApiRequest, type ApiResponse } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
@@ -17,7 +17,7 @@ export const ResultId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(
 export const ClaimBody = /* @__PURE__ */ lazy(() => z.strictObject({
   mode: z.optional(z.enum(['inject', 'after_turn'])),
   max: z.optional(z.int().check(z.minimum(1), z.maximum(50))),
-  leaseSeconds: z.optional(z.int().check(z.minimum(5), z.maximum(900))),
+  leaseSeconds: z.optional(z.int().check(z.minimum(5), z.maximum(MAX_LEASE_SECONDS))),
   waitSeconds: z.optional(z.int().check(z.minimum(0), z.maximum(20))),
   resultIds: z.optional(z.array(ResultId()).check(z.minLength(1), z.maxLength(50))),
 }));
@@ -25,7 +25,7 @@ export const ClaimBody = /* @__PURE__ */ lazy(() => z.strictObject({
 const claimToken = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(64)));
 export const TokenBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken() }));
 export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), reason: z.optional(z.string().check(z.maxLength(500))) }));
-const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: z.int().check(z.minimum(5), z.maximum(900)) }));
+const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: z.int().check(z.minimum(5), z.maximum(MAX_LEASE_SECONDS)) }));
 
 const RESULT_STATES: readonly ResultState[] = ['pending', 'claimed', 'delivered', 'dropped'];
 

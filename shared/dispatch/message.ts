@@ -11,7 +11,7 @@ export { DEFAULT_TIMEOUTS } from './state.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, MAX_PRIORITY, MAX_TASK_DEPTH } from './state.js';
 export const DEFAULT_MAX_HOPS = 4;
 /** Upper bounds the contract leaves open: a month for any clock, 32 hops. */
-const MAX_SECONDS = 30 * 24 * 3600;
+export const MAX_TIMEOUT_SECONDS = 30 * 24 * 3600;
 const MAX_HOPS_LIMIT = 32;
 
 /** CONTRACT v2 §1: how the result reaches the origin (§10). Any other string reads as `after_turn`. */
@@ -41,7 +41,7 @@ export const MAX_ERROR_TEXT = 200;
 /** All errors joined as `field: message; …` (as the intake writes a blocked reason), in UTF-8 bytes. */
 export const MAX_ERRORS_BYTES = 1024;
 
-const seconds = z.int().check(z.minimum(1), z.maximum(MAX_SECONDS));
+const seconds = z.int().check(z.minimum(1), z.maximum(MAX_TIMEOUT_SECONDS));
 const safeRef = z.string().check(
   z.superRefine((ref, ctx) => {
     const problem = refProblem(ref);

@@ -18,6 +18,9 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 
 export const maxAttempts = (policy: RetryPolicy): number => policy.delaysSeconds.length + 1;
 
+/** The longest the whole budget can take: every delay at its jitter's upper edge. */
+export const retryBudgetSeconds = (policy: RetryPolicy): number => Math.ceil(policy.delaysSeconds.reduce((sum, delay) => sum + delay, 0) * (1 + policy.jitter));
+
 /** When to try again after `failedAttempts` failures, or undefined when the budget is spent. */
 export function nextRetryAt(policy: RetryPolicy, dispatchId: string, failedAttempts: number, now: Date): Date | undefined {
   const base = policy.delaysSeconds[failedAttempts - 1];

@@ -1,9 +1,16 @@
 /**
- * Every object key of the ledger's bucket, in one module (as ledger-items.ts holds every table key).
- * Per dispatch everything lives under three folders — `payloads/{id}/`, `evidence/{id}/`,
- * `sealed/{id}/` (legacy sealed copies) — which the retention function removes with the dispatch's anchor; dispatch ids never
+ * Every object key of the ledger's bucket, in one module (as ledger-items.ts holds every table key):
+ * nothing else spells a key. Per dispatch everything lives under the folders of `DISPATCH_FOLDERS` —
+ * `payloads/{id}/`, `evidence/{id}/`, `sealed/{id}/` (legacy sealed copies), `results/{id}/` — which the
+ * retention function removes with the dispatch's anchor (CONTRACT §7); every key builder of a dispatch
+ * starts with one of them, so a new kind of object cannot be missed by retention. Dispatch ids never
  * contain `/`, so one dispatch's folder is never a prefix of another's keys.
  */
+
+/** The top-level prefix of each kind of object a dispatch has; each holds one folder per dispatch id. */
+export const DISPATCH_FOLDERS = ['payloads', 'evidence', 'sealed', 'results'] as const;
+type DispatchFolder = (typeof DISPATCH_FOLDERS)[number];
+const folderOf = (kind: DispatchFolder, dispatchId: string): string => `${kind}/${dispatchId}/`;
 
 /** The hex of a `sha256:<hex>` content hash. */
 const hexOf = (hash: string): string => hash.slice(hash.indexOf(':') + 1);
@@ -12,7 +19,7 @@ const hexOf = (hash: string): string => hash.slice(hash.indexOf(':') + 1);
  * One dispatch's payloads: intake spills a large task and keeps a large invalid body under it, one
  * sub-folder per content hash (so a conflicting message's spill lands here too, though no anchor names it).
  */
-export const payloadFolder = (dispatchId: string): string => `payloads/${dispatchId}/`;
+export const payloadFolder = (dispatchId: string): string => folderOf('payloads', dispatchId);
 
 export const OBJECTS = {
   /** A task spilled above the inline size: keyed by content, so a conflicting message can never overwrite the original's bytes. */
@@ -31,20 +38,26 @@ export const OBJECTS = {
  * the API's PUT route writes here. (A function of its own, not one of `OBJECTS`: the API and the
  * monitor bundle this key alone.)
  */
-export const evidenceObjectKey = (dispatchId: string, attempt: number, sha256: string, ref: string): string => `evidence/${dispatchId}/${attempt}/${sha256}/${ref}`;
+export const evidenceObjectKey = (dispatchId: string, attempt: number, sha256: string, ref: string): string => `${folderOf('evidence', dispatchId)}${attempt}/${sha256}/${ref}`;
 
 /**
  * Legacy: where an upload lived before uploads were content-addressed (`evidence/{id}/{attempt}/{ref}`).
  * Nothing writes it any more; a check that finds no pointer for a ref looks here once, so a file
  * uploaded before the upgrade still counts (`settleEvidence` adopts it under its hash).
  */
-export const legacyEvidenceKey = (dispatchId: string, attempt: number, ref: string): string => `evidence/${dispatchId}/${attempt}/${ref}`;
+export const legacyEvidenceKey = (dispatchId: string, attempt: number, ref: string): string => `${folderOf('evidence', dispatchId)}${attempt}/${ref}`;
 
 /**
  * Legacy: where the checker kept a sealed copy of a checked file before uploads were content-addressed.
  * Nothing writes it any more; retention still clears the `sealed/` folder of dispatches that have one.
  */
-export const legacySealedKey = (dispatchId: string, attempt: number, ref: string, sha256: string): string => `sealed/${dispatchId}/${attempt}/${sha256}/${ref}`;
+export const legacySealedKey = (dispatchId: string, attempt: number, ref: string, sha256: string): string => `${folderOf('sealed', dispatchId)}${attempt}/${sha256}/${ref}`;
 
-/** The folders holding every object of one dispatch. */
-export const dispatchFolders = (dispatchId: string): string[] => [payloadFolder(dispatchId), `evidence/${dispatchId}/`, `sealed/${dispatchId}/`];
+/**
+ * A final event's `result.body` above the inline limit (CONTRACT §10): one object per final event that
+ * carried it. (A function of its own: the API bundles it.)
+ */
+export const resultBodyKey = (dispatchId: string, attempt: number, seq: number): string => `${folderOf('results', dispatchId)}${attempt}/${seq}.json`;
+
+/** The folders holding every object of one dispatch: what retention deletes with its anchor. */
+export const dispatchFolders = (dispatchId: string): string[] => DISPATCH_FOLDERS.map((kind) => folderOf(kind, dispatchId));

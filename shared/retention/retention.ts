@@ -7,13 +7,15 @@ import type { StreamChange } from '../events/derive.js';
  * What goes from the evidence bucket when DynamoDB's TTL removes a ledger record (CONTRACT §7: the
  * objects of a dispatch are kept as long as its records, and no longer). A bucket rule only knows an
  * object's age — a spilled task would go while the anchor that names it lives on — so objects follow
- * the TTL REMOVE records of the table's stream instead:
+ * the TTL REMOVE records of the table's stream instead (the bucket's age rule is only a backstop,
+ * backstop.ts):
  *
  * | record removed by TTL            | objects deleted                                                       |
  * | -------------------------------- | --------------------------------------------------------------------- |
  * | accepted message (the anchor)    | its `taskRef` and `bodyRef`, and every object under the dispatch's     |
- * |                                  | folders: payloads (a conflicting message's spill too), evidence of     |
- * |                                  | every attempt, the sealed copies the evidence check made               |
+ * |                                  | folders (`dispatchFolders`, objects.ts): payloads (a conflicting       |
+ * |                                  | message's spill too), evidence of every attempt, the sealed copies the |
+ * |                                  | evidence check made, spilled result bodies of every attempt            |
  * | rejection                        | its `bodyRef`                                                         |
  * | anything else, or any REMOVE not made by TTL (a person's DeleteItem) | nothing                         |
  *
@@ -44,7 +46,7 @@ export { dispatchFolders } from '../ledger/objects.js';
  *
  * @example
  * retentionPlanOf({ eventName: 'REMOVE', removedByTtl: true, oldItem: { kind: 'message', message }, … })
- * // { kind: 'delete', of: 'dispatch d-1', keys: ['payloads/d-1/…/task.json'], folders: ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/'] }
+ * // { kind: 'delete', of: 'dispatch d-1', keys: ['payloads/d-1/…/task.json'], folders: ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/', 'results/d-1/'] }
  */
 export function retentionPlanOf(change: StreamChange): RetentionPlan {
   if (change.eventName !== 'REMOVE' || change.removedByTtl !== true) return NOTHING;

@@ -13,6 +13,7 @@ import {
 } from '../dispatch/transitions.js';
 import type { BlobStore, InboxStore, LedgerStore, OriginSettings, ResultBody } from '../ledger/port.js';
 import { clipBytes } from '../text.js';
+import { resultBodyKey } from '../ledger/objects.js';
 import { evidenceCheckOf } from '../monitor/evidence-check.js';
 
 /**
@@ -104,8 +105,6 @@ const ROUNDS = 4;
 const newToken = (): string => randomBytes(16).toString('base64url');
 const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The blob key of a spilled body: one object per final event that carried it. */
-export const resultBodyKey = (dispatchId: string, attempt: number, seq: number): string => `results/${dispatchId}/${attempt}/${seq}.json`;
 
 /**
  * Keeps a final event's `result.body` before the state write that refers to it (a result is never

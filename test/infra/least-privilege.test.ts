@@ -1,5 +1,8 @@
+import { Duration, Validations } from 'aws-cdk-lib';
+import { Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { LedgerFunctionName } from '../../infra/bundling.js';
+import { LEDGER_FUNCTIONS, type LedgerFunctionName } from '../../infra/bundling.js';
+import { codeCallsOf } from './code-calls.js';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 
 type Statement = { readonly Effect: string; readonly Action: string | string[]; readonly Resource: unknown };
@@ -35,12 +38,16 @@ const LOGS = ['logs:CreateLogStream', 'logs:PutLogEvents'];
 const TARGET_SECRETS = ['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'];
 
 describe('least privilege: each function may do exactly what its code does', () => {
-  it("failures: take Lambda's on-failure records, read and write the ledger table's items by key, nudge the monitor — nothing else", () => {
+  it("failures: take Lambda's on-failure records, read and write the ledger table's items by key, count who waits on the wait index and nudge the monitor — nothing else", () => {
     // UpdateItem: a failure gives its run's slot back, the slot counter's update committed with the state (CONTRACT §11).
+    // Query: the admission nudge counts who waits for that target first (regression: not granted, so in AWS
+    // every nudge was an AccessDenied the store logged and swallowed, and admission waited for the next tick).
     expect(actionsOf('failures')).toEqual(
-      [...LOGS, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'lambda:InvokeFunction'].sort(),
+      [...LOGS, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 'lambda:InvokeFunction'].sort(),
     );
-    expect(resourcesFor('failures', 'dynamodb:')).toEqual([JSON.stringify({ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.storage.table), 'Arn'] })]);
+    const table = logicalId(synth.stack, synth.stack.ledger.storage.table);
+    expect(resourcesFor('failures', 'dynamodb:Query')).toEqual([JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [table, 'Arn'] }, '/index/waiting']] })]);
+    expect(grants.failures.filter((grant) => grant.actions.some((action) => action.startsWith('dynamodb:') && action !== 'dynamodb:Query')).map((grant) => grant.resources)).toEqual([JSON.stringify({ 'Fn::GetAtt': [table, 'Arn'] })]);
   });
 
   it('api and failures may invoke exactly the monitor (the admission nudge, CONTRACT §11): not its versions or aliases, and no other function may', () => {
@@ -159,5 +166,61 @@ describe('least privilege: each function may do exactly what its code does', () 
       .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${planner}"`))
       .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement.flatMap((statement) => [statement.Action].flat()));
     expect([...new Set(actions)].sort()).toEqual(['lambda:InvokeFunction', 'lambda:InvokeFunctionUrl', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'].sort());
+  });
+});
+
+describe('least privilege: each role covers what its code calls (read from the source, code-calls.ts)', () => {
+  let full: Synthesized;
+  beforeAll(() => {
+    // With a lambda target too: its invoke is granted per target (addLambdaTarget), and the adapter that sends it is in the bundles.
+    full = synthesizeLedger({
+      bundle: false,
+      extend: (stack) => {
+        const worker = new LambdaFunction(stack, 'ReviewerWorker', { runtime: Runtime.NODEJS_22_X, handler: 'index.handler', code: Code.fromInline('export const handler = async () => ({});'), timeout: Duration.minutes(2) });
+        for (const id of ['AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', 'Serverless-LambdaTracing', 'Serverless-LambdaDefaultMemorySize', 'Serverless-LambdaLatestVersion']) {
+          Validations.of(worker).acknowledge({ id, reason: "test fixture: the user's own worker function" });
+        }
+        stack.ledger.addLambdaTarget('reviewer', worker, { timeout: Duration.minutes(2) });
+      },
+    });
+  });
+  afterAll(() => full.dispose());
+
+  /** What the role lets the function query: `table`, or index names. */
+  function queryableBy(name: LedgerFunctionName): string[] {
+    const resources = full.template.toJSON().Resources as Record<string, Resource>;
+    const role = logicalId(full.stack, full.stack.ledger.functions[name].function.role as never);
+    const table = logicalId(full.stack, full.stack.ledger.storage.table);
+    return Object.values(resources)
+      .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${role}"`))
+      .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement)
+      .filter((statement) => [statement.Action].flat().includes('dynamodb:Query'))
+      .flatMap((statement) => [statement.Resource].flat())
+      .map((resource) => {
+        const text = JSON.stringify(resource);
+        if (text === JSON.stringify({ 'Fn::GetAtt': [table, 'Arn'] })) return 'table';
+        const index = /\/index\/([A-Za-z0-9_-]+)"/.exec(text);
+        if (!index?.[1] || !text.includes(table)) throw new Error(`${name} may query something that is not the ledger table: ${text}`);
+        return index[1];
+      })
+      .sort();
+  }
+  function actionsGranted(name: LedgerFunctionName): string[] {
+    const resources = full.template.toJSON().Resources as Record<string, Resource>;
+    const role = logicalId(full.stack, full.stack.ledger.functions[name].function.role as never);
+    return Object.values(resources)
+      .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${role}"`))
+      .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement.flatMap((statement) => [statement.Action].flat()));
+  }
+
+  it.each(LEDGER_FUNCTIONS)("%s may query exactly the table and the indexes its code queries (regression: the failures function's admission nudge counted waiters on the wait index, unqueryable)", (name) => {
+    expect(queryableBy(name), name).toEqual([...codeCallsOf(name).queried].sort());
+  });
+
+  it.each(LEDGER_FUNCTIONS)('%s may send every AWS command its code sends', (name) => {
+    const calls = codeCallsOf(name);
+    expect([...calls.unmapped], `${name}: commands code-calls.ts maps to no action`).toEqual([]);
+    const granted = new Set(actionsGranted(name));
+    expect([...calls.actions].filter((action) => !granted.has(action)), name).toEqual([]);
   });
 });

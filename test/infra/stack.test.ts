@@ -4,6 +4,10 @@ import { Match } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
 import { CONTRACT_METRICS, FLOW_GAUGES } from '../../infra/constructs/ledger-alarms.js';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { DispatchLedgerStack } from '../../infra/stack.js';
+import { longestOpenSeconds, objectBackstopDays } from '../../shared/retention/backstop.js';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 
 type Resource = { readonly Type: string; readonly Properties?: Record<string, unknown>; readonly DeletionPolicy?: string };
@@ -94,20 +98,19 @@ describe('DispatchLedger stack: table and buckets', () => {
     expect(attributes).toEqual(expect.arrayContaining([{ AttributeName: 'waitKey', AttributeType: 'S' }, { AttributeName: 'waitAt', AttributeType: 'S' }]));
   });
 
-  it('keeps both buckets private, encrypted and TLS-only; failed batches expire after the retention, evidence never by age', () => {
+  it('keeps both buckets private, encrypted and TLS-only; failed batches expire after the retention, evidence by a backstop rule past the longest a dispatch stays open', () => {
     const { stack } = synth;
-    // Evidence and payloads go with their records (the retention function), and only once the dispatch's
-    // state is gone: an age rule would delete the task and evidence of a dispatch that lives on.
-    for (const [bucket, days] of [[stack.ledger.storage.evidenceBucket, null], [stack.ledger.publisher.failureBucket, 90]] as const) {
+    // Evidence, payloads and result bodies go with their records (the retention function); the age rule
+    // only catches what that missed, so it is longer than the retention plus the longest a dispatch may stay open.
+    for (const [bucket, days] of [[stack.ledger.storage.evidenceBucket, objectBackstopDays(90)], [stack.ledger.publisher.failureBucket, 90]] as const) {
       const id = logicalId(stack, bucket);
       expect(resources[id]?.DeletionPolicy).toBe('Retain');
       expect(props(id)).toMatchObject({
         PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
         BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
         OwnershipControls: { Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] },
-        LifecycleConfiguration: { Rules: [{ ...(days === null ? {} : { ExpirationInDays: days }), AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }] },
+        LifecycleConfiguration: { Rules: [{ ExpirationInDays: days, AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: 'Enabled' }] },
       });
-      if (days === null) expect(JSON.stringify(props(id).LifecycleConfiguration)).not.toContain('ExpirationInDays');
       synth.template.hasResourceProperties('AWS::S3::BucketPolicy', {
         Bucket: { Ref: id },
         PolicyDocument: {
@@ -309,5 +312,20 @@ describe('DispatchLedger stack: the monitor knows its schedule', () => {
     const { stack } = synth;
     const monitor = props(logicalId(stack, stack.ledger.functions.monitor.function)) as { Environment?: { Variables?: Record<string, unknown> } };
     expect(monitor.Environment?.Variables?.['MONITOR_PERIOD_SECONDS']).toBe('60');
+  });
+});
+
+describe('DispatchLedger stack: the evidence bucket\'s backstop rule (CONTRACT §7)', () => {
+  it('expires objects by age only past the configured retention plus the longest a dispatch may stay open (was: no age rule, so a spilled result body that retention did not plan was kept forever)', () => {
+    for (const retentionDays of [1, 30, 365]) {
+      // Functions not bundled: only the bucket is under test.
+      const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+      const stack = new DispatchLedgerStack(app, `Retention${retentionDays}`, { env: { account: '111122223333', region: 'eu-west-1' }, ledger: { retentionDays } });
+      const template = Template.fromStack(stack).toJSON() as { Resources: Record<string, Resource> };
+      const rules = (template.Resources[logicalId(stack, stack.ledger.storage.evidenceBucket)]?.Properties?.LifecycleConfiguration as { Rules: Array<{ ExpirationInDays?: number }> }).Rules;
+      const expiry = rules.map((rule) => rule.ExpirationInDays).find((days) => days !== undefined);
+      expect(expiry, `retentionDays ${retentionDays}`).toBe(objectBackstopDays(retentionDays));
+      expect(expiry, `retentionDays ${retentionDays}`).toBeGreaterThan(retentionDays + longestOpenSeconds() / 86_400);
+    }
   });
 });

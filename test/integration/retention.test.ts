@@ -15,6 +15,9 @@ import { legacySealedKey, payloadFolder } from '../../shared/ledger/objects.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
+import { InboxTable } from '../../shared/adapters/inbox-table.js';
+import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
+import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
@@ -248,6 +251,49 @@ describe('class 6 — nothing forgotten, nothing unbounded: a dispatch\'s object
 
     expect(await invoke(byTtl(await removalOf(KEY.message(dispatchId))))).toEqual({ batchItemFailures: [] });
     expect(await objects(payloadFolder(dispatchId))).toEqual([]);
+  });
+});
+
+describe('retention plans every prefix the ledger writes a dispatch\'s objects under (CONTRACT §7 V3)', () => {
+  /** The API's router with the same table and bucket, the target routes open (as locally). */
+  const apiDeps = (): ApiDeps => ({
+    store: table,
+    blobs: new S3Blobs(clients.s3, bucket),
+    feeds: new LedgerFeedsTable(documents, { tableName, retentionSeconds: RETENTION_SECONDS, now: () => NOW }),
+    inbox: new InboxTable(documents, { tableName, retentionSeconds: RETENTION_SECONDS }),
+    principals: table,
+    principalMode: 'open',
+    targetFor: () => new AcceptingTarget(),
+    callbackUrl: 'http://127.0.0.1:9',
+    retryPolicy: DEFAULT_RETRY_POLICY,
+    now: () => NOW,
+    claimSeconds: 60,
+  });
+  async function call(method: string, path: string, body: string, contentType: string): Promise<number> {
+    const [rawPath = '', search = ''] = path.split('?');
+    const response = await route(apiDeps(), { method, rawPath, query: Object.fromEntries(new URLSearchParams(search)), headers: { 'content-type': contentType, 'x-ledger-origin': 'planner' }, body: Buffer.from(body), iamUserId: undefined });
+    return response.statusCode;
+  }
+  /** Every object in the bucket that belongs to the dispatch: a key with the dispatch id as one of its segments, whatever its prefix. */
+  const objectsOfDispatch = async (dispatchId: string): Promise<string[]> => (await objects()).filter((key) => key.split('/').includes(dispatchId));
+
+  it('leaves no object of an expired dispatch under any prefix: spilled task, conflicting spill, evidence, sealed copy and spilled result body (was: results/{id}/ was never planned, so spilled result bodies were kept forever)', async () => {
+    const dispatchId = uniqueName('d');
+    const { objects: written } = await dispatchWithObjects(dispatchId);
+    // The run ends through the API as a target ends it: its evidence uploaded, then a final event whose
+    // result body is over the 8 KB inline limit (CONTRACT §10), stored once in the bucket.
+    expect(await call('PUT', `/dispatches/${dispatchId}/evidence/out/final.md?runId=r-1`, 'the final report', 'text/markdown')).toBe(201);
+    expect(await call('POST', '/runs/r-1/events', JSON.stringify({ dispatchId, seq: 1, type: 'completed', result: { summary: 'done', body: { notes: large('r') } } }), 'application/json')).toBe(202);
+    const before = await objectsOfDispatch(dispatchId);
+    // Every kind the ledger writes for a dispatch is there: payloads, evidence, sealed copies and the result body.
+    expect(new Set(before.map((key) => key.split('/')[0]))).toEqual(new Set(['payloads', 'evidence', 'sealed', 'results']));
+    expect(before).toEqual(expect.arrayContaining(written));
+
+    // Past retention: the dispatch's state is gone, then TTL removes its anchor.
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
+    expect(await invoke(byTtl(await removalOf(KEY.message(dispatchId))))).toEqual({ batchItemFailures: [] });
+
+    expect(await objectsOfDispatch(dispatchId)).toEqual([]);
   });
 });
 

@@ -3,7 +3,8 @@ import type { DynamoDBRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { KEY, messageItem, rejectionOf } from '../../shared/adapters/ledger-items.js';
-import { legacySealedKey, payloadFolder } from '../../shared/ledger/objects.js';
+import * as objectKeys from '../../shared/ledger/objects.js';
+import { legacySealedKey, payloadFolder, resultBodyKey } from '../../shared/ledger/objects.js';
 import { streamChangeOf, TTL_REMOVER } from '../../shared/adapters/stream-records.js';
 import { accepted } from '../../shared/dispatch/transitions.js';
 import type { StreamChange, StreamItem } from '../../shared/events/derive.js';
@@ -43,13 +44,13 @@ const rejectionFactory = (bodyRef: string | null): Rejection => ({ messageId: 'm
 const ttlRemoval = (oldItem: StreamItem, overrides: Partial<StreamChange> = {}): StreamChange => ({ sequenceNumber: '1', eventName: 'REMOVE', oldItem, newItem: { kind: 'other' }, removedByTtl: true, ...overrides });
 
 describe('class 6 — nothing forgotten, nothing unbounded: what a TTL removal deletes (retentionPlanOf)', () => {
-  it('deletes an expired anchor\'s spilled task and every object under the dispatch\'s payload, evidence and sealed folders', () => {
+  it('deletes an expired anchor\'s spilled task and every object under the dispatch\'s payload, evidence, sealed and result-body folders', () => {
     const message = anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' });
     expect(retentionPlanOf(ttlRemoval({ kind: 'message', message }))).toEqual({
       kind: 'delete',
       of: 'dispatch d-1',
       keys: ['payloads/d-1/ab/task.json'],
-      folders: ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/'],
+      folders: ['payloads/d-1/', 'evidence/d-1/', 'sealed/d-1/', 'results/d-1/'],
     });
   });
 
@@ -96,11 +97,24 @@ describe('class 6 — nothing forgotten, nothing unbounded: what a TTL removal d
         fc.pre(mine !== other);
         const folders = dispatchFolders(mine);
         const within = (key: string) => folders.some((folder) => key.startsWith(folder));
-        for (const key of [evidenceKey(mine, attempt, 'f'.repeat(64), file), legacySealedKey(mine, attempt, file, 'f'.repeat(64)), `${payloadFolder(mine)}ab/task.json`]) expect(within(key)).toBe(true);
-        for (const key of [evidenceKey(other, attempt, 'f'.repeat(64), file), legacySealedKey(other, attempt, file, 'f'.repeat(64)), `${payloadFolder(other)}ab/task.json`]) expect(within(key)).toBe(false);
+        for (const key of [evidenceKey(mine, attempt, 'f'.repeat(64), file), legacySealedKey(mine, attempt, file, 'f'.repeat(64)), `${payloadFolder(mine)}ab/task.json`, resultBodyKey(mine, attempt, 3)]) expect(within(key)).toBe(true);
+        for (const key of [evidenceKey(other, attempt, 'f'.repeat(64), file), legacySealedKey(other, attempt, file, 'f'.repeat(64)), `${payloadFolder(other)}ab/task.json`, resultBodyKey(other, attempt, 3)]) expect(within(key)).toBe(false);
       }),
     );
     expect(dispatchFolders('d-1').some((folder) => evidenceKey('d-10', 1, 'f'.repeat(64), 'a.md').startsWith(folder))).toBe(false);
+  });
+
+  it('plans every kind of object a dispatch has: each key builder of objects.ts lands in one of the dispatch\'s folders (was: spilled result bodies, keyed outside them, were never deleted)', () => {
+    // Every builder objects.ts exports, called for dispatch d-1 (its other arguments as strings: keys are
+    // template strings). Only a rejection's body is not a dispatch's: it goes with the rejection record.
+    type Builder = (...args: string[]) => string | string[];
+    const exported: Record<string, unknown> = { ...objectKeys, ...objectKeys.OBJECTS };
+    const builders = Object.entries(exported).flatMap(([name, value]): Array<[string, Builder]> => (typeof value === 'function' && name !== 'rejectionBody' ? [[name, value as Builder]] : []));
+    expect(builders.map(([name]) => name).sort()).toEqual(['dispatchFolders', 'evidenceObjectKey', 'invalidBody', 'legacyEvidenceKey', 'legacySealedKey', 'payloadFolder', 'resultBodyKey', 'task'].sort());
+    const folders = dispatchFolders('d-1');
+    for (const [name, build] of builders) {
+      for (const key of [build('d-1', '2', 'sha256:ab', 'out/a.md')].flat()) expect(folders.some((folder) => key.startsWith(folder)), `${name}: ${key}`).toBe(true);
+    }
   });
 });
 
@@ -166,8 +180,8 @@ describe('class 6 — nothing forgotten, nothing unbounded: removeExpiredObjects
 
   it('deletes the named keys first, then each folder, and says how many objects went', async () => {
     const sweeper = new RecordingSweeper();
-    expect(await removeExpiredObjects(change, sweeper, gone, options)).toEqual({ kind: 'deleted', of: 'dispatch d-1', keys: 1, inFolders: 6 });
-    expect(sweeper.calls).toEqual(['keys payloads/d-1/ab/task.json', 'folder payloads/d-1/', 'folder evidence/d-1/', 'folder sealed/d-1/']);
+    expect(await removeExpiredObjects(change, sweeper, gone, options)).toEqual({ kind: 'deleted', of: 'dispatch d-1', keys: 1, inFolders: 8 });
+    expect(sweeper.calls).toEqual(['keys payloads/d-1/ab/task.json', 'folder payloads/d-1/', 'folder evidence/d-1/', 'folder sealed/d-1/', 'folder results/d-1/']);
   });
 
   it('touches nothing for a change that deletes nothing', async () => {
