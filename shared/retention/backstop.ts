@@ -1,5 +1,6 @@
 import { MAX_TIMEOUT_SECONDS, NOT_BEFORE_MAX_DAYS } from '../dispatch/message.js';
 import { DEFAULT_RETRY_POLICY, retryBudgetSeconds, type RetryPolicy } from '../dispatch/retry.js';
+import { PARENT_WAIT_SECONDS } from '../dispatch/state.js';
 import { MAX_LEASE_SECONDS, MAX_ORIGIN_SETTINGS } from '../ledger/port.js';
 
 /**
@@ -9,9 +10,6 @@ import { MAX_LEASE_SECONDS, MAX_ORIGIN_SETTINGS } from '../ledger/port.js';
  */
 
 const DAY_SECONDS = 86_400;
-
-/** CONTRACT §1 (V3): a child whose parent is not recorded yet is held this long before it is blocked. */
-export const PARENT_HOLD_SECONDS = 300;
 
 /**
  * How long after an item's `expiresAt` DynamoDB's TTL may take to delete it ("typically within a few
@@ -24,7 +22,7 @@ export function openClocks(retryPolicy: RetryPolicy = DEFAULT_RETRY_POLICY): Rea
   return {
     // Before the first submission: `notBefore` ≤ 30 days ahead, a child held for its parent, the retry budget.
     notBefore: NOT_BEFORE_MAX_DAYS * DAY_SECONDS,
-    parentHold: PARENT_HOLD_SECONDS,
+    parentHold: PARENT_WAIT_SECONDS,
     retryBudget: retryBudgetSeconds(retryPolicy),
     // The run: silence until a stall, an approval's wait, the evidence grace — each ≤ the 30-day timeout bound.
     stallAfter: MAX_TIMEOUT_SECONDS,
