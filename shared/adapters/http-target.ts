@@ -5,6 +5,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
 import { lazy } from '../lazy.js';
 import {
+  NATIVE_STATUS,
   TARGET_RUN_STATUSES,
   type ApprovalOutcome,
   type CancelOutcome,
@@ -210,6 +211,8 @@ const CancelledSchema = /* @__PURE__ */ lazy(() => z.object({ status: RunStatusS
 const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
   runId: RunIdSchema(),
   status: RunStatusSchema(),
+  // CONTRACT V3 §2: read if it is one; a malformed word is left out (see toRunView), not a lost lookup.
+  nativeStatus: z.optional(z.unknown()),
   result: z.nullish(z.object({ summary: z.nullish(z.string()) })),
   evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(MAX_EVIDENCE))),
   pendingApproval: z.nullish(
@@ -219,10 +222,11 @@ const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
 
 /** The answer as the port reports it: absent fields left out, the summary bounded (mapped after parsing, not in the schema, to keep zod's pipe out of the bundles). */
 function toRunView(raw: z.output<ReturnType<typeof RunViewSchema>>): TargetRunView {
-  const { runId, status, result, evidence, pendingApproval } = raw;
+  const { runId, status, nativeStatus, result, evidence, pendingApproval } = raw;
   return {
     runId,
     status,
+    ...(typeof nativeStatus === 'string' && NATIVE_STATUS.test(nativeStatus) && { nativeStatus }),
     ...(result && { result: typeof result.summary === 'string' ? { summary: result.summary.slice(0, SUMMARY_CHARS) } : {} }),
     ...(evidence && { evidence }),
     ...(pendingApproval && {
