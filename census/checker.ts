@@ -452,7 +452,7 @@ function finalOf(view: DispatchView): { settled: boolean; describe: string } {
 }
 
 /** What both a view and a stored state say about where a dispatch stands. */
-export type Standing = Pick<DispatchView, 'phase' | 'blockedReason'> & { readonly execution: Execution; readonly evidence: { readonly outcome: string } };
+export type Standing = Pick<DispatchView, 'phase' | 'blockedReason'> & { readonly execution: Omit<Execution, 'nativeStatus'> & { readonly nativeStatus: string | null }; readonly evidence: { readonly outcome: string } };
 
 /** Whether a dispatch stands where its plan says it must end. */
 export function matches(plan: DispatchPlan, view: Standing): boolean {

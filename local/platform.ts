@@ -127,6 +127,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     const demoAgent = await startDemoAgent({
       log: (line) => log({ component: 'demo-agent', ...line }),
       targetName: DEMO_AGENT_TARGET,
+      // Each target registered at the agent gets a base path of its own, so it counts maxOpen per target (CONTRACT V3 §8).
+      moreTargets: [LIMITED_DEMO_TARGET],
       ...(options.faults?.demoAgent ? { faults: options.faults.demoAgent } : {}),
       ...(demoAgentCredentials ? { signing: { credentials: demoAgentCredentials, region: LOCAL_REGION } } : {}),
     });
@@ -134,7 +136,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     const ledger = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: resources.ledgerTable, retentionSeconds: 90 * 86_400 });
     await ledger.putTarget({ name: DEMO_AGENT_TARGET, kind: 'http', baseUrl: demoAgent.url });
     // The same agent behind a concurrency limit (CONTRACT §11): what the demo's flow-control case uses.
-    await ledger.putTarget({ name: LIMITED_DEMO_TARGET, kind: 'http', baseUrl: demoAgent.url, maxConcurrentRuns: 2 });
+    await ledger.putTarget({ name: LIMITED_DEMO_TARGET, kind: 'http', baseUrl: demoAgent.urlOf(LIMITED_DEMO_TARGET), maxConcurrentRuns: 2 });
     // Manual mode (CONTRACT §13): work a person does, attested with `ledger manual`.
     await ledger.putTarget({ name: MANUAL_DESK_TARGET, kind: 'manual' });
     let credentialsFile: string | undefined;

@@ -55,8 +55,10 @@ export interface SubmitAnswer {
 export interface DemoAgentEngineOptions {
   /** Tries per callback to the ledger. @default 5 (CallbackClient's) */
   readonly callbackTries?: number;
-  /** The name the agent is registered under: the key of `maxOpen` in its stats. @default 'demo-agent' */
+  /** The name the agent is registered under at its root: a key of `maxOpen` in its stats. @default 'demo-agent' */
   readonly targetName?: string;
+  /** More target names, each served under a base path of its own (`/targets/{name}`, CONTRACT V3 §8). @default none */
+  readonly moreTargets?: readonly string[];
   /** A fault schedule for reliability tests. @default none: every request is answered normally */
   readonly faults?: DemoAgentFaults;
   /** Sign the callbacks to the ledger with SigV4 as this target (CallbackClient's). @default unsigned */
@@ -71,6 +73,8 @@ export type CancelOutcome =
 
 interface Run {
   readonly runId: string;
+  /** The target name it was submitted as (the base path it came in on): whose `open` it counts in. */
+  readonly target: string;
   readonly dispatchId: string;
   readonly attempt: number;
   readonly goal: string | undefined;
@@ -94,6 +98,8 @@ const DispatchIdOnly = z.object({ dispatchId: z.string().min(1) });
 const AttemptNamed = z.object({ dispatchId: z.string().min(1), attempt: z.number().int().min(1) });
 
 export const DEFAULT_TARGET_NAME = 'demo-agent';
+/** A target name as the ledger's registry spells it (shared/dispatch/ids.ts): safe as a path segment. */
+export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
 
 const NO_FAULTS: DemoAgentFaults = { submit: () => 'none', lookupDown: () => false, hangMs: 0 };
 
@@ -120,7 +126,9 @@ export class DemoAgentEngine {
   /** `POST /runs/{runId}/cancel` requests received per run (a cancel asked twice must reach it once). */
   readonly #cancels = new Map<string, number>();
   #open = 0;
-  #maxOpen = 0;
+  /** Per target name (CONTRACT V3 §8): runs open now, and the most open at once since start. */
+  readonly #openBy = new Map<string, number>();
+  readonly #maxOpenBy = new Map<string, number>();
   readonly #targetName: string;
   /** dispatchIds whose first `flaky_submit` submission has already been refused. */
   readonly #flaked = new Set<string>();
@@ -128,8 +136,15 @@ export class DemoAgentEngine {
   readonly #fired: Counts<FaultsFired> = { submit_unavailable: 0, submit_hang: 0, lookup_outage: 0 };
 
   constructor(log: Log, options: DemoAgentEngineOptions = {}) {
-    const { targetName = DEFAULT_TARGET_NAME, faults = NO_FAULTS } = options;
+    const { targetName = DEFAULT_TARGET_NAME, moreTargets = [], faults = NO_FAULTS } = options;
     if (targetName === '') throw new RangeError('the demo agent needs a non-empty targetName');
+    for (const name of moreTargets) {
+      if (!TARGET_NAME.test(name)) throw new RangeError(`not a target name: ${JSON.stringify(name.slice(0, 80))}`);
+    }
+    for (const name of [targetName, ...moreTargets]) {
+      this.#openBy.set(name, 0);
+      this.#maxOpenBy.set(name, 0);
+    }
     if (!Number.isFinite(faults.hangMs) || faults.hangMs < 0) {
       throw new RangeError(`faults.hangMs must be a finite number of milliseconds >= 0, got ${faults.hangMs}`);
     }
@@ -147,13 +162,14 @@ export class DemoAgentEngine {
   /**
    * `POST /runs`. The same Idempotency-Key always answers with the same run. Every request is counted
    * (and its `traceparent` header kept) before anything can refuse it, then the fault schedule has its
-   * say, then the submission is checked.
+   * say, then the submission is checked. `target`: the target name it came in as (its base path), whose
+   * `maxOpen` the run counts in; the root's name by default.
    */
-  submit(idempotencyKey: string | undefined, body: unknown, traceparent?: string): SubmitAnswer {
+  submit(idempotencyKey: string | undefined, body: unknown, traceparent?: string, target: string = this.#targetName): SubmitAnswer {
     const readable = DispatchIdOnly.safeParse(body);
     if (readable.success) increment(this.#submissions, readable.data.dispatchId);
     const named = AttemptNamed.safeParse(body);
-    if (!named.success) return { outcome: this.#accept(idempotencyKey, body), holdAnswerMs: 0 };
+    if (!named.success) return { outcome: this.#accept(idempotencyKey, body, target), holdAnswerMs: 0 };
 
     const { dispatchId, attempt } = named.data;
     this.#attemptCounts(`${dispatchId}:${attempt}`).submissions += 1;
@@ -164,14 +180,14 @@ export class DemoAgentEngine {
       this.#log({ level: 'info', msg: 'fault_fired', fault: 'submit_unavailable', dispatchId, attempt });
       return { outcome: refused(503, 'temporarily_unavailable', 'submission refused by the fault schedule; retry'), holdAnswerMs: 0 };
     }
-    const outcome = this.#accept(idempotencyKey, body);
+    const outcome = this.#accept(idempotencyKey, body, target);
     if (fault !== 'hang') return { outcome, holdAnswerMs: 0 };
     this.#fired.submit_hang += 1;
     this.#log({ level: 'info', msg: 'fault_fired', fault: 'submit_hang', dispatchId, attempt, holdMs: this.#faults.hangMs });
     return { outcome, holdAnswerMs: this.#faults.hangMs };
   }
 
-  #accept(idempotencyKey: string | undefined, body: unknown): SubmitOutcome {
+  #accept(idempotencyKey: string | undefined, body: unknown, target: string): SubmitOutcome {
     if (idempotencyKey === undefined || idempotencyKey === '') {
       return refused(400, 'missing_idempotency_key', 'the Idempotency-Key header ({dispatchId}:{attempt}) is required');
     }
@@ -200,6 +216,7 @@ export class DemoAgentEngine {
     const goal = submission.task['goal'];
     const run: Run = {
       runId: `r-${randomUUID()}`,
+      target,
       dispatchId: submission.dispatchId,
       attempt: submission.attempt,
       goal: typeof goal === 'string' ? goal : undefined,
@@ -216,7 +233,9 @@ export class DemoAgentEngine {
     increment(this.#runsCreated, run.dispatchId);
     this.#attemptCounts(idempotencyKey).runs += 1;
     this.#open += 1;
-    this.#maxOpen = Math.max(this.#maxOpen, this.#open);
+    const open = (this.#openBy.get(run.target) ?? 0) + 1;
+    this.#openBy.set(run.target, open);
+    this.#maxOpenBy.set(run.target, Math.max(this.#maxOpenBy.get(run.target) ?? 0, open));
     this.#log({ level: 'info', msg: 'run_created', runId: run.runId, dispatchId: run.dispatchId, behavior: plan.behavior });
     this.#drive(run, () => this.#script(run));
     return { kind: 'created', run: { runId: run.runId, status: run.status } };
@@ -283,7 +302,7 @@ export class DemoAgentEngine {
       runs: Object.fromEntries(this.#runsCreated),
       attempts: Object.fromEntries([...this.#attempts].map(([key, counts]) => [key, { ...counts }])),
       open: this.#open,
-      maxOpen: { [this.#targetName]: this.#maxOpen },
+      maxOpen: Object.fromEntries(this.#maxOpenBy),
       // Absent until a submission carries one, so the stats of a run without tracing read as before.
       ...(this.#traceparents.size > 0 && { traceparents: Object.fromEntries(this.#traceparents) }),
       ...(this.#cancels.size > 0 && { cancels: Object.fromEntries(this.#cancels) }),
@@ -413,7 +432,10 @@ export class DemoAgentEngine {
   #move(run: Run, to: RunStatus): boolean {
     if (!canTransition(run.status, to)) return false;
     // Terminal statuses have no way out, so each run leaves `open` exactly once.
-    if (isTerminal(to)) this.#open -= 1;
+    if (isTerminal(to)) {
+      this.#open -= 1;
+      this.#openBy.set(run.target, (this.#openBy.get(run.target) ?? 1) - 1);
+    }
     run.status = to;
     return true;
   }

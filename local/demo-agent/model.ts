@@ -196,7 +196,7 @@ export interface DemoAgentStats {
   readonly attempts: Record<string, AttemptStats>;
   /** Runs neither final nor cancelled right now. */
   readonly open: number;
-  /** The highest `open` seen since start, keyed by the name the agent is registered under. */
+  /** Per target name it serves (its root's and each base path's, CONTRACT V3 §8): the most of that target's runs open at once since start. */
   readonly maxOpen: Record<string, number>;
   /** `POST /runs/{runId}/cancel` requests per run id, for the runs that got one; absent until one did. */
   readonly cancels?: Record<string, number>;

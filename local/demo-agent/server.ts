@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { setTimeout as pause } from 'node:timers/promises';
 import type { SigV4Signing } from '../runtime/sigv4.js';
-import { DemoAgentEngine, type RefusedOutcome } from './agent.js';
+import { DEFAULT_TARGET_NAME, DemoAgentEngine, type RefusedOutcome } from './agent.js';
 import type { DemoAgentFaults, DemoAgentStats, FaultsFired, Log, LogLine } from './model.js';
 
 export type { AttemptStats, DemoAgentFaults, DemoAgentStats, FaultsFired, LogLine, SubmitFault } from './model.js';
@@ -24,8 +24,13 @@ export interface DemoAgentOptions {
   readonly log?: (line: LogLine) => void;
   /** Tries per callback to the ledger (409/429/5xx/no answer are retried with backoff). @default 5 */
   readonly callbackTries?: number;
-  /** The name the agent is registered under, the key of `maxOpen` in its stats. @default 'demo-agent' */
+  /** The name the agent is registered under at its root URL, a key of `maxOpen` in its stats. @default 'demo-agent' */
   readonly targetName?: string;
+  /**
+   * More targets at the same agent, each with a base path of its own — `{url}/targets/{name}`, see
+   * {@link DemoAgent.urlOf} — so `maxOpen` is kept per target name (CONTRACT V3 §8). @default none
+   */
+  readonly moreTargets?: readonly string[];
   /** A fault schedule, for reliability tests (the census). @default none: every request is answered normally */
   readonly faults?: DemoAgentFaults;
   /**
@@ -39,6 +44,8 @@ export interface DemoAgent {
   /** Base URL to register the target with, e.g. `http://127.0.0.1:43123`. */
   readonly url: string;
   readonly port: number;
+  /** The base URL to register target `name` with: `url` for `targetName`, `{url}/targets/{name}` for one of `moreTargets`. */
+  urlOf(name: string): string;
   /** Same shape as `GET /stats`. */
   stats(): DemoAgentStats;
   /** How often each fault of `options.faults` has fired since start (all 0 without a schedule). */
@@ -62,9 +69,11 @@ export interface DemoAgent {
  */
 export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<DemoAgent> {
   const log = safeLog(options.log);
+  const moreTargets: ReadonlySet<string> = new Set(options.moreTargets ?? []);
   const engine = new DemoAgentEngine(log, {
     ...(options.callbackTries ? { callbackTries: options.callbackTries } : {}),
     ...(options.targetName !== undefined && { targetName: options.targetName }),
+    ...(options.moreTargets !== undefined && { moreTargets: options.moreTargets }),
     ...(options.faults && { faults: options.faults }),
     ...(options.signing && { signing: options.signing }),
   });
@@ -72,7 +81,7 @@ export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<De
   const stopped = new AbortController();
   const server = createServer((req, res) => {
     res.setHeader('x-request-id', requestIdOf(req));
-    handle({ engine, stopped: stopped.signal }, req, res).catch((error: unknown) => {
+    handle({ engine, stopped: stopped.signal, moreTargets }, req, res).catch((error: unknown) => {
       log({ level: 'error', msg: 'request_failed', method: req.method, path: req.url, error: String(error) });
       if (res.headersSent) res.destroy();
       else sendError(res, 500, 'internal_error', 'the demo agent failed to handle this request');
@@ -94,6 +103,11 @@ export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<De
   return {
     url,
     port,
+    urlOf: (name) => {
+      if (name === (options.targetName ?? DEFAULT_TARGET_NAME)) return url;
+      if (!moreTargets.has(name)) throw new RangeError(`the demo agent serves no target ${JSON.stringify(name.slice(0, 80))}`);
+      return `${url}/targets/${name}`;
+    },
     stats: () => engine.stats(),
     faultsFired: () => engine.faultsFired(),
     stop: () => {
@@ -114,21 +128,37 @@ const RUNS = /^\/runs\/?$/;
 const RUN = /^\/runs\/([^/]+)\/?$/;
 const RUN_ACTION = /^\/runs\/([^/]+)\/(approval|cancel)\/?$/;
 const STATS = /^\/stats\/?$/;
+/** A target's own base path (CONTRACT V3 §8): `/targets/{name}`, then the protocol's paths. */
+const TARGET_BASE = /^\/targets\/([^/]+)(\/.*)?$/;
 
 interface Context {
   readonly engine: DemoAgentEngine;
   readonly stopped: AbortSignal;
+  readonly moreTargets: ReadonlySet<string>;
 }
 
-async function handle({ engine, stopped }: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const { pathname } = new URL(req.url ?? '/', `http://${HOST}`);
+async function handle({ engine, stopped, moreTargets }: Context, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', `http://${HOST}`);
   const method = req.method ?? 'GET';
+  // Under a target's base path the request is that target's; at the root, the root's (`targetName`).
+  let pathname = url.pathname;
+  let target: string | undefined;
+  const based = TARGET_BASE.exec(pathname);
+  if (based) {
+    const name = decodeSegment(based[1]);
+    if (!moreTargets.has(name)) {
+      req.resume();
+      return sendError(res, 404, 'not_found', `no target ${name.slice(0, 80)} here`);
+    }
+    target = name;
+    pathname = based[2] ?? '/';
+  }
 
   if (RUNS.test(pathname)) {
     if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
     const body = await readJsonBody(req);
     if (body.kind !== 'json') return sendBodyError(res, body);
-    const { outcome, holdAnswerMs } = engine.submit(header(req, 'idempotency-key'), body.value, header(req, 'traceparent'));
+    const { outcome, holdAnswerMs } = engine.submit(header(req, 'idempotency-key'), body.value, header(req, 'traceparent'), target);
     // The outcome is decided (a run created, if any) before the hold: only the answer is late, so a
     // caller that gives up and retries with the same key finds the same run.
     if (!(await holdAnswer(res, holdAnswerMs, stopped))) {

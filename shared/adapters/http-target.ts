@@ -5,6 +5,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
 import { lazy } from '../lazy.js';
 import {
+  NATIVE_STATUS,
   TARGET_RUN_STATUSES,
   type ApprovalOutcome,
   type CancelOutcome,
@@ -40,6 +41,12 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * Node refuses would make every try of the submission unavailable, for a field that is only a courtesy.
  */
 const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
+/**
+ * The 4xx answers to a submission that are "ask again later", like a 5xx: 408 and 429, and 401 —
+ * CONTRACT V3 §8: during a secret rotation the target and the ledger's secret cache briefly disagree,
+ * which backoff outlives; blocking the dispatch on it would lose work to a routine rotation.
+ */
+const RETRIED_4XX: ReadonlySet<number> = new Set([401, 408, 429]);
 /** C0/C1 controls plus the invisible and bidi-override characters that can disguise a log line. */
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]+/g;
 
@@ -70,9 +77,9 @@ export interface HttpTargetOptions {
  *
  * Outcome mapping, per call:
  * - `submit`: 2xx with a valid `{ runId, status }` → `accepted` (`requestId`: the target's own
- *   `x-request-id` if it sent a well-formed one, else ours); 4xx other than 408/429 → `rejected`;
- *   anything else (5xx, 408, 429, 3xx, no connection, timeout, an unreadable or oversized 2xx body)
- *   → `unavailable`. Retrying after `unavailable` is safe: the Idempotency-Key returns the same run.
+ *   `x-request-id` if it sent a well-formed one, else ours); 4xx other than 401/408/429 → `rejected`;
+ *   anything else (5xx, 401, 408, 429, 3xx, no connection, timeout, an unreadable or oversized 2xx
+ *   body) → `unavailable`. A 401 is a secret rotation in progress (CONTRACT V3 §8), on every call. Retrying after `unavailable` is safe: the Idempotency-Key returns the same run.
  * - `lookup`: valid 2xx for the same runId → `found`; 404 → `not_found`; else `unavailable`.
  * - `decideApproval`: 2xx → `decided`; 409 or 422 → `conflict`; 404 → `not_found`; else `unavailable`.
  * - `cancel`: 2xx → `cancelled` (the status the target reports, `cancelled` if it reports none);
@@ -142,7 +149,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
       if (status === 409 && isInProgress(answer.body)) {
         return { kind: 'unavailable', reason: 'HTTP 409: in_progress' };
       }
-      if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
+      if (status >= 400 && status < 500 && !RETRIED_4XX.has(status)) {
         return { kind: 'rejected', httpStatus: status, reason: answer.explain(errorMessageOf(answer.body) ?? `HTTP ${status}`) };
       }
       return { kind: 'unavailable', reason: answer.failure() };
@@ -204,6 +211,8 @@ const CancelledSchema = /* @__PURE__ */ lazy(() => z.object({ status: RunStatusS
 const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
   runId: RunIdSchema(),
   status: RunStatusSchema(),
+  // CONTRACT V3 §2: read if it is one; a malformed word is left out (see toRunView), not a lost lookup.
+  nativeStatus: z.optional(z.unknown()),
   result: z.nullish(z.object({ summary: z.nullish(z.string()) })),
   evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(MAX_EVIDENCE))),
   pendingApproval: z.nullish(
@@ -213,10 +222,11 @@ const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
 
 /** The answer as the port reports it: absent fields left out, the summary bounded (mapped after parsing, not in the schema, to keep zod's pipe out of the bundles). */
 function toRunView(raw: z.output<ReturnType<typeof RunViewSchema>>): TargetRunView {
-  const { runId, status, result, evidence, pendingApproval } = raw;
+  const { runId, status, nativeStatus, result, evidence, pendingApproval } = raw;
   return {
     runId,
     status,
+    ...(typeof nativeStatus === 'string' && NATIVE_STATUS.test(nativeStatus) && { nativeStatus }),
     ...(result && { result: typeof result.summary === 'string' ? { summary: result.summary.slice(0, SUMMARY_CHARS) } : {} }),
     ...(evidence && { evidence }),
     ...(pendingApproval && {

@@ -3,6 +3,7 @@ import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { clip, printable } from '../text.js';
 import {
   lambdaRunIdOf,
+  NATIVE_STATUS,
   TARGET_RUN_STATUSES,
   type LambdaTargetRegistration,
   type LookupOutcome,
@@ -114,6 +115,8 @@ export function lambdaTarget(registration: LambdaTargetRegistration, deps: Lambd
               run: {
                 runId,
                 status: Item.status,
+                // CONTRACT V3 §2: the kit's own word for a final status (worker_restarted), when it is one.
+                ...(typeof Item.nativeStatus === 'string' && NATIVE_STATUS.test(Item.nativeStatus) ? { nativeStatus: Item.nativeStatus } : {}),
                 ...(summary === undefined ? {} : { result: { summary } }),
                 ...(pending && typeof pending.approvalId === 'string' ? { pendingApproval: { approvalId: pending.approvalId, ...(typeof pending.requestedAt === 'string' ? { requestedAt: pending.requestedAt } : {}) } } : {}),
               },

@@ -580,6 +580,7 @@ export function stateOf(item: Item): DispatchState {
     execution: {
       status: execution.status ?? null,
       nativeStatus: execution.nativeStatus ?? null,
+      ...(execution.nativeDetail ? { nativeDetail: execution.nativeDetail } : {}),
       monitorStatus: execution.monitorStatus ?? null,
       lastActivityAt: execution.lastActivityAt ?? null,
       completedAt: execution.completedAt ?? null,

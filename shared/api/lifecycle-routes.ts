@@ -13,7 +13,7 @@ import { redispatch } from '../usecases/redispatch.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import type { Caller } from './caller.js';
 import { ApiError, changedConcurrently, keptChanging } from './http.js';
-import { notRegistered } from '../targets/port.js';
+import { NATIVE_STATUS, NATIVE_STATUS_RULE, notRegistered } from '../targets/port.js';
 import { clip } from '../text.js';
 import { nestsDeeperThan } from '../json-depth.js';
 import { taskOf } from '../dispatch/task.js';
@@ -36,6 +36,8 @@ export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
   evidence: z.optional(
     z.array(z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))).check(z.maxLength(32)),
   ),
+  // CONTRACT V3 §2: a final event's own word for its status (e.g. worker_restarted), kept as the view's nativeStatus.
+  nativeStatus: z.optional(z.string().check(z.regex(NATIVE_STATUS, NATIVE_STATUS_RULE))),
 }));
 
 /**
@@ -121,6 +123,9 @@ const EVENT_ROUNDS = 5;
 /** POST /runs/{runId}/events — the target reports on its run (CONTRACT §2). */
 export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buffer | undefined, caller: Caller) {
   const { result, ...rest } = parseJson(body, RunEventBody());
+  if (rest.nativeStatus !== undefined && !isTerminal(rest.type)) {
+    throw new ApiError('invalid', `nativeStatus is only for a final event (completed, failed, cancelled), not ${rest.type}`);
+  }
   const resultBody = result?.body === undefined ? undefined : resultBodyOfEvent(rest.type, result.body);
   const event = {
     ...rest,

@@ -45,7 +45,14 @@ export interface Submission {
 
 export interface Execution {
   readonly status: ExecutionStatus | null;
+  /** The status the target last reported, as the state machine reads it. */
   readonly nativeStatus: TargetRunStatus | null;
+  /**
+   * CONTRACT V3 §2: the target's own word for a final status when it said more than the status (a
+   * final event's or a lookup's `nativeStatus`, e.g. `worker_restarted`); shown as the view's and the
+   * events' `nativeStatus` (see {@link nativeStatusOf}). Absent when it said just the status.
+   */
+  readonly nativeDetail?: string | undefined;
   readonly monitorStatus: MonitorStatus | null;
   readonly lastActivityAt: string | null;
   readonly completedAt: string | null;
@@ -299,6 +306,9 @@ export interface ResultRecord {
   readonly droppedReason: ResultDropReason | null;
   readonly droppedAt: string | null;
 }
+
+/** `nativeStatus` as the view and the events show it: the target's own word where it gave one (CONTRACT V3 §2). */
+export const nativeStatusOf = (execution: Pick<Execution, 'nativeStatus' | 'nativeDetail'>): string | null => execution.nativeDetail ?? execution.nativeStatus;
 
 export const NO_EXECUTION: Execution = {
   status: null,

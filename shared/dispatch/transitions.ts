@@ -523,6 +523,8 @@ export interface RunEvent {
   readonly type: RunEventType;
   readonly approvalId?: string | undefined;
   readonly result?: { readonly summary?: string | undefined; readonly body?: ResultBodyRef | undefined } | undefined;
+  /** A final event's own word for its status (CONTRACT V3 §2), checked at the API. */
+  readonly nativeStatus?: string | undefined;
 }
 
 export type RunEventOutcome =
@@ -595,7 +597,7 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
     case 'completed':
     case 'failed':
     case 'cancelled':
-      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, 'own_write', event.type, event.result?.body), lastSeq: event.seq } };
+      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, 'own_write', event.type, event.result?.body, event.nativeStatus), lastSeq: event.seq } };
   }
 }
 
@@ -634,6 +636,8 @@ function finished(
   mode: WriteMode,
   kind: ChangeKind = status as ChangeKind,
   body?: ResultBodyRef,
+  /** The target's own word for the status, if it gave one (CONTRACT V3 §2). */
+  native?: string,
 ): DispatchState {
   const at = now.toISOString();
   const check = status === 'completed' && state.evidence.expectedCount > 0;
@@ -641,6 +645,7 @@ function finished(
     execution: {
       status,
       nativeStatus: status,
+      ...(native !== undefined && native !== status ? { nativeDetail: native } : {}),
       monitorStatus: null,
       lastActivityAt: kind === 'recovered' ? state.execution.lastActivityAt : at,
       completedAt: at,
@@ -687,7 +692,7 @@ export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now
   if (lookup.kind === 'unavailable') return unobserved(state, 'lookup_unavailable', now);
   const run = lookup.run;
   // A final result the target holds but never reported: recorded as the target's own word.
-  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'own_write', 'recovered');
+  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'own_write', 'recovered', undefined, run.nativeStatus);
   const held = state.execution.pendingApproval;
   if (run.status === 'waiting_for_approval' && run.pendingApproval && held?.approvalId !== run.pendingApproval.approvalId) {
     // Waiting for an approval the ledger never heard of: adopted, so approve and cancel work.

@@ -2,7 +2,7 @@ import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal,
 import { clip } from '../text.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
-import { DEFAULT_PRIORITY, PARENT_WAIT_SECONDS, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
+import { DEFAULT_PRIORITY, nativeStatusOf, PARENT_WAIT_SECONDS, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
 
 /** How many refused messages of its origin the view lists (CONTRACT §15 v3: the newest 10). */
 export const CONFLICTS_IN_VIEW = 10;
@@ -19,7 +19,8 @@ export interface DispatchView {
   /** CONTRACT §11: `waitingFor` — what an accepted dispatch waits for (capacity, its notBefore, a retry; a person for a manual target, §13; its parent to be recorded, §1 V3). */
   readonly submission: Submission & { readonly waitingFor: 'capacity' | 'not_before' | 'retry' | 'person' | 'parent' | null; readonly priority: number; readonly notBefore: string | null };
   /** CONTRACT §2 v2: `cancelRequestedAt` once the origin asked for a cancel, and what asking the target came to. */
-  readonly execution: Execution & { readonly cancelRequestedAt: string | null; readonly cancel: DispatchState['cancel'] | null };
+  /** `nativeStatus`: the target's own word where it gave one (CONTRACT V3 §2), else the status it reported. */
+  readonly execution: Omit<Execution, 'nativeStatus' | 'nativeDetail'> & { readonly nativeStatus: string | null; readonly cancelRequestedAt: string | null; readonly cancel: DispatchState['cancel'] | null };
   /** CONTRACT §11: the slot of the target's limit this attempt holds, and the last one an operator freed. */
   readonly slot: { readonly held: boolean; readonly since: string | null; readonly released: DispatchState['slotRelease'] | null };
   readonly evidence: {
@@ -81,7 +82,7 @@ export interface RunEntry {
   readonly attempt: number;
   readonly runId: string | null;
   readonly status: Execution['status'];
-  readonly nativeStatus: Execution['nativeStatus'];
+  readonly nativeStatus: string | null;
   readonly completedAt: string | null;
   /** Ended by a forced redispatch while it may have been active: its events are late. */
   readonly superseded: boolean;
@@ -95,13 +96,13 @@ export function runsOf(state: DispatchState, pastAttempts: readonly PastAttempt[
     attempt: past.attempt,
     runId: past.runId,
     status: past.execution.status,
-    nativeStatus: past.execution.nativeStatus,
+    nativeStatus: nativeStatusOf(past.execution),
     completedAt: past.execution.completedAt,
     superseded: past.superseded,
     endedAt: past.endedAt,
     reason: past.reason,
   }));
-  const current = { attempt: state.attempt, runId: state.runId, status: state.execution.status, nativeStatus: state.execution.nativeStatus, completedAt: state.execution.completedAt, superseded: false, endedAt: null, reason: null };
+  const current = { attempt: state.attempt, runId: state.runId, status: state.execution.status, nativeStatus: nativeStatusOf(state.execution), completedAt: state.execution.completedAt, superseded: false, endedAt: null, reason: null };
   return [...ended, current];
 }
 
@@ -299,7 +300,7 @@ export function dispatchView(
       priority: state.priority ?? DEFAULT_PRIORITY,
       notBefore: state.notBefore ?? null,
     },
-    execution: { ...state.execution, cancelRequestedAt: state.cancel?.requestedAt ?? null, cancel: state.cancel ?? null },
+    execution: { ...withoutDetail(state.execution), nativeStatus: nativeStatusOf(state.execution), cancelRequestedAt: state.cancel?.requestedAt ?? null, cancel: state.cancel ?? null },
     slot: { held: !!state.slot, since: state.slot?.at ?? null, released: state.slotRelease ?? null },
     evidence: {
       expected,
@@ -358,6 +359,12 @@ export function dispatchView(
         : []),
     ],
   };
+}
+
+/** The execution without the field the view shows as `nativeStatus`. */
+function withoutDetail(execution: Execution): Omit<Execution, 'nativeDetail'> {
+  const { nativeDetail: _shownAsNativeStatus, ...rest } = execution;
+  return rest;
 }
 
 /** One line of an origin's history: the view's identity and status, without the per-dispatch reads. */

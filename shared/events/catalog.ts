@@ -3,7 +3,7 @@ import '../zod-english.js';
 import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
 import type { Rejection } from '../ledger/port.js';
 import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, RECEIPT_ID } from '../dispatch/receipts.js';
-import { TARGET_RUN_STATUSES } from '../targets/port.js';
+import { NATIVE_STATUS, TARGET_RUN_STATUSES } from '../targets/port.js';
 
 /**
  * The ledger's events (CONTRACT §3): every detail-type published on the bus today, with the schema of
@@ -33,7 +33,14 @@ const origin = z.string().check(z.regex(ORIGIN), z.describe('The profile that co
 const target = z.string().check(z.regex(TARGET_NAME), z.describe('The registered target that executes the work.'));
 const attempt = z.number().check(z.int(), z.minimum(1), z.describe('The submission attempt, numbered from 1.'));
 const runId = z.string().check(z.minLength(1), z.describe("The target's run handle (unique within its dispatch)."));
-const nativeStatus = z.enum(TARGET_RUN_STATUSES).check(z.describe('The last status the target itself reported, or a lookup returned.'));
+const nativeStatus = z
+  .string()
+  .check(
+    z.regex(NATIVE_STATUS),
+    z.describe(
+      "The last status the target itself reported, or a lookup returned: one of queued, running, waiting_for_approval, completed, failed, cancelled, or a final run's own word for its status (e.g. worker_restarted; CONTRACT V3 §2).",
+    ),
+  );
 const lastActivityAt = z.nullable(z.iso.datetime()).check(z.describe('The last time the run was heard from.'));
 const howToCheck = z.string().check(z.minLength(1), z.describe('A command that looks the run up at its target now.'));
 

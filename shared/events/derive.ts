@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { countDelta, sumDeltas, type CountDelta } from '../dispatch/counts.js';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import type { ChangeKind, DispatchState } from '../dispatch/state.js';
+import { nativeStatusOf, type ChangeKind, type DispatchState } from '../dispatch/state.js';
 import type { AcceptedMessage, EvidenceCheck, Rejection } from '../ledger/port.js';
 import type { DetailType, LedgerEvent } from './catalog.js';
 
@@ -125,7 +125,7 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
     ...dispatch,
     attempt: of.attempt,
     runId: need(of.runId, 'runId'),
-    nativeStatus: need(of.execution.nativeStatus, 'execution.nativeStatus'),
+    nativeStatus: need(nativeStatusOf(of.execution), 'execution.nativeStatus'),
   });
   const watch = { lastActivityAt: current.execution.lastActivityAt, howToCheck: howToCheck(current.dispatchId) };
 

@@ -10,6 +10,13 @@ export const notRegistered = (target: string): string => `target "${target}" is 
 export const TARGET_RUN_STATUSES = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'] as const;
 export type TargetRunStatus = (typeof TARGET_RUN_STATUSES)[number];
 
+/**
+ * CONTRACT V3 §2: the target's own word for a final status, when it says more than the status — e.g.
+ * `worker_restarted` for a run the worker kit failed because its process restarted.
+ */
+export const NATIVE_STATUS = /^[A-Za-z0-9_.:-]{1,64}$/;
+export const NATIVE_STATUS_RULE = 'nativeStatus is 1..64 characters of [A-Za-z0-9_.:-]';
+
 export interface SubmitRequest {
   readonly dispatchId: string;
   readonly attempt: number;
@@ -39,6 +46,8 @@ export type SubmitOutcome =
 export interface TargetRunView {
   readonly runId: string;
   readonly status: TargetRunStatus;
+  /** A final run's own word for its status (CONTRACT V3 §2), when the target gave a valid one. */
+  readonly nativeStatus?: string;
   readonly result?: { readonly summary?: string };
   readonly evidence?: readonly string[];
   readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt?: string };

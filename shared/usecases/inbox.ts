@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { DispatchState, ResultBodyRef, ResultRecord } from '../dispatch/state.js';
+import { nativeStatusOf, type DispatchState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
 import {
   isClaimable,
   leaseLapsed,
@@ -247,7 +247,7 @@ export async function describeResult(deps: Pick<InboxDeps, 'store'>, state: Disp
     runId: current ? state.runId : null,
     resultDelivery: state.resultDelivery ?? 'after_turn',
     deliveryAttempts: result.deliveryAttempts,
-    execution: current ? { status: state.execution.status, nativeStatus: state.execution.nativeStatus, completedAt: state.execution.completedAt } : { status: null, nativeStatus: null, completedAt: null },
+    execution: current ? { status: state.execution.status, nativeStatus: nativeStatusOf(state.execution), completedAt: state.execution.completedAt } : { status: null, nativeStatus: null, completedAt: null },
     blockedReason: current ? state.blockedReason : null,
     cancelled: current && state.phase === 'cancelled',
     evidence: { outcome: current && state.phase === 'submitted' ? state.evidence.outcome : 'unverified', files: (check?.files ?? []).map(({ ref, sha256, bytes }) => ({ ref, sha256, bytes })) },

@@ -244,6 +244,29 @@ describe('the run lifecycle on the local platform', () => {
     expect((await post(events, { dispatchId: message.dispatchId, seq: 2 ** 53 + 2, type: 'heartbeat' })).status).toBe(422);
   });
 
+  it("keeps a final event's own nativeStatus as the view's and the event's nativeStatus, and refuses one that is malformed or on a non-final event (CONTRACT V3 §2)", async () => {
+    const message = dispatch({ behavior: 'stall' }, { stallAfterSeconds: 60 });
+    const submitted = await start(message);
+    const events = `/runs/${submitted.runId}/events`;
+    const send = (seq: number, type: string, extra: Record<string, unknown> = {}) => post(events, { dispatchId: message.dispatchId, seq, type, ...extra });
+
+    for (const nativeStatus of ['', 'x'.repeat(65), 'worker restarted', 'naïve', 7]) {
+      const refused = await send(5, 'failed', { nativeStatus });
+      expect(refused.status, JSON.stringify(nativeStatus)).toBe(422);
+      expect(refused.body['error']).toMatchObject({ code: 'invalid', details: [{ field: 'nativeStatus' }] });
+    }
+    const onHeartbeat = await send(5, 'heartbeat', { nativeStatus: 'worker_restarted' });
+    expect(onHeartbeat).toMatchObject({ status: 422, body: { error: { message: 'nativeStatus is only for a final event (completed, failed, cancelled), not heartbeat' } } });
+    expect((await view(message.dispatchId)).execution.status).toBe('running');
+
+    expect((await send(6, 'failed', { nativeStatus: 'worker_restarted', result: { summary: 'the worker restarted' } })).status).toBe(202);
+    const failed = await view(message.dispatchId);
+    expect(failed.execution).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'the worker restarted' } });
+    expect(failed.runs.at(-1)).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted' });
+    const runFailed = await eventually('Run Failed on the bus', async () => eventsOf(message.dispatchId).find((event) => event['detail-type'] === 'Run Failed'));
+    expect(runFailed.detail['nativeStatus']).toBe('worker_restarted');
+  });
+
   it('looks the run up live on ?refresh=true and answers with the stored view when the target cannot be reached', async () => {
     const message = dispatch({ behavior: 'lose_callback' }, { stallAfterSeconds: 60 });
     await start(message);

@@ -45,7 +45,7 @@ describe('npx ledger local up / down', () => {
       expect(info[key]).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     }
     const stats = await fetch(`${info.demoAgentUrl}/stats`);
-    expect(await stats.json()).toEqual({ submissions: {}, runs: {}, attempts: {}, open: 0, maxOpen: { 'demo-agent': 0 } });
+    expect(await stats.json()).toEqual({ submissions: {}, runs: {}, attempts: {}, open: 0, maxOpen: { 'demo-agent': 0, 'demo-agent-limited': 0 } });
 
     const state = readState(stateDir);
     const pids = Object.values(state?.pids ?? {});

@@ -239,18 +239,34 @@ describe('the worker kit across a restart', () => {
     const second = await startKit({ dir: first.dir, port: first.port, transport: held });
     expect(second.url).toBe(first.url);
     const looked = await getJson(`${second.url}/runs/${encodeURIComponent(runId)}`);
-    expect(looked).toEqual({ status: 200, body: { runId, status: 'failed', result: { summary: 'worker_restarted' } } });
+    expect(looked).toEqual({ status: 200, body: { runId, status: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' } } });
     expect((await t.view(message.dispatchId)).execution.status).toBe('running');
 
     const refreshed = await t.view(message.dispatchId, { query: '?refresh=true' });
-    expect(refreshed.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', monitorStatus: null, result: { summary: 'worker_restarted' } });
+    expect(refreshed.execution).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted', monitorStatus: null, result: { summary: 'worker_restarted' } });
 
     // Its own report, once through, changes nothing more: the ledger already knows.
     release();
     await eventually('the restart report delivered', async () => ((await second.store.get(runId))?.finalReport?.state === 'delivered' ? true : undefined));
-    expect((await t.view(message.dispatchId)).execution).toMatchObject({ status: 'failed', result: { summary: 'worker_restarted' } });
+    expect((await t.view(message.dispatchId)).execution).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' } });
     expect(first.calls.get(runId)).toBe(1);
     expect(second.calls.get(runId)).toBeUndefined();
+  });
+});
+
+describe('the worker kit reporting a restarted run', () => {
+  it('reads failed with nativeStatus worker_restarted in the dispatch view, from the kit\'s own report (CONTRACT V3 §2)', async () => {
+    const first = await startKit({ target: 'kit-restart-report' });
+    const message = dispatch('kit-restart-report', { mode: 'hold' });
+    await t.send(JSON.stringify(message));
+    await viewWhen(message.dispatchId, (view) => view.execution.status === 'running');
+    await first.close();
+
+    const second = await startKit({ dir: first.dir, port: first.port });
+    const failed = await viewWhen(message.dispatchId, (view) => view.execution.status === 'failed');
+    expect(failed.execution).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted', monitorStatus: null, result: { summary: 'worker_restarted' } });
+    expect(failed.runs.at(-1)).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted' });
+    expect(second.calls.size).toBe(0);
   });
 });
 

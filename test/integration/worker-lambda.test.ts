@@ -180,9 +180,9 @@ describe('the worker kit as a Lambda on the local platform', () => {
     const { event, requestId } = submissionOf(runId);
     await worker.lambdaHandler(event, context(requestId));
     const failed = await viewWhen(message.dispatchId, (view) => view.execution.status === 'failed');
-    expect(failed.execution.result?.summary).toBe('worker_restarted');
+    expect(failed.execution).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' } });
     const item = await store.get(runId);
-    expect(item).toMatchObject({ status: 'failed', result: { summary: 'worker_restarted' }, finalReport: { state: 'delivered' } });
+    expect(item).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' }, finalReport: { state: 'delivered' } });
     const final = posted.find((p) => p.runId === runId && p.type === 'failed');
     expect(final).toMatchObject({ status: 202 });
     expect(posted.filter((p) => p.runId === runId).map((p) => p.seq)).toEqual([...new Set(posted.filter((p) => p.runId === runId).map((p) => p.seq))]);

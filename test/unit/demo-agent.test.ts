@@ -356,6 +356,24 @@ describe('demo agent stats', () => {
     }
   });
 
+  it('keeps maxOpen per target name, each further target on a base path of its own (CONTRACT V3 §8)', async () => {
+    const shared = await startDemoAgent({ moreTargets: ['demo-agent-limited'] });
+    try {
+      const submit = async (base: string) => {
+        const body = submissionFactory({ task: { behavior: 'stall' } });
+        return fetch(`${base}/runs`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': `${body.dispatchId}:1` }, body: JSON.stringify(body) });
+      };
+      expect(shared.urlOf('demo-agent')).toBe(shared.url);
+      expect(shared.urlOf('demo-agent-limited')).toBe(`${shared.url}/targets/demo-agent-limited`);
+      for (const base of [shared.urlOf('demo-agent-limited'), shared.urlOf('demo-agent-limited'), shared.url]) expect((await submit(base)).status).toBe(200);
+      expect((await submit(`${shared.url}/targets/someone-else`)).status).toBe(404);
+      const stats = (await (await fetch(`${shared.url}/stats`)).json()) as { open: number; maxOpen: Record<string, number> };
+      expect(stats).toMatchObject({ open: 3, maxOpen: { 'demo-agent': 1, 'demo-agent-limited': 2 } });
+    } finally {
+      await shared.stop();
+    }
+  });
+
   it('reports no fault fired when started without a fault schedule', async () => {
     const runId = await accepted(submissionFactory({ task: { behavior: 'stall' } }));
     expect((await lookup(runId)).status).toBe(200);

@@ -462,7 +462,7 @@ describe('httpTarget edge cases', () => {
   it('never puts the authorization value in a reason, even when the target echoes it', async () => {
     const target = stubTarget({ authHeader: async () => SECRET });
     stub.answer((request, res) =>
-      json(res, request.method === 'GET' ? 500 : 401, { error: { message: `bad credentials: ${request.headers.authorization}` } }),
+      json(res, request.method === 'GET' ? 500 : 403, { error: { message: `bad credentials: ${request.headers.authorization}` } }),
     );
 
     const rejected = await target.submit(submitRequestFactory());
@@ -476,7 +476,7 @@ describe('httpTarget edge cases', () => {
     // fetch itself quotes an invalid header value in its error message.
     const invalidHeader = await stubTarget({ authHeader: async () => `${SECRET}\nInjected: 1` }).lookup('r-1');
 
-    expect(rejected).toEqual({ kind: 'rejected', httpStatus: 401, reason: 'bad credentials: [redacted]' });
+    expect(rejected).toEqual({ kind: 'rejected', httpStatus: 403, reason: 'bad credentials: [redacted]' });
     expect(unavailable).toEqual({ kind: 'unavailable', reason: 'HTTP 500: bad credentials: [redacted]' });
     expect(echoedToken).toEqual({ kind: 'unavailable', reason: 'HTTP 500: token [redacted] expired' });
     expect(failingSecret).toEqual({ kind: 'unavailable', reason: 'could not obtain the auth header (Error)' });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { applyRunEvent, monitorStep, reconcileLookup, blocked, redispatched } from '../../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { nativeStatusOf, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
 import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
 import type { LookupOutcome, TargetPort } from '../../shared/targets/port.js';
@@ -46,6 +46,23 @@ describe('applyRunEvent', () => {
     const back = applyRunEvent(stalled, { seq: 2, type: 'heartbeat' }, at(12));
     expect(back.kind === 'apply' && back.next.execution).toMatchObject({ status: 'running', monitorStatus: null });
     expect(applyRunEvent(running(), { seq: 2, type: 'approval_requested' }, at(1)).kind).toBe('invalid');
+  });
+});
+
+describe('a final status in the target\'s own words (CONTRACT V3 §2)', () => {
+  it('keeps a final event\'s nativeStatus beside the status the state machine reads, and defaults to the event type', () => {
+    const restarted = applyRunEvent(running(), { seq: 2, type: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' } }, at(1));
+    if (restarted.kind !== 'apply') throw new Error('the final event applies');
+    expect(restarted.next.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', nativeDetail: 'worker_restarted' });
+    expect(nativeStatusOf(restarted.next.execution)).toBe('worker_restarted');
+
+    const plain = applyRunEvent(running(), { seq: 2, type: 'failed' }, at(1));
+    if (plain.kind !== 'apply') throw new Error('the final event applies');
+    expect(plain.next.execution.nativeDetail).toBeUndefined();
+    expect(nativeStatusOf(plain.next.execution)).toBe('failed');
+
+    const looked = reconcileLookup(running(), { kind: 'found', run: { runId: 'r-1', status: 'failed', nativeStatus: 'worker_restarted' } }, at(11), true);
+    expect(looked && nativeStatusOf(looked.execution)).toBe('worker_restarted');
   });
 });
 

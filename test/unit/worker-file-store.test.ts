@@ -146,9 +146,9 @@ describe('the worker kit: a restart on the same file store', () => {
     const recovered = await second.engine.recover();
     expect(recovered.restarted).toEqual(['d-r:1']);
     // Written before recover() resolves: the lookup answers the truth at once.
-    expect(await second.engine.lookup('d-r:1')).toMatchObject({ runId: 'd-r:1', status: 'failed', result: { summary: 'worker_restarted' }, evidence: ['out/a.md'], note: 'half way' });
+    expect(await second.engine.lookup('d-r:1')).toMatchObject({ runId: 'd-r:1', status: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' }, evidence: ['out/a.md'], note: 'half way' });
     const failed = await eventually('the failed event', () => ledger.events.find((event) => event.type === 'failed'));
-    expect(failed.result?.summary).toBe('worker_restarted');
+    expect(failed).toMatchObject({ nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' } });
     expect(failed.seq).toBeGreaterThan(Math.max(...usedSeqs));
     await eventually('the report recorded as delivered', async () => ((await fileStore({ dir }).get('d-r:1'))?.finalReport?.state === 'delivered' ? true : undefined));
 

@@ -16,6 +16,8 @@ import { isPlainObject } from './parse.js';
 export interface LambdaRunState {
   readonly runId: string;
   readonly status: RunStatus;
+  /** A final run's own word for its status when it says more (CONTRACT V3 §2): `worker_restarted`. */
+  readonly nativeStatus?: string;
   readonly result?: { readonly summary: string };
   readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
   /** The last event seq taken for this run (0: none yet); persisted before the event is sent. */
@@ -96,6 +98,7 @@ export function decodeItem(value: unknown): LambdaRunItem {
     if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) no(`${field} is not a count`);
   }
   if (!isString(value['status']) || !STATUSES.has(value['status'])) no('status is not a run status');
+  if (value['nativeStatus'] !== undefined && !(isString(value['nativeStatus']) && /^[A-Za-z0-9_.:-]{1,64}$/.test(value['nativeStatus']))) no('nativeStatus is not 1..64 of [A-Za-z0-9_.:-]');
   if (!Array.isArray(value['evidence']) || !value['evidence'].every(isString)) no('evidence is not a list of refs');
   if (!Array.isArray(value['expectedEvidence']) || !value['expectedEvidence'].every(isString)) no('expectedEvidence is not a list of refs');
   if (!Array.isArray(value['approvals']) || !value['approvals'].every((a) => isPlainObject(a) && isString(a['approvalId']) && isString(a['requestedAt']))) no('approvals is malformed');

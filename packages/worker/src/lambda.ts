@@ -16,6 +16,7 @@ import {
   type RunEvent,
   type RunResult,
   type Submission,
+  WORKER_RESTARTED,
 } from './model.js';
 import { isPlainObject, parseSubmission, traceparentOf } from './parse.js';
 import { refProblem } from './refs.js';
@@ -202,15 +203,16 @@ function interrupted(env: Env, item: LambdaRunItem): boolean {
 
 function failRestarted(env: Env, item: LambdaRunItem): Promise<void> {
   env.log({ level: 'warn', msg: 'run_orphaned_by_restart', runId: item.runId, was: item.status });
-  return endWithoutRunning(env, item, item.rev, 'failed', 'worker_restarted');
+  return endWithoutRunning(env, item, item.rev, 'failed', WORKER_RESTARTED, WORKER_RESTARTED);
 }
 
 /** Ends a run this invocation will not run: written (if still at `rev`), then reported. */
-async function endWithoutRunning(env: Env, item: LambdaRunItem, rev: number, status: FinalStatus, summary: string): Promise<void> {
+async function endWithoutRunning(env: Env, item: LambdaRunItem, rev: number, status: FinalStatus, summary: string, nativeStatus?: string): Promise<void> {
   const seq = item.seq + 1;
   const ended: LambdaRunItem = compact({
     ...item,
     status,
+    nativeStatus,
     result: { summary },
     pendingApproval: undefined,
     seq,
@@ -242,6 +244,7 @@ function finalEventOf(item: LambdaRunItem): RunEvent | undefined {
     dispatchId: item.dispatchId,
     seq: item.finalReport.seq,
     type: item.status,
+    ...(item.nativeStatus !== undefined && { nativeStatus: item.nativeStatus }),
     ...(item.result && { result: { summary: item.result.summary, ...(body !== undefined && { body }) } }),
     ...(item.status === 'completed' && { evidence: claimedEvidence(item) }),
   };

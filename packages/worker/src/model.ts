@@ -86,6 +86,8 @@ export interface RunRecord {
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly status: RunStatus;
+  /** A final run's own word for its status when it says more (CONTRACT V3 §2): `worker_restarted`. */
+  readonly nativeStatus?: string;
   /** The next event's seq. Taken and persisted before the event is sent, so a restart never reuses one. */
   readonly nextSeq: number;
   /** Refs uploaded and accepted by the ledger, in upload order. */
@@ -104,6 +106,7 @@ export interface RunRecord {
 export interface RunView {
   readonly runId: string;
   readonly status: RunStatus;
+  readonly nativeStatus?: string;
   readonly result?: RunResult;
   readonly evidence?: readonly string[];
   readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
@@ -132,6 +135,7 @@ export function viewOf(record: RunRecord): RunView {
   return {
     runId: record.runId,
     status: record.status,
+    ...(record.nativeStatus !== undefined && { nativeStatus: record.nativeStatus }),
     ...(result && { result }),
     ...(evidence.length > 0 && { evidence }),
     ...(record.pendingApproval && { pendingApproval: { approvalId: record.pendingApproval.approvalId, requestedAt: record.pendingApproval.requestedAt } }),
@@ -149,6 +153,8 @@ export interface RunEvent {
   readonly approvalId?: string;
   readonly result?: RunResult;
   readonly evidence?: readonly string[];
+  /** A final event's own word for its status (CONTRACT V3 §2). */
+  readonly nativeStatus?: string;
 }
 
 /** The final event a final record stands for: the same one however often it is sent. */
@@ -158,10 +164,14 @@ export function finalEventOf(record: RunRecord): RunEvent | undefined {
     dispatchId: record.dispatchId,
     seq: record.finalReport.seq,
     type: record.status,
+    ...(record.nativeStatus !== undefined && { nativeStatus: record.nativeStatus }),
     ...(record.result && { result: record.result }),
     ...(record.status === 'completed' && { evidence: claimedEvidence(record) }),
   };
 }
+
+/** How the kit names a run it failed because the process running it went away (CONTRACT §12, V3 §2). */
+export const WORKER_RESTARTED = 'worker_restarted';
 
 /**
  * The run id for a dispatch attempt: `{dispatchId}:{attempt}` (as CONTRACT §12 names lambda runs), or

@@ -22,6 +22,7 @@ import {
   type RunStatus,
   type RunView,
   type Submission,
+  WORKER_RESTARTED,
 } from './model.js';
 import { isPlainObject, parseDecision, parseSubmission, traceparentOf } from './parse.js';
 import { refProblem } from './refs.js';
@@ -291,7 +292,7 @@ export class RunEngine {
   // --- Restarts -----------------------------------------------------------------------------------------
 
   /**
-   * Runs a previous process left unfinished are reported `failed` with summary `worker_restarted` (their
+   * Runs a previous process left unfinished are reported `failed`, `nativeStatus` and summary `worker_restarted` (their
    * code is gone with that process; nothing here can resume it), written to the store before this
    * resolves, so a lookup answers the truth at once; their final events, and any final event a previous
    * process never got through, are sent in the background.
@@ -309,7 +310,8 @@ export class RunEngine {
           ...withoutUndefined({ ...record, pendingApproval: undefined }),
           owner: this.owner,
           status: 'failed',
-          result: { summary: 'worker_restarted' },
+          nativeStatus: WORKER_RESTARTED,
+          result: { summary: WORKER_RESTARTED },
           nextSeq: seq + 1,
           finalReport: { seq, state: 'pending' },
           updatedAt: this.#now(),

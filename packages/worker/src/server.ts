@@ -10,6 +10,7 @@ import { fileStore, type RunStore } from './store.js';
 import { createLambdaHandler, type LambdaHandler } from './lambda.js';
 import { dynamoRunStore, type LambdaRunStore } from './lambda-store.js';
 import { clipForMessage, type Log, type LogLine } from './model.js';
+import { authorizerFor, type Authorizer } from './auth.js';
 
 /**
  * `createWorker()`: the CONTRACT §8 target protocol served from a node HTTP server — a thin adapter
@@ -39,6 +40,16 @@ export interface WorkerOptions {
   readonly transport?: Transport;
   /** Time for heartbeat coalescing and record stamps. @default the system clock */
   readonly clock?: Clock;
+  /**
+   * The target's secret: the `authorization` header value the ledger sends this target (the value of
+   * the secret its registration names, as stored — e.g. `Bearer …`). Given it, every request to the
+   * HTTP server without exactly that header is answered 401 and changes nothing (CONTRACT V3 §8).
+   * Not used by `lambdaHandler`: a Lambda worker is reached through IAM (only principals allowed
+   * `lambda:InvokeFunction` invoke it). @default none: every caller is served
+   */
+  readonly secret?: string;
+  /** Instead of `secret`, during a rotation: `[current, previous]`, either accepted. */
+  readonly secrets?: readonly string[];
   /** Where `lambdaHandler` keeps run state. @default dynamoRunStore({ tableName: process.env.KIT_RUN_TABLE }), made at the first invocation */
   readonly lambdaStore?: LambdaRunStore;
 }
@@ -85,6 +96,7 @@ export function createWorker(options: WorkerOptions): Worker {
   if (stallHintSeconds !== undefined && !(Number.isFinite(stallHintSeconds) && stallHintSeconds > 0)) {
     throw new RangeError(`stallHintSeconds must be a number of seconds > 0, got ${stallHintSeconds}`);
   }
+  const authorized = authorizerFor(options.secret, options.secrets);
   const log = safeLog(options.name, options.log);
   const store = options.store ?? fileStore({ dir: join(process.cwd(), '.worker-state', options.name) });
   let listening = false;
@@ -130,6 +142,7 @@ export function createWorker(options: WorkerOptions): Worker {
         if (restarted.length > 0 || resent.length > 0) log({ level: 'info', msg: 'worker_recovered', restarted: restarted.length, resent: resent.length });
         server = createServer((req, res) => {
           res.setHeader('x-request-id', requestIdOf(req));
+          if (!admitted(authorized, req, res, log)) return;
           handle(engine, req, res).catch((error: unknown) => {
             log({ level: 'error', msg: 'request_failed', method: req.method, path: req.url, error: error instanceof Error ? error.message : String(error) });
             if (res.headersSent) res.destroy();
@@ -170,6 +183,18 @@ export function createWorker(options: WorkerOptions): Worker {
       };
     },
   };
+}
+
+/**
+ * CONTRACT V3 §8: with a secret, nothing is read, routed or changed for a caller without it — not even
+ * which routes exist. The body is drained unread.
+ */
+function admitted(authorized: Authorizer | undefined, req: IncomingMessage, res: ServerResponse, log: Log): boolean {
+  if (!authorized || authorized(header(req, 'authorization'))) return true;
+  req.resume();
+  log({ level: 'warn', msg: 'request_unauthorized', method: clipForMessage(req.method ?? ''), path: clipForMessage(req.url ?? '') });
+  sendError(res, 401, 'unauthorized', 'the authorization header is missing or not the target secret');
+  return false;
 }
 
 const RUNS = /^\/runs\/?$/;
