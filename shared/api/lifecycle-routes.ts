@@ -18,7 +18,7 @@ import { clip } from '../text.js';
 import { nestsDeeperThan } from '../json-depth.js';
 import { taskOf } from '../dispatch/task.js';
 import type { ResultBodyRef } from '../dispatch/state.js';
-import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, storeResultBody } from '../usecases/inbox.js';
+import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest, storeResultBody } from '../usecases/inbox.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;
@@ -231,7 +231,9 @@ function resultBodyOfEvent(type: string, body: unknown): { readonly json: string
   const json = JSON.stringify(body);
   const bytes = Buffer.byteLength(json, 'utf8');
   if (bytes > MAX_RESULT_BODY_BYTES) throw new ApiError('too_large', `result.body is ${bytes} bytes; at most ${MAX_RESULT_BODY_BYTES}`);
-  return { json, ref: (seq) => ({ seq, bytes, spilled: bytes > INLINE_BODY_BYTES }) };
+  // The digest names the body's own record and object (storeResultBody): the state refers to this body, not the seq's last.
+  const digest = resultBodyDigest(json);
+  return { json, ref: (seq) => ({ seq, bytes, spilled: bytes > INLINE_BODY_BYTES, digest }) };
 }
 
 /**

@@ -277,6 +277,12 @@ export interface ResultBodyRef {
   readonly bytes: number;
   /** Above the inline limit: kept once in the blob store, the record holds a preview and the ref. */
   readonly spilled: boolean;
+  /**
+   * The body's content digest, part of its record's and object's keys: two reports of one seq with
+   * different bodies each store their own, and the state names the one it recorded. Absent on bodies
+   * stored before it existed (keyed by the seq alone).
+   */
+  readonly digest?: string | undefined;
 }
 
 /**
