@@ -26,7 +26,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
  * | manual attestation | D#{dispatchId}    | MA#{attestationId} | —  (a person's word on a manual dispatch, written once; listed with begins_with) |
  * | past attempt       | D#{dispatchId}    | ATT#{attempt}#{version} | —  (what a redispatch ended: run, receipts, execution, result) |
- * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
+ * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq}#{digest} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
  * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
  * | lambda failure     | D#{dispatchId}    | LFAIL#{attempt} | —  (what Lambda's on-failure destination said of the run) |
  * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}#{nn}, newest first        |
@@ -178,7 +178,8 @@ export const KEY = {
   manualAttestation: (dispatchId: string, attestationId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${MANUAL_ATTESTATION_PREFIX}${attestationId}` }),
   /** One per redispatch: by attempt, then by the state version it ended (a blocked attempt may be redispatched again). */
   pastAttempt: (dispatchId: string, attempt: number, stateVersion: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}#${pad(stateVersion, 10)}` }),
-  resultBody: (dispatchId: string, attempt: number, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `RBODY#${pad(attempt, 6)}#${pad(seq, 16)}` }),
+  // One per body a final report carried: keyed by its digest too, so a second report of the seq with another body never overwrites it.
+  resultBody: (dispatchId: string, attempt: number, seq: number, digest?: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `RBODY#${pad(attempt, 6)}#${pad(seq, 16)}${digest ? `#${digest}` : ''}` }),
   originSettings: (origin: string) => ({ pk: `OS#${origin}`, sk: 'ORIGIN' }),
   lambdaFailure: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LFAIL#${pad(attempt, 6)}` }),
   target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
@@ -604,11 +605,11 @@ function resultRecordOf(value: unknown, key: string): ResultRecord {
 }
 
 export function resultBodyItem(body: ResultBody, retentionSeconds: number): Item {
-  return { ...KEY.resultBody(body.dispatchId, body.attempt, body.seq), ...(withoutNulls(body) as Item), [TTL_ATTRIBUTE]: expiryOf(body.at, retentionSeconds) };
+  return { ...KEY.resultBody(body.dispatchId, body.attempt, body.seq, body.digest), ...(withoutNulls(body) as Item), [TTL_ATTRIBUTE]: expiryOf(body.at, retentionSeconds) };
 }
 
 export function resultBodyOf(item: Item): ResultBody {
-  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, seq: isNumber, bytes: isNumber, at: isString, json: optional(isString), bodyRef: optional(isString) });
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, { dispatchId: isString, attempt: isNumber, seq: isNumber, bytes: isNumber, at: isString, json: optional(isString), bodyRef: optional(isString), digest: optional(isString) });
   return { json: null, preview: null, bodyRef: null, ...rest } as unknown as ResultBody;
 }
 

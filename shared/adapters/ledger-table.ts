@@ -680,8 +680,8 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     await this.putItem({ TableName: this.table, Item: resultBodyItem(body, this.options.retentionSeconds) });
   }
 
-  async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
-    const Item = await this.getItem(KEY.resultBody(dispatchId, attempt, seq), true);
+  async getResultBody(dispatchId: string, attempt: number, seq: number, digest?: string): Promise<ResultBody | undefined> {
+    const Item = await this.getItem(KEY.resultBody(dispatchId, attempt, seq, digest), true);
     return Item ? resultBodyOf(Item) : undefined;
   }
 

@@ -2,7 +2,7 @@ import * as z from 'zod/mini';
 import '../zod-english.js';
 import { lazy } from '../lazy.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
-import { applyRunEvent, isLive, isTerminal, reconcileLookup, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
+import { applyRunEvent, isLive, isTerminal, reconcileLookup, refreshRecorded, refreshThrottled, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { EvidenceUpload } from '../ledger/port.js';
 import { refProblem } from '../dispatch/refs.js';
@@ -18,7 +18,7 @@ import { clip } from '../text.js';
 import { nestsDeeperThan } from '../json-depth.js';
 import { taskOf } from '../dispatch/task.js';
 import type { ResultBodyRef } from '../dispatch/state.js';
-import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, storeResultBody } from '../usecases/inbox.js';
+import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest, storeResultBody } from '../usecases/inbox.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;
@@ -236,25 +236,33 @@ function resultBodyOfEvent(type: string, body: unknown): { readonly json: string
   const json = JSON.stringify(body);
   const bytes = Buffer.byteLength(json, 'utf8');
   if (bytes > MAX_RESULT_BODY_BYTES) throw new ApiError('too_large', `result.body is ${bytes} bytes; at most ${MAX_RESULT_BODY_BYTES}`);
-  return { json, ref: (seq) => ({ seq, bytes, spilled: bytes > INLINE_BODY_BYTES }) };
+  // The digest names the body's own record and object (storeResultBody): the state refers to this body, not the seq's last.
+  const digest = resultBodyDigest(json);
+  return { json, ref: (seq) => ({ seq, bytes, spilled: bytes > INLINE_BODY_BYTES, digest }) };
 }
 
-/** `GET /dispatches/{id}?refresh=true`: looks the run up live and reconciles before answering. */
+/**
+ * `GET /dispatches/{id}?refresh=true`: looks the run up live and records what the target says through
+ * the monitor's transitions (CONTRACT §2 V3), at most once per 10 s per dispatch — a refresh within them
+ * answers the stored view and does not call the target.
+ */
 export async function refreshed(deps: LifecycleDeps, state: DispatchState): Promise<DispatchState> {
   if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
   const now = deps.now();
+  if (refreshThrottled(state, now)) return state;
   const lookup = await lookUpRun(deps, state);
   // A run waiting for an approval the ledger holds is governed by the approval clock alone: a refresh
   // that cannot see it records nothing (and never moves the approval's expiry).
   const waiting = state.execution.status === 'waiting_for_approval' && state.execution.pendingApproval !== null;
   const stallDue = !waiting && now.getTime() >= stallDeadline(state);
-  const next = reconcileLookup(state, lookup, now, stallDue);
-  if (!next) return state;
-  if (lookup.kind !== 'found' && !stallDue) {
-    // A run still within its activity window is not lost because one lookup failed: the answer says
-    // so (CONTRACT §2: the stored view with lookup_unavailable and the unknowns), nothing is recorded.
-    return next;
+  if (lookup.kind === 'unavailable' && !stallDue) {
+    // The target could not be asked: nothing was found there, so nothing is recorded. A run still within
+    // its activity window is not lost because one lookup failed: the answer says so (CONTRACT §2: the
+    // stored view with lookup_unavailable and the unknowns).
+    return reconcileLookup(state, lookup, now, false) ?? state;
   }
+  // What the target said — a final status, a 404, the run alive — is recorded like the monitor's lookup.
+  const next = refreshRecorded(state, lookup, now, stallDue);
   // A lost race only means someone else recorded a newer state first: answer with that.
   if ((await deps.store.commit(state, next)).kind === 'committed') return next;
   return (await deps.store.getState(state.dispatchId)) ?? state;

@@ -26,7 +26,10 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
     dispatchId: state.dispatchId,
     origin: state.origin,
     target: state.target,
-    since: state.updatedAt,
+    // When this problem began (CONTRACT §2 V3), carried by every write that keeps it (transitions.ts
+    // `withAttention`); a write that keeps the problem — a re-lookup, a claim — never moves it.
+    // (A state stored before the field existed falls back to its last write, as the feed's order does.)
+    since: state.attentionSince ?? state.updatedAt,
     runId: state.runId,
     attempt: state.attempt,
     status: state.execution.status,
@@ -46,6 +49,17 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
               ? `cancel asked ${state.cancel?.requestedAt ?? ''} (${state.cancel?.asks ?? 0} time(s)); the target's last answer: ${state.cancel?.answer ?? 'none yet'}${state.cancel?.nextAskAt ? `; asked again ${state.cancel.nextAskAt}` : ''}`
             : kind === 'approval_wait_expired'
               ? `approval ${state.execution.pendingApproval?.approvalId ?? ''} still pending`
-              : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: npx ledger check ${state.dispatchId} --refresh`,
+              : state.execution.monitorStatus === 'target_not_found'
+                ? `lost sight of the run (target_not_found); ${whenTargetForgot(state)}`
+                : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: npx ledger check ${state.dispatchId} --refresh`,
   };
+}
+
+/**
+ * What a person can do about a run its target answers 404 for (looking it up again only finds the same
+ * answer): the target's own records, a forced redispatch, and the slot the run still holds, if any.
+ */
+export function whenTargetForgot(state: DispatchState): string {
+  const slot = state.slot ? `; its slot: npx ledger slots release --target ${state.target} --run-id ${state.runId ?? 'RUN'} --dispatch-id ${state.dispatchId} --reason R` : '';
+  return `the target's own records say what became of it; to run the work again: npx ledger redispatch ${state.dispatchId} --force --reason R${slot}`;
 }

@@ -227,6 +227,8 @@ export interface DispatchState {
   readonly redispatch?: { readonly at: string; readonly reason: string; readonly supersededRunId: string | null; readonly cancel: string | null } | undefined;
   /** Since when the dispatch has needed a person for its current attention kind (the attention feed's order). */
   readonly attentionSince?: string | null;
+  /** When a refresh last looked the run up (CONTRACT §2 V3: at most one lookup per 10 s); written with what it found. */
+  readonly lastRefreshAt?: string | undefined;
   /** What this version changed (see ChangeKind). */
   readonly changes: readonly ChangeKind[];
   /** CONTRACT §10: how the result reaches the origin (absent: after_turn). */
@@ -285,6 +287,12 @@ export interface ResultBodyRef {
   readonly bytes: number;
   /** Above the inline limit: kept once in the blob store, the record holds a preview and the ref. */
   readonly spilled: boolean;
+  /**
+   * The body's content digest, part of its record's and object's keys: two reports of one seq with
+   * different bodies each store their own, and the state names the one it recorded. Absent on bodies
+   * stored before it existed (keyed by the seq alone).
+   */
+  readonly digest?: string | undefined;
 }
 
 /**

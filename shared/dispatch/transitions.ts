@@ -712,6 +712,23 @@ export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now
   return undefined;
 }
 
+/** A refresh looks the run up at most once in this many seconds per dispatch (CONTRACT §2 V3); more answer the stored view. */
+export const REFRESH_INTERVAL_SECONDS = 10;
+
+/** A refresh asked within the interval: answered from the stored view, the target not called. */
+export const refreshThrottled = (state: DispatchState, now: Date): boolean =>
+  !!state.lastRefreshAt && now.getTime() - Date.parse(state.lastRefreshAt) < REFRESH_INTERVAL_SECONDS * 1000;
+
+/**
+ * What a refresh (`GET /dispatches/{id}?refresh=true`) found at the target, recorded through the same
+ * transition as the monitor's lookup — so `check`, `check --refresh` and `attention` agree — with when
+ * it asked (the throttle reads it; a run found as recorded is one `observed` write of that alone).
+ */
+export function refreshRecorded(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): DispatchState {
+  const next = reconcileLookup(state, lookup, now, stallSuspected) ?? advance(state, 'observed', now);
+  return { ...next, lastRefreshAt: now.toISOString() };
+}
+
 /** Nothing to conclude yet: look again at `at` (null: nothing due). */
 export function rescheduled(state: DispatchState, now: Date, at: Date | null): DispatchState {
   return advance(state, 'rescheduled', now, { dueAt: at ? at.toISOString() : null });

@@ -1,5 +1,6 @@
 import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from '../ledger/port.js';
 import { clip } from '../text.js';
+import { whenTargetForgot } from './attention.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
 import { DEFAULT_PRIORITY, nativeStatusOf, PARENT_WAIT_SECONDS, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
@@ -247,7 +248,8 @@ function unknowns(state: DispatchState): string[] {
       out.push(`target "${state.target}" could not be asked about run ${state.runId ?? '—'} (its status endpoint failed); last activity ${since}; ${check}`);
       break;
     case 'target_not_found':
-      out.push(`target "${state.target}" answers that it does not know run ${state.runId ?? '—'}; whether the work ran is not known; last activity ${since}; ${check}`);
+      // A refresh would only find the same 404 (it is recorded): the advice is what can change it.
+      out.push(`target "${state.target}" answers that it does not know run ${state.runId ?? '—'}; whether the work ran is not known; last activity ${since}; ${whenTargetForgot(state)}`);
       break;
     case 'approval_wait_expired':
       out.push(`approval ${execution.pendingApproval?.approvalId ?? ''} has waited since ${execution.pendingApproval?.requestedAt ?? since} and is still pending: approve or cancel it (POST /dispatches/${state.dispatchId}/approval)`);
@@ -380,3 +382,4 @@ export function historyEntry(state: DispatchState) {
     blockedReason: state.blockedReason,
   };
 }
+

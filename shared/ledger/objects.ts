@@ -54,10 +54,12 @@ export const legacyEvidenceKey = (dispatchId: string, attempt: number, ref: stri
 export const legacySealedKey = (dispatchId: string, attempt: number, ref: string, sha256: string): string => `${folderOf('sealed', dispatchId)}${attempt}/${sha256}/${ref}`;
 
 /**
- * A final event's `result.body` above the inline limit (CONTRACT §10): one object per final event that
- * carried it. (A function of its own: the API bundles it.)
+ * A final event's `result.body` above the inline limit (CONTRACT §10): one object per body a final event
+ * carried, named by its content digest too — two reports of one seq with different bodies never
+ * overwrite each other's; the state names the one it recorded. Bodies stored before the digest have none.
+ * (A function of its own: the API bundles it.)
  */
-export const resultBodyKey = (dispatchId: string, attempt: number, seq: number): string => `${folderOf('results', dispatchId)}${attempt}/${seq}.json`;
+export const resultBodyKey = (dispatchId: string, attempt: number, seq: number, digest?: string): string => `${folderOf('results', dispatchId)}${attempt}/${seq}${digest ? `-${digest}` : ''}.json`;
 
 /** The folders holding every object of one dispatch: what retention deletes with its anchor. */
 export const dispatchFolders = (dispatchId: string): string[] => DISPATCH_FOLDERS.map((kind) => folderOf(kind, dispatchId));

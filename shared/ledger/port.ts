@@ -221,6 +221,8 @@ export interface ResultBody {
   readonly preview: string | null;
   readonly bodyRef: string | null;
   readonly at: string;
+  /** Its content digest (ResultBodyRef.digest), part of its key; absent on bodies stored before it existed. */
+  readonly digest?: string | undefined;
 }
 
 /** A lambda run's failure as Lambda's on-failure destination reported it, after its own retries (CONTRACT §12). */
@@ -409,7 +411,7 @@ export interface LedgerStore {
   getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined>;
   /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
   putResultBody(body: ResultBody): Promise<void>;
-  getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined>;
+  getResultBody(dispatchId: string, attempt: number, seq: number, digest?: string): Promise<ResultBody | undefined>;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { nativeStatusOf, type DispatchState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
 import {
   isClaimable,
@@ -105,6 +105,8 @@ const ROUNDS = 4;
 const newToken = (): string => randomBytes(16).toString('base64url');
 const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A body's content digest as its keys carry it: the first 16 bytes of its SHA-256, base64url (22 characters). */
+export const resultBodyDigest = (json: string): string => createHash('sha256').update(json, 'utf8').digest().subarray(0, 16).toString('base64url');
 
 /**
  * Keeps a final event's `result.body` before the state write that refers to it (a result is never
@@ -115,14 +117,17 @@ export async function storeResultBody(deps: Pick<InboxDeps, 'store' | 'blobs' | 
   const bytes = Buffer.byteLength(json, 'utf8');
   const spilled = bytes > INLINE_BODY_BYTES;
   const at = deps.now().toISOString();
+  // Keyed by its content too: a concurrent report of the same seq with another body writes its own
+  // record and object, and whichever state write wins names its own (the loser's stay unreferenced).
+  const digest = resultBodyDigest(json);
   if (spilled) {
-    const key = resultBodyKey(dispatchId, attempt, seq);
+    const key = resultBodyKey(dispatchId, attempt, seq, digest);
     await deps.blobs.put(key, json, 'application/json');
-    await deps.store.putResultBody({ dispatchId, attempt, seq, bytes, json: null, preview: clipBytes(json, PREVIEW_BYTES), bodyRef: key, at });
+    await deps.store.putResultBody({ dispatchId, attempt, seq, digest, bytes, json: null, preview: clipBytes(json, PREVIEW_BYTES), bodyRef: key, at });
   } else {
-    await deps.store.putResultBody({ dispatchId, attempt, seq, bytes, json, preview: null, bodyRef: null, at });
+    await deps.store.putResultBody({ dispatchId, attempt, seq, digest, bytes, json, preview: null, bodyRef: null, at });
   }
-  return { seq, bytes, spilled };
+  return { seq, bytes, spilled, digest };
 }
 
 const ttlSeconds = (settings: OriginSettings): number => settings.resultTtlHours * 3600;
@@ -238,7 +243,7 @@ export async function describeResult(deps: Pick<InboxDeps, 'store'>, state: Disp
   const current = result.attempt === state.attempt;
   const [check, body] = await Promise.all([
     current && state.phase === 'submitted' ? evidenceCheckOf(deps.store, state) : Promise.resolve(undefined),
-    current && state.execution.result?.body ? deps.store.getResultBody(state.dispatchId, state.attempt, state.execution.result.body.seq) : Promise.resolve(undefined),
+    current && state.execution.result?.body ? deps.store.getResultBody(state.dispatchId, state.attempt, state.execution.result.body.seq, state.execution.result.body.digest) : Promise.resolve(undefined),
   ]);
   return {
     resultId: result.id,
@@ -329,9 +334,9 @@ export async function resultBodyOf(deps: InboxDeps, origin: string, resultId: st
   if (!found) return { found: false };
   const ref = found.current ? found.state.execution.result?.body : undefined;
   if (!ref) return { found: true };
-  const body = await deps.store.getResultBody(found.state.dispatchId, found.result.attempt, ref.seq);
+  const body = await deps.store.getResultBody(found.state.dispatchId, found.result.attempt, ref.seq, ref.digest);
   if (!body) return { found: true };
-  return { found: true, json: body.json ?? (await deps.blobs.getText(body.bodyRef ?? resultBodyKey(found.state.dispatchId, found.result.attempt, ref.seq))) };
+  return { found: true, json: body.json ?? (await deps.blobs.getText(body.bodyRef ?? resultBodyKey(found.state.dispatchId, found.result.attempt, ref.seq, ref.digest))) };
 }
 
 /**

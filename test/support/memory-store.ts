@@ -255,11 +255,11 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   }
 
   async putResultBody(body: ResultBody): Promise<void> {
-    this.resultBodies.set(`${body.dispatchId}/${body.attempt}/${body.seq}`, body);
+    this.resultBodies.set(`${body.dispatchId}/${body.attempt}/${body.seq}/${body.digest ?? ''}`, body);
   }
 
-  async getResultBody(dispatchId: string, attempt: number, seq: number): Promise<ResultBody | undefined> {
-    return this.resultBodies.get(`${dispatchId}/${attempt}/${seq}`);
+  async getResultBody(dispatchId: string, attempt: number, seq: number, digest?: string): Promise<ResultBody | undefined> {
+    return this.resultBodies.get(`${dispatchId}/${attempt}/${seq}/${digest ?? ''}`);
   }
 
   async getTarget(name: string) {

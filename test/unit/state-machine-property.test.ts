@@ -1,21 +1,33 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import {
   accepted,
   applyRunEvent,
   approvalDecided,
+  cancelAnswered,
+  cancelPending,
+  cancelRequested,
   evidenceSettled,
+  isClaimable,
+  isLive,
   isTerminal,
+  leaseLapsed,
   monitorStep,
   reconcileLookup,
   redispatched,
+  resultClaimed,
+  resultDelivered,
+  resultReleased,
+  resultRenewed,
+  resultWatch,
   submitted,
   writeCondition,
   type RunEventType,
 } from '../../shared/dispatch/transitions.js';
-import type { LookupOutcome, TargetRunStatus } from '../../shared/targets/port.js';
+import type { CancelOutcome, LookupOutcome, TargetRunStatus } from '../../shared/targets/port.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 /**
@@ -143,5 +155,149 @@ describe('the state machine (property: random sequences of events, lookups, tick
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+/**
+ * CONTRACT §2 (V3): an attention entry's `since` is when its problem began. Random lives of one callback
+ * dispatch — submissions that fail, are refused or run; run events, lookups, ticks, approvals, cancels,
+ * evidence checks, result claims, renewals, releases, acks and expiries, redispatches — each written on
+ * the state stored. Whenever a write keeps the dispatch on the same attention list, `since` stays where
+ * it was; when it lands on a list, `since` is that write's time.
+ */
+type LifeOp =
+  | { readonly kind: 'submit'; readonly answer: 'accepted' | 'unavailable' | 'rejected' }
+  | { readonly kind: 'event'; readonly type: RunEventType; readonly seq: number }
+  | { readonly kind: 'lookup'; readonly outcome: LookupOutcome; readonly suspected: boolean }
+  | { readonly kind: 'tick' }
+  | { readonly kind: 'decide'; readonly decision: 'approve' | 'cancel' }
+  | { readonly kind: 'settle'; readonly outcome: 'handled' | 'orphan_no_delivery' | 'unverified' }
+  | { readonly kind: 'cancel' }
+  | { readonly kind: 'cancel_answer'; readonly outcome: CancelOutcome }
+  | { readonly kind: 'result'; readonly action: 'claim' | 'renew' | 'release' | 'ack' | 'watch' }
+  | { readonly kind: 'redispatch' }
+  | { readonly kind: 'wait'; readonly seconds: number };
+
+const lifeOp: fc.Arbitrary<LifeOp> = fc.oneof(
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('submit' as const), answer: fc.constantFrom<'accepted' | 'unavailable' | 'rejected'>('accepted', 'accepted', 'accepted', 'unavailable', 'unavailable', 'rejected') }) },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('event' as const), type: fc.constantFrom<RunEventType>('heartbeat', 'progress', 'approval_requested', 'approval_requested', 'completed', 'completed', 'failed', 'cancelled'), seq: fc.nat(40) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('lookup' as const),
+      outcome: fc.oneof(
+        fc.constant<LookupOutcome>({ kind: 'not_found' }),
+        fc.constant<LookupOutcome>({ kind: 'unavailable', reason: 'HTTP 503' }),
+        fc.constantFrom(...STATUSES).map<LookupOutcome>((status) => ({ kind: 'found', run: { runId: 'current', status, ...(status === 'waiting_for_approval' ? { pendingApproval: { approvalId: 'a-lookup' } } : {}) } })),
+      ),
+      suspected: fc.boolean(),
+    }),
+  },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('tick' as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('decide' as const), decision: fc.constantFrom<'approve' | 'cancel'>('approve', 'cancel') }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('settle' as const), outcome: fc.constantFrom<'handled' | 'orphan_no_delivery' | 'unverified'>('handled', 'orphan_no_delivery', 'orphan_no_delivery', 'unverified') }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('cancel_answer' as const),
+      outcome: fc.constantFrom<CancelOutcome>({ kind: 'unavailable', reason: 'HTTP 503' }, { kind: 'not_found' }, { kind: 'requested', how: 'control record' }, { kind: 'cancelled', status: 'running' }, { kind: 'cancelled', status: 'cancelled' }),
+    }),
+  },
+  { weight: 5, arbitrary: fc.record({ kind: fc.constant('result' as const), action: fc.constantFrom<'claim' | 'renew' | 'release' | 'ack' | 'watch'>('claim', 'claim', 'renew', 'release', 'release', 'ack', 'watch') }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('redispatch' as const) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('wait' as const), seconds: fc.integer({ min: 1, max: 900 }) }) },
+);
+
+/** The next state an operation writes on `state` at `now`, or undefined when it does not apply there. */
+function lifeStep(state: DispatchState, step: Exclude<LifeOp, { kind: 'wait' }>, now: Date, runs: number): DispatchState | undefined {
+  const result = { ttlSeconds: 1800, maxDeliveryAttempts: 3 };
+  switch (step.kind) {
+    case 'submit': {
+      if (state.phase !== 'accepted') return undefined;
+      const answer =
+        step.answer === 'accepted'
+          ? ({ kind: 'accepted', runId: `r-${runs}`, status: 'running', requestId: `q-${runs}` } as const)
+          : step.answer === 'unavailable'
+            ? ({ kind: 'unavailable', reason: 'HTTP 503' } as const)
+            : ({ kind: 'rejected', httpStatus: 400, reason: 'no such task' } as const);
+      return submitted(state, answer, DEFAULT_RETRY_POLICY, now);
+    }
+    case 'event': {
+      if (state.phase !== 'submitted') return undefined;
+      const outcome = applyRunEvent(state, { seq: step.seq, type: step.type, ...(step.type === 'approval_requested' ? { approvalId: 'a-1' } : {}) }, now);
+      return outcome.kind === 'apply' ? outcome.next : undefined;
+    }
+    case 'lookup':
+      return state.phase === 'submitted' && !isTerminal(state.execution.status) ? reconcileLookup(state, step.outcome, now, step.suspected) : undefined;
+    case 'tick': {
+      if (state.phase !== 'submitted') return undefined;
+      const decided = monitorStep(state, now);
+      return decided.kind === 'write' ? decided.next : decided.kind === 'result' ? resultWatch(state, result, now) : undefined;
+    }
+    case 'decide':
+      return state.phase === 'submitted' && state.execution.pendingApproval ? approvalDecided(state, step.decision, now) : undefined;
+    case 'settle':
+      return state.phase === 'submitted' && state.execution.status === 'completed' && state.evidence.outcome === 'pending'
+        ? evidenceSettled(state, { outcome: step.outcome, expected: ['out/a.md'], missing: step.outcome === 'handled' ? [] : ['out/a.md'] }, now, 'own_write')
+        : undefined;
+    case 'cancel':
+      return state.phase === 'submitted' && !state.cancel && !isTerminal(state.execution.nativeStatus) ? cancelRequested(state, { reason: 'not needed', by: 'planner' }, now) : undefined;
+    case 'cancel_answer':
+      return cancelPending(state) ? cancelAnswered(state, step.outcome, DEFAULT_RETRY_POLICY, now) : undefined;
+    case 'result': {
+      const held = state.result;
+      if (step.action === 'claim') return isClaimable(held, now) ? resultClaimed(state, { claimToken: `t-${now.getTime()}`, leaseSeconds: 60 }, now) : undefined;
+      if (step.action === 'watch') return isLive(held) ? resultWatch(state, result, now) : undefined;
+      if (held?.state !== 'claimed') return undefined;
+      if (step.action === 'renew') return leaseLapsed(held, now) ? undefined : resultRenewed(state, 60, now);
+      if (step.action === 'release') return resultReleased(state, result.maxDeliveryAttempts, now);
+      return resultDelivered(state, 'planner', now);
+    }
+    case 'redispatch':
+      return state.phase === 'accepted' ? undefined : redispatched(state, { reason: 'property', supersede: state.phase === 'submitted' && !isTerminal(state.execution.status), claimSeconds: 60 }, now);
+  }
+}
+
+describe('attention since (property: random lives of a dispatch)', () => {
+  it('keeps since where the problem began through every later write that keeps the dispatch on the same attention list', () => {
+    const kindsSeen = new Set<AttentionKind>();
+    const keptThrough = new Set<AttentionKind>();
+    fc.assert(
+      fc.property(fc.array(lifeOp, { minLength: 20, maxLength: 80, size: 'max' }), fc.constantFrom(0, 1), (ops, expectedCount) => {
+        let clock = NOW.getTime();
+        let stored = accepted(newDispatchFactory({ expectedCount, timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 120, deliveryGraceSeconds: 30 } }), new Date(clock));
+        let runs = 0;
+        for (const step of ops) {
+          if (step.kind === 'wait') {
+            clock += step.seconds * 1000;
+            continue;
+          }
+          if (step.kind === 'submit' && step.answer === 'accepted') runs += 1;
+          const now = new Date(clock);
+          const next = lifeStep(stored, step, now, runs);
+          if (!next) continue;
+          writeCondition(stored, next); // a legal move, or the property fails
+          const before = attentionKind(stored);
+          const after = attentionKind(next);
+          if (after) {
+            kindsSeen.add(after);
+            const since = attentionEntry(next, after).since;
+            if (after === before && stored.version > 0) {
+              expect(since).toBe(attentionEntry(stored, before).since);
+              if (next.updatedAt !== since) keptThrough.add(after);
+            } else {
+              expect(since).toBe(now.toISOString());
+            }
+          }
+          stored = next;
+          clock += 1000;
+        }
+      }),
+      { numRuns: 1500 },
+    );
+    // Every list a dispatch can be on was reached, and held through a later write.
+    expect([...kindsSeen].sort()).toEqual([...ATTENTION_KINDS].sort());
+    expect([...keptThrough].sort()).toEqual([...ATTENTION_KINDS].sort());
   });
 });
