@@ -301,6 +301,36 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
   });
 });
 
+describe('the monitor and a claimed result', () => {
+  it('moves a claimed result past its TTL whose lease lives to the lease end: one write over five ticks, then dropped once when the lease lapses', async () => {
+    const origin = uniqueName('o');
+    await table.putOriginSettings(origin, { resultTtlHours: 1 });
+    const { dispatchId, resultId } = await finishedDispatch(origin);
+    const monitor = { ...apiDeps(), store: table, dueIndex: new LedgerDueIndex(documents, tableName), pageSize: 100 };
+    tick(700);
+    await monitorTick(monitor);
+    // Claimed shortly before the TTL, for 15 minutes: the lease outlives the TTL.
+    tick(2600);
+    expect(resultIdsOf(await claim(origin, { leaseSeconds: 900 }))).toEqual([resultId]);
+    const claimed = await stateOf(dispatchId);
+    tick(301);
+    for (let round = 0; round < 5; round += 1) {
+      await monitorTick(monitor);
+      const state = await stateOf(dispatchId);
+      expect(state.result?.state).toBe('claimed');
+      // Every tick leaves it due in the future (was: due at its TTL, in the past — rewritten by every tick).
+      expect(Date.parse(state.dueAt ?? '')).toBeGreaterThan(clock.getTime());
+      tick(60);
+    }
+    expect((await stateOf(dispatchId)).version - claimed.version).toBe(1);
+    tick(900);
+    await monitorTick(monitor);
+    const lapsed = await stateOf(dispatchId);
+    expect(lapsed.result).toMatchObject({ state: 'dropped', droppedReason: 'expired', deliveryAttempts: 1 });
+    expect(lapsed.version - claimed.version).toBe(2);
+  });
+});
+
 describe('the inbox list', () => {
   it('lists results by state, oldest ready first, page by page from the inbox index; a forged cursor is 400', async () => {
     const origin = uniqueName('o');
