@@ -56,9 +56,10 @@ const API_CONCURRENCY = 40;
 const REPORTED_TABLE = 'ledger';
 const RETENTION_SECONDS = 90 * 86_400;
 /**
- * The inbox partitions of a deployment at this scale (the construct's `inboxShards`): one origin's 5,000
- * results a second, each entry written when made and when delivered, need 16 keys to stay under 1,000
- * WCU/s each. The default of 1 suits origins up to ~500 results a second.
+ * The inbox partitions of this workload (the construct's `inboxShards`): one origin's 5,000 results a
+ * second, each entry written when made (this workload neither claims nor acks), 16 keys. A deployment whose
+ * origin also claims and acks them all (made 1, claim's move 2, removal 1) needs 32 to stay under 1,000
+ * WCU/s each; the default of 1 suits origins up to ~250 results a second.
  */
 export const SCALE_INBOX_SHARDS = 16;
 /**

@@ -103,8 +103,9 @@ export interface DispatchLedgerProps {
   readonly maxReceiveCount?: number;
   /**
    * Partitions of each origin's results inbox (CONTRACT §10, §14), 1 to 32. One key takes an origin's
-   * results up to ~500 a second (each writes its entry when made and when delivered); an origin sending
-   * 5,000 dispatches a second with results by callback needs 16. An empty 20 s long poll reads 5 units
+   * results up to ~250 a second (each writes its entry when made, moves it when claimed, removes it when
+   * delivered: 4 units); an origin sending 5,000 dispatches a second with results by callback needs 32.
+   * An empty 20 s long poll reads 5 units
    * with 1 shard and more with more. Raise it, never lower it, on a live stack. @default 1
    */
   readonly inboxShards?: number;

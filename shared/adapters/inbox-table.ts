@@ -1,8 +1,8 @@
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DispatchState } from '../dispatch/state.js';
-import type { CommitOutcome, InboxStore } from '../ledger/port.js';
-import { dispatchIdOfKey, inboxKeysOf, INDEX } from './ledger-items.js';
+import type { CommitOutcome, InboxRange, InboxStore } from '../ledger/port.js';
+import { dispatchIdOfKey, INBOX_RANGE, inboxKeysOf, INDEX } from './ledger-items.js';
 import { slotUpdates, statePut, transactPut } from './ledger-table.js';
 
 export interface InboxTableOptions {
@@ -21,7 +21,9 @@ interface ShardCursor {
 
 /**
  * The results inbox's reads and group writes (CONTRACT §10). A claim costs what it reads of the inbox
- * index (small key entries, oldest first per key) plus one conditional state write per result taken.
+ * index — only the claimable range of each key (small key entries: pending oldest first, then lapsed
+ * leases; held leases lie above it) — plus one conditional state write per result taken, whose index
+ * entry moves up to its lease's end with it.
  */
 export class InboxTable implements InboxStore {
   constructor(
@@ -29,9 +31,11 @@ export class InboxTable implements InboxStore {
     private readonly options: InboxTableOptions,
   ) {}
 
-  async *inboxEntries(origin: string, options: { readonly injectOnly: boolean; readonly pageSize: number; readonly after?: string | undefined }): AsyncIterable<{ readonly dispatchId: string; readonly at: string }> {
-    const kinds = options.injectOnly ? (['inject'] as const) : (['inject', 'after_turn'] as const);
+  async *inboxEntries(origin: string, options: InboxRange): AsyncIterable<{ readonly dispatchId: string; readonly at: string }> {
+    const kinds = options.range === 'claimable' && options.injectOnly ? (['inject'] as const) : (['inject', 'after_turn'] as const);
     const shards: ShardCursor[] = inboxKeysOf(origin, this.options.inboxShards ?? 1, kinds).map((key) => ({ key, buffer: [], startKey: undefined, done: false }));
+    const range = sortKeyRange(options);
+    if (!range) return;
     for (;;) {
       // Every shard with nothing buffered reads its next page.
       for (const shard of shards) {
@@ -40,13 +44,15 @@ export class InboxTable implements InboxStore {
             new QueryCommand({
               TableName: this.options.tableName,
               IndexName: INDEX.inbox,
-              KeyConditionExpression: options.after ? 'inboxKey = :key AND inboxAt > :after' : 'inboxKey = :key',
-              ExpressionAttributeValues: { ':key': shard.key, ...(options.after ? { ':after': options.after } : {}) },
+              KeyConditionExpression: `inboxKey = :key AND ${range.condition}`,
+              ExpressionAttributeValues: { ':key': shard.key, ...range.values },
               Limit: options.pageSize,
               ExclusiveStartKey: shard.startKey,
             }),
           );
-          shard.buffer.push(...(page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), at: String(item.inboxAt) })));
+          const entries = (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), at: String(item.inboxAt) }));
+          // BETWEEN takes its bounds: the position a page ended at is not listed again.
+          shard.buffer.push(...entries.filter((entry) => entry.at !== range.skip));
           shard.startKey = page.LastEvaluatedKey;
           shard.done = page.LastEvaluatedKey === undefined;
         }
@@ -82,4 +88,16 @@ export class InboxTable implements InboxStore {
       throw error;
     }
   }
+}
+
+/**
+ * The inbox index's sort-key range a read covers (the layout is `inboxSortKey`'s): undefined when it
+ * is empty (a position past the end of its list).
+ */
+function sortKeyRange(options: InboxRange): { readonly condition: string; readonly values: Record<string, string>; readonly skip?: string } | undefined {
+  if (options.range === 'claimable') return { condition: 'inboxAt < :below', values: { ':below': INBOX_RANGE.claimableBelow(options.now) } };
+  if (options.range === 'claimed') return { condition: 'inboxAt > :after', values: { ':after': options.after && options.after > INBOX_RANGE.claimedAbove ? options.after : INBOX_RANGE.claimedAbove } };
+  if (!options.after) return { condition: 'inboxAt < :below', values: { ':below': INBOX_RANGE.pendingBelow } };
+  if (options.after >= INBOX_RANGE.pendingBelow) return undefined;
+  return { condition: 'inboxAt BETWEEN :after AND :below', values: { ':after': options.after, ':below': INBOX_RANGE.pendingBelow }, skip: options.after };
 }

@@ -49,9 +49,11 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  *   `R#{nn}` (RECENT_SHARDS keys by dispatch id), sorted by the same `createdKey` as `byOrigin`.
  *   Written once, at creation, like `byOrigin` (one more write unit per dispatch, none after).
  * - `inbox`: sparse, KEYS_ONLY: a state whose result is pending or claimed, under
- *   `inbox#{origin}#{i|a}#{shard}` (inject or after_turn) by when it became ready. A claim reads the origin's shards oldest first and
- *   takes results by conditional state writes; the entry is written once when the result is made and
- *   removed when it is delivered or dropped (a claim or release changes no index attribute).
+ *   `inbox#{origin}#{i|a}#{shard}` (inject or after_turn); pending by when it became ready, claimed
+ *   under `~#` by when its lease ends (`inboxSortKey`). A claim reads, of each of the origin's shards,
+ *   only the range below `~#{now}` — the pending results oldest first, then the lapsed leases — and
+ *   takes results by conditional state writes; held leases are never read. The entry is written when
+ *   the result is made, moved by each claim, renewal and release, removed when delivered or dropped.
  * - `waiting`: sparse, KEYS_ONLY: a dispatch waiting for a slot of its target (CONTRACT §11), under
  *   `W#{target}#{shard}` (WAIT_SHARDS keys by dispatch id), sorted by `{9 - priority}#{origin}#{createdAt}#…`:
  *   the highest priority first, the next origin after the last admitted one a query away, oldest first
@@ -80,7 +82,7 @@ import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from
  * | feed `origin-rejections#{origin}#{nn}` | 1 (written once, only for a message its sender may send for that origin) | one origin's flood at 5,000/s → 312/key | 16 (ORIGIN_SHARDS, as the origin's history) |
  * | refusal `REFUSED#{dispatchId}` | 1 per refused message naming the id     | as the anchor `D#{id}`/MSG, whose conditional put each such message already tries | keyed by the id named |
  * | waiting `W#{target}#{nn}`  | put 1 + removal 1, only while the target is full | a saturated limited target: ≤ 10,000 → 625/key; a growing backlog 5,000 → 312 | 16 (admission reads 3 queries per shard) |
- * | inbox `inbox#{origin}#…`   | put 1 + removal 1 per result                   | 10,000 → 1 key at the default | INBOX_SHARDS (default 1: ~500 results/s per origin; CONTRACT §10 caps an empty long poll at 5 read units, which allows 2; an origin taking 5,000 results/s needs 16: 625/key, and an empty long poll then reads 32 units) |
+ * | inbox `inbox#{origin}#…`   | put 1 + removal 1 per result, a move (2) per claim, renewal or release: 4 for a result claimed once and acked | 20,000 → 1 key at the default | INBOX_SHARDS (default 1: ~250 results/s per origin; CONTRACT §10 caps an empty long poll at 5 read units, which allows 2; an origin taking 5,000 results/s needs 32: 625/key, and an empty long poll then reads 64 units) |
  * | slot `SLOT#{target}#{n}`   | +1 at admission, −1 at release, on one shard   | a shard holds ≤ 8 slots: ≤ 16 / run seconds | slotShardCaps (⌈limit/8⌉ ≤ 32; exact caps, a limit of 1 is one shard of 1): hot only for runs under 16 ms |
  * | `COUNTS#{n}`               | one ADD per publisher batch (≤ 100 records)    | ~15,000 records/s → ~150 batches → ~19/key | COUNT_SHARDS = 8 |
  * | state `D#{id}`, MSG, …     | a dispatch's own few writes                    | —                    | keyed by the dispatch   |
@@ -266,8 +268,9 @@ export type InboxKind = 'inject' | 'after_turn';
 const INBOX_KIND_CODE: Readonly<Record<InboxKind, string>> = { inject: 'i', after_turn: 'a' };
 /**
  * Partitions of each origin's inbox: 1 by default (an empty 20 s long poll then reads 5 units, CONTRACT
- * §10); a deployment whose busiest origin takes more than ~500 results/s sets more (`inboxShards`, up to
- * 32; CONTRACT §14: each result writes its entry twice, made and delivered, 1,000 WCU/s per key at most),
+ * §10); a deployment whose busiest origin takes more than ~250 results/s sets more (`inboxShards`, up to
+ * 32; CONTRACT §14: a result claimed once and acked writes 4 units to its entry — made 1, moved by the
+ * claim 2, removed 1 — and a key takes 1,000 WCU/s at most),
  * and an empty poll then reads more. Every writer of a state must use the same number; it may grow, never
  * shrink (a claim reads shards 0..n-1 only).
  */
@@ -279,6 +282,22 @@ export function inboxKeyOf(origin: string, dispatchId: string, shards: number, k
   const shard = shardOf(dispatchId, INBOX_SHARD_BYTE, shards);
   return `inbox#${origin}#${INBOX_KIND_CODE[kind]}#${pad(shard, 2)}`;
 }
+/**
+ * The inbox index's sort key: a pending result by when it became ready (`{readyAt}#{hash}`); a claimed
+ * one under `~#` by when its lease ends (`~#{leaseUntil}#{hash}`; `~` sorts after every digit). So a
+ * claim reads one range, everything below `~#{now}#~`: the pending results, oldest first, then the
+ * leases lapsed by then — a lease that lives is above it, and however many are held none is read
+ * (CONTRACT §10 V3). A lapsed lease is claimable on its own clock, with no write to bring it back.
+ */
+const INBOX_HELD = '~#';
+export const inboxSortKey = (result: Pick<ResultRecord, 'state' | 'readyAt' | 'leaseUntil'>, tieBreak: string): string =>
+  result.state === 'claimed' && result.leaseUntil ? `${INBOX_HELD}${result.leaseUntil}#${tieBreak}` : `${result.readyAt}#${tieBreak}`;
+/** The inbox index's sort-key ranges: what a claim may take at `now` (below), the pending list (below), the claimed list (above). */
+export const INBOX_RANGE = {
+  claimableBelow: (now: Date): string => `${INBOX_HELD}${now.toISOString()}#~`,
+  pendingBelow: '~',
+  claimedAbove: '~',
+} as const;
 /** The wait index partitions of a target, and the one a dispatch waits in. */
 export const waitKeysOf = (target: string): string[] => Array.from({ length: WAIT_SHARDS }, (_, shard) => `W#${target}#${pad(shard, 2)}`);
 export function waitKeyOf(target: string, dispatchId: string): string {
@@ -466,7 +485,7 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
   const result = state.result;
   if (result && (result.state === 'pending' || result.state === 'claimed')) {
     item.inboxKey = inboxKeyOf(state.origin, dispatchId, inboxShards, state.resultDelivery ?? 'after_turn');
-    item.inboxAt = `${result.readyAt}#${idHash(dispatchId)}`;
+    item.inboxAt = inboxSortKey(result, idHash(dispatchId));
   }
   // Waiting for a slot of its target, in priority order (CONTRACT §11).
   if (state.phase === 'accepted' && state.waitingFor === 'capacity') {

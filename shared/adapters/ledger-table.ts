@@ -280,7 +280,7 @@ export interface LedgerTableOptions {
    * and registrations change rarely. A change is seen within this time. @default 0 (always read)
    */
   readonly targetCacheMs?: number;
-  /** Partitions of each origin's inbox (CONTRACT §10; ~500 results/s each). Only ever raise it. @default 1 */
+  /** Partitions of each origin's inbox (CONTRACT §10; ~250 results/s each, claimed and acked). Only ever raise it. @default 1 */
   readonly inboxShards?: number;
   /** Waits between BatchGetItem rounds (tests pass one that does not). */
   readonly sleep?: (ms: number) => Promise<void>;

@@ -100,8 +100,14 @@ export async function getInbox(deps: InboxDeps & { readonly feeds: { listResults
   return json(200, { items, cursor: page.cursor });
 }
 
-/** An inbox index position, as a cursor: only the exact encoding of one this API handed out. */
-const INBOX_POSITION = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z#[A-Za-z0-9_-]{10}$/;
+/**
+ * An inbox index position, as a cursor: only the exact encoding of one this API handed out — a pending
+ * entry's by when it became ready, a claimed one's (`~#`) by when its lease ends.
+ */
+const INBOX_POSITION = {
+  pending: /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z#[A-Za-z0-9_-]{10}$/,
+  claimed: /^~#\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z#[A-Za-z0-9_-]{10}$/,
+} as const;
 /** A live list's cursor names its state too: a pending list's position means nothing in the claimed list (and would skip entries there). */
 const positionCursor = (state: 'pending' | 'claimed', at: string): string => Buffer.from(JSON.stringify({ state, after: at }), 'utf8').toString('base64url');
 
@@ -115,7 +121,7 @@ async function liveResults(deps: InboxDeps, origin: string, state: 'pending' | '
       // refused below
     }
     after = typeof value === 'object' && value !== null && 'after' in value && typeof value.after === 'string' ? value.after : undefined;
-    if (!after || !INBOX_POSITION.test(after) || positionCursor(state, after) !== cursor) throw new InvalidCursorError();
+    if (!after || !INBOX_POSITION[state].test(after) || positionCursor(state, after) !== cursor) throw new InvalidCursorError();
   }
   const page = await listLiveResults(deps, origin, { state, limit, after });
   return { items: page.items, cursor: page.after ? positionCursor(state, page.after) : null };

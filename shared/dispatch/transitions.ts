@@ -161,7 +161,9 @@ function withFlow(previous: DispatchState, next: DispatchState): DispatchState {
   if (out.slot && (out.attempt !== previous.attempt || runOver(out))) out = { ...out, slot: undefined };
   if (out.waitingFor && out.phase !== 'accepted') out = { ...out, waitingFor: undefined };
   const ask = cancelPending(out) ? out.cancel?.nextAskAt : null;
-  if (ask && (out.dueAt === null || Date.parse(ask) < Date.parse(out.dueAt))) out = { ...out, dueAt: ask };
+  // The next ask replaces a due time that was the ask just answered (else the answer left it due in the past).
+  const wasAsk = out.dueAt !== null && out.dueAt === previous.cancel?.nextAskAt && out.cancel?.nextAskAt !== previous.cancel?.nextAskAt;
+  if (ask && (out.dueAt === null || wasAsk || Date.parse(ask) < Date.parse(out.dueAt))) out = { ...out, dueAt: ask };
   return out;
 }
 
@@ -311,8 +313,11 @@ export function resultWatch(state: DispatchState, settings: { readonly ttlSecond
     return released.result?.state === 'pending' && now.getTime() >= expiresAt ? { ...resultDroppedAlso(released, 'expired', now) } : released;
   }
   if (result.state === 'pending' && now.getTime() >= expiresAt) return resultDropped(state, 'expired', now);
-  // Looked at again when the lease ends, or at the expiry, whichever comes first.
-  const next = result.state === 'claimed' ? Math.min(expiresAt, Date.parse(result.leaseUntil ?? '')) : expiresAt;
+  // Looked at again when the lease ends, or at the expiry, whichever comes first — of those still
+  // ahead: a held result past its TTL is not dropped while its lease lives, so its next look is the
+  // lease's end (a look in the past had every tick rewrite it until then).
+  const leaseEnd = result.state === 'claimed' ? Date.parse(result.leaseUntil ?? '') : Number.NaN;
+  const next = Math.min(...[expiresAt, leaseEnd].filter((at) => at > now.getTime()));
   return rescheduled(state, now, new Date(next));
 }
 

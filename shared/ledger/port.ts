@@ -435,13 +435,21 @@ export interface DueIndex {
   releaseDueShard(shard: string, holder: string): Promise<void>;
 }
 
+/** Which of an origin's inbox entries to read (`InboxStore.inboxEntries`). */
+export type InboxRange =
+  | { readonly range: 'claimable'; readonly now: Date; readonly injectOnly: boolean; readonly pageSize: number }
+  | { readonly range: 'pending' | 'claimed'; readonly after?: string | undefined; readonly pageSize: number };
+
 /** What the results inbox reads and writes beyond single states (CONTRACT §10). */
 export interface InboxStore {
   /**
-   * Dispatch ids with a result out in the origin's inbox, oldest ready first across its shards, read
-   * lazily page by page (eventually consistent: each is re-read by key before it is claimed).
+   * Dispatch ids with a result out in the origin's inbox, across its shards, read lazily page by page
+   * (eventually consistent: each is re-read by key before it is claimed). `claimable`: the pending
+   * results, oldest ready first, then the leases lapsed by `now` — never a lease that lives, so a claim
+   * reads nothing of what is held (CONTRACT §10 V3); `pending` / `claimed`: the list of that state
+   * (claimed: by when the lease ends), after the position `after`.
    */
-  inboxEntries(origin: string, options: { readonly injectOnly: boolean; readonly pageSize: number; readonly after?: string | undefined }): AsyncIterable<{ readonly dispatchId: string; readonly at: string }>;
+  inboxEntries(origin: string, options: InboxRange): AsyncIterable<{ readonly dispatchId: string; readonly at: string }>;
   /** Several state writes, all or none (a group claim): conflict when any condition fails. */
   commitAll(writes: ReadonlyArray<{ readonly from: DispatchState; readonly next: DispatchState }>): Promise<CommitOutcome>;
 }

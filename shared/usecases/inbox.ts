@@ -98,7 +98,10 @@ export function pollIntervalMs(request: Pick<ClaimRequest, 'mode' | 'waitSeconds
   const passes = Math.max(2, Math.floor(LONG_POLL_KEY_READS / keys));
   return Math.max(MIN_POLL_INTERVAL_MS, Math.ceil((request.waitSeconds * 1000) / (passes - 1)));
 }
-/** How many inbox entries one claim looks at (held results it passes over included). */
+/**
+ * How many inbox entries one claim looks at. They are all claimable when read (the index range holds no
+ * held lease): what it passes over is only what changed since (taken by another claimer, delivered).
+ */
 const MAX_SCANNED = 200;
 const ROUNDS = 4;
 
@@ -174,7 +177,8 @@ async function claimOne(deps: InboxDeps, origin: string, dispatchId: string, req
 async function claimPass(deps: InboxDeps, origin: string, request: ClaimRequest, claim: { claimToken: string; leaseSeconds: number }, settings: SettingsOf): Promise<DispatchState[]> {
   const taken: DispatchState[] = [];
   let scanned = 0;
-  for await (const { dispatchId } of deps.inbox.inboxEntries(origin, { injectOnly: request.mode === 'inject', pageSize: Math.min(50, request.max * 2) })) {
+  // Only what is claimable now: pending results, then lapsed leases (held ones are not read at all).
+  for await (const { dispatchId } of deps.inbox.inboxEntries(origin, { range: 'claimable', now: deps.now(), injectOnly: request.mode === 'inject', pageSize: Math.min(50, request.max * 2) })) {
     if (taken.length >= request.max || scanned >= MAX_SCANNED) break;
     scanned += 1;
     const state = await claimOne(deps, origin, dispatchId, request, claim, settings);
@@ -340,14 +344,14 @@ export async function resultBodyOf(deps: InboxDeps, origin: string, resultId: st
 }
 
 /**
- * An origin's results still out (pending or claimed), oldest ready first, from the inbox index;
- * `after` is the position of the last entry of the previous page.
+ * An origin's results still out (pending or claimed), from the inbox index: pending oldest ready first,
+ * claimed by when the lease ends; `after` is the position of the last entry of the previous page.
  */
 export async function listLiveResults(deps: InboxDeps, origin: string, options: { readonly state: 'pending' | 'claimed'; readonly limit: number; readonly after?: string | undefined }): Promise<{ readonly items: DispatchState[]; readonly after: string | null }> {
   const items: DispatchState[] = [];
   let last: string | null = null;
   let scanned = 0;
-  for await (const entry of deps.inbox.inboxEntries(origin, { injectOnly: false, pageSize: Math.min(50, options.limit * 2), after: options.after })) {
+  for await (const entry of deps.inbox.inboxEntries(origin, { range: options.state, pageSize: Math.min(50, options.limit * 2), after: options.after })) {
     if (items.length >= options.limit || scanned >= MAX_SCANNED) return { items, after: last };
     scanned += 1;
     last = entry.at;

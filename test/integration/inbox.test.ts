@@ -11,6 +11,7 @@ import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions.js';
 import { eventsForState } from '../../shared/events/derive.js';
 import { takeDispatchMessage } from '../../shared/intake/intake.js';
 import type { BlobStore, LedgerStore } from '../../shared/ledger/port.js';
@@ -18,7 +19,7 @@ import { monitorTick } from '../../shared/monitor/monitor.js';
 import type { LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
-import { intakeDepsFactory, overriding } from '../support/factories.js';
+import { intakeDepsFactory, newDispatchFactory, overriding } from '../support/factories.js';
 
 /**
  * The results inbox (CONTRACT §10, issue 14) on DynamoDB Local and fauxqs S3: the real table, its
@@ -138,6 +139,26 @@ async function finishedDispatch(origin: string, message: Record<string, unknown>
   const answer = await call('POST', `/runs/${runId}/events`, { dispatchId, seq: 1, type: 'completed', result }, origin, deps);
   expect(answer.status).toBe(202);
   return { dispatchId, runId, resultId: `r1~${dispatchId}` };
+}
+
+/**
+ * `count` results of `origin` made straight on the table (a callback dispatch whose submission answer
+ * was final: one write each, no API round trips), each ready a millisecond after the one before, all
+ * before the test's clock. Their result ids, oldest first.
+ */
+async function readyResults(origin: string, count: number): Promise<string[]> {
+  const ids = Array.from({ length: count }, (_, n) => `${uniqueName('d')}-${n}`);
+  const queue = ids.map((dispatchId, n) => {
+    const at = new Date(clock.getTime() - (count - n));
+    const start = accepted(newDispatchFactory({ dispatchId, origin, target: 'scripted', writtenAt: at.toISOString() }), at);
+    return submitted(start, { kind: 'accepted', runId: `r-${n}`, status: 'completed', requestId: `q-${n}` }, DEFAULT_RETRY_POLICY, at);
+  });
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      for (let state = queue.shift(); state; state = queue.shift()) expect((await table.commit({ ...state, version: 0 }, state)).kind).toBe('committed');
+    }),
+  );
+  return ids.map((dispatchId) => `r1~${dispatchId}`);
 }
 
 const claim = (origin: string, body: Record<string, unknown> = {}) => call('POST', `/origins/${origin}/inbox/claim`, { mode: 'after_turn', ...body }, origin);
@@ -301,6 +322,36 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
   });
 });
 
+describe('the monitor and a claimed result', () => {
+  it('moves a claimed result past its TTL whose lease lives to the lease end: one write over five ticks, then dropped once when the lease lapses', async () => {
+    const origin = uniqueName('o');
+    await table.putOriginSettings(origin, { resultTtlHours: 1 });
+    const { dispatchId, resultId } = await finishedDispatch(origin);
+    const monitor = { ...apiDeps(), store: table, dueIndex: new LedgerDueIndex(documents, tableName), pageSize: 100 };
+    tick(700);
+    await monitorTick(monitor);
+    // Claimed shortly before the TTL, for 15 minutes: the lease outlives the TTL.
+    tick(2600);
+    expect(resultIdsOf(await claim(origin, { leaseSeconds: 900 }))).toEqual([resultId]);
+    const claimed = await stateOf(dispatchId);
+    tick(301);
+    for (let round = 0; round < 5; round += 1) {
+      await monitorTick(monitor);
+      const state = await stateOf(dispatchId);
+      expect(state.result?.state).toBe('claimed');
+      // Every tick leaves it due in the future (was: due at its TTL, in the past — rewritten by every tick).
+      expect(Date.parse(state.dueAt ?? '')).toBeGreaterThan(clock.getTime());
+      tick(60);
+    }
+    expect((await stateOf(dispatchId)).version - claimed.version).toBe(1);
+    tick(900);
+    await monitorTick(monitor);
+    const lapsed = await stateOf(dispatchId);
+    expect(lapsed.result).toMatchObject({ state: 'dropped', droppedReason: 'expired', deliveryAttempts: 1 });
+    expect(lapsed.version - claimed.version).toBe(2);
+  });
+});
+
 describe('the inbox list', () => {
   it('lists results by state, oldest ready first, page by page from the inbox index; a forged cursor is 400', async () => {
     const origin = uniqueName('o');
@@ -316,6 +367,13 @@ describe('the inbox list', () => {
     expect((second.body.items as Array<{ resultId: string }>).map((item) => item.resultId)).toEqual([made[2]]);
     const held = await call('GET', `/origins/${origin}/inbox?state=claimed`, undefined, origin);
     expect(held.body.items).toMatchObject([{ resultId: made[1], state: 'claimed' }]);
+    // The claimed list pages by when the leases end (its entries sit apart from the pending ones in the index).
+    await claim(origin, { resultIds: [made[0] ?? ''], leaseSeconds: 120 });
+    const soonest = await call('GET', `/origins/${origin}/inbox?state=claimed&limit=1`, undefined, origin);
+    expect((soonest.body.items as Array<{ resultId: string }>).map((item) => item.resultId)).toEqual([made[1]]);
+    const later = await call('GET', `/origins/${origin}/inbox?state=claimed&limit=1&cursor=${String(soonest.body.cursor)}`, undefined, origin);
+    expect((later.body.items as Array<{ resultId: string }>).map((item) => item.resultId)).toEqual([made[0]]);
+    expect((await call('GET', `/origins/${origin}/inbox?state=pending`, undefined, origin)).body.items).toMatchObject([{ resultId: made[2] }]);
     expect((await call('GET', `/origins/${origin}/inbox?state=pending&cursor=bm90LW91cnM`, undefined, origin)).status).toBe(400);
     expect((await call('GET', `/origins/${origin}/inbox?state=lost`, undefined, origin)).status).toBe(400);
   });
@@ -491,5 +549,48 @@ describe('what a claim costs', () => {
     expect(spent.readUnits).toBeLessThanOrEqual(5);
     expect(spent.writeUnits).toBe(0);
     for (const bad of [{ max: 51 }, { leaseSeconds: 4 }, { waitSeconds: 21 }, { max: 0 }]) expect((await claim(origin, bad)).status).toBe(422);
+  });
+
+  it('finds pending results however many are claimed ahead of them (CONTRACT §10 V3: 200 held leases once hid them)', async () => {
+    const origin = uniqueName('o');
+    const made = await readyResults(origin, 205);
+    const held: string[] = [];
+    for (let round = 0; round < 4; round += 1) {
+      const taken = await claim(origin, { max: 50, leaseSeconds: 900 });
+      expect(taken.status).toBe(200);
+      held.push(...resultIdsOf(taken));
+    }
+    expect(held).toEqual(made.slice(0, 200));
+    const before = meter.snapshot();
+    const rest = await claim(origin, { max: 50, leaseSeconds: 900 });
+    const spent = meter.since(before);
+    expect(resultIdsOf(rest)).toEqual(made.slice(200));
+    // What it read: the five it took, never the 200 held (a read of each held state was ~1 unit apiece).
+    expect(spent.readUnits).toBeLessThanOrEqual(20);
+    // A renewed lease stays out of the way; leases that lapse are claimable again on their own clock.
+    tick(600);
+    const [first = ''] = held;
+    const token = (await stateOf(first.slice(first.indexOf('~') + 1))).result?.claimToken;
+    expect((await settle(origin, first, 'renew', { claimToken: token, leaseSeconds: 900 })).status).toBe(200);
+    expect(resultIdsOf(await claim(origin))).toEqual([]);
+    tick(301);
+    const lapsed = resultIdsOf(await claim(origin, { max: 50 }));
+    expect(lapsed).toHaveLength(50);
+    expect(lapsed).not.toContain(first);
+  });
+
+  it('reads at most 5 units for an empty 20-second long poll with 200 results claimed', async () => {
+    const origin = uniqueName('o');
+    await readyResults(origin, 200);
+    for (let round = 0; round < 4; round += 1) expect(resultIdsOf(await claim(origin, { max: 50, leaseSeconds: 900 }))).toHaveLength(50);
+    const before = meter.snapshot();
+    const started = clock.getTime();
+    const empty = await claim(origin, { waitSeconds: 20 });
+    const spent = meter.since(before);
+    expect(empty.body).toEqual({ claimToken: null, leaseExpiresAt: null, results: [] });
+    expect(clock.getTime() - started).toBeGreaterThanOrEqual(20_000);
+    expect(spent.readUnits).toBeLessThanOrEqual(5);
+    expect(spent.byOperation.GetItem?.requests ?? 0).toBe(0);
+    expect(spent.writeUnits).toBe(0);
   });
 });

@@ -1,10 +1,10 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { ManualAttestation } from '../../shared/dispatch/manual.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { DispatchState, ResultRecord } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginRejection, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxRange, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginRejection, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
-import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.js';
+import { DUE_SHARD_KEYS, dueShardOf, INBOX_RANGE, inboxSortKey } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 import { allotSlotCaps, nextAdmission, slotLimit, wantsAllotment, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
@@ -52,11 +52,19 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
     if (ended) this.pastAttempts.set(`${ended.dispatchId}#${ended.attempt}#${ended.stateVersion}`, ended);
     return { kind: 'committed' };
   }
-  async *inboxEntries(origin: string, options: { readonly injectOnly: boolean }): AsyncIterable<{ readonly dispatchId: string; readonly at: string }> {
+  /** As the table's inbox index answers (its sort-key layout, `inboxSortKey`), the dispatch id in place of the id's hash. */
+  async *inboxEntries(origin: string, options: InboxRange): AsyncIterable<{ readonly dispatchId: string; readonly at: string }> {
+    const inRange = (at: string): boolean => {
+      if (options.range === 'claimable') return at < INBOX_RANGE.claimableBelow(options.now);
+      if (options.range === 'claimed') return at > (options.after && options.after > INBOX_RANGE.claimedAbove ? options.after : INBOX_RANGE.claimedAbove);
+      return at < INBOX_RANGE.pendingBelow && (!options.after || at > options.after);
+    };
     const live = [...this.states.values()]
-      .filter((state) => state.origin === origin && (state.result?.state === 'pending' || state.result?.state === 'claimed') && (!options.injectOnly || state.resultDelivery === 'inject'))
-      .sort((a, b) => (a.result?.readyAt ?? '').localeCompare(b.result?.readyAt ?? ''));
-    for (const state of live) yield { dispatchId: state.dispatchId, at: state.result?.readyAt ?? '' };
+      .filter((state) => state.origin === origin && (state.result?.state === 'pending' || state.result?.state === 'claimed') && (options.range !== 'claimable' || !options.injectOnly || state.resultDelivery === 'inject'))
+      .map((state) => ({ dispatchId: state.dispatchId, at: inboxSortKey(state.result as ResultRecord, state.dispatchId) }))
+      .filter((entry) => inRange(entry.at))
+      .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+    yield* live;
   }
   async commitAll(writes: ReadonlyArray<{ readonly from: DispatchState; readonly next: DispatchState }>): Promise<CommitOutcome> {
     for (const { from, next } of writes) {

@@ -94,6 +94,17 @@ describe('leases and expiry', () => {
     expect(resultWatch(pending, settings, at(10 + 3600)).result).toMatchObject({ state: 'dropped', droppedReason: 'expired' });
   });
 
+  it('looks at a claimed result past its TTL again when its lease ends, never at a time already past', () => {
+    // Claimed a minute before its TTL for 15 minutes: the TTL passes while the lease lives.
+    const held = resultClaimed(completed(), { claimToken: 't', leaseSeconds: 900 }, at(10 + 3540));
+    for (const seconds of [3600, 3610, 3700, 4000, 4400]) {
+      const watched = resultWatch(held, settings, at(10 + seconds));
+      expect(watched.result?.state).toBe('claimed');
+      expect(watched.dueAt).toBe(at(10 + 3540 + 900).toISOString());
+    }
+    expect(resultWatch(held, settings, at(10 + 4440)).result).toMatchObject({ state: 'dropped', droppedReason: 'expired', deliveryAttempts: 1 });
+  });
+
   it('refuses to renew a lapsed lease and to release what is not claimed', () => {
     const held = resultClaimed(completed(), { claimToken: 't', leaseSeconds: 30 }, at(20));
     expect(() => resultRenewed(held, 60, at(51))).toThrow();

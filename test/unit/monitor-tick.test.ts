@@ -3,7 +3,7 @@ import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.j
 import { dueShardClaimUpdate, dueShardReleaseUpdate } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, applyRunEvent, blocked, cancelRequested, resultClaimed, submitted } from '../../shared/dispatch/transitions.js';
 import { EVIDENCE_CHECKS_AT_ONCE, FAILURE_SAMPLE, monitorTick, TICK_MARGIN_SECONDS, tickBudget, type MonitorDeps } from '../../shared/monitor/monitor.js';
 import type { TargetPort } from '../../shared/targets/port.js';
 import { sha256Of } from '../../shared/monitor/evidence-check.js';
@@ -242,6 +242,65 @@ describe('tickBudget', () => {
   it('stops a margin before the invocation ends when that comes first', () => {
     expect(tickBudget(at(0), 30_000, 60)).toEqual({ stopTakingAt: at(30 - TICK_MARGIN_SECONDS), claimUntil: at(30) });
     expect(tickBudget(at(0), 5_000, 60).stopTakingAt).toEqual(at(0));
+  });
+});
+
+describe('every due item is moved into the future', () => {
+  /** A target that never gets anywhere: lookups find the run still running (or, for `-down` runs, cannot ask), cancels and submissions cannot reach it. */
+  const nowhere: TargetPort = {
+    submit: async () => ({ kind: 'unavailable', reason: 'HTTP 503' }),
+    lookup: async (runId) => (runId.endsWith('-down') ? { kind: 'unavailable', reason: 'HTTP 503' } : { kind: 'found', run: { runId, status: 'running' } }),
+    decideApproval: async () => ({ kind: 'not_found' }),
+    cancel: async () => ({ kind: 'unavailable', reason: 'HTTP 503' }),
+  };
+
+  it('writes each due dispatch at most once a tick and leaves it due after that tick, whatever it came due for (was: a claimed result past its TTL stayed due at its TTL, rewritten by every tick)', async () => {
+    // Six ticks a minute apart, from an hour after the dispatches began (the origin's results live one hour).
+    const first = at(3600);
+    const before = new Date(first.getTime() - 1000).toISOString();
+    const run = (dispatchId: string, runId = `r-${dispatchId}`) => submitted(accepted(newDispatchFactory({ dispatchId }), NOW), { kind: 'accepted', runId, status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+    const due = (state: DispatchState): DispatchState => ({ ...state, dueAt: before });
+    const waitingForApproval = (state: DispatchState, when: Date): DispatchState => {
+      const outcome = applyRunEvent(state, { seq: 1, type: 'approval_requested', approvalId: 'ap-1' }, when);
+      if (outcome.kind !== 'apply') throw new Error('the approval request applies');
+      return outcome.next;
+    };
+    const quiet = run('d-quiet');
+    const stopped = blocked(accepted(newDispatchFactory({ dispatchId: 'd-result-pending' }), at(3000)), 'unknown_target', 'gone', at(3000));
+    const early = blocked(accepted(newDispatchFactory({ dispatchId: 'd-result-claimed' }), at(3000)), 'unknown_target', 'gone', at(3000));
+    const old = blocked(accepted(newDispatchFactory({ dispatchId: 'd-result-claimed-past-ttl' }), NOW), 'unknown_target', 'gone', NOW);
+    const kinds: Record<string, DispatchState> = {
+      // The stall watch, with activity a moment ago: looked at again at its stall deadline.
+      quiet: due({ ...quiet, execution: { ...quiet.execution, lastActivityAt: before } }),
+      // Stalled: looked up (the target still runs it, or cannot be asked), then again after a backoff.
+      stalled: due(run('d-stalled')),
+      unobservable: due(run('d-unobservable', 'r-unobservable-down')),
+      approval: due(waitingForApproval(run('d-approval'), new Date(before))),
+      // A cancel its target cannot be reached for, on a run active a moment ago: asked again after a backoff.
+      cancel: cancelRequested({ ...run('d-cancel'), execution: { ...quiet.execution, lastActivityAt: before }, dueAt: first.toISOString() }, { reason: 'not needed', by: 'planner' }, new Date(before)),
+      resultPending: due(stopped),
+      resultClaimed: due(resultClaimed(early, { claimToken: 't', leaseSeconds: 900 }, new Date(before))),
+      // The defect: its TTL passed while its lease lives.
+      resultClaimedPastTtl: due(resultClaimed(old, { claimToken: 't', leaseSeconds: 900 }, new Date(before))),
+    };
+    const store = await storeWith(Object.values(kinds));
+    await store.putOriginSettings('planner', { resultTtlHours: 1 });
+    const writes = new Map<string, number>();
+    const commit = store.commit.bind(store);
+    store.commit = async (from, next, ended) => {
+      writes.set(next.dispatchId, (writes.get(next.dispatchId) ?? 0) + 1);
+      return commit(from, next, ended);
+    };
+    for (let round = 0; round < 6; round += 1) {
+      const now = new Date(first.getTime() + round * 60_000);
+      writes.clear();
+      await monitorTick(depsOf(store, nowhere, { now: () => now }));
+      for (const [kind, { dispatchId }] of Object.entries(kinds)) {
+        const state = store.states.get(dispatchId);
+        expect(writes.get(dispatchId) ?? 0, `${kind}: writes in tick ${round}`).toBeLessThanOrEqual(1);
+        if (state?.dueAt) expect(state.dueAt > now.toISOString(), `${kind}: due ${state.dueAt} after tick ${round} at ${now.toISOString()}`).toBe(true);
+      }
+    }
   });
 });
 
