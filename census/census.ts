@@ -362,15 +362,21 @@ function startActors(platform: RunningPlatform, table: LedgerTable, workload: Wo
   };
 
   // The limited target's limit, raised and lowered while dispatches wait for it (CONTRACT §11): low for
-  // a while, then high long enough to fill its slots, then low again while they drain.
+  // a while, then high long enough to fill its slots, then low again while they drain. After a number
+  // of changes in proportion to its dispatches it stays high, so its queue does not outlast the census.
+  const limited = workload.dispatches.filter((plan) => plan.limited).length;
+  const maxChanges = Math.max(LIMIT_CHANGE.atLeastChanges, Math.round(limited * LIMIT_CHANGE.changesPerDispatch));
   const changeLimits = async (): Promise<void> => {
     let high = false;
-    while (!stop.signal.aborted && faults.enabled('limit_change')) {
+    for (let changes = 0; !stop.signal.aborted && faults.enabled('limit_change') && (changes < maxChanges || !high); changes += 1) {
       await sleep((high ? LIMIT_CHANGE.highSeconds : LIMIT_CHANGE.lowSeconds) * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
       if (stop.signal.aborted || !faults.enabled('limit_change')) return;
       const waiting = await table.countWaiting(LIMITED_TARGET, 1);
-      // Raised only while dispatches wait; a raised limit always comes down again.
-      if (!high && waiting === 0) continue;
+      // Raised only while dispatches wait; a raised limit comes down again until the last change.
+      if (!high && waiting === 0) {
+        changes -= 1;
+        continue;
+      }
       high = !high;
       await hooks.setLimit(high ? LIMIT_CHANGE.high : LIMIT_CHANGE.low);
       if (waiting > 0) faults.count('limit_change', LIMITED_TARGET);

@@ -21,7 +21,7 @@ export const LIMITED_TARGET = 'census-limited';
  * several shards, the low one is a single slot, so runs admitted under the high one drain for seconds
  * while it stands.
  */
-export const LIMIT_CHANGE = { low: 1, high: 10, lowSeconds: 5, highSeconds: 2, runSeconds: { min: 2, max: 5 } } as const;
+export const LIMIT_CHANGE = { low: 1, high: 10, lowSeconds: 5, highSeconds: 3, runSeconds: { min: 2, max: 5 }, changesPerDispatch: 0.25, atLeastChanges: 12 } as const;
 
 export type Behavior =
   | 'complete'
