@@ -2,19 +2,22 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients, type LocalEndpoints } from '../local/clients.js';
 import { startPlatform, type RunningPlatform } from '../local/platform.js';
 import type { InvocationReport } from '../local/runtime/context.js';
-import { isStateItemKey } from '../shared/adapters/ledger-items.js';
+import { startDemoAgent, type DemoAgent, type DemoAgentStats } from '../local/demo-agent/server.js';
+import { redriveDeadLetters } from '../shared/adapters/dlq-redrive.js';
+import { isStateItemKey, KEY } from '../shared/adapters/ledger-items.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { installFaults } from '../shared/faults.js';
-import { checkCensus, matches, missingEvents, type CensusReport, type LoggedEvent, type ObservedDispatch, type ObservedRejection, type SentMessage } from './checker.js';
+import { MONITOR_TIMEOUT_SECONDS, tickBudget } from '../shared/monitor/monitor.js';
+import { checkCensus, matches, missingEvents, type CensusReport, type LimitChange, type LoggedEvent, type ObservedDispatch, type ObservedRejection, type SentMessage } from './checker.js';
 import { CensusFaults, type FaultKind } from './faults.js';
-import { ORIGIN, planWorkload, UNREACHABLE_TARGET, type DispatchPlan, type PlannedSend, type Workload } from './workload.js';
+import { LIMIT_CHANGE, LIMITED_TARGET, ORIGIN, planWorkload, UNREACHABLE_TARGET, type DispatchPlan, type PlannedSend, type Workload } from './workload.js';
 
 /**
  * One census: the local platform on real engines, a seeded workload sent to its queue, faults
@@ -103,6 +106,26 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     faults: { demoAgent: faults.demoAgent(), redeliverStreamBatch: faults.redeliverStreamBatch },
     eventLogReceivers: 4,
   });
+  // The limited target (fault `limit_change`): a demo agent of its own, so its open runs are its own count.
+  const opened: Array<{ at: number; open: number; dispatchId: string }> = [];
+  let limitedAgent: DemoAgent | undefined;
+  /** Logs the limited target's slots as the ledger holds them (when a limit changes, and when a run opens over it). */
+  let logSlots: (why: string) => void = () => undefined;
+  let currentLimit = 0;
+  try {
+    limitedAgent = await startDemoAgent({
+      targetName: LIMITED_TARGET,
+      log: (line) => {
+        if (line['msg'] !== 'run_created' || !limitedAgent) return;
+        const run = { at: Date.now(), open: limitedAgent.stats().open, dispatchId: String(line['dispatchId'] ?? '') };
+        opened.push(run);
+        if (run.open > currentLimit) logSlots(`${run.dispatchId} opened with ${run.open} open (limit ${currentLimit})`);
+      },
+    });
+  } catch (error) {
+    await platform.stop();
+    throw error;
+  }
   const uninstall = installFaults(faults);
   log({ msg: 'platform up', eventLog: platform.info.eventLog, invocationLog: platform.invocationLog });
   const clients = localClients({
@@ -111,6 +134,7 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     s3Endpoint: platform.info.s3Endpoint,
     motoEndpoint: platform.info.eventBridgeEndpoint,
   });
+  const redriven: Array<{ from: string; to: string }> = [];
   try {
     const table = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: platform.resources.ledgerTable, retentionSeconds: 90 * 86_400 });
     // Nothing listens on port 9 of the loopback: every submission fails until the budget is spent.
@@ -119,6 +143,27 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     // between taking one and submitting is injected too. As high as the dispatches: runs that stay
     // unknown keep their slots for good, and the census must still drain.
     await table.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: platform.demoAgent.url, maxConcurrentRuns: Math.min(MAX_CONCURRENT_RUNS_LIMIT, Math.max(1, options.dispatches)) });
+    const limitChanges: LimitChange[] = [];
+    const setLimit = async (limit: number): Promise<void> => {
+      const at = Date.now();
+      try {
+        await table.putTarget({ name: LIMITED_TARGET, kind: 'http', baseUrl: limitedAgent?.url ?? '', maxConcurrentRuns: limit });
+      } finally {
+        limitChanges.push({ at, done: Date.now(), limit });
+        currentLimit = limit;
+      }
+      logSlots(`limit set to ${limit}`);
+    };
+    logSlots = (why) =>
+      void table
+        .slotShards(LIMITED_TARGET)
+        .then((shards) => log({ msg: 'limited target slots', why, slots: shards.map((shard) => `${shard.held}/${shard.cap}`).join(' ') }))
+        .catch(() => undefined);
+    await setLimit(LIMIT_CHANGE.low);
+    faults.spareSlotCrash(workload.dispatches.filter((plan) => plan.limited).map((plan) => plan.dispatchId));
+    // DLQ round trips: the table is unavailable for these dispatches until their messages are in the DLQ.
+    const dlqPlans = faults.enabled('dlq_round_trip') ? workload.dispatches.filter((plan) => plan.dlqRoundTrip) : [];
+    faults.makeUnavailable(dlqPlans.map((plan) => KEY.message(plan.dispatchId).pk));
 
     const sent: SentMessage[] = [];
     const send = async (batch: readonly PlannedSend[]): Promise<void> => {
@@ -136,7 +181,25 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     };
     countWorkloadFaults(workload, faults);
 
-    const actors = startActors(platform, table, workload, faults, log);
+    const dlqSent = (messageId: string): boolean => sent.some((message) => message.messageId === messageId && dlqPlans.some((plan) => plan.dispatchId === message.send.dispatchId));
+    const actors = startActors(platform, table, workload, faults, log, {
+      setLimit,
+      redrive: async (signal) => {
+        await waitForDeadLetters(clients.sqs, platform.info.dlqUrl, dlqPlans.length, signal);
+        // The fault clears, then the operator's redrive (`ledger dlq redrive`) sends each back.
+        faults.makeAvailable();
+        const moved = await redriveDeadLetters(clients.sqs, {
+          deadLetterQueueUrl: platform.info.dlqUrl,
+          queueUrl: platform.info.dispatchQueueUrl,
+          onMoved: (copy) => {
+            redriven.push(copy);
+            if (dlqSent(copy.from)) faults.count('dlq_round_trip', copy.from);
+          },
+        });
+        log({ msg: 'DLQ redriven', moved: moved.moved, failed: moved.failed.length, seconds: (Date.now() - started) / 1000 });
+      },
+      hasRedrive: dlqPlans.length > 0,
+    });
     await send(workload.sends.filter((entry) => entry.wave === 'first'));
     log({ msg: 'first wave sent', messages: sent.length, seconds: (Date.now() - started) / 1000 });
     await sleep(Math.max(0, (options.lateAfterSeconds ?? 10) * 1000 - (Date.now() - started)));
@@ -148,7 +211,7 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     const drainedInSeconds = await drain(platform, table, workload, clients, faults, options.drainSeconds ?? 300, started, log);
     faults.quiesce();
     await actors.stop();
-    const observed = await observe(platform, clients, table, workload);
+    const observed = await observe(platform, clients, table, workload, limitedAgent.stats());
     // What the last writes publish reaches the event log a moment later: wait until every change the
     // final records say was published is in the log (at most two minutes), then judge.
     for (let waited = 0; waited < 120 && missingEvents(observed.dispatches, observed.rejections, observed.events).length > 0; waited += 3) {
@@ -162,12 +225,27 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
       faultLog: faults.log,
       faultsFired: faults.fired(),
       deliveryGraceSeconds: CENSUS_TIMING.deliveryGraceSeconds,
+      // The budget the monitor gives each tick of this period (its invocation has the stack's timeout).
+      monitorTickBudgetMs: tickBudget(new Date(0), MONITOR_TIMEOUT_SECONDS * 1000, CENSUS_TIMING.tickSeconds).stopTakingAt.getTime(),
+      redriven,
+      // A slot is taken just before its submission call, which the target timeout bounds.
+      limited: { target: LIMITED_TARGET, changes: limitChanges, opened, slackMs: 2 * CENSUS_TIMING.targetTimeoutMs },
     });
     return { report, timing: CENSUS_TIMING, durationSeconds: Math.round((Date.now() - started) / 100) / 10, drainedInSeconds };
   } finally {
     uninstall();
     clients.destroy();
+    await limitedAgent.stop();
     await platform.stop();
+  }
+}
+
+/** Waits until the DLQ holds `count` messages (or `signal` aborts). */
+async function waitForDeadLetters(sqs: SQSClient, dlqUrl: string, count: number, signal: AbortSignal): Promise<void> {
+  while (!signal.aborted) {
+    const dlq = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
+    if (Number(dlq.Attributes?.ApproximateNumberOfMessages ?? 0) >= count) return;
+    await sleep(2_000, undefined, { signal }).catch(() => undefined);
   }
 }
 
@@ -211,13 +289,20 @@ interface Actors {
   stop(): Promise<void>;
 }
 
+/** What the census's faults of its own need from it: the limited target's limit, and the DLQ redrive. */
+interface ActorHooks {
+  setLimit(limit: number): Promise<void>;
+  redrive(signal: AbortSignal): Promise<void>;
+  readonly hasRedrive: boolean;
+}
+
 /**
  * What the census does while the platform works: decides approvals once they are requested, forces
  * redispatches of running or completing dispatches, and runs a second monitor tick alongside the
  * scheduled one. It watches the dispatches by key in the table, not through the event log, so its
  * timing does not depend on how far behind the bus is.
  */
-function startActors(platform: RunningPlatform, table: LedgerTable, workload: Workload, faults: CensusFaults, log: (line: Record<string, unknown>) => void): Actors {
+function startActors(platform: RunningPlatform, table: LedgerTable, workload: Workload, faults: CensusFaults, log: (line: Record<string, unknown>) => void, hooks: ActorHooks): Actors {
   const api = platform.info.apiUrl;
   const post = (path: string, body: unknown): Promise<Response> =>
     fetch(`${api}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': ORIGIN }, body: JSON.stringify(body) });
@@ -276,7 +361,34 @@ function startActors(platform: RunningPlatform, table: LedgerTable, workload: Wo
     }
   };
 
-  const loops = [watch(), concurrentTicks()];
+  // The limited target's limit, raised and lowered while dispatches wait for it (CONTRACT §11): low for
+  // a while, then high long enough to fill its slots, then low again while they drain. After a number
+  // of changes in proportion to its dispatches it stays high, so its queue does not outlast the census.
+  const limited = workload.dispatches.filter((plan) => plan.limited).length;
+  const maxChanges = Math.max(LIMIT_CHANGE.atLeastChanges, Math.round(limited * LIMIT_CHANGE.changesPerDispatch));
+  const changeLimits = async (): Promise<void> => {
+    let high = false;
+    for (let changes = 0; !stop.signal.aborted && faults.enabled('limit_change') && (changes < maxChanges || !high); changes += 1) {
+      await sleep((high ? LIMIT_CHANGE.highSeconds : LIMIT_CHANGE.lowSeconds) * 1000, undefined, { signal: stop.signal }).catch(() => undefined);
+      if (stop.signal.aborted || !faults.enabled('limit_change')) return;
+      const waiting = await table.countWaiting(LIMITED_TARGET, 1);
+      // Raised only while dispatches wait; a raised limit comes down again until the last change.
+      if (!high && waiting === 0) {
+        changes -= 1;
+        continue;
+      }
+      high = !high;
+      await hooks.setLimit(high ? LIMIT_CHANGE.high : LIMIT_CHANGE.low);
+      if (waiting > 0) faults.count('limit_change', LIMITED_TARGET);
+    }
+  };
+
+  const loops = [
+    watch(),
+    concurrentTicks(),
+    changeLimits().catch((error: unknown) => log({ level: 'warn', msg: 'limit change failed', error: String(error) })),
+    hooks.hasRedrive ? hooks.redrive(stop.signal).catch((error: unknown) => log({ level: 'warn', msg: 'DLQ redrive failed', error: String(error) })) : Promise.resolve(),
+  ];
   return {
     async stop() {
       stop.abort();
@@ -348,6 +460,7 @@ async function observe(
   clients: ReturnType<typeof localClients>,
   table: LedgerTable,
   workload: Workload,
+  limitedStats: DemoAgentStats,
 ): Promise<{
   dispatches: Map<string, ObservedDispatch>;
   tableDispatchIds: string[];
@@ -414,6 +527,16 @@ async function observe(
     .filter((report) => report.function === 'monitor')
     .map((report) => ({ start: Date.parse(report.at), end: Date.parse(report.at) + report.durationMs }));
 
-  return { dispatches, tableDispatchIds, rejections, dlqMessageIds, events, stats: platform.demoAgent.stats(), monitorTicks };
+  // Both agents' counts: their runs are of different dispatches.
+  const demo = platform.demoAgent.stats();
+  const stats: DemoAgentStats = {
+    ...demo,
+    submissions: { ...demo.submissions, ...limitedStats.submissions },
+    runs: { ...demo.runs, ...limitedStats.runs },
+    attempts: { ...demo.attempts, ...limitedStats.attempts },
+    open: demo.open + limitedStats.open,
+    maxOpen: { ...demo.maxOpen, ...limitedStats.maxOpen },
+  };
+  return { dispatches, tableDispatchIds, rejections, dlqMessageIds, events, stats, monitorTicks };
 }
 

@@ -42,6 +42,27 @@ export interface MonitorTick {
   readonly end: number;
 }
 
+/** A change of the limited target's maxConcurrentRuns: asked at `at`, written by `done` (epoch ms). */
+export interface LimitChange {
+  readonly at: number;
+  readonly done: number;
+  readonly limit: number;
+}
+
+/** The limited target (census fault `limit_change`): its limits over time and each run it opened. */
+export interface LimitObservations {
+  readonly target: string;
+  /** In order; the first is the registration, before anything was sent. */
+  readonly changes: readonly LimitChange[];
+  /** Each run the target opened: when, and how many of its runs were open then, this one included (its own count). */
+  readonly opened: ReadonlyArray<{ readonly at: number; readonly open: number; readonly dispatchId: string }>;
+  /**
+   * How long a slot may be held before its run opens (the submission call, bounded by the target
+   * timeout): a run may open this long after a lowered limit was written under the limit it replaced.
+   */
+  readonly slackMs: number;
+}
+
 export interface CensusObservations {
   readonly workload: Workload;
   readonly sent: readonly SentMessage[];
@@ -53,9 +74,17 @@ export interface CensusObservations {
   readonly events: readonly LoggedEvent[];
   readonly stats: DemoAgentStats;
   readonly monitorTicks: readonly MonitorTick[];
+  /**
+   * How long a tick may take work before its budget stops it (`tickBudget`): a tick that ran longer may
+   * have been cut short before it read the orphan's due shard, which is then the next tick's (CONTRACT §14).
+   */
+  readonly monitorTickBudgetMs: number;
   readonly faultLog: readonly FaultLogEntry[];
   readonly faultsFired: Readonly<Record<string, number>>;
   readonly deliveryGraceSeconds: number;
+  /** Messages `ledger dlq redrive` moved back to the queue: the DLQ copy's id and the new message's. */
+  readonly redriven?: ReadonlyArray<{ readonly from: string; readonly to: string }>;
+  readonly limited?: LimitObservations;
 }
 
 export interface Finding {
@@ -92,12 +121,24 @@ export interface CensusReport {
   readonly notFinal: number;
   /** Settled, but not where its behaviour says it must end. */
   readonly wrongFinal: number;
+  /** Runs the limited target opened while it already had as many open as the limit then in force (CONTRACT §11). */
+  readonly overLimit: number;
+  /** The limited target: how often its limit changed, the runs it opened, the most open at once. */
+  readonly limitChanges: { readonly changes: number; readonly runsOpened: number; readonly maxOpen: number };
+  /**
+   * Messages the census made dead-letter (the table unavailable for their dispatch): how many were
+   * planned, redriven, and came back as their dispatch, ending where planned.
+   */
+  readonly dlqRoundTrips: { readonly planned: number; readonly redriven: number; readonly asExpected: number };
   readonly orphans: {
     readonly injected: number;
     readonly detected: number;
     /** The most monitor ticks any orphan waited after its grace window: the ticks that missed it, plus the one that found it. */
     readonly maxTicksAfterGrace: number;
-    /** The same, counting only ticks during which no fault fired. */
+    /**
+     * The same, counting only the ticks that had the orphan's shard to read: no fault fired during
+     * them, they ran within their budget and no other tick was at work when they started.
+     */
     readonly maxUnfaultedTicksAfterGrace: number;
     /** How many orphans were found how many ticks after their grace window (all ticks), e.g. { "1": 198, "2": 2 }. */
     readonly ticksAfterGrace: Readonly<Record<string, number>>;
@@ -123,6 +164,7 @@ export const MUST_BE_ZERO = [
   'falseOrphans',
   'notFinal',
   'wrongFinal',
+  'overLimit',
 ] as const satisfies ReadonlyArray<keyof CensusReport>;
 
 const FINDINGS_PER_CHECK = 20;
@@ -161,6 +203,23 @@ export function checkCensus(observed: CensusObservations): CensusReport {
   const rejectionsByMessage = new Map(observed.rejections.map((rejection) => [rejection.messageId, rejection]));
   const dlq = new Set(observed.dlqMessageIds);
   const sentById = new Map(observed.sent.map((message) => [message.messageId, message]));
+  // A redriven message is the message it was copied from: its outcome is the sent one's.
+  const copiedFrom = new Map((observed.redriven ?? []).map(({ from, to }) => [to, from]));
+  const sentIdOf = (messageId: string): string => {
+    let id = messageId;
+    for (let hops = 0; copiedFrom.has(id) && hops <= copiedFrom.size; hops += 1) id = copiedFrom.get(id) ?? id;
+    return id;
+  };
+  const copiesOf = new Map<string, string[]>();
+  for (const copy of copiedFrom.keys()) {
+    const root = sentIdOf(copy);
+    copiesOf.set(root, [...(copiesOf.get(root) ?? []), copy]);
+  }
+  const idsOf = (messageId: string): string[] => [messageId, ...(copiesOf.get(messageId) ?? [])];
+  for (const rejection of observed.rejections) {
+    const root = sentIdOf(rejection.messageId);
+    if (root !== rejection.messageId && !rejectionsByMessage.has(root)) rejectionsByMessage.set(root, rejection);
+  }
 
   // 1. Every send, exactly one outcome.
   const outcome = { dispatch: 0, duplicate: 0, blocked: 0, rejection: 0, dlqOnly: 0, lost: 0 };
@@ -168,29 +227,31 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     const { send } = message;
     const rejection = rejectionsByMessage.get(message.messageId);
     const held = send.dispatchId ? observed.dispatches.get(send.dispatchId) : undefined;
+    const anchor = held?.anchorMessageId ? sentIdOf(held.anchorMessageId) : null;
+    const inDlq = idsOf(message.messageId).some((id) => dlq.has(id));
     if (rejection) {
       outcome.rejection += 1;
       const expected = send.role === 'rejection' || send.role === 'conflict' ? send.rejection : undefined;
       if (expected !== rejection.reason) find('misrouted', message.messageId, `${send.role} message rejected as ${rejection.reason}${expected ? `, expected ${expected}` : ''}`);
       continue;
     }
-    if (held?.view && held.anchorMessageId) {
-      if (held.anchorMessageId === message.messageId) {
+    if (held?.view && anchor) {
+      if (anchor === message.messageId) {
         if (held.view.phase === 'blocked') outcome.blocked += 1;
         else outcome.dispatch += 1;
         if (send.role === 'rejection' || send.role === 'conflict') find('misrouted', message.messageId, `${send.role} message became dispatch ${send.dispatchId}`);
         continue;
       }
-      const taken = sentById.get(held.anchorMessageId);
+      const taken = sentById.get(anchor);
       if (taken && taken.send.body === send.body) {
         outcome.duplicate += 1;
         continue;
       }
       // Another content under a held id that left no rejection: the conflict was swallowed.
-      if (!taken) find('unexpected', send.dispatchId ?? message.messageId, `taken from message ${held.anchorMessageId}, which the census never sent`);
-      else if (!dlq.has(message.messageId)) find('misrouted', message.messageId, `other content under ${send.dispatchId ?? ''} left no conflict rejection`);
+      if (!taken) find('unexpected', send.dispatchId ?? message.messageId, `taken from message ${held.anchorMessageId ?? ''}, which the census never sent`);
+      else if (!inDlq) find('misrouted', message.messageId, `other content under ${send.dispatchId ?? ''} left no conflict rejection`);
     }
-    if (dlq.has(message.messageId)) {
+    if (inDlq) {
       outcome.dlqOnly += 1;
       continue;
     }
@@ -203,10 +264,13 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     if (!plans.has(dispatchId)) find('unexpected', dispatchId, 'a dispatch in the table the census never sent');
   }
   for (const rejection of observed.rejections) {
-    if (!sentById.has(rejection.messageId)) find('unexpected', rejection.messageId, `a rejection (${rejection.reason}) of a message the census never sent`);
+    if (!sentById.has(sentIdOf(rejection.messageId))) find('unexpected', rejection.messageId, `a rejection (${rejection.reason}) of a message the census never sent`);
   }
   for (const messageId of observed.dlqMessageIds) {
-    if (!sentById.has(messageId)) find('unexpected', messageId, 'a DLQ message the census never sent');
+    if (!sentById.has(sentIdOf(messageId))) find('unexpected', messageId, 'a DLQ message the census never sent');
+  }
+  for (const { from, to } of observed.redriven ?? []) {
+    if (!sentById.has(sentIdOf(from))) find('unexpected', to, `a redriven copy of ${from}, which the census never sent`);
   }
 
   // 3. At most one run per attempt at the target, and none the ledger does not know of.
@@ -270,7 +334,7 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     const view = observed.dispatches.get(plan.dispatchId)?.view;
     if (!view) {
       // Its sends are counted lost or DLQ-only above; one the DLQ holds waits for an operator (alarmed), any other did not get where it must.
-      const inDlq = observed.sent.some((message) => message.send.dispatchId === plan.dispatchId && dlq.has(message.messageId));
+      const inDlq = observed.sent.some((message) => message.send.dispatchId === plan.dispatchId && idsOf(message.messageId).some((id) => dlq.has(id)));
       if (!inDlq) find('notFinal', plan.dispatchId, 'the ledger holds no dispatch');
       continue;
     }
@@ -312,6 +376,21 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     }
   }
 
+  // 7. The limited target: no run opened beyond the limit in force.
+  const limitChanges = observed.limited ? checkLimit(observed.limited, observed.dispatches, find) : { changes: 0, runsOpened: 0, maxOpen: 0 };
+
+  // 8. DLQ round trips: dead-lettered, redriven, and back as their dispatch where planned.
+  const dlqRoundTrips = { planned: 0, redriven: 0, asExpected: 0 };
+  for (const plan of observed.workload.dispatches) {
+    if (!plan.dlqRoundTrip) continue;
+    dlqRoundTrips.planned += 1;
+    const original = observed.sent.find((message) => message.send.dispatchId === plan.dispatchId);
+    if (!original || !copiesOf.has(original.messageId)) continue;
+    dlqRoundTrips.redriven += 1;
+    const held = observed.dispatches.get(plan.dispatchId);
+    if (held?.view && held.anchorMessageId && copiesOf.get(original.messageId)?.includes(held.anchorMessageId) && matches(plan, held.view)) dlqRoundTrips.asExpected += 1;
+  }
+
   const sent = observed.sent.length;
   return {
     seed: observed.workload.seed,
@@ -334,6 +413,9 @@ export function checkCensus(observed: CensusObservations): CensusReport {
     falseOrphans: count('falseOrphans'),
     notFinal: count('notFinal'),
     wrongFinal: count('wrongFinal'),
+    overLimit: count('overLimit'),
+    limitChanges,
+    dlqRoundTrips,
     orphans: { injected, detected, maxTicksAfterGrace: maxTicks, maxUnfaultedTicksAfterGrace: maxUnfaulted, ticksAfterGrace: histogram },
     events: events.length,
     poison,
@@ -343,6 +425,39 @@ export function checkCensus(observed: CensusObservations): CensusReport {
 }
 
 type Find = (check: string, id: string, detail: string) => void;
+
+/**
+ * Each run the limited target opened, held to the limit in force (CONTRACT §11): open at that moment,
+ * by the target's own count, at most the highest limit that could have admitted a slot still held —
+ * a limit stands from when it was asked for until the next one is written, and a run may open up to
+ * `slackMs` after its slot was taken. A lowered limit never closes runs already open: it only stops
+ * new ones until they have drained below it.
+ */
+function checkLimit(limited: LimitObservations, dispatches: ReadonlyMap<string, ObservedDispatch>, find: Find): { changes: number; runsOpened: number; maxOpen: number } {
+  const { changes } = limited;
+  const allowedAt = (at: number): number => {
+    let allowed = 0;
+    changes.forEach((change, index) => {
+      const replacedBy = changes[index + 1];
+      const from = index === 0 ? Number.NEGATIVE_INFINITY : change.at;
+      const until = replacedBy ? replacedBy.done : Number.POSITIVE_INFINITY;
+      if (from <= at && until > at - limited.slackMs) allowed = Math.max(allowed, change.limit);
+    });
+    return allowed;
+  };
+  let maxOpen = 0;
+  for (const run of limited.opened) {
+    maxOpen = Math.max(maxOpen, run.open);
+    const allowed = allowedAt(run.at);
+    if (run.open > allowed) {
+      const settled = [...changes].reverse().find((change) => change.done <= run.at);
+      const since = settled ? ` (set ${run.at - settled.done} ms before)` : '';
+      find('overLimit', run.dispatchId, `${limited.target} opened its run with ${run.open} open; the limit in force was ${allowed}${since}`);
+    }
+    if (!dispatches.get(run.dispatchId)?.view) find('unexpected', run.dispatchId, `a run at ${limited.target} for a dispatch the ledger does not hold`);
+  }
+  return { changes: Math.max(0, changes.length - 1), runsOpened: limited.opened.length, maxOpen };
+}
 
 /**
  * The events the final record says must have been published, and are not in `events`: for the
@@ -478,15 +593,24 @@ export function matches(plan: DispatchPlan, view: Standing): boolean {
 
 /**
  * How many ticks an orphan waited after its grace window: the ticks that began after the window closed
- * and ended before the orphan was found (each one missed it), plus the tick that found it. Ticks that
- * overlap (the census runs a second tick alongside the scheduled one) are not counted as misses while
- * one of them is still at work. `unfaulted` leaves out the missing ticks during which a fault fired.
+ * and ended before the orphan was found (each one missed it), plus the tick that found it.
+ * `unfaulted` counts as misses only the ticks that had the orphan's shard to read (CONTRACT §4: found
+ * within one tick after the deadline; §14: a tick takes no work once its budget is spent, the rest is
+ * the next tick's, and never works a shard another tick holds). It leaves out a tick during which a
+ * fault fired, one that ran past its budget (cut short, it may never have reached the shard: on a busy
+ * machine most do) and one that started while another tick was still at work (the census runs a second
+ * tick alongside the scheduled one, and a slow tick overlaps the next): it may have found the shard held.
  */
 function ticksAfterGrace(view: DispatchView, orphaned: LoggedEvent, observed: CensusObservations): { ticks: number; unfaulted: number } {
   const completedAt = Date.parse(view.execution.completedAt ?? '');
   const deadline = completedAt + observed.deliveryGraceSeconds * 1000;
   const foundAt = Date.parse(String(orphaned.detail['at'] ?? ''));
   const missed = observed.monitorTicks.filter((tick) => tick.start > deadline && tick.end < foundAt);
-  const unfaulted = missed.filter((tick) => !observed.faultLog.some((fault) => fault.at >= tick.start && fault.at <= tick.end));
-  return { ticks: missed.length + 1, unfaulted: unfaulted.length + 1 };
+  const hadTheShard = missed.filter(
+    (tick) =>
+      tick.end - tick.start <= observed.monitorTickBudgetMs &&
+      !observed.monitorTicks.some((other) => other !== tick && other.start <= tick.start && other.end > tick.start) &&
+      !observed.faultLog.some((fault) => fault.at >= tick.start && fault.at <= tick.end),
+  );
+  return { ticks: missed.length + 1, unfaulted: hadTheShard.length + 1 };
 }

@@ -1,4 +1,4 @@
-import { CRASH_POINTS, SDK_FAULTS, type FaultInjector, type ProductFault } from '../shared/faults.js';
+import { CRASH_POINTS, SDK_FAULTS, TABLE_UNAVAILABLE, type FaultInjector, type ProductFault } from '../shared/faults.js';
 import type { DemoAgentFaults } from '../local/demo-agent/server.js';
 import { Random } from './random.js';
 
@@ -23,6 +23,10 @@ export const DRIVEN_FAULTS = [
   'lost_callback',
   'approval',
   'lookup_unavailable',
+  // The limited target's maxConcurrentRuns raised or lowered while dispatches wait for it.
+  'limit_change',
+  // A message the intake cannot take in (the table unavailable for its dispatch), dead-lettered, then redriven.
+  'dlq_round_trip',
 ] as const;
 
 export const PLATFORM_FAULTS = ['stream_redelivery', 'target_unavailable', 'target_hang', 'lookup_outage'] as const;
@@ -66,6 +70,10 @@ export class CensusFaults implements FaultInjector {
   readonly log: FaultLogEntry[] = [];
   #active = true;
   #burstsOver = false;
+  /** Partition keys the table is unavailable for (TABLE_UNAVAILABLE), until `makeAvailable`. */
+  readonly #unavailable = new Set<string>();
+  /** Dispatches spared the crash between taking a slot and submitting (the limited target's: see `spareSlotCrash`). */
+  readonly #spared = new Set<string>();
 
   constructor(enabled: Iterable<FaultKind>, seed: number, readonly hangMs: number) {
     this.#enabled = new Set(enabled);
@@ -99,8 +107,27 @@ export class CensusFaults implements FaultInjector {
     return Object.fromEntries(FAULT_KINDS.map((kind) => [kind, this.#fired.get(kind) ?? 0])) as Record<FaultKind, number>;
   }
 
-  /** shared/faults.ts asks here at each crash point and each DynamoDB call attempt. */
+  /** The table is unavailable for these partition keys (while dlq_round_trip is enabled) until `makeAvailable`. */
+  makeUnavailable(partitionKeys: Iterable<string>): void {
+    for (const pk of partitionKeys) this.#unavailable.add(pk);
+  }
+
+  makeAvailable(): void {
+    this.#unavailable.clear();
+  }
+
+  /**
+   * No crash between taking a slot and submitting for these dispatches: the limit check dates each run
+   * the target opens by its submission, so a slot must not be held for long before its run opens.
+   */
+  spareSlotCrash(dispatchIds: Iterable<string>): void {
+    for (const dispatchId of dispatchIds) this.#spared.add(dispatchId);
+  }
+
+  /** shared/faults.ts asks here at each crash point and each DynamoDB call attempt (and each key a call names). */
   fires(fault: ProductFault, subject: string): boolean {
+    if (fault === TABLE_UNAVAILABLE) return this.enabled('dlq_round_trip') && this.#unavailable.has(subject);
+    if (fault === 'submit.after_slot_taken' && this.#spared.has(subject)) return false;
     return this.#roll(fault, DEFAULT_RATES[fault], subject);
   }
 

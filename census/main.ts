@@ -73,6 +73,8 @@ function verdict(report: CensusReport, enabled: readonly string[], atLeast: numb
   for (const key of MUST_BE_ZERO) if (report[key] !== 0) failures.push(`${key}: ${report[key]}`);
   if (!report.balanced) failures.push('sent ≠ dispatches + duplicates + blocked + rejections + DLQ-only');
   if (run.drainedInSeconds === null) failures.push('the census did not drain within --drain seconds');
+  const trips = report.dlqRoundTrips;
+  if (enabled.includes('dlq_round_trip') && trips.asExpected !== trips.planned) failures.push(`DLQ round trips: ${trips.asExpected} of ${trips.planned} came back as their dispatch (${trips.redriven} redriven)`);
   for (const kind of enabled) {
     const fired = report.faultsFired[kind] ?? 0;
     if (fired < atLeast) failures.push(`fault ${kind} fired ${fired} times (< ${atLeast})`);
@@ -93,8 +95,10 @@ function table({ report, durationSeconds, drainedInSeconds }: CensusRun): string
     ...MUST_BE_ZERO.map((key): [string, number] => [key, report[key]]),
     ['repeated same-key submissions (retries; not failures)', report.repeatedSubmissions],
     ['injected orphans detected', `${report.orphans.detected} / ${report.orphans.injected}`],
-    ['most ticks after grace (all / unfaulted)', `${report.orphans.maxTicksAfterGrace} / ${report.orphans.maxUnfaultedTicksAfterGrace}`],
+    ['most ticks after grace (all / that had its shard to read)', `${report.orphans.maxTicksAfterGrace} / ${report.orphans.maxUnfaultedTicksAfterGrace}`],
     ['orphans found N ticks after grace (N: count)', Object.entries(report.orphans.ticksAfterGrace).map(([ticks, n]) => `${ticks}: ${n}`).join(', ') || 'none'],
+    ['limited target: limit changes / runs opened / most open at once', `${report.limitChanges.changes} / ${report.limitChanges.runsOpened} / ${report.limitChanges.maxOpen}`],
+    ['DLQ round trips: planned / redriven / back as their dispatch', `${report.dlqRoundTrips.planned} / ${report.dlqRoundTrips.redriven} / ${report.dlqRoundTrips.asExpected}`],
     ['events (distinct)', report.events],
     ['drained in (s)', drainedInSeconds ?? 'not drained'],
     ['census took (s)', durationSeconds],
@@ -119,7 +123,10 @@ function reliabilityDoc(result: CensusRun, failures: readonly string[], args: { 
     'Every acknowledged send must come out exactly once as a dispatch, a duplicate, a blocked dispatch, a',
     'rejection or a DLQ entry; nothing may appear that was never sent; at most one run per dispatch attempt',
     'at the target; no status regression in any dispatch\'s events; no event without a committed change;',
-    `every injected orphan found ≤ 1 unfaulted tick after its grace window, and no other. Every fault kind must fire ≥ ${args.minFired} times.`,
+    'every injected orphan found ≤ 1 tick after its grace window among the ticks that had its shard to read (no fault,',
+    'within their budget, not overlapping another tick), and no other; no run opened at the limited target beyond the',
+    'limit in force while it was raised and lowered; every message made to dead-letter redriven and back as its dispatch.',
+    `Every fault kind must fire ≥ ${args.minFired} times.`,
     '',
     table(result),
     '',

@@ -10,6 +10,18 @@ import { Random } from './random.js';
 export const ORIGIN = 'census';
 /** A registered target nothing listens on: every submission is unavailable until the budget is spent. */
 export const UNREACHABLE_TARGET = 'census-unreachable';
+/**
+ * A second demo agent under a concurrency limit the census raises and lowers while dispatches wait for
+ * it (CONTRACT §11): it counts its own open runs, so the checker can hold each run it opened to the
+ * limit in force.
+ */
+export const LIMITED_TARGET = 'census-limited';
+/**
+ * The limits the census switches between, and how long each holds: the high one spreads the slots over
+ * several shards, the low one is a single slot, so runs admitted under the high one drain for seconds
+ * while it stands.
+ */
+export const LIMIT_CHANGE = { low: 1, high: 10, lowSeconds: 5, highSeconds: 3, runSeconds: { min: 2, max: 5 }, changesPerDispatch: 0.25, atLeastChanges: 12 } as const;
 
 export type Behavior =
   | 'complete'
@@ -53,6 +65,10 @@ export interface DispatchPlan {
   readonly redispatch?: boolean;
   /** The dispatch the census made to be orphaned (completes without the evidence it was asked for). */
   readonly injectedOrphan?: boolean;
+  /** Sent to LIMITED_TARGET, whose limit changes while it runs. */
+  readonly limited?: boolean;
+  /** The table is unavailable for it until its message is in the DLQ; then redriven (`ledger dlq redrive`), it must come back as this dispatch. */
+  readonly dlqRoundTrip?: boolean;
 }
 
 export type SendRole = 'original' | 'duplicate_concurrent' | 'duplicate_late' | 'conflict' | 'rejection' | 'blocked';
@@ -110,6 +126,11 @@ const CONFLICT_SHARE = 0.0025;
 const REDISPATCH_SHARE = 0.02;
 /** The fewest of each behaviour and each poison class, so a small census still covers every kind. */
 const AT_LEAST = 3;
+/** Dispatches to the limited target, sent together at the start so it is saturated while its limit changes. */
+const LIMITED_SHARE = 0.03;
+const LIMITED_AT_LEAST = 36;
+/** Dispatches whose message makes a DLQ round trip. */
+const DLQ_SHARE = 0.005;
 
 const MAX_HOPS_DEFAULT = 4;
 
@@ -258,15 +279,33 @@ export function planWorkload(options: WorkloadOptions): Workload {
     sends.push({ wave: 'late', role: 'conflict', rejection: 'conflict', body: message(original.dispatchId, { task: { goal: `conflicting content ${k}` } }), dispatchId: original.dispatchId, after: original.dispatchId });
   }
 
+  // Added last, so the other dispatches and their behaviours stay what the seed made them. Neither kind is
+  // duplicated, conflicted or made a parent: each stands for its own fault alone.
+  for (let k = 0; k < Math.max(LIMITED_AT_LEAST, Math.round(n * LIMITED_SHARE)); k += 1) {
+    const dispatchId = id(k, 'l');
+    const task = { goal: `census ${dispatchId}`, behavior: 'slow', seconds: random.int(LIMIT_CHANGE.runSeconds.min, LIMIT_CHANGE.runSeconds.max) };
+    dispatches.push({ dispatchId, behavior: 'slow', expectedEvidence: [], expected: { kind: 'completed_unverified' }, limited: true });
+    sends.push({ wave: 'first', role: 'original', body: message(dispatchId, { target: LIMITED_TARGET, task }), dispatchId });
+  }
+  for (let k = 0; k < Math.max(AT_LEAST, Math.round(n * DLQ_SHARE)); k += 1) {
+    const dispatchId = id(k, 'q');
+    const expectedEvidence = [`out/${dispatchId}-0.md`];
+    dispatches.push({ dispatchId, behavior: 'complete', expectedEvidence, expected: { kind: 'handled' }, dlqRoundTrip: true });
+    sends.push({ wave: 'first', role: 'original', body: message(dispatchId, { task: { goal: `census ${dispatchId}`, behavior: 'complete' }, expectedEvidence }), dispatchId });
+  }
+  const limitedIds = new Set(dispatches.filter((plan) => plan.limited).map((plan) => plan.dispatchId));
+
   function blockedPlan(dispatchId: string, code: BlockClass, behavior: Behavior | null = null): void {
     dispatches.push({ dispatchId, behavior, expectedEvidence: [], expected: { kind: 'blocked', code } });
   }
 
   // Originals and their concurrent duplicates go out in the same batches: shuffle the first wave, but
   // keep each concurrent duplicate right after its original.
-  const first = random.shuffle(sends.filter((send) => send.wave === 'first' && send.role !== 'duplicate_concurrent'));
+  // The limited target's dispatches go first, together, so it has a queue from the start.
+  const isLimited = (send: PlannedSend): boolean => send.dispatchId !== null && limitedIds.has(send.dispatchId);
+  const first = random.shuffle(sends.filter((send) => send.wave === 'first' && send.role !== 'duplicate_concurrent' && !isLimited(send)));
   const concurrent = new Map(sends.filter((send) => send.role === 'duplicate_concurrent').map((send) => [send.dispatchId, send]));
-  const ordered: PlannedSend[] = [];
+  const ordered: PlannedSend[] = sends.filter(isLimited);
   for (const send of first) {
     ordered.push(send);
     const twin = send.role === 'original' && send.dispatchId ? concurrent.get(send.dispatchId) : undefined;

@@ -28,10 +28,17 @@ export type CrashPoint = (typeof CRASH_POINTS)[number];
 export const SDK_FAULTS = ['dynamodb_throttle', 'dynamodb_timeout'] as const;
 export type SdkFault = (typeof SDK_FAULTS)[number];
 
-export type ProductFault = CrashPoint | SdkFault;
+/**
+ * The table unavailable for the items of one partition key (every call that names it fails as a
+ * server error): a message the intake cannot take in, redelivered until SQS moves it to the DLQ.
+ * Asked once per key a call names, not at a rate: the injector decides which keys.
+ */
+export const TABLE_UNAVAILABLE = 'dynamodb_unavailable';
+
+export type ProductFault = CrashPoint | SdkFault | typeof TABLE_UNAVAILABLE;
 
 export interface FaultInjector {
-  /** Whether `fault` fires now; `subject` is the dispatch id at a crash point, the command name for an SDK fault. */
+  /** Whether `fault` fires now; `subject` is the dispatch id at a crash point, the command name for an SDK fault, the partition key for TABLE_UNAVAILABLE. */
   fires(fault: ProductFault, subject: string): boolean;
 }
 
@@ -88,4 +95,17 @@ export function dynamoDbFault(phase: 'before_send' | 'after_apply', command: str
   if (!installed?.fires(fault, command)) return undefined;
   // Classified by name, as the SDK's retry strategy classifies the real errors.
   return Object.assign(new Error(message), { name, $fault: 'client', $metadata: {} });
+}
+
+/**
+ * TABLE_UNAVAILABLE for one attempt of a command: the server error of the first partition key it
+ * names that the injector holds unavailable (`partitionKeys` is read only when an injector is installed).
+ */
+export function dynamoDbUnavailable(command: string, partitionKeys: () => readonly string[]): Error | undefined {
+  if (typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE !== 'undefined') return undefined;
+  const injector = installed;
+  if (!injector) return undefined;
+  const key = partitionKeys().find((pk) => injector.fires(TABLE_UNAVAILABLE, pk));
+  if (key === undefined) return undefined;
+  return Object.assign(new Error(`injected unavailability of the table for ${key} (${command})`), { name: 'InternalServerError', $fault: 'server', $metadata: { httpStatusCode: 500 } });
 }

@@ -23,4 +23,6 @@ export const monitorDeps: MonitorDeps = {
   claimSeconds: config.claimSeconds,
   pageSize: DUE_PAGE_SIZE,
   periodSeconds: config.monitorPeriodSeconds,
+  // Where the last tick stopped short, kept while the execution environment stays warm.
+  shardCursor: {},
 };

@@ -29,6 +29,8 @@ export interface RedriveOptions {
    * message carries its DLQ copy's own SenderId
    */
   readonly principals?: PrincipalRegistry;
+  /** Told of each message moved: its id in the DLQ and its copy's on the dispatch queue (whoever tracks a message through the redrive). */
+  readonly onMoved?: (moved: { readonly from: string; readonly to: string }) => void;
 }
 
 /**
@@ -84,6 +86,14 @@ export async function redriveDeadLetters(sqs: SQSClient, options: RedriveOptions
       // Not deleted: it will be moved (and taken as a duplicate) again on the next run.
       for (const failure of deleted.Failed ?? []) failed.push({ messageId: movedNow[Number(failure.Id)]?.MessageId ?? '', reason: `copied but not deleted: ${failure.Message ?? failure.Code ?? ''}` });
       moved += movedNow.length - (deleted.Failed?.length ?? 0);
+      if (options.onMoved) {
+        const notDeleted = new Set((deleted.Failed ?? []).map((failure) => Number(failure.Id)));
+        const copies = new Map((sent.Successful ?? []).map((entry) => [fresh[Number(entry.Id)], entry.MessageId]));
+        movedNow.forEach((message, index) => {
+          const copy = copies.get(message);
+          if (!notDeleted.has(index) && message.MessageId && copy) options.onMoved?.({ from: message.MessageId, to: copy });
+        });
+      }
     }
   }
   return { moved, failed };

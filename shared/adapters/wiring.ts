@@ -3,7 +3,7 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { dynamoDbFault } from '../faults.js';
+import { dynamoDbFault, dynamoDbUnavailable } from '../faults.js';
 import { parseLambdaRunId, type TargetPort, type TargetRegistration } from '../targets/port.js';
 import type { LedgerConfig } from './config.js';
 import { httpTarget } from './http-target.js';
@@ -39,7 +39,7 @@ export function withDynamoDbFaults(client: DynamoDBClient): DynamoDBClient {
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const command = context.commandName ?? 'unknown';
-      const refused = dynamoDbFault('before_send', command);
+      const refused = dynamoDbFault('before_send', command) ?? dynamoDbUnavailable(command, () => partitionKeysOf(args.input));
       if (refused) throw refused;
       const output = await next(args);
       const lost = dynamoDbFault('after_apply', command);
@@ -50,6 +50,21 @@ export function withDynamoDbFaults(client: DynamoDBClient): DynamoDBClient {
   );
   return client;
 }
+
+/** The `pk` values a DynamoDB request names (an item, a key, a transaction's items), marshalled or not. */
+function partitionKeysOf(input: unknown): string[] {
+  const pkOf = (item: unknown): string[] => {
+    const pk = isRecord(item) ? item['pk'] : undefined;
+    const value = isRecord(pk) ? pk['S'] : pk;
+    return typeof value === 'string' ? [value] : [];
+  };
+  if (!isRecord(input)) return [];
+  const transaction = Array.isArray(input['TransactItems']) ? input['TransactItems'] : [];
+  const parts = transaction.flatMap((entry: unknown) => (isRecord(entry) ? Object.values(entry) : []));
+  return [input, ...parts].flatMap((part) => (isRecord(part) ? [...pkOf(part['Item']), ...pkOf(part['Key'])] : []));
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
 
 /**
  * `Table`: the table adapter's class — `LedgerTable` for a function that writes what only it writes

@@ -26,6 +26,18 @@ export interface MonitorDeps extends DispatchWorkDeps {
   readonly periodSeconds?: number;
   /** Waiting dispatches one tick admits per limited target, at most. @default 100 */
   readonly admitPerTarget?: number;
+  /** Where the last tick of this execution environment stopped (kept from tick to tick by a warm Lambda). @default none: each tick starts where the clock's rotation says */
+  readonly shardCursor?: ShardCursor;
+}
+
+/**
+ * The first due shard a tick cut short by its budget did not finish: the next tick starts there, so
+ * what a tick leaves is the next tick's first work (CONTRACT §14) and not, as with the clock's
+ * rotation alone, left last again by tick after tick until the rotation comes round. Held in memory
+ * by the execution environment; a cold one (or a tick that finished every shard) starts from the clock.
+ */
+export interface ShardCursor {
+  next?: string;
 }
 
 /** How long a dispatch whose record fails decoding waits before the monitor tries it again. */
@@ -171,10 +183,21 @@ export async function monitorTick(deps: MonitorDeps, budget: TickBudget = {}): P
   const tickStart = deps.now();
   const tally = new TickTally();
   const tick = { deps, budget, tickStart, tally, holder: randomUUID() };
-  // Each tick starts with another shard: when the budget cuts a tick short, the same shards are not always last.
+  // Each tick starts where the last one in this environment stopped short, else with another shard by
+  // the clock: when the budget cuts ticks short, no shard is always last.
   const shards = deps.dueIndex.dueShards;
-  const first = Math.floor(tickStart.getTime() / ((deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS) * 1000)) % Math.max(1, shards.length);
-  await eachAtMost([...shards.slice(first), ...shards.slice(0, first)], SHARD_CONCURRENCY, (shard) => workShard(tick, shard));
+  const resume = deps.shardCursor?.next === undefined ? -1 : shards.indexOf(deps.shardCursor.next);
+  const first = resume >= 0 ? resume : Math.floor(tickStart.getTime() / ((deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS) * 1000)) % Math.max(1, shards.length);
+  const order = [...shards.slice(first), ...shards.slice(0, first)];
+  const unfinished = new Set<string>();
+  await eachAtMost(order, SHARD_CONCURRENCY, async (shard) => {
+    if (!(await workShard(tick, shard))) unfinished.add(shard);
+  });
+  if (deps.shardCursor) {
+    const next = order.find((shard) => unfinished.has(shard));
+    if (next === undefined) delete deps.shardCursor.next;
+    else deps.shardCursor.next = next;
+  }
   const { due, actions, byTarget, failures, shards: shardCounts, outOfBudget } = tally;
   return { due, actions, byTarget, failures, shards: shardCounts, outOfBudget, targets: await admitForLimitedTargets(deps, budget.stopTakingAt) };
 }
@@ -193,28 +216,31 @@ const spent = ({ deps, budget }: Tick): boolean => budget.stopTakingAt !== undef
 /**
  * One due shard: its first page read, and only if something is due, the shard claimed (an idle shard
  * costs one query, no write); then its pages acted on one after the other, the next read only when the
- * last is done and the budget allows; the claim released at the end, whatever happened.
+ * last is done and the budget allows; the claim released at the end, whatever happened. False when
+ * the budget left some of it (or all of it) to the next tick.
  */
-async function workShard(tick: Tick, shard: string): Promise<void> {
+async function workShard(tick: Tick, shard: string): Promise<boolean> {
   const { deps, tally } = tick;
   if (spent(tick)) {
     tally.shards.left += 1;
     tally.outOfBudget = true;
-    return;
+    return false;
   }
+  let finished = true;
   // Every page up to the tick's start: what the tick moves is out of the range, and a page never returns what an earlier one did.
   const pages = deps.dueIndex.duePages(shard, tick.tickStart, deps.pageSize);
   try {
     let page = await pages.next();
     if (page.done || page.value.length === 0) {
       tally.shards.idle += 1;
-      return;
+      return finished;
     }
     const now = deps.now();
     const claimUntil = tick.budget.claimUntil ?? new Date(now.getTime() + 2 * (deps.periodSeconds ?? DEFAULT_PERIOD_SECONDS) * 1000);
     if (!(await deps.dueIndex.claimDueShard(shard, tick.holder, now, claimUntil))) {
+      // Another tick is at work on it.
       tally.shards.held += 1;
-      return;
+      return finished;
     }
     tally.shards.worked += 1;
     try {
@@ -224,6 +250,7 @@ async function workShard(tick: Tick, shard: string): Promise<void> {
         await eachAtMost(page.value, PAGE_CONCURRENCY, async (entry) => {
           if (spent(tick)) {
             tally.outOfBudget = true;
+            finished = false;
             return;
           }
           tally.due += 1;
@@ -231,6 +258,8 @@ async function workShard(tick: Tick, shard: string): Promise<void> {
         });
         if (spent(tick)) {
           tally.outOfBudget = true;
+          // The rest of this shard may be due: the next tick starts here.
+          finished = false;
           break;
         }
         page = await pages.next();
@@ -245,6 +274,7 @@ async function workShard(tick: Tick, shard: string): Promise<void> {
   } finally {
     await pages.return(undefined);
   }
+  return finished;
 }
 
 async function actOnEntry({ deps, tickStart, tally }: Tick, entry: DueEntry): Promise<void> {

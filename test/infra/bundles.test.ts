@@ -60,8 +60,8 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
       const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define, logLevel: 'silent' });
       return built.outputFiles.map((file) => file.text).join('');
     };
-    // The only code that makes a fault: the crash and the DynamoDB throttle and timeout.
-    const FAULT_TEXT = /injected (crash|throttle|timeout)/;
+    // The only code that makes a fault: the crash and the DynamoDB throttle, timeout and unavailability.
+    const FAULT_TEXT = /injected (crash|throttle|timeout|unavailability)/;
     // And the DynamoDB client carries no fault middleware at all (was: kept, asking nothing, in every bundle).
     for (const name of LEDGER_FUNCTIONS) {
       const text = await bundleText(name, { ...ESBUILD_OPTIONS.define });

@@ -1,4 +1,5 @@
-import { describe, expect, inject, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { MUST_BE_ZERO } from '../../census/checker.js';
 import { runCensus } from '../../census/census.js';
 import { FAULT_KINDS } from '../../census/faults.js';
@@ -6,12 +7,39 @@ import { BLOCK_CLASSES, REJECTION_CLASSES } from '../../census/workload.js';
 import { uniqueName } from '../support/engines.js';
 
 /**
+ * Busy loops on every core of a 2-core machine, for the length of the census: `npm test` runs beside
+ * other work, and the census must hold with the cores shared. Each loop ends itself when its parent
+ * is gone (reparented) or after 15 minutes, so a killed test run leaves none behind.
+ */
+const HOG = 'const parent = process.ppid, end = Date.now() + 15 * 60_000; for (;;) { for (let i = 0; i < 5e7; i += 1); if (process.ppid !== parent || Date.now() > end) process.exit(0); }';
+const hogs: number[] = [];
+
+/**
  * The CI-sized census (issue 13): ~300 dispatches through the whole local platform on the real
  * engines, every fault kind injected, and the checker's verdict on what the system holds afterwards.
- * `npm run census` runs the same at 10,000.
+ * `npm run census` runs the same at 10,000. It runs with two CPU hogs beside it (defect 13: it failed
+ * on a busy machine): one census under load rather than a second one, which would add minutes to
+ * `npm test`; a census that holds with the cores shared holds without.
  */
 describe('census: nothing lost, nothing doubled, nothing out of order, under every fault', () => {
-  it('takes ~300 dispatches with every fault kind and every poison class to exactly one outcome each', async () => {
+  beforeAll(() => {
+    for (let n = 0; n < 2; n += 1) {
+      const hog = spawn(process.execPath, ['-e', HOG], { stdio: 'ignore' });
+      if (hog.pid === undefined) throw new Error('a CPU hog did not start');
+      hogs.push(hog.pid);
+    }
+  });
+  afterAll(() => {
+    for (const pid of hogs.splice(0)) {
+      try {
+        process.kill(pid);
+      } catch {
+        // Already gone.
+      }
+    }
+  });
+
+  it('takes ~300 dispatches with every fault kind and every poison class to exactly one outcome each, with two CPU hogs sharing the cores', async () => {
     const { report, drainedInSeconds } = await runCensus({
       dispatches: 300,
       seed: 13,
@@ -22,7 +50,8 @@ describe('census: nothing lost, nothing doubled, nothing out of order, under eve
       drainSeconds: 100,
     });
     const findings = (check: string) => JSON.stringify(report.findings.filter((finding) => finding.check === check));
-    for (const key of MUST_BE_ZERO) expect(report[key], `${key}: ${findings(key)}`).toBe(0);
+    // Soft: every count that is not zero is reported, not only the first.
+    for (const key of MUST_BE_ZERO) expect.soft(report[key], `${key}: ${findings(key)}`).toBe(0);
     expect(report.balanced).toBe(true);
     expect(report.sent).toBe(report.dispatches + report.duplicates + report.blocked + report.rejections + report.dlqOnly);
     expect(drainedInSeconds, 'drained before the limit').not.toBeNull();
@@ -34,6 +63,10 @@ describe('census: nothing lost, nothing doubled, nothing out of order, under eve
       expect(report.poison[poisonClass]?.sent ?? 0, poisonClass).toBeGreaterThan(0);
       expect(report.poison[poisonClass]?.asExpected, poisonClass).toBe(report.poison[poisonClass]?.sent);
     }
+    // Every message made to dead-letter came back through the redrive as its dispatch.
+    expect(report.dlqRoundTrips.planned).toBeGreaterThan(0);
+    expect(report.dlqRoundTrips.asExpected, JSON.stringify(report.dlqRoundTrips)).toBe(report.dlqRoundTrips.planned);
+    expect(report.limitChanges.runsOpened).toBeGreaterThan(0);
     expect(report.orphans.detected).toBe(report.orphans.injected);
     expect(report.orphans.maxUnfaultedTicksAfterGrace).toBeLessThanOrEqual(1);
     // Longer than the census's own bounded waits (the late wave's holders up to 300 s, the drain's 100 s,

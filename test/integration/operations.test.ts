@@ -71,6 +71,20 @@ describe('ledger dlq redrive (fauxqs)', () => {
     expect(await redriveDeadLetters(clients.sqs, { deadLetterQueueUrl: dlq.url, queueUrl: queue.url, visibilityTimeoutSeconds: 1 })).toEqual({ moved: 3, failed: [] });
     expect((await drainQueue(queue.url)).length).toBe(5);
   });
+
+  it('names each moved message and its copy on the queue, so a census can follow a message through the redrive', async () => {
+    const sentIds: string[] = [];
+    for (let index = 0; index < 3; index += 1) {
+      const sent = await clients.sqs.send(new SendMessageCommand({ QueueUrl: dlq.url, MessageBody: `{"copy":${index}}` }));
+      sentIds.push(sent.MessageId ?? '');
+    }
+    const moved: Array<{ from: string; to: string }> = [];
+    expect(await redriveDeadLetters(clients.sqs, { deadLetterQueueUrl: dlq.url, queueUrl: queue.url, onMoved: (copy) => moved.push(copy) })).toEqual({ moved: 3, failed: [] });
+
+    expect(moved.map(({ from }) => from).sort()).toEqual([...sentIds].sort());
+    const { Messages = [] } = await clients.sqs.send(new ReceiveMessageCommand({ QueueUrl: queue.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 60 }));
+    expect(Messages.map((message) => message.MessageId).sort()).toEqual(moved.map(({ to }) => to).sort());
+  });
 });
 
 describe('ledger stream replay (DynamoDB Local stream → fauxqs S3 → moto EventBridge)', () => {

@@ -173,6 +173,7 @@ function cleanObservations(): CensusObservations {
     ],
     stats: { submissions: { d: 1 }, runs: { d: 1 }, attempts: { 'd:1': { submissions: 1, runs: 1 } }, open: 0, maxOpen: { 'demo-agent': 1 } },
     monitorTicks: [],
+    monitorTickBudgetMs: 750,
     faultLog: [],
     faultsFired: {},
     deliveryGraceSeconds: GRACE_SECONDS,
@@ -461,6 +462,81 @@ describe('checkCensus', () => {
 
     expect(failing(report)).toEqual({});
     expect(report.orphans).toEqual({ injected: 1, detected: 1, maxTicksAfterGrace: 2, maxUnfaultedTicksAfterGrace: 1, ticksAfterGrace: { '2': 1 } });
+  });
+
+  it('does not count as a miss a tick that ran past its budget or started while another tick was at work: either may have left the orphan\'s shard to the next tick', () => {
+    const late = lateOrphan();
+    // The tick that missed it ran 900 ms, past its 750 ms budget: cut short, it may never have read the shard.
+    const overBudget = checkCensus({ ...late, monitorTicks: late.monitorTicks.map((tick) => (tick.start === T0 + 5_500 ? { ...tick, end: T0 + 6_400 } : tick)) });
+    expect(failing(overBudget)).toEqual({});
+    expect(overBudget.orphans).toEqual({ injected: 1, detected: 1, maxTicksAfterGrace: 2, maxUnfaultedTicksAfterGrace: 1, ticksAfterGrace: { '2': 1 } });
+
+    // A tick begun at the deadline still held the shards it worked on when the one at 5.5 s started.
+    const overlapped = checkCensus({ ...late, monitorTicks: [...late.monitorTicks, { start: T0 + 5_000, end: T0 + 5_600 }] });
+    expect(failing(overlapped)).toEqual({});
+    expect(overlapped.orphans.maxUnfaultedTicksAfterGrace).toBe(1);
+  });
+
+  it('holds each run the limited target opened to the limit in force: over it after a lowered limit has settled is over limit; within the slack after it, or under a raised one, is not', () => {
+    const clean = cleanObservations();
+    const limited = {
+      target: 'census-limited',
+      // Registered at 2; raised to 10 at 10 s (written by 10.1 s); lowered to 2 at 20 s (written by 20.1 s).
+      changes: [
+        { at: T0, done: T0, limit: 2 },
+        { at: T0 + 10_000, done: T0 + 10_100, limit: 10 },
+        { at: T0 + 20_000, done: T0 + 20_100, limit: 2 },
+      ],
+      opened: [
+        { at: T0 + 1_000, open: 2, dispatchId: 'd' },
+        // Raised: up to 10 from the moment it was asked for.
+        { at: T0 + 10_050, open: 7, dispatchId: 'd' },
+        // Lowered, but within the slack: a slot taken under 10 opening its run.
+        { at: T0 + 21_000, open: 9, dispatchId: 'd' },
+        // Lowered and settled: a third run opened with two already open.
+        { at: T0 + 25_000, open: 3, dispatchId: 'd' },
+        { at: T0 + 26_000, open: 2, dispatchId: 'd' },
+      ],
+      slackMs: 2_000,
+    };
+    const report = checkCensus({ ...clean, limited });
+
+    expect(failing(report)).toEqual({ overLimit: 1 });
+    expect(report.findings.filter((finding) => finding.check === 'overLimit').map((finding) => finding.detail)).toEqual(['census-limited opened its run with 3 open; the limit in force was 2 (set 4900 ms before)']);
+    expect(report.limitChanges).toEqual({ changes: 2, runsOpened: 5, maxOpen: 9 });
+  });
+
+  it('follows a message through the DLQ and its redrive: the copy the ledger took is the sent message\'s dispatch; a copy nobody took is lost', () => {
+    const back: DispatchPlan = { ...handledPlan('q'), dlqRoundTrip: true };
+    const gone: DispatchPlan = { ...handledPlan('q-gone'), dlqRoundTrip: true };
+    let observed = withDispatch(cleanObservations(), back, dispatchViewFactory({ dispatchId: 'q' }), handledEvents('q'));
+    observed = withDispatch(observed, gone, null);
+    const report = checkCensus({
+      ...observed,
+      // q's message (m-q) was redriven as m-q-copy, which the ledger took; m-q-gone's copy was never taken.
+      dispatches: new Map([...observed.dispatches, ['q', { view: dispatchViewFactory({ dispatchId: 'q' }), anchorMessageId: 'm-q-copy' }]]),
+      redriven: [
+        { from: 'm-q', to: 'm-q-copy' },
+        { from: 'm-q-gone', to: 'm-q-gone-copy' },
+      ],
+    });
+
+    expect(failing(report)).toEqual({ lost: 1, notFinal: 1 });
+    expect(idsOf(report, 'lost')).toEqual(['m-q-gone']);
+    expect(report).toMatchObject({ dispatches: 2, duplicates: 1, dlqOnly: 0 });
+    expect(report.dlqRoundTrips).toEqual({ planned: 2, redriven: 2, asExpected: 1 });
+  });
+
+  it('counts a counted run at the limited target for a dispatch the ledger does not hold, and a redriven copy of a message never sent, as unexpected', () => {
+    const clean = cleanObservations();
+    const report = checkCensus({
+      ...clean,
+      limited: { target: 'census-limited', changes: [{ at: T0, done: T0, limit: 2 }], opened: [{ at: T0 + 1_000, open: 1, dispatchId: 'x-ghost' }], slackMs: 2_000 },
+      redriven: [{ from: 'm-never-sent', to: 'm-ghost-copy' }],
+    });
+
+    expect(failing(report)).toEqual({ unexpected: 2 });
+    expect(idsOf(report, 'unexpected')).toEqual(['m-ghost-copy', 'x-ghost']);
   });
 
   it('counts a dispatch still running as not final, and one settled elsewhere than planned as wrong final', () => {

@@ -223,6 +223,43 @@ describe('monitorTick under load', () => {
     expect([...target.lookups.values()].every((count) => count === 1)).toBe(true);
   });
 
+  it('starts the next tick with the shards a tick cut short by its budget left, so a due dispatch waits one tick, not a lap of the rotation', async () => {
+    // Each tick has the budget to read 40 of the 64 due shards (the clock jumps past it at the 40th
+    // read). It starts from the shard the clock's rotation names; the dispatch sits in the shard that
+    // rotation puts last on the first tick.
+    const period = 1;
+    let clock = at(13);
+    const rotation = Math.floor(clock.getTime() / (period * 1000)) % DUE_SHARD_KEYS.length;
+    const last = DUE_SHARD_KEYS[(rotation + DUE_SHARD_KEYS.length - 1) % DUE_SHARD_KEYS.length];
+    if (!last) throw new Error('the due index has shards');
+    const [dispatchId] = idsInShard(last, 1, 'd-starved');
+    if (!dispatchId) throw new Error('an id in the last shard');
+    const store = await storeWith([stalledRun(dispatchId)]);
+    const duePages = store.duePages.bind(store);
+    let reads = 0;
+    let stopAt = at(14);
+    store.duePages = (...args: Parameters<MemoryStore['duePages']>) => {
+      reads += 1;
+      if (reads % 40 === 0) clock = stopAt;
+      return duePages(...args);
+    };
+    const target = stillRunning();
+    const cursor = {};
+    const deps = (): MonitorDeps => depsOf(store, target, { now: () => clock, periodSeconds: period, shardCursor: cursor });
+
+    const first = await monitorTick(deps(), { stopTakingAt: at(14), claimUntil: at(120) });
+    expect(first.outOfBudget).toBe(true);
+    expect(first.shards.left).toBeGreaterThan(0);
+    expect(target.lookups.size).toBe(0);
+
+    // The next tick, one period later, with the same budget.
+    clock = at(14);
+    stopAt = at(15);
+    const second = await monitorTick(deps(), { stopTakingAt: at(15), claimUntil: at(121) });
+    expect(second.outOfBudget).toBe(true);
+    expect([...target.lookups.keys()]).toEqual([`r-${dispatchId}`]);
+  });
+
   it('claims no shard once the budget is spent: every shard is left to the next tick', async () => {
     const store = await storeWith(Array.from({ length: 20 }, (_, n) => stalledRun(`d-late-${n}`)));
     const report = await monitorTick(depsOf(store, stillRunning()), { stopTakingAt: at(13), claimUntil: at(60) });
