@@ -58,6 +58,8 @@ export const CENSUS_TIMING = {
   targetTimeoutMs: 1_000,
   hangMs: 1_500,
   claimSeconds: 2,
+  /** Above the monitor's first look for a held child's parent (5 s). */
+  parentWaitSeconds: 8,
   /** Submission retries: 6 attempts over ~10 s. */
   submitRetryDelaysSeconds: '1,1,2,2,4',
   /** How often the census runs a second monitor tick alongside the scheduled one. */
@@ -98,6 +100,8 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     environment: {
       SUBMIT_RETRY_DELAYS_SECONDS: CENSUS_TIMING.submitRetryDelaysSeconds,
       CLAIM_SECONDS: String(CENSUS_TIMING.claimSeconds),
+      // A child sent before its parent is held for it (CONTRACT §1 V3): 300 s would outlast the CI census's drain.
+      PARENT_WAIT_SECONDS: String(CENSUS_TIMING.parentWaitSeconds),
       TARGET_TIMEOUT_MS: String(CENSUS_TIMING.targetTimeoutMs),
       // The census's own crashes are logged as errors by design; its report is the verdict.
       POWERTOOLS_LOG_LEVEL: 'SILENT',

@@ -84,7 +84,7 @@ export interface PlannedSend {
   readonly rejection?: RejectionClass;
   /**
    * A dispatch the ledger must hold before this is sent: a child names its parent, which must be in
-   * the ledger for its hop to be derived (a child taken in first is blocked `unknown_parent`).
+   * the ledger for its hop to be derived (a child taken in first is held for it, `waitingFor: parent`, up to the hold).
    */
   readonly after?: string;
 }

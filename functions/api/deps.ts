@@ -26,6 +26,7 @@ export const apiDeps: ApiDeps = {
   retryPolicy: config.retryPolicy,
   now: () => new Date(),
   claimSeconds: config.claimSeconds,
+  parentWaitSeconds: config.parentWaitSeconds,
   principals: adapters.table,
   principalMode: config.principalMode,
   inbox: new InboxTable(adapters.documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, inboxShards: config.inboxShards }),

@@ -24,4 +24,5 @@ export const intakeDeps: IntakeDeps = {
   retryPolicy: config.retryPolicy,
   now: () => new Date(),
   claimSeconds: config.claimSeconds,
+  parentWaitSeconds: config.parentWaitSeconds,
 };

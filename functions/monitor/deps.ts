@@ -21,6 +21,7 @@ export const monitorDeps: MonitorDeps = {
   retryPolicy: config.retryPolicy,
   now: () => new Date(),
   claimSeconds: config.claimSeconds,
+  parentWaitSeconds: config.parentWaitSeconds,
   pageSize: DUE_PAGE_SIZE,
   periodSeconds: config.monitorPeriodSeconds,
   // Where the last tick stopped short, kept while the execution environment stays warm.

@@ -1,6 +1,7 @@
 import { inboxShardCount } from './ledger-items.js';
 import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
+import { PARENT_WAIT_SECONDS } from '../dispatch/state.js';
 import type { PrincipalMode } from '../principals/principals.js';
 import { parseStaticRegistry, type StaticRegistry } from './static-registry.js';
 import type { AddressPolicy } from './target-address.js';
@@ -21,6 +22,8 @@ export interface LedgerConfig {
   readonly principalMode: PrincipalMode;
   readonly retryPolicy: RetryPolicy;
   readonly claimSeconds: number;
+  /** How long a child waits for its parent to be recorded (`PARENT_WAIT_SECONDS`, 1..300, default 300). */
+  readonly parentWaitSeconds: number;
   readonly retentionSeconds: number;
   /** Timeout of each call to a target. */
   readonly targetTimeoutMs: number;
@@ -78,6 +81,8 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     retryPolicy: delays ? parseRetryDelays(delays) : DEFAULT_RETRY_POLICY,
     // A claim must outlast the target call it covers, or an overlapping tick (or a duplicate
     // delivery) takes the dispatch over mid-call and the two keep voiding each other's writes.
+    // CONTRACT §1 V3: held for its parent up to 300 s; a deployment (or the census) may hold it less, never more.
+    parentWaitSeconds: Math.min(PARENT_WAIT_SECONDS, Math.max(1, getNumberFromEnv({ key: 'PARENT_WAIT_SECONDS', defaultValue: PARENT_WAIT_SECONDS }))),
     claimSeconds: Math.max(getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }), Math.ceil((2 * targetTimeoutMs) / 1000)),
     retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
     targetTimeoutMs,

@@ -433,13 +433,14 @@ const PARENT_CHECK_MAX_SECONDS = 60;
  * The parent is not recorded (or is another origin's: "not in the ledger" to this one, so existence never
  * leaks). SQS standard queues do not keep order, so the child is held — accepted, `waitingFor: parent`,
  * due again after as long as it has waited already (5 s, 10 s, 20 s…, at most 60 s, never past the
- * deadline) — and blocked `unknown_parent` only once PARENT_WAIT_SECONDS have passed since it was written.
+ * deadline) — and blocked `unknown_parent` only once `waitSeconds` (PARENT_WAIT_SECONDS unless a deployment
+ * sets less) have passed since it was written.
  */
-export function parentMissing(state: DispatchState, now: Date): DispatchState {
+export function parentMissing(state: DispatchState, now: Date, waitSeconds: number = PARENT_WAIT_SECONDS): DispatchState {
   const written = Date.parse(state.createdAt);
-  const deadline = written + PARENT_WAIT_SECONDS * 1000;
+  const deadline = written + waitSeconds * 1000;
   if (now.getTime() >= deadline) {
-    return blocked(state, 'unknown_parent', `parent ${state.parentDispatchId ?? ''} is not in the ledger (held ${PARENT_WAIT_SECONDS} s for it)`, now);
+    return blocked(state, 'unknown_parent', `parent ${state.parentDispatchId ?? ''} is not in the ledger (held ${waitSeconds} s for it)`, now);
   }
   const delay = Math.min(PARENT_CHECK_MAX_SECONDS * 1000, Math.max(PARENT_CHECK_FIRST_SECONDS * 1000, now.getTime() - written));
   const dueAt = new Date(Math.min(deadline, now.getTime() + delay)).toISOString();

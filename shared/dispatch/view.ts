@@ -233,7 +233,7 @@ function unknowns(state: DispatchState): string[] {
   }
   if (state.phase === 'accepted' && state.waitingFor === 'not_before') out.push(`not submitted before ${state.notBefore ?? ''} (notBefore)`);
   // CONTRACT §1 V3 (the API bundle is held to a size budget: the words stay short).
-  if (state.phase === 'accepted' && state.waitingFor === 'parent') out.push(`waits for its parent ${state.parentDispatchId ?? ''} to be recorded; blocked unknown_parent at ${new Date(Date.parse(state.createdAt) + PARENT_WAIT_SECONDS * 1000).toISOString()}`);
+  if (state.phase === 'accepted' && state.waitingFor === 'parent') out.push(`waits for its parent ${state.parentDispatchId ?? ''} to be recorded; blocked unknown_parent if it is not recorded by ${new Date(Date.parse(state.createdAt) + PARENT_WAIT_SECONDS * 1000).toISOString()} at the latest`);
   if (state.phase === 'submitted' && state.cancel && state.execution.status !== 'cancelled' && state.execution.status !== 'completed' && state.execution.status !== 'failed') {
     out.push(`a cancel was asked at ${state.cancel.requestedAt}; the run is cancelled only when the target says so (its last answer: ${state.cancel.answer ?? 'none yet'})`);
   }

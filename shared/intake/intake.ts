@@ -285,7 +285,7 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
     now,
   );
   // Not recorded yet (SQS does not keep order): held, and the monitor looks again until PARENT_WAIT_SECONDS.
-  if (parentMissed) return record(deps, start, parentMissing(start, now));
+  if (parentMissed) return record(deps, start, parentMissing(start, now, deps.parentWaitSeconds));
   if (hop > maxHops) return record(deps, start, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
   const traced = content.traceparent ? { traceparent: content.traceparent } : {};
   return { ...outcomeOf(start, await startAttempt(deps, start, message, inHand)), ...traced };

@@ -492,4 +492,6 @@ export interface DispatchWorkDeps {
   readonly now: () => Date;
   /** How long an actor holds a dispatch while it calls the target; at least twice the target timeout. */
   readonly claimSeconds: number;
+  /** How long a child whose parent is not recorded yet is held before it is blocked (CONTRACT §1 V3: at most, and by default, PARENT_WAIT_SECONDS). */
+  readonly parentWaitSeconds?: number;
 }

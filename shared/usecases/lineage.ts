@@ -22,7 +22,7 @@ export async function parentOf(deps: Pick<DispatchWorkDeps, 'store'>, parentDisp
 export async function resumeHeldChild(deps: DispatchWorkDeps, held: DispatchState): Promise<AttemptOutcome> {
   const parent = held.parentDispatchId ? await parentOf(deps, held.parentDispatchId, held.origin) : undefined;
   const now = deps.now();
-  const next = parent ? parentFound(held, parent, now, deps.claimSeconds) : parentMissing(held, now);
+  const next = parent ? parentFound(held, parent, now, deps.claimSeconds) : parentMissing(held, now, deps.parentWaitSeconds);
   const written = await deps.store.commit(held, next);
   if (written.kind !== 'committed') return { kind: 'conflict', existing: written.kind === 'conflict' ? written.existing : undefined };
   if (next.phase !== 'accepted' || next.waitingFor === 'parent') return { kind: 'committed', state: next };
