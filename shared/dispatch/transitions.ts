@@ -609,10 +609,11 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
 
 /**
  * The runtime's own word that the run failed, after its own retries — Lambda's on-failure destination
- * (CONTRACT §12): recorded as a reported failure (`Run Failed`), with the runtime's error as its result.
+ * (CONTRACT §12): recorded as a reported failure (`Run Failed`), with the runtime's error as its result and its
+ * error type as the nativeStatus (`native`).
  */
-export function runFailedByRuntime(state: DispatchState, error: string, now: Date): DispatchState {
-  return finished(state, 'failed', error, now, 'own_write');
+export function runFailedByRuntime(state: DispatchState, error: string, now: Date, native?: string): DispatchState {
+  return finished(state, 'failed', error, now, 'own_write', 'failed', undefined, native);
 }
 
 function approvalRequested(state: DispatchState, approvalId: string, requestedAt: string, now: Date): DispatchState {

@@ -1,6 +1,6 @@
 import { isTerminal, runFailedByRuntime } from '../dispatch/transitions.js';
 import type { LambdaFailureRecord, LedgerStoreWithWrites } from '../ledger/port.js';
-import { parseLambdaRunId } from '../targets/port.js';
+import { NATIVE_STATUS, parseLambdaRunId } from '../targets/port.js';
 import { resolvePrincipal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { clip, printable } from '../text.js';
 
@@ -87,7 +87,8 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
     const state = round === 0 ? first : await deps.store.getState(failure.dispatchId);
     if (!state || state.attempt !== failure.attempt || state.runId !== failure.runId) return 'not_current';
     if (isTerminal(state.execution.nativeStatus)) return 'already_final';
-    const next = runFailedByRuntime(state, `${failure.errorType}: ${failure.errorMessage}`, deps.now());
+    // CONTRACT §12: Lambda's error type is the run's nativeStatus, where it fits the bound every nativeStatus keeps.
+    const next = runFailedByRuntime(state, `${failure.errorType}: ${failure.errorMessage}`, deps.now(), NATIVE_STATUS.test(failure.errorType) ? failure.errorType : undefined);
     if ((await deps.store.commit(state, next)).kind === 'committed') return 'failed';
   }
   return 'conflict';

@@ -10,6 +10,7 @@ import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { nativeStatusOf } from '../../shared/dispatch/state.js';
 import { eventsForState } from '../../shared/events/derive.js';
 import { takeDispatchMessage } from '../../shared/intake/intake.js';
 import { lambdaRunIdOf, parseLambdaRunId, type SubmitRequest, type TargetPort } from '../../shared/targets/port.js';
@@ -100,9 +101,11 @@ describe('a lambda target on the real table', () => {
     expect(await takeLambdaFailure(deps, record, 'AROAREVIEWER:session-1')).toBe('failed');
     expect(await takeLambdaFailure(deps, record, 'AROAREVIEWER:session-1')).toBe('already_final');
     const after = await table.getState(dispatchId);
-    expect(after?.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', result: { summary: 'Sandbox.Timedout: Task timed out after 60.00 seconds' } });
+    expect(after?.execution).toMatchObject({ status: 'failed', result: { summary: 'Sandbox.Timedout: Task timed out after 60.00 seconds' } });
     if (!before || !after) throw new Error('states');
-    expect(eventsForState(before, after).map((event) => event.detailType)).toEqual(['Run Failed']);
+    // CONTRACT §12: Lambda's error is the run's nativeStatus (the runtime's own word), in the view and the event.
+    expect(nativeStatusOf(after.execution)).toBe('Sandbox.Timedout');
+    expect(eventsForState(before, after).map((event) => [event.detailType, 'nativeStatus' in event.detail ? event.detail.nativeStatus : undefined])).toEqual([['Run Failed', 'Sandbox.Timedout']]);
     expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toMatchObject({ kind: 'found', run: { status: 'failed' } });
     expect(await takeLambdaFailure(deps, { ...record, requestPayload: { runId: lambdaRunIdOf(dispatchId, 7) } }, 'AROAREVIEWER:s')).toBe('not_current');
     expect(await takeLambdaFailure(deps, { requestPayload: 'not json' }, 'AROAREVIEWER:s')).toBe('unreadable');

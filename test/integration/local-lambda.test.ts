@@ -94,7 +94,7 @@ describe('lambda targets through the local Lambda', () => {
       const current = await table.getState(dispatchId);
       return current?.execution.status === 'failed' ? current : undefined;
     });
-    expect(state.execution).toMatchObject({ nativeStatus: 'failed', result: { summary: 'QuotaError: the model quota is spent' } });
+    expect(state.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', nativeDetail: 'QuotaError', result: { summary: 'QuotaError: the model quota is spent' } });
     expect(runtime.stats().throws).toMatchObject({ accepted: 1, tries: 3, failed: 1 });
   });
 
