@@ -145,7 +145,7 @@ export const DispatchCancelledDetail = z.strictObject({
 
 /** Every detail-type with its schema and what it means (the description goes into the JSON Schema). */
 export const EVENT_CATALOG = {
-  'Dispatch Accepted': { schema: DispatchAcceptedDetail, description: 'A dispatch was written to the ledger (receipt dispatch_written) without being submitted in the same write: blocked, waiting (capacity, notBefore, a person) or retrying.' },
+  'Dispatch Accepted': { schema: DispatchAcceptedDetail, description: 'A dispatch was written to the ledger (receipt dispatch_written) without being submitted in the same write: blocked, waiting (capacity, notBefore, a person, its parent) or retrying.' },
   'Dispatch Submitted': { schema: DispatchSubmittedDetail, description: 'The target accepted a submission and returned its run handle (receipt dispatch_submitted). When the first submission commits in the same write as the acceptance, it stands for both: no Dispatch Accepted precedes it.' },
   'Dispatch Blocked': { schema: DispatchBlockedDetail, description: 'The dispatch is blocked with a reason (receipt dispatch_blocked).' },
   'Message Rejected': { schema: MessageRejectedDetail, description: 'A message did not become a dispatch: unreadable, not allowed, or conflicting with an existing dispatch.' },
