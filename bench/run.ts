@@ -24,7 +24,7 @@ import { publishedDetailTypes, type EventsProfile } from '../shared/events/profi
  *
  *   --quick             small sizes, to check the bench itself runs (figures are not comparable)
  *   --only PART         one part alone (`--only=PART` too; PART: coldstart, monitor, throughput,
- *                       detection, scale, monitorload, cost), on fresh engines: its result is printed as JSON on stdout, and
+ *                       detection, scale, monitorload, cost, delivery), on fresh engines: its result is printed as JSON on stdout, and
  *                       bench/results.json and docs/performance.md are left as they are
  *   --scale             only the scale part (CONTRACT §14): its fields of bench/results.json and its table
  *                       are replaced, everything else is left as the last full run wrote it
@@ -502,6 +502,8 @@ async function main(argv: readonly string[]): Promise<number> {
         scale: () => runScale(withEngines),
         // The lifecycle's usage unpriced (units and reads per step), to see what a change saves.
         cost: () => withEngines((ctx) => runLifecycleCost(ctx, 'detached')),
+        // The same with the result claimed and acked by its origin (wruPerLifecycleWithDelivery, the empty long poll).
+        delivery: () => withEngines((ctx) => runLifecycleCost(ctx, 'callback')),
       };
       const part = parts[only];
       if (!part) {
