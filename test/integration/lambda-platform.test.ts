@@ -33,7 +33,8 @@ describe('a lambda target on the local platform', () => {
     const dispatchId = uniqueName('d');
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'quota-worker', task: { goal: 'review' } }));
     const failed = await t.viewWhen(dispatchId, (view) => view.execution.status === 'failed', { timeoutMs: 30_000 });
-    expect(failed).toMatchObject({ runId: `${dispatchId}:1`, execution: { nativeStatus: 'failed', result: { summary: 'QuotaError: the model quota is spent' } } });
+    // CONTRACT §12: Lambda's error is the run's nativeStatus, the runtime's own word.
+    expect(failed).toMatchObject({ runId: `${dispatchId}:1`, execution: { status: 'failed', nativeStatus: 'QuotaError', result: { summary: 'QuotaError: the model quota is spent' } } });
     expect(invoked.filter((event) => (event as { dispatchId?: string }).dispatchId === dispatchId)).toHaveLength(3);
     const types = await eventually('Run Failed on the bus', async () => {
       const seen = readFileSync(t.platform.info.eventLog, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { 'detail-type': string; detail: { dispatchId?: string } });
