@@ -181,7 +181,7 @@ const isAtCapacity = (item: AttentionLine | AtCapacityLine): item is AtCapacityL
 
 /**
  * `ledger attention`'s lists for people: targets at capacity first (held/limit, how many of the slots
- * runs of unknown status hold, how many dispatches wait), then the dispatches. Every cell escaped.
+ * runs of unknown status hold, how many dispatches wait, since when it is full), then the dispatches. Every cell escaped.
  */
 export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacityLine>): string {
   if (items.length === 0) return 'nothing needs attention';
@@ -191,8 +191,8 @@ export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacit
   if (targets.length > 0) {
     parts.push(
       table(
-        ['at capacity', 'slots held', 'held by unknown runs', 'waiting'],
-        targets.map((item) => [item.target, `${item.held}/${item.limit}`, String(item.heldByUnknownRuns), item.waiting >= WAITING_SHOWN ? `${WAITING_SHOWN}+` : String(item.waiting)]),
+        ['at capacity', 'slots held', 'held by unknown runs', 'waiting', 'full since'],
+        targets.map((item) => [item.target, `${item.held}/${item.limit}`, String(item.heldByUnknownRuns), item.waiting >= WAITING_SHOWN ? `${WAITING_SHOWN}+` : String(item.waiting), item.since ?? '—']),
       ),
     );
     // A run of unknown status keeps its slot (it may still be running): only the target's 404 frees it.

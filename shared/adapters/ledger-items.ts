@@ -859,7 +859,15 @@ export function decodeItem(item: Record<string, unknown> | undefined): DecodedIt
 /** A slot shard as stored (an absent counter reads as 0; a shard never written has cap 0). */
 export function slotShardOf(shard: number, item: Item | undefined): SlotShard {
   if (!item) return { shard, cap: 0, held: 0, unknownHeld: 0, lastOrigin: null };
-  const { cap, held, unknownHeld, lastOrigin, limit } = checked(item, { cap: optional(isNumber), held: optional(isNumber), unknownHeld: optional(isNumber), lastOrigin: optional(isString), limit: optional(isNumber) });
+  const { cap, held, unknownHeld, lastOrigin, limit, takenAt, allottedAt } = checked(item, {
+    cap: optional(isNumber),
+    held: optional(isNumber),
+    unknownHeld: optional(isNumber),
+    lastOrigin: optional(isString),
+    limit: optional(isNumber),
+    takenAt: optional(isString),
+    allottedAt: optional(isString),
+  });
   return {
     shard,
     cap: typeof cap === 'number' ? cap : 0,
@@ -868,5 +876,7 @@ export function slotShardOf(shard: number, item: Item | undefined): SlotShard {
     lastOrigin: typeof lastOrigin === 'string' ? lastOrigin : null,
     // The limit in force, kept beside the caps by every allotment (CONTRACT §11: a drain's caps are 0).
     ...(typeof limit === 'number' ? { limit } : {}),
+    ...(typeof takenAt === 'string' ? { takenAt } : {}),
+    ...(typeof allottedAt === 'string' ? { allottedAt } : {}),
   };
 }

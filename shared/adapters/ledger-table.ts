@@ -93,9 +93,10 @@ export function slotUpdates(tableName: string, from: DispatchState, next: Dispat
         Update: {
           TableName: tableName,
           Key: KEY.slotShard(next.target, taken.shard),
-          UpdateExpression: 'SET lastOrigin = :origin ADD held :one',
+          // `takenAt`: a full shard became full at its last take or allotment (`slotTotals`' `fullSince`).
+          UpdateExpression: 'SET lastOrigin = :origin, takenAt = :at ADD held :one',
           ConditionExpression: 'held < cap',
-          ExpressionAttributeValues: { ':origin': next.origin, ':one': 1 },
+          ExpressionAttributeValues: { ':origin': next.origin, ':at': taken.at, ':one': 1 },
         },
       }],
     };
@@ -554,17 +555,18 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     const allotted = limit === undefined || (change !== 'settle' && change.drain) ? undefined : allotSlotCaps(limit, shards.map((shard) => shard.held));
     const caps = allotted ?? Array.from({ length: existing }, () => 0);
     const count = Math.max(caps.length, existing);
+    const at = new Date().toISOString();
     const items: TransactItem[] = caps.map((cap, shard) => ({
       Update: {
         TableName: this.table,
         Key: KEY.slotShard(target, shard),
-        UpdateExpression: 'SET cap = :cap, #limit = :limit, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
+        UpdateExpression: 'SET cap = :cap, #limit = :limit, allottedAt = :at, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
         ExpressionAttributeNames: { '#limit': 'limit' },
         ...(allotted === undefined
-          ? { ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0 } }
+          ? { ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':at': at } }
           : {
               ConditionExpression: `(attribute_not_exists(held) OR held <= :held)${change === 'settle' ? ' AND (attribute_not_exists(#limit) OR #limit = :limit)' : ''}`,
-              ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':held': shards[shard]?.held ?? 0 },
+              ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':at': at, ':held': shards[shard]?.held ?? 0 },
             }),
       },
     }));

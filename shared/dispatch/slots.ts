@@ -87,6 +87,20 @@ export interface SlotShard {
   readonly unknownHeld: number;
   /** The origin of the dispatch admitted last through this shard: admissions go round-robin from it. */
   readonly lastOrigin: string | null;
+  /** When a slot was last taken here (ISO); absent on shards no take has stamped yet. */
+  readonly takenAt?: string | undefined;
+  /** When the caps were last allotted (ISO); absent on shards allotted before it was kept. */
+  readonly allottedAt?: string | undefined;
+}
+
+/**
+ * When a full shard became full: its last take or its last allotment, whichever came later. A take
+ * only succeeds under the cap and a release only frees room, so a shard full now was filled by the
+ * last of those two writes and has stayed full since (null: neither was stamped).
+ */
+function filledAt(shard: SlotShard): string | null {
+  const times = [shard.takenAt, shard.allottedAt].filter((time): time is string => typeof time === 'string').sort();
+  return times.at(-1) ?? null;
 }
 
 /** The limit in force over a target's shards: the one the last allotment kept, or (shards allotted before it was kept) the sum of the caps. */
@@ -114,13 +128,23 @@ export function wantsAllotment(shards: readonly SlotShard[]): boolean {
  * A target's slots, summed over its shards. `draining`: lowered under what is in flight, no shard takes
  * until fewer runs than the limit are (CONTRACT §11 V3); `free` is then 0.
  */
-export function slotTotals(shards: readonly SlotShard[]): { readonly limit: number; readonly held: number; readonly unknownHeld: number; readonly free: number; readonly draining: boolean } {
+export function slotTotals(shards: readonly SlotShard[]): {
+  readonly limit: number;
+  readonly held: number;
+  readonly unknownHeld: number;
+  readonly free: number;
+  readonly draining: boolean;
+  /** With no slot free: when the last shard filled, i.e. since when the target has been full (CONTRACT §2 `since`); else null. */
+  readonly fullSince: string | null;
+} {
   const limit = slotLimit(shards);
   const held = shards.reduce((sum, shard) => sum + shard.held, 0);
   const unknownHeld = shards.reduce((sum, shard) => sum + shard.unknownHeld, 0);
   const free = shards.reduce((sum, shard) => sum + Math.max(0, shard.cap - shard.held), 0);
   const draining = limit > 0 && shards.reduce((sum, shard) => sum + shard.cap, 0) !== limit;
-  return { limit, held, unknownHeld, free, draining };
+  const filled = shards.map(filledAt);
+  const fullSince = free > 0 || shards.length === 0 || filled.includes(null) ? null : ((filled as string[]).sort().at(-1) ?? null);
+  return { limit, held, unknownHeld, free, draining, fullSince };
 }
 
 /** One dispatch waiting for a slot, as the wait index orders it. */

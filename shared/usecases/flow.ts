@@ -111,6 +111,8 @@ export interface TargetAtCapacity {
   /** Slots held by runs the ledger lost sight of: they may still be running (CONTRACT §11). */
   readonly heldByUnknownRuns: number;
   readonly waiting: number;
+  /** When the target became full: the last of its shards to fill (null on shards filled before this was kept). */
+  readonly since: string | null;
   readonly reason: string;
 }
 
@@ -134,6 +136,7 @@ export async function targetsAtCapacity(store: Pick<LedgerStore, 'limitedTargets
       held: totals.held,
       heldByUnknownRuns: totals.unknownHeld,
       waiting,
+      since: totals.fullSince,
       reason:
         (totals.draining
           ? `${totals.held} run(s) in flight for a lowered limit of ${totals.limit}, ${totals.unknownHeld} of them unknown: ` +

@@ -103,12 +103,18 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const waiter = message(target);
     await t.send(JSON.stringify(waiter));
     await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+    // The target became full when the stalled run took the only slot: that is the entry's `since` (§2 v3),
+    // and ticks, lookups and the waiter's arrival do not move it.
+    const full = (await t.view(stalled.dispatchId)).slot.since;
+    expect(full).toEqual(expect.any(String));
+    const sinceOf = async (): Promise<unknown> => ((await t.get('/attention?kind=at_capacity')).body as { items: Array<Record<string, unknown>> }).items.find((item) => item.target === target)?.since;
+    expect(await sinceOf()).toBe(full);
     // Ticks go by: the unknown run still holds the only slot, and the attention list says so.
     const ticks = t.platform.scheduler.ticks;
     await eventually('three more ticks', async () => (t.platform.scheduler.ticks >= ticks + 3 ? true : undefined), { timeoutMs: 20_000 });
     expect((await t.view(waiter.dispatchId)).phase).toBe('accepted');
     const capacity = (await t.get('/attention?kind=at_capacity')).body as { items: Array<Record<string, unknown>> };
-    expect(capacity.items.find((item) => item.target === target)).toMatchObject({ kind: 'at_capacity', limit: 1, held: 1, heldByUnknownRuns: 1, waiting: 1 });
+    expect(capacity.items.find((item) => item.target === target)).toMatchObject({ kind: 'at_capacity', limit: 1, held: 1, heldByUnknownRuns: 1, waiting: 1, since: full });
 
     expect((await post(`/dispatches/${stalled.dispatchId}/redispatch`, { reason: 'lost it', force: true })).status).toBe(202);
     // The superseded run's slot is given back: the new attempt (the older dispatch, first in line) or the

@@ -46,7 +46,7 @@ function cancelAnswerFactory(overrides: Record<string, unknown> = {}): Record<st
 
 /** A target at capacity as `GET /attention` lists it (CONTRACT §2 v2 `at_capacity`). */
 function atCapacityFactory(overrides: Partial<AtCapacityLine> = {}): AtCapacityLine {
-  return { kind: 'at_capacity', target: 'demo-agent', limit: 2, held: 2, heldByUnknownRuns: 1, waiting: 3, reason: 'all 2 slot(s) held, 1 by runs whose status is unknown; 3 dispatch(es) waiting', ...overrides };
+  return { kind: 'at_capacity', target: 'demo-agent', limit: 2, held: 2, heldByUnknownRuns: 1, waiting: 3, since: '2026-12-01T10:00:00.000Z', reason: 'all 2 slot(s) held, 1 by runs whose status is unknown; 3 dispatch(es) waiting', ...overrides };
 }
 
 const conflict = { error: { code: 'conflict', message: 'the dispatch is already over: nothing to cancel', details: { phase: 'submitted', status: 'completed' } } };
@@ -213,8 +213,8 @@ describe('describeFailure', () => {
 describe('describeAttention (ledger attention)', () => {
   it('shows a target at capacity readably: held/limit, held by unknown runs, waiting — and how to free a lost run\'s slot', () => {
     const lines = describeAttention([atCapacityFactory()]).split('\n');
-    expect(lines[0]).toMatch(/^at capacity\s+slots held\s+held by unknown runs\s+waiting$/);
-    expect(lines[2]).toMatch(/^demo-agent\s+2\/2\s+1\s+3$/);
+    expect(lines[0]).toMatch(/^at capacity\s+slots held\s+held by unknown runs\s+waiting\s+full since$/);
+    expect(lines[2]).toMatch(/^demo-agent\s+2\/2\s+1\s+3\s+2026-12-01T10:00:00\.000Z$/);
     expect(lines[3]).toBe(
       'demo-agent: 1 slot(s) held by runs whose status is unknown; for a run the target no longer knows (see: npx ledger attention --kind unknown): npx ledger slots release --target demo-agent --run-id RUN --dispatch-id D --reason TEXT',
     );
@@ -226,7 +226,7 @@ describe('describeAttention (ledger attention)', () => {
       { kind: 'cancel_pending', dispatchId: 'd-9', origin: 'planner', target: 'busy-agent', since: '2026-12-01T10:00:00.000Z', reason: 'cancel asked' },
     ]);
     const lines = text.split('\n');
-    expect(lines[2]).toMatch(/^busy-agent\s+2\/2\s+0\s+1000\+$/);
+    expect(lines[2]).toMatch(/^busy-agent\s+2\/2\s+0\s+1000\+\s+2026-12-01T10:00:00\.000Z$/);
     expect(text).not.toContain('slots release');
     expect(lines[4]).toMatch(/^kind\s+dispatch\s+origin\s+target\s+since\s+why$/);
     expect(lines[6]).toMatch(/^cancel_pending\s+d-9\s+planner\s+busy-agent\s+2026-12-01T10:00:00.000Z\s+cancel asked$/);
@@ -253,7 +253,7 @@ describe('attention (against a fake of the API)', () => {
     const printed: string[] = [];
     expect(await attention(['--kind', 'at_capacity'], (line) => printed.push(line), api.connect)).toBe(0);
     expect(api.seen[0]).toMatchObject({ method: 'GET', path: '/attention?limit=50&kind=at_capacity' });
-    expect(printed[2]).toMatch(/^demo-agent\s+2\/2\s+1\s+3$/);
+    expect(printed[2]).toMatch(/^demo-agent\s+2\/2\s+1\s+3\s+2026-12-01T10:00:00\.000Z$/);
   });
 });
 

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { allotSlotCaps, nextAdmission, slotShardCaps, type WaitingEntry } from '../../shared/dispatch/slots.js';
+import { allotSlotCaps, nextAdmission, slotShardCaps, slotTotals, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, admitted, applyRunEvent, cancelRequested, redispatched, submissionClaimed, submitted, waiting } from '../../shared/dispatch/transitions.js';
 import type { AcceptedMessage } from '../../shared/ledger/port.js';
@@ -53,6 +53,20 @@ describe('slot shards (CONTRACT §11)', () => {
     expect(allotSlotCaps(33, [8, 8, 8, 8])).toEqual([8, 8, 8, 8, 1]);
     expect(allotSlotCaps(3, [5, 4])).toBeUndefined();
     expect(allotSlotCaps(1, [0, 0, 0])).toEqual([1, 0, 0]);
+  });
+
+  it('date a full target from the last of its shards to fill (its last take or allotment), and give no date while a slot is free', () => {
+    const shard = (over: Partial<SlotShard> & Pick<SlotShard, 'shard' | 'cap' | 'held'>): SlotShard => ({ unknownHeld: 0, lastOrigin: null, ...over });
+    const full = [
+      shard({ shard: 0, cap: 2, held: 2, takenAt: '2026-12-01T10:00:05.000Z', allottedAt: '2026-12-01T09:00:00.000Z' }),
+      shard({ shard: 1, cap: 1, held: 1, takenAt: '2026-12-01T10:00:02.000Z', allottedAt: '2026-12-01T09:00:00.000Z' }),
+    ];
+    expect(slotTotals(full).fullSince).toBe('2026-12-01T10:00:05.000Z');
+    // A lowered limit filled it: the allotment is the moment.
+    expect(slotTotals([{ ...full[0]!, cap: 1, allottedAt: '2026-12-01T11:00:00.000Z' }, full[1]!]).fullSince).toBe('2026-12-01T11:00:00.000Z');
+    expect(slotTotals([full[0]!, { ...full[1]!, held: 0 }]).fullSince).toBeNull();
+    // Shards written before the stamps were kept: no date rather than a wrong one.
+    expect(slotTotals([full[0]!, shard({ shard: 1, cap: 1, held: 1 })]).fullSince).toBeNull();
   });
 
   it('pick the highest priority, then the next origin after the last admitted (wrapping), then its oldest', () => {

@@ -36,6 +36,7 @@ function attentionCard(item: AttentionItem, config: PageConfig): HTMLElement {
         ['slots held', `${target.held} of ${target.limit}`],
         ['held by runs of unknown status', target.heldByUnknownRuns],
         ['waiting', target.waiting],
+        ['full since', target.since ?? '—'],
       ]),
     );
   }
