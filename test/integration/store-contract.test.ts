@@ -291,7 +291,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const store = await storeOf();
     const target = uniqueName('limited');
     await store.syncSlotCaps(target, 1);
-    expect(await store.slotShards(target)).toEqual([{ shard: 0, cap: 1, limit: 1, held: 0, unknownHeld: 0, lastOrigin: null }]);
+    expect(await store.slotShards(target)).toEqual([{ shard: 0, cap: 1, limit: 1, held: 0, unknownHeld: 0, lastOrigin: null, allottedAt: expect.any(String) }]);
     const [first, second] = [await waitingOne(store, target), await waitingOne(store, target, { origin: 'other' })] as [DispatchState, DispatchState];
     const firstHeld = admitted(first, 0, later(1), 60);
     expect(await store.commit(first, firstHeld)).toEqual({ kind: 'committed' });
@@ -299,7 +299,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const untouched = await store.getState(second.dispatchId);
     expect(untouched?.version).toBe(second.version);
     expect(untouched?.slot ?? null).toBeNull();
-    expect((await store.slotShards(target))[0]).toEqual({ shard: 0, cap: 1, limit: 1, held: 1, unknownHeld: 0, lastOrigin: 'planner' });
+    expect((await store.slotShards(target))[0]).toEqual({ shard: 0, cap: 1, limit: 1, held: 1, unknownHeld: 0, lastOrigin: 'planner', allottedAt: expect.any(String), takenAt: firstHeld.slot?.at });
 
     // Submitted, it keeps the slot; stalled, the slot is one an unknown run holds; completed, it is given back.
     const run = submitted(firstHeld, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, later(2));

@@ -289,6 +289,7 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
       if (!shard || shard.held >= shard.cap) return false;
       shard.held += 1;
       shard.lastOrigin = next.origin;
+      shard.takenAt = next.slot.at;
     } else if (from.slot && !next.slot) {
       const shard = this.slots.get(from.target)?.[from.slot.shard];
       if (shard) {
@@ -307,12 +308,14 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
     const shards = this.slots.get(target) ?? [];
     const caps = (limit === undefined ? undefined : allotSlotCaps(limit, shards.map((shard) => shard.held))) ?? shards.map(() => 0);
+    const allottedAt = new Date().toISOString();
     for (let shard = 0; shard < Math.max(caps.length, shards.length); shard += 1) {
       const existing = shards[shard];
       if (existing) {
         existing.cap = caps[shard] ?? 0;
         existing.limit = limit ?? 0;
-      } else shards[shard] = { shard, cap: caps[shard] ?? 0, limit: limit ?? 0, held: 0, unknownHeld: 0, lastOrigin: null };
+        existing.allottedAt = allottedAt;
+      } else shards[shard] = { shard, cap: caps[shard] ?? 0, limit: limit ?? 0, held: 0, unknownHeld: 0, lastOrigin: null, allottedAt };
     }
     this.slots.set(target, shards);
   }
