@@ -434,10 +434,12 @@ const PARENT_CHECK_MAX_SECONDS = 60;
  * leaks). SQS standard queues do not keep order, so the child is held — accepted, `waitingFor: parent`,
  * due again after as long as it has waited already (5 s, 10 s, 20 s…, at most 60 s, never past the
  * deadline) — and blocked `unknown_parent` only once `waitSeconds` (PARENT_WAIT_SECONDS unless a deployment
- * sets less) have passed since it was written.
+ * sets less) have passed since it was written (or since its parent was, when the parent is recorded but
+ * itself held for its own parent: the child never gives up before the parent can).
  */
-export function parentMissing(state: DispatchState, now: Date, waitSeconds: number = PARENT_WAIT_SECONDS): DispatchState {
-  const written = Date.parse(state.createdAt);
+export function parentMissing(state: DispatchState, now: Date, waitSeconds: number = PARENT_WAIT_SECONDS, parentHeldSince?: string): DispatchState {
+  // A parent recorded but itself held may wait its own full time: the child waits no less.
+  const written = Math.max(Date.parse(state.createdAt), parentHeldSince ? Date.parse(parentHeldSince) : 0);
   const deadline = written + waitSeconds * 1000;
   if (now.getTime() >= deadline) {
     return blocked(state, 'unknown_parent', `parent ${state.parentDispatchId ?? ''} is not in the ledger (held ${waitSeconds} s for it)`, now);

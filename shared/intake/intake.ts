@@ -4,11 +4,11 @@ import { clip } from '../text.js';
 import { crashPoint } from '../faults.js';
 import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { accepted, blocked, parentMissing } from '../dispatch/transitions.js';
+import { accepted, blocked } from '../dispatch/transitions.js';
 import type { AcceptedMessage, BlobStore, DispatchWorkDeps, LedgerStoreWithWrites, Rejection, RejectionAudience } from '../ledger/port.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
-import { parentOf } from '../usecases/lineage.js';
+import { childAfter, parentOf } from '../usecases/lineage.js';
 import { OBJECTS } from '../ledger/objects.js';
 
 /** One SQS record, as intake sees it. */
@@ -254,17 +254,11 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
   }
 
   // Hop is derived from the stored parent, never taken from the sender, and checked before any contact.
-  let hop = 0;
-  let maxHops = content.maxHops;
-  let parentMissed = false;
-  if (content.parentDispatchId) {
-    const parent = await parentOf(deps, content.parentDispatchId, message.origin);
-    if (!parent) parentMissed = true;
-    else {
-      hop = parent.hop + 1;
-      maxHops = Math.min(parent.maxHops, content.maxHops);
-    }
-  }
+  // A parent not recorded, or whose own hop is not known yet, holds the child (CONTRACT §1 V3).
+  const lineage = content.parentDispatchId ? await parentOf(deps, content.parentDispatchId, message.origin) : undefined;
+  const parent = lineage?.kind === 'recorded' ? lineage.parent : undefined;
+  const hop = parent ? parent.hop + 1 : 0;
+  const maxHops = parent ? Math.min(parent.maxHops, content.maxHops) : content.maxHops;
   const start = accepted(
     {
       dispatchId: message.dispatchId,
@@ -285,7 +279,7 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
     now,
   );
   // Not recorded yet (SQS does not keep order): held, and the monitor looks again until PARENT_WAIT_SECONDS.
-  if (parentMissed) return record(deps, start, parentMissing(start, now, deps.parentWaitSeconds));
+  if (lineage && lineage.kind !== 'recorded') return record(deps, start, childAfter(start, lineage, now, deps));
   if (hop > maxHops) return record(deps, start, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
   const traced = content.traceparent ? { traceparent: content.traceparent } : {};
   return { ...outcomeOf(start, await startAttempt(deps, start, message, inHand)), ...traced };

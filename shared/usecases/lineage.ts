@@ -1,15 +1,36 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { parentFound, parentMissing } from '../dispatch/transitions.js';
+import { blocked, parentFound, parentMissing } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { startAttempt, type AttemptOutcome } from './submit-attempt.js';
 
 /**
- * The parent as its child may see it: another origin's dispatch is "not in the ledger" to this one, so
- * existence never leaks across origins (the child is held, then blocked `unknown_parent`, as for none).
+ * The parent as its child may see it (CONTRACT §1 V3):
+ * - `recorded`: its hop is known, so the child's is derived from it;
+ * - `pending`: not in the ledger yet, or recorded but itself held for its own parent (its hop is a
+ *   placeholder until then) — the child is held too, at least as long as the parent may be (`until`);
+ * - `unknown`: blocked `unknown_parent`, so its lineage is never known — the child is blocked the same way.
+ * Another origin's dispatch is "not in the ledger" to this one, so existence never leaks across origins.
  */
-export async function parentOf(deps: Pick<DispatchWorkDeps, 'store'>, parentDispatchId: string, origin: string): Promise<DispatchState | undefined> {
+export type ParentLookup =
+  | { readonly kind: 'recorded'; readonly parent: DispatchState }
+  | { readonly kind: 'pending'; readonly heldSince?: string }
+  | { readonly kind: 'unknown'; readonly detail: string };
+
+export async function parentOf(deps: Pick<DispatchWorkDeps, 'store'>, parentDispatchId: string, origin: string): Promise<ParentLookup> {
   const parent = await deps.store.getState(parentDispatchId);
-  return parent && parent.origin === origin ? parent : undefined;
+  if (!parent || parent.origin !== origin) return { kind: 'pending' };
+  if (parent.phase === 'accepted' && parent.waitingFor === 'parent') return { kind: 'pending', heldSince: parent.createdAt };
+  if (parent.phase === 'blocked' && parent.blockedCode === 'unknown_parent') {
+    return { kind: 'unknown', detail: `parent ${parentDispatchId} was blocked unknown_parent: its lineage is not known` };
+  }
+  return { kind: 'recorded', parent };
+}
+
+/** What a child does with its parent's lookup: derive its hop, stay held, or be blocked. */
+export function childAfter(child: DispatchState, lookup: ParentLookup, now: Date, deps: Pick<DispatchWorkDeps, 'claimSeconds' | 'parentWaitSeconds'>): DispatchState {
+  if (lookup.kind === 'recorded') return parentFound(child, lookup.parent, now, deps.claimSeconds);
+  if (lookup.kind === 'unknown') return blocked(child, 'unknown_parent', lookup.detail, now);
+  return parentMissing(child, now, deps.parentWaitSeconds, lookup.heldSince);
 }
 
 /**
@@ -20,9 +41,8 @@ export async function parentOf(deps: Pick<DispatchWorkDeps, 'store'>, parentDisp
  * overlaps another, or a cancel that lands meanwhile, acts once.
  */
 export async function resumeHeldChild(deps: DispatchWorkDeps, held: DispatchState): Promise<AttemptOutcome> {
-  const parent = held.parentDispatchId ? await parentOf(deps, held.parentDispatchId, held.origin) : undefined;
-  const now = deps.now();
-  const next = parent ? parentFound(held, parent, now, deps.claimSeconds) : parentMissing(held, now, deps.parentWaitSeconds);
+  const lookup: ParentLookup = held.parentDispatchId ? await parentOf(deps, held.parentDispatchId, held.origin) : { kind: 'pending' };
+  const next = childAfter(held, lookup, deps.now(), deps);
   const written = await deps.store.commit(held, next);
   if (written.kind !== 'committed') return { kind: 'conflict', existing: written.kind === 'conflict' ? written.existing : undefined };
   if (next.phase !== 'accepted' || next.waitingFor === 'parent') return { kind: 'committed', state: next };

@@ -232,4 +232,52 @@ describe('a child sent before its parent is recorded (CONTRACT §1, V3: SQS stan
     expect(blocked.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written', 'dispatch_blocked']);
     expect(agent.stats().submissions[orphan.dispatchId]).toBeUndefined();
   });
+
+  /** Ticks with the clock moved on until none of the given dispatches is held for its parent any more. */
+  const settle = async (dispatchIds: readonly string[]) => {
+    for (let round = 0; round < 12; round += 1) {
+      const held = await Promise.all(dispatchIds.map(async (dispatchId) => (await lineage.getState(dispatchId))?.waitingFor === 'parent'));
+      if (!held.includes(true)) return;
+      clock = new Date(clock.getTime() + 30_000);
+      await tick();
+    }
+  };
+
+  it('holds a child whose parent is itself held for its parent: a held hop is not yet known, so it cannot spend the budget', async () => {
+    // Grandparent allows one hop: the parent (hop 1) may run, its child (hop 2) may not.
+    const grandparent = { ...message({ behavior: 'complete' }), maxHops: 1 };
+    const parent = { ...message({ behavior: 'complete' }), parentDispatchId: grandparent.dispatchId };
+    const child = { ...message({ behavior: 'complete' }), parentDispatchId: parent.dispatchId };
+    expect((await take(parent)).outcome).toBe('waiting');
+    expect((await take(child)).outcome).toBe('waiting');
+    expect(agent.stats().submissions[child.dispatchId]).toBeUndefined();
+
+    expect((await take(grandparent)).outcome).toBe('submitted');
+    await settle([parent.dispatchId, child.dispatchId]);
+
+    const parentState = (await lineage.getState(parent.dispatchId)) as DispatchState;
+    expect([parentState.phase, parentState.hop, parentState.maxHops]).toEqual(['submitted', 1, 1]);
+    const childState = (await lineage.getState(child.dispatchId)) as DispatchState;
+    expect([childState.phase, childState.blockedCode, childState.hop]).toEqual(['blocked', 'hop_budget_exceeded', 2]);
+    expect(agent.stats().submissions[child.dispatchId]).toBeUndefined();
+  });
+
+  it('blocks a child unknown_parent when its parent is blocked unknown_parent: the lineage is never known, so the child never runs', async () => {
+    const parent = { ...message({ behavior: 'complete' }), parentDispatchId: uniqueName('never-sent') };
+    const child = { ...message({ behavior: 'complete' }), parentDispatchId: parent.dispatchId };
+    const start = clock.getTime();
+    expect((await take(parent)).outcome).toBe('waiting');
+    clock = new Date(start + 200_000);
+    // Sent 200 s after its parent: its own 300 s would end after the parent's, and it waits no less.
+    expect((await take(child)).outcome).toBe('waiting');
+    clock = new Date(start + 300_000);
+    await tick();
+    expect((await lineage.getState(parent.dispatchId))?.blockedCode).toBe('unknown_parent');
+    await settle([child.dispatchId]);
+
+    const childView = await viewOf(child.dispatchId);
+    expect(childView.phase).toBe('blocked');
+    expect(childView.blockedReason).toMatch(/^unknown_parent: /);
+    expect(agent.stats().submissions[child.dispatchId]).toBeUndefined();
+  });
 });
