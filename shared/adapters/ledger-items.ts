@@ -806,10 +806,10 @@ export function uploadOf(item: Item): EvidenceUpload {
 export function targetOf(item: Item): TargetRegistration {
   if (item.kind === 'manual') return { name: checked(item, { name: isString }).name as string, kind: 'manual' };
   if (item.kind === 'lambda') {
-    const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString), maxConcurrentRuns: optional(isNumber) });
+    const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString), maxConcurrentRuns: optional(isNumber) });
     return rest as unknown as TargetRegistration;
   }
-  const { pk: _pk, sk: _sk, ...rest } = checked(item, { name: isString, kind: (value) => value === 'http', baseUrl: isString, secretRef: optional(isString), maxConcurrentRuns: optional(isNumber) });
+  const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, kind: (value) => value === 'http', baseUrl: isString, secretRef: optional(isString), maxConcurrentRuns: optional(isNumber) });
   return rest as unknown as TargetRegistration;
 }
 

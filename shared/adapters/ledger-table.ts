@@ -18,7 +18,7 @@ import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions.js';
 import { allotSlotCaps, compareOrigins, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { AcceptedMessage, CommitOutcome, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, LedgerWrites, OriginSettings, PastAttempt, PutOutcome, Refusal, Rejection, RejectionAudience, ResultBody } from '../ledger/port.js';
+import type { AcceptedMessage, CommitOutcome, SlotCapsWrite, DueEntry, DueIndex, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, LedgerStore, LedgerWrites, OriginSettings, PastAttempt, PutOutcome, Refusal, Rejection, RejectionAudience, ResultBody } from '../ledger/port.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -267,6 +267,8 @@ export function dueShardReleaseUpdate(tableName: string, shard: string, holder: 
 
 /** Tries of one change of a limit's allotment lost to takes before it drains instead; tries of one settle. */
 const ALLOT_ROUNDS = 4;
+/** The registration item's revision: each `putTarget` writes the next one, and the caps record the one they were written for. */
+const REGISTRATION_REV = 'registrationRev';
 /** How long admissions reuse the targets' slot shard counts. */
 const SHARD_COUNT_CACHE_MS = 30_000;
 
@@ -508,17 +510,27 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
 
   /** Targets that have or had a limit, each with how many slot shards it has had at most. */
   protected async limitedShardCounts(fresh = true): Promise<Map<string, number>> {
-    if (!fresh && this.shardCountCache && this.shardCountCache.until > Date.now()) return this.shardCountCache.counts;
+    return (await this.limitedItem(fresh)).counts;
+  }
+
+  /**
+   * The limited targets' item: each target's shard count, and the registration revision its caps were
+   * last written for (`capsRev`: none for a deploy-time limit, or caps written before revisions).
+   */
+  protected async limitedItem(fresh = true): Promise<{ readonly counts: Map<string, number>; readonly capsRevs: Map<string, number> }> {
+    if (!fresh && this.shardCountCache && this.shardCountCache.until > Date.now()) return { counts: this.shardCountCache.counts, capsRevs: new Map() };
     const Item = await this.getItem(KEY.limitedTargets(), true);
     const counts = new Map<string, number>();
+    const capsRevs = new Map<string, number>();
     for (const [name, value] of Object.entries(Item ?? {})) {
       if (name.startsWith('shards:') && typeof value === 'number') counts.set(name.slice('shards:'.length), value);
+      if (name.startsWith('rev:') && typeof value === 'number') capsRevs.set(name.slice('rev:'.length), value);
     }
     for (const target of this.options.registry?.targets.values() ?? []) {
       if (target.maxConcurrentRuns !== undefined) counts.set(target.name, Math.max(counts.get(target.name) ?? 0, slotShardCaps(target.maxConcurrentRuns).length));
     }
     this.shardCountCache = { counts, until: Date.now() + SHARD_COUNT_CACHE_MS };
-    return counts;
+    return { counts, capsRevs };
   }
 
   /**
@@ -527,9 +539,9 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
    * allots again (`settleSlotCaps`). A take racing the allotment makes it read again; after a few
    * rounds lost to takes it drains instead, which needs no read to be right.
    */
-  async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
+  async syncSlotCaps(target: string, limit: number | undefined, options: SlotCapsWrite = {}): Promise<void> {
     for (let round = 0; round < 2 * ALLOT_ROUNDS; round += 1) {
-      if ((await this.allotSlots(target, { limit, drain: round >= ALLOT_ROUNDS })) === 'written') return;
+      if ((await this.allotSlots(target, { ...options, limit, drain: round >= ALLOT_ROUNDS })) !== 'lost') return;
     }
     throw new Error(`the slot caps of ${target} could not be written: ${2 * ALLOT_ROUNDS} rounds lost to concurrent writes`);
   }
@@ -547,8 +559,15 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
    * shards meanwhile. A settle keeps the limit in force, conditioned on it being the one read, and writes
    * nothing unless the shards want it (`wantsAllotment`).
    */
-  protected async allotSlots(target: string, change: 'settle' | { readonly limit: number | undefined; readonly drain: boolean }): Promise<'written' | 'settled' | 'lost'> {
-    const existing = (await this.limitedShardCounts()).get(target) ?? 0;
+  protected async allotSlots(target: string, change: 'settle' | (SlotCapsWrite & { readonly limit: number | undefined; readonly drain: boolean })): Promise<'written' | 'settled' | 'lost'> {
+    const { counts, capsRevs } = await this.limitedItem();
+    const existing = counts.get(target) ?? 0;
+    const rev = change === 'settle' ? undefined : change.rev;
+    const onlyIfNone = change !== 'settle' && change.onlyIfNone === true;
+    // A newer registration's caps are written already (or its writer will write them): this one is superseded.
+    if (rev !== undefined && (capsRevs.get(target) ?? 0) > rev) return 'settled';
+    // Caps only for a target with none: another writer set them meanwhile.
+    if (onlyIfNone && existing > 0) return 'settled';
     const shards = await this.readSlotShards(target, existing);
     if (change === 'settle' && !wantsAllotment(shards)) return 'settled';
     const limit = change === 'settle' ? slotLimit(shards) : change.limit;
@@ -570,14 +589,25 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
             }),
       },
     }));
+    // The count never shrinks under another allotment's; a registration's caps never replace a newer one's.
+    const countCondition = onlyIfNone ? 'attribute_not_exists(#count)' : '(attribute_not_exists(#count) OR #count <= :count)';
     items.push({
       Update: {
         TableName: this.table,
         Key: KEY.limitedTargets(),
-        UpdateExpression: 'SET #count = :count',
-        ConditionExpression: 'attribute_not_exists(#count) OR #count <= :count',
-        ExpressionAttributeNames: { '#count': `shards:${target}` },
-        ExpressionAttributeValues: { ':count': count },
+        ...(rev === undefined
+          ? {
+              UpdateExpression: 'SET #count = :count',
+              ConditionExpression: countCondition,
+              ExpressionAttributeNames: { '#count': `shards:${target}` },
+              ExpressionAttributeValues: { ':count': count },
+            }
+          : {
+              UpdateExpression: 'SET #count = :count, #rev = :rev',
+              ConditionExpression: `${countCondition} AND (attribute_not_exists(#rev) OR #rev <= :rev)`,
+              ExpressionAttributeNames: { '#count': `shards:${target}`, '#rev': `rev:${target}` },
+              ExpressionAttributeValues: { ':count': count, ':rev': rev },
+            }),
       },
     });
     try {
@@ -762,10 +792,45 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
     }
   }
 
+  /**
+   * Registers a target. Each write gets the next revision of its registration (conditioned on the one
+   * read, so two writers are ordered); the limit lives in the slot counters' own caps (what the slot
+   * write is conditioned on), written for that revision — a write that lost the race, or died before its
+   * caps, never leaves them other than the registration last written (the monitor's `alignSlotCaps`).
+   */
   async putTarget(target: TargetRegistration): Promise<void> {
-    await this.putItem({ TableName: this.table, Item: { ...KEY.target(target.name), ...target } });
-    // The limit lives in the slot counters' own caps (what the slot write is conditioned on).
-    if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
+    let rev = 0;
+    for (let round = 0; ; round += 1) {
+      const stored = await this.getItem(KEY.target(target.name), true);
+      const seen = typeof stored?.[REGISTRATION_REV] === 'number' ? (stored[REGISTRATION_REV] as number) : undefined;
+      rev = (seen ?? 0) + 1;
+      try {
+        await this.putItem({
+          TableName: this.table,
+          Item: { ...KEY.target(target.name), ...target, [REGISTRATION_REV]: rev },
+          ...(seen === undefined
+            ? { ConditionExpression: 'attribute_not_exists(#rev)', ExpressionAttributeNames: { '#rev': REGISTRATION_REV } }
+            : { ConditionExpression: '#rev = :seen', ExpressionAttributeNames: { '#rev': REGISTRATION_REV }, ExpressionAttributeValues: { ':seen': seen } }),
+        });
+        break;
+      } catch (error) {
+        if (!isConditionFailure(error) || round >= ALLOT_ROUNDS) throw error;
+      }
+    }
+    if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns, { rev });
+  }
+
+  /**
+   * Puts the registration last written in force when its caps were not written for it (its writer died
+   * between the two writes): a fresh read of both, and the caps written for that revision. A deploy-time
+   * limit is put in force by `slotShards` instead. Called by the monitor for each limited target each tick.
+   */
+  async alignSlotCaps(target: string): Promise<void> {
+    if (this.options.registry?.targets.has(target)) return;
+    const stored = await this.getItem(KEY.target(target), true);
+    const rev = typeof stored?.[REGISTRATION_REV] === 'number' ? (stored[REGISTRATION_REV] as number) : undefined;
+    if (!stored || rev === undefined || ((await this.limitedItem()).capsRevs.get(target) ?? 0) >= rev) return;
+    await this.syncSlotCaps(target, targetOf(stored).maxConcurrentRuns, { rev });
   }
 
   async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {

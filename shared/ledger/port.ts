@@ -287,6 +287,11 @@ export class CorruptItemError extends Error {
  */
 export interface LedgerWrites {
   putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>>;
+  /**
+   * Puts the registration last written in force when its caps were not written for it (its writer died
+   * between the two writes); writes nothing otherwise. The monitor calls it for each limited target each tick.
+   */
+  alignSlotCaps(target: string): Promise<void>;
   /** Takes over a stale claim; false when someone else changed it first. */
   /** Takes over a lapsed claim for the delivery `claimBy`: only from the claim read, or its own renewal sent again. */
   renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string, claimBy: string): Promise<boolean>;
@@ -314,6 +319,14 @@ export interface LedgerWrites {
 export type LedgerStoreWithWrites = LedgerStore & LedgerWrites;
 
 /** Everything the API's use cases ask of the ledger table. One adapter implements it; tests may fake it. */
+/** How a change of a target's caps is conditioned (`syncSlotCaps`). */
+export interface SlotCapsWrite {
+  /** The registration revision the caps are written for: never over caps written for a later one. */
+  readonly rev?: number | undefined;
+  /** Only for a target with no slot shards yet: caps another writer set are kept (an admission's first look). */
+  readonly onlyIfNone?: boolean | undefined;
+}
+
 export interface LedgerStore {
   getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined>;
 
@@ -393,7 +406,7 @@ export interface LedgerStore {
    * each ≥ its held, summing to `limit`), or drained (every cap 0) while more runs are in flight than
    * `limit`; no limit: every cap 0 and the limit is off. Records the target among the limited ones.
    */
-  syncSlotCaps(target: string, limit: number | undefined): Promise<void>;
+  syncSlotCaps(target: string, limit: number | undefined, options?: SlotCapsWrite): Promise<void>;
   /** Allots a drained (or unevenly allotted) target's caps again once what it holds allows (`wantsAllotment`); else writes nothing. */
   settleSlotCaps(target: string): Promise<void>;
   /** Targets that have (or had) a concurrency limit: the monitor admits their waiting dispatches each tick. */

@@ -304,6 +304,8 @@ async function admitForLimitedTargets(deps: MonitorDeps, stopAt: Date | undefine
   await Promise.all(
     (await deps.store.limitedTargets()).map(async (target) => {
       try {
+        // The registration last written is the limit in force, even if its writer died before the caps.
+        await deps.store.alignSlotCaps(target);
         const admitted = await admitWaiting(deps, target, deps.admitPerTarget ?? 100, stopAt);
         const totals = slotTotals(await deps.store.slotShards(target));
         flows[target] = { limit: totals.limit, held: totals.held, unknownHeld: totals.unknownHeld, waiting: await deps.store.countWaiting(target, WAITING_COUNT_CAP), admitted };

@@ -58,7 +58,8 @@ async function commitStep(deps: SubmitDeps, from: DispatchState, next: DispatchS
 export async function shardsOf(deps: Pick<SubmitDeps, 'store'>, registration: TargetRegistration): Promise<SlotShard[]> {
   const shards = await deps.store.slotShards(registration.name);
   if (shards.length > 0 || registration.maxConcurrentRuns === undefined) return shards;
-  await deps.store.syncSlotCaps(registration.name, registration.maxConcurrentRuns);
+  // Only if the target still has none: this registration may be a cached one, older than caps set since.
+  await deps.store.syncSlotCaps(registration.name, registration.maxConcurrentRuns, { onlyIfNone: true });
   return deps.store.slotShards(registration.name);
 }
 

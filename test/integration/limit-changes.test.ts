@@ -24,9 +24,10 @@ const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 let table: LedgerTable;
 let dueIndex: LedgerDueIndex;
+let tableName: string;
 
 beforeAll(async () => {
-  const tableName = uniqueName('limits');
+  tableName = uniqueName('limits');
   await ensureLedgerTable(clients.dynamodb, tableName);
   table = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
   dueIndex = new LedgerDueIndex(documents, tableName);
@@ -169,4 +170,68 @@ describe('a limit changed while runs are in flight (CONTRACT §11)', () => {
     expect(h.agent.open.size).toBe(Math.min(to, more));
     expect(await shardsOf(h.name)).toMatchObject({ limit: to, held: Math.min(to, more) });
   }, 120_000);
+});
+
+/** A registry write that dies between writing the registration and writing its slot caps (a Lambda timing out there). */
+class DiesBeforeCaps extends LedgerTable {
+  override async syncSlotCaps(): Promise<void> {
+    throw new Error('the process died before the slot caps were written');
+  }
+}
+
+describe('the limit in force is the registration last written, whatever reads are stale or writes die (CONTRACT §11)', () => {
+  const register = (store: LedgerTable, name: string, limit: number) => store.putTarget({ name, kind: 'http', baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: limit });
+
+  it('an admission working from a cached registration and a cached "no shards yet" never raises a limit lowered since', async () => {
+    const name = uniqueName('lim');
+    // Another process: it reads registrations and shard counts through its caches (as every Lambda does).
+    const stale = new LedgerTable(documents, { tableName, retentionSeconds: 86_400, targetCacheMs: 60_000 });
+    expect(await stale.slotShards(name)).toEqual([]);
+    await register(table, name, 10);
+    expect((await stale.getTarget(name))?.maxConcurrentRuns).toBe(10);
+    await register(table, name, 3);
+
+    const agent = new CountingTarget();
+    const deps = intakeDepsFactory({ store: stale, blobs: new MemoryBlobs(), targetFor: () => agent, now: () => new Date() });
+    const dispatchId = uniqueName('d');
+    await takeDispatchMessage(deps, { messageId: uniqueName('m'), body: JSON.stringify({ dispatchId, origin: 'planner', target: name, task: { goal: 'hold a slot' } }), senderId: 'local' });
+
+    expect(await shardsOf(name)).toMatchObject({ limit: 3 });
+    expect(agent.open.size).toBe(1);
+  });
+
+  it('a registration written without its caps (the writer died between the two) has its limit put in force by the next tick', async () => {
+    const h = harness();
+    await h.setLimit(5);
+    await h.send(2);
+    await expect(register(new DiesBeforeCaps(documents, { tableName, retentionSeconds: 86_400 }), h.name, 2)).rejects.toThrow(/died/);
+    h.agent.limit = 2;
+    expect(await shardsOf(h.name)).toMatchObject({ limit: 5 });
+
+    await h.tick();
+    expect(await shardsOf(h.name)).toMatchObject({ limit: 2, held: 2 });
+    await h.send(3);
+    await h.tick();
+    expect(h.agent.pastLimit).toEqual([]);
+    expect(await table.countWaiting(h.name, 100)).toBe(3);
+  });
+
+  it('of two registry writes racing, the caps follow the one whose registration was written last, even when its caps were written first', async () => {
+    const name = uniqueName('lim');
+    await register(table, name, 4);
+    // The second registration's whole write (registration then caps) lands inside the first one's, after its registration.
+    let inside: Promise<void> | undefined;
+    class Interleaved extends LedgerTable {
+      override async syncSlotCaps(target: string, limit: number | undefined, options?: Parameters<LedgerTable['syncSlotCaps']>[2]): Promise<void> {
+        inside ??= register(table, name, 2);
+        await inside;
+        return super.syncSlotCaps(target, limit, options);
+      }
+    }
+    await register(new Interleaved(documents, { tableName, retentionSeconds: 86_400 }), name, 7);
+
+    const registered = (await table.getTarget(name))?.maxConcurrentRuns;
+    expect(registered).toBe(2);
+    expect(await shardsOf(name)).toMatchObject({ limit: registered });
+  });
 });

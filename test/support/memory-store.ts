@@ -2,7 +2,7 @@ import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { ManualAttestation } from '../../shared/dispatch/manual.js';
 import type { DispatchState, ResultRecord } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxRange, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginRejection, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type CommitOutcome, type DueEntry, type DueIndex, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type InboxRange, type InboxStore, type LambdaFailureRecord, type LedgerFeeds, type LedgerStore, type OriginRejection, type OriginSettings, type Page, type PastAttempt, type PutOutcome, type Refusal, type Rejection, type RejectionAudience, type ResultBody, type SlotCapsWrite } from '../../shared/ledger/port.js';
 import { writeCondition } from '../../shared/dispatch/transitions.js';
 import { DUE_SHARD_KEYS, dueShardOf, INBOX_RANGE, inboxSortKey } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
@@ -275,7 +275,9 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   }
   async putTarget(target: TargetRegistration) {
     this.targets.set(target.name, target);
-    if (target.maxConcurrentRuns !== undefined || this.slots.has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns);
+    const rev = (this.registrationRevs.get(target.name) ?? 0) + 1;
+    this.registrationRevs.set(target.name, rev);
+    if (target.maxConcurrentRuns !== undefined || this.slots.has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns, { rev });
   }
 
   /** Slot counters by target (the table's `SLOT#…` items). */
@@ -305,7 +307,17 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   async slotShards(target: string): Promise<SlotShard[]> {
     return (this.slots.get(target) ?? []).map((shard) => ({ ...shard }));
   }
-  async syncSlotCaps(target: string, limit: number | undefined): Promise<void> {
+  /** Registration revisions (the table's `registrationRev`) and the one each target's caps were written for. */
+  private readonly registrationRevs = new Map<string, number>();
+  private readonly capsRevs = new Map<string, number>();
+  async alignSlotCaps(target: string): Promise<void> {
+    const rev = this.registrationRevs.get(target);
+    if (rev !== undefined && (this.capsRevs.get(target) ?? 0) < rev) await this.syncSlotCaps(target, this.targets.get(target)?.maxConcurrentRuns, { rev });
+  }
+  async syncSlotCaps(target: string, limit: number | undefined, options: SlotCapsWrite = {}): Promise<void> {
+    if (options.rev !== undefined && (this.capsRevs.get(target) ?? 0) > options.rev) return;
+    if (options.onlyIfNone && this.slots.has(target)) return;
+    if (options.rev !== undefined) this.capsRevs.set(target, options.rev);
     const shards = this.slots.get(target) ?? [];
     const caps = (limit === undefined ? undefined : allotSlotCaps(limit, shards.map((shard) => shard.held))) ?? shards.map(() => 0);
     const allottedAt = new Date().toISOString();

@@ -115,7 +115,8 @@ describe('ledger registry target put --kind manual', () => {
     const printed: string[] = [];
     expect(await registry(['target', 'put', '--table', 'ledger', '--name', 'desk', '--kind', 'manual'], (line) => printed.push(line))).toBe(0);
     const { pk: _pk, sk: _sk, ...item } = documents.commandCalls(PutCommand)[0]?.args[0].input.Item ?? {};
-    expect(item).toEqual({ name: 'desk', kind: 'manual' });
+    // Its first registration: revision 1 (the limit's caps, had it one, would be written for it).
+    expect(item).toEqual({ name: 'desk', kind: 'manual', registrationRev: 1 });
     expect(printed[0]).toMatch(/^target desk: manual — dispatches to it are recorded and wait for a person/);
   });
 
