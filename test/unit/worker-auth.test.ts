@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createWorker, memoryStore, type ListeningWorker, type RunFunction, type RunStore, type Transport } from '@dispatch-ledger/worker';
+import { createWorker, memoryStore, type ListeningWorker, type LogLine, type RunFunction, type RunStore, type Transport } from '@dispatch-ledger/worker';
 import { eventually } from '../support/eventually.js';
 
 /**
@@ -85,6 +85,18 @@ describe('the worker kit with the target secret', () => {
     // The run still waits: no cancel, no decision reached it.
     expect(await call(url, 'GET', '/runs/d-auth%3A1', { authorization: CURRENT })).toMatchObject({ status: 200, body: { status: 'waiting_for_approval' } });
     expect(await call(url, 'POST', '/runs/d-auth%3A1/approval', { authorization: CURRENT, body: { approvalId: waiting.pendingApproval.approvalId, decision: 'approve' } })).toMatchObject({ status: 200 });
+  });
+
+  it('logs refused requests at a bounded rate: a stranger hammering the worker cannot flood its logs', async () => {
+    const lines: LogLine[] = [];
+    listening = await createWorker({ name: 'kit-auth', run: async () => ({ summary: 'never' }), store: memoryStore(), transport: ledgerStandIn, log: (line) => void lines.push(line), secret: CURRENT }).listen(0, '127.0.0.1');
+    const statuses = new Set<number>();
+    for (let request = 0; request < 120; request += 1) statuses.add((await call(listening.url, 'GET', `/runs/r-${request}`)).status);
+    expect([...statuses]).toEqual([401]);
+    const refused = lines.filter((line) => line.msg === 'request_unauthorized');
+    expect(refused.length).toBe(10);
+    // The last line of the window says the rest are counted, not logged.
+    expect(refused.at(-1)).toMatchObject({ level: 'warn', more: 'further refusals this minute are counted and reported with the next one logged' });
   });
 
   it('takes both secrets during a rotation (secrets: [current, previous]), and no other', async () => {

@@ -140,9 +140,10 @@ export function createWorker(options: WorkerOptions): Worker {
       try {
         const { restarted, resent } = await engine.recover();
         if (restarted.length > 0 || resent.length > 0) log({ level: 'info', msg: 'worker_recovered', restarted: restarted.length, resent: resent.length });
+        const refusals = refusalLog(log);
         server = createServer((req, res) => {
           res.setHeader('x-request-id', requestIdOf(req));
-          if (!admitted(authorized, req, res, log)) return;
+          if (!admitted(authorized, req, res, refusals)) return;
           handle(engine, req, res).catch((error: unknown) => {
             log({ level: 'error', msg: 'request_failed', method: req.method, path: req.url, error: error instanceof Error ? error.message : String(error) });
             if (res.headersSent) res.destroy();
@@ -189,12 +190,48 @@ export function createWorker(options: WorkerOptions): Worker {
  * CONTRACT V3 §8: with a secret, nothing is read, routed or changed for a caller without it — not even
  * which routes exist. The body is drained unread.
  */
-function admitted(authorized: Authorizer | undefined, req: IncomingMessage, res: ServerResponse, log: Log): boolean {
+function admitted(authorized: Authorizer | undefined, req: IncomingMessage, res: ServerResponse, log: RefusalLog): boolean {
   if (!authorized || authorized(header(req, 'authorization'))) return true;
   req.resume();
-  log({ level: 'warn', msg: 'request_unauthorized', method: clipForMessage(req.method ?? ''), path: clipForMessage(req.url ?? '') });
+  log.refused(req);
   sendError(res, 401, 'unauthorized', 'the authorization header is missing or not the target secret');
   return false;
+}
+
+/** At most this many refusals logged a minute: a stranger hammering a worker cannot flood its logs. */
+const REFUSALS_LOGGED_PER_MINUTE = 10;
+
+interface RefusalLog {
+  refused(req: IncomingMessage): void;
+}
+
+/** Logs refused requests up to REFUSALS_LOGGED_PER_MINUTE a minute; the rest are counted, and the count rides on the next line logged. */
+function refusalLog(log: Log, now: () => number = Date.now): RefusalLog {
+  let windowStart = Number.NEGATIVE_INFINITY;
+  let logged = 0;
+  let suppressed = 0;
+  return {
+    refused(req) {
+      if (now() - windowStart >= 60_000) {
+        windowStart = now();
+        logged = 0;
+      }
+      if (logged >= REFUSALS_LOGGED_PER_MINUTE) {
+        suppressed += 1;
+        return;
+      }
+      logged += 1;
+      log({
+        level: 'warn',
+        msg: 'request_unauthorized',
+        method: clipForMessage(req.method ?? ''),
+        path: clipForMessage(req.url ?? ''),
+        ...(suppressed > 0 ? { suppressed } : {}),
+        ...(logged === REFUSALS_LOGGED_PER_MINUTE ? { more: 'further refusals this minute are counted and reported with the next one logged' } : {}),
+      });
+      suppressed = 0;
+    },
+  };
 }
 
 const RUNS = /^\/runs\/?$/;
