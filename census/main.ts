@@ -72,7 +72,7 @@ function verdict(report: CensusReport, enabled: readonly string[], atLeast: numb
   const failures: string[] = [];
   for (const key of MUST_BE_ZERO) if (report[key] !== 0) failures.push(`${key}: ${report[key]}`);
   if (!report.balanced) failures.push('sent ≠ dispatches + duplicates + blocked + rejections + DLQ-only');
-  if (run.drainedInSeconds === null) failures.push('the census did not drain within --drain seconds');
+  if (run.drainedInSeconds === null) failures.push('the census did not drain: no progress for half of --drain seconds, or not done by 3 × --drain');
   const trips = report.dlqRoundTrips;
   if (enabled.includes('dlq_round_trip') && trips.asExpected !== trips.planned) failures.push(`DLQ round trips: ${trips.asExpected} of ${trips.planned} came back as their dispatch (${trips.redriven} redriven)`);
   for (const kind of enabled) {

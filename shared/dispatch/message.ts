@@ -8,11 +8,10 @@ import { DISPATCH_ID, ORIGIN, TARGET_NAME } from './ids.js';
 export { DISPATCH_ID, ORIGIN, TARGET_NAME };
 
 export { DEFAULT_TIMEOUTS } from './state.js';
-import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, MAX_PRIORITY, MAX_TASK_DEPTH } from './state.js';
+import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, MAX_HOPS_LIMIT, MAX_PRIORITY, MAX_TASK_DEPTH } from './state.js';
 export const DEFAULT_MAX_HOPS = 4;
 /** Upper bounds the contract leaves open: a month for any clock, 32 hops. */
 export const MAX_TIMEOUT_SECONDS = 30 * 24 * 3600;
-const MAX_HOPS_LIMIT = 32;
 
 /** CONTRACT v2 §1: how the result reaches the origin (§10). Any other string reads as `after_turn`. */
 export const RESULT_DELIVERY_MODES = ['inject', 'after_turn'] as const;

@@ -265,6 +265,8 @@ export interface DispatchState {
 }
 
 export const DEFAULT_PRIORITY = 5;
+/** The most hops a message may allow (the contract leaves it open). */
+export const MAX_HOPS_LIMIT = 32;
 /** CONTRACT §1 V3: how long a child whose parent is not recorded yet is held before it is blocked `unknown_parent`. */
 export const PARENT_WAIT_SECONDS = 300;
 /** CONTRACT §1: a task nests at most this many levels (the task object is level 1). dispatch/message.ts says how a message is held to it. */

@@ -8,6 +8,7 @@ import {
   isTerminal,
   TERMINAL_STATUSES,
   NO_EXECUTION,
+  MAX_HOPS_LIMIT,
   PARENT_WAIT_SECONDS,
   type BlockedCode,
   type ChangeKind,
@@ -434,15 +435,17 @@ const PARENT_CHECK_MAX_SECONDS = 60;
  * leaks). SQS standard queues do not keep order, so the child is held — accepted, `waitingFor: parent`,
  * due again after as long as it has waited already (5 s, 10 s, 20 s…, at most 60 s, never past the
  * deadline) — and blocked `unknown_parent` only once `waitSeconds` (PARENT_WAIT_SECONDS unless a deployment
- * sets less) have passed since it was written (or since its parent was, when the parent is recorded but
- * itself held for its own parent: the child never gives up before the parent can).
+ * sets less) have passed since it was written.
  */
-export function parentMissing(state: DispatchState, now: Date, waitSeconds: number = PARENT_WAIT_SECONDS, parentHeldSince?: string): DispatchState {
-  // A parent recorded but itself held may wait its own full time: the child waits no less.
-  const written = Math.max(Date.parse(state.createdAt), parentHeldSince ? Date.parse(parentHeldSince) : 0);
-  const deadline = written + waitSeconds * 1000;
+export function parentMissing(state: DispatchState, now: Date, waitSeconds: number = PARENT_WAIT_SECONDS, parentHeld = false): DispatchState {
+  const written = Date.parse(state.createdAt);
+  // A parent recorded but itself held gives up on its own parent when that wait ends, and its child with
+  // it (blocked as `unknown`): the child never gives up first, whatever the depth of the chain still
+  // arriving. A cycle of held dispatches is the one case with no end but this bound: one wait per hop allowed.
+  const deadline = written + waitSeconds * 1000 * (parentHeld ? MAX_HOPS_LIMIT + 1 : 1);
   if (now.getTime() >= deadline) {
-    return blocked(state, 'unknown_parent', `parent ${state.parentDispatchId ?? ''} is not in the ledger (held ${waitSeconds} s for it)`, now);
+    const why = parentHeld ? `is still held for its own parent after ${Math.round((now.getTime() - written) / 1000)} s` : `is not in the ledger (held ${waitSeconds} s for it)`;
+    return blocked(state, 'unknown_parent', `parent ${state.parentDispatchId ?? ''} ${why}`, now);
   }
   const delay = Math.min(PARENT_CHECK_MAX_SECONDS * 1000, Math.max(PARENT_CHECK_FIRST_SECONDS * 1000, now.getTime() - written));
   const dueAt = new Date(Math.min(deadline, now.getTime() + delay)).toISOString();
@@ -450,6 +453,13 @@ export function parentMissing(state: DispatchState, now: Date, waitSeconds: numb
   if (state.version !== NOT_STORED && state.waitingFor === 'parent') return advance(state, 'rescheduled', now, { dueAt });
   return advance(state, 'waiting', now, { waitingFor: 'parent', dueAt });
 }
+
+/**
+ * Whether the dispatch's hop is derived: it has no parent, or its hop was derived from the recorded
+ * parent (hop = parent's + 1 ≥ 1). A hop of 0 under a parent is the placeholder of a child held for
+ * it; one that left the wait without it (cancelled, blocked `unknown_parent`) never derives it.
+ */
+export const lineageDerived = (state: Pick<DispatchState, 'parentDispatchId' | 'hop'>): boolean => !state.parentDispatchId || state.hop > 0;
 
 /**
  * The held child's parent is recorded now: its hop and budget are derived from it (hop = parent's + 1,

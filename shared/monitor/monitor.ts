@@ -198,8 +198,9 @@ export async function monitorTick(deps: MonitorDeps, budget: TickBudget = {}): P
     if (next === undefined) delete deps.shardCursor.next;
     else deps.shardCursor.next = next;
   }
+  const targets = await admitForLimitedTargets(deps, budget.stopTakingAt, (subject, error) => tally.failed(subject, error));
   const { due, actions, byTarget, failures, shards: shardCounts, outOfBudget } = tally;
-  return { due, actions, byTarget, failures, shards: shardCounts, outOfBudget, targets: await admitForLimitedTargets(deps, budget.stopTakingAt) };
+  return { due, actions, byTarget, failures, shards: shardCounts, outOfBudget, targets };
 }
 
 interface Tick {
@@ -298,19 +299,21 @@ async function actOnEntry({ deps, tickStart, tally }: Tick, entry: DueEntry): Pr
  * allow (a slot freed by a write that could not admit — a lookup, a crash — is used within one tick),
  * and reports its slots and its queue.
  */
-async function admitForLimitedTargets(deps: MonitorDeps, stopAt: Date | undefined): Promise<Record<string, TargetFlow>> {
+async function admitForLimitedTargets(deps: MonitorDeps, stopAt: Date | undefined, failed: (subject: string, error: unknown) => void): Promise<Record<string, TargetFlow>> {
   const flows: Record<string, TargetFlow> = {};
   // Targets side by side: a slow one must not cost the others their admissions this tick.
   await Promise.all(
     (await deps.store.limitedTargets()).map(async (target) => {
+      // The registration last written is the limit in force, even if its writer died before the caps. Its
+      // trouble is reported (and tried again next tick), never a reason to skip the admissions.
+      await deps.store.alignSlotCaps(target).catch((error: unknown) => failed(`slot caps of ${target}`, error));
       try {
-        // The registration last written is the limit in force, even if its writer died before the caps.
-        await deps.store.alignSlotCaps(target);
         const admitted = await admitWaiting(deps, target, deps.admitPerTarget ?? 100, stopAt);
         const totals = slotTotals(await deps.store.slotShards(target));
         flows[target] = { limit: totals.limit, held: totals.held, unknownHeld: totals.unknownHeld, waiting: await deps.store.countWaiting(target, WAITING_COUNT_CAP), admitted };
-      } catch {
-        // One target's trouble is tried again next tick.
+      } catch (error) {
+        // One target's trouble is reported and tried again next tick.
+        failed(`admissions of ${target}`, error);
       }
     }),
   );

@@ -1,5 +1,5 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { endedResult, FINAL_BLOCKS, isTerminal, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
+import { endedResult, FINAL_BLOCKS, isTerminal, lineageDerived, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { clip, printable } from '../text.js';
 import { startAttempt } from './submit-attempt.js';
@@ -38,10 +38,11 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
   if (state.phase === 'submitted' && !proven && !request.force) {
     return { kind: 'run_may_be_active', runId: state.runId, attempt: state.attempt, status: state.execution.status };
   }
-  // A child held for its parent (CONTRACT §1 V3) has no hop derived yet: no submission may skip the wait.
-  const held = state.waitingFor === 'parent';
+  // A child held for its parent (CONTRACT §1 V3) has no hop derived yet: no submission may skip the wait;
+  // one cancelled while held never derived it, so it is never submitted.
+  const held = state.waitingFor === 'parent' || !lineageDerived(state);
   if ((state.blockedCode && FINAL_BLOCKS.has(state.blockedCode)) || state.hop > state.maxHops || held) {
-    return { kind: 'not_submittable', reason: state.blockedReason ?? (held ? 'waits for its parent' : 'hop budget exceeded') };
+    return { kind: 'not_submittable', reason: state.blockedReason ?? (held ? 'its parent was never recorded while it waited: its hop is not known' : 'hop budget exceeded') };
   }
   const message = await deps.store.getAcceptedMessage(state.dispatchId);
   if (!message?.content.valid) return { kind: 'not_submittable', reason: 'this dispatch has no valid message to submit again' };

@@ -14,6 +14,8 @@ import { DEFAULT_MAX_HOPS } from '../../shared/dispatch/message.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import { dispatchView } from '../../shared/dispatch/view.js';
 import { monitorTick } from '../../shared/monitor/monitor.js';
+import { cancelDispatch } from '../../shared/usecases/flow.js';
+import { redispatch } from '../../shared/usecases/redispatch.js';
 import type { LedgerStoreWithWrites } from '../../shared/ledger/port.js';
 import { inject } from 'vitest';
 import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
@@ -260,6 +262,46 @@ describe('a child sent before its parent is recorded (CONTRACT §1, V3: SQS stan
     const childState = (await lineage.getState(child.dispatchId)) as DispatchState;
     expect([childState.phase, childState.blockedCode, childState.hop]).toEqual(['blocked', 'hop_budget_exceeded', 2]);
     expect(agent.stats().submissions[child.dispatchId]).toBeUndefined();
+  });
+
+  it('blocks a child unknown_parent when its parent was cancelled while it was held for its own parent: that lineage is never derived', async () => {
+    const parent = { ...message({ behavior: 'complete' }), parentDispatchId: uniqueName('never-sent') };
+    const child = { ...message({ behavior: 'complete' }), parentDispatchId: parent.dispatchId };
+    expect((await take(parent)).outcome).toBe('waiting');
+    const held = (await lineage.getState(parent.dispatchId)) as DispatchState;
+    expect((await cancelDispatch(lineageDeps(), held, { reason: 'not wanted', by: 'planner' })).kind).toBe('cancelled');
+
+    expect((await take(child)).outcome).toBe('blocked');
+    const childView = await viewOf(child.dispatchId);
+    expect(childView.blockedReason).toMatch(/^unknown_parent: /);
+    expect(agent.stats().submissions[child.dispatchId]).toBeUndefined();
+    // Nor can a redispatch of the cancelled parent submit it with a hop it never derived.
+    const cancelled = (await lineage.getState(parent.dispatchId)) as DispatchState;
+    expect((await redispatch(lineageDeps(), cancelled, { reason: 'try again', force: false })).kind).toBe('not_submittable');
+    expect(agent.stats().submissions[parent.dispatchId]).toBeUndefined();
+  });
+
+  it('holds a child as long as its parent is held, however deep the chain still being recorded', async () => {
+    // C before B before A before R, each more than a parent-wait apart from the one it waits on.
+    const root = { ...message({ behavior: 'complete' }), maxHops: 3 };
+    const a = { ...message({ behavior: 'complete' }), parentDispatchId: root.dispatchId };
+    const b = { ...message({ behavior: 'complete' }), parentDispatchId: a.dispatchId };
+    const c = { ...message({ behavior: 'complete' }), parentDispatchId: b.dispatchId };
+    const start = clock.getTime();
+    expect((await take(c)).outcome).toBe('waiting');
+    clock = new Date(start + 1_000);
+    expect((await take(b)).outcome).toBe('waiting');
+    clock = new Date(start + 200_000);
+    expect((await take(a)).outcome).toBe('waiting');
+    for (const seconds of [250, 301, 350, 399]) {
+      clock = new Date(start + seconds * 1000);
+      await tick();
+      expect((await lineage.getState(c.dispatchId))?.phase, `at ${seconds} s`).toBe('accepted');
+    }
+    expect((await take(root)).outcome).toBe('submitted');
+    await settle([a.dispatchId, b.dispatchId, c.dispatchId]);
+    const hops = await Promise.all([a, b, c].map(async (sent) => (await lineage.getState(sent.dispatchId)) as DispatchState));
+    expect(hops.map((state) => [state.phase, state.hop])).toEqual([['submitted', 1], ['submitted', 2], ['submitted', 3]]);
   });
 
   it('blocks a child unknown_parent when its parent is blocked unknown_parent: the lineage is never known, so the child never runs', async () => {

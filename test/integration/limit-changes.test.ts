@@ -235,3 +235,25 @@ describe('the limit in force is the registration last written, whatever reads ar
     expect(await shardsOf(name)).toMatchObject({ limit: registered });
   });
 });
+
+describe('a tick whose caps alignment fails', () => {
+  it('reports the failure in the tick and still admits what the free slots allow', async () => {
+    const h = harness();
+    await h.setLimit(1);
+    const states = await Promise.all((await h.send(2)).map(async (dispatchId) => table.getState(dispatchId)));
+    expect(h.agent.open.size).toBe(1);
+    const open = states.find((state) => state?.phase === 'submitted');
+    const waiting = states.find((state) => state?.phase === 'accepted');
+    const agentDeps = intakeDepsFactory({ store: table, blobs: new MemoryBlobs(), targetFor: () => h.agent, now: () => new Date() });
+    expect((await cancelDispatch(agentDeps, open as NonNullable<typeof open>, { reason: 'make room', by: 'local:test' })).kind).toBe('requested');
+    class AlignFails extends LedgerTable {
+      override async alignSlotCaps(): Promise<void> {
+        throw new Error('the registration could not be read');
+      }
+    }
+    const failing = new AlignFails(documents, { tableName, retentionSeconds: 86_400 });
+    const report = await monitorTick({ ...agentDeps, store: failing, dueIndex, pageSize: 100 });
+    expect(report.failures).toContainEqual({ subject: `slot caps of ${h.name}`, error: 'Error: the registration could not be read' });
+    expect((await table.getState(waiting?.dispatchId ?? ''))?.phase).toBe('submitted');
+  });
+});
