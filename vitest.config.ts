@@ -5,12 +5,22 @@ import { defineConfig } from 'vitest/config';
 // - integration: the real local engines (DynamoDB Local, fauxqs, moto), started once by the
 //   global setup and stopped by pid afterwards.
 // - infra: CDK template assertions, cdk-nag and cfn-lint on the synthesized stack; no servers.
+/**
+ * Workspace packages (packages/protocol) are read from their TypeScript sources through the `source`
+ * export condition, never from a dist/ that may be stale; the rest are Vitest's defaults for node (Vite's without `module`). Each
+ * project names it (an inline project does not inherit the root's `resolve`), for SSR too: tests run in
+ * Vite's SSR environment, which takes its conditions from `ssr.resolve`.
+ */
+const resolve = { conditions: ['source', 'node', 'development|production'] };
+
 export default defineConfig({
   test: {
     reporters: ['default', './test/support/summary-reporter.ts'],
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     projects: [
       {
+        resolve,
+        ssr: { resolve },
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
@@ -18,6 +28,8 @@ export default defineConfig({
         },
       },
       {
+        resolve,
+        ssr: { resolve },
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
@@ -32,6 +44,8 @@ export default defineConfig({
         },
       },
       {
+        resolve,
+        ssr: { resolve },
         test: {
           name: 'infra',
           include: ['test/infra/**/*.test.ts'],

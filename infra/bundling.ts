@@ -88,6 +88,9 @@ export const ESBUILD_OPTIONS = {
   minify: true,
   sourceMap: false,
   mainFields: ['module', 'main'],
+  // Workspace packages (packages/protocol) are bundled from their TypeScript sources (the `source`
+  // export condition); `module` is esbuild's own default, which naming any condition would drop.
+  conditions: ['source', 'module'],
   banner: "import { createRequire as __ledgerCreateRequire } from 'node:module'; const require = __ledgerCreateRequire(import.meta.url);",
   // shared/faults.ts is compiled out of every deployed bundle: no switch, message or variable can turn it on.
   define: { DISPATCH_LEDGER_DEPLOYED_BUNDLE: 'true' },

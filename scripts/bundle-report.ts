@@ -79,6 +79,7 @@ const deployedOptions = (): BuildOptions => ({
   minify: ESBUILD_OPTIONS.minify,
   sourcemap: ESBUILD_OPTIONS.sourceMap,
   mainFields: [...ESBUILD_OPTIONS.mainFields],
+  conditions: [...ESBUILD_OPTIONS.conditions],
   banner: { js: ESBUILD_OPTIONS.banner },
   define: { ...ESBUILD_OPTIONS.define },
   // Metafile paths relative to the repository wherever the script is started from.

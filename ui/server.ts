@@ -76,6 +76,8 @@ async function compilePage(): Promise<Assets> {
     write: false,
     format: 'esm',
     platform: 'browser',
+    // Workspace packages from their TypeScript sources; `module` is esbuild's default, kept.
+    conditions: ['source', 'module'],
     target: ['es2022'],
     legalComments: 'none',
     logLevel: 'silent',

@@ -76,6 +76,7 @@ export class LedgerFunction extends Construct {
         mainFields: [...ESBUILD_OPTIONS.mainFields],
         banner: ESBUILD_OPTIONS.banner,
         define: { ...ESBUILD_OPTIONS.define },
+        esbuildArgs: { '--conditions': ESBUILD_OPTIONS.conditions.join(',') },
         // Bundle the SDK at the versions the tests ran, rather than whatever the runtime ships.
         externalModules: [],
         forceDockerBundling: false,

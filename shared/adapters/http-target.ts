@@ -3,6 +3,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
+import { MAX_EVIDENCE_REFS, MAX_REF_BYTES, REQUEST_ID } from '@dispatch-ledger/protocol';
 import { lazy } from '../lazy.js';
 import {
   NATIVE_STATUS,
@@ -32,9 +33,6 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const MAX_BODY_BYTES = 64 * 1024;
 const REASON_CHARS = 200;
 const SUMMARY_CHARS = 1_000;
-const MAX_EVIDENCE = 32;
-/** A request id we are willing to store as proof: short and made of inert characters. */
-const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /**
  * A W3C trace context as intake accepts it (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, 55
  * characters). Anything else is not sent: W3C has a receiver ignore a malformed one anyway, and a header
@@ -214,7 +212,7 @@ const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
   // CONTRACT V3 §2: read if it is one; a malformed word is left out (see toRunView), not a lost lookup.
   nativeStatus: z.optional(z.unknown()),
   result: z.nullish(z.object({ summary: z.nullish(z.string()) })),
-  evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(512))).check(z.maxLength(MAX_EVIDENCE))),
+  evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(MAX_REF_BYTES))).check(z.maxLength(MAX_EVIDENCE_REFS))),
   pendingApproval: z.nullish(
     z.object({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), requestedAt: z.nullish(z.string().check(z.maxLength(64))) }),
   ),
@@ -328,7 +326,7 @@ function exchanger(config: ExchangeConfig): Exchange {
       kind: 'answered',
       status,
       body: read,
-      requestId: typeof theirs === 'string' && SAFE_REQUEST_ID.test(theirs) ? theirs : sentRequestId,
+      requestId: typeof theirs === 'string' && REQUEST_ID.test(theirs) ? theirs : sentRequestId,
       explain: scrub,
       failure: () => {
         const detail = read.kind === 'broken' ? read.reason : errorMessageOf(read);

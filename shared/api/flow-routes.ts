@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
 import '../zod-english.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { DISPATCH_ID, TARGET_NAME } from '../dispatch/ids.js';
@@ -39,7 +40,7 @@ export async function postCancel(deps: LifecycleDeps, state: DispatchState, body
 }
 
 const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({
-  runId: z.string().check(z.minLength(1), z.maxLength(256)),
+  runId: z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)),
   reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)),
   // Beyond the contract's two fields: the dispatch, when the caller knows it (else it is found among the unknown runs).
   dispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID))),

@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { MAX_API_BODY_DEPTH, MAX_EVIDENCE_REFS, MAX_SEQ } from '@dispatch-ledger/protocol';
 import '../zod-english.js';
 import { lazy } from '../lazy.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
@@ -23,8 +24,8 @@ import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest, storeResult
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;
 
-/** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
-export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
+/** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1; larger → 422. The bound lives in the protocol package. */
+export { MAX_SEQ };
 
 export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
   dispatchId: z.string().check(z.regex(DISPATCH_ID)),
@@ -34,20 +35,18 @@ export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
   // CONTRACT §10: a final event may carry the result's body, any JSON (bounded below, after parsing).
   result: z.optional(z.strictObject({ summary: z.optional(z.string().check(z.maxLength(100_000))), body: z.optional(z.unknown()) })),
   evidence: z.optional(
-    z.array(z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))).check(z.maxLength(32)),
+    z.array(z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))).check(z.maxLength(MAX_EVIDENCE_REFS)),
   ),
   // CONTRACT V3 §2: a final event's own word for its status (e.g. worker_restarted), kept as the view's nativeStatus.
   nativeStatus: z.optional(z.string().check(z.regex(NATIVE_STATUS, NATIVE_STATUS_RULE))),
 }));
 
 /**
- * How deep any API body may nest. CONTRACT §2 lets `result.body` be any JSON of ≤ 256 KB, and a body a
- * few hundred levels deep is still JSON a person could mean; one of 20,000 levels (40 KB) overflowed
- * JSON.stringify's stack (a 500 a target retried for ever). 1,000 levels keeps every recursive walk
- * after this one (JSON.stringify here, the origin's reader) far from the stack's end. The worker kit
- * refuses a result deeper than this before it reports (packages/worker: MAX_RESULT_BODY_DEPTH).
+ * How deep any API body may nest (the protocol package's MAX_API_BODY_DEPTH, 1,000 levels): a body
+ * 20,000 levels deep overflowed JSON.stringify's stack (a 500 a target retried for ever). The worker kit
+ * refuses a result deeper than this before it reports (MAX_RESULT_BODY_DEPTH, from the same package).
  */
-export const MAX_API_BODY_DEPTH = 1_000;
+export { MAX_API_BODY_DEPTH };
 
 export function parseJson<T>(body: Buffer | undefined, schema: z.ZodMiniType<T>): T {
   let parsed: unknown;

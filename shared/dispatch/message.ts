@@ -9,9 +9,10 @@ export { DISPATCH_ID, ORIGIN, TARGET_NAME };
 
 export { DEFAULT_TIMEOUTS } from './state.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, MAX_HOPS_LIMIT, MAX_PRIORITY, MAX_TASK_DEPTH } from './state.js';
+import { DISPATCH_ID_RULE, MAX_BODY_DEPTH, MAX_EVIDENCE_REFS, MAX_TIMEOUT_SECONDS } from '@dispatch-ledger/protocol';
 export const DEFAULT_MAX_HOPS = 4;
-/** Upper bounds the contract leaves open: a month for any clock, 32 hops. */
-export const MAX_TIMEOUT_SECONDS = 30 * 24 * 3600;
+/** Upper bounds the contract leaves open: a month for any clock (the protocol's MAX_TIMEOUT_SECONDS), 32 hops (MAX_HOPS_LIMIT). */
+export { MAX_TIMEOUT_SECONDS };
 
 /** CONTRACT v2 §1: how the result reaches the origin (§10). Any other string reads as `after_turn`. */
 export const RESULT_DELIVERY_MODES = ['inject', 'after_turn'] as const;
@@ -30,8 +31,7 @@ export const NOT_BEFORE_MAX_DAYS = 30;
  * field is shallow, so a deeper body is always invalid, and its depth tells which field is at fault.
  * Arrays and objects both count as levels; scalars do not.
  */
-export { MAX_TASK_DEPTH };
-export const MAX_BODY_DEPTH = MAX_TASK_DEPTH + 1;
+export { MAX_BODY_DEPTH, MAX_TASK_DEPTH };
 
 /** At most this many field errors are returned, the last one counting the rest when they are cut. */
 export const MAX_ERRORS = 20;
@@ -88,13 +88,13 @@ const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}
 
 /** The dispatch message, schema v2 (CONTRACT §1). Unknown fields are refused, so a typo is never silently dropped. */
 export const DispatchMessageSchema = z.strictObject({
-  dispatchId: z.string().check(z.regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]')),
+  dispatchId: z.string().check(z.regex(DISPATCH_ID, DISPATCH_ID_RULE)),
   origin: z.string().check(z.regex(ORIGIN, '1..64 characters of [a-z0-9-]')),
   target: z.string().check(z.regex(TARGET_NAME, 'a target name: 1..64 characters of [a-z0-9-]')),
   // A JSON object; z.record would add ~3 KB to every Lambda bundle for a check this simple. Its depth,
   // keys and scalars are checked by `scan` (iteratively), before this schema runs.
   task: z.custom<Record<string, unknown>>((value) => typeof value === 'object' && value !== null && !Array.isArray(value), 'expected a JSON object'),
-  expectedEvidence: z._default(z.array(safeRef).check(z.maxLength(32, 'at most 32 refs')), []),
+  expectedEvidence: z._default(z.array(safeRef).check(z.maxLength(MAX_EVIDENCE_REFS, `at most ${MAX_EVIDENCE_REFS} refs`)), []),
   delivery: z._default(z.strictObject({ mode: z.enum(['callback', 'detached']) }), { mode: 'callback' }),
   timeouts: z._default(
     z.strictObject({
@@ -104,7 +104,7 @@ export const DispatchMessageSchema = z.strictObject({
     }),
     { ...DEFAULT_TIMEOUTS },
   ),
-  parentDispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID, '1..128 characters of [A-Za-z0-9._:-]'))),
+  parentDispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID, DISPATCH_ID_RULE))),
   maxHops: z._default(z.int().check(z.minimum(0), z.maximum(MAX_HOPS_LIMIT)), DEFAULT_MAX_HOPS),
   // `overwrite` rather than pipe + transform: the same effect for ~1 KB less of zod in every bundle.
   resultDelivery: z._default(z.string().check(z.overwrite(resultDeliveryOf)), DEFAULT_RESULT_DELIVERY),

@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
 import '../zod-english.js';
 import { lazy } from '../lazy.js';
 import { contentHash } from './canonical.js';
@@ -78,7 +79,7 @@ function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceipt
 /** A receipt's id (an attestation's too): chosen by the person recording it, unique within its dispatch. */
 export const recordId = /* @__PURE__ */ lazy(() => z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]')));
 const receiptId = recordId;
-const runId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(256)));
+const runId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)));
 const verifiedBy = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(128), z.refine((text) => !isBlank(text), 'verifiedBy is blank')));
 const note = /* @__PURE__ */ lazy(() => z.string().check(z.maxLength(1000)));
 

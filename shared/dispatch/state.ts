@@ -270,7 +270,7 @@ export const MAX_HOPS_LIMIT = 32;
 /** CONTRACT §1 V3: how long a child whose parent is not recorded yet is held before it is blocked `unknown_parent`. */
 export const PARENT_WAIT_SECONDS = 300;
 /** CONTRACT §1: a task nests at most this many levels (the task object is level 1). dispatch/message.ts says how a message is held to it. */
-export const MAX_TASK_DEPTH = 64;
+export { MAX_TASK_DEPTH } from '@dispatch-ledger/protocol';
 /** CONTRACT v2 §1: priorities run 0 (lowest) .. MAX_PRIORITY. */
 export const MAX_PRIORITY = 9;
 

@@ -1,3 +1,5 @@
+import type { RunStatus } from '@dispatch-ledger/protocol';
+
 /**
  * The target port: how the ledger talks to a runtime that executes work (CONTRACT §8).
  * Every call returns an outcome, never throws for a target's answer; only programming errors throw.
@@ -6,16 +8,12 @@
 /** Why nothing could be asked of a target no registration names (one wording wherever it is answered). */
 export const notRegistered = (target: string): string => `target "${target}" is not registered`;
 
-/** Execution statuses a target may report (CONTRACT §2 `execution.status`, minus the ledger's own `unknown`). */
-export const TARGET_RUN_STATUSES = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'] as const;
-export type TargetRunStatus = (typeof TARGET_RUN_STATUSES)[number];
-
 /**
- * CONTRACT V3 §2: the target's own word for a final status, when it says more than the status — e.g.
- * `worker_restarted` for a run the worker kit failed because its process restarted.
+ * Execution statuses a target may report (CONTRACT §2 `execution.status`, minus the ledger's own
+ * `unknown`), and a final status's own word (CONTRACT V3 §2): declared once, in the protocol package.
  */
-export const NATIVE_STATUS = /^[A-Za-z0-9_.:-]{1,64}$/;
-export const NATIVE_STATUS_RULE = 'nativeStatus is 1..64 characters of [A-Za-z0-9_.:-]';
+export { RUN_STATUSES as TARGET_RUN_STATUSES, NATIVE_STATUS, NATIVE_STATUS_RULE } from '@dispatch-ledger/protocol';
+export type TargetRunStatus = RunStatus;
 
 export interface SubmitRequest {
   readonly dispatchId: string;

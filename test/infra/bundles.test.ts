@@ -15,8 +15,15 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     }
   });
 
+  it('bundles @dispatch-ledger/protocol from its TypeScript sources (the `source` condition), never from a dist/ that may be stale, and loads no zod for it', async () => {
+    const built = await build({ entryPoints: [handlerEntry('publisher')], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], write: false, metafile: true, outfile: 'publisher.mjs' });
+    const inputs = Object.keys(built.metafile.inputs);
+    expect(inputs).toContain('packages/protocol/src/index.ts');
+    expect(inputs.some((input) => input.startsWith('packages/protocol/dist/'))).toBe(false);
+  });
+
   it('keeps zod and the table adapters out of the publisher (it validates nothing; its one table write, the counters of GET /counts, has a module of its own)', async () => {
-    const built = await build({ entryPoints: [handlerEntry('publisher')], bundle: true, platform: 'node', format: 'esm', write: false, metafile: true, outfile: 'publisher.mjs' });
+    const built = await build({ entryPoints: [handlerEntry('publisher')], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], write: false, metafile: true, outfile: 'publisher.mjs' });
     const inputs = Object.keys(built.metafile.inputs);
     expect(inputs.some((input) => input.includes('node_modules/zod/'))).toBe(false);
     for (const adapter of ['shared/adapters/ledger-table.ts', 'shared/adapters/ledger-feeds.ts']) expect(inputs.some((input) => input.includes(adapter)), adapter).toBe(false);
@@ -25,7 +32,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
   });
 
   it('class 6 — nothing forgotten, nothing unbounded: keeps zod, EventBridge and the table adapter out of retention (it decodes stream images, looks two items up by key and talks to S3)', async () => {
-    const built = await build({ entryPoints: [handlerEntry('retention')], bundle: true, platform: 'node', format: 'esm', write: false, metafile: true, outfile: 'retention.mjs' });
+    const built = await build({ entryPoints: [handlerEntry('retention')], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], write: false, metafile: true, outfile: 'retention.mjs' });
     const inputs = Object.keys(built.metafile.inputs);
     for (const kept of ['node_modules/zod/', 'node_modules/@aws-sdk/client-eventbridge/', 'shared/adapters/ledger-table.ts']) expect(inputs.some((input) => input.includes(kept)), kept).toBe(false);
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-s3/'))).toBe(true);
@@ -33,7 +40,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
 
   it('leaves the operator-receipt schemas out of every bundle but the API: a schema is built on first use, and one no code uses is dropped (esbuild kept and built them all at import while they were plain module-level values)', async () => {
     const bundleText = async (name: LedgerFunctionName): Promise<string> => {
-      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
+      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
       return built.outputFiles.map((file) => file.text).join('');
     };
     // Messages only the operator receipts' schemas (the request body and the stored receipt) carry.
@@ -45,7 +52,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
 
   it('leaves the writes only other functions make (LedgerWrites: the accepted message, claims, rejections, deferrals, registrations) out of the API bundle: its table adapter is LedgerTableCore', async () => {
     const bundleText = async (name: LedgerFunctionName): Promise<string> => {
-      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
+      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
       return built.outputFiles.map((file) => file.text).join('');
     };
     // Minified class methods keep their names.
@@ -57,7 +64,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
 
   it('compiles the census fault-injection point out of every deployed bundle: nothing there can inject a fault', async () => {
     const bundleText = async (name: LedgerFunctionName, define: Record<string, string>): Promise<string> => {
-      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', minify: true, write: false, outfile: `${name}.mjs`, define, logLevel: 'silent' });
+      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], minify: true, write: false, outfile: `${name}.mjs`, define, logLevel: 'silent' });
       return built.outputFiles.map((file) => file.text).join('');
     };
     // The only code that makes a fault: the crash and the DynamoDB throttle, timeout and unavailability.

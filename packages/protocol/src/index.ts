@@ -1,0 +1,141 @@
+/**
+ * `@dispatch-ledger/protocol`: the one home of the wire protocol's statuses, id rules, safe refs and
+ * bounds (CONTRACT §15). The ledger (shared/), the worker kit (packages/worker) and the demo agent
+ * (local/demo-agent) import these; none of them declares its own.
+ *
+ * This module imports nothing: the publisher and retention bundles import it and must stay free of zod.
+ * The zod schemas built on these rules are in `@dispatch-ledger/protocol/schemas`.
+ */
+
+// ---------------------------------------------------------------------------------------------------
+// Run statuses (CONTRACT §2 `execution.status`, §8)
+
+/** Statuses a target reports for a run: CONTRACT §2 `execution.status`, minus the ledger's own `unknown`. */
+export const RUN_STATUSES = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+/** Final statuses: a run that reached one never leaves it. */
+export const FINAL_RUN_STATUSES = ['completed', 'failed', 'cancelled'] as const satisfies readonly RunStatus[];
+export type FinalRunStatus = (typeof FINAL_RUN_STATUSES)[number];
+
+export const isFinalRunStatus = (status: RunStatus): status is FinalRunStatus => (FINAL_RUN_STATUSES as readonly RunStatus[]).includes(status);
+
+/**
+ * CONTRACT V3 §2: the target's own word for a final status, when it says more than the status — e.g.
+ * `worker_restarted` for a run the worker kit failed because its process restarted.
+ */
+export const NATIVE_STATUS = /^[A-Za-z0-9_.:-]{1,64}$/;
+export const NATIVE_STATUS_RULE = 'nativeStatus is 1..64 characters of [A-Za-z0-9_.:-]';
+
+// ---------------------------------------------------------------------------------------------------
+// Identifiers (CONTRACT §1, §8)
+
+/** CONTRACT §1: a dispatch id. */
+export const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+export const DISPATCH_ID_RULE = '1..128 characters of [A-Za-z0-9._:-]';
+/** CONTRACT §1: the agent that commissions work. */
+export const ORIGIN = /^[a-z0-9-]{1,64}$/;
+/** CONTRACT §8: a registered target's name. */
+export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+/**
+ * A request id taken from a caller's `x-request-id` (or a target's answer) and echoed back: anything
+ * else is replaced by one of our own, so no header or log line carries what a caller made up.
+ */
+export const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** CONTRACT §8: a target's run id, as the ledger takes it in a run event path or a lookup: 1..256 characters. */
+export const MAX_RUN_ID_CHARS = 256;
+
+// ---------------------------------------------------------------------------------------------------
+// Safe evidence refs (CONTRACT §6)
+
+/**
+ * Safe evidence refs (CONTRACT §6): non-empty, POSIX relative, ≤ 512 bytes; no leading `/`, no `\`,
+ * no control characters or NUL, no `.` or `..` segment — also when percent-encoded — and no empty segment.
+ */
+export const MAX_REF_BYTES = 512;
+
+export type RefProblem =
+  | 'not_a_string'
+  | 'empty'
+  | 'too_long'
+  | 'absolute'
+  | 'backslash'
+  | 'control_character'
+  | 'empty_segment'
+  | 'dot_segment'
+  | 'bad_percent_encoding'
+  | 'malformed_unicode';
+
+// Every C0 control (NUL included), DEL and the C1 range.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * Why `ref` is unsafe, or `undefined` when it is safe. The ref is checked as given and once
+ * percent-decoded (a `%2e%2e` segment is a `..` segment to any URL parser on the way).
+ *
+ * @example
+ * refProblem('out/report.md')  // undefined
+ * refProblem('out/../secret')  // 'dot_segment'
+ * refProblem('out/%2e%2e/x')   // 'dot_segment'
+ * refProblem('/etc/passwd')    // 'absolute'
+ */
+export function refProblem(ref: unknown): RefProblem | undefined {
+  if (typeof ref !== 'string') return 'not_a_string';
+  if (ref.length === 0) return 'empty';
+  // A lone surrogate has no UTF-8 form: no store or file system can hold that name faithfully.
+  if (!isWellFormedUtf16(ref)) return 'malformed_unicode';
+  if (Buffer.byteLength(ref, 'utf8') > MAX_REF_BYTES) return 'too_long';
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(ref);
+  } catch {
+    return 'bad_percent_encoding';
+  }
+  for (const form of ref === decoded ? [ref] : [ref, decoded]) {
+    if (form.startsWith('/')) return 'absolute';
+    if (form.includes('\\')) return 'backslash';
+    if (CONTROL.test(form)) return 'control_character';
+    const segments = form.split('/');
+    if (segments.some((segment) => segment === '')) return 'empty_segment';
+    if (segments.some((segment) => segment === '.' || segment === '..')) return 'dot_segment';
+  }
+  return undefined;
+}
+
+export const isSafeRef = (ref: unknown): ref is string => refProblem(ref) === undefined;
+
+function isWellFormedUtf16(text: string): boolean {
+  for (let index = 0; index < text.length; index += 1) {
+    const unit = text.charCodeAt(index);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(index + 1);
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return false;
+      index += 1;
+    } else if (unit >= 0xdc00 && unit <= 0xdfff) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Bounds
+
+/** CONTRACT §1, §6: at most this many evidence refs expected of a dispatch, or claimed by a run event. */
+export const MAX_EVIDENCE_REFS = 32;
+/** CONTRACT §1: the longest any of a dispatch's clocks may be (the contract leaves it open): 30 days, in seconds. */
+export const MAX_TIMEOUT_SECONDS = 30 * 24 * 3600;
+/** CONTRACT §1: a task nests at most this many levels (the task object is level 1). */
+export const MAX_TASK_DEPTH = 64;
+/** The message object is level 1 of its body and the task level 2: a message body nests at most 65 levels. */
+export const MAX_BODY_DEPTH = MAX_TASK_DEPTH + 1;
+/**
+ * How deep any API body may nest. CONTRACT §2 lets `result.body` be any JSON of ≤ 256 KB, and a body a
+ * few hundred levels deep is still JSON a person could mean; one of 20,000 levels (40 KB) overflowed
+ * JSON.stringify's stack. 1,000 levels keeps every recursive walk after intake far from the stack's end.
+ */
+export const MAX_API_BODY_DEPTH = 1_000;
+/** CONTRACT §2: a run event's `result.body` sits two levels inside the event (event → result → body). */
+export const MAX_RESULT_BODY_DEPTH = MAX_API_BODY_DEPTH - 2;
+/** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
+export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
