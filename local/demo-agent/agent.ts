@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as pause } from 'node:timers/promises';
 import { z } from 'zod';
+import { TARGET_NAME } from '@dispatch-ledger/protocol';
 import { CallbackClient, type CallbackClientOptions } from './callbacks.js';
 import { largeResultBody } from './large-result.js';
 import {
@@ -98,8 +99,8 @@ const DispatchIdOnly = z.object({ dispatchId: z.string().min(1) });
 const AttemptNamed = z.object({ dispatchId: z.string().min(1), attempt: z.number().int().min(1) });
 
 export const DEFAULT_TARGET_NAME = 'demo-agent';
-/** A target name as the ledger's registry spells it (shared/dispatch/ids.ts): safe as a path segment. */
-export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
+/** A target name as the ledger's registry spells it (the protocol's TARGET_NAME): safe as a path segment. */
+export { TARGET_NAME };
 
 const NO_FAULTS: DemoAgentFaults = { submit: () => 'none', lookupDown: () => false, hangMs: 0 };
 

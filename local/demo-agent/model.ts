@@ -1,22 +1,13 @@
 import { z } from 'zod';
+import { isFinalRunStatus, type RunStatus } from '@dispatch-ledger/protocol';
 
 /**
  * The demo agent's own model: what a submission looks like, which behaviours exist and how a run's
  * status may move. Nothing here talks HTTP; `agent.ts` drives runs, `server.ts` exposes them.
  */
 
-/** Run statuses, in the contract's vocabulary (§2 dispatch view, minus the ledger-only `unknown`). */
-export const RUN_STATUSES = [
-  'queued',
-  'running',
-  'waiting_for_approval',
-  'completed',
-  'failed',
-  'cancelled',
-] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-
-const TERMINAL: ReadonlySet<RunStatus> = new Set<RunStatus>(['completed', 'failed', 'cancelled']);
+/** A run status, in the contract's vocabulary (§2 dispatch view, minus the ledger-only `unknown`): the protocol's. */
+export type { RunStatus } from '@dispatch-ledger/protocol';
 
 /** Legal moves of a run; anything not listed (in particular, leaving a terminal status) is refused. */
 const TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
@@ -29,7 +20,7 @@ const TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
 };
 
 export function isTerminal(status: RunStatus): boolean {
-  return TERMINAL.has(status);
+  return isFinalRunStatus(status);
 }
 
 export function canTransition(from: RunStatus, to: RunStatus): boolean {

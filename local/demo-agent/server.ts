@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { REQUEST_ID } from '@dispatch-ledger/protocol';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as pause } from 'node:timers/promises';
@@ -15,7 +16,6 @@ export type { AttemptStats, DemoAgentFaults, DemoAgentStats, FaultsFired, LogLin
 
 const HOST = '127.0.0.1';
 const MAX_BODY_BYTES = 1024 * 1024;
-const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export interface DemoAgentOptions {
   /** Port to listen on, on 127.0.0.1 only. @default 0 (any free port) */
@@ -297,7 +297,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
  */
 function requestIdOf(req: IncomingMessage): string {
   const sent = header(req, 'x-request-id');
-  return sent !== undefined && SAFE_REQUEST_ID.test(sent) ? sent : randomUUID();
+  return sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID();
 }
 
 /** A malformed escape is left as typed: it then simply matches no run. */

@@ -20,7 +20,7 @@ export {
 } from './lambda-store.js';
 export { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type SignableRequest, type Signer, type Sigv4SignerOptions } from './signer.js';
 export { DEFAULT_RETRY, fetchTransport, type RetryPolicy, type Transport } from './callbacks.js';
-export { refProblem, isSafeRef, MAX_REF_BYTES, type RefProblem } from './refs.js';
+export { refProblem, isSafeRef, MAX_REF_BYTES, type RefProblem } from '@dispatch-ledger/protocol';
 export type { Clock, HeartbeatDecision, Timer } from './heartbeat.js';
 export {
   CallbackError,

@@ -1,5 +1,6 @@
 import { ConditionalCheckFailedException, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { NATIVE_STATUS } from '@dispatch-ledger/protocol';
 import type { Decision, RunStatus, Timeouts } from './model.js';
 import { RUN_STATUSES } from './model.js';
 import { isPlainObject } from './parse.js';
@@ -98,7 +99,7 @@ export function decodeItem(value: unknown): LambdaRunItem {
     if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) no(`${field} is not a count`);
   }
   if (!isString(value['status']) || !STATUSES.has(value['status'])) no('status is not a run status');
-  if (value['nativeStatus'] !== undefined && !(isString(value['nativeStatus']) && /^[A-Za-z0-9_.:-]{1,64}$/.test(value['nativeStatus']))) no('nativeStatus is not 1..64 of [A-Za-z0-9_.:-]');
+  if (value['nativeStatus'] !== undefined && !(isString(value['nativeStatus']) && NATIVE_STATUS.test(value['nativeStatus']))) no('nativeStatus is not 1..64 of [A-Za-z0-9_.:-]');
   if (!Array.isArray(value['evidence']) || !value['evidence'].every(isString)) no('evidence is not a list of refs');
   if (!Array.isArray(value['expectedEvidence']) || !value['expectedEvidence'].every(isString)) no('expectedEvidence is not a list of refs');
   if (!Array.isArray(value['approvals']) || !value['approvals'].every((a) => isPlainObject(a) && isString(a['approvalId']) && isString(a['requestedAt']))) no('approvals is malformed');

@@ -19,7 +19,7 @@ import {
   WORKER_RESTARTED,
 } from './model.js';
 import { isPlainObject, parseSubmission, traceparentOf } from './parse.js';
-import { refProblem } from './refs.js';
+import { refProblem } from '@dispatch-ledger/protocol';
 import { MAX_EVIDENCE_BYTES, RunCancelledError, resultOf, type RunContext, type RunFunction } from './runs.js';
 import type { Signer } from './signer.js';
 

@@ -4,17 +4,12 @@
  * Nothing here talks HTTP or touches a disk.
  */
 
-/** Run statuses in the contract's vocabulary (§2 `execution.status`, minus the ledger-only `unknown`). */
-export const RUN_STATUSES = ['queued', 'running', 'waiting_for_approval', 'completed', 'failed', 'cancelled'] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
+import { isFinalRunStatus, MAX_EVIDENCE_REFS, type FinalRunStatus, type RunStatus } from '@dispatch-ledger/protocol';
 
-export type FinalStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled'>;
-
-const FINAL: ReadonlySet<RunStatus> = new Set<RunStatus>(['completed', 'failed', 'cancelled']);
-
-export function isFinal(status: RunStatus): status is FinalStatus {
-  return FINAL.has(status);
-}
+/** Run statuses in the contract's vocabulary (§2 `execution.status`, minus the ledger-only `unknown`): the protocol's. */
+export { RUN_STATUSES, type RunStatus } from '@dispatch-ledger/protocol';
+export type FinalStatus = FinalRunStatus;
+export const isFinal = isFinalRunStatus;
 
 /** Legal moves of a run; leaving a final status is never one. */
 const TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
@@ -114,7 +109,7 @@ export interface RunView {
 }
 
 /** The ledger takes at most 32 refs in an event's `evidence` and in a lookup's (CONTRACT §1, §8). */
-export const MAX_CLAIMED_EVIDENCE = 32;
+export const MAX_CLAIMED_EVIDENCE = MAX_EVIDENCE_REFS;
 /**
  * A lookup answer is read only up to 64 KB by the ledger, which keeps only the summary of a looked-up
  * result: a body larger than this is left out of `GET /runs/{runId}` (it travels with the final event).

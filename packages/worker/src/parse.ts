@@ -1,5 +1,5 @@
 import type { Decision, Submission, Timeouts } from './model.js';
-import { refProblem } from './refs.js';
+import { DISPATCH_ID, DISPATCH_ID_RULE, MAX_EVIDENCE_REFS, MAX_TIMEOUT_SECONDS, refProblem } from '@dispatch-ledger/protocol';
 
 /**
  * Reading what the ledger sends (CONTRACT §8), by hand: the kit carries no schema library. Each reader
@@ -8,15 +8,8 @@ import { refProblem } from './refs.js';
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly problem: string };
 
-const DISPATCH_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const MAX_EXPECTED = 32;
-/**
- * The longest any of a submission's `timeouts` may be: 30 days, in seconds. The ledger refuses a
- * dispatch message over this (`MAX_SECONDS` in shared/dispatch/message.ts, the same bound); the kit
- * cannot import it (the kit depends on nothing of the ledger), so test/unit/worker-bounds.test.ts
- * checks the two stay equal.
- */
-export const MAX_TIMEOUT_SECONDS = 30 * 24 * 3600;
+/** The longest any of a submission's `timeouts` may be (30 days, in seconds): the ledger's own bound, from the protocol. */
+export { MAX_TIMEOUT_SECONDS };
 const TIMEOUT_FIELDS = ['stallAfterSeconds', 'approvalWaitSeconds', 'deliveryGraceSeconds'] as const;
 /** W3C trace context version 00, as the ledger forwards it: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`. */
 const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
@@ -37,7 +30,7 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 export function parseSubmission(body: unknown): Parsed<Submission> {
   if (!isPlainObject(body)) return fail('the body must be a JSON object');
   const { dispatchId, attempt, origin, task, taskRef, expectedEvidence, callbackUrl, timeouts } = body;
-  if (typeof dispatchId !== 'string' || !DISPATCH_ID.test(dispatchId)) return fail('dispatchId: 1..128 characters of [A-Za-z0-9._:-]');
+  if (typeof dispatchId !== 'string' || !DISPATCH_ID.test(dispatchId)) return fail(`dispatchId: ${DISPATCH_ID_RULE}`);
   if (typeof attempt !== 'number' || !Number.isSafeInteger(attempt) || attempt < 1) return fail('attempt: an integer >= 1');
   if (typeof origin !== 'string' || origin.length < 1 || origin.length > 64) return fail('origin: 1..64 characters');
   if (task !== undefined && task !== null && !isPlainObject(task)) return fail('task: a JSON object');
@@ -45,8 +38,8 @@ export function parseSubmission(body: unknown): Parsed<Submission> {
   if (!hasTask && (taskRef === undefined || taskRef === null)) return fail('task (or taskRef) is required');
   let refs: string[] = [];
   if (expectedEvidence !== undefined && expectedEvidence !== null) {
-    if (!Array.isArray(expectedEvidence) || expectedEvidence.length > MAX_EXPECTED || !expectedEvidence.every((ref) => typeof ref === 'string')) {
-      return fail(`expectedEvidence: at most ${MAX_EXPECTED} refs`);
+    if (!Array.isArray(expectedEvidence) || expectedEvidence.length > MAX_EVIDENCE_REFS || !expectedEvidence.every((ref) => typeof ref === 'string')) {
+      return fail(`expectedEvidence: at most ${MAX_EVIDENCE_REFS} refs`);
     }
     refs = expectedEvidence.filter((ref): ref is string => typeof ref === 'string');
     // The ledger refuses an unsafe ref at intake (CONTRACT §6): one here came from elsewhere.

@@ -25,7 +25,7 @@ import {
   WORKER_RESTARTED,
 } from './model.js';
 import { isPlainObject, parseDecision, parseSubmission, traceparentOf } from './parse.js';
-import { refProblem } from './refs.js';
+import { MAX_RESULT_BODY_DEPTH, refProblem } from '@dispatch-ledger/protocol';
 import { UNFINISHED, type RunStore } from './store.js';
 
 /**
@@ -45,12 +45,11 @@ export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
 /** CONTRACT §2 v2: a final event's `result.body` is any JSON of at most 256 KB. */
 export const MAX_RESULT_BODY_BYTES = 256 * 1024;
 /**
- * The deepest `result.body` the ledger takes: its API bodies nest at most 1,000 levels, and a final
- * event holds the body two levels down (MAX_API_BODY_DEPTH in shared/api/lifecycle-routes.ts; the kit
- * depends on nothing of the ledger, so test/unit/worker-bounds.test.ts checks the two agree). Deeper
- * is refused here, as a failed run said why, not sent to be refused and lost.
+ * The deepest `result.body` the ledger takes (the protocol's MAX_RESULT_BODY_DEPTH: its API bodies nest
+ * at most 1,000 levels, and a final event holds the body two levels down). Deeper is refused here, as a
+ * failed run said why, not sent to be refused and lost.
  */
-export const MAX_RESULT_BODY_DEPTH = 998;
+export { MAX_RESULT_BODY_DEPTH };
 
 /** Whether a value nests deeper than `levels` (the value itself is level 1), found without recursion. */
 function nestsDeeperThan(value: unknown, levels: number): boolean {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { REQUEST_ID } from '@dispatch-ledger/protocol';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -18,7 +19,6 @@ import { authorizerFor, type Authorizer } from './auth.js';
  */
 
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
-const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const WORKER_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
 export interface WorkerOptions {
@@ -342,7 +342,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
 /** The caller's own `x-request-id` when it is short and inert (the ledger keeps it as proof), else a fresh one. */
 function requestIdOf(req: IncomingMessage): string {
   const sent = header(req, 'x-request-id');
-  return sent !== undefined && SAFE_REQUEST_ID.test(sent) ? sent : randomUUID();
+  return sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID();
 }
 
 /** A malformed escape is left as typed: it then simply matches no run. */

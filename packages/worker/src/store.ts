@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, link, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { NATIVE_STATUS } from '@dispatch-ledger/protocol';
 import { isPlainObject } from './parse.js';
 import { RUN_STATUSES, clipForMessage, type RunRecord, type RunStatus } from './model.js';
 
@@ -52,7 +53,7 @@ export function decodeRecord(value: unknown): { readonly ok: true; readonly reco
   if (!isCount(value['attempt'], 1)) return no('attempt is not an integer >= 1');
   if (!isCount(value['nextSeq'], 0)) return no('nextSeq is not an integer >= 0');
   if (!isString(value['status']) || !STATUSES.has(value['status'])) return no('status is not a run status');
-  if (value['nativeStatus'] !== undefined && !(isString(value['nativeStatus']) && /^[A-Za-z0-9_.:-]{1,64}$/.test(value['nativeStatus']))) return no('nativeStatus is not 1..64 of [A-Za-z0-9_.:-]');
+  if (value['nativeStatus'] !== undefined && !(isString(value['nativeStatus']) && NATIVE_STATUS.test(value['nativeStatus']))) return no('nativeStatus is not 1..64 of [A-Za-z0-9_.:-]');
   if (!isStringArray(value['evidence'])) return no('evidence is not a list of refs');
   if (!isStringArray(value['expectedEvidence'])) return no('expectedEvidence is not a list of refs');
   if (!isPlainObject(value['timeouts'])) return no('timeouts is not an object');
