@@ -5,6 +5,7 @@ import { ApiError, json } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
 import { recordedBy } from './receipt-routes.js';
 import { ownedState, type Route } from './routes.js';
+import { ROUTES } from '@dispatch-ledger/protocol';
 
 /**
  * Manual mode (CONTRACT §13): `POST /dispatches/{dispatchId}/manual`, a person's attestation about a
@@ -17,8 +18,7 @@ import { ownedState, type Route } from './routes.js';
  */
 export const MANUAL_ROUTES: readonly Route[] = [
   {
-    method: 'POST',
-    pattern: ['dispatches', ':dispatchId', 'manual'],
+    spec: ROUTES.attestManual,
     handle: async (deps, request, params, caller) => {
       // The operator may attest too (it is a person's word either way), never only read.
       const state = await ownedState(deps, params.dispatchId ?? '', caller, true);

@@ -3,7 +3,7 @@ import '../zod-english.js';
 import { EXECUTION_BUCKETS, PHASES } from '../dispatch/counts.js';
 import { ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
 import { historyEntry } from '../dispatch/view.js';
-import { requireOperator } from './caller.js';
+import { ROUTES } from '@dispatch-ledger/protocol';
 import { json, type ApiRequest } from './http.js';
 import { limitOf, queryOf, type Route } from './routes.js';
 import { lazy } from '../lazy.js';
@@ -28,20 +28,16 @@ function filterOf(request: ApiRequest) {
 
 export const OPERATOR_LIST_ROUTES: readonly Route[] = [
   {
-    method: 'GET',
-    pattern: ['dispatches'],
-    handle: async (deps, request, _params, caller) => {
-      requireOperator(caller);
+    spec: ROUTES.listDispatches,
+    handle: async (deps, request) => {
       const filter = filterOf(request);
       const page = await deps.feeds.listDispatches({ limit: limitOf(request), cursor: request.query.cursor, filter });
       return json(200, { items: page.items.map((state) => ({ ...historyEntry(state), origin: state.origin })), cursor: page.cursor });
     },
   },
   {
-    method: 'GET',
-    pattern: ['counts'],
-    handle: async (deps, _request, _params, caller) => {
-      requireOperator(caller);
+    spec: ROUTES.counts,
+    handle: async (deps) => {
       // Kept by the publisher from the table's stream: a moment behind the states, like the events.
       const counts = await deps.feeds.readCounts();
       return json(200, { ...counts, asOf: deps.now().toISOString() });

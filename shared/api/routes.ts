@@ -21,6 +21,7 @@ import { OPERATOR_LIST_ROUTES } from './operator-routes.js';
 import { MANUAL_ROUTES } from './manual-routes.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
 import { lazy } from '../lazy.js';
+import { ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
 
 export interface ApiDeps extends LifecycleDeps {
   /** The lists: an origin's history, rejections, attention. */
@@ -34,10 +35,9 @@ export interface ApiDeps extends LifecycleDeps {
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
+/** A route of the protocol's table (`@dispatch-ledger/protocol` ROUTES: method, path, who) and how it is answered. */
 export interface Route {
-  readonly method: string;
-  /** Segments; `:name` captures one (percent-decoded) segment. */
-  readonly pattern: readonly string[];
+  readonly spec: RouteSpec;
   readonly handle: (deps: ApiDeps, request: ApiRequest, params: Record<string, string>, caller: Caller) => Promise<ApiResponse>;
 }
 
@@ -102,11 +102,10 @@ function ownOrigin(params: Record<string, string>, caller: Caller): string {
 
 /** `POST /dispatches/{dispatchId}/{action}` on a dispatch of the caller's own (404 otherwise), answered by what `act` returns. */
 const onOwnDispatch = (
-  action: string,
+  spec: RouteSpec,
   act: (deps: ApiDeps, state: DispatchState, request: ApiRequest, caller: Caller) => Promise<{ readonly status: number; readonly body: unknown }>,
 ): Route => ({
-  method: 'POST',
-  pattern: ['dispatches', ':dispatchId', action],
+  spec,
   handle: async (deps, request, params, caller) => {
     const answer = await act(deps, await ownedState(deps, params.dispatchId ?? '', caller), request, caller);
     return json(answer.status, answer.body);
@@ -122,27 +121,30 @@ export function queryOf<T>(schema: z.ZodMiniType<T>, values: Readonly<Record<str
 }
 
 /** The lists of a dispatch view that are paged (CONTRACT §2 v2), each also at `GET /dispatches/{id}/{kebab-case name}`. */
-const PAGED_LISTS = ['receipts', 'operatorReceipts', 'manualAttestations', 'runs'] as const;
+const PAGED_LISTS = [
+  ['receipts', ROUTES.listReceipts],
+  ['operatorReceipts', ROUTES.listOperatorReceipts],
+  ['manualAttestations', ROUTES.listManualAttestations],
+  ['runs', ROUTES.listRuns],
+] as const;
 
-const ROUTES: readonly Route[] = [
+const SERVED_ROUTES: readonly Route[] = [
   ...OPERATOR_LIST_ROUTES,
   ...MANUAL_ROUTES,
   {
-    method: 'GET',
-    pattern: ['dispatches', ':dispatchId'],
+    spec: ROUTES.getDispatch,
     handle: async (deps, request, params, caller) => {
       const stored = await ownedState(deps, params.dispatchId ?? '', caller, true);
       const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
       const view = await fullView(deps, state);
       // The view stays small whatever the history: the newest entries of each list, the rest paged.
-      const pages = PAGED_LISTS.map((list) => [list, newestPage<unknown>(list, view[list], undefined)] as const);
+      const pages = PAGED_LISTS.map(([list]) => [list, newestPage<unknown>(list, view[list], undefined)] as const);
       return json(200, { ...view, ...Object.fromEntries(pages.map(([list, page]) => [list, page.items])), more: Object.fromEntries(pages.map(([list, page]) => [list, page.more])) });
     },
   },
   ...PAGED_LISTS.map(
-    (list): Route => ({
-      method: 'GET',
-      pattern: ['dispatches', ':dispatchId', list.replace(/[A-Z]/g, (upper) => `-${upper.toLowerCase()}`)],
+    ([list, spec]): Route => ({
+      spec,
       handle: async (deps, request, params, caller) => {
         const view = await fullView(deps, await ownedState(deps, params.dispatchId ?? '', caller, true));
         const page = newestPage<unknown>(list, view[list], request.query.cursor);
@@ -150,55 +152,48 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  onOwnDispatch('approval', (deps, state, request) => postApproval(deps, state, request.body)),
-  onOwnDispatch('receipts', (deps, state, request, caller) => postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId })),
-  onOwnDispatch('redispatch', (deps, state, request) => postRedispatch(deps, state, request.body)),
-  onOwnDispatch('cancel', (deps, state, request, caller) => postCancel(deps, state, request.body, { caller, principalId: request.iamUserId })),
+  onOwnDispatch(ROUTES.decideApproval, (deps, state, request) => postApproval(deps, state, request.body)),
+  onOwnDispatch(ROUTES.recordReceipt, (deps, state, request, caller) => postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId })),
+  onOwnDispatch(ROUTES.redispatch, (deps, state, request) => postRedispatch(deps, state, request.body)),
+  onOwnDispatch(ROUTES.cancel, (deps, state, request, caller) => postCancel(deps, state, request.body, { caller, principalId: request.iamUserId })),
   {
-    method: 'POST',
-    pattern: ['targets', ':target', 'slots', 'release'],
+    spec: ROUTES.releaseSlot,
     handle: async (deps, request, params, caller) => {
-      requireOperator(caller);
       const answer = await postSlotRelease(deps, params.target ?? '', request.body, { caller, principalId: request.iamUserId });
       return json(answer.status, answer.body);
     },
   },
-  onOwnDispatch('evidence-status', (deps, state, request) => postEvidenceStatus(deps, state, request.body)),
+  onOwnDispatch(ROUTES.evidenceStatus, (deps, state, request) => postEvidenceStatus(deps, state, request.body)),
   {
-    method: 'PUT',
-    pattern: ['dispatches', ':dispatchId', 'evidence', '*ref'],
+    spec: ROUTES.putEvidence,
     handle: async (deps, request, params, caller) => {
       const answer = await putEvidence(deps, params.dispatchId ?? '', params.ref ?? '', request, caller);
       return json(answer.status, answer.body);
     },
   },
   {
-    method: 'POST',
-    pattern: ['runs', ':runId', 'events'],
+    spec: ROUTES.postRunEvent,
     handle: async (deps, request, params, caller) => {
       const answer = await postRunEvent(deps, params.runId ?? '', request.body, caller);
       return json(answer.status, answer.body);
     },
   },
   {
-    method: 'GET',
-    pattern: ['dispatches', ':dispatchId', 'task'],
+    spec: ROUTES.getTask,
     handle: async (deps, request, params, caller) => {
       const answer = await getTask(deps, params.dispatchId ?? '', request.query.runId, caller);
       return json(answer.status, answer.body);
     },
   },
   {
-    method: 'GET',
-    pattern: ['runs', ':runId', 'control'],
+    spec: ROUTES.getRunControl,
     handle: async (deps, request, params, caller) => {
       const answer = await getRunControl(deps, params.runId ?? '', request.query.dispatchId, caller);
       return json(answer.status, answer.body);
     },
   },
   {
-    method: 'GET',
-    pattern: ['origins', ':origin', 'dispatches'],
+    spec: ROUTES.history,
     handle: async (deps, request, params, caller) => {
       const origin = ownOrigin(params, caller);
       const limit = limitOf(request);
@@ -207,38 +202,35 @@ const ROUTES: readonly Route[] = [
     },
   },
   {
-    method: 'GET',
-    pattern: ['origins', ':origin', 'rejections'],
+    spec: ROUTES.originRejections,
     // That origin's own refused messages (CONTRACT §15 v3); anyone else — another origin, the operator — 404.
     handle: async (deps, request, params, caller) => json(200, await deps.feeds.listOriginRejections(ownOrigin(params, caller), { limit: limitOf(request), cursor: request.query.cursor })),
   },
   {
-    method: 'POST',
-    pattern: ['origins', ':origin', 'inbox', 'claim'],
+    spec: ROUTES.inboxClaim,
     handle: async (deps, request, params, caller) => postClaim(deps, ownInbox(params.origin ?? '', caller), request.body),
   },
-  ...(['ack', 'release', 'renew'] as const).map(
-    (action): Route => ({
-      method: 'POST',
-      pattern: ['origins', ':origin', 'inbox', ':resultId', action],
+  ...([
+    ['ack', ROUTES.inboxAck],
+    ['release', ROUTES.inboxRelease],
+    ['renew', ROUTES.inboxRenew],
+  ] as const).map(
+    ([action, spec]): Route => ({
+      spec,
       handle: async (deps, request, params, caller) => postSettle(deps, ownInbox(params.origin ?? '', caller), params.resultId ?? '', action, request),
     }),
   ),
   {
-    method: 'GET',
-    pattern: ['origins', ':origin', 'inbox'],
+    spec: ROUTES.inboxList,
     handle: async (deps, request, params, caller) => getInbox(deps, ownInbox(params.origin ?? '', caller), request, limitOf(request)),
   },
   {
-    method: 'GET',
-    pattern: ['origins', ':origin', 'inbox', ':resultId', 'body'],
+    spec: ROUTES.inboxBody,
     handle: async (deps, _request, params, caller) => getBody(deps, ownInbox(params.origin ?? '', caller), params.resultId ?? ''),
   },
   {
-    method: 'GET',
-    pattern: ['attention'],
-    handle: async (deps, request, _params, caller) => {
-      requireOperator(caller);
+    spec: ROUTES.attention,
+    handle: async (deps, request) => {
       const kind = request.query.kind;
       if (kind !== undefined && kind !== 'at_capacity' && !ATTENTION_KINDS.includes(kind as AttentionKind)) {
         throw new ApiError('malformed', `kind must be one of ${[...ATTENTION_KINDS, 'at_capacity'].join(', ')}`);
@@ -256,23 +248,24 @@ const ROUTES: readonly Route[] = [
     },
   },
   {
-    method: 'GET',
-    pattern: ['rejections'],
-    handle: async (deps, request, _params, caller) => {
-      requireOperator(caller);
+    spec: ROUTES.rejections,
+    handle: async (deps, request) => {
       const page = await deps.feeds.listRejections({ limit: limitOf(request), cursor: request.query.cursor });
       return json(200, page);
     },
   },
 ];
 
+/** Every route the API serves, one per entry of the protocol's table (test/unit/route-table.test.ts), with its path's segments. */
+export const SERVED: ReadonlyArray<{ readonly candidate: Route; readonly pattern: readonly string[] }> = SERVED_ROUTES.map((candidate) => ({ candidate, pattern: routePattern(candidate.spec) }));
+
 /**
  * Matches raw (percent-encoded) segments: `:name` captures one segment, decoded; `*name` captures the
  * rest, still encoded (an evidence ref spans segments and is validated in both forms).
  */
-function match(route: Route, segments: readonly string[]): Record<string, string> | undefined {
+function match(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {
   const params: Record<string, string> = {};
-  for (const [index, part] of route.pattern.entries()) {
+  for (const [index, part] of pattern.entries()) {
     if (part.startsWith('*')) {
       if (index >= segments.length) return undefined;
       params[part.slice(1)] = segments.slice(index).join('/');
@@ -283,7 +276,7 @@ function match(route: Route, segments: readonly string[]): Record<string, string
     if (part.startsWith(':')) params[part.slice(1)] = decodeURIComponent(segment);
     else if (part !== decodeURIComponent(segment)) return undefined;
   }
-  return route.pattern.length === segments.length ? params : undefined;
+  return pattern.length === segments.length ? params : undefined;
 }
 
 /** Routes a request. Throws ApiError for answers given on purpose; anything else is a bug (500). */
@@ -292,14 +285,16 @@ export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResp
   const segments = request.rawPath.split('/').slice(1);
   let candidates: Array<{ candidate: Route; params: Record<string, string> | undefined }>;
   try {
-    candidates = ROUTES.map((candidate) => ({ candidate, params: match(candidate, segments) })).filter((entry) => entry.params);
+    candidates = SERVED.map(({ candidate, pattern }) => ({ candidate, params: match(pattern, segments) })).filter((entry) => entry.params);
   } catch {
     throw new ApiError('malformed', 'the path is not valid percent-encoding');
   }
   if (candidates.length === 0) throw new ApiError('not_found', `no route for ${request.method} ${request.rawPath}`);
-  const found = candidates.find((entry) => entry.candidate.method === request.method);
+  const found = candidates.find((entry) => entry.candidate.spec.method === request.method);
   if (!found?.params) throw new ApiError('method_not_allowed', `${request.method} is not allowed on ${request.rawPath}`);
   const caller = await resolveCaller(request, deps.principalMode, deps.principals);
+  // The table says who may call: an operator route is refused here, before its handler reads anything.
+  if (found.candidate.spec.who.length === 1 && found.candidate.spec.who[0] === 'operator') requireOperator(caller);
   try {
     return await found.candidate.handle(deps, request, found.params, caller);
   } catch (error) {

@@ -139,3 +139,5 @@ export const MAX_API_BODY_DEPTH = 1_000;
 export const MAX_RESULT_BODY_DEPTH = MAX_API_BODY_DEPTH - 2;
 /** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
 export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
+export * from './routes.js';
+export * from './route-docs.js';

@@ -1,0 +1,91 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import {
+  DISPATCH_ID_RULE,
+  FINAL_RUN_STATUSES,
+  MAX_API_BODY_DEPTH,
+  MAX_EVIDENCE_REFS,
+  MAX_REF_BYTES,
+  MAX_RUN_ID_CHARS,
+  MAX_TASK_DEPTH,
+  MAX_TIMEOUT_SECONDS,
+  NATIVE_STATUS_RULE,
+  ROUTE_DOCS,
+  ROUTES,
+  RUN_STATUSES,
+  type RouteCaller,
+  type RouteName,
+} from '@dispatch-ledger/protocol';
+import { DETAIL_TYPES, EVENT_CATALOG } from '../shared/events/catalog.js';
+
+/**
+ * Writes the generated parts of docs/protocol.md — the route table, the run statuses, the bounds and
+ * the event detail-types — from `@dispatch-ledger/protocol` and the event catalog, between their
+ * `<!-- generated:NAME -->` … `<!-- /generated:NAME -->` markers; the prose around them is left as it is.
+ * Run `npm run docs:protocol` after changing either; a unit test fails while the file is stale.
+ */
+
+export const PROTOCOL_DOC = fileURLToPath(new URL('../docs/protocol.md', import.meta.url));
+
+const WHO: Record<RouteCaller, string> = {
+  owner: 'its origin',
+  origin: 'that origin',
+  operator: 'operator',
+  operator_reads: 'operator (read)',
+  target: 'its target',
+};
+
+function routeTable(): string {
+  const rows = (Object.keys(ROUTES) as RouteName[]).map((name) => {
+    const spec = ROUTES[name];
+    const doc = ROUTE_DOCS[name];
+    const query = doc.query && doc.query.length > 0 ? `?${doc.query.join('&')}` : '';
+    return `| \`${spec.method} ${spec.path}${query}\` | ${spec.who.map((who) => WHO[who]).join(', ')} | ${doc.ok.join(', ')} | ${doc.errors.join(', ')} | \`${name}\`: ${doc.summary} |`;
+  });
+  return ['| route | who | ok | errors | name and what it does |', '| --- | --- | --- | --- | --- |', ...rows].join('\n');
+}
+
+function statuses(): string {
+  return [
+    `Run statuses a target reports: ${RUN_STATUSES.map((status) => `\`${status}\``).join(', ')}; final (never left): ${FINAL_RUN_STATUSES.map((status) => `\`${status}\``).join(', ')}.`,
+    `The ledger's own \`unknown\` is never a target's word. A final event may carry \`nativeStatus\` (${NATIVE_STATUS_RULE}).`,
+  ].join('\n');
+}
+
+function bounds(): string {
+  const rows: Array<[string, string]> = [
+    ['dispatch id', DISPATCH_ID_RULE],
+    ['run id', `1..${MAX_RUN_ID_CHARS} characters`],
+    ['evidence refs expected or claimed', `at most ${MAX_EVIDENCE_REFS}`],
+    ['an evidence ref', `at most ${MAX_REF_BYTES} UTF-8 bytes, safe (§6)`],
+    ['a task', `nests at most ${MAX_TASK_DEPTH} levels (the task object is level 1)`],
+    ['any API body', `nests at most ${MAX_API_BODY_DEPTH.toLocaleString('en')} levels`],
+    ['any of a dispatch’s clocks', `at most ${MAX_TIMEOUT_SECONDS.toLocaleString('en')} s (30 days)`],
+  ];
+  return ['| what | bound |', '| --- | --- |', ...rows.map(([what, bound]) => `| ${what} | ${bound} |`)].join('\n');
+}
+
+function events(): string {
+  return ['| detail-type | when |', '| --- | --- |', ...DETAIL_TYPES.map((type) => `| \`${type}\` | ${EVENT_CATALOG[type].description} |`)].join('\n');
+}
+
+export const GENERATED: Record<string, () => string> = { routes: routeTable, statuses, bounds, events };
+
+/** `doc` with every generated block written afresh; throws when a marker is missing. */
+export function renderProtocolDoc(doc: string): string {
+  let out = doc;
+  for (const [name, render] of Object.entries(GENERATED)) {
+    const open = `<!-- generated:${name} -->`;
+    const close = `<!-- /generated:${name} -->`;
+    const start = out.indexOf(open);
+    const end = out.indexOf(close);
+    if (start < 0 || end < start) throw new Error(`docs/protocol.md has no ${open} … ${close} block`);
+    out = `${out.slice(0, start + open.length)}\n${render()}\n${out.slice(end)}`;
+  }
+  return out;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  writeFileSync(PROTOCOL_DOC, renderProtocolDoc(readFileSync(PROTOCOL_DOC, 'utf8')));
+  console.log(`wrote ${PROTOCOL_DOC}`);
+}
