@@ -15,6 +15,7 @@ import { costOf, peerModels, perMillion, PRICES, type CostBreakdown } from './pr
 import { KEY_WRITE_LIMIT_PER_SECOND, runScale, type ScaleResult } from './scale.js';
 import type { BenchContext, LifecycleUsage, Spread } from './types.js';
 import { publishedDetailTypes, type EventsProfile } from '../shared/events/profile.js';
+import { replaceDocBlocks } from '../scripts/doc-blocks.js';
 
 
 /**
@@ -422,16 +423,7 @@ function tables(results: Results): Record<string, string> {
 }
 
 function writeDoc(blocks: Record<string, string>): void {
-  let doc = readFileSync(DOC_FILE, 'utf8');
-  for (const [name, content] of Object.entries(blocks)) {
-    const open = `<!-- bench:${name} -->`;
-    const close = `<!-- /bench:${name} -->`;
-    const start = doc.indexOf(open);
-    const end = doc.indexOf(close);
-    if (start < 0 || end < start) throw new Error(`docs/performance.md has no ${open} … ${close} block`);
-    doc = `${doc.slice(0, start + open.length)}\n${content}\n${doc.slice(end)}`;
-  }
-  writeFileSync(DOC_FILE, doc);
+  writeFileSync(DOC_FILE, replaceDocBlocks(readFileSync(DOC_FILE, 'utf8'), 'bench', blocks, 'docs/performance.md'));
 }
 
 /** The value of `--only PART` / `--only=PART`, if given. */

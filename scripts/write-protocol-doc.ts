@@ -17,6 +17,7 @@ import {
   type RouteName,
 } from '@dispatch-ledger/protocol';
 import { DETAIL_TYPES, EVENT_CATALOG } from '../shared/events/catalog.js';
+import { replaceDocBlocks } from './doc-blocks.js';
 
 /**
  * Writes the generated parts of docs/protocol.md — the route table, the run statuses, the bounds and
@@ -73,16 +74,7 @@ export const GENERATED: Record<string, () => string> = { routes: routeTable, sta
 
 /** `doc` with every generated block written afresh; throws when a marker is missing. */
 export function renderProtocolDoc(doc: string): string {
-  let out = doc;
-  for (const [name, render] of Object.entries(GENERATED)) {
-    const open = `<!-- generated:${name} -->`;
-    const close = `<!-- /generated:${name} -->`;
-    const start = out.indexOf(open);
-    const end = out.indexOf(close);
-    if (start < 0 || end < start) throw new Error(`docs/protocol.md has no ${open} … ${close} block`);
-    out = `${out.slice(0, start + open.length)}\n${render()}\n${out.slice(end)}`;
-  }
-  return out;
+  return replaceDocBlocks(doc, 'generated', Object.fromEntries(Object.entries(GENERATED).map(([name, render]) => [name, render()])), 'docs/protocol.md');
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
