@@ -64,12 +64,8 @@ export interface Execution {
   readonly unknownLookups?: number | undefined;
 }
 
-/** CONTRACT §1's defaults. */
-export const DEFAULT_TIMEOUTS = {
-  stallAfterSeconds: 600,
-  approvalWaitSeconds: 1800,
-  deliveryGraceSeconds: 300,
-} as const;
+/** CONTRACT §1's defaults (the protocol's: docs/protocol.md §1). */
+export { DEFAULT_TIMEOUTS, DEFAULT_PRIORITY, MAX_HOPS_LIMIT, MAX_PRIORITY } from '@dispatch-ledger/protocol';
 
 export interface Timeouts {
   readonly stallAfterSeconds: number;
@@ -264,15 +260,10 @@ export interface DispatchState {
   readonly manual?: ManualWork | undefined;
 }
 
-export const DEFAULT_PRIORITY = 5;
-/** The most hops a message may allow (the contract leaves it open). */
-export const MAX_HOPS_LIMIT = 32;
 /** CONTRACT §1 V3: how long a child whose parent is not recorded yet is held before it is blocked `unknown_parent`. */
 export const PARENT_WAIT_SECONDS = 300;
 /** CONTRACT §1: a task nests at most this many levels (the task object is level 1). dispatch/message.ts says how a message is held to it. */
 export { MAX_TASK_DEPTH } from '@dispatch-ledger/protocol';
-/** CONTRACT v2 §1: priorities run 0 (lowest) .. MAX_PRIORITY. */
-export const MAX_PRIORITY = 9;
 
 /** Final statuses: a run that reached one never changes again. */
 export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);

@@ -139,5 +139,31 @@ export const MAX_API_BODY_DEPTH = 1_000;
 export const MAX_RESULT_BODY_DEPTH = MAX_API_BODY_DEPTH - 2;
 /** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
 export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
+// ---------------------------------------------------------------------------------------------------
+// The dispatch message's defaults and rules (CONTRACT §1); its schema is `@dispatch-ledger/protocol/message`.
+
+/** CONTRACT §1's defaults. */
+export const DEFAULT_TIMEOUTS = {
+  stallAfterSeconds: 600,
+  approvalWaitSeconds: 1800,
+  deliveryGraceSeconds: 300,
+} as const;
+/** CONTRACT v2 §1: priorities run 0 (lowest) .. MAX_PRIORITY, DEFAULT_PRIORITY when not given. */
+export const DEFAULT_PRIORITY = 5;
+export const MAX_PRIORITY = 9;
+
+export const DEFAULT_MAX_HOPS = 4;
+/** The most hops a message may allow (the contract leaves it open). */
+export const MAX_HOPS_LIMIT = 32;
+
+/** CONTRACT v2 §1: how the result reaches the origin (§10). Any other string reads as `after_turn`. */
+export const RESULT_DELIVERY_MODES = ['inject', 'after_turn'] as const;
+export type ResultDelivery = (typeof RESULT_DELIVERY_MODES)[number];
+export const DEFAULT_RESULT_DELIVERY: ResultDelivery = 'after_turn';
+/** The delivery mode a `resultDelivery` string reads as: `inject`, or `after_turn` for anything else. */
+export const resultDeliveryOf = (mode: string): ResultDelivery => (mode === 'inject' ? 'inject' : 'after_turn');
+/** CONTRACT v2 §1: `notBefore` is at most this many days ahead of the time the intake reads it. */
+export const NOT_BEFORE_MAX_DAYS = 30;
+
 export * from './routes.js';
 export * from './route-docs.js';
