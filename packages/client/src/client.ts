@@ -1,0 +1,209 @@
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import * as z from 'zod/mini';
+import { MAX_BODY_DEPTH, ROUTES, type RouteSpec } from '@dispatch-ledger/protocol';
+import {
+  AttentionAnswer,
+  ClaimAnswer,
+  DispatchViewAnswer,
+  HistoryEntryAnswer,
+  InboxEntryAnswer,
+  ObjectAnswer,
+  pageOf,
+  RejectionAnswer,
+  SettleAnswer,
+  type AttentionEntry,
+  type Claim,
+  type ClaimedResult,
+  type DispatchView,
+  type HistoryEntry,
+  type InboxEntry,
+  type Rejection,
+  type SettledResult,
+} from '@dispatch-ledger/protocol/answers';
+import { DispatchMessageSchema, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
+import { connectionOf, type CallAs, type Connection, type LedgerClientOptions } from './connection.js';
+import { isLedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError } from './errors.js';
+import { callRoute, issuesOf, listing, type CallOptions, type Listing } from './transport.js';
+
+/** The queue's largest message (CONTRACT §1): a larger one is never sent. */
+const MAX_MESSAGE_BYTES = 1024 * 1024;
+/** A release's reason, as the ledger bounds it. */
+const MAX_REASON_CHARS = 500;
+
+export type DispatchRequest = Omit<DispatchMessageInput, 'origin'> & { readonly origin?: string };
+export interface ClaimOptions extends CallOptions {
+  readonly mode?: 'inject' | 'after_turn';
+  readonly max?: number;
+  readonly leaseSeconds?: number;
+  readonly waitSeconds?: number;
+  readonly resultIds?: readonly string[];
+}
+export interface DeliverOutcome {
+  /** Results the handler was given. */
+  readonly claimed: number;
+  /** Acked after the handler resolved. */
+  readonly acked: number;
+  /** The lease was lost while the handler ran: its signal was aborted and nothing was acked. */
+  readonly leaseLost: boolean;
+}
+export type DeliverHandler = (results: readonly ClaimedResult[], context: { readonly signal: AbortSignal }) => Promise<unknown>;
+
+export interface LedgerClient {
+  /** Sends a dispatch message to the queue, checked against the protocol first: a message the ledger would refuse never leaves. */
+  dispatch(message: DispatchRequest, options?: CallOptions): Promise<{ readonly dispatchId: string; readonly messageId: string }>;
+  /** The dispatch view; `refresh` looks the run up at its target first. */
+  check(dispatchId: string, options?: CallOptions & { readonly refresh?: boolean }): Promise<DispatchView>;
+  readonly history: Listing<{ readonly status?: string; readonly limit?: number }, HistoryEntry>;
+  cancel(dispatchId: string, body: { readonly reason: string }, options?: CallOptions): Promise<Record<string, unknown>>;
+  redispatch(dispatchId: string, body: { readonly reason: string; readonly force?: boolean }, options?: CallOptions): Promise<Record<string, unknown>>;
+  decide(dispatchId: string, body: { readonly approvalId: string; readonly decision: 'approve' | 'cancel' }, options?: CallOptions): Promise<Record<string, unknown>>;
+  readonly receipts: { record(dispatchId: string, body: Record<string, unknown>, options?: CallOptions): Promise<Record<string, unknown>> };
+  readonly manual: { attest(dispatchId: string, body: Record<string, unknown>, options?: CallOptions): Promise<Record<string, unknown>> };
+  /** This origin's own refused messages, newest first. */
+  readonly rejections: Listing<{ readonly limit?: number }, Rejection>;
+  readonly inbox: {
+    claim(options?: ClaimOptions): Promise<Claim>;
+    ack(resultId: string, claimToken: string, options?: CallOptions): Promise<SettledResult>;
+    release(resultId: string, claimToken: string, reason?: string, options?: CallOptions): Promise<SettledResult>;
+    renew(resultId: string, claimToken: string, leaseSeconds: number, options?: CallOptions): Promise<SettledResult>;
+    body(resultId: string, options?: CallOptions): Promise<unknown>;
+    readonly list: Listing<{ readonly state?: string; readonly limit?: number }, InboxEntry>;
+    /**
+     * Seed 004's settlement order: claim; renew the lease while `handle` runs; ack each result only after
+     * `handle` resolved; if it throws, release every result with the error's message and rethrow; if the
+     * lease is lost, abort `handle`'s signal and ack nothing (the results are claimable again).
+     */
+    deliver(options: ClaimOptions, handle: DeliverHandler): Promise<DeliverOutcome>;
+  };
+  readonly operator: {
+    readonly attention: Listing<{ readonly kind?: string; readonly limit?: number }, AttentionEntry>;
+    readonly list: Listing<{ readonly status?: string; readonly phase?: string; readonly target?: string; readonly origin?: string; readonly limit?: number }, HistoryEntry>;
+    counts(options?: CallOptions): Promise<Record<string, unknown>>;
+    readonly rejections: Listing<{ readonly limit?: number }, Rejection>;
+    releaseSlot(target: string, body: { readonly runId: string; readonly reason: string }, options?: CallOptions): Promise<Record<string, unknown>>;
+  };
+  /** Ends the client: later calls fail. (It holds no connection between calls.) */
+  close(): void;
+}
+
+function nestsDeeperThan(value: unknown, limit: number): boolean {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  while (stack.length > 0) {
+    const { value: next, depth } = stack.pop() as { value: unknown; depth: number };
+    if (typeof next !== 'object' || next === null) continue;
+    if (depth > limit) return true;
+    for (const child of Object.values(next)) stack.push({ value: child, depth: depth + 1 });
+  }
+  return false;
+}
+
+/** The typed client of docs/protocol.md §15. Nothing is contacted until the first call. */
+export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
+  const origin = options.origin;
+  let connected: Promise<Connection> | undefined;
+  let closed = false;
+  const connection = (): Promise<Connection> => {
+    if (closed) return Promise.reject(new LedgerConfigError('this client was closed'));
+    return (connected ??= connectionOf(options));
+  };
+  const needOrigin = (): string => {
+    if (!origin) throw new LedgerConfigError('this call speaks for an origin: create the client with { origin }');
+    return origin;
+  };
+  const call = async <T>(spec: RouteSpec, as: CallAs, answer: z.ZodMiniType<T>, parts: { params?: Record<string, string>; query?: Record<string, string | number | boolean | undefined>; body?: unknown; signal?: AbortSignal | undefined } = {}): Promise<T> =>
+    callRoute(await connection(), origin, spec, { ...parts, as, answer });
+  const own = (params: Record<string, string> = {}) => ({ origin: needOrigin(), ...params });
+
+  const settle = (action: 'ack' | 'release' | 'renew', resultId: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+    call(ROUTES[action === 'ack' ? 'inboxAck' : action === 'release' ? 'inboxRelease' : 'inboxRenew'], 'origin', SettleAnswer, { params: own({ resultId }), body, signal });
+
+  const client: LedgerClient = {
+    async dispatch(message, callOptions = {}) {
+      const full = { ...message, origin: message.origin ?? needOrigin() };
+      const text = JSON.stringify(full);
+      const problems: Array<{ path: string; message: string }> = [];
+      if (Buffer.byteLength(text, 'utf8') > MAX_MESSAGE_BYTES) problems.push({ path: '', message: `the message is over ${MAX_MESSAGE_BYTES} bytes` });
+      if (nestsDeeperThan(full, MAX_BODY_DEPTH)) problems.push({ path: 'task', message: `nests deeper than ${MAX_BODY_DEPTH - 1} levels` });
+      const read = DispatchMessageSchema.safeParse(full);
+      if (!read.success) problems.push(...issuesOf(read.error));
+      if (problems.length > 0) throw new LedgerValidationError(`the ledger would refuse this message: ${problems.map((problem) => `${problem.path || 'message'}: ${problem.message}`).join('; ')}`, problems);
+      const ready = await connection();
+      if (!ready.queueUrl) throw new LedgerConfigError('no dispatch queue: give { queueUrl } with { apiUrl }, or use a stack with the output DispatchQueueUrl');
+      const sqs = ready.sqs();
+      try {
+        const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: text }), callOptions.signal ? { abortSignal: callOptions.signal } : {});
+        return { dispatchId: full.dispatchId, messageId: sent.MessageId ?? '' };
+      } catch (error) {
+        throw new LedgerNetworkError(`sending to the dispatch queue failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
+      } finally {
+        sqs.destroy();
+      }
+    },
+    check: (dispatchId, callOptions = {}) =>
+      call(ROUTES.getDispatch, 'origin', DispatchViewAnswer, { params: { dispatchId }, query: { refresh: callOptions.refresh ? true : undefined }, signal: callOptions.signal }),
+    history: listing((query, callOptions) => call(ROUTES.history, 'origin', pageOf(HistoryEntryAnswer), { params: own(), query: { ...query }, signal: callOptions.signal })),
+    cancel: (dispatchId, body, callOptions = {}) => call(ROUTES.cancel, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }),
+    redispatch: (dispatchId, body, callOptions = {}) => call(ROUTES.redispatch, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }),
+    decide: (dispatchId, body, callOptions = {}) => call(ROUTES.decideApproval, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }),
+    receipts: { record: (dispatchId, body, callOptions = {}) => call(ROUTES.recordReceipt, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }) },
+    manual: { attest: (dispatchId, body, callOptions = {}) => call(ROUTES.attestManual, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }) },
+    rejections: listing((query, callOptions) => call(ROUTES.originRejections, 'origin', pageOf(RejectionAnswer), { params: own(), query: { ...query }, signal: callOptions.signal })),
+    inbox: {
+      claim: ({ signal, ...body } = {}) => call(ROUTES.inboxClaim, 'origin', ClaimAnswer, { params: own(), body, signal }),
+      ack: (resultId, claimToken, callOptions = {}) => settle('ack', resultId, { claimToken }, callOptions.signal),
+      release: (resultId, claimToken, reason, callOptions = {}) => settle('release', resultId, { claimToken, ...(reason === undefined ? {} : { reason: reason.slice(0, MAX_REASON_CHARS) }) }, callOptions.signal),
+      renew: (resultId, claimToken, leaseSeconds, callOptions = {}) => settle('renew', resultId, { claimToken, leaseSeconds }, callOptions.signal),
+      body: (resultId, callOptions = {}) => call(ROUTES.inboxBody, 'origin', z.unknown(), { params: own({ resultId }), signal: callOptions.signal }),
+      list: listing((query, callOptions) => call(ROUTES.inboxList, 'origin', pageOf(InboxEntryAnswer), { params: own(), query: { ...query }, signal: callOptions.signal })),
+      deliver: (deliverOptions, handle) => deliver(client, deliverOptions, handle),
+    },
+    operator: {
+      attention: listing((query, callOptions) => call(ROUTES.attention, 'operator', pageOf(AttentionAnswer), { query: { ...query }, signal: callOptions.signal })),
+      list: listing((query, callOptions) => call(ROUTES.listDispatches, 'operator', pageOf(HistoryEntryAnswer), { query: { ...query }, signal: callOptions.signal })),
+      counts: (callOptions = {}) => call(ROUTES.counts, 'operator', ObjectAnswer, { signal: callOptions.signal }),
+      rejections: listing((query, callOptions) => call(ROUTES.rejections, 'operator', pageOf(RejectionAnswer), { query: { ...query }, signal: callOptions.signal })),
+      releaseSlot: (target, body, callOptions = {}) => call(ROUTES.releaseSlot, 'operator', ObjectAnswer, { params: { target }, body, signal: callOptions.signal }),
+    },
+    close() {
+      closed = true;
+    },
+  };
+  return client;
+}
+
+/** `inbox.deliver`: the settlement order of docs/protocol.md §10 and §15 as a library. */
+async function deliver(client: LedgerClient, options: ClaimOptions, handle: DeliverHandler): Promise<DeliverOutcome> {
+  const leaseSeconds = options.leaseSeconds ?? 60;
+  const claim = await client.inbox.claim({ ...options, leaseSeconds });
+  const { claimToken, results } = claim;
+  if (results.length === 0 || claimToken === null) return { claimed: 0, acked: 0, leaseLost: false };
+  const handling = new AbortController();
+  let leaseLost = false;
+  // Renewed at a third of the lease, so two renewals can fail before it runs out.
+  const renewing = setInterval(() => {
+    void Promise.all(results.map((result) => client.inbox.renew(result.resultId, claimToken, leaseSeconds))).catch((error: unknown) => {
+      if (isLedgerApiError(error) && error.status === 409) {
+        leaseLost = true;
+        handling.abort(new Error('the lease on these results was lost'));
+      }
+    });
+  }, Math.max(1_000, (leaseSeconds * 1000) / 3));
+  try {
+    await handle(results, { signal: handling.signal });
+  } catch (error) {
+    clearInterval(renewing);
+    if (!leaseLost) {
+      const reason = error instanceof Error ? error.message : String(error);
+      await Promise.allSettled(results.map((result) => client.inbox.release(result.resultId, claimToken, reason)));
+    }
+    throw error;
+  }
+  clearInterval(renewing);
+  if (leaseLost || handling.signal.aborted) return { claimed: results.length, acked: 0, leaseLost: true };
+  let acked = 0;
+  for (const result of results) {
+    await client.inbox.ack(result.resultId, claimToken);
+    acked += 1;
+  }
+  return { claimed: results.length, acked, leaseLost: false };
+}

@@ -1,0 +1,146 @@
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { defaultProvider } from '@aws-sdk/credential-provider-node';
+import { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type Signer } from '@dispatch-ledger/protocol/sigv4';
+import { LedgerConfigError } from './errors.js';
+
+/** Where the ledger is (docs/protocol.md §15): a deployed stack, its URLs, or the local platform. */
+export interface LedgerClientOptions {
+  /** The origin this caller speaks as (the routes of §2 that name one; `dispatch` sends it). */
+  readonly origin?: string;
+  /** A deployed stack: its outputs ApiUrl and DispatchQueueUrl (needs cloudformation:DescribeStacks). */
+  readonly stack?: string;
+  readonly region?: string;
+  /** Or the deployed API and queue by URL. */
+  readonly apiUrl?: string;
+  readonly queueUrl?: string;
+  /** The local platform: `true` finds it (`$LEDGER_STATE_DIR`, else `<cwd>/.ledger/local`); or its `--json` line's URLs. */
+  readonly local?: true | { readonly apiUrl: string; readonly dispatchQueueUrl: string; readonly sqsEndpoint: string };
+  /** An SDK credential provider or fixed credentials; the default chain otherwise (AWS only). */
+  readonly credentials?: AwsCredentials | AwsCredentialsProvider;
+}
+
+/** Who a call goes out as: the origin, or the operator (the operator's routes). */
+export type CallAs = 'origin' | 'operator';
+
+export interface Connection {
+  readonly apiUrl: string;
+  readonly queueUrl: string | undefined;
+  readonly local: boolean;
+  /** A new SQS client for the dispatch queue (the caller destroys it). */
+  sqs(): SQSClient;
+  /** The headers a call carries for `as`: a signer's, or the local `X-Ledger-Origin`. */
+  authorize(as: CallAs, origin: string | undefined): { readonly signer?: Signer; readonly headers: Record<string, string> };
+}
+
+interface LocalCredential {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string;
+}
+interface LocalCredentialsFile {
+  readonly region: string;
+  readonly service: string;
+  readonly credentials: { readonly operator: LocalCredential; readonly origins: Readonly<Record<string, LocalCredential>> };
+}
+interface LocalState {
+  readonly status?: string;
+  readonly info?: { readonly region: string; readonly apiUrl: string; readonly dispatchQueueUrl: string; readonly sqsEndpoint: string; readonly credentialsFile?: string };
+}
+
+/** The local engines accept any keys; these are never real ones. */
+const LOCAL_KEYS = { accessKeyId: 'local', secretAccessKey: 'local' } as const;
+const LOCAL_REGION = 'us-east-1';
+
+const isLoopback = (url: URL): boolean => ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
+
+/** An API URL: https, or http on this machine only (a signed request sent in the clear could be replayed). */
+function apiUrlOf(value: string, what: string): string {
+  const url = URL.canParse(value) ? new URL(value) : undefined;
+  if (!url || !(url.protocol === 'https:' || (url.protocol === 'http:' && isLoopback(url))) || url.search !== '' || url.hash !== '') {
+    throw new LedgerConfigError(`${what} must be an https URL (http only on 127.0.0.1, [::1] or localhost) without a query, got "${value.slice(0, 200)}"`);
+  }
+  return value.replace(/\/+$/, '');
+}
+
+function readJson<T>(file: string, what: string): T {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as T;
+  } catch (error) {
+    throw new LedgerConfigError(`${what} could not be read at ${file}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+/** The local platform as `ledger local up` left it: its state file, and its credentials under `--sigv4`. */
+function localConnection(local: NonNullable<LedgerClientOptions['local']>): Connection {
+  let info: NonNullable<LocalState['info']>;
+  if (local === true) {
+    const dir = process.env['LEDGER_STATE_DIR'] ? resolve(process.env['LEDGER_STATE_DIR']) : join(process.cwd(), '.ledger', 'local');
+    const state = readJson<LocalState>(join(dir, 'state.json'), 'the local platform (start it with: npx ledger local up --detach)');
+    if (state.status !== 'ready' || !state.info) throw new LedgerConfigError(`the local platform in ${dir} is not ready (${state.status ?? 'no status'})`);
+    info = state.info;
+  } else {
+    info = { region: LOCAL_REGION, ...local };
+  }
+  const apiUrl = apiUrlOf(info.apiUrl, 'the local API URL');
+  const signing = info.credentialsFile ? readJson<LocalCredentialsFile>(info.credentialsFile, 'the local platform’s credentials (--sigv4)') : undefined;
+  return {
+    apiUrl,
+    queueUrl: info.dispatchQueueUrl,
+    local: true,
+    sqs: () => new SQSClient({ region: info.region, endpoint: info.sqsEndpoint, credentials: LOCAL_KEYS }),
+    authorize(as, origin) {
+      if (!signing) {
+        const headers: Record<string, string> = {};
+        if (as === 'origin' && origin) headers['x-ledger-origin'] = origin;
+        return { headers };
+      }
+      const credential = as === 'operator' ? signing.credentials.operator : origin ? signing.credentials.origins[origin] : undefined;
+      if (!credential) throw new LedgerConfigError(`no credential for origin "${origin ?? ''}" under --sigv4 (there are: ${Object.keys(signing.credentials.origins).join(', ')})`);
+      return { signer: sigv4Signer({ region: signing.region, service: signing.service, credentials: credential }), headers: {} };
+    },
+  };
+}
+
+/** A deployed ledger: every call signed (service `lambda`, the API being a function URL with AWS_IAM auth). */
+function remoteConnection(apiUrl: string, queueUrl: string | undefined, region: string, credentials: AwsCredentials | AwsCredentialsProvider): Connection {
+  const signer = sigv4Signer({ region, credentials });
+  return {
+    apiUrl: apiUrlOf(apiUrl, 'apiUrl'),
+    queueUrl,
+    local: false,
+    sqs: () => new SQSClient({ region, credentials, useQueueUrlAsEndpoint: false }),
+    authorize: () => ({ signer, headers: {} }),
+  };
+}
+
+function regionOf(options: LedgerClientOptions): string {
+  const region = options.region ?? process.env['AWS_REGION'] ?? process.env['AWS_DEFAULT_REGION'];
+  if (!region) throw new LedgerConfigError('no region: pass { region }, or set AWS_REGION');
+  return region;
+}
+
+/** The connection the options name (a stack's outputs are read once, here). */
+export async function connectionOf(options: LedgerClientOptions): Promise<Connection> {
+  const given = [options.local !== undefined && 'local', options.stack !== undefined && 'stack', options.apiUrl !== undefined && 'apiUrl'].filter(Boolean);
+  if (given.length !== 1) throw new LedgerConfigError(`give exactly one of local, stack or apiUrl (got ${given.length === 0 ? 'none' : given.join(', ')})`);
+  if (options.local !== undefined) return localConnection(options.local);
+  const region = regionOf(options);
+  const credentials = options.credentials ?? defaultProvider();
+  if (options.apiUrl !== undefined) return remoteConnection(options.apiUrl, options.queueUrl, region, credentials);
+  const cloudformation = new CloudFormationClient({ region, credentials });
+  try {
+    const { Stacks = [] } = await cloudformation.send(new DescribeStacksCommand({ StackName: options.stack }));
+    const outputs = new Map((Stacks[0]?.Outputs ?? []).map((output) => [output.OutputKey, output.OutputValue]));
+    const apiUrl = outputs.get('ApiUrl');
+    if (!apiUrl) throw new LedgerConfigError(`stack "${options.stack ?? ''}" in ${region} has no output ApiUrl`);
+    return remoteConnection(apiUrl, outputs.get('DispatchQueueUrl'), region, credentials);
+  } catch (error) {
+    if (error instanceof LedgerConfigError) throw error;
+    throw new LedgerConfigError(`reading stack "${options.stack ?? ''}" in ${region} failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
+  } finally {
+    cloudformation.destroy();
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * The client's errors (docs/protocol.md §15). Each carries a brand read by the guards, so
+ * `isLedgerApiError(error)` holds for an error from another copy of the package too (no `instanceof`).
+ */
+const BRAND = Symbol.for('@dispatch-ledger/client.error');
+
+type Kind = 'api' | 'network' | 'config' | 'protocol' | 'validation';
+
+abstract class LedgerError extends Error {
+  abstract readonly [BRAND]: Kind;
+}
+
+/** The ledger answered with an error (CONTRACT §2: `{ error: { code, message, details } }`). */
+export class LedgerApiError extends LedgerError {
+  override readonly name = 'LedgerApiError';
+  readonly [BRAND] = 'api' as const;
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: unknown,
+    readonly requestId: string | undefined,
+  ) {
+    super(message);
+  }
+  /** Worth trying again as it is: a run not recorded yet, throttling, a server error. */
+  get retryable(): boolean {
+    return this.code === 'not_yet_recorded' || this.status === 429 || this.status >= 500;
+  }
+}
+
+/** The ledger could not be reached (or the call was aborted: `cause` says which). */
+export class LedgerNetworkError extends LedgerError {
+  override readonly name = 'LedgerNetworkError';
+  readonly [BRAND] = 'network' as const;
+}
+
+/** The client cannot be set up as asked: no local platform running, a bad URL, no stack output. */
+export class LedgerConfigError extends LedgerError {
+  override readonly name = 'LedgerConfigError';
+  readonly [BRAND] = 'config' as const;
+}
+
+/** An answer without a field the protocol requires (unknown fields and values pass: a newer ledger is fine). */
+export class LedgerProtocolError extends LedgerError {
+  override readonly name = 'LedgerProtocolError';
+  readonly [BRAND] = 'protocol' as const;
+  constructor(
+    message: string,
+    readonly issues: ReadonlyArray<{ readonly path: string; readonly message: string }>,
+  ) {
+    super(message);
+  }
+}
+
+/** A message the ledger would refuse: never sent. `issues` names each field. */
+export class LedgerValidationError extends LedgerError {
+  override readonly name = 'LedgerValidationError';
+  readonly [BRAND] = 'validation' as const;
+  constructor(
+    message: string,
+    readonly issues: ReadonlyArray<{ readonly path: string; readonly message: string }>,
+  ) {
+    super(message);
+  }
+}
+
+const guard =
+  <T>(kind: Kind) =>
+  (error: unknown): error is T =>
+    typeof error === 'object' && error !== null && (error as Record<symbol, unknown>)[BRAND] === kind;
+
+export const isLedgerApiError = guard<LedgerApiError>('api');
+export const isLedgerNetworkError = guard<LedgerNetworkError>('network');
+export const isLedgerConfigError = guard<LedgerConfigError>('config');
+export const isLedgerProtocolError = guard<LedgerProtocolError>('protocol');
+export const isLedgerValidationError = guard<LedgerValidationError>('validation');

@@ -1,0 +1,20 @@
+/**
+ * `@dispatch-ledger/client`: the typed client for origins and operators (docs/protocol.md §15), built on
+ * the protocol's route table and answers.
+ */
+export { createLedgerClient, type ClaimOptions, type DeliverHandler, type DeliverOutcome, type DispatchRequest, type LedgerClient } from './client.js';
+export type { LedgerClientOptions } from './connection.js';
+export {
+  isLedgerApiError,
+  isLedgerConfigError,
+  isLedgerNetworkError,
+  isLedgerProtocolError,
+  isLedgerValidationError,
+  LedgerApiError,
+  LedgerConfigError,
+  LedgerNetworkError,
+  LedgerProtocolError,
+  LedgerValidationError,
+} from './errors.js';
+export type { CallOptions, Listing, Page } from './transport.js';
+export type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';

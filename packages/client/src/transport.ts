@@ -1,0 +1,93 @@
+import type * as z from 'zod/mini';
+import { routePath, type RouteSpec } from '@dispatch-ledger/protocol';
+import type { CallAs, Connection } from './connection.js';
+import { LedgerApiError, LedgerNetworkError, LedgerProtocolError } from './errors.js';
+
+export interface CallOptions {
+  /** Aborts the call (and a long poll with it). */
+  readonly signal?: AbortSignal;
+}
+
+export interface Call<T> {
+  readonly params?: Readonly<Record<string, string>>;
+  readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+  readonly body?: unknown;
+  readonly as: CallAs;
+  readonly answer: z.ZodMiniType<T>;
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** The first few problems of a value against a schema, each as `path: message`. */
+export function issuesOf(error: z.core.$ZodError): Array<{ path: string; message: string }> {
+  return error.issues.slice(0, 8).map((issue) => ({ path: issue.path.map(String).join('.'), message: issue.message }));
+}
+
+/**
+ * One call of a route of the protocol's table: the path filled from its template, signed (or given the
+ * local origin header), the answer parsed leniently with `answer`; an error answer is a LedgerApiError,
+ * no answer a LedgerNetworkError.
+ */
+export async function callRoute<T>(connection: Connection, origin: string | undefined, spec: RouteSpec, call: Call<T>): Promise<T> {
+  const search = new URLSearchParams();
+  for (const [name, value] of Object.entries(call.query ?? {})) if (value !== undefined) search.set(name, String(value));
+  const url = `${connection.apiUrl}${routePath(spec, call.params ?? {})}${search.size > 0 ? `?${search.toString()}` : ''}`;
+  const payload = call.body === undefined ? undefined : JSON.stringify(call.body);
+  const auth = connection.authorize(call.as, origin);
+  let headers: Record<string, string> = { accept: 'application/json', ...auth.headers, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) };
+  let response: Response;
+  try {
+    if (auth.signer) headers = await auth.signer({ method: spec.method, url, headers, ...(payload === undefined ? {} : { body: payload }) });
+    response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), ...(call.signal ? { signal: call.signal } : {}) });
+  } catch (error) {
+    const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+    const said = cause instanceof Error ? ((cause as NodeJS.ErrnoException).code ?? cause.message) : String(cause);
+    throw new LedgerNetworkError(`${spec.method} ${spec.path} did not reach the ledger at ${new URL(url).origin}: ${said}`, { cause: error });
+  }
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text === '' ? null : JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  const requestId = response.headers.get('x-request-id') ?? undefined;
+  if (!response.ok) {
+    const said = (parsed as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
+    const code = typeof said?.code === 'string' ? said.code : `http_${response.status}`;
+    const message = typeof said?.message === 'string' ? said.message : `${spec.method} ${spec.path} answered ${response.status}`;
+    throw new LedgerApiError(response.status, code, message, said?.details, requestId);
+  }
+  const read = call.answer.safeParse(parsed);
+  if (!read.success) throw new LedgerProtocolError(`${spec.method} ${spec.path} answered without what the protocol requires`, issuesOf(read.error));
+  return read.data;
+}
+
+/** A page of a list, and the cursor to the next (null: the last). */
+export interface Page<T> {
+  readonly items: readonly T[];
+  readonly cursor: string | null;
+}
+
+/** A list: iterate it (`for await`), or read one page (`.page({ cursor })`) to resume later. */
+export interface Listing<Q, T> {
+  (query?: Q, options?: CallOptions): AsyncIterable<T>;
+  page(query?: Q & { readonly cursor?: string | undefined }, options?: CallOptions): Promise<Page<T>>;
+}
+
+export function listing<Q, T>(read: (query: (Q & { readonly cursor?: string | undefined }) | undefined, options: CallOptions) => Promise<{ items: readonly T[]; cursor?: string | null | undefined }>): Listing<Q, T> {
+  const page = async (query?: Q & { readonly cursor?: string | undefined }, options: CallOptions = {}): Promise<Page<T>> => {
+    const answer = await read(query, options);
+    return { items: answer.items, cursor: answer.cursor ?? null };
+  };
+  const iterate = (query?: Q, options: CallOptions = {}): AsyncIterable<T> => ({
+    async *[Symbol.asyncIterator]() {
+      let cursor: string | undefined;
+      do {
+        const next = await page({ ...(query as Q), ...(cursor === undefined ? {} : { cursor }) }, options);
+        yield* next.items;
+        cursor = next.cursor ?? undefined;
+      } while (cursor !== undefined);
+    },
+  });
+  return Object.assign(iterate, { page });
+}

@@ -1,0 +1,174 @@
+import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLedgerClient, isLedgerApiError, isLedgerProtocolError, isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
+import { projectRoot } from '../../local/paths.js';
+import { clientRoundTrip, roundTripped, stateDirOf } from '../support/client-script.js';
+import { uniqueName } from '../support/engines.js';
+import { eventually } from '../support/eventually.js';
+import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+
+/**
+ * `@dispatch-ledger/client` (docs/protocol.md §15) against the local platform: a plain `node` ESM script
+ * importing the built package (no tsx) finds the platform with `local: true` — plain, and under `--sigv4`
+ * with the credentials from the state directory — and `inbox.deliver`'s settlement order, each way it can end.
+ */
+
+describe('the client from a plain node ESM script (no tsx), local: true', () => {
+  it('dispatches, checks until handled, delivers through the inbox (origin_ack), and reads a 404 as a LedgerApiError', async () => {
+    const t = await startTestPlatform();
+    try {
+      const { dispatchId, printed } = await clientRoundTrip(t);
+      expect(printed).toEqual(roundTripped(dispatchId));
+    } finally {
+      await t.stop();
+    }
+  }, 180_000);
+});
+
+describe('inbox.deliver: the settlement order (seed 004)', () => {
+  let t: TestPlatform;
+  beforeAll(async () => {
+    t = await startTestPlatform();
+  });
+  afterAll(async () => {
+    await t.stop();
+  });
+
+  /** A client speaking for an origin of its own (each test its own inbox). */
+  const clientFor = (origin: string): LedgerClient =>
+    createLedgerClient({ origin, local: { apiUrl: t.platform.info.apiUrl, dispatchQueueUrl: t.platform.info.dispatchQueueUrl, sqsEndpoint: t.platform.info.sqsEndpoint } });
+
+  /** A dispatch of `ledger`'s origin whose inject result waits in its inbox. */
+  async function finished(ledger: LedgerClient): Promise<string> {
+    const dispatchId = uniqueName('d-deliver');
+    await ledger.dispatch({ dispatchId, target: 'demo-agent', task: { behavior: 'complete' }, resultDelivery: 'inject' });
+    await eventually(`the result of ${dispatchId}`, () => ledger.check(dispatchId), { until: (view) => view.result?.state === 'pending', timeoutMs: 60_000 });
+    return dispatchId;
+  }
+
+  it('acks once, after the handler resolved', async () => {
+    const ledger = clientFor(uniqueName('o'));
+    const dispatchId = await finished(ledger);
+    let handled = 0;
+    expect(await ledger.inbox.deliver({ mode: 'inject' }, async (results) => void (handled += results.length))).toEqual({ claimed: 1, acked: 1, leaseLost: false });
+    expect(handled).toBe(1);
+    const view = await ledger.check(dispatchId);
+    expect(view.ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
+    expect((view as { originAcks?: unknown[] }).originAcks).toHaveLength(1);
+    expect((await ledger.inbox.claim({ mode: 'inject' })).results).toEqual([]);
+  }, 90_000);
+
+  it('releases every result with the error’s message when the handler throws, and rethrows it', async () => {
+    const ledger = clientFor(uniqueName('o'));
+    const dispatchId = await finished(ledger);
+    await expect(ledger.inbox.deliver({ mode: 'inject' }, async () => Promise.reject(new Error('the transcript store is down')))).rejects.toThrow('the transcript store is down');
+    expect((await ledger.check(dispatchId)).result).toMatchObject({ state: 'pending', deliveryAttempts: 1 });
+    const again = await ledger.inbox.claim({ mode: 'inject' });
+    expect(again.results.map((result) => result.dispatchId)).toEqual([dispatchId]);
+    await ledger.inbox.ack(again.results[0]?.resultId ?? '', again.claimToken ?? '');
+  }, 90_000);
+
+  /** A plain node script speaking for `origin` through `local: true` (another process: it can stall or die on its own). */
+  function script(origin: string, body: string) {
+    const stateDir = stateDirOf(t);
+    const child = spawn(process.execPath, ['--input-type=module', '--eval', `
+      import { createLedgerClient } from '@dispatch-ledger/client';
+      const ledger = createLedgerClient({ origin: ${JSON.stringify(origin)}, local: true });
+      ${body}
+    `], { cwd: projectRoot, env: { PATH: process.env['PATH'] ?? '', LEDGER_STATE_DIR: stateDir }, stdio: ['ignore', 'pipe', 'inherit'] });
+    let printed = '';
+    child.stdout.on('data', (chunk: Buffer) => void (printed += chunk.toString()));
+    return new Promise<{ printed: string; signal: string | null }>((resolve) =>
+      child.on('exit', (_code, signal) => {
+        rmSync(stateDir, { recursive: true, force: true });
+        resolve({ printed, signal });
+      }),
+    );
+  }
+
+  it('aborts the handler and acks nothing when the lease is lost; the result is claimed again', async () => {
+    const origin = uniqueName('o');
+    const ledger = clientFor(origin);
+    const dispatchId = await finished(ledger);
+    // The delivering process stalls past its 5 s lease (no renewal can run) while another claimer takes the result over.
+    const delivering = script(origin, `
+      let aborted = false;
+      const outcome = await ledger.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async (results, { signal }) => {
+        const until = Date.now() + 8_000;
+        while (Date.now() < until);
+        await new Promise((resolve) => { signal.addEventListener('abort', () => { aborted = true; resolve(); }, { once: true }); setTimeout(resolve, 15_000); });
+      });
+      console.log(JSON.stringify({ outcome, aborted }));
+    `);
+    await eventually('the delivering process holds the result', () => ledger.check(dispatchId), { until: (view) => view.result?.state === 'claimed', timeoutMs: 30_000 });
+    const takenOver = await eventually('the result taken over once its lease ran out', () => ledger.inbox.claim({ mode: 'inject' }), { until: (claim) => claim.results.length > 0, timeoutMs: 30_000 });
+    expect(takenOver.results.map((result) => result.dispatchId)).toEqual([dispatchId]);
+    const { printed } = await delivering;
+    expect(JSON.parse(printed)).toEqual({ outcome: { claimed: 1, acked: 0, leaseLost: true }, aborted: true });
+    expect((await ledger.check(dispatchId)).ownerDelivery.state).toBe('unconfirmed');
+    await ledger.inbox.ack(takenOver.results[0]?.resultId ?? '', takenOver.claimToken ?? '');
+    expect((await ledger.check(dispatchId)).ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
+  }, 90_000);
+
+  it('gives a result to the next claim exactly once when the process dies between the handler and the ack', async () => {
+    const origin = uniqueName('o');
+    const ledger = clientFor(origin);
+    const dispatchId = await finished(ledger);
+    const { printed, signal } = await script(origin, `
+      await ledger.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async (results) => {
+        console.log(JSON.stringify(results.map((result) => result.dispatchId)));
+        process.kill(process.pid, 'SIGKILL');
+      });
+    `);
+    expect(signal).toBe('SIGKILL');
+    expect(JSON.parse(printed)).toEqual([dispatchId]);
+
+    const next = await eventually('the result claimable again', () => ledger.inbox.claim({ mode: 'inject' }), { until: (claim) => claim.results.length > 0, timeoutMs: 20_000 });
+    expect(next.results.map((result) => result.dispatchId)).toEqual([dispatchId]);
+    await ledger.inbox.ack(next.results[0]?.resultId ?? '', next.claimToken ?? '');
+    expect((await ledger.inbox.claim({ mode: 'inject' })).results).toEqual([]);
+    expect((await ledger.check(dispatchId)).ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
+  }, 90_000);
+});
+
+describe('answers and messages at the edge', () => {
+  let server: Server;
+  let answer: unknown;
+  let client: LedgerClient;
+  beforeAll(async () => {
+    server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(answer));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    client = createLedgerClient({ origin: 'planner', local: { apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } });
+  });
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  const view = { dispatchId: 'd-1', origin: 'planner', target: 't', phase: 'submitted', attempt: 1, runId: 'r-1', execution: { status: 'running' }, evidence: { outcome: 'pending' }, ownerDelivery: { state: 'unconfirmed' }, receipts: [] };
+
+  it('parses a newer ledger’s answer: an unknown field and an unknown enum value pass through', async () => {
+    answer = { ...view, phase: 'paused_by_a_future_version', execution: { status: 'hibernating', since: 'later' }, newField: { nested: true } };
+    const read = await client.check('d-1');
+    expect(read).toMatchObject({ phase: 'paused_by_a_future_version', execution: { status: 'hibernating', since: 'later' }, newField: { nested: true } });
+  });
+
+  it('refuses an answer without a field every version has, as a LedgerProtocolError', async () => {
+    const { dispatchId: _gone, ...rest } = view;
+    answer = rest;
+    const error = await client.check('d-1').catch((thrown: unknown) => thrown);
+    expect(isLedgerProtocolError(error)).toBe(true);
+    expect(isLedgerApiError(error)).toBe(false);
+  });
+
+  it('never sends a message the ledger would refuse', async () => {
+    for (const bad of [{ dispatchId: 'has space', target: 't', task: {} }, { dispatchId: 'd-2', target: 't', task: {}, expectedEvidence: ['../secret'] }, { dispatchId: 'd-3', target: 't', task: {}, priority: 10 }]) {
+      const error = await client.dispatch(bad).catch((thrown: unknown) => thrown);
+      expect(isLedgerValidationError(error), JSON.stringify(bad)).toBe(true);
+    }
+  });
+});
