@@ -2,7 +2,7 @@ import { INBOX_SHARDS_MAX } from '../../shared/adapters/ledger-items.js';
 import { profileToEnv, type EventsProfile } from '../../shared/events/profile.js';
 import { ArnFormat, Duration, Lazy, Names, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
-import { Effect, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
+import { Effect, Grant, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
 import { EventInvokeConfig, Function as LambdaFunction, type IFunction } from 'aws-cdk-lib/aws-lambda';
 import { SqsDestination } from 'aws-cdk-lib/aws-lambda-destinations';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -379,6 +379,20 @@ export class DispatchLedger extends Construct {
       this.intake.queue.grantSendMessages(grantable);
       this.api.grantInvoke(grantable);
     }
+  }
+
+  /**
+   * What an origin's `@dispatch-ledger/client` needs (docs/protocol.md §15): `addOrigin` (registered as
+   * `origin`, may send dispatches and call the API), and DescribeStacks on this stack alone, so
+   * `createLedgerClient({ stack })` reads the API and queue URLs from its outputs.
+   *
+   * @example
+   * ledger.grantOrigin(plannerRole, 'planner');
+   */
+  grantOrigin(identity: LedgerIdentity, origin: string, results: { readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number } = {}): void {
+    this.addOrigin(identity, origin, results);
+    const grantable = this.grantableOf(identity);
+    if (grantable) Grant.addToPrincipal({ grantee: grantable, actions: ['cloudformation:DescribeStacks'], resourceArns: [Stack.of(this).stackId] });
   }
 
   /** The identity may report runs and upload evidence for dispatches sent to `target`. */

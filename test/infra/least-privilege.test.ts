@@ -167,6 +167,20 @@ describe('least privilege: each function may do exactly what its code does', () 
       .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement.flatMap((statement) => [statement.Action].flat()));
     expect([...new Set(actions)].sort()).toEqual(['lambda:InvokeFunction', 'lambda:InvokeFunctionUrl', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'].sort());
   });
+
+  it('grantOrigin gives a client origin the same, and DescribeStacks on this stack alone (createLedgerClient({ stack }))', () => {
+    const resources = synth.template.toJSON().Resources as Record<string, Resource>;
+    const lead = logicalId(synth.stack, synth.stack.node.findChild('LeadAgentRole') as never);
+    const statements = Object.values(resources)
+      .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${lead}"`))
+      .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Statement[] }).Statement);
+    const actions = statements.flatMap((statement) => [statement.Action].flat());
+    expect([...new Set(actions)].sort()).toEqual(['cloudformation:DescribeStacks', 'lambda:InvokeFunction', 'lambda:InvokeFunctionUrl', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'].sort());
+    const describe = statements.filter((statement) => [statement.Action].flat().includes('cloudformation:DescribeStacks'));
+    expect(describe.map((statement) => statement.Resource)).toEqual([{ Ref: 'AWS::StackId' }]);
+    const registry = JSON.stringify(synth.template.toJSON()).includes('lead-agent');
+    expect(registry).toBe(true);
+  });
 });
 
 describe('least privilege: each role covers what its code calls (read from the source, code-calls.ts)', () => {

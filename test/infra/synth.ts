@@ -39,6 +39,7 @@ export function synthesizeLedger(options: { readonly bundle?: boolean; readonly 
   Validations.of(authSecret).acknowledge({ id: 'AwsSolutions-SMG4', reason: 'test fixture: the target rotates its own credential' });
   stack.ledger.addTarget({ name: 'research-agent', baseUrl: 'https://agents.example.com', authSecret });
   stack.ledger.addOrigin(new Role(stack, 'PlannerRole', { assumedBy: trusted }), 'planner');
+  stack.ledger.grantOrigin(new Role(stack, 'LeadAgentRole', { assumedBy: trusted }), 'lead-agent');
   stack.ledger.addTargetCaller(new Role(stack, 'AgentRole', { assumedBy: trusted }), 'research-agent');
   const onCall = new Role(stack, 'OnCallRole', { assumedBy: trusted, maxSessionDuration: Duration.hours(1) });
   stack.ledger.addOperator(onCall);
