@@ -41,28 +41,32 @@ export class LedgerConfigError extends LedgerError {
   readonly [BRAND] = 'config' as const;
 }
 
-/** An answer without a field the protocol requires (unknown fields and values pass: a newer ledger is fine). */
-export class LedgerProtocolError extends LedgerError {
-  override readonly name = 'LedgerProtocolError';
-  readonly [BRAND] = 'protocol' as const;
+/** One problem a schema found: the field's dotted path and what is wrong with it. */
+export interface Issue {
+  readonly path: string;
+  readonly message: string;
+}
+
+/** An error about a value checked against the protocol's schemas, naming each problem. */
+abstract class LedgerSchemaError extends LedgerError {
   constructor(
     message: string,
-    readonly issues: ReadonlyArray<{ readonly path: string; readonly message: string }>,
+    readonly issues: readonly Issue[],
   ) {
     super(message);
   }
 }
 
+/** An answer without a field the protocol requires (unknown fields and values pass: a newer ledger is fine). */
+export class LedgerProtocolError extends LedgerSchemaError {
+  override readonly name = 'LedgerProtocolError';
+  readonly [BRAND] = 'protocol' as const;
+}
+
 /** A message the ledger would refuse: never sent. `issues` names each field. */
-export class LedgerValidationError extends LedgerError {
+export class LedgerValidationError extends LedgerSchemaError {
   override readonly name = 'LedgerValidationError';
   readonly [BRAND] = 'validation' as const;
-  constructor(
-    message: string,
-    readonly issues: ReadonlyArray<{ readonly path: string; readonly message: string }>,
-  ) {
-    super(message);
-  }
 }
 
 const guard =
