@@ -11,7 +11,7 @@ import { fileStore, type RunStore } from './store.js';
 import { createLambdaHandler, type LambdaHandler } from './lambda.js';
 import { dynamoRunStore, type LambdaRunStore } from './lambda-store.js';
 import { clipForMessage, type Log, type LogLine } from './model.js';
-import { authorizerFor, type Authorizer } from './auth.js';
+import { authorizerFor } from './auth.js';
 
 /**
  * `createWorker()`: the CONTRACT §8 target protocol served from a node HTTP server — a thin adapter
@@ -62,12 +62,48 @@ export interface ListeningWorker {
   close(): Promise<void>;
 }
 
+/**
+ * One request to the target protocol, as `open().handle` takes it: what a node server, another HTTP
+ * framework, or a layer in front of the kit read off the wire.
+ */
+export interface WorkerRequest {
+  readonly method: string;
+  /** The path and query as requested, e.g. `/runs/d-1%3A1`. */
+  readonly url: string;
+  /** Header names in lower case (node's `IncomingHttpHeaders` fits). */
+  readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
+  /** The body's text (JSON), if any. Over 2 MB is answered 413. */
+  readonly body?: string;
+}
+
+/** The kit's answer to a {@link WorkerRequest}: always a JSON body. */
+export interface WorkerAnswer {
+  readonly status: number;
+  /** `content-type`, `x-request-id`, and `allow` on a 405. */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+/** A started worker without a server of its own: you serve `handle`. */
+export interface OpenWorker {
+  /** Answers one request exactly as `listen`'s server would (auth, routes, errors). Never rejects. */
+  handle(request: WorkerRequest): Promise<WorkerAnswer>;
+  /** As `ListeningWorker.close`, without a server to close. */
+  close(): Promise<void>;
+}
+
 export interface Worker {
   /**
    * Reports what a previous process left unfinished in the store (`failed`, `worker_restarted`), then
    * serves the target protocol on `host:port`.
    */
   listen(port?: number, host?: string): Promise<ListeningWorker>;
+  /**
+   * The same start as `listen`, without a server: the protocol as a function from request to answer,
+   * for serving it from another HTTP server or putting a layer of your own in front of it. One of
+   * `listen` and `open` at a time (one live worker per store).
+   */
+  open(): Promise<OpenWorker>;
   /**
    * The same worker as a Lambda function (CONTRACT §12): `export const handler = worker.lambdaHandler`.
    * Run state lives in `lambdaStore` (the run-state table of `ledger.addLambdaTarget`).
@@ -112,43 +148,85 @@ export function createWorker(options: WorkerOptions): Worker {
     store: () => (lambdaStore ??= dynamoRunStore({ tableName: process.env.KIT_RUN_TABLE ?? '' })),
   });
 
+  /** Starts the engine on the store and reports what a previous process left; `stop` undoes it. */
+  const start = async (): Promise<{ readonly engine: RunEngine; readonly stop: () => Promise<void> }> => {
+    if (listening) throw new Error(`worker ${options.name} is already listening; one live worker per store`);
+    listening = true;
+    const stopSignal = new AbortController();
+    const engine = new RunEngine({
+      run: options.run,
+      store,
+      log,
+      stallHintSeconds,
+      ...(options.clock ? { clock: options.clock } : {}),
+      callbacks: new CallbackClient({
+        log,
+        stopSignal: stopSignal.signal,
+        signer: options.signer,
+        retry: options.retry,
+        ...(options.transport ? { transport: options.transport } : {}),
+      }),
+    });
+    const stop = async (): Promise<void> => {
+      stopSignal.abort();
+      await engine.close();
+      listening = false;
+    };
+    try {
+      const { restarted, resent } = await engine.recover();
+      if (restarted.length > 0 || resent.length > 0) log({ level: 'info', msg: 'worker_recovered', restarted: restarted.length, resent: resent.length });
+    } catch (error) {
+      await stop();
+      throw error;
+    }
+    return { engine, stop };
+  };
+
   return {
     lambdaHandler,
-    async listen(port = 0, host = '127.0.0.1') {
-      if (listening) throw new Error(`worker ${options.name} is already listening; one live worker per store`);
-      listening = true;
-      const stop = new AbortController();
-      const engine = new RunEngine({
-        run: options.run,
-        store,
-        log,
-        stallHintSeconds,
-        ...(options.clock ? { clock: options.clock } : {}),
-        callbacks: new CallbackClient({
-          log,
-          stopSignal: stop.signal,
-          signer: options.signer,
-          retry: options.retry,
-          ...(options.transport ? { transport: options.transport } : {}),
-        }),
-      });
-      const stopEngine = async (): Promise<void> => {
-        stop.abort();
-        await engine.close();
+    async open() {
+      const { engine, stop } = await start();
+      const refusals = refusalLog(log);
+      let closing: Promise<void> | undefined;
+      return {
+        async handle(request) {
+          const requestId = requestIdOf(header(request.headers, 'x-request-id'));
+          const method = request.method;
+          const path = request.url;
+          if (authorized && !authorized(header(request.headers, 'authorization'))) {
+            refusals.refused(method, path);
+            return withRequestId(unauthorized(), requestId);
+          }
+          const answer = await route(engine, { method, url: path, headers: request.headers, body: async () => bodyOf(request.body), drain: () => undefined }).catch((error: unknown) =>
+            failed(log, method, path, error),
+          );
+          return withRequestId(answer, requestId);
+        },
+        close: () => (closing ??= stop()),
       };
+    },
+    async listen(port = 0, host = '127.0.0.1') {
+      const { engine, stop } = await start();
       let server: Server;
       try {
-        const { restarted, resent } = await engine.recover();
-        if (restarted.length > 0 || resent.length > 0) log({ level: 'info', msg: 'worker_recovered', restarted: restarted.length, resent: resent.length });
         const refusals = refusalLog(log);
         server = createServer((req, res) => {
-          res.setHeader('x-request-id', requestIdOf(req));
-          if (!admitted(authorized, req, res, refusals)) return;
-          handle(engine, req, res).catch((error: unknown) => {
-            log({ level: 'error', msg: 'request_failed', method: req.method, path: req.url, error: error instanceof Error ? error.message : String(error) });
-            if (res.headersSent) res.destroy();
-            else sendError(res, 500, 'internal_error', 'the worker failed to handle this request');
-          });
+          const requestId = requestIdOf(header(req.headers, 'x-request-id'));
+          const method = req.method ?? 'GET';
+          const path = req.url ?? '/';
+          // CONTRACT V3 §8: with a secret, nothing is read, routed or changed for a caller without it —
+          // not even which routes exist. The body is drained unread.
+          if (authorized && !authorized(header(req.headers, 'authorization'))) {
+            req.resume();
+            refusals.refused(method, path);
+            return send(res, withRequestId(unauthorized(), requestId));
+          }
+          route(engine, { method, url: path, headers: req.headers, body: () => readJsonBody(req), drain: () => void req.resume() })
+            .then((answer) => send(res, withRequestId(answer, requestId)))
+            .catch((error: unknown) => {
+              if (res.headersSent) res.destroy();
+              else send(res, withRequestId(failed(log, method, path, error), requestId));
+            });
         });
         await new Promise<void>((resolve, reject) => {
           server.once('error', reject);
@@ -158,8 +236,7 @@ export function createWorker(options: WorkerOptions): Worker {
           });
         });
       } catch (error) {
-        await stopEngine();
-        listening = false;
+        await stop();
         throw error;
       }
       const bound = boundPort(server.address());
@@ -174,9 +251,8 @@ export function createWorker(options: WorkerOptions): Worker {
           closing ??= (async () => {
             const closed = new Promise<void>((resolve) => server.close(() => resolve()));
             server.closeAllConnections();
-            await stopEngine();
+            await stop();
             await closed;
-            listening = false;
             log({ level: 'info', msg: 'worker_closed', url });
           })();
           return closing;
@@ -186,23 +262,13 @@ export function createWorker(options: WorkerOptions): Worker {
   };
 }
 
-/**
- * CONTRACT V3 §8: with a secret, nothing is read, routed or changed for a caller without it — not even
- * which routes exist. The body is drained unread.
- */
-function admitted(authorized: Authorizer | undefined, req: IncomingMessage, res: ServerResponse, log: RefusalLog): boolean {
-  if (!authorized || authorized(header(req, 'authorization'))) return true;
-  req.resume();
-  log.refused(req);
-  sendError(res, 401, 'unauthorized', 'the authorization header is missing or not the target secret');
-  return false;
-}
+const unauthorized = (): WorkerAnswer => errorAnswer(401, 'unauthorized', 'the authorization header is missing or not the target secret');
 
 /** At most this many refusals logged a minute: a stranger hammering a worker cannot flood its logs. */
 const REFUSALS_LOGGED_PER_MINUTE = 10;
 
 interface RefusalLog {
-  refused(req: IncomingMessage): void;
+  refused(method: string, path: string): void;
 }
 
 /** Logs refused requests up to REFUSALS_LOGGED_PER_MINUTE a minute; the rest are counted, and the count rides on the next line logged. */
@@ -211,7 +277,7 @@ function refusalLog(log: Log, now: () => number = Date.now): RefusalLog {
   let logged = 0;
   let suppressed = 0;
   return {
-    refused(req) {
+    refused(method, path) {
       if (now() - windowStart >= 60_000) {
         windowStart = now();
         logged = 0;
@@ -224,8 +290,8 @@ function refusalLog(log: Log, now: () => number = Date.now): RefusalLog {
       log({
         level: 'warn',
         msg: 'request_unauthorized',
-        method: clipForMessage(req.method ?? ''),
-        path: clipForMessage(req.url ?? ''),
+        method: clipForMessage(method),
+        path: clipForMessage(path),
         ...(suppressed > 0 ? { suppressed } : {}),
         ...(logged === REFUSALS_LOGGED_PER_MINUTE ? { more: 'further refusals this minute are counted and reported with the next one logged' } : {}),
       });
@@ -239,52 +305,65 @@ const RUN = /^\/runs\/([^/]+)\/?$/;
 const RUN_ACTION = /^\/runs\/([^/]+)\/(approval|cancel)\/?$/;
 const HEALTH = /^\/health\/?$/;
 
-async function handle(engine: RunEngine, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const { pathname } = new URL(req.url ?? '/', 'http://worker.invalid');
-  const method = req.method ?? 'GET';
+/** A request as the router sees it: the body is read only by a route that needs one, else drained. */
+interface Routed {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: WorkerRequest['headers'];
+  body(): Promise<BodyOutcome>;
+  drain(): void;
+}
+
+/** Maps a request to the engine's operation and its outcome to an answer (CONTRACT §8). */
+async function route(engine: RunEngine, req: Routed): Promise<WorkerAnswer> {
+  const { pathname } = new URL(req.url, 'http://worker.invalid');
+  const { method } = req;
 
   if (RUNS.test(pathname)) {
-    if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
-    const body = await readJsonBody(req);
-    if (body.kind !== 'json') return sendBodyError(res, body);
-    const outcome = await engine.submit(header(req, 'idempotency-key'), body.value, header(req, 'traceparent'));
-    if (outcome.kind === 'refused') return sendError(res, outcome.httpStatus, outcome.code, outcome.message);
-    return sendJson(res, outcome.kind === 'created' ? 201 : 200, outcome.run);
+    if (method !== 'POST') return methodNotAllowed(req, 'POST');
+    const body = await req.body();
+    if (body.kind !== 'json') return bodyError(body);
+    const outcome = await engine.submit(header(req.headers, 'idempotency-key'), body.value, header(req.headers, 'traceparent'));
+    if (outcome.kind === 'refused') return errorAnswer(outcome.httpStatus, outcome.code, outcome.message);
+    return jsonAnswer(outcome.kind === 'created' ? 201 : 200, outcome.run);
   }
 
   const action = RUN_ACTION.exec(pathname);
   if (action) {
-    if (method !== 'POST') return methodNotAllowed(req, res, 'POST');
+    if (method !== 'POST') return methodNotAllowed(req, 'POST');
     const runId = decodeSegment(action[1]);
     if (action[2] === 'cancel') {
-      req.resume(); // a cancel's body, if any, carries nothing the kit needs
+      req.drain(); // a cancel's body, if any, carries nothing the kit needs
       const outcome = await engine.cancel(runId);
-      if (outcome.kind === 'refused') return sendError(res, outcome.httpStatus, outcome.code, outcome.message);
-      return sendJson(res, 200, outcome.run);
+      if (outcome.kind === 'refused') return errorAnswer(outcome.httpStatus, outcome.code, outcome.message);
+      return jsonAnswer(200, outcome.run);
     }
-    const body = await readJsonBody(req);
-    if (body.kind !== 'json') return sendBodyError(res, body);
+    const body = await req.body();
+    if (body.kind !== 'json') return bodyError(body);
     const outcome = await engine.decide(runId, body.value);
-    if (outcome.kind === 'refused') return sendError(res, outcome.httpStatus, outcome.code, outcome.message);
-    return sendJson(res, 200, { approvalId: outcome.approvalId, decision: outcome.decision });
+    if (outcome.kind === 'refused') return errorAnswer(outcome.httpStatus, outcome.code, outcome.message);
+    return jsonAnswer(200, { approvalId: outcome.approvalId, decision: outcome.decision });
   }
 
   const run = RUN.exec(pathname);
   if (run) {
-    if (method !== 'GET') return methodNotAllowed(req, res, 'GET');
+    if (method !== 'GET') return methodNotAllowed(req, 'GET');
+    req.drain();
     const runId = decodeSegment(run[1]);
     const view = await engine.lookup(runId);
-    if (!view) return sendError(res, 404, 'run_not_found', `no run ${clipForMessage(runId)}`);
-    return sendJson(res, 200, view);
+    if (!view) return errorAnswer(404, 'run_not_found', `no run ${clipForMessage(runId)}`);
+    return jsonAnswer(200, view);
   }
 
-  if (HEALTH.test(pathname)) {
-    req.resume();
-    return sendJson(res, engine.closed ? 503 : 200, { ok: !engine.closed });
-  }
+  req.drain();
+  if (HEALTH.test(pathname)) return jsonAnswer(engine.closed ? 503 : 200, { ok: !engine.closed });
+  return errorAnswer(404, 'not_found', `no route for ${clipForMessage(method)} ${clipForMessage(pathname)}`);
+}
 
-  req.resume();
-  sendError(res, 404, 'not_found', `no route for ${clipForMessage(method)} ${clipForMessage(pathname)}`);
+/** A route that threw: logged, answered 500 without saying why. */
+function failed(log: Log, method: string, path: string, error: unknown): WorkerAnswer {
+  log({ level: 'error', msg: 'request_failed', method: clipForMessage(method), path: clipForMessage(path), error: error instanceof Error ? error.message : String(error) });
+  return errorAnswer(500, 'internal_error', 'the worker failed to handle this request');
 }
 
 type BodyOutcome = { readonly kind: 'json'; readonly value: unknown } | { readonly kind: 'too_large' } | { readonly kind: 'malformed'; readonly message: string };
@@ -301,47 +380,63 @@ function readJsonBody(req: IncomingMessage): Promise<BodyOutcome> {
     req.on('error', reject);
     req.on('end', () => {
       if (size > MAX_BODY_BYTES) return resolve({ kind: 'too_large' });
-      const text = Buffer.concat(chunks).toString('utf8');
-      if (text.trim() === '') return resolve({ kind: 'json', value: undefined });
-      try {
-        resolve({ kind: 'json', value: JSON.parse(text) as unknown });
-      } catch (error) {
-        resolve({ kind: 'malformed', message: error instanceof Error ? error.message : 'invalid JSON' });
-      }
+      resolve(parseJson(Buffer.concat(chunks).toString('utf8')));
     });
   });
 }
 
-function sendBodyError(res: ServerResponse, body: Exclude<BodyOutcome, { kind: 'json' }>): void {
-  if (body.kind === 'too_large') return sendError(res, 413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`);
-  sendError(res, 400, 'malformed_json', `the body is not JSON: ${clipForMessage(body.message)}`);
+/** A body handed to `handle` as text, held to the same bound. */
+function bodyOf(text: string | undefined): BodyOutcome {
+  if (text === undefined) return { kind: 'json', value: undefined };
+  if (Buffer.byteLength(text, 'utf8') > MAX_BODY_BYTES) return { kind: 'too_large' };
+  return parseJson(text);
 }
 
-function methodNotAllowed(req: IncomingMessage, res: ServerResponse, allow: string): void {
-  req.resume();
-  res.setHeader('allow', allow);
-  sendError(res, 405, 'method_not_allowed', `use ${allow}`);
+function parseJson(text: string): BodyOutcome {
+  if (text.trim() === '') return { kind: 'json', value: undefined };
+  try {
+    return { kind: 'json', value: JSON.parse(text) as unknown };
+  } catch (error) {
+    return { kind: 'malformed', message: error instanceof Error ? error.message : 'invalid JSON' };
+  }
+}
+
+function bodyError(body: Exclude<BodyOutcome, { kind: 'json' }>): WorkerAnswer {
+  if (body.kind === 'too_large') return errorAnswer(413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`);
+  return errorAnswer(400, 'malformed_json', `the body is not JSON: ${clipForMessage(body.message)}`);
+}
+
+function methodNotAllowed(req: Routed, allow: string): WorkerAnswer {
+  req.drain();
+  const answer = errorAnswer(405, 'method_not_allowed', `use ${allow}`);
+  return { ...answer, headers: { ...answer.headers, allow } };
 }
 
 /** CONTRACT §2's error shape, which targets share. */
-function sendError(res: ServerResponse, status: number, code: string, message: string): void {
-  sendJson(res, status, { error: { code, message } });
+function errorAnswer(status: number, code: string, message: string): WorkerAnswer {
+  return jsonAnswer(status, { error: { code, message } });
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  const payload = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) });
-  res.end(payload);
+function jsonAnswer(status: number, body: unknown): WorkerAnswer {
+  return { status, headers: { 'content-type': 'application/json; charset=utf-8' }, body: JSON.stringify(body) };
 }
 
-function header(req: IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
+function withRequestId(answer: WorkerAnswer, requestId: string): WorkerAnswer {
+  return { ...answer, headers: { ...answer.headers, 'x-request-id': requestId } };
+}
+
+function send(res: ServerResponse, answer: WorkerAnswer): void {
+  res.writeHead(answer.status, { ...answer.headers, 'content-length': Buffer.byteLength(answer.body) });
+  res.end(answer.body);
+}
+
+function header(headers: WorkerRequest['headers'], name: string): string | undefined {
+  const value = headers[name];
+  return typeof value === 'string' ? value : value?.[0];
 }
 
 /** The caller's own `x-request-id` when it is short and inert (the ledger keeps it as proof), else a fresh one. */
-function requestIdOf(req: IncomingMessage): string {
-  const sent = header(req, 'x-request-id');
+function requestIdOf(sent: string | undefined): string {
   return sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID();
 }
 
