@@ -1,31 +1,11 @@
 import { z } from 'zod';
-import { isFinalRunStatus, type RunStatus } from '@dispatch-ledger/protocol';
 
 /**
- * The demo agent's own model: what a submission looks like, which behaviours exist and how a run's
- * status may move. Nothing here talks HTTP; `agent.ts` drives runs, `server.ts` exposes them.
+ * The demo agent's own model: which behaviours exist, what a task asks of one, what `GET /stats`
+ * answers and what a fault schedule says. Statuses, run ids, events and the protocol itself are the
+ * worker kit's (`@dispatch-ledger/worker`) and the protocol's; `behaviors.ts` is the kit's `run`,
+ * `server.ts` the layer in front of the kit.
  */
-
-/** A run status, in the contract's vocabulary (§2 dispatch view, minus the ledger-only `unknown`): the protocol's. */
-export type { RunStatus } from '@dispatch-ledger/protocol';
-
-/** Legal moves of a run; anything not listed (in particular, leaving a terminal status) is refused. */
-const TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
-  queued: ['running', 'cancelled'],
-  running: ['waiting_for_approval', 'completed', 'failed', 'cancelled'],
-  waiting_for_approval: ['running', 'cancelled'],
-  completed: [],
-  failed: [],
-  cancelled: [],
-};
-
-export function isTerminal(status: RunStatus): boolean {
-  return isFinalRunStatus(status);
-}
-
-export function canTransition(from: RunStatus, to: RunStatus): boolean {
-  return TRANSITIONS[from].includes(to);
-}
 
 /** The behaviours of CONTRACT §8, chosen by `task.behavior`. */
 export const BEHAVIORS = [
@@ -50,18 +30,6 @@ export const DEFAULT_BEHAVIOR: Behavior = 'complete';
 /** Upper bound on any wait a task may ask for, so a typo cannot park a run for days. */
 const MAX_TASK_SECONDS = 3600;
 const taskSeconds = z.number().min(0).max(MAX_TASK_SECONDS);
-
-/** Body of `POST /runs` (CONTRACT §8). */
-export const SubmissionSchema = z.object({
-  dispatchId: z.string().min(1).max(128),
-  attempt: z.number().int().min(1),
-  origin: z.string().min(1).max(64),
-  task: z.record(z.string(), z.unknown()),
-  expectedEvidence: z.array(z.string().min(1).max(512)).max(32).nullish(),
-  // z.httpUrl() would insist on a domain name; the local ledger lives at http://127.0.0.1:PORT.
-  callbackUrl: z.url({ protocol: /^https?$/ }),
-});
-export type Submission = z.infer<typeof SubmissionSchema>;
 
 /** Behaviour-specific task parameters; unknown task fields are the origin's business and ignored. */
 const StallParamsSchema = z.object({ resumeAfterSeconds: taskSeconds.optional() });
@@ -133,41 +101,8 @@ export function describeIssues(error: z.ZodError): string {
   return error.issues.map((issue) => `${issue.path.join('.') || '(body)'}: ${issue.message}`).join('; ');
 }
 
-/** Body of `POST /runs/{runId}/approval`. */
-export const ApprovalDecisionSchema = z.object({
-  approvalId: z.string().min(1),
-  decision: z.enum(['approve', 'cancel']),
-});
-export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
-
-/** A run event as posted to `{callbackUrl}/runs/{runId}/events` (CONTRACT §2). */
-export type RunEventType = 'heartbeat' | 'progress' | 'approval_requested' | 'completed' | 'failed' | 'cancelled';
-/**
- * What a run reports as its result: a bounded summary, and (v2, CONTRACT §2, §10) any JSON `body` of at
- * most 256 KB, which the ledger keeps for the origin's inbox.
- */
-export interface RunResult {
-  readonly summary: string;
-  readonly body?: Readonly<Record<string, unknown>>;
-}
-
-export interface RunEvent {
-  readonly dispatchId: string;
-  readonly seq: number;
-  readonly type: RunEventType;
-  readonly approvalId?: string;
-  readonly result?: RunResult;
-  readonly evidence?: readonly string[];
-}
-
-/** `GET /runs/{runId}` answer (CONTRACT §8). */
-export interface RunView {
-  readonly runId: string;
-  readonly status: RunStatus;
-  readonly result?: RunResult;
-  readonly evidence?: readonly string[];
-  readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt: string };
-}
+/** A run event as the demo agent's runs send it (through the worker kit, CONTRACT §2): what tests read back. */
+export type { RunEvent } from '@dispatch-ledger/worker';
 
 /** Counts for one `{dispatchId}:{attempt}` (CONTRACT §8 v2). */
 export interface AttemptStats {

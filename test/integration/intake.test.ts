@@ -206,7 +206,8 @@ describe('intake: every message ends as exactly one effect', () => {
     });
 
     const submitted = await viewWhen(message.dispatchId, (current) => current.phase === 'submitted');
-    expect(submitted.runId).toMatch(/^r-/);
+    // The demo agent is a worker-kit worker: its run id is `{dispatchId}:{attempt}` (CONTRACT §12).
+    expect(submitted.runId).toBe(`${message.dispatchId}:1`);
   });
 
   it('answers another origin with the same 404 as a dispatch that does not exist', async () => {

@@ -1,7 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CallbackClient } from '../../local/demo-agent/callbacks.js';
 import { largeResultBody } from '../../local/demo-agent/large-result.js';
 import { planFor, type RunEvent } from '../../local/demo-agent/model.js';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
@@ -76,8 +75,10 @@ describe('demo agent: large_result', () => {
     expect(Buffer.byteLength(JSON.stringify(completed?.result?.body))).toBe(20_000);
     expect(completed?.result?.body).toEqual(largeResultBody(dispatchId, 20_000));
 
+    // The worker kit leaves a body over 16 KB out of a lookup (the ledger keeps a looked-up result's
+    // summary only): it travels with the final event.
     const lookup = await fetch(`${agent.url}/runs/${encodeURIComponent(runId)}`);
-    expect(await lookup.json()).toEqual({ runId, status: 'completed', result: completed?.result, evidence: ['out/a.md', 'out/b.md'] });
+    expect(await lookup.json()).toEqual({ runId, status: 'completed', result: { summary: completed?.result?.summary }, evidence: ['out/a.md', 'out/b.md'] });
   });
 
   it('reads resultBytes (default 20000, clamped to 1..250000, rounded) and refuses one that is not a number', () => {
@@ -108,36 +109,38 @@ describe('largeResultBody', () => {
 });
 
 describe('demo agent callbacks: a final event the ledger answers 5xx', () => {
-  const completed: RunEvent = { dispatchId: 'd-1', seq: 2, type: 'completed', result: { summary: 's', body: { a: 1 } } };
+  async function submitTo(agent: DemoAgent, callbackUrl: string, dispatchId: string): Promise<void> {
+    const submitted = await fetch(`${agent.url}/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': `${dispatchId}:1` },
+      body: JSON.stringify({ dispatchId, attempt: 1, origin: 'planner', task: { behavior: 'large_result', resultBytes: 1_000 }, expectedEvidence: [], callbackUrl }),
+    });
+    expect(submitted.status).toBe(200);
+  }
 
-  it('is retried past its tries until the ledger stores it (the ledger answers 5xx when it cannot store the body)', async () => {
-    const stub = await ledger((n) => (n < 4 ? { status: 503, code: 'result_body_unavailable' } : { status: 202 }));
-    const client = new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, maxTries: 2 });
-    expect(await client.postEvent(stub.url, 'r-1', completed)).toBe(true);
-    expect(stub.requests).toHaveLength(5);
-  });
+  it('is retried until the ledger stores it (the ledger answers 5xx when it cannot store the body)', async () => {
+    // The first event is the heartbeat; the completion is then refused three times.
+    const stub = await ledger((n) => (n >= 1 && n < 4 ? { status: 503, code: 'result_body_unavailable' } : { status: 202 }));
+    // The kit's own budget (5 minutes for an event, 30 for a final one): the default.
+    const agent = await startDemoAgent();
+    agents.push(agent);
+    await submitTo(agent, stub.url, 'd-final-5xx');
 
-  it('gives up once the wait is over; a heartbeat keeps only its tries', async () => {
-    const failing = await ledger(() => ({ status: 500 }));
-    const impatient = new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, maxTries: 2, finalEventServerErrorMs: 0 });
-    expect(await impatient.postEvent(failing.url, 'r-1', completed)).toBe(false);
-    expect(failing.requests).toHaveLength(2);
-
-    const heartbeats = await ledger(() => ({ status: 503 }));
-    const client = new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, maxTries: 2 });
-    expect(await client.postEvent(heartbeats.url, 'r-1', { dispatchId: 'd-1', seq: 1, type: 'heartbeat' })).toBe(false);
-    expect(heartbeats.requests).toHaveLength(2);
+    const events = await eventually('the completion to get through', () => {
+      const seen = eventsOf(stub.requests);
+      return seen.length === 5 ? seen : undefined;
+    }, { timeoutMs: 5_000, intervalMs: 10 });
+    expect(events.map((event) => event.type)).toEqual(['heartbeat', 'completed', 'completed', 'completed', 'completed']);
+    expect(agent.stats().open).toBe(0);
   });
 
   it('stops retrying at once when the agent stops', async () => {
     const down = await ledger(() => ({ status: 503 }));
-    const stop = new AbortController();
-    const client = new CallbackClient({ log: () => undefined, stopSignal: stop.signal });
-    const sent = client.postEvent(down.url, 'r-1', completed);
+    const agent = await startDemoAgent();
+    await submitTo(agent, down.url, 'd-final-down');
     await eventually('a first try', () => (down.requests.length > 0 ? true : undefined), { timeoutMs: 2_000, intervalMs: 5 });
     const stoppedAt = Date.now();
-    stop.abort();
-    expect(await sent).toBe(false);
+    await agent.stop();
     expect(Date.now() - stoppedAt).toBeLessThan(500);
   });
 });

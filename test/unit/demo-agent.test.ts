@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { evidenceUrl, eventsUrl } from '../../local/demo-agent/callbacks.js';
 import { planFor } from '../../local/demo-agent/model.js';
 import { startDemoAgent, type DemoAgent, type LogLine } from '../../local/demo-agent/server.js';
 import { eventually } from '../support/eventually.js';
@@ -383,7 +382,8 @@ describe('demo agent stats', () => {
 
 describe('demo agent behaviours', () => {
   it('reports a heartbeat, uploads every expected file, then completes (complete)', async () => {
-    const body = submissionFactory({ dispatchId: 'd-test:enc/1', expectedEvidence: ['out/report.md', 'out/my notes.txt'] });
+    // A dispatch id as the protocol allows it (CONTRACT §1), ':' and all: encoded whole in the upload path.
+    const body = submissionFactory({ dispatchId: `d-test:enc.${process.pid}`, expectedEvidence: ['out/report.md', 'out/my notes.txt'] });
     const runId = await accepted(body);
 
     const completed = await untilEvent(runId, 'completed');
@@ -398,8 +398,8 @@ describe('demo agent behaviours', () => {
 
     const uploads = recorder.uploads(runId);
     expect(uploads.map((u) => u.path)).toEqual([
-      '/dispatches/d-test%3Aenc%2F1/evidence/out/report.md',
-      '/dispatches/d-test%3Aenc%2F1/evidence/out/my%20notes.txt',
+      `/dispatches/d-test%3Aenc.${process.pid}/evidence/out/report.md`,
+      `/dispatches/d-test%3Aenc.${process.pid}/evidence/out/my%20notes.txt`,
     ]);
     expect(uploads.every((u) => u.body.length > 0)).toBe(true);
     // Evidence is in place before the completion is reported.
@@ -520,24 +520,30 @@ describe('demo agent behaviours', () => {
   it('retries, then logs callback failures and carries on when the ledger is unreachable', async () => {
     const closed = await startRecorder();
     await closed.close();
+    // The worker kit retries by time (5 minutes by default); callbackTries holds it to 5 tries.
+    await agent.stop();
+    agent = await startDemoAgent({ callbackTries: 5, log: (line) => logLines.push(line) });
     const runId = await accepted(submissionFactory({ callbackUrl: closed.url, expectedEvidence: ['out/report.md'] }));
 
     // Each of the three callbacks is tried 5 times (1.5 s of backoff) before it is given up.
     await untilStatus(runId, 'completed', 10_000);
-    const failures = await eventually('three given-up callbacks', () => logLines.filter((line) => line['msg'] === 'callback_failed' && line['runId'] === runId), {
+    const failures = await eventually('three given-up callbacks', () => logLines.filter((line) => line['msg'] === 'callback_gave_up' && line['runId'] === runId), {
       ...poll(10_000),
       until: (given) => given.length === 3,
     });
-    expect(failures.map((line) => line['kind'])).toEqual(['event', 'evidence', 'event']);
+    // The heartbeat and the upload are retried side by side (the kit sends uploads beside the events).
+    expect(failures.map((line) => line['callback']).sort()).toEqual(['event', 'event', 'evidence']);
+    expect(failures.every((line) => line['tries'] === 5)).toBe(true);
     expect((await fetch(`${agent.url}/stats`)).status).toBe(200);
-  });
+  }, 15_000);
 });
 
 describe('demo agent approval (await_approval)', () => {
   async function awaitingApproval(expectedEvidence: string[] = []): Promise<{ runId: string; approvalId: string }> {
     const runId = await accepted(submissionFactory({ task: { behavior: 'await_approval' }, expectedEvidence }));
     const requested = await untilEvent(runId, 'approval_requested');
-    expect(requested.seq).toBe(1);
+    // The worker kit's first heartbeat, sent as every run starts, is seq 1.
+    expect(requested.seq).toBe(2);
     expect(requested.approvalId).toMatch(/^a-/);
     return { runId, approvalId: requested.approvalId ?? '' };
   }
@@ -560,8 +566,8 @@ describe('demo agent approval (await_approval)', () => {
 
     await untilEvent(runId, 'completed');
     expect(recorder.events(runId).map((e) => [e.seq, e.type])).toEqual([
-      [1, 'approval_requested'],
-      [2, 'heartbeat'],
+      [1, 'heartbeat'],
+      [2, 'approval_requested'],
       [3, 'completed'],
     ]);
     expect(recorder.uploads(runId)).toHaveLength(1);
@@ -578,8 +584,9 @@ describe('demo agent approval (await_approval)', () => {
 
     await untilEvent(runId, 'cancelled');
     expect(recorder.events(runId).map((e) => [e.seq, e.type])).toEqual([
-      [1, 'approval_requested'],
-      [2, 'cancelled'],
+      [1, 'heartbeat'],
+      [2, 'approval_requested'],
+      [3, 'cancelled'],
     ]);
     expect((await lookup(runId)).body.status).toBe('cancelled');
   });
@@ -629,15 +636,6 @@ describe('demo agent request ids', () => {
 
     const unsafe = await fetch(`${agent.url}/stats`, { headers: { 'x-request-id': 'a b<script>' } });
     expect(unsafe.headers.get('x-request-id')).toMatch(UUID);
-  });
-});
-
-describe('demo agent callback addresses', () => {
-  it('encodes the dispatchId whole and each ref segment on its own', () => {
-    expect(evidenceUrl('http://h:1/', 'd:1/x', 'out/a b/c.md', 'r 1')).toBe(
-      'http://h:1/dispatches/d%3A1%2Fx/evidence/out/a%20b/c.md?runId=r%201',
-    );
-    expect(eventsUrl('http://h:1/api', 'r-1')).toBe('http://h:1/api/runs/r-1/events');
   });
 });
 

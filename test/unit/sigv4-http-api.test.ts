@@ -1,6 +1,7 @@
 import type { APIGatewayProxyEventV2WithIAMAuthorizer } from 'aws-lambda';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CallbackClient } from '../../local/demo-agent/callbacks.js';
+import { eventually } from '../support/eventually.js';
+import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import type { InvocationReport } from '../../local/runtime/context.js';
 import { startHttpApi } from '../../local/runtime/http-api.js';
 import { allCredentials, createLocalCredentials, signedFetch, signedHeaders, sigV4Verifier, type LocalCredential } from '../../local/runtime/sigv4.js';
@@ -11,10 +12,23 @@ const planner = credentials.origins.planner as LocalCredential;
 const demoAgent = credentials.targets['demo-agent'] as LocalCredential;
 
 let close: (() => Promise<void>) | undefined;
+let agent: DemoAgent | undefined;
 afterEach(async () => {
+  await agent?.stop();
+  agent = undefined;
   await close?.();
   close = undefined;
 });
+
+/** Submits a `complete` run with one expected file to the demo agent, its callbacks going to `callbackUrl`. */
+async function completeRun(demo: DemoAgent, callbackUrl: string): Promise<void> {
+  const response = await fetch(`${demo.url}/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': 'd:1:1' },
+    body: JSON.stringify({ dispatchId: 'd:1', attempt: 1, origin: 'planner', task: { behavior: 'complete' }, expectedEvidence: ['out/my report.md'], callbackUrl }),
+  });
+  expect(response.status).toBe(200);
+}
 
 /** The local HTTP API with AWS_IAM auth in front of a handler that records what it is given. */
 async function iamApi() {
@@ -85,19 +99,21 @@ describe('the local HTTP API with AWS_IAM auth (ledger local up --sigv4)', () =>
 
   it("carries the demo agent's signed callbacks (run events and evidence) through, as its target role session", async () => {
     const { url, events } = await iamApi();
-    const client = new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, maxTries: 1, signing: { credentials: demoAgent, region: REGION } });
-    expect(await client.postEvent(url, 'r-1', { dispatchId: 'd:1', seq: 1, type: 'completed' })).toBe(true);
-    expect(await client.putEvidence(url, 'd:1', 'r-1', 'out/my report.md', 'done')).toBe(true);
+    agent = await startDemoAgent({ callbackTries: 1, signing: { credentials: demoAgent, region: REGION } });
+    await completeRun(agent, url);
+    await eventually('the completion', () => (events.length === 3 ? events : undefined), { timeoutMs: 3_000, intervalMs: 10 });
     expect(events.map((event) => [event.rawPath, event.requestContext.authorizer.iam.userId])).toEqual([
-      ['/runs/r-1/events', demoAgent.userId],
+      ['/runs/d%3A1%3A1/events', demoAgent.userId],
       ['/dispatches/d%3A1/evidence/out/my%20report.md', demoAgent.userId],
+      ['/runs/d%3A1%3A1/events', demoAgent.userId],
     ]);
   });
 
   it('refuses the demo agent callbacks when they go unsigned', async () => {
-    const { url, events } = await iamApi();
-    const client = new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, maxTries: 1 });
-    expect(await client.postEvent(url, 'r-1', { dispatchId: 'd-1', seq: 1, type: 'completed' })).toBe(false);
+    const { url, events, refusals } = await iamApi();
+    agent = await startDemoAgent({ callbackTries: 1 });
+    await completeRun(agent, url);
+    await eventually('the three callbacks refused', () => (refusals.length === 3 ? refusals : undefined), { timeoutMs: 3_000, intervalMs: 10 });
     expect(events).toHaveLength(0);
   });
 });
