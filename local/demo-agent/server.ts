@@ -1,9 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as pause } from 'node:timers/promises';
 import { z } from 'zod';
-import { isFinalRunStatus, REQUEST_ID, RUN_STATUSES, TARGET_NAME } from '@dispatch-ledger/protocol';
+import { decodePathSegment, isFinalRunStatus, requestIdOf, RUN_STATUSES, TARGET_NAME } from '@dispatch-ledger/protocol';
 import { createWorker, fetchTransport, memoryStore, type RetryPolicy, type Transport, type WorkerAnswer } from '@dispatch-ledger/worker';
 import { signedHeaders, type SigV4Signing } from '../runtime/sigv4.js';
 import { behaviorRun } from './behaviors.js';
@@ -117,7 +116,7 @@ export async function startDemoAgent(options: DemoAgentOptions = {}): Promise<De
   const fired: Counts<FaultsFired> = { submit_unavailable: 0, submit_hang: 0, lookup_outage: 0 };
   const front: Front = { kit: kit.handle, book, faults, fired, log, stopped: stopped.signal, targetName, moreTargets };
   const server = createServer((req, res) => {
-    const requestId = requestIdOf(req);
+    const requestId = requestIdOf(header(req, 'x-request-id'));
     serve(front, req)
       .then(async (answer) => {
         if (answer.holdMs > 0 && !(await holdAnswer(res, answer.holdMs, stopped.signal))) return void res.destroy();
@@ -329,7 +328,7 @@ async function serve(front: Front, req: IncomingMessage): Promise<Answer> {
   let target = front.targetName;
   const based = TARGET_BASE.exec(pathname);
   if (based) {
-    const name = decodeSegment(based[1]);
+    const name = decodePathSegment(based[1]);
     if (!front.moreTargets.has(name)) {
       req.resume();
       return now(errorAnswer(404, 'not_found', `no target ${name.slice(0, 80)} here`));
@@ -346,7 +345,7 @@ async function serve(front: Front, req: IncomingMessage): Promise<Answer> {
 
   const action = RUN_ACTION.exec(pathname);
   if (action && method === 'POST') {
-    const runId = decodeSegment(action[1]);
+    const runId = decodePathSegment(action[1]);
     if (front.book.plan(runId)?.plan?.behavior === 'vanish') return now(runNotFound(runId));
     const answer = await kit();
     if (answer.status !== 200) return now(answer);
@@ -365,7 +364,7 @@ async function serve(front: Front, req: IncomingMessage): Promise<Answer> {
 
   const run = RUN.exec(pathname);
   if (run && method === 'GET') {
-    const runId = decodeSegment(run[1]);
+    const runId = decodePathSegment(run[1]);
     if (front.faults.lookupDown(runId)) {
       front.fired.lookup_outage += 1;
       front.log({ level: 'info', msg: 'fault_fired', fault: 'lookup_outage', runId });
@@ -453,7 +452,7 @@ function liedTransport(book: RunBook, log: Log, signing: SigV4Signing | undefine
   return async (url, init) => {
     const parsed = new URL(url);
     const eventOf = EVENTS_PATH.exec(parsed.pathname);
-    const runId = eventOf ? decodeSegment(eventOf[1]) : (parsed.searchParams.get('runId') ?? '');
+    const runId = eventOf ? decodePathSegment(eventOf[1]) : (parsed.searchParams.get('runId') ?? '');
     const booked = book.plan(runId);
     let body = init.body;
     if (booked) {
@@ -561,24 +560,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/**
- * Every answer names its request, so a submitter holds proof from our side: the caller's own
- * `x-request-id` when it is short and inert, else a fresh one (never an arbitrary string echoed back).
- */
-function requestIdOf(req: IncomingMessage): string {
-  const sent = header(req, 'x-request-id');
-  return sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID();
-}
 
-/** A malformed escape is left as typed: it then simply matches no run. */
-function decodeSegment(segment: string | undefined): string {
-  if (segment === undefined) return '';
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
-}
 
 function boundPort(address: AddressInfo | string | null): number {
   if (address === null || typeof address === 'string') throw new Error(`demo agent is not listening on TCP: ${address}`);

@@ -7,6 +7,8 @@
  * The zod schemas built on these rules are in `@dispatch-ledger/protocol/schemas`.
  */
 
+import { randomUUID } from 'node:crypto';
+
 // ---------------------------------------------------------------------------------------------------
 // Run statuses (CONTRACT §2 `execution.status`, §8)
 
@@ -42,6 +44,17 @@ export const TARGET_NAME = /^[a-z0-9][a-z0-9-]{0,63}$/;
  * else is replaced by one of our own, so no header or log line carries what a caller made up.
  */
 export const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** The request id to answer with: the caller's own `x-request-id` when it is short and inert, else a fresh one (never an arbitrary string echoed back). */
+export const requestIdOf = (sent: string | undefined): string => (sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID());
+/** One path segment (a run id), percent-decoded; a malformed escape is left as typed, so it simply matches no run. */
+export function decodePathSegment(segment: string | undefined): string {
+  if (segment === undefined) return '';
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
 /** CONTRACT §8: a target's run id, as the ledger takes it in a run event path or a lookup: 1..256 characters. */
 export const MAX_RUN_ID_CHARS = 256;
 

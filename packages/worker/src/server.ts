@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { REQUEST_ID } from '@dispatch-ledger/protocol';
+import { decodePathSegment, requestIdOf } from '@dispatch-ledger/protocol';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -331,7 +330,7 @@ async function route(engine: RunEngine, req: Routed): Promise<WorkerAnswer> {
   const action = RUN_ACTION.exec(pathname);
   if (action) {
     if (method !== 'POST') return methodNotAllowed(req, 'POST');
-    const runId = decodeSegment(action[1]);
+    const runId = decodePathSegment(action[1]);
     if (action[2] === 'cancel') {
       req.drain(); // a cancel's body, if any, carries nothing the kit needs
       const outcome = await engine.cancel(runId);
@@ -349,7 +348,7 @@ async function route(engine: RunEngine, req: Routed): Promise<WorkerAnswer> {
   if (run) {
     if (method !== 'GET') return methodNotAllowed(req, 'GET');
     req.drain();
-    const runId = decodeSegment(run[1]);
+    const runId = decodePathSegment(run[1]);
     const view = await engine.lookup(runId);
     if (!view) return errorAnswer(404, 'run_not_found', `no run ${clipForMessage(runId)}`);
     return jsonAnswer(200, view);
@@ -435,20 +434,7 @@ function header(headers: WorkerRequest['headers'], name: string): string | undef
   return typeof value === 'string' ? value : value?.[0];
 }
 
-/** The caller's own `x-request-id` when it is short and inert (the ledger keeps it as proof), else a fresh one. */
-function requestIdOf(sent: string | undefined): string {
-  return sent !== undefined && REQUEST_ID.test(sent) ? sent : randomUUID();
-}
 
-/** A malformed escape is left as typed: it then simply matches no run. */
-function decodeSegment(segment: string | undefined): string {
-  if (segment === undefined) return '';
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
-}
 
 function boundPort(address: AddressInfo | string | null): number {
   if (address === null || typeof address === 'string') throw new Error(`the worker is not listening on TCP: ${String(address)}`);
