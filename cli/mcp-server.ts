@@ -2,13 +2,9 @@ import { createRequire } from 'node:module';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod/mini';
-import { CancelBody } from '../shared/api/flow-routes.js';
-import { ClaimBody, ReleaseBody, ResultId, TokenBody } from '../shared/api/inbox-routes.js';
-import { RedispatchBody } from '../shared/api/lifecycle-routes.js';
-import { HistoryQuery } from '../shared/api/routes.js';
+import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, RedispatchBody, ReleaseBody, ResultId } from '@dispatch-ledger/protocol/requests';
 import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
 import { nestsDeeperThan } from '../shared/json-depth.js';
-import { OperatorReceiptBody } from '../shared/dispatch/receipts.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
 import type { ApiAnswer, LedgerClient } from './client.js';
 import { newDispatchId } from './dispatch-id.js';
@@ -260,7 +256,7 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
   );
   server.registerTool(
     'ack_result',
-    config('ack_result', 'Ack a delivered result', z.extend(TokenBody(), { resultId: ResultId() }), { idempotentHint: true }),
+    config('ack_result', 'Ack a delivered result', z.extend(AckBody(), { resultId: ResultId() }), { idempotentHint: true }),
     async ({ resultId, ...body }) => api('ack_result', { path: path('origins', origin, 'inbox', resultId, 'ack'), body }),
   );
   server.registerTool('release_result', config('release_result', 'Release a claimed result', z.extend(ReleaseBody(), { resultId: ResultId() })), async ({ resultId, ...body }) =>

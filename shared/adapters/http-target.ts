@@ -3,7 +3,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
-import { MAX_EVIDENCE_REFS, MAX_REF_BYTES, REQUEST_ID } from '@dispatch-ledger/protocol';
+import { MAX_EVIDENCE_REFS, MAX_REF_BYTES, REQUEST_ID, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
 import { lazy } from '../lazy.js';
 import {
   NATIVE_STATUS,
@@ -128,7 +128,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
   return {
     async submit(request: SubmitRequest): Promise<SubmitOutcome> {
       const { dispatchId, attempt, origin, task, expectedEvidence, callbackUrl, timeouts, traceparent } = request;
-      const answer = await exchange('POST', `${base}/runs`, {
+      const answer = await exchange('POST', `${base}${TARGET_ROUTES.submit.path}`, {
         headers: {
           'Idempotency-Key': `${dispatchId}:${attempt}`,
           // CONTRACT §1 v2: the origin's trace goes on into the target, as a header (never into the body).
@@ -166,7 +166,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
     },
 
     async decideApproval(runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome> {
-      const answer = await exchange('POST', `${runUrl(base, runId)}/approval`, { json: { approvalId, decision } });
+      const answer = await exchange('POST', runUrl(base, runId, TARGET_ROUTES.decide), { json: { approvalId, decision } });
       if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
       const { status } = answer;
       if (isSuccess(status)) return { kind: 'decided', approvalId, decision };
@@ -179,7 +179,7 @@ export function httpTarget(registration: TargetRegistration, options: HttpTarget
     },
 
     async cancel(runId: string): Promise<CancelOutcome> {
-      const answer = await exchange('POST', `${runUrl(base, runId)}/cancel`);
+      const answer = await exchange('POST', runUrl(base, runId, TARGET_ROUTES.cancel));
       if (answer.kind === 'failed') return { kind: 'unavailable', reason: answer.reason };
       // The target acted on the cancel; what it says about the run afterwards is a bonus.
       if (isSuccess(answer.status)) return { kind: 'cancelled', status: parseBody(answer.body, CancelledSchema())?.status ?? 'cancelled' };
@@ -460,11 +460,12 @@ function baseOf(registration: HttpTargetRegistration, policy: AddressPolicy): st
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
-function runUrl(base: string, runId: string): string {
+/** A route of the target protocol on one run (a lookup unless named), at the target's base URL. */
+function runUrl(base: string, runId: string, spec: { readonly path: `/${string}` } = TARGET_ROUTES.lookUp): string {
   if (!isUsableRunId(runId)) {
     throw new RangeError(`not a run id a target could have given: ${JSON.stringify(runId.slice(0, 140))}`);
   }
-  return `${base}/runs/${encodeURIComponent(runId)}`;
+  return `${base}${routePath(spec, { runId })}`;
 }
 
 /**

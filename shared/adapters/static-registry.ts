@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import '../zod-english.js';
+import '@dispatch-ledger/protocol/english';
 import { lazy } from '../lazy.js';
 import type { Principal } from '../principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT, TARGET_KINDS, type TargetRegistration } from '../targets/port.js';

@@ -4,9 +4,8 @@ import { evidenceKey, sealedFile, sha256Of } from '../monitor/evidence-check.js'
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
 import { parseJson, runOfDispatch, type LifecycleDeps } from './lifecycle-routes.js';
-import * as z from 'zod/mini';
-import '../zod-english.js';
-import { lazy } from '../lazy.js';
+import { EvidenceStatusBody } from '@dispatch-ledger/protocol/requests';
+import '@dispatch-ledger/protocol/english';
 import type { DispatchState } from '../dispatch/state.js';
 import { clip, printable } from '../text.js';
 
@@ -64,11 +63,6 @@ async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: str
   }
 }
 
-const EvidenceStatusBody = /* @__PURE__ */ lazy(() => z.strictObject({
-  ref: z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref')),
-  status: z.enum(['valid', 'invalid', 'superseded', 'rejected']),
-  reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)),
-}));
 
 /**
  * POST /dispatches/{id}/evidence-status — the owner marks one evidence file of the current attempt.

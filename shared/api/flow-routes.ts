@@ -1,18 +1,13 @@
-import * as z from 'zod/mini';
-import { MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
-import '../zod-english.js';
+import { CancelBody, SlotReleaseBody } from '@dispatch-ledger/protocol/requests';
+import '@dispatch-ledger/protocol/english';
 import type { DispatchState } from '../dispatch/state.js';
-import { DISPATCH_ID, TARGET_NAME } from '../dispatch/ids.js';
+import { TARGET_NAME } from '../dispatch/ids.js';
 import type { LedgerFeeds } from '../ledger/port.js';
 import { cancelDispatch, releaseSlot } from '../usecases/flow.js';
 import type { Caller } from './caller.js';
 import { ApiError, changedConcurrently, keptChanging } from './http.js';
 import { parseJson, type LifecycleDeps } from './lifecycle-routes.js';
 import { recordedBy } from './receipt-routes.js';
-import { lazy } from '../lazy.js';
-
-/** The body of `POST /dispatches/{id}/cancel`; `ledger mcp`'s `cancel_dispatch` tool takes the same. */
-export const CancelBody = /* @__PURE__ */ lazy(() => z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)) }));
 
 /** What the cancel answers show of the dispatch. */
 const cancelView = (state: DispatchState) => ({
@@ -39,13 +34,6 @@ export async function postCancel(deps: LifecycleDeps, state: DispatchState, body
   }
 }
 
-const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({
-  runId: z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)),
-  reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)),
-  // Beyond the contract's two fields: the dispatch, when the caller knows it (else it is found among the unknown runs).
-  dispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID))),
-}));
-
 /** Pages of the attention list's `unknown` entries searched for a run, at most (a run its target lost is unknown). */
 const UNKNOWN_PAGES = 20;
 
@@ -68,7 +56,7 @@ async function dispatchOfUnknownRun(feeds: LedgerFeeds, target: string, runId: s
 /** `POST /targets/{target}/slots/release` (CONTRACT §2 v2, operator). */
 export async function postSlotRelease(deps: LifecycleDeps & { readonly feeds: LedgerFeeds }, target: string, body: Buffer | undefined, by: { readonly caller: Caller; readonly principalId: string | undefined }) {
   if (!TARGET_NAME.test(target)) throw new ApiError('not_found', `no target ${target}`);
-  const request = parseJson(body, ReleaseBody());
+  const request = parseJson(body, SlotReleaseBody());
   const dispatchId = request.dispatchId ?? (await dispatchOfUnknownRun(deps.feeds, target, request.runId));
   const principal = by.caller.kind === 'open' ? 'local:operator' : (by.principalId ?? 'operator');
   const outcome = await releaseSlot(deps, target, { runId: request.runId, dispatchId, reason: request.reason, by: principal });

@@ -1,33 +1,16 @@
-import * as z from 'zod/mini';
-import '../zod-english.js';
+import '@dispatch-ledger/protocol/english';
+import { RESULT_STATES } from '@dispatch-ledger/protocol';
+import { AckBody, ClaimBody, ReleaseBody, RenewBody } from '@dispatch-ledger/protocol/requests';
 import { ORIGIN } from '../dispatch/ids.js';
 import type { DispatchState, ResultState } from '../dispatch/state.js';
 import { ackResult, claimResults, describeResult, listLiveResults, releaseResult, renewResult, resultBodyOf, type InboxDeps, type SettleOutcome } from '../usecases/inbox.js';
-import { InvalidCursorError, MAX_LEASE_SECONDS } from '../ledger/port.js';
+import { InvalidCursorError } from '../ledger/port.js';
 import { callerOrigin, type Caller } from './caller.js';
 import { ApiError, json, keptChanging, type ApiRequest, type ApiResponse } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
-import { lazy } from '../lazy.js';
 
 /** The results inbox routes (CONTRACT §10): the use case's outcomes as HTTP answers, for the origin itself only. */
 
-/** A result id as the inbox routes take it (in a claim's `resultIds`, and in the `…/{resultId}/…` tools of `ledger mcp`). */
-export const ResultId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(160)));
-
-export const ClaimBody = /* @__PURE__ */ lazy(() => z.strictObject({
-  mode: z.optional(z.enum(['inject', 'after_turn'])),
-  max: z.optional(z.int().check(z.minimum(1), z.maximum(50))),
-  leaseSeconds: z.optional(z.int().check(z.minimum(5), z.maximum(MAX_LEASE_SECONDS))),
-  waitSeconds: z.optional(z.int().check(z.minimum(0), z.maximum(20))),
-  resultIds: z.optional(z.array(ResultId()).check(z.minLength(1), z.maxLength(50))),
-}));
-/** The claim token every settling request names (the one `claim` answered). */
-const claimToken = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(64)));
-export const TokenBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken() }));
-export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), reason: z.optional(z.string().check(z.maxLength(500))) }));
-const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: z.int().check(z.minimum(5), z.maximum(MAX_LEASE_SECONDS)) }));
-
-const RESULT_STATES: readonly ResultState[] = ['pending', 'claimed', 'delivered', 'dropped'];
 
 /** The origin in the path, when the caller speaks for it; else 404 (never leak another origin's inbox). */
 export function ownInbox(origin: string, caller: Caller): string {
@@ -71,7 +54,7 @@ function settled(outcome: SettleOutcome, resultId: string): ApiResponse {
 
 export async function postSettle(deps: InboxDeps, origin: string, resultId: string, action: 'ack' | 'release' | 'renew', request: ApiRequest): Promise<ApiResponse> {
   if (action === 'ack') {
-    const { claimToken } = parseJson(request.body, TokenBody());
+    const { claimToken } = parseJson(request.body, AckBody());
     // Who acknowledged: the IAM principal in AWS, the origin itself locally.
     return settled(await ackResult(deps, origin, resultId, claimToken, request.iamUserId ?? `origin:${origin}`), resultId);
   }

@@ -1,12 +1,11 @@
 import * as z from 'zod/mini';
-import { MAX_API_BODY_DEPTH, MAX_EVIDENCE_REFS, MAX_SEQ } from '@dispatch-ledger/protocol';
-import '../zod-english.js';
-import { lazy } from '../lazy.js';
+import { MAX_API_BODY_DEPTH, MAX_SEQ } from '@dispatch-ledger/protocol';
+import { ApprovalBody, RedispatchBody, RunEventBody } from '@dispatch-ledger/protocol/requests';
+import '@dispatch-ledger/protocol/english';
 import { DISPATCH_ID } from '../dispatch/ids.js';
-import { applyRunEvent, isLive, isTerminal, reconcileLookup, refreshRecorded, refreshThrottled, resultBodyAttached, RUN_EVENT_TYPES, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
+import { applyRunEvent, isLive, isTerminal, reconcileLookup, refreshRecorded, refreshThrottled, resultBodyAttached, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { EvidenceUpload } from '../ledger/port.js';
-import { refProblem } from '../dispatch/refs.js';
 import { settleEvidence } from '../monitor/evidence-check.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { decideApproval } from '../usecases/approval.js';
@@ -14,7 +13,7 @@ import { redispatch } from '../usecases/redispatch.js';
 import { lookUpRun } from '../usecases/look-up-run.js';
 import type { Caller } from './caller.js';
 import { ApiError, changedConcurrently, keptChanging } from './http.js';
-import { NATIVE_STATUS, NATIVE_STATUS_RULE, notRegistered } from '../targets/port.js';
+import { notRegistered } from '../targets/port.js';
 import { clip } from '../text.js';
 import { nestsDeeperThan } from '../json-depth.js';
 import { taskOf } from '../dispatch/task.js';
@@ -27,19 +26,6 @@ export type LifecycleDeps = DispatchWorkDeps;
 /** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1; larger → 422. The bound lives in the protocol package. */
 export { MAX_SEQ };
 
-export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
-  dispatchId: z.string().check(z.regex(DISPATCH_ID)),
-  seq: z.int().check(z.minimum(0), z.maximum(MAX_SEQ)),
-  type: z.enum(RUN_EVENT_TYPES),
-  approvalId: z.optional(z.string().check(z.minLength(1), z.maxLength(128))),
-  // CONTRACT §10: a final event may carry the result's body, any JSON (bounded below, after parsing).
-  result: z.optional(z.strictObject({ summary: z.optional(z.string().check(z.maxLength(100_000))), body: z.optional(z.unknown()) })),
-  evidence: z.optional(
-    z.array(z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref'))).check(z.maxLength(MAX_EVIDENCE_REFS)),
-  ),
-  // CONTRACT V3 §2: a final event's own word for its status (e.g. worker_restarted), kept as the view's nativeStatus.
-  nativeStatus: z.optional(z.string().check(z.regex(NATIVE_STATUS, NATIVE_STATUS_RULE))),
-}));
 
 /**
  * How deep any API body may nest (the protocol package's MAX_API_BODY_DEPTH, 1,000 levels): a body
@@ -267,7 +253,6 @@ export async function refreshed(deps: LifecycleDeps, state: DispatchState): Prom
   return (await deps.store.getState(state.dispatchId)) ?? state;
 }
 
-const ApprovalBody = /* @__PURE__ */ lazy(() => z.strictObject({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), decision: z.enum(['approve', 'cancel']) }));
 
 /** POST /dispatches/{id}/approval: forwarded to the target; recorded only once the target took it. */
 export async function postApproval(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
@@ -284,8 +269,6 @@ export async function postApproval(deps: LifecycleDeps, state: DispatchState, bo
   }
 }
 
-/** The body of `POST /dispatches/{id}/redispatch`; `ledger mcp`'s `redispatch` tool takes the same. */
-export const RedispatchBody = /* @__PURE__ */ lazy(() => z.strictObject({ reason: z.string().check(z.trim(), z.minLength(1), z.maxLength(500)), force: z.optional(z.boolean()) }));
 
 /** POST /dispatches/{id}/redispatch (CONTRACT §4): the outcomes of the redispatch use case as HTTP answers. */
 export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {

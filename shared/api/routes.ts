@@ -1,8 +1,7 @@
 import * as z from 'zod/mini';
-import '../zod-english.js';
+import { HistoryQuery } from '@dispatch-ledger/protocol/requests';
+import '@dispatch-ledger/protocol/english';
 import { CONFLICTS_IN_VIEW, dispatchView, historyEntry } from '../dispatch/view.js';
-import { PHASES } from '../dispatch/transitions.js';
-import { TARGET_RUN_STATUSES } from '../targets/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { newestPage } from './pages.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
@@ -20,8 +19,7 @@ import { callerOrigin, isOperator, requireOperator, resolveCaller, type Caller }
 import { OPERATOR_LIST_ROUTES } from './operator-routes.js';
 import { MANUAL_ROUTES } from './manual-routes.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
-import { lazy } from '../lazy.js';
-import { ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
+import { routeParams, ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
 
 export interface ApiDeps extends LifecycleDeps {
   /** The lists: an origin's history, rejections, attention. */
@@ -52,15 +50,6 @@ export function limitOf(request: ApiRequest, fallback = 25): number {
   return limit;
 }
 
-/**
- * The query of an origin's history (`GET /origins/{origin}/dispatches`): `status` is an execution
- * status or a phase. The MCP server's `dispatch_status` tool takes the same schema.
- */
-export const HistoryQuery = /* @__PURE__ */ lazy(() => z.strictObject({
-  status: z.optional(z.enum([...TARGET_RUN_STATUSES, 'unknown', ...PHASES])),
-  limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIMIT))),
-  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(4096))),
-}));
 
 /**
  * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
@@ -259,33 +248,13 @@ const SERVED_ROUTES: readonly Route[] = [
 /** Every route the API serves, one per entry of the protocol's table (test/unit/route-table.test.ts), with its path's segments. */
 export const SERVED: ReadonlyArray<{ readonly candidate: Route; readonly pattern: readonly string[] }> = SERVED_ROUTES.map((candidate) => ({ candidate, pattern: routePattern(candidate.spec) }));
 
-/**
- * Matches raw (percent-encoded) segments: `:name` captures one segment, decoded; `*name` captures the
- * rest, still encoded (an evidence ref spans segments and is validated in both forms).
- */
-function match(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {
-  const params: Record<string, string> = {};
-  for (const [index, part] of pattern.entries()) {
-    if (part.startsWith('*')) {
-      if (index >= segments.length) return undefined;
-      params[part.slice(1)] = segments.slice(index).join('/');
-      return params;
-    }
-    const segment = segments[index];
-    if (segment === undefined) return undefined;
-    if (part.startsWith(':')) params[part.slice(1)] = decodeURIComponent(segment);
-    else if (part !== decodeURIComponent(segment)) return undefined;
-  }
-  return pattern.length === segments.length ? params : undefined;
-}
-
 /** Routes a request. Throws ApiError for answers given on purpose; anything else is a bug (500). */
 export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResponse> {
   // Empty segments are kept: `a//b` in an evidence ref must be seen (and refused), not collapsed.
   const segments = request.rawPath.split('/').slice(1);
   let candidates: Array<{ candidate: Route; params: Record<string, string> | undefined }>;
   try {
-    candidates = SERVED.map(({ candidate, pattern }) => ({ candidate, params: match(pattern, segments) })).filter((entry) => entry.params);
+    candidates = SERVED.map(({ candidate, pattern }) => ({ candidate, params: routeParams(pattern, segments) })).filter((entry) => entry.params);
   } catch {
     throw new ApiError('malformed', 'the path is not valid percent-encoding');
   }

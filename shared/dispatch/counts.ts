@@ -1,4 +1,4 @@
-import { TARGET_RUN_STATUSES } from '../targets/port.js';
+import { EXECUTION_STATUSES } from '@dispatch-ledger/protocol';
 import type { DispatchState, EvidenceState, ExecutionStatus, Phase } from './state.js';
 import { PHASES as MACHINE_PHASES } from './transitions.js';
 
@@ -18,7 +18,7 @@ import { PHASES as MACHINE_PHASES } from './transitions.js';
 
 /** The phases, as the one state machine names them. */
 export const PHASES: readonly Phase[] = MACHINE_PHASES;
-export const EXECUTION_BUCKETS: ReadonlyArray<ExecutionStatus | 'none'> = ['none', ...TARGET_RUN_STATUSES, 'unknown'];
+export const EXECUTION_BUCKETS: ReadonlyArray<ExecutionStatus | 'none'> = ['none', ...EXECUTION_STATUSES];
 export const EVIDENCE_OUTCOMES: ReadonlyArray<EvidenceState['outcome']> = ['pending', 'handled', 'orphan_no_delivery', 'unverified'];
 
 /** A change of counts: bucket name (`total`, `phase.accepted`, `execution.none`, …) → how much it moves. Zeros are left out. */

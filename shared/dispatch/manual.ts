@@ -1,9 +1,10 @@
 import * as z from 'zod/mini';
-import '../zod-english.js';
+import '@dispatch-ledger/protocol/english';
 import { contentHash } from './canonical.js';
 import { lazy } from '../lazy.js';
-import { recordedBy, recordId, storedRecordFields } from './receipts.js';
-import { refProblem } from './refs.js';
+import { recordedBy, storedRecordFields } from './receipts.js';
+import type { ManualAttestationKind } from '@dispatch-ledger/protocol';
+import { MANUAL_ATTESTATION_FIELDS, type ManualAttestationBody } from '@dispatch-ledger/protocol/requests';
 
 /**
  * Manual mode (CONTRACT §13, VALP): a person's attestations about a dispatch to a manual target. They
@@ -13,8 +14,9 @@ import { refProblem } from './refs.js';
  * a written dispatch is not a result, a result is not a delivery.
  */
 
-export const MANUAL_ATTESTATION_KINDS = ['manual_dispatch_written', 'manual_delivery_attested', 'manual_result_attested', 'manual_blocked'] as const;
-export type ManualAttestationKind = (typeof MANUAL_ATTESTATION_KINDS)[number];
+export { MANUAL_ATTESTATION_KINDS, type ManualAttestationKind } from '@dispatch-ledger/protocol';
+/** The body of `POST /dispatches/{dispatchId}/manual`, as the protocol declares it. */
+export { ManualAttestationBody } from '@dispatch-ledger/protocol/requests';
 
 /** What a manual attestation rests on: a person's word about work no runtime did. */
 export const MANUAL_ATTESTATION = 'manual_attestation';
@@ -36,23 +38,6 @@ export interface ManualAttestation {
   /** `contentHash` of what the person submitted (`attestationPayload`): an identical retry has the same. */
   readonly payloadHash: string;
 }
-
-const isBlank = (text: string): boolean => text.trim() === '';
-// Every schema here is built on its first use (call it), as the receipts' are.
-const note = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(1000), z.refine((text) => !isBlank(text), 'note is blank')));
-const evidenceRef = /* @__PURE__ */ lazy(() => z.string().check(
-  z.refine((ref) => !isBlank(ref) && refProblem(ref) === undefined, 'unsafe evidence ref'),
-));
-
-/**
- * The body of `POST /dispatches/{dispatchId}/manual`. Invalid → 422 (an unknown kind, a blank note, an unsafe ref).
- *
- * @example
- * ManualAttestationBody().parse({ attestationId: 'ma-1', kind: 'manual_result_attested', note: 'Alice filed the report by hand', evidenceRef: 'out/report.md' });
- */
-const BODY_FIELDS = /* @__PURE__ */ lazy(() => ({ attestationId: recordId(), kind: z.enum(MANUAL_ATTESTATION_KINDS), note: note(), evidenceRef: z.optional(z.nullable(evidenceRef())) }));
-export const ManualAttestationBody = /* @__PURE__ */ lazy(() => z.strictObject(BODY_FIELDS()));
-export type ManualAttestationBody = z.infer<ReturnType<typeof ManualAttestationBody>>;
 
 /** What the payload hash covers: the submitted fields, an absent evidenceRef the same as null. */
 export function attestationPayload(body: ManualAttestationBody | ManualAttestation) {
@@ -82,7 +67,7 @@ export function manualAttestation(
 /** A stored attestation, as read back for the view and the gate: its payload hash must still match. */
 export const StoredManualAttestation = /* @__PURE__ */ lazy(() => z
   .strictObject({
-    ...BODY_FIELDS(),
+    ...MANUAL_ATTESTATION_FIELDS(),
     ...storedRecordFields(),
     attempt: z.int().check(z.minimum(1)),
     basis: z.enum([MANUAL_ATTESTATION]),

@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import '../zod-english.js';
+import '@dispatch-ledger/protocol/english';
 import { clip, printable } from '../text.js';
 import { DISPATCH_ID, ORIGIN, TARGET_NAME } from './ids.js';
 import { MAX_TASK_DEPTH } from './state.js';

@@ -1,10 +1,10 @@
 import * as z from 'zod/mini';
-import { MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
-import '../zod-english.js';
+import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, type OperatorReceiptKind, type OperatorReceiptState } from '@dispatch-ledger/protocol';
+import { checkReceiptClaim, ReceiptNote, RecordId, RunIdText, VerifiedBy, type OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
+import '@dispatch-ledger/protocol/english';
 import { lazy } from '../lazy.js';
 import { contentHash } from './canonical.js';
 import { DISPATCH_ID, ORIGIN } from './ids.js';
-import { refProblem } from './refs.js';
 import type { DispatchReceipt } from './state.js';
 
 /**
@@ -16,17 +16,10 @@ import type { DispatchReceipt } from './state.js';
  * function that imports this module for a type or a helper, as most do, never builds them at cold start.
  */
 
-export const RECEIPT_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-export const OPERATOR_RECEIPT_KINDS = ['artifact_acceptance', 'owner_delivery'] as const;
-export const OPERATOR_RECEIPT_STATES = ['accepted', 'rejected', 'confirmed', 'failed'] as const;
-export type OperatorReceiptKind = (typeof OPERATOR_RECEIPT_KINDS)[number];
-export type OperatorReceiptState = (typeof OPERATOR_RECEIPT_STATES)[number];
-
-/** Which states each kind takes: an acceptance is never "confirmed", a delivery never "accepted". */
-export const STATES_OF_KIND: Readonly<Record<OperatorReceiptKind, readonly OperatorReceiptState[]>> = {
-  artifact_acceptance: ['accepted', 'rejected'],
-  owner_delivery: ['confirmed', 'failed'],
-};
+/** The kinds of operator receipt and their states: the protocol's words. */
+export { RECORD_ID as RECEIPT_ID, OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, STATES_OF_KIND, type OperatorReceiptKind, type OperatorReceiptState } from '@dispatch-ledger/protocol';
+/** The body of `POST /dispatches/{dispatchId}/receipts`, as the protocol declares it. */
+export { OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
 
 /** What an operator receipt rests on: a person's word, not something the platform checked. */
 export const OPERATOR_ATTESTATION = 'operator_attestation';
@@ -58,50 +51,8 @@ export interface OperatorReceipt {
   readonly payloadHash: string;
 }
 
-const isBlank = (text: string): boolean => text.trim() === '';
-
-/** The rules that tie kind, state and evidenceRef together, for the request body and the stored receipt alike. */
-function checkClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceiptState; evidenceRef?: string | null | undefined }, ctx: z.core.$RefinementCtx): void {
-  const allowed = STATES_OF_KIND[receipt.kind];
-  if (!allowed.includes(receipt.state)) {
-    ctx.addIssue({ code: 'custom', path: ['state'], message: `${receipt.kind} takes state ${allowed.join(' or ')}, not ${receipt.state}` });
-  }
-  const ref = receipt.evidenceRef;
-  if (ref !== null && ref !== undefined) {
-    const problem = isBlank(ref) ? 'blank' : refProblem(ref);
-    if (problem) ctx.addIssue({ code: 'custom', path: ['evidenceRef'], message: `unsafe evidence ref (${problem})` });
-  }
-  if (receipt.kind === 'owner_delivery' && receipt.state === 'confirmed' && (ref === null || ref === undefined || isBlank(ref))) {
-    ctx.addIssue({ code: 'custom', path: ['evidenceRef'], message: 'a confirmed delivery needs a non-blank evidenceRef' });
-  }
-}
-
 /** A receipt's id (an attestation's too): chosen by the person recording it, unique within its dispatch. */
-export const recordId = /* @__PURE__ */ lazy(() => z.string().check(z.regex(RECEIPT_ID, '1..128 characters of [A-Za-z0-9._:-]')));
-const receiptId = recordId;
-const runId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)));
-const verifiedBy = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(128), z.refine((text) => !isBlank(text), 'verifiedBy is blank')));
-const note = /* @__PURE__ */ lazy(() => z.string().check(z.maxLength(1000)));
-
-/**
- * The body of `POST /dispatches/{dispatchId}/receipts`. Invalid → 422 (the kind's states, a confirmed
- * delivery without an evidenceRef, an unsafe ref).
- *
- * @example
- * OperatorReceiptBody().parse({ receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', evidenceRef: 'out/report.md', verifiedBy: 'alice' });
- */
-export const OperatorReceiptBody = /* @__PURE__ */ lazy(() => z
-  .strictObject({
-    receiptId: receiptId(),
-    runId: runId(),
-    kind: z.enum(OPERATOR_RECEIPT_KINDS),
-    state: z.enum(OPERATOR_RECEIPT_STATES),
-    evidenceRef: z.optional(z.nullable(z.string())),
-    verifiedBy: verifiedBy(),
-    note: z.optional(z.nullable(note())),
-  })
-  .check(z.superRefine(checkClaim)));
-export type OperatorReceiptBody = z.infer<ReturnType<typeof OperatorReceiptBody>>;
+export const recordId = RecordId;
 
 /** What the payload hash covers: the submitted fields, an absent optional field the same as null. */
 export function receiptPayload(body: OperatorReceiptBody | OperatorReceipt) {
@@ -152,19 +103,19 @@ export const storedRecordFields = /* @__PURE__ */ lazy(() => ({
 /** A stored operator receipt, as read back: its payload hash must still match what it says. */
 export const StoredOperatorReceipt = /* @__PURE__ */ lazy(() => z
   .strictObject({
-    receiptId: receiptId(),
+    receiptId: RecordId(),
     ...storedRecordFields(),
-    runId: runId(),
+    runId: RunIdText(),
     kind: z.enum(OPERATOR_RECEIPT_KINDS),
     state: z.enum(OPERATOR_RECEIPT_STATES),
     evidenceRef: z.nullable(z.string()),
-    verifiedBy: verifiedBy(),
-    note: z.nullable(note()),
+    verifiedBy: VerifiedBy(),
+    note: z.nullable(ReceiptNote()),
     basis: z.enum([OPERATOR_ATTESTATION]),
     recordedBy: z.optional(recordedBy()),
   })
   .check(
-    z.superRefine(checkClaim),
+    z.superRefine(checkReceiptClaim),
     z.superRefine((receipt, ctx) => {
       // Tampering or a partial write shows as a hash that no longer matches the fields it covers.
       if (contentHash(receiptPayload(receipt)) !== receipt.payloadHash) {

@@ -1,13 +1,17 @@
 import type { TargetRunStatus } from '../targets/port.js';
 import { clip, printable } from '../text.js';
+import type { Phase, ResultState } from '@dispatch-ledger/protocol';
 
 /**
  * The dispatch's hot state — one small item (≤ 1 KB) that every write to the dispatch goes through,
  * guarded by `version`. The task payload lives elsewhere (the accepted message), written once.
  */
 
-/** `cancelled`: cancelled before it was ever submitted (CONTRACT §2 v2); a submitted run's cancel is the run's own status. */
-export type Phase = 'accepted' | 'submitted' | 'blocked' | 'cancelled';
+/**
+ * A dispatch's phase and a result's state in its origin's inbox: the protocol's words. Phase `cancelled`:
+ * cancelled before it was ever submitted (CONTRACT §2 v2); a submitted run's cancel is the run's own status.
+ */
+export type { Phase, ResultState };
 export type ExecutionStatus = TargetRunStatus | 'unknown';
 export type MonitorStatus = 'stalled' | 'approval_wait_expired' | 'lookup_unavailable' | 'target_not_found';
 
@@ -270,7 +274,6 @@ export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['complet
 export const isTerminal = (status: string | null): boolean => status !== null && TERMINAL_STATUSES.has(status as TargetRunStatus);
 
 export type ResultDelivery = 'inject' | 'after_turn';
-export type ResultState = 'pending' | 'claimed' | 'delivered' | 'dropped';
 export type ResultDropReason = 'attempts' | 'expired' | 'superseded';
 
 /** Where a final event's `result.body` was stored (before the state write that refers to it). */

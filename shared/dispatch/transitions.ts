@@ -1,5 +1,6 @@
 import type { LookupOutcome, SubmitOutcome, TargetRunStatus } from '../targets/port.js';
 import { clip, printable } from '../text.js';
+import { PHASES as PROTOCOL_PHASES, type RunEventType } from '@dispatch-ledger/protocol';
 import { attentionKind } from './attention.js';
 import { nextRetryAt, type RetryPolicy } from './retry.js';
 import {
@@ -37,7 +38,7 @@ import type { CancelOutcome } from '../targets/port.js';
  *   after a stall is recorded normally and clears the stall.
  */
 
-export const PHASES = ['accepted', 'submitted', 'blocked', 'cancelled'] as const satisfies readonly Phase[];
+export const PHASES = PROTOCOL_PHASES satisfies readonly Phase[];
 
 export { isTerminal, TERMINAL_STATUSES };
 
@@ -533,8 +534,8 @@ export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: 
 
 // ——— run events ————————————————————————————————————————————————————————————————————————————————
 
-export const RUN_EVENT_TYPES = ['heartbeat', 'progress', 'approval_requested', 'completed', 'failed', 'cancelled'] as const;
-export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
+/** The events a target reports (the protocol's words). */
+export { RUN_EVENT_TYPES, type RunEventType } from '@dispatch-ledger/protocol';
 
 export interface RunEvent {
   readonly seq: number;

@@ -1,5 +1,5 @@
 import * as z from 'zod/mini';
-import '../zod-english.js';
+import '@dispatch-ledger/protocol/english';
 import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
 import type { Rejection } from '../ledger/port.js';
 import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, RECEIPT_ID } from '../dispatch/receipts.js';

@@ -246,8 +246,8 @@ export interface OriginSettings {
 export const DEFAULT_ORIGIN_SETTINGS: OriginSettings = { maxDeliveryAttempts: 5, resultTtlHours: 48 };
 /** The most an origin's settings may be (the registry, `ledger registry origin` and `addOrigin` refuse more). */
 export const MAX_ORIGIN_SETTINGS: OriginSettings = { maxDeliveryAttempts: 100, resultTtlHours: 30 * 24 };
-/** The longest lease one claim or renewal takes (CONTRACT §10). */
-export const MAX_LEASE_SECONDS = 900;
+/** The longest lease one claim or renewal takes (CONTRACT §10): the protocol's bound. */
+export { MAX_LEASE_SECONDS } from '@dispatch-ledger/protocol';
 
 export interface Page<T> {
   readonly items: readonly T[];

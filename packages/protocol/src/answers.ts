@@ -4,6 +4,7 @@
  * parses; only a field every version has is required. `@dispatch-ledger/client` parses with these.
  */
 import * as z from 'zod/mini';
+import './english.js';
 
 const nullableString = /* @__PURE__ */ z.nullable(z.string());
 const cursor = /* @__PURE__ */ z.optional(z.nullable(z.string()));
@@ -54,6 +55,9 @@ export const SettleAnswer = /* @__PURE__ */ z.looseObject({ resultId: z.string()
 /** An inbox entry (`GET /origins/{o}/inbox`). */
 export const InboxEntryAnswer = /* @__PURE__ */ z.looseObject({ resultId: z.string(), state: z.string() });
 
+/** `GET /runs/{runId}/control` (a lambda run's control record): superseded, asked to cancel, its approval decided. */
+export const RunControlAnswer = /* @__PURE__ */ z.looseObject({ superseded: z.boolean(), cancelRequested: z.boolean() });
+
 /** Any answer whose fields the client passes through as they are (a receipt, an attestation, counts…). */
 export const ObjectAnswer = /* @__PURE__ */ z.looseObject({});
 
@@ -64,4 +68,5 @@ export type AttentionEntry = z.infer<typeof AttentionAnswer>;
 export type ClaimedResult = z.infer<typeof ClaimedResultAnswer>;
 export type Claim = z.infer<typeof ClaimAnswer>;
 export type SettledResult = z.infer<typeof SettleAnswer>;
+export type RunControl = z.infer<typeof RunControlAnswer>;
 export type InboxEntry = z.infer<typeof InboxEntryAnswer>;

@@ -178,5 +178,62 @@ export const resultDeliveryOf = (mode: string): ResultDelivery => (mode === 'inj
 /** CONTRACT v2 §1: `notBefore` is at most this many days ahead of the time the intake reads it. */
 export const NOT_BEFORE_MAX_DAYS = 30;
 
+// ---------------------------------------------------------------------------------------------------
+// The API's vocabularies and request bounds (CONTRACT §2, §5, §10, §13); the request schemas are
+// `@dispatch-ledger/protocol/requests`.
+
+/** A dispatch's phase, as its view and lists name it (CONTRACT §2). */
+export const PHASES = ['accepted', 'submitted', 'blocked', 'cancelled'] as const;
+export type Phase = (typeof PHASES)[number];
+/** A dispatch's execution status: what its target last said, or `unknown` once the ledger lost sight of the run (CONTRACT §2). */
+export const EXECUTION_STATUSES = [...RUN_STATUSES, 'unknown'] as const;
+export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
+/** The events a target reports of a run (CONTRACT §2): the last three are final. */
+export const RUN_EVENT_TYPES = ['heartbeat', 'progress', 'approval_requested', 'completed', 'failed', 'cancelled'] as const;
+export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
+/** An owner's decision on a pending approval (CONTRACT §2). */
+export const APPROVAL_DECISIONS = ['approve', 'cancel'] as const;
+export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
+/** What an owner may say of one evidence file (CONTRACT §6): anything but `valid` fails the gate. */
+export const EVIDENCE_STATUSES = ['valid', 'invalid', 'superseded', 'rejected'] as const;
+/** A result's state in its origin's inbox (CONTRACT §10). */
+export const RESULT_STATES = ['pending', 'claimed', 'delivered', 'dropped'] as const;
+export type ResultState = (typeof RESULT_STATES)[number];
+/** Operator receipts (CONTRACT §5): the two claims a person may record, and the states each takes. */
+export const OPERATOR_RECEIPT_KINDS = ['artifact_acceptance', 'owner_delivery'] as const;
+export const OPERATOR_RECEIPT_STATES = ['accepted', 'rejected', 'confirmed', 'failed'] as const;
+export type OperatorReceiptKind = (typeof OPERATOR_RECEIPT_KINDS)[number];
+export type OperatorReceiptState = (typeof OPERATOR_RECEIPT_STATES)[number];
+/** Which states each kind takes: an acceptance is never "confirmed", a delivery never "accepted". */
+export const STATES_OF_KIND: Readonly<Record<OperatorReceiptKind, readonly OperatorReceiptState[]>> = {
+  artifact_acceptance: ['accepted', 'rejected'],
+  owner_delivery: ['confirmed', 'failed'],
+};
+/** A person's attestations on a manual dispatch (CONTRACT §13). */
+export const MANUAL_ATTESTATION_KINDS = ['manual_dispatch_written', 'manual_delivery_attested', 'manual_result_attested', 'manual_blocked'] as const;
+export type ManualAttestationKind = (typeof MANUAL_ATTESTATION_KINDS)[number];
+/** A receipt's or an attestation's id, chosen by the person recording it. */
+export const RECORD_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+export const RECORD_ID_RULE = '1..128 characters of [A-Za-z0-9._:-]';
+
+/** The longest reason a cancel, redispatch, release or evidence mark may give. */
+export const MAX_REASON_CHARS = 500;
+/** The longest note on a receipt or an attestation. */
+export const MAX_NOTE_CHARS = 1_000;
+/** The longest approval id, `verifiedBy` and result summary. */
+export const MAX_APPROVAL_ID_CHARS = 128;
+export const MAX_VERIFIED_BY_CHARS = 128;
+export const MAX_SUMMARY_CHARS = 100_000;
+/** A list's largest page (`limit`), and the longest cursor a list takes back. */
+export const MAX_LIST_LIMIT = 100;
+export const MAX_CURSOR_CHARS = 4_096;
+/** The inbox (CONTRACT §10): a claim's lease, its long poll, how many results one claim takes, and its ids' lengths. */
+export const MIN_LEASE_SECONDS = 5;
+export const MAX_LEASE_SECONDS = 900;
+export const MAX_WAIT_SECONDS = 20;
+export const MAX_CLAIM_RESULTS = 50;
+export const MAX_RESULT_ID_CHARS = 160;
+export const MAX_CLAIM_TOKEN_CHARS = 64;
+
 export * from './routes.js';
 export * from './route-docs.js';

@@ -4,6 +4,7 @@
  * would refuse never leaves. Its defaults and rules are in the zod-free root module (`@dispatch-ledger/protocol`).
  */
 import * as z from 'zod/mini';
+import './english.js';
 import {
   DEFAULT_MAX_HOPS,
   DEFAULT_PRIORITY,

@@ -56,6 +56,19 @@ export const ROUTES = {
 
 export type RouteName = keyof typeof ROUTES;
 
+/**
+ * The target protocol (CONTRACT §8): what the ledger calls on a target's base URL (an http target, or the
+ * worker kit's server). A target answers lookups, decisions and cancels of the runs it gave ids to.
+ */
+export const TARGET_ROUTES = {
+  submit: { method: 'POST', path: '/runs' },
+  lookUp: { method: 'GET', path: '/runs/{runId}' },
+  decide: { method: 'POST', path: '/runs/{runId}/approval' },
+  cancel: { method: 'POST', path: '/runs/{runId}/cancel' },
+} as const satisfies Record<string, Pick<RouteSpec, 'method' | 'path'>>;
+
+export type TargetRouteName = keyof typeof TARGET_ROUTES;
+
 /** The segments of a route's path: `{name}` → `:name` (one segment), `{*name}` → `*name` (the rest). */
 export function routePattern(spec: Pick<RouteSpec, 'path'>): string[] {
   return spec.path
@@ -74,4 +87,29 @@ export function routePath(spec: Pick<RouteSpec, 'path'>, params: Readonly<Record
     if (value === undefined) throw new Error(`${spec.path} needs ${name}`);
     return rest ? value.split('/').map(encodeURIComponent).join('/') : encodeURIComponent(value);
   });
+}
+
+/**
+ * The parameters of a route whose pattern (`routePattern`) the path's raw, percent-encoded segments
+ * match, or undefined: `:name` captures one segment, decoded; `*name` captures the rest, still encoded
+ * (an evidence ref spans segments and is validated in both forms). With `decode` left as it is, a
+ * malformed escape throws URIError.
+ *
+ * @example
+ * routeParams(routePattern(ROUTES.inboxAck), '/origins/planner/inbox/r%3A1/ack'.split('/').slice(1)) // { origin: 'planner', resultId: 'r:1' }
+ */
+export function routeParams(pattern: readonly string[], segments: readonly string[], decode: (segment: string) => string = decodeURIComponent): Record<string, string> | undefined {
+  const params: Record<string, string> = {};
+  for (const [index, part] of pattern.entries()) {
+    if (part.startsWith('*')) {
+      if (index >= segments.length) return undefined;
+      params[part.slice(1)] = segments.slice(index).join('/');
+      return params;
+    }
+    const segment = segments[index];
+    if (segment === undefined) return undefined;
+    if (part.startsWith(':')) params[part.slice(1)] = decode(segment);
+    else if (part !== decode(segment)) return undefined;
+  }
+  return pattern.length === segments.length ? params : undefined;
 }

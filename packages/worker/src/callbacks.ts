@@ -1,4 +1,5 @@
 import { setTimeout as pause } from 'node:timers/promises';
+import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { timerDelayMs } from './heartbeat.js';
 import { clipForMessage, type Log, type RunEvent } from './model.js';
 import { errorCodeOf } from './parse.js';
@@ -88,7 +89,7 @@ const base = (callbackUrl: string): string => callbackUrl.replace(/\/+$/, '');
  * eventsUrl('http://127.0.0.1:4000/', 'd-1:1') // 'http://127.0.0.1:4000/runs/d-1%3A1/events'
  */
 export function eventsUrl(callbackUrl: string, runId: string): string {
-  return `${base(callbackUrl)}/runs/${encodeURIComponent(runId)}/events`;
+  return `${base(callbackUrl)}${routePath(ROUTES.postRunEvent, { runId })}`;
 }
 
 /**
@@ -100,18 +101,17 @@ export function eventsUrl(callbackUrl: string, runId: string): string {
  * // 'http://h/dispatches/d-1/evidence/out/my%20report.md?runId=d-1%3A1'
  */
 export function evidenceUrl(callbackUrl: string, dispatchId: string, ref: string, runId: string): string {
-  const encodedRef = ref.split('/').map(encodeURIComponent).join('/');
-  return `${base(callbackUrl)}/dispatches/${encodeURIComponent(dispatchId)}/evidence/${encodedRef}?runId=${encodeURIComponent(runId)}`;
+  return `${base(callbackUrl)}${routePath(ROUTES.putEvidence, { dispatchId, ref })}?runId=${encodeURIComponent(runId)}`;
 }
 
 /** A lambda run's control record (CONTRACT §12): cancel, supersede and the approval decision. */
 export function controlUrl(callbackUrl: string, runId: string, dispatchId: string): string {
-  return `${base(callbackUrl)}/runs/${encodeURIComponent(runId)}/control?dispatchId=${encodeURIComponent(dispatchId)}`;
+  return `${base(callbackUrl)}${routePath(ROUTES.getRunControl, { runId })}?dispatchId=${encodeURIComponent(dispatchId)}`;
 }
 
 /** Where a spilled task is read (CONTRACT §8 v2). */
 export function taskUrl(callbackUrl: string, dispatchId: string, runId: string): string {
-  return `${base(callbackUrl)}/dispatches/${encodeURIComponent(dispatchId)}/task?runId=${encodeURIComponent(runId)}`;
+  return `${base(callbackUrl)}${routePath(ROUTES.getTask, { dispatchId })}?runId=${encodeURIComponent(runId)}`;
 }
 
 /** The pause before try `tries + 1`: doubling from `firstPauseMs`, capped at `maxPauseMs`. */

@@ -1,4 +1,4 @@
-import { decodePathSegment, requestIdOf } from '@dispatch-ledger/protocol';
+import { decodePathSegment, requestIdOf, routeParams, routePattern, TARGET_ROUTES, type TargetRouteName } from '@dispatch-ledger/protocol';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -299,9 +299,21 @@ function refusalLog(log: Log, now: () => number = Date.now): RefusalLog {
   };
 }
 
-const RUNS = /^\/runs\/?$/;
-const RUN = /^\/runs\/([^/]+)\/?$/;
-const RUN_ACTION = /^\/runs\/([^/]+)\/(approval|cancel)\/?$/;
+/** The target protocol's routes (CONTRACT §8) as path segments. */
+const TARGET_PATTERNS = Object.entries(TARGET_ROUTES).map(([name, spec]) => ({ name: name as TargetRouteName, pattern: routePattern(spec) }));
+
+/**
+ * Which route of the target protocol a path is, and its run id (decoded; a malformed escape left as
+ * typed, so it simply names no run). One trailing slash is allowed; an empty run id is no route.
+ */
+function targetRouteOf(pathname: string): { readonly name: TargetRouteName; readonly runId: string } | undefined {
+  const segments = pathname.replace(/\/$/, '').split('/').slice(1);
+  for (const { name, pattern } of TARGET_PATTERNS) {
+    const params = routeParams(pattern, segments, decodePathSegment);
+    if (params && params.runId !== '') return { name, runId: params.runId ?? '' };
+  }
+  return undefined;
+}
 const HEALTH = /^\/health\/?$/;
 
 /** A request as the router sees it: the body is read only by a route that needs one, else drained. */
@@ -318,7 +330,8 @@ async function route(engine: RunEngine, req: Routed): Promise<WorkerAnswer> {
   const { pathname } = new URL(req.url, 'http://worker.invalid');
   const { method } = req;
 
-  if (RUNS.test(pathname)) {
+  const target = targetRouteOf(pathname);
+  if (target?.name === 'submit') {
     if (method !== 'POST') return methodNotAllowed(req, 'POST');
     const body = await req.body();
     if (body.kind !== 'json') return bodyError(body);
@@ -326,31 +339,25 @@ async function route(engine: RunEngine, req: Routed): Promise<WorkerAnswer> {
     if (outcome.kind === 'refused') return errorAnswer(outcome.httpStatus, outcome.code, outcome.message);
     return jsonAnswer(outcome.kind === 'created' ? 201 : 200, outcome.run);
   }
-
-  const action = RUN_ACTION.exec(pathname);
-  if (action) {
+  if (target?.name === 'cancel' || target?.name === 'decide') {
     if (method !== 'POST') return methodNotAllowed(req, 'POST');
-    const runId = decodePathSegment(action[1]);
-    if (action[2] === 'cancel') {
+    if (target.name === 'cancel') {
       req.drain(); // a cancel's body, if any, carries nothing the kit needs
-      const outcome = await engine.cancel(runId);
+      const outcome = await engine.cancel(target.runId);
       if (outcome.kind === 'refused') return errorAnswer(outcome.httpStatus, outcome.code, outcome.message);
       return jsonAnswer(200, outcome.run);
     }
     const body = await req.body();
     if (body.kind !== 'json') return bodyError(body);
-    const outcome = await engine.decide(runId, body.value);
+    const outcome = await engine.decide(target.runId, body.value);
     if (outcome.kind === 'refused') return errorAnswer(outcome.httpStatus, outcome.code, outcome.message);
     return jsonAnswer(200, { approvalId: outcome.approvalId, decision: outcome.decision });
   }
-
-  const run = RUN.exec(pathname);
-  if (run) {
+  if (target?.name === 'lookUp') {
     if (method !== 'GET') return methodNotAllowed(req, 'GET');
     req.drain();
-    const runId = decodePathSegment(run[1]);
-    const view = await engine.lookup(runId);
-    if (!view) return errorAnswer(404, 'run_not_found', `no run ${clipForMessage(runId)}`);
+    const view = await engine.lookup(target.runId);
+    if (!view) return errorAnswer(404, 'run_not_found', `no run ${clipForMessage(target.runId)}`);
     return jsonAnswer(200, view);
   }
 

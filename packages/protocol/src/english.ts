@@ -1,8 +1,7 @@
 import { config, type core } from 'zod/mini';
-import { clip } from './text.js';
 
 /**
- * Plain-English messages for every zod issue the ledger's schemas raise. Classic `zod` installs its
+ * Plain-English messages for every zod issue the protocol's schemas raise (`@dispatch-ledger/protocol/english`, imported for its effect by the schema modules: the ledger's answers and the client's refusals read the same). Classic `zod` installs its
  * locale on import; `zod/mini` (which the Lambda bundles use, for size) installs none, so its messages
  * would be a bare "Invalid input". Field errors in blocked reasons, 4xx bodies and audit failures quote
  * these messages, so every module whose validation messages reach people imports this once, for its
@@ -14,7 +13,8 @@ const KEYS_NAMED = 3;
 const KEY_CHARS = 40;
 
 function unknownFields(keys: readonly string[]): string {
-  const named = keys.slice(0, KEYS_NAMED).map((key) => clip(key, KEY_CHARS));
+  // Clipped by code point, so a key is never cut inside a surrogate pair.
+  const named = keys.slice(0, KEYS_NAMED).map((key) => (key.length > KEY_CHARS ? `${Array.from(key).slice(0, KEY_CHARS - 1).join('')}…` : key));
   const more = keys.length - named.length;
   return `unknown field${keys.length > 1 ? 's' : ''}: ${named.join(', ')}${more > 0 ? ` and ${more} more` : ''}`;
 }
