@@ -4,6 +4,13 @@ import {
   DISPATCH_ID_RULE,
   FINAL_RUN_STATUSES,
   MAX_API_BODY_DEPTH,
+  MAX_CLAIM_RESULTS,
+  MAX_LEASE_SECONDS,
+  MAX_LIST_LIMIT,
+  MAX_NOTE_CHARS,
+  MAX_REASON_CHARS,
+  MAX_WAIT_SECONDS,
+  MIN_LEASE_SECONDS,
   MAX_EVIDENCE_REFS,
   MAX_REF_BYTES,
   MAX_RUN_ID_CHARS,
@@ -13,9 +20,13 @@ import {
   ROUTE_DOCS,
   ROUTES,
   RUN_STATUSES,
+  TARGET_ROUTES,
   type RouteCaller,
   type RouteName,
+  type TargetRouteName,
 } from '@dispatch-ledger/protocol';
+import { ROUTE_SCHEMAS, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
+import type * as z from 'zod/mini';
 import { DETAIL_TYPES, EVENT_CATALOG } from '../shared/events/catalog.js';
 import { replaceDocBlocks } from './doc-blocks.js';
 
@@ -62,15 +73,43 @@ function bounds(): string {
     ['a task', `nests at most ${MAX_TASK_DEPTH} levels (the task object is level 1)`],
     ['any API body', `nests at most ${MAX_API_BODY_DEPTH.toLocaleString('en')} levels`],
     ['any of a dispatch’s clocks', `at most ${MAX_TIMEOUT_SECONDS.toLocaleString('en')} s (30 days)`],
+    ['a reason (cancel, redispatch, release, evidence mark)', `1..${MAX_REASON_CHARS} characters, not blank`],
+    ['a note (receipt, attestation)', `at most ${MAX_NOTE_CHARS.toLocaleString('en')} characters`],
+    ['a list page (`limit`)', `1..${MAX_LIST_LIMIT}`],
+    ['an inbox lease', `${MIN_LEASE_SECONDS}..${MAX_LEASE_SECONDS} s`],
+    ['an inbox long poll (`waitSeconds`)', `0..${MAX_WAIT_SECONDS} s`],
+    ['results in one claim', `1..${MAX_CLAIM_RESULTS}`],
   ];
   return ['| what | bound |', '| --- | --- |', ...rows.map(([what, bound]) => `| ${what} | ${bound} |`)].join('\n');
+}
+
+/** The fields of an object schema, each marked `?` when it may be left out. */
+function fieldsOf(schema: z.ZodMiniType): string {
+  const shape = (schema as z.ZodMiniType & { readonly def: { readonly shape?: Record<string, z.ZodMiniType> } }).def.shape ?? {};
+  return Object.entries(shape)
+    .map(([name, field]) => `\`${name}${field._zod.optin === 'optional' ? '?' : ''}\``)
+    .join(', ');
+}
+
+/** What each route that reads a body or a checked query takes, from ROUTE_SCHEMAS. */
+function requests(): string {
+  const rows = (Object.keys(ROUTE_SCHEMAS) as RouteName[]).flatMap((name) => {
+    const schemas: RouteSchemas<unknown> = ROUTE_SCHEMAS[name];
+    const parts = [schemas.body && `body: ${fieldsOf(schemas.body())}`, schemas.query && `query: ${fieldsOf(schemas.query())}`].filter(Boolean);
+    return parts.length === 0 ? [] : [`| \`${name}\` | ${parts.join('; ')} |`];
+  });
+  return ['| route | takes (strict: any other field is refused) |', '| --- | --- |', ...rows].join('\n');
+}
+
+function targetRoutes(): string {
+  return ['| route | name |', '| --- | --- |', ...(Object.keys(TARGET_ROUTES) as TargetRouteName[]).map((name) => `| \`${TARGET_ROUTES[name].method} ${TARGET_ROUTES[name].path}\` | \`${name}\` |`)].join('\n');
 }
 
 function events(): string {
   return ['| detail-type | when |', '| --- | --- |', ...DETAIL_TYPES.map((type) => `| \`${type}\` | ${EVENT_CATALOG[type].description} |`)].join('\n');
 }
 
-export const GENERATED: Record<string, () => string> = { routes: routeTable, statuses, bounds, events };
+export const GENERATED: Record<string, () => string> = { routes: routeTable, requests, 'target-routes': targetRoutes, statuses, bounds, events };
 
 /** `doc` with every generated block written afresh; throws when a marker is missing. */
 export function renderProtocolDoc(doc: string): string {

@@ -5,7 +5,9 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLedgerClient, isLedgerApiError, isLedgerProtocolError, isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
 import { projectRoot } from '../../local/paths.js';
+import { ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 import { clientRoundTrip, roundTripped, stateDirOf } from '../support/client-script.js';
+import { startRouteRecorder, type RouteRecorder } from '../support/route-recorder.js';
 import { uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -16,30 +18,28 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
  * with the credentials from the state directory — and `inbox.deliver`'s settlement order, each way it can end.
  */
 
-describe('the client from a plain node ESM script (no tsx), local: true', () => {
-  it('dispatches, checks until handled, delivers through the inbox (origin_ack), and reads a 404 as a LedgerApiError', async () => {
-    const t = await startTestPlatform();
-    try {
-      const { dispatchId, printed } = await clientRoundTrip(t);
-      expect(printed).toEqual(roundTripped(dispatchId));
-    } finally {
-      await t.stop();
-    }
-  }, 180_000);
-});
-
-describe('inbox.deliver: the settlement order (seed 004)', () => {
+describe('the client on the local platform, through a recorder of the routes it calls', () => {
   let t: TestPlatform;
+  let recorder: RouteRecorder;
   beforeAll(async () => {
     t = await startTestPlatform();
+    recorder = await startRouteRecorder(t.platform.info.apiUrl);
   });
   afterAll(async () => {
+    await recorder.stop();
     await t.stop();
   });
 
-  /** A client speaking for an origin of its own (each test its own inbox). */
-  const clientFor = (origin: string): LedgerClient =>
-    createLedgerClient({ origin, local: { apiUrl: t.platform.info.apiUrl, dispatchQueueUrl: t.platform.info.dispatchQueueUrl, sqsEndpoint: t.platform.info.sqsEndpoint } });
+  // One platform per file: a second in-process platform started after the first stopped sent its
+  // dispatches to the first one's demo agent (see the closing note of issue 30).
+  it('from a plain node ESM script (no tsx), local: true: dispatches, checks until handled, delivers through the inbox (origin_ack), and reads a 404 as a LedgerApiError', async () => {
+    const { dispatchId, printed } = await clientRoundTrip(t);
+    expect(printed).toEqual(roundTripped(dispatchId));
+  }, 180_000);
+
+  /** A client speaking for an origin of its own (each test its own inbox), or as the operator (no origin), through the recorder. */
+  const clientFor = (origin?: string): LedgerClient =>
+    createLedgerClient({ ...(origin ? { origin } : {}), local: { apiUrl: recorder.url, dispatchQueueUrl: t.platform.info.dispatchQueueUrl, sqsEndpoint: t.platform.info.sqsEndpoint } });
 
   /** A dispatch of `ledger`'s origin whose inject result waits in its inbox. */
   async function finished(ledger: LedgerClient): Promise<string> {
@@ -49,6 +49,7 @@ describe('inbox.deliver: the settlement order (seed 004)', () => {
     return dispatchId;
   }
 
+  // inbox.deliver: the settlement order (seed 004).
   it('acks once, after the handler resolved', async () => {
     const ledger = clientFor(uniqueName('o'));
     const dispatchId = await finished(ledger);
@@ -132,14 +133,79 @@ describe('inbox.deliver: the settlement order (seed 004)', () => {
     expect((await ledger.inbox.claim({ mode: 'inject' })).results).toEqual([]);
     expect((await ledger.check(dispatchId)).ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
   }, 90_000);
+
+  it('reads and acts through every origin route: lists, approval, receipts, evidence marks, cancel, redispatch, manual attestations', async () => {
+    const ledger = clientFor(uniqueName('o'));
+    const handled = uniqueName('d-all');
+    await ledger.dispatch({ dispatchId: handled, target: 'demo-agent', task: { behavior: 'large_result', resultBytes: 2_000 }, expectedEvidence: ['out/report.md'], resultDelivery: 'inject' });
+    const done = await eventually(`${handled} handled`, () => ledger.check(handled), { until: (view) => view.evidence.outcome === 'handled' && view.result?.state === 'pending', timeoutMs: 60_000 });
+    const runId = done.runId ?? '';
+
+    const history: string[] = [];
+    for await (const entry of ledger.history({ limit: 1 })) history.push(entry.dispatchId);
+    expect(history).toEqual([handled]);
+    expect((await ledger.history.page({ status: 'completed' })).items.map((entry) => entry.dispatchId)).toEqual([handled]);
+    expect((await ledger.inbox.list.page({ state: 'pending' })).items.map((entry) => entry.resultId)).toHaveLength(1);
+    const claim = await ledger.inbox.claim({ mode: 'inject' });
+    const resultId = claim.results[0]?.resultId ?? '';
+    expect(await ledger.inbox.renew(resultId, claim.claimToken ?? '', 30)).toMatchObject({ resultId, state: 'claimed' });
+    expect(await ledger.inbox.body(resultId)).toBeDefined();
+    expect(await ledger.inbox.release(resultId, claim.claimToken ?? '', 'read it later')).toMatchObject({ resultId, state: 'pending', deliveryAttempts: 1 });
+
+    const runs: unknown[] = [];
+    for await (const run of ledger.runs(handled)) runs.push(run);
+    expect(runs.length).toBeGreaterThanOrEqual(1);
+    expect((await ledger.receipts.list.page(handled)).items.length).toBeGreaterThanOrEqual(2);
+    expect(await ledger.receipts.record(handled, { receiptId: 'rc-1', runId, kind: 'artifact_acceptance', state: 'accepted', verifiedBy: 'alice' })).toMatchObject({ receiptId: 'rc-1' });
+    expect((await ledger.receipts.operator.page(handled)).items).toEqual([expect.objectContaining({ receiptId: 'rc-1' })]);
+    expect(await ledger.markEvidence(handled, { ref: 'out/report.md', status: 'rejected', reason: 'the figures are wrong' })).toMatchObject({ ref: 'out/report.md', status: 'rejected' });
+    const again = await ledger.redispatch(handled, { reason: 'the figures were wrong' });
+    expect(again).toMatchObject({ attempt: 2 });
+
+    const waiting = uniqueName('d-approve');
+    await ledger.dispatch({ dispatchId: waiting, target: 'demo-agent', task: { behavior: 'await_approval' } });
+    const pending = await eventually(`${waiting} waiting for approval`, () => ledger.check(waiting), { until: (view) => typeof (view.execution as { pendingApproval?: { approvalId?: string } }).pendingApproval?.approvalId === 'string', timeoutMs: 60_000 });
+    const approvalId = (pending.execution as { pendingApproval?: { approvalId?: string } }).pendingApproval?.approvalId ?? '';
+    expect(await ledger.decide(waiting, { approvalId, decision: 'approve' })).toEqual({ approvalId, decision: 'approve' });
+
+    const slow = uniqueName('d-cancel');
+    await ledger.dispatch({ dispatchId: slow, target: 'demo-agent', task: { behavior: 'slow', seconds: 60 } });
+    await eventually(`${slow} running`, () => ledger.check(slow), { until: (view) => view.execution.status === 'running', timeoutMs: 30_000 });
+    expect(await ledger.cancel(slow, { reason: 'no longer needed' })).toMatchObject({ dispatchId: slow });
+
+    const desk = uniqueName('d-desk');
+    await ledger.dispatch({ dispatchId: desk, target: 'desk', task: { write: 'the quarterly report' } });
+    await eventually(`${desk} recorded`, () => ledger.check(desk), { until: (view) => view.dispatchId === desk, timeoutMs: 30_000 });
+    expect(await ledger.manual.attest(desk, { attestationId: 'ma-1', kind: 'manual_dispatch_written', note: 'Alice has the brief' })).toMatchObject({ attestationId: 'ma-1' });
+    expect((await ledger.manual.list.page(desk)).items).toEqual([expect.objectContaining({ attestationId: 'ma-1' })]);
+    expect((await ledger.rejections.page()).items).toEqual([]);
+  }, 180_000);
+
+  it('reads and acts through every operator route', async () => {
+    const operator = clientFor();
+    expect(await operator.operator.counts()).toMatchObject({ total: expect.any(Number) });
+    expect((await operator.operator.list.page({ limit: 5 })).items.length).toBeGreaterThan(0);
+    expect(Array.isArray((await operator.operator.attention.page({ limit: 5 })).items)).toBe(true);
+    expect(Array.isArray((await operator.operator.rejections.page({ limit: 5 })).items)).toBe(true);
+    const error = await operator.operator.releaseSlot('demo-agent', { runId: 'no-such-run', reason: 'drill' }).catch((thrown: unknown) => thrown);
+    expect(isLedgerApiError(error) && [404, 409, 422].includes(error.status), String(error)).toBe(true);
+  }, 60_000);
+
+  it('called every entry of the route table that an origin or the operator calls (the target routes are the worker kit’s)', () => {
+    const expected = (Object.keys(ROUTES) as RouteName[]).filter((name) => ROUTES[name].who.some((who) => who !== 'target'));
+    expect(expected.filter((name) => !recorder.called.has(name))).toEqual([]);
+    expect(expected).toHaveLength(24);
+  });
 });
 
 describe('answers and messages at the edge', () => {
   let server: Server;
   let answer: unknown;
   let client: LedgerClient;
+  let requests = 0;
   beforeAll(async () => {
     server = createServer((_req, res) => {
+      requests += 1;
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(answer));
     });
@@ -170,5 +236,30 @@ describe('answers and messages at the edge', () => {
       const error = await client.dispatch(bad).catch((thrown: unknown) => thrown);
       expect(isLedgerValidationError(error), JSON.stringify(bad)).toBe(true);
     }
+  });
+
+  it('never sends a request the ledger would refuse, and says why in the API’s words', async () => {
+    const before = requests;
+    const refusals = [
+      () => client.cancel('d-1', { reason: '   ' }),
+      () => client.inbox.claim({ max: 51 }),
+      () => client.receipts.record('d-1', { receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', verifiedBy: 'alice' }),
+      () => client.history.page({ status: 'sleeping' }),
+      () => client.decide('d-1', { approvalId: 'a-1', decision: 'maybe' as 'approve' }),
+    ];
+    const messages: string[] = [];
+    for (const refuse of refusals) {
+      const error = await refuse().catch((thrown: unknown) => thrown);
+      expect(isLedgerValidationError(error), String(error)).toBe(true);
+      messages.push((error as Error).message);
+    }
+    expect(requests).toBe(before);
+    expect(messages).toEqual([
+      'the ledger would refuse this body: reason: too small: at least 1 characters',
+      'the ledger would refuse this body: max: too big: at most 50',
+      'the ledger would refuse this body: evidenceRef: a confirmed delivery needs a non-blank evidenceRef',
+      expect.stringMatching(/^the ledger would refuse this query: status: expected one of "queued", /),
+      'the ledger would refuse this body: decision: expected one of "approve", "cancel"',
+    ]);
   });
 });

@@ -1,34 +1,16 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import * as z from 'zod/mini';
-import { MAX_BODY_DEPTH, ROUTES, type RouteSpec } from '@dispatch-ledger/protocol';
-import {
-  AttentionAnswer,
-  ClaimAnswer,
-  DispatchViewAnswer,
-  HistoryEntryAnswer,
-  InboxEntryAnswer,
-  ObjectAnswer,
-  pageOf,
-  RejectionAnswer,
-  SettleAnswer,
-  type AttentionEntry,
-  type Claim,
-  type ClaimedResult,
-  type DispatchView,
-  type HistoryEntry,
-  type InboxEntry,
-  type Rejection,
-  type SettledResult,
-} from '@dispatch-ledger/protocol/answers';
+import type * as z from 'zod/mini';
+import { MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
+import type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
 import { DispatchMessageSchema, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
+import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
+import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import { connectionOf, type CallAs, type Connection, type LedgerClientOptions } from './connection.js';
 import { isLedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError } from './errors.js';
-import { callRoute, issuesOf, listing, type CallOptions, type Listing } from './transport.js';
+import { callRoute, dispatchListing, issuesOf, listing, type CallOptions, type DispatchListing, type Listing } from './transport.js';
 
 /** The queue's largest message (CONTRACT §1): a larger one is never sent. */
 const MAX_MESSAGE_BYTES = 1024 * 1024;
-/** A release's reason, as the ledger bounds it. */
-const MAX_REASON_CHARS = 500;
 
 export type DispatchRequest = Omit<DispatchMessageInput, 'origin'> & { readonly origin?: string };
 export interface ClaimOptions extends CallOptions {
@@ -57,8 +39,23 @@ export interface LedgerClient {
   cancel(dispatchId: string, body: { readonly reason: string }, options?: CallOptions): Promise<Record<string, unknown>>;
   redispatch(dispatchId: string, body: { readonly reason: string; readonly force?: boolean }, options?: CallOptions): Promise<Record<string, unknown>>;
   decide(dispatchId: string, body: { readonly approvalId: string; readonly decision: 'approve' | 'cancel' }, options?: CallOptions): Promise<Record<string, unknown>>;
-  readonly receipts: { record(dispatchId: string, body: Record<string, unknown>, options?: CallOptions): Promise<Record<string, unknown>> };
-  readonly manual: { attest(dispatchId: string, body: Record<string, unknown>, options?: CallOptions): Promise<Record<string, unknown>> };
+  readonly receipts: {
+    /** Records an operator receipt (docs/protocol.md §5): a person's word that the result was accepted or delivered. */
+    record(dispatchId: string, body: OperatorReceiptBody, options?: CallOptions): Promise<Record<string, unknown>>;
+    /** The dispatch receipts the ledger wrote, paged. */
+    readonly list: DispatchListing<Record<string, unknown>>;
+    /** The operator receipts people recorded, paged. */
+    readonly operator: DispatchListing<Record<string, unknown>>;
+  };
+  readonly manual: {
+    attest(dispatchId: string, body: ManualAttestationBody, options?: CallOptions): Promise<Record<string, unknown>>;
+    /** The attestations of a manual dispatch, paged. */
+    readonly list: DispatchListing<Record<string, unknown>>;
+  };
+  /** The runs of every attempt of a dispatch, paged. */
+  readonly runs: DispatchListing<Record<string, unknown>>;
+  /** Marks one evidence file of the current attempt `invalid`, `superseded` or `rejected` (or `valid` again): the gate follows. */
+  markEvidence(dispatchId: string, body: { readonly ref: string; readonly status: 'valid' | 'invalid' | 'superseded' | 'rejected'; readonly reason: string }, options?: CallOptions): Promise<Record<string, unknown>>;
   /** This origin's own refused messages, newest first. */
   readonly rejections: Listing<{ readonly limit?: number }, Rejection>;
   readonly inbox: {
@@ -80,7 +77,9 @@ export interface LedgerClient {
     readonly list: Listing<{ readonly status?: string; readonly phase?: string; readonly target?: string; readonly origin?: string; readonly limit?: number }, HistoryEntry>;
     counts(options?: CallOptions): Promise<Record<string, unknown>>;
     readonly rejections: Listing<{ readonly limit?: number }, Rejection>;
-    releaseSlot(target: string, body: { readonly runId: string; readonly reason: string }, options?: CallOptions): Promise<Record<string, unknown>>;
+    releaseSlot(target: string, body: { readonly runId: string; readonly reason: string; readonly dispatchId?: string }, options?: CallOptions): Promise<Record<string, unknown>>;
+    /** Any origin's dispatch view, read under the operator's role. */
+    check(dispatchId: string, options?: CallOptions): Promise<DispatchView>;
   };
   /** Ends the client: later calls fail. (It holds no connection between calls.) */
   close(): void;
@@ -110,12 +109,29 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     if (!origin) throw new LedgerConfigError('this call speaks for an origin: create the client with { origin }');
     return origin;
   };
-  const call = async <T>(spec: RouteSpec, as: CallAs, answer: z.ZodMiniType<T>, parts: { params?: Record<string, string>; query?: Record<string, string | number | boolean | undefined>; body?: unknown; signal?: AbortSignal | undefined } = {}): Promise<T> =>
-    callRoute(await connection(), origin, spec, { ...parts, as, answer });
+  /** One route of the table: its request checked against the protocol first (a request the ledger would refuse never leaves), its answer read with the table's schema. */
+  const call = async <N extends RouteName>(name: N, as: CallAs, parts: { params?: Record<string, string>; query?: Record<string, string | number | boolean | undefined>; body?: unknown; signal?: AbortSignal | undefined } = {}): Promise<AnswerOf<N>> => {
+    const schemas: RouteSchemas<unknown> = ROUTE_SCHEMAS[name];
+    const checks = [
+      ['body', schemas.body, parts.body],
+      ['query', schemas.query, parts.query && Object.fromEntries(Object.entries(parts.query).filter(([, value]) => value !== undefined))],
+    ] as const;
+    for (const [part, schema, value] of checks) {
+      const read = schema?.().safeParse(value);
+      if (read && !read.success) {
+        const problems = issuesOf(read.error);
+        throw new LedgerValidationError(`the ledger would refuse this ${part}: ${problems.map((problem) => `${problem.path || part}: ${problem.message}`).join('; ')}`, problems);
+      }
+    }
+    return callRoute(await connection(), origin, ROUTES[name], { ...parts, as, answer: ROUTE_SCHEMAS[name].answer as z.ZodMiniType<AnswerOf<N>> });
+  };
   const own = (params: Record<string, string> = {}) => ({ origin: needOrigin(), ...params });
 
-  const settle = (action: 'ack' | 'release' | 'renew', resultId: string, body: Record<string, unknown>, signal?: AbortSignal) =>
-    call(ROUTES[action === 'ack' ? 'inboxAck' : action === 'release' ? 'inboxRelease' : 'inboxRenew'], 'origin', SettleAnswer, { params: own({ resultId }), body, signal });
+  const settle = (name: 'inboxAck' | 'inboxRelease' | 'inboxRenew', resultId: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+    call(name, 'origin', { params: own({ resultId }), body, signal });
+  /** A paged list of one dispatch (the owner's, or any under the operator's role). */
+  const ofDispatch = (name: 'listReceipts' | 'listOperatorReceipts' | 'listManualAttestations' | 'listRuns') =>
+    dispatchListing((dispatchId, query, callOptions) => call(name, 'origin', { params: { dispatchId }, query: { ...query }, signal: callOptions.signal }));
 
   const client: LedgerClient = {
     async dispatch(message, callOptions = {}) {
@@ -140,29 +156,40 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       }
     },
     check: (dispatchId, callOptions = {}) =>
-      call(ROUTES.getDispatch, 'origin', DispatchViewAnswer, { params: { dispatchId }, query: { refresh: callOptions.refresh ? true : undefined }, signal: callOptions.signal }),
-    history: listing((query, callOptions) => call(ROUTES.history, 'origin', pageOf(HistoryEntryAnswer), { params: own(), query: { ...query }, signal: callOptions.signal })),
-    cancel: (dispatchId, body, callOptions = {}) => call(ROUTES.cancel, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }),
-    redispatch: (dispatchId, body, callOptions = {}) => call(ROUTES.redispatch, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }),
-    decide: (dispatchId, body, callOptions = {}) => call(ROUTES.decideApproval, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }),
-    receipts: { record: (dispatchId, body, callOptions = {}) => call(ROUTES.recordReceipt, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }) },
-    manual: { attest: (dispatchId, body, callOptions = {}) => call(ROUTES.attestManual, 'origin', ObjectAnswer, { params: { dispatchId }, body, signal: callOptions.signal }) },
-    rejections: listing((query, callOptions) => call(ROUTES.originRejections, 'origin', pageOf(RejectionAnswer), { params: own(), query: { ...query }, signal: callOptions.signal })),
+      call('getDispatch', 'origin', { params: { dispatchId }, query: { refresh: callOptions.refresh ? true : undefined }, signal: callOptions.signal }),
+    history: listing((query, callOptions) => call('history', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
+    cancel: (dispatchId, body, callOptions = {}) => call('cancel', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
+    redispatch: (dispatchId, body, callOptions = {}) => call('redispatch', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
+    decide: (dispatchId, body, callOptions = {}) => call('decideApproval', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
+    receipts: {
+      record: (dispatchId, body, callOptions = {}) => call('recordReceipt', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
+      list: ofDispatch('listReceipts'),
+      operator: ofDispatch('listOperatorReceipts'),
+    },
+    manual: {
+      attest: (dispatchId, body, callOptions = {}) => call('attestManual', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
+      list: ofDispatch('listManualAttestations'),
+    },
+    runs: ofDispatch('listRuns'),
+    markEvidence: (dispatchId, body, callOptions = {}) => call('evidenceStatus', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
+    rejections: listing((query, callOptions) => call('originRejections', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
     inbox: {
-      claim: ({ signal, ...body } = {}) => call(ROUTES.inboxClaim, 'origin', ClaimAnswer, { params: own(), body, signal }),
-      ack: (resultId, claimToken, callOptions = {}) => settle('ack', resultId, { claimToken }, callOptions.signal),
-      release: (resultId, claimToken, reason, callOptions = {}) => settle('release', resultId, { claimToken, ...(reason === undefined ? {} : { reason: reason.slice(0, MAX_REASON_CHARS) }) }, callOptions.signal),
-      renew: (resultId, claimToken, leaseSeconds, callOptions = {}) => settle('renew', resultId, { claimToken, leaseSeconds }, callOptions.signal),
-      body: (resultId, callOptions = {}) => call(ROUTES.inboxBody, 'origin', z.unknown(), { params: own({ resultId }), signal: callOptions.signal }),
-      list: listing((query, callOptions) => call(ROUTES.inboxList, 'origin', pageOf(InboxEntryAnswer), { params: own(), query: { ...query }, signal: callOptions.signal })),
+      claim: ({ signal, ...body } = {}) => call('inboxClaim', 'origin', { params: own(), body, signal }),
+      ack: (resultId, claimToken, callOptions = {}) => settle('inboxAck', resultId, { claimToken }, callOptions.signal),
+      release: (resultId, claimToken, reason, callOptions = {}) => settle('inboxRelease', resultId, { claimToken, ...(reason === undefined ? {} : { reason: reason.slice(0, MAX_REASON_CHARS) }) }, callOptions.signal),
+      renew: (resultId, claimToken, leaseSeconds, callOptions = {}) => settle('inboxRenew', resultId, { claimToken, leaseSeconds }, callOptions.signal),
+      body: (resultId, callOptions = {}) => call('inboxBody', 'origin', { params: own({ resultId }), signal: callOptions.signal }),
+      list: listing((query, callOptions) => call('inboxList', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
       deliver: (deliverOptions, handle) => deliver(client, deliverOptions, handle),
     },
     operator: {
-      attention: listing((query, callOptions) => call(ROUTES.attention, 'operator', pageOf(AttentionAnswer), { query: { ...query }, signal: callOptions.signal })),
-      list: listing((query, callOptions) => call(ROUTES.listDispatches, 'operator', pageOf(HistoryEntryAnswer), { query: { ...query }, signal: callOptions.signal })),
-      counts: (callOptions = {}) => call(ROUTES.counts, 'operator', ObjectAnswer, { signal: callOptions.signal }),
-      rejections: listing((query, callOptions) => call(ROUTES.rejections, 'operator', pageOf(RejectionAnswer), { query: { ...query }, signal: callOptions.signal })),
-      releaseSlot: (target, body, callOptions = {}) => call(ROUTES.releaseSlot, 'operator', ObjectAnswer, { params: { target }, body, signal: callOptions.signal }),
+      attention: listing((query, callOptions) => call('attention', 'operator', { query: { ...query }, signal: callOptions.signal })),
+      list: listing((query, callOptions) => call('listDispatches', 'operator', { query: { ...query }, signal: callOptions.signal })),
+      counts: (callOptions = {}) => call('counts', 'operator', { signal: callOptions.signal }),
+      rejections: listing((query, callOptions) => call('rejections', 'operator', { query: { ...query }, signal: callOptions.signal })),
+      releaseSlot: (target, body, callOptions = {}) => call('releaseSlot', 'operator', { params: { target }, body, signal: callOptions.signal }),
+      /** The operator reads any dispatch (never acts on one as its origin). */
+      check: (dispatchId, callOptions = {}) => call('getDispatch', 'operator', { params: { dispatchId }, signal: callOptions.signal }),
     },
     close() {
       closed = true;

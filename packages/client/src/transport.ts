@@ -91,3 +91,16 @@ export function listing<Q, T>(read: (query: (Q & { readonly cursor?: string | un
   });
   return Object.assign(iterate, { page });
 }
+
+/** A list of one dispatch: `for await (const item of list(dispatchId))`, or `.page(dispatchId, { cursor })`. */
+export interface DispatchListing<T> {
+  (dispatchId: string, options?: CallOptions): AsyncIterable<T>;
+  page(dispatchId: string, query?: { readonly cursor?: string | undefined }, options?: CallOptions): Promise<Page<T>>;
+}
+
+export function dispatchListing<T>(read: (dispatchId: string, query: { readonly cursor?: string | undefined } | undefined, options: CallOptions) => Promise<{ items: readonly T[]; cursor?: string | null | undefined }>): DispatchListing<T> {
+  const of = (dispatchId: string) => listing<object, T>((query, options) => read(dispatchId, query, options));
+  return Object.assign((dispatchId: string, options: CallOptions = {}) => of(dispatchId)(undefined, options), {
+    page: (dispatchId: string, query?: { readonly cursor?: string | undefined }, options: CallOptions = {}) => of(dispatchId).page(query, options),
+  });
+}
