@@ -1,3 +1,4 @@
+import { ROUTES, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -208,7 +209,7 @@ class BenchTarget {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      if (request.method !== 'POST' || request.url !== '/runs') {
+      if (request.method !== 'POST' || request.url !== TARGET_ROUTES.submit.path) {
         response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found' } }));
         return;
       }
@@ -819,7 +820,7 @@ async function runLifecycles(
     for (const id of ids) {
       const runId = `r-${id}-1`;
       const runEvent = (seq: number, type: 'heartbeat' | 'completed'): LambdaFunctionURLEvent =>
-        functionUrlEvent('POST', `/runs/${encodeURIComponent(runId)}/events`, {
+        functionUrlEvent('POST', routePath(ROUTES.postRunEvent, { runId }), {
           dispatchId: id,
           seq,
           type,
@@ -833,7 +834,7 @@ async function runLifecycles(
       if (check.outcome !== 'handled') throw new Error(`reference evidence check for ${id}: ${JSON.stringify(check)}`);
       const receipt = await timed('operatorReceipt', () =>
         ref.operatorReceipt(
-          functionUrlEvent('POST', `/dispatches/${encodeURIComponent(id)}/receipts`, { dispatchId: id, receiptId: `rcpt-${id}`, kind: 'delivered', note: 'read by the owner' }),
+          functionUrlEvent('POST', routePath(ROUTES.recordReceipt, { dispatchId: id }), { dispatchId: id, receiptId: `rcpt-${id}`, kind: 'delivered', note: 'read by the owner' }),
           lambdaContext('reference-operator-receipts', 30_000, LOCAL_REGION, MEMORY_MB),
         ),
       );

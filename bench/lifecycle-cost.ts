@@ -1,3 +1,4 @@
+import { ROUTES, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CreateEventBusCommand, EventBridgeClient } from '@aws-sdk/client-eventbridge';
@@ -63,7 +64,7 @@ async function startBenchTarget(): Promise<{ url: string; server: Server }> {
   const server = createServer((request, response) => {
     void body(request).then(() => {
       const key = String(request.headers['idempotency-key'] ?? 'x');
-      response.writeHead(request.method === 'POST' && request.url === '/runs' ? 201 : 404, { 'content-type': 'application/json' });
+      response.writeHead(request.method === 'POST' && request.url === TARGET_ROUTES.submit.path ? 201 : 404, { 'content-type': 'application/json' });
       response.end(JSON.stringify({ runId: `r-${key.replace(/[^A-Za-z0-9._-]/g, '-')}`, status: 'running' }));
     });
   });
@@ -214,12 +215,12 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
     const t0 = clock.getTime();
     for (const [dispatchId, runId] of runs) {
       clock = new Date(t0 + 30_000);
-      await step('heartbeat 1 (API)', () => call('POST', `/runs/${runId}/events`, { dispatchId, seq: 1, type: 'heartbeat' }));
+      await step('heartbeat 1 (API)', () => call('POST', routePath(ROUTES.postRunEvent, { runId }), { dispatchId, seq: 1, type: 'heartbeat' }));
       clock = new Date(t0 + 60_000);
-      await step('heartbeat 2 (API)', () => call('POST', `/runs/${runId}/events`, { dispatchId, seq: 2, type: 'heartbeat' }));
-      await step('evidence upload (API, delivery)', () => call('PUT', `/dispatches/${dispatchId}/evidence/${ref}?runId=${encodeURIComponent(runId)}`, '# report\n'.repeat(200)));
+      await step('heartbeat 2 (API)', () => call('POST', routePath(ROUTES.postRunEvent, { runId }), { dispatchId, seq: 2, type: 'heartbeat' }));
+      await step('evidence upload (API, delivery)', () => call('PUT', `${routePath(ROUTES.putEvidence, { dispatchId, ref })}?runId=${encodeURIComponent(runId)}`, '# report\n'.repeat(200)));
       clock = new Date(t0 + 90_000);
-      await step('complete (API)', () => call('POST', `/runs/${runId}/events`, { dispatchId, seq: 3, type: 'completed', result: { summary: 'done' }, evidence: [ref] }));
+      await step('complete (API)', () => call('POST', routePath(ROUTES.postRunEvent, { runId }), { dispatchId, seq: 3, type: 'completed', result: { summary: 'done' }, evidence: [ref] }));
     }
     // The monitor's next tick: evidence already settled at completion, nothing left to check.
     clock = new Date(t0 + 150_000);
@@ -232,7 +233,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       await step('operator receipt (API)', () =>
         call(
           'POST',
-          `/dispatches/${dispatchId}/receipts`,
+          routePath(ROUTES.recordReceipt, { dispatchId }),
           { receiptId: `rcpt-${dispatchId}`, runId, kind: 'artifact_acceptance', state: 'accepted', evidenceRef: ref, verifiedBy: 'bench' },
           'planner',
         ),
@@ -243,7 +244,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
     if (delivery === 'callback') {
       // An origin waiting on an empty inbox: one claim with a 20 s long poll that finds nothing.
       const before = meter.snapshot();
-      const answer = await route(apiDeps, request('POST', '/origins/nobody-waiting/inbox/claim', { mode: 'after_turn', waitSeconds: 20 }, 'nobody-waiting'));
+      const answer = await route(apiDeps, request('POST', routePath(ROUTES.inboxClaim, { origin: 'nobody-waiting' }), { mode: 'after_turn', waitSeconds: 20 }, 'nobody-waiting'));
       if (answer.statusCode !== 200) throw new Error(`empty long poll → ${answer.statusCode}: ${answer.body}`);
       const spent = meter.since(before);
       emptyLongPoll = { readUnits: spent.readUnits, requests: spent.requests };
@@ -251,12 +252,12 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       // that claims between turns does; the result itself was made in the completion's write.
       const acked = new Set<string>();
       for (let index = 0; index < ids.length; index += 1) {
-        const claimed = await step('claim (API, inbox)', () => route(apiDeps, request('POST', '/origins/planner/inbox/claim', { mode: 'after_turn', max: 1 }, 'planner')));
+        const claimed = await step('claim (API, inbox)', () => route(apiDeps, request('POST', routePath(ROUTES.inboxClaim, { origin: 'planner' }), { mode: 'after_turn', max: 1 }, 'planner')));
         const { claimToken, results } = JSON.parse(claimed.body) as { claimToken?: string; results?: Array<{ resultId: string; dispatchId: string }> };
         const result = results?.[0];
         if (!claimToken || !result || !ids.includes(result.dispatchId)) throw new Error(`claim ${index}: no result of these lifecycles: ${claimed.body}`);
         acked.add(result.dispatchId);
-        await step('ack (API, inbox)', () => call('POST', `/origins/planner/inbox/${encodeURIComponent(result.resultId)}/ack`, { claimToken }, 'planner'));
+        await step('ack (API, inbox)', () => call('POST', routePath(ROUTES.inboxAck, { origin: 'planner', resultId: result.resultId }), { claimToken }, 'planner'));
       }
       if (acked.size !== ids.length) throw new Error(`${ids.length - acked.size} results were never claimed`);
     }

@@ -1,3 +1,4 @@
+import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -365,7 +366,7 @@ async function steady(ctx: BenchContext): Promise<ScaleWorkloadResult> {
       ids,
       API_CONCURRENCY,
       async (dispatchId) => {
-        const response = await route(rigged.apiDeps, apiRequest('POST', `/runs/${runIdOf(dispatchId)}/events`, { dispatchId, seq: 1, type: 'completed', result: { summary: 'done' } }));
+        const response = await route(rigged.apiDeps, apiRequest('POST', routePath(ROUTES.postRunEvent, { runId: runIdOf(dispatchId) }), { dispatchId, seq: 1, type: 'completed', result: { summary: 'done' } }));
         if (response.statusCode >= 300) throw new Error(`complete ${dispatchId} → ${response.statusCode}: ${response.body}`);
       },
       (done, seconds) => ctx.log(`  steady completions: ${done.toLocaleString('en-US')} / ${count.toLocaleString('en-US')} (${seconds.toFixed(1)} s)`),

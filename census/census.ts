@@ -1,3 +1,4 @@
+import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -316,7 +317,7 @@ function startActors(platform: RunningPlatform, table: LedgerTable, workload: Wo
   const toRedispatch = new Map(faults.enabled('forced_redispatch') ? workload.dispatches.filter((plan) => plan.redispatch).map((plan) => [plan.dispatchId, plan]) : []);
 
   const approve = async (plan: DispatchPlan, approvalId: string): Promise<void> => {
-    const answer = await post(`/dispatches/${plan.dispatchId}/approval`, { approvalId, decision: plan.approval ?? 'approve' });
+    const answer = await post(routePath(ROUTES.decideApproval, { dispatchId: plan.dispatchId }), { approvalId, decision: plan.approval ?? 'approve' });
     const text = await answer.text();
     // Not taken (the target unreachable in an outage, a crash): asked again on the next pass.
     if (answer.ok) toDecide.delete(plan.dispatchId);
@@ -326,7 +327,7 @@ function startActors(platform: RunningPlatform, table: LedgerTable, workload: Wo
   const redispatch = async (plan: DispatchPlan): Promise<void> => {
     // Racing the run: a slow run is mid-work; a quick one is completing or has just completed.
     await sleep(plan.behavior === 'slow' ? 1_000 : 0);
-    const answer = await post(`/dispatches/${plan.dispatchId}/redispatch`, { reason: 'census: forced redispatch racing the run', force: true });
+    const answer = await post(routePath(ROUTES.redispatch, { dispatchId: plan.dispatchId }), { reason: 'census: forced redispatch racing the run', force: true });
     const text = await answer.text();
     if (answer.ok) faults.count('forced_redispatch', plan.dispatchId);
     else log({ level: 'info', msg: 'redispatch refused', dispatchId: plan.dispatchId, status: answer.status, body: text.slice(0, 300) });
@@ -494,7 +495,7 @@ async function observe(
   await Promise.all(
     Array.from({ length: 8 }, async () => {
       for (let dispatchId = queue.shift(); dispatchId !== undefined; dispatchId = queue.shift()) {
-        const response = await fetch(`${api}/dispatches/${dispatchId}`, { headers: { 'x-ledger-origin': ORIGIN } });
+        const response = await fetch(`${api}${routePath(ROUTES.getDispatch, { dispatchId })}`, { headers: { 'x-ledger-origin': ORIGIN } });
         const view = response.status === 200 ? ((await response.json()) as DispatchView) : null;
         if (!view) await response.body?.cancel();
         const anchor = await table.getAcceptedMessage(dispatchId);
@@ -519,7 +520,7 @@ async function observe(
   const rejections: ObservedRejection[] = [];
   let cursor: string | null = null;
   do {
-    const response = await fetch(`${api}/rejections?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    const response = await fetch(`${api}${ROUTES.rejections.path}?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
     const page = (await response.json()) as { items: Array<{ messageId: string; reason: string; dispatchId: string | null }>; cursor: string | null };
     rejections.push(...page.items.map(({ messageId, reason, dispatchId }) => ({ messageId, reason, dispatchId })));
     cursor = page.cursor;

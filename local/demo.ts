@@ -1,3 +1,4 @@
+import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
@@ -85,7 +86,7 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
       return demoCase.settled(view, true) ? true : undefined;
     });
   }
-  const rejections = ((await getJson(info, '/rejections?limit=100', 'planner')).body as { items: Array<{ messageId: string; reason: string }> }).items;
+  const rejections = ((await getJson(info, `${ROUTES.rejections.path}?limit=100`, 'planner')).body as { items: Array<{ messageId: string; reason: string }> }).items;
   const stats = (await (await fetch(`${info.demoAgentUrl}/stats`)).json()) as { submissions: Record<string, number>; runs: Record<string, number> };
 
   const seen = new Set<string>();
@@ -132,7 +133,7 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger inbox list --state pending   ·   npx ledger events --follow`);
 
   async function viewOf(dispatchId: string): Promise<DispatchView | undefined> {
-    const { status, body } = await getJson(info as NonNullable<typeof info>, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    const { status, body } = await getJson(info as NonNullable<typeof info>, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
     return status === 200 ? (body as DispatchView) : undefined;
   }
 }
@@ -166,7 +167,7 @@ async function lifecycleDemo(state: LocalState, run: string, print: (line: strin
     await sendDispatchBody(info, JSON.stringify({ dispatchId: demoCase.dispatchId, origin: 'planner', target: 'demo-agent', task: demoCase.task, timeouts: demoCase.timeouts }));
   }
   const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
-    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const settled = await Promise.all(
@@ -179,7 +180,7 @@ async function lifecycleDemo(state: LocalState, run: string, print: (line: strin
   const approval = settled[4];
   let approvedTo = '';
   if (approval?.execution.pendingApproval) {
-    await postJson(info, `/dispatches/${encodeURIComponent(approval.dispatchId)}/approval`, 'planner', { approvalId: approval.execution.pendingApproval.approvalId, decision: 'approve' });
+    await postJson(info, routePath(ROUTES.decideApproval, { dispatchId: approval.dispatchId }), 'planner', { approvalId: approval.execution.pendingApproval.approvalId, decision: 'approve' });
     const done = await waitFor('the approved run to complete', async () => {
       const view = await viewOf(approval.dispatchId);
       return view?.execution.status === 'completed' ? view : undefined;
@@ -217,7 +218,7 @@ async function evidenceDemo(state: LocalState, run: string, print: (line: string
   await sendDispatchBody(info, JSON.stringify({ dispatchId: delivered, origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' }, expectedEvidence: ['out/report.md'], timeouts }));
   await sendDispatchBody(info, JSON.stringify({ dispatchId: orphan, origin: 'planner', target: 'demo-agent', task: { behavior: 'complete_without_evidence' }, expectedEvidence: ['out/report.md'], timeouts }));
   const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
-    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const settled = (dispatchId: string) =>
@@ -228,7 +229,7 @@ async function evidenceDemo(state: LocalState, run: string, print: (line: string
   const handled = await settled(delivered);
   await settled(orphan);
   for (const [kind, receiptState, evidenceRef] of [['artifact_acceptance', 'accepted', 'out/report.md'], ['owner_delivery', 'confirmed', 'out/report.md']] as const) {
-    await postJson(info, `/dispatches/${encodeURIComponent(delivered)}/receipts`, 'planner', { receiptId: `rc-${run}-${kind}`, runId: handled.runId, kind, state: receiptState, evidenceRef, verifiedBy: 'demo-operator' });
+    await postJson(info, routePath(ROUTES.recordReceipt, { dispatchId: delivered }), 'planner', { receiptId: `rc-${run}-${kind}`, runId: handled.runId, kind, state: receiptState, evidenceRef, verifiedBy: 'demo-operator' });
   }
   const rows: string[][] = [];
   for (const dispatchId of [delivered, orphan]) {
@@ -287,7 +288,7 @@ async function resultsDemo(state: LocalState, run: string, print: (line: string)
   const child = `d-demo-${run}-child`;
   const resultBytes = 20_000;
   const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
-    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, ORIGIN);
+    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), ORIGIN);
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const send = (command: InboxCommand): Promise<{ status: number; body: unknown }> => sendInbox(info, command);
@@ -390,7 +391,7 @@ async function lambdaWorkerDemo(state: LocalState, run: string, print: (line: st
   }
   await sendDispatchBody(info, JSON.stringify({ dispatchId, origin: 'planner', target: EXAMPLE_WORKER_TARGET, task: { goal: 'summarise the incident' }, expectedEvidence: ['out/report.md'], delivery: { mode: 'detached' } }));
   const view = await waitFor(`${dispatchId} to be handled`, async () => {
-    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
     const current = status === 200 ? (body as DispatchView) : undefined;
     return current?.evidence.outcome === 'handled' ? current : undefined;
   }, 60_000);
@@ -413,7 +414,7 @@ async function flowControlDemo(state: LocalState, run: string, print: (line: str
   const views = await Promise.all(
     sent.map(({ dispatchId, origin }) =>
       waitFor(`${dispatchId} to complete`, async () => {
-        const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, origin);
+        const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), origin);
         const view = status === 200 ? (body as DispatchView) : undefined;
         return view?.execution.status === 'completed' ? view : undefined;
       }, 60_000),
@@ -443,13 +444,13 @@ async function manualDemo(state: LocalState, run: string, print: (line: string) 
   print(`demo: a dispatch to the manual target ${MANUAL_DESK_TARGET} (a person does the work; nothing is submitted)`);
   await sendDispatchBody(info, JSON.stringify({ dispatchId, origin: 'planner', target: MANUAL_DESK_TARGET, task: { goal: 'file the quarterly report by hand' }, delivery: { mode: 'detached' } }));
   const viewNow = async () => {
-    const { status, body } = await getJson(info, `/dispatches/${encodeURIComponent(dispatchId)}`, 'planner');
+    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const waiting = await waitFor(`${dispatchId} to wait for a person`, async () => ((await viewNow())?.submission.waitingFor === 'person' ? viewNow() : undefined));
   print(`  ${dispatchId}: ${waiting.phase}, waiting for ${waiting.submission.waitingFor ?? '—'}; ${waiting.unknowns[0] ?? ''}`);
   const attestation = { attestationId: `ma-${run}`, kind: 'manual_result_attested', note: 'report filed by hand at the desk', evidenceRef: 'out/report.md' };
-  const recorded = await postJson(info, `/dispatches/${encodeURIComponent(dispatchId)}/manual`, 'planner', attestation);
+  const recorded = await postJson(info, routePath(ROUTES.attestManual, { dispatchId: dispatchId }), 'planner', attestation);
   print(`  POST /dispatches/${dispatchId}/manual ${attestation.kind} → ${recorded.status} (basis ${(recorded.body as { basis?: string }).basis ?? '—'}, recorded by ${(recorded.body as { recordedBy?: string }).recordedBy ?? '—'})`);
   const attested = await waitFor(`${dispatchId}'s gate`, async () => {
     const view = await viewNow();

@@ -1,3 +1,4 @@
+import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { createHash, randomBytes } from 'node:crypto';
 import { nativeStatusOf, type DispatchState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
 import {
@@ -268,7 +269,7 @@ export async function describeResult(deps: Pick<InboxDeps, 'store'>, state: Disp
 function bodyFields(body: ResultBody | undefined, origin: string, resultId: string): Pick<ClaimedResult, 'body' | 'preview' | 'bodyRef'> {
   if (!body) return {};
   if (body.json !== null) return { body: JSON.parse(body.json) as unknown };
-  return { preview: body.preview ?? '', bodyRef: `/origins/${origin}/inbox/${encodeURIComponent(resultId)}/body` };
+  return { preview: body.preview ?? '', bodyRef: routePath(ROUTES.inboxBody, { origin, resultId }) };
 }
 
 /** The result `resultId` names among the dispatch's ended attempts (a redispatch archived it), if any. */
