@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as pause } from 'node:timers/promises';
 import { z } from 'zod';
 import { decodePathSegment, isFinalRunStatus, requestIdOf, RUN_STATUSES, TARGET_NAME } from '@dispatch-ledger/protocol';
-import { createWorker, fetchTransport, memoryStore, type RetryPolicy, type Transport, type WorkerAnswer } from '@dispatch-ledger/worker';
+import { createWorker, fetchTransport, memoryStore, readRequestText, type RetryPolicy, type Transport, type WorkerAnswer } from '@dispatch-ledger/worker';
 import { signedHeaders, type SigV4Signing } from '../runtime/sigv4.js';
 import { behaviorRun } from './behaviors.js';
 import { planFor, type AttemptStats, type DemoAgentFaults, type DemoAgentStats, type FaultsFired, type Log, type LogLine, type Plan } from './model.js';
@@ -336,7 +336,7 @@ async function serve(front: Front, req: IncomingMessage): Promise<Answer> {
     target = name;
     pathname = based[2] ?? '/';
   }
-  const body = method === 'POST' ? await readBody(req) : (req.resume(), undefined);
+  const body = method === 'POST' ? await readRequestText(req, MAX_BODY_BYTES) : (req.resume(), undefined);
   if (body?.kind === 'too_large') return now(errorAnswer(413, 'payload_too_large', `request bodies are limited to ${MAX_BODY_BYTES} bytes`));
   const text = body?.text;
   const kit = async (): Promise<WorkerAnswer> => front.kit({ method, url: `${pathname}${url.search}`, headers: req.headers, ...(text === undefined ? {} : { body: text }) });
@@ -505,22 +505,6 @@ async function holdAnswer(res: ServerResponse, ms: number, stopped: AbortSignal)
   } finally {
     res.off('close', onClose);
   }
-}
-
-type BodyRead = { readonly kind: 'text'; readonly text: string } | { readonly kind: 'too_large'; readonly text?: undefined };
-
-/** Reads a body of at most MAX_BODY_BYTES; an oversized one is still drained (not kept) before the 413. */
-function readBody(req: IncomingMessage): Promise<BodyRead> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-    });
-    req.on('error', reject);
-    req.on('end', () => resolve(size > MAX_BODY_BYTES ? { kind: 'too_large' } : { kind: 'text', text: Buffer.concat(chunks).toString('utf8') }));
-  });
 }
 
 function parseJson(text: string): unknown {

@@ -3,7 +3,7 @@
  * Dispatch Ledger's `http` target protocol (§8), keeps run state in a store, numbers events per run and
  * calls the ledger back (signed, when a signer is given), retrying what the ledger is not ready for yet.
  */
-export { createWorker, type ListeningWorker, type OpenWorker, type Worker, type WorkerAnswer, type WorkerOptions, type WorkerRequest } from './server.js';
+export { createWorker, readRequestText, type RequestText, type ListeningWorker, type OpenWorker, type Worker, type WorkerAnswer, type WorkerOptions, type WorkerRequest } from './server.js';
 export { RunCancelledError, type RunContext, type RunFunction, type RunOutput } from './runs.js';
 export { fileStore, memoryStore, StoreReadError, type CreateOutcome, type FileStoreOptions, type ListedRecords, type RunStore } from './store.js';
 export { createLambdaHandler, type LambdaContextLike, type LambdaHandler, type LambdaHandlerOptions } from './lambda.js';

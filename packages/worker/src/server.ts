@@ -374,21 +374,31 @@ function failed(log: Log, method: string, path: string, error: unknown): WorkerA
 
 type BodyOutcome = { readonly kind: 'json'; readonly value: unknown } | { readonly kind: 'too_large' } | { readonly kind: 'malformed'; readonly message: string };
 
-/** A JSON body of at most MAX_BODY_BYTES; an oversized one is drained (not kept) before the 413. */
-function readJsonBody(req: IncomingMessage): Promise<BodyOutcome> {
+/** A request body as text, or `too_large` past the bound (the rest is drained, never kept). */
+export type RequestText = { readonly kind: 'text'; readonly text: string } | { readonly kind: 'too_large' };
+
+/**
+ * Reads a request's body as UTF-8 text of at most `maxBytes` (the kit's own bound, 2 MB, by default); an
+ * oversized one is drained, not kept, so the 413 can still be answered. For a layer in front of
+ * `worker.open()` that needs to read a body before it hands the request on.
+ */
+export function readRequestText(req: IncomingMessage, maxBytes: number = MAX_BODY_BYTES): Promise<RequestText> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+      if (size <= maxBytes) chunks.push(chunk);
     });
     req.on('error', reject);
-    req.on('end', () => {
-      if (size > MAX_BODY_BYTES) return resolve({ kind: 'too_large' });
-      resolve(parseJson(Buffer.concat(chunks).toString('utf8')));
-    });
+    req.on('end', () => resolve(size > maxBytes ? { kind: 'too_large' } : { kind: 'text', text: Buffer.concat(chunks).toString('utf8') }));
   });
+}
+
+/** A JSON body of at most MAX_BODY_BYTES; an oversized one is drained (not kept) before the 413. */
+async function readJsonBody(req: IncomingMessage): Promise<BodyOutcome> {
+  const read = await readRequestText(req);
+  return read.kind === 'too_large' ? read : parseJson(read.text);
 }
 
 /** A body handed to `handle` as text, held to the same bound. */
