@@ -1,4 +1,4 @@
-import type { ApiAnswer } from './client.js';
+import type { RawAnswer as ApiAnswer } from '@dispatch-ledger/client';
 import { shown } from './table.js';
 
 /**

@@ -2,27 +2,15 @@ import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { DispatchView } from '../shared/dispatch/view.js';
-import type { LocalInfo } from '../local/state.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, connectionArgs, localClient, originOf, type ApiAnswer, type Connect, type ConnectionValues } from './client.js';
+import { isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/client';
+import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { LocalPlatformError } from './local.js';
+import { UsageError } from './operations.js';
 import { shown, table } from './table.js';
 import { newDispatchId } from './dispatch-id.js';
 
-export { localInfo, originOf } from './client.js';
-
-// The local platform's calls as the demo (local/demo.ts) makes them; the commands below use connect().
-export async function sendDispatchBody(info: LocalInfo, body: string): Promise<string> {
-  return localClient(info).send(body);
-}
-
-export async function getJson(info: LocalInfo, path: string, origin: string): Promise<ApiAnswer> {
-  return localClient(info).get(path, { origin });
-}
-
-export async function postJson(info: LocalInfo, path: string, origin: string, body: unknown): Promise<ApiAnswer> {
-  return localClient(info).post(path, body, { origin });
-}
+export { localInfo, originOf } from './connect.js';
 
 /** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S`). */
 function connectionFlags(values: ConnectionValues): string {
@@ -50,26 +38,37 @@ export async function send(args: string[], print: (line: string) => void, connec
       json: { type: 'boolean', default: false },
     },
   });
-  const ledger = await connectTo(values);
-  let body: string;
-  let dispatchId: string | undefined;
+  let message: unknown;
   if (values.body !== undefined || values.file !== undefined) {
-    body = values.body ?? readFileSync(values.file ?? '', 'utf8');
+    // Read and checked here: a message the ledger would refuse is never sent (nothing reaches the queue).
+    const text = values.body ?? readFileSync(values.file ?? '', 'utf8');
+    try {
+      message = JSON.parse(text) as unknown;
+    } catch (error) {
+      throw new UsageError(`the message is not JSON (${error instanceof Error ? error.message : String(error)}); nothing was sent`);
+    }
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) throw new UsageError('the message must be a JSON object; nothing was sent');
   } else {
-    dispatchId = values['dispatch-id'] ?? newDispatchId();
-    body = JSON.stringify({
-      dispatchId,
+    message = {
+      dispatchId: values['dispatch-id'] ?? newDispatchId(),
       origin: originOf(values.origin),
       target: values.target,
       task: { behavior: values.behavior, ...(values.goal ? { goal: values.goal } : {}) },
       ...(values.expect ? { expectedEvidence: values.expect } : {}),
       ...(values.detached ? { delivery: { mode: 'detached' } } : {}),
       ...(values.parent ? { parentDispatchId: values.parent } : {}),
-    });
+    };
   }
-  const messageId = await ledger.send(body);
-  if (values.json) print(JSON.stringify({ messageId, dispatchId: dispatchId ?? null }));
-  else print(shown`sent message ${messageId}` + (dispatchId ? shown` (dispatch ${dispatchId}); check it with: npx ledger check ${dispatchId}${connectionFlags(values)}` : ''));
+  const ledger = await connectTo(values, values);
+  let sent: { readonly dispatchId: string; readonly messageId: string };
+  try {
+    sent = await ledger.dispatch(message as DispatchRequest);
+  } catch (error) {
+    if (isLedgerValidationError(error)) throw new UsageError(`${error.message}; nothing was sent`);
+    throw error;
+  }
+  if (values.json) print(JSON.stringify(sent));
+  else print(shown`sent message ${sent.messageId} (dispatch ${sent.dispatchId}); check it with: npx ledger check ${sent.dispatchId}${connectionFlags(values)}`);
   return 0;
 }
 
@@ -127,8 +126,8 @@ export async function check(args: string[], print: (line: string) => void, conne
   });
   const dispatchId = positionals[0];
   if (!dispatchId) throw new LocalPlatformError('usage: ledger check <dispatchId> [--origin O] [--refresh] [--json]');
-  const ledger = await connectTo(values);
-  const answer = await ledger.get(`/dispatches/${encodeURIComponent(dispatchId)}${values.refresh ? '?refresh=true' : ''}`, { origin: originOf(values.origin) });
+  const ledger = await connectTo(values, values);
+  const answer = await ledger.raw('getDispatch', { params: { dispatchId }, query: { refresh: values.refresh ? true : undefined } });
   return printAnswer(answer, values.json, print, (body) => describeView(body as DispatchView));
 }
 
@@ -150,9 +149,8 @@ export async function status(args: string[], print: (line: string) => void, conn
   });
   // The origin names the route; remotely the ledger answers 404 unless the credentials are that origin's.
   const origin = originOf(values.origin);
-  const query = new URLSearchParams({ limit: values.limit, ...(values.status ? { status: values.status } : {}) });
-  const ledger = await connectTo(values);
-  const answer = await ledger.get(`/origins/${encodeURIComponent(origin)}/dispatches?${query.toString()}`, { origin });
+  const ledger = await connectTo(values, { origin });
+  const answer = await ledger.raw('history', { params: { origin }, query: { limit: Number(values.limit), status: values.status } });
   return printAnswer(answer, values.json, print, (body) =>
     table(
       ['created', 'dispatch', 'target', 'phase', 'status', 'run / reason'],
@@ -210,8 +208,7 @@ export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacit
 /** `ledger attention [--kind K]`: work that needs a person, across all origins (operator). */
 export async function attention(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
-  const query = new URLSearchParams({ limit: values.limit, ...(values.kind ? { kind: values.kind } : {}) });
   const ledger = await connectTo(values);
-  const answer = await ledger.get(`/attention?${query.toString()}`, { operator: true });
+  const answer = await ledger.raw('attention', { query: { limit: values.limit, kind: values.kind }, as: 'operator' });
   return printAnswer(answer, values.json, print, (body) => describeAttention((body as { items: Array<AttentionLine | AtCapacityLine> }).items));
 }

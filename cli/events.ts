@@ -2,7 +2,7 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, resolveConnection } from './client.js';
+import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, resolveConnection } from './connect.js';
 import { shown } from './table.js';
 
 interface LoggedEvent {

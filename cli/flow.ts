@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
+import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { UsageError } from './operations.js';
 import { shown } from './table.js';
 
@@ -68,8 +68,8 @@ export async function cancel(args: readonly string[], print: Print, connectTo: C
   const [dispatchId, ...extra] = positionals;
   if (!dispatchId || extra.length > 0) throw new UsageError(`cancel needs exactly one <dispatchId>\n${CANCEL_USAGE}`);
   if (!values.reason?.trim()) throw new UsageError(`cancel needs --reason (why, recorded with the cancel)\n${CANCEL_USAGE}`);
-  const ledger = await connectTo(values);
-  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/cancel`, { reason: values.reason }, { origin: originOf(values.origin) });
+  const ledger = await connectTo(values, values);
+  const answer = await ledger.raw('cancel', { params: { dispatchId }, body: { reason: values.reason } });
   return printAnswer(answer, values.json, print, describeCancel);
 }
 
@@ -87,6 +87,6 @@ export async function slots(args: readonly string[], print: Print, connectTo: Co
   if (missing.length > 0) throw new UsageError(`slots release needs ${missing.map((flag) => `--${flag}`).join(', ')}\n${SLOTS_USAGE}`);
   const { target = '', 'run-id': runId, reason, 'dispatch-id': dispatchId } = values;
   const ledger = await connectTo(values);
-  const answer = await ledger.post(`/targets/${encodeURIComponent(target)}/slots/release`, { runId, reason, ...(dispatchId ? { dispatchId } : {}) }, { operator: true });
+  const answer = await ledger.raw('releaseSlot', { params: { target }, body: { runId, reason, ...(dispatchId ? { dispatchId } : {}) }, as: 'operator' });
   return printAnswer(answer, values.json, print, describeRelease);
 }

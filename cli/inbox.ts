@@ -2,7 +2,8 @@ import { parseArgs } from 'node:util';
 import { clip } from '../shared/text.js';
 import { printAnswer } from './answer.js';
 import type { LocalInfo } from '../local/state.js';
-import { connect, CONNECTION_OPTIONS, localClient, originOf, type ApiAnswer, type Connect, type ConnectionValues, type LedgerClient } from './client.js';
+import { createLedgerClient, type LedgerClient, type RawAnswer } from '@dispatch-ledger/client';
+import { connect, CONNECTION_OPTIONS, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { UsageError } from './operations.js';
 import { shown, table } from './table.js';
 
@@ -60,9 +61,11 @@ export type InboxCommand =
   | (Common & { readonly kind: 'body'; readonly resultId: string });
 
 /** What to send for a command: the ledger checks the ranges (422), the CLI only the shape of the flags. */
+/** A command's call: the route of the protocol's table, its path parameters, its query or body. */
 export interface InboxRequest {
-  readonly method: 'GET' | 'POST';
-  readonly path: string;
+  readonly route: 'inboxClaim' | 'inboxAck' | 'inboxRelease' | 'inboxRenew' | 'inboxList' | 'inboxBody';
+  readonly params: Readonly<Record<string, string>>;
+  readonly query?: Readonly<Record<string, string | number>>;
   readonly body?: Readonly<Record<string, unknown>>;
 }
 
@@ -195,37 +198,30 @@ export function parseInbox(args: readonly string[]): InboxCommand {
 }
 
 /**
- * The route and body a command sends (CONTRACT §10).
+ * The route and body a command sends (docs/protocol.md §10).
  *
  * @example
- * inboxRequest(parseInbox(['claim', '--max', '5'])) // { method: 'POST', path: '/origins/planner/inbox/claim', body: { mode: 'after_turn', max: 5 } }
+ * inboxRequest(parseInbox(['claim', '--max', '5'])) // { route: 'inboxClaim', params: { origin: 'planner' }, body: { mode: 'after_turn', max: 5 } }
  */
 export function inboxRequest(command: InboxCommand): InboxRequest {
-  const inbox = `/origins/${encodeURIComponent(command.origin)}/inbox`;
-  const result = (resultId: string): string => `${inbox}/${encodeURIComponent(resultId)}`;
+  const inbox = { origin: command.origin };
   switch (command.kind) {
     case 'claim':
-      return { method: 'POST', path: `${inbox}/claim`, body: command.claim };
+      return { route: 'inboxClaim', params: inbox, body: command.claim };
     case 'ack':
-      return { method: 'POST', path: `${result(command.resultId)}/ack`, body: { claimToken: command.claimToken } };
+      return { route: 'inboxAck', params: { ...inbox, resultId: command.resultId }, body: { claimToken: command.claimToken } };
     case 'release':
-      return {
-        method: 'POST',
-        path: `${result(command.resultId)}/release`,
-        body: { claimToken: command.claimToken, ...(command.reason !== undefined && { reason: command.reason }) },
-      };
+      return { route: 'inboxRelease', params: { ...inbox, resultId: command.resultId }, body: { claimToken: command.claimToken, ...(command.reason !== undefined && { reason: command.reason }) } };
     case 'renew':
-      return { method: 'POST', path: `${result(command.resultId)}/renew`, body: { claimToken: command.claimToken, leaseSeconds: command.leaseSeconds } };
-    case 'list': {
-      const query = new URLSearchParams({
-        ...(command.state && { state: command.state }),
-        ...(command.limit !== undefined && { limit: String(command.limit) }),
-        ...(command.cursor !== undefined && { cursor: command.cursor }),
-      }).toString();
-      return { method: 'GET', path: query ? `${inbox}?${query}` : inbox };
-    }
+      return { route: 'inboxRenew', params: { ...inbox, resultId: command.resultId }, body: { claimToken: command.claimToken, leaseSeconds: command.leaseSeconds } };
+    case 'list':
+      return {
+        route: 'inboxList',
+        params: inbox,
+        query: { ...(command.state && { state: command.state }), ...(command.limit !== undefined && { limit: command.limit }), ...(command.cursor !== undefined && { cursor: command.cursor }) },
+      };
     case 'body':
-      return { method: 'GET', path: `${result(command.resultId)}/body` };
+      return { route: 'inboxBody', params: { ...inbox, resultId: command.resultId } };
   }
 }
 
@@ -336,21 +332,21 @@ export function describeChange(command: InboxCommand, answer: unknown): string {
   }
 }
 
-/** Sends a command's request to the ledger as the command's origin (X-Ledger-Origin locally; ignored remotely). */
-export function inboxCall(ledger: LedgerClient, command: InboxCommand): Promise<ApiAnswer> {
-  const request = inboxRequest(command);
-  return request.method === 'GET' ? ledger.get(request.path, { origin: command.origin }) : ledger.post(request.path, request.body ?? {}, { origin: command.origin });
+/** Sends a command's request to the ledger as the command's origin (X-Ledger-Origin locally, its credential under --sigv4; the caller's remotely). */
+export function inboxCall(ledger: LedgerClient, command: InboxCommand): Promise<RawAnswer> {
+  const { route, ...parts } = inboxRequest(command);
+  return ledger.raw(route, parts);
 }
 
 /** `inboxCall` on the local platform, as the demo (local/demo.ts) makes it. */
-export function sendInbox(info: LocalInfo, command: InboxCommand): Promise<ApiAnswer> {
-  return inboxCall(localClient(info), command);
+export function sendInbox(info: LocalInfo, command: InboxCommand): Promise<RawAnswer> {
+  return inboxCall(createLedgerClient({ origin: command.origin, local: info }), command);
 }
 
 /** `ledger inbox claim|ack|release|renew|list|body`, on the ledger the connection flags name. */
 export async function inbox(args: readonly string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const command = parseInbox(args);
-  const answer = await inboxCall(await connectTo(command.connection ?? {}), command);
+  const answer = await inboxCall(await connectTo(command.connection ?? {}, command), command);
   return printAnswer(answer, command.json, print, (body) => {
     switch (command.kind) {
       case 'claim':

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { Rejection } from '../shared/ledger/port.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
+import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';
 import { shown, table } from './table.js';
 
@@ -18,8 +18,8 @@ export async function approve(args: string[], print: Print, connectTo: Connect =
   if (!dispatchId || !values['approval-id'] || (values.decision !== 'approve' && values.decision !== 'cancel')) {
     throw new LocalPlatformError('usage: ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]');
   }
-  const ledger = await connectTo(values);
-  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/approval`, { approvalId: values['approval-id'], decision: values.decision }, { origin: originOf(values.origin) });
+  const ledger = await connectTo(values, values);
+  const answer = await ledger.raw('decideApproval', { params: { dispatchId }, body: { approvalId: values['approval-id'], decision: values.decision } });
   return printAnswer(answer, values.json, print, () => shown`${values.decision === 'approve' ? 'approved' : 'cancelled'}: ${dispatchId} (approval ${values['approval-id']})`);
 }
 
@@ -32,8 +32,8 @@ export async function redispatch(args: string[], print: Print, connectTo: Connec
   });
   const dispatchId = positionals[0];
   if (!dispatchId || !values.reason?.trim()) throw new LocalPlatformError('usage: ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]');
-  const ledger = await connectTo(values);
-  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/redispatch`, { reason: values.reason, ...(values.force ? { force: true } : {}) }, { origin: originOf(values.origin) });
+  const ledger = await connectTo(values, values);
+  const answer = await ledger.raw('redispatch', { params: { dispatchId }, body: { reason: values.reason, ...(values.force ? { force: true } : {}) } });
   return printAnswer(answer, values.json, print, (body) => shown`redispatched: ${dispatchId}, attempt ${String((body as { attempt?: unknown }).attempt)}` + (values.force ? ' (forced: the previous run is superseded)' : ''));
 }
 
@@ -41,7 +41,7 @@ export async function redispatch(args: string[], print: Print, connectTo: Connec
 export async function rejections(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
-  const answer = await ledger.get(`/rejections?${new URLSearchParams({ limit: values.limit }).toString()}`, { operator: true });
+  const answer = await ledger.raw('rejections', { query: { limit: Number(values.limit) }, as: 'operator' });
   return printAnswer(answer, values.json, print, (body) => {
     const items = (body as { items: Rejection[] }).items;
     if (items.length === 0) return 'no rejected messages';

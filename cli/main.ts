@@ -12,7 +12,8 @@ import { dlq, registry, stream, UsageError } from './operations.js';
 import { approve, redispatch, rejections } from './lifecycle.js';
 import { cancel, slots } from './flow.js';
 import { counts, list } from './overview.js';
-import { LedgerConnectionError } from './client.js';
+import { isLedgerApiError, isLedgerConfigError, isLedgerNetworkError, isLedgerProtocolError, isLedgerValidationError } from '@dispatch-ledger/client';
+import { LedgerConnectionError } from './connect.js';
 import { manual } from './manual.js';
 import { mcp } from './mcp.js';
 import { ui } from './ui.js';
@@ -186,8 +187,14 @@ try {
 } catch (error) {
   if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError || error instanceof LedgerConnectionError) {
     warn(error.message);
+  } else if (isLedgerValidationError(error)) {
+    // A request the ledger would refuse: never sent, and said in the API's words.
+    warn(error.message);
+    process.exitCode = 2;
+  } else if (isLedgerConfigError(error) || isLedgerNetworkError(error) || isLedgerProtocolError(error) || isLedgerApiError(error)) {
+    warn(error.message);
   } else {
     warn(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
   }
-  process.exitCode = 1;
+  process.exitCode ??= 1;
 }

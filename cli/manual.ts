@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { contentHash } from '../shared/dispatch/canonical.js';
 import { MANUAL_ATTESTATION_KINDS, type ManualAttestation, type ManualAttestationKind } from '../shared/dispatch/manual.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
+import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
 
@@ -46,8 +46,8 @@ export async function manual(args: string[], print: (line: string) => void, conn
   // 16 hex digits of SHA-256 over the attested content: the same command, the same id.
   const derived = `ma-${contentHash({ dispatchId, kind, note: values.note, evidenceRef: evidenceRef ?? null }).slice('sha256:'.length, 'sha256:'.length + 16)}`;
   const body = { attestationId: values['attestation-id'] ?? derived, kind, note: values.note, ...(evidenceRef !== undefined ? { evidenceRef } : {}) };
-  const ledger = await connectTo(values);
-  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/manual`, body, values.operator ? { operator: true } : { origin: originOf(values.origin) });
+  const ledger = await connectTo(values, values);
+  const answer = await ledger.raw('attestManual', { params: { dispatchId }, body, as: values.operator ? 'operator' : 'origin' });
   // 201 recorded, 200 an identical retry (the stored attestation).
   return printAnswer(answer, values.json, print, (answered, status) => {
     const stored = answered as ManualAttestation;

@@ -6,7 +6,8 @@ import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, Redi
 import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
-import type { ApiAnswer, LedgerClient } from './client.js';
+import type { DispatchRequest, LedgerClient, RawAnswer as ApiAnswer, RawCall } from '@dispatch-ledger/client';
+import type { RouteName } from '@dispatch-ledger/protocol';
 import { newDispatchId } from './dispatch-id.js';
 
 /**
@@ -77,7 +78,7 @@ export function toolError(code: string, message: string, details?: unknown): Cal
  * toolAnswer({ status: 404, body: { error: { code: 'not_found', message: 'no dispatch d-1' } } })
  * // { isError: true, content: [{ type: 'text', text: '{"error":{"code":"not_found",…}}' }], structuredContent: { error: … } }
  */
-export function toolAnswer(answer: ApiAnswer): CallToolResult {
+export function toolAnswer(answer: Pick<ApiAnswer, 'status' | 'body'>): CallToolResult {
   const ok = answer.status >= 200 && answer.status < 300;
   if (!ok && !isApiError(answer.body)) {
     const text = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
@@ -98,8 +99,6 @@ export function toolAnswer(answer: ApiAnswer): CallToolResult {
 export function toolFailure(error: unknown): CallToolResult {
   return toolError('ledger_unreachable', error instanceof Error ? error.message : String(error));
 }
-
-const path = (...segments: string[]): string => `/${segments.map(encodeURIComponent).join('/')}`;
 
 // The dispatch message the intake reads, with `dispatchId` and `origin` left to this server when
 // absent. `task` is the API's "any JSON object" — its schema is a custom check, which JSON Schema
@@ -144,6 +143,9 @@ const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
     'Give a claimed result back, not delivered: pending again with deliveryAttempts + 1; at the origin’s cap it is dropped (and listed for a person).',
 };
 
+/** What the server needs of `@dispatch-ledger/client` (created for its origin): its routes, and the queue. */
+export type McpLedger = Pick<LedgerClient, 'raw' | 'dispatch'>;
+
 /** What `initialize` tells the client: the stance, once, for every tool. */
 const INSTRUCTIONS =
   'Dispatch Ledger: durable dispatch, watch and proof for agent runs. Three claims are kept apart: execution (what the target did), ' +
@@ -160,7 +162,7 @@ const { version } = createRequire(import.meta.url)('../package.json') as { versi
  * const server = ledgerMcpServer(await connect({}), { origin: 'planner' });
  * await server.connect(new StdioServerTransport());
  */
-export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions): McpServer {
+export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): McpServer {
   const { origin } = options;
   const log = options.log ?? (() => undefined);
   const makeId = options.newDispatchId ?? newDispatchId;
@@ -177,9 +179,8 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
     }
   };
 
-  /** One API call as a tool's answer: a body makes it a POST; the answer as it came. */
-  const api = (tool: ToolName, call: { readonly path: string; readonly body?: unknown }) =>
-    answered(tool, async () => toolAnswer(call.body === undefined ? await client.get(call.path, { origin }) : await client.post(call.path, call.body, { origin })));
+  /** One route of the table as a tool's answer, called as this server's origin; the answer as it came. */
+  const api = (tool: ToolName, route: RouteName, call: RawCall) => answered(tool, async () => toolAnswer(await client.raw(route, call)));
   const config = <Schema extends z.core.$ZodType>(name: ToolName, title: string, inputSchema: Schema, annotations: ToolAnnotations = {}) => ({
     title,
     description: DESCRIPTIONS[name],
@@ -205,8 +206,7 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
         if (read.kind === 'invalid') {
           return toolError('invalid', `the dispatch message is invalid: ${read.errors.map((error) => `${error.field}: ${error.message}`).join('; ')}`, { errors: read.errors });
         }
-        const messageId = await client.send(body);
-        const { dispatchId } = read.message;
+        const { dispatchId, messageId } = await client.dispatch(JSON.parse(body) as DispatchRequest);
         log({ level: 'info', msg: 'dispatch sent', dispatchId, messageId });
         return toolAnswer({
           status: 202,
@@ -225,42 +225,37 @@ export function ledgerMcpServer(client: LedgerClient, options: LedgerMcpOptions)
   server.registerTool(
     'check_dispatch',
     config('check_dispatch', 'Check a dispatch', z.strictObject({ dispatchId: DispatchIdInput, refresh: z.optional(z.boolean()) }), { readOnlyHint: true }),
-    async ({ dispatchId, refresh }) => api('check_dispatch', { path: `${path('dispatches', dispatchId)}${refresh ? '?refresh=true' : ''}` }),
+    async ({ dispatchId, refresh }) => api('check_dispatch', 'getDispatch', { params: { dispatchId }, query: { refresh: refresh ? true : undefined } }),
   );
-  server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryQuery(), { readOnlyHint: true }), async ({ status, limit, cursor }) => {
-    const query = new URLSearchParams({
-      ...(status !== undefined && { status }),
-      ...(limit !== undefined && { limit: String(limit) }),
-      ...(cursor !== undefined && { cursor }),
-    }).toString();
-    return api('dispatch_status', { path: `${path('origins', origin, 'dispatches')}${query ? `?${query}` : ''}` });
-  });
+  server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryQuery(), { readOnlyHint: true }), async ({ status, limit, cursor }) =>
+    api('dispatch_status', 'history', { params: { origin }, query: { status, limit, cursor } }),
+  );
   server.registerTool(
     'cancel_dispatch',
     config('cancel_dispatch', 'Cancel a dispatch', z.extend(CancelBody(), { dispatchId: DispatchIdInput }), { destructiveHint: true, idempotentHint: true }),
-    async ({ dispatchId, ...body }) => api('cancel_dispatch', { path: path('dispatches', dispatchId, 'cancel'), body }),
+    async ({ dispatchId, ...body }) => api('cancel_dispatch', 'cancel', { params: { dispatchId }, body }),
   );
   server.registerTool(
     'redispatch',
     config('redispatch', 'Redispatch: a new attempt', z.extend(RedispatchBody(), { dispatchId: DispatchIdInput }), { destructiveHint: true }),
-    async ({ dispatchId, ...body }) => api('redispatch', { path: path('dispatches', dispatchId, 'redispatch'), body }),
+    async ({ dispatchId, ...body }) => api('redispatch', 'redispatch', { params: { dispatchId }, body }),
   );
   server.registerTool(
     'record_receipt',
     // safeExtend: the body's own refinements (a kind's states, a confirmed delivery's evidenceRef) stay.
     config('record_receipt', 'Record an operator receipt', z.safeExtend(OperatorReceiptBody(), { dispatchId: DispatchIdInput }), { idempotentHint: true }),
-    async ({ dispatchId, ...body }) => api('record_receipt', { path: path('dispatches', dispatchId, 'receipts'), body }),
+    async ({ dispatchId, ...body }) => api('record_receipt', 'recordReceipt', { params: { dispatchId }, body }),
   );
   server.registerTool('claim_results', config('claim_results', 'Claim results', ClaimBody()), async (body) =>
-    api('claim_results', { path: path('origins', origin, 'inbox', 'claim'), body }),
+    api('claim_results', 'inboxClaim', { params: { origin }, body }),
   );
   server.registerTool(
     'ack_result',
     config('ack_result', 'Ack a delivered result', z.extend(AckBody(), { resultId: ResultId() }), { idempotentHint: true }),
-    async ({ resultId, ...body }) => api('ack_result', { path: path('origins', origin, 'inbox', resultId, 'ack'), body }),
+    async ({ resultId, ...body }) => api('ack_result', 'inboxAck', { params: { origin, resultId }, body }),
   );
   server.registerTool('release_result', config('release_result', 'Release a claimed result', z.extend(ReleaseBody(), { resultId: ResultId() })), async ({ resultId, ...body }) =>
-    api('release_result', { path: path('origins', origin, 'inbox', resultId, 'release'), body }),
+    api('release_result', 'inboxRelease', { params: { origin, resultId }, body }),
   );
 
   return server;

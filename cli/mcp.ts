@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { CONNECTION_OPTIONS, connect, originOf } from './client.js';
+import { CONNECTION_OPTIONS, connect, originOf } from './connect.js';
 import { ledgerMcpServer, MAX_MESSAGE_BYTES, type McpLog } from './mcp-server.js';
 import { UsageError } from './operations.js';
 
@@ -24,8 +24,8 @@ export async function mcp(args: string[], _print: (line: string) => void): Promi
       throw new UsageError(`${error instanceof Error ? error.message : String(error)}\n${MCP_USAGE}`);
     }
   })();
-  const client = await connect(values);
   const origin = originOf(values.origin);
+  const client = await connect(values, { origin });
   const server = ledgerMcpServer(client, { origin, log: logToStderr });
   // A message up to the queue's maximum, JSON-escaped, plus the JSON-RPC envelope around it.
   const transport = new StdioServerTransport(process.stdin, process.stdout, { maxBufferSize: 4 * MAX_MESSAGE_BYTES });
@@ -35,7 +35,8 @@ export async function mcp(args: string[], _print: (line: string) => void): Promi
   // The client ends stdin to stop us (the SDK's client does, then signals); the transport alone would wait on.
   process.stdin.once('end', () => void server.close());
   await server.connect(transport);
-  logToStderr({ level: 'info', msg: 'ledger mcp serving on stdio', apiUrl: client.apiUrl, remote: client.remote, origin });
+  const { apiUrl, local } = await client.endpoints();
+  logToStderr({ level: 'info', msg: 'ledger mcp serving on stdio', apiUrl, remote: !local, origin });
   await closed;
   logToStderr({ level: 'info', msg: 'ledger mcp stopped' });
   return 0;

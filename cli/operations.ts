@@ -17,7 +17,7 @@ import { MAX_ORIGIN_SETTINGS } from '../shared/ledger/port.js';
 import type { Principal } from '../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { baseUrlProblem } from '../shared/adapters/target-address.js';
-import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, localQueueClient, readStack, remoteQueueClient, resolveConnection, stackOutput } from './client.js';
+import { CONNECTION_OPTIONS, connect, LedgerConnectionError, localInfo, localQueueClient, remoteQueueClient, resolveConnection } from './connect.js';
 import { shown } from './table.js';
 
 /**
@@ -65,9 +65,14 @@ export async function dlq(args: string[], print: Print): Promise<number> {
     if (values['dlq-url'] || values['queue-url'] || values.table) throw new UsageError(`--stack gives the queues and the table: leave out --dlq-url, --queue-url and --table\n${DLQ_USAGE}`);
     const connection = resolveConnection({ stack: values.stack, region: values.region });
     if (connection.kind !== 'stack') throw new LedgerConnectionError('--stack did not resolve to a stack');
-    const stack = await readStack(connection.stack, connection.region);
-    urls = { deadLetterQueueUrl: stackOutput(stack, 'DeadLetterQueueUrl'), queueUrl: stackOutput(stack, 'DispatchQueueUrl') };
-    tableName = stackOutput(stack, 'LedgerTableName');
+    const { stack } = await (await connect({ stack: values.stack, region: connection.region })).endpoints();
+    const output = (key: string): string => {
+      const value = stack?.outputs[key];
+      if (value === undefined) throw new LedgerConnectionError(shown`stack "${connection.stack}" (${stack?.status ?? 'unknown'}) has no output ${key}; it has: ${Object.keys(stack?.outputs ?? {}).join(', ') || 'none'}`);
+      return value;
+    };
+    urls = { deadLetterQueueUrl: output('DeadLetterQueueUrl'), queueUrl: output('DispatchQueueUrl') };
+    tableName = output('LedgerTableName');
     region = connection.region;
     sqs = remoteQueueClient(region);
   } else if (values['dlq-url'] || values['queue-url']) {

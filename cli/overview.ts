@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { Counts } from '../shared/dispatch/counts.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './client.js';
+import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './connect.js';
 import { shown, table } from './table.js';
 
 /**
@@ -65,7 +65,7 @@ export async function list(args: string[], print: Print, connectTo: Connect = co
   });
   const query = new URLSearchParams([...filters, ['limit', values.limit], ...(values.cursor ? [['cursor', values.cursor] as [string, string]] : [])]);
   const ledger = await connectTo(values);
-  const answer = await ledger.get(`/dispatches?${query.toString()}`, { operator: true });
+  const answer = await ledger.raw('listDispatches', { query: Object.fromEntries(query), as: 'operator' });
   // The next page's command keeps what chose this one: the filters, the limit and the connection.
   const next = [...filters.flatMap(([name, value]) => [`--${name}`, value]), '--limit', values.limit, ...connectionArgs(values)];
   return printAnswer(answer, values.json, print, (body) => describeList(body as { items: ListedDispatch[]; cursor: string | null }, next));
@@ -84,6 +84,6 @@ export function describeCounts(counts: Counts & { readonly asOf?: string }): str
 export async function counts(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
-  const answer = await ledger.get('/counts', { operator: true });
+  const answer = await ledger.raw('counts', { as: 'operator' });
   return printAnswer(answer, values.json, print, (body) => describeCounts(body as Counts & { asOf: string }));
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, originOf, type Connect } from './client.js';
+import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
 
@@ -43,8 +43,8 @@ export async function receipt(args: string[], print: (line: string) => void, con
     ...(values['evidence-ref'] !== undefined ? { evidenceRef: values['evidence-ref'] } : {}),
     ...(values.note !== undefined ? { note: values.note } : {}),
   };
-  const ledger = await connectTo(values);
-  const answer = await ledger.post(`/dispatches/${encodeURIComponent(dispatchId)}/receipts`, body, { origin: originOf(values.origin) });
+  const ledger = await connectTo(values, values);
+  const answer = await ledger.raw('recordReceipt', { params: { dispatchId }, body });
   // 201 recorded, 200 an identical retry (the stored receipt).
   return printAnswer(answer, values.json, print, (answered, status) => {
     const stored = answered as OperatorReceipt;

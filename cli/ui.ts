@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { startStatusPage } from '../ui/server.js';
-import { CONNECTION_OPTIONS, connect, connectionArgs } from './client.js';
+import { CONNECTION_OPTIONS, connect, connectionArgs } from './connect.js';
 import { UsageError } from './operations.js';
 
 export const UI_USAGE = 'usage: ledger ui [--port N] [--stack NAME | --api-url URL]';
@@ -21,7 +21,7 @@ export async function ui(args: string[], print: (line: string) => void): Promise
   if (!/^\d{1,5}$/.test(values.port) || Number(values.port) > 65_535) throw new UsageError(`--port must be a port number 0..65535 (0: any free port), got "${values.port}"\n${UI_USAGE}`);
   const client = await connect(values);
   const page = await startStatusPage({ client, port: Number(values.port), connection: connectionArgs(values) });
-  print(`status page: ${page.url}  (reading ${client.apiUrl} as the operator; Ctrl-C to stop)`);
+  print(`status page: ${page.url}  (reading ${(await client.endpoints()).apiUrl} as the operator; Ctrl-C to stop)`);
   await new Promise<void>((resolveSignal) => {
     process.once('SIGINT', () => resolveSignal());
     process.once('SIGTERM', () => resolveSignal());

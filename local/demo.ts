@@ -1,9 +1,11 @@
-import { ROUTES, routePath } from '@dispatch-ledger/protocol';
+import type { RouteName } from '@dispatch-ledger/protocol';
 import { existsSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
-import { getJson, postJson, sendDispatchBody } from '../cli/dispatch.js';
+import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import { createLedgerClient, type RawAnswer, type RawCall } from '@dispatch-ledger/client';
+import { localQueueClient } from '../cli/connect.js';
 import { EXAMPLE_WORKER_TARGET, LIMITED_DEMO_TARGET, MANUAL_DESK_TARGET } from './platform.js';
 import { sendInbox, type InboxCommand } from '../cli/inbox.js';
 import { table } from '../cli/table.js';
@@ -11,7 +13,23 @@ import type { DispatchView } from '../shared/dispatch/view.js';
 import { localClients } from './clients.js';
 import { largeResultBody } from './demo-agent/large-result.js';
 import type { InvocationReport } from './runtime/context.js';
-import type { LocalState } from './state.js';
+import type { LocalInfo, LocalState } from './state.js';
+
+
+/** A message body put on the dispatch queue as it is: the demo sends some the ledger must refuse. */
+async function sendDispatchBody(info: LocalInfo, body: string): Promise<string> {
+  const sqs = localQueueClient(info);
+  try {
+    return (await sqs.send(new SendMessageCommand({ QueueUrl: info.dispatchQueueUrl, MessageBody: body }))).MessageId ?? '';
+  } finally {
+    sqs.destroy();
+  }
+}
+
+/** One route of the API as `origin` (the operator's routes `as: 'operator'`), through @dispatch-ledger/client, answered as it came. */
+function call(info: LocalInfo, origin: string, name: RouteName, parts: RawCall = {}, body?: unknown): Promise<RawAnswer> {
+  return createLedgerClient({ origin, local: info }).raw(name, body === undefined ? parts : { ...parts, body });
+}
 
 /** Lines of a JSONL file that parse, in order (a line being written may be cut: it is skipped). */
 export function readJsonl<T>(file: string): T[] {
@@ -86,7 +104,7 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
       return demoCase.settled(view, true) ? true : undefined;
     });
   }
-  const rejections = ((await getJson(info, `${ROUTES.rejections.path}?limit=100`, 'planner')).body as { items: Array<{ messageId: string; reason: string }> }).items;
+  const rejections = ((await call(info, 'planner', 'rejections', { query: { limit: 100 }, as: 'operator' })).body as { items: Array<{ messageId: string; reason: string }> }).items;
   const stats = (await (await fetch(`${info.demoAgentUrl}/stats`)).json()) as { submissions: Record<string, number>; runs: Record<string, number> };
 
   const seen = new Set<string>();
@@ -133,7 +151,7 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger inbox list --state pending   ·   npx ledger events --follow`);
 
   async function viewOf(dispatchId: string): Promise<DispatchView | undefined> {
-    const { status, body } = await getJson(info as NonNullable<typeof info>, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
+    const { status, body } = await call(info as NonNullable<typeof info>, 'planner', 'getDispatch', { params: { dispatchId: dispatchId } });
     return status === 200 ? (body as DispatchView) : undefined;
   }
 }
@@ -167,7 +185,7 @@ async function lifecycleDemo(state: LocalState, run: string, print: (line: strin
     await sendDispatchBody(info, JSON.stringify({ dispatchId: demoCase.dispatchId, origin: 'planner', target: 'demo-agent', task: demoCase.task, timeouts: demoCase.timeouts }));
   }
   const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
-    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
+    const { status, body } = await call(info, 'planner', 'getDispatch', { params: { dispatchId: dispatchId } });
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const settled = await Promise.all(
@@ -180,7 +198,7 @@ async function lifecycleDemo(state: LocalState, run: string, print: (line: strin
   const approval = settled[4];
   let approvedTo = '';
   if (approval?.execution.pendingApproval) {
-    await postJson(info, routePath(ROUTES.decideApproval, { dispatchId: approval.dispatchId }), 'planner', { approvalId: approval.execution.pendingApproval.approvalId, decision: 'approve' });
+    await call(info, 'planner', 'decideApproval', { params: { dispatchId: approval.dispatchId } }, { approvalId: approval.execution.pendingApproval.approvalId, decision: 'approve' });
     const done = await waitFor('the approved run to complete', async () => {
       const view = await viewOf(approval.dispatchId);
       return view?.execution.status === 'completed' ? view : undefined;
@@ -218,7 +236,7 @@ async function evidenceDemo(state: LocalState, run: string, print: (line: string
   await sendDispatchBody(info, JSON.stringify({ dispatchId: delivered, origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' }, expectedEvidence: ['out/report.md'], timeouts }));
   await sendDispatchBody(info, JSON.stringify({ dispatchId: orphan, origin: 'planner', target: 'demo-agent', task: { behavior: 'complete_without_evidence' }, expectedEvidence: ['out/report.md'], timeouts }));
   const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
-    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
+    const { status, body } = await call(info, 'planner', 'getDispatch', { params: { dispatchId: dispatchId } });
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const settled = (dispatchId: string) =>
@@ -229,7 +247,7 @@ async function evidenceDemo(state: LocalState, run: string, print: (line: string
   const handled = await settled(delivered);
   await settled(orphan);
   for (const [kind, receiptState, evidenceRef] of [['artifact_acceptance', 'accepted', 'out/report.md'], ['owner_delivery', 'confirmed', 'out/report.md']] as const) {
-    await postJson(info, routePath(ROUTES.recordReceipt, { dispatchId: delivered }), 'planner', { receiptId: `rc-${run}-${kind}`, runId: handled.runId, kind, state: receiptState, evidenceRef, verifiedBy: 'demo-operator' });
+    await call(info, 'planner', 'recordReceipt', { params: { dispatchId: delivered } }, { receiptId: `rc-${run}-${kind}`, runId: handled.runId, kind, state: receiptState, evidenceRef, verifiedBy: 'demo-operator' });
   }
   const rows: string[][] = [];
   for (const dispatchId of [delivered, orphan]) {
@@ -288,7 +306,7 @@ async function resultsDemo(state: LocalState, run: string, print: (line: string)
   const child = `d-demo-${run}-child`;
   const resultBytes = 20_000;
   const viewOf = async (dispatchId: string): Promise<DispatchView | undefined> => {
-    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), ORIGIN);
+    const { status, body } = await call(info, ORIGIN, 'getDispatch', { params: { dispatchId: dispatchId } });
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const send = (command: InboxCommand): Promise<{ status: number; body: unknown }> => sendInbox(info, command);
@@ -391,7 +409,7 @@ async function lambdaWorkerDemo(state: LocalState, run: string, print: (line: st
   }
   await sendDispatchBody(info, JSON.stringify({ dispatchId, origin: 'planner', target: EXAMPLE_WORKER_TARGET, task: { goal: 'summarise the incident' }, expectedEvidence: ['out/report.md'], delivery: { mode: 'detached' } }));
   const view = await waitFor(`${dispatchId} to be handled`, async () => {
-    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
+    const { status, body } = await call(info, 'planner', 'getDispatch', { params: { dispatchId: dispatchId } });
     const current = status === 200 ? (body as DispatchView) : undefined;
     return current?.evidence.outcome === 'handled' ? current : undefined;
   }, 60_000);
@@ -414,7 +432,7 @@ async function flowControlDemo(state: LocalState, run: string, print: (line: str
   const views = await Promise.all(
     sent.map(({ dispatchId, origin }) =>
       waitFor(`${dispatchId} to complete`, async () => {
-        const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), origin);
+        const { status, body } = await call(info, origin, 'getDispatch', { params: { dispatchId: dispatchId } });
         const view = status === 200 ? (body as DispatchView) : undefined;
         return view?.execution.status === 'completed' ? view : undefined;
       }, 60_000),
@@ -444,13 +462,13 @@ async function manualDemo(state: LocalState, run: string, print: (line: string) 
   print(`demo: a dispatch to the manual target ${MANUAL_DESK_TARGET} (a person does the work; nothing is submitted)`);
   await sendDispatchBody(info, JSON.stringify({ dispatchId, origin: 'planner', target: MANUAL_DESK_TARGET, task: { goal: 'file the quarterly report by hand' }, delivery: { mode: 'detached' } }));
   const viewNow = async () => {
-    const { status, body } = await getJson(info, routePath(ROUTES.getDispatch, { dispatchId: dispatchId }), 'planner');
+    const { status, body } = await call(info, 'planner', 'getDispatch', { params: { dispatchId: dispatchId } });
     return status === 200 ? (body as DispatchView) : undefined;
   };
   const waiting = await waitFor(`${dispatchId} to wait for a person`, async () => ((await viewNow())?.submission.waitingFor === 'person' ? viewNow() : undefined));
   print(`  ${dispatchId}: ${waiting.phase}, waiting for ${waiting.submission.waitingFor ?? '—'}; ${waiting.unknowns[0] ?? ''}`);
   const attestation = { attestationId: `ma-${run}`, kind: 'manual_result_attested', note: 'report filed by hand at the desk', evidenceRef: 'out/report.md' };
-  const recorded = await postJson(info, routePath(ROUTES.attestManual, { dispatchId: dispatchId }), 'planner', attestation);
+  const recorded = await call(info, 'planner', 'attestManual', { params: { dispatchId: dispatchId } }, attestation);
   print(`  POST /dispatches/${dispatchId}/manual ${attestation.kind} → ${recorded.status} (basis ${(recorded.body as { basis?: string }).basis ?? '—'}, recorded by ${(recorded.body as { recordedBy?: string }).recordedBy ?? '—'})`);
   const attested = await waitFor(`${dispatchId}'s gate`, async () => {
     const view = await viewNow();

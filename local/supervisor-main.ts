@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { localClient } from '../cli/client.js';
+import { createLedgerClient } from '@dispatch-ledger/client';
 import { startStatusPage, type StatusPage } from '../ui/server.js';
 import { isAlive } from './engines/process.js';
 import { startPlatform, type RunningPlatform } from './platform.js';
@@ -74,7 +74,7 @@ process.on('SIGINT', () => shutdown('SIGINT'));
 try {
   platform = await startPlatform({ stateDir, tickSeconds, log, sigv4: values.sigv4, environment: { PUBLISHED_EVENTS: values.events } });
   // The status page next to the API (`npm start` prints its URL), reading this platform as the operator.
-  statusPage = await startStatusPage({ client: localClient(platform.info), log: (line) => log({ component: 'status-page', ...line }) });
+  statusPage = await startStatusPage({ client: createLedgerClient({ local: platform.info }), log: (line) => log({ component: 'status-page', ...line }) });
   const readyMs = Date.now() - startedAt.getTime();
   writeState(stateDir, {
     ...base,

@@ -1,92 +1,78 @@
 import { z } from 'zod';
-import { DISPATCH_ID } from '../shared/dispatch/ids.js';
+import { DISPATCH_ID, MAX_CURSOR_CHARS, ROUTE_DOCS, routeParams, routePath, routePattern, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 
 /**
  * What the status page may ask the ledger for, and nothing more. The page's server holds the
- * operator's credentials on a local port, so it relays only these read routes (CONTRACT §2): a page
- * (or anything else that reaches the port) can never use it to cancel, redispatch, record a receipt or
- * release a slot. Each route takes exactly its own query parameters, bounded; anything else is refused
- * before the ledger is called.
+ * operator's credentials on a local port, so it relays only the routes of the protocol's table that
+ * are GETs the operator may call (docs/protocol.md §2): a page (or anything else that reaches the port)
+ * can never use it to cancel, redispatch, record a receipt or release a slot. Each route takes exactly
+ * the query parameters the table documents for it, bounded; anything else is refused before the
+ * ledger is called.
  */
 export type ProxyDecision =
-  | { readonly kind: 'proxy'; readonly path: string }
+  | {
+      readonly kind: 'proxy';
+      readonly route: RouteName;
+      readonly params: Readonly<Record<string, string>>;
+      readonly query: Readonly<Record<string, string>>;
+      /** The ledger path and query relayed, for logs and tests. */
+      readonly path: string;
+    }
   | { readonly kind: 'refused'; readonly status: 400 | 404; readonly code: string; readonly message: string };
 
 /** The page's API prefix: `/api/attention` → `GET /attention` on the ledger. */
 export const API_PREFIX = '/api';
 
+/** The routes relayed: every GET of the table that the operator may call, with its path's segments. */
+export const RELAYED = (Object.keys(ROUTES) as RouteName[])
+  .filter((name) => ROUTES[name].method === 'GET' && ROUTES[name].who.some((who) => who === 'operator' || who === 'operator_reads'))
+  .map((name) => ({ name, pattern: routePattern(ROUTES[name]) }));
+
 // Opaque cursors are the ledger's to judge (a forged one is its 400); here they are only bounded.
-const cursor = z.string().min(1).max(4096).optional();
-const limit = z.string().regex(/^[1-9][0-9]{0,2}$/, 'limit must be a whole number from 1 to 999').optional();
-const word = z.string().min(1).max(128).optional();
-
-const QUERIES = {
-  attention: z.strictObject({ kind: z.string().regex(/^[a-z_]{1,32}$/, 'kind must be an attention kind').optional(), limit, cursor }),
-  counts: z.strictObject({}),
-  dispatches: z.strictObject({ status: word, target: word, origin: word, phase: word, limit, cursor }),
-  dispatch: z.strictObject({ refresh: z.literal('true').optional() }),
-  page: z.strictObject({ cursor }),
-  rejections: z.strictObject({ limit, cursor }),
+const VALUE = {
+  cursor: z.string().min(1).max(MAX_CURSOR_CHARS),
+  limit: z.string().regex(/^[1-9][0-9]{0,2}$/, 'limit must be a whole number from 1 to 999'),
+  refresh: z.literal('true'),
+  kind: z.string().regex(/^[a-z_]{1,32}$/, 'kind must be an attention kind'),
 } as const;
-
-// DISPATCH_ID (CONTRACT §1's alphabet): a path segment can never smuggle another route in.
-const DISPATCH_LISTS = new Set(['receipts', 'operator-receipts', 'manual-attestations', 'runs']);
+const WORD = z.string().min(1).max(128);
 
 const notAllowed = (path: string): ProxyDecision => ({ kind: 'refused', status: 404, code: 'not_found', message: `the status page does not relay ${path.slice(0, 200)}` });
-
-/** The query as one value per name; a name given twice is refused (which one would the ledger read?). */
-function singleValued(search: URLSearchParams): Record<string, string> | string {
-  const query: Record<string, string> = {};
-  for (const [name, value] of search) {
-    if (Object.hasOwn(query, name)) return `query parameter "${name.slice(0, 64)}" given more than once`;
-    query[name] = value;
-  }
-  return query;
-}
+const malformed = (message: string): ProxyDecision => ({ kind: 'refused', status: 400, code: 'malformed', message: message.slice(0, 300) });
 
 /**
- * The ledger path a page request maps to, or why it is refused. `pathname` is the raw (still
- * percent-encoded) path of a GET the server received; the path relayed is rebuilt from validated
- * parts, never copied.
+ * The ledger route a page request maps to, or why it is refused. `pathname` is the raw (still
+ * percent-encoded) path of a GET the server received; what is relayed is rebuilt from validated
+ * parts (the route's name, its decoded parameters, its documented query), never copied.
  *
  * @example
  * proxyDecision('/api/dispatches/d-1', new URLSearchParams('refresh=true'))
- * // → { kind: 'proxy', path: '/dispatches/d-1?refresh=true' }
+ * // → { kind: 'proxy', route: 'getDispatch', params: { dispatchId: 'd-1' }, query: { refresh: 'true' }, path: '/dispatches/d-1?refresh=true' }
  */
 export function proxyDecision(pathname: string, search: URLSearchParams): ProxyDecision {
   if (!pathname.startsWith(`${API_PREFIX}/`)) return notAllowed(pathname);
-  const segments = pathname.slice(API_PREFIX.length + 1).split('/');
-  let decoded: string[];
+  const segments = pathname.slice(API_PREFIX.length).split('/').slice(1);
+  let found: { name: RouteName; params: Record<string, string> } | undefined;
   try {
-    decoded = segments.map((segment) => decodeURIComponent(segment));
+    for (const { name, pattern } of RELAYED) {
+      const params = routeParams(pattern, segments);
+      if (params) found = { name, params };
+    }
   } catch {
-    return { kind: 'refused', status: 400, code: 'malformed', message: 'the path is not valid percent-encoding' };
+    return malformed('the path is not valid percent-encoding');
   }
-  const [head, id, list, ...beyond] = decoded;
-  let schema: z.ZodType<Record<string, string | undefined>>;
-  let path: string;
-  if (beyond.length > 0) return notAllowed(pathname);
-  if ((head === 'attention' || head === 'counts' || head === 'rejections') && id === undefined) {
-    schema = QUERIES[head];
-    path = `/${head}`;
-  } else if (head === 'dispatches' && id === undefined) {
-    schema = QUERIES.dispatches;
-    path = '/dispatches';
-  } else if (head === 'dispatches' && id !== undefined && DISPATCH_ID.test(id) && (list === undefined || DISPATCH_LISTS.has(list))) {
-    schema = list === undefined ? QUERIES.dispatch : QUERIES.page;
-    path = `/dispatches/${encodeURIComponent(id)}${list === undefined ? '' : `/${list}`}`;
-  } else {
-    return notAllowed(pathname);
+  // A dispatch id by CONTRACT §1's alphabet: a path segment can never smuggle another route in.
+  if (!found || (found.params['dispatchId'] !== undefined && !DISPATCH_ID.test(found.params['dispatchId']))) return notAllowed(pathname);
+  const allowed = new Set(ROUTE_DOCS[found.name].query ?? []);
+  const query: Record<string, string> = {};
+  for (const [name, value] of search) {
+    if (Object.hasOwn(query, name)) return malformed(`query parameter "${name.slice(0, 64)}" given more than once`);
+    if (!allowed.has(name)) return malformed(`unknown query parameter "${name.slice(0, 64)}" for ${ROUTES[found.name].path}`);
+    const read = (VALUE[name as keyof typeof VALUE] ?? WORD).safeParse(value);
+    if (!read.success) return malformed(`${name}: ${read.error.issues[0]?.message ?? 'invalid'}`);
+    query[name] = value;
   }
-  const query = singleValued(search);
-  if (typeof query === 'string') return { kind: 'refused', status: 400, code: 'malformed', message: query };
-  const parsed = schema.safeParse(query);
-  if (!parsed.success) {
-    const problem = parsed.error.issues[0];
-    const where = problem?.path.length ? `${problem.path.join('.')}: ` : '';
-    return { kind: 'refused', status: 400, code: 'malformed', message: `${where}${problem?.message ?? 'invalid query'}`.slice(0, 300) };
-  }
-  const kept = new URLSearchParams(Object.entries(parsed.data).filter((entry): entry is [string, string] => entry[1] !== undefined));
-  const rebuilt = kept.toString();
-  return { kind: 'proxy', path: rebuilt === '' ? path : `${path}?${rebuilt}` };
+  const rebuilt = new URLSearchParams(query).toString();
+  const path = routePath(ROUTES[found.name], found.params);
+  return { kind: 'proxy', route: found.name, params: found.params, query, path: rebuilt === '' ? path : `${path}?${rebuilt}` };
 }

@@ -4,11 +4,11 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import type { LedgerClient } from '../cli/client.js';
+import { isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
 import { EXECUTION_BUCKETS } from '../shared/dispatch/counts.js';
 import { PHASES } from '../shared/dispatch/transitions.js';
 import { clip } from '../shared/text.js';
-import { proxyDecision, API_PREFIX } from './routes.js';
+import { proxyDecision, API_PREFIX, type ProxyDecision } from './routes.js';
 
 /**
  * The status page (CONTRACT §13, `ledger ui`): a small server on 127.0.0.1 that serves the page and
@@ -30,7 +30,7 @@ import { proxyDecision, API_PREFIX } from './routes.js';
  * cross-site` or `same-site` are refused before anything else: no other site's page acts here.
  */
 export interface StatusPageOptions {
-  /** The ledger to show; called with `{ operator: true }` (signed as the operator when remote). */
+  /** The ledger to show, read as the operator (`as: 'operator'`: its credential under --sigv4, the caller's own remotely). */
   readonly client: LedgerClient;
   /** @default 0: a free port the system picks */
   readonly port?: number;
@@ -157,7 +157,7 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
   const log = options.log ?? ((line) => process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), component: 'status-page', ...line })}\n`));
   const assets = await compilePage();
   // The filter's lists travel with the config: the shared modules that hold them cannot be bundled for a browser (ui/page/api.ts).
-  const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: client.remote, phases: PHASES, statuses: EXECUTION_BUCKETS });
+  const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: !(await client.endpoints()).local, phases: PHASES, statuses: EXECUTION_BUCKETS });
   let ownHost = '';
   let cookie = '';
   // Per start, never written anywhere but the printed URL (and the local state file, mode 0600).
@@ -174,15 +174,18 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
     '/favicon.svg': { type: 'image/svg+xml', body: assets.icon },
   };
 
-  const relay = async (path: string, response: ServerResponse): Promise<void> => {
+  const relay = async (decision: Extract<ProxyDecision, { kind: 'proxy' }>, response: ServerResponse): Promise<void> => {
+    const { path } = decision;
     try {
-      const { status, body } = await client.get(path, { operator: true });
+      const { status, body } = await client.raw(decision.route, { params: decision.params, query: decision.query, as: 'operator' });
       // The ledger's answer travels as data, whatever its status: a route that is missing or failing
       // is something the page shows in its section ("could not load"), and a non-2xx subresource would
       // also be reported by the browser as a console error of the page itself.
       json(response, 200, { status, body });
     } catch (error) {
       const message = clip(error instanceof Error ? error.message : String(error), 300);
+      // A filter the ledger would refuse never leaves: it is answered as the ledger's 400 would be.
+      if (isLedgerValidationError(error)) return json(response, 200, { status: 400, body: { error: { code: 'malformed', message } } });
       log({ level: 'error', msg: 'ledger unreachable', path: clip(path, 200), error: message });
       json(response, 200, { status: 502, body: { error: { code: 'ledger_unreachable', message: `the status page could not reach the ledger: ${message}` } } });
     }
@@ -205,7 +208,7 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
       refusal(response, decision.status, decision.code, decision.message);
       return;
     }
-    void relay(decision.path, response).catch((error: unknown) => failed(error, response));
+    void relay(decision, response).catch((error: unknown) => failed(error, response));
   };
 
   const handle = (request: IncomingMessage, response: ServerResponse): void => {

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../local/engines/process.js';
 import { projectRoot } from '../../local/paths.js';
@@ -78,7 +79,16 @@ describe('npx ledger local up / down', () => {
     expect(foreign).toContain('404');
 
     // Contract §9's operator commands: rejections, approve, redispatch.
-    await ledger('send', '--body', 'this is not json');
+    // The CLI refuses a body that is not JSON (nothing is sent); one put on the queue by other means is rejected by the intake.
+    const refusedLocally = await ledger('send', '--body', 'this is not json').then(
+      () => 'sent',
+      (error: { stderr: string; code: number }) => `${error.code}: ${error.stderr}`,
+    );
+    expect(refusedLocally).toMatch(/^1: the message is not JSON \(.+\); nothing was sent/);
+    const local = readState(stateDir)?.info;
+    const sqs = new SQSClient({ region: local?.region ?? '', endpoint: local?.sqsEndpoint ?? '', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+    await sqs.send(new SendMessageCommand({ QueueUrl: local?.dispatchQueueUrl ?? '', MessageBody: 'this is not json' }));
+    sqs.destroy();
     const rejected = await eventually('a not_json rejection in ledger rejections', () => ledger('rejections', '--json'), {
       ...CLI_POLL,
       until: (out) => out.stdout.includes('not_json'),

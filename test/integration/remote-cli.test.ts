@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CloudFormationClient, CreateStackCommand, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { REFUSED } from '../../cli/answer.js';
 import { STACK_OUTPUTS, type StackOutputName } from '../../infra/outputs.js';
@@ -104,6 +104,31 @@ async function sendDirect(message: Record<string, unknown> | string, queueUrl = 
 const NO_STACK = /^\s+at /m;
 
 describe('the remote CLI, signed from the default credential chain (against ledger local up --sigv4)', () => {
+  it('refuses a --body the ledger would refuse — malformed JSON, a missing field, a too-deep task — saying why, with nothing put on the queue', async () => {
+    // A queue of its own that nothing consumes: what reaches it stays there to be counted.
+    const { QueueUrl: queueUrl = '' } = await test.clients.sqs.send(new CreateQueueCommand({ QueueName: uniqueName('cli-send') }));
+    const flags = ['--api-url', `${platform.info.apiUrl}/`, '--queue-url', queueUrl, '--region', LOCAL_REGION];
+    const waiting = async (): Promise<string | undefined> =>
+      (await test.clients.sqs.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }))).Attributes?.['ApproximateNumberOfMessages'];
+    let deep: Record<string, unknown> = {};
+    for (let level = 0; level < 70; level += 1) deep = { deeper: deep };
+    const refused: Array<[string, RegExp]> = [
+      ['{"dispatchId": "d-1", ', /^the message is not JSON \(.+\); nothing was sent$/m],
+      [JSON.stringify({ dispatchId: 'd-1', origin: 'planner', task: {} }), /^the ledger would refuse this message: target: expected string, got undefined; nothing was sent$/m],
+      [JSON.stringify({ dispatchId: 'd-1', origin: 'planner', target: 'demo-agent', task: deep }), /^the ledger would refuse this message: task: nests deeper than 64 levels.*; nothing was sent$/m],
+    ];
+    for (const [body, said] of refused) {
+      const ran = await ledger(planner, ['send', '--body', body, ...flags]);
+      expect(ran.code, body.slice(0, 40)).toBe(1);
+      expect(ran.stderr).toMatch(said);
+      expect(ran.stderr).not.toMatch(NO_STACK);
+    }
+    expect(await waiting()).toBe('0');
+    const sent = await ledger(planner, ['send', '--body', JSON.stringify({ dispatchId: uniqueName('d-body'), origin: 'planner', target: 'demo-agent', task: {} }), ...flags]);
+    expect(sent).toMatchObject({ code: 0, stderr: '' });
+    expect(await waiting()).toBe('1');
+  });
+
   it('sends a dispatch, checks it to completion, lists it, records a receipt, and claims and acks its result, as the planner', async () => {
     const dispatchId = uniqueName('d-remote');
     const sent = await ledger(planner, ['send', '--dispatch-id', dispatchId, '--behavior', 'complete', '--expect', 'out/report.md', '--json', ...remote()]);

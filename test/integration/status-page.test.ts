@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localClient, type LedgerClient } from '../../cli/client.js';
+import { createLedgerClient, type LedgerClient } from '@dispatch-ledger/client';
 import { EXECUTION_BUCKETS } from '../../shared/dispatch/counts.js';
 import { PHASES } from '../../shared/dispatch/transitions.js';
 import { startStatusPage, type StatusPage } from '../../ui/server.js';
@@ -39,7 +39,7 @@ const handled = { dispatchId: uniqueName('ui-done'), origin: 'planner', target: 
 beforeAll(async () => {
   t = await startTestPlatform();
   for (const message of [orphan, stalled, handled]) await t.send(JSON.stringify(message));
-  statusPage = await startStatusPage({ client: localClient(t.platform.info), refreshMs: 500, log: (line) => pageLog.push(line) });
+  statusPage = await startStatusPage({ client: createLedgerClient({ local: t.platform.info }), refreshMs: 500, log: (line) => pageLog.push(line) });
   const traded = await raw('GET', new URL(statusPage.url).pathname + new URL(statusPage.url).search, { cookie: '' });
   session = String(traded.headers['set-cookie']).split(';')[0] ?? '';
   userDataDir = mkdtempSync(join(tmpdir(), 'ledger-chromium-'));
@@ -361,7 +361,7 @@ describe('the status page server', () => {
 
   it('answers 500 when handling a request throws, with a log line and no stack, and goes on serving', async () => {
     const lines: Array<Record<string, unknown>> = [];
-    const ledger: LedgerClient = { ...localClient(t.platform.info) };
+    const ledger: LedgerClient = createLedgerClient({ local: t.platform.info });
     const fragile = await startStatusPage({
       client: ledger,
       // A log that throws on one refusal: the handler fails midway, as a bug would make it.

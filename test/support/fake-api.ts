@@ -1,12 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { localClient, type Connect } from '../../cli/client.js';
+import { createLedgerClient } from '@dispatch-ledger/client';
+import { originOf, type Connect } from '../../cli/connect.js';
 import type { LocalInfo } from '../../local/state.js';
 
 /**
  * A fake of the ledger API on 127.0.0.1 for the CLI's unit tests: it records each request and answers
  * the canned status and JSON, standing in for the ledger only to pin what a command sends and prints.
- * `connect` hands a command the local client for it (`extra` adds to its info: a `--sigv4`
+ * `connect` hands a command `@dispatch-ledger/client` on it, as the local platform (`extra` adds to its info: a `--sigv4`
  * credentials file, say). Close what it started with `closeFakeApis()` after each test.
  */
 export interface SeenRequest {
@@ -48,7 +49,7 @@ export async function fakeApi(answer: (seen: SeenRequest) => { status: number; b
     region: 'us-east-1', apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, dispatchQueueUrl: '', dlqUrl: '', sqsEndpoint: '', dynamodbEndpoint: '', s3Endpoint: '',
     eventBridgeEndpoint: '', eventBusName: 'dispatch-ledger', eventLog: '', demoAgentUrl: '', ...extra,
   };
-  return { connect: async () => localClient(info), seen, server };
+  return { connect: async (_values, as = {}) => createLedgerClient({ origin: originOf(as.origin), local: info }), seen, server };
 }
 
 export async function closeFakeApis(): Promise<void> {

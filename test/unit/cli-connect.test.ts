@@ -1,7 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { LedgerConnectionError, remoteClient, resolveConnection, stackOutput, type DeployedStack } from '../../cli/client.js';
+import { isLedgerNetworkError } from '@dispatch-ledger/client';
+import { connect, LedgerConnectionError, resolveConnection } from '../../cli/connect.js';
 import { events } from '../../cli/events.js';
 import { dlq, UsageError } from '../../cli/operations.js';
 
@@ -81,17 +82,7 @@ describe('resolveConnection', () => {
   });
 });
 
-describe('stackOutput', () => {
-  const stack: DeployedStack = { name: 'DispatchLedger', region: 'eu-west-1', status: 'CREATE_IN_PROGRESS', outputs: { LedgerTableName: 't' } };
-
-  it("answers the output's value, or says which the stack lacks, its status and what it has", () => {
-    expect(stackOutput(stack, 'LedgerTableName')).toBe('t');
-    expect(() => stackOutput(stack, 'ApiUrl')).toThrow('stack "DispatchLedger" (CREATE_IN_PROGRESS) has no output ApiUrl; it has: LedgerTableName');
-    expect(() => stackOutput({ ...stack, outputs: {} }, 'DispatchQueueUrl')).toThrow('has no output DispatchQueueUrl; it has: none');
-  });
-});
-
-describe('remoteClient (against a fake of the API on 127.0.0.1)', () => {
+describe('connect to a deployed API (@dispatch-ledger/client, against a fake of the API on 127.0.0.1)', () => {
   const servers: Server[] = [];
   afterEach(async () => {
     vi.unstubAllEnvs();
@@ -118,10 +109,10 @@ describe('remoteClient (against a fake of the API on 127.0.0.1)', () => {
     vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'remote-secret');
     vi.stubEnv('AWS_SESSION_TOKEN', 'remote-session');
     const api = await fakeApi();
-    const ledger = remoteClient({ apiUrl: api.url, region: 'eu-west-1' });
-    expect(ledger.remote).toBe(true);
-    expect(await ledger.get('/dispatches/d-1', { origin: 'planner' })).toEqual({ status: 200, body: { ok: true } });
-    expect(await ledger.post('/attention', { a: 1 }, { operator: true })).toMatchObject({ status: 200 });
+    const ledger = await connect({ 'api-url': api.url, region: 'eu-west-1' }, { origin: 'planner' });
+    expect((await ledger.endpoints()).local).toBe(false);
+    expect(await ledger.raw('getDispatch', { params: { dispatchId: 'd-1' } })).toMatchObject({ status: 200, body: { ok: true } });
+    expect(await ledger.raw('cancel', { params: { dispatchId: 'd-1' }, body: { reason: 'no longer needed' } })).toMatchObject({ status: 200 });
     expect(api.seen).toHaveLength(2);
     for (const headers of api.seen) {
       expect(headers['authorization']).toMatch(/^AWS4-HMAC-SHA256 Credential=AKIAREMOTECALLER0001\/\d{8}\/eu-west-1\/lambda\/aws4_request, /);
@@ -143,9 +134,9 @@ describe('remoteClient (against a fake of the API on 127.0.0.1)', () => {
     });
     await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
     servers.push(redirecting);
-    const ledger = remoteClient({ apiUrl: `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}`, region: 'us-east-1' });
-    await expect(ledger.get('/dispatches/d-1')).rejects.toBeInstanceOf(LedgerConnectionError);
-    await expect(ledger.post('/attention', {}, { operator: true })).rejects.toBeInstanceOf(LedgerConnectionError);
+    const ledger = await connect({ 'api-url': `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}`, region: 'us-east-1' });
+    expect(isLedgerNetworkError(await ledger.raw('getDispatch', { params: { dispatchId: 'd-1' } }).catch((error: unknown) => error))).toBe(true);
+    expect(isLedgerNetworkError(await ledger.raw('attention', { as: 'operator' }).catch((error: unknown) => error))).toBe(true);
     expect(elsewhere.seen).toEqual([]);
   });
 
@@ -155,13 +146,13 @@ describe('remoteClient (against a fake of the API on 127.0.0.1)', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const { port } = closed.address() as AddressInfo;
     await new Promise((resolve) => closed.close(resolve));
-    const ledger = remoteClient({ apiUrl: `http://127.0.0.1:${port}`, region: 'us-east-1' });
-    await expect(ledger.send('{}')).rejects.toThrow(/sending needs the dispatch queue: with --api-url give --queue-url URL too/);
+    const ledger = await connect({ 'api-url': `http://127.0.0.1:${port}`, region: 'us-east-1' }, { origin: 'planner' });
+    await expect(ledger.dispatch({ dispatchId: 'd-1', target: 't', task: {} })).rejects.toThrow(/no dispatch queue: give --queue-url with --api-url/);
     vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIAREMOTECALLER0001');
     vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'remote-secret');
-    const unreachable = ledger.get('/dispatches/d-1');
-    await expect(unreachable).rejects.toBeInstanceOf(LedgerConnectionError);
-    await expect(unreachable).rejects.toThrow(`could not reach the ledger API at http://127.0.0.1:${port}: ECONNREFUSED`);
+    const unreachable = ledger.raw('getDispatch', { params: { dispatchId: 'd-1' } });
+    await expect(unreachable).rejects.toSatisfy(isLedgerNetworkError);
+    await expect(unreachable).rejects.toThrow(`GET /dispatches/{dispatchId} did not reach the ledger at http://127.0.0.1:${port}: ECONNREFUSED`);
   });
 });
 

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { bodyCell, describeChange, describeClaim, describeList, inbox, inboxRequest, parseInbox } from '../../cli/inbox.js';
 import { UsageError } from '../../cli/operations.js';
 import { closeFakeApis, fakeApi } from '../support/fake-api.js';
@@ -114,24 +115,26 @@ describe('parseInbox', () => {
 });
 
 describe('inboxRequest', () => {
-  it('builds each CONTRACT §10 route and body', () => {
-    expect(inboxRequest(parseInbox(['claim', '--max', '5']))).toEqual({ method: 'POST', path: '/origins/planner/inbox/claim', body: { mode: 'after_turn', max: 5 } });
-    expect(inboxRequest(parseInbox(['ack', 'res-1', '--token', 'ct-1']))).toEqual({ method: 'POST', path: '/origins/planner/inbox/res-1/ack', body: { claimToken: 'ct-1' } });
+  const planner = { origin: 'planner' };
+  it('names each route of docs/protocol.md §10 in the route table, with its parameters and body', () => {
+    expect(inboxRequest(parseInbox(['claim', '--max', '5']))).toEqual({ route: 'inboxClaim', params: planner, body: { mode: 'after_turn', max: 5 } });
+    expect(inboxRequest(parseInbox(['ack', 'res-1', '--token', 'ct-1']))).toEqual({ route: 'inboxAck', params: { ...planner, resultId: 'res-1' }, body: { claimToken: 'ct-1' } });
     expect(inboxRequest(parseInbox(['release', 'res-1', '--token', 'ct-1', '--reason', 'later']))).toEqual({
-      method: 'POST', path: '/origins/planner/inbox/res-1/release', body: { claimToken: 'ct-1', reason: 'later' },
+      route: 'inboxRelease', params: { ...planner, resultId: 'res-1' }, body: { claimToken: 'ct-1', reason: 'later' },
     });
     expect(inboxRequest(parseInbox(['renew', 'res-1', '--token', 'ct-1', '--lease-seconds', '90']))).toEqual({
-      method: 'POST', path: '/origins/planner/inbox/res-1/renew', body: { claimToken: 'ct-1', leaseSeconds: 90 },
+      route: 'inboxRenew', params: { ...planner, resultId: 'res-1' }, body: { claimToken: 'ct-1', leaseSeconds: 90 },
     });
-    expect(inboxRequest(parseInbox(['list']))).toEqual({ method: 'GET', path: '/origins/planner/inbox' });
+    expect(inboxRequest(parseInbox(['list']))).toEqual({ route: 'inboxList', params: planner, query: {} });
     expect(inboxRequest(parseInbox(['list', '--state', 'pending', '--limit', '3', '--cursor', 'c/1=']))).toEqual({
-      method: 'GET', path: '/origins/planner/inbox?state=pending&limit=3&cursor=c%2F1%3D',
+      route: 'inboxList', params: planner, query: { state: 'pending', limit: 3, cursor: 'c/1=' },
     });
-    expect(inboxRequest(parseInbox(['body', 'res-1']))).toEqual({ method: 'GET', path: '/origins/planner/inbox/res-1/body' });
+    expect(inboxRequest(parseInbox(['body', 'res-1']))).toEqual({ route: 'inboxBody', params: { ...planner, resultId: 'res-1' } });
   });
 
   it('encodes the origin and the result id as one path segment each (a result id cannot reach another route)', () => {
-    expect(inboxRequest(parseInbox(['ack', 'res/../../x?y', '--token', 't', '--origin', 'a b'])).path).toBe('/origins/a%20b/inbox/res%2F..%2F..%2Fx%3Fy/ack');
+    const request = inboxRequest(parseInbox(['ack', 'res/../../x?y', '--token', 't', '--origin', 'a b']));
+    expect(routePath(ROUTES[request.route], request.params)).toBe('/origins/a%20b/inbox/res%2F..%2F..%2Fx%3Fy/ack');
   });
 });
 

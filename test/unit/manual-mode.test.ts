@@ -206,7 +206,7 @@ describe('the status page\'s commands for a manual dispatch whose result attesta
 
 describe('the status page\'s read allowlist', () => {
   it('relays the paged manual attestations like the other lists of a dispatch', () => {
-    expect(proxyDecision('/api/dispatches/d-1/manual-attestations', new URLSearchParams('cursor=c'))).toEqual({ kind: 'proxy', path: '/dispatches/d-1/manual-attestations?cursor=c' });
+    expect(proxyDecision('/api/dispatches/d-1/manual-attestations', new URLSearchParams('cursor=c'))).toMatchObject({ kind: 'proxy', route: 'listManualAttestations', path: '/dispatches/d-1/manual-attestations?cursor=c' });
   });
 });
 

@@ -1,8 +1,8 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ApiAnswer, CallOptions, LedgerClient } from '../../cli/client.js';
-import { ledgerMcpServer, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
+import { ROUTES, routePath } from '@dispatch-ledger/protocol';
+import { ledgerMcpServer, type McpLedger, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
 import { PHASES } from '../../shared/dispatch/transitions.js';
 import { TARGET_RUN_STATUSES } from '../../shared/targets/port.js';
 
@@ -12,32 +12,27 @@ import { TARGET_RUN_STATUSES } from '../../shared/targets/port.js';
 // real local platform, over stdio, is test/integration/mcp.test.ts.
 
 interface Call {
-  readonly method: 'GET' | 'POST' | 'SEND';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'SEND';
   readonly path?: string;
   readonly body?: unknown;
-  readonly options?: CallOptions;
 }
 
-/** A LedgerClient that records its calls and answers `answer` (default 200 `{ ok: true }`). */
-function recordingClient(answer: (call: Call) => ApiAnswer = () => ({ status: 200, body: { ok: true } })) {
+/**
+ * The server's port on `@dispatch-ledger/client` (McpLedger: `raw` and `dispatch`), recording each call
+ * as the method and path of its route in the protocol's table, and answering `answer` (default 200 `{ ok: true }`).
+ */
+function recordingClient(answer: (call: Call) => { status: number; body: unknown } = () => ({ status: 200, body: { ok: true } })) {
   const calls: Call[] = [];
-  const client: LedgerClient = {
-    apiUrl: 'http://127.0.0.1:1',
-    remote: false,
-    queues: {},
-    get: async (path, options) => {
-      const call: Call = { method: 'GET', path, options };
+  const client: McpLedger = {
+    raw: async (name, parts = {}) => {
+      const query = new URLSearchParams(Object.entries(parts.query ?? {}).flatMap(([key, value]): Array<[string, string]> => (value === undefined ? [] : [[key, String(value)]]))).toString();
+      const call: Call = { method: ROUTES[name].method, path: `${routePath(ROUTES[name], parts.params ?? {})}${query ? `?${query}` : ''}`, ...(parts.body === undefined ? {} : { body: parts.body }) };
       calls.push(call);
-      return answer(call);
+      return { ...answer(call), requestId: undefined };
     },
-    post: async (path, body, options) => {
-      const call: Call = { method: 'POST', path, body, options };
-      calls.push(call);
-      return answer(call);
-    },
-    send: async (body) => {
-      calls.push({ method: 'SEND', body: JSON.parse(body) as unknown });
-      return 'msg-1';
+    dispatch: async (message) => {
+      calls.push({ method: 'SEND', body: message });
+      return { dispatchId: message.dispatchId, messageId: 'msg-1' };
     },
   };
   return { client, calls };
@@ -48,7 +43,7 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((each) => each.close()));
 });
 
-async function connected(client: LedgerClient): Promise<Client> {
+async function connected(client: McpLedger): Promise<Client> {
   const server = ledgerMcpServer(client, { origin: 'planner', newDispatchId: () => 'd-made-1' });
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
   const mcpClient = new Client({ name: 'unit-test', version: '0.0.0' });
@@ -178,7 +173,7 @@ describe('ledgerMcpServer', () => {
     expect(status?.enum).toEqual([...new Set([...TARGET_RUN_STATUSES, 'unknown', ...PHASES])]);
   });
 
-  it('calls each route as its origin, with the body the API takes and the ids in the path', async () => {
+  it('calls each route of the table, with the body the API takes and the ids in the path (its origin is the client’s)', async () => {
     const { client, calls } = recordingClient();
     const mcp = await connected(client);
     await mcp.callTool({ name: 'check_dispatch', arguments: { dispatchId: 'd-1', refresh: true } });
@@ -202,13 +197,12 @@ describe('ledgerMcpServer', () => {
       ['POST', '/origins/planner/inbox/r1~d-1/ack', { claimToken: 'ct-1' }],
       ['POST', '/origins/planner/inbox/r1~d-1/release', { claimToken: 'ct-1', reason: 'reader gone' }],
     ]);
-    expect(calls.every((call) => call.options?.origin === 'planner')).toBe(true);
   });
 
   it('answers a client that throws (nothing answered) as a tool error, not a failed request', async () => {
-    const client: LedgerClient = {
+    const client: McpLedger = {
       ...recordingClient().client,
-      get: async () => {
+      raw: async () => {
         throw new Error('fetch failed');
       },
     };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { proxyDecision } from '../../ui/routes.js';
+import { proxyDecision, RELAYED } from '../../ui/routes.js';
 import { appendOlder, mergeNewest, renewed, type Run } from '../../ui/page/paging.js';
 import { commandsFor, monitorWords, shellWord } from '../../ui/page/words.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
@@ -8,12 +8,16 @@ const decide = (path: string, query = '') => proxyDecision(path, new URLSearchPa
 
 describe('proxyDecision (the status page relays only its read routes)', () => {
   it('maps each allowed read to the ledger path, keeping only its own bounded query', () => {
-    expect(decide('/api/attention', 'kind=unknown&limit=100')).toEqual({ kind: 'proxy', path: '/attention?kind=unknown&limit=100' });
-    expect(decide('/api/counts')).toEqual({ kind: 'proxy', path: '/counts' });
-    expect(decide('/api/dispatches', 'status=running&origin=planner&limit=50&cursor=abc')).toEqual({ kind: 'proxy', path: '/dispatches?status=running&origin=planner&limit=50&cursor=abc' });
-    expect(decide('/api/dispatches/d-1', 'refresh=true')).toEqual({ kind: 'proxy', path: '/dispatches/d-1?refresh=true' });
-    expect(decide('/api/dispatches/d%3A1/operator-receipts', 'cursor=c')).toEqual({ kind: 'proxy', path: '/dispatches/d%3A1/operator-receipts?cursor=c' });
-    expect(decide('/api/rejections', 'limit=5')).toEqual({ kind: 'proxy', path: '/rejections?limit=5' });
+    expect(decide('/api/attention', 'kind=unknown&limit=100')).toEqual({ kind: 'proxy', route: 'attention', params: {}, query: { kind: 'unknown', limit: '100' }, path: '/attention?kind=unknown&limit=100' });
+    expect(decide('/api/counts')).toEqual({ kind: 'proxy', route: 'counts', params: {}, query: {}, path: '/counts' });
+    expect(decide('/api/dispatches', 'status=running&origin=planner&limit=50&cursor=abc')).toMatchObject({ kind: 'proxy', route: 'listDispatches', path: '/dispatches?status=running&origin=planner&limit=50&cursor=abc' });
+    expect(decide('/api/dispatches/d-1', 'refresh=true')).toEqual({ kind: 'proxy', route: 'getDispatch', params: { dispatchId: 'd-1' }, query: { refresh: 'true' }, path: '/dispatches/d-1?refresh=true' });
+    expect(decide('/api/dispatches/d%3A1/operator-receipts', 'cursor=c')).toEqual({ kind: 'proxy', route: 'listOperatorReceipts', params: { dispatchId: 'd:1' }, query: { cursor: 'c' }, path: '/dispatches/d%3A1/operator-receipts?cursor=c' });
+    expect(decide('/api/rejections', 'limit=5')).toMatchObject({ kind: 'proxy', route: 'rejections', path: '/rejections?limit=5' });
+  });
+
+  it('relays exactly the GETs of the route table the operator may call', () => {
+    expect(RELAYED.map((entry) => entry.name).sort()).toEqual(['attention', 'counts', 'getDispatch', 'listDispatches', 'listManualAttestations', 'listOperatorReceipts', 'listReceipts', 'listRuns', 'rejections']);
   });
 
   it('refuses every route outside the allowlist, a path that smuggles one in, and unknown or repeated parameters', () => {

@@ -141,3 +141,23 @@ describe('the worker kit: sigv4Signer', () => {
     expect(headers['authorization']).toContain('x-amz-security-token');
   });
 });
+
+describe('many callbacks pausing at once on one worker', () => {
+  it('warns of no listener leak: each pause listens on the stop signal only while it waits (12 in flight)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error): void => void warnings.push(`${warning.name}: ${warning.message}`);
+    process.on('warning', onWarning);
+    try {
+      let tries = 0;
+      // Each callback's first try finds the run not yet recorded, its second is applied: every one pauses once, all at the same time.
+      const transport: Transport = async () => ((tries += 1) <= 12 ? { status: 409, text: '{"error":{"code":"not_yet_recorded","message":"m"}}' } : { status: 202, text: '{"applied":true}' });
+      const client = new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, transport, retry: { firstPauseMs: 20 } });
+      const outcomes = await Promise.all(Array.from({ length: 12 }, (_, index) => client.postEvent('http://127.0.0.1:9', `d-${index}:1`, { dispatchId: `d-${index}`, seq: 1, type: 'heartbeat' })));
+      expect(outcomes.map((outcome) => outcome.kind)).toEqual(Array.from({ length: 12 }, () => 'delivered'));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((warning) => warning.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});

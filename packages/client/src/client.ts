@@ -5,9 +5,9 @@ import type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, 
 import { DispatchMessageSchema, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
 import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
-import { connectionOf, type CallAs, type Connection, type LedgerClientOptions } from './connection.js';
+import { connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
 import { isLedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError } from './errors.js';
-import { callRoute, dispatchListing, issuesOf, listing, type CallOptions, type DispatchListing, type Listing } from './transport.js';
+import { callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOptions, type DispatchListing, type Listing, type RawAnswer } from './transport.js';
 
 /** The queue's largest message (CONTRACT §1): a larger one is never sent. */
 const MAX_MESSAGE_BYTES = 1024 * 1024;
@@ -27,6 +27,20 @@ export interface DeliverOutcome {
   readonly acked: number;
   /** The lease was lost while the handler ran: its signal was aborted and nothing was acked. */
   readonly leaseLost: boolean;
+}
+export interface RawCall extends CallOptions {
+  readonly params?: Readonly<Record<string, string>>;
+  readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
+  readonly body?: unknown;
+  /** Call as the operator (its routes, or any origin's dispatch read); the origin otherwise. */
+  readonly as?: CallAs;
+}
+export interface Endpoints {
+  readonly apiUrl: string;
+  readonly queueUrl: string | undefined;
+  readonly dlqUrl: string | undefined;
+  readonly local: boolean;
+  readonly stack?: StackDescription;
 }
 export type DeliverHandler = (results: readonly ClaimedResult[], context: { readonly signal: AbortSignal }) => Promise<unknown>;
 
@@ -81,6 +95,14 @@ export interface LedgerClient {
     /** Any origin's dispatch view, read under the operator's role. */
     check(dispatchId: string, options?: CallOptions): Promise<DispatchView>;
   };
+  /**
+   * One route of the table by name, answered as it came — `{ status, body, requestId }`, an error status
+   * included — for a face that prints answers as the ledger gave them (the CLI, the status page, the MCP
+   * server). The request is checked against the route's schema first, as every call's is.
+   */
+  raw(name: RouteName, parts?: RawCall): Promise<RawAnswer>;
+  /** Where this client's calls go: the API, the queues, whether it is the local platform, the stack read. */
+  endpoints(): Promise<Endpoints>;
   /** Ends the client: later calls fail. (It holds no connection between calls.) */
   close(): void;
 }
@@ -109,8 +131,8 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     if (!origin) throw new LedgerConfigError('this call speaks for an origin: create the client with { origin }');
     return origin;
   };
-  /** One route of the table: its request checked against the protocol first (a request the ledger would refuse never leaves), its answer read with the table's schema. */
-  const call = async <N extends RouteName>(name: N, as: CallAs, parts: { params?: Record<string, string>; query?: Record<string, string | number | boolean | undefined>; body?: unknown; signal?: AbortSignal | undefined } = {}): Promise<AnswerOf<N>> => {
+  /** A request the ledger would refuse never leaves: its body and query are checked against the route's schemas. */
+  const check = (name: RouteName, parts: { readonly query?: Readonly<Record<string, unknown>> | undefined; readonly body?: unknown }): void => {
     const schemas: RouteSchemas<unknown> = ROUTE_SCHEMAS[name];
     const checks = [
       ['body', schemas.body, parts.body],
@@ -123,6 +145,10 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
         throw new LedgerValidationError(`the ledger would refuse this ${part}: ${problems.map((problem) => `${problem.path || part}: ${problem.message}`).join('; ')}`, problems);
       }
     }
+  };
+  /** One route of the table, its answer read with the table's schema. */
+  const call = async <N extends RouteName>(name: N, as: CallAs, parts: { params?: Record<string, string>; query?: Record<string, string | number | boolean | undefined>; body?: unknown; signal?: AbortSignal | undefined } = {}): Promise<AnswerOf<N>> => {
+    check(name, parts);
     return callRoute(await connection(), origin, ROUTES[name], { ...parts, as, answer: ROUTE_SCHEMAS[name].answer as z.ZodMiniType<AnswerOf<N>> });
   };
   const own = (params: Record<string, string> = {}) => ({ origin: needOrigin(), ...params });
@@ -144,7 +170,7 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       if (!read.success) problems.push(...issuesOf(read.error));
       if (problems.length > 0) throw new LedgerValidationError(`the ledger would refuse this message: ${problems.map((problem) => `${problem.path || 'message'}: ${problem.message}`).join('; ')}`, problems);
       const ready = await connection();
-      if (!ready.queueUrl) throw new LedgerConfigError('no dispatch queue: give { queueUrl } with { apiUrl }, or use a stack with the output DispatchQueueUrl');
+      if (!ready.queueUrl) throw new LedgerConfigError('no dispatch queue: give --queue-url with --api-url ({ queueUrl } with { apiUrl }), or a stack with the output DispatchQueueUrl');
       const sqs = ready.sqs();
       try {
         const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: text }), callOptions.signal ? { abortSignal: callOptions.signal } : {});
@@ -190,6 +216,14 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       releaseSlot: (target, body, callOptions = {}) => call('releaseSlot', 'operator', { params: { target }, body, signal: callOptions.signal }),
       /** The operator reads any dispatch (never acts on one as its origin). */
       check: (dispatchId, callOptions = {}) => call('getDispatch', 'operator', { params: { dispatchId }, signal: callOptions.signal }),
+    },
+    async raw(name, { as = 'origin', signal, ...parts } = {}) {
+      check(name, parts);
+      return sendRoute(await connection(), origin, ROUTES[name], { ...parts, as, signal });
+    },
+    async endpoints() {
+      const { apiUrl, queueUrl, dlqUrl, local, stack } = await connection();
+      return { apiUrl, queueUrl, dlqUrl, local, ...(stack ? { stack } : {}) };
     },
     close() {
       closed = true;

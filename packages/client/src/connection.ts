@@ -17,9 +17,30 @@ export interface LedgerClientOptions {
   readonly apiUrl?: string;
   readonly queueUrl?: string;
   /** The local platform: `true` finds it (`$LEDGER_STATE_DIR`, else `<cwd>/.ledger/local`); or its `--json` line's URLs. */
-  readonly local?: true | { readonly apiUrl: string; readonly dispatchQueueUrl: string; readonly sqsEndpoint: string };
+  readonly local?: true | LocalEndpoints;
   /** An SDK credential provider or fixed credentials; the default chain otherwise (AWS only). */
   readonly credentials?: AwsCredentials | AwsCredentialsProvider;
+}
+
+/**
+ * The local platform's endpoints, as its `--json` line (or its state file) gives them: `credentialsFile`
+ * when it runs with `--sigv4` (calls are then signed with the credentials named there).
+ */
+export interface LocalEndpoints {
+  readonly apiUrl: string;
+  readonly dispatchQueueUrl: string;
+  readonly sqsEndpoint: string;
+  readonly dlqUrl?: string;
+  readonly region?: string;
+  readonly credentialsFile?: string;
+}
+
+/** A deployed stack as DescribeStacks answered it: its status and its outputs. */
+export interface StackDescription {
+  readonly name: string;
+  readonly region: string;
+  readonly status: string;
+  readonly outputs: Readonly<Record<string, string>>;
 }
 
 /** Who a call goes out as: the origin, or the operator (the operator's routes). */
@@ -28,7 +49,11 @@ export type CallAs = 'origin' | 'operator';
 export interface Connection {
   readonly apiUrl: string;
   readonly queueUrl: string | undefined;
+  /** The dispatch queue's dead-letter queue, where known (the local platform's, a stack's output DeadLetterQueueUrl). */
+  readonly dlqUrl: string | undefined;
   readonly local: boolean;
+  /** The stack read, when connected through one. */
+  readonly stack?: StackDescription;
   /** A new SQS client for the dispatch queue (the caller destroys it). */
   sqs(): SQSClient;
   /** The headers a call carries for `as`: a signer's, or the local `X-Ledger-Origin`. */
@@ -47,7 +72,7 @@ interface LocalCredentialsFile {
 }
 interface LocalState {
   readonly status?: string;
-  readonly info?: { readonly region: string; readonly apiUrl: string; readonly dispatchQueueUrl: string; readonly sqsEndpoint: string; readonly credentialsFile?: string };
+  readonly info?: LocalEndpoints;
 }
 
 /** The local engines accept any keys; these are never real ones. */
@@ -75,22 +100,24 @@ function readJson<T>(file: string, what: string): T {
 
 /** The local platform as `ledger local up` left it: its state file, and its credentials under `--sigv4`. */
 function localConnection(local: NonNullable<LedgerClientOptions['local']>): Connection {
-  let info: NonNullable<LocalState['info']>;
+  let info: LocalEndpoints;
   if (local === true) {
     const dir = process.env['LEDGER_STATE_DIR'] ? resolve(process.env['LEDGER_STATE_DIR']) : join(process.cwd(), '.ledger', 'local');
     const state = readJson<LocalState>(join(dir, 'state.json'), 'the local platform (start it with: npx ledger local up --detach)');
     if (state.status !== 'ready' || !state.info) throw new LedgerConfigError(`the local platform in ${dir} is not ready (${state.status ?? 'no status'})`);
     info = state.info;
   } else {
-    info = { region: LOCAL_REGION, ...local };
+    info = local;
   }
+  const region = info.region ?? LOCAL_REGION;
   const apiUrl = apiUrlOf(info.apiUrl, 'the local API URL');
   const signing = info.credentialsFile ? readJson<LocalCredentialsFile>(info.credentialsFile, 'the local platform’s credentials (--sigv4)') : undefined;
   return {
     apiUrl,
     queueUrl: info.dispatchQueueUrl,
+    dlqUrl: info.dlqUrl,
     local: true,
-    sqs: () => new SQSClient({ region: info.region, endpoint: info.sqsEndpoint, credentials: LOCAL_KEYS }),
+    sqs: () => new SQSClient({ region, endpoint: info.sqsEndpoint, credentials: LOCAL_KEYS }),
     authorize(as, origin) {
       if (!signing) {
         const headers: Record<string, string> = {};
@@ -105,12 +132,14 @@ function localConnection(local: NonNullable<LedgerClientOptions['local']>): Conn
 }
 
 /** A deployed ledger: every call signed (service `lambda`, the API being a function URL with AWS_IAM auth). */
-function remoteConnection(apiUrl: string, queueUrl: string | undefined, region: string, credentials: AwsCredentials | AwsCredentialsProvider): Connection {
+function remoteConnection(apiUrl: string, queueUrl: string | undefined, region: string, credentials: AwsCredentials | AwsCredentialsProvider, stack?: StackDescription): Connection {
   const signer = sigv4Signer({ region, credentials });
   return {
-    apiUrl: apiUrlOf(apiUrl, 'apiUrl'),
+    apiUrl: apiUrlOf(apiUrl, stack ? `stack "${stack.name}": its output ApiUrl` : 'apiUrl'),
     queueUrl,
+    dlqUrl: stack?.outputs['DeadLetterQueueUrl'],
     local: false,
+    ...(stack ? { stack } : {}),
     sqs: () => new SQSClient({ region, credentials, useQueueUrlAsEndpoint: false }),
     authorize: () => ({ signer, headers: {} }),
   };
@@ -132,14 +161,22 @@ export async function connectionOf(options: LedgerClientOptions): Promise<Connec
   if (options.apiUrl !== undefined) return remoteConnection(options.apiUrl, options.queueUrl, region, credentials);
   const cloudformation = new CloudFormationClient({ region, credentials });
   try {
-    const { Stacks = [] } = await cloudformation.send(new DescribeStacksCommand({ StackName: options.stack }));
-    const outputs = new Map((Stacks[0]?.Outputs ?? []).map((output) => [output.OutputKey, output.OutputValue]));
-    const apiUrl = outputs.get('ApiUrl');
-    if (!apiUrl) throw new LedgerConfigError(`stack "${options.stack ?? ''}" in ${region} has no output ApiUrl`);
-    return remoteConnection(apiUrl, outputs.get('DispatchQueueUrl'), region, credentials);
+    const name = options.stack ?? '';
+    const { Stacks = [] } = await cloudformation.send(new DescribeStacksCommand({ StackName: name }));
+    const [found] = Stacks;
+    if (!found) throw new LedgerConfigError(`no stack "${name}" in ${region}`);
+    const outputs: Record<string, string> = {};
+    for (const output of found.Outputs ?? []) if (output.OutputKey && output.OutputValue !== undefined) outputs[output.OutputKey] = output.OutputValue;
+    const stack: StackDescription = { name, region, status: found.StackStatus ?? 'unknown', outputs };
+    const apiUrl = outputs['ApiUrl'];
+    if (!apiUrl) throw new LedgerConfigError(`stack "${name}" (${stack.status}) in ${region} has no output ApiUrl; it has: ${Object.keys(outputs).join(', ') || 'none'}`);
+    return remoteConnection(apiUrl, outputs['DispatchQueueUrl'], region, credentials, stack);
   } catch (error) {
     if (error instanceof LedgerConfigError) throw error;
-    throw new LedgerConfigError(`reading stack "${options.stack ?? ''}" in ${region} failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
+    // CloudFormation answers a stack it does not have with a ValidationError "Stack with id … does not exist".
+    if (error instanceof Error && error.name === 'ValidationError' && /does not exist/.test(error.message)) throw new LedgerConfigError(`no stack "${options.stack ?? ''}" in ${region} (CloudFormation: ${error.message})`, { cause: error });
+    if (error instanceof Error && error.name === 'CredentialsProviderError') throw new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
+    throw new LedgerConfigError(`reading stack "${options.stack ?? ''}" in ${region} (CloudFormation DescribeStacks) failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
   } finally {
     cloudformation.destroy();
   }

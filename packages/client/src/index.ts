@@ -2,8 +2,8 @@
  * `@dispatch-ledger/client`: the typed client for origins and operators (docs/protocol.md §15), built on
  * the protocol's route table and answers.
  */
-export { createLedgerClient, type ClaimOptions, type DeliverHandler, type DeliverOutcome, type DispatchRequest, type LedgerClient } from './client.js';
-export type { LedgerClientOptions } from './connection.js';
+export { createLedgerClient, type ClaimOptions, type DeliverHandler, type DeliverOutcome, type DispatchRequest, type Endpoints, type LedgerClient, type RawCall } from './client.js';
+export type { CallAs, LedgerClientOptions, LocalEndpoints, StackDescription } from './connection.js';
 export {
   isLedgerApiError,
   isLedgerConfigError,
@@ -16,5 +16,5 @@ export {
   LedgerProtocolError,
   LedgerValidationError,
 } from './errors.js';
-export type { CallOptions, Listing, Page } from './transport.js';
+export type { CallOptions, DispatchListing, Listing, Page, RawAnswer } from './transport.js';
 export type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';

@@ -1,7 +1,7 @@
 import type * as z from 'zod/mini';
 import { routePath, type RouteSpec } from '@dispatch-ledger/protocol';
 import type { CallAs, Connection } from './connection.js';
-import { LedgerApiError, LedgerNetworkError, LedgerProtocolError } from './errors.js';
+import { LedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerProtocolError } from './errors.js';
 
 export interface CallOptions {
   /** Aborts the call (and a long poll with it). */
@@ -22,12 +22,18 @@ export function issuesOf(error: z.core.$ZodError): Array<{ path: string; message
   return error.issues.slice(0, 8).map((issue) => ({ path: issue.path.map(String).join('.'), message: issue.message }));
 }
 
+/** What the ledger answered, as it came: its status, its body (JSON, or the text when it is not), its request id. */
+export interface RawAnswer {
+  readonly status: number;
+  readonly body: unknown;
+  readonly requestId: string | undefined;
+}
+
 /**
  * One call of a route of the protocol's table: the path filled from its template, signed (or given the
- * local origin header), the answer parsed leniently with `answer`; an error answer is a LedgerApiError,
- * no answer a LedgerNetworkError.
+ * local origin header), answered as it came. No answer at all is a LedgerNetworkError.
  */
-export async function callRoute<T>(connection: Connection, origin: string | undefined, spec: RouteSpec, call: Call<T>): Promise<T> {
+export async function sendRoute(connection: Connection, origin: string | undefined, spec: RouteSpec, call: Omit<Call<unknown>, 'answer'>): Promise<RawAnswer> {
   const search = new URLSearchParams();
   for (const [name, value] of Object.entries(call.query ?? {})) if (value !== undefined) search.set(name, String(value));
   const url = `${connection.apiUrl}${routePath(spec, call.params ?? {})}${search.size > 0 ? `?${search.toString()}` : ''}`;
@@ -35,29 +41,44 @@ export async function callRoute<T>(connection: Connection, origin: string | unde
   const auth = connection.authorize(call.as, origin);
   let headers: Record<string, string> = { accept: 'application/json', ...auth.headers, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) };
   let response: Response;
+  let text: string;
   try {
     if (auth.signer) headers = await auth.signer({ method: spec.method, url, headers, ...(payload === undefined ? {} : { body: payload }) });
     response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), ...(call.signal ? { signal: call.signal } : {}) });
+    text = await response.text();
   } catch (error) {
+    if (error instanceof Error && error.name === 'CredentialsProviderError') {
+      throw new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
+    }
     const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
     const said = cause instanceof Error ? ((cause as NodeJS.ErrnoException).code ?? cause.message) : String(cause);
     throw new LedgerNetworkError(`${spec.method} ${spec.path} did not reach the ledger at ${new URL(url).origin}: ${said}`, { cause: error });
   }
-  const text = await response.text();
-  let parsed: unknown;
+  let body: unknown = text;
   try {
-    parsed = text === '' ? null : JSON.parse(text);
+    body = text === '' ? null : (JSON.parse(text) as unknown);
   } catch {
-    parsed = undefined;
+    // Not JSON (a proxy's error page, say): the text as it came.
   }
-  const requestId = response.headers.get('x-request-id') ?? undefined;
-  if (!response.ok) {
-    const said = (parsed as { error?: { code?: unknown; message?: unknown; details?: unknown } } | undefined)?.error;
-    const code = typeof said?.code === 'string' ? said.code : `http_${response.status}`;
-    const message = typeof said?.message === 'string' ? said.message : `${spec.method} ${spec.path} answered ${response.status}`;
-    throw new LedgerApiError(response.status, code, message, said?.details, requestId);
-  }
-  const read = call.answer.safeParse(parsed);
+  return { status: response.status, body, requestId: response.headers.get('x-request-id') ?? undefined };
+}
+
+/** The LedgerApiError an answer that is not a 2xx stands for (CONTRACT §2: `{ error: { code, message, details } }`). */
+export function apiErrorOf(spec: RouteSpec, answer: RawAnswer): LedgerApiError {
+  const said = (answer.body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null | undefined)?.error;
+  const code = typeof said?.code === 'string' ? said.code : `http_${answer.status}`;
+  const message = typeof said?.message === 'string' ? said.message : `${spec.method} ${spec.path} answered ${answer.status}`;
+  return new LedgerApiError(answer.status, code, message, said?.details, answer.requestId);
+}
+
+/**
+ * One call of a route, its answer parsed leniently with `answer`; an error answer is a LedgerApiError,
+ * no answer a LedgerNetworkError.
+ */
+export async function callRoute<T>(connection: Connection, origin: string | undefined, spec: RouteSpec, call: Call<T>): Promise<T> {
+  const answer = await sendRoute(connection, origin, spec, call);
+  if (answer.status < 200 || answer.status > 299) throw apiErrorOf(spec, answer);
+  const read = call.answer.safeParse(answer.body);
   if (!read.success) throw new LedgerProtocolError(`${spec.method} ${spec.path} answered without what the protocol requires`, issuesOf(read.error));
   return read.data;
 }

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { setTimeout as pause } from 'node:timers/promises';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { timerDelayMs } from './heartbeat.js';
@@ -131,6 +132,9 @@ export class CallbackClient {
   constructor(options: CallbackClientOptions) {
     this.#log = options.log;
     this.#stop = options.stopSignal;
+    // Every callback pausing between tries listens on this one signal while it waits (and only then):
+    // a worker with more than 10 in flight is not leaking, so Node's warning at 11 is lifted for it.
+    setMaxListeners(0, this.#stop);
     this.#signer = options.signer;
     this.#policy = { ...DEFAULT_RETRY, ...options.retry };
     this.#transport = options.transport ?? fetchTransport;
