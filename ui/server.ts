@@ -8,6 +8,7 @@ import { isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/cli
 import { EXECUTION_BUCKETS } from '../shared/dispatch/counts.js';
 import { PHASES } from '../shared/dispatch/transitions.js';
 import { clip } from '../shared/text.js';
+import { ROUTES } from '@dispatch-ledger/protocol';
 import { proxyDecision, API_PREFIX, type ProxyDecision } from './routes.js';
 
 /**
@@ -152,12 +153,15 @@ const refusal = (response: ServerResponse, status: number, code: string, message
  * const page = await startStatusPage({ client: await connect({}) });
  * console.log(`status page: ${page.url}`);
  */
+/** The path templates of the routes the page reads, from the protocol's table (the page fills them: ui/page/api.ts routeUrl). */
+const PAGE_ROUTES = { getDispatch: ROUTES.getDispatch.path, listDispatches: ROUTES.listDispatches.path, attention: ROUTES.attention.path, counts: ROUTES.counts.path };
+
 export async function startStatusPage(options: StatusPageOptions): Promise<StatusPage> {
   const { client } = options;
   const log = options.log ?? ((line) => process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), component: 'status-page', ...line })}\n`));
   const assets = await compilePage();
   // The filter's lists travel with the config: the shared modules that hold them cannot be bundled for a browser (ui/page/api.ts).
-  const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: !(await client.endpoints()).local, phases: PHASES, statuses: EXECUTION_BUCKETS });
+  const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: !(await client.endpoints()).local, phases: PHASES, statuses: EXECUTION_BUCKETS, routes: PAGE_ROUTES });
   let ownHost = '';
   let cookie = '';
   // Per start, never written anywhere but the printed URL (and the local state file, mode 0600).

@@ -47,12 +47,30 @@ export interface PageConfig {
   readonly remote: boolean;
   readonly phases: readonly string[];
   readonly statuses: readonly string[];
+  /** The path templates of the ledger routes the page reads (from the protocol's route table, by the server): `{name}` is one segment. */
+  readonly routes: Readonly<Record<PageRoute, string>>;
+}
+
+/** The routes the page reads, by their names in the protocol's route table. */
+export type PageRoute = 'getDispatch' | 'listDispatches' | 'attention' | 'counts';
+const PAGE_ROUTES: readonly PageRoute[] = ['getDispatch', 'listDispatches', 'attention', 'counts'];
+
+/**
+ * The path of a route the page reads, its `{name}` segments filled (each encoded) and its query added.
+ *
+ * @example
+ * routeUrl(config, 'getDispatch', { dispatchId: 'd 1' }, { refresh: 'true' }) // '/dispatches/d%201?refresh=true'
+ */
+export function routeUrl(config: PageConfig, name: PageRoute, params: Readonly<Record<string, string>> = {}, query: Readonly<Record<string, string>> = {}): string {
+  const path = config.routes[name].replace(/\{(\w+)\}/g, (_whole, param: string) => encodeURIComponent(params[param] ?? ''));
+  const search = new URLSearchParams(query).toString();
+  return search === '' ? path : `${path}?${search}`;
 }
 
 const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : []);
 
 export async function loadConfig(): Promise<PageConfig> {
-  const fallback: PageConfig = { refreshMs: 3000, connection: [], remote: false, phases: [], statuses: [] };
+  const fallback: PageConfig = { refreshMs: 3000, connection: [], remote: false, phases: [], statuses: [], routes: { getDispatch: '', listDispatches: '', attention: '', counts: '' } };
   try {
     const response = await fetch('/config.json', { cache: 'no-store' });
     const body = (await response.json()) as Partial<PageConfig>;
@@ -62,6 +80,7 @@ export async function loadConfig(): Promise<PageConfig> {
       remote: body.remote === true,
       phases: strings(body.phases),
       statuses: strings(body.statuses),
+      routes: Object.fromEntries(PAGE_ROUTES.map((name) => [name, typeof body.routes?.[name] === 'string' ? body.routes[name] : ''])) as Record<PageRoute, string>,
     };
   } catch {
     return fallback;

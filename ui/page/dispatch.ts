@@ -1,5 +1,5 @@
 import type { DispatchView } from '../../shared/dispatch/view.js';
-import { load, type PageConfig } from './api.js';
+import { load, routeUrl, type PageConfig } from './api.js';
 import { badge, cell, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
 import { commandsFor, monitorWords } from './words.js';
 
@@ -184,7 +184,7 @@ function render(view: DispatchView, config: PageConfig): Child[] {
 
 /** The dispatch page (`#/dispatches/{id}`): polled like the overview, and looked up at the target on demand. */
 export function mountDispatch(main: HTMLElement, dispatchId: string, config: PageConfig): () => Promise<void> {
-  const path = `/dispatches/${encodeURIComponent(dispatchId)}`;
+  const path = routeUrl(config, 'getDispatch', { dispatchId });
   const body = el('div');
   const lookedUp = el('span', { className: 'meta', attrs: { role: 'status' } });
   const lookUp = el('button', { attrs: { type: 'button' } }, 'Look the run up at the target now');

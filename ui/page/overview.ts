@@ -2,7 +2,7 @@ import type { attentionEntry } from '../../shared/dispatch/attention.js';
 import type { Counts as LedgerCounts } from '../../shared/dispatch/counts.js';
 import type { historyEntry } from '../../shared/dispatch/view.js';
 import type { TargetAtCapacity } from '../../shared/usecases/flow.js';
-import { load, type PageConfig } from './api.js';
+import { load, routeUrl, type PageConfig } from './api.js';
 import { appendOlder, renewed, type Run } from './paging.js';
 import { badge, cell, dispatchLink, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
 import { ATTENTION_ORDER, checkCommand, monitorWords } from './words.js';
@@ -151,10 +151,10 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
   let listProblem: string | null = null;
   const value = (name: string): string => (form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement | null)?.value.trim() ?? '';
   const query = (cursor?: string): string => {
-    const params = new URLSearchParams({ limit: '50' });
-    for (const name of ['status', 'phase', 'target', 'origin']) if (value(name) !== '') params.set(name, value(name));
-    if (cursor) params.set('cursor', cursor);
-    return `/dispatches?${params.toString()}`;
+    const params: Record<string, string> = { limit: '50' };
+    for (const name of ['status', 'phase', 'target', 'origin']) if (value(name) !== '') params[name] = value(name);
+    if (cursor) params['cursor'] = cursor;
+    return routeUrl(config, 'listDispatches', {}, params);
   };
 
   const showList = (): void => {
@@ -208,8 +208,8 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
 
   const refresh = async (restart = false): Promise<void> => {
     const [attention, counts, newest] = await Promise.all([
-      load<{ items: AttentionItem[] }>('/attention?limit=100'),
-      load<Counts>('/counts'),
+      load<{ items: AttentionItem[] }>(routeUrl(config, 'attention', {}, { limit: '100' })),
+      load<Counts>(routeUrl(config, 'counts')),
       load<Run<ListItem>>(query()),
     ]);
     replaceKeepingFocus(attentionBody, attention.ok ? renderAttention(attention.body.items, config) : [couldNotLoad('what needs a person', attention.problem)]);
