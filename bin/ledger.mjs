@@ -9,4 +9,5 @@ if (major < 20) {
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 const { register } = await import('tsx/esm/api');
 register();
-await import('../cli/main.ts');
+const { cliMain } = await import('../cli/main.ts');
+await cliMain();

@@ -19,7 +19,7 @@ import { mcp } from './mcp.js';
 import { ui } from './ui.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
 import { forTerminal } from './table.js';
-import { USAGE } from './usage.js';
+import { commandOf, helpFor, USAGE } from './usage.js';
 
 // A closed pipe (`ledger ... | head`) is not an error worth a stack trace.
 for (const stream of [process.stdout, process.stderr]) {
@@ -138,7 +138,49 @@ async function up(args: string[]): Promise<number> {
   return code;
 }
 
-async function main(argv: string[]): Promise<number> {
+/** Whether an argument asks for help. */
+const isHelp = (arg: string): boolean => arg === '--help' || arg === '-h';
+
+/**
+ * `--help` (or `-h`) anywhere: the help of the command named before it, on stdout, exit 0. A command
+ * USAGE does not list: its first line says so, exit 2.
+ */
+function helpOrUnknown(argv: readonly string[]): number | undefined {
+  if (argv.length === 0 || argv[0] === 'help' || (argv.length === 1 && isHelp(argv[0] ?? ''))) {
+    say(USAGE);
+    return 0;
+  }
+  const named = commandOf(argv);
+  if (argv.some(isHelp)) {
+    const help = named.said.length > 0 ? helpFor(named.said) : undefined;
+    if (help) {
+      say(help);
+      return 0;
+    }
+  }
+  if (named.known) return undefined;
+  const said = [...named.said, argv[named.said.length] ?? ''].filter((word) => word !== '').join(' ');
+  warn(named.said.length > 0 && argv[named.said.length] === undefined ? `ledger ${said}: which one? ${named.choices.join(', ')}` : `ledger: unknown command "${said}"`);
+  warn(named.said.length > 0 ? `the commands: ${named.choices.map((choice) => `ledger ${named.said.join(' ')} ${choice}`).join(', ')}; npx ledger --help lists every command` : 'npx ledger --help lists every command');
+  return 2;
+}
+
+/** Node's parseArgs refusals (an unknown option, a missing value, an extra argument): said for people, with the command's help. */
+function argumentProblem(error: unknown, argv: readonly string[]): number | undefined {
+  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
+  if (!code.startsWith('ERR_PARSE_ARGS_')) return undefined;
+  const named = commandOf(argv).said.join(' ');
+  // parseArgs's message names the option and, for an unknown one, suggests `--`: the first sentence is what matters.
+  const message = (error instanceof Error ? error.message : String(error)).split('. ')[0] ?? '';
+  warn(`ledger ${named}: ${message.replace(/^Unknown option/, 'unknown option')}`);
+  const help = helpFor(commandOf(argv).said);
+  if (help) warn(help);
+  return 2;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const early = helpOrUnknown(argv);
+  if (early !== undefined) return early;
   const [group, command, ...rest] = argv;
   if (group === 'local' && command === 'up') return up(rest);
   if (group === 'local' && command === 'down') {
@@ -178,23 +220,31 @@ async function main(argv: string[]): Promise<number> {
   if (group === 'stream') return stream([command ?? '', ...rest], say);
   if (group === 'registry') return registry([command ?? '', ...rest], say);
   if (group === 'status') return status([command, ...rest].filter((arg): arg is string => arg !== undefined), say);
-  warn(USAGE);
-  return group === undefined || group === 'help' || group === '--help' ? 0 : 2;
+  // helpOrUnknown let through only commands USAGE lists: one listed there and not dispatched above is a bug here.
+  throw new Error(`ledger ${argv.join(' ').slice(0, 100)}: listed in the usage, but no command runs it`);
 }
 
-try {
-  process.exitCode = await main(process.argv.slice(2));
-} catch (error) {
-  if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError || error instanceof LedgerConnectionError) {
-    warn(error.message);
-  } else if (isLedgerValidationError(error)) {
-    // A request the ledger would refuse: never sent, and said in the API's words.
-    warn(error.message);
-    process.exitCode = 2;
-  } else if (isLedgerConfigError(error) || isLedgerNetworkError(error) || isLedgerProtocolError(error) || isLedgerApiError(error)) {
-    warn(error.message);
-  } else {
-    warn(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+/** The CLI as `bin/ledger.mjs` runs it: the exit code set, every failure said on stderr without a stack. */
+export async function cliMain(argv: string[] = process.argv.slice(2)): Promise<void> {
+  try {
+    process.exitCode = await main(argv);
+  } catch (error) {
+    const refused = argumentProblem(error, argv);
+    if (refused !== undefined) {
+      process.exitCode = refused;
+      return;
+    }
+    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError || error instanceof LedgerConnectionError) {
+      warn(error.message);
+    } else if (isLedgerValidationError(error)) {
+      // A request the ledger would refuse: never sent, and said in the API's words.
+      warn(error.message);
+      process.exitCode = 2;
+    } else if (isLedgerConfigError(error) || isLedgerNetworkError(error) || isLedgerProtocolError(error) || isLedgerApiError(error)) {
+      warn(error.message);
+    } else {
+      warn(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+    }
+    process.exitCode ??= 1;
   }
-  process.exitCode ??= 1;
 }

@@ -62,3 +62,54 @@ Every command that talks to the API or the queue (and ui, mcp) also takes
   Without either: the local platform. (ledger events is local only.)
 
 Foreground "up" runs until Ctrl-C; --demo runs the demo once it is ready; --once stops after the demo.`;
+
+/** One command of USAGE: the words that name it (`['inbox', 'ack']`) and its lines there. */
+export interface CommandUsage {
+  readonly words: readonly string[];
+  readonly lines: readonly string[];
+}
+
+/**
+ * The commands USAGE lists, read from it (so the list and the help can never disagree): each entry
+ * starts with `  ledger WORD…` and goes on over the lines indented further. `a|b` names two commands.
+ */
+export const COMMANDS: readonly CommandUsage[] = (() => {
+  const entries: Array<{ words: string[][]; lines: string[] }> = [];
+  for (const line of USAGE.split('\n')) {
+    const start = /^ {2}ledger ((?:[a-z][a-z|-]*\s?)+)/.exec(line);
+    if (start) {
+      const words = (start[1] ?? '').trim().split(/\s+/).map((word) => word.split('|'));
+      entries.push({ words, lines: [line] });
+    } else if (/^ {4,}\S/.test(line) && entries.length > 0) {
+      entries.at(-1)?.lines.push(line);
+    }
+  }
+  // `inbox ack|release` is two commands; `ack|release` as one word of a line is expanded here.
+  const expand = (words: string[][]): string[][] =>
+    words.reduce<string[][]>((heads, choices) => heads.flatMap((head) => choices.map((choice) => [...head, choice])), [[]]);
+  return entries.flatMap(({ words, lines }) => expand(words).map((named) => ({ words: named, lines })));
+})();
+
+/** The words of `argv` that name a command: those before the first option or argument that is not a command word. */
+export function commandOf(argv: readonly string[]): { readonly known?: CommandUsage; readonly said: readonly string[]; readonly choices: readonly string[] } {
+  const said: string[] = [];
+  let candidates = COMMANDS;
+  for (const word of argv) {
+    if (word.startsWith('-')) break;
+    const next = candidates.filter((command) => command.words[said.length] === word);
+    if (next.length === 0) break;
+    said.push(word);
+    candidates = next;
+  }
+  const known = candidates.find((command) => command.words.length === said.length && said.length > 0);
+  const choices = [...new Set(candidates.map((command) => command.words[said.length]).filter((word): word is string => word !== undefined))];
+  return { ...(known ? { known } : {}), said, choices };
+}
+
+/** The help of the commands named by `words` (every one of them when a group is named: `ledger inbox --help`). */
+export function helpFor(words: readonly string[]): string | undefined {
+  const lines = [...new Set(COMMANDS.filter((command) => words.every((word, index) => command.words[index] === word)).flatMap((command) => command.lines))];
+  return lines.length === 0 ? undefined : ['usage:', ...lines, CONNECTION_NOTE].join('\n');
+}
+
+const CONNECTION_NOTE = '(--origin defaults to $LEDGER_ORIGIN, else "planner"; every command that talks to the API or the queue also takes [--stack NAME | --api-url URL [--queue-url URL]] [--region R]; npx ledger --help lists every command)';

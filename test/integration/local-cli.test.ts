@@ -155,3 +155,17 @@ describe('npx ledger local up / down', () => {
     expect(readState(stateDir)).toBeUndefined();
   }, 180_000); // spawns npx, tsx and three engines several times: slow on a loaded 2-core machine
 });
+
+describe('npx ledger --help and mistakes, as a new user types them', () => {
+  it('answers --help on a command with its usage (exit 0), and an unknown command with its name in the first line (exit 2)', async () => {
+    const help = await ledger('local', 'up', '--help');
+    expect(help.stdout).toMatch(/^usage:\n {2}ledger local up /);
+    expect(help.stderr).toBe('');
+    const unknown = await ledger('frobnicate').then(
+      () => ({ code: 0, stderr: '' }),
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr.split('\n')[0]).toBe('ledger: unknown command "frobnicate"');
+  });
+});

@@ -1,0 +1,74 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { cliMain, main } from '../../cli/main.js';
+import { COMMANDS } from '../../cli/usage.js';
+
+/**
+ * Issue 31: `--help` on every command the usage lists prints its usage on stdout and exits 0; an unknown
+ * command or option says so in its first line and exits 2. In-process (the commands are the CLI's own
+ * `main`); local-cli.test.ts runs the binary for the same two answers.
+ */
+function captured(): { out: () => string; err: () => string } {
+  const out: string[] = [];
+  const err: string[] = [];
+  vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => out.push(String(chunk)) > 0);
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => err.push(String(chunk)) > 0);
+  return { out: () => out.join(''), err: () => err.join('') };
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  process.exitCode = undefined;
+});
+
+describe('ledger --help', () => {
+  it('prints the usage of every command the usage lists, on stdout, exit 0 (--help and -h)', async () => {
+    expect(COMMANDS.length).toBeGreaterThanOrEqual(30);
+    for (const command of COMMANDS) {
+      for (const flag of ['--help', '-h']) {
+        const io = captured();
+        expect(await main([...command.words, flag]), `${command.words.join(' ')} ${flag}`).toBe(0);
+        vi.restoreAllMocks();
+        expect(io.out()).toMatch(/^usage:\n/);
+        // Each word as the usage spells it, alone or among alternatives (`inbox ack|release`).
+        expect(io.out()).toMatch(new RegExp(`ledger ${command.words.map((word) => `([a-z-]+\\|)?${word}(\\|[a-z-]+)?`).join(' ')}\\b`));
+        expect(io.err()).toBe('');
+      }
+    }
+  });
+
+  it('prints the whole usage for ledger, ledger help and ledger --help', async () => {
+    for (const argv of [[], ['help'], ['--help'], ['-h']]) {
+      const io = captured();
+      expect(await main(argv)).toBe(0);
+      vi.restoreAllMocks();
+      expect(io.out()).toContain('ledger inbox claim');
+      expect(io.out()).toContain('ledger registry origin put');
+    }
+  });
+
+  it('says an unknown command in its first line, exit 2, and which subcommands a group has', async () => {
+    let io = captured();
+    expect(await main(['frobnicate'])).toBe(2);
+    vi.restoreAllMocks();
+    expect(io.err().split('\n')[0]).toBe('ledger: unknown command "frobnicate"');
+    expect(io.out()).toBe('');
+    io = captured();
+    expect(await main(['local', 'sideways'])).toBe(2);
+    vi.restoreAllMocks();
+    expect(io.err().split('\n')[0]).toBe('ledger: unknown command "local sideways"');
+    io = captured();
+    expect(await main(['inbox'])).toBe(2);
+    vi.restoreAllMocks();
+    expect(io.err().split('\n')[0]).toBe('ledger inbox: which one? claim, ack, release, renew, list, body');
+  });
+
+  it('says an unknown option in its first line, then the command’s usage, exit 2', async () => {
+    const io = captured();
+    await cliMain(['send', '--frob']);
+    vi.restoreAllMocks();
+    expect(process.exitCode).toBe(2);
+    const lines = io.err().split('\n');
+    expect(lines[0]).toBe("ledger send: unknown option '--frob'");
+    expect(lines[1]).toBe('usage:');
+  });
+});
