@@ -7,7 +7,9 @@ import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../s
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
 import type { DispatchRequest, LedgerClient, RawAnswer as ApiAnswer, RawCall } from '@dispatch-ledger/client';
-import type { RouteName } from '@dispatch-ledger/protocol';
+import { MAX_CURSOR_CHARS, MAX_LIST_LIMIT, type RouteName } from '@dispatch-ledger/protocol';
+import { summaryLine } from '../shared/dispatch/summary.js';
+import type { DispatchView } from '../shared/dispatch/view.js';
 import { newDispatchId } from './dispatch-id.js';
 
 /**
@@ -29,6 +31,7 @@ export const TOOL_NAMES = [
   'claim_results',
   'ack_result',
   'release_result',
+  'list_rejections',
 ] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
@@ -109,12 +112,13 @@ const DispatchInput = z.extend(DispatchMessageSchema, {
   task: z.record(z.string(), z.unknown()),
 });
 const DispatchIdInput = DispatchMessageSchema.shape.dispatchId;
+const RejectionsQuery = z.strictObject({ limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIST_LIMIT))), cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(MAX_CURSOR_CHARS))) });
 
 
 const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
   dispatch:
-    'Put a dispatch message (origin → target, a task) on the ledger queue. Answers dispatchId and messageId: accepted for intake, not yet recorded — ' +
-    'the intake records, blocks or rejects it on its own; look with check_dispatch. Give your own dispatchId to retry safely (same id and content: no new effect). ' +
+    'Put a dispatch message (origin → target, a task) on the ledger queue. Answers dispatchId and messageId: queued, not yet recorded — ' +
+    'the intake records, blocks or rejects it on its own (a reused id with other content is refused as a conflict: list_rejections); look with check_dispatch. Give your own dispatchId to retry safely (same id and content: no new effect). ' +
     'origin defaults to this server’s. delivery.mode "callback" (default) leaves a result to claim_results; "detached" does not.',
   check_dispatch:
     'The dispatch view: phase, execution, evidence, artifactAcceptance, ownerDelivery, gate, unknowns. refresh: true first looks the run up at its target — do that before acting on it. ' +
@@ -126,7 +130,8 @@ const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
     'Cancel a dispatch, with the reason. Never submitted: cancelled at once. Submitted: the ledger asks the target, and the run is cancelled only when the target says so ' +
     '(check_dispatch with refresh). 409 once it is over.',
   redispatch:
-    'Start a new attempt. Check the run first: only when check_dispatch with refresh: true shows it is over (failed, cancelled) or lost (target_not_found). ' +
+    'Start a new attempt: it runs the work again, even work that completed (a pending result of the old attempt is dropped as superseded). ' +
+    'Prefer check_dispatch when you want to know how it went. Check the run first: only when check_dispatch with refresh: true shows it is over (failed, cancelled) or lost (target_not_found). ' +
     'Never on a stall or "unknown": it may still be working. Without force: 409 while the run may be active. force supersedes the current run and drops its result: ' +
     'only with a reason an operator would sign.',
   record_receipt:
@@ -141,6 +146,8 @@ const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
     'Same token again: same answer. 409 lease_lost: the lease is gone, claim again; 409 superseded: a redispatch replaced it.',
   release_result:
     'Give a claimed result back, not delivered: pending again with deliveryAttempts + 1; at the origin’s cap it is dropped (and listed for a person).',
+  list_rejections:
+    'This origin’s own messages the ledger refused, newest first: unreadable or invalid ones, and conflicts (a dispatchId reused with other content: the original stands). cursor pages on.',
 };
 
 /** What the server needs of `@dispatch-ledger/client` (created for its origin): its routes, and the queue. */
@@ -215,8 +222,8 @@ export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): M
             messageId,
             origin,
             target: read.message.target,
-            intake: 'accepted for intake, not yet recorded',
-            next: 'check_dispatch with this dispatchId: the intake records it (or blocks it, with the reason) from the queue',
+            intake: 'queued: on the dispatch queue, not yet recorded',
+            next: 'check_dispatch with this dispatchId: the intake records it, or blocks it with the reason; a message with an id already used for other content is refused as a conflict (list_rejections shows it)',
           },
         });
       }),
@@ -225,7 +232,13 @@ export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): M
   server.registerTool(
     'check_dispatch',
     config('check_dispatch', 'Check a dispatch', z.strictObject({ dispatchId: DispatchIdInput, refresh: z.optional(z.boolean()) }), { readOnlyHint: true }),
-    async ({ dispatchId, refresh }) => api('check_dispatch', 'getDispatch', { params: { dispatchId }, query: { refresh: refresh ? true : undefined } }),
+    async ({ dispatchId, refresh }) =>
+      answered('check_dispatch', async () => {
+        const answer = toolAnswer(await client.raw('getDispatch', { params: { dispatchId }, query: { refresh: refresh ? true : undefined } }));
+        if (answer.isError || !answer.structuredContent) return answer;
+        // One line first (the three claims, what to do next, any conflict), then the whole view.
+        return { ...answer, content: [{ type: 'text', text: escapeControls(summaryLine(answer.structuredContent as unknown as DispatchView)) }, ...answer.content] };
+      }),
   );
   server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryQuery(), { readOnlyHint: true }), async ({ status, limit, cursor }) =>
     api('dispatch_status', 'history', { params: { origin }, query: { status, limit, cursor } }),
@@ -256,6 +269,10 @@ export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): M
   );
   server.registerTool('release_result', config('release_result', 'Release a claimed result', z.extend(ReleaseBody(), { resultId: ResultId() })), async ({ resultId, ...body }) =>
     api('release_result', 'inboxRelease', { params: { origin, resultId }, body }),
+  );
+
+  server.registerTool('list_rejections', config('list_rejections', 'This origin’s refused messages', RejectionsQuery, { readOnlyHint: true }), async ({ limit, cursor }) =>
+    api('list_rejections', 'originRejections', { params: { origin }, query: { limit, cursor } }),
   );
 
   return server;

@@ -76,7 +76,7 @@ afterAll(async () => {
 });
 
 describe('ledger mcp over stdio', () => {
-  it('lists the nine tools, each with an input schema, the descriptions teaching the stance', async () => {
+  it('lists the ten tools, each with an input schema, the descriptions teaching the stance', async () => {
     const { tools } = await client.listTools();
     expect(tools.map((tool) => tool.name).sort()).toEqual([...TOOL_NAMES].sort());
     for (const tool of tools) {
@@ -85,6 +85,8 @@ describe('ledger mcp over stdio', () => {
     }
     const description = (name: string): string => tools.find((tool) => tool.name === name)?.description ?? '';
     expect(description('redispatch')).toMatch(/check the run first/i);
+    expect(description('redispatch')).toMatch(/runs the work again, even work that completed/);
+    expect(description('list_rejections')).toMatch(/conflicts/);
     expect(description('check_dispatch')).toMatch(/"unknown" is not failure/);
     expect(description('check_dispatch')).toMatch(/completion is not acceptance/i);
     expect(description('claim_results')).toMatch(/only ack_result confirms owner delivery/);
@@ -106,7 +108,7 @@ describe('ledger mcp over stdio', () => {
       },
     });
     expect(sent.isError).toBeFalsy();
-    expect(structured(sent)).toMatchObject({ dispatchId, origin: 'planner', intake: 'accepted for intake, not yet recorded' });
+    expect(structured(sent)).toMatchObject({ dispatchId, origin: 'planner', intake: 'queued: on the dispatch queue, not yet recorded' });
     expect(structured<{ messageId: string }>(sent).messageId).toMatch(/\S/);
 
     const handled = await eventually(
@@ -149,6 +151,21 @@ describe('ledger mcp over stdio', () => {
       ownerDelivery: { state: 'confirmed', basis: 'origin_ack' },
       gate: { satisfied: true },
     });
+
+    // check_dispatch answers one line first: the three claims and what to do next.
+    const checked = await client.callTool({ name: 'check_dispatch', arguments: { dispatchId } });
+    expect((checked.content as Array<{ text: string }>)[0]?.text).toBe('execution completed · evidence handled · acceptance accepted · delivery confirmed — next: nothing: the work is done, accepted and delivered');
+
+    // The same id with other content is refused as a conflict: list_rejections shows it, and the summary counts it.
+    await client.callTool({ name: 'dispatch', arguments: { dispatchId, target: 'demo-agent', task: { behavior: 'complete', goal: 'something else' } } });
+    const conflicts = await eventually(
+      'the conflict in list_rejections',
+      async () => structured<{ items: Array<{ reason: string; dispatchId?: string }> }>(await client.callTool({ name: 'list_rejections', arguments: { limit: 10 } })),
+      { timeoutMs: 20_000, intervalMs: 250, until: (page) => page.items.some((item) => item.reason === 'conflict') },
+    );
+    expect(conflicts.items.find((item) => item.reason === 'conflict')).toMatchObject({ reason: 'conflict' });
+    const summary = (await client.callTool({ name: 'check_dispatch', arguments: { dispatchId } })).content as Array<{ text: string }>;
+    expect(summary[0]?.text).toMatch(/\(1 later message\(s\) with this id and other content refused: conflict\)$/);
 
     // The history tool lists it for this origin.
     const history = structured<{ items: Array<{ dispatchId: string }> }>(await client.callTool({ name: 'dispatch_status', arguments: { limit: 10 } }));

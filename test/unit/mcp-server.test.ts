@@ -123,7 +123,7 @@ describe('ledgerMcpServer', () => {
     expect(result.isError).toBeUndefined();
     expect(calls).toHaveLength(1);
     expect(calls[0]).toMatchObject({ method: 'SEND', body: { dispatchId: 'd-made-1', origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } } });
-    expect(result.structuredContent).toMatchObject({ dispatchId: 'd-made-1', messageId: 'msg-1', intake: 'accepted for intake, not yet recorded' });
+    expect(result.structuredContent).toMatchObject({ dispatchId: 'd-made-1', messageId: 'msg-1', intake: 'queued: on the dispatch queue, not yet recorded' });
   });
 
   it('dispatch refuses, unsent, a message for another origin, one the intake would block, and one over the queue maximum', async () => {

@@ -1,0 +1,53 @@
+import type { DispatchView } from './view.js';
+
+/**
+ * A dispatch view in one line for a person or an agent: the three claims kept apart (execution,
+ * evidence and acceptance, owner delivery) and what to do next. `ledger check` prints it first; the MCP
+ * server's `check_dispatch` answers it before the view.
+ *
+ * @example
+ * summaryLine(view) // 'execution completed · evidence handled · acceptance unverified · delivery unconfirmed — next: claim the result (claim_results / ledger inbox claim), then ack it'
+ */
+export function summaryLine(view: DispatchView): string {
+  const claims = [
+    `execution ${view.execution.status ?? (view.phase === 'blocked' ? 'none (blocked)' : view.phase === 'cancelled' ? 'none (cancelled)' : 'not started')}`,
+    `evidence ${view.evidence.outcome}`,
+    `acceptance ${view.artifactAcceptance.state}`,
+    `delivery ${view.ownerDelivery.state}`,
+  ];
+  const conflicts = view.conflicts.length > 0 ? ` (${view.conflicts.length} later message(s) with this id and other content refused: conflict)` : '';
+  return `${claims.join(' · ')} — next: ${nextStep(view)}${conflicts}`;
+}
+
+/** What to do next, for each state a dispatch can be in. */
+export function nextStep(view: DispatchView): string {
+  const status = view.execution.status;
+  if (view.phase === 'blocked') return `nothing runs: it is blocked (${view.blockedReason ?? 'see the reason'}); fix that, then redispatch — or cancel it`;
+  if (view.phase === 'cancelled') return 'nothing: it was cancelled before it was submitted';
+  if (view.phase === 'accepted') {
+    const waiting = view.submission.waitingFor;
+    return waiting === 'person' ? 'a person does the work (manual target): record what they did with ledger manual' : `wait: not submitted yet${waiting ? ` (waiting for ${waiting})` : ''}`;
+  }
+  if (view.execution.cancel && status !== 'cancelled') return 'wait: a cancel was asked of the target; the run ends on its word';
+  switch (status) {
+    case 'unknown':
+      return 'check again with refresh before acting: unknown is not failure, the target may still be working; redispatch only once the target says the run is over or gone';
+    case 'waiting_for_approval':
+      return `decide the pending approval ${view.execution.pendingApproval?.approvalId ?? ''} (ledger approve), or leave it to expire`.replace('  ', ' ');
+    case 'queued':
+    case 'running':
+    case null:
+      return 'wait: the run is under way; check again later';
+    case 'failed':
+    case 'cancelled':
+      return `the run ${status}: find out why before a redispatch (it runs the work again)`;
+    case 'completed':
+      break;
+  }
+  if (view.evidence.outcome === 'orphan_no_delivery') return 'the run claimed completion without its evidence (orphan): look at the target, then redispatch';
+  if (view.evidence.outcome === 'pending') return 'wait: the platform is checking the expected evidence';
+  if (view.result?.state === 'pending' || view.result?.state === 'claimed') return 'claim the result (claim_results / ledger inbox claim), then ack it once it reached its reader';
+  if (view.artifactAcceptance.state === 'unverified' && view.evidence.expected.length > 0) return 'check the artifact against the commission, then record artifact_acceptance (record_receipt / ledger receipt)';
+  if (view.ownerDelivery.state === 'unconfirmed') return 'confirm delivery when the result reached its owner (ack the result, or record owner_delivery)';
+  return 'nothing: the work is done' + (view.artifactAcceptance.state === 'accepted' ? ', accepted' : '') + (view.ownerDelivery.state === 'confirmed' ? ' and delivered' : '');
+}
