@@ -2,6 +2,8 @@ import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { DispatchView } from '../shared/dispatch/view.js';
+import { evidenceWords } from '../shared/dispatch/evidence-words.js';
+import { summaryLine } from '../shared/dispatch/summary.js';
 import { printAnswer } from './answer.js';
 import { isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
@@ -79,6 +81,7 @@ export async function send(args: string[], print: (line: string) => void, connec
 export function describeView(view: DispatchView): string {
   const { execution, submission } = view;
   const rows: Array<[string, string]> = [
+    ['summary', shown`${summaryLine(view)}`],
     ['dispatch', shown`${view.dispatchId}  (origin ${view.origin} → target ${view.target}, attempt ${view.attempt})`],
     ['phase', shown`${view.phase}` + (view.blockedReason ? shown`: ${view.blockedReason}` : '')],
     ['run', shown`${view.runId ?? '—'}`],
@@ -86,7 +89,7 @@ export function describeView(view: DispatchView): string {
     ['execution', shown`${execution.status ?? '—'} (target said ${execution.nativeStatus ?? '—'}` + (execution.monitorStatus ? shown`; monitor: ${execution.monitorStatus}` : '') + ')'],
     ...(execution.pendingApproval ? [['approval', shown`pending ${execution.pendingApproval.approvalId} since ${execution.pendingApproval.requestedAt}`] as [string, string]] : []),
     ...(execution.result?.summary !== undefined ? [['result', shown`${execution.result.summary}`] as [string, string]] : []),
-    ['evidence', shown`${view.evidence.outcome}; expected ${view.evidence.expected.length}, found ${view.evidence.found.length}, missing ${view.evidence.missing.length}`],
+    ['evidence', shown`${view.evidence.outcome}: ${evidenceWords({ status: execution.status, ...view.evidence })}`],
     ['acceptance', shown`${view.artifactAcceptance.state}` + (view.artifactAcceptance.receiptId ? shown` (receipt ${view.artifactAcceptance.receiptId}, ${view.artifactAcceptance.basis ?? '—'})` : '')],
     ['delivery', shown`${view.ownerDelivery.state}` + (view.ownerDelivery.receiptId ? shown` (receipt ${view.ownerDelivery.receiptId}, ${view.ownerDelivery.basis ?? '—'})` : '')],
     // A satisfied gate may still say what it rests on (a manual dispatch's: a person's attestation).

@@ -1,4 +1,5 @@
 import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from '../ledger/port.js';
+import { evidenceWords, type EvidenceFacts } from './evidence-words.js';
 import { clip } from '../text.js';
 import { whenTargetForgot } from './attention.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
@@ -170,7 +171,7 @@ function validOf<T extends { readonly dispatchId: string; readonly origin: strin
  * `manual_result_attested` that ended its wait for a person does (valid, of its attempt) while the
  * dispatch is neither cancelled nor blocked, and the satisfied gate's reason says it rests on a person's word.
  */
-function gate(state: DispatchState, invalid: readonly string[], findings: Audit): DispatchView['gate'] {
+function gate(state: DispatchState, invalid: readonly string[], findings: Audit, evidence: Omit<EvidenceFacts, 'status'>): DispatchView['gate'] {
   const reasons: string[] = [...findings.failures];
   if (state.receipts.length === 0) reasons.push('no dispatch receipt recorded');
   // Latest wins: a dispatch_blocked after a completion overrides it.
@@ -190,7 +191,7 @@ function gate(state: DispatchState, invalid: readonly string[], findings: Audit)
         reasons.push('not submitted yet: latest receipt is dispatch_written');
         break;
       case 'dispatch_submitted':
-        reasons.push('no dispatch_completed receipt: the expected evidence has not been checked present');
+        reasons.push(`no dispatch_completed receipt: ${evidenceWords({ status: state.execution.status, ...evidence })}`);
         break;
       case 'dispatch_completed': {
         const earlier = state.receipts.slice(0, -1);
@@ -353,7 +354,12 @@ export function dispatchView(
     manualAttestations: attestations,
     runs: runsOf(state, pastAttempts),
     conflicts: conflicts.slice(0, CONFLICTS_IN_VIEW),
-    gate: gate(state, invalid, findings),
+    gate: gate(state, invalid, findings, {
+      expected,
+      found: check?.files.map((file) => file.ref) ?? [],
+      missing: check?.missing ?? [],
+      outcome: expected.length === 0 ? 'unverified' : state.evidence.outcome,
+    }),
     unknowns: [
       ...unknowns(state),
       ...(unreadable > 0

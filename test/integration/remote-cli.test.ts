@@ -140,7 +140,7 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(new RegExp(`^dispatch\\s+${dispatchId}\\s+\\(origin planner → target demo-agent, attempt 1\\)$`, 'm'));
     expect(table.stdout).toMatch(/^execution\s+completed \(target said completed\)$/m);
-    expect(table.stdout).toMatch(/^evidence\s+handled; expected 1, found 1, missing 0$/m);
+    expect(table.stdout).toMatch(/^evidence\s+handled: expected 1 file; checked: all found$/m);
     const json = await ledger(planner, ['check', dispatchId, '--json', ...remote()]);
     expect(JSON.parse(json.stdout)).toMatchObject({ dispatchId, origin: 'planner', runId: done.runId, execution: { status: 'completed' } });
 

@@ -1,4 +1,5 @@
 import type { DispatchView } from '../../shared/dispatch/view.js';
+import { evidenceWords } from '../../shared/dispatch/evidence-words.js';
 import { load, routeUrl, type PageConfig } from './api.js';
 import { badge, cell, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
 import { commandsFor, monitorWords } from './words.js';
@@ -64,7 +65,7 @@ function evidence(view: DispatchView): HTMLElement {
   const { evidence: found } = view;
   const files =
     found.files.length === 0
-      ? el('p', { className: 'quiet' }, 'No file checked present yet.')
+      ? el('p', { className: 'quiet' }, evidenceWords({ status: view.execution.status, ...found }))
       : el(
           'table',
           { className: 'files' },
