@@ -19,12 +19,23 @@ export const REFUSED =
  * (a function URL's own 403, a proxy's page) as JSON. A 403 says the credentials were refused.
  */
 export function describeFailure(status: number, body: unknown): string {
-  const error = typeof body === 'object' && body !== null ? (body as { error?: { code?: unknown; message?: unknown } }).error : undefined;
+  const error = typeof body === 'object' && body !== null ? (body as { error?: { code?: unknown; message?: unknown; details?: unknown } }).error : undefined;
   const said =
     typeof error?.message === 'string'
       ? shown`${status} ${typeof error.code === 'string' ? error.code : 'error'}: ${error.message}`
       : shown`${status}: ${JSON.stringify(body) ?? ''}`;
-  return status === 403 ? `${said}\n${REFUSED}` : said;
+  if (status === 403) return `${said}\n${REFUSED}`;
+  return [said, ...runHandle(error?.details)].join('\n');
+}
+
+/** A conflict's run handle and the command to check it (a 409 of redispatch or cancel names them in its details). */
+function runHandle(details: unknown): string[] {
+  if (typeof details !== 'object' || details === null) return [];
+  const { runId, attempt, status, check } = details as { runId?: unknown; attempt?: unknown; status?: unknown; check?: unknown };
+  const lines: string[] = [];
+  if (typeof runId === 'string') lines.push(shown`run ${runId}` + (attempt !== undefined ? shown` (attempt ${String(attempt)}` + (typeof status === 'string' ? shown`, status ${status})` : ')') : ''));
+  if (typeof check === 'string') lines.push(shown`check it: ${check}`);
+  return lines;
 }
 
 export const succeeded = (answer: ApiAnswer): boolean => answer.status >= 200 && answer.status < 300;

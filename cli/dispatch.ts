@@ -203,7 +203,7 @@ export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacit
   }
   if (dispatches.length > 0) {
     if (parts.length > 0) parts.push('');
-    parts.push(table(['kind', 'dispatch', 'origin', 'target', 'since', 'why'], dispatches.map((item) => [item.kind, item.dispatchId, item.origin, item.target, item.since, item.reason ?? '—']), 80));
+    parts.push(table(['kind', 'dispatch', 'origin', 'target', 'since', 'why'], dispatches.map((item) => [item.kind, item.dispatchId, item.origin, item.target, item.since, item.reason ?? '—'])));
   }
   return parts.join('\n');
 }

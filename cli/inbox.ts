@@ -285,7 +285,7 @@ export function describeClaim(answer: unknown): string {
     bodyCell(result),
   ]);
   return [
-    table(['result', 'dispatch', 'attempt', 'execution', 'evidence', 'summary', 'body'], rows, 80),
+    table(['result', 'dispatch', 'attempt', 'execution', 'evidence', 'summary', 'body'], rows),
     shown`claimToken ${text(claim['claimToken'])}`,
     shown`leaseExpiresAt ${text(claim['leaseExpiresAt'])}`,
     'ack each result once it reached its reader: npx ledger inbox ack <resultId> --token <claimToken>',
@@ -307,7 +307,7 @@ export function describeList(answer: unknown): string {
     text(fields(result['evidence'])['outcome']),
     clip(text(result['summary']), SUMMARY_CELL),
   ]);
-  const lines = [table(['result', 'dispatch', 'attempt', 'state', 'tries', 'execution', 'evidence', 'summary'], rows, 80)];
+  const lines = [table(['result', 'dispatch', 'attempt', 'state', 'tries', 'execution', 'evidence', 'summary'], rows)];
   if (typeof cursor === 'string' && cursor !== '') lines.push(shown`more: --cursor ${cursor}`);
   return lines.join('\n');
 }

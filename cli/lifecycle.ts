@@ -45,6 +45,6 @@ export async function rejections(args: string[], print: Print, connectTo: Connec
   return printAnswer(answer, values.json, print, (body) => {
     const items = (body as { items: Rejection[] }).items;
     if (items.length === 0) return 'no rejected messages';
-    return table(['at', 'reason', 'message', 'dispatch', 'origin', 'preview'], items.map((item) => [item.at, item.reason, item.messageId, item.dispatchId ?? '—', item.origin ?? '—', item.bodyPreview]), 60);
+    return table(['at', 'reason', 'message', 'dispatch', 'origin', 'preview'], items.map((item) => [item.at, item.reason, item.messageId, item.dispatchId ?? '—', item.origin ?? '—', item.bodyPreview]), { clip: { preview: 60 } });
   });
 }

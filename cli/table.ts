@@ -1,18 +1,53 @@
 import { escapeControls } from '../shared/text.js';
 
+export interface TableOptions {
+  /** The widest a line of the grid may be. @default the terminal's width, else 80 */
+  readonly width?: number;
+  /**
+   * Columns of free text (a summary, a preview) cut at this many characters, marked `…`. No other
+   * column is ever cut: ids, refs and commands are copied by people, so they are shown whole.
+   */
+  readonly clip?: Readonly<Record<string, number>>;
+}
+
 /**
- * A plain-text table for people: columns padded to their widest cell, values cut at `maxWidth`. Every
- * cell is shown with its control and bidi characters escaped (CONTRACT §8 v2: a target's runId or a
- * reason quoting it cannot move the cursor, recolour the terminal or reverse what follows), then its
- * remaining whitespace runs collapsed to one space.
+ * A plain-text table for people: columns padded to their widest cell. When the grid would be wider than
+ * `width`, its widest columns leave it, one at a time, and each row's value of them is printed whole on
+ * its own line below the row (`  why: …`), so nothing an operator copies is ever cut. Every cell is
+ * shown with its control and bidi characters escaped (CONTRACT §8 v2: a target's runId or a reason
+ * quoting it cannot move the cursor, recolour the terminal or reverse what follows), then its remaining
+ * whitespace runs collapsed to one space.
+ *
+ * @example
+ * table(['kind', 'dispatch', 'why'], [['unknown', 'd-1', 'stalled; check: npx ledger check d-1 --refresh']], { width: 40 })
+ * // kind     dispatch
+ * // ───────  ────────
+ * // unknown  d-1
+ * //   why: stalled; check: npx ledger check d-1 --refresh
  */
-export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>, maxWidth = 60): string {
-  const cut = (value: string): string => (value.length > maxWidth ? `${value.slice(0, maxWidth - 1)}…` : value);
-  const cells = [headers, ...rows].map((row) => row.map((cell) => cut(escapeControls(cell).replace(/\s+/g, ' '))));
-  const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? '').length)));
-  const line = (row: readonly string[]): string => row.map((cell, column) => cell.padEnd(widths[column] ?? 0)).join('  ').trimEnd();
-  const [head, ...body] = cells;
-  return [line(head ?? []), line(widths.map((width) => '─'.repeat(width))), ...body.map(line)].join('\n');
+export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>, options: TableOptions = {}): string {
+  const width = options.width ?? (process.stdout.columns || 80);
+  const cut = (header: string, value: string): string => {
+    const max = options.clip?.[header];
+    return max !== undefined && value.length > max ? `${value.slice(0, max - 1)}…` : value;
+  };
+  const cells = rows.map((row) => headers.map((header, column) => cut(header, escapeControls(row[column] ?? '').replace(/\s+/g, ' '))));
+  let kept = headers.map((_, column) => column);
+  const widthOf = (column: number): number => Math.max((headers[column] ?? '').length, ...cells.map((row) => (row[column] ?? '').length));
+  const gridWidth = (columns: readonly number[]): number => columns.reduce((sum, column) => sum + widthOf(column), 0) + 2 * Math.max(0, columns.length - 1);
+  // The widest column leaves the grid first, until it fits (the first column always stays).
+  while (kept.length > 1 && gridWidth(kept) > width) {
+    const widest = kept.slice(1).reduce((best, column) => (widthOf(column) > widthOf(best) ? column : best));
+    kept = kept.filter((column) => column !== widest);
+  }
+  const moved = headers.map((_, column) => column).filter((column) => !kept.includes(column));
+  const line = (row: readonly string[]): string => kept.map((column) => (row[column] ?? '').padEnd(widthOf(column))).join('  ').trimEnd();
+  const out = [line(headers), line(headers.map((_, column) => '─'.repeat(widthOf(column))))];
+  for (const row of cells) {
+    out.push(line(row));
+    for (const column of moved) out.push(`  ${headers[column] ?? ''}: ${row[column] ?? ''}`);
+  }
+  return out.join('\n');
 }
 
 /**

@@ -133,7 +133,7 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
     return [demoCase.name, demoCase.dispatchId ?? `(message ${demoCase.messageId.slice(0, 8)})`, outcome, detail];
   });
   print('');
-  print(table(['case', 'dispatch', 'became', 'detail'], rows, 90));
+  print(table(['case', 'dispatch', 'became', 'detail'], rows, { width: 100 }));
   print('');
   await lifecycleDemo(state, run, print);
   print('');
@@ -219,7 +219,7 @@ async function lifecycleDemo(state: LocalState, run: string, print: (line: strin
           : `target says ${execution?.nativeStatus ?? '—'}${execution?.result?.summary ? `: ${execution.result.summary}` : ''}${recovered(demoCase.dispatchId) ? ' — found by lookup (Run Recovered), never reported' : ''}`;
     return [demoCase.name, demoCase.dispatchId, concluded, detail];
   });
-  print(table(['run that…', 'dispatch', 'ledger concluded', 'detail'], rows, 100));
+  print(table(['run that…', 'dispatch', 'ledger concluded', 'detail'], rows, { width: 100 }));
 }
 
 /**
@@ -263,7 +263,7 @@ async function evidenceDemo(state: LocalState, run: string, print: (line: string
       view.unknowns.length === 0 ? 'none' : view.unknowns.join(' / '),
     ]);
   }
-  print(table(['dispatch', 'observed', 'evidence checked', 'acceptance', 'delivery', 'gate', 'unknowns'], rows, 70));
+  print(table(['dispatch', 'observed', 'evidence checked', 'acceptance', 'delivery', 'gate', 'unknowns'], rows, { width: 100 }));
 }
 
 /** What a claim hands out for one result (CONTRACT §10), as far as the demo reads it. */
@@ -446,7 +446,7 @@ async function flowControlDemo(state: LocalState, run: string, print: (line: str
   // The most runs submitted and not yet known to be over at any instant, from the ledger's own times.
   const most = Math.max(...spans.map(({ from }) => spans.filter((span) => span.from <= from && span.to > from).length));
   const start = spans[0]?.from ?? 0;
-  print(table(['dispatch', 'origin', 'submitted', 'completed'], spans.map(({ view, from, to }) => [view.dispatchId, view.origin, `+${((from - start) / 1000).toFixed(1)} s`, `+${((to - start) / 1000).toFixed(1)} s`]), 90));
+  print(table(['dispatch', 'origin', 'submitted', 'completed'], spans.map(({ view, from, to }) => [view.dispatchId, view.origin, `+${((from - start) / 1000).toFixed(1)} s`, `+${((to - start) / 1000).toFixed(1)} s`]), { width: 100 }));
   print(`  at most ${most} run(s) at once; admitted in turn from planner and lead-agent as slots freed`);
 }
 

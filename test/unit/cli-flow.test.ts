@@ -228,8 +228,10 @@ describe('describeAttention (ledger attention)', () => {
     const lines = text.split('\n');
     expect(lines[2]).toMatch(/^busy-agent\s+2\/2\s+0\s+1000\+\s+2026-12-01T10:00:00\.000Z$/);
     expect(text).not.toContain('slots release');
-    expect(lines[4]).toMatch(/^kind\s+dispatch\s+origin\s+target\s+since\s+why$/);
-    expect(lines[6]).toMatch(/^cancel_pending\s+d-9\s+planner\s+busy-agent\s+2026-12-01T10:00:00.000Z\s+cancel asked$/);
+    // At 80 columns the widest column (since) leaves the grid for a line of its own under the row.
+    expect(lines[4]).toMatch(/^kind\s+dispatch\s+origin\s+target\s+why$/);
+    expect(lines[6]).toMatch(/^cancel_pending\s+d-9\s+planner\s+busy-agent\s+cancel asked$/);
+    expect(lines[7]).toBe('  since: 2026-12-01T10:00:00.000Z');
   });
 
   it('escapes every cell, a target-supplied reason included', () => {

@@ -141,9 +141,11 @@ describe('inboxRequest', () => {
 describe('describeClaim', () => {
   it('shows one row per result with its execution, evidence, summary and body, then the token and the lease', () => {
     const text = describeClaim({ claimToken: 'ct-42', leaseExpiresAt: '2026-12-01T10:01:00.000Z', results: [claimedResultFactory()] });
-    const [header, , row, ...rest] = text.split('\n');
-    expect(header).toMatch(/^result\s+dispatch\s+attempt\s+execution\s+evidence\s+summary\s+body$/);
-    expect(row).toMatch(/^res-d-1-1\s+d-1\s+1\s+completed\s+handled\s+Completed: summarise the incident\s+inline 18 B$/);
+    const [header, , row, summary, ...rest] = text.split('\n');
+    // At 80 columns the summary (the widest) is printed whole on its own line under the row.
+    expect(header).toMatch(/^result\s+dispatch\s+attempt\s+execution\s+evidence\s+body$/);
+    expect(row).toMatch(/^res-d-1-1\s+d-1\s+1\s+completed\s+handled\s+inline 18 B$/);
+    expect(summary).toBe('  summary: Completed: summarise the incident');
     expect(rest).toContain('claimToken ct-42');
     expect(rest).toContain('leaseExpiresAt 2026-12-01T10:01:00.000Z');
   });
@@ -152,10 +154,10 @@ describe('describeClaim', () => {
     const spilled = claimedResultFactory({ resultId: 'res-big', body: undefined, preview: 'x'.repeat(4096), bodyRef: 'results/d-2/1.json', summary: 's'.repeat(300) });
     const blocked = claimedResultFactory({ resultId: 'res-blocked', execution: { status: null, nativeStatus: null, completedAt: null }, blockedReason: 'unknown_target', evidence: { outcome: null, files: [] }, summary: null, body: undefined });
     const lines = describeClaim({ claimToken: 'ct-1', leaseExpiresAt: 'later', results: [spilled, blocked] }).split('\n');
-    expect(lines[2]).toContain('spilled (preview 4.0 KB; ledger inbox body)');
-    expect(lines[2]).toContain(`${'s'.repeat(47)}…`);
-    expect(lines[2]).not.toContain('s'.repeat(48));
-    expect(lines[3]).toMatch(/^res-blocked\s+d-1\s+1\s+blocked: unknown_target\s+—\s+—\s+—$/);
+    expect(lines[2]).toMatch(/^res-big\s+d-1\s+1\s+completed\s+handled$/);
+    expect(lines[3]).toBe(`  summary: ${'s'.repeat(47)}…`);
+    expect(lines[4]).toBe('  body: spilled (preview 4.0 KB; ledger inbox body)');
+    expect(lines[5]).toMatch(/^res-blocked\s+d-1\s+1\s+blocked: unknown_target\s+—$/);
   });
 
   it('escapes what the target wrote: a summary with bidi overrides and escape sequences stays inert', () => {
@@ -182,8 +184,9 @@ describe('bodyCell', () => {
 describe('describeList and describeChange', () => {
   it('lists results by state with their delivery attempts, and the cursor to the next page', () => {
     const text = describeList({ items: [claimedResultFactory({ state: 'dropped', deliveryAttempts: 5 })], cursor: 'next-1' });
-    expect(text.split('\n')[0]).toMatch(/^result\s+dispatch\s+attempt\s+state\s+tries\s+execution\s+evidence\s+summary$/);
-    expect(text.split('\n')[2]).toMatch(/^res-d-1-1\s+d-1\s+1\s+dropped\s+5\s+completed\s+handled\s+Completed/);
+    expect(text.split('\n')[0]).toMatch(/^result\s+dispatch\s+attempt\s+state\s+tries\s+execution\s+evidence$/);
+    expect(text.split('\n')[2]).toMatch(/^res-d-1-1\s+d-1\s+1\s+dropped\s+5\s+completed\s+handled$/);
+    expect(text.split('\n')[3]).toMatch(/^ {2}summary: Completed/);
     expect(text).toContain('more: --cursor next-1');
     expect(describeList({ items: [] })).toBe('no results');
   });

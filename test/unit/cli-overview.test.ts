@@ -39,9 +39,10 @@ describe('ledger list', () => {
     expect(api.seen[0]?.path).toBe('/dispatches?status=running&target=demo-agent&limit=2');
     // The operator: no X-Ledger-Origin (an origin's header would make it an origin's caller).
     expect(api.seen[0]?.origin).toBeUndefined();
-    expect(lines[0]?.split(/\s{2,}/)).toEqual(['created', 'dispatch', 'origin', 'target', 'phase', 'status', 'run / reason']);
-    expect(text).toMatch(/d-1\s+team-a\s+demo-agent\s+submitted\s+running\s+r-1/);
-    expect(text).toMatch(/d-2\s+team-b\s+demo-agent\s+blocked\s+—\s+unknown_target: no target "x"/);
+    // At 80 columns the widest column (the reason) goes on its own line under each row, whole.
+    expect(lines[0]?.split(/\s{2,}/)).toEqual(['created', 'dispatch', 'origin', 'target', 'phase', 'status']);
+    expect(text).toMatch(/d-1\s+team-a\s+demo-agent\s+submitted\s+running\n {2}run \/ reason: r-1/);
+    expect(text).toMatch(/d-2\s+team-b\s+demo-agent\s+blocked\s+—\n {2}run \/ reason: unknown_target: no target "x"/);
     expect(lines.at(-1)).toBe('more: npx ledger list --status running --target demo-agent --limit 2 --cursor eyJiZWZvcmUiOiJ4In0');
   });
 

@@ -1,0 +1,63 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { describeFailure } from '../../cli/answer.js';
+import { check, describeAttention } from '../../cli/dispatch.js';
+import { table } from '../../cli/table.js';
+import { closeFakeApis, fakeApi } from '../support/fake-api.js';
+
+/**
+ * Issue 31: tables at 80 columns never cut what an operator copies (ids, refs, commands): a column too
+ * wide for the grid goes on a line of its own, whole, under its row. A 409 shows the run it is about and
+ * the command to check it.
+ */
+afterEach(async () => {
+  await closeFakeApis();
+});
+
+const LONG_ID = 'd-2026-12-05-quarterly-report-for-the-board-of-directors-0001';
+
+describe('tables at 80 columns', () => {
+  it('keeps every id and command whole in ledger attention, and the copied command runs', async () => {
+    const printed = describeAttention([
+      { kind: 'unknown', dispatchId: LONG_ID, origin: 'planner', target: 'demo-agent', since: '2026-12-05T10:00:00.000Z', reason: `lost sight of the run (stalled); check: npx ledger check ${LONG_ID} --refresh` },
+    ]);
+    expect(printed).not.toContain('…');
+    const lines = printed.split('\n');
+    // The grid fits in 80 columns; what left it is on its own line, whole.
+    for (const line of lines.filter((each) => !each.startsWith('  '))) expect(line.length, line).toBeLessThanOrEqual(80);
+    expect(lines).toContain(`  why: lost sight of the run (stalled); check: npx ledger check ${LONG_ID} --refresh`);
+    expect(lines.some((line) => line.includes(LONG_ID) && !line.startsWith('  why'))).toBe(true);
+
+    // The command as a person copies it, run: it reaches the dispatch it names.
+    const copied = /check: (npx ledger check \S+ --refresh)$/.exec(lines.find((line) => line.startsWith('  why:')) ?? '')?.[1] ?? '';
+    const [, , command, ...args] = copied.split(' ');
+    expect(command).toBe('check');
+    const api = await fakeApi(() => ({ status: 404, body: { error: { code: 'not_found', message: `no dispatch ${LONG_ID}` } } }));
+    const out: string[] = [];
+    expect(await check(args, (line) => void out.push(line), api.connect)).toBe(1);
+    expect(api.seen.map((seen) => seen.path)).toEqual([`/dispatches/${LONG_ID}?refresh=true`]);
+  });
+
+  it('cuts only the free-text columns it is told to, and says so with …', () => {
+    const printed = table(['message', 'preview'], [['m-1', 'x'.repeat(200)]], { clip: { preview: 60 } });
+    expect(printed).toContain(`${'x'.repeat(59)}…`);
+    expect(printed).toContain('m-1');
+    expect(table(['message'], [['m'.repeat(120)]])).toContain('m'.repeat(120));
+  });
+});
+
+describe('a 409 in table output', () => {
+  it('shows the run handle and the command to check it', () => {
+    const conflict = {
+      error: {
+        code: 'conflict',
+        message: 'the current run may still be active: look it up, or redispatch with force and a reason',
+        details: { runId: 'r-7', attempt: 2, status: 'unknown', check: 'npx ledger check d-1 --refresh' },
+      },
+    };
+    expect(describeFailure(409, conflict).split('\n')).toEqual([
+      '409 conflict: the current run may still be active: look it up, or redispatch with force and a reason',
+      'run r-7 (attempt 2, status unknown)',
+      'check it: npx ledger check d-1 --refresh',
+    ]);
+  });
+});
