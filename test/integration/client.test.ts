@@ -262,4 +262,19 @@ describe('answers and messages at the edge', () => {
       'the ledger would refuse this body: decision: expected one of "approve", "cancel"',
     ]);
   });
+
+  it('aborts the handler’s signal and acks nothing when the caller aborts delivery', async () => {
+    answer = { claimToken: 'ct-1', leaseExpiresAt: 'later', results: [{ resultId: 'r-1', dispatchId: 'd-1', attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } }] };
+    const before = requests;
+    const caller = new AbortController();
+    let seen = false;
+    const outcome = await client.inbox.deliver({ mode: 'inject', signal: caller.signal }, async (_results, { signal }) => {
+      caller.abort();
+      seen = signal.aborted;
+    });
+    expect(seen).toBe(true);
+    expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: false });
+    // The claim, and nothing after it: no ack, no release.
+    expect(requests - before).toBe(1);
+  });
 });

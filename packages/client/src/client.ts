@@ -240,6 +240,9 @@ async function deliver(client: LedgerClient, options: ClaimOptions, handle: Deli
   if (results.length === 0 || claimToken === null) return { claimed: 0, acked: 0, leaseLost: false };
   const handling = new AbortController();
   let leaseLost = false;
+  // The caller's own signal ends the handling too: aborted, nothing is acked.
+  const callerAborted = (): void => handling.abort(options.signal?.reason ?? new Error('the caller aborted delivery'));
+  options.signal?.addEventListener('abort', callerAborted, { once: true });
   // Renewed at a third of the lease, so two renewals can fail before it runs out.
   const renewing = setInterval(() => {
     void Promise.all(results.map((result) => client.inbox.renew(result.resultId, claimToken, leaseSeconds))).catch((error: unknown) => {
@@ -253,6 +256,7 @@ async function deliver(client: LedgerClient, options: ClaimOptions, handle: Deli
     await handle(results, { signal: handling.signal });
   } catch (error) {
     clearInterval(renewing);
+    options.signal?.removeEventListener('abort', callerAborted);
     if (!leaseLost) {
       const reason = error instanceof Error ? error.message : String(error);
       await Promise.allSettled(results.map((result) => client.inbox.release(result.resultId, claimToken, reason)));
@@ -260,7 +264,8 @@ async function deliver(client: LedgerClient, options: ClaimOptions, handle: Deli
     throw error;
   }
   clearInterval(renewing);
-  if (leaseLost || handling.signal.aborted) return { claimed: results.length, acked: 0, leaseLost: true };
+  options.signal?.removeEventListener('abort', callerAborted);
+  if (leaseLost || handling.signal.aborted) return { claimed: results.length, acked: 0, leaseLost };
   let acked = 0;
   for (const result of results) {
     await client.inbox.ack(result.resultId, claimToken);
