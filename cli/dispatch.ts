@@ -37,6 +37,10 @@ export async function send(args: string[], print: (line: string) => void, connec
       parent: { type: 'string' },
       body: { type: 'string' },
       file: { type: 'string' },
+      // CONTRACT §1's clocks, in seconds: the ledger checks them (a message it would refuse is never sent).
+      'stall-after': { type: 'string' },
+      grace: { type: 'string' },
+      'approval-wait': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -59,6 +63,7 @@ export async function send(args: string[], print: (line: string) => void, connec
       ...(values.expect ? { expectedEvidence: values.expect } : {}),
       ...(values.detached ? { delivery: { mode: 'detached' } } : {}),
       ...(values.parent ? { parentDispatchId: values.parent } : {}),
+      ...timeoutsOf(values),
     };
   }
   const ledger = await connectTo(values, values);
@@ -74,6 +79,23 @@ export async function send(args: string[], print: (line: string) => void, connec
   return 0;
 }
 
+/** `--stall-after`, `--grace` and `--approval-wait` as the message's `timeouts` (seconds; the protocol's schema checks them). */
+function timeoutsOf(values: { readonly 'stall-after'?: string | undefined; readonly grace?: string | undefined; readonly 'approval-wait'?: string | undefined }): { timeouts?: Record<string, number> } {
+  const given: Array<[string, string | undefined]> = [['stallAfterSeconds', values['stall-after']], ['deliveryGraceSeconds', values.grace], ['approvalWaitSeconds', values['approval-wait']]];
+  const timeouts = Object.fromEntries(given.flatMap(([field, value]) => (value === undefined ? [] : [[field, Number(value)]])));
+  return Object.keys(timeouts).length === 0 ? {} : { timeouts };
+}
+
+/** The dispatch's clocks, and when each running one runs out. */
+function windowsLine(windows: NonNullable<DispatchView['windows']>): string {
+  const clock = (name: string, seconds: number, endsAt: string | null): string => `${name} ${seconds} s` + (endsAt ? ` (runs out ${endsAt})` : '');
+  return [
+    clock('stall after', windows.stallAfterSeconds, windows.stallsAt),
+    clock('approval wait', windows.approvalWaitSeconds, windows.approvalExpiresAt),
+    clock('delivery grace', windows.deliveryGraceSeconds, windows.graceEndsAt),
+  ].join('; ');
+}
+
 /**
  * `ledger check`'s view for people. Every value is shown escaped (`shown`): the run id, approval id,
  * result summary, errors and unknowns may quote what a target said (CONTRACT §8 v2).
@@ -86,6 +108,7 @@ export function describeView(view: DispatchView): string {
     ['phase', shown`${view.phase}` + (view.blockedReason ? shown`: ${view.blockedReason}` : '')],
     ['run', shown`${view.runId ?? '—'}`],
     ['submission', shown`${submission.attempts} call(s)` + (submission.waitingFor ? shown`, waiting for ${submission.waitingFor}` : '') + (submission.nextRetryAt ? shown`, next retry ${submission.nextRetryAt}` : '') + (submission.lastError ? shown`, last error: ${submission.lastError}` : '')],
+    ...(view.windows ? [['windows', shown`${windowsLine(view.windows)}`] as [string, string]] : []),
     ['execution', shown`${execution.status ?? '—'} (target said ${execution.nativeStatus ?? '—'}` + (execution.monitorStatus ? shown`; monitor: ${execution.monitorStatus}` : '') + ')'],
     ...(execution.pendingApproval ? [['approval', shown`pending ${execution.pendingApproval.approvalId} since ${execution.pendingApproval.requestedAt}`] as [string, string]] : []),
     ...(execution.result?.summary !== undefined ? [['result', shown`${execution.result.summary}`] as [string, string]] : []),

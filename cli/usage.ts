@@ -4,7 +4,8 @@ export const USAGE = `usage:
   ledger local down                                      stop everything "up" started
   ledger local status [--json]                           is it running, and where
   ledger send [--target T] [--behavior B] [--expect REF]… [--origin O] [--dispatch-id ID] [--body JSON | --file F]
-  ledger check <dispatchId> [--origin O] [--json]        the dispatch view
+              [--stall-after S] [--grace S] [--approval-wait S]   the message's clocks, in seconds (ledger check shows them)
+  ledger check <dispatchId> [--origin O] [--refresh] [--json]   the dispatch view, its clocks and when each runs out
   ledger status [--origin O] [--status S] [--limit N]    an origin's dispatches, newest first
   ledger receipt <dispatchId> --run R --kind K --state S --verified-by V [--evidence-ref REF] [--receipt-id ID] [--note N] [--json]
                                                          an operator receipt: artifact_acceptance accepted|rejected,

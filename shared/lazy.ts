@@ -10,7 +10,4 @@
  * const registrySchema = /* @__PURE__ *\/ lazy(() => z.object({ targets: z.array(targetSchema) }));
  * registrySchema().safeParse(value);
  */
-export function lazy<T>(build: () => T): () => T {
-  let built: { readonly value: T } | undefined;
-  return () => (built ??= { value: build() }).value;
-}
+export { lazy } from '@dispatch-ledger/protocol';

@@ -1,6 +1,7 @@
 import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from '../ledger/port.js';
 import { evidenceWords, type EvidenceFacts } from './evidence-words.js';
 import { clip } from '../text.js';
+import { stallDeadline } from './transitions.js';
 import { whenTargetForgot } from './attention.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
@@ -76,6 +77,19 @@ export interface DispatchView {
   readonly conflicts: readonly Refusal[];
   readonly gate: { readonly satisfied: boolean; readonly reasons: readonly string[] };
   readonly unknowns: readonly string[];
+  /**
+   * The dispatch's clocks (CONTRACT §1 `timeouts`) and, for each that runs now, when it runs out: the
+   * stall watch of a queued or running run, the wait of a pending approval, the delivery grace of a
+   * completed run whose evidence is being checked. Absent from the answer of an API older than v3.
+   */
+  readonly windows?: {
+    readonly stallAfterSeconds: number;
+    readonly approvalWaitSeconds: number;
+    readonly deliveryGraceSeconds: number;
+    readonly stallsAt: string | null;
+    readonly approvalExpiresAt: string | null;
+    readonly graceEndsAt: string | null;
+  };
   /** Cursors to the older entries of each list when it holds more than the view shows (CONTRACT §2 v2). */
   readonly more?: { readonly receipts: string | null; readonly operatorReceipts: string | null; readonly manualAttestations: string | null; readonly runs: string | null };
 }
@@ -207,6 +221,18 @@ function gate(state: DispatchState, invalid: readonly string[], findings: Audit,
   if (invalid.length > 0) reasons.push(`evidence marked invalid: ${clip(invalid.join(', '), 300)}`);
   if (reasons.length > 0 || !manual || !attested) return { satisfied: reasons.length === 0, reasons };
   return { satisfied: true, reasons: [`rests on a person's attestation, not runtime proof: manual_result_attested ${attested.attestationId} by ${attested.recordedBy} at ${attested.recordedAt} (${MANUAL_ATTESTATION})`] };
+}
+
+/** The clocks of a dispatch and when each running one runs out (the monitor acts on these). */
+function windowsOf(state: DispatchState): NonNullable<DispatchView['windows']> {
+  const { status, pendingApproval } = state.execution;
+  const watched = state.phase === 'submitted' && (status === 'queued' || status === 'running');
+  return {
+    ...state.timeouts,
+    stallsAt: watched ? new Date(stallDeadline(state)).toISOString() : null,
+    approvalExpiresAt: status === 'waiting_for_approval' && pendingApproval ? new Date(Date.parse(pendingApproval.requestedAt) + state.timeouts.approvalWaitSeconds * 1000).toISOString() : null,
+    graceEndsAt: state.evidence.outcome === 'pending' ? state.evidence.deadline : null,
+  };
 }
 
 /** Oldest first; records written in the same instant by their id (`idField`), so the order is stable. */
@@ -360,6 +386,7 @@ export function dispatchView(
       missing: check?.missing ?? [],
       outcome: expected.length === 0 ? 'unverified' : state.evidence.outcome,
     }),
+    windows: windowsOf(state),
     unknowns: [
       ...unknowns(state),
       ...(unreadable > 0

@@ -131,7 +131,7 @@ describe('the remote CLI, signed from the default credential chain (against ledg
 
   it('sends a dispatch, checks it to completion, lists it, records a receipt, and claims and acks its result, as the planner', async () => {
     const dispatchId = uniqueName('d-remote');
-    const sent = await ledger(planner, ['send', '--dispatch-id', dispatchId, '--behavior', 'complete', '--expect', 'out/report.md', '--json', ...remote()]);
+    const sent = await ledger(planner, ['send', '--dispatch-id', dispatchId, '--behavior', 'complete', '--expect', 'out/report.md', '--stall-after', '120', '--grace', '30', '--approval-wait', '900', '--json', ...remote()]);
     expect(sent).toMatchObject({ code: 0, stderr: '' });
     expect(JSON.parse(sent.stdout)).toMatchObject({ dispatchId, messageId: expect.any(String) });
     const done = await viewWhen(dispatchId, (view) => view.execution.status === 'completed' && view.evidence.outcome === 'handled');
@@ -141,6 +141,8 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     expect(table.stdout).toMatch(new RegExp(`^dispatch\\s+${dispatchId}\\s+\\(origin planner → target demo-agent, attempt 1\\)$`, 'm'));
     expect(table.stdout).toMatch(/^execution\s+completed \(target said completed\)$/m);
     expect(table.stdout).toMatch(/^evidence\s+handled: expected 1 file; checked: all found$/m);
+    // The clocks sent with the message, shown (none runs now: the run completed and its evidence was checked).
+    expect(table.stdout).toMatch(/^windows\s+stall after 120 s; approval wait 900 s; delivery grace 30 s$/m);
     const json = await ledger(planner, ['check', dispatchId, '--json', ...remote()]);
     expect(JSON.parse(json.stdout)).toMatchObject({ dispatchId, origin: 'planner', runId: done.runId, execution: { status: 'completed' } });
 

@@ -319,3 +319,26 @@ describe('review findings — the audit covers every attempt', () => {
     expect(view.gate.reasons.some((reason) => reason.startsWith('audit_failure:'))).toBe(true);
   });
 });
+
+describe('the windows: the clocks of a dispatch and when each running one runs out', () => {
+  it('shows when a running run stalls, a pending approval expires, and the evidence grace ends; nothing once the work is over', () => {
+    const running = submittedState();
+    const { windows } = dispatchView(running, acceptedMessageFactory());
+    expect(windows).toMatchObject({ stallAfterSeconds: running.timeouts.stallAfterSeconds, approvalExpiresAt: null, graceEndsAt: null });
+    // At least the stall window after the last activity (coalescing may add to it), never before.
+    expect(Date.parse(windows?.stallsAt ?? '') - Date.parse(running.execution.lastActivityAt ?? running.updatedAt)).toBeGreaterThanOrEqual(running.timeouts.stallAfterSeconds * 1000);
+
+    const requestedAt = NOW.toISOString();
+    const waiting = advance(running, 'approval_requested', NOW, { execution: { ...running.execution, status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', pendingApproval: { approvalId: 'ap-1', requestedAt } } });
+    expect(dispatchView(waiting, acceptedMessageFactory()).windows).toMatchObject({
+      stallsAt: null,
+      approvalExpiresAt: new Date(NOW.getTime() + running.timeouts.approvalWaitSeconds * 1000).toISOString(),
+    });
+
+    const deadline = new Date(NOW.getTime() + running.timeouts.deliveryGraceSeconds * 1000).toISOString();
+    const checking = advance(running, 'completed', NOW, { execution: { ...running.execution, status: 'completed', nativeStatus: 'completed', completedAt: requestedAt }, evidence: { ...running.evidence, outcome: 'pending', deadline } });
+    expect(dispatchView(checking, acceptedMessageFactory(['a.md'])).windows).toMatchObject({ stallsAt: null, approvalExpiresAt: null, graceEndsAt: deadline });
+
+    expect(dispatchView(handledState(), acceptedMessageFactory(['a.md']), checkFactory()).windows).toMatchObject({ stallsAt: null, approvalExpiresAt: null, graceEndsAt: null });
+  });
+});

@@ -235,5 +235,15 @@ export const MAX_CLAIM_RESULTS = 50;
 export const MAX_RESULT_ID_CHARS = 160;
 export const MAX_CLAIM_TOKEN_CHARS = 64;
 
+/**
+ * A value built on its first use and kept: for what a module would otherwise build when it is imported
+ * although only some paths use it (zod schemas, lookup tables). Call it marked pure —
+ * `/* @__PURE__ *\/ lazy(() => …)` — so a bundle whose code never calls the getter leaves it out.
+ */
+export function lazy<T>(build: () => T): () => T {
+  let built: { readonly value: T } | undefined;
+  return () => (built ??= { value: build() }).value;
+}
+
 export * from './routes.js';
 export * from './route-docs.js';

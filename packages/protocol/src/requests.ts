@@ -13,6 +13,7 @@ import './english.js';
 import {
   APPROVAL_DECISIONS,
   DISPATCH_ID,
+  lazy,
   EXECUTION_STATUSES,
   EVIDENCE_STATUSES,
   MANUAL_ATTESTATION_KINDS,
@@ -49,32 +50,27 @@ import {
   type OperatorReceiptState,
 } from './index.js';
 
-/** A value built on its first use and kept. */
-function once<T>(build: () => T): () => T {
-  let built: { readonly value: T } | undefined;
-  return () => (built ??= { value: build() }).value;
-}
 
 const isBlank = (text: string): boolean => text.trim() === '';
 /** A reason a person gives (cancel, redispatch, slot release, evidence mark): not blank, bounded. */
-const reason = /* @__PURE__ */ once(() => z.string().check(z.trim(), z.minLength(1), z.maxLength(MAX_REASON_CHARS)));
-const safeRef = /* @__PURE__ */ once(() => z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref')));
-const approvalId = /* @__PURE__ */ once(() => z.string().check(z.minLength(1), z.maxLength(MAX_APPROVAL_ID_CHARS)));
+const reason = /* @__PURE__ */ lazy(() => z.string().check(z.trim(), z.minLength(1), z.maxLength(MAX_REASON_CHARS)));
+const safeRef = /* @__PURE__ */ lazy(() => z.string().check(z.refine((ref) => refProblem(ref) === undefined, 'unsafe evidence ref')));
+const approvalId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_APPROVAL_ID_CHARS)));
 /** A target's run id. */
-export const RunIdText = /* @__PURE__ */ once(() => z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)));
+export const RunIdText = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)));
 /** A receipt's or an attestation's id. */
-export const RecordId = /* @__PURE__ */ once(() => z.string().check(z.regex(RECORD_ID, RECORD_ID_RULE)));
+export const RecordId = /* @__PURE__ */ lazy(() => z.string().check(z.regex(RECORD_ID, RECORD_ID_RULE)));
 
 // --- The owner's actions on a dispatch (§2, §6) ------------------------------------------------------
 
 /** `POST /dispatches/{id}/cancel`; `ledger mcp`'s `cancel_dispatch` tool takes the same. */
-export const CancelBody = /* @__PURE__ */ once(() => z.strictObject({ reason: reason() }));
+export const CancelBody = /* @__PURE__ */ lazy(() => z.strictObject({ reason: reason() }));
 /** `POST /dispatches/{id}/redispatch`; `force` (with a reason) fences a run that may still be active. */
-export const RedispatchBody = /* @__PURE__ */ once(() => z.strictObject({ reason: reason(), force: z.optional(z.boolean()) }));
+export const RedispatchBody = /* @__PURE__ */ lazy(() => z.strictObject({ reason: reason(), force: z.optional(z.boolean()) }));
 /** `POST /dispatches/{id}/approval`. */
-export const ApprovalBody = /* @__PURE__ */ once(() => z.strictObject({ approvalId: approvalId(), decision: z.enum(APPROVAL_DECISIONS) }));
+export const ApprovalBody = /* @__PURE__ */ lazy(() => z.strictObject({ approvalId: approvalId(), decision: z.enum(APPROVAL_DECISIONS) }));
 /** `POST /dispatches/{id}/evidence-status`: one evidence file of the current attempt. */
-export const EvidenceStatusBody = /* @__PURE__ */ once(() => z.strictObject({ ref: safeRef(), status: z.enum(EVIDENCE_STATUSES), reason: reason() }));
+export const EvidenceStatusBody = /* @__PURE__ */ lazy(() => z.strictObject({ ref: safeRef(), status: z.enum(EVIDENCE_STATUSES), reason: reason() }));
 
 /** The rules that tie an operator receipt's kind, state and evidenceRef together (a stored receipt is held to them too). */
 export function checkReceiptClaim(receipt: { kind: OperatorReceiptKind; state: OperatorReceiptState; evidenceRef?: string | null | undefined }, ctx: z.core.$RefinementCtx): void {
@@ -92,11 +88,11 @@ export function checkReceiptClaim(receipt: { kind: OperatorReceiptKind; state: O
   }
 }
 /** Who verified an operator receipt, in the recorder's words: not blank. */
-export const VerifiedBy = /* @__PURE__ */ once(() => z.string().check(z.minLength(1), z.maxLength(MAX_VERIFIED_BY_CHARS), z.refine((text) => !isBlank(text), 'verifiedBy is blank')));
+export const VerifiedBy = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_VERIFIED_BY_CHARS), z.refine((text) => !isBlank(text), 'verifiedBy is blank')));
 /** A note on an operator receipt. */
-export const ReceiptNote = /* @__PURE__ */ once(() => z.string().check(z.maxLength(MAX_NOTE_CHARS)));
+export const ReceiptNote = /* @__PURE__ */ lazy(() => z.string().check(z.maxLength(MAX_NOTE_CHARS)));
 /** The fields an operator receipt is recorded with (a stored receipt has these and the ledger's own). */
-export const OPERATOR_RECEIPT_FIELDS = /* @__PURE__ */ once(() => ({
+export const OPERATOR_RECEIPT_FIELDS = /* @__PURE__ */ lazy(() => ({
   receiptId: RecordId(),
   runId: RunIdText(),
   kind: z.enum(OPERATOR_RECEIPT_KINDS),
@@ -112,13 +108,13 @@ export const OPERATOR_RECEIPT_FIELDS = /* @__PURE__ */ once(() => ({
  * @example
  * OperatorReceiptBody().parse({ receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', evidenceRef: 'out/report.md', verifiedBy: 'alice' });
  */
-export const OperatorReceiptBody = /* @__PURE__ */ once(() => z.strictObject(OPERATOR_RECEIPT_FIELDS()).check(z.superRefine(checkReceiptClaim)));
+export const OperatorReceiptBody = /* @__PURE__ */ lazy(() => z.strictObject(OPERATOR_RECEIPT_FIELDS()).check(z.superRefine(checkReceiptClaim)));
 export type OperatorReceiptBody = z.infer<ReturnType<typeof OperatorReceiptBody>>;
 
-const attestationNote = /* @__PURE__ */ once(() => z.string().check(z.minLength(1), z.maxLength(MAX_NOTE_CHARS), z.refine((text) => !isBlank(text), 'note is blank')));
-const attestationRef = /* @__PURE__ */ once(() => z.string().check(z.refine((ref) => !isBlank(ref) && refProblem(ref) === undefined, 'unsafe evidence ref')));
+const attestationNote = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_NOTE_CHARS), z.refine((text) => !isBlank(text), 'note is blank')));
+const attestationRef = /* @__PURE__ */ lazy(() => z.string().check(z.refine((ref) => !isBlank(ref) && refProblem(ref) === undefined, 'unsafe evidence ref')));
 /** The fields a manual attestation is recorded with (a stored one has these and the ledger's own). */
-export const MANUAL_ATTESTATION_FIELDS = /* @__PURE__ */ once(() => ({
+export const MANUAL_ATTESTATION_FIELDS = /* @__PURE__ */ lazy(() => ({
   attestationId: RecordId(),
   kind: z.enum(MANUAL_ATTESTATION_KINDS),
   note: attestationNote(),
@@ -130,18 +126,18 @@ export const MANUAL_ATTESTATION_FIELDS = /* @__PURE__ */ once(() => ({
  * @example
  * ManualAttestationBody().parse({ attestationId: 'ma-1', kind: 'manual_result_attested', note: 'Alice filed the report by hand', evidenceRef: 'out/report.md' });
  */
-export const ManualAttestationBody = /* @__PURE__ */ once(() => z.strictObject(MANUAL_ATTESTATION_FIELDS()));
+export const ManualAttestationBody = /* @__PURE__ */ lazy(() => z.strictObject(MANUAL_ATTESTATION_FIELDS()));
 export type ManualAttestationBody = z.infer<ReturnType<typeof ManualAttestationBody>>;
 
 // --- The operator (§11) ------------------------------------------------------------------------------
 
 /** `POST /targets/{target}/slots/release`: the run whose slot to free; `dispatchId` when the caller knows it. */
-export const SlotReleaseBody = /* @__PURE__ */ once(() => z.strictObject({ runId: RunIdText(), reason: reason(), dispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID))) }));
+export const SlotReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ runId: RunIdText(), reason: reason(), dispatchId: z.optional(z.string().check(z.regex(DISPATCH_ID))) }));
 
 // --- A target's run events (§2) ----------------------------------------------------------------------
 
 /** `POST /runs/{runId}/events`. A final event may carry the result's body, any JSON (bounded after parsing: MAX_RESULT_BODY_DEPTH). */
-export const RunEventBody = /* @__PURE__ */ once(() => z.strictObject({
+export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
   dispatchId: z.string().check(z.regex(DISPATCH_ID)),
   seq: z.int().check(z.minimum(0), z.maximum(MAX_SEQ)),
   type: z.enum(RUN_EVENT_TYPES),
@@ -156,11 +152,11 @@ export type RunEventBody = z.infer<ReturnType<typeof RunEventBody>>;
 // --- The origin's inbox (§10) ------------------------------------------------------------------------
 
 /** A result id, as the inbox routes take it. */
-export const ResultId = /* @__PURE__ */ once(() => z.string().check(z.minLength(1), z.maxLength(MAX_RESULT_ID_CHARS)));
-const claimToken = /* @__PURE__ */ once(() => z.string().check(z.minLength(1), z.maxLength(MAX_CLAIM_TOKEN_CHARS)));
-const leaseSeconds = /* @__PURE__ */ once(() => z.int().check(z.minimum(MIN_LEASE_SECONDS), z.maximum(MAX_LEASE_SECONDS)));
+export const ResultId = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_RESULT_ID_CHARS)));
+const claimToken = /* @__PURE__ */ lazy(() => z.string().check(z.minLength(1), z.maxLength(MAX_CLAIM_TOKEN_CHARS)));
+const leaseSeconds = /* @__PURE__ */ lazy(() => z.int().check(z.minimum(MIN_LEASE_SECONDS), z.maximum(MAX_LEASE_SECONDS)));
 /** `POST /origins/{o}/inbox/claim`: `waitSeconds` > 0 is a long poll; `resultIds` claims those only. */
-export const ClaimBody = /* @__PURE__ */ once(() => z.strictObject({
+export const ClaimBody = /* @__PURE__ */ lazy(() => z.strictObject({
   mode: z.optional(z.enum(RESULT_DELIVERY_MODES)),
   max: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_CLAIM_RESULTS))),
   leaseSeconds: z.optional(leaseSeconds()),
@@ -169,16 +165,16 @@ export const ClaimBody = /* @__PURE__ */ once(() => z.strictObject({
 }));
 export type ClaimBody = z.infer<ReturnType<typeof ClaimBody>>;
 /** `POST /origins/{o}/inbox/{resultId}/ack`: the claim token the claim answered. */
-export const AckBody = /* @__PURE__ */ once(() => z.strictObject({ claimToken: claimToken() }));
+export const AckBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken() }));
 /** `POST /origins/{o}/inbox/{resultId}/release`, with why. */
-export const ReleaseBody = /* @__PURE__ */ once(() => z.strictObject({ claimToken: claimToken(), reason: z.optional(z.string().check(z.maxLength(MAX_REASON_CHARS))) }));
+export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), reason: z.optional(z.string().check(z.maxLength(MAX_REASON_CHARS))) }));
 /** `POST /origins/{o}/inbox/{resultId}/renew`. */
-export const RenewBody = /* @__PURE__ */ once(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: leaseSeconds() }));
+export const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: leaseSeconds() }));
 
 // --- Queries -----------------------------------------------------------------------------------------
 
 /** A list's `limit` and `cursor`, as numbers and text once read from the query string. */
-const pageFields = /* @__PURE__ */ once(() => ({
+const pageFields = /* @__PURE__ */ lazy(() => ({
   limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIST_LIMIT))),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(MAX_CURSOR_CHARS))),
 }));
@@ -186,10 +182,10 @@ const pageFields = /* @__PURE__ */ once(() => ({
  * `GET /origins/{o}/dispatches`: `status` is an execution status (`unknown` among them) or a phase.
  * `ledger mcp`'s `dispatch_status` tool takes the same.
  */
-export const HistoryQuery = /* @__PURE__ */ once(() => z.strictObject({ status: z.optional(z.enum([...EXECUTION_STATUSES, ...PHASES])), ...pageFields() }));
+export const HistoryQuery = /* @__PURE__ */ lazy(() => z.strictObject({ status: z.optional(z.enum([...EXECUTION_STATUSES, ...PHASES])), ...pageFields() }));
 export type HistoryQuery = z.infer<ReturnType<typeof HistoryQuery>>;
 /** `GET /dispatches` (the operator's list): each filter exact; `status` also takes `none` (never submitted). */
-export const OperatorListQuery = /* @__PURE__ */ once(() => z.object({
+export const OperatorListQuery = /* @__PURE__ */ lazy(() => z.object({
   status: z.optional(z.enum(['none', ...EXECUTION_STATUSES])),
   phase: z.optional(z.enum(PHASES)),
   target: z.optional(z.string().check(z.regex(TARGET_NAME))),
