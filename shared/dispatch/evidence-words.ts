@@ -7,7 +7,7 @@
  *
  * @example
  * evidenceWords({ status: 'failed', expected: ['out/report.md'], found: [], missing: [], outcome: 'pending' })
- * // 'expected 1 file; not checked: the run failed, so nothing was looked for'
+ * // 'expected 1 file; not checked: the run failed'
  */
 export interface EvidenceFacts {
   /** The execution status (null before submission). */
@@ -22,12 +22,12 @@ const files = (count: number): string => `${count} file${count === 1 ? '' : 's'}
 
 export function evidenceWords(facts: EvidenceFacts): string {
   const { status, expected, found, missing, outcome } = facts;
-  if (expected.length === 0) return 'nothing expected: the platform checks no files for this dispatch';
+  if (expected.length === 0) return 'nothing expected: no file is checked';
   const expecting = `expected ${files(expected.length)}`;
   if (outcome === 'handled') return `${expecting}; checked: all found`;
   if (outcome === 'orphan_no_delivery') return `${expecting}; checked: ${missing.length} missing (${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', …' : ''}), ${found.length} found — an orphan`;
-  if (status === 'completed') return `${expecting}; the run completed, the platform is checking them (${found.length} found so far)`;
-  if (status === 'failed' || status === 'cancelled') return `${expecting}; not checked: the run ${status}, so nothing was looked for`;
-  if (status === null) return `${expecting}; not checked: nothing has run yet`;
-  return `${expecting}; not checked yet: the run has not completed (${status})`;
+  if (status === 'completed') return `${expecting}; being checked (${found.length} found so far)`;
+  if (status === 'failed' || status === 'cancelled') return `${expecting}; not checked: the run ${status}`;
+  if (status === null) return `${expecting}; not checked: nothing ran yet`;
+  return `${expecting}; not checked yet: the run is ${status}`;
 }

@@ -204,9 +204,11 @@ function gate(state: DispatchState, invalid: readonly string[], findings: Audit,
       case 'dispatch_written':
         reasons.push('not submitted yet: latest receipt is dispatch_written');
         break;
-      case 'dispatch_submitted':
-        reasons.push(`no dispatch_completed receipt: ${evidenceWords({ status: state.execution.status, ...evidence })}`);
+      case 'dispatch_submitted': {
+        const { status } = state.execution;
+        reasons.push(`no dispatch_completed receipt: ${evidence.expected.length > 0 || status === 'completed' ? evidenceWords({ status, ...evidence }) : status === 'failed' || status === 'cancelled' ? `the run ${status}` : `the run is ${status ?? 'not started'}`}`);
         break;
+      }
       case 'dispatch_completed': {
         const earlier = state.receipts.slice(0, -1);
         const proof = earlier.some((receipt) => receipt?.event === 'dispatch_submitted' && receipt.attempt === latest.attempt && receipt.runId !== '' && receipt.requestId !== '');

@@ -35,10 +35,11 @@ const consoleErrors: string[] = [];
 const orphan = { dispatchId: uniqueName('ui-orphan'), origin: 'team-b', target: 'demo-agent', task: { behavior: 'complete_without_evidence' }, expectedEvidence: ['out/report.md'], timeouts: { deliveryGraceSeconds: 2 } };
 const stalled = { dispatchId: uniqueName('ui-stall'), origin: 'team-a', target: 'demo-agent', task: { behavior: 'stall' }, timeouts: { stallAfterSeconds: 2 } };
 const handled = { dispatchId: uniqueName('ui-done'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' }, expectedEvidence: ['out/summary.md'] };
+const expiring = { dispatchId: uniqueName('ui-approve'), origin: 'team-a', target: 'demo-agent', task: { behavior: 'await_approval' }, timeouts: { approvalWaitSeconds: 2 } };
 
 beforeAll(async () => {
   t = await startTestPlatform();
-  for (const message of [orphan, stalled, handled]) await t.send(JSON.stringify(message));
+  for (const message of [orphan, stalled, handled, expiring]) await t.send(JSON.stringify(message));
   statusPage = await startStatusPage({ client: createLedgerClient({ local: t.platform.info }), refreshMs: 500, log: (line) => pageLog.push(line) });
   const traded = await raw('GET', new URL(statusPage.url).pathname + new URL(statusPage.url).search, { cookie: '' });
   session = String(traded.headers['set-cookie']).split(';')[0] ?? '';
@@ -150,8 +151,19 @@ describe('the status page in Chromium', () => {
     const evidence = page.getByRole('region', { name: 'Evidence' });
     expect(await evidence.innerText()).toMatch(/missing\s+out\/report\.md/);
     expect(await page.locator('.alert').innerText()).toContain('out/report.md');
+    // What the monitor does for an orphaned, completed run: nothing more — never "watching".
+    expect(await execution.innerText()).toContain('done: the run completed (evidence orphan_no_delivery)');
     expect(await page.getByRole('region', { name: 'Act on it' }).innerText()).toContain(`npx ledger check ${orphan.dispatchId} --refresh --origin team-b`);
     await page.screenshot({ path: join(DOCS, 'status-page-dispatch.png'), fullPage: true });
+
+    // An approval that waited past its window has a banner of its own, and the monitor line says so.
+    await t.viewWhen(expiring.dispatchId, (seen) => seen.execution.monitorStatus === 'approval_wait_expired', { origin: expiring.origin, timeoutMs: 30_000 });
+    await page.goto(`${statusPage.origin}#/dispatches/${expiring.dispatchId}`);
+    const expired = page.locator('.alert[data-kind="approval_wait_expired"]');
+    await expired.waitFor();
+    expect(await expired.innerText()).toMatch(/^Approval wait expired: approval \S+, pending since \S+, has waited past its window \(2 s\)\. It is still pending: approve or cancel it\.$/);
+    expect(await page.getByRole('region', { name: 'Execution' }).innerText()).toContain('the approval has waited longer than its window; it is still pending');
+    await page.screenshot({ path: join(DOCS, 'status-page-approval-expired.png'), fullPage: true });
 
     // The handled dispatch: its evidence file with the SHA-256 the ledger sealed, as its view has it.
     const view = await t.view(handled.dispatchId);

@@ -342,3 +342,13 @@ describe('the windows: the clocks of a dispatch and when each running one runs o
     expect(dispatchView(handledState(), acceptedMessageFactory(['a.md']), checkFactory()).windows).toMatchObject({ stallsAt: null, approvalExpiresAt: null, graceEndsAt: null });
   });
 });
+
+describe("the gate's reason before dispatch_completed says what is true", () => {
+  it('names the run still going, the run that failed, and the evidence being checked', () => {
+    const running = submittedState();
+    expect(dispatchView(running, acceptedMessageFactory()).gate.reasons).toEqual(['no dispatch_completed receipt: the run is queued']);
+    const failed = advance(running, 'completed', NOW, { execution: { ...running.execution, status: 'failed', nativeStatus: 'failed', completedAt: NOW.toISOString() } });
+    expect(dispatchView(failed, acceptedMessageFactory()).gate.reasons).toEqual(['no dispatch_completed receipt: the run failed']);
+    expect(dispatchView(failed, acceptedMessageFactory(['a.md'])).gate.reasons).toEqual(['no dispatch_completed receipt: expected 1 file; not checked: the run failed']);
+  });
+});

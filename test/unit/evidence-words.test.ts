@@ -5,18 +5,18 @@ const facts = (over: Partial<EvidenceFacts>): EvidenceFacts => ({ status: 'runni
 
 describe('evidenceWords: what is true of the evidence, per case', () => {
   it('nothing expected', () => {
-    expect(evidenceWords(facts({ expected: [], outcome: 'unverified', status: 'completed' }))).toBe('nothing expected: the platform checks no files for this dispatch');
+    expect(evidenceWords(facts({ expected: [], outcome: 'unverified', status: 'completed' }))).toBe('nothing expected: no file is checked');
   });
   it('the run failed or was cancelled: not checked (never "missing 0")', () => {
-    expect(evidenceWords(facts({ status: 'failed' }))).toBe('expected 1 file; not checked: the run failed, so nothing was looked for');
-    expect(evidenceWords(facts({ status: 'cancelled' }))).toBe('expected 1 file; not checked: the run cancelled, so nothing was looked for');
+    expect(evidenceWords(facts({ status: 'failed' }))).toBe('expected 1 file; not checked: the run failed');
+    expect(evidenceWords(facts({ status: 'cancelled' }))).toBe('expected 1 file; not checked: the run cancelled');
   });
   it('still running, or nothing run yet', () => {
-    expect(evidenceWords(facts({ status: 'unknown' }))).toBe('expected 1 file; not checked yet: the run has not completed (unknown)');
-    expect(evidenceWords(facts({ status: null }))).toBe('expected 1 file; not checked: nothing has run yet');
+    expect(evidenceWords(facts({ status: 'unknown' }))).toBe('expected 1 file; not checked yet: the run is unknown');
+    expect(evidenceWords(facts({ status: null }))).toBe('expected 1 file; not checked: nothing ran yet');
   });
   it('completed and being checked', () => {
-    expect(evidenceWords(facts({ status: 'completed', expected: ['a', 'b'], found: ['a'] }))).toBe('expected 2 files; the run completed, the platform is checking them (1 found so far)');
+    expect(evidenceWords(facts({ status: 'completed', expected: ['a', 'b'], found: ['a'] }))).toBe('expected 2 files; being checked (1 found so far)');
   });
   it('checked: all found', () => {
     expect(evidenceWords(facts({ status: 'completed', found: ['out/report.md'], outcome: 'handled' }))).toBe('expected 1 file; checked: all found');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { proxyDecision, RELAYED } from '../../ui/routes.js';
 import { appendOlder, mergeNewest, renewed, type Run } from '../../ui/page/paging.js';
-import { commandsFor, monitorWords, shellWord } from '../../ui/page/words.js';
+import { bannersFor, commandsFor, monitorLine, monitorWords, shellWord } from '../../ui/page/words.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 
 const decide = (path: string, query = '') => proxyDecision(path, new URLSearchParams(query));
@@ -153,5 +153,38 @@ describe("the overview's list: one contiguous run from the newest, whatever arri
       expect(list.cursor === null, `step ${step}`).toBe(start + list.items.length === ledger.length);
       if (move === 2) expect(start, `step ${step}`).toBe(0);
     }
+  });
+});
+
+describe("a dispatch page's banners and monitor line", () => {
+  const base = (over: Omit<Partial<DispatchView>, 'execution'> & { execution?: Partial<DispatchView['execution']> }): DispatchView =>
+    view({
+      submission: { attempts: 1, nextRetryAt: null, lastError: null, waitingFor: null, priority: 5, notBefore: null },
+      evidence: { expected: [], found: [], missing: [], invalid: [], files: [], outcome: 'unverified' },
+      result: null,
+      ...over,
+    });
+  const cases: Array<[string, DispatchView]> = [
+    ['unknown', base({ execution: { status: 'unknown', monitorStatus: 'stalled' } } )],
+    ['approval_wait_expired', base({ execution: { status: 'waiting_for_approval', monitorStatus: 'approval_wait_expired', pendingApproval: { approvalId: 'ap-1', requestedAt: '2026-12-05T10:00:00.000Z' } } })],
+    ['orphan_no_delivery', base({ execution: { status: 'completed', nativeStatus: 'completed' }, evidence: { expected: ['out/r.md'], found: [], missing: ['out/r.md'], invalid: [], files: [], outcome: 'orphan_no_delivery' } } )],
+    ['blocked', base({ phase: 'blocked', blockedReason: 'unknown_target: no target "x"', execution: { status: null } } )],
+    ['retrying', base({ phase: 'accepted', execution: { status: null }, submission: { attempts: 2, nextRetryAt: '2026-12-05T10:01:00.000Z', lastError: 'HTTP 503', waitingFor: 'retry', priority: 5, notBefore: null } } )],
+    ['result_dropped', base({ execution: { status: 'completed' }, result: { resultId: 'r1~d-1', state: 'dropped', resultDelivery: 'inject', readyAt: 'x', deliveryAttempts: 5, leaseExpiresAt: null, droppedReason: 'attempts' } } )],
+    ['cancel_pending', base({ execution: { status: 'running', cancel: { requestedAt: 'x', reason: 'no longer needed', by: 'local:planner', asks: 2, answer: null, nextAskAt: null } } } )],
+  ];
+
+  it('shows one banner for every attention kind the dispatch is in', () => {
+    for (const [kind, shown] of cases) expect(bannersFor(shown).map((banner) => banner.kind), kind).toEqual([kind]);
+    expect(bannersFor(cases[1]?.[1] as DispatchView)[0]?.text).toMatch(/^Approval wait expired: approval ap-1, pending since 2026-12-05T10:00:00.000Z, has waited past its window\. It is still pending: approve or cancel it\.$/);
+    expect(bannersFor(base({ execution: { status: 'completed' } } ))).toEqual([]);
+  });
+
+  it('says what the monitor is doing for the state: never "watching" a run that is over', () => {
+    expect(monitorLine(cases[2]?.[1] as DispatchView)).toBe('done: the run completed (evidence orphan_no_delivery)');
+    expect(monitorLine(cases[0]?.[1] as DispatchView)).toMatch(/^looking the run up each tick — stalled: /);
+    expect(monitorLine(cases[3]?.[1] as DispatchView)).toBe('nothing to watch: the dispatch is blocked');
+    expect(monitorLine(base({ execution: { status: 'running' } } ))).toBe('watching: the run is looked up if it is silent past its stall window');
+    expect(monitorLine(base({ execution: { status: 'failed' } } ))).toBe('done: the run failed');
   });
 });

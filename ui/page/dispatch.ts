@@ -2,7 +2,7 @@ import type { DispatchView } from '../../shared/dispatch/view.js';
 import { evidenceWords } from '../../shared/dispatch/evidence-words.js';
 import { load, routeUrl, type PageConfig } from './api.js';
 import { badge, cell, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
-import { commandsFor, monitorWords } from './words.js';
+import { bannersFor, commandsFor, monitorLine } from './words.js';
 
 type Receipt = DispatchView['receipts'][number];
 type OperatorReceipt = DispatchView['operatorReceipts'][number];
@@ -27,7 +27,7 @@ function claims(view: DispatchView): HTMLElement {
       execution.status,
       [
         ['target said', execution.nativeStatus],
-        ['monitor', monitorWords(execution.monitorStatus) ?? 'watching'],
+        ['monitor', monitorLine(view)],
         ['last activity', when(execution.lastActivityAt)],
         ['completed', when(execution.completedAt)],
         ...(execution.pendingApproval ? ([['approval pending', el('span', {}, el('code', {}, execution.pendingApproval.approvalId), ' since ', when(execution.pendingApproval.requestedAt))]] as const) : []),
@@ -163,11 +163,9 @@ function actions(view: DispatchView, config: PageConfig): HTMLElement {
 }
 
 function render(view: DispatchView, config: PageConfig): Child[] {
-  const { execution } = view;
-  const orphan = view.evidence.outcome === 'orphan_no_delivery';
   return [
     el('p', { className: 'meta' }, `${view.origin} → ${view.target} · attempt ${view.attempt} · phase `, badge(view.phase), view.blockedReason ? ` (${view.blockedReason})` : null, ' · run ', view.runId ? el('code', {}, view.runId) : '—'),
-    orphan ? el('p', { className: 'alert' }, `Orphaned: the target said ${execution.nativeStatus ?? 'completed'}, but the ledger never found `, ...view.evidence.missing.flatMap((ref, index): Child[] => [index > 0 ? ', ' : null, el('code', {}, ref)])) : null,
+    ...bannersFor(view).map((banner) => el('p', { className: 'alert', attrs: { 'data-kind': banner.kind } }, banner.text)),
     claims(view),
     section(
       'unknowns',

@@ -17,6 +17,64 @@ export const ATTENTION_ORDER: ReadonlyArray<{ readonly kind: string; readonly ti
   { kind: 'retrying', title: 'Retrying submission', meaning: 'The target could not take the dispatch yet; the ledger retries on its own schedule.' },
 ];
 
+/** One banner on a dispatch's page: its attention kind (the overview's list it is on) and what it says. */
+export interface Banner {
+  readonly kind: string;
+  readonly text: string;
+}
+
+/**
+ * The banners of a dispatch's page: one for every attention kind the dispatch is in (CONTRACT §2's
+ * attention list, read off the view), each saying what is true and what a person can do.
+ */
+export function bannersFor(view: DispatchView): Banner[] {
+  const { execution, submission, evidence } = view;
+  const banners: Banner[] = [];
+  if (execution.status === 'unknown') {
+    banners.push({ kind: 'unknown', text: `Unknown: the ledger lost sight of the run (${monitorWords(execution.monitorStatus) ?? 'no word from it'}). It may still be running: look it up before acting.` });
+  }
+  if (execution.monitorStatus === 'approval_wait_expired' && execution.pendingApproval) {
+    banners.push({ kind: 'approval_wait_expired', text: `Approval wait expired: approval ${execution.pendingApproval.approvalId}, pending since ${execution.pendingApproval.requestedAt}, has waited past its window${view.windows ? ` (${view.windows.approvalWaitSeconds} s)` : ''}. It is still pending: approve or cancel it.` });
+  }
+  if (evidence.outcome === 'orphan_no_delivery') {
+    banners.push({ kind: 'orphan_no_delivery', text: `Orphaned: the target said ${execution.nativeStatus ?? 'completed'}, but the ledger never found ${evidence.missing.join(', ')}.` });
+  }
+  if (view.phase === 'blocked') banners.push({ kind: 'blocked', text: `Blocked: ${view.blockedReason ?? 'see the reason'}. The ledger will not submit it; redispatch once that is fixed.` });
+  if (view.phase === 'accepted' && submission.lastError) {
+    banners.push({ kind: 'retrying', text: `Retrying submission: ${submission.attempts} call(s) failed (last: ${submission.lastError}); next try ${submission.nextRetryAt ?? 'at the next tick'}.` });
+  }
+  if (view.result?.state === 'dropped') banners.push({ kind: 'result_dropped', text: `Result dropped (${view.result.droppedReason ?? 'dropped'}) after ${view.result.deliveryAttempts} delivery attempt(s): its origin never took it in. The payload is kept.` });
+  if (execution.cancel && execution.status !== 'cancelled' && view.phase === 'submitted') {
+    banners.push({ kind: 'cancel_pending', text: `Cancel pending: asked of the target ${execution.cancel.asks} time(s); only its word cancels the run.` });
+  }
+  return banners;
+}
+
+/** What the monitor is doing for this dispatch now, in words (never "watching" for a run that is over). */
+export function monitorLine(view: DispatchView): string {
+  const { execution, windows } = view;
+  const verdict = monitorWords(execution.monitorStatus);
+  if (view.phase === 'blocked') return 'nothing to watch: the dispatch is blocked';
+  if (view.phase === 'cancelled') return 'nothing to watch: cancelled before it was submitted';
+  if (view.phase === 'accepted') return `nothing to watch yet: not submitted${view.submission.waitingFor ? ` (waiting for ${view.submission.waitingFor})` : ''}`;
+  if (verdict && execution.status === 'unknown') return `looking the run up each tick — ${verdict}`;
+  switch (execution.status) {
+    case 'queued':
+    case 'running':
+      return `watching: the run is looked up if it is silent past ${windows?.stallsAt ?? 'its stall window'}`;
+    case 'waiting_for_approval':
+      return verdict ?? `waiting for the approval until ${windows?.approvalExpiresAt ?? 'its window ends'}`;
+    case 'completed':
+      if (view.evidence.outcome === 'pending') return `checking the expected evidence until ${windows?.graceEndsAt ?? 'the delivery grace ends'}`;
+      return `done: the run completed (evidence ${view.evidence.outcome})`;
+    case 'failed':
+    case 'cancelled':
+      return `done: the run ${execution.status}`;
+    default:
+      return verdict ?? 'watching';
+  }
+}
+
 /** A monitor verdict (CONTRACT §2 view, §4) in words. */
 export function monitorWords(monitorStatus: string | null | undefined): string | null {
   switch (monitorStatus) {
