@@ -54,6 +54,8 @@ export async function send(args: string[], print: (line: string) => void, connec
       throw new UsageError(`the message is not JSON (${error instanceof Error ? error.message : String(error)}); nothing was sent`);
     }
     if (typeof message !== 'object' || message === null || Array.isArray(message)) throw new UsageError('the message must be a JSON object; nothing was sent');
+    // Sent as written: a message without its origin is one the ledger would refuse, so it is refused here.
+    if (!('origin' in message)) throw new UsageError('the ledger would refuse this message: origin: expected string, got undefined; nothing was sent');
   } else {
     message = {
       dispatchId: values['dispatch-id'] ?? newDispatchId(),
@@ -176,7 +178,7 @@ export async function status(args: string[], print: (line: string) => void, conn
   // The origin names the route; remotely the ledger answers 404 unless the credentials are that origin's.
   const origin = originOf(values.origin);
   const ledger = await connectTo(values, { origin });
-  const answer = await ledger.raw('history', { params: { origin }, query: { limit: Number(values.limit), status: values.status } });
+  const answer = await ledger.raw('history', { params: { origin }, query: { limit: Number(values.limit), status: values.status || undefined } });
   return printAnswer(answer, values.json, print, (body) =>
     table(
       ['created', 'dispatch', 'target', 'phase', 'status', 'run / reason'],
@@ -235,6 +237,6 @@ export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacit
 export async function attention(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
-  const answer = await ledger.raw('attention', { query: { limit: values.limit, kind: values.kind }, as: 'operator' });
+  const answer = await ledger.raw('attention', { query: { limit: values.limit, kind: values.kind || undefined }, as: 'operator' });
   return printAnswer(answer, values.json, print, (body) => describeAttention((body as { items: Array<AttentionLine | AtCapacityLine> }).items));
 }

@@ -237,8 +237,9 @@ export async function cliMain(argv: string[] = process.argv.slice(2)): Promise<v
     if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError || error instanceof LedgerConnectionError) {
       warn(error.message);
     } else if (isLedgerValidationError(error)) {
-      // A request the ledger would refuse: never sent, and said in the API's words.
-      warn(error.message);
+      // A request the ledger would refuse: never sent, and said in the API's words (as its 400 body under --json).
+      if (argv.includes('--json')) say(JSON.stringify({ error: { code: 'malformed', message: error.message, details: error.issues } }));
+      else warn(error.message);
       process.exitCode = 2;
     } else if (isLedgerConfigError(error) || isLedgerNetworkError(error) || isLedgerProtocolError(error) || isLedgerApiError(error)) {
       warn(error.message);

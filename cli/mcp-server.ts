@@ -6,7 +6,7 @@ import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, Redi
 import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
-import type { DispatchRequest, LedgerClient, RawAnswer as ApiAnswer, RawCall } from '@dispatch-ledger/client';
+import { isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
 import { MAX_CURSOR_CHARS, MAX_LIST_LIMIT, type RouteName } from '@dispatch-ledger/protocol';
 import { summaryLine } from '../shared/dispatch/summary.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -100,6 +100,8 @@ export function toolAnswer(answer: Pick<ApiAnswer, 'status' | 'body'>): CallTool
  * error: its message, bounded — never a stack trace.
  */
 export function toolFailure(error: unknown): CallToolResult {
+  // A request the ledger would refuse was never sent: it is invalid, not a ledger out of reach.
+  if (isLedgerValidationError(error)) return toolError('invalid', error.message);
   return toolError('ledger_unreachable', error instanceof Error ? error.message : String(error));
 }
 

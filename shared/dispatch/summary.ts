@@ -8,19 +8,24 @@ import type { DispatchView } from './view.js';
  * @example
  * summaryLine(view) // 'execution completed · evidence handled · acceptance unverified · delivery unconfirmed — next: claim the result (claim_results / ledger inbox claim), then ack it'
  */
-export function summaryLine(view: DispatchView): string {
+/** A view as any ledger answers it: `conflicts` came with v3. */
+export type SummarisedView = Omit<DispatchView, 'conflicts'> & { readonly conflicts?: DispatchView['conflicts'] };
+
+export function summaryLine(view: SummarisedView): string {
   const claims = [
     `execution ${view.execution.status ?? (view.phase === 'blocked' ? 'none (blocked)' : view.phase === 'cancelled' ? 'none (cancelled)' : 'not started')}`,
     `evidence ${view.evidence.outcome}`,
     `acceptance ${view.artifactAcceptance.state}`,
     `delivery ${view.ownerDelivery.state}`,
   ];
-  const conflicts = view.conflicts.length > 0 ? ` (${view.conflicts.length} later message(s) with this id and other content refused: conflict)` : '';
+  // `conflicts` is v3: a view from an older ledger has none.
+  const refused = view.conflicts?.length ?? 0;
+  const conflicts = refused > 0 ? ` (${refused} later message(s) with this id and other content refused: conflict)` : '';
   return `${claims.join(' · ')} — next: ${nextStep(view)}${conflicts}`;
 }
 
 /** What to do next, for each state a dispatch can be in. */
-export function nextStep(view: DispatchView): string {
+export function nextStep(view: SummarisedView): string {
   const status = view.execution.status;
   if (view.phase === 'blocked') return `nothing runs: it is blocked (${view.blockedReason ?? 'see the reason'}); fix that, then redispatch — or cancel it`;
   if (view.phase === 'cancelled') return 'nothing: it was cancelled before it was submitted';
@@ -28,7 +33,8 @@ export function nextStep(view: DispatchView): string {
     const waiting = view.submission.waitingFor;
     return waiting === 'person' ? 'a person does the work (manual target): record what they did with ledger manual' : `wait: not submitted yet${waiting ? ` (waiting for ${waiting})` : ''}`;
   }
-  if (view.execution.cancel && status !== 'cancelled') return 'wait: a cancel was asked of the target; the run ends on its word';
+  const over = status === 'completed' || status === 'failed' || status === 'cancelled';
+  if (view.execution.cancel && !over) return 'wait: a cancel was asked of the target; the run ends on its word';
   switch (status) {
     case 'unknown':
       return 'check again with refresh before acting: unknown is not failure, the target may still be working; redispatch only once the target says the run is over or gone';

@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLedgerClient, isLedgerApiError, isLedgerProtocolError, isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
+import { createLedgerClient, isLedgerApiError, isLedgerNetworkError, isLedgerProtocolError, isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
 import { projectRoot } from '../../local/paths.js';
 import { ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 import { clientRoundTrip, roundTripped, stateDirOf } from '../support/client-script.js';
@@ -276,5 +276,28 @@ describe('answers and messages at the edge', () => {
     expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: false });
     // The claim, and nothing after it: no ack, no release.
     expect(requests - before).toBe(1);
+  });
+
+  it('takes no query as an empty one: raw() of a list with nothing to filter is sent', async () => {
+    answer = { items: [], cursor: null };
+    const before = requests;
+    expect(await client.raw('listDispatches', { as: 'operator' })).toMatchObject({ status: 200, body: { items: [] } });
+    expect(await client.raw('history', { params: { origin: 'planner' } })).toMatchObject({ status: 200 });
+    expect(requests - before).toBe(2);
+  });
+
+  it('ends a call the ledger never answers after its timeout, as a LedgerNetworkError', async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const apiUrl = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    try {
+      const impatient = createLedgerClient({ origin: 'planner', timeoutMs: 200, local: { apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } });
+      const error = await impatient.check('d-1').catch((thrown: unknown) => thrown);
+      expect(isLedgerNetworkError(error), String(error)).toBe(true);
+      expect(String(error)).toMatch(/timeout/i);
+    } finally {
+      silent.closeAllConnections();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 });

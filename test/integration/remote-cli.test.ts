@@ -115,6 +115,8 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     const refused: Array<[string, RegExp]> = [
       ['{"dispatchId": "d-1", ', /^the message is not JSON \(.+\); nothing was sent$/m],
       [JSON.stringify({ dispatchId: 'd-1', origin: 'planner', task: {} }), /^the ledger would refuse this message: target: expected string, got undefined; nothing was sent$/m],
+      // Sent as written: no origin is filled in for it.
+      [JSON.stringify({ dispatchId: 'd-1', target: 'demo-agent', task: {} }), /^the ledger would refuse this message: origin: expected string, got undefined; nothing was sent$/m],
       [JSON.stringify({ dispatchId: 'd-1', origin: 'planner', target: 'demo-agent', task: deep }), /^the ledger would refuse this message: task: nests deeper than 64 levels.*; nothing was sent$/m],
     ];
     for (const [body, said] of refused) {

@@ -210,6 +210,14 @@ describe('describeFailure', () => {
   });
 });
 
+describe('ledger attention --kind', () => {
+  it('lists every kind when --kind is empty, as when it is not given', async () => {
+    const api = await fakeApi(() => ({ status: 200, body: { items: [], cursor: null } }));
+    expect(await attention(['--kind', ''], () => undefined, api.connect)).toBe(0);
+    expect(api.seen.map((seen) => seen.path)).toEqual(['/attention?limit=50']);
+  });
+});
+
 describe('describeAttention (ledger attention)', () => {
   it('shows a target at capacity readably: held/limit, held by unknown runs, waiting — and how to free a lost run\'s slot', () => {
     const lines = describeAttention([atCapacityFactory()]).split('\n');

@@ -71,4 +71,12 @@ describe('ledger --help', () => {
     expect(lines[0]).toBe("ledger send: unknown option '--frob'");
     expect(lines[1]).toBe('usage:');
   });
+
+  it('prints a request the ledger would refuse as the API’s error JSON under --json, sending nothing, exit 2', async () => {
+    const io = captured();
+    await cliMain(['status', '--limit', 'many', '--json', '--api-url', 'http://127.0.0.1:9', '--region', 'us-east-1']);
+    vi.restoreAllMocks();
+    expect(process.exitCode).toBe(2);
+    expect(JSON.parse(io.out())).toMatchObject({ error: { code: 'malformed', message: expect.stringMatching(/^the ledger would refuse this query: limit: /) } });
+  });
 });

@@ -7,6 +7,7 @@ import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dis
 import { advance } from '../support/states.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import { dispatchView, historyEntry } from '../../shared/dispatch/view.js';
+import { summaryLine } from '../../shared/dispatch/summary.js';
 import type { SubmitOutcome } from '../../shared/targets/port.js';
 
 const TWO_RETRIES: RetryPolicy = { delaysSeconds: [1, 1], jitter: 0.2 };
@@ -350,5 +351,22 @@ describe("the gate's reason before dispatch_completed says what is true", () => 
     const failed = advance(running, 'completed', NOW, { execution: { ...running.execution, status: 'failed', nativeStatus: 'failed', completedAt: NOW.toISOString() } });
     expect(dispatchView(failed, acceptedMessageFactory()).gate.reasons).toEqual(['no dispatch_completed receipt: the run failed']);
     expect(dispatchView(failed, acceptedMessageFactory(['a.md'])).gate.reasons).toEqual(['no dispatch_completed receipt: expected 1 file; not checked: the run failed']);
+  });
+});
+
+describe('the summary line', () => {
+  it('tells an agent to take a finished run’s result, though a cancel was asked before it finished', () => {
+    const running = submittedState();
+    const done = advance(running, 'completed', NOW, {
+      execution: { ...running.execution, status: 'completed', nativeStatus: 'completed', completedAt: NOW.toISOString() },
+      cancel: { requestedAt: NOW.toISOString(), reason: 'no longer needed', by: 'local:planner', asks: 1, answer: null, nextAskAt: null },
+    });
+    expect(summaryLine(dispatchView(done, acceptedMessageFactory()))).not.toMatch(/a cancel was asked/);
+    expect(summaryLine(dispatchView(advance(running, 'cancel_requested', NOW, { cancel: { requestedAt: NOW.toISOString(), reason: 'r', by: 'local:planner', asks: 1, answer: null, nextAskAt: null } }), acceptedMessageFactory()))).toMatch(/— next: wait: a cancel was asked of the target/);
+  });
+
+  it('reads a view from a ledger older than v3 (no conflicts)', () => {
+    const { conflicts: _older, ...older } = dispatchView(submittedState(), acceptedMessageFactory());
+    expect(summaryLine(older)).toBe('execution queued · evidence unverified · acceptance unverified · delivery unconfirmed — next: wait: the run is under way; check again later');
   });
 });

@@ -1,6 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LedgerValidationError } from '@dispatch-ledger/client';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { ledgerMcpServer, type McpLedger, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
 import { PHASES } from '../../shared/dispatch/transitions.js';
@@ -209,5 +210,12 @@ describe('ledgerMcpServer', () => {
     const result = await (await connected(client)).callTool({ name: 'check_dispatch', arguments: { dispatchId: 'd-1' } });
     expect(result.isError).toBe(true);
     expect(result.structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'fetch failed' } });
+  });
+});
+
+describe('toolFailure', () => {
+  it('calls a request the client refused (never sent) invalid, not an unreachable ledger', () => {
+    expect(toolFailure(new LedgerValidationError('the ledger would refuse this body: reason: too small', [])).structuredContent).toEqual({ error: { code: 'invalid', message: 'the ledger would refuse this body: reason: too small' } });
+    expect(toolFailure(new Error('fetch failed')).structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'fetch failed' } });
   });
 });

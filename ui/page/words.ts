@@ -44,7 +44,8 @@ export function bannersFor(view: DispatchView): Banner[] {
     banners.push({ kind: 'retrying', text: `Retrying submission: ${submission.attempts} call(s) failed (last: ${submission.lastError}); next try ${submission.nextRetryAt ?? 'at the next tick'}.` });
   }
   if (view.result?.state === 'dropped') banners.push({ kind: 'result_dropped', text: `Result dropped (${view.result.droppedReason ?? 'dropped'}) after ${view.result.deliveryAttempts} delivery attempt(s): its origin never took it in. The payload is kept.` });
-  if (execution.cancel && execution.status !== 'cancelled' && view.phase === 'submitted') {
+  // Only while the run is not over, as the attention list has it: a run that ended after the ask is no cancel pending.
+  if (execution.cancel && view.phase === 'submitted' && !['completed', 'failed', 'cancelled'].includes(execution.status ?? '')) {
     banners.push({ kind: 'cancel_pending', text: `Cancel pending: asked of the target ${execution.cancel.asks} time(s); only its word cancels the run.` });
   }
   return banners;

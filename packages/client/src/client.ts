@@ -136,7 +136,8 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     const schemas: RouteSchemas<unknown> = ROUTE_SCHEMAS[name];
     const checks = [
       ['body', schemas.body, parts.body],
-      ['query', schemas.query, parts.query && Object.fromEntries(Object.entries(parts.query).filter(([, value]) => value !== undefined))],
+      // No query is an empty one (every query field is optional); no body is checked as none.
+      ['query', schemas.query, Object.fromEntries(Object.entries(parts.query ?? {}).filter(([, value]) => value !== undefined))],
     ] as const;
     for (const [part, schema, value] of checks) {
       const read = schema?.().safeParse(value);
@@ -149,7 +150,7 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
   /** One route of the table, its answer read with the table's schema. */
   const call = async <N extends RouteName>(name: N, as: CallAs, parts: { params?: Record<string, string>; query?: Record<string, string | number | boolean | undefined>; body?: unknown; signal?: AbortSignal | undefined } = {}): Promise<AnswerOf<N>> => {
     check(name, parts);
-    return callRoute(await connection(), origin, ROUTES[name], { ...parts, as, answer: ROUTE_SCHEMAS[name].answer as z.ZodMiniType<AnswerOf<N>> });
+    return callRoute(await connection(), origin, ROUTES[name], { ...parts, as, timeoutMs: options.timeoutMs, answer: ROUTE_SCHEMAS[name].answer as z.ZodMiniType<AnswerOf<N>> });
   };
   const own = (params: Record<string, string> = {}) => ({ origin: needOrigin(), ...params });
 
@@ -219,7 +220,7 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     },
     async raw(name, { as = 'origin', signal, ...parts } = {}) {
       check(name, parts);
-      return sendRoute(await connection(), origin, ROUTES[name], { ...parts, as, signal });
+      return sendRoute(await connection(), origin, ROUTES[name], { ...parts, as, signal, timeoutMs: options.timeoutMs });
     },
     async endpoints() {
       const { apiUrl, queueUrl, dlqUrl, local, stack } = await connection();

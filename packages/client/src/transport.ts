@@ -15,12 +15,17 @@ export interface Call<T> {
   readonly as: CallAs;
   readonly answer: z.ZodMiniType<T>;
   readonly signal?: AbortSignal | undefined;
+  /** @default CALL_TIMEOUT_MS */
+  readonly timeoutMs?: number | undefined;
 }
 
 /** The first few problems of a value against a schema, each as `path: message`. */
 export function issuesOf(error: z.core.$ZodError): Array<{ path: string; message: string }> {
   return error.issues.slice(0, 8).map((issue) => ({ path: issue.path.map(String).join('.'), message: issue.message }));
 }
+
+/** The longest one call may take (an inbox long poll waits at most 20 s on the ledger's side): then it is a LedgerNetworkError. */
+export const CALL_TIMEOUT_MS = 60_000;
 
 /** What the ledger answered, as it came: its status, its body (JSON, or the text when it is not), its request id. */
 export interface RawAnswer {
@@ -44,14 +49,21 @@ export async function sendRoute(connection: Connection, origin: string | undefin
   let text: string;
   try {
     if (auth.signer) headers = await auth.signer({ method: spec.method, url, headers, ...(payload === undefined ? {} : { body: payload }) });
-    response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), ...(call.signal ? { signal: call.signal } : {}) });
+    // Every call ends within CALL_TIMEOUT_MS, whether or not the caller gave a signal of its own.
+    const timeout = AbortSignal.timeout(call.timeoutMs ?? CALL_TIMEOUT_MS);
+    response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), signal: call.signal ? AbortSignal.any([call.signal, timeout]) : timeout });
     text = await response.text();
   } catch (error) {
     if (error instanceof Error && error.name === 'CredentialsProviderError') {
       throw new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
     }
+    if (error instanceof Error && error.name === 'TimeoutError') {
+      throw new LedgerNetworkError(`${spec.method} ${spec.path}: no answer from the ledger at ${new URL(url).origin} within the call's timeout (${call.timeoutMs ?? CALL_TIMEOUT_MS} ms)`, { cause: error });
+    }
     const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
-    const said = cause instanceof Error ? ((cause as NodeJS.ErrnoException).code ?? cause.message) : String(cause);
+    // A system error's code (ECONNREFUSED), else its message (a DOMException's numeric code says nothing).
+    const code = cause instanceof Error ? (cause as NodeJS.ErrnoException).code : undefined;
+    const said = typeof code === 'string' ? code : cause instanceof Error ? cause.message : String(cause);
     throw new LedgerNetworkError(`${spec.method} ${spec.path} did not reach the ledger at ${new URL(url).origin}: ${said}`, { cause: error });
   }
   let body: unknown = text;
