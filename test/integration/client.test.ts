@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLedgerClient, isLedgerApiError, isLedgerNetworkError, isLedgerProtocolError, isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createLedgerClient, isLedgerApiError, isLedgerConfigError, isLedgerNetworkError, isLedgerProtocolError, isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
 import { projectRoot } from '../../local/paths.js';
 import { ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 import { clientRoundTrip, roundTripped, stateDirOf } from '../support/client-script.js';
@@ -54,7 +56,7 @@ describe('the client on the local platform, through a recorder of the routes it 
     const ledger = clientFor(uniqueName('o'));
     const dispatchId = await finished(ledger);
     let handled = 0;
-    expect(await ledger.inbox.deliver({ mode: 'inject' }, async (results) => void (handled += results.length))).toEqual({ claimed: 1, acked: 1, leaseLost: false });
+    expect(await ledger.inbox.deliver({ mode: 'inject' }, async (results) => void (handled += results.length))).toEqual({ claimed: 1, acked: 1, leaseLost: false, notAcked: [] });
     expect(handled).toBe(1);
     const view = await ledger.check(dispatchId);
     expect(view.ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
@@ -108,7 +110,7 @@ describe('the client on the local platform, through a recorder of the routes it 
     const takenOver = await eventually('the result taken over once its lease ran out', () => ledger.inbox.claim({ mode: 'inject' }), { until: (claim) => claim.results.length > 0, timeoutMs: 30_000 });
     expect(takenOver.results.map((result) => result.dispatchId)).toEqual([dispatchId]);
     const { printed } = await delivering;
-    expect(JSON.parse(printed)).toEqual({ outcome: { claimed: 1, acked: 0, leaseLost: true }, aborted: true });
+    expect(JSON.parse(printed)).toEqual({ outcome: { claimed: 1, acked: 0, leaseLost: true, notAcked: [expect.any(String)] }, aborted: true });
     expect((await ledger.check(dispatchId)).ownerDelivery.state).toBe('unconfirmed');
     await ledger.inbox.ack(takenOver.results[0]?.resultId ?? '', takenOver.claimToken ?? '');
     expect((await ledger.check(dispatchId)).ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
@@ -203,11 +205,18 @@ describe('answers and messages at the edge', () => {
   let answer: unknown;
   let client: LedgerClient;
   let requests = 0;
+  /** Per test, when set: the answer to each request by its path (and a delay), as a ledger that misbehaves on purpose would give it. */
+  let respond: ((path: string) => { status: number; body: unknown; delayMs?: number; headers?: Record<string, string> }) | undefined;
+  const seenPaths: string[] = [];
   beforeAll(async () => {
-    server = createServer((_req, res) => {
+    server = createServer((req, res) => {
       requests += 1;
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(answer));
+      seenPaths.push(`${req.method ?? ''} ${req.url ?? ''}`);
+      const planned = respond?.(req.url ?? '') ?? { status: 200, body: answer };
+      setTimeout(() => {
+        res.writeHead(planned.status, { 'content-type': 'application/json', ...planned.headers });
+        res.end(JSON.stringify(planned.body));
+      }, planned.delayMs ?? 0);
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -273,7 +282,7 @@ describe('answers and messages at the edge', () => {
       seen = signal.aborted;
     });
     expect(seen).toBe(true);
-    expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: false });
+    expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: false, notAcked: ['r-1'] });
     // The claim, and nothing after it: no ack, no release.
     expect(requests - before).toBe(1);
   });
@@ -298,6 +307,87 @@ describe('answers and messages at the edge', () => {
     } finally {
       silent.closeAllConnections();
       await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
+  });
+
+  describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
+    const result = (resultId: string) => ({ resultId, dispatchId: `d-${resultId}`, attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } });
+    const claimOf = (ids: string[], leaseMs: number) => ({ claimToken: 'ct-1', leaseExpiresAt: new Date(Date.now() + leaseMs).toISOString(), results: ids.map(result) });
+    const settled = (resultId: string, state: string) => ({ resultId, state, deliveryAttempts: 0, leaseExpiresAt: new Date(Date.now() + 5_000).toISOString() });
+    const conflict = (code: string) => ({ error: { code, message: code } });
+    afterEach(() => {
+      respond = undefined;
+      seenPaths.length = 0;
+    });
+
+    it('hears a renewal still on its way when the handler ends: its 409 means nothing is acked', async () => {
+      respond = (path) =>
+        path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 5_000) } : path.endsWith('/renew') ? { status: 409, body: conflict('lease_lost'), delayMs: 600 } : { status: 200, body: settled('a', 'delivered') };
+      // The lease is 5 s, renewed every 1.67 s: the handler ends while the first renewal is still unanswered.
+      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, () => new Promise((resolve) => setTimeout(resolve, 1_900)));
+      expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: true, notAcked: ['a'] });
+      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
+    });
+
+    it('stops the handler when the lease runs out with every renewal failing (5xx), and acks nothing', async () => {
+      respond = (path) => (path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 2_000) } : path.endsWith('/renew') ? { status: 503, body: conflict('unavailable') } : { status: 200, body: settled('a', 'delivered') });
+      let aborted = false;
+      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, (_results, { signal }) =>
+        new Promise<void>((resolve) => {
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            resolve();
+          });
+          setTimeout(resolve, 10_000);
+        }),
+      );
+      expect(aborted).toBe(true);
+      expect(outcome).toMatchObject({ acked: 0, leaseLost: true });
+      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
+    });
+
+    it('acks the others when the ledger refuses one (superseded), and names it', async () => {
+      respond = (path) =>
+        path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b', 'c'], 60_000) } : path.includes('/b/ack') ? { status: 409, body: conflict('superseded') } : { status: 200, body: settled('x', 'delivered') };
+      const outcome = await client.inbox.deliver({ mode: 'inject' }, async () => undefined);
+      expect(outcome).toEqual({ claimed: 3, acked: 2, leaseLost: false, notAcked: ['b'] });
+      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toHaveLength(3);
+    });
+  });
+
+  it('rejects, never throws, a call that needs an origin on a client without one; reads a dispatch as the operator', async () => {
+    const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const operator = createLedgerClient({ local: { apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } });
+    let pending: Promise<unknown> | undefined;
+    expect(() => {
+      pending = operator.inbox.ack('r-1', 'ct-1');
+    }).not.toThrow();
+    expect(isLedgerConfigError(await pending?.catch((error: unknown) => error))).toBe(true);
+  });
+
+  it('takes the request id a Lambda function URL gives (x-amzn-requestid) when the ledger gives none', async () => {
+    respond = () => ({ status: 404, body: { error: { code: 'not_found', message: 'no dispatch d-1' } }, headers: { 'x-amzn-requestid': 'req-lambda-1' } });
+    try {
+      const error = await client.check('d-1').catch((thrown: unknown) => thrown);
+      expect(isLedgerApiError(error) && error.requestId).toBe('req-lambda-1');
+    } finally {
+      respond = undefined;
+    }
+  });
+
+  it('tries the connection again after it failed: a client made before the local platform was up works once it is', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ledger-client-state-'));
+    vi.stubEnv('LEDGER_STATE_DIR', dir);
+    try {
+      const early = createLedgerClient({ origin: 'planner', local: true });
+      expect(isLedgerConfigError(await early.check('d-1').catch((error: unknown) => error))).toBe(true);
+      const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      writeFileSync(join(dir, 'state.json'), JSON.stringify({ status: 'ready', info: { region: 'us-east-1', apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } }));
+      answer = { dispatchId: 'd-1', origin: 'planner', target: 't', phase: 'submitted', attempt: 1, runId: 'r-1', execution: { status: 'running' }, evidence: { outcome: 'pending' }, ownerDelivery: { state: 'unconfirmed' }, receipts: [] };
+      expect((await early.check('d-1')).dispatchId).toBe('d-1');
+    } finally {
+      vi.unstubAllEnvs();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

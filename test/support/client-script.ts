@@ -58,7 +58,7 @@ export async function clientRoundTrip(t: TestPlatform): Promise<{ readonly dispa
 /** What the round trip prints when every step holds. */
 export const roundTripped = (dispatchId: string) => ({
   evidence: 'handled',
-  outcome: { claimed: 1, acked: 1, leaseLost: false },
+  outcome: { claimed: 1, acked: 1, leaseLost: false, notAcked: [] },
   seen: [dispatchId],
   ownerDelivery: { state: 'confirmed', basis: 'origin_ack' },
   missing: { api: true, status: 404 },

@@ -25,8 +25,10 @@ export interface DeliverOutcome {
   readonly claimed: number;
   /** Acked after the handler resolved. */
   readonly acked: number;
-  /** The lease was lost while the handler ran: its signal was aborted and nothing was acked. */
+  /** The lease was lost while the handler ran (or ran out, its renewals failing): its signal was aborted and nothing was acked. */
   readonly leaseLost: boolean;
+  /** The results not acked: all of them when the lease was lost; else those the ledger refused (409: superseded by a redispatch). */
+  readonly notAcked: readonly string[];
 }
 export interface RawCall extends CallOptions {
   readonly params?: Readonly<Record<string, string>>;
@@ -125,7 +127,11 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
   let closed = false;
   const connection = (): Promise<Connection> => {
     if (closed) return Promise.reject(new LedgerConfigError('this client was closed'));
-    return (connected ??= connectionOf(options));
+    // A connection that failed (the platform not up yet, a throttled DescribeStacks) is tried again on the next call.
+    return (connected ??= connectionOf(options).catch((error: unknown) => {
+      connected = undefined;
+      throw error;
+    }));
   };
   const needOrigin = (): string => {
     if (!origin) throw new LedgerConfigError('this call speaks for an origin: create the client with { origin }');
@@ -153,8 +159,9 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     return callRoute(await connection(), origin, ROUTES[name], { ...parts, as, timeoutMs: options.timeoutMs, answer: ROUTE_SCHEMAS[name].answer as z.ZodMiniType<AnswerOf<N>> });
   };
   const own = (params: Record<string, string> = {}) => ({ origin: needOrigin(), ...params });
+  // Calls that name the client's origin reject (never throw) when it has none.
 
-  const settle = (name: 'inboxAck' | 'inboxRelease' | 'inboxRenew', resultId: string, body: Record<string, unknown>, signal?: AbortSignal) =>
+  const settle = async (name: 'inboxAck' | 'inboxRelease' | 'inboxRenew', resultId: string, body: Record<string, unknown>, signal?: AbortSignal) =>
     call(name, 'origin', { params: own({ resultId }), body, signal });
   /** A paged list of one dispatch (the owner's, or any under the operator's role). */
   const ofDispatch = (name: 'listReceipts' | 'listOperatorReceipts' | 'listManualAttestations' | 'listRuns') =>
@@ -183,7 +190,8 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       }
     },
     check: (dispatchId, callOptions = {}) =>
-      call('getDispatch', 'origin', { params: { dispatchId }, query: { refresh: callOptions.refresh ? true : undefined }, signal: callOptions.signal }),
+      // A client speaking for no origin reads as the operator (who may read any dispatch).
+      call('getDispatch', origin ? 'origin' : 'operator', { params: { dispatchId }, query: { refresh: callOptions.refresh ? true : undefined }, signal: callOptions.signal }),
     history: listing((query, callOptions) => call('history', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
     cancel: (dispatchId, body, callOptions = {}) => call('cancel', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
     redispatch: (dispatchId, body, callOptions = {}) => call('redispatch', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
@@ -194,18 +202,18 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       operator: ofDispatch('listOperatorReceipts'),
     },
     manual: {
-      attest: (dispatchId, body, callOptions = {}) => call('attestManual', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
+      attest: (dispatchId, body, callOptions = {}) => call('attestManual', origin ? 'origin' : 'operator', { params: { dispatchId }, body, signal: callOptions.signal }),
       list: ofDispatch('listManualAttestations'),
     },
     runs: ofDispatch('listRuns'),
     markEvidence: (dispatchId, body, callOptions = {}) => call('evidenceStatus', 'origin', { params: { dispatchId }, body, signal: callOptions.signal }),
     rejections: listing((query, callOptions) => call('originRejections', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
     inbox: {
-      claim: ({ signal, ...body } = {}) => call('inboxClaim', 'origin', { params: own(), body, signal }),
+      claim: async ({ signal, ...body } = {}) => call('inboxClaim', 'origin', { params: own(), body, signal }),
       ack: (resultId, claimToken, callOptions = {}) => settle('inboxAck', resultId, { claimToken }, callOptions.signal),
       release: (resultId, claimToken, reason, callOptions = {}) => settle('inboxRelease', resultId, { claimToken, ...(reason === undefined ? {} : { reason: reason.slice(0, MAX_REASON_CHARS) }) }, callOptions.signal),
       renew: (resultId, claimToken, leaseSeconds, callOptions = {}) => settle('inboxRenew', resultId, { claimToken, leaseSeconds }, callOptions.signal),
-      body: (resultId, callOptions = {}) => call('inboxBody', 'origin', { params: own({ resultId }), signal: callOptions.signal }),
+      body: async (resultId, callOptions = {}) => call('inboxBody', 'origin', { params: own({ resultId }), signal: callOptions.signal }),
       list: listing((query, callOptions) => call('inboxList', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
       deliver: (deliverOptions, handle) => deliver(client, deliverOptions, handle),
     },
@@ -238,39 +246,67 @@ async function deliver(client: LedgerClient, options: ClaimOptions, handle: Deli
   const leaseSeconds = options.leaseSeconds ?? 60;
   const claim = await client.inbox.claim({ ...options, leaseSeconds });
   const { claimToken, results } = claim;
-  if (results.length === 0 || claimToken === null) return { claimed: 0, acked: 0, leaseLost: false };
+  if (results.length === 0 || claimToken === null) return { claimed: 0, acked: 0, leaseLost: false, notAcked: [] };
   const handling = new AbortController();
   let leaseLost = false;
+  const loseLease = (why: string): void => {
+    leaseLost = true;
+    handling.abort(new Error(why));
+  };
   // The caller's own signal ends the handling too: aborted, nothing is acked.
   const callerAborted = (): void => handling.abort(options.signal?.reason ?? new Error('the caller aborted delivery'));
   options.signal?.addEventListener('abort', callerAborted, { once: true });
+  // The lease as the ledger last granted it: if renewals keep failing (a 5xx, no answer), the handler is
+  // stopped when it runs out, never left to finish into acks the ledger would refuse.
+  let leaseEndsAt = Date.parse(claim.leaseExpiresAt ?? '') || Date.now() + leaseSeconds * 1000;
+  const expiry = (): NodeJS.Timeout => setTimeout(() => loseLease('the lease on these results ran out before it could be renewed'), Math.max(0, leaseEndsAt - Date.now()));
+  let expires = expiry();
   // Renewed at a third of the lease, so two renewals can fail before it runs out.
+  let renewal: Promise<unknown> = Promise.resolve();
   const renewing = setInterval(() => {
-    void Promise.all(results.map((result) => client.inbox.renew(result.resultId, claimToken, leaseSeconds))).catch((error: unknown) => {
-      if (isLedgerApiError(error) && error.status === 409) {
-        leaseLost = true;
-        handling.abort(new Error('the lease on these results was lost'));
-      }
-    });
+    renewal = Promise.all(results.map((result) => client.inbox.renew(result.resultId, claimToken, leaseSeconds))).then(
+      (renewed) => {
+        const ends = Math.min(...renewed.map((result) => Date.parse(String((result as { leaseExpiresAt?: unknown }).leaseExpiresAt ?? '')) || Date.now() + leaseSeconds * 1000));
+        leaseEndsAt = ends;
+        clearTimeout(expires);
+        expires = expiry();
+      },
+      (error: unknown) => {
+        if (isLedgerApiError(error) && error.status === 409) loseLease('the lease on these results was lost');
+      },
+    );
   }, Math.max(1_000, (leaseSeconds * 1000) / 3));
+  const stopRenewing = async (): Promise<void> => {
+    clearInterval(renewing);
+    // A renewal still on its way may yet say the lease was lost: it is heard before anything is acked.
+    await renewal;
+    clearTimeout(expires);
+    options.signal?.removeEventListener('abort', callerAborted);
+  };
   try {
     await handle(results, { signal: handling.signal });
   } catch (error) {
-    clearInterval(renewing);
-    options.signal?.removeEventListener('abort', callerAborted);
+    await stopRenewing();
     if (!leaseLost) {
       const reason = error instanceof Error ? error.message : String(error);
       await Promise.allSettled(results.map((result) => client.inbox.release(result.resultId, claimToken, reason)));
     }
     throw error;
   }
-  clearInterval(renewing);
-  options.signal?.removeEventListener('abort', callerAborted);
-  if (leaseLost || handling.signal.aborted) return { claimed: results.length, acked: 0, leaseLost };
+  await stopRenewing();
+  if (leaseLost || handling.signal.aborted) return { claimed: results.length, acked: 0, leaseLost, notAcked: results.map((result) => result.resultId) };
+  // Each result on its own: one the ledger refuses (409: superseded by a redispatch, or its lease gone)
+  // does not keep the others from their ack; it is named in notAcked.
   let acked = 0;
+  const notAcked: string[] = [];
   for (const result of results) {
-    await client.inbox.ack(result.resultId, claimToken);
-    acked += 1;
+    try {
+      await client.inbox.ack(result.resultId, claimToken);
+      acked += 1;
+    } catch (error) {
+      if (!(isLedgerApiError(error) && error.status === 409)) throw error;
+      notAcked.push(result.resultId);
+    }
   }
-  return { claimed: results.length, acked, leaseLost: false };
+  return { claimed: results.length, acked, leaseLost: false, notAcked };
 }

@@ -72,7 +72,8 @@ export async function sendRoute(connection: Connection, origin: string | undefin
   } catch {
     // Not JSON (a proxy's error page, say): the text as it came.
   }
-  return { status: response.status, body, requestId: response.headers.get('x-request-id') ?? undefined };
+  // The ledger's own id, else the one a Lambda function URL gives every answer.
+  return { status: response.status, body, requestId: response.headers.get('x-request-id') ?? response.headers.get('x-amzn-requestid') ?? undefined };
 }
 
 /** The LedgerApiError an answer that is not a 2xx stands for (CONTRACT §2: `{ error: { code, message, details } }`). */

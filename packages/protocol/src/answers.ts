@@ -47,7 +47,8 @@ export const ClaimedResultAnswer = /* @__PURE__ */ z.looseObject({
   execution: z.looseObject({ status: nullableString }),
 });
 
-export const ClaimAnswer = /* @__PURE__ */ z.looseObject({ claimToken: nullableString, leaseExpiresAt: nullableString, results: z.array(ClaimedResultAnswer) });
+/** An empty claim is `{ claimToken: null, results: [] }` (docs/protocol.md §10): its lease may be left out. */
+export const ClaimAnswer = /* @__PURE__ */ z.looseObject({ claimToken: nullableString, leaseExpiresAt: z.optional(nullableString), results: z.array(ClaimedResultAnswer) });
 
 /** A result as ack, release and renew leave it. */
 export const SettleAnswer = /* @__PURE__ */ z.looseObject({ resultId: z.string(), state: z.string(), deliveryAttempts: z.number() });
