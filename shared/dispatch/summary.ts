@@ -8,7 +8,7 @@ import type { DispatchView } from './view.js';
  * @example
  * summaryLine(view) // 'execution completed · evidence handled · acceptance unverified · delivery unconfirmed — next: claim the result (claim_results / ledger inbox claim), then ack it'
  */
-/** A view as any ledger answers it: `conflicts` came with v3. */
+/** A view as every version of the ledger answers it: `conflicts` came with v3. */
 export type SummarisedView = Omit<DispatchView, 'conflicts'> & { readonly conflicts?: DispatchView['conflicts'] };
 
 export function summaryLine(view: SummarisedView): string {
