@@ -321,10 +321,18 @@ describe('answers and messages at the edge', () => {
     });
 
     it('hears a renewal still on its way when the handler ends: its 409 means nothing is acked', async () => {
-      respond = (path) =>
-        path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 5_000) } : path.endsWith('/renew') ? { status: 409, body: conflict('lease_lost'), delayMs: 600 } : { status: 200, body: settled('a', 'delivered') };
-      // The lease is 5 s, renewed every 1.67 s: the handler ends while the first renewal is still unanswered.
-      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, () => new Promise((resolve) => setTimeout(resolve, 1_900)));
+      // The handler ends the moment the ledger has the first renewal, whose 409 is still on its way.
+      let renewalArrived = (): void => undefined;
+      const renewalSeen = new Promise<void>((resolve) => (renewalArrived = resolve));
+      respond = (path) => {
+        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a'], 5_000) };
+        if (path.endsWith('/renew')) {
+          renewalArrived();
+          return { status: 409, body: conflict('lease_lost'), delayMs: 300 };
+        }
+        return { status: 200, body: settled('a', 'delivered') };
+      };
+      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, () => renewalSeen);
       expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: true, notAcked: ['a'] });
       expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
     });
@@ -334,11 +342,11 @@ describe('answers and messages at the edge', () => {
       let aborted = false;
       const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, (_results, { signal }) =>
         new Promise<void>((resolve) => {
+          // Ends only when aborted: the lease running out is what must stop it.
           signal.addEventListener('abort', () => {
             aborted = true;
             resolve();
           });
-          setTimeout(resolve, 10_000);
         }),
       );
       expect(aborted).toBe(true);
