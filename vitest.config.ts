@@ -1,10 +1,11 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects, by feedback speed (see README "Tests"):
+// Four projects, by feedback speed (see README "Tests"):
 // - unit: pure code and adapters against in-memory fakes or aws-sdk-client-mock; no servers.
-// - integration: the real local engines (DynamoDB Local, fauxqs, moto), started once by the
-//   global setup and stopped by pid afterwards.
+// - integration: the real local engines: fauxqs and moto started once by the global setup, a DynamoDB
+//   Local per file (its setup file), each stopped by pid afterwards. After unit and infra (groupOrder 1).
 // - infra: CDK template assertions, cdk-nag and cfn-lint on the synthesized stack; no servers.
+// - census: the CI-sized census, alone and last (groupOrder 2).
 /**
  * Workspace packages (packages/protocol) are read from their TypeScript sources through the `source`
  * export condition, never from a dist/ that may be stale; the rest are Vitest's defaults for node (Vite's without `module`). Each
@@ -12,6 +13,10 @@ import { defineConfig } from 'vitest/config';
  * Vite's SSR environment, which takes its conditions from `ssr.resolve`.
  */
 const resolve = { conditions: ['source', 'node', 'development|production'] };
+
+const CENSUS = 'test/integration/census.test.ts';
+/** Integration files at once: most of their time is spent waiting on ticks and polls, not on the CPU. */
+const INTEGRATION_WORKERS = 3;
 
 export default defineConfig({
   test: {
@@ -34,13 +39,34 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           environment: 'node',
+          exclude: [CENSUS],
           globalSetup: ['test/integration/global-setup.ts'],
+          // Each file's own DynamoDB Local; fauxqs and moto are shared (every file names its own queues and buses).
+          setupFiles: ['test/integration/file-engines.ts'],
           // The tests' fixed clock lies in the past: TTL off on their tables (see local/resources.ts).
           env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', DISPATCH_LEDGER_LOCAL_TTL: 'off' },
           testTimeout: 60_000,
           hookTimeout: 120_000,
-          // Engines are shared; files run one at a time so counted operations stay exact.
-          fileParallelism: false,
+          // Files side by side: a file counts operations on its own clients and its own table engine.
+          maxWorkers: INTEGRATION_WORKERS,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        resolve,
+        ssr: { resolve },
+        test: {
+          // The census alone, last: it runs with CPU hogs on every core, which would slow the files beside it.
+          name: 'census',
+          include: [CENSUS],
+          environment: 'node',
+          globalSetup: ['test/integration/global-setup.ts'],
+          setupFiles: ['test/integration/file-engines.ts'],
+          env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', DISPATCH_LEDGER_LOCAL_TTL: 'off' },
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+          maxWorkers: 1,
+          sequence: { groupOrder: 2 },
         },
       },
       {

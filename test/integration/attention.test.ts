@@ -32,8 +32,8 @@ describe('GET /attention (operator, across origins)', () => {
       const items = await attention('?limit=100');
       const mine = items.filter((item) => [stalled, orphan, blocked].some((message) => message.dispatchId === item.dispatchId));
       return mine.length === 3 ? mine : undefined;
-      // A liveness budget, not a timing claim: alone this takes ~4 s; with the census's CPU hogs sharing the
-      // two cores, each list call took ~5 s and 30 s ran out (2 of 4 clean-clone runs on 2026-12-05).
+      // A liveness budget, not a timing claim: alone this takes ~4 s. On a DynamoDB Local shared by the whole
+      // run it took 23 s, and over 100 s in CI after the census (docs/performance.md, "The test suite's engines").
     }, 100_000);
 
     const kindOf = (id: string) => listed.find((item) => item.dispatchId === id)?.kind;

@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { appendFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MUST_BE_ZERO } from '../../census/checker.js';
 import { runCensus } from '../../census/census.js';
 import { FAULT_KINDS } from '../../census/faults.js';
 import { BLOCK_CLASSES, REJECTION_CLASSES } from '../../census/workload.js';
-import { uniqueName } from '../support/engines.js';
+import { uniqueName, testEngines } from '../support/engines.js';
 
 /**
  * Busy loops on every core of a 2-core machine, for the length of the census: `npm test` runs beside
@@ -13,6 +14,7 @@ import { uniqueName } from '../support/engines.js';
  */
 const HOG = 'const parent = process.ppid, end = Date.now() + 15 * 60_000; for (;;) { for (let i = 0; i < 5e7; i += 1); if (process.ppid !== parent || Date.now() > end) process.exit(0); }';
 const hogs: number[] = [];
+const CENSUS_LOG = process.env['CENSUS_LOG'];
 
 /**
  * The CI-sized census (issue 13): ~300 dispatches through the whole local platform on the real
@@ -44,10 +46,12 @@ describe('census: nothing lost, nothing doubled, nothing out of order, under eve
       dispatches: 300,
       seed: 13,
       faults: FAULT_KINDS,
-      engines: inject('engines'),
+      engines: testEngines(),
       prefix: uniqueName('census'),
       lateAfterSeconds: 10,
       drainSeconds: 100,
+      // CENSUS_LOG=FILE: the census's progress (waves, drain, limit changes), one JSON line each.
+      ...(CENSUS_LOG ? { log: (line: Record<string, unknown>) => appendFileSync(CENSUS_LOG, `${JSON.stringify({ at: new Date().toISOString(), ...line })}\n`) } : {}),
     });
     const findings = (check: string) => JSON.stringify(report.findings.filter((finding) => finding.check === check));
     // Soft: every count that is not zero is reported, not only the first.

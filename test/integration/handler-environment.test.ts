@@ -1,10 +1,10 @@
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { ListQueuesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { EventBridgeClient, ListEventBusesCommand } from '@aws-sdk/client-eventbridge';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { localHandlerEnvironment } from '../../local/clients.js';
 import { ensureQueue } from '../../local/resources.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 
 describe('the handler environment of the local runtime', () => {
   const saved = { ...process.env };
@@ -17,7 +17,7 @@ describe('the handler environment of the local runtime', () => {
     const clients = engineClients();
     await ensureQueue(clients.sqs, queue);
     clients.destroy();
-    Object.assign(process.env, localHandlerEnvironment(inject('engines')));
+    Object.assign(process.env, localHandlerEnvironment(testEngines()));
 
     // Exactly how a handler's deps.ts builds its clients in AWS: no endpoint, no credentials.
     const sqs = loopbackOnly(new SQSClient({}));

@@ -1,7 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
+
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
@@ -13,7 +13,7 @@ import { MAX_API_BODY_DEPTH, postRunEvent } from '../../shared/api/lifecycle-rou
 import { route } from '../../shared/api/routes.js';
 import { slotTotals } from '../../shared/dispatch/slots.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';
 import { apiError } from '../support/api-error.js';
@@ -24,7 +24,7 @@ import { withUnprocessedKeys } from '../support/unprocessed-keys.js';
  * operator routes): a review found instances of classes 1 and 9 there. DynamoDB Local and fauxqs S3.
  */
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 const RETENTION = 30 * 86_400;
 let tableName: string;
@@ -59,7 +59,6 @@ const apiRoute = (method: string, rawPath: string, body?: unknown, origin = 'pla
 
 /** `levels` nested arrays around a leaf, as JSON: `[[[…1…]]]` (the outermost is level 1). */
 const arraysNested = (levels: number): string => `${'['.repeat(levels)}1${']'.repeat(levels)}`;
-
 
 describe('class 1 — input that breaks the writer (the result body of a final event)', () => {
   it('answers 422 too_deep to a result.body nested 20,000 levels, about 40 KB (was: JSON.stringify overflowed the stack, a 500 the target retried)', async () => {

@@ -6,7 +6,7 @@ import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { decodeItem, dueShardOf } from '../../shared/adapters/ledger-table.js';
 import { route } from '../../shared/api/routes.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
+
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
@@ -23,7 +23,7 @@ import { FAILED_RETRY_SECONDS, monitorTick } from '../../shared/monitor/monitor.
 import { evidenceCheckOf, evidenceKey } from '../../shared/monitor/evidence-check.js';
 import { decideApproval } from '../../shared/usecases/approval.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';
@@ -34,7 +34,7 @@ import { apiError } from '../support/api-error.js';
  * in hand whose answers the test chooses.
  */
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 let tableName: string;
 let table: LedgerTable;
@@ -81,7 +81,6 @@ function nested(depth: number): Record<string, unknown> {
   for (let level = 1; level < depth; level += 1) task = { n: task };
   return task;
 }
-
 
 beforeAll(() => {
   target = new ScriptedTarget();
@@ -702,7 +701,7 @@ describe('second review findings', () => {
   });
 
   it('answers a state write that overlapped a transaction as a conflict to re-read, not a 500', async () => {
-    const conflicting = new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+    const conflicting = new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
     let injected = 0;
     conflicting.middlewareStack.add(
       (next, context) => async (args) => {

@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
@@ -17,7 +17,7 @@ import { takeDispatchMessage } from '../../shared/intake/intake.js';
 import type { BlobStore, LedgerStore } from '../../shared/ledger/port.js';
 import { monitorTick } from '../../shared/monitor/monitor.js';
 import type { LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { intakeDepsFactory, newDispatchFactory, overriding } from '../support/factories.js';
 
@@ -27,7 +27,7 @@ import { intakeDepsFactory, newDispatchFactory, overriding } from '../support/fa
  */
 
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const meter = new CapacityMeter();
 meter.attach(dynamodb);
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });

@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
@@ -12,7 +12,7 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
 import type { BlobStore } from '../../shared/ledger/port.js';
 import { cachedPrincipals } from '../../shared/principals/principals.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 
 /**
@@ -23,10 +23,10 @@ import { intakeDepsFactory } from '../support/factories.js';
  */
 const clients = engineClients();
 const meter = new CapacityMeter();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 meter.attach(dynamodb);
 /** The intake's puts go out on a client of their own (HotPathTable), metered as well. */
-const hotPath = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true }));
+const hotPath = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true }));
 meter.attach(hotPath);
 const SENDER = 'AROAPLANNERROLE:planner-1';
 let table: LedgerTable;

@@ -17,8 +17,8 @@ import { monitorTick } from '../../shared/monitor/monitor.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
 import type { LedgerStoreWithWrites } from '../../shared/ledger/port.js';
-import { inject } from 'vitest';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
 
 /**
@@ -27,7 +27,7 @@ import { intakeDepsFactory, overriding } from '../support/factories.js';
  */
 const clients = engineClients();
 const meter = new CapacityMeter();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 meter.attach(dynamodb);
 let table: LedgerTable;
 let blobs: S3Blobs;

@@ -1,7 +1,7 @@
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
@@ -15,7 +15,7 @@ import { eventsForState } from '../../shared/events/derive.js';
 import { takeDispatchMessage } from '../../shared/intake/intake.js';
 import { lambdaRunIdOf, parseLambdaRunId, type SubmitRequest, type TargetPort } from '../../shared/targets/port.js';
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 
 /**
@@ -25,7 +25,7 @@ import { intakeDepsFactory } from '../support/factories.js';
  */
 
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 const NOW = new Date('2026-12-01T12:00:00.000Z');
 let table: LedgerTable;

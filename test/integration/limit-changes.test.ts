@@ -1,7 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { slotTotals } from '../../shared/dispatch/slots.js';
@@ -9,7 +8,7 @@ import { takeDispatchMessage } from '../../shared/intake/intake.js';
 import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
 import type { CancelOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { targetsAtCapacity, cancelDispatch } from '../../shared/usecases/flow.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 
@@ -20,7 +19,7 @@ import { MemoryBlobs } from '../support/memory-blobs.js';
  * monitor's tick and the cancel use case; the target counts the runs it holds open itself.
  */
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 let table: LedgerTable;
 let dueIndex: LedgerDueIndex;

@@ -1,7 +1,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
@@ -10,7 +10,7 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { takeDispatchMessage } from '../../shared/intake/intake.js';
 import { parseLambdaRunId, type LambdaTargetRegistration } from '../../shared/targets/port.js';
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { intakeDepsFactory } from '../support/factories.js';
 
@@ -21,7 +21,7 @@ import { intakeDepsFactory } from '../support/factories.js';
  */
 
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 let table: LedgerTable;
 let blobs: S3Blobs;

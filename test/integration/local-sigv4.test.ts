@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localClients, type LocalClients } from '../../local/clients.js';
 import { LOCAL_REGION } from '../../local/engines/index.js';
 import { startPlatform, type RunningPlatform } from '../../local/platform.js';
@@ -10,7 +10,7 @@ import { signedFetch, signedHeaders, type LocalCredential, type LocalCredentials
 import type { LocalCredentialsFile } from '../../local/state.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
-import { uniqueName } from '../support/engines.js';
+import { uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { operatorReceiptBodyFactory } from '../support/factories.js';
 
@@ -30,7 +30,7 @@ beforeAll(async () => {
     stateDir: mkdtempSync(join(tmpdir(), 'ledger-sigv4-')),
     tickSeconds: 1,
     log: () => undefined,
-    engines: inject('engines'),
+    engines: testEngines(),
     prefix: uniqueName('t'),
     dispatchVisibilityTimeoutSeconds: 2,
     sigv4: true,
@@ -42,7 +42,7 @@ beforeAll(async () => {
       POWERTOOLS_METRICS_DISABLED: 'true',
     },
   });
-  clients = localClients(inject('engines'));
+  clients = localClients(testEngines());
   if (!platform.credentials) throw new Error('a --sigv4 platform gives credentials');
   credentials = platform.credentials;
   planner = credentials.origins.planner as LocalCredential;

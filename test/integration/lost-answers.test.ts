@@ -1,6 +1,6 @@
 import { ConditionalCheckFailedException, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
@@ -15,7 +15,7 @@ import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, cancelledBeforeSubmission, waiting } from '../../shared/dispatch/transitions.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory, newDispatchFactory, overriding } from '../support/factories.js';
 
 /**
@@ -25,9 +25,9 @@ import { intakeDepsFactory, newDispatchFactory, overriding } from '../support/fa
  * middleware (`withDynamoDbFaults`, the census's) answering a timeout after the first apply.
  */
 const clients = engineClients();
-const dynamodb = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })));
+const dynamodb = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
-const hotPath = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true })));
+const hotPath = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true })));
 let tableName: string;
 let table: LedgerTable;
 let blobs: S3Blobs;

@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
 import { DUE_SHARDS, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
@@ -10,12 +10,12 @@ import { accepted, submitted } from '../../shared/dispatch/transitions.js';
 import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
 import { newDispatchFactory } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 
 /** The monitor's cost follows what is due, never the history: counted, not timed. */
 const clients = engineClients();
 const meter = new CapacityMeter();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 meter.attach(dynamodb);
 let table: LedgerTable;
 let dueIndex: LedgerDueIndex;

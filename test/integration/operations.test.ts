@@ -7,7 +7,7 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../local/engines/index.js';
 import { ensureBucket, ensureEventBusWithLog, ensureLedgerTable, ensureQueue, type QueueRef } from '../../local/resources.js';
 import { EventLogTail } from '../../local/runtime/event-log.js';
@@ -20,7 +20,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
 import type { PrincipalRegistry } from '../../shared/principals/principals.js';
 import { REDRIVEN_FOR } from '../../shared/intake/intake.js';
-import { engineClients, uniqueName } from '../support/engines.js';
+import { engineClients, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
@@ -167,7 +167,7 @@ describe('ledger stream replay (DynamoDB Local stream → fauxqs S3 → moto Eve
 
 describe('the operations CLI against AWS-style endpoints (the SDK\'s AWS_ENDPOINT_URL_* variables)', () => {
   const run = async (...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
-    const engines = inject('engines');
+    const engines = testEngines();
     const env = {
       ...process.env,
       AWS_REGION: LOCAL_REGION,

@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
@@ -13,7 +13,7 @@ import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake
 import { monitorTick } from '../../shared/monitor/monitor.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';
 
@@ -23,7 +23,7 @@ import { ScriptedTarget } from '../support/scripted-target.js';
  * request's read and its own write, and the request must neither be lost nor override it.
  */
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 let tableName: string;
 let table: LedgerTable;

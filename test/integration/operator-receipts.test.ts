@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { inject } from 'vitest';
+
 import { localClients } from '../../local/clients.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import type { OperatorReceipt, OperatorReceiptBody } from '../../shared/dispatch/receipts.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
-import { uniqueName } from '../support/engines.js';
+import { uniqueName, testEngines } from '../support/engines.js';
 import { operatorReceiptBodyFactory } from '../support/factories.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
 
@@ -128,7 +128,7 @@ describe('operator receipts on the local platform', () => {
     const recorded = await postReceipt(dispatchId, operatorReceiptBodyFactory({ receiptId: 'rc-durable', runId, kind: 'owner_delivery', state: 'failed', note: 'the owner never got it' }));
     expect(recorded.status).toBe(201);
 
-    const fresh = localClients(inject('engines'));
+    const fresh = localClients(testEngines());
     try {
       const freshTable = new LedgerTable(DynamoDBDocumentClient.from(fresh.dynamodb), { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });
       const stored: OperatorReceipt[] = await freshTable.listOperatorReceipts(dispatchId);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { EventBridgeClient, type PutEventsCommandInput } from '@aws-sdk/client-eventbridge';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { localHandlerEnvironment } from '../../local/clients.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../local/engines/index.js';
 import { ensureEventBusWithLog, ensureLedgerTable, type QueueRef } from '../../local/resources.js';
@@ -18,7 +18,7 @@ import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.
 import { advance } from '../support/states.js';
 import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
 import { eventForRejection } from '../../shared/events/derive.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
@@ -51,7 +51,7 @@ beforeAll(async () => {
     retentionSeconds: 86_400,
   });
   // The handler's environment, as the stack sets it; metrics go to console.log so the test can read them.
-  Object.assign(process.env, localHandlerEnvironment(inject('engines')), {
+  Object.assign(process.env, localHandlerEnvironment(testEngines()), {
     EVENT_BUS_NAME: busName,
     // The counters of GET /counts, in the test's table.
     LEDGER_TABLE_NAME: ledger.name,
@@ -93,7 +93,7 @@ async function drain(tail: EventLogTail, count: number): Promise<void> {
 
 /** A bus client of the test's own, on the local engine, refusing any other host. */
 function busClient(): EventBridgeClient {
-  return loopbackOnly(new EventBridgeClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS, endpoint: inject('engines').motoEndpoint, maxAttempts: 1 }));
+  return loopbackOnly(new EventBridgeClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS, endpoint: testEngines().motoEndpoint, maxAttempts: 1 }));
 }
 
 /** Blanks the Detail of the entries `spoil` picks, before they are sent: moto reports them in FailedEntries. */

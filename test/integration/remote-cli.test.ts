@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CloudFormationClient, CreateStackCommand, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFUSED } from '../../cli/answer.js';
 import { STACK_OUTPUTS, type StackOutputName } from '../../infra/outputs.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../local/engines/index.js';
@@ -13,7 +13,7 @@ import { projectRoot } from '../../local/paths.js';
 import type { RunningPlatform } from '../../local/platform.js';
 import { signedFetch, type LocalCredential, type SigningCredentials } from '../../local/runtime/sigv4.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
-import { uniqueName } from '../support/engines.js';
+import { uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 
@@ -64,7 +64,7 @@ async function ledger(who: SigningCredentials | undefined, args: readonly string
     AWS_SHARED_CREDENTIALS_FILE: join(stateDir, 'no-credentials'),
     AWS_EC2_METADATA_DISABLED: 'true',
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-    AWS_ENDPOINT_URL_SQS: inject('engines').sqsEndpoint,
+    AWS_ENDPOINT_URL_SQS: testEngines().sqsEndpoint,
     ...(who ? { AWS_ACCESS_KEY_ID: who.accessKeyId, AWS_SECRET_ACCESS_KEY: who.secretAccessKey, ...(who.sessionToken ? { AWS_SESSION_TOKEN: who.sessionToken } : {}) } : {}),
     ...extra,
   };
@@ -259,8 +259,8 @@ describe('the remote CLI, signed from the default credential chain (against ledg
 describe('the remote CLI with --stack NAME (a stack in moto\'s CloudFormation with the real output names)', () => {
   let stackName: string;
   const endpoints = (): Record<string, string> => ({
-    AWS_ENDPOINT_URL_CLOUDFORMATION: inject('engines').motoEndpoint,
-    AWS_ENDPOINT_URL_DYNAMODB: inject('engines').dynamodbEndpoint,
+    AWS_ENDPOINT_URL_CLOUDFORMATION: testEngines().motoEndpoint,
+    AWS_ENDPOINT_URL_DYNAMODB: testEngines().dynamodbEndpoint,
   });
 
   beforeAll(async () => {
@@ -282,7 +282,7 @@ describe('the remote CLI with --stack NAME (a stack in moto\'s CloudFormation wi
       Resources: { Handle: { Type: 'AWS::CloudFormation::WaitConditionHandle' } },
       Outputs: Object.fromEntries(STACK_OUTPUTS.map((name) => [name, { Value: values[name] }])),
     };
-    const cloudformation = new CloudFormationClient({ region: LOCAL_REGION, endpoint: inject('engines').motoEndpoint, credentials: LOCAL_CREDENTIALS });
+    const cloudformation = new CloudFormationClient({ region: LOCAL_REGION, endpoint: testEngines().motoEndpoint, credentials: LOCAL_CREDENTIALS });
     try {
       await cloudformation.send(new CreateStackCommand({ StackName: stackName, TemplateBody: JSON.stringify(template) }));
       const { Stacks = [] } = await cloudformation.send(new DescribeStacksCommand({ StackName: stackName }));

@@ -1,6 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
@@ -14,7 +14,7 @@ import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake
 import type { ResultBody } from '../../shared/ledger/port.js';
 import { resultBodyKey } from '../../shared/ledger/objects.js';
 import { INLINE_BODY_BYTES, resultBodyDigest } from '../../shared/usecases/inbox.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';
 
@@ -25,7 +25,7 @@ import { ScriptedTarget } from '../support/scripted-target.js';
  * the first writer's body stored first and its state write winning.
  */
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 const RETENTION = 30 * 86_400;
 let tableName: string;

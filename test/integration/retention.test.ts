@@ -4,7 +4,7 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localHandlerEnvironment } from '../../local/clients.js';
 import { LOCAL_REGION } from '../../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
@@ -25,7 +25,7 @@ import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake
 import type { AcceptedMessage } from '../../shared/ledger/port.js';
 import { evidenceKey } from '../../shared/monitor/evidence-check.js';
 import type { ApprovalOutcome, CancelOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { intakeDepsFactory, newDispatchFactory, NOW, operatorReceiptBodyFactory, overriding } from '../support/factories.js';
 
@@ -39,7 +39,7 @@ import { intakeDepsFactory, newDispatchFactory, NOW, operatorReceiptBodyFactory,
 type Handler = (event: DynamoDBStreamEvent, context: Context) => Promise<DynamoDBBatchResponse>;
 
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: LOCAL_REGION, endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: LOCAL_REGION, endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 const savedEnv = { ...process.env };
 const RETENTION_SECONDS = 30 * 86_400;
@@ -75,7 +75,7 @@ beforeAll(async () => {
   table = new LedgerTable(documents, { tableName, retentionSeconds: RETENTION_SECONDS });
   await table.putTarget({ name: 'accepting', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
   // The handler's environment as the stack sets it, with the local endpoints; read once at import.
-  Object.assign(process.env, localHandlerEnvironment(inject('engines')), { EVIDENCE_BUCKET: bucket, LEDGER_TABLE_NAME: tableName, RETENTION_DAYS: String(RETENTION_SECONDS / 86_400), POWERTOOLS_LOG_LEVEL: 'WARN', POWERTOOLS_METRICS_DISABLED: 'true' });
+  Object.assign(process.env, localHandlerEnvironment(testEngines()), { EVIDENCE_BUCKET: bucket, LEDGER_TABLE_NAME: tableName, RETENTION_DAYS: String(RETENTION_SECONDS / 86_400), POWERTOOLS_LOG_LEVEL: 'WARN', POWERTOOLS_METRICS_DISABLED: 'true' });
   ({ handler } = await import('../../functions/retention/handler.js'));
   stream = new StreamEventSource({
     functionName: 'capture',

@@ -1,5 +1,5 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROUTE_DOCS, ROUTES, routePath, type RouteCaller, type RouteName } from '@dispatch-ledger/protocol';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { LOCAL_REGION } from '../../local/engines/index.js';

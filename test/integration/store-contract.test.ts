@@ -1,7 +1,6 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, describe, expect, it } from 'vitest';
-import { inject } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import { dueShardOf, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
@@ -12,7 +11,7 @@ import { slotShardCaps } from '../../shared/dispatch/slots.js';
 import { manualAttestation } from '../../shared/dispatch/manual.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { DueIndex, EvidenceCheck, EvidenceUpload, LedgerStoreWithWrites, PastAttempt } from '../../shared/ledger/port.js';
-import { engineClients, loopbackOnly, uniqueName } from '../support/engines.js';
+import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
 import { advance } from '../support/states.js';
@@ -22,12 +21,12 @@ import { advance } from '../support/states.js';
  * tests use: the fake may only stand in for what it does exactly as the table does.
  */
 const clients = engineClients();
-const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 /** A table of its own for each test, so what one lists is only what it wrote. */
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 const tableNames = new WeakMap<LedgerStoreWithWrites, string>();
 /** The intake's puts go out on a low-level client of their own (cacheMiddleware), marshalled by the table. */
-const hotPath = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: inject('engines').dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true }));
+const hotPath = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true }));
 async function freshTable(kind: 'table' | 'hot path' = 'table'): Promise<LedgerTable> {
   const tableName = uniqueName('contract');
   await ensureLedgerTable(clients.dynamodb, tableName);

@@ -1,6 +1,6 @@
 import { ReceiveMessageCommand, SendMessageCommand, type MessageAttributeValue } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dlq } from '../../cli/operations.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../local/engines/index.js';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
@@ -12,7 +12,7 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { REDRIVEN_FOR, takeDispatchMessage, type IntakeDeps, type IntakeRecord } from '../../shared/intake/intake.js';
 import type { PrincipalRegistry } from '../../shared/principals/principals.js';
-import { engineClients, uniqueName } from '../support/engines.js';
+import { engineClients, uniqueName, testEngines } from '../support/engines.js';
 
 /**
  * CONTRACT §8 v2: `ledger dlq redrive` never lets a message speak for an origin its real sender could
@@ -147,7 +147,7 @@ describe('class 10 — trust boundaries: ledger dlq redrive (the CLI) asks the r
   });
 
   it('keeps an operator-written LedgerRedrivenFor with --table, and carries the SenderId without it', async () => {
-    const engines = inject('engines');
+    const engines = testEngines();
     Object.assign(process.env, {
       AWS_REGION: LOCAL_REGION,
       AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,

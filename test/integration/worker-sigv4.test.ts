@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorker, memoryStore, sigv4Signer, type ListeningWorker, type LogLine, type RunFunction, type Signer } from '@dispatch-ledger/worker';
 import { localClients, type LocalClients } from '../../local/clients.js';
 import { LOCAL_REGION } from '../../local/engines/index.js';
@@ -12,7 +12,7 @@ import { startPlatform, type RunningPlatform } from '../../local/platform.js';
 import { signedFetch, type LocalCredential } from '../../local/runtime/sigv4.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
-import { uniqueName } from '../support/engines.js';
+import { uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 
 /**
@@ -33,13 +33,13 @@ beforeAll(async () => {
     stateDir,
     tickSeconds: 1,
     log: () => undefined,
-    engines: inject('engines'),
+    engines: testEngines(),
     prefix: uniqueName('t'),
     dispatchVisibilityTimeoutSeconds: 2,
     sigv4: true,
     environment: { SUBMIT_RETRY_DELAYS_SECONDS: '1,1,1', CLAIM_SECONDS: '2', TARGET_TIMEOUT_MS: '2000', POWERTOOLS_LOG_LEVEL: 'ERROR', POWERTOOLS_METRICS_DISABLED: 'true' },
   });
-  clients = localClients(inject('engines'));
+  clients = localClients(testEngines());
   const targetCredential = platform.credentials?.targets['demo-agent'];
   const plannerCredential = platform.credentials?.origins['planner'];
   if (!targetCredential || !plannerCredential) throw new Error('a --sigv4 platform gives the demo-agent target and planner credentials');

@@ -1,8 +1,9 @@
+import { testEngines } from '../support/engines.js';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import { inject } from 'vitest';
+
 import { localClients, type LocalClients } from '../../local/clients.js';
 import { startPlatform, type PlatformOptions, type RunningPlatform } from '../../local/platform.js';
 import { uniqueName } from './engines.js';
@@ -32,7 +33,7 @@ export async function startTestPlatform(environment: Record<string, string> = {}
     stateDir: mkdtempSync(join(tmpdir(), 'ledger-platform-')),
     tickSeconds: 1,
     log: () => undefined,
-    engines: inject('engines'),
+    engines: testEngines(),
     prefix: uniqueName('t'),
     dispatchVisibilityTimeoutSeconds: 2,
     environment: {
@@ -44,7 +45,7 @@ export async function startTestPlatform(environment: Record<string, string> = {}
       ...environment,
     },
   });
-  const clients = localClients(inject('engines'));
+  const clients = localClients(testEngines());
   const get: TestPlatform['get'] = async (path, origin) => {
     const response = await fetch(`${platform.info.apiUrl}${path}`, { headers: origin ? { 'x-ledger-origin': origin } : {} });
     return { status: response.status, body: (await response.json()) as unknown };
