@@ -18,6 +18,8 @@ import { manual } from './manual.js';
 import { mcp } from './mcp.js';
 import { ui } from './ui.js';
 import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js';
+import { localTarget } from './local-targets.js';
+import { LocalTargetError } from '../local/targets.js';
 import { forTerminal } from './table.js';
 import { commandOf, helpFor, USAGE } from './usage.js';
 
@@ -188,6 +190,7 @@ export async function main(argv: string[]): Promise<number> {
     say(pids.length > 0 ? `stopped ${pids.length} processes (${pids.join(', ')})` : 'the local platform was not running');
     return 0;
   }
+  if (group === 'local' && command === 'target') return localTarget(rest, say);
   if (group === 'local' && command === 'status') {
     const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } } });
     const state = runningState(defaultStateDir());
@@ -234,7 +237,7 @@ export async function cliMain(argv: string[] = process.argv.slice(2)): Promise<v
       process.exitCode = refused;
       return;
     }
-    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof UsageError || error instanceof LedgerConnectionError) {
+    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError) {
       warn(error.message);
     } else if (isLedgerValidationError(error)) {
       // A request the ledger would refuse: never sent, and said in the API's words (as its 400 body under --json).

@@ -21,6 +21,7 @@ import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, t
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
 import { StreamEventSource, type StreamHandler } from './runtime/stream-event-source.js';
 import { clearCredentials, writeCredentials, type LocalInfo } from './state.js';
+import { LOCAL_TARGET_SECRET_PREFIX, readLocalTargets, registerLocalTarget } from './targets.js';
 
 export interface PlatformOptions {
   readonly stateDir: string;
@@ -139,6 +140,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     await ledger.putTarget({ name: LIMITED_DEMO_TARGET, kind: 'http', baseUrl: demoAgent.urlOf(LIMITED_DEMO_TARGET), maxConcurrentRuns: 2 });
     // Manual mode (CONTRACT §13): work a person does, attested with `ledger manual`.
     await ledger.putTarget({ name: MANUAL_DESK_TARGET, kind: 'manual' });
+    // The user's own workers (`ledger local target add`), kept in the state directory across down / up.
+    for (const target of readLocalTargets(stateDir)) await registerLocalTarget(ledger, clients.secrets, target);
     let credentialsFile: string | undefined;
     if (credentials) {
       for (const credential of allCredentials(credentials)) await ledger.putPrincipal(credential.principalId, credential.principal);
@@ -228,6 +231,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         EVENT_BUS_NAME: resources.eventBusName,
         // Locally every caller may speak for any origin (CONTRACT §2).
         PRINCIPAL_MODE: 'open',
+        // Where `ledger local target add --secret-file` puts a target's secret: in scope under --sigv4 too.
+        TARGET_SECRET_PREFIX: LOCAL_TARGET_SECRET_PREFIX,
         // Locally targets and principals are (re)registered while the platform runs (the demo, the tests): read them every time.
         TARGET_CACHE_SECONDS: '0',
         // Submission retries compressed from ~1 h to ~16 min, so a flaky target shows up in seconds.

@@ -44,6 +44,8 @@ export interface LocalState {
    */
   readonly statusPageUrl?: string;
   readonly error?: string;
+  /** The ledger table's name, for the CLI's `local target` commands (they register on the running platform). */
+  readonly ledgerTable?: string;
   readonly logDir: string;
   readonly invocationLog: string;
 }

@@ -82,6 +82,7 @@ try {
     readyMs,
     pids: { supervisor: process.pid, ...platform.pids },
     info: platform.info,
+    ledgerTable: platform.resources.ledgerTable,
     statusPageUrl: statusPage.url,
   });
   // The log names the page without its token (the state file, 0600, keeps the URL to open).

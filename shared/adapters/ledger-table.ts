@@ -1,6 +1,7 @@
 import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
+  DeleteCommand,
   GetCommand,
   PutCommand,
   QueryCommand,
@@ -818,6 +819,15 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
       }
     }
     if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns, { rev });
+  }
+
+  /**
+   * Takes a target's registration away (the local platform's `ledger local target remove`). Its runs in
+   * flight are then looked up as unavailable, so they go `unknown`, never failed; what waits for it is
+   * blocked `unknown_target` at the next admission.
+   */
+  async deleteTarget(name: string): Promise<void> {
+    await this.db.send(new DeleteCommand({ TableName: this.table, Key: KEY.target(name) }));
   }
 
   /**

@@ -27,10 +27,10 @@ export interface TestPlatform {
 
 export { eventually } from './eventually.js';
 
-export async function startTestPlatform(environment: Record<string, string> = {}, extra: Pick<PlatformOptions, 'lambdaTargets' | 'sigv4'> = {}): Promise<TestPlatform> {
+export async function startTestPlatform(environment: Record<string, string> = {}, extra: Partial<Pick<PlatformOptions, 'lambdaTargets' | 'sigv4' | 'stateDir'>> = {}): Promise<TestPlatform> {
   const platform = await startPlatform({
     ...extra,
-    stateDir: mkdtempSync(join(tmpdir(), 'ledger-platform-')),
+    stateDir: extra.stateDir ?? mkdtempSync(join(tmpdir(), 'ledger-platform-')),
     tickSeconds: 1,
     log: () => undefined,
     engines: testEngines(),

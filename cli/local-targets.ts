@@ -1,0 +1,164 @@
+import { parseArgs } from 'node:util';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { FINAL_RUN_STATUSES } from '@dispatch-ledger/protocol';
+import { localClients } from '../local/clients.js';
+import { stateDir as defaultStateDir } from '../local/paths.js';
+import type { LocalState } from '../local/state.js';
+import {
+  LocalTargetError,
+  localTargetNameProblem,
+  localTargetUrl,
+  readLocalTargets,
+  readSecretFile,
+  registerLocalTarget,
+  writeLocalTargets,
+  type LocalTarget,
+} from '../local/targets.js';
+import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
+import { connect, type Connect } from './connect.js';
+import { runningState } from './local.js';
+import { shown, table } from './table.js';
+
+type Print = (line: string) => void;
+
+export const LOCAL_TARGET_USAGE =
+  'usage: ledger local target add NAME --url http://127.0.0.1:PORT [--max-concurrent-runs N] [--secret-file F] [--replace]\n' +
+  '       ledger local target list [--json]\n' +
+  '       ledger local target remove NAME [--force]\n' +
+  '       (your own worker on the local platform: loopback URLs only, plain http allowed here and only here;\n' +
+  '        --secret-file: the authorization header value the worker expects, never on the command line;\n' +
+  '        kept in the state directory, so it survives local down / up)';
+
+/** `ledger local target add|list|remove`: what the commands need from outside, so a test can give its own. */
+export interface LocalTargetDeps {
+  readonly stateDir: string;
+  /** The running platform's state, or undefined when it is down. */
+  readonly running: () => LocalState | undefined;
+  readonly connectTo: Connect;
+  readonly now: () => Date;
+}
+
+const defaults = (): LocalTargetDeps => ({ stateDir: defaultStateDir(), running: () => runningState(defaultStateDir()), connectTo: connect, now: () => new Date() });
+
+export async function localTarget(args: readonly string[], print: Print, deps: LocalTargetDeps = defaults()): Promise<number> {
+  const [command, ...rest] = args;
+  if (command === 'add') return add(rest, print, deps);
+  if (command === 'list') return list(rest, print, deps);
+  if (command === 'remove') return remove(rest, print, deps);
+  throw new LocalTargetError(LOCAL_TARGET_USAGE);
+}
+
+async function add(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    allowPositionals: true,
+    options: { url: { type: 'string' }, 'max-concurrent-runs': { type: 'string' }, 'secret-file': { type: 'string' }, secret: { type: 'string' }, replace: { type: 'boolean', default: false } },
+  });
+  if (values.secret !== undefined) throw new LocalTargetError('a secret is never taken on the command line (it would stay in your shell history): put it in a file and pass --secret-file F');
+  const name = onlyName(positionals, 'add');
+  const nameProblem = localTargetNameProblem(name);
+  if (nameProblem) throw new LocalTargetError(nameProblem);
+  if (values.url === undefined) throw new LocalTargetError(`--url is required\n${LOCAL_TARGET_USAGE}`);
+  const checked = localTargetUrl(values.url);
+  if ('problem' in checked) throw new LocalTargetError(`--url ${checked.problem}`);
+  const maxConcurrentRuns = limitOf(values['max-concurrent-runs']);
+  const secret = values['secret-file'] === undefined ? undefined : readSecretFile(values['secret-file']);
+  const targets = readLocalTargets(deps.stateDir);
+  const existing = targets.find((target) => target.name === name);
+  if (existing && !values.replace) throw new LocalTargetError(shown`a local target named ${name} already exists (${existing.url}); --replace changes it`);
+  const target: LocalTarget = {
+    name,
+    url: checked.url,
+    ...(maxConcurrentRuns === undefined ? {} : { maxConcurrentRuns }),
+    ...(secret === undefined ? {} : { secret }),
+    addedAt: deps.now().toISOString(),
+  };
+  const state = deps.running();
+  // Registered on the running platform first: a target it refuses is not kept for the next start either.
+  if (state) await withRegistry(state, (registry, secrets) => registerLocalTarget(registry, secrets, target));
+  writeLocalTargets(deps.stateDir, [...targets.filter((other) => other.name !== name), target]);
+  print(`${existing ? 'replaced' : 'added'} local target ${name} → ${target.url}${maxConcurrentRuns === undefined ? '' : ` (at most ${maxConcurrentRuns} runs at once)`}${secret === undefined ? '' : ' with its secret'}`);
+  print(state ? `registered on the running platform: npx ledger send --target ${name} --goal "…"` : 'the local platform is not running: it is registered at the next npx ledger local up');
+  return 0;
+}
+
+async function list(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
+  const { values, positionals } = parseArgs({ args: [...args], allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
+  if (positionals.length > 0) throw new LocalTargetError(`local target list takes no arguments\n${LOCAL_TARGET_USAGE}`);
+  // Never the secret: only whether there is one.
+  const targets = readLocalTargets(deps.stateDir).map(({ secret, ...target }) => ({ ...target, secret: secret !== undefined }));
+  if (values.json) {
+    print(JSON.stringify({ targets }));
+    return 0;
+  }
+  if (targets.length === 0) {
+    print('no local targets; add yours with: npx ledger local target add NAME --url http://127.0.0.1:PORT');
+    return 0;
+  }
+  print(table(['name', 'url', 'max runs', 'secret', 'added'], targets.map((target) => [target.name, target.url, target.maxConcurrentRuns === undefined ? '-' : String(target.maxConcurrentRuns), target.secret ? 'yes' : 'no', target.addedAt])));
+  return 0;
+}
+
+async function remove(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
+  const { values, positionals } = parseArgs({ args: [...args], allowPositionals: true, options: { force: { type: 'boolean', default: false } } });
+  const name = onlyName(positionals, 'remove');
+  const nameProblem = localTargetNameProblem(name);
+  if (nameProblem) throw new LocalTargetError(nameProblem);
+  const targets = readLocalTargets(deps.stateDir);
+  if (!targets.some((target) => target.name === name)) throw new LocalTargetError(shown`no local target named ${name}; npx ledger local target list shows them`);
+  const state = deps.running();
+  if (state) {
+    const inFlight = await runsInFlight(deps, name);
+    if (inFlight.length > 0 && !values.force) {
+      throw new LocalTargetError(
+        shown`${name} has ${inFlight.length === RUNS_CHECKED ? `${RUNS_CHECKED} or more` : String(inFlight.length)} run(s) in flight (${inFlight.slice(0, 3).join(', ')}); ` +
+          'wait for them, cancel them, or --force (their runs go unknown, never failed: nothing can look them up any more)',
+      );
+    }
+    await withRegistry(state, (registry) => registry.deleteTarget(name));
+  }
+  writeLocalTargets(deps.stateDir, targets.filter((target) => target.name !== name));
+  print(`removed local target ${name}${state ? '' : ' (the local platform is not running)'}`);
+  return 0;
+}
+
+/** How many runs in flight the check reads at most (one page of the operator's list). */
+const RUNS_CHECKED = 100;
+
+/** Dispatches of `target` submitted and not over: the ledger's own list, as the operator. */
+async function runsInFlight(deps: LocalTargetDeps, target: string): Promise<string[]> {
+  const client = await deps.connectTo({});
+  const answer = await client.raw('listDispatches', { query: { target, phase: 'submitted', limit: String(RUNS_CHECKED) }, as: 'operator' });
+  if (answer.status !== 200) throw new LocalTargetError(`the ledger did not list ${target}'s dispatches (HTTP ${answer.status}): nothing was removed`);
+  const items = (answer.body as { items?: Array<{ dispatchId?: unknown; status?: unknown }> }).items ?? [];
+  const over: readonly unknown[] = FINAL_RUN_STATUSES;
+  return items.filter((item) => !over.includes(item.status)).map((item) => String(item.dispatchId));
+}
+
+async function withRegistry<T>(state: LocalState, work: (registry: LedgerTable, secrets: ReturnType<typeof localClients>['secrets']) => Promise<T>): Promise<T> {
+  if (!state.info || !state.ledgerTable) throw new LocalTargetError('the running local platform did not say where its table is: restart it (npx ledger local down, then up)');
+  const clients = localClients({ dynamodbEndpoint: state.info.dynamodbEndpoint, sqsEndpoint: state.info.sqsEndpoint, s3Endpoint: state.info.s3Endpoint, motoEndpoint: state.info.eventBridgeEndpoint });
+  try {
+    const registry = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: state.ledgerTable, retentionSeconds: 0 });
+    return await work(registry, clients.secrets);
+  } finally {
+    clients.destroy();
+  }
+}
+
+function onlyName(positionals: readonly string[], command: string): string {
+  const [name, ...extra] = positionals;
+  if (name === undefined) throw new LocalTargetError(`local target ${command} needs the target's NAME\n${LOCAL_TARGET_USAGE}`);
+  if (extra.length > 0) throw new LocalTargetError(shown`local target ${command} takes one NAME, not ${extra.join(' ')}`);
+  return name;
+}
+
+function limitOf(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1 || value > MAX_CONCURRENT_RUNS_LIMIT) {
+    throw new LocalTargetError(shown`--max-concurrent-runs must be a whole number from 1 to ${MAX_CONCURRENT_RUNS_LIMIT.toLocaleString('en-US')}, not ${text}`);
+  }
+  return value;
+}
