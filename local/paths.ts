@@ -1,16 +1,19 @@
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { localStateDir } from '@dispatch-ledger/client';
 
 /** The project root (the folder holding package.json), wherever the command is run from. */
 export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /**
- * Where `ledger local up` keeps what `down` needs (pids, endpoints) and its logs.
- * Git-ignored; `LEDGER_STATE_DIR` moves it (tests use a private one so they never touch a running platform).
+ * Where `ledger local up` keeps what `down` needs (pids, endpoints) and its logs: `<cwd>/.ledger/local`,
+ * never beside the CLI's own code (an installed CLI's is inside node_modules). `LEDGER_STATE_DIR` moves
+ * it (tests use a private one so they never touch a running platform). The client's `local: true` reads
+ * the same place: one definition, the client's.
  */
-export function stateDir(env: NodeJS.ProcessEnv = process.env): string {
-  return env.LEDGER_STATE_DIR ? resolve(env.LEDGER_STATE_DIR) : join(projectRoot, '.ledger', 'local');
+export function stateDir(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): string {
+  return localStateDir(env, cwd);
 }
 
 /**

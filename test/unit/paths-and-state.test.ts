@@ -13,7 +13,9 @@ describe('local paths', () => {
   });
 
   it('keeps the platform state in the git-ignored .ledger folder unless LEDGER_STATE_DIR says otherwise', () => {
-    expect(stateDir({})).toBe(join(projectRoot, '.ledger', 'local'));
+    // <cwd>/.ledger/local, wherever the CLI's own code is (CONTRACT §16: never inside node_modules).
+    expect(stateDir({}, '/work/app')).toBe(join('/work/app', '.ledger', 'local'));
+    expect(stateDir({})).toBe(join(process.cwd(), '.ledger', 'local'));
     expect(stateDir({ LEDGER_STATE_DIR: '/tmp/s' })).toBe('/tmp/s');
   });
 });

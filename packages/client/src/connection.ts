@@ -100,11 +100,20 @@ function readJson<T>(file: string, what: string): T {
   }
 }
 
+/**
+ * Where `ledger local up` keeps the local platform's state (pids, endpoints, logs): `$LEDGER_STATE_DIR`,
+ * else `<cwd>/.ledger/local`. The CLI and `local: true` both read it here.
+ */
+export function localStateDir(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): string {
+  const chosen = env['LEDGER_STATE_DIR'];
+  return chosen ? resolve(chosen) : join(cwd, '.ledger', 'local');
+}
+
 /** The local platform as `ledger local up` left it: its state file, and its credentials under `--sigv4`. */
 function localConnection(local: NonNullable<LedgerClientOptions['local']>): Connection {
   let info: LocalEndpoints;
   if (local === true) {
-    const dir = process.env['LEDGER_STATE_DIR'] ? resolve(process.env['LEDGER_STATE_DIR']) : join(process.cwd(), '.ledger', 'local');
+    const dir = localStateDir();
     const state = readJson<LocalState>(join(dir, 'state.json'), 'the local platform (start it with: npx ledger local up --detach)');
     if (state.status !== 'ready' || !state.info) throw new LedgerConfigError(`the local platform in ${dir} is not ready (${state.status ?? 'no status'})`);
     info = state.info;

@@ -4,6 +4,7 @@
  */
 export { createLedgerClient, type ClaimOptions, type DeliverHandler, type DeliverOutcome, type DispatchRequest, type Endpoints, type LedgerClient, type RawCall } from './client.js';
 export type { CallAs, LedgerClientOptions, LocalEndpoints, StackDescription } from './connection.js';
+export { localStateDir } from './connection.js';
 export {
   isLedgerApiError,
   isLedgerConfigError,
