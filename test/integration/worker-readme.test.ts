@@ -1,10 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
@@ -13,15 +12,16 @@ import { eventually, startTestPlatform, type TestPlatform } from '../support/pla
 
 /**
  * The example of packages/worker/README.md, as written: its fenced block is written to a file of its own,
- * run by node (with tsx) in a process of its own, registered as a target, and sent a dispatch.
+ * run by plain node (no tsx: the package is built JavaScript) in a process of its own, registered as a
+ * target, and sent a dispatch.
  */
 const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../packages/worker');
 
-/** The first ```ts block under "## Example". */
+/** The first ```js block under "## Example". */
 function exampleOf(readme: string): string {
   const section = readme.slice(readme.indexOf('## Example'));
-  const block = /```ts\n([\s\S]*?)```/.exec(section);
-  if (!block?.[1]) throw new Error('no ```ts block under "## Example" in packages/worker/README.md');
+  const block = /```js\n([\s\S]*?)```/.exec(section);
+  if (!block?.[1]) throw new Error('no ```js block under "## Example" in packages/worker/README.md');
   return block[1];
 }
 
@@ -52,10 +52,9 @@ describe('the worker kit README', () => {
     mkdirSync(join(workDir, 'node_modules', '@dispatch-ledger'), { recursive: true });
     symlinkSync(PACKAGE_DIR, join(workDir, 'node_modules', '@dispatch-ledger', 'worker'), 'dir');
     writeFileSync(join(workDir, 'package.json'), JSON.stringify({ name: 'readme-example', type: 'module', private: true }));
-    writeFileSync(join(workDir, 'example.ts'), example);
+    writeFileSync(join(workDir, 'worker.mjs'), example);
 
-    const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-    const started = spawn(process.execPath, ['--import', tsx, 'example.ts'], { cwd: workDir, env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const started = spawn(process.execPath, ['worker.mjs'], { cwd: workDir, env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
     child = started;
     let stdout = '';
     let stderr = '';
