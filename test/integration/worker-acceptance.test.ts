@@ -1,6 +1,7 @@
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorker, memoryStore, type ListeningWorker, type RunFunction } from '@dispatch-ledger/worker';
+import { createLambdaWorker } from '@dispatch-ledger/worker/lambda';
 import type { LocalLambdaHandler } from '../../local/runtime/lambda-invoke.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { uniqueName } from '../support/engines.js';
@@ -29,7 +30,7 @@ let http: ListeningWorker;
 
 beforeAll(async () => {
   t = await startTestPlatform({}, {
-    lambdaTargets: [{ name: 'kit-acceptance', timeoutSeconds: 60, handler: (event, context) => (handler ??= createWorker({ name: 'kit-acceptance', run }).lambdaHandler)(event, context) }],
+    lambdaTargets: [{ name: 'kit-acceptance', timeoutSeconds: 60, handler: (event, context) => (handler ??= createLambdaWorker({ name: 'kit-acceptance', run }))(event, context) }],
   });
   // The kit keeps its runs in the platform's kit table (KIT_RUN_TABLE): the ledger's lookups read it there.
   const table = new LedgerTable(DynamoDBDocumentClient.from(t.clients.dynamodb), { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });

@@ -3,7 +3,8 @@ import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorker, dynamoRunStore, fetchTransport, RunCancelledError, type LambdaRunStore, type RunFunction, type Transport, type Worker } from '@dispatch-ledger/worker';
+import { fetchTransport, RunCancelledError, type RunFunction, type Transport } from '@dispatch-ledger/worker';
+import { createLambdaWorker, dynamoRunStore, type LambdaHandler, type LambdaRunStore } from '@dispatch-ledger/worker/lambda';
 import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
@@ -26,7 +27,7 @@ let runtime: LocalLambda;
 let stateTable: string;
 let documents: DynamoDBDocumentClient;
 let store: LambdaRunStore;
-let worker: Worker;
+let handler: LambdaHandler;
 const calls = new Map<string, number>();
 const aborts = new Map<string, unknown>();
 const gates = new Map<string, () => void>();
@@ -90,7 +91,7 @@ beforeAll(async () => {
         timeoutMs: 60_000,
         handler: async (event, context) => {
           deliveries.push({ event, requestId: context.awsRequestId });
-          await worker.lambdaHandler(event, context);
+          await handler(event, context);
         },
       },
     ],
@@ -106,7 +107,7 @@ beforeAll(async () => {
     new CreateTableCommand({ TableName: stateTable, BillingMode: 'PAY_PER_REQUEST', AttributeDefinitions: [{ AttributeName: 'runId', AttributeType: 'S' }], KeySchema: [{ AttributeName: 'runId', KeyType: 'HASH' }] }),
   );
   store = dynamoRunStore({ tableName: stateTable, client: t.clients.dynamodb });
-  worker = createWorker({ name: 'kit-lambda', run, lambdaStore: store, transport: recording, log: () => undefined });
+  handler = createLambdaWorker({ name: 'kit-lambda', run, store, transport: recording, log: () => undefined });
   await table.putTarget({ name: FUNCTION, kind: 'lambda', functionArn: ARN, timeoutSeconds: 60, stateTable });
 });
 afterAll(async () => {
@@ -156,8 +157,8 @@ describe('the worker kit as a Lambda on the local platform', () => {
 
     // Lambda delivers the same event again (a retry, a duplicate invoke), under a new request id and the old one.
     const { event, requestId } = submissionOf(runId);
-    await worker.lambdaHandler(event, context('duplicate-1'));
-    await worker.lambdaHandler(event, context(requestId));
+    await handler(event, context('duplicate-1'));
+    await handler(event, context(requestId));
     expect(calls.get(runId)).toBe(1);
     expect((await store.get(runId))?.seq).toBe(seqBefore);
 
@@ -178,7 +179,7 @@ describe('the worker kit as a Lambda on the local platform', () => {
 
     // Lambda retries the invocation (same request id): the earlier try is gone as far as Lambda knows.
     const { event, requestId } = submissionOf(runId);
-    await worker.lambdaHandler(event, context(requestId));
+    await handler(event, context(requestId));
     const failed = await viewWhen(message.dispatchId, (view) => view.execution.status === 'failed');
     expect(failed.execution).toMatchObject({ status: 'failed', nativeStatus: 'worker_restarted', result: { summary: 'worker_restarted' } });
     const item = await store.get(runId);

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createWorker, memoryLambdaStore, memoryStore, type LambdaContextLike, type LambdaRunStore, type ListeningWorker, type RunFunction, type Transport } from '@dispatch-ledger/worker';
+import { createWorker, memoryStore, type ListeningWorker, type RunFunction, type Transport } from '@dispatch-ledger/worker';
+import { createLambdaWorker, memoryLambdaStore, type LambdaContextLike, type LambdaRunStore } from '@dispatch-ledger/worker/lambda';
 import { eventually } from '../support/eventually.js';
 
 // The worker kit hands the dispatch message's trace context (CONTRACT §1 v2) to `run` as
@@ -66,15 +67,15 @@ describe('createWorker().listen: ctx.traceparent', () => {
   });
 });
 
-describe('createWorker().lambdaHandler: ctx.traceparent', () => {
+describe('createLambdaWorker(): ctx.traceparent', () => {
   let invocations = 0;
   const context = (): LambdaContextLike => ({ awsRequestId: `req-${++invocations}`, getRemainingTimeInMillis: () => 60_000 });
 
   function lambdaWorker(task: Record<string, unknown> = {}): { readonly seen: Map<string, string | undefined>; readonly store: LambdaRunStore; readonly handler: (event: unknown) => Promise<void> } {
     const { seen, run } = recordingRun();
     const store = memoryLambdaStore();
-    const worker = createWorker({ name: 'traced-lambda', run, lambdaStore: store, transport: ledgerStandIn(task), log: () => undefined });
-    return { seen, store, handler: (event) => worker.lambdaHandler(event, context()) };
+    const lambda = createLambdaWorker({ name: 'traced-lambda', run, store, transport: ledgerStandIn(task), log: () => undefined });
+    return { seen, store, handler: (event) => lambda(event, context()) };
   }
 
   it('is the payload field traceparent, undefined without one or with a malformed one', async () => {

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createWorker, memoryLambdaStore, memoryStore, type Clock, type LambdaContextLike, type ListeningWorker, type RunFunction, type Transport } from '@dispatch-ledger/worker';
+import { createWorker, memoryStore, type Clock, type ListeningWorker, type RunFunction, type Transport } from '@dispatch-ledger/worker';
+import { createLambdaWorker, memoryLambdaStore, type LambdaContextLike } from '@dispatch-ledger/worker/lambda';
 import { CallbackClient } from '../../packages/worker/src/callbacks.js';
 import { HeartbeatCoalescer, MAX_TIMER_MS, heartbeatIntervalMs, systemClock, timerDelayMs } from '../../packages/worker/src/heartbeat.js';
 import { clipForMessage, MAX_QUOTED_CHARS } from '../../packages/worker/src/model.js';
@@ -126,9 +127,9 @@ describe('the worker kit: submission timeouts are bounded like the ledger bounds
 
   it('the Lambda handler refuses an over-bound timeout as not a submission, and writes no item', async () => {
     const store = memoryLambdaStore();
-    const worker = createWorker({ name: 'bounded-lambda', run: async () => undefined, lambdaStore: store, transport: ledgerStandIn, log: () => undefined });
+    const lambda = createLambdaWorker({ name: 'bounded-lambda', run: async () => undefined, store, transport: ledgerStandIn, log: () => undefined });
     const context: LambdaContextLike = { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 60_000 };
-    await expect(worker.lambdaHandler({ ...submissionFactory('d-lambda-over', { timeouts: { stallAfterSeconds: 10_737_419 } }), runId: 'd-lambda-over:1' }, context)).rejects.toThrow(
+    await expect(lambda({ ...submissionFactory('d-lambda-over', { timeouts: { stallAfterSeconds: 10_737_419 } }), runId: 'd-lambda-over:1' }, context)).rejects.toThrow(
       `not a Dispatch Ledger submission: timeouts.stallAfterSeconds: at most ${MAX_TIMEOUT_SECONDS} seconds (30 days)`,
     );
     expect(await store.get('d-lambda-over:1')).toBeUndefined();

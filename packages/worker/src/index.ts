@@ -6,18 +6,7 @@
 export { createWorker, readRequestText, type RequestText, type ListeningWorker, type OpenWorker, type Worker, type WorkerAnswer, type WorkerOptions, type WorkerRequest } from './server.js';
 export { RunCancelledError, type RunContext, type RunFunction, type RunOutput } from './runs.js';
 export { fileStore, memoryStore, StoreReadError, type CreateOutcome, type FileStoreOptions, type ListedRecords, type RunStore } from './store.js';
-export { createLambdaHandler, type LambdaContextLike, type LambdaHandler, type LambdaHandlerOptions } from './lambda.js';
-export {
-  dynamoRunStore,
-  memoryLambdaStore,
-  LambdaItemError,
-  type DynamoRunStoreOptions,
-  type LambdaApproval,
-  type LambdaCreateOutcome,
-  type LambdaRunItem,
-  type LambdaRunState,
-  type LambdaRunStore,
-} from './lambda-store.js';
+export type { CommonWorkerOptions } from './options.js';
 export { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type SignableRequest, type Signer, type Sigv4SignerOptions } from './signer.js';
 export { DEFAULT_RETRY, fetchTransport, type RetryPolicy, type Transport } from './callbacks.js';
 export { refProblem, isSafeRef, MAX_REF_BYTES, type RefProblem } from '@dispatch-ledger/protocol';

@@ -7,8 +7,7 @@ import type { Clock } from './heartbeat.js';
 import { RunEngine, type RunFunction } from './runs.js';
 import type { Signer } from './signer.js';
 import { fileStore, type RunStore } from './store.js';
-import { createLambdaHandler, type LambdaHandler } from './lambda.js';
-import { dynamoRunStore, type LambdaRunStore } from './lambda-store.js';
+import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
 import { clipForMessage, type Log, type LogLine } from './model.js';
 import { authorizerFor } from './auth.js';
 
@@ -18,39 +17,19 @@ import { authorizerFor } from './auth.js';
  */
 
 const MAX_BODY_BYTES = 2 * 1024 * 1024;
-const WORKER_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
-export interface WorkerOptions {
-  /** The worker's name: in its log lines, and the default store's directory. 1..64 of [A-Za-z0-9._-]. */
-  readonly name: string;
-  /** The work: called once per dispatch attempt with the task and the run's context. */
-  readonly run: RunFunction;
+export interface WorkerOptions extends CommonWorkerOptions {
   /** Where run state lives. @default fileStore({ dir: `${process.cwd()}/.worker-state/${name}` }) */
   readonly store?: RunStore;
-  /** Signs every callback, upload and task read (e.g. {@link sigv4Signer}). @default unsigned */
-  readonly signer?: Signer;
-  /** The stall window (seconds) heartbeats are coalesced for when a submission names none. @default 600, the ledger's default */
-  readonly stallHintSeconds?: number;
-  /** Structured log lines. @default warn and error lines as JSON on stderr */
-  readonly log?: Log;
-  /** How callbacks are retried. @default 5 min per callback, 30 min for a final event, 100 ms doubling to 5 s */
-  readonly retry?: Partial<RetryPolicy>;
-  /** How callbacks are sent. @default fetch */
-  readonly transport?: Transport;
-  /** Time for heartbeat coalescing and record stamps. @default the system clock */
-  readonly clock?: Clock;
   /**
    * The target's secret: the `authorization` header value the ledger sends this target (the value of
    * the secret its registration names, as stored — e.g. `Bearer …`). Given it, every request to the
    * HTTP server without exactly that header is answered 401 and changes nothing (CONTRACT V3 §8).
-   * Not used by `lambdaHandler`: a Lambda worker is reached through IAM (only principals allowed
-   * `lambda:InvokeFunction` invoke it). @default none: every caller is served
+   * A Lambda worker (`@dispatch-ledger/worker/lambda`) takes none: it is reached through IAM. @default none: every caller is served
    */
   readonly secret?: string;
   /** Instead of `secret`, during a rotation: `[current, previous]`, either accepted. */
   readonly secrets?: readonly string[];
-  /** Where `lambdaHandler` keeps run state. @default dynamoRunStore({ tableName: process.env.KIT_RUN_TABLE }), made at the first invocation */
-  readonly lambdaStore?: LambdaRunStore;
 }
 
 export interface ListeningWorker {
@@ -103,11 +82,6 @@ export interface Worker {
    * `listen` and `open` at a time (one live worker per store).
    */
   open(): Promise<OpenWorker>;
-  /**
-   * The same worker as a Lambda function (CONTRACT §12): `export const handler = worker.lambdaHandler`.
-   * Run state lives in `lambdaStore` (the run-state table of `ledger.addLambdaTarget`).
-   */
-  readonly lambdaHandler: LambdaHandler;
 }
 
 /**
@@ -125,27 +99,12 @@ export interface Worker {
  * const { url, close } = await worker.listen(8080);
  */
 export function createWorker(options: WorkerOptions): Worker {
-  if (!WORKER_NAME.test(options.name)) throw new RangeError(`worker name must be 1..64 characters of [A-Za-z0-9._-], got ${JSON.stringify(options.name)}`);
-  if (typeof options.run !== 'function') throw new TypeError('createWorker needs a run function');
+  checkWorkerOptions(options, 'createWorker');
   const { stallHintSeconds } = options;
-  if (stallHintSeconds !== undefined && !(Number.isFinite(stallHintSeconds) && stallHintSeconds > 0)) {
-    throw new RangeError(`stallHintSeconds must be a number of seconds > 0, got ${stallHintSeconds}`);
-  }
   const authorized = authorizerFor(options.secret, options.secrets);
   const log = safeLog(options.name, options.log);
   const store = options.store ?? fileStore({ dir: join(process.cwd(), '.worker-state', options.name) });
   let listening = false;
-  let lambdaStore = options.lambdaStore;
-  const lambdaHandler = createLambdaHandler({
-    run: options.run,
-    log,
-    signer: options.signer,
-    retry: options.retry,
-    transport: options.transport,
-    clock: options.clock,
-    stallHintSeconds,
-    store: () => (lambdaStore ??= dynamoRunStore({ tableName: process.env.KIT_RUN_TABLE ?? '' })),
-  });
 
   /** Starts the engine on the store and reports what a previous process left; `stop` undoes it. */
   const start = async (): Promise<{ readonly engine: RunEngine; readonly stop: () => Promise<void> }> => {
@@ -182,7 +141,6 @@ export function createWorker(options: WorkerOptions): Worker {
   };
 
   return {
-    lambdaHandler,
     async open() {
       const { engine, stop } = await start();
       const refusals = refusalLog(log);
@@ -459,17 +417,3 @@ function boundPort(address: AddressInfo | string | null): number {
 }
 
 /** A logger that throws must not take a request or a run down with it. */
-function safeLog(worker: string, log: Log | undefined): Log {
-  const sink: Log =
-    log ??
-    ((line: LogLine) => {
-      if (line.level === 'warn' || line.level === 'error') process.stderr.write(`${JSON.stringify(line)}\n`);
-    });
-  return (line) => {
-    try {
-      sink({ at: new Date().toISOString(), worker, ...line });
-    } catch {
-      // Deliberately ignored: logging is best effort.
-    }
-  };
-}
