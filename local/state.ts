@@ -62,13 +62,20 @@ export function readState(dir: string): LocalState | undefined {
   }
 }
 
-/** Written whole, then renamed: a reader never sees half a file. Mode 0600: it holds the status page's token. */
-export function writeState(dir: string, state: LocalState): void {
-  const file = stateFile(dir);
+/**
+ * A JSON file of the state directory, written whole and then renamed (a reader never sees half a file),
+ * readable by this user only from the moment it exists (mode 0600: these files hold tokens, keys, secrets).
+ */
+export function writePrivateJson(file: string, contents: unknown): void {
   const partial = `${file}.${process.pid}.tmp`;
   rmSync(partial, { force: true });
-  writeFileSync(partial, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  writeFileSync(partial, `${JSON.stringify(contents, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
   renameSync(partial, file);
+}
+
+/** The state `down` and the other commands read; it holds the status page's token. */
+export function writeState(dir: string, state: LocalState): void {
+  writePrivateJson(stateFile(dir), state);
 }
 
 export function clearState(dir: string): void {
@@ -102,10 +109,7 @@ export const credentialsFile = (dir: string): string => join(dir, 'credentials.j
  */
 export function writeCredentials(dir: string, contents: LocalCredentialsFile): string {
   const file = credentialsFile(dir);
-  const partial = `${file}.${process.pid}.tmp`;
-  rmSync(partial, { force: true });
-  writeFileSync(partial, `${JSON.stringify(contents, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
-  renameSync(partial, file);
+  writePrivateJson(file, contents);
   return file;
 }
 

@@ -1,9 +1,10 @@
-import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CreateSecretCommand, PutSecretValueCommand, ResourceExistsException, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { TARGET_NAME } from '@dispatch-ledger/protocol';
 import { z } from 'zod';
 import { MAX_CONCURRENT_RUNS_LIMIT, type HttpTargetRegistration } from '../shared/targets/port.js';
+import { writePrivateJson } from './state.js';
 
 /**
  * Targets a user registers on the local platform (`ledger local target add|list|remove`): their own
@@ -56,13 +57,9 @@ export function readLocalTargets(stateDir: string): LocalTarget[] {
   return checked.data.targets;
 }
 
-/** Written whole, then renamed, mode 0600 from the start. */
+/** Written whole, then renamed, mode 0600 from the start (it holds the targets' secrets). */
 export function writeLocalTargets(stateDir: string, targets: readonly LocalTarget[]): void {
-  const file = targetsFile(stateDir);
-  const partial = `${file}.${process.pid}.tmp`;
-  rmSync(partial, { force: true });
-  writeFileSync(partial, `${JSON.stringify({ targets }, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
-  renameSync(partial, file);
+  writePrivateJson(targetsFile(stateDir), { targets });
 }
 
 /** Why `name` cannot be a local target's name, or undefined. */
