@@ -75,9 +75,17 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
     addedAt: deps.now().toISOString(),
   };
   const state = deps.running();
-  // Registered on the running platform first: a target it refuses is not kept for the next start either.
-  if (state) await withRegistry(state, (registry, secrets) => registerLocalTarget(registry, secrets, target));
+  // The file first (it is checked as the next start will read it), then the running platform; if the
+  // platform refuses, the file goes back to what it was, so the two never disagree.
   writeLocalTargets(deps.stateDir, [...targets.filter((other) => other.name !== name), target]);
+  if (state) {
+    try {
+      await withRegistry(state, (registry, secrets) => registerLocalTarget(registry, secrets, target));
+    } catch (error) {
+      writeLocalTargets(deps.stateDir, targets);
+      throw error;
+    }
+  }
   print(`${existing ? 'replaced' : 'added'} local target ${name} → ${target.url}${maxConcurrentRuns === undefined ? '' : ` (at most ${maxConcurrentRuns} runs at once)`}${secret === undefined ? '' : ' with its secret'}`);
   print(state ? `registered on the running platform: npx ledger send --target ${name} --goal "…"` : 'the local platform is not running: it is registered at the next npx ledger local up');
   return 0;
@@ -109,8 +117,9 @@ async function remove(args: readonly string[], print: Print, deps: LocalTargetDe
   if (!targets.some((target) => target.name === name)) throw new LocalTargetError(shown`no local target named ${name}; npx ledger local target list shows them`);
   const state = deps.running();
   if (state) {
-    const inFlight = await runsInFlight(deps, name);
-    if (inFlight.length > 0 && !values.force) {
+    // --force: removed whatever runs it has (they go unknown); else one run in flight is enough to refuse.
+    const inFlight = values.force ? [] : await runsInFlight(deps, name);
+    if (inFlight.length > 0) {
       throw new LocalTargetError(
         shown`${name} has ${inFlight.length === RUNS_CHECKED ? `${RUNS_CHECKED} or more` : String(inFlight.length)} run(s) in flight (${inFlight.slice(0, 3).join(', ')}); ` +
           'wait for them, cancel them, or --force (their runs go unknown, never failed: nothing can look them up any more)',
@@ -123,17 +132,27 @@ async function remove(args: readonly string[], print: Print, deps: LocalTargetDe
   return 0;
 }
 
-/** How many runs in flight the check reads at most (one page of the operator's list). */
+/** How many runs in flight the check names at most before it stops reading: one is enough to refuse. */
 const RUNS_CHECKED = 100;
+/** Pages of the operator's list the check follows (a filtered page may come back empty with a cursor). */
+const PAGES_CHECKED = 200;
 
-/** Dispatches of `target` submitted and not over: the ledger's own list, as the operator. */
+/** Dispatches of `target` submitted and not over: the ledger's own list, as the operator, every page. */
 async function runsInFlight(deps: LocalTargetDeps, target: string): Promise<string[]> {
   const client = await deps.connectTo({});
-  const answer = await client.raw('listDispatches', { query: { target, phase: 'submitted', limit: String(RUNS_CHECKED) }, as: 'operator' });
-  if (answer.status !== 200) throw new LocalTargetError(`the ledger did not list ${target}'s dispatches (HTTP ${answer.status}): nothing was removed`);
-  const items = (answer.body as { items?: Array<{ dispatchId?: unknown; status?: unknown }> }).items ?? [];
   const over: readonly unknown[] = FINAL_RUN_STATUSES;
-  return items.filter((item) => !over.includes(item.status)).map((item) => String(item.dispatchId));
+  const found: string[] = [];
+  let cursor: string | null = null;
+  for (let page = 0; page < PAGES_CHECKED && found.length < RUNS_CHECKED; page += 1) {
+    const answer = await client.raw('listDispatches', { query: { target, phase: 'submitted', limit: '100', ...(cursor ? { cursor } : {}) }, as: 'operator' });
+    if (answer.status !== 200) throw new LocalTargetError(`the ledger did not list ${target}'s dispatches (HTTP ${answer.status}): nothing was removed`);
+    const body = answer.body as { items?: Array<{ dispatchId?: unknown; status?: unknown }>; cursor?: unknown };
+    found.push(...(body.items ?? []).filter((item) => !over.includes(item.status)).map((item) => String(item.dispatchId)));
+    cursor = typeof body.cursor === 'string' && body.cursor !== '' ? body.cursor : null;
+    if (cursor === null) return found.slice(0, RUNS_CHECKED);
+  }
+  if (found.length === 0) throw new LocalTargetError(`could not read all of ${target}'s dispatches in ${PAGES_CHECKED} pages: nothing was removed (--force removes it anyway)`);
+  return found.slice(0, RUNS_CHECKED);
 }
 
 async function withRegistry<T>(state: LocalState, work: (registry: LedgerTable, secrets: ReturnType<typeof localClients>['secrets']) => Promise<T>): Promise<T> {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { checkPrerequisites } from '../local/engines/index.js';
 import { ensureDynamoDbLocal } from '../local/engines/dynamodb-local.js';
 import { isAlive, isOurs, stopPid, tailOf } from '../local/engines/process.js';
-import { clearState, readState, type LocalState } from '../local/state.js';
+import { clearState, ensureStateDir, readState, type LocalState } from '../local/state.js';
 
 export class LocalPlatformError extends Error {
   override readonly name = 'LocalPlatformError';
@@ -47,6 +47,7 @@ export async function localUp(options: {
   // Fetch the jar here rather than in the supervisor, so a first run shows what it is waiting for.
   await ensureDynamoDbLocal({ log: options.progress });
 
+  ensureStateDir(stateDir);
   mkdirSync(join(stateDir, 'logs'), { recursive: true });
   clearState(stateDir);
   const logFile = join(stateDir, 'logs', 'platform.log');

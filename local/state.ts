@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LocalCredentials } from './runtime/sigv4.js';
 
@@ -60,6 +60,16 @@ export function readState(dir: string): LocalState | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Makes the state directory (it sits in the user's own project, `<cwd>/.ledger/local`) with a
+ * `.gitignore` that keeps all of it out of git: it holds keys, tokens and target secrets.
+ */
+export function ensureStateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  const ignore = join(dir, '.gitignore');
+  if (!existsSync(ignore)) writeFileSync(ignore, '# Dispatch Ledger local state: keys, tokens and secrets. Never commit it.\n*\n');
 }
 
 /**

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { cacheDir } from '../paths.js';
 import { IntegrityError } from './errors.js';
-import { answersHttp, freePort, requireTool, spawnEngine, waitUntilReady, type SpawnedEngine } from './process.js';
+import { answersHttp, freePort, requireTool, spawnEngine, stopPid, waitUntilReady, type SpawnedEngine } from './process.js';
 
 const run = promisify(execFile);
 
@@ -121,6 +121,12 @@ export async function startDynamoDbLocal(options: {
     { logFile: options.logFile, cwd: dir },
   );
   const endpoint = `http://127.0.0.1:${port}`;
-  await waitUntilReady(engine, () => answersHttp(endpoint), 60_000);
+  try {
+    await waitUntilReady(engine, () => answersHttp(endpoint), 60_000);
+  } catch (error) {
+    // Started detached: an engine that never came up is stopped here, not left behind.
+    await stopPid(engine.pid);
+    throw error;
+  }
   return { ...engine, endpoint, port };
 }

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -7,7 +7,7 @@ import { createWorker, memoryStore, type ListeningWorker } from '@dispatch-ledge
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localTarget, type LocalTargetDeps } from '../../cli/local-targets.js';
 import type { LocalState } from '../../local/state.js';
-import { MAX_LOCAL_SECRET_BYTES, targetsFile } from '../../local/targets.js';
+import { MAX_LOCAL_SECRET_BYTES, readLocalTargets, targetsFile, writeLocalTargets } from '../../local/targets.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { uniqueName } from '../support/engines.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -77,6 +77,8 @@ afterAll(async () => {
   release();
   await worker?.close();
   await t?.stop();
+  // It holds the secret.
+  rmSync(stateDir, { recursive: true, force: true });
 });
 
 const send = async (target: string, goal: string, timeouts?: Record<string, number>): Promise<string> => {
@@ -98,11 +100,15 @@ describe('ledger local target', () => {
     expect(listed.lines.join('\n')).not.toContain(SECRET);
     expect((await ledger('list')).lines.join('\n')).not.toContain(SECRET);
     expect(readFileSync(targetsFile(stateDir), 'utf8')).toContain(SECRET);
+    expect(statSync(targetsFile(stateDir)).mode & 0o777).toBe(0o600);
   });
 
   it('refuses bad input with a clear error and changes nothing: neither the file nor the table', async () => {
     const long = join(stateDir, 'long.txt');
     writeFileSync(long, 'x'.repeat(MAX_LOCAL_SECRET_BYTES + 10));
+    // One byte over, with its newline: within the file's size slack, still over the secret's bound.
+    const justOver = join(stateDir, 'just-over.txt');
+    writeFileSync(justOver, `${'x'.repeat(MAX_LOCAL_SECRET_BYTES + 1)}\n`);
     const empty = join(stateDir, 'empty.txt');
     writeFileSync(empty, '\n');
     const cases: Array<{ args: string[]; says: RegExp }> = [
@@ -122,6 +128,8 @@ describe('ledger local target', () => {
       { args: ['add', 'other', '--url', 'http://127.0.0.1:9999', '--secret-file', join(stateDir, 'nope')], says: /no such file/ },
       { args: ['add', 'other', '--url', 'http://127.0.0.1:9999', '--secret-file', empty], says: /is empty/ },
       { args: ['add', 'other', '--url', 'http://127.0.0.1:9999', '--secret-file', long], says: /over 4096 bytes/ },
+      { args: ['add', 'other', '--url', 'http://127.0.0.1:9999', '--secret-file', justOver], says: /over 4096 bytes/ },
+      { args: ['add', 'other', '--url', `http://127.0.0.1:9999/${'a'.repeat(2_100)}`], says: /over 2048 characters/ },
       { args: ['add', 'other', '--url', 'http://127.0.0.1:9999', '--max-concurrent-runs', '0'], says: /from 1 to 10,000, not 0/ },
       { args: ['add', 'other', '--url', 'http://127.0.0.1:9999', '--max-concurrent-runs', '10001'], says: /not 10001/ },
       { args: ['add', 'other', '--url', 'http://127.0.0.1:9999', '--max-concurrent-runs', 'lots'], says: /not lots/ },
@@ -168,5 +176,23 @@ describe('ledger local target', () => {
     expect(lost.execution.status).toBe('unknown');
     expect(lost.phase).toBe('submitted');
     expect(existsSync(targetsFile(stateDir))).toBe(true);
+  });
+
+  it('takes a default port, makes a state directory that git ignores, and refuses a hand-edited file holding what add would refuse', async () => {
+    const fresh = join(mkdtempSync(join(tmpdir(), 'ledger-fresh-')), '.ledger', 'local');
+    try {
+      const lines: string[] = [];
+      await localTarget(['add', 'on-eighty', '--url', 'http://127.0.0.1:80'], (line) => void lines.push(line), { ...deps(), stateDir: fresh, running: () => undefined });
+      expect(lines[0]).toBe('added local target on-eighty → http://127.0.0.1');
+      expect(readFileSync(join(fresh, '.gitignore'), 'utf8')).toMatch(/^\*$/m);
+      // Edited by hand to a non-loopback URL: the next start (and every command) refuses it, naming why, never quoting secrets.
+      writeLocalTargets(fresh, []);
+      writeFileSync(targetsFile(fresh), JSON.stringify({ targets: [{ name: 'edited', url: 'http://10.0.0.5:80', addedAt: 'x', secret: 'Bearer s3cret' }] }));
+      expect(() => readLocalTargets(fresh)).toThrow(/holds a target add would refuse: its url: 10\.0\.0\.5 is not the loopback/);
+      writeFileSync(targetsFile(fresh), '{"targets": [{"name": "x", "secret": "Bearer s3cret"');
+      expect(() => readLocalTargets(fresh)).toThrow(/is not JSON; fix or remove it$/);
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   });
 });
