@@ -68,12 +68,19 @@ describe('intake: every message ends as exactly one effect', () => {
 
     const concurrent = await Promise.allSettled([takeDispatchMessage(environment(), record), takeDispatchMessage(environment(), record)]);
 
-    // One takes it; the other is handed back to SQS (in progress), never acknowledged while the first is in flight.
+    // One takes it. The other, if it overlapped the first, is handed back to SQS (in progress), never
+    // acknowledged while the first is in flight; if it came after the first was done (two Lambda
+    // environments are not in step: three test files at once made that happen, 2026-12-05), it is a duplicate.
     const taken = concurrent.flatMap((result) => (result.status === 'fulfilled' ? [result.value.outcome] : []));
     const handedBack = concurrent.flatMap((result) => (result.status === 'rejected' ? [result.reason] : []));
-    expect(taken).toEqual(['submitted']);
-    expect(handedBack).toHaveLength(1);
-    expect(handedBack[0]).toBeInstanceOf(DispatchInProgressError);
+    expect(taken.filter((outcome) => outcome === 'submitted')).toEqual(['submitted']);
+    if (handedBack.length === 1) {
+      expect(taken).toEqual(['submitted']);
+      expect(handedBack[0]).toBeInstanceOf(DispatchInProgressError);
+    } else {
+      expect(handedBack).toEqual([]);
+      expect([...taken].sort()).toEqual(['duplicate', 'submitted']);
+    }
 
     // The third delivery, through the queue and the platform's own intake handler: a no-op.
     const third = await t.send(body);
