@@ -8,7 +8,7 @@ import { createLedgerClient } from '@dispatch-ledger/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localTarget } from '../../cli/local-targets.js';
 import { projectRoot } from '../../local/paths.js';
-import { stateDirOf } from '../support/client-script.js';
+import { ORIGIN_SCRIPT, roundTripped, stateDirOf } from '../support/client-script.js';
 import { eventually } from '../support/eventually.js';
 import { uniqueName } from '../support/engines.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -43,25 +43,6 @@ const { url } = await worker.listen(0);
 console.log(JSON.stringify({ url }));
 `;
 
-const ORIGIN = `
-import { createLedgerClient, isLedgerApiError } from '@dispatch-ledger/client';
-const dispatchId = process.env.DISPATCH_ID;
-const ledger = createLedgerClient({ origin: 'planner', local: true });
-await ledger.dispatch({ dispatchId, target: 'packed', task: { goal: 'from a fresh project' }, expectedEvidence: ['out/report.md'], resultDelivery: 'inject' });
-let view;
-for (let tries = 0; tries < 240; tries += 1) {
-  view = await ledger.check(dispatchId).catch(() => undefined);
-  if (view && view.evidence.outcome === 'handled' && view.result) break;
-  await new Promise((resolve) => setTimeout(resolve, 250));
-}
-const seen = [];
-const outcome = await ledger.inbox.deliver({ mode: 'inject', max: 10, waitSeconds: 5 }, async (results) => { seen.push(...results.map((result) => result.dispatchId)); });
-const after = await ledger.check(dispatchId);
-let missing;
-try { await ledger.check('no-such'); } catch (error) { missing = { api: isLedgerApiError(error), status: error.status }; }
-ledger.close();
-console.log(JSON.stringify({ evidence: view.evidence.outcome, summary: view.execution.result?.summary, outcome, seen, ownerDelivery: { state: after.ownerDelivery.state, basis: after.ownerDelivery.basis }, missing }));
-`;
 
 const TYPED = `
 import { FINAL_RUN_STATUSES, isFinalRunStatus, type RunStatus } from '@dispatch-ledger/protocol';
@@ -105,7 +86,7 @@ beforeAll(async () => {
   await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...tarballs, `@types/node@${versionOf('@types/node')}`, `typescript@${versionOf('typescript')}`], { cwd: app, timeout: 300_000 });
   installSeconds = (Date.now() - started) / 1000;
   writeFileSync(join(app, 'worker.mjs'), WORKER);
-  writeFileSync(join(app, 'origin.mjs'), ORIGIN);
+  writeFileSync(join(app, 'origin.mjs'), ORIGIN_SCRIPT);
   t = await startTestPlatform();
 }, 420_000);
 
@@ -153,15 +134,9 @@ describe('the packed packages in a fresh project', () => {
     expect(said[0]).toBe(`added local target packed → ${url}`);
 
     const dispatchId = uniqueName('d-packed');
-    const origin = await run(process.execPath, ['origin.mjs'], { cwd: app, env: { PATH: process.env['PATH'] ?? '', LEDGER_STATE_DIR: stateDir, DISPATCH_ID: dispatchId }, timeout: 120_000 });
-    expect(JSON.parse(origin.stdout)).toEqual({
-      evidence: 'handled',
-      summary: 'report written: from a fresh project',
-      outcome: { claimed: 1, acked: 1, leaseLost: false, notAcked: [] },
-      seen: [dispatchId],
-      ownerDelivery: { state: 'confirmed', basis: 'origin_ack' },
-      missing: { api: true, status: 404 },
-    });
+    const origin = await run(process.execPath, ['origin.mjs'], { cwd: app, env: { PATH: process.env['PATH'] ?? '', LEDGER_STATE_DIR: stateDir, DISPATCH_ID: dispatchId, TARGET: 'packed', TASK: JSON.stringify({ goal: 'from a fresh project' }) }, timeout: 120_000 });
+    expect(JSON.parse(origin.stdout)).toEqual(roundTripped(dispatchId));
+    expect((await t.view(dispatchId)).execution.result?.summary).toBe('report written: from a fresh project');
   }, 180_000);
 
   it('type-checks a strict TypeScript file against the installed .d.ts files', async () => {

@@ -18,11 +18,16 @@ export function stateDirOf(t: TestPlatform): string {
   return stateDir;
 }
 
-const SCRIPT = `
+/**
+ * An origin's round trip as a plain node ESM script: dispatch (to $TARGET, default the demo agent, with
+ * the task in $TASK), check until handled, `inbox.deliver`, and a 404. The packaging test runs it in a
+ * fresh project.
+ */
+export const ORIGIN_SCRIPT = `
 import { createLedgerClient, isLedgerApiError } from '@dispatch-ledger/client';
 const dispatchId = process.env.DISPATCH_ID;
 const ledger = createLedgerClient({ origin: 'planner', local: true });
-await ledger.dispatch({ dispatchId, target: 'demo-agent', task: { behavior: 'complete' }, expectedEvidence: ['out/report.md'], resultDelivery: 'inject' });
+await ledger.dispatch({ dispatchId, target: process.env.TARGET ?? 'demo-agent', task: JSON.parse(process.env.TASK ?? '{"behavior":"complete"}'), expectedEvidence: ['out/report.md'], resultDelivery: 'inject' });
 let view;
 for (let tries = 0; tries < 240; tries += 1) {
   view = await ledger.check(dispatchId).catch(() => undefined);
@@ -44,7 +49,7 @@ export async function clientRoundTrip(t: TestPlatform): Promise<{ readonly dispa
   const stateDir = stateDirOf(t);
   try {
     const dispatchId = uniqueName('d-client');
-    const { stdout } = await run(process.execPath, ['--input-type=module', '--eval', SCRIPT], {
+    const { stdout } = await run(process.execPath, ['--input-type=module', '--eval', ORIGIN_SCRIPT], {
       cwd: projectRoot,
       env: { PATH: process.env['PATH'] ?? '', LEDGER_STATE_DIR: stateDir, DISPATCH_ID: dispatchId },
       timeout: 120_000,
