@@ -1,6 +1,6 @@
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
-import { profileFromEnv } from '../shared/events/profile.js';
+import { eventsProfileFrom } from '@dispatch-ledger/cdk';
 import { DispatchLedgerStack } from './stack.js';
 
 /**
@@ -14,7 +14,7 @@ new DispatchLedgerStack(app, 'DispatchLedger', {
   // `npx cdk deploy -c exampleLambdaWorker=true`: also the example Lambda worker, as a lambda target.
   exampleLambdaWorker: app.node.tryGetContext('exampleLambdaWorker') === 'true' || app.node.tryGetContext('exampleLambdaWorker') === true,
   // `npx cdk deploy -c events=attention` (or `-c events="Dispatch Orphaned,Run Stalled"`): what goes on the bus (CONTRACT §3 v2).
-  ...(app.node.tryGetContext('events') === undefined ? {} : { ledger: { events: profileFromEnv(String(app.node.tryGetContext('events'))) } }),
+  ...(app.node.tryGetContext('events') === undefined ? {} : { ledger: { events: eventsProfileFrom(String(app.node.tryGetContext('events'))) } }),
   ...(process.env.CDK_DEFAULT_ACCOUNT && process.env.CDK_DEFAULT_REGION
     ? { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } }
     : {}),

@@ -1,12 +1,17 @@
+import { build, type BuildOptions, type Metafile } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { LEDGER_FUNCTIONS, type LedgerFunctionName } from './constructs/function-names.js';
+
+export { LEDGER_FUNCTIONS, type LedgerFunctionName };
 
 /** The repository root: entries, the lock file and the tsconfig are resolved from here. */
 export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
-/** The ledger's Lambda functions, each a thin handler under `functions/<name>/handler.ts`. */
-export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'retention', 'failures'] as const;
-export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
+/** Where `npm run build` puts the functions' bundles: shipped in `@dispatch-ledger/cdk` (docs/architecture.md "Packages"). */
+export const FUNCTIONS_DIST = path.join(PROJECT_ROOT, 'packages', 'cdk', 'dist', 'functions');
+/** The example Lambda worker's bundle (the repository's own stack deploys it; no package ships it). */
+export const EXAMPLE_WORKER_DIST = path.join(PROJECT_ROOT, 'examples', 'lambda-worker', 'dist');
 
 /**
  * The table, the evidence bucket, target secrets and lambda targets: what intake, the API and the monitor talk to —
@@ -95,3 +100,45 @@ export const ESBUILD_OPTIONS = {
   // shared/faults.ts is compiled out of every deployed bundle: no switch, message or variable can turn it on.
   define: { DISPATCH_LEDGER_DEPLOYED_BUNDLE: 'true' },
 } as const;
+
+/**
+ * ESBUILD_OPTIONS in esbuild's JS API: one ESM file per function, nothing external (the SDK is bundled
+ * at the pinned versions rather than taken from the runtime), paths relative to the repository so the
+ * output is the same wherever the repository is.
+ */
+export const functionBuildOptions = (): BuildOptions => ({
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: ESBUILD_OPTIONS.target,
+  minify: ESBUILD_OPTIONS.minify,
+  sourcemap: ESBUILD_OPTIONS.sourceMap,
+  mainFields: [...ESBUILD_OPTIONS.mainFields],
+  conditions: [...ESBUILD_OPTIONS.conditions],
+  banner: { js: ESBUILD_OPTIONS.banner },
+  define: { ...ESBUILD_OPTIONS.define },
+  legalComments: 'none',
+  absWorkingDir: PROJECT_ROOT,
+  write: true,
+  logLevel: 'warning',
+});
+
+/**
+ * Builds every ledger function to `<outDir>/<name>/index.mjs` (Lambda's handler `index.handler`) and
+ * returns each build's metafile. Deterministic: the same sources and lock file give the same bytes
+ * (the cdk package's test rebuilds and compares with what it ships).
+ */
+export async function buildFunctionBundles(outDir: string = FUNCTIONS_DIST): Promise<Record<LedgerFunctionName, Metafile>> {
+  const built = await Promise.all(
+    LEDGER_FUNCTIONS.map(async (name) => {
+      const result = await build({ ...functionBuildOptions(), entryPoints: [handlerEntry(name)], outfile: path.join(outDir, name, 'index.mjs'), metafile: true });
+      return [name, result.metafile] as const;
+    }),
+  );
+  return Object.fromEntries(built) as Record<LedgerFunctionName, Metafile>;
+}
+
+/** The example Lambda worker (examples/lambda-worker/handler.ts) to `<outDir>/index.mjs`, as the functions are built. */
+export async function buildExampleWorker(outDir: string = EXAMPLE_WORKER_DIST): Promise<void> {
+  await build({ ...functionBuildOptions(), entryPoints: [KIT_WORKER.entry], outfile: path.join(outDir, 'index.mjs') });
+}

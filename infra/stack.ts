@@ -1,7 +1,8 @@
 import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { DispatchLedger, type DispatchLedgerProps } from './constructs/dispatch-ledger.js';
-import { ExampleLambdaWorker } from './constructs/example-lambda-worker.js';
+// As a consumer's app does: the construct from its package (built by `npm run build`), not from infra/constructs.
+import { DispatchLedger, type DispatchLedgerProps } from '@dispatch-ledger/cdk';
+import { ExampleLambdaWorker } from './example-lambda-worker.js';
 import type { StackOutputName } from './outputs.js';
 
 export interface DispatchLedgerStackProps extends StackProps {

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { build, type BuildOptions, type Metafile } from 'esbuild';
-import { ESBUILD_OPTIONS, handlerEntry, KIT_WORKER, LEDGER_FUNCTIONS, PROJECT_ROOT, SDK_IMPORTS_OF, type LedgerFunctionName } from '../infra/bundling.js';
+import { build, type Metafile } from 'esbuild';
+import { functionBuildOptions, handlerEntry, KIT_WORKER, LEDGER_FUNCTIONS, PROJECT_ROOT, SDK_IMPORTS_OF, type LedgerFunctionName } from '../infra/bundling.js';
 
 /**
  * `npm run bundle:report`: the size of each function's bundle against a bundle of only the AWS SDK
@@ -69,27 +69,8 @@ export interface RequireTime {
   readonly maxMs: number;
 }
 
-/**
- * The options `infra/constructs/ledger-function.ts` hands to NodejsFunction, in esbuild's JS API
- * spelling (CDK's `banner` is the JS banner; `sourceMap: false` means no `sourcemap` at all), with
- * `externalModules: []`: nothing external, so the SDK is measured at the pinned versions.
- */
-const deployedOptions = (): BuildOptions => ({
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: ESBUILD_OPTIONS.target,
-  minify: ESBUILD_OPTIONS.minify,
-  sourcemap: ESBUILD_OPTIONS.sourceMap,
-  mainFields: [...ESBUILD_OPTIONS.mainFields],
-  conditions: [...ESBUILD_OPTIONS.conditions],
-  banner: { js: ESBUILD_OPTIONS.banner },
-  define: { ...ESBUILD_OPTIONS.define },
-  // Metafile paths relative to the repository wherever the script is started from.
-  absWorkingDir: PROJECT_ROOT,
-  write: true,
-  logLevel: 'warning',
-});
+/** The options the shipped bundles are built with (infra/bundling.ts). */
+const deployedOptions = functionBuildOptions;
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 

@@ -9,12 +9,12 @@ import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { INDEX } from '../../shared/adapters/ledger-table.js';
+import { INDEX } from '../../shared/adapters/ledger-items.js';
 import { COUNTS_KEY_PATTERN } from '../../shared/adapters/ledger-items.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
-import { MONITOR_TIMEOUT_SECONDS } from '../../shared/monitor/monitor.js';
+import { MONITOR_TIMEOUT_SECONDS } from '../../shared/monitor/timeout.js';
 import { MAX_ORIGIN_SETTINGS } from '../../shared/ledger/port.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
@@ -24,9 +24,9 @@ import { LedgerApi } from './ledger-api.js';
 import { LedgerFunction } from './ledger-function.js';
 import { LambdaFailureIntake } from './lambda-failure-intake.js';
 import { LedgerStorage } from './ledger-storage.js';
-import { acknowledgeNagFindings } from '../nag.js';
+import { acknowledgeNagFindings } from './nag.js';
 import { ObjectRetention } from './object-retention.js';
-import type { LedgerFunctionName } from '../bundling.js';
+import type { LedgerFunctionName } from './function-names.js';
 import { RunMonitor } from './run-monitor.js';
 
 /** An `http` target registered at deploy time (CONTRACT §8); more can be registered later with `ledger registry`. */

@@ -9,7 +9,7 @@ import { Construct } from 'constructs';
 import type { LedgerFunction } from './ledger-function.js';
 import { privateBucket } from './ledger-storage.js';
 import { EVENT_SOURCE } from '../../shared/events/names.js';
-import { PUBLISHED_KEY_PREFIXES } from '../../shared/adapters/stream-records.js';
+import { PUBLISHED_KEY_PREFIXES } from '../../shared/adapters/stream-keys.js';
 
 export interface EventPublisherProps {
   readonly publisher: LedgerFunction;

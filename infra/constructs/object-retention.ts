@@ -5,7 +5,7 @@ import { FilterCriteria, FilterRule, StartingPosition } from 'aws-cdk-lib/aws-la
 import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type { Bucket } from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
-import { TTL_REMOVER } from '../../shared/adapters/stream-records.js';
+import { TTL_REMOVER } from '../../shared/adapters/stream-keys.js';
 import { PutOnlyS3Destination } from './event-publisher.js';
 import type { LedgerFunction } from './ledger-function.js';
 

@@ -2,18 +2,14 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import type { StreamChange } from '../events/derive.js';
-import { decodeItem, KEY } from './ledger-items.js';
+import { decodeItem } from './ledger-items.js';
+import { PUBLISHED_KEY_PREFIXES, TTL_REMOVER } from './stream-keys.js';
+
+export { PUBLISHED_KEY_PREFIXES, TTL_REMOVER };
 
 type Image = NonNullable<DynamoDBRecord['dynamodb']>['NewImage'];
 // Lambda delivers images as AttributeValue JSON (binary as base64, which no ledger item holds).
 const decode = (image: Image) => decodeItem(image ? unmarshall(image as Record<string, AttributeValue>) : undefined);
-
-/**
- * Who DynamoDB names as the remover of an item its TTL deleted: the `userIdentity` of that REMOVE
- * record. A DeleteItem by anyone else carries no userIdentity. The retention function's event source
- * filter is built from it too.
- */
-export const TTL_REMOVER = { type: 'Service', principalId: 'dynamodb.amazonaws.com' } as const;
 
 /** True for a REMOVE record made by DynamoDB's TTL (as Lambda delivers it: `userIdentity.type`, `userIdentity.principalId`). */
 export function isTtlRemoval(record: DynamoDBRecord): boolean {
@@ -22,15 +18,6 @@ export function isTtlRemoval(record: DynamoDBRecord): boolean {
   if (record.eventName !== 'REMOVE' || typeof identity !== 'object' || identity === null) return false;
   return 'type' in identity && identity.type === TTL_REMOVER.type && 'principalId' in identity && identity.principalId === TTL_REMOVER.principalId;
 }
-
-/**
- * The partition-key prefixes of the items the publisher reads: a dispatch's items (its state, receipts
- * and attestations: events and counts) and rejections (events). The publisher's event source passes
- * only these (the stack's filter criteria are built from this list): the counter, slot, registry and
- * settings items publish nothing, and without the filter each write to the counters — the publisher's
- * own, once per batch — would wake the publisher again for nothing.
- */
-export const PUBLISHED_KEY_PREFIXES: readonly string[] = [KEY.state('').pk, KEY.rejection('').pk];
 
 /** True for a record of an item the publisher reads (`PUBLISHED_KEY_PREFIXES`), as the filter decides it. */
 export function isPublishedRecord(record: DynamoDBRecord): boolean {

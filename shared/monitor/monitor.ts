@@ -12,6 +12,7 @@ import { clip } from '../text.js';
 import { slotTotals } from '../dispatch/slots.js';
 import { crashPoint } from '../faults.js';
 import { settleEvidence } from './evidence-check.js';
+import { MONITOR_TIMEOUT_SECONDS } from './timeout.js';
 
 export { evidenceKey } from './evidence-check.js';
 
@@ -44,8 +45,7 @@ export interface ShardCursor {
 export const FAILED_RETRY_SECONDS = 15 * 60;
 /** The schedule's period when the deps do not say (the stack's default: one minute). */
 export const DEFAULT_PERIOD_SECONDS = 60;
-/** The monitor function's timeout, in AWS and on the local platform: a tick's budget is cut from what is left of it. */
-export const MONITOR_TIMEOUT_SECONDS = 120;
+export { MONITOR_TIMEOUT_SECONDS };
 /** Left at the end of a tick's budget for the pages in flight to finish (and the admissions after them). */
 export const TICK_MARGIN_SECONDS = 10;
 /** Due entries per page in production (a page is what one shard's work holds in memory). */

@@ -1,9 +1,29 @@
 import { describe, expect, it } from 'vitest';
 import { build } from 'esbuild';
-import { ESBUILD_OPTIONS, handlerEntry, LEDGER_FUNCTIONS, type LedgerFunctionName } from '../../infra/bundling.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { buildFunctionBundles, ESBUILD_OPTIONS, FUNCTIONS_DIST, handlerEntry, LEDGER_FUNCTIONS, type LedgerFunctionName } from '../../infra/bundling.js';
 import { BUDGET, measureBundles } from '../../scripts/bundle-report.js';
 
+/** A function's bundle as `@dispatch-ledger/cdk` ships it (`npm run build` made it; the first test holds it to a rebuild). */
+const shippedText = (name: LedgerFunctionName): string => readFileSync(path.join(FUNCTIONS_DIST, name, 'index.mjs'), 'utf8');
+
 describe('Lambda bundles (the deployed esbuild options)', () => {
+  it('ships, for every function, exactly what a rebuild from the sources makes (the build is deterministic, and no shipped bundle is stale)', async () => {
+    const again = mkdtempSync(path.join(tmpdir(), 'ledger-rebuild-'));
+    try {
+      await buildFunctionBundles(again);
+      for (const name of LEDGER_FUNCTIONS) {
+        const rebuilt = readFileSync(path.join(again, name, 'index.mjs'));
+        expect(rebuilt.length, name).toBeGreaterThan(100_000);
+        expect(rebuilt.equals(readFileSync(path.join(FUNCTIONS_DIST, name, 'index.mjs'))), `${name}: the shipped bundle differs from a rebuild`).toBe(true);
+      }
+    } finally {
+      rmSync(again, { recursive: true, force: true });
+    }
+  });
+
   it(`keeps every function within ${BUDGET} × a bundle of only the AWS SDK clients and commands it uses`, async () => {
     const report = await measureBundles();
     for (const name of LEDGER_FUNCTIONS) {
@@ -39,27 +59,19 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
   });
 
   it('leaves the operator-receipt schemas out of every bundle but the API: a schema is built on first use, and one no code uses is dropped (esbuild kept and built them all at import while they were plain module-level values)', async () => {
-    const bundleText = async (name: LedgerFunctionName): Promise<string> => {
-      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
-      return built.outputFiles.map((file) => file.text).join('');
-    };
     // Messages only the operator receipts' schemas (the request body and the stored receipt) carry.
     const RECEIPT_SCHEMA_TEXT = /verifiedBy is blank|does not match the receipt it covers/;
-    for (const name of ['intake', 'monitor', 'failures'] as const) expect(RECEIPT_SCHEMA_TEXT.test(await bundleText(name)), name).toBe(false);
+    for (const name of ['intake', 'monitor', 'failures'] as const) expect(RECEIPT_SCHEMA_TEXT.test(shippedText(name)), name).toBe(false);
     // The control: the API records and validates receipts, so its bundle has them.
-    expect(RECEIPT_SCHEMA_TEXT.test(await bundleText('api'))).toBe(true);
+    expect(RECEIPT_SCHEMA_TEXT.test(shippedText('api'))).toBe(true);
   });
 
   it('leaves the writes only other functions make (LedgerWrites: the accepted message, claims, rejections, deferrals, registrations) out of the API bundle: its table adapter is LedgerTableCore', async () => {
-    const bundleText = async (name: LedgerFunctionName): Promise<string> => {
-      const built = await build({ entryPoints: [handlerEntry(name)], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], minify: true, write: false, outfile: `${name}.mjs`, define: { ...ESBUILD_OPTIONS.define }, logLevel: 'silent' });
-      return built.outputFiles.map((file) => file.text).join('');
-    };
     // Minified class methods keep their names.
     const WRITES = /putAcceptedMessage|renewClaim|putRejection|deferDue|putLambdaFailure|putOriginSettings|putPrincipal/;
-    expect(WRITES.test(await bundleText('api'))).toBe(false);
+    expect(WRITES.test(shippedText('api'))).toBe(false);
     // The control: intake writes the accepted message, so its bundle has it.
-    expect(WRITES.test(await bundleText('intake'))).toBe(true);
+    expect(WRITES.test(shippedText('intake'))).toBe(true);
   });
 
   it('compiles the census fault-injection point out of every deployed bundle: nothing there can inject a fault', async () => {
@@ -71,7 +83,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     const FAULT_TEXT = /injected (crash|throttle|timeout|unavailability)/;
     // And the DynamoDB client carries no fault middleware at all (was: kept, asking nothing, in every bundle).
     for (const name of LEDGER_FUNCTIONS) {
-      const text = await bundleText(name, { ...ESBUILD_OPTIONS.define });
+      const text = shippedText(name);
       expect(FAULT_TEXT.test(text), `${name} injects faults`).toBe(false);
       expect(text, `${name} adds the fault middleware`).not.toContain('dispatchLedgerFaults');
     }
@@ -79,7 +91,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     expect(FAULT_TEXT.test(await bundleText('intake', {}))).toBe(true);
     expect(await bundleText('intake', {})).toContain('dispatchLedgerFaults');
     // Likewise the local platform's switch that lets an enforcing API reach loopback targets (--sigv4).
-    for (const name of ['intake', 'api', 'monitor'] as const) expect(await bundleText(name, { ...ESBUILD_OPTIONS.define }), name).not.toContain('LOCAL_TARGETS_ON_LOOPBACK');
+    for (const name of ['intake', 'api', 'monitor'] as const) expect(shippedText(name), name).not.toContain('LOCAL_TARGETS_ON_LOOPBACK');
     expect(await bundleText('api', {})).toContain('LOCAL_TARGETS_ON_LOOPBACK');
   });
 });

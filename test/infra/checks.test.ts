@@ -1,7 +1,7 @@
 import { Validations } from 'aws-cdk-lib';
 import { Bucket } from 'aws-cdk-lib/aws-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { nagAcknowledgements } from '../../infra/nag.js';
+import { nagAcknowledgements } from '@dispatch-ledger/cdk';
 import { cfnLint, synthesizeLedger, type Synthesized } from './synth.js';
 
 let synth: Synthesized;

@@ -2,7 +2,7 @@ import { App, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { DispatchLedger } from '../../infra/constructs/dispatch-ledger.js';
+import { DispatchLedger } from '@dispatch-ledger/cdk';
 import type { EventsProfile } from '../../shared/events/profile.js';
 
 /** CONTRACT §3 v2: the construct prop `events` decides what the publisher puts on the bus. */

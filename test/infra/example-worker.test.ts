@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { measureKitWorker } from '../../scripts/bundle-report.js';
-import { ExampleLambdaWorker } from '../../infra/constructs/example-lambda-worker.js';
+import { ExampleLambdaWorker } from '../../infra/example-lambda-worker.js';
 import { cfnLint, logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 
 /** The app with the example Lambda worker (`-c exampleLambdaWorker=true`), bundled as deployed. */

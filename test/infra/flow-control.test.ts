@@ -1,7 +1,7 @@
 import { App, Duration, Stack, Validations } from 'aws-cdk-lib';
 import { CfnFunction, Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DispatchLedger } from '../../infra/constructs/dispatch-ledger.js';
+import { DispatchLedger } from '@dispatch-ledger/cdk';
 import { DispatchLedgerStack } from '../../infra/stack.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';

@@ -2,7 +2,7 @@ import { App, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { DispatchLedger, type DispatchLedgerProps } from '../../infra/constructs/dispatch-ledger.js';
+import { DispatchLedger, type DispatchLedgerProps } from '@dispatch-ledger/cdk';
 
 /** CONTRACT §14: the construct prop `inboxShards` spreads an origin's inbox over more keys. */
 function environments(props: DispatchLedgerProps): Record<string, Record<string, unknown>> {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Match } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-table.js';
-import { CONTRACT_METRICS, FLOW_GAUGES } from '../../infra/constructs/ledger-alarms.js';
+import { CONTRACT_METRICS, FLOW_GAUGES } from '@dispatch-ledger/cdk';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { DispatchLedgerStack } from '../../infra/stack.js';
@@ -137,7 +137,7 @@ describe('DispatchLedger stack: functions, schedule, stream and API', () => {
     const { App, Stack } = await import('aws-cdk-lib');
     const { Runtime } = await import('aws-cdk-lib/aws-lambda');
     const { Duration } = await import('aws-cdk-lib');
-    const { LedgerFunction } = await import('../../infra/constructs/ledger-function.js');
+    const { LedgerFunction } = await import('@dispatch-ledger/cdk');
     const stack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Old');
     for (const [id, runtime] of [['N20', Runtime.NODEJS_20_X], ['N18', Runtime.NODEJS_18_X], ['Py', Runtime.PYTHON_3_12]] as const) {
       expect(() => new LedgerFunction(stack, id, { name: 'api', timeout: Duration.seconds(5), environment: {}, runtime })).toThrow(/Node.js 22 or newer/);
@@ -263,7 +263,7 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
     const { Topic } = await import('aws-cdk-lib/aws-sns');
     const { App, Stack } = await import('aws-cdk-lib');
     const { Template } = await import('aws-cdk-lib/assertions');
-    const { DispatchLedger } = await import('../../infra/constructs/dispatch-ledger.js');
+    const { DispatchLedger } = await import('@dispatch-ledger/cdk');
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new Stack(app, 'Own');
     const topic = new Topic(stack, 'Pager');

@@ -1,8 +1,8 @@
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { targetSecretPrefix } from '../../infra/constructs/dispatch-ledger.js';
-import { nagAcknowledgements } from '../../infra/nag.js';
+import { targetSecretPrefix } from '@dispatch-ledger/cdk';
+import { nagAcknowledgements } from '@dispatch-ledger/cdk';
 import { DispatchLedgerStack } from '../../infra/stack.js';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 

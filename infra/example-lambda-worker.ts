@@ -1,10 +1,11 @@
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Table } from 'aws-cdk-lib/aws-dynamodb';
+import { Code } from 'aws-cdk-lib/aws-lambda';
 import { Construct } from 'constructs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../bundling.js';
-import type { DispatchLedger } from './dispatch-ledger.js';
-import { LedgerFunction } from './ledger-function.js';
+import { LedgerFunction, type DispatchLedger } from '@dispatch-ledger/cdk';
+import { EXAMPLE_WORKER_DIST } from './bundling.js';
 
 /** The example Lambda worker (examples/lambda-worker), registered as the lambda target `example-worker`. */
 export class ExampleLambdaWorker extends Construct {
@@ -15,7 +16,8 @@ export class ExampleLambdaWorker extends Construct {
     super(scope, id);
     const timeout = Duration.minutes(2);
     this.worker = new LedgerFunction(this, 'Worker', {
-      name: { entry: path.join(PROJECT_ROOT, 'examples', 'lambda-worker', 'handler.ts') },
+      // Built with the ledger functions by `npm run build` (infra/bundling.ts).
+      name: { code: exampleWorkerCode() },
       timeout,
       memorySize: 256,
       environment: {},
@@ -28,4 +30,9 @@ export class ExampleLambdaWorker extends Construct {
       { id: 'Serverless-LambdaTracing', reason: 'Every run is traceable through the ledger\'s own receipts and the structured logs; X-Ray would add a per-trace charge to every run.' },
     );
   }
+}
+
+function exampleWorkerCode(): Code {
+  if (!existsSync(path.join(EXAMPLE_WORKER_DIST, 'index.mjs'))) throw new Error(`the example worker has no bundle at ${EXAMPLE_WORKER_DIST}: run npm run build`);
+  return Code.fromAsset(EXAMPLE_WORKER_DIST);
 }

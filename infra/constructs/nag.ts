@@ -1,6 +1,6 @@
 import { CfnElement, Stack, Token, Validations } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
-import type { DispatchLedger } from './constructs/dispatch-ledger.js';
+import type { DispatchLedger } from './dispatch-ledger.js';
 
 /** One acknowledged cdk-nag finding: which rule (and finding), on which construct, and why it stands. */
 export interface NagAcknowledgement {

@@ -1,0 +1,99 @@
+import { build, type BuildOptions } from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { buildExampleWorker, buildFunctionBundles, PROJECT_ROOT } from '../infra/bundling.js';
+
+/**
+ * `npm run build` (after the protocol, client and worker compile with tsc): the packages built from the
+ * repository's sources by esbuild — `@dispatch-ledger/cdk` (the construct as ESM and CommonJS, its
+ * declarations, and every function's bundle) and `dispatch-ledger` (the CLI and the local platform).
+ * Why esbuild for these and tsc for the others: docs/architecture.md "Packages".
+ *
+ *   tsx scripts/build-packages.ts [cdk|cli]...   (no argument: both)
+ */
+
+const CDK = path.join(PROJECT_ROOT, 'packages', 'cdk');
+
+/** What the construct's files may import: its peers, its protocol, and node. Anything else is bundled or a mistake. */
+const CDK_EXTERNALS = ['aws-cdk-lib', 'aws-cdk-lib/*', 'constructs', '@dispatch-ledger/protocol', '@dispatch-ledger/protocol/*'];
+
+/** Fails the build when an output imports a package outside `allowed` (a shared module that started importing the SDK, say). */
+function checkImports(outputs: NonNullable<Awaited<ReturnType<typeof build>>['metafile']>['outputs'], allowed: (spec: string) => boolean): void {
+  for (const [file, output] of Object.entries(outputs)) {
+    const stray = [...new Set(output.imports.filter((entry) => entry.external && !allowed(entry.path)).map((entry) => entry.path))];
+    if (stray.length > 0) throw new Error(`${file} imports ${stray.join(', ')}: not a dependency of its package`);
+  }
+}
+
+/** The relative imports of a declaration file, as files. */
+function declarationImports(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const found: string[] = [];
+  for (const match of text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)) {
+    const spec = match[1] ?? '';
+    found.push(path.resolve(path.dirname(file), spec.replace(/\.js$/, '.d.ts')));
+  }
+  return found;
+}
+
+/** Removes every declaration file `entry` does not reach: tsc declares each module it compiled. */
+function pruneDeclarations(root: string, entry: string): number {
+  const reached = new Set<string>();
+  const queue = [entry];
+  while (queue.length > 0) {
+    const file = queue.pop() ?? '';
+    if (reached.has(file)) continue;
+    if (!existsSync(file)) throw new Error(`${path.relative(root, file)} is imported by a declaration but was not emitted`);
+    reached.add(file);
+    queue.push(...declarationImports(file));
+  }
+  const all = execFileSync('find', [root, '-name', '*.d.ts'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  for (const file of all) if (!reached.has(file)) rmSync(file);
+  return reached.size;
+}
+
+async function buildCdk(): Promise<void> {
+  const dist = path.join(CDK, 'dist');
+  rmSync(dist, { recursive: true, force: true });
+  await buildFunctionBundles(path.join(dist, 'functions'));
+  await buildExampleWorker();
+  const common: BuildOptions = {
+    entryPoints: [path.join(PROJECT_ROOT, 'infra', 'constructs', 'index.ts')],
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    external: CDK_EXTERNALS,
+    // The package's dist/esm/ and dist/cjs/ sit beside dist/functions/ (infra/constructs/ledger-function.ts).
+    define: { DISPATCH_LEDGER_FUNCTIONS_DIR: JSON.stringify('../functions/') },
+    legalComments: 'none',
+    absWorkingDir: PROJECT_ROOT,
+    metafile: true,
+    logLevel: 'warning',
+  };
+  const allowed = (spec: string): boolean => spec.startsWith('node:') || CDK_EXTERNALS.some((name) => (name.endsWith('/*') ? spec.startsWith(name.slice(0, -1)) : spec === name));
+  const esm = await build({ ...common, format: 'esm', outfile: path.join(dist, 'esm', 'index.js') });
+  // CommonJS has no import.meta: its module URL is made from __filename.
+  const cjs = await build({
+    ...common,
+    format: 'cjs',
+    outfile: path.join(dist, 'cjs', 'index.cjs'),
+    define: { ...common.define, 'import.meta.url': '__ledgerModuleUrl' },
+    banner: { js: "const __ledgerModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
+  });
+  checkImports({ ...esm.metafile?.outputs, ...cjs.metafile?.outputs }, allowed);
+
+  // Declarations: tsc from the construct's entry, pruned to what it reaches; the same files again
+  // under a `commonjs` package.json for a CommonJS consumer (TypeScript reads a .d.ts's format from it).
+  execFileSync(process.execPath, [path.join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', CDK], { stdio: 'inherit' });
+  const esmTypes = path.join(dist, 'types', 'esm');
+  pruneDeclarations(esmTypes, path.join(esmTypes, 'infra', 'constructs', 'index.d.ts'));
+  const cjsTypes = path.join(dist, 'types', 'cjs');
+  cpSync(esmTypes, cjsTypes, { recursive: true });
+  writeFileSync(path.join(cjsTypes, 'package.json'), `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`);
+  mkdirSync(esmTypes, { recursive: true });
+}
+
+const targets = process.argv.slice(2);
+const wanted = (name: string): boolean => targets.length === 0 || targets.includes(name);
+if (wanted('cdk')) await buildCdk();
