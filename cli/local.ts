@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkPrerequisites } from '../local/engines/index.js';
+import { nodeArgsOf } from '../local/entry-points.js';
 import { ensureDynamoDbLocal } from '../local/engines/dynamodb-local.js';
 import { isAlive, isOurs, stopPid, tailOf } from '../local/engines/process.js';
 import { clearState, ensureStateDir, readState, type LocalState } from '../local/state.js';
@@ -12,7 +12,6 @@ export class LocalPlatformError extends Error {
   override readonly name = 'LocalPlatformError';
 }
 
-const SUPERVISOR = fileURLToPath(new URL('../local/supervisor-main.ts', import.meta.url));
 const READY_TIMEOUT_MS = 180_000;
 
 /** The state of a platform that is running now, or undefined (a stale state file is ignored). */
@@ -55,9 +54,7 @@ export async function localUp(options: {
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
-      SUPERVISOR,
+      ...nodeArgsOf('supervisor-main'),
       '--state-dir',
       stateDir,
       '--tick',

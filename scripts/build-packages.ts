@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { buildExampleWorker, buildFunctionBundles, PROJECT_ROOT } from '../infra/bundling.js';
+import { PAGE_BUILD } from '../ui/server.js';
 
 /**
  * `npm run build` (after the protocol, client and worker compile with tsc): the packages built from the
@@ -94,6 +95,52 @@ async function buildCdk(): Promise<void> {
   mkdirSync(esmTypes, { recursive: true });
 }
 
+const CLI = path.join(PROJECT_ROOT, 'packages', 'cli');
+
+/** The package a bare import names: `@scope/name/sub` → `@scope/name`. */
+const packageName = (spec: string): string => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
+
+/**
+ * `dispatch-ledger`: the CLI, the local platform (which runs the real handlers of functions/), the
+ * status page and the MCP server, as ESM chunks in `dist/` — one entry per process the CLI starts
+ * (`ledger`, the supervisor, fauxqs), the handlers split out and imported when the platform starts
+ * them. Every package they import is a dependency of the package (the build checks it), never bundled.
+ */
+async function buildCli(): Promise<void> {
+  const dist = path.join(CLI, 'dist');
+  rmSync(dist, { recursive: true, force: true });
+  const manifest = JSON.parse(readFileSync(path.join(CLI, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+  const result = await build({
+    entryPoints: {
+      ledger: path.join(PROJECT_ROOT, 'cli', 'bin.ts'),
+      'supervisor-main': path.join(PROJECT_ROOT, 'local', 'supervisor-main.ts'),
+      'fauxqs-main': path.join(PROJECT_ROOT, 'local', 'engines', 'fauxqs-main.ts'),
+    },
+    outdir: dist,
+    bundle: true,
+    splitting: true,
+    // Every chunk beside the entries: modules find the entries, page/ and ../package.json from their own URL.
+    chunkNames: '[name]-[hash]',
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    packages: 'external',
+    define: { DISPATCH_LEDGER_CLI_BUNDLE: 'true' },
+    // Folds the define, so the source-only branches (tsx, compiling the page with esbuild) are left out.
+    minifySyntax: true,
+    legalComments: 'none',
+    absWorkingDir: PROJECT_ROOT,
+    metafile: true,
+    logLevel: 'warning',
+  });
+  checkImports(result.metafile.outputs, (spec) => spec.startsWith('node:') || packageName(spec) in manifest.dependencies);
+  // The status page: its script compiled once, beside the files the server reads.
+  const page = path.join(PROJECT_ROOT, 'ui', 'page');
+  await build({ ...PAGE_BUILD.options, conditions: [...PAGE_BUILD.options.conditions], target: [...PAGE_BUILD.options.target], entryPoints: [path.join(page, PAGE_BUILD.entry)], outfile: path.join(dist, 'page', 'app.js'), absWorkingDir: PROJECT_ROOT });
+  for (const file of ['index.html', 'styles.css', 'favicon.svg']) cpSync(path.join(page, file), path.join(dist, 'page', file));
+}
+
 const targets = process.argv.slice(2);
 const wanted = (name: string): boolean => targets.length === 0 || targets.includes(name);
 if (wanted('cdk')) await buildCdk();
+if (wanted('cli')) await buildCli();

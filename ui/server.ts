@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
 import { EXECUTION_BUCKETS } from '../shared/dispatch/counts.js';
 import { PHASES } from '../shared/dispatch/transitions.js';
@@ -65,16 +64,11 @@ interface Assets {
 
 const PAGE_DIR = new URL('./page/', import.meta.url);
 
-/**
- * app.ts is compiled for the browser when the server starts (esbuild, ~50 ms): the repository runs
- * from its sources with no build step (bin/ledger.mjs), so a prebuilt bundle could only drift from
- * the page's code. The bundle is kept in memory; nothing is written.
- */
-async function compilePage(): Promise<Assets> {
-  const result = await build({
-    entryPoints: [fileURLToPath(new URL('app.ts', PAGE_DIR))],
+/** The page's script as the browser loads it. */
+export const PAGE_BUILD = {
+  entry: 'app.ts',
+  options: {
     bundle: true,
-    write: false,
     format: 'esm',
     platform: 'browser',
     // Workspace packages from their TypeScript sources; `module` is esbuild's default, kept.
@@ -82,15 +76,34 @@ async function compilePage(): Promise<Assets> {
     target: ['es2022'],
     legalComments: 'none',
     logLevel: 'silent',
-  });
-  const js = result.outputFiles[0]?.text;
-  if (js === undefined) throw new Error('esbuild produced no bundle for the status page');
-  return {
+  },
+} as const;
+
+/**
+ * From the repository's sources, app.ts is compiled for the browser when the server starts (esbuild,
+ * ~50 ms; no build step, and nothing to drift from the page's code). In the `dispatch-ledger` package
+ * the build compiled it once into `page/app.js` beside the page's other files (scripts/build-packages.ts),
+ * so the installed CLI needs no esbuild. Kept in memory; nothing is written.
+ */
+async function compilePage(): Promise<Assets> {
+  const page = {
     html: readFileSync(new URL('index.html', PAGE_DIR), 'utf8'),
     css: readFileSync(new URL('styles.css', PAGE_DIR), 'utf8'),
     icon: readFileSync(new URL('favicon.svg', PAGE_DIR), 'utf8'),
-    js,
   };
+  // The define itself, not RUNNING_BUILT: the bundler folds it here and drops compileScript (and esbuild).
+  const js = typeof DISPATCH_LEDGER_CLI_BUNDLE !== 'undefined' ? readFileSync(new URL('app.js', PAGE_DIR), 'utf8') : await compileScript();
+  return { ...page, js };
+}
+
+declare const DISPATCH_LEDGER_CLI_BUNDLE: boolean | undefined;
+
+async function compileScript(): Promise<string> {
+  const { build } = await import('esbuild');
+  const result = await build({ ...PAGE_BUILD.options, conditions: [...PAGE_BUILD.options.conditions], target: [...PAGE_BUILD.options.target], entryPoints: [fileURLToPath(new URL(PAGE_BUILD.entry, PAGE_DIR))], write: false });
+  const js = result.outputFiles[0]?.text;
+  if (js === undefined) throw new Error('esbuild produced no bundle for the status page');
+  return js;
 }
 
 // No inline script or style, no other origin, no framing, no plugins, no forms posting anywhere.

@@ -1,4 +1,4 @@
-import { fileURLToPath } from 'node:url';
+import { nodeArgsOf } from '../entry-points.js';
 import { answersHttp, freePort, spawnEngine, waitUntilReady, type SpawnedEngine } from './process.js';
 
 export interface FauxqsEngine extends SpawnedEngine {
@@ -9,8 +9,7 @@ export interface FauxqsEngine extends SpawnedEngine {
 /** Starts fauxqs@1.9.2 (SQS + S3 on one endpoint) in a child process of the current node. */
 export async function startFauxqs(options: { logFile: string; port?: number }): Promise<FauxqsEngine> {
   const port = options.port ?? (await freePort());
-  const main = fileURLToPath(new URL('./fauxqs-main.ts', import.meta.url));
-  const engine = spawnEngine('fauxqs', process.execPath, ['--import', 'tsx', main, String(port)], {
+  const engine = spawnEngine('fauxqs', process.execPath, [...nodeArgsOf('fauxqs-main'), String(port)], {
     logFile: options.logFile,
     env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
   });
