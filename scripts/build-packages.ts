@@ -16,8 +16,12 @@ import { PAGE_BUILD } from '../ui/server.js';
 
 const CDK = path.join(PROJECT_ROOT, 'packages', 'cdk');
 
-/** What the construct's files may import: its peers, its protocol, and node. Anything else is bundled or a mistake. */
-const CDK_EXTERNALS = ['aws-cdk-lib', 'aws-cdk-lib/*', 'constructs', '@dispatch-ledger/protocol', '@dispatch-ledger/protocol/*'];
+/**
+ * What the construct's files may import: its peers, zod, and node. Anything else is bundled or a mistake.
+ * The protocol is bundled (the few constants it takes): it is ESM only, and a CommonJS consumer's Jest on
+ * node 20 cannot require ESM. Its declarations still name it, so it stays a dependency for the types.
+ */
+const CDK_EXTERNALS = ['aws-cdk-lib', 'aws-cdk-lib/*', 'constructs', 'zod', 'zod/*'];
 
 /** Fails the build when an output imports a package outside `allowed` (a shared module that started importing the SDK, say). */
 function checkImports(outputs: NonNullable<Awaited<ReturnType<typeof build>>['metafile']>['outputs'], allowed: (spec: string) => boolean): void {
@@ -65,6 +69,7 @@ async function buildCdk(): Promise<void> {
     platform: 'node',
     target: 'node20',
     external: CDK_EXTERNALS,
+    conditions: ['module'],
     // The package's dist/esm/ and dist/cjs/ sit beside dist/functions/ (infra/constructs/ledger-function.ts).
     define: { DISPATCH_LEDGER_FUNCTIONS_DIR: JSON.stringify('../functions/') },
     legalComments: 'none',

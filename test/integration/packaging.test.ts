@@ -1,50 +1,216 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { createLedgerClient } from '@dispatch-ledger/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localTarget } from '../../cli/local-targets.js';
+import { buildFunctionBundles, LEDGER_FUNCTIONS } from '../../infra/bundling.js';
+import { isAlive } from '../../local/engines/process.js';
 import { projectRoot } from '../../local/paths.js';
-import { ORIGIN_SCRIPT, roundTripped, stateDirOf } from '../support/client-script.js';
 import { eventually } from '../support/eventually.js';
-import { uniqueName } from '../support/engines.js';
-import { startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { readmeBlocks } from '../support/readme-blocks.js';
 
 /**
- * The packages as a team installs them (CONTRACT §16): `npm pack` of protocol, client and worker, and a
- * fresh project with only those tarballs and registry packages — no workspace, no link into the
- * repository, no tsx. Its worker runs on plain node and is registered on this file's local platform
- * (`ledger local target add`); its origin dispatches to it with the client, sees it handled and
- * delivers the result; and a strict TypeScript file type-checks against the installed `.d.ts` files.
- * (The CLI and the construct are packaged by later steps of the packages issue.)
+ * The packages as a team installs them (CONTRACT §16, README "Use it in your own project"): `npm pack`
+ * of all five, and fresh projects with only those tarballs and registry packages — no workspace, no
+ * link into the repository, no tsx of ours:
+ * 1. a CDK app made by `cdk init app --language typescript` (CommonJS, Jest) with the README's construct
+ *    block: `cdk synth` with cdk-nag clean, cfn-lint with no error, its Jest test passing, and the
+ *    functions it deploys the package's prebuilt bundles, byte for byte a rebuild from the sources;
+ * 2. a plain node ESM project with the worker, the client and the CLI: the README's commands run as
+ *    written — `npx ledger local up`, its worker registered with `npx ledger local target add`, its
+ *    origin's round trip — and `npx ledger local down`, after an `npm ci`, leaves none of the pids;
+ * 3. a strict TypeScript project type-checks against the installed `.d.ts` files.
+ * One `npm install` per project, from the warm npm cache; their times are printed.
  */
 const run = promisify(execFile);
-const PACKAGES = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker'];
 const work = mkdtempSync(join(tmpdir(), 'ledger-packaging-'));
-const app = join(work, 'app');
-let t: TestPlatform;
-let worker: ChildProcess | undefined;
-let installSeconds = 0;
+const packed = join(work, 'packed');
+const tarballs: Record<string, string> = {};
+const PACKAGES = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker', '@dispatch-ledger/cdk', 'dispatch-ledger'];
+const repoVersionOf = (name: string): string => (createRequire(join(projectRoot, 'package.json'))(`${name}/package.json`) as { version: string }).version;
+/** Nothing that phones home from a test: no CDK telemetry or notices, no update checks. */
+const QUIET = { CDK_DISABLE_CLI_TELEMETRY: 'true', CDK_NOTICES: 'false', NO_UPDATE_NOTIFIER: '1', npm_config_update_notifier: 'false' };
+/** The environment of a user's shell: this run's PATH and HOME, none of the test's own variables (no LEDGER_STATE_DIR). */
+const userEnv = (): NodeJS.ProcessEnv => ({ PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...QUIET, ...(process.env['DISPATCH_LEDGER_CACHE'] ? { DISPATCH_LEDGER_CACHE: process.env['DISPATCH_LEDGER_CACHE'] } : {}) });
+const installs: Record<string, number> = {};
 
-const WORKER = `
-import { createWorker, memoryStore } from '@dispatch-ledger/worker';
-const worker = createWorker({
-  name: 'packed',
-  store: memoryStore(),
-  async run(task, ctx) {
-    await ctx.putEvidence('out/report.md', '# Report\\n\\n' + String(task.goal) + '\\n');
-    return { summary: 'report written: ' + String(task.goal) };
-  },
+async function timedInstall(project: string, cwd: string, args: string[]): Promise<void> {
+  const started = Date.now();
+  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...args], { cwd, env: userEnv(), timeout: 300_000 });
+  installs[project] = (Date.now() - started) / 1000;
+}
+
+/** `npm ls` of a project: no path into the repository, and the given packages installed in it. */
+async function installedAlone(cwd: string, names: string[]): Promise<void> {
+  const { stdout } = await run('npm', ['ls', '--all', '--parseable'], { cwd, env: userEnv(), maxBuffer: 64 * 1024 * 1024 });
+  const paths = stdout.split('\n').filter((line) => line !== '');
+  expect(paths.filter((line) => line.startsWith(projectRoot))).toEqual([]);
+  for (const name of names) expect(paths).toContain(join(cwd, 'node_modules', name));
+}
+
+const sizeOf = (dir: string): number => {
+  let total = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = join(dir, entry.name);
+    if (entry.isDirectory()) total += sizeOf(full);
+    else if (entry.isFile()) total += statSync(full).size;
+  }
+  return total;
+};
+
+beforeAll(async () => {
+  mkdirSync(packed);
+  // What `npm pack` ships is built by the packages' prepack (and the root build before the tests).
+  await run('npm', ['pack', '--silent', '--pack-destination', packed, ...PACKAGES.flatMap((name) => ['-w', name])], { cwd: projectRoot, timeout: 300_000 });
+  for (const file of readdirSync(packed)) {
+    const name = PACKAGES.find((candidate) => file === `${candidate.replace('@', '').replace('/', '-')}-0.1.0.tgz`);
+    if (name) tarballs[name] = join(packed, file);
+  }
+  expect(Object.keys(tarballs).sort()).toEqual([...PACKAGES].sort());
+  console.log(`packaging: packed sizes ${PACKAGES.map((name) => `${name} ${statSync(tarballs[name] ?? '').size} B`).join(', ')}`);
+}, 300_000);
+
+afterAll(() => {
+  console.log(`packaging: npm install times ${Object.entries(installs).map(([project, seconds]) => `${project} ${seconds.toFixed(1)} s`).join(', ')}`);
+  rmSync(work, { recursive: true, force: true });
 });
-const { url } = await worker.listen(0);
-console.log(JSON.stringify({ url }));
+
+describe('1. a CDK app made by cdk init (CommonJS, Jest) with @dispatch-ledger/cdk', () => {
+  const app = join(work, 'ledger-app');
+  const JEST_TEST = `
+import { App, Stack } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { DispatchLedger } from '@dispatch-ledger/cdk';
+
+test('the stack holds the ledger: its table and its prebuilt functions; plain http targets are refused', () => {
+  const stack = new Stack(new App(), 'Test');
+  const ledger = new DispatchLedger(stack, 'Ledger');
+  const template = Template.fromStack(stack);
+  template.resourceCountIs('AWS::DynamoDB::Table', 1);
+  template.hasResourceProperties('AWS::Lambda::Function', { Handler: 'index.handler', Runtime: 'nodejs24.x' });
+  expect(() => ledger.addTarget({ name: 'plain', baseUrl: 'http://agents.example.com' })).toThrow(/https/);
+});
 `;
 
+  beforeAll(async () => {
+    mkdirSync(app);
+    // The stock template, as a team starts (it runs its own npm install), with the CLI this repository pins.
+    await run(join(projectRoot, 'node_modules', '.bin', 'cdk'), ['init', 'app', '--language', 'typescript', '--no-notices'], { cwd: app, env: userEnv(), timeout: 300_000 });
+    await timedInstall('cdk app', app, [tarballs['@dispatch-ledger/cdk'] ?? '', tarballs['@dispatch-ledger/protocol'] ?? '', `cdk-nag@${repoVersionOf('cdk-nag')}`]);
+    writeFileSync(join(app, 'bin', 'ledger-app.ts'), readmeBlocks('cdk-app.ts')['cdk-app.ts'] ?? '');
+    for (const file of readdirSync(join(app, 'lib'))) rmSync(join(app, 'lib', file));
+    for (const file of readdirSync(join(app, 'test'))) rmSync(join(app, 'test', file));
+    writeFileSync(join(app, 'test', 'ledger-app.test.ts'), JEST_TEST);
+  }, 600_000);
 
-const TYPED = `
+  it('is CommonJS with Jest, and installs the construct from its tarball alone', async () => {
+    const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { type?: string; devDependencies: Record<string, string> };
+    expect(manifest.type).toBeUndefined();
+    expect(Object.keys(manifest.devDependencies)).toContain('jest');
+    await installedAlone(app, ['@dispatch-ledger/cdk', 'aws-cdk-lib']);
+    console.log(`packaging: the cdk app installs ${(sizeOf(join(app, 'node_modules')) / 1e6).toFixed(0)} MB (aws-cdk-lib ${JSON.parse(readFileSync(join(app, 'node_modules', 'aws-cdk-lib', 'package.json'), 'utf8')).version})`);
+  });
+
+  it('synthesizes the README block with cdk-nag clean; cfn-lint finds no error; its functions are the prebuilt bundles, byte for byte a rebuild', async () => {
+    // The template's app command type-checks (strict) and runs bin/ledger-app.ts; any cdk-nag finding fails it.
+    await run('npx', ['cdk', 'synth', '--quiet', '--no-notices'], { cwd: app, env: userEnv(), timeout: 300_000 });
+    const template = join(app, 'cdk.out', 'Ledger.template.json');
+    const lint = await run('cfn-lint', ['--format', 'parseable', '--ignore-checks', 'W3005', '--', template]).then(
+      () => ({ status: 0, output: '' }),
+      (error: { code?: number; stdout?: string }) => ({ status: error.code ?? -1, output: error.stdout ?? '' }),
+    );
+    expect(lint).toEqual({ status: 0, output: '' });
+    const report = JSON.parse(readFileSync(join(app, 'cdk.out', 'validation-report.json'), 'utf8')) as { pluginReports: Array<{ violations: unknown[] }> };
+    expect(report.pluginReports.flatMap((plugin) => plugin.violations)).toEqual([]);
+
+    // No esbuild and no Docker at synth: each function's asset is the file the package ships, and that
+    // file is what a rebuild from the sources makes.
+    const rebuilt = join(work, 'rebuilt');
+    await buildFunctionBundles(rebuilt);
+    const assets = readdirSync(join(app, 'cdk.out')).filter((name) => name.startsWith('asset.')).map((name) => readFileSync(join(app, 'cdk.out', name, 'index.mjs')));
+    for (const name of LEDGER_FUNCTIONS) {
+      const shipped = readFileSync(join(app, 'node_modules', '@dispatch-ledger', 'cdk', 'dist', 'functions', name, 'index.mjs'));
+      expect(shipped.equals(readFileSync(join(rebuilt, name, 'index.mjs'))), `${name}: the shipped bundle differs from a rebuild`).toBe(true);
+      expect(assets.some((asset) => asset.equals(shipped)), `${name}: no asset is its shipped bundle`).toBe(true);
+    }
+  }, 300_000);
+
+  it('passes its Jest test (CommonJS: the package\'s require entry and its .d.cts-equivalent types)', async () => {
+    const { stdout, stderr } = await run('npx', ['jest', '--ci'], { cwd: app, env: userEnv(), timeout: 180_000 });
+    expect(`${stdout}${stderr}`).toMatch(/Tests:\s+1 passed, 1 total/);
+  }, 180_000);
+});
+
+describe('2. a plain node project with the worker, the client and the CLI: the README commands as written', () => {
+  const app = join(work, 'node-app');
+  let blocks: Record<string, string> = {};
+  const background: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'node-app', private: true, type: 'module' }));
+    const names = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker', 'dispatch-ledger'] as const;
+    await timedInstall('node app', app, names.map((name) => tarballs[name] ?? ''));
+    blocks = readmeBlocks('worker.mjs', 'origin.mjs', 'commands.sh');
+    writeFileSync(join(app, 'worker.mjs'), blocks['worker.mjs'] ?? '');
+    writeFileSync(join(app, 'origin.mjs'), blocks['origin.mjs'] ?? '');
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const child of background) if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) process.kill(-child.pid, 'SIGTERM');
+    // Whatever happened above, the platform started here is stopped.
+    if (existsSync(join(app, '.ledger', 'local', 'state.json'))) await run('npx', ['ledger', 'local', 'down'], { cwd: app, env: userEnv() }).catch(() => undefined);
+  });
+
+  it('installs from the tarballs alone, with no tsx and no esbuild', async () => {
+    await installedAlone(app, ['@dispatch-ledger/worker', '@dispatch-ledger/client', 'dispatch-ledger']);
+    const { stdout } = await run('npm', ['ls', '--all', '--parseable'], { cwd: app, env: userEnv(), maxBuffer: 64 * 1024 * 1024 });
+    expect(stdout.split('\n').some((line) => /node_modules\/(tsx|esbuild)$/.test(line))).toBe(false);
+    console.log(`packaging: the node app installs ${(sizeOf(join(app, 'node_modules')) / 1e6).toFixed(0)} MB`);
+  });
+
+  it('runs the README commands: up, the worker registered, the origin\'s round trip; down after an npm ci leaves none of the pids up started', async () => {
+    const commands = (blocks['commands.sh'] ?? '').split('\n').filter((line) => line.trim() !== '');
+    expect(commands[0]).toBe('npx ledger local up --detach');
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const said: Record<string, string> = {};
+    let pids: number[] = [];
+    for (const [index, written] of commands.entries()) {
+      // The worker's port: a free one of this run rather than the README's 8787.
+      const line = written.replaceAll('8787', String(port));
+      if (line.endsWith('&')) {
+        const child = spawn('sh', ['-c', line.slice(0, -1).trim()], { cwd: app, env: userEnv(), detached: true, stdio: ['ignore', 'pipe', 'inherit'] });
+        background.push(child);
+        let out = '';
+        child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+        await eventually('the worker to print its URL', () => (out.includes(`"url":"http://127.0.0.1:${port}"`) ? true : undefined), { timeoutMs: 30_000 });
+        continue;
+      }
+      if (line === 'npx ledger local down') {
+        const state = JSON.parse(readFileSync(join(app, '.ledger', 'local', 'state.json'), 'utf8')) as { pids: Record<string, number> };
+        pids = Object.values(state.pids);
+        expect(pids.length).toBeGreaterThanOrEqual(4);
+        // An npm ci in between: the state is in the project, not in node_modules.
+        await run('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: app, env: userEnv(), timeout: 300_000 });
+      }
+      const { stdout } = await run('sh', ['-c', line], { cwd: app, env: userEnv(), timeout: 240_000 });
+      said[`${index}`] = stdout;
+    }
+    // The platform kept its state in the project, git-ignored, never in node_modules.
+    expect(readFileSync(join(app, '.ledger', 'local', '.gitignore'), 'utf8').split('\n')).toContain('*');
+    expect(said['2']).toContain(`added local target report-writer → http://127.0.0.1:${port}`);
+    const printed = JSON.parse((said['3'] ?? '').trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+    expect(printed).toMatchObject({ evidence: 'handled', summary: 'report written: write the report', acked: 1 });
+    expect(said['4']).toMatch(/^stopped \d+ processes/);
+    expect(pids.filter((pid) => isAlive(pid))).toEqual([]);
+  }, 600_000);
+});
+
+describe('3. a strict TypeScript project against the installed .d.ts files', () => {
+  const app = join(work, 'typed-app');
+  const TYPED = `
 import { FINAL_RUN_STATUSES, isFinalRunStatus, type RunStatus } from '@dispatch-ledger/protocol';
 import { createLedgerClient, isLedgerApiError, type DispatchView, type LedgerClient } from '@dispatch-ledger/client';
 import { createWorker, memoryStore, type RunFunction } from '@dispatch-ledger/worker';
@@ -70,90 +236,27 @@ export async function status(id: string): Promise<{ status: string | null; final
 }
 export const finals: readonly string[] = FINAL_RUN_STATUSES;
 `;
+  const options = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node'];
+  const tsc = async (file: string): Promise<{ code: number; output: string }> =>
+    run(process.execPath, [join(app, 'node_modules', 'typescript', 'bin', 'tsc'), ...options, file], { cwd: app, timeout: 120_000 }).then(
+      () => ({ code: 0, output: '' }),
+      (error: { code?: number; stdout?: string }) => ({ code: error.code ?? 1, output: error.stdout ?? '' }),
+    );
 
-beforeAll(async () => {
-  const packed = join(work, 'packed');
-  mkdirSync(packed);
-  mkdirSync(app);
-  // What \`npm pack\` ships is the built JavaScript: the root build runs before the tests (pretest).
-  await run('npm', ['pack', '--silent', '--pack-destination', packed, ...PACKAGES.flatMap((name) => ['-w', name])], { cwd: projectRoot, timeout: 120_000 });
-  const tarballs = readdirSync(packed).map((file) => join(packed, file));
-  expect(tarballs).toHaveLength(3);
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'packed-app', private: true, type: 'module' }));
-  // @types/node and typescript from the registry, at the versions this repository tests with (a warm cache).
-  const versionOf = (name: string): string => (createRequire(join(projectRoot, 'package.json'))(`${name}/package.json`) as { version: string }).version;
-  const started = Date.now();
-  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...tarballs, `@types/node@${versionOf('@types/node')}`, `typescript@${versionOf('typescript')}`], { cwd: app, timeout: 300_000 });
-  installSeconds = (Date.now() - started) / 1000;
-  writeFileSync(join(app, 'worker.mjs'), WORKER);
-  writeFileSync(join(app, 'origin.mjs'), ORIGIN_SCRIPT);
-  t = await startTestPlatform();
-}, 420_000);
+  beforeAll(async () => {
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'typed-app', private: true, type: 'module' }));
+    // @types/node and typescript at the versions this repository tests with.
+    const names = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker'] as const;
+    await timedInstall('typed app', app, [...names.map((name) => tarballs[name] ?? ''), `@types/node@${repoVersionOf('@types/node')}`, `typescript@${repoVersionOf('typescript')}`]);
+  }, 300_000);
 
-afterAll(async () => {
-  if (worker?.pid !== undefined && worker.exitCode === null && worker.signalCode === null) {
-    const exited = new Promise((done) => worker?.once('exit', done));
-    process.kill(worker.pid, 'SIGTERM');
-    await exited;
-  }
-  await t?.stop();
-  rmSync(work, { recursive: true, force: true });
-});
-
-describe('the packed packages in a fresh project', () => {
-  it('installs from the tarballs alone: no link into the repository, no tsx', async () => {
-    const { stdout } = await run('npm', ['ls', '--all', '--parseable'], { cwd: app });
-    const paths = stdout.split('\n').filter((line) => line !== '');
-    expect(paths.filter((line) => line.startsWith(projectRoot))).toEqual([]);
-    expect(paths.some((line) => /node_modules\/tsx$/.test(line))).toBe(false);
-    for (const name of PACKAGES) expect(paths).toContain(join(app, 'node_modules', name));
-    console.log(`packaging: npm install of the three tarballs, @types/node and typescript took ${installSeconds.toFixed(1)} s`);
-  });
-
-  it('runs a worker and an origin on plain node: registered with ledger local target add, dispatched to, handled, delivered', async () => {
-    const started = spawn(process.execPath, ['worker.mjs'], { cwd: app, stdio: ['ignore', 'pipe', 'pipe'] });
-    worker = started;
-    let stdout = '';
-    let stderr = '';
-    started.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    started.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const { url } = await eventually('the worker to print its URL', () => {
-      if (started.exitCode !== null) throw new Error(`the worker exited ${started.exitCode}: ${stderr}`);
-      const line = stdout.split('\n').find((candidate) => candidate.startsWith('{'));
-      return line ? (JSON.parse(line) as { url: string }) : undefined;
-    }, { timeoutMs: 30_000 });
-
-    const stateDir = stateDirOf(t);
-    const said: string[] = [];
-    await localTarget(['add', 'packed', '--url', url], (line) => void said.push(line), {
-      stateDir,
-      running: () => ({ status: 'ready', pid: process.pid, startedAt: new Date().toISOString(), pids: {}, info: t.platform.info, ledgerTable: t.platform.resources.ledgerTable, logDir: stateDir, invocationLog: join(stateDir, 'invocations.log') }),
-      connectTo: async () => createLedgerClient({ local: t.platform.info }),
-      now: () => new Date(),
-    });
-    expect(said[0]).toBe(`added local target packed → ${url}`);
-
-    const dispatchId = uniqueName('d-packed');
-    const origin = await run(process.execPath, ['origin.mjs'], { cwd: app, env: { PATH: process.env['PATH'] ?? '', LEDGER_STATE_DIR: stateDir, DISPATCH_ID: dispatchId, TARGET: 'packed', TASK: JSON.stringify({ goal: 'from a fresh project' }) }, timeout: 120_000 });
-    expect(JSON.parse(origin.stdout)).toEqual(roundTripped(dispatchId));
-    expect((await t.view(dispatchId)).execution.result?.summary).toBe('report written: from a fresh project');
-  }, 180_000);
-
-  it('type-checks a strict TypeScript file against the installed .d.ts files', async () => {
+  it('type-checks a strict file using the protocol, the client and both worker entries; a wrong one fails', async () => {
     writeFileSync(join(app, 'typed.ts'), TYPED);
-    writeFileSync(join(app, 'bad.ts'), "import { createWorker } from '@dispatch-ledger/worker';\nexport const w = createWorker({ name: 'bad' });\n");
-    const tsc = join(app, 'node_modules', 'typescript', 'bin', 'tsc');
-    const options = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node'];
-    const good = await run(process.execPath, [tsc, ...options, 'typed.ts'], { cwd: app, timeout: 120_000 }).then(
-      () => ({ code: 0, output: '' }),
-      (error: { code?: number; stdout?: string }) => ({ code: error.code ?? 1, output: error.stdout ?? '' }),
-    );
-    expect(good).toEqual({ code: 0, output: '' });
+    expect(await tsc('typed.ts')).toEqual({ code: 0, output: '' });
     // The types say something: a worker without its run function does not type-check.
-    const bad = await run(process.execPath, [tsc, ...options, 'bad.ts'], { cwd: app, timeout: 120_000 }).then(
-      () => ({ code: 0, output: '' }),
-      (error: { code?: number; stdout?: string }) => ({ code: error.code ?? 1, output: error.stdout ?? '' }),
-    );
+    writeFileSync(join(app, 'bad.ts'), "import { createWorker } from '@dispatch-ledger/worker';\nexport const w = createWorker({ name: 'bad' });\n");
+    const bad = await tsc('bad.ts');
     expect(bad.code).not.toBe(0);
     expect(bad.output).toMatch(/bad\.ts.*Property 'run' is missing/s);
   }, 180_000);
