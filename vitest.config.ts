@@ -76,7 +76,7 @@ export default defineConfig({
           name: 'infra',
           include: ['test/infra/**/*.test.ts'],
           environment: 'node',
-          // Synthesis bundles four functions with esbuild: seconds, not milliseconds.
+          // Synthesis and cfn-lint take seconds, not milliseconds.
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },

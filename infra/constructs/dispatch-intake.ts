@@ -1,6 +1,6 @@
 import { Duration } from 'aws-cdk-lib';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { LedgerFunction } from './ledger-function.js';
@@ -28,7 +28,7 @@ export class DispatchIntake extends Construct {
     const maxReceiveCount = props.maxReceiveCount ?? 5;
     // Throttling alone can cost a few receives; fewer than 5 dead-letters healthy messages.
     if (maxReceiveCount < 5) throw new RangeError(`maxReceiveCount must be at least 5, got ${maxReceiveCount}`);
-    const fn: NodejsFunction = props.intake.function;
+    const fn: LambdaFunction = props.intake.function;
     this.deadLetterQueue = new Queue(this, 'DeadLetterQueue', {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,

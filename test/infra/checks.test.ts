@@ -27,7 +27,6 @@ describe('AWS rule packs on the synthesized stack', () => {
 
   it('reports a finding nobody acknowledged (the check can fail)', () => {
     const tainted = synthesizeLedger({
-      bundle: false,
       extend: (stack) => {
         new Bucket(stack, 'Unreviewed');
         void Validations;

@@ -7,7 +7,7 @@ import type { EventsProfile } from '../../shared/events/profile.js';
 
 /** CONTRACT §3 v2: the construct prop `events` decides what the publisher puts on the bus. */
 function publisherEnvironment(events?: EventsProfile): Record<string, unknown> {
-  const stack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'S');
+  const stack = new Stack(new App(), 'S');
   const ledger = new DispatchLedger(stack, 'Ledger', events === undefined ? {} : { events });
   const resource = ledger.functions.publisher.function.node.defaultChild;
   if (!(resource instanceof CfnFunction)) throw new Error('the publisher has no CfnFunction');

@@ -27,7 +27,6 @@ function workerIn(stack: Stack, id: string): LambdaFunction {
 
 beforeAll(() => {
   synth = synthesizeLedger({
-    bundle: false,
     extend: (stack) => {
       stack.ledger.addTarget({ name: 'capped-agent', baseUrl: 'https://capped.example.com', maxConcurrentRuns: 3 });
       stack.ledger.addLambdaTarget('summarizer', workerIn(stack, 'SummarizerWorker'), { maxConcurrentRuns: 2 });
@@ -65,7 +64,7 @@ describe('maxConcurrentRuns at deploy time (CONTRACT §11)', () => {
 });
 
 describe('maxConcurrentRuns refused at synth time', () => {
-  const fresh = () => new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const fresh = () => new App();
   const outOfRange = /target "[a-z-]+": maxConcurrentRuns must be a whole number from 1 to 10,000, got/;
 
   it.each([0, 10_001, -1, 2.5, Number.NaN])('refuses %s for an http target, in the props and from addTarget', (maxConcurrentRuns) => {
@@ -108,7 +107,7 @@ describe('the admission nudge: a write that frees a slot invokes the monitor (CO
 
   it('names the monitor from its stack and path: another stack name, another function name, never past 64 characters', () => {
     const nameIn = (stackName: string): string => {
-      const stack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Id', { stackName });
+      const stack = new Stack(new App(), 'Id', { stackName });
       const resource = new DispatchLedger(stack, 'Ledger').functions.monitor.function.node.defaultChild;
       if (!(resource instanceof CfnFunction)) throw new Error('the monitor has no CfnFunction');
       return String(stack.resolve(resource.functionName));

@@ -11,7 +11,6 @@ let runsId: string;
 
 beforeAll(() => {
   synth = synthesizeLedger({
-    bundle: false,
     extend: (stack) => {
       const worker = new LambdaFunction(stack, 'ReviewerWorker', { runtime: Runtime.NODEJS_22_X, handler: 'index.handler', code: Code.fromInline('export const handler = async () => ({});'), timeout: Duration.minutes(2) });
       for (const id of ['AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', 'Serverless-LambdaTracing', 'Serverless-LambdaDefaultMemorySize', 'Serverless-LambdaLatestVersion']) {

@@ -188,7 +188,6 @@ describe('least privilege: each role covers what its code calls (read from the s
   beforeAll(() => {
     // With a lambda target too: its invoke is granted per target (addLambdaTarget), and the adapter that sends it is in the bundles.
     full = synthesizeLedger({
-      bundle: false,
       extend: (stack) => {
         const worker = new LambdaFunction(stack, 'ReviewerWorker', { runtime: Runtime.NODEJS_22_X, handler: 'index.handler', code: Code.fromInline('export const handler = async () => ({});'), timeout: Duration.minutes(2) });
         for (const id of ['AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]', 'Serverless-LambdaTracing', 'Serverless-LambdaDefaultMemorySize', 'Serverless-LambdaLatestVersion']) {

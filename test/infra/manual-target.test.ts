@@ -10,7 +10,7 @@ let synth: Synthesized;
 let resources: Record<string, Resource>;
 
 beforeAll(() => {
-  synth = synthesizeLedger({ bundle: false, extend: (stack) => stack.ledger.addTarget({ name: 'desk', kind: 'manual' }) });
+  synth = synthesizeLedger({ extend: (stack) => stack.ledger.addTarget({ name: 'desk', kind: 'manual' }) });
   resources = synth.template.toJSON().Resources as Record<string, Resource>;
 });
 afterAll(() => synth.dispose());

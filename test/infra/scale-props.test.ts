@@ -6,7 +6,7 @@ import { DispatchLedger, type DispatchLedgerProps } from '@dispatch-ledger/cdk';
 
 /** CONTRACT §14: the construct prop `inboxShards` spreads an origin's inbox over more keys. */
 function environments(props: DispatchLedgerProps): Record<string, Record<string, unknown>> {
-  const stack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'S');
+  const stack = new Stack(new App(), 'S');
   const ledger = new DispatchLedger(stack, 'Ledger', props);
   const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
   return Object.fromEntries(

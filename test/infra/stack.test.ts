@@ -62,7 +62,7 @@ describe('DispatchLedger stack: queues', () => {
   it('refuses a maxReceiveCount under 5 at synth time', async () => {
     const { DispatchLedgerStack } = await import('../../infra/stack.js');
     const { App } = await import('aws-cdk-lib');
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const app = new App();
     expect(() => new DispatchLedgerStack(app, 'S', { ledger: { maxReceiveCount: 3 } })).toThrow(/maxReceiveCount must be at least 5/);
   });
 });
@@ -138,7 +138,7 @@ describe('DispatchLedger stack: functions, schedule, stream and API', () => {
     const { Runtime } = await import('aws-cdk-lib/aws-lambda');
     const { Duration } = await import('aws-cdk-lib');
     const { LedgerFunction } = await import('@dispatch-ledger/cdk');
-    const stack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Old');
+    const stack = new Stack(new App(), 'Old');
     for (const [id, runtime] of [['N20', Runtime.NODEJS_20_X], ['N18', Runtime.NODEJS_18_X], ['Py', Runtime.PYTHON_3_12]] as const) {
       expect(() => new LedgerFunction(stack, id, { name: 'api', timeout: Duration.seconds(5), environment: {}, runtime })).toThrow(/Node.js 22 or newer/);
     }
@@ -264,7 +264,7 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
     const { App, Stack } = await import('aws-cdk-lib');
     const { Template } = await import('aws-cdk-lib/assertions');
     const { DispatchLedger } = await import('@dispatch-ledger/cdk');
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const app = new App();
     const stack = new Stack(app, 'Own');
     const topic = new Topic(stack, 'Pager');
     new DispatchLedger(stack, 'Ledger', { alarmTopic: topic });
@@ -294,11 +294,11 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
 });
 
 describe('DispatchLedger stack: the synthesized function bundles', () => {
-  it('carry no fault injection: the census switch is compiled out of every asset cdk synth bundled', () => {
+  it('carry no fault injection: the census switch is compiled out of every asset cdk synth deploys (the package\'s prebuilt bundles)', () => {
     const bundles = readdirSync(synth.outdir)
       .filter((entry) => entry.startsWith('asset.') && existsSync(path.join(synth.outdir, entry, 'index.mjs')))
       .map((entry) => readFileSync(path.join(synth.outdir, entry, 'index.mjs'), 'utf8'));
-    // Every ledger function is bundled (intake, api, monitor, publisher, retention).
+    // Every ledger function is an asset (intake, api, monitor, publisher, retention, failures).
     expect(bundles.length).toBeGreaterThanOrEqual(5);
     for (const [index, text] of bundles.entries()) expect(/injected (crash|throttle|timeout)/.test(text), `bundle ${index} injects faults`).toBe(false);
     // Each is a ledger function that had the fault points in its source (the intake's crash text is
@@ -319,7 +319,7 @@ describe('DispatchLedger stack: the evidence bucket\'s backstop rule (CONTRACT Â
   it('expires objects by age only past the configured retention plus the longest a dispatch may stay open (was: no age rule, so a spilled result body that retention did not plan was kept forever)', () => {
     for (const retentionDays of [1, 30, 365]) {
       // Functions not bundled: only the bucket is under test.
-      const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+      const app = new App();
       const stack = new DispatchLedgerStack(app, `Retention${retentionDays}`, { env: { account: '111122223333', region: 'eu-west-1' }, ledger: { retentionDays } });
       const template = Template.fromStack(stack).toJSON() as { Resources: Record<string, Resource> };
       const rules = (template.Resources[logicalId(stack, stack.ledger.storage.evidenceBucket)]?.Properties?.LifecycleConfiguration as { Rules: Array<{ ExpirationInDays?: number }> }).Rules;

@@ -26,13 +26,13 @@ interface ValidationReport {
 }
 
 /**
- * The stack as `npx cdk synth` builds it — functions bundled by esbuild, cdk-nag's AwsSolutions and
+ * The stack as `npx cdk synth` builds it — the functions' prebuilt bundles as assets, cdk-nag's AwsSolutions and
  * Serverless packs as validation plugins — plus what a user typically adds: an origin, a target with
  * an auth secret and an operator, so their grants and registry entries are under test too.
  */
-export function synthesizeLedger(options: { readonly bundle?: boolean; readonly extend?: (stack: DispatchLedgerStack) => void } = {}): Synthesized {
+export function synthesizeLedger(options: { readonly extend?: (stack: DispatchLedgerStack) => void } = {}): Synthesized {
   const outdir = mkdtempSync(path.join(os.tmpdir(), 'ledger-synth-'));
-  const app = new App({ outdir, ...(options.bundle === false ? { context: { 'aws:cdk:bundling-stacks': [] } } : {}) });
+  const app = new App({ outdir });
   const stack = new DispatchLedgerStack(app, 'DispatchLedger', { env: { account: '111122223333', region: 'eu-west-1' } });
   const trusted = new AccountPrincipal('111122223333');
   const authSecret = new Secret(stack, 'ResearchAgentAuth', { description: 'auth header of research-agent' });

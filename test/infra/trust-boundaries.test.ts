@@ -23,7 +23,6 @@ const roleArn = (construct: { readonly node: { readonly defaultChild?: unknown }
 
 beforeAll(() => {
   synth = synthesizeLedger({
-    bundle: false,
     extend: (stack) => stack.ledger.addOperator({ principalId: 'AIDAOPSUSER' }),
   });
   resources = synth.template.toJSON().Resources as Record<string, Resource>;
@@ -137,7 +136,7 @@ describe('class 10 — trust boundaries: target secrets under the stack\'s own p
   });
 
   it('gives another stack in the same account a prefix of its own', () => {
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const app = new App();
     const other = new DispatchLedgerStack(app, 'LedgerStaging', { env: { account: '111122223333', region: 'eu-west-1' } });
     const json = JSON.stringify(Template.fromStack(other).toJSON());
     expect(json.includes(':secret:dispatch-ledger/LedgerStaging/targets/*')).toBe(true);
@@ -147,13 +146,13 @@ describe('class 10 — trust boundaries: target secrets under the stack\'s own p
 
 describe('class 10 — trust boundaries: deploy-time targets (the construct\'s targets prop and addTarget)', () => {
   it('refuses a base URL that is not https, or is loopback, link-local, unspecified or a metadata address in any spelling', () => {
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const app = new App();
     const stack = new DispatchLedgerStack(app, 'LedgerTargets', { env: { account: '111122223333', region: 'eu-west-1' } });
     for (const baseUrl of ['http://agents.example.com', 'https://127.0.0.1', 'https://2130706433/', 'https://0x7f000001/', 'https://0177.0.0.1/', 'https://127.1/', 'https://[::ffff:127.0.0.1]/', 'https://[::ffff:7f00:1]/', 'https://localhost/', 'https://169.254.169.254/', 'https://[fd00:ec2::254]/', 'https://[fe80::1]/', 'https://0.0.0.0/', 'https://[::]/']) {
       expect(() => stack.ledger.addTarget({ name: 'agent', baseUrl }), baseUrl).toThrow(RangeError);
     }
     expect(() => stack.ledger.addTarget({ name: 'agent', baseUrl: 'https://agents.example.com/v1' })).not.toThrow();
-    const viaProps = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const viaProps = new App();
     expect(() => new DispatchLedgerStack(viaProps, 'LedgerProps', { ledger: { targets: [{ name: 'agent', baseUrl: 'https://[::ffff:169.254.169.254]/' }] } })).toThrow(RangeError);
   });
 });

@@ -45,7 +45,7 @@ function statefulResources(template: Record<string, unknown>): Record<string, St
 
 let synthesized: Synthesized;
 beforeAll(() => {
-  synthesized = synthesizeLedger({ bundle: false });
+  synthesized = synthesizeLedger();
 });
 afterAll(() => synthesized?.dispose());
 
