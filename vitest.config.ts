@@ -7,12 +7,15 @@ import { defineConfig } from 'vitest/config';
 // - infra: CDK template assertions, cdk-nag and cfn-lint on the synthesized stack; no servers.
 // - census: the CI-sized census, alone and last (groupOrder 2).
 /**
- * Workspace packages (packages/protocol) are read from their TypeScript sources through the `source`
- * export condition, never from a dist/ that may be stale; the rest are Vitest's defaults for node (Vite's without `module`). Each
+ * Workspace packages (packages/protocol) are read from their TypeScript sources through the `@dispatch-ledger/source`
+ * export condition, never from a dist/ that may be stale — except the two built from the repository's
+ * sources: `@dispatch-ledger/cdk` (the infra tests use the construct as a consumer does) and the `ledger`
+ * bin of `dispatch-ledger` (local-cli.test.ts): `npm test` and each `npm run test:*` build first. The rest
+ * are Vitest's defaults for node (Vite's without `module`). Each
  * project names it (an inline project does not inherit the root's `resolve`), for SSR too: tests run in
  * Vite's SSR environment, which takes its conditions from `ssr.resolve`.
  */
-const resolve = { conditions: ['source', 'node', 'development|production'] };
+const resolve = { conditions: ['@dispatch-ledger/source', 'node', 'development|production'] };
 
 const CENSUS = 'test/integration/census.test.ts';
 /** Integration files at once: most of their time is spent waiting on ticks and polls, not on the CPU. */

@@ -5,7 +5,7 @@ import { LEDGER_FUNCTIONS, type LedgerFunctionName } from './constructs/function
 
 export { LEDGER_FUNCTIONS, type LedgerFunctionName };
 
-/** The repository root: entries, the lock file and the tsconfig are resolved from here. */
+/** The repository root: the functions' entries and the build's relative paths are resolved from here. */
 export const PROJECT_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Where `npm run build` puts the functions' bundles: shipped in `@dispatch-ledger/cdk` (docs/architecture.md "Packages"). */
@@ -93,9 +93,9 @@ export const ESBUILD_OPTIONS = {
   minify: true,
   sourceMap: false,
   mainFields: ['module', 'main'],
-  // Workspace packages (packages/protocol) are bundled from their TypeScript sources (the `source`
+  // Workspace packages (packages/protocol) are bundled from their TypeScript sources (the `@dispatch-ledger/source`
   // export condition); `module` is esbuild's own default, which naming any condition would drop.
-  conditions: ['source', 'module'],
+  conditions: ['@dispatch-ledger/source', 'module'],
   banner: "import { createRequire as __ledgerCreateRequire } from 'node:module'; const require = __ledgerCreateRequire(import.meta.url);",
   // shared/faults.ts is compiled out of every deployed bundle: no switch, message or variable can turn it on.
   define: { DISPATCH_LEDGER_DEPLOYED_BUNDLE: 'true' },
@@ -117,7 +117,6 @@ export const functionBuildOptions = (): BuildOptions => ({
   conditions: [...ESBUILD_OPTIONS.conditions],
   banner: { js: ESBUILD_OPTIONS.banner },
   define: { ...ESBUILD_OPTIONS.define },
-  legalComments: 'none',
   absWorkingDir: PROJECT_ROOT,
   write: true,
   logLevel: 'warning',

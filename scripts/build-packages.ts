@@ -1,9 +1,9 @@
 import { build, type BuildOptions } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { buildExampleWorker, buildFunctionBundles, PROJECT_ROOT } from '../infra/bundling.js';
-import { PAGE_BUILD } from '../ui/server.js';
+import { PAGE_BUILD } from '../ui/page-build.js';
 
 /**
  * `npm run build` (after the protocol, client and worker compile with tsc): the packages built from the
@@ -85,7 +85,8 @@ async function buildCdk(): Promise<void> {
     format: 'cjs',
     outfile: path.join(dist, 'cjs', 'index.cjs'),
     define: { ...common.define, 'import.meta.url': '__ledgerModuleUrl' },
-    banner: { js: "const __ledgerModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
+    // "use strict" first: a banner goes before esbuild's own, which then no longer counts as the directive.
+    banner: { js: "\"use strict\";\nconst __ledgerModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
   });
   checkImports({ ...esm.metafile?.outputs, ...cjs.metafile?.outputs }, allowed);
 
@@ -97,7 +98,6 @@ async function buildCdk(): Promise<void> {
   const cjsTypes = path.join(dist, 'types', 'cjs');
   cpSync(esmTypes, cjsTypes, { recursive: true });
   writeFileSync(path.join(cjsTypes, 'package.json'), `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`);
-  mkdirSync(esmTypes, { recursive: true });
 }
 
 const CLI = path.join(PROJECT_ROOT, 'packages', 'cli');

@@ -8,6 +8,7 @@ import { EXECUTION_BUCKETS } from '../shared/dispatch/counts.js';
 import { PHASES } from '../shared/dispatch/transitions.js';
 import { clip } from '../shared/text.js';
 import { ROUTES } from '@dispatch-ledger/protocol';
+import { PAGE_BUILD } from './page-build.js';
 import { proxyDecision, API_PREFIX, type ProxyDecision } from './routes.js';
 
 /**
@@ -64,20 +65,6 @@ interface Assets {
 
 const PAGE_DIR = new URL('./page/', import.meta.url);
 
-/** The page's script as the browser loads it. */
-export const PAGE_BUILD = {
-  entry: 'app.ts',
-  options: {
-    bundle: true,
-    format: 'esm',
-    platform: 'browser',
-    // Workspace packages from their TypeScript sources; `module` is esbuild's default, kept.
-    conditions: ['source', 'module'],
-    target: ['es2022'],
-    legalComments: 'none',
-    logLevel: 'silent',
-  },
-} as const;
 
 /**
  * From the repository's sources, app.ts is compiled for the browser when the server starts (esbuild,

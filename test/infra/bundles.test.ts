@@ -35,7 +35,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     }
   });
 
-  it('bundles @dispatch-ledger/protocol from its TypeScript sources (the `source` condition), never from a dist/ that may be stale, and loads no zod for it', async () => {
+  it('bundles @dispatch-ledger/protocol from its TypeScript sources (the `@dispatch-ledger/source` condition), never from a dist/ that may be stale, and loads no zod for it', async () => {
     const built = await build({ entryPoints: [handlerEntry('publisher')], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], write: false, metafile: true, outfile: 'publisher.mjs' });
     const inputs = Object.keys(built.metafile.inputs);
     expect(inputs).toContain('packages/protocol/src/index.ts');

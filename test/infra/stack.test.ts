@@ -318,7 +318,7 @@ describe('DispatchLedger stack: the monitor knows its schedule', () => {
 describe('DispatchLedger stack: the evidence bucket\'s backstop rule (CONTRACT §7)', () => {
   it('expires objects by age only past the configured retention plus the longest a dispatch may stay open (was: no age rule, so a spilled result body that retention did not plan was kept forever)', () => {
     for (const retentionDays of [1, 30, 365]) {
-      // Functions not bundled: only the bucket is under test.
+      // Only the bucket is under test.
       const app = new App();
       const stack = new DispatchLedgerStack(app, `Retention${retentionDays}`, { env: { account: '111122223333', region: 'eu-west-1' }, ledger: { retentionDays } });
       const template = Template.fromStack(stack).toJSON() as { Resources: Record<string, Resource> };

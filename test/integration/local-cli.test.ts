@@ -142,7 +142,7 @@ describe('npx ledger local up / down', () => {
     expect(down.stdout).toContain('stopped 4 processes');
     expect(pids.filter(isAlive)).toEqual([]);
     expect(readState(stateDir)).toBeUndefined();
-  }, 180_000); // spawns npx, tsx and three engines several times: slow on a loaded 2-core machine
+  }, 180_000); // spawns npx (the built CLI) and three engines several times: slow on a loaded 2-core machine
 
   it('up --demo --once (what npm start runs, then stops) reaches ready, runs the demo and stops everything', async () => {
     const started = await ledger('local', 'up', '--demo', '--once', '--tick', '1');
@@ -153,7 +153,7 @@ describe('npx ledger local up / down', () => {
     const invocations = readFileSync(join(stateDir, 'invocations.jsonl'), 'utf8');
     expect(invocations).toContain('"function":"intake"');
     expect(readState(stateDir)).toBeUndefined();
-  }, 180_000); // spawns npx, tsx and three engines several times: slow on a loaded 2-core machine
+  }, 180_000); // spawns npx (the built CLI) and three engines several times: slow on a loaded 2-core machine
 });
 
 describe('npx ledger --help and mistakes, as a new user types them', () => {

@@ -22,7 +22,10 @@ import { readmeBlocks } from '../support/readme-blocks.js';
  *    written — `npx ledger local up`, its worker registered with `npx ledger local target add`, its
  *    origin's round trip — and `npx ledger local down`, after an `npm ci`, leaves none of the pids;
  * 3. a strict TypeScript project type-checks against the installed `.d.ts` files.
- * One `npm install` per project, from the warm npm cache; their times are printed.
+ * One `npm install` of the tarballs per project, from the warm npm cache (the cdk app's template runs
+ * its own first); their times are printed. The tarballs are packed from what the `pretest` build made
+ * (`--ignore-scripts`: a package's prepack rebuilds its dist/ in place, under the feet of the files that
+ * run the built CLI beside this one); the build's determinism is what makes that the same.
  */
 const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), 'ledger-packaging-'));
@@ -30,16 +33,30 @@ const packed = join(work, 'packed');
 const tarballs: Record<string, string> = {};
 const PACKAGES = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker', '@dispatch-ledger/cdk', 'dispatch-ledger'];
 const repoVersionOf = (name: string): string => (createRequire(join(projectRoot, 'package.json'))(`${name}/package.json`) as { version: string }).version;
-/** Nothing that phones home from a test: no CDK telemetry or notices, no update checks. */
-const QUIET = { CDK_DISABLE_CLI_TELEMETRY: 'true', CDK_NOTICES: 'false', NO_UPDATE_NOTIFIER: '1', npm_config_update_notifier: 'false' };
+/**
+ * Nothing that phones home from a test: no CDK telemetry (and `--no-notices` on each cdk command), no
+ * npm update check, and npx never fetching a package it does not find installed (a `ledger` it could not
+ * find would be someone else's package from the registry).
+ */
+const QUIET = { CDK_DISABLE_CLI_TELEMETRY: 'true', NO_UPDATE_NOTIFIER: '1', npm_config_update_notifier: 'false', npm_config_yes: 'false' };
 /** The environment of a user's shell: this run's PATH and HOME, none of the test's own variables (no LEDGER_STATE_DIR). */
 const userEnv = (): NodeJS.ProcessEnv => ({ PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...QUIET, ...(process.env['DISPATCH_LEDGER_CACHE'] ? { DISPATCH_LEDGER_CACHE: process.env['DISPATCH_LEDGER_CACHE'] } : {}) });
 const installs: Record<string, number> = {};
+/** What `npm pack --json` says of a package it packed. */
+interface PackEntry {
+  readonly name: string;
+  readonly version: string;
+  readonly filename: string;
+  readonly files: ReadonlyArray<{ readonly path: string }>;
+}
+const packs: Record<string, PackEntry> = {};
 
+/** `npm install` in a project, timed; an engine warning fails it (every package promises Node.js ≥ 20.19, this run's node). */
 async function timedInstall(project: string, cwd: string, args: string[]): Promise<void> {
   const started = Date.now();
-  await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...args], { cwd, env: userEnv(), timeout: 300_000 });
+  const { stdout, stderr } = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...args], { cwd, env: userEnv(), timeout: 300_000 });
   installs[project] = (Date.now() - started) / 1000;
+  expect(`${stdout}${stderr}`).not.toContain('EBADENGINE');
 }
 
 /** `npm ls` of a project: no path into the repository, and the given packages installed in it. */
@@ -63,10 +80,10 @@ const sizeOf = (dir: string): number => {
 beforeAll(async () => {
   mkdirSync(packed);
   // What `npm pack` ships is built by the packages' prepack (and the root build before the tests).
-  await run('npm', ['pack', '--silent', '--pack-destination', packed, ...PACKAGES.flatMap((name) => ['-w', name])], { cwd: projectRoot, timeout: 300_000 });
-  for (const file of readdirSync(packed)) {
-    const name = PACKAGES.find((candidate) => file === `${candidate.replace('@', '').replace('/', '-')}-0.1.0.tgz`);
-    if (name) tarballs[name] = join(packed, file);
+  const { stdout } = await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', packed, ...PACKAGES.flatMap((name) => ['-w', name])], { cwd: projectRoot, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 });
+  for (const entry of JSON.parse(stdout) as PackEntry[]) {
+    packs[entry.name] = entry;
+    tarballs[entry.name] = join(packed, entry.filename);
   }
   expect(Object.keys(tarballs).sort()).toEqual([...PACKAGES].sort());
   console.log(`packaging: packed sizes ${PACKAGES.map((name) => `${name} ${statSync(tarballs[name] ?? '').size} B`).join(', ')}`);
@@ -75,6 +92,24 @@ beforeAll(async () => {
 afterAll(() => {
   console.log(`packaging: npm install times ${Object.entries(installs).map(([project, seconds]) => `${project} ${seconds.toFixed(1)} s`).join(', ')}`);
   rmSync(work, { recursive: true, force: true });
+});
+
+describe('the five packages', () => {
+  it('are at one version, pin each other at it, promise Node.js >= 20.19, and ship only their built files and README', () => {
+    const version = packs['dispatch-ledger']?.version;
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    for (const name of PACKAGES) {
+      const manifest = JSON.parse(readFileSync(join(projectRoot, 'node_modules', name, 'package.json'), 'utf8')) as { version: string; engines?: { node?: string }; dependencies?: Record<string, string>; private?: boolean };
+      expect(manifest.version, name).toBe(version);
+      expect(manifest.engines?.node, name).toBe('>=20.19');
+      expect(manifest.private, name).toBeUndefined();
+      for (const [dependency, range] of Object.entries(manifest.dependencies ?? {})) if (PACKAGES.includes(dependency)) expect(range, `${name} → ${dependency}`).toBe(version);
+      const files = (packs[name]?.files ?? []).map((file) => file.path);
+      expect(files, name).toContain('README.md');
+      expect(files, name).toContain('package.json');
+      expect(files.filter((file) => !['README.md', 'package.json'].includes(file) && !file.startsWith('dist/')), `${name} ships files outside dist/`).toEqual([]);
+    }
+  });
 });
 
 describe('1. a CDK app made by cdk init (CommonJS, Jest) with @dispatch-ledger/cdk', () => {
@@ -137,7 +172,8 @@ test('the stack holds the ledger: its table and its prebuilt functions; plain ht
     }
   }, 300_000);
 
-  it('passes its Jest test (CommonJS: the package\'s require entry and its .d.cts-equivalent types)', async () => {
+  // Its types are checked by the template's app command above (`npx tsc`, strict, CommonJS); Jest (swc) only runs it.
+  it('passes its Jest test (CommonJS: the package\'s require entry)', async () => {
     const { stdout, stderr } = await run('npx', ['jest', '--ci'], { cwd: app, env: userEnv(), timeout: 180_000 });
     expect(`${stdout}${stderr}`).toMatch(/Tests:\s+1 passed, 1 total/);
   }, 180_000);
@@ -160,8 +196,9 @@ describe('2. a plain node project with the worker, the client and the CLI: the R
 
   afterAll(async () => {
     for (const child of background) if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) process.kill(-child.pid, 'SIGTERM');
-    // Whatever happened above, the platform started here is stopped.
-    if (existsSync(join(app, '.ledger', 'local', 'state.json'))) await run('npx', ['ledger', 'local', 'down'], { cwd: app, env: userEnv() }).catch(() => undefined);
+    // Whatever happened above, the platform started here is stopped (by the installed bin, if it is still there).
+    const bin = join(app, 'node_modules', '.bin', 'ledger');
+    if (existsSync(join(app, '.ledger', 'local', 'state.json')) && existsSync(bin)) await run(bin, ['local', 'down'], { cwd: app, env: userEnv() }).catch(() => undefined);
   });
 
   it('installs from the tarballs alone, with no tsx and no esbuild', async () => {

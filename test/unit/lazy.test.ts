@@ -31,7 +31,7 @@ describe('lazy: a module-level value built on its first use', () => {
       "const used = /* @__PURE__ */ lazy(() => globalThis.sideEffect('USED SCHEMA'));",
       'export const read = () => used();',
     ].join('\n');
-    const built = await build({ stdin: { contents: entry, resolveDir: PROJECT_ROOT, loader: 'ts' }, bundle: true, platform: 'node', format: 'esm', conditions: ['source', 'module'], write: false, logLevel: 'silent' });
+    const built = await build({ stdin: { contents: entry, resolveDir: PROJECT_ROOT, loader: 'ts' }, bundle: true, platform: 'node', format: 'esm', conditions: ['@dispatch-ledger/source', 'module'], write: false, logLevel: 'silent' });
     const text = built.outputFiles.map((file) => file.text).join('');
     expect(text).toContain('USED SCHEMA');
     expect(text).not.toContain('UNUSED SCHEMA');

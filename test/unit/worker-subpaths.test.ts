@@ -11,7 +11,7 @@ async function packagesBundledBy(source: string): Promise<Set<string>> {
     metafile: true,
     platform: 'node',
     format: 'esm',
-    conditions: ['source'],
+    conditions: ['@dispatch-ledger/source'],
     logLevel: 'silent',
   });
   const names = Object.keys(result.metafile.inputs).flatMap((input) => {
