@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `ledger`, as the `dispatch-ledger` package runs it: built JavaScript (scripts/build-packages.ts).
-// The repository's bin/ledger.mjs runs the same cliMain from the TypeScript sources.
+// `ledger`'s entry: built into the `dispatch-ledger` package (scripts/build-packages.ts), and run from
+// the TypeScript sources by the repository's bin/ledger.mjs.
 // The pinned AWS SDK warns on node 20 about SDK releases after January 2027; ours are pinned.
 const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
 if (major < 20 || (major === 20 && minor < 19)) {
