@@ -13,7 +13,7 @@ import type { Context, LambdaFunctionURLEvent, SQSBatchResponse, SQSEvent, SQSRe
 import { localHandlerEnvironment, type LocalEndpoints } from '../local/clients.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
-import { CapacityMeter, itemSizeBytes } from '../shared/adapters/capacity-meter.js';
+import { CapacityMeter, itemSizeBytes } from './capacity-meter.js';
 import { KEY, newWriteId, stateItem, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-items.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
 import { accepted, submitted } from '../shared/dispatch/transitions.js';

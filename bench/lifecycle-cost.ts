@@ -9,7 +9,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { StreamEventSource } from '../local/runtime/stream-event-source.js';
-import { CapacityMeter, type CapacityTotals } from '../shared/adapters/capacity-meter.js';
+import { CapacityMeter, type CapacityTotals } from './capacity-meter.js';
 import { publish } from '../shared/adapters/event-bus.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
@@ -337,7 +337,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       emptyLongPoll,
       eventsPerLifecycle,
       notes: [
-        `${count} lifecycles through the real use cases (takeDispatchMessage, the API router, monitorTick, the stream publisher) on DynamoDB Local, fauxqs S3 and moto EventBridge; DynamoDB units from ConsumedCapacity (failed conditions and transactions modelled per AWS rules, shared/adapters/capacity-meter.ts).`,
+        `${count} lifecycles through the real use cases (takeDispatchMessage, the API router, monitorTick, the stream publisher) on DynamoDB Local, fauxqs S3 and moto EventBridge; DynamoDB units from ConsumedCapacity (failed conditions and transactions modelled per AWS rules, bench/capacity-meter.ts).`,
         `Lambda: intake ${MEMORY_GB.intake * 1024} MB in batches of ${INTAKE_BATCH}; API ${MEMORY_GB.api * 1024} MB, one invocation per call; monitor ${MEMORY_GB.monitor * 1024} MB, only the check work above an empty tick; publisher ${MEMORY_GB.publisher * 1024} MB at ${PUBLISHER_RECORDS_PER_INVOCATION} stream records per invocation. Durations are measured on this machine against local engines (in-process, no cold starts).`,
         `The monitor's schedule costs the same whatever the load: ${empty.requests} requests and ${empty.readUnits} read units per tick (43,200 ticks a month), priced separately as a fixed cost.`,
         'Heartbeats at +30 s and +60 s fall inside the coalescing window (a fifth of the stall timeout since the last recorded activity) and write nothing; a run that keeps heartbeating records its activity once per window, 3 WRU each (the state and its due index entry).',

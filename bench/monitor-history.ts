@@ -3,7 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { BATCH_WRITE_ITEMS, batchPutItems, LOAD_CONCURRENCY } from './batch-load.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureLedgerTable } from '../local/resources.js';
-import { CapacityMeter, type OperationTotals } from '../shared/adapters/capacity-meter.js';
+import { CapacityMeter, type OperationTotals } from './capacity-meter.js';
 import { stateItem } from '../shared/adapters/ledger-items.js';
 import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import type { BlobStore } from '../shared/ledger/port.js';

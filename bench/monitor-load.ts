@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ensureLedgerTable } from '../local/resources.js';
-import type { OperationTotals } from '../shared/adapters/capacity-meter.js';
+import type { OperationTotals } from './capacity-meter.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';

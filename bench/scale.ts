@@ -9,7 +9,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { StreamEventSource } from '../local/runtime/stream-event-source.js';
-import { BASE_TABLE, CapacityMeter, type PartitionWriteReport } from '../shared/adapters/capacity-meter.js';
+import { BASE_TABLE, CapacityMeter, type PartitionWriteReport } from './capacity-meter.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
+import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';

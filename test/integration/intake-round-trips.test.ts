@@ -4,7 +4,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
+import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';

@@ -3,7 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
+import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';

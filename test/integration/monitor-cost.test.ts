@@ -2,7 +2,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
-import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
+import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { DUE_SHARDS, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';

@@ -2,7 +2,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
-import { CapacityMeter } from '../../shared/adapters/capacity-meter.js';
+import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { ORIGIN_SHARDS } from '../../shared/adapters/ledger-items.js';

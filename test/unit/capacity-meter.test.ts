@@ -21,7 +21,7 @@ import {
   transactGetCharge,
   transactWriteCharge,
   writeUnitsFor,
-} from '../../shared/adapters/capacity-meter.js';
+} from '../../bench/capacity-meter.js';
 
 const TABLE = 'ledger';
 

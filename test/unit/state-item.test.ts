@@ -1,6 +1,6 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
-import { itemSizeBytes } from '../../shared/adapters/capacity-meter.js';
+import { itemSizeBytes } from '../../bench/capacity-meter.js';
 import { DUE_SHARDS, dueShardOf, FEED, FEED_SHARDS, feedShardOf, ORIGIN_SHARDS, originListOf, newWriteId, stateItem, stateOf, WRITE_ID_ATTRIBUTE } from '../../shared/adapters/ledger-items.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';

@@ -9,7 +9,7 @@ import type {
   TransactGetItemsInput,
   TransactWriteItemsInput,
 } from '@aws-sdk/client-dynamodb';
-import { isTtlRemoval } from './stream-records.js';
+import { isTtlRemoval } from '../shared/adapters/stream-records.js';
 
 // AWS rules this module applies (Amazon DynamoDB Developer Guide):
 // [sizes]  "DynamoDB item sizes and formats"
