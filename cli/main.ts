@@ -2,7 +2,7 @@ import { profileFromEnv } from '../shared/events/profile.js';
 import { parseArgs } from 'node:util';
 import { stateDir as defaultStateDir } from '../local/paths.js';
 import { infoLine, type LocalState } from '../local/state.js';
-import { runDemo } from '../local/demo.js';
+import { runDemo } from './demo.js';
 import { MissingToolError } from '../local/engines/index.js';
 import { attention, check, send, status } from './dispatch.js';
 import { events } from './events.js';

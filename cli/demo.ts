@@ -5,15 +5,15 @@ import { isDeepStrictEqual } from 'node:util';
 import { PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { createLedgerClient, type RawAnswer, type RawCall } from '@dispatch-ledger/client';
-import { localQueueClient } from '../cli/connect.js';
-import { EXAMPLE_WORKER_TARGET, LIMITED_DEMO_TARGET, MANUAL_DESK_TARGET } from './platform.js';
-import { sendInbox, type InboxCommand } from '../cli/inbox.js';
-import { table } from '../cli/table.js';
+import { localQueueClient } from './connect.js';
+import { EXAMPLE_WORKER_TARGET, LIMITED_DEMO_TARGET, MANUAL_DESK_TARGET } from '../local/platform.js';
+import { sendInbox, type InboxCommand } from './inbox.js';
+import { table } from './table.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
-import { localClients } from './clients.js';
-import { largeResultBody } from './demo-agent/large-result.js';
-import type { InvocationReport } from './runtime/context.js';
-import type { LocalInfo, LocalState } from './state.js';
+import { localClients } from '../local/clients.js';
+import { largeResultBody } from '../local/demo-agent/large-result.js';
+import type { InvocationReport } from '../local/runtime/context.js';
+import type { LocalInfo, LocalState } from '../local/state.js';
 
 
 /** A message body put on the dispatch queue as it is: the demo sends some the ledger must refuse. */
