@@ -2,7 +2,8 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { toJSONSchema } from 'zod/mini';
-import { DETAIL_TYPES, EVENT_CATALOG, EVENT_SOURCE, type DetailType } from '../shared/events/catalog.js';
+import { DETAIL_TYPES, EVENT_CATALOG, type DetailType } from '../shared/events/catalog.js';
+import { EVENT_SOURCE } from '../shared/events/names.js';
 
 /**
  * Writes the JSON Schema of every event's `detail` (CONTRACT §3) to `schemas/events/`, generated from

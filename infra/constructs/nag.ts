@@ -1,6 +1,20 @@
 import { CfnElement, Stack, Token, Validations } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
-import type { DispatchLedger } from './dispatch-ledger.js';
+import type { LedgerFunctionName } from './function-names.js';
+
+/**
+ * What the acknowledgements name in a `DispatchLedger` (which has all of it): its parts as constructs,
+ * so this file needs nothing from the construct's own file (which applies them).
+ */
+export interface NagSubject {
+  readonly functions: Readonly<Record<LedgerFunctionName, IConstruct>>;
+  readonly intake: { readonly deadLetterQueue: IConstruct };
+  readonly lambdaFailures: { readonly deadLetterQueue: IConstruct };
+  readonly monitor: { readonly rule: IConstruct };
+  readonly publisher: { readonly failureBucket: IConstruct };
+  readonly storage: { readonly evidenceBucket: IConstruct };
+  readonly targetSecretPrefix: string;
+}
 
 /** One acknowledged cdk-nag finding: which rule (and finding), on which construct, and why it stands. */
 export interface NagAcknowledgement {
@@ -13,7 +27,7 @@ export interface NagAcknowledgement {
  * Every cdk-nag finding Dispatch Ledger accepts, with its reason — the only place findings are
  * acknowledged. Anything not here fails `npx cdk synth` and the infra tests.
  */
-export function nagAcknowledgements(ledger: DispatchLedger): NagAcknowledgement[] {
+export function nagAcknowledgements(ledger: NagSubject & IConstruct): NagAcknowledgement[] {
   const { intake, api, monitor, publisher, retention, failures } = ledger.functions;
   const evidenceObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.storage.evidenceBucket)}.Arn>/*]`;
   const failureObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.publisher.failureBucket)}.Arn>/*]`;
@@ -120,6 +134,6 @@ function logicalIdOf(construct: IConstruct): string {
 }
 
 /** Applies `nagAcknowledgements` with CDK's native acknowledgement API (cdk-nag 3). */
-export function acknowledgeNagFindings(ledger: DispatchLedger): void {
+export function acknowledgeNagFindings(ledger: NagSubject & IConstruct): void {
   for (const { scope, id, reason } of nagAcknowledgements(ledger)) Validations.of(scope).acknowledge({ id, reason });
 }

@@ -4,7 +4,7 @@ import { isOperator } from './caller.js';
 import { ApiError, json } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
 import { recordedBy } from './receipt-routes.js';
-import { ownedState, type Route } from './routes.js';
+import { ownedState, type Route } from './route-kit.js';
 import { ROUTES } from '@dispatch-ledger/protocol';
 
 /**

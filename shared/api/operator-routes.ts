@@ -3,7 +3,7 @@ import '@dispatch-ledger/protocol/english';
 import { historyEntry } from '../dispatch/view.js';
 import { ROUTES } from '@dispatch-ledger/protocol';
 import { json, type ApiRequest } from './http.js';
-import { limitOf, queryOf, type Route } from './routes.js';
+import { limitOf, queryOf, type Route } from './route-kit.js';
 
 /**
  * The operator's lists (CONTRACT §2 v2): `GET /dispatches` (every origin's dispatches, newest first)

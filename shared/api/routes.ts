@@ -5,65 +5,28 @@ import { CONFLICTS_IN_VIEW, dispatchView, historyEntry } from '../dispatch/view.
 import type { DispatchState } from '../dispatch/state.js';
 import { newestPage } from './pages.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
-import { DISPATCH_ID, ORIGIN } from '../dispatch/ids.js';
-import { CorruptItemError, InvalidCursorError, type InboxStore, type LedgerFeeds } from '../ledger/port.js';
+import { ORIGIN } from '../dispatch/ids.js';
+import { CorruptItemError, InvalidCursorError } from '../ledger/port.js';
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
-import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed, type LifecycleDeps } from './lifecycle-routes.js';
+import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { evidenceCheckOf } from '../monitor/evidence-check.js';
 import { postOperatorReceipt } from './receipt-routes.js';
 import { postCancel, postSlotRelease } from './flow-routes.js';
 import { targetsAtCapacity } from '../usecases/flow.js';
-import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
-import { callerOrigin, isOperator, requireOperator, resolveCaller, type Caller } from './caller.js';
+import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
 import { OPERATOR_LIST_ROUTES } from './operator-routes.js';
+import { limitOf, ownedState, queryOf, type ApiDeps, type Route } from './route-kit.js';
+
+export type { ApiDeps, Route } from './route-kit.js';
 import { MANUAL_ROUTES } from './manual-routes.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
 import { routeParams, ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
 
-export interface ApiDeps extends LifecycleDeps {
-  /** The lists: an origin's history, rejections, attention. */
-  readonly feeds: LedgerFeeds;
-  readonly principals: PrincipalRegistry;
-  readonly principalMode: PrincipalMode;
-  /** The results inbox (CONTRACT §10). */
-  readonly inbox: InboxStore;
-  readonly inboxShards?: number;
-  /** Waits between the polls of an inbox long poll (tests pass a fake). */
-  readonly sleep?: (ms: number) => Promise<void>;
-}
-
-/** A route of the protocol's table (`@dispatch-ledger/protocol` ROUTES: method, path, who) and how it is answered. */
-export interface Route {
-  readonly spec: RouteSpec;
-  readonly handle: (deps: ApiDeps, request: ApiRequest, params: Record<string, string>, caller: Caller) => Promise<ApiResponse>;
-}
-
-/** The largest page any list route answers (`limit`). */
-export const MAX_LIMIT = 100;
-
-export function limitOf(request: ApiRequest, fallback = 25): number {
-  const raw = request.query.limit;
-  if (raw === undefined) return fallback;
-  const limit = Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw new ApiError('malformed', `limit must be an integer from 1 to ${MAX_LIMIT}`);
-  return limit;
-}
 
 
-/**
- * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
- * `operatorMayRead`: the operator may read any dispatch (CONTRACT §2 v2), never act on one as its origin.
- */
-export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false) {
-  const notFound = new ApiError('not_found', `no dispatch ${dispatchId}`);
-  if (!DISPATCH_ID.test(dispatchId)) throw notFound;
-  const state = await deps.store.getState(dispatchId);
-  if (state && operatorMayRead && isOperator(caller)) return state;
-  const origin = callerOrigin(caller);
-  if (!state || origin === undefined || state.origin !== origin) throw notFound;
-  return state;
-}
+
+
 
 /** The whole view of a dispatch: every list in full (the routes page them). */
 export async function fullView(deps: ApiDeps, state: DispatchState) {
@@ -101,13 +64,6 @@ const onOwnDispatch = (
   },
 });
 
-/** A query's values through its schema (each exact); the first problem is the 400. */
-export function queryOf<T>(schema: z.ZodMiniType<T>, values: Readonly<Record<string, unknown>>): T {
-  const parsed = schema.safeParse(values);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  throw new ApiError('malformed', `${String(issue?.path[0])}: ${issue?.message ?? 'not valid'}`);
-}
 
 /** The lists of a dispatch view that are paged (CONTRACT §2 v2), each also at `GET /dispatches/{id}/{kebab-case name}`. */
 const PAGED_LISTS = [

@@ -13,8 +13,6 @@ import { NATIVE_STATUS, TARGET_RUN_STATUSES } from '../targets/port.js';
  * Details are strict objects: a field not named here is a bug in the publisher, not an extension.
  */
 
-export { EVENT_SOURCE, METRIC_OF_DETAIL_TYPE } from './names.js';
-
 const REJECTION_REASONS = ['not_json', 'not_an_object', 'too_deep', 'no_readable_dispatch_id', 'no_readable_origin', 'origin_not_allowed', 'conflict'] as const;
 // Both directions: a reason added to Rejection without adding it here fails the build.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
