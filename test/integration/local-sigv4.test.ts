@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -25,9 +25,11 @@ let credentials: LocalCredentials;
 let planner: LocalCredential;
 let leadAgent: LocalCredential;
 
+const stateDir = mkdtempSync(join(tmpdir(), 'ledger-sigv4-'));
+
 beforeAll(async () => {
   platform = await startPlatform({
-    stateDir: mkdtempSync(join(tmpdir(), 'ledger-sigv4-')),
+    stateDir,
     tickSeconds: 1,
     log: () => undefined,
     engines: testEngines(),
@@ -51,6 +53,7 @@ beforeAll(async () => {
 afterAll(async () => {
   clients?.destroy();
   await platform?.stop();
+  rmSync(stateDir, { recursive: true, force: true });
 });
 
 const api = (path: string): string => `${platform.info.apiUrl}${path}`;

@@ -1,5 +1,5 @@
 import { testEngines } from '../support/engines.js';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -28,9 +28,12 @@ export interface TestPlatform {
 export { eventually } from './eventually.js';
 
 export async function startTestPlatform(environment: Record<string, string> = {}, extra: Partial<Pick<PlatformOptions, 'lambdaTargets' | 'sigv4' | 'stateDir'>> = {}): Promise<TestPlatform> {
+  // A state directory of its own unless the test brings one: removed again by stop().
+  const stateDir = extra.stateDir ?? mkdtempSync(join(tmpdir(), 'ledger-platform-'));
+  const ownsStateDir = extra.stateDir === undefined;
   const platform = await startPlatform({
     ...extra,
-    stateDir: extra.stateDir ?? mkdtempSync(join(tmpdir(), 'ledger-platform-')),
+    stateDir,
     tickSeconds: 1,
     log: () => undefined,
     engines: testEngines(),
@@ -74,6 +77,7 @@ export async function startTestPlatform(environment: Record<string, string> = {}
     async stop() {
       clients.destroy();
       await platform.stop();
+      if (ownsStateDir) rmSync(stateDir, { recursive: true, force: true });
     },
   };
 }
