@@ -227,28 +227,33 @@ export async function main(argv: string[]): Promise<number> {
   throw new Error(`ledger ${argv.join(' ').slice(0, 100)}: listed in the usage, but no command runs it`);
 }
 
-/** The CLI as `bin/ledger.mjs` runs it: the exit code set, every failure said on stderr without a stack. */
-export async function cliMain(argv: string[] = process.argv.slice(2)): Promise<void> {
+/**
+ * A `ledger` command run to its end: what it prints, printed, and its exit code (0 done, 1 failed,
+ * 2 a usage mistake or a request the ledger would refuse); every failure said on stderr without a stack.
+ */
+export async function run(argv: string[]): Promise<number> {
   try {
-    process.exitCode = await main(argv);
+    return await main(argv);
   } catch (error) {
     const refused = argumentProblem(error, argv);
-    if (refused !== undefined) {
-      process.exitCode = refused;
-      return;
-    }
+    if (refused !== undefined) return refused;
     if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError) {
       warn(error.message);
     } else if (isLedgerValidationError(error)) {
       // A request the ledger would refuse: never sent, and said in the API's words (as its 400 body under --json).
       if (argv.includes('--json')) say(JSON.stringify({ error: { code: 'malformed', message: error.message, details: error.issues } }));
       else warn(error.message);
-      process.exitCode = 2;
+      return 2;
     } else if (isLedgerConfigError(error) || isLedgerNetworkError(error) || isLedgerProtocolError(error) || isLedgerApiError(error)) {
       warn(error.message);
     } else {
       warn(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
     }
-    process.exitCode ??= 1;
+    return 1;
   }
+}
+
+/** The CLI as the `ledger` bin runs it (cli/bin.ts): `run`, its code the process's exit code. */
+export async function cliMain(argv: string[] = process.argv.slice(2)): Promise<void> {
+  process.exitCode = await run(argv);
 }

@@ -1,6 +1,6 @@
 import { build, type BuildOptions } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { buildExampleWorker, buildFunctionBundles, PROJECT_ROOT } from '../infra/bundling.js';
 import { PAGE_BUILD } from '../ui/page-build.js';
@@ -31,6 +31,11 @@ function checkImports(outputs: NonNullable<Awaited<ReturnType<typeof build>>['me
   }
 }
 
+/** tsc on a package's tsconfig (declarations only). */
+const tsc = (project: string): void => {
+  execFileSync(process.execPath, [path.join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], { stdio: 'inherit' });
+};
+
 /** The relative imports of a declaration file, as files. */
 function declarationImports(file: string): string[] {
   const text = readFileSync(file, 'utf8');
@@ -53,7 +58,7 @@ function pruneDeclarations(root: string, entry: string): number {
     reached.add(file);
     queue.push(...declarationImports(file));
   }
-  const all = execFileSync('find', [root, '-name', '*.d.ts'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  const all = readdirSync(root, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('.d.ts')).map((file) => path.join(root, file));
   for (const file of all) if (!reached.has(file)) rmSync(file);
   return reached.size;
 }
@@ -92,7 +97,7 @@ async function buildCdk(): Promise<void> {
 
   // Declarations: tsc from the construct's entry, pruned to what it reaches; the same files again
   // under a `commonjs` package.json for a CommonJS consumer (TypeScript reads a .d.ts's format from it).
-  execFileSync(process.execPath, [path.join(PROJECT_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', CDK], { stdio: 'inherit' });
+  tsc(CDK);
   const esmTypes = path.join(dist, 'types', 'esm');
   pruneDeclarations(esmTypes, path.join(esmTypes, 'infra', 'constructs', 'index.d.ts'));
   const cjsTypes = path.join(dist, 'types', 'cjs');
@@ -118,6 +123,7 @@ async function buildCli(): Promise<void> {
   const result = await build({
     entryPoints: {
       ledger: path.join(PROJECT_ROOT, 'cli', 'bin.ts'),
+      index: path.join(PROJECT_ROOT, 'cli', 'index.ts'),
       'supervisor-main': path.join(PROJECT_ROOT, 'local', 'supervisor-main.ts'),
       'fauxqs-main': path.join(PROJECT_ROOT, 'local', 'engines', 'fauxqs-main.ts'),
     },
@@ -143,6 +149,9 @@ async function buildCli(): Promise<void> {
   const page = path.join(PROJECT_ROOT, 'ui', 'page');
   await build({ ...PAGE_BUILD.options, conditions: [...PAGE_BUILD.options.conditions], target: [...PAGE_BUILD.options.target], entryPoints: [path.join(page, PAGE_BUILD.entry)], outfile: path.join(dist, 'page', 'app.js'), absWorkingDir: PROJECT_ROOT });
   for (const file of ['index.html', 'styles.css', 'favicon.svg']) cpSync(path.join(page, file), path.join(dist, 'page', file));
+  // The module entry's declarations, pruned to what it reaches.
+  tsc(CLI);
+  pruneDeclarations(path.join(dist, 'types'), path.join(dist, 'types', 'cli', 'index.d.ts'));
 }
 
 const targets = process.argv.slice(2);

@@ -210,6 +210,23 @@ describe('2. a plain node project with the worker, the client and the CLI: the R
     console.log(`packaging: the node app installs ${(sizeOf(join(app, 'node_modules')) / 1e6).toFixed(0)} MB`);
   });
 
+  it('runs the README quick start on a folder with no .ledger yet: up, a dispatch sent with the AWS CLI, check, down', async () => {
+    const block = readmeBlocks('quick-start.sh')['quick-start.sh'] ?? '';
+    expect(existsSync(join(app, '.ledger'))).toBe(false);
+    // As a person types it, except that the check is asked again until the ledger has taken the message
+    // from its queue (a person runs it a moment later): the block's own line, retried.
+    const check = 'npx ledger check d-1';
+    const checkLine = block.split('\n').find((line) => line.startsWith(check));
+    expect(checkLine).toBeDefined();
+    const script = block.replace(checkLine ?? '', `for try in $(seq 60); do ${check} > check.out && break; sleep 0.5; done; cat check.out`);
+    const { stdout } = await run('sh', ['-ec', script], { cwd: app, env: userEnv(), timeout: 240_000 });
+    const info = JSON.parse(readFileSync(join(app, '.ledger', 'local.json'), 'utf8')) as { dispatchQueueUrl: string };
+    expect(info.dispatchQueueUrl).toMatch(/^http:\/\/sqs\.us-east-1\.localhost:\d+\//);
+    expect(stdout).toContain('d-1');
+    expect(stdout).toMatch(/stopped \d+ processes/);
+    expect(existsSync(join(app, '.ledger', 'local', 'state.json'))).toBe(false);
+  }, 300_000);
+
   it('runs the README commands: up, the worker registered, the origin\'s round trip; down after an npm ci leaves none of the pids up started', async () => {
     const commands = (blocks['commands.sh'] ?? '').split('\n').filter((line) => line.trim() !== '');
     expect(commands[0]).toBe('npx ledger local up --detach');
@@ -254,6 +271,7 @@ import { FINAL_RUN_STATUSES, isFinalRunStatus, type RunStatus } from '@dispatch-
 import { createLedgerClient, isLedgerApiError, type DispatchView, type LedgerClient } from '@dispatch-ledger/client';
 import { createWorker, memoryStore, type RunFunction } from '@dispatch-ledger/worker';
 import { createLambdaWorker, type LambdaHandler } from '@dispatch-ledger/worker/lambda';
+import { run as runLedger } from 'dispatch-ledger';
 
 const run: RunFunction = async (task, ctx) => {
   await ctx.putEvidence('out/a.md', String(task.goal));
@@ -274,6 +292,8 @@ export async function status(id: string): Promise<{ status: string | null; final
   }
 }
 export const finals: readonly string[] = FINAL_RUN_STATUSES;
+// The CLI as a module: a command run in-process, its exit code.
+export const help: Promise<number> = runLedger(['--help']);
 `;
   const options = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node'];
   const tsc = async (file: string): Promise<{ code: number; output: string }> =>
@@ -286,11 +306,11 @@ export const finals: readonly string[] = FINAL_RUN_STATUSES;
     mkdirSync(app);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'typed-app', private: true, type: 'module' }));
     // @types/node and typescript at the versions this repository tests with.
-    const names = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker'] as const;
+    const names = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker', 'dispatch-ledger'] as const;
     await timedInstall('typed app', app, [...names.map((name) => tarballs[name] ?? ''), `@types/node@${repoVersionOf('@types/node')}`, `typescript@${repoVersionOf('typescript')}`]);
   }, 300_000);
 
-  it('type-checks a strict file using the protocol, the client and both worker entries; a wrong one fails', async () => {
+  it('type-checks a strict file using the protocol, the client, both worker entries and the CLI as a module; a wrong one fails', async () => {
     writeFileSync(join(app, 'typed.ts'), TYPED);
     expect(await tsc('typed.ts')).toEqual({ code: 0, output: '' });
     // The types say something: a worker without its run function does not type-check.
