@@ -17,8 +17,8 @@ import { ApiError, errorResponse, type ApiResponse } from '../shared/api/http.js
 import { route, type ApiDeps } from '../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
-import { takeDispatchMessage, type IntakeDeps } from '../shared/intake/intake.js';
-import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { takeDispatchMessage, type IntakeDeps } from '../shared/usecases/intake.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
 import type { TargetPort, TargetRegistration } from '../shared/targets/port.js';
 import { loopbackOnly } from '../local/loopback.js';
 import type { BenchContext } from './types.js';

@@ -22,8 +22,8 @@ import { route } from '../shared/api/routes.js';
 import type { ApiRequest } from '../shared/api/http.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { publishStreamBatch } from '../shared/events/derive.js';
-import { takeDispatchMessage, type IntakeDeps } from '../shared/intake/intake.js';
-import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { takeDispatchMessage, type IntakeDeps } from '../shared/usecases/intake.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
 import { spreadOf, type BenchContext, type LifecycleUsage } from './types.js';
 
 /** Memory of each function as the stack deploys it (infra/constructs/dispatch-ledger.ts). */

@@ -10,7 +10,7 @@ import type { BlobStore } from '../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
 import { accepted, submitted } from '../shared/dispatch/transitions.js';
-import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
 import { loopbackOnly } from '../local/loopback.js';
 import type { BenchContext } from './types.js';
 

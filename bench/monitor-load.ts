@@ -6,7 +6,7 @@ import { httpTarget } from '../shared/adapters/http-target.js';
 import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
-import { DEFAULT_PERIOD_SECONDS, DUE_PAGE_SIZE, MONITOR_TIMEOUT_SECONDS, monitorTick, PAGE_CONCURRENCY, SHARD_CONCURRENCY, tickBudget, type MonitorDeps, type TickReport } from '../shared/monitor/monitor.js';
+import { DEFAULT_PERIOD_SECONDS, DUE_PAGE_SIZE, MONITOR_TIMEOUT_SECONDS, monitorTick, PAGE_CONCURRENCY, SHARD_CONCURRENCY, tickBudget, type MonitorDeps, type TickReport } from '../shared/usecases/monitor.js';
 import type { TargetPort, TargetRegistration } from '../shared/targets/port.js';
 import { batchPutStates, monitorBenchClients, noBlobs, runningState } from './monitor-history.js';
 import { spreadOf, type BenchContext, type Spread } from './types.js';

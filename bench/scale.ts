@@ -20,9 +20,9 @@ import type { ApiRequest } from '../shared/api/http.js';
 import { route, type ApiDeps } from '../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
-import type { AcceptedMessage } from '../shared/ledger/port.js';
-import { takeDispatchMessage, type IntakeDeps, type IntakeResult } from '../shared/intake/intake.js';
-import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/monitor/monitor.js';
+import type { AcceptedMessage } from '../shared/dispatch/records.js';
+import { takeDispatchMessage, type IntakeDeps, type IntakeResult } from '../shared/usecases/intake.js';
+import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
 import { batchPutItems } from './batch-load.js';
 import type { BenchContext } from './types.js';
 

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { Rejection } from '../shared/ledger/port.js';
+import type { Rejection } from '../shared/dispatch/records.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';

@@ -13,7 +13,7 @@ import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
 import type { DetailType } from '../shared/events/catalog.js';
 import { profileFromEnv, publishedDetailTypes } from '../shared/events/profile.js';
 import { ORIGIN, TARGET_NAME } from '../shared/dispatch/ids.js';
-import { MAX_ORIGIN_SETTINGS } from '../shared/ledger/port.js';
+import { MAX_ORIGIN_SETTINGS } from '../shared/dispatch/records.js';
 import type { Principal } from '../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { baseUrlProblem } from '../shared/adapters/target-address.js';

@@ -1,6 +1,6 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { isPublishedRecord, isTtlRemoval } from '../shared/adapters/stream-records.js';
-import { MONITOR_TIMEOUT_SECONDS } from '../shared/monitor/monitor.js';
+import { MONITOR_TIMEOUT_SECONDS } from '../shared/usecases/monitor.js';
 import type { HttpApiHandler } from './runtime/http-api.js';
 import type { ScheduledHandler } from './runtime/scheduler.js';
 import type { SqsHandler } from './runtime/sqs-event-source.js';

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
-import { MONITOR_TIMEOUT_SECONDS } from '../shared/monitor/monitor.js';
+import { MONITOR_TIMEOUT_SECONDS } from '../shared/usecases/monitor.js';
 import { localClients, localHandlerEnvironment, type LocalClients, type LocalEndpoints } from './clients.js';
 import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-agent/server.js';
 import { LOCAL_REGION, startEngines } from './engines/index.js';

@@ -6,7 +6,7 @@
  * `npm test` (it runs vitest once per entry, a few minutes in all).
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -56,7 +56,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "resume any age",
-    "file": "shared/intake/intake.ts",
+    "file": "shared/usecases/intake.ts",
     "fixed": "    if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);",
     "broken": "    if (now.getTime() - Date.parse(existing.receivedAt) > 24 * 3600 * 1000) return { outcome: 'duplicate', dispatchId, target: 'unknown' };\n    if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);",
     "test": "test/integration/hardening.test.ts",
@@ -128,7 +128,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "claim clock",
-    "file": "shared/monitor/monitor.ts",
+    "file": "shared/usecases/monitor.ts",
     "fixed": "  const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);",
     "broken": "  const claimed = submissionClaimed(state, new Date(Date.parse(state.dueAt ?? '')), deps.claimSeconds);",
     "test": "test/integration/hardening.test.ts",
@@ -176,7 +176,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "v2 fields kept",
-    "file": "shared/intake/intake.ts",
+    "file": "shared/usecases/intake.ts",
     "fixed": "      resultDelivery: message.resultDelivery,",
     "broken": "",
     "test": "test/integration/hardening.test.ts",
@@ -184,7 +184,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "notBefore 30 days",
-    "file": "shared/intake/intake.ts",
+    "file": "shared/usecases/intake.ts",
     "fixed": "  const read = withClockRules(readDispatchMessage(record.body), deps.now());",
     "broken": "  const read = readDispatchMessage(record.body);",
     "test": "test/integration/hardening.test.ts",
@@ -192,7 +192,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "seal restores (race 1)",
-    "file": "shared/monitor/evidence-check.ts",
+    "file": "shared/usecases/evidence-check.ts",
     "fixed": "  const now = await blobs.getBytes(key);\n  if (now && sha256Of(now) === sealed.sha256) return false;",
     "broken": "  return false;\n  const now = await blobs.getBytes(key);\n  if (now && sha256Of(now) === sealed.sha256) return false;",
     "test": "test/integration/hardening.test.ts",
@@ -208,7 +208,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "anchorless check unverified",
-    "file": "shared/monitor/evidence-check.ts",
+    "file": "shared/usecases/evidence-check.ts",
     "fixed": "  let error: string | null = unreadable;",
     "broken": "  let error: string | null = null;",
     "test": "test/integration/hardening.test.ts",
@@ -224,7 +224,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "defer failing due item",
-    "file": "shared/monitor/monitor.ts",
+    "file": "shared/usecases/monitor.ts",
     "fixed": "        await deps.store.deferDue(entry, new Date(deps.now().getTime() + seconds * 1000)).catch(() => undefined);",
     "broken": "",
     "test": "test/integration/hardening.test.ts",
@@ -280,7 +280,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "seal only what was hashed",
-    "file": "shared/monitor/evidence-check.ts",
+    "file": "shared/usecases/evidence-check.ts",
     "fixed": "    if (!bytes || sha256Of(bytes) !== file.sha256) return undefined;",
     "broken": "    if (!bytes) return undefined;",
     "test": "test/integration/hardening.test.ts",
@@ -296,7 +296,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "retention keeps a live dispatch",
-    "file": "shared/retention/retention.ts",
+    "file": "shared/usecases/retention.ts",
     "fixed": "    if (await live.stateLives(message.dispatchId, options.now)) {",
     "broken": "    if (false) {",
     "test": "test/integration/retention.test.ts",
@@ -304,7 +304,7 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "retention leaves a reused id alone",
-    "file": "shared/retention/retention.ts",
+    "file": "shared/usecases/retention.ts",
     "fixed": "    if (await live.anchorHeld(message.dispatchId)) return { kind: 'kept', of: plan.of, why: 'id_taken_again' };",
     "broken": "",
     "test": "test/integration/retention.test.ts",
@@ -329,10 +329,24 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+/**
+ * The product file that holds the fix: the entry's own, or — after a restructuring moved it — the one
+ * file of the product's sources that holds its text.
+ */
+function fileOf(entry: Regression): string | undefined {
+  const named = path.join(ROOT, entry.file);
+  if (existsSync(named) && readFileSync(named, 'utf8').includes(entry.fixed)) return named;
+  const sources = execFileSync('git', ['ls-files', 'shared', 'functions', 'packages', 'local', 'cli', 'infra'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\n')
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.test.ts'));
+  const holding = sources.filter((file) => readFileSync(path.join(ROOT, file), 'utf8').includes(entry.fixed));
+  return holding.length === 1 ? path.join(ROOT, holding[0] as string) : undefined;
+}
+
 function run(entry: Regression): string {
-  const file = path.join(ROOT, entry.file);
+  const file = fileOf(entry);
+  if (!file) return 'the fix is in no product file (or in several): update the entry';
   const original = readFileSync(file, 'utf8');
-  if (!original.includes(entry.fixed)) return 'the fix is not where this entry says: update the entry';
   restoring = { file, original };
   writeFileSync(file, original.replace(entry.fixed, entry.broken));
   try {

@@ -3,7 +3,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
-import type { IntakeDeps } from '../../shared/intake/intake.js';
+import type { IntakeDeps } from '../../shared/usecases/intake.js';
 import { cachedPrincipals } from '../../shared/principals/principals.js';
 
 /** Composition root of the intake function: config and clients built once per execution environment. */

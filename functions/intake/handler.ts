@@ -2,7 +2,7 @@ import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-p
 import { countForTarget } from '../../shared/adapters/metrics.js';
 import { crashPoint, isInjectedCrash } from '../../shared/faults.js';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { DispatchInProgressError, REDRIVEN_FOR, takeDispatchMessage, type IntakeResult } from '../../shared/intake/intake.js';
+import { DispatchInProgressError, REDRIVEN_FOR, takeDispatchMessage, type IntakeResult } from '../../shared/usecases/intake.js';
 import { intakeDeps, logger, metrics } from './deps.js';
 
 const processor = new BatchProcessor(EventType.SQS);

@@ -3,7 +3,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
-import { DUE_PAGE_SIZE, type MonitorDeps } from '../../shared/monitor/monitor.js';
+import { DUE_PAGE_SIZE, type MonitorDeps } from '../../shared/usecases/monitor.js';
 
 /** Composition root of the monitor function. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'monitor' } });

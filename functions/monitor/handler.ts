@@ -1,7 +1,7 @@
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import { countForTarget, gaugeForTarget } from '../../shared/adapters/metrics.js';
 import { isAdmitEvent } from '../../shared/adapters/admission-nudge.js';
-import { DEFAULT_PERIOD_SECONDS, LOGGED_TARGETS, monitorTick, tickBudget, type MonitorAction } from '../../shared/monitor/monitor.js';
+import { DEFAULT_PERIOD_SECONDS, LOGGED_TARGETS, monitorTick, tickBudget, type MonitorAction } from '../../shared/usecases/monitor.js';
 import { admitWaiting } from '../../shared/usecases/submit-attempt.js';
 import { logger, metrics, monitorDeps } from './deps.js';
 

@@ -7,7 +7,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { LiveDispatchesTable } from '../../shared/adapters/live-dispatches.js';
 import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
-import type { LiveDispatches, ObjectSweeper } from '../../shared/retention/retention.js';
+import type { LiveDispatches, ObjectSweeper } from '../../shared/usecases/retention.js';
 
 /** Composition root of the retention function: config and the S3 client built once per execution environment. */
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'retention' } });

@@ -2,7 +2,7 @@ import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-p
 import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { countOnce } from '../../shared/adapters/metrics.js';
 import { streamChangeOf } from '../../shared/adapters/stream-records.js';
-import { removeExpiredObjects } from '../../shared/retention/retention.js';
+import { removeExpiredObjects } from '../../shared/usecases/retention.js';
 import { anchorSeconds, live, logger, metrics, objects } from './deps.js';
 
 const processor = new BatchProcessor(EventType.DynamoDBStreams);

@@ -3,7 +3,7 @@ import { AttributeType, BillingMode, ProjectionType, StreamViewType, Table, Tabl
 import { BlockPublicAccess, Bucket, BucketEncryption, ObjectOwnership } from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-items.js';
-import { objectBackstopDays } from '../../shared/retention/backstop.js';
+import { objectBackstopDays } from '../../shared/usecases/retention-backstop.js';
 
 export interface LedgerStorageProps {
   /** Days a finished dispatch's records and evidence are kept (CONTRACT §7). */
@@ -46,7 +46,7 @@ export function privateBucket(scope: Construct, id: string, props: { readonly ex
  * anchor (ObjectRetention), and only once its state is gone too. Its age rule is a backstop for what
  * that misses (a batch parked in the failure bucket and never acted on): set past the retention plus
  * the longest a dispatch may stay open on the contract's bounded clocks (CONTRACT §7 V3; derived in
- * shared/retention/backstop.ts, explained in docs/reliability.md "Retention"), so it never takes the
+ * shared/usecases/retention-backstop.ts, explained in docs/reliability.md "Retention"), so it never takes the
  * objects of a dispatch within those bounds.
  */
 

@@ -6,7 +6,7 @@ import {
   type MessageAttributeValue,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { REDRIVEN_FOR } from '../intake/intake.js';
+import { REDRIVEN_FOR } from '../usecases/intake.js';
 import { resolvePrincipal, type PrincipalRegistry } from '../principals/principals.js';
 
 export interface RedriveReport {

@@ -5,19 +5,8 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import * as z from 'zod/mini';
 import { MAX_EVIDENCE_REFS, MAX_REF_BYTES, REQUEST_ID, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
 import { lazy } from '../lazy.js';
-import {
-  NATIVE_STATUS,
-  TARGET_RUN_STATUSES,
-  type ApprovalOutcome,
-  type CancelOutcome,
-  type LookupOutcome,
-  type SubmitOutcome,
-  type SubmitRequest,
-  type TargetPort,
-  type HttpTargetRegistration,
-  type TargetRegistration,
-  type TargetRunView,
-} from '../targets/port.js';
+import { NATIVE_STATUS, TARGET_RUN_STATUSES, type SubmitRequest, type TargetPort, type HttpTargetRegistration, type TargetRegistration } from '../targets/port.js';
+import { type ApprovalOutcome, type CancelOutcome, type LookupOutcome, type SubmitOutcome, type TargetRunView } from '../dispatch/target-answers.js';
 import { baseUrlProblem, guardedLookup, type AddressPolicy, type Resolver } from './target-address.js';
 
 /**

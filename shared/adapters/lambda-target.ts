@@ -1,17 +1,8 @@
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { clip, printable } from '../text.js';
-import {
-  lambdaRunIdOf,
-  NATIVE_STATUS,
-  TARGET_RUN_STATUSES,
-  type LambdaTargetRegistration,
-  type LookupOutcome,
-  type SubmitOutcome,
-  type SubmitRequest,
-  type TargetPort,
-  type TargetRunStatus,
-} from '../targets/port.js';
+import { lambdaRunIdOf, NATIVE_STATUS, TARGET_RUN_STATUSES, type LambdaTargetRegistration, type SubmitRequest, type TargetPort } from '../targets/port.js';
+import { type LookupOutcome, type SubmitOutcome, type TargetRunStatus } from '../dispatch/target-answers.js';
 
 /**
  * A `lambda` target (CONTRACT §12): the ledger invokes the function asynchronously with the

@@ -3,7 +3,8 @@ import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
 import { countsOf, isBucket, type Counts } from '../dispatch/counts.js';
 import { isFiltered, matchesFilter, type DispatchFilter } from '../dispatch/dispatch-filter.js';
 import type { DispatchState, ResultRecord } from '../dispatch/state.js';
-import { InvalidCursorError, type LedgerFeeds, type OriginRejection, type Page, type Rejection } from '../ledger/port.js';
+import { InvalidCursorError, type LedgerFeeds, type Page } from '../ledger/port.js';
+import { type OriginRejection, type Rejection } from '../dispatch/records.js';
 import {
   COUNT_KEYS,
   dispatchIdOfKey,

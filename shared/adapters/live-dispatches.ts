@@ -1,7 +1,7 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { AcceptedMessage } from '../ledger/port.js';
-import type { LiveDispatches } from '../retention/retention.js';
+import type { AcceptedMessage } from '../dispatch/records.js';
+import type { LiveDispatches } from '../usecases/retention.js';
 import { KEY, messageItem, TTL_ATTRIBUTE } from './ledger-items.js';
 
 /**

@@ -1,5 +1,5 @@
 import { DeleteObjectsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
-import type { ObjectSweeper } from '../retention/retention.js';
+import type { ObjectSweeper } from '../usecases/retention.js';
 
 /** The most keys one DeleteObjects request takes (and one ListObjectsV2 page returns). */
 const MAX_KEYS_PER_REQUEST = 1000;

@@ -3,7 +3,7 @@ import '@dispatch-ledger/protocol/english';
 import { lazy } from '../lazy.js';
 import type { Principal } from '../principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT, TARGET_KINDS, type TargetRegistration } from '../targets/port.js';
-import { DEFAULT_ORIGIN_SETTINGS, MAX_ORIGIN_SETTINGS, type OriginSettings } from '../ledger/port.js';
+import { DEFAULT_ORIGIN_SETTINGS, MAX_ORIGIN_SETTINGS, type OriginSettings } from '../dispatch/records.js';
 import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 
 /**

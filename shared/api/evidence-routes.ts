@@ -1,6 +1,6 @@
 import { refProblem } from '../dispatch/refs.js';
 import { evidenceRecheck } from '../dispatch/transitions.js';
-import { evidenceKey, sealedFile, sha256Of } from '../monitor/evidence-check.js';
+import { evidenceKey, sealedFile, sha256Of } from '../usecases/evidence-check.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
 import { parseJson, runOfDispatch, type LifecycleDeps } from './lifecycle-routes.js';

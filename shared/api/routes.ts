@@ -10,7 +10,7 @@ import { CorruptItemError, InvalidCursorError } from '../ledger/port.js';
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
 import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed } from './lifecycle-routes.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
-import { evidenceCheckOf } from '../monitor/evidence-check.js';
+import { evidenceCheckOf } from '../usecases/evidence-check.js';
 import { postOperatorReceipt } from './receipt-routes.js';
 import { postCancel, postSlotRelease } from './flow-routes.js';
 import { targetsAtCapacity } from '../usecases/flow.js';

@@ -1,4 +1,4 @@
-import type { TargetRunStatus } from '../targets/port.js';
+import type { TargetRunStatus } from './target-answers.js';
 import { clip, printable } from '../text.js';
 import type { Phase, ResultState } from '@dispatch-ledger/protocol';
 

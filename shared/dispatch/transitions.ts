@@ -1,4 +1,4 @@
-import type { LookupOutcome, SubmitOutcome, TargetRunStatus } from '../targets/port.js';
+import type { LookupOutcome, SubmitOutcome, TargetRunStatus } from './target-answers.js';
 import { clip, printable } from '../text.js';
 import { PHASES as PROTOCOL_PHASES, type RunEventType } from '@dispatch-ledger/protocol';
 import { attentionKind } from './attention.js';
@@ -24,7 +24,7 @@ import {
   type Timeouts,
   type WaitingFor,
 } from './state.js';
-import type { CancelOutcome } from '../targets/port.js';
+import type { CancelOutcome } from './target-answers.js';
 
 /**
  * The dispatch's state machine, as data and named transitions (CONTRACT §1, §4, §5).

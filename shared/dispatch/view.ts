@@ -1,4 +1,4 @@
-import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from './records.js';
 import { evidenceWords, type EvidenceFacts } from './evidence-words.js';
 import { clip } from '../text.js';
 import { stallDeadline } from './transitions.js';

@@ -1,9 +1,9 @@
 import * as z from 'zod/mini';
 import '@dispatch-ledger/protocol/english';
 import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
-import type { Rejection } from '../ledger/port.js';
+import type { Rejection } from '../dispatch/records.js';
 import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, RECEIPT_ID } from '../dispatch/receipts.js';
-import { NATIVE_STATUS, TARGET_RUN_STATUSES } from '../targets/port.js';
+import { NATIVE_STATUS, RUN_STATUSES as TARGET_RUN_STATUSES } from '@dispatch-ledger/protocol';
 
 /**
  * The ledger's events (CONTRACT §3): every detail-type published on the bus today, with the schema of

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { countDelta, sumDeltas, type CountDelta } from '../dispatch/counts.js';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { nativeStatusOf, type ChangeKind, type DispatchState } from '../dispatch/state.js';
-import type { AcceptedMessage, EvidenceCheck, Rejection } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck, Rejection } from '../dispatch/records.js';
 import type { DetailType, LedgerEvent } from './catalog.js';
 
 /**

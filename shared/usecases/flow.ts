@@ -2,7 +2,8 @@ import type { DispatchState } from '../dispatch/state.js';
 import { slotTotals } from '../dispatch/slots.js';
 import { cancelAnswered, cancelledBeforeSubmission, cancelPending, cancelRequested, isTerminal, slotReleased, submissionInFlight, type CancelAsk } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
-import { notRegistered, parseLambdaRunId, type CancelOutcome } from '../targets/port.js';
+import { notRegistered, parseLambdaRunId } from '../targets/port.js';
+import { type CancelOutcome } from '../dispatch/target-answers.js';
 
 /** What a cancel came to (CONTRACT §2 `POST /dispatches/{id}/cancel`). */
 export type CancelDispatchOutcome =

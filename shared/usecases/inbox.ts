@@ -12,10 +12,11 @@ import {
   resultRenewed,
   resultWatch,
 } from '../dispatch/transitions.js';
-import type { BlobStore, InboxStore, LedgerStore, OriginSettings, ResultBody } from '../ledger/port.js';
+import type { BlobStore, InboxStore, LedgerStore } from '../ledger/port.js';
+import type { OriginSettings, ResultBody } from '../dispatch/records.js';
 import { clipBytes } from '../text.js';
 import { resultBodyKey } from '../ledger/objects.js';
-import { evidenceCheckOf } from '../monitor/evidence-check.js';
+import { evidenceCheckOf } from './evidence-check.js';
 
 /**
  * The results inbox (CONTRACT §10): an origin claims its results under a lease, acknowledges what it

@@ -1,6 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
-import { notRegistered, type LookupOutcome } from '../targets/port.js';
+import { notRegistered } from '../targets/port.js';
+import { type LookupOutcome } from '../dispatch/target-answers.js';
 
 /**
  * Asks the target about the dispatch's current run (the monitor's stall watch and a refresh alike).

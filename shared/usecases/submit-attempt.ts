@@ -1,10 +1,12 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { admitted, awaitingPerson, blocked, cancelledBeforeSubmission, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
 import { wantsAllotment, type SlotShard } from '../dispatch/slots.js';
-import { taskOf } from '../dispatch/task.js';
+import { taskOf } from './task.js';
 import { crashPoint } from '../faults.js';
-import type { AcceptedMessage, CommitOutcome, DispatchWorkDeps } from '../ledger/port.js';
-import type { SubmitOutcome, TargetRegistration } from '../targets/port.js';
+import type { CommitOutcome, DispatchWorkDeps } from '../ledger/port.js';
+import type { AcceptedMessage } from '../dispatch/records.js';
+import type { TargetRegistration } from '../targets/port.js';
+import type { SubmitOutcome } from '../dispatch/target-answers.js';
 
 type SubmitDeps = Pick<DispatchWorkDeps, 'store' | 'blobs' | 'targetFor' | 'callbackUrl' | 'retryPolicy' | 'now' | 'claimSeconds'>;
 

@@ -7,7 +7,7 @@ import { CONTRACT_METRICS, FLOW_GAUGES } from '@dispatch-ledger/cdk';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { DispatchLedgerStack } from '../../infra/stack.js';
-import { longestOpenSeconds, objectBackstopDays } from '../../shared/retention/backstop.js';
+import { longestOpenSeconds, objectBackstopDays } from '../../shared/usecases/retention-backstop.js';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 
 type Resource = { readonly Type: string; readonly Properties?: Record<string, unknown>; readonly DeletionPolicy?: string };

@@ -7,7 +7,7 @@ import { stateItem } from '../../shared/adapters/ledger-items.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { accepted, blocked } from '../../shared/dispatch/transitions.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import type { Rejection } from '../../shared/ledger/port.js';
+import type { Rejection } from '../../shared/dispatch/records.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 import { withUnprocessedKeys } from '../support/unprocessed-keys.js';
 import { eventually } from '../support/eventually.js';

@@ -12,7 +12,7 @@ import { errorResponse, MAX_ERROR_MESSAGE_BYTES } from '../../shared/api/http.js
 import { MAX_API_BODY_DEPTH, postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { route } from '../../shared/api/routes.js';
 import { slotTotals } from '../../shared/dispatch/slots.js';
-import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
+import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';

@@ -9,7 +9,7 @@ import { httpTarget } from '../../shared/adapters/http-target.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
-import { takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
+import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import type { BlobStore } from '../../shared/ledger/port.js';
 import { cachedPrincipals } from '../../shared/principals/principals.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';

@@ -11,7 +11,7 @@ import type { DispatchView } from '../../shared/dispatch/view.js';
 import type { InvocationReport } from '../../local/runtime/context.js';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
-import { DispatchInProgressError, takeDispatchMessage, type IntakeDeps } from '../../shared/intake/intake.js';
+import { DispatchInProgressError, takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { uniqueName } from '../support/engines.js';
 

@@ -12,7 +12,7 @@ import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nativeStatusOf } from '../../shared/dispatch/state.js';
 import { eventsForState } from '../../shared/events/derive.js';
-import { takeDispatchMessage } from '../../shared/intake/intake.js';
+import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { lambdaRunIdOf, parseLambdaRunId, type SubmitRequest, type TargetPort } from '../../shared/targets/port.js';
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';

@@ -7,7 +7,7 @@ import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-i
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
-import { takeDispatchMessage } from '../../shared/intake/intake.js';
+import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { parseLambdaRunId, type LambdaTargetRegistration } from '../../shared/targets/port.js';
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';

@@ -10,7 +10,7 @@ import { LedgerDueIndex, LedgerTable, statePut } from '../../shared/adapters/led
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { withDynamoDbFaults } from '../../shared/adapters/wiring.js';
 import { installFaults, type ProductFault } from '../../shared/faults.js';
-import { DispatchInProgressError, takeDispatchMessage } from '../../shared/intake/intake.js';
+import { DispatchInProgressError, takeDispatchMessage } from '../../shared/usecases/intake.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, cancelledBeforeSubmission, waiting } from '../../shared/dispatch/transitions.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';

@@ -7,7 +7,7 @@ import { DUE_SHARDS, LedgerDueIndex, LedgerTable } from '../../shared/adapters/l
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
-import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
+import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
 import { newDispatchFactory } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';

@@ -19,7 +19,7 @@ import { REPLAYED_PREFIX, replayStreamFailures, UnreadableFailureRecordError } f
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
 import type { PrincipalRegistry } from '../../shared/principals/principals.js';
-import { REDRIVEN_FOR } from '../../shared/intake/intake.js';
+import { REDRIVEN_FOR } from '../../shared/usecases/intake.js';
 import { engineClients, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';

@@ -10,7 +10,7 @@ import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { takeDispatchMessage } from '../../shared/intake/intake.js';
+import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';

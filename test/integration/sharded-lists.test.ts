@@ -8,7 +8,8 @@ import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, applyRunEvent, blocked, evidenceSettled, submitted } from '../../shared/dispatch/transitions.js';
-import type { Page, Rejection } from '../../shared/ledger/port.js';
+import type { Page } from '../../shared/ledger/port.js';
+import type { Rejection } from '../../shared/dispatch/records.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 

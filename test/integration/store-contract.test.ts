@@ -10,7 +10,8 @@ import { accepted, admitted, applyRunEvent, blocked, cancelledBeforeSubmission, 
 import { slotShardCaps } from '../../shared/dispatch/slots.js';
 import { manualAttestation } from '../../shared/dispatch/manual.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
-import type { DueIndex, EvidenceCheck, EvidenceUpload, LedgerStoreWithWrites, PastAttempt } from '../../shared/ledger/port.js';
+import type { DueIndex, LedgerStoreWithWrites } from '../../shared/ledger/port.js';
+import type { EvidenceCheck, EvidenceUpload, PastAttempt } from '../../shared/dispatch/records.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';

@@ -1,7 +1,7 @@
 import type { OperatorReceiptBody } from '../../shared/dispatch/receipts.js';
 import type { NewDispatch } from '../../shared/dispatch/transitions.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { IntakeDeps } from '../../shared/intake/intake.js';
+import type { IntakeDeps } from '../../shared/usecases/intake.js';
 
 /** The clock the domain tests stand at. */
 export const WRITTEN_AT = '2026-03-01T11:59:59.000Z';

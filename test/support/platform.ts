@@ -1,4 +1,4 @@
-import { testEngines } from '../support/engines.js';
+import { testEngines } from './engines.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,4 +1,5 @@
-import type { ApprovalOutcome, LookupOutcome, SubmitOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import type { ApprovalOutcome, LookupOutcome, SubmitOutcome } from '../../shared/dispatch/target-answers.js';
 
 /** A target whose submission answer the test sets; it counts calls per Idempotency-Key. */
 export class ScriptedTarget implements TargetPort {

@@ -138,7 +138,7 @@ describe('API routes', () => {
 
 describe('a completion whose evidence is already delivered (regression: it used to wait for the next monitor tick)', () => {
   async function submittedWith(dispatchId: string, delivered: readonly string[], mode: 'callback' | 'detached' = 'callback', expectedEvidence: readonly string[] = ['out/report.md', 'out/data.csv']) {
-    const { takeDispatchMessage } = await import('../../shared/intake/intake.js');
+    const { takeDispatchMessage } = await import('../../shared/usecases/intake.js');
     const store = new MemoryStore();
     const blobs = new MemoryBlobs();
     await store.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
@@ -165,7 +165,7 @@ describe('a completion whose evidence is already delivered (regression: it used 
     expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled', 'result_ready'], evidence: { outcome: 'handled' }, result: { state: 'pending', attempt: 1 } });
     expect(state?.receipts.at(-1)).toMatchObject({ event: 'dispatch_completed', attempt: 1, runId: 'r-1', evidenceCount: 2 });
     // With its result out the state has no room for the check's record: that is an item of its own.
-    const { evidenceCheckOf } = await import('../../shared/monitor/evidence-check.js');
+    const { evidenceCheckOf } = await import('../../shared/usecases/evidence-check.js');
     expect((state && (await evidenceCheckOf(store, state)))?.files.map((file) => file.ref)).toEqual(['out/report.md', 'out/data.csv']);
     expect([...store.checks.values()]).toMatchObject([{ dispatchId: 'd-all', outcome: 'handled', found: ['out/report.md', 'out/data.csv'], missing: [] }]);
   });
@@ -177,7 +177,7 @@ describe('a completion whose evidence is already delivered (regression: it used 
     expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled'], evidence: { outcome: 'handled' } });
     expect(state?.evidence.check?.files.map((file) => file.ref)).toEqual(['out/report.md']);
     expect(store.checks.size).toBe(0);
-    const { evidenceCheckOf } = await import('../../shared/monitor/evidence-check.js');
+    const { evidenceCheckOf } = await import('../../shared/usecases/evidence-check.js');
     expect(state && (await evidenceCheckOf(store, state))).toMatchObject({ files: [{ ref: 'out/report.md' }], missing: [], invalid: [] });
   });
 

@@ -4,7 +4,7 @@ import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/re
 import { blockedReason, NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
-import type { SubmitOutcome } from '../../shared/targets/port.js';
+import type { SubmitOutcome } from '../../shared/dispatch/target-answers.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 const TWO_RETRIES: RetryPolicy = { delaysSeconds: [1, 1], jitter: 0.2 };

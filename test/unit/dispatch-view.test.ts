@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { AcceptedMessage, EvidenceCheck } from '../../shared/ledger/port.js';
+import type { AcceptedMessage, EvidenceCheck } from '../../shared/dispatch/records.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
@@ -8,7 +8,7 @@ import { advance } from '../support/states.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import { dispatchView, historyEntry } from '../../shared/dispatch/view.js';
 import { summaryLine } from '../../shared/dispatch/summary.js';
-import type { SubmitOutcome } from '../../shared/targets/port.js';
+import type { SubmitOutcome } from '../../shared/dispatch/target-answers.js';
 
 const TWO_RETRIES: RetryPolicy = { delaysSeconds: [1, 1], jitter: 0.2 };
 

@@ -4,7 +4,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type ChangeKind, type DispatchState, type ResultRecord } from '../../shared/dispatch/state.js';
 import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
 import { advance } from '../support/states.js';
-import type { Rejection } from '../../shared/ledger/port.js';
+import type { Rejection } from '../../shared/dispatch/records.js';
 import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
 import { publishedDetailTypes } from '../../shared/events/profile.js';
 import {

@@ -4,7 +4,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { allotSlotCaps, nextAdmission, slotShardCaps, slotTotals, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, admitted, applyRunEvent, cancelRequested, redispatched, submissionClaimed, submitted, waiting } from '../../shared/dispatch/transitions.js';
-import type { AcceptedMessage } from '../../shared/ledger/port.js';
+import type { AcceptedMessage } from '../../shared/dispatch/records.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
 import { admitWaiting, startAttempt } from '../../shared/usecases/submit-attempt.js';

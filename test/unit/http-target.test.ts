@@ -2,7 +2,8 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { httpTarget, type HttpTargetOptions } from '../../shared/adapters/http-target.js';
-import type { LookupOutcome, SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
+import type { LookupOutcome } from '../../shared/dispatch/target-answers.js';
 import { eventually } from '../support/eventually.js';
 
 // The http target adapter (CONTRACT §8) against the real demo agent for the protocol, and against a

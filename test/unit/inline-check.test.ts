@@ -5,7 +5,7 @@ import { statePut } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState, InlineCheck } from '../../shared/dispatch/state.js';
 import { accepted, applyRunEvent, evidenceSettled, submitted } from '../../shared/dispatch/transitions.js';
-import { INLINE_CHECK_BYTES } from '../../shared/monitor/evidence-check.js';
+import { INLINE_CHECK_BYTES } from '../../shared/usecases/evidence-check.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 /** The write units DynamoDB bills for the write of `next`, as the table sends it (its write id included). */

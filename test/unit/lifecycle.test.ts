@@ -3,8 +3,9 @@ import { applyRunEvent, monitorStep, reconcileLookup, blocked, redispatched } fr
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nativeStatusOf, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions.js';
-import { monitorTick, type MonitorDeps } from '../../shared/monitor/monitor.js';
-import type { LookupOutcome, TargetPort } from '../../shared/targets/port.js';
+import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
+import type { TargetPort } from '../../shared/targets/port.js';
+import type { LookupOutcome } from '../../shared/dispatch/target-answers.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';

@@ -4,9 +4,9 @@ import { dueShardClaimUpdate, dueShardReleaseUpdate } from '../../shared/adapter
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, applyRunEvent, blocked, cancelRequested, resultClaimed, submitted } from '../../shared/dispatch/transitions.js';
-import { EVIDENCE_CHECKS_AT_ONCE, FAILURE_SAMPLE, monitorTick, TICK_MARGIN_SECONDS, tickBudget, type MonitorDeps } from '../../shared/monitor/monitor.js';
+import { EVIDENCE_CHECKS_AT_ONCE, FAILURE_SAMPLE, monitorTick, TICK_MARGIN_SECONDS, tickBudget, type MonitorDeps } from '../../shared/usecases/monitor.js';
 import type { TargetPort } from '../../shared/targets/port.js';
-import { sha256Of } from '../../shared/monitor/evidence-check.js';
+import { sha256Of } from '../../shared/usecases/evidence-check.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 import { MemoryStore } from '../support/memory-store.js';

@@ -8,9 +8,9 @@ import { legacySealedKey, payloadFolder, resultBodyKey } from '../../shared/ledg
 import { streamChangeOf, TTL_REMOVER } from '../../shared/adapters/stream-records.js';
 import { accepted } from '../../shared/dispatch/transitions.js';
 import type { StreamChange, StreamItem } from '../../shared/events/derive.js';
-import type { AcceptedMessage, Rejection } from '../../shared/ledger/port.js';
-import { evidenceKey } from '../../shared/monitor/evidence-check.js';
-import { dispatchFolders, removeExpiredObjects, retentionPlanOf, type LiveDispatches, type ObjectSweeper } from '../../shared/retention/retention.js';
+import type { AcceptedMessage, Rejection } from '../../shared/dispatch/records.js';
+import { evidenceKey } from '../../shared/usecases/evidence-check.js';
+import { dispatchFolders, removeExpiredObjects, retentionPlanOf, type LiveDispatches, type ObjectSweeper } from '../../shared/usecases/retention.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 const RECEIVED_AT = NOW.toISOString();

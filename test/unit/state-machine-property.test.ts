@@ -27,7 +27,7 @@ import {
   writeCondition,
   type RunEventType,
 } from '../../shared/dispatch/transitions.js';
-import type { CancelOutcome, LookupOutcome, TargetRunStatus } from '../../shared/targets/port.js';
+import type { CancelOutcome, LookupOutcome, TargetRunStatus } from '../../shared/dispatch/target-answers.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 /**

@@ -1,4 +1,5 @@
-import type { AcceptedMessage, BlobStore } from '../ledger/port.js';
+import type { BlobStore } from '../ledger/port.js';
+import type { AcceptedMessage } from '../dispatch/records.js';
 
 /** The task as sent: inline, from the message in hand, or read back from the blob store. */
 export async function taskOf(blobs: BlobStore, message: AcceptedMessage, inHand?: Record<string, unknown>): Promise<Record<string, unknown>> {

@@ -1,13 +1,13 @@
 import { adoptLegacyUpload } from './legacy-evidence.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
-import { resultDue } from '../usecases/inbox.js';
+import { resultDue } from './inbox.js';
 import { randomUUID } from 'node:crypto';
 import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites } from '../ledger/port.js';
-import { admitWaiting, startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
-import { resumeHeldChild } from '../usecases/lineage.js';
-import { lookUpRun } from '../usecases/look-up-run.js';
-import { recordCancelAnswer } from '../usecases/flow.js';
+import { admitWaiting, startAttempt, type AttemptOutcome } from './submit-attempt.js';
+import { resumeHeldChild } from './lineage.js';
+import { lookUpRun } from './look-up-run.js';
+import { recordCancelAnswer } from './flow.js';
 import { clip } from '../text.js';
 import { slotTotals } from '../dispatch/slots.js';
 import { crashPoint } from '../faults.js';

@@ -5,10 +5,11 @@ import { crashPoint } from '../faults.js';
 import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { accepted, blocked } from '../dispatch/transitions.js';
-import type { AcceptedMessage, BlobStore, DispatchWorkDeps, LedgerStoreWithWrites, Rejection, RejectionAudience } from '../ledger/port.js';
+import type { BlobStore, DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
+import type { AcceptedMessage, Rejection, RejectionAudience } from '../dispatch/records.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
-import { startAttempt, type AttemptOutcome } from '../usecases/submit-attempt.js';
-import { childAfter, parentOf } from '../usecases/lineage.js';
+import { startAttempt, type AttemptOutcome } from './submit-attempt.js';
+import { childAfter, parentOf } from './lineage.js';
 import { OBJECTS } from '../ledger/objects.js';
 
 /** One SQS record, as intake sees it. */

@@ -1,7 +1,7 @@
 import { MAX_TIMEOUT_SECONDS, NOT_BEFORE_MAX_DAYS } from '../dispatch/message.js';
 import { DEFAULT_RETRY_POLICY, retryBudgetSeconds, type RetryPolicy } from '../dispatch/retry.js';
 import { PARENT_WAIT_SECONDS } from '../dispatch/state.js';
-import { MAX_LEASE_SECONDS, MAX_ORIGIN_SETTINGS } from '../ledger/port.js';
+import { MAX_LEASE_SECONDS, MAX_ORIGIN_SETTINGS } from '../dispatch/records.js';
 
 /**
  * The age rule of the ledger's bucket: a backstop behind the retention function, never the way objects

@@ -1,5 +1,5 @@
 import { dispatchFolders } from '../ledger/objects.js';
-import type { AcceptedMessage } from '../ledger/port.js';
+import type { AcceptedMessage } from '../dispatch/records.js';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import type { StreamChange } from '../events/derive.js';
 

@@ -1,7 +1,8 @@
 import type { DispatchState, InlineCheck } from '../dispatch/state.js';
 import { evidenceSettled, isLive, type WriteMode } from '../dispatch/transitions.js';
 import { createHash } from 'node:crypto';
-import type { DispatchWorkDeps, EvidenceCheck, EvidenceFile, EvidenceUpload, LedgerStore, SettledCheck } from '../ledger/port.js';
+import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
+import type { EvidenceCheck, EvidenceFile, EvidenceUpload, SettledCheck } from '../dispatch/records.js';
 import { evidenceObjectKey } from '../ledger/objects.js';
 
 /** Where an uploaded evidence file's bytes live: immutable, under their hash (`OBJECTS.evidence`). */
