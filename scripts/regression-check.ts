@@ -104,9 +104,9 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "approval rounds",
-    "file": "shared/usecases/approval.ts",
-    "fixed": "const RECORD_ROUNDS = 10;",
-    "broken": "const RECORD_ROUNDS = 3;",
+    "file": "shared/ledger/repository.ts",
+    "fixed": "export const UPDATE_ROUNDS = 8;",
+    "broken": "export const UPDATE_ROUNDS = 3;",
     "test": "test/integration/hardening.test.ts",
     "pattern": "lose races"
   },

@@ -1,5 +1,6 @@
 import { refProblem } from '../dispatch/refs.js';
 import { evidenceRecheck } from '../dispatch/transitions.js';
+import { updateDispatch } from '../ledger/repository.js';
 import { evidenceKey, sealedFile, sha256Of } from '../usecases/evidence-check.js';
 import type { Caller } from './caller.js';
 import { ApiError, type ApiRequest } from './http.js';
@@ -54,13 +55,17 @@ async function recheckIfMissed(deps: LifecycleDeps, dispatchId: string, ref: str
   // Even when it is due already: a check reading the files right now may be about to reschedule it to
   // the deadline, and this write makes that stale reschedule conflict, so the check runs again. When
   // this write is the one that loses, the check committed first: read again and make it due once more.
-  for (let round = 0; round < 3; round += 1) {
-    const state = round === 0 ? read : await deps.store.getState(dispatchId);
-    if (!state || state.execution.status !== 'completed' || state.evidence.outcome !== 'pending') return;
-    const message = await deps.store.getAcceptedMessage(dispatchId);
-    if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;
-    if ((await deps.store.commit(state, evidenceRecheck(state, deps.now()))).kind === 'committed') return;
-  }
+  await updateDispatch(
+    deps.store,
+    dispatchId,
+    async (state) => {
+      if (!state || state.execution.status !== 'completed' || state.evidence.outcome !== 'pending') return { answer: undefined };
+      const message = await deps.store.getAcceptedMessage(dispatchId);
+      if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return { answer: undefined };
+      return { write: evidenceRecheck(state, deps.now()), answer: undefined };
+    },
+    { first: read },
+  );
 }
 
 

@@ -3,7 +3,8 @@ import type { DispatchState } from '../dispatch/state.js';
 import type { LedgerStore } from '../ledger/port.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
-import { parseJson, whichRun } from './lifecycle-routes.js';
+import { parseJson } from './lifecycle-routes.js';
+import { whichRun } from '../usecases/run-events.js';
 
 /**
  * POST /dispatches/{dispatchId}/receipts (CONTRACT §5) for a dispatch the caller owns: an operator

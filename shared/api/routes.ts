@@ -8,7 +8,8 @@ import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } fr
 import { ORIGIN } from '../dispatch/ids.js';
 import { CorruptItemError, InvalidCursorError } from '../ledger/port.js';
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
-import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent, refreshed } from './lifecycle-routes.js';
+import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent } from './lifecycle-routes.js';
+import { refreshed } from '../usecases/run-events.js';
 import { postEvidenceStatus, putEvidence } from './evidence-routes.js';
 import { evidenceCheckOf } from '../usecases/evidence-check.js';
 import { postOperatorReceipt } from './receipt-routes.js';

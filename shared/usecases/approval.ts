@@ -1,6 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { approvalDecided } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
+import { updateDispatch } from '../ledger/repository.js';
 import { clip, printable } from '../text.js';
 import { notRegistered } from '../targets/port.js';
 
@@ -12,9 +13,6 @@ export type ApprovalDecisionOutcome =
   | { readonly kind: 'target_conflict' }
   /** The target could not be reached: nothing is recorded as decided. */
   | { readonly kind: 'target_unreachable'; readonly reason: string };
-
-/** Rounds of re-reading while others write the dispatch: each lost race is one concurrent writer. */
-const RECORD_ROUNDS = 10;
 
 /**
  * An origin decides a pending approval (CONTRACT §2): forwarded to the target, recorded only once the
@@ -34,12 +32,11 @@ export async function decideApproval(
   const answer = await deps.targetFor(registration).decideApproval(state.runId, request.approvalId, request.decision);
   if (answer.kind === 'unavailable') return { kind: 'target_unreachable', reason: clip(printable(answer.reason), 200) };
   if (answer.kind !== 'decided') return { kind: 'target_conflict' };
-  let current: DispatchState | undefined = state;
-  for (let round = 0; current && round < RECORD_ROUNDS; round += 1) {
-    if (current.runId !== state.runId || current.execution.pendingApproval?.approvalId !== request.approvalId) break;
-    const next = approvalDecided(current, request.decision, deps.now());
-    if ((await deps.store.commit(current, next)).kind === 'committed') return { kind: 'decided', ...request, recorded: true };
-    current = await deps.store.getState(state.dispatchId);
-  }
-  return { kind: 'decided', ...request, recorded: false };
+  const recorded = await updateDispatch(
+    deps.store,
+    state.dispatchId,
+    (current) => (current?.runId === state.runId && current.execution.pendingApproval?.approvalId === request.approvalId ? { write: approvalDecided(current, request.decision, deps.now()), answer: true } : { answer: false }),
+    { first: state },
+  );
+  return { kind: 'decided', ...request, recorded: recorded.kind === 'written' };
 }

@@ -2,6 +2,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { slotTotals } from '../dispatch/slots.js';
 import { cancelAnswered, cancelledBeforeSubmission, cancelPending, cancelRequested, isTerminal, slotReleased, submissionInFlight, type CancelAsk } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
+import { updateDispatch } from '../ledger/repository.js';
 import { notRegistered, parseLambdaRunId } from '../targets/port.js';
 import { type CancelOutcome } from '../dispatch/target-answers.js';
 
@@ -15,7 +16,8 @@ export type CancelDispatchOutcome =
   | { readonly kind: 'terminal'; readonly state: DispatchState }
   | { readonly kind: 'conflict' };
 
-const ROUNDS = 5;
+/** The dispatch holds a slot of `target` for this run. */
+const holds = (state: DispatchState, target: string, runId: string): boolean => state.target === target && state.runId === runId && !!state.slot && state.phase === 'submitted';
 
 /** Nothing more will happen to it: final, blocked, cancelled — or a manual dispatch whose result a person attested. */
 const over = (state: DispatchState): boolean => state.phase === 'blocked' || state.phase === 'cancelled' || isTerminal(state.execution.nativeStatus) || !!state.manual?.resultAttestation;
@@ -27,27 +29,34 @@ const over = (state: DispatchState): boolean => state.phase === 'blocked' || sta
  * only on the target's word. Asking twice makes one request.
  */
 export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchState, ask: CancelAsk): Promise<CancelDispatchOutcome> {
-  let state = first;
-  for (let round = 0; round < ROUNDS; round += 1) {
-    if (over(state)) return { kind: 'terminal', state };
-    if (state.phase === 'accepted' && !submissionInFlight(state, deps.now())) {
-      const next = cancelledBeforeSubmission(state, ask, deps.now());
-      if ((await deps.store.commit(state, next)).kind === 'committed') return { kind: 'cancelled', state: next };
-    } else if (state.cancel) {
+  const updated = await updateDispatch<'cancelled' | 'requested' | 'asked_before' | 'terminal' | 'gone'>(
+    deps.store,
+    first.dispatchId,
+    (state) => {
+      if (!state) return { answer: 'gone' };
+      if (over(state)) return { answer: 'terminal' };
+      if (state.phase === 'accepted' && !submissionInFlight(state, deps.now())) return { write: cancelledBeforeSubmission(state, ask, deps.now()), answer: 'cancelled' };
+      if (state.cancel) return { answer: 'asked_before' };
+      return { write: cancelRequested(state, ask, deps.now()), answer: 'requested' };
+    },
+    { first },
+  );
+  if (updated.kind === 'lost' || !updated.state) return { kind: 'conflict' };
+  const { state } = updated;
+  switch (updated.answer) {
+    case 'gone':
+      return { kind: 'conflict' };
+    case 'terminal':
+      return { kind: 'terminal', state };
+    case 'cancelled':
+      return { kind: 'cancelled', state };
+    case 'asked_before':
       return { kind: 'requested', state, asked: false };
-    } else {
-      const requested = cancelRequested(state, ask, deps.now());
-      if ((await deps.store.commit(state, requested)).kind === 'committed') {
-        // Still accepted: a submitter is calling the target right now, and its run may exist. It carries
-        // the request into what it writes (a run it made is then asked to cancel like any other).
-        return state.phase === 'accepted' ? { kind: 'requested', state: requested, asked: false } : { kind: 'requested', state: await askTarget(deps, requested), asked: true };
-      }
-    }
-    const reread = await deps.store.getState(state.dispatchId);
-    if (!reread) return { kind: 'conflict' };
-    state = reread;
+    case 'requested':
+      // Still accepted: a submitter is calling the target right now, and its run may exist. It carries
+      // the request into what it writes (a run it made is then asked to cancel like any other).
+      return state.phase === 'accepted' ? { kind: 'requested', state, asked: false } : { kind: 'requested', state: await askTarget(deps, state), asked: true };
   }
-  return { kind: 'conflict' };
 }
 
 /** Asks the target now; what it answered is recorded. */
@@ -66,13 +75,16 @@ async function askTarget(deps: DispatchWorkDeps, requested: DispatchState): Prom
  * asker's answer recorded meanwhile stands.
  */
 export async function recordCancelAnswer(deps: DispatchWorkDeps, asked: DispatchState, answer: CancelOutcome): Promise<DispatchState | undefined> {
-  let state: DispatchState | undefined = asked;
-  for (let round = 0; round < ROUNDS && state?.runId === asked.runId && cancelPending(state) && state.cancel?.asks === asked.cancel?.asks; round += 1) {
-    const next = cancelAnswered(state, answer, deps.retryPolicy, deps.now());
-    if ((await deps.store.commit(state, next)).kind === 'committed') return next;
-    state = await deps.store.getState(asked.dispatchId);
-  }
-  return undefined;
+  const updated = await updateDispatch(
+    deps.store,
+    asked.dispatchId,
+    (state) =>
+      state?.runId === asked.runId && cancelPending(state) && state.cancel?.asks === asked.cancel?.asks
+        ? { write: cancelAnswered(state, answer, deps.retryPolicy, deps.now()), answer: undefined }
+        : { answer: undefined },
+    { first: asked },
+  );
+  return updated.kind === 'written' ? updated.state : undefined;
 }
 
 export type ReleaseSlotOutcome =
@@ -93,14 +105,20 @@ export type ReleaseSlotOutcome =
 export async function releaseSlot(deps: DispatchWorkDeps, target: string, request: { readonly runId: string; readonly dispatchId?: string | undefined; readonly reason: string; readonly by: string }): Promise<ReleaseSlotOutcome> {
   const dispatchId = request.dispatchId ?? parseLambdaRunId(request.runId)?.dispatchId;
   const state = dispatchId ? await deps.store.getState(dispatchId) : undefined;
-  if (!state || state.target !== target || state.runId !== request.runId || !state.slot || state.phase !== 'submitted') return { kind: 'not_holding' };
+  if (!state || !holds(state, target, request.runId)) return { kind: 'not_holding' };
   const registration = await deps.store.getTarget(target);
   if (!registration) return { kind: 'target_unreachable', reason: notRegistered(target) };
   const lookup = await deps.targetFor(registration).lookup(request.runId);
   if (lookup.kind === 'found') return { kind: 'target_knows_run', status: lookup.run.status };
   if (lookup.kind === 'unavailable') return { kind: 'target_unreachable', reason: lookup.reason };
-  const next = slotReleased(state, { by: request.by, reason: request.reason }, deps.now());
-  return (await deps.store.commit(state, next)).kind === 'committed' ? { kind: 'released', state: next } : { kind: 'conflict' };
+  // The target was asked about this run: the slot is released while the dispatch still holds it for the same run.
+  const updated = await updateDispatch(
+    deps.store,
+    state.dispatchId,
+    (current) => (current && holds(current, target, request.runId) ? { write: slotReleased(current, { by: request.by, reason: request.reason }, deps.now()), answer: undefined } : { answer: undefined }),
+    { first: state },
+  );
+  return updated.kind === 'written' ? { kind: 'released', state: updated.state } : { kind: 'conflict' };
 }
 
 /** One target at capacity, for `GET /attention` (CONTRACT §2 `at_capacity`). */

@@ -13,6 +13,7 @@ import {
   resultWatch,
 } from '../dispatch/transitions.js';
 import type { BlobStore, InboxStore, LedgerStore } from '../ledger/port.js';
+import { updateDispatch } from '../ledger/repository.js';
 import type { OriginSettings, ResultBody } from '../dispatch/records.js';
 import { clipBytes } from '../text.js';
 import { resultBodyKey } from '../ledger/objects.js';
@@ -105,7 +106,6 @@ export function pollIntervalMs(request: Pick<ClaimRequest, 'mode' | 'waitSeconds
  * held lease): what it passes over is only what changed since (taken by another claimer, delivered).
  */
 const MAX_SCANNED = 200;
-const ROUNDS = 4;
 
 const newToken = (): string => randomBytes(16).toString('base64url');
 const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -164,15 +164,13 @@ function settingsOnce(deps: Pick<InboxDeps, 'store'>, origin: string): SettingsO
 }
 
 async function claimOne(deps: InboxDeps, origin: string, dispatchId: string, request: ClaimRequest, claim: { claimToken: string; leaseSeconds: number }, settingsOf: SettingsOf): Promise<DispatchState | undefined> {
-  for (let round = 0; round < ROUNDS; round += 1) {
-    const state = await deps.store.getState(dispatchId);
-    if (!state || state.origin !== origin || !modeTakes(request.mode, state) || !isClaimable(state.result, deps.now())) return undefined;
+  const updated = await updateDispatch(deps.store, dispatchId, async (state) => {
+    if (!state || state.origin !== origin || !modeTakes(request.mode, state) || !isClaimable(state.result, deps.now())) return { answer: false };
     const step = claimStep(state, await settingsOf(), claim, deps.now());
-    if (!step) return undefined;
-    const written = await deps.store.commit(state, step.next);
-    if (written.kind === 'committed') return step.kind === 'take' ? step.next : undefined;
-  }
-  return undefined;
+    // A drop is written, but takes nothing.
+    return step ? { write: step.next, answer: step.kind === 'take' } : { answer: false };
+  });
+  return updated.kind === 'written' && updated.answer ? updated.state : undefined;
 }
 
 /** One pass over the origin's inbox, oldest first, until `max` results are claimed. */
@@ -283,9 +281,13 @@ async function pastResult(deps: Pick<InboxDeps, 'store'>, state: DispatchState, 
 /** The dispatch and the result `resultId` names, for this origin; undefined: 404. */
 async function findResult(deps: Pick<InboxDeps, 'store'>, origin: string, resultId: string): Promise<{ state: DispatchState; result: ResultRecord; current: boolean } | undefined> {
   const named = parseResultId(resultId);
-  if (!named) return undefined;
-  const state = await deps.store.getState(named.dispatchId);
-  if (!state || state.origin !== origin) return undefined;
+  const state = named ? await deps.store.getState(named.dispatchId) : undefined;
+  return state ? resultOf(deps, state, origin, resultId) : undefined;
+}
+
+/** The result `resultId` names on this state (current, or among its ended attempts), for this origin. */
+async function resultOf(deps: Pick<InboxDeps, 'store'>, state: DispatchState, origin: string, resultId: string): Promise<{ state: DispatchState; result: ResultRecord; current: boolean } | undefined> {
+  if (state.origin !== origin) return undefined;
   if (state.result?.id === resultId) return { state, result: state.result, current: true };
   const past = await pastResult(deps, state, resultId);
   return past ? { state, result: past, current: false } : undefined;
@@ -305,18 +307,20 @@ async function settle(
   /** A lease that lapsed is lost to this action even before anyone claims again (renew). */
   lapsedIsLost = false,
 ): Promise<SettleOutcome> {
-  for (let round = 0; round < ROUNDS; round += 1) {
+  const named = parseResultId(resultId);
+  if (!named) return { kind: 'not_found' };
+  const updated = await updateDispatch<SettleOutcome>(deps.store, named.dispatchId, async (read) => {
     const now = deps.now();
-    const found = await findResult(deps, origin, resultId);
-    if (!found) return { kind: 'not_found' };
+    const found = read && (await resultOf(deps, read, origin, resultId));
+    if (!found) return { answer: { kind: 'not_found' } };
     const { state, result, current } = found;
-    if (result.state === 'dropped' && result.droppedReason === 'superseded') return { kind: 'superseded' };
-    if (result.claimToken === claimToken && idempotent(result)) return { kind: 'done', result };
-    if (!current || result.state !== 'claimed' || result.claimToken !== claimToken || (lapsedIsLost && leaseLapsed(result, now))) return { kind: 'lease_lost', state: result.state };
+    if (result.state === 'dropped' && result.droppedReason === 'superseded') return { answer: { kind: 'superseded' } };
+    if (result.claimToken === claimToken && idempotent(result)) return { answer: { kind: 'done', result } };
+    if (!current || result.state !== 'claimed' || result.claimToken !== claimToken || (lapsedIsLost && leaseLapsed(result, now))) return { answer: { kind: 'lease_lost', state: result.state } };
     const next = await act(state, now);
-    if ((await deps.store.commit(state, next)).kind === 'committed') return { kind: 'done', result: next.result ?? result };
-  }
-  return { kind: 'conflict' };
+    return { write: next, answer: { kind: 'done', result: next.result ?? result } };
+  });
+  return updated.kind === 'lost' ? { kind: 'conflict' } : updated.answer;
 }
 
 /** `POST …/ack`: delivered — the `owner_delivery` receipt with `basis: origin_ack`, recorded by `by`. */

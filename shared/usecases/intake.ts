@@ -8,7 +8,7 @@ import { accepted, blocked } from '../dispatch/transitions.js';
 import type { BlobStore, DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
 import type { AcceptedMessage, Rejection, RejectionAudience } from '../dispatch/records.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
-import { startAttempt, type AttemptOutcome } from './submit-attempt.js';
+import { commitStep, startAttempt, type AttemptOutcome } from './submit-attempt.js';
 import { childAfter, parentOf } from './lineage.js';
 import { OBJECTS } from '../ledger/objects.js';
 
@@ -286,9 +286,9 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
   return { ...outcomeOf(start, await startAttempt(deps, start, message, inHand)), ...traced };
 }
 
+/** Creates the state `state` from `start` (never stored, version 0): another delivery's create first makes this one a duplicate. */
 async function record(deps: IntakeDeps, start: DispatchState, state: DispatchState): Promise<IntakeResult> {
-  const created = await deps.store.commit(start, state);
-  return outcomeOf(start, created.kind === 'committed' ? { kind: 'committed', state } : { kind: 'conflict', existing: created.kind === 'conflict' ? created.existing : undefined });
+  return outcomeOf(start, await commitStep(deps, start, state));
 }
 
 function outcomeOf(start: DispatchState, attempt: AttemptOutcome): IntakeResult {

@@ -1,5 +1,7 @@
 import { isTerminal, runFailedByRuntime } from '../dispatch/transitions.js';
-import type { LambdaFailureRecord, LedgerStoreWithWrites } from '../ledger/port.js';
+import type { LedgerStoreWithWrites } from '../ledger/port.js';
+import type { LambdaFailureRecord } from '../dispatch/records.js';
+import { updateDispatch } from '../ledger/repository.js';
 import { NATIVE_STATUS, parseLambdaRunId } from '../targets/port.js';
 import { resolvePrincipal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { clip, printable } from '../text.js';
@@ -24,7 +26,6 @@ export interface LambdaFailureDeps {
 /** The function an on-failure record names, without its version or alias qualifier. */
 const unqualified = (arn: unknown): string | undefined => (typeof arn === 'string' ? arn.split(':').slice(0, 7).join(':') : undefined);
 
-const ROUNDS = 5;
 const MAX_TEXT = 300;
 
 interface DestinationRecord {
@@ -83,13 +84,16 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
     if (sender?.role !== 'target' || sender.target !== first.target) return 'refused';
   }
   await deps.store.putLambdaFailure(failure);
-  for (let round = 0; round < ROUNDS; round += 1) {
-    const state = round === 0 ? first : await deps.store.getState(failure.dispatchId);
-    if (!state || state.attempt !== failure.attempt || state.runId !== failure.runId) return 'not_current';
-    if (isTerminal(state.execution.nativeStatus)) return 'already_final';
-    // CONTRACT §12: Lambda's error type is the run's nativeStatus, where it fits the bound every nativeStatus keeps.
-    const next = runFailedByRuntime(state, `${failure.errorType}: ${failure.errorMessage}`, deps.now(), NATIVE_STATUS.test(failure.errorType) ? failure.errorType : undefined);
-    if ((await deps.store.commit(state, next)).kind === 'committed') return 'failed';
-  }
-  return 'conflict';
+  const updated = await updateDispatch<LambdaFailureOutcome>(
+    deps.store,
+    failure.dispatchId,
+    (state) => {
+      if (!state || state.attempt !== failure.attempt || state.runId !== failure.runId) return { answer: 'not_current' };
+      if (isTerminal(state.execution.nativeStatus)) return { answer: 'already_final' };
+      // CONTRACT §12: Lambda's error type is the run's nativeStatus, where it fits the bound every nativeStatus keeps.
+      return { write: runFailedByRuntime(state, `${failure.errorType}: ${failure.errorMessage}`, deps.now(), NATIVE_STATUS.test(failure.errorType) ? failure.errorType : undefined), answer: 'failed' };
+    },
+    { first },
+  );
+  return updated.kind === 'lost' ? 'conflict' : updated.answer;
 }

@@ -1,7 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { blocked, lineageDerived, parentFound, parentMissing } from '../dispatch/transitions.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
-import { startAttempt, type AttemptOutcome } from './submit-attempt.js';
+import { commitStep, startAttempt, type AttemptOutcome } from './submit-attempt.js';
 
 /**
  * The parent as its child may see it (CONTRACT §1 V3):
@@ -41,9 +41,9 @@ export function childAfter(child: DispatchState, lookup: ParentLookup, now: Date
  */
 export async function resumeHeldChild(deps: DispatchWorkDeps, held: DispatchState): Promise<AttemptOutcome> {
   const lookup: ParentLookup = held.parentDispatchId ? await parentOf(deps, held.parentDispatchId, held.origin) : { kind: 'pending', parentHeld: false };
-  const next = childAfter(held, lookup, deps.now(), deps);
-  const written = await deps.store.commit(held, next);
-  if (written.kind !== 'committed') return { kind: 'conflict', existing: written.kind === 'conflict' ? written.existing : undefined };
+  const written = await commitStep(deps, held, childAfter(held, lookup, deps.now(), deps));
+  if (written.kind !== 'committed') return written;
+  const next = written.state;
   if (next.phase !== 'accepted' || next.waitingFor === 'parent') return { kind: 'committed', state: next };
   return startAttempt(deps, next, await deps.store.getAcceptedMessage(held.dispatchId));
 }

@@ -2,6 +2,7 @@ import { manualAttestation, type ManualAttestation, type ManualAttestationBody }
 import type { DispatchState } from '../dispatch/state.js';
 import { manuallyBlocked, manualResultAttested } from '../dispatch/transitions.js';
 import type { LedgerStore } from '../ledger/port.js';
+import { writeOnce } from '../ledger/repository.js';
 
 /** What recording a person's attestation came to (CONTRACT §13 `POST /dispatches/{id}/manual`). */
 export type ManualOutcome =
@@ -23,7 +24,7 @@ export type ManualOutcome =
   | { readonly kind: 'conflict' };
 
 type ManualDeps = {
-  readonly store: Pick<LedgerStore, 'commit' | 'getTarget' | 'putManualAttestation' | 'listManualAttestations'>;
+  readonly store: Pick<LedgerStore, 'getState' | 'commit' | 'getTarget' | 'putManualAttestation' | 'listManualAttestations'>;
   readonly now: () => Date;
 };
 
@@ -72,7 +73,7 @@ export async function recordManualAttestation(deps: ManualDeps, state: DispatchS
     const at = { attestationId: kept.attestationId, at: kept.recordedAt, note: kept.note };
     next = kept.kind === 'manual_blocked' ? manuallyBlocked(state, at, deps.now()) : manualResultAttested(state, at, deps.now());
     // Someone changed the dispatch first: the stored attestation makes its identical retry safe.
-    if ((await deps.store.commit(state, next)).kind !== 'committed') return { kind: 'conflict' };
+    if ((await writeOnce(deps.store, state, next)).kind !== 'written') return { kind: 'conflict' };
   }
   return { kind: existing ? 'identical' : 'recorded', attestation: kept, state: next };
 }

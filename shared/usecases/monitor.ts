@@ -4,6 +4,7 @@ import { isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } 
 import { resultDue } from './inbox.js';
 import { randomUUID } from 'node:crypto';
 import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites } from '../ledger/port.js';
+import { writeOnce } from '../ledger/repository.js';
 import { admitWaiting, startAttempt, type AttemptOutcome } from './submit-attempt.js';
 import { resumeHeldChild } from './lineage.js';
 import { lookUpRun } from './look-up-run.js';
@@ -334,7 +335,7 @@ async function actOn(deps: MonitorDeps, dispatchId: string): Promise<{ action: M
 }
 
 async function write(deps: MonitorDeps, state: DispatchState, next: DispatchState): Promise<MonitorAction> {
-  if ((await deps.store.commit(state, next)).kind === 'conflict') return 'skipped';
+  if ((await writeOnce(deps.store, state, next)).kind !== 'written') return 'skipped';
   return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
 }
 
@@ -365,7 +366,7 @@ async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<Monito
  */
 async function retrySubmission(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
   const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);
-  if ((await deps.store.commit(state, claimed)).kind !== 'committed') return 'skipped';
+  if ((await writeOnce(deps.store, state, claimed)).kind !== 'written') return 'skipped';
   return actionOf(await startAttempt(deps, claimed, await deps.store.getAcceptedMessage(state.dispatchId)));
 }
 
@@ -393,7 +394,5 @@ async function checkEvidence(deps: MonitorDeps, state: DispatchState): Promise<M
   const now = deps.now();
   // The monitor also counts a file uploaded before the upgrade (the API's completion leaves that to it: the grace deadline).
   const next = (await evidenceChecks(() => settleEvidence(deps, state, now, 'own_write', adoptLegacyUpload))) ?? rescheduled(state, now, new Date(state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime()));
-  const written = await deps.store.commit(state, next);
-  if (written.kind === 'conflict') return 'skipped';
-  return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
+  return write(deps, state, next);
 }

@@ -1,6 +1,8 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { endedResult, FINAL_BLOCKS, isTerminal, lineageDerived, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
+import type { PastAttempt } from '../dispatch/records.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
+import { updateDispatch } from '../ledger/repository.js';
 import { clip, printable } from '../text.js';
 import { startAttempt } from './submit-attempt.js';
 
@@ -20,22 +22,13 @@ export type RedispatchOutcome =
   /** Someone else changed the dispatch first. */
   | { readonly kind: 'conflict' };
 
-/** Reads and writes a redispatch tries while writes that change nothing it decided on keep landing between them. */
-export const REDISPATCH_ROUNDS = 3;
-
 /** What a redispatch decides on: while it stays the same, a write between the read and the write does not change the decision's meaning. */
 const decidedOn = (state: DispatchState): string => [state.attempt, state.phase, state.runId, state.redispatch?.at, state.cancel?.requestedAt].join();
 
-/**
- * A redispatch (CONTRACT §4): never a second writer by accident. While the current run may be active →
- * `run_may_be_active`. `force` + reason supersedes it: the ended attempt is archived (its run stays
- * answerable as late), the dispatch is fenced back to `accepted` (conditioned on the version read, so if
- * this request dies mid-way the monitor finds the attempt due and submits it itself), the old run is
- * asked to cancel (best effort, recorded), and the attempt is submitted.
- */
-export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, request: { readonly reason: string; readonly force: boolean }, rounds = REDISPATCH_ROUNDS): Promise<RedispatchOutcome> {
+/** Why this state may not be redispatched as asked, if it may not. */
+function refusal(state: DispatchState, force: boolean): RedispatchOutcome | undefined {
   const proven = state.phase === 'submitted' && isTerminal(state.execution.status);
-  if (state.phase === 'submitted' && !proven && !request.force) {
+  if (state.phase === 'submitted' && !proven && !force) {
     return { kind: 'run_may_be_active', runId: state.runId, attempt: state.attempt, status: state.execution.status };
   }
   // A child held for its parent (CONTRACT §1 V3) has no hop derived yet: no submission may skip the wait;
@@ -44,47 +37,72 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
   if ((state.blockedCode && FINAL_BLOCKS.has(state.blockedCode)) || state.hop > state.maxHops || held) {
     return { kind: 'not_submittable', reason: state.blockedReason ?? (held ? 'its parent was never recorded while it waited: its hop is not known' : 'hop budget exceeded') };
   }
+  return undefined;
+}
+
+/**
+ * A redispatch (CONTRACT §4): never a second writer by accident. While the current run may be active →
+ * `run_may_be_active`. `force` + reason supersedes it: the ended attempt is archived (its run stays
+ * answerable as late), the dispatch is fenced back to `accepted` (conditioned on the version read, so if
+ * this request dies mid-way the monitor finds the attempt due and submits it itself), the old run is
+ * asked to cancel (best effort, recorded), and the attempt is submitted.
+ */
+export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, request: { readonly reason: string; readonly force: boolean }): Promise<RedispatchOutcome> {
+  const refused = refusal(state, request.force);
+  if (refused) return refused;
   const message = await deps.store.getAcceptedMessage(state.dispatchId);
   if (!message?.content.valid) return { kind: 'not_submittable', reason: 'this dispatch has no valid message to submit again' };
   const registration = await deps.store.getTarget(state.target);
   if (!registration) return { kind: 'target_not_registered' };
 
-  const supersede = state.phase === 'submitted' && !proven;
-  const now = deps.now();
-  const claimed = redispatched(state, { reason: request.reason, supersede, claimSeconds: deps.claimSeconds }, now);
-  // The fence and the record of what it ended, in one write: both or neither.
-  const ended = {
-    dispatchId: state.dispatchId,
-    attempt: state.attempt,
-    runId: state.runId,
-    receipts: state.receipts,
-    execution: state.execution,
-    endedAt: now.toISOString(),
-    reason: clip(printable(request.reason), 120),
-    superseded: supersede,
-    stateVersion: state.version,
-    // Its result leaves with it: one still out is dropped (`superseded`), its ack answers 409 from now on.
-    result: endedResult(state, now),
-    // Its settled check, when the state carried it: the hashes it sealed are kept with the attempt.
-    check: state.evidence.check,
-  };
-  if ((await deps.store.commit(state, claimed, ended)).kind === 'conflict') {
-    // A write landed between the read and this one. One that left what the operator decided on as it
-    // was (the run's progress, a tick's reschedule) is decided again on what is stored now; a new run
-    // or attempt, another redispatch, a cancel or a phase change is not overridden in the operator's
-    // name: conflict.
-    const current = rounds > 1 ? await deps.store.getState(state.dispatchId) : undefined;
-    return current && decidedOn(current) === decidedOn(state) ? redispatch(deps, current, request, rounds - 1) : { kind: 'conflict' };
-  }
-
+  // A write that lands between the read and this one and leaves what the operator decided on as it was
+  // (the run's progress, a tick's reschedule) is decided again on what is stored now; a new run or
+  // attempt, another redispatch, a cancel or a phase change is not overridden in the operator's name.
+  const updated = await updateDispatch<RedispatchOutcome | undefined>(
+    deps.store,
+    state.dispatchId,
+    (current) => {
+      if (!current || decidedOn(current) !== decidedOn(state)) return { answer: { kind: 'conflict' } };
+      const refusedNow = refusal(current, request.force);
+      if (refusedNow) return { answer: refusedNow };
+      const supersede = current.phase === 'submitted' && !isTerminal(current.execution.status);
+      const now = deps.now();
+      // The fence and the record of what it ended, in one write: both or neither.
+      return { write: redispatched(current, { reason: request.reason, supersede, claimSeconds: deps.claimSeconds }, now), ended: endedAttempt(current, request.reason, supersede, now), answer: undefined };
+    },
+    { first: state },
+  );
+  if (updated.kind === 'lost') return { kind: 'conflict' };
+  if (updated.kind === 'unchanged') return updated.answer ?? { kind: 'conflict' };
+  const claimed = updated.state;
   let cancel: string | null = null;
-  if (supersede && state.runId) {
-    const answer = await deps.targetFor(registration).cancel(state.runId);
+  const supersededRunId = claimed.redispatch?.supersededRunId ?? null;
+  if (supersededRunId) {
+    const answer = await deps.targetFor(registration).cancel(supersededRunId);
     cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : answer.kind === 'requested' ? `requested: ${clip(printable(answer.how), 80)}` : `unavailable: ${clip(printable(answer.reason), 80)}`;
   }
   // The cancel's answer rides on what is written next (the claim is ours: the same version).
   const started = await startAttempt(deps, withCancelAnswer(claimed, cancel), message);
   // Someone finishing it first (the monitor after the claim lapsed) is fine: the same key, the same run.
   const current = started.kind === 'committed' ? started.state : ((await deps.store.getState(state.dispatchId)) ?? claimed);
-  return { kind: 'redispatched', attempt: claimed.attempt, state: current, supersededRunId: supersede ? state.runId : null, cancel };
+  return { kind: 'redispatched', attempt: claimed.attempt, state: current, supersededRunId, cancel };
+}
+
+/** What a redispatch ends, kept with the fence: the attempt's run, receipts and last execution, its result and its settled check. */
+function endedAttempt(state: DispatchState, reason: string, superseded: boolean, now: Date): PastAttempt {
+  return {
+    dispatchId: state.dispatchId,
+    attempt: state.attempt,
+    runId: state.runId,
+    receipts: state.receipts,
+    execution: state.execution,
+    endedAt: now.toISOString(),
+    reason: clip(printable(reason), 120),
+    superseded,
+    stateVersion: state.version,
+    // Its result leaves with it: one still out is dropped (`superseded`), its ack answers 409 from now on.
+    result: endedResult(state, now),
+    // Its settled check, when the state carried it: the hashes it sealed are kept with the attempt.
+    check: state.evidence.check,
+  };
 }

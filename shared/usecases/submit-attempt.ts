@@ -3,7 +3,8 @@ import { admitted, awaitingPerson, blocked, cancelledBeforeSubmission, submissio
 import { wantsAllotment, type SlotShard } from '../dispatch/slots.js';
 import { taskOf } from './task.js';
 import { crashPoint } from '../faults.js';
-import type { CommitOutcome, DispatchWorkDeps } from '../ledger/port.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
+import { writeOnce } from '../ledger/repository.js';
 import type { AcceptedMessage } from '../dispatch/records.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { SubmitOutcome } from '../dispatch/target-answers.js';
@@ -46,10 +47,9 @@ export async function startAttempt(deps: SubmitDeps, from: DispatchState, messag
 }
 
 /** Commits one step; the stored version on success. */
-async function commitStep(deps: SubmitDeps, from: DispatchState, next: DispatchState): Promise<AttemptOutcome> {
-  const written: CommitOutcome = await deps.store.commit(from, next);
-  if (written.kind === 'committed') return { kind: 'committed', state: next };
-  return { kind: 'conflict', existing: written.kind === 'conflict' ? written.existing : undefined };
+export async function commitStep(deps: Pick<SubmitDeps, 'store'>, from: DispatchState, next: DispatchState): Promise<AttemptOutcome> {
+  const written = await writeOnce(deps.store, from, next);
+  return written.kind === 'written' ? { kind: 'committed', state: written.state } : { kind: 'conflict', existing: written.existing };
 }
 
 /**
@@ -84,13 +84,12 @@ async function takeSlot(
   // Others already wait: this one joins them, so priority and fairness stay the queue's to decide.
   if (from.waitingFor !== 'capacity' && (await deps.store.countWaiting(registration.name, 1)) > 0) return { kind: 'full' };
   for (const shard of openShards(shards, from.dispatchId)) {
-    const next = admitted(from, shard.shard, deps.now(), deps.claimSeconds);
-    const written = await deps.store.commit(from, next);
-    if (written.kind === 'committed') {
+    const written = await writeOnce(deps.store, from, admitted(from, shard.shard, deps.now(), deps.claimSeconds));
+    if (written.kind === 'written') {
       crashPoint('submit.after_slot_taken', from.dispatchId);
-      return { kind: 'taken', state: next };
+      return { kind: 'taken', state: written.state };
     }
-    if (written.kind === 'conflict') return written;
+    if (written.reason === 'conflict') return { kind: 'conflict', existing: written.existing };
   }
   return { kind: 'full' };
 }
@@ -196,13 +195,13 @@ export async function admitWaiting(deps: SubmitDeps, target: string, max = 25, s
       exclude.add(entry.dispatchId);
       continue;
     }
-    const held = shard ? admitted(state, shard.shard, deps.now(), deps.claimSeconds) : submissionClaimed(state, deps.now(), deps.claimSeconds);
-    const written = await deps.store.commit(state, held);
-    if (written.kind === 'slot_full') continue;
-    if (written.kind === 'conflict') {
-      exclude.add(entry.dispatchId);
+    const written = await writeOnce(deps.store, state, shard ? admitted(state, shard.shard, deps.now(), deps.claimSeconds) : submissionClaimed(state, deps.now(), deps.claimSeconds));
+    if (written.kind !== 'written') {
+      // A shard found full is tried again from the next one; a dispatch someone else changed is passed over.
+      if (written.reason === 'conflict') exclude.add(entry.dispatchId);
       continue;
     }
+    const held = written.state;
     crashPoint('submit.after_slot_taken', state.dispatchId);
     const message = await deps.store.getAcceptedMessage(state.dispatchId);
     if (message) await submitHeld(deps, held, message, undefined, registration);

@@ -1,0 +1,174 @@
+import type { EvidenceUpload } from '../dispatch/records.js';
+import type { DispatchState, ResultBodyRef } from '../dispatch/state.js';
+import { applyRunEvent, isLive, isTerminal, reconcileLookup, refreshRecorded, refreshThrottled, resultBodyAttached, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
+import { updateDispatch, writeOnce } from '../ledger/repository.js';
+import { settleEvidence } from './evidence-check.js';
+import { storeResultBody } from './inbox.js';
+import { lookUpRun } from './look-up-run.js';
+
+/**
+ * What a run's target tells the ledger about it (CONTRACT §2 `POST /runs/{runId}/events`), and the
+ * live look a view asks for (`?refresh=true`): the target's own write path, as use cases. The routes
+ * parse the request, call one of these, and map the outcome to an answer (shared/api/lifecycle-routes.ts).
+ */
+
+/** May the caller report on (or upload for) a run of this target? The routes decide it from the caller's principal. */
+export type MayReport = (target: string) => boolean;
+
+export type RunOfDispatch =
+  | { readonly kind: 'current'; readonly state: DispatchState }
+  /** One of the dispatch's earlier runs, however many redispatches ago. */
+  | { readonly kind: 'superseded'; readonly state: DispatchState }
+  /** An attempt of this dispatch is in flight and its run is not recorded yet (also before its state exists): retry shortly. */
+  | { readonly kind: 'not_yet' }
+  /** The dispatch is unknown (or not this caller's target's), or the run is none of its runs and none is in flight. */
+  | { readonly kind: 'not_found' };
+
+/**
+ * Whether `runId` is the dispatch's current run, one of its earlier runs (however many redispatches
+ * ago: older than the hot state remembers is answered from the attempt records), or none of them.
+ */
+export async function whichRun(deps: Pick<DispatchWorkDeps, 'store'>, state: DispatchState, runId: string): Promise<'current' | 'superseded' | undefined> {
+  if (state.runId === runId) return 'current';
+  if (state.supersededRuns.includes(runId)) return 'superseded';
+  if (state.attempt > 1 && (await deps.store.listPastAttempts(state.dispatchId)).some((past) => past.runId === runId)) return 'superseded';
+  return undefined;
+}
+
+/** Which of a dispatch's runs `runId` is, on the state read (`state`: undefined when none is stored). */
+export async function runOn(deps: Pick<DispatchWorkDeps, 'store'>, dispatchId: string, state: DispatchState | undefined, runId: string, mayReport: MayReport): Promise<RunOfDispatch> {
+  if (!state) {
+    // The target may report before the ledger has recorded its submission answer (intake creates the
+    // state after the call returns): not yet — in AWS as locally, for the target the message names.
+    const message = await deps.store.getAcceptedMessage(dispatchId);
+    return message?.content.valid && mayReport(message.content.target) ? { kind: 'not_yet' } : { kind: 'not_found' };
+  }
+  if (!mayReport(state.target)) return { kind: 'not_found' };
+  const kind = await whichRun(deps, state, runId);
+  if (kind) return { kind, state };
+  return state.phase === 'accepted' ? { kind: 'not_yet' } : { kind: 'not_found' };
+}
+
+/** A final event's `result.body`, as the route checked it: its JSON text and where it is to be stored. */
+export interface ReportedBody {
+  readonly json: string;
+  readonly ref: (seq: number) => ResultBodyRef;
+}
+
+export type ReportOutcome =
+  | { readonly kind: 'applied' }
+  /** Nothing to record: an event already applied, stale, or for a run already final. */
+  | { readonly kind: 'not_applied' }
+  /** A heartbeat or progress inside the coalescing window: nothing written. */
+  | { readonly kind: 'coalesced' }
+  /** An event of a superseded run: kept for the record, never applied. */
+  | { readonly kind: 'late' }
+  | { readonly kind: 'invalid'; readonly reason: string }
+  | Extract<RunOfDispatch, { readonly kind: 'not_yet' | 'not_found' }>
+  /** Every write lost a race: the target retries. */
+  | { readonly kind: 'kept_changing' };
+
+/**
+ * A target reports on its run. Applied through the state machine (`applyRunEvent`), on the state read
+ * again after each lost race. A completion reads its attempt's upload pointers with the state and
+ * settles its evidence in the same write when it is all there; a final event's body is stored before
+ * the state that refers to it (if it cannot be, this throws: nothing is recorded, the target retries).
+ */
+export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, event: RunEvent & { readonly dispatchId: string }, mayReport: MayReport, resultBody?: ReportedBody): Promise<ReportOutcome> {
+  if (await coalescedAtAGlance(deps, runId, event, mayReport)) return { kind: 'coalesced' };
+  let stored = false;
+  // A completion reads its attempt's upload pointers with the state: the check's first look at them.
+  let pointers: EvidenceUpload[] | undefined;
+  const read =
+    event.type === 'completed'
+      ? async (dispatchId: string): Promise<DispatchState | undefined> => {
+          const both = await deps.store.getStateWithUploads(dispatchId);
+          pointers = both.uploads;
+          return both.state;
+        }
+      : undefined;
+  const updated = await updateDispatch<ReportOutcome>(
+    deps.store,
+    event.dispatchId,
+    async (read) => {
+      const run = await runOn(deps, event.dispatchId, read, runId, mayReport);
+      if (run.kind === 'not_yet' || run.kind === 'not_found') return { answer: run };
+      const state = run.state;
+      if (run.kind === 'superseded') {
+        await deps.store.recordLateEvent({ dispatchId: state.dispatchId, runId, seq: event.seq, type: event.type, at: deps.now().toISOString() });
+        return { answer: { kind: 'late' } };
+      }
+      const outcome = applyRunEvent(state, event, deps.now());
+      if (outcome.kind === 'invalid') return { answer: { kind: 'invalid', reason: outcome.reason } };
+      if (outcome.kind === 'coalesced') return { answer: { kind: 'coalesced' } };
+      if (outcome.kind === 'stale') {
+        // The final status was recorded first (by a lookup or the submission's answer): the body this
+        // report carries still belongs with the result, which is never left without it.
+        const late = resultBody && state.runId === runId && state.execution.nativeStatus === event.type && !state.execution.result?.body && isLive(state.result) && (state.lastSeq === null || event.seq > state.lastSeq);
+        if (!late || !resultBody) return { answer: { kind: 'not_applied' } };
+        const ref = await storeResultBody(deps, state.dispatchId, state.attempt, event.seq, resultBody.json);
+        return { write: resultBodyAttached(state, event.seq, ref, deps.now()), answer: { kind: 'applied' } };
+      }
+      let next = outcome.next;
+      // A completion whose evidence is already delivered is settled in the same write; otherwise the
+      // monitor looks again from its next tick until the grace window closes.
+      // (A check that fails here is left to the monitor rather than failing the target's report.)
+      if (next.execution.status === 'completed' && next.evidence.outcome === 'pending') {
+        next = (await settleEvidence(deps, next, deps.now(), 'same_write', undefined, pointers).catch(() => undefined)) ?? next;
+      }
+      // The body first, then the state that refers to it.
+      if (resultBody && !stored) {
+        await storeResultBody(deps, state.dispatchId, state.attempt, event.seq, resultBody.json);
+        stored = true;
+      }
+      return { write: next, answer: { kind: 'applied' } };
+    },
+    { read },
+  );
+  return updated.kind === 'lost' ? { kind: 'kept_changing' } : updated.answer;
+}
+
+/**
+ * A heartbeat (or progress) inside the coalescing window writes nothing: that is decided on an
+ * eventually consistent read (half the read units). It cannot move a verdict: activity only moves
+ * forward, so a heartbeat recent to an older view is recent to the current one, and no write is ever
+ * conditioned on the view. Anything else (no state yet, a caller not the target's, another run, a write
+ * due) is decided again on the strongly consistent read. What a view up to about a second old can miss
+ * is a change in that second — a redispatch, a cancel, a final status, a refresh's lookup verdict, an
+ * approval decided: this heartbeat is then answered `coalesced` (and, for a superseded run, not recorded
+ * as late), and the next one, read strongly once the window has passed or answered from a current view,
+ * gets the right answer. A heartbeat that does write reads 1.5 units instead of 1 (once per window).
+ */
+async function coalescedAtAGlance(deps: DispatchWorkDeps, runId: string, event: RunEvent & { readonly dispatchId: string }, mayReport: MayReport): Promise<boolean> {
+  if (event.type !== 'heartbeat' && event.type !== 'progress') return false;
+  const seen = await deps.store.peekState(event.dispatchId);
+  return seen !== undefined && seen.runId === runId && mayReport(seen.target) && applyRunEvent(seen, event, deps.now()).kind === 'coalesced';
+}
+
+/**
+ * `GET /dispatches/{id}?refresh=true`: looks the run up live and records what the target says through
+ * the monitor's transitions (CONTRACT §2 V3), at most once per 10 s per dispatch — a refresh within them
+ * answers the stored view and does not call the target.
+ */
+export async function refreshed(deps: DispatchWorkDeps, state: DispatchState): Promise<DispatchState> {
+  if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
+  const now = deps.now();
+  if (refreshThrottled(state, now)) return state;
+  const lookup = await lookUpRun(deps, state);
+  // A run waiting for an approval the ledger holds is governed by the approval clock alone: a refresh
+  // that cannot see it records nothing (and never moves the approval's expiry).
+  const waiting = state.execution.status === 'waiting_for_approval' && state.execution.pendingApproval !== null;
+  const stallDue = !waiting && now.getTime() >= stallDeadline(state);
+  if (lookup.kind === 'unavailable' && !stallDue) {
+    // The target could not be asked: nothing was found there, so nothing is recorded. A run still within
+    // its activity window is not lost because one lookup failed: the answer says so (CONTRACT §2: the
+    // stored view with lookup_unavailable and the unknowns).
+    return reconcileLookup(state, lookup, now, false) ?? state;
+  }
+  // What the target said — a final status, a 404, the run alive — is recorded like the monitor's lookup,
+  // once: the lookup was made for the state read. A lost race only means someone else recorded a newer
+  // state first: answer with that.
+  const written = await writeOnce(deps.store, state, refreshRecorded(state, lookup, now, stallDue));
+  return written.kind === 'written' ? written.state : ((await deps.store.getState(state.dispatchId)) ?? state);
+}
