@@ -10,7 +10,7 @@ import { startHttpApi, type HttpApiHandler } from '../local/runtime/http-api.js'
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InvalidCursorError, LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
-import { coalescingWindowMs, stallDeadline } from '../shared/dispatch/transitions.js';
+import { coalescingWindowMs, stallDeadline } from '../shared/dispatch/transitions/run.js';
 import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
 import { ApiError, errorResponse, type ApiResponse } from '../shared/api/http.js';

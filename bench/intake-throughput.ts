@@ -16,7 +16,7 @@ import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, itemSizeBytes } from './capacity-meter.js';
 import { KEY, newWriteId, stateItem, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-items.js';
 import { LedgerTable } from '../shared/adapters/ledger-table.js';
-import { accepted, submitted } from '../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
 import type { TargetRegistration } from '../shared/targets/port.js';

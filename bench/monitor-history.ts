@@ -9,7 +9,7 @@ import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js'
 import type { BlobStore } from '../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
-import { accepted, submitted } from '../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
 import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
 import { loopbackOnly } from '../local/loopback.js';
 import type { BenchContext } from './types.js';

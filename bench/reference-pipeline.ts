@@ -14,7 +14,7 @@ import { httpTarget } from '../shared/adapters/http-target.js';
 import { readDispatchMessage, type DispatchMessage } from '../shared/dispatch/message.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';
-import { accepted, submitted } from '../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
 import type { TargetRegistration } from '../shared/targets/port.js';
 
 /**

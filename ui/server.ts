@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
 import { EXECUTION_BUCKETS } from '../shared/dispatch/counts.js';
-import { PHASES } from '../shared/dispatch/transitions.js';
+import { PHASES } from '../shared/dispatch/transitions/legal.js';
 import { clip } from '../shared/text.js';
 import { ROUTES } from '@dispatch-ledger/protocol';
 import { PAGE_BUILD } from './page-build.js';

@@ -17,7 +17,7 @@ import { StoredManualAttestation, type ManualAttestation } from '../dispatch/man
 import { validationProblems } from '../dispatch/receipts.js';
 import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { writeCondition } from '../dispatch/transitions.js';
+import { writeCondition } from '../dispatch/transitions/legal.js';
 import { allotSlotCaps, compareOrigins, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import type { CommitOutcome, SlotCapsWrite, DueEntry, DueIndex, LedgerStore, LedgerWrites, PutOutcome } from '../ledger/port.js';
 import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, Rejection, RejectionAudience, ResultBody } from '../dispatch/records.js';

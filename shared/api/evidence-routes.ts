@@ -1,5 +1,5 @@
 import { refProblem } from '../dispatch/refs.js';
-import { evidenceRecheck } from '../dispatch/transitions.js';
+import { evidenceRecheck } from '../dispatch/transitions/evidence.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { evidenceKey, sealedFile, sha256Of } from '../usecases/evidence-check.js';
 import type { Caller } from './caller.js';

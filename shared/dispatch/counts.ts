@@ -1,6 +1,6 @@
 import { EXECUTION_STATUSES } from '@dispatch-ledger/protocol';
 import type { DispatchState, EvidenceState, ExecutionStatus, Phase } from './state.js';
-import { PHASES as MACHINE_PHASES } from './transitions.js';
+import { PHASES as MACHINE_PHASES } from './transitions/legal.js';
 
 /**
  * What `GET /counts` answers (CONTRACT §2 v2): how many dispatches the ledger holds now, by phase, by

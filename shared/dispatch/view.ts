@@ -1,7 +1,7 @@
 import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from './records.js';
 import { evidenceWords, type EvidenceFacts } from './evidence-words.js';
 import { clip } from '../text.js';
-import { stallDeadline } from './transitions.js';
+import { stallDeadline } from './transitions/run.js';
 import { whenTargetForgot } from './attention.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';

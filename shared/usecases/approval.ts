@@ -1,5 +1,5 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { approvalDecided } from '../dispatch/transitions.js';
+import { approvalDecided } from '../dispatch/transitions/run.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { clip, printable } from '../text.js';

@@ -1,5 +1,6 @@
 import type { DispatchState, InlineCheck } from '../dispatch/state.js';
-import { evidenceSettled, isLive, type WriteMode } from '../dispatch/transitions.js';
+import { evidenceSettled } from '../dispatch/transitions/evidence.js';
+import { isLive, type WriteMode } from '../dispatch/transitions/core.js';
 import { createHash } from 'node:crypto';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
 import type { EvidenceCheck, EvidenceFile, EvidenceUpload, SettledCheck } from '../dispatch/records.js';

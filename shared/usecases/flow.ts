@@ -1,6 +1,9 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { slotTotals } from '../dispatch/slots.js';
-import { cancelAnswered, cancelledBeforeSubmission, cancelPending, cancelRequested, isTerminal, slotReleased, submissionInFlight, type CancelAsk } from '../dispatch/transitions.js';
+import { isTerminal } from '../dispatch/state.js';
+import { cancelAnswered, cancelledBeforeSubmission, cancelRequested, slotReleased, type CancelAsk } from '../dispatch/transitions/flow.js';
+import { submissionInFlight } from '../dispatch/transitions/lifecycle.js';
+import { cancelPending } from '../dispatch/transitions/core.js';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { notRegistered, parseLambdaRunId } from '../targets/port.js';

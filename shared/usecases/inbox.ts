@@ -1,17 +1,8 @@
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { createHash, randomBytes } from 'node:crypto';
 import { nativeStatusOf, type DispatchState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
-import {
-  isClaimable,
-  leaseLapsed,
-  parseResultId,
-  resultClaimed,
-  resultDelivered,
-  resultDropped,
-  resultReleased,
-  resultRenewed,
-  resultWatch,
-} from '../dispatch/transitions.js';
+import { resultClaimed, resultDelivered, resultDropped, resultReleased, resultRenewed, resultWatch } from '../dispatch/transitions/inbox.js';
+import { isClaimable, leaseLapsed, parseResultId } from '../dispatch/transitions/core.js';
 import type { BlobStore, InboxStore, LedgerStore } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import type { OriginSettings, ResultBody } from '../dispatch/records.js';

@@ -1,4 +1,5 @@
-import { isTerminal, runFailedByRuntime } from '../dispatch/transitions.js';
+import { isTerminal } from '../dispatch/state.js';
+import { runFailedByRuntime } from '../dispatch/transitions/run.js';
 import type { LedgerStoreWithWrites } from '../ledger/port.js';
 import type { LambdaFailureRecord } from '../dispatch/records.js';
 import { updateDispatch } from '../ledger/repository.js';

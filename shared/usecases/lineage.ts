@@ -1,5 +1,6 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { blocked, lineageDerived, parentFound, parentMissing } from '../dispatch/transitions.js';
+import { lineageDerived, parentFound, parentMissing } from '../dispatch/transitions/lifecycle.js';
+import { blocked } from '../dispatch/transitions/core.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { commitStep, startAttempt, type AttemptOutcome } from './submit-attempt.js';
 

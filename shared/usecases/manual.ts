@@ -1,6 +1,6 @@
 import { manualAttestation, type ManualAttestation, type ManualAttestationBody } from '../dispatch/manual.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { manuallyBlocked, manualResultAttested } from '../dispatch/transitions.js';
+import { manuallyBlocked, manualResultAttested } from '../dispatch/transitions/manual.js';
 import type { LedgerStore } from '../ledger/port.js';
 import { writeOnce } from '../ledger/repository.js';
 

@@ -1,6 +1,8 @@
 import { adoptLegacyUpload } from './legacy-evidence.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { isLive, monitorStep, reconcileLookup, rescheduled, submissionClaimed } from '../dispatch/transitions.js';
+import { monitorStep, reconcileLookup } from '../dispatch/transitions/run.js';
+import { submissionClaimed } from '../dispatch/transitions/lifecycle.js';
+import { isLive, rescheduled } from '../dispatch/transitions/core.js';
 import { resultDue } from './inbox.js';
 import { randomUUID } from 'node:crypto';
 import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites } from '../ledger/port.js';

@@ -1,5 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { endedResult, FINAL_BLOCKS, isTerminal, lineageDerived, redispatched, withCancelAnswer } from '../dispatch/transitions.js';
+import { isTerminal } from '../dispatch/state.js';
+import { FINAL_BLOCKS, lineageDerived, redispatched, withCancelAnswer } from '../dispatch/transitions/lifecycle.js';
+import { endedResult } from '../dispatch/transitions/inbox.js';
 import type { PastAttempt } from '../dispatch/records.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';

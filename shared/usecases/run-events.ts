@@ -1,6 +1,9 @@
 import type { EvidenceUpload } from '../dispatch/records.js';
 import type { DispatchState, ResultBodyRef } from '../dispatch/state.js';
-import { applyRunEvent, isLive, isTerminal, reconcileLookup, refreshRecorded, refreshThrottled, resultBodyAttached, stallDeadline, type RunEvent } from '../dispatch/transitions.js';
+import { isTerminal } from '../dispatch/state.js';
+import { applyRunEvent, reconcileLookup, refreshRecorded, refreshThrottled, stallDeadline, type RunEvent } from '../dispatch/transitions/run.js';
+import { resultBodyAttached } from '../dispatch/transitions/inbox.js';
+import { isLive } from '../dispatch/transitions/core.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { updateDispatch, writeOnce } from '../ledger/repository.js';
 import { settleEvidence } from './evidence-check.js';

@@ -1,5 +1,8 @@
 import type { DispatchState } from '../dispatch/state.js';
-import { admitted, awaitingPerson, blocked, cancelledBeforeSubmission, submissionClaimed, submitted, waiting } from '../dispatch/transitions.js';
+import { awaitingPerson } from '../dispatch/transitions/manual.js';
+import { admitted, cancelledBeforeSubmission, waiting } from '../dispatch/transitions/flow.js';
+import { submissionClaimed, submitted } from '../dispatch/transitions/lifecycle.js';
+import { blocked } from '../dispatch/transitions/core.js';
 import { wantsAllotment, type SlotShard } from '../dispatch/slots.js';
 import { taskOf } from './task.js';
 import { crashPoint } from '../faults.js';

@@ -11,7 +11,7 @@ import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { eventsForState } from '../../shared/events/derive.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import type { BlobStore, LedgerStore } from '../../shared/ledger/port.js';

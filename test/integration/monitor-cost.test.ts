@@ -6,7 +6,7 @@ import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { DUE_SHARDS, LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
 import { newDispatchFactory } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';

@@ -7,7 +7,7 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import type { Caller } from '../../shared/api/caller.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { coalescingWindowMs } from '../../shared/dispatch/transitions.js';
+import { coalescingWindowMs } from '../../shared/dispatch/transitions/run.js';
 import type { PastAttempt } from '../../shared/dispatch/records.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import { monitorTick } from '../../shared/usecases/monitor.js';

@@ -14,7 +14,8 @@ import { EventPublishError, EventTooLargeError, publish } from '../../shared/ada
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, blocked, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { advance } from '../support/states.js';
 import { parseDetail, type DetailType, type LedgerEvent } from '../../shared/events/catalog.js';
 import { eventForRejection } from '../../shared/events/derive.js';

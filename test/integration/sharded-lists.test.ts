@@ -7,7 +7,10 @@ import { FEED, KEY, monthKey, originListOf, stateItem, type Item } from '../../s
 import { LedgerTable } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, applyRunEvent, blocked, evidenceSettled, submitted } from '../../shared/dispatch/transitions.js';
+import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
+import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { blocked } from '../../shared/dispatch/transitions/core.js';
 import type { Page } from '../../shared/ledger/port.js';
 import type { Rejection } from '../../shared/dispatch/records.js';
 import { engineClients, uniqueName } from '../support/engines.js';

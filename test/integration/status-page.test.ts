@@ -7,7 +7,7 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLedgerClient, type LedgerClient } from '@dispatch-ledger/client';
 import { EXECUTION_BUCKETS } from '../../shared/dispatch/counts.js';
-import { PHASES } from '../../shared/dispatch/transitions.js';
+import { PHASES } from '../../shared/dispatch/transitions/legal.js';
 import { startStatusPage, type StatusPage } from '../../ui/server.js';
 import { uniqueName } from '../support/engines.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';

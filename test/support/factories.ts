@@ -1,5 +1,5 @@
 import type { OperatorReceiptBody } from '../../shared/dispatch/receipts.js';
-import type { NewDispatch } from '../../shared/dispatch/transitions.js';
+import type { NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { IntakeDeps } from '../../shared/usecases/intake.js';
 

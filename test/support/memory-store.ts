@@ -4,7 +4,7 @@ import type { DispatchState, ResultRecord } from '../../shared/dispatch/state.js
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import { type CommitOutcome, type DueEntry, type DueIndex, type InboxRange, type InboxStore, type LedgerFeeds, type LedgerStore, type Page, type PutOutcome, type SlotCapsWrite } from '../../shared/ledger/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type LambdaFailureRecord, type OriginRejection, type OriginSettings, type PastAttempt, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/dispatch/records.js';
-import { writeCondition } from '../../shared/dispatch/transitions.js';
+import { writeCondition } from '../../shared/dispatch/transitions/legal.js';
 import { DUE_SHARD_KEYS, dueShardOf, INBOX_RANGE, inboxSortKey } from '../../shared/adapters/ledger-items.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
-import { accepted, applyRunEvent, approvalDecided, redispatched, submitted } from '../../shared/dispatch/transitions.js';
+import { applyRunEvent, approvalDecided } from '../../shared/dispatch/transitions/run.js';
+import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';

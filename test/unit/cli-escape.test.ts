@@ -4,7 +4,7 @@ import { describeEvent } from '../../cli/events.js';
 import { forTerminal, table } from '../../cli/table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { dispatchView } from '../../shared/dispatch/view.js';
 import { clip, escapeControls, printable } from '../../shared/text.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';

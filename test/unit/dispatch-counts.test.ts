@@ -4,7 +4,7 @@ import { countsUpdate } from '../../shared/adapters/dispatch-counters.js';
 import { countDelta, countsOf, EVIDENCE_OUTCOMES, EXECUTION_BUCKETS, PHASES, sumDeltas, type CountDelta } from '../../shared/dispatch/counts.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState, ExecutionStatus } from '../../shared/dispatch/state.js';
-import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { countDeltaOf, publishStreamBatch, PublishIncompleteError, type StreamChange } from '../../shared/events/derive.js';
 import { advance } from '../support/states.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
 import { blockedReason, NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, blocked, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted, type NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
+import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import type { SubmitOutcome } from '../../shared/dispatch/target-answers.js';
 

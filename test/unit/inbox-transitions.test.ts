@@ -1,20 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import {
-  accepted,
-  applyRunEvent,
-  blocked,
-  parseResultId,
-  redispatched,
-  resultClaimed,
-  resultIdOf,
-  resultReleased,
-  resultRenewed,
-  resultWatch,
-  submitted,
-  writeCondition,
-} from '../../shared/dispatch/transitions.js';
+import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
+import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { resultClaimed, resultReleased, resultRenewed, resultWatch } from '../../shared/dispatch/transitions/inbox.js';
+import { blocked, parseResultId, resultIdOf } from '../../shared/dispatch/transitions/core.js';
+import { writeCondition } from '../../shared/dispatch/transitions/legal.js';
 import { pollIntervalMs } from '../../shared/usecases/inbox.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 

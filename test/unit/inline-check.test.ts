@@ -4,7 +4,9 @@ import { itemSizeBytes, writeUnitsFor } from '../../bench/capacity-meter.js';
 import { statePut } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState, InlineCheck } from '../../shared/dispatch/state.js';
-import { accepted, applyRunEvent, evidenceSettled, submitted } from '../../shared/dispatch/transitions.js';
+import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
+import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { INLINE_CHECK_BYTES } from '../../shared/usecases/evidence-check.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 

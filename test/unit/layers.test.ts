@@ -69,6 +69,18 @@ describe('layers', () => {
     expect(circles).toEqual([]);
   });
 
+  it("keeps the state machine's building blocks inside it: only the transition modules use advance and its rules (a caller never patches a state)", () => {
+    const INTERNAL = ['advance', 'alsoChange', 'step', 'withFlow', 'withResult', 'withAttention', 'plus', 'bounded', 'resultOf', 'droppedResult'];
+    const reaching = [...graph.keys()]
+      .filter((file) => !file.startsWith('shared/dispatch/transitions/'))
+      .flatMap((file) => {
+        const text = readFileSync(path.join(root, file), 'utf8');
+        const named = [...text.matchAll(/import\s*(?:type\s*)?\{([^}]*)\}\s*from\s*'[^']*transitions\/core\.js'/g)].flatMap((match) => (match[1] as string).split(',').map((name) => name.replace(/^\s*type\s+/, '').trim()));
+        return named.filter((name) => INTERNAL.includes(name)).map((name) => `${file}: ${name}`);
+      });
+    expect(reaching).toEqual([]);
+  });
+
   it('reads the imports it judges (a check that finds none could not fail)', () => {
     expect([...graph.values()].flat().length).toBeGreaterThan(500);
     expect(graph.get('shared/usecases/submit-attempt.ts')).toContain('shared/ledger/port.ts');

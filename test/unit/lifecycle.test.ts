@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { applyRunEvent, monitorStep, reconcileLookup, blocked, redispatched } from '../../shared/dispatch/transitions.js';
+import { applyRunEvent, monitorStep, reconcileLookup } from '../../shared/dispatch/transitions/run.js';
+import { redispatched } from '../../shared/dispatch/transitions/lifecycle.js';
+import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nativeStatusOf, type DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, submitted } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
 import type { TargetPort } from '../../shared/targets/port.js';
 import type { LookupOutcome } from '../../shared/dispatch/target-answers.js';

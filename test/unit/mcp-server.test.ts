@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { LedgerValidationError } from '@dispatch-ledger/client';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { ledgerMcpServer, type McpLedger, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
-import { PHASES } from '../../shared/dispatch/transitions.js';
+import { PHASES } from '../../shared/dispatch/transitions/legal.js';
 import { TARGET_RUN_STATUSES } from '../../shared/targets/port.js';
 
 // `ledger mcp`'s server in-process: the pure mapping of API answers to tool results, and the tools

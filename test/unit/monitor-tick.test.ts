@@ -3,7 +3,11 @@ import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.j
 import { dueShardClaimUpdate, dueShardReleaseUpdate } from '../../shared/adapters/ledger-table.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, applyRunEvent, blocked, cancelRequested, resultClaimed, submitted } from '../../shared/dispatch/transitions.js';
+import { cancelRequested } from '../../shared/dispatch/transitions/flow.js';
+import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { resultClaimed } from '../../shared/dispatch/transitions/inbox.js';
+import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { EVIDENCE_CHECKS_AT_ONCE, FAILURE_SAMPLE, monitorTick, TICK_MARGIN_SECONDS, tickBudget, type MonitorDeps } from '../../shared/usecases/monitor.js';
 import type { TargetPort } from '../../shared/targets/port.js';
 import { sha256Of } from '../../shared/usecases/evidence-check.js';

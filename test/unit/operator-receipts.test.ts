@@ -6,7 +6,7 @@ import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { operatorReceipt, OperatorReceiptBody, type OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, submitted, type NewDispatch } from '../../shared/dispatch/transitions.js';
+import { accepted, submitted, type NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
 import { advance } from '../support/states.js';
 import { dispatchView } from '../../shared/dispatch/view.js';
 import { parseDetail } from '../../shared/events/catalog.js';

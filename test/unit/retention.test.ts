@@ -6,7 +6,7 @@ import { KEY, messageItem, rejectionOf } from '../../shared/adapters/ledger-item
 import * as objectKeys from '../../shared/ledger/objects.js';
 import { legacySealedKey, payloadFolder, resultBodyKey } from '../../shared/ledger/objects.js';
 import { streamChangeOf, TTL_REMOVER } from '../../shared/adapters/stream-records.js';
-import { accepted } from '../../shared/dispatch/transitions.js';
+import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
 import type { StreamChange, StreamItem } from '../../shared/events/derive.js';
 import type { AcceptedMessage, Rejection } from '../../shared/dispatch/records.js';
 import { evidenceKey } from '../../shared/usecases/evidence-check.js';

@@ -4,7 +4,11 @@ import { itemSizeBytes } from '../../bench/capacity-meter.js';
 import { DUE_SHARDS, dueShardOf, FEED, FEED_SHARDS, feedShardOf, ORIGIN_SHARDS, originListOf, newWriteId, stateItem, stateOf, WRITE_ID_ATTRIBUTE } from '../../shared/adapters/ledger-items.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted, applyRunEvent, blocked, evidenceSettled, redispatched, resultClaimed, resultDelivered, submitted } from '../../shared/dispatch/transitions.js';
+import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
+import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
+import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { resultClaimed, resultDelivered } from '../../shared/dispatch/transitions/inbox.js';
+import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 /** The hot state item's codec: what it leaves out is restored exactly, and a settled state with its result out stays within one write unit. */

@@ -3,30 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import {
-  accepted,
-  applyRunEvent,
-  approvalDecided,
-  cancelAnswered,
-  cancelPending,
-  cancelRequested,
-  evidenceSettled,
-  isClaimable,
-  isLive,
-  isTerminal,
-  leaseLapsed,
-  monitorStep,
-  reconcileLookup,
-  redispatched,
-  resultClaimed,
-  resultDelivered,
-  resultReleased,
-  resultRenewed,
-  resultWatch,
-  submitted,
-  writeCondition,
-  type RunEventType,
-} from '../../shared/dispatch/transitions.js';
+import { isTerminal } from '../../shared/dispatch/state.js';
+import { cancelAnswered, cancelRequested } from '../../shared/dispatch/transitions/flow.js';
+import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
+import { applyRunEvent, approvalDecided, monitorStep, reconcileLookup, type RunEventType } from '../../shared/dispatch/transitions/run.js';
+import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { resultClaimed, resultDelivered, resultReleased, resultRenewed, resultWatch } from '../../shared/dispatch/transitions/inbox.js';
+import { cancelPending, isClaimable, isLive, leaseLapsed } from '../../shared/dispatch/transitions/core.js';
+import { writeCondition } from '../../shared/dispatch/transitions/legal.js';
 import type { CancelOutcome, LookupOutcome, TargetRunStatus } from '../../shared/dispatch/target-answers.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { accepted } from '../../shared/dispatch/transitions.js';
+import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
 import type { CommitOutcome } from '../../shared/ledger/port.js';
 import { UPDATE_ROUNDS, updateDispatch, writeOnce } from '../../shared/ledger/repository.js';
 

@@ -1,0 +1,90 @@
+import { isTerminal, type DispatchState, type WaitingFor } from '../state.js';
+import type { CancelOutcome } from '../target-answers.js';
+import { clip, printable } from '../../text.js';
+import type { RetryPolicy } from '../retry.js';
+import { IllegalTransitionError } from './legal.js';
+import { advance, bounded, cancelPending, finished, plus } from './core.js';
+
+/**
+ * Flow control (CONTRACT §11) and cancel (CONTRACT §2 v2): waits, admissions, cancels asked and answered, slots freed by hand.
+ */
+
+/**
+ * Not submitted yet: every slot of its target is held (the wait index holds it, by priority — the
+ * freeing write or the monitor admits it), or its `notBefore` is still ahead (due then).
+ */
+export function waiting(state: DispatchState, why: WaitingFor, now: Date): DispatchState {
+  return advance(state, 'waiting', now, { waitingFor: why, dueAt: why === 'not_before' ? (state.notBefore ?? now.toISOString()) : null });
+}
+
+/**
+ * Admitted: one slot of shard `shard` taken for this attempt, in the same write that claims the
+ * dispatch for its submission (the store conditions the slot counter on the cap it holds). The
+ * submitter holds it while it calls the target; if it dies, the monitor finds the claim lapsed and
+ * submits again with the slot it still holds — a slot taken is never lost with the process.
+ */
+export function admitted(state: DispatchState, shard: number, now: Date, claimSeconds: number): DispatchState {
+  return advance(state, 'claimed', now, { slot: { shard, at: now.toISOString() }, waitingFor: undefined, dueAt: plus(now, claimSeconds) });
+}
+
+export interface CancelAsk {
+  readonly reason: string;
+  /** The caller's principal (or the origin locally). */
+  readonly by: string;
+}
+
+/** Cancelled before any submission: never submitted, its slot (if one was held for a retry) given back. */
+export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, now: Date): DispatchState {
+  const at = now.toISOString();
+  return advance(state, 'dispatch_cancelled', now, {
+    phase: 'cancelled',
+    submission: { ...state.submission, nextRetryAt: null },
+    dueAt: null,
+    // A cancel recorded while a submission was under way keeps its own time and asker.
+    cancel: { ...(state.cancel ?? { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0 }), nextAskAt: null, answer: 'cancelled before submission' },
+  });
+}
+
+/**
+ * A cancel asked of a submitted run — or of one whose submission is under way (its submitter carries it
+ * into the submitted state) —: recorded first, then asked of the target (now, and again while it cannot be reached).
+ */
+export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date): DispatchState {
+  const at = now.toISOString();
+  return advance(state, 'cancel_requested', now, {
+    cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: at, answer: null },
+  });
+}
+
+/**
+ * What the target answered to the cancel. Its word that the run is over (a final status) is recorded
+ * like a reported one; a run it still runs stays as it is until its own event or a lookup says more;
+ * unreachable → asked again with the retry policy's backoff.
+ */
+export function cancelAnswered(state: DispatchState, outcome: CancelOutcome, policy: RetryPolicy, now: Date): DispatchState {
+  const cancel = state.cancel;
+  if (!cancel || !cancelPending(state)) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['cancel_answered']);
+  const asks = cancel.asks + 1;
+  if (outcome.kind === 'cancelled' && isTerminal(outcome.status)) {
+    return finished({ ...state, cancel: { ...cancel, asks, nextAskAt: null, answer: `the target says ${outcome.status}` } }, outcome.status, undefined, now, 'own_write');
+  }
+  const answered = (answer: string, nextAskAt: string | null) => advance(state, 'cancel_answered', now, { cancel: { ...cancel, asks, nextAskAt, answer: bounded(answer) } });
+  if (outcome.kind === 'cancelled') return answered(`accepted by the target; the run is ${outcome.status}`, null);
+  if (outcome.kind === 'requested') return answered(outcome.how, null);
+  if (outcome.kind === 'not_found') return answered('the target does not know the run', null);
+  // Asked again with the submission retries' backoff (it never gives up: only the target's word ends a run).
+  const delays = policy.delaysSeconds;
+  return answered(`the target could not be reached: ${outcome.reason}`, plus(now, delays[Math.min(asks - 1, delays.length - 1)] ?? 60));
+}
+
+/**
+ * An operator freed the slot of a run its target answers 404 for (CONTRACT §2 slots/release): the run
+ * stays `unknown` — the ledger still does not know it is over — but no longer holds its target's capacity.
+ */
+export function slotReleased(state: DispatchState, release: { readonly by: string; readonly reason: string }, now: Date): DispatchState {
+  if (!state.slot || state.phase !== 'submitted') throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['slot_released']);
+  return advance(state, 'slot_released', now, {
+    slot: undefined,
+    slotRelease: { at: now.toISOString(), by: clip(printable(release.by), 200), reason: bounded(release.reason), runId: state.runId ?? '' },
+  });
+}

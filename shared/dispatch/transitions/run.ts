@@ -1,0 +1,233 @@
+import { isTerminal, type DispatchState, type MonitorStatus, type ResultBodyRef } from '../state.js';
+import type { LookupOutcome } from '../target-answers.js';
+import { clip } from '../../text.js';
+import type { RunEventType } from '@dispatch-ledger/protocol';
+import { advance, cancelPending, finished, isLive, plus, rescheduled } from './core.js';
+
+/**
+ * Watching the run (CONTRACT §2, §3): the target's events, the lookups, the monitor's step, approvals.
+ */
+
+/** The events a target reports (the protocol's words). */
+export { RUN_EVENT_TYPES, type RunEventType } from '@dispatch-ledger/protocol';
+
+export interface RunEvent {
+  readonly seq: number;
+  readonly type: RunEventType;
+  readonly approvalId?: string | undefined;
+  readonly result?: { readonly summary?: string | undefined; readonly body?: ResultBodyRef | undefined } | undefined;
+  /** A final event's own word for its status (CONTRACT V3 §2), checked at the API. */
+  readonly nativeStatus?: string | undefined;
+}
+
+export type RunEventOutcome =
+  | { readonly kind: 'apply'; readonly next: DispatchState }
+  /** Seen and acknowledged, not worth a write (a heartbeat inside the coalescing window). */
+  | { readonly kind: 'coalesced' }
+  /** Older or repeated seq, or a run already final: acknowledged, no change. */
+  | { readonly kind: 'stale' }
+  | { readonly kind: 'invalid'; readonly reason: string };
+
+/**
+ * Activity is written at most once per window (a fifth of the stall timeout), the way Temporal
+ * throttles heartbeats: a chatty target does not cost a write per heartbeat. Because an absorbed
+ * heartbeat is not recorded, a stall is declared only once the stall timeout has passed after the end
+ * of the window (see `stallDeadline`): coalescing may delay a recorded activity, never a verdict.
+ */
+export function coalescingWindowMs(state: DispatchState): number {
+  return state.timeouts.stallAfterSeconds * 200;
+}
+
+/**
+ * When silence becomes a stall: `stallAfterSeconds` after the last activity that may have happened.
+ * Activity absorbed by coalescing can be as late as the end of the window after the recorded one.
+ */
+export function stallDeadline(state: DispatchState): number {
+  const recorded = Date.parse(state.execution.lastActivityAt ?? state.updatedAt);
+  return recorded + coalescingWindowMs(state) + state.timeouts.stallAfterSeconds * 1000;
+}
+
+const waitingForApproval = (state: DispatchState): boolean => state.execution.nativeStatus === 'waiting_for_approval' && state.execution.pendingApproval !== null;
+
+/** Applies one run event of the current run. */
+export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date): RunEventOutcome {
+  const execution = state.execution;
+  if (isTerminal(execution.nativeStatus) || (state.lastSeq !== null && event.seq <= state.lastSeq)) return { kind: 'stale' };
+  const at = now.toISOString();
+  switch (event.type) {
+    case 'heartbeat':
+    case 'progress': {
+      // Still waiting for the approval the ledger holds, whatever the monitor concluded meanwhile.
+      const waiting = waitingForApproval(state);
+      const quiet = waiting ? execution.status === 'waiting_for_approval' : execution.status === 'running' && execution.monitorStatus === null;
+      const recent = execution.lastActivityAt !== null && now.getTime() - Date.parse(execution.lastActivityAt) < coalescingWindowMs(state);
+      if (quiet && recent) return { kind: 'coalesced' };
+      return {
+        kind: 'apply',
+        next: advance(state, 'activity', now, {
+          lastSeq: event.seq,
+          execution: {
+            ...execution,
+            status: waiting ? 'waiting_for_approval' : 'running',
+            nativeStatus: waiting ? 'waiting_for_approval' : 'running',
+            // Activity clears a stall or a lost lookup, never an expired approval (that is about the approval clock).
+            monitorStatus: execution.monitorStatus === 'approval_wait_expired' ? 'approval_wait_expired' : null,
+            lastActivityAt: at,
+          },
+          // Watching resumes from this activity (an approval keeps its own clock).
+          dueAt: waiting ? state.dueAt : state.dueAt ?? plus(now, state.timeouts.stallAfterSeconds),
+        }),
+      };
+    }
+    case 'approval_requested':
+      if (!event.approvalId) return { kind: 'invalid', reason: 'approval_requested needs an approvalId' };
+      // The approval the ledger already holds (adopted from a lookup, or a retried report): its clock
+      // and its event stand; only the seq and the activity are new.
+      if (execution.pendingApproval?.approvalId === event.approvalId) {
+        return { kind: 'apply', next: advance(state, 'activity', now, { lastSeq: event.seq, execution: { ...execution, lastActivityAt: at } }) };
+      }
+      return { kind: 'apply', next: { ...approvalRequested(state, event.approvalId, at, now), lastSeq: event.seq } };
+    case 'completed':
+    case 'failed':
+    case 'cancelled':
+      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, 'own_write', event.type, event.result?.body, event.nativeStatus), lastSeq: event.seq } };
+  }
+}
+
+/**
+ * The runtime's own word that the run failed, after its own retries — Lambda's on-failure destination
+ * (CONTRACT §12): recorded as a reported failure (`Run Failed`), with the runtime's error as its result and its
+ * error type as the nativeStatus (`native`).
+ */
+export function runFailedByRuntime(state: DispatchState, error: string, now: Date, native?: string): DispatchState {
+  return finished(state, 'failed', error, now, 'own_write', 'failed', undefined, native);
+}
+
+function approvalRequested(state: DispatchState, approvalId: string, requestedAt: string, now: Date): DispatchState {
+  return advance(state, 'approval_requested', now, {
+    execution: {
+      ...state.execution,
+      status: 'waiting_for_approval',
+      nativeStatus: 'waiting_for_approval',
+      monitorStatus: null,
+      lastActivityAt: now.toISOString(),
+      pendingApproval: { approvalId, requestedAt },
+    },
+    dueAt: new Date(Date.parse(requestedAt) + state.timeouts.approvalWaitSeconds * 1000).toISOString(),
+  });
+}
+
+/** Lookups of a run that stays unknown back off, doubling from the stall timeout, up to this. */
+export const MAX_LOOKUP_BACKOFF_SECONDS = 6 * 3600;
+
+/**
+ * An observation lost: `unknown`, with why; what the target said stays as it was. Looked up again
+ * after a delay that doubles while it stays unknown (from stallAfterSeconds, capped at 6 h): never a
+ * loop of constant cost.
+ */
+function unobserved(state: DispatchState, monitorStatus: MonitorStatus, now: Date): DispatchState {
+  const kind = monitorStatus === 'stalled' ? 'stalled' : 'unobservable';
+  const already = state.execution.status === 'unknown';
+  const lookups = already ? (state.execution.unknownLookups ?? 1) + 1 : 1;
+  const delay = Math.min(state.timeouts.stallAfterSeconds * 2 ** (lookups - 1), MAX_LOOKUP_BACKOFF_SECONDS);
+  const same = already && state.execution.monitorStatus === monitorStatus;
+  return advance(state, same ? 'rescheduled' : kind, now, {
+    execution: { ...state.execution, status: 'unknown', monitorStatus, unknownLookups: lookups },
+    dueAt: plus(now, delay),
+  });
+}
+
+/**
+ * What a lookup at the target means for the current run. `stallSuspected`: the monitor came because
+ * no activity was recorded for the stall timeout (a refresh asks without suspecting anything).
+ * Returns undefined when nothing needs writing.
+ */
+export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): DispatchState | undefined {
+  if (isTerminal(state.execution.nativeStatus)) return undefined;
+  if (lookup.kind === 'not_found') return unobserved(state, 'target_not_found', now);
+  if (lookup.kind === 'unavailable') return unobserved(state, 'lookup_unavailable', now);
+  const run = lookup.run;
+  // A final result the target holds but never reported: recorded as the target's own word.
+  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'own_write', 'recovered', undefined, run.nativeStatus);
+  const held = state.execution.pendingApproval;
+  if (run.status === 'waiting_for_approval' && run.pendingApproval && held?.approvalId !== run.pendingApproval.approvalId) {
+    // Waiting for an approval the ledger never heard of: adopted, so approve and cancel work.
+    const requestedAt = run.pendingApproval.requestedAt && !Number.isNaN(Date.parse(run.pendingApproval.requestedAt)) ? new Date(run.pendingApproval.requestedAt).toISOString() : now.toISOString();
+    return approvalRequested(state, clip(run.pendingApproval.approvalId, 128), requestedAt, now);
+  }
+  const ownsApproval = run.status === 'waiting_for_approval' && held !== null;
+  if (stallSuspected && !ownsApproval) return unobserved(state, 'stalled', now);
+  // Seen alive: a lost lookup or a stall is cleared by the target's own answer.
+  const lost = state.execution.monitorStatus === 'lookup_unavailable' || state.execution.monitorStatus === 'target_not_found' || state.execution.monitorStatus === 'stalled';
+  if (lost || state.execution.status === 'unknown') {
+    return advance(state, 'observed', now, {
+      execution: { ...state.execution, status: run.status, nativeStatus: run.status, monitorStatus: null, unknownLookups: undefined },
+      dueAt: plus(now, state.timeouts.stallAfterSeconds),
+    });
+  }
+  return undefined;
+}
+
+/** A refresh looks the run up at most once in this many seconds per dispatch (CONTRACT §2 V3); more answer the stored view. */
+export const REFRESH_INTERVAL_SECONDS = 10;
+
+/** A refresh asked within the interval: answered from the stored view, the target not called. */
+export const refreshThrottled = (state: DispatchState, now: Date): boolean =>
+  !!state.lastRefreshAt && now.getTime() - Date.parse(state.lastRefreshAt) < REFRESH_INTERVAL_SECONDS * 1000;
+
+/**
+ * What a refresh (`GET /dispatches/{id}?refresh=true`) found at the target, recorded through the same
+ * transition as the monitor's lookup — so `check`, `check --refresh` and `attention` agree — with when
+ * it asked (the throttle reads it; a run found as recorded is one `observed` write of that alone).
+ */
+export function refreshRecorded(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): DispatchState {
+  const next = reconcileLookup(state, lookup, now, stallSuspected) ?? advance(state, 'observed', now);
+  return { ...next, lastRefreshAt: now.toISOString() };
+}
+
+export type MonitorStep =
+  | { readonly kind: 'write'; readonly next: DispatchState }
+  /** A completed run whose expected evidence the platform must look for. */
+  | { readonly kind: 'check' }
+  | { readonly kind: 'lookup' }
+  /** A settled dispatch whose result is still out: its expiry is on the origin's clock. */
+  | { readonly kind: 'result' }
+  /** A cancel to ask of the target again (it could not be reached before). */
+  | { readonly kind: 'cancel' };
+
+/** What the monitor does with a submitted run that came due, before any target contact. */
+export function monitorStep(state: DispatchState, now: Date): MonitorStep {
+  const execution = state.execution;
+  if (execution.status === 'completed' && state.evidence.outcome === 'pending') return { kind: 'check' };
+  if (isTerminal(execution.status) && isLive(state.result)) return { kind: 'result' };
+  if (isTerminal(execution.status)) return { kind: 'write', next: rescheduled(state, now, null) };
+  // A cancel the target could not be asked yet: ask again before anything else.
+  const ask = cancelPending(state) ? state.cancel?.nextAskAt : null;
+  if (ask && Date.parse(ask) <= now.getTime()) return { kind: 'cancel' };
+  if (execution.status === 'waiting_for_approval' && execution.pendingApproval) {
+    const expiresAt = Date.parse(execution.pendingApproval.requestedAt) + state.timeouts.approvalWaitSeconds * 1000;
+    if (now.getTime() < expiresAt) return { kind: 'write', next: rescheduled(state, now, new Date(expiresAt)) };
+    if (execution.monitorStatus === 'approval_wait_expired') return { kind: 'write', next: rescheduled(state, now, null) };
+    // The approval stays pending (never auto-denied): only the expiry is recorded.
+    return { kind: 'write', next: advance(state, 'approval_wait_expired', now, { execution: { ...execution, monitorStatus: 'approval_wait_expired' }, dueAt: null }) };
+  }
+  const stallAt = stallDeadline(state);
+  if (now.getTime() < stallAt && execution.status !== 'unknown') return { kind: 'write', next: rescheduled(state, now, new Date(stallAt)) };
+  return { kind: 'lookup' };
+}
+
+/** The target took the decision on the pending approval: recorded, the run watched again. */
+export function approvalDecided(state: DispatchState, decision: 'approve' | 'cancel', now: Date): DispatchState {
+  const approvalId = state.execution.pendingApproval?.approvalId;
+  return advance(state, 'approval_decided', now, {
+    execution: {
+      ...state.execution,
+      ...(approvalId ? { lastDecision: { approvalId, decision, at: now.toISOString() } } : {}),
+      ...(decision === 'approve' && !isTerminal(state.execution.status) ? { status: 'running' as const } : {}),
+      monitorStatus: null,
+      pendingApproval: null,
+      lastActivityAt: now.toISOString(),
+    },
+    dueAt: plus(now, state.timeouts.stallAfterSeconds),
+  });
+}
