@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import * as z from 'zod/mini';
-import { MAX_EVIDENCE_REFS, MAX_REF_BYTES, REQUEST_ID, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
+import { MAX_EVIDENCE_REFS, MAX_REF_BYTES, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
 import { lazy } from '../lazy.js';
 import { NATIVE_STATUS, TARGET_RUN_STATUSES, type SubmitRequest, type TargetPort, type HttpTargetRegistration, type TargetRegistration } from '../targets/port.js';
 import { type ApprovalOutcome, type CancelOutcome, type LookupOutcome, type SubmitOutcome, type TargetRunView } from '../dispatch/target-answers.js';
+import { errorMessageOf, exchanger, parseBody, unreadable, type BodyRead } from './http-exchange.js';
 import { baseUrlProblem, guardedLookup, type AddressPolicy, type Resolver } from './target-address.js';
 
 /**
@@ -18,9 +19,6 @@ import { baseUrlProblem, guardedLookup, type AddressPolicy, type Resolver } from
  */
 
 const DEFAULT_TIMEOUT_MS = 10_000;
-/** Past this many bytes a body is not read further: an answer that long is not one we can use. */
-const MAX_BODY_BYTES = 64 * 1024;
-const REASON_CHARS = 200;
 const SUMMARY_CHARS = 1_000;
 /**
  * A W3C trace context as intake accepts it (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, 55
@@ -34,8 +32,6 @@ const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}
  * which backoff outlives; blocking the dispatch on it would lose work to a routine rotation.
  */
 const RETRIED_4XX: ReadonlySet<number> = new Set([401, 408, 429]);
-/** C0/C1 controls plus the invisible and bidi-override characters that can disguise a log line. */
-const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]+/g;
 
 export interface HttpTargetOptions {
   /**
@@ -225,8 +221,6 @@ function toRunView(raw: z.output<ReturnType<typeof RunViewSchema>>): TargetRunVi
   };
 }
 
-/** CONTRACT §2's error shape, which targets are asked to share. */
-const ErrorBodySchema = /* @__PURE__ */ lazy(() => z.object({ error: z.object({ message: z.string().check(z.minLength(1)) }) }));
 
 /**
  * `{"code":"in_progress"}` (CONTRACT §8), or the same code in the §2 error shape: a code member of the
@@ -234,196 +228,6 @@ const ErrorBodySchema = /* @__PURE__ */ lazy(() => z.object({ error: z.object({ 
  */
 function isInProgress(body: BodyRead): boolean {
   return body.kind === 'complete' && /"code"\s*:\s*"in_progress"/.test(body.text);
-}
-
-// --- One call ----------------------------------------------------------------------------------------
-
-type BodyRead =
-  | { readonly kind: 'complete'; readonly text: string }
-  /** Over MAX_BODY_BYTES: only the first bytes were kept, good for a preview and nothing else. */
-  | { readonly kind: 'too_large'; readonly prefix: string }
-  | { readonly kind: 'broken'; readonly reason: string };
-
-type Answer =
-  | { readonly kind: 'failed'; readonly reason: string }
-  | {
-      readonly kind: 'answered';
-      readonly status: number;
-      readonly body: BodyRead;
-      /** The target's own well-formed `x-request-id`, else the one we sent. */
-      readonly requestId: string;
-      /** Bounds and scrubs a reason built from what the target said. */
-      explain(text: string): string;
-      /** The reason for a non-2xx answer that makes the target `unavailable`. */
-      failure(): string;
-    };
-
-interface ExchangeConfig {
-  readonly agent: HttpAgent;
-  readonly lookup: ReturnType<typeof guardedLookup>;
-  readonly timeoutMs: number;
-  readonly authHeader: (() => Promise<string | undefined>) | undefined;
-  readonly newRequestId: () => string;
-}
-
-type Exchange = (
-  method: 'GET' | 'POST',
-  url: string,
-  extra?: { readonly headers?: Record<string, string>; readonly json?: unknown },
-) => Promise<Answer>;
-
-function exchanger(config: ExchangeConfig): Exchange {
-  return async (method, url, extra = {}) => {
-    const sentRequestId = config.newRequestId();
-    const headers: Record<string, string> = { accept: 'application/json', 'x-request-id': sentRequestId, ...extra.headers };
-    const body = extra.json === undefined ? undefined : JSON.stringify(extra.json);
-    if (body !== undefined) headers['content-type'] = 'application/json';
-
-    let secrets: readonly string[] = [];
-    if (config.authHeader) {
-      let value: string | undefined;
-      try {
-        value = await config.authHeader();
-      } catch (error) {
-        // Only the error's class (SecretOutsideScopeError for a secretRef outside the stack's prefix):
-        // a secret store's message is not ours to repeat.
-        return { kind: 'failed', reason: `could not obtain the auth header (${error instanceof Error ? error.name : typeof error})` };
-      }
-      if (value !== undefined) {
-        headers['authorization'] = value;
-        secrets = secretFragments(value);
-      }
-    }
-    const scrub = (text: string): string => boundReason(text, secrets);
-    // What Node would refuse to send (CR, LF, NUL…): said without quoting the value, which may be a secret.
-    if (Object.values(headers).some((value) => /[^\t\x20-\x7e\x80-\xff]/.test(value))) {
-      return { kind: 'failed', reason: 'could not reach the target: invalid header value' };
-    }
-
-    const signal = AbortSignal.timeout(config.timeoutMs);
-    let response: IncomingMessage;
-    try {
-      response = await send(url, { method, headers, body, signal, agent: config.agent, lookup: config.lookup });
-    } catch (error) {
-      return { kind: 'failed', reason: scrub(describeFailure(error, signal, config.timeoutMs)) };
-    }
-    // Always read (boundedly), even when the status says it all: an unread body holds the connection.
-    const read = await readBounded(response, signal, config.timeoutMs);
-    const status = response.statusCode ?? 0;
-    const theirs = response.headers['x-request-id'] ?? null;
-    return {
-      kind: 'answered',
-      status,
-      body: read,
-      requestId: typeof theirs === 'string' && REQUEST_ID.test(theirs) ? theirs : sentRequestId,
-      explain: scrub,
-      failure: () => {
-        const detail = read.kind === 'broken' ? read.reason : errorMessageOf(read);
-        return scrub(detail === undefined ? `HTTP ${status}` : `HTTP ${status}: ${detail}`);
-      },
-    };
-  };
-}
-
-/**
- * One request with node:http(s) — not `fetch`, whose undici takes no `lookup` — so that every address
- * is checked before connecting. Never follows a redirect (node:http does not).
- */
-function send(
-  url: string,
-  init: { method: string; headers: Record<string, string>; body: string | undefined; signal: AbortSignal; agent: HttpAgent; lookup: ReturnType<typeof guardedLookup> },
-): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const { body, ...options } = init;
-    const request = (url.startsWith('https:') ? httpsRequest : httpRequest)(url, options, resolve);
-    request.once('error', reject);
-    request.end(body);
-  });
-}
-
-async function readBounded(response: IncomingMessage, signal: AbortSignal, timeoutMs: number): Promise<BodyRead> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of response as AsyncIterable<Buffer>) {
-      const room = MAX_BODY_BYTES - size;
-      size += chunk.byteLength;
-      if (size > MAX_BODY_BYTES) {
-        chunks.push(chunk.subarray(0, room));
-        // The connection is dropped: we have what we will use.
-        response.destroy();
-        return { kind: 'too_large', prefix: Buffer.concat(chunks).toString('utf8') };
-      }
-      chunks.push(chunk);
-    }
-    return { kind: 'complete', text: Buffer.concat(chunks).toString('utf8') };
-  } catch (error) {
-    return { kind: 'broken', reason: `answer body unreadable: ${describeFailure(error, signal, timeoutMs)}` };
-  }
-}
-
-function parseBody<T>(body: BodyRead, schema: z.ZodMiniType<T>): T | undefined {
-  if (body.kind !== 'complete') return undefined;
-  let json: unknown;
-  try {
-    json = JSON.parse(body.text);
-  } catch {
-    return undefined;
-  }
-  const parsed = schema.safeParse(json);
-  return parsed.success ? parsed.data : undefined;
-}
-
-/** Why a 2xx body could not be used, without repeating it. */
-function unreadable(body: BodyRead, expected: string): string {
-  if (body.kind === 'too_large') return `answer body over ${MAX_BODY_BYTES} bytes, not read`;
-  if (body.kind === 'broken') return body.reason;
-  return `answer body is not a valid ${expected}`;
-}
-
-/** The target's `error.message` if it sent the contract's error shape, else a preview of its body. */
-function errorMessageOf(body: BodyRead): string | undefined {
-  if (body.kind === 'broken') return undefined;
-  const message = parseBody(body, ErrorBodySchema())?.error.message;
-  if (message !== undefined) return message;
-  const preview = body.kind === 'complete' ? body.text : body.prefix;
-  return preview.trim() === '' ? undefined : preview.slice(0, REASON_CHARS * 4);
-}
-
-function describeFailure(error: unknown, signal: AbortSignal, timeoutMs: number): string {
-  if (signal.aborted) return `no answer within ${timeoutMs} ms`;
-  if (!(error instanceof Error)) return `could not reach the target: ${String(error)}`;
-  // Our own refusal of a resolved address: it says which, and that nothing was sent.
-  if (error.name === 'RefusedAddressError') return error.message;
-  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
-  return `could not reach the target: ${error.message}${cause}`;
-}
-
-// --- Reasons -------------------------------------------------------------------------------------------
-
-/** The header value and, for `Scheme credentials`, the credentials alone: a target may echo either. */
-function secretFragments(headerValue: string): readonly string[] {
-  const forms = [headerValue, headerValue.replace(/^\S+\s+/, '')];
-  const all = [...forms, ...forms.map((form) => form.replace(UNPRINTABLE, ' ').trim())];
-  return [...new Set(all.filter((fragment) => fragment !== ''))].sort((a, b) => b.length - a.length);
-}
-
-/**
- * Makes text safe to store and show as a reason: secrets redacted, unprintable characters replaced by
- * a space, at most REASON_CHARS characters.
- */
-function boundReason(text: string, secrets: readonly string[]): string {
-  let clean = redact(text, secrets);
-  clean = redact(clean.replace(UNPRINTABLE, ' ').replace(/\s+/g, ' ').trim(), secrets);
-  if (clean.length <= REASON_CHARS) return clean;
-  let cut = clean.slice(0, REASON_CHARS - 1);
-  // Never end on half of a surrogate pair.
-  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
-  return `${cut}…`;
-}
-
-function redact(text: string, secrets: readonly string[]): string {
-  return secrets.reduce((acc, secret) => acc.split(secret).join('[redacted]'), text);
 }
 
 // --- Addresses -----------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { fileStore, StoreReadError, type RunContext, type RunRecord } from '@dispatch-ledger/worker';
 import { CallbackClient, type Transport } from '../../packages/worker/src/callbacks.js';
-import { RunEngine, type RunFunction } from '../../packages/worker/src/runs.js';
+import { RunEngine } from '../../packages/worker/src/runs.js';
+import type { RunFunction } from '../../packages/worker/src/run-api.js';
 import { fileNameFor } from '../../packages/worker/src/store.js';
 import { eventually } from '../support/eventually.js';
 

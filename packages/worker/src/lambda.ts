@@ -1,27 +1,16 @@
-import { randomUUID } from 'node:crypto';
-import { CallbackClient, DEFAULT_RETRY, type CallbackOutcome, type RetryPolicy, type Transport } from './callbacks.js';
-import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, systemClock, type Clock } from './heartbeat.js';
+import { CallbackClient, DEFAULT_RETRY } from './callbacks.js';
+import { systemClock } from './heartbeat.js';
 import { compact, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import {
-  CallbackError,
-  EvidenceTooLargeError,
-  RunEndedError,
-  UnsafeRefError,
-  claimedEvidence,
-  clipForMessage,
   isFinal,
   type Decision,
   type FinalStatus,
-  type Log,
-  type RunEvent,
-  type RunResult,
   type Submission,
   WORKER_RESTARTED,
 } from './model.js';
 import { isPlainObject, parseSubmission, traceparentOf } from './parse.js';
-import { refProblem } from '@dispatch-ledger/protocol';
-import { MAX_EVIDENCE_BYTES, RunCancelledError, resultOf, type RunContext, type RunFunction } from './runs.js';
-import type { Signer } from './signer.js';
+import { reportState } from './results.js';
+import { Invocation, finalEventOf, type Env, type LambdaHandler, type LambdaHandlerOptions, type Output } from './lambda-invocation.js';
 
 /**
  * The kit as a Lambda handler (CONTRACT §12). The ledger invokes the function asynchronously with the
@@ -43,33 +32,13 @@ import type { Signer } from './signer.js';
  *   `failed` run, reported like on the HTTP side.
  */
 
-/** The part of Lambda's context the kit reads. */
-export interface LambdaContextLike {
-  readonly awsRequestId: string;
-  getRemainingTimeInMillis(): number;
-}
-
-export type LambdaHandler = (event: unknown, context: LambdaContextLike) => Promise<void>;
-
-export interface LambdaHandlerOptions {
-  readonly run: RunFunction;
-  readonly store: () => LambdaRunStore;
-  readonly log: Log;
-  readonly signer?: Signer | undefined;
-  readonly retry?: Partial<RetryPolicy> | undefined;
-  readonly transport?: Transport | undefined;
-  readonly clock?: Clock | undefined;
-  readonly stallHintSeconds?: number | undefined;
-}
+export type { LambdaContextLike, LambdaHandler, LambdaHandlerOptions } from './lambda-invocation.js';
 
 /** Items expire (DynamoDB TTL `expiresAt`) after the ledger's default retention. */
 const RETENTION_SECONDS = 90 * 86_400;
 /** Time kept back from the function's timeout for the last writes. */
 const MARGIN_MS = 2_000;
-const SUMMARY_CHARS = 2_000;
-const NOTE_CHARS = 1_000;
 
-type Output = { readonly kind: 'returned'; readonly value: unknown } | { readonly kind: 'threw'; readonly error: unknown } | { readonly kind: 'suspended' };
 
 export function createLambdaHandler(options: LambdaHandlerOptions): LambdaHandler {
   const clock = options.clock ?? systemClock;
@@ -101,16 +70,6 @@ export function createLambdaHandler(options: LambdaHandlerOptions): LambdaHandle
   };
 }
 
-interface Env {
-  readonly store: LambdaRunStore;
-  readonly callbacks: CallbackClient;
-  readonly log: Log;
-  readonly requestId: string;
-  readonly leaseUntil: string;
-  readonly nowIso: () => string;
-  readonly clock: Clock;
-  readonly options: LambdaHandlerOptions;
-}
 
 // --- The two events ------------------------------------------------------------------------------------
 
@@ -237,24 +196,7 @@ async function resendFinal(env: Env, item: LambdaRunItem): Promise<void> {
   await env.store.replace({ ...item, finalReport: { seq: event.seq, state }, rev: item.rev + 1, updatedAt: env.nowIso() });
 }
 
-function finalEventOf(item: LambdaRunItem): RunEvent | undefined {
-  if (!isFinal(item.status) || !item.finalReport) return undefined;
-  const body: unknown = item.resultBodyJson === undefined ? undefined : JSON.parse(item.resultBodyJson);
-  return {
-    dispatchId: item.dispatchId,
-    seq: item.finalReport.seq,
-    type: item.status,
-    ...(item.nativeStatus !== undefined && { nativeStatus: item.nativeStatus }),
-    ...(item.result && { result: { summary: item.result.summary, ...(body !== undefined && { body }) } }),
-    ...(item.status === 'completed' && { evidence: claimedEvidence(item) }),
-  };
-}
 
-function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' | 'refused' {
-  if (outcome.kind === 'delivered') return 'delivered';
-  if (outcome.kind === 'refused') return 'refused';
-  return 'pending';
-}
 
 // --- One invocation driving a run ----------------------------------------------------------------------
 
@@ -274,214 +216,4 @@ async function drive(env: Env, item: LambdaRunItem, submission: Submission | und
   if (output.kind !== 'suspended' && !inv.lost) await inv.finish(output);
   await inv.drain();
   if (inv.storeError !== undefined) throw inv.storeError;
-}
-
-class Invocation {
-  item: LambdaRunItem;
-  readonly env: Env;
-  readonly abort = new AbortController();
-  readonly heartbeat: HeartbeatCoalescer;
-  settled = false;
-  /** Another invocation wrote the item (or a write failed): this one sends and writes nothing more. */
-  lost = false;
-  storeError: unknown;
-  #writes: Promise<boolean> = Promise.resolve(true);
-  #outbox: Promise<unknown> = Promise.resolve();
-  readonly #uploads = new Set<Promise<unknown>>();
-  readonly #pending = new Set<Promise<unknown>>();
-  #approvalIndex = 0;
-  #suspend: (output: Output) => void = () => undefined;
-  readonly suspended: Promise<Output>;
-
-  constructor(env: Env, item: LambdaRunItem) {
-    this.env = env;
-    this.item = item;
-    this.suspended = new Promise<Output>((resolve) => {
-      this.#suspend = resolve;
-    });
-    const stall = item.timeouts.stallAfterSeconds ?? env.options.stallHintSeconds ?? DEFAULT_STALL_AFTER_SECONDS;
-    this.heartbeat = new HeartbeatCoalescer(
-      heartbeatIntervalMs(stall),
-      () => {
-        void this.emit({ type: 'heartbeat' }, false);
-        this.#hold(this.pollControl());
-      },
-      env.clock,
-    );
-  }
-
-  async task(): Promise<Readonly<Record<string, unknown>>> {
-    const outcome = await this.env.callbacks.getTask(this.item.callbackUrl, this.item.dispatchId, this.item.runId);
-    if (outcome.kind !== 'delivered') throw new CallbackError(`reading the task: ${outcome.kind}`, { kind: outcome.kind === 'refused' ? 'refused' : 'gave_up' });
-    const value: unknown = JSON.parse(outcome.text);
-    if (!isPlainObject(value)) throw new Error('the task is not a JSON object');
-    return value;
-  }
-
-  /** Polls the control record; a superseded or cancelled run has its signal aborted. */
-  async pollControl(): Promise<void> {
-    const { callbackUrl, runId, dispatchId } = this.item;
-    const outcome = await this.env.callbacks.getControl(callbackUrl, runId, dispatchId, 10_000);
-    if (outcome.kind !== 'delivered' || this.settled) return;
-    let control: unknown;
-    try {
-      control = JSON.parse(outcome.text);
-    } catch {
-      return;
-    }
-    if (!isPlainObject(control) || (control['superseded'] !== true && control['cancelRequested'] !== true)) return;
-    if (this.item.cancelRequestedAt === undefined) {
-      this.env.log({ level: 'info', msg: control['superseded'] === true ? 'run_superseded' : 'cancel_requested', runId });
-      this.persist({ cancelRequestedAt: this.env.nowIso() });
-      this.abort.abort(new RunCancelledError(runId, 'cancel'));
-    }
-  }
-
-  context(): RunContext {
-    const { item } = this;
-    const active = (): void => {
-      if (this.settled || this.lost) throw new RunEndedError(item.runId, 'ended');
-    };
-    return {
-      dispatchId: item.dispatchId,
-      attempt: item.attempt,
-      runId: item.runId,
-      origin: item.origin,
-      expectedEvidence: item.expectedEvidence,
-      traceparent: item.traceparent,
-      signal: this.abort.signal,
-      heartbeat: () => (this.settled ? 'stopped' : this.heartbeat.request()),
-      progress: async (note) => {
-        active();
-        this.persist({ note: String(note).slice(0, NOTE_CHARS) });
-        await this.emit({ type: 'progress' });
-      },
-      putEvidence: async (ref, bytes, options = {}) => {
-        active();
-        const problem = refProblem(ref);
-        if (problem) throw new UnsafeRefError(ref, problem);
-        if (typeof bytes !== 'string' && !(bytes instanceof Uint8Array)) throw new TypeError('evidence bytes must be a string or a Uint8Array');
-        const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
-        if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
-        const contentType = options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
-        const upload = this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType);
-        this.#uploads.add(upload);
-        this.#hold(upload);
-        const outcome = await upload.finally(() => this.#uploads.delete(upload));
-        if (outcome.kind !== 'delivered') {
-          throw new CallbackError(`uploading ${clipForMessage(ref)}: ${outcome.kind}${outcome.kind === 'refused' ? ` (HTTP ${outcome.status})` : ''}`, {
-            kind: outcome.kind === 'refused' ? 'refused' : outcome.kind === 'stopped' ? 'stopped' : 'gave_up',
-            ...(outcome.kind === 'refused' ? { status: outcome.status } : {}),
-          });
-        }
-        if (!this.item.evidence.includes(ref)) this.persist({ evidence: [...this.item.evidence, ref] });
-      },
-      requestApproval: async (note) => {
-        active();
-        if (this.abort.signal.aborted) return 'cancel';
-        const index = this.#approvalIndex++;
-        const known = this.item.approvals[index];
-        // A re-entered run: this approval was asked for and decided in an earlier invocation.
-        if (known?.decision) return known.decision;
-        const approvalId = `a-${randomUUID()}`;
-        const requestedAt = this.env.nowIso();
-        const approvals = [...this.item.approvals.slice(0, index), { approvalId, requestedAt, ...(note === undefined ? {} : { note: String(note).slice(0, NOTE_CHARS) }) }];
-        this.persist({ status: 'waiting_for_approval', pendingApproval: { approvalId, requestedAt }, approvals });
-        this.heartbeat.stop();
-        await this.emit({ type: 'approval_requested', approvalId });
-        this.env.log({ level: 'info', msg: 'approval_requested_invocation_ends', runId: item.runId, approvalId });
-        // The invocation ends here; the decision re-invokes the function, which runs `run` again.
-        this.#suspend({ kind: 'suspended' });
-        return new Promise<Decision>(() => undefined);
-      },
-    };
-  }
-
-  async finish(output: Exclude<Output, { kind: 'suspended' }>): Promise<void> {
-    let status: FinalStatus;
-    let result: RunResult;
-    if (this.item.cancelRequestedAt !== undefined) {
-      status = 'cancelled';
-      result = { summary: 'cancelled on request' };
-    } else if (output.kind === 'threw') {
-      status = 'failed';
-      result = { summary: messageOf(output.error).slice(0, SUMMARY_CHARS) };
-    } else {
-      const normalised = resultOf(output.value);
-      status = normalised.ok ? 'completed' : 'failed';
-      result = normalised.ok ? normalised.result : { summary: normalised.error.message.slice(0, SUMMARY_CHARS) };
-    }
-    await Promise.allSettled([...this.#uploads]);
-    const seq = this.item.seq + 1;
-    const persisted = this.persist({
-      status,
-      result: { summary: result.summary },
-      resultBodyJson: result.body === undefined ? undefined : JSON.stringify(result.body),
-      pendingApproval: undefined,
-      seq,
-      finalReport: { seq, state: 'pending' },
-    });
-    const event = finalEventOf(this.item);
-    this.env.log({ level: status === 'completed' ? 'info' : 'warn', msg: `run_${status}`, runId: this.item.runId, summary: result.summary });
-    if (!event) return;
-    const outcome = await this.#enqueue(async () => ((await persisted) ? this.env.callbacks.postEvent(this.item.callbackUrl, this.item.runId, event) : { kind: 'stopped', tries: 0 }));
-    const state = reportState(outcome);
-    // Pending: the item still says final; the ledger's lookup reads it, and a redelivery sends it again.
-    if (state !== 'pending') this.persist({ finalReport: { seq, state } });
-  }
-
-  /** Takes the next seq, writes it, then sends the event (never sent if the write did not land). */
-  emit(fields: Omit<RunEvent, 'dispatchId' | 'seq'>, activity = true): Promise<CallbackOutcome> {
-    if (this.lost) return Promise.resolve({ kind: 'stopped', tries: 0 });
-    const seq = this.item.seq + 1;
-    const persisted = this.persist({ seq });
-    if (activity) this.heartbeat.activity();
-    const event: RunEvent = { dispatchId: this.item.dispatchId, seq, ...fields };
-    return this.#enqueue(async () => ((await persisted) ? this.env.callbacks.postEvent(this.item.callbackUrl, this.item.runId, event) : { kind: 'stopped', tries: 0 }));
-  }
-
-  /** Changes the item at once and queues its conditional write; writes go in order. */
-  persist(patch: Partial<Omit<LambdaRunItem, 'runId' | 'kit' | 'rev'>>): Promise<boolean> {
-    const next: LambdaRunItem = compact({ ...this.item, ...patch, rev: this.item.rev + 1, updatedAt: this.env.nowIso() });
-    this.item = next;
-    const written = this.#writes.then(async () => {
-      if (this.lost) return false;
-      try {
-        if (await this.env.store.replace(next)) return true;
-        this.env.log({ level: 'warn', msg: 'run_taken_by_another_invocation', runId: next.runId });
-      } catch (error) {
-        this.storeError ??= error;
-        this.env.log({ level: 'error', msg: 'store_write_failed', runId: next.runId, error: messageOf(error) });
-      }
-      this.lost = true;
-      this.abort.abort(new RunEndedError(next.runId, 'ended'));
-      return false;
-    });
-    this.#writes = written;
-    this.#hold(written);
-    return written;
-  }
-
-  #enqueue(send: () => Promise<CallbackOutcome>): Promise<CallbackOutcome> {
-    const sent = this.#outbox.then(send).catch((error: unknown): CallbackOutcome => ({ kind: 'gave_up', last: messageOf(error), tries: 0 }));
-    this.#outbox = sent;
-    this.#hold(sent);
-    return sent;
-  }
-
-  #hold(work: Promise<unknown>): void {
-    const held = work.catch(() => undefined);
-    this.#pending.add(held);
-    void held.finally(() => this.#pending.delete(held));
-  }
-
-  /** Waits for every write, event and upload under way: Lambda freezes the process once the handler returns. */
-  async drain(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
-  }
-}
-
-function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  return String(error);
 }

@@ -1,7 +1,7 @@
 import type { RetryPolicy, Transport } from './callbacks.js';
 import type { Clock } from './heartbeat.js';
 import type { Log, LogLine } from './model.js';
-import type { RunFunction } from './runs.js';
+import type { RunFunction } from './run-api.js';
 import type { Signer } from './signer.js';
 
 const WORKER_NAME = /^[A-Za-z0-9._-]{1,64}$/;

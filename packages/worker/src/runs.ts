@@ -1,19 +1,14 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { CallbackClient, CallbackOutcome } from './callbacks.js';
-import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, systemClock, type Clock, type HeartbeatDecision } from './heartbeat.js';
+import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, systemClock, type Clock } from './heartbeat.js';
 import {
-  CallbackError,
-  EvidenceTooLargeError,
-  ResultRefusedError,
   RunEndedError,
-  UnsafeRefError,
   canMove,
   clipForMessage,
   finalEventOf,
   isFinal,
   runIdFor,
   viewOf,
-  type Decision,
   type FinalStatus,
   type Log,
   type RunEvent,
@@ -25,8 +20,10 @@ import {
   WORKER_RESTARTED,
 } from './model.js';
 import { isPlainObject, parseDecision, parseSubmission, traceparentOf } from './parse.js';
-import { MAX_RESULT_BODY_DEPTH, refProblem } from '@dispatch-ledger/protocol';
 import { UNFINISHED, type RunStore } from './store.js';
+import { runContext, type LiveRun } from './run-context.js';
+import { refused, RunCancelledError, type CancelOutcome, type DecideOutcome, type EngineOptions, type RunContext, type SubmitOutcome } from './run-api.js';
+import { SUMMARY_CHARS, callbackError, clip, messageOf, reportState, resultOf, sha256, withoutUndefined } from './results.js';
 
 /**
  * The kit's engine: takes submissions, runs the user's `run` for each, keeps every run's state in the
@@ -40,112 +37,6 @@ import { UNFINISHED, type RunStore } from './store.js';
  * sent, so a lookup never lags behind what the ledger was told.
  */
 
-/** CONTRACT §2: one evidence file is at most 4 MB. */
-export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
-/** CONTRACT §2 v2: a final event's `result.body` is any JSON of at most 256 KB. */
-export const MAX_RESULT_BODY_BYTES = 256 * 1024;
-/**
- * The deepest `result.body` the ledger takes (the protocol's MAX_RESULT_BODY_DEPTH: its API bodies nest
- * at most 1,000 levels, and a final event holds the body two levels down). Deeper is refused here, as a
- * failed run said why, not sent to be refused and lost.
- */
-export { MAX_RESULT_BODY_DEPTH };
-
-/** Whether a value nests deeper than `levels` (the value itself is level 1), found without recursion. */
-function nestsDeeperThan(value: unknown, levels: number): boolean {
-  const stack: Array<readonly [unknown, number]> = [[value, 1]];
-  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
-    const [node, depth] = next;
-    if (typeof node !== 'object' || node === null) continue;
-    if (depth > levels) return true;
-    for (const child of Array.isArray(node) ? node : Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return false;
-}
-/** Summaries are previews: the ledger keeps a bounded one, and so does the store. */
-const SUMMARY_CHARS = 2_000;
-const NOTE_CHARS = 1_000;
-
-/** What the run's code sees (CONTRACT §12). */
-export interface RunContext {
-  readonly dispatchId: string;
-  readonly attempt: number;
-  readonly runId: string;
-  readonly origin: string;
-  /** The refs the origin expects under the attempt's evidence root. */
-  readonly expectedEvidence: readonly string[];
-  /** The dispatch message's W3C trace context (CONTRACT §1 v2), to continue the origin's trace; undefined when it carried none (or a malformed one). */
-  readonly traceparent?: string | undefined;
-  /** Aborted when the ledger cancels the run (a cancel, a forced redispatch, a `cancel` decision) or the worker closes. */
-  readonly signal: AbortSignal;
-  /** A sign of life; at most one is sent per fifth of the stall window, the rest folded into one trailing heartbeat. Never blocks. */
-  heartbeat(): HeartbeatDecision;
-  /** Reports progress (a `progress` event); the note is kept for `GET /runs/{runId}` (the event carries no text). Resolves once sent or logged as undeliverable. */
-  progress(note: string): Promise<void>;
-  /**
-   * Uploads one evidence file into the attempt's evidence root. Refuses an unsafe ref (CONTRACT §6) or
-   * a file over 4 MB before sending anything; rejects with a {@link CallbackError} if the ledger refuses it
-   * or cannot be reached in the retry budget.
-   */
-  putEvidence(ref: string, bytes: string | Uint8Array, options?: { readonly contentType?: string }): Promise<void>;
-  /** Asks the origin for approval (`approval_requested`); resolves with its decision, or `'cancel'` if the run is cancelled meanwhile. */
-  requestApproval(note?: string): Promise<Decision>;
-}
-
-/** What `run` may resolve with: a summary and a JSON body for the origin (both optional). */
-export type RunOutput = { readonly summary?: string; readonly body?: unknown } | undefined | void;
-
-export type RunFunction = (task: Readonly<Record<string, unknown>>, ctx: RunContext) => Promise<RunOutput>;
-
-export interface Refused {
-  readonly kind: 'refused';
-  readonly httpStatus: 400 | 404 | 409 | 503;
-  readonly code: string;
-  readonly message: string;
-}
-
-export type SubmitOutcome = { readonly kind: 'created' | 'existing'; readonly run: { readonly runId: string; readonly status: RunStatus } } | Refused;
-export type DecideOutcome = { readonly kind: 'decided'; readonly approvalId: string; readonly decision: Decision } | Refused;
-export type CancelOutcome = { readonly kind: 'cancel_requested'; readonly run: { readonly runId: string; readonly status: RunStatus } } | Refused;
-
-export interface EngineOptions {
-  readonly run: RunFunction;
-  readonly store: RunStore;
-  readonly callbacks: CallbackClient;
-  readonly log: Log;
-  /** The stall window assumed when a submission names none. @default 600 */
-  readonly stallHintSeconds?: number | undefined;
-  /** @default the system clock */
-  readonly clock?: Clock;
-}
-
-const refused = (httpStatus: Refused['httpStatus'], code: string, message: string): Refused => ({ kind: 'refused', httpStatus, code, message });
-
-/** Why the signal of a cancelled run was aborted. */
-export class RunCancelledError extends Error {
-  override readonly name = 'RunCancelledError';
-  readonly runId: string;
-  constructor(runId: string, why: 'cancel' | 'approval_cancelled', options?: { cause?: unknown }) {
-    super(why === 'cancel' ? `the ledger asked to cancel run ${runId}` : `the origin decided to cancel run ${runId}`, options);
-    this.runId = runId;
-  }
-}
-
-interface LiveRun {
-  record: RunRecord;
-  readonly submission: Submission;
-  readonly abort: AbortController;
-  readonly heartbeat: HeartbeatCoalescer;
-  /** Events of one run go out one at a time, so the ledger sees seq in order. */
-  outbox: Promise<unknown>;
-  /** Uploads under way: each goes on its own (no seq to keep in order); the final event waits for them. */
-  readonly uploads: Set<Promise<unknown>>;
-  /** Store writes of one run, in order: the last write is always the latest state. */
-  writes: Promise<unknown>;
-  approval?: { readonly approvalId: string; readonly settle: (decision: Decision) => void; readonly fail: (error: Error) => void };
-  /** The run's code has settled: ctx calls are refused from now on. */
-  settled: boolean;
-}
 
 export class RunEngine {
   readonly #options: EngineOptions;
@@ -472,75 +363,15 @@ export class RunEngine {
   }
 
   #context(live: LiveRun): RunContext {
-    const { record } = live;
-    const active = (): void => {
-      if (this.#closing) throw new RunEndedError(record.runId, 'worker_closed');
-      if (live.settled || isFinal(live.record.status)) throw new RunEndedError(record.runId, 'ended');
-    };
-    return {
-      dispatchId: record.dispatchId,
-      attempt: record.attempt,
-      runId: record.runId,
-      origin: record.origin,
-      expectedEvidence: record.expectedEvidence,
-      traceparent: live.submission.traceparent,
-      signal: live.abort.signal,
-      heartbeat: () => {
-        if (this.#closing || live.settled) return 'stopped';
-        return live.heartbeat.request();
-      },
-      progress: async (note) => {
-        active();
-        this.#persist(live, { note: clip(String(note), NOTE_CHARS) });
-        await this.#emit(live, { type: 'progress' });
-      },
-      putEvidence: async (ref, bytes, options = {}) => {
-        active();
-        const problem = refProblem(ref);
-        if (problem) throw new UnsafeRefError(ref, problem);
-        if (typeof bytes !== 'string' && !(bytes instanceof Uint8Array)) throw new TypeError('evidence bytes must be a string or a Uint8Array');
-        const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
-        if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
-        const contentType = options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
-        const upload = this.#callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType);
-        live.uploads.add(upload);
-        this.#hold(upload);
-        const outcome = await upload.finally(() => live.uploads.delete(upload));
-        if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, record.runId);
-        if (!live.record.evidence.includes(ref)) this.#persist(live, { evidence: [...live.record.evidence, ref] });
-      },
-      requestApproval: async (note) => {
-        active();
-        if (live.abort.signal.aborted) return 'cancel';
-        if (live.approval) throw new Error(`run ${record.runId} already waits for approval ${live.approval.approvalId}`);
-        const approvalId = `a-${randomUUID()}`;
-        const decided = new Promise<Decision>((resolve, reject) => {
-          const onAbort = (): void => {
-            if (live.approval?.approvalId !== approvalId) return;
-            delete live.approval;
-            resolve('cancel');
-          };
-          live.abort.signal.addEventListener('abort', onAbort, { once: true });
-          live.approval = {
-            approvalId,
-            settle: (decision) => {
-              live.abort.signal.removeEventListener('abort', onAbort);
-              resolve(decision);
-            },
-            fail: (error) => {
-              live.abort.signal.removeEventListener('abort', onAbort);
-              reject(error);
-            },
-          };
-        });
-        if (!this.#move(live, 'waiting_for_approval')) throw new RunEndedError(record.runId, 'ended');
-        const pendingApproval = { approvalId, requestedAt: this.#now(), ...(note === undefined ? {} : { note: clip(String(note), NOTE_CHARS) }) };
-        this.#persist(live, { pendingApproval });
-        // The decision may come before the event is through (the ledger adopts an approval from a lookup too).
-        void this.#emit(live, { type: 'approval_requested', approvalId });
-        return decided;
-      },
-    };
+    return runContext(live, {
+      callbacks: this.#callbacks,
+      closing: () => this.#closing,
+      persist: (patch) => this.#persist(live, patch),
+      emit: (fields) => this.#emit(live, fields),
+      move: (to) => this.#move(live, to),
+      hold: (work) => this.#hold(work),
+      now: () => this.#now(),
+    });
   }
 
   // --- Plumbing -------------------------------------------------------------------------------------------
@@ -607,69 +438,4 @@ export class RunEngine {
 
 function existing(outcome: SubmitOutcome): SubmitOutcome {
   return outcome.kind === 'created' ? { ...outcome, kind: 'existing' } : outcome;
-}
-
-function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' | 'refused' {
-  if (outcome.kind === 'delivered') return 'delivered';
-  if (outcome.kind === 'refused') return 'refused';
-  return 'pending';
-}
-
-function callbackError(what: string, outcome: Exclude<CallbackOutcome, { kind: 'delivered' }>, runId?: string): Error {
-  switch (outcome.kind) {
-    case 'refused':
-      return new CallbackError(`${what}: the ledger refused it (HTTP ${outcome.status}${outcome.code ? ` ${clipForMessage(outcome.code)}` : ''})`, {
-        kind: 'refused',
-        status: outcome.status,
-        ...(outcome.code === undefined ? {} : { code: outcome.code }),
-      });
-    case 'gave_up':
-      return new CallbackError(`${what}: no answer from the ledger in the retry budget (last: ${outcome.last})`, { kind: 'gave_up' });
-    case 'stopped':
-      return runId === undefined ? new CallbackError(`${what}: the worker closed`, { kind: 'stopped' }) : new RunEndedError(runId, 'worker_closed');
-  }
-}
-
-/** What the run resolved with, as a result the ledger takes; anything else is a failed run, said why. */
-export function resultOf(value: unknown): { readonly ok: true; readonly result: RunResult } | { readonly ok: false; readonly error: ResultRefusedError } {
-  const no = (message: string) => ({ ok: false, error: new ResultRefusedError(message) }) as const;
-  if (value === undefined || value === null) return { ok: true, result: { summary: 'completed' } };
-  if (!isPlainObject(value)) return no('run must resolve with { summary?, body? } or nothing');
-  const { summary, body } = value;
-  if (summary !== undefined && typeof summary !== 'string') return no('result.summary must be a string');
-  const text = clip(summary ?? 'completed', SUMMARY_CHARS);
-  if (body === undefined) return { ok: true, result: { summary: text } };
-  if (nestsDeeperThan(body, MAX_RESULT_BODY_DEPTH)) return no(`result_too_deep: result.body nests deeper than ${MAX_RESULT_BODY_DEPTH} levels, the most the ledger takes`);
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(body);
-  } catch (error) {
-    return no(`result.body is not JSON: ${messageOf(error)}`);
-  }
-  if (json === undefined) return no('result.body is not JSON');
-  const bytes = Buffer.byteLength(json, 'utf8');
-  if (bytes > MAX_RESULT_BODY_BYTES) return no(`result_too_large: result.body is ${bytes} bytes; the ledger takes at most ${MAX_RESULT_BODY_BYTES}`);
-  // Stored and sent as the JSON it will be read back as (no class instances, no undefined members).
-  return { ok: true, result: { summary: text, body: JSON.parse(json) as unknown } };
-}
-
-function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
-}
-
-function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  return String(error);
-}
-
-function clip(text: string, chars: number): string {
-  if (text.length <= chars) return text;
-  let cut = text.slice(0, chars - 1);
-  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
-  return `${cut}…`;
-}
-
-/** Drops members set to undefined, so a record's JSON and its object agree (`pendingApproval` cleared is absent). */
-function withoutUndefined<T extends object>(value: T): T {
-  return Object.fromEntries(Object.entries(value).filter(([, member]) => member !== undefined)) as T;
 }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { CallbackClient, type RetryPolicy, type Transport } from './callbacks.js';
 import type { Clock } from './heartbeat.js';
-import { RunEngine, type RunFunction } from './runs.js';
+import { RunEngine } from './runs.js';
 import type { Signer } from './signer.js';
 import { fileStore, type RunStore } from './store.js';
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';

@@ -1,0 +1,102 @@
+import { createHash } from 'node:crypto';
+import { MAX_RESULT_BODY_DEPTH } from '@dispatch-ledger/protocol';
+import type { CallbackOutcome } from './callbacks.js';
+import { CallbackError, ResultRefusedError, RunEndedError, clipForMessage, type RunResult } from './model.js';
+import { isPlainObject } from './parse.js';
+
+/**
+ * What a run may hand the ledger, and how its answers are told: the bounds of evidence and result
+ * bodies (CONTRACT §2), a run's resolved value checked as a result, and a callback's outcome as an
+ * error — shared by the http worker's engine (runs.ts) and the Lambda handler (lambda.ts).
+ */
+
+/** CONTRACT §2: one evidence file is at most 4 MB. */
+export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
+/** CONTRACT §2 v2: a final event's `result.body` is any JSON of at most 256 KB. */
+export const MAX_RESULT_BODY_BYTES = 256 * 1024;
+/**
+ * The deepest `result.body` the ledger takes (the protocol's MAX_RESULT_BODY_DEPTH: its API bodies nest
+ * at most 1,000 levels, and a final event holds the body two levels down). Deeper is refused here, as a
+ * failed run said why, not sent to be refused and lost.
+ */
+export { MAX_RESULT_BODY_DEPTH };
+
+/** Whether a value nests deeper than `levels` (the value itself is level 1), found without recursion. */
+function nestsDeeperThan(value: unknown, levels: number): boolean {
+  const stack: Array<readonly [unknown, number]> = [[value, 1]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [node, depth] = next;
+    if (typeof node !== 'object' || node === null) continue;
+    if (depth > levels) return true;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+/** Summaries are previews: the ledger keeps a bounded one, and so does the store. */
+export const SUMMARY_CHARS = 2_000;
+export const NOTE_CHARS = 1_000;
+
+export function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' | 'refused' {
+  if (outcome.kind === 'delivered') return 'delivered';
+  if (outcome.kind === 'refused') return 'refused';
+  return 'pending';
+}
+
+export function callbackError(what: string, outcome: Exclude<CallbackOutcome, { kind: 'delivered' }>, runId?: string): Error {
+  switch (outcome.kind) {
+    case 'refused':
+      return new CallbackError(`${what}: the ledger refused it (HTTP ${outcome.status}${outcome.code ? ` ${clipForMessage(outcome.code)}` : ''})`, {
+        kind: 'refused',
+        status: outcome.status,
+        ...(outcome.code === undefined ? {} : { code: outcome.code }),
+      });
+    case 'gave_up':
+      return new CallbackError(`${what}: no answer from the ledger in the retry budget (last: ${outcome.last})`, { kind: 'gave_up' });
+    case 'stopped':
+      return runId === undefined ? new CallbackError(`${what}: the worker closed`, { kind: 'stopped' }) : new RunEndedError(runId, 'worker_closed');
+  }
+}
+
+/** What the run resolved with, as a result the ledger takes; anything else is a failed run, said why. */
+export function resultOf(value: unknown): { readonly ok: true; readonly result: RunResult } | { readonly ok: false; readonly error: ResultRefusedError } {
+  const no = (message: string) => ({ ok: false, error: new ResultRefusedError(message) }) as const;
+  if (value === undefined || value === null) return { ok: true, result: { summary: 'completed' } };
+  if (!isPlainObject(value)) return no('run must resolve with { summary?, body? } or nothing');
+  const { summary, body } = value;
+  if (summary !== undefined && typeof summary !== 'string') return no('result.summary must be a string');
+  const text = clip(summary ?? 'completed', SUMMARY_CHARS);
+  if (body === undefined) return { ok: true, result: { summary: text } };
+  if (nestsDeeperThan(body, MAX_RESULT_BODY_DEPTH)) return no(`result_too_deep: result.body nests deeper than ${MAX_RESULT_BODY_DEPTH} levels, the most the ledger takes`);
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(body);
+  } catch (error) {
+    return no(`result.body is not JSON: ${messageOf(error)}`);
+  }
+  if (json === undefined) return no('result.body is not JSON');
+  const bytes = Buffer.byteLength(json, 'utf8');
+  if (bytes > MAX_RESULT_BODY_BYTES) return no(`result_too_large: result.body is ${bytes} bytes; the ledger takes at most ${MAX_RESULT_BODY_BYTES}`);
+  // Stored and sent as the JSON it will be read back as (no class instances, no undefined members).
+  return { ok: true, result: { summary: text, body: JSON.parse(json) as unknown } };
+}
+
+export function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+export function messageOf(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  return String(error);
+}
+
+export function clip(text: string, chars: number): string {
+  if (text.length <= chars) return text;
+  let cut = text.slice(0, chars - 1);
+  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
+  return `${cut}…`;
+}
+
+/** Drops members set to undefined, so a record's JSON and its object agree (`pendingApproval` cleared is absent). */
+export function withoutUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, member]) => member !== undefined)) as T;
+}

@@ -1,0 +1,112 @@
+import { randomUUID } from 'node:crypto';
+import { refProblem } from '@dispatch-ledger/protocol';
+import type { CallbackClient, CallbackOutcome } from './callbacks.js';
+import type { HeartbeatCoalescer } from './heartbeat.js';
+import { EvidenceTooLargeError, RunEndedError, UnsafeRefError, clipForMessage, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
+import type { RunContext } from './run-api.js';
+import { MAX_EVIDENCE_BYTES, NOTE_CHARS, callbackError, clip } from './results.js';
+
+/**
+ * The `ctx` a run's code is given (CONTRACT §12) by the http worker's engine (runs.ts): heartbeats,
+ * progress, evidence uploads and approvals, each refused once the run has ended or the worker closes.
+ */
+
+export interface LiveRun {
+  record: RunRecord;
+  readonly submission: Submission;
+  readonly abort: AbortController;
+  readonly heartbeat: HeartbeatCoalescer;
+  /** Events of one run go out one at a time, so the ledger sees seq in order. */
+  outbox: Promise<unknown>;
+  /** Uploads under way: each goes on its own (no seq to keep in order); the final event waits for them. */
+  readonly uploads: Set<Promise<unknown>>;
+  /** Store writes of one run, in order: the last write is always the latest state. */
+  writes: Promise<unknown>;
+  approval?: { readonly approvalId: string; readonly settle: (decision: Decision) => void; readonly fail: (error: Error) => void };
+  /** The run's code has settled: ctx calls are refused from now on. */
+  settled: boolean;
+}
+
+/** What a run's context asks of the engine that runs it. */
+export interface ContextEngine {
+  readonly callbacks: CallbackClient;
+  /** close() has begun: no ctx call is taken. */
+  closing(): boolean;
+  persist(patch: Partial<Omit<RunRecord, 'v' | 'runId'>>): Promise<unknown>;
+  emit(fields: Omit<RunEvent, 'dispatchId' | 'seq'>): Promise<CallbackOutcome>;
+  move(to: RunStatus): boolean;
+  hold(work: Promise<unknown>): void;
+  now(): string;
+}
+
+export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
+  const { record } = live;
+  const active = (): void => {
+    if (engine.closing()) throw new RunEndedError(record.runId, 'worker_closed');
+    if (live.settled || isFinal(live.record.status)) throw new RunEndedError(record.runId, 'ended');
+  };
+  return {
+    dispatchId: record.dispatchId,
+    attempt: record.attempt,
+    runId: record.runId,
+    origin: record.origin,
+    expectedEvidence: record.expectedEvidence,
+    traceparent: live.submission.traceparent,
+    signal: live.abort.signal,
+    heartbeat: () => {
+      if (engine.closing() || live.settled) return 'stopped';
+      return live.heartbeat.request();
+    },
+    progress: async (note) => {
+      active();
+      engine.persist({ note: clip(String(note), NOTE_CHARS) });
+      await engine.emit({ type: 'progress' });
+    },
+    putEvidence: async (ref, bytes, options = {}) => {
+      active();
+      const problem = refProblem(ref);
+      if (problem) throw new UnsafeRefError(ref, problem);
+      if (typeof bytes !== 'string' && !(bytes instanceof Uint8Array)) throw new TypeError('evidence bytes must be a string or a Uint8Array');
+      const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
+      if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
+      const contentType = options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
+      const upload = engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType);
+      live.uploads.add(upload);
+      engine.hold(upload);
+      const outcome = await upload.finally(() => live.uploads.delete(upload));
+      if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, record.runId);
+      if (!live.record.evidence.includes(ref)) engine.persist({ evidence: [...live.record.evidence, ref] });
+    },
+    requestApproval: async (note) => {
+      active();
+      if (live.abort.signal.aborted) return 'cancel';
+      if (live.approval) throw new Error(`run ${record.runId} already waits for approval ${live.approval.approvalId}`);
+      const approvalId = `a-${randomUUID()}`;
+      const decided = new Promise<Decision>((resolve, reject) => {
+        const onAbort = (): void => {
+          if (live.approval?.approvalId !== approvalId) return;
+          delete live.approval;
+          resolve('cancel');
+        };
+        live.abort.signal.addEventListener('abort', onAbort, { once: true });
+        live.approval = {
+          approvalId,
+          settle: (decision) => {
+            live.abort.signal.removeEventListener('abort', onAbort);
+            resolve(decision);
+          },
+          fail: (error) => {
+            live.abort.signal.removeEventListener('abort', onAbort);
+            reject(error);
+          },
+        };
+      });
+      if (!engine.move('waiting_for_approval')) throw new RunEndedError(record.runId, 'ended');
+      const pendingApproval = { approvalId, requestedAt: engine.now(), ...(note === undefined ? {} : { note: clip(String(note), NOTE_CHARS) }) };
+      engine.persist({ pendingApproval });
+      // The decision may come before the event is through (the ledger adopts an approval from a lookup too).
+      void engine.emit({ type: 'approval_requested', approvalId });
+      return decided;
+    },
+  };
+}
