@@ -14,8 +14,9 @@ import { localHandlerEnvironment, type LocalEndpoints } from '../local/clients.j
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, itemSizeBytes } from './capacity-meter.js';
-import { KEY, newWriteId, stateItem, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-items.js';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { stateItem } from '../shared/adapters/state-item.js';
+import { KEY, newWriteId, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-keys.js';
+import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';

@@ -4,8 +4,9 @@ import { BATCH_WRITE_ITEMS, batchPutItems, LOAD_CONCURRENCY } from './batch-load
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, type OperationTotals } from './capacity-meter.js';
-import { stateItem } from '../shared/adapters/ledger-items.js';
-import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
+import { stateItem } from '../shared/adapters/state-item.js';
+import { LedgerDueIndex } from '../shared/adapters/due-index.js';
+import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import type { BlobStore } from '../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import type { DispatchState } from '../shared/dispatch/state.js';

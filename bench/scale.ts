@@ -13,8 +13,11 @@ import { BASE_TABLE, CapacityMeter, type PartitionWriteReport } from './capacity
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
-import { LEDGER_TABLE_DEFINITION, messageItem, stateItem } from '../shared/adapters/ledger-items.js';
-import { LedgerDueIndex, LedgerTable } from '../shared/adapters/ledger-table.js';
+import { messageItem } from '../shared/adapters/ledger-items.js';
+import { stateItem } from '../shared/adapters/state-item.js';
+import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-keys.js';
+import { LedgerDueIndex } from '../shared/adapters/due-index.js';
+import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
 import type { ApiRequest } from '../shared/api/http.js';
 import { route, type ApiDeps } from '../shared/api/routes.js';

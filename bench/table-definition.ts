@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { CreateTableCommand, DynamoDBClient, PutItemCommand, type CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
-import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-items.js';
+import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-keys.js';
 import { spreadOf, type BenchContext, type Spread } from './types.js';
 
 /**

@@ -14,7 +14,7 @@ import {
   writeLocalTargets,
   type LocalTarget,
 } from '../local/targets.js';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { connect, type Connect } from './connect.js';
 import { runningState } from './local.js';

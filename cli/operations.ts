@@ -7,7 +7,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { redriveDeadLetters } from '../shared/adapters/dlq-redrive.js';
 import { publish } from '../shared/adapters/event-bus.js';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { parseStaticRegistry } from '../shared/adapters/static-registry.js';
 import { replayStreamFailures } from '../shared/adapters/stream-replay.js';
 import type { DetailType } from '../shared/events/catalog.js';

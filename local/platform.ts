@@ -2,7 +2,7 @@ import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
-import { LedgerTable } from '../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { MONITOR_TIMEOUT_SECONDS } from '../shared/usecases/monitor.js';
 import { localClients, localHandlerEnvironment, type LocalClients, type LocalEndpoints } from './clients.js';
 import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-agent/server.js';

@@ -2,8 +2,8 @@ import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commo
 import { Logger } from '@aws-lambda-powertools/logger';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { inboxShardCount } from '../../shared/adapters/ledger-items.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { inboxShardCount } from '../../shared/adapters/ledger-keys.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { lambdaAdmissionNudge, nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';

@@ -1,7 +1,8 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
-import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import { DUE_PAGE_SIZE, type MonitorDeps } from '../../shared/usecases/monitor.js';
 

@@ -1,4 +1,4 @@
-import { INBOX_SHARDS_MAX } from '../../shared/adapters/ledger-items.js';
+import { INBOX_SHARDS_MAX } from '../../shared/adapters/ledger-keys.js';
 import { profileToEnv, type EventsProfile } from '../../shared/events/profile.js';
 import { ArnFormat, Duration, Lazy, Names, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
@@ -9,8 +9,8 @@ import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
-import { INDEX } from '../../shared/adapters/ledger-items.js';
-import { COUNTS_KEY_PATTERN } from '../../shared/adapters/ledger-items.js';
+import { INDEX } from '../../shared/adapters/ledger-keys.js';
+import { COUNTS_KEY_PATTERN } from '../../shared/adapters/ledger-keys.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';

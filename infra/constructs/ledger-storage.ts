@@ -2,7 +2,7 @@ import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, ProjectionType, StreamViewType, Table, TableEncryption, type Attribute } from 'aws-cdk-lib/aws-dynamodb';
 import { BlockPublicAccess, Bucket, BucketEncryption, ObjectOwnership } from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
-import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-items.js';
+import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-keys.js';
 import { objectBackstopDays } from '../../shared/usecases/retention-backstop.js';
 
 export interface LedgerStorageProps {

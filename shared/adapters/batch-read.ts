@@ -1,5 +1,5 @@
 import { BatchGetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { Item } from './ledger-items.js';
+import type { Item } from './item-codec.js';
 
 /** Rounds of BatchGetItem before keys still unprocessed fail the read: waits of 50, 100, 200, 400, 800 ms between them. */
 const BATCH_READ_ROUNDS = 6;

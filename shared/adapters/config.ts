@@ -1,4 +1,4 @@
-import { inboxShardCount } from './ledger-items.js';
+import { inboxShardCount } from './ledger-keys.js';
 import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
 import { PARENT_WAIT_SECONDS } from '../dispatch/state.js';

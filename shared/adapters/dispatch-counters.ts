@@ -1,6 +1,6 @@
 import { UpdateCommand, type DynamoDBDocumentClient, type UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { CountDelta } from '../dispatch/counts.js';
-import { countShardOf, KEY } from './ledger-items.js';
+import { countShardOf, KEY } from './ledger-keys.js';
 
 /**
  * The write side of `GET /counts` (CONTRACT §2 v2): the publisher adds each stream batch's count deltas

@@ -1,7 +1,9 @@
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { LedgerTable, type LedgerTableOptions, type SinglePut } from './ledger-table.js';
+import { type LedgerTableOptions } from './ledger-table.js';
+import { type SinglePut } from './ledger-commands.js';
+import { LedgerTable } from './ledger-writes.js';
 import { withDynamoDbFaults } from './wiring.js';
 
 const MARSHALL = { removeUndefinedValues: true } as const;

@@ -2,8 +2,8 @@ import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { DispatchState } from '../dispatch/state.js';
 import type { CommitOutcome, InboxRange, InboxStore } from '../ledger/port.js';
-import { dispatchIdOfKey, INBOX_RANGE, inboxKeysOf, INDEX } from './ledger-items.js';
-import { slotUpdates, statePut, transactPut } from './ledger-table.js';
+import { dispatchIdOfKey, INBOX_RANGE, inboxKeysOf, INDEX } from './ledger-keys.js';
+import { slotUpdates, statePut, transactPut } from './ledger-commands.js';
 
 export interface InboxTableOptions {
   readonly tableName: string;

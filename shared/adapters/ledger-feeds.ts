@@ -5,27 +5,11 @@ import { isFiltered, matchesFilter, type DispatchFilter } from '../dispatch/disp
 import type { DispatchState, ResultRecord } from '../dispatch/state.js';
 import { InvalidCursorError, type LedgerFeeds, type Page } from '../ledger/port.js';
 import { type OriginRejection, type Rejection } from '../dispatch/records.js';
-import {
-  COUNT_KEYS,
-  dispatchIdOfKey,
-  FEED,
-  feedPartitionsOf,
-  INDEX,
-  isRecentPosition,
-  isRejectionPosition,
-  KEY,
-  monthKey,
-  originListOf,
-  originPartitionsOf,
-  originRejectionListOf,
-  originRejectionOf,
-  originRejectionPartitionsOf,
-  RECENT_SHARD_KEYS,
-  REJECTION_FEED,
-  rejectionOf,
-  stateOf,
-  type Item,
-} from './ledger-items.js';
+import { originRejectionOf, rejectionOf } from './ledger-items.js';
+import { type Item } from './item-codec.js';
+import { stateOf } from './state-item.js';
+import { originRejectionListOf } from './ledger-keys.js';
+import { COUNT_KEYS, dispatchIdOfKey, FEED, feedPartitionsOf, INDEX, isRecentPosition, isRejectionPosition, KEY, monthKey, originListOf, originPartitionsOf, originRejectionPartitionsOf, RECENT_SHARD_KEYS, REJECTION_FEED } from './ledger-keys.js';
 import { batchReadAll } from './batch-read.js';
 
 /**

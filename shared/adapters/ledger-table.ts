@@ -1,276 +1,42 @@
-import { ConditionalCheckFailedException, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import {
-  DeleteCommand,
   GetCommand,
   PutCommand,
   QueryCommand,
   TransactWriteCommand,
-  UpdateCommand,
   type DynamoDBDocumentClient,
-  type PutCommandInput,
   type QueryCommandInput,
-  type UpdateCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
-import { StoredManualAttestation, type ManualAttestation } from '../dispatch/manual.js';
-import { validationProblems } from '../dispatch/receipts.js';
-import { CorruptItemError } from '../ledger/port.js';
+import { type ManualAttestation } from '../dispatch/manual.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { writeCondition } from '../dispatch/transitions/legal.js';
 import { allotSlotCaps, compareOrigins, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { CommitOutcome, SlotCapsWrite, DueEntry, DueIndex, LedgerStore, LedgerWrites, PutOutcome } from '../ledger/port.js';
-import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, Rejection, RejectionAudience, ResultBody } from '../dispatch/records.js';
+import type { CommitOutcome, SlotCapsWrite, LedgerStore, PutOutcome } from '../ledger/port.js';
+import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, ResultBody } from '../dispatch/records.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
 import { ttlCache } from '../ttl-cache.js';
 import { batchReadAll } from './batch-read.js';
-import {
-  ANCHOR_RETENTION_FACTOR,
-  checkOf,
-  COLLECTION,
-  isCheckKey,
-  isMarkKey,
-  isUploadKey,
-  markOf,
-  RANGE,
-  uploadOf,
-  principalOf,
-  targetOf,
-  dispatchIdOfKey,
-  DUE_SHARD_KEYS,
-  expiryOf,
-  INDEX,
-  KEY,
-  messageItem,
-  messageOf,
-  lambdaFailureOf,
-  originSettingsOf,
-  resultBodyItem,
-  resultBodyOf,
-  operatorReceiptOf,
-  writtenAttestationOf,
-  pastAttemptItem,
-  pastAttemptOf,
-  rejectionItem,
-  rejectionOf,
-  originRejectionItem,
-  refusalItem,
-  refusalOf,
-  slotShardOf,
-  stateItem,
-  WAIT_RANGE,
-  waitingEntryOf,
-  waitKeysOf,
-  stateOf,
-  TTL_ATTRIBUTE,
-  withoutNulls,
-  newWriteId,
-  WRITE_ID_ATTRIBUTE,
-  type Item,
-} from './ledger-items.js';
+import { checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
+import { expiryOf, withoutNulls, type Item } from './item-codec.js';
+import { stateOf } from './state-item.js';
+import { COLLECTION, isCheckKey, isMarkKey, isUploadKey, RANGE, INDEX, KEY, WAIT_RANGE, waitingEntryOf, waitKeysOf, TTL_ATTRIBUTE } from './ledger-keys.js';
+import { type SinglePut, type TransactItem, collectionQuery, decodedOrUndefined, isConditionFailure, isTransactionConflict, manualAttestationPut, onceOnly, operatorReceiptPut, operatorReceiptsQuery, rangeQuery, slotUpdates, statePut, transactPut, unmarshallItem } from './ledger-commands.js';
+import { StoredManualAttestation } from '../dispatch/manual.js';
+import { validationProblems } from '../dispatch/receipts.js';
+import { CorruptItemError } from '../ledger/port.js';
+import { writtenAttestationOf } from './ledger-items.js';
 
-export { CorruptItemError, decodeItem, DUE_SHARDS, dueShardOf, INDEX, LEDGER_TABLE_DEFINITION, TTL_ATTRIBUTE, type DecodedItem } from './ledger-items.js';
+export { CorruptItemError, decodeItem, type DecodedItem } from './ledger-items.js';
+export { DUE_SHARDS, dueShardOf, INDEX, LEDGER_TABLE_DEFINITION, TTL_ATTRIBUTE } from './ledger-keys.js';
 
 /** Access patterns of the ledger table; key shapes and item codecs live in `ledger-items.ts`. */
 
-type TransactItem = NonNullable<ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']>[number];
-
-const isUnknown = (state: DispatchState): boolean => state.execution.status === 'unknown';
-
-/**
- * The slot counter updates a state write implies (CONTRACT §11), derived from the two versions — never
- * asked for by a caller: a slot taken (conditioned on the shard's own cap: a cached registration can
- * never let a run past it), given back, or its holder lost or regained sight of (the count of slots
- * unknown runs hold). Written in the same transaction as the state: both or neither, so no slot leaks.
- */
-export function slotUpdates(tableName: string, from: DispatchState, next: DispatchState): { readonly items: TransactItem[]; readonly takes: boolean } {
-  const taken = next.slot && !from.slot ? next.slot : undefined;
-  const freed = from.slot && !next.slot ? from.slot : undefined;
-  if (taken) {
-    return {
-      takes: true,
-      items: [{
-        Update: {
-          TableName: tableName,
-          Key: KEY.slotShard(next.target, taken.shard),
-          // `takenAt`: a full shard became full at its last take or allotment (`slotTotals`' `fullSince`).
-          UpdateExpression: 'SET lastOrigin = :origin, takenAt = :at ADD held :one',
-          ConditionExpression: 'held < cap',
-          ExpressionAttributeValues: { ':origin': next.origin, ':at': taken.at, ':one': 1 },
-        },
-      }],
-    };
-  }
-  if (freed) {
-    return {
-      takes: false,
-      items: [{
-        Update: {
-          TableName: tableName,
-          Key: KEY.slotShard(from.target, freed.shard),
-          UpdateExpression: isUnknown(from) ? 'ADD held :minus, unknownHeld :minus' : 'ADD held :minus',
-          ExpressionAttributeValues: { ':minus': -1 },
-        },
-      }],
-    };
-  }
-  if (from.slot && next.slot && isUnknown(from) !== isUnknown(next)) {
-    return {
-      takes: false,
-      items: [{ Update: { TableName: tableName, Key: KEY.slotShard(next.target, next.slot.shard), UpdateExpression: 'ADD unknownHeld :delta', ExpressionAttributeValues: { ':delta': isUnknown(next) ? 1 : -1 } } }],
-    };
-  }
-  return { takes: false, items: [] };
-}
-
-/** A put of one whole item, as `putItem` sends it: an `Item` always, and no legacy `Expected` (conditions are expressions). */
-export type SinglePut = Omit<PutCommandInput, 'Expected' | 'Item'> & { readonly Item: Item };
-
-const unmarshallItem = (item: NonNullable<ConditionalCheckFailedException['Item']>): Item => unmarshall(item);
-
-const isConditionFailure = (error: unknown): error is ConditionalCheckFailedException => error instanceof ConditionalCheckFailedException;
-/**
- * A state write that overlapped a redispatch's transaction on the same item: the SDK does not retry
- * it, and it is nothing but a lost race — a conflict the caller re-reads and decides again.
- */
-const isTransactionConflict = (error: unknown): boolean => error instanceof Error && error.name === 'TransactionConflictException';
-
-
-/**
- * The write of one operator receipt: one small item beside the state (never the hot state item), once
- * per dispatch and receiptId. First writer wins; a retry or a concurrent writer gets the stored receipt
- * back (ALL_OLD) to compare payload hashes.
- */
-export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, retentionSeconds: number): SinglePut {
-  return writtenOnce(tableName, KEY.operatorReceipt(receipt.dispatchId, receipt.receiptId), receipt, retentionSeconds);
-}
-
-/** A record people wrote (an operator receipt, a manual attestation) as its own item, once per key; the stored one back when it exists. */
-function writtenOnce(tableName: string, key: { readonly pk: string; readonly sk: string }, record: { readonly recordedAt: string }, retentionSeconds: number): SinglePut {
-  return onceOnly(tableName, { ...key, ...(withoutNulls(record) as Item), [TTL_ATTRIBUTE]: expiryOf(record.recordedAt, retentionSeconds) });
-}
-
-/** A put of an item that is written once: refused when its key exists, with the stored item back (ALL_OLD). */
-const onceOnly = (tableName: string, item: Item): SinglePut => ({ TableName: tableName, Item: item, ConditionExpression: 'attribute_not_exists(pk)', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' });
-
-/** Every operator receipt of a dispatch: its partition, sort keys with the receipt prefix, strongly consistent. */
-export function operatorReceiptsQuery(tableName: string, dispatchId: string, startKey?: Record<string, unknown>): QueryCommandInput {
-  return collectionQuery(tableName, COLLECTION.operatorReceipts(dispatchId), startKey);
-}
-
-/**
- * A manual attestation (CONTRACT §13), written once per dispatch and attestationId; the existing one
- * back when it was not. It must outlive the state it moved (whose retention starts only when a person
- * ends the wait), so it expires like the anchor: twice the retention.
- */
-export function manualAttestationPut(tableName: string, attestation: ManualAttestation, retentionSeconds: number): SinglePut {
-  return writtenOnce(tableName, KEY.manualAttestation(attestation.dispatchId, attestation.attestationId), attestation, retentionSeconds * ANCHOR_RETENTION_FACTOR);
-}
-
-/** One kind of item of a dispatch's partition, in sort-key order, strongly consistent. */
-function collectionQuery(tableName: string, collection: { readonly pk: string; readonly prefix: string }, startKey?: Record<string, unknown>): QueryCommandInput {
-  return {
-    TableName: tableName,
-    KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-    ExpressionAttributeValues: { ':pk': collection.pk, ':prefix': collection.prefix },
-    ConsistentRead: true,
-    ExclusiveStartKey: startKey,
-  };
-}
-
-/** Items read along with others, decoded; undefined when one is corrupt (its own read reports it where it is handled). */
-function decodedOrUndefined<T>(items: readonly Item[], decode: (item: Item) => T): T[] | undefined {
-  try {
-    return items.map(decode);
-  } catch (error) {
-    if (error instanceof CorruptItemError) return undefined;
-    throw error;
-  }
-}
-
-/** A range of a dispatch's partition (`RANGE`), both ends included, strongly consistent. */
-function rangeQuery(tableName: string, range: { readonly pk: string; readonly from: string; readonly to: string }): QueryCommandInput {
-  return {
-    TableName: tableName,
-    KeyConditionExpression: 'pk = :pk AND sk BETWEEN :from AND :to',
-    ExpressionAttributeValues: { ':pk': range.pk, ':from': range.from, ':to': range.to },
-    ConsistentRead: true,
-  };
-}
-
-/**
- * The write of a state transition. Its condition is the state machine's (`writeCondition`): the version
- * and phase read, or, for a state never stored, that none exists — an illegal move throws before any
- * request is sent. Or the item is this very write (its write id): a write DynamoDB applied but whose
- * answer was lost is sent again by the SDK, and must succeed, not meet itself as another's conflict.
- */
-export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): SinglePut {
-  const condition = writeCondition(from, next);
-  const w = newWriteId();
-  return {
-    TableName: tableName,
-    Item: { ...stateItem(next, retentionSeconds, inboxShards), [WRITE_ID_ATTRIBUTE]: w },
-    // The write itself, still as it wrote it: its id and its version (a writer of an earlier release keeps
-    // an id it read, so the id alone could put this version back over that writer's newer one).
-    ...(condition.create
-      ? { ConditionExpression: 'attribute_not_exists(pk) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': next.version }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }
-      : { ConditionExpression: '(version = :v AND phase = :p) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': next.version, ':v': condition.version, ':p': condition.phase } }),
-  };
-}
-
-/** A state write (`statePut`) inside a transaction: the same item, condition and values. */
-export const transactPut = ({ TableName, Item, ConditionExpression, ExpressionAttributeValues }: SinglePut): TransactItem => ({ Put: { TableName, Item, ConditionExpression, ExpressionAttributeValues } });
-
-/**
- * One page of a due shard: `dueAt <= now`, the longest due first, from where the last page ended. The
- * index is eventually consistent; the monitor re-reads each entry by key. An entry the tick moves out
- * of the range does not move the position: a page never returns what an earlier page of the tick did.
- */
-export function duePageQuery(tableName: string, shard: string, now: Date, pageSize: number, startKey?: Record<string, unknown>): QueryCommandInput {
-  return {
-    TableName: tableName,
-    IndexName: INDEX.due,
-    KeyConditionExpression: 'dueShard = :shard AND dueAt <= :now',
-    ExpressionAttributeValues: { ':shard': shard, ':now': now.toISOString() },
-    Limit: pageSize,
-    ExclusiveStartKey: startKey,
-  };
-}
-
-/**
- * A monitor tick's claim on a due shard (CONTRACT §14: a tick never overlaps its own work on a shard).
- * Timeline: tick A claims (until its invocation's end) → tick B's claim fails the condition and B skips
- * the shard → A releases (REMOVE holder) → the next claim succeeds. If A dies, its lease lapses: a claim
- * whose `now` (the clock at that write, never a tick's start) is past `leaseUntil` takes it over.
- */
-export function dueShardClaimUpdate(tableName: string, shard: string, holder: string, now: Date, until: Date): UpdateCommandInput {
-  return {
-    TableName: tableName,
-    Key: KEY.dueShardClaim(shard),
-    UpdateExpression: 'SET holder = :holder, leaseUntil = :until',
-    // The holder's own claim too: a claim whose answer was lost is sent again and must not meet itself as another's.
-    ConditionExpression: 'attribute_not_exists(holder) OR leaseUntil < :now OR holder = :holder',
-    ExpressionAttributeValues: { ':holder': holder, ':until': until.toISOString(), ':now': now.toISOString() },
-  };
-}
-
-/** Ends a due shard's claim, only the holder's own (one taken over after a lapse is another tick's). */
-export function dueShardReleaseUpdate(tableName: string, shard: string, holder: string): UpdateCommandInput {
-  return {
-    TableName: tableName,
-    Key: KEY.dueShardClaim(shard),
-    UpdateExpression: 'REMOVE holder, leaseUntil',
-    ConditionExpression: 'holder = :holder',
-    ExpressionAttributeValues: { ':holder': holder },
-  };
-}
-
 /** Tries of one change of a limit's allotment lost to takes before it drains instead; tries of one settle. */
-const ALLOT_ROUNDS = 4;
+export const ALLOT_ROUNDS = 4;
 /** The registration item's revision: each `putTarget` writes the next one, and the caps record the one they were written for. */
-const REGISTRATION_REV = 'registrationRev';
+export const REGISTRATION_REV = 'registrationRev';
 /** How long admissions reuse the targets' slot shard counts. */
 const SHARD_COUNT_CACHE_MS = 30_000;
 
@@ -733,168 +499,4 @@ export function manualAttestationOf(item: Record<string, unknown>): ManualAttest
   const decoded = StoredManualAttestation().safeParse(record);
   if (!decoded.success) throw new CorruptItemError(key, validationProblems(decoded.error));
   return { ...decoded.data, evidenceRef: decoded.data.evidenceRef ?? null };
-}
-
-/** The whole ledger table: the intake, monitor and failures functions', the CLI's and the tests' (`LedgerStore` and `LedgerWrites`). */
-export class LedgerTable extends LedgerTableCore implements LedgerWrites {
-  async putAcceptedMessage(message: AcceptedMessage): Promise<PutOutcome<AcceptedMessage>> {
-    return this.putOnce(onceOnly(this.table, messageItem(message, this.options.retentionSeconds)), messageOf);
-  }
-
-  async renewClaim(dispatchId: string, expectedClaimUntil: string, claimUntil: string, claimBy: string): Promise<boolean> {
-    try {
-      await this.db.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: KEY.message(dispatchId),
-          UpdateExpression: 'SET claimUntil = :next, claimBy = :by',
-          // Or already this delivery's: its renewal, the answer lost and sent again by the SDK.
-          ConditionExpression: 'claimUntil = :expected OR claimBy = :by',
-          ExpressionAttributeValues: { ':next': claimUntil, ':expected': expectedClaimUntil, ':by': claimBy },
-        }),
-      );
-      return true;
-    } catch (error) {
-      if (isConditionFailure(error)) return false;
-      throw error;
-    }
-  }
-
-  async archiveAttempt(past: PastAttempt): Promise<void> {
-    await this.putItem({ TableName: this.table, Item: pastAttemptItem(past, this.options.retentionSeconds) });
-  }
-
-  async putRejection(rejection: Rejection, audience: RejectionAudience = { origin: false, dispatch: false }): Promise<PutOutcome<Rejection>> {
-    const outcome = await this.putOnce(onceOnly(this.table, rejectionItem(rejection, this.options.retentionSeconds)), rejectionOf);
-    if (!rejection.origin || !audience.origin) return outcome;
-    // The stored rejection's time (a redelivery recomputes its own): the same keys, rewritten with the
-    // same content — a crash between these puts and the first is made good by the redelivery.
-    const at = outcome.kind === 'exists' ? outcome.existing.at : rejection.at;
-    const { messageId, reason, dispatchId, origin } = rejection;
-    const puts = [originRejectionItem({ messageId, at, reason, dispatchId, origin, bodyPreview: rejection.bodyPreview, bodyBytes: rejection.bodyBytes }, this.options.retentionSeconds)];
-    if (dispatchId && audience.dispatch) puts.push(refusalItem(dispatchId, origin, { messageId, at, reason }, this.options.retentionSeconds));
-    await Promise.all(puts.map((Item) => this.putItem({ TableName: this.table, Item })));
-    return outcome;
-  }
-
-  async deferDue(due: DueEntry, until: Date): Promise<void> {
-    try {
-      await this.db.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: KEY.state(due.dispatchId),
-          UpdateExpression: 'SET dueAt = :until',
-          // Only the due time the monitor saw: a state written meanwhile has set its own.
-          ConditionExpression: 'attribute_exists(dueShard) AND dueAt = :seen',
-          ExpressionAttributeValues: { ':until': until.toISOString(), ':seen': due.dueAt },
-        }),
-      );
-    } catch (error) {
-      if (!isConditionFailure(error)) throw error;
-    }
-  }
-
-  /**
-   * Registers a target. Each write gets the next revision of its registration (conditioned on the one
-   * read, so two writers are ordered); the limit lives in the slot counters' own caps (what the slot
-   * write is conditioned on), written for that revision — a write that lost the race, or died before its
-   * caps, never leaves them other than the registration last written (the monitor's `alignSlotCaps`).
-   */
-  async putTarget(target: TargetRegistration): Promise<void> {
-    let rev = 0;
-    for (let round = 0; ; round += 1) {
-      const stored = await this.getItem(KEY.target(target.name), true);
-      const seen = typeof stored?.[REGISTRATION_REV] === 'number' ? (stored[REGISTRATION_REV] as number) : undefined;
-      rev = (seen ?? 0) + 1;
-      try {
-        await this.putItem({
-          TableName: this.table,
-          Item: { ...KEY.target(target.name), ...target, [REGISTRATION_REV]: rev },
-          ...(seen === undefined
-            ? { ConditionExpression: 'attribute_not_exists(#rev)', ExpressionAttributeNames: { '#rev': REGISTRATION_REV } }
-            : { ConditionExpression: '#rev = :seen', ExpressionAttributeNames: { '#rev': REGISTRATION_REV }, ExpressionAttributeValues: { ':seen': seen } }),
-        });
-        break;
-      } catch (error) {
-        if (!isConditionFailure(error) || round >= ALLOT_ROUNDS) throw error;
-      }
-    }
-    if (target.maxConcurrentRuns !== undefined || (await this.limitedShardCounts()).has(target.name)) await this.syncSlotCaps(target.name, target.maxConcurrentRuns, { rev });
-  }
-
-  /**
-   * Takes a target's registration away (the local platform's `ledger local target remove`). Its runs in
-   * flight are then looked up as unavailable, so they go `unknown`, never failed; what waits for it is
-   * blocked `unknown_target` at the next admission.
-   */
-  async deleteTarget(name: string): Promise<void> {
-    await this.db.send(new DeleteCommand({ TableName: this.table, Key: KEY.target(name) }));
-  }
-
-  /**
-   * Puts the registration last written in force when its caps were not written for it (its writer died
-   * between the two writes): a fresh read of both, and the caps written for that revision. A deploy-time
-   * limit is put in force by `slotShards` instead. Called by the monitor for each limited target each tick.
-   */
-  async alignSlotCaps(target: string): Promise<void> {
-    if (this.options.registry?.targets.has(target)) return;
-    const stored = await this.getItem(KEY.target(target), true);
-    const rev = typeof stored?.[REGISTRATION_REV] === 'number' ? (stored[REGISTRATION_REV] as number) : undefined;
-    if (!stored || rev === undefined || ((await this.limitedItem()).capsRevs.get(target) ?? 0) >= rev) return;
-    await this.syncSlotCaps(target, targetOf(stored).maxConcurrentRuns, { rev });
-  }
-
-  async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
-    await this.putItem({ TableName: this.table, Item: { ...KEY.originSettings(origin), origin, ...settings } });
-  }
-
-  async putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>> {
-    const item = { ...KEY.lambdaFailure(failure.dispatchId, failure.attempt), ...failure, [TTL_ATTRIBUTE]: expiryOf(failure.at, this.options.retentionSeconds) };
-    return this.putOnce(onceOnly(this.table, item), lambdaFailureOf);
-  }
-
-  async putPrincipal(principalId: string, principal: Principal): Promise<void> {
-    await this.putItem({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } });
-  }
-}
-
-/**
- * The due index as the monitor works through it (CONTRACT §14). Apart from LedgerTable because only
- * the monitor uses it: no other function's bundle carries it (as InboxTable, the API's alone).
- */
-export class LedgerDueIndex implements DueIndex {
-  constructor(
-    private readonly db: DynamoDBDocumentClient,
-    private readonly tableName: string,
-  ) {}
-
-  readonly dueShards: readonly string[] = DUE_SHARD_KEYS;
-
-  async *duePages(shard: string, now: Date, pageSize: number): AsyncGenerator<DueEntry[], void, undefined> {
-    let startKey: Record<string, unknown> | undefined;
-    do {
-      const page = await this.db.send(new QueryCommand(duePageQuery(this.tableName, shard, now, pageSize, startKey)));
-      startKey = page.LastEvaluatedKey;
-      yield (page.Items ?? []).map((item) => ({ dispatchId: dispatchIdOfKey(String(item.pk)), dueAt: String(item.dueAt) }));
-    } while (startKey);
-  }
-
-  async claimDueShard(shard: string, holder: string, now: Date, until: Date): Promise<boolean> {
-    try {
-      await this.db.send(new UpdateCommand(dueShardClaimUpdate(this.tableName, shard, holder, now, until)));
-      return true;
-    } catch (error) {
-      if (isConditionFailure(error)) return false;
-      throw error;
-    }
-  }
-
-  async releaseDueShard(shard: string, holder: string): Promise<void> {
-    try {
-      await this.db.send(new UpdateCommand(dueShardReleaseUpdate(this.tableName, shard, holder)));
-    } catch (error) {
-      // Taken over after its lease lapsed: that tick's claim is not ours to end.
-      if (!isConditionFailure(error)) throw error;
-    }
-  }
 }

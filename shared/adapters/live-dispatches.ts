@@ -2,7 +2,8 @@ import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { AcceptedMessage } from '../dispatch/records.js';
 import type { LiveDispatches } from '../usecases/retention.js';
-import { KEY, messageItem, TTL_ATTRIBUTE } from './ledger-items.js';
+import { messageItem } from './ledger-items.js';
+import { KEY, TTL_ATTRIBUTE } from './ledger-keys.js';
 
 /**
  * What the retention function asks of the ledger table before it deletes a dispatch's objects (items

@@ -1,4 +1,4 @@
-import { KEY } from './ledger-items.js';
+import { KEY } from './ledger-keys.js';
 
 // What the stack's event source filters are built from and the stream handlers check: plain values, no
 // SDK, so the construct (`@dispatch-ledger/cdk`) carries them without the stream decoding.

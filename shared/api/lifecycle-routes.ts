@@ -4,11 +4,7 @@ import { ApprovalBody, RedispatchBody, RunEventBody } from '@dispatch-ledger/pro
 import '@dispatch-ledger/protocol/english';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import { isTerminal } from '../dispatch/state.js';
-import { applyRunEvent, reconcileLookup, refreshRecorded, refreshThrottled, stallDeadline, type RunEvent } from '../dispatch/transitions/run.js';
-import { resultBodyAttached } from '../dispatch/transitions/inbox.js';
-import { isLive } from '../dispatch/transitions/core.js';
 import type { DispatchState } from '../dispatch/state.js';
-import type { EvidenceUpload } from '../dispatch/records.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { decideApproval } from '../usecases/approval.js';
 import { redispatch } from '../usecases/redispatch.js';
@@ -19,8 +15,7 @@ import { notRegistered } from '../targets/port.js';
 import { clip } from '../text.js';
 import { nestsDeeperThan } from '../json-depth.js';
 import { taskOf } from '../usecases/task.js';
-import type { ResultBodyRef } from '../dispatch/state.js';
-import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest, storeResultBody } from '../usecases/inbox.js';
+import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest } from '../usecases/inbox.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;

@@ -15,7 +15,7 @@ import { LOCAL_REGION } from '../../local/engines/index.js';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
 import { BASE_TABLE, CapacityMeter, itemSizeBytes, writeUnitsFor, type CapacityTotals } from '../../bench/capacity-meter.js';
-import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-items.js';
+import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-keys.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 
 /** An item of exactly `bytes` billed bytes, without the GSI key unless `status` is given. */

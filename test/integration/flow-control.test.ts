@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DemoAgentStats } from '../../local/demo-agent/model.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { slotTotals } from '../../shared/dispatch/slots.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { installFaults } from '../../shared/faults.js';

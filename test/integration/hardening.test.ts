@@ -8,7 +8,8 @@ import { route } from '../../shared/api/routes.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { refreshed } from '../../shared/usecases/run-events.js';

@@ -7,7 +7,7 @@ import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import type { BlobStore } from '../../shared/ledger/port.js';

@@ -5,7 +5,8 @@ import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
-import { LedgerDueIndex, LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { canonicalJson } from '../../shared/dispatch/canonical.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';

@@ -6,7 +6,7 @@ import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';

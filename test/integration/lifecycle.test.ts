@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { uniqueName } from '../support/engines.js';

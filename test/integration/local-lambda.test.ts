@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { parseLambdaRunId, type LambdaTargetRegistration } from '../../shared/targets/port.js';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localTarget, type LocalTargetDeps } from '../../cli/local-targets.js';
 import type { LocalState } from '../../local/state.js';
 import { MAX_LOCAL_SECRET_BYTES, readLocalTargets, targetsFile, writeLocalTargets } from '../../local/targets.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { uniqueName } from '../support/engines.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
-import { LedgerTable, manualAttestationPut } from '../../shared/adapters/ledger-table.js';
+import { manualAttestationPut } from '../../shared/adapters/ledger-commands.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { manualAttestation } from '../../shared/dispatch/manual.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { MANUAL_DESK_TARGET } from '../../local/platform.js';

@@ -14,7 +14,7 @@ import { EventLogTail } from '../../local/runtime/event-log.js';
 import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
 import { redriveDeadLetters } from '../../shared/adapters/dlq-redrive.js';
 import { publish } from '../../shared/adapters/event-bus.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { REPLAYED_PREFIX, replayStreamFailures, UnreadableFailureRecordError } from '../../shared/adapters/stream-replay.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';

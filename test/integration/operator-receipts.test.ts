@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 
 import { localClients } from '../../local/clients.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { OperatorReceipt, OperatorReceiptBody } from '../../shared/dispatch/receipts.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { uniqueName, testEngines } from '../support/engines.js';

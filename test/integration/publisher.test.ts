@@ -11,7 +11,7 @@ import { ensureEventBusWithLog, ensureLedgerTable, type QueueRef } from '../../l
 import { EventLogTail } from '../../local/runtime/event-log.js';
 import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
 import { EventPublishError, EventTooLargeError, publish } from '../../shared/adapters/event-bus.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';

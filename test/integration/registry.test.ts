@@ -1,7 +1,7 @@
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { mayActForOrigin } from '../../shared/principals/principals.js';
 import { engineClients, uniqueName } from '../support/engines.js';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import type { Caller } from '../../shared/api/caller.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';

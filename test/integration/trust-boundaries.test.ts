@@ -7,7 +7,7 @@ import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js
 import { ensureBucket, ensureLedgerTable, ensureQueue, type QueueRef } from '../../local/resources.js';
 import { redriveDeadLetters } from '../../shared/adapters/dlq-redrive.js';
 import { httpTarget } from '../../shared/adapters/http-target.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { REDRIVEN_FOR, takeDispatchMessage, type IntakeDeps, type IntakeRecord } from '../../shared/usecases/intake.js';

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorker, memoryStore, type ListeningWorker, type RunFunction } from '@dispatch-ledger/worker';
 import { createLambdaWorker } from '@dispatch-ledger/worker/lambda';
 import type { LocalLambdaHandler } from '../../local/runtime/lambda-invoke.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { uniqueName } from '../support/engines.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 

@@ -2,7 +2,7 @@ import { CreateSecretCommand } from '@aws-sdk/client-secrets-manager';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWorker, memoryStore, type ListeningWorker, type LogLine, type RunFunction } from '@dispatch-ledger/worker';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { uniqueName } from '../support/engines.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 

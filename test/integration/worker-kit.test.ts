@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createWorker, fetchTransport, fileStore, RunCancelledError, type ListeningWorker, type LogLine, type RunFunction, type RunStore, type Transport } from '@dispatch-ledger/worker';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { uniqueName } from '../support/engines.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';

@@ -7,7 +7,7 @@ import { fetchTransport, RunCancelledError, type RunFunction, type Transport } f
 import { createLambdaWorker, dynamoRunStore, type LambdaHandler, type LambdaRunStore } from '@dispatch-ledger/worker/lambda';
 import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
 import { loopbackOnly, uniqueName } from '../support/engines.js';

@@ -10,7 +10,7 @@ import { localClients, type LocalClients } from '../../local/clients.js';
 import { LOCAL_REGION } from '../../local/engines/index.js';
 import { startPlatform, type RunningPlatform } from '../../local/platform.js';
 import { signedFetch, type LocalCredential } from '../../local/runtime/sigv4.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';

@@ -5,7 +5,7 @@ import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared
 import { type CommitOutcome, type DueEntry, type DueIndex, type InboxRange, type InboxStore, type LedgerFeeds, type LedgerStore, type Page, type PutOutcome, type SlotCapsWrite } from '../../shared/ledger/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type LambdaFailureRecord, type OriginRejection, type OriginSettings, type PastAttempt, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/dispatch/records.js';
 import { writeCondition } from '../../shared/dispatch/transitions/legal.js';
-import { DUE_SHARD_KEYS, dueShardOf, INBOX_RANGE, inboxSortKey } from '../../shared/adapters/ledger-items.js';
+import { DUE_SHARD_KEYS, dueShardOf, INBOX_RANGE, inboxSortKey } from '../../shared/adapters/ledger-keys.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
 import { allotSlotCaps, nextAdmission, slotLimit, wantsAllotment, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { projectRoot } from '../../local/paths.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';

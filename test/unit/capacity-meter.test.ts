@@ -6,7 +6,7 @@ import {
   type CancellationReason,
 } from '@aws-sdk/client-dynamodb';
 import { describe, expect, it } from 'vitest';
-import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-items.js';
+import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-keys.js';
 import {
   asAttributeMap,
   BASE_TABLE,

@@ -1,7 +1,7 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { itemSizeBytes, writeUnitsFor } from '../../bench/capacity-meter.js';
-import { statePut } from '../../shared/adapters/ledger-table.js';
+import { statePut } from '../../shared/adapters/ledger-commands.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState, InlineCheck } from '../../shared/dispatch/state.js';
 import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';

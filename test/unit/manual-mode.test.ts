@@ -7,9 +7,10 @@ import { accepted, redispatched, submitted } from '../../shared/dispatch/transit
 import { IllegalTransitionError, writeCondition } from '../../shared/dispatch/transitions/legal.js';
 import { dispatchView, type DispatchView } from '../../shared/dispatch/view.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
-import { CorruptItemError, expiryOf } from '../../shared/adapters/ledger-items.js';
+import { CorruptItemError } from '../../shared/adapters/ledger-items.js';
+import { expiryOf } from '../../shared/adapters/item-codec.js';
 import { manualAttestationOf } from '../../shared/adapters/ledger-table.js';
-import { manualAttestationPut } from '../../shared/adapters/ledger-table.js';
+import { manualAttestationPut } from '../../shared/adapters/ledger-commands.js';
 import { commandsFor } from '../../ui/page/words.js';
 import { proxyDecision } from '../../ui/routes.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-items.js';
-import { dueShardClaimUpdate, dueShardReleaseUpdate } from '../../shared/adapters/ledger-table.js';
+import { DUE_SHARD_KEYS, dueShardOf } from '../../shared/adapters/ledger-keys.js';
+import { dueShardClaimUpdate, dueShardReleaseUpdate } from '../../shared/adapters/ledger-commands.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { cancelRequested } from '../../shared/dispatch/transitions/flow.js';

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeItem, operatorReceiptPut, operatorReceiptsQuery } from '../../shared/adapters/ledger-table.js';
+import { decodeItem } from '../../shared/adapters/ledger-table.js';
+import { operatorReceiptPut, operatorReceiptsQuery } from '../../shared/adapters/ledger-commands.js';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { operatorReceipt, OperatorReceiptBody, type OperatorReceipt } from '../../shared/dispatch/receipts.js';

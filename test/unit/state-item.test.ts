@@ -1,7 +1,8 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { itemSizeBytes } from '../../bench/capacity-meter.js';
-import { DUE_SHARDS, dueShardOf, FEED, FEED_SHARDS, feedShardOf, ORIGIN_SHARDS, originListOf, newWriteId, stateItem, stateOf, WRITE_ID_ATTRIBUTE } from '../../shared/adapters/ledger-items.js';
+import { stateItem, stateOf } from '../../shared/adapters/state-item.js';
+import { DUE_SHARDS, dueShardOf, FEED, FEED_SHARDS, feedShardOf, ORIGIN_SHARDS, originListOf, newWriteId, WRITE_ID_ATTRIBUTE } from '../../shared/adapters/ledger-keys.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';

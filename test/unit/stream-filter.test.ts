@@ -1,6 +1,6 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { KEY } from '../../shared/adapters/ledger-items.js';
+import { KEY } from '../../shared/adapters/ledger-keys.js';
 import { isPublishedRecord } from '../../shared/adapters/stream-records.js';
 
 const recordOf = (key: { pk: string; sk: string }): DynamoDBRecord => ({ eventName: 'MODIFY', dynamodb: { Keys: { pk: { S: key.pk }, sk: { S: key.sk } } } });

@@ -6,7 +6,7 @@ import { httpTarget, type HttpTargetOptions } from '../../shared/adapters/http-t
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { addressProblem, baseUrlProblem, type Resolver } from '../../shared/adapters/target-address.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { SubmitRequest } from '../../shared/targets/port.js';
 
 // CONTRACT §8 v2: in AWS a target's base URL is https, never loopback, link-local, unspecified or a

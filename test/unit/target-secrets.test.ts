@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { SecretCache } from '../../shared/adapters/secrets.js';
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
-import { LedgerTable } from '../../shared/adapters/ledger-table.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { loopbackOnly } from '../../local/loopback.js';
 
 // CONTRACT §8 v2: target secrets live under `dispatch-ledger/{stackName}/targets/`; in AWS the

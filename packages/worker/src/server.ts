@@ -2,13 +2,11 @@ import { decodePathSegment, requestIdOf, routeParams, routePattern, TARGET_ROUTE
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { CallbackClient, type RetryPolicy, type Transport } from './callbacks.js';
-import type { Clock } from './heartbeat.js';
+import { CallbackClient } from './callbacks.js';
 import { RunEngine } from './runs.js';
-import type { Signer } from './signer.js';
 import { fileStore, type RunStore } from './store.js';
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
-import { clipForMessage, type Log, type LogLine } from './model.js';
+import { clipForMessage, type Log } from './model.js';
 import { authorizerFor } from './auth.js';
 
 /**
