@@ -177,10 +177,13 @@ export function codeCallsOf(name: LedgerFunctionName): CodeCalls {
       else unmapped.add(command);
     }
     if (!callable.queries) continue;
-    // The query's index: named here, or by a helper of the same module that builds its input (duePageQuery).
-    const helpers = callables.filter((other) => other.file === callable.file && other.topLevelFunction && callable.calls.has(other.name));
+    // The query's index: named here, or by a helper that builds its input (duePageQuery), in the same
+    // module or one it imports (ledger-commands.ts holds the commands the table adapters send).
+    const near = new Set([callable.file, ...(modules.get(callable.file)?.imports ?? [])]);
+    const helpers = callables.filter((other) => near.has(other.file) && other.topLevelFunction && callable.calls.has(other.name));
     const indexes = new Set([...callable.indexNames, ...helpers.flatMap((helper) => [...helper.indexNames])]);
-    if (callable.dynamicIndex || helpers.some((helper) => helper.dynamicIndex)) for (const index of modules.get(callable.file)?.indexValues ?? []) indexes.add(index);
+    if (callable.dynamicIndex) for (const index of modules.get(callable.file)?.indexValues ?? []) indexes.add(index);
+    for (const helper of helpers.filter((candidate) => candidate.dynamicIndex)) for (const index of modules.get(helper.file)?.indexValues ?? []) indexes.add(index);
     if (indexes.size === 0) queried.add('table');
     for (const index of indexes) queried.add(index);
   }
