@@ -213,3 +213,52 @@ export function dueShardReleaseUpdate(tableName: string, shard: string, holder: 
     ExpressionAttributeValues: { ':holder': holder },
   };
 }
+
+/**
+ * One slot allotment's cap writes, one per shard (CONTRACT §11). Caps allotted from the holds (`held`:
+ * what each shard held when read) are each conditioned on the shard holding no more than that, so at
+ * commit each cap is ≥ what its shard holds; caps of 0 (a drain, or no limit: `held` undefined) are
+ * right whatever is held and are conditioned on nothing. A settle also keeps the limit it read.
+ */
+export function slotCapUpdates(table: string, target: string, allotment: { readonly caps: readonly number[]; readonly limit: number | undefined; readonly held: readonly number[] | undefined; readonly settle: boolean; readonly at: string }): TransactItem[] {
+  const { caps, limit, held, settle, at } = allotment;
+  return caps.map((cap, shard) => ({
+    Update: {
+      TableName: table,
+      Key: KEY.slotShard(target, shard),
+      UpdateExpression: 'SET cap = :cap, #limit = :limit, allottedAt = :at, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
+      ExpressionAttributeNames: { '#limit': 'limit' },
+      ...(held === undefined
+        ? { ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':at': at } }
+        : {
+            ConditionExpression: `(attribute_not_exists(held) OR held <= :held)${settle ? ' AND (attribute_not_exists(#limit) OR #limit = :limit)' : ''}`,
+            ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':at': at, ':held': held[shard] ?? 0 },
+          }),
+    },
+  }));
+}
+
+/** The limited targets' count of a target's shards: never shrinks under another allotment's; a registration's caps never replace a newer one's (`rev`). */
+export function shardCountUpdate(table: string, target: string, write: { readonly count: number; readonly rev: number | undefined; readonly onlyIfNone: boolean }): TransactItem {
+  const { count, rev, onlyIfNone } = write;
+  const countCondition = onlyIfNone ? 'attribute_not_exists(#count)' : '(attribute_not_exists(#count) OR #count <= :count)';
+  return {
+    Update: {
+      TableName: table,
+      Key: KEY.limitedTargets(),
+      ...(rev === undefined
+        ? {
+            UpdateExpression: 'SET #count = :count',
+            ConditionExpression: countCondition,
+            ExpressionAttributeNames: { '#count': `shards:${target}` },
+            ExpressionAttributeValues: { ':count': count },
+          }
+        : {
+            UpdateExpression: 'SET #count = :count, #rev = :rev',
+            ConditionExpression: `${countCondition} AND (attribute_not_exists(#rev) OR #rev <= :rev)`,
+            ExpressionAttributeNames: { '#count': `shards:${target}`, '#rev': `rev:${target}` },
+            ExpressionAttributeValues: { ':count': count, ':rev': rev },
+          }),
+    },
+  };
+}

@@ -1,3 +1,4 @@
+import { countWaiting, nextWaiting } from './wait-index.js';
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import {
   GetCommand,
@@ -10,7 +11,7 @@ import {
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { type ManualAttestation } from '../dispatch/manual.js';
 import type { DispatchState } from '../dispatch/state.js';
-import { allotSlotCaps, compareOrigins, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
+import { allotSlotCaps, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import type { CommitOutcome, SlotCapsWrite, LedgerStore, PutOutcome } from '../ledger/port.js';
 import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, ResultBody } from '../dispatch/records.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
@@ -21,8 +22,8 @@ import { batchReadAll } from './batch-read.js';
 import { checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
 import { expiryOf, withoutNulls, type Item } from './item-codec.js';
 import { stateOf } from './state-item.js';
-import { COLLECTION, isCheckKey, isMarkKey, isUploadKey, RANGE, INDEX, KEY, WAIT_RANGE, waitingEntryOf, waitKeysOf, TTL_ATTRIBUTE } from './ledger-keys.js';
-import { type SinglePut, type TransactItem, collectionQuery, decodedOrUndefined, isConditionFailure, isTransactionConflict, manualAttestationPut, onceOnly, operatorReceiptPut, operatorReceiptsQuery, rangeQuery, slotUpdates, statePut, transactPut, unmarshallItem } from './ledger-commands.js';
+import { COLLECTION, isCheckKey, isMarkKey, isUploadKey, RANGE, KEY, TTL_ATTRIBUTE } from './ledger-keys.js';
+import { type SinglePut, type TransactItem, collectionQuery, decodedOrUndefined, isConditionFailure, isTransactionConflict, manualAttestationPut, onceOnly, operatorReceiptPut, operatorReceiptsQuery, rangeQuery, shardCountUpdate, slotCapUpdates, slotUpdates, statePut, transactPut, unmarshallItem } from './ledger-commands.js';
 import { StoredManualAttestation } from '../dispatch/manual.js';
 import { validationProblems } from '../dispatch/receipts.js';
 import { CorruptItemError } from '../ledger/port.js';
@@ -343,41 +344,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     const caps = allotted ?? Array.from({ length: existing }, () => 0);
     const count = Math.max(caps.length, existing);
     const at = new Date().toISOString();
-    const items: TransactItem[] = caps.map((cap, shard) => ({
-      Update: {
-        TableName: this.table,
-        Key: KEY.slotShard(target, shard),
-        UpdateExpression: 'SET cap = :cap, #limit = :limit, allottedAt = :at, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
-        ExpressionAttributeNames: { '#limit': 'limit' },
-        ...(allotted === undefined
-          ? { ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':at': at } }
-          : {
-              ConditionExpression: `(attribute_not_exists(held) OR held <= :held)${change === 'settle' ? ' AND (attribute_not_exists(#limit) OR #limit = :limit)' : ''}`,
-              ExpressionAttributeValues: { ':cap': cap, ':limit': limit ?? 0, ':zero': 0, ':at': at, ':held': shards[shard]?.held ?? 0 },
-            }),
-      },
-    }));
-    // The count never shrinks under another allotment's; a registration's caps never replace a newer one's.
-    const countCondition = onlyIfNone ? 'attribute_not_exists(#count)' : '(attribute_not_exists(#count) OR #count <= :count)';
-    items.push({
-      Update: {
-        TableName: this.table,
-        Key: KEY.limitedTargets(),
-        ...(rev === undefined
-          ? {
-              UpdateExpression: 'SET #count = :count',
-              ConditionExpression: countCondition,
-              ExpressionAttributeNames: { '#count': `shards:${target}` },
-              ExpressionAttributeValues: { ':count': count },
-            }
-          : {
-              UpdateExpression: 'SET #count = :count, #rev = :rev',
-              ConditionExpression: `${countCondition} AND (attribute_not_exists(#rev) OR #rev <= :rev)`,
-              ExpressionAttributeNames: { '#count': `shards:${target}`, '#rev': `rev:${target}` },
-              ExpressionAttributeValues: { ':count': count, ':rev': rev },
-            }),
-      },
-    });
+    const items = [...slotCapUpdates(this.table, target, { caps, limit, held: allotted === undefined ? undefined : shards.map((shard) => shard.held), settle: change === 'settle', at }), shardCountUpdate(this.table, target, { count, rev, onlyIfNone })];
     try {
       await this.db.send(new TransactWriteCommand({ TransactItems: items }));
     } catch (error) {
@@ -414,54 +381,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return keys.map((key, shard) => slotShardOf(shard, found.get(key.pk)));
   }
 
-  /** Up to `limit` wait index entries of one partition in a key range, in order, without those in `exclude`. */
-  protected async waitPage(key: string, range: { readonly from?: string; readonly to?: string; readonly prefix?: string }, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
-    const values: Record<string, string> = { ':key': key };
-    let condition = 'waitKey = :key';
-    if (range.prefix !== undefined) {
-      condition += ' AND begins_with(waitAt, :prefix)';
-      values[':prefix'] = range.prefix;
-    } else if (range.from !== undefined && range.to !== undefined) {
-      condition += ' AND waitAt BETWEEN :from AND :to';
-      values[':from'] = range.from;
-      values[':to'] = range.to;
-    }
-    const page = await this.db.send(new QueryCommand({ TableName: this.table, IndexName: INDEX.waiting, KeyConditionExpression: condition, ExpressionAttributeValues: values, Limit: exclude.size + 1 }));
-    for (const item of page.Items ?? []) {
-      const entry = waitingEntryOf(String(item.pk), String(item.waitAt));
-      if (entry && !exclude.has(entry.dispatchId)) return entry;
-    }
-    return undefined;
-  }
-
   async nextWaiting(target: string, lastOrigin: string | null, exclude: ReadonlySet<string>): Promise<WaitingEntry | undefined> {
-    const keys = waitKeysOf(target);
-    // The head of each partition: the highest priority waiting, and its first origin by name.
-    const heads = (await Promise.all(keys.map((key) => this.waitPage(key, {}, exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
-    if (heads.length === 0) return undefined;
-    const priority = Math.max(...heads.map((entry) => entry.priority));
-    const inBand = heads.filter((entry) => entry.priority === priority);
-    // Round-robin: the first origin after the last one admitted, else (wrapping) the first of all.
-    const after = lastOrigin === null ? [] : (await Promise.all(keys.map((key) => this.waitPage(key, WAIT_RANGE.afterOrigin(priority, lastOrigin), exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
-    const firstOf = (entries: readonly WaitingEntry[]) => [...entries].sort((a, b) => compareOrigins(a.origin, b.origin))[0] as WaitingEntry;
-    const origin = (after.length > 0 ? firstOf(after) : firstOf(inBand)).origin;
-    // That origin's oldest, across the partitions.
-    const oldest = (await Promise.all(keys.map((key) => this.waitPage(key, WAIT_RANGE.ofOrigin(priority, origin), exclude)))).filter((entry): entry is WaitingEntry => entry !== undefined);
-    return oldest.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.dispatchId < b.dispatchId ? -1 : 1))[0];
+    return nextWaiting(this.db, this.table, target, lastOrigin, exclude);
   }
 
   async countWaiting(target: string, max: number): Promise<number> {
-    let total = 0;
-    for (const key of waitKeysOf(target)) {
-      let startKey: Record<string, unknown> | undefined;
-      do {
-        const page = await this.db.send(new QueryCommand({ TableName: this.table, IndexName: INDEX.waiting, KeyConditionExpression: 'waitKey = :key', ExpressionAttributeValues: { ':key': key }, Select: 'COUNT', Limit: max - total, ExclusiveStartKey: startKey }));
-        total += page.Count ?? 0;
-        startKey = page.LastEvaluatedKey;
-      } while (startKey && total < max);
-      if (total >= max) return max;
-    }
-    return total;
+    return countWaiting(this.db, this.table, target, max);
   }
 
   async getOriginSettings(origin: string): Promise<OriginSettings> {
