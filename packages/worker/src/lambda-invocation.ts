@@ -4,9 +4,7 @@ import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, t
 import { compact, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import {
   CallbackError,
-  EvidenceTooLargeError,
   RunEndedError,
-  UnsafeRefError,
   claimedEvidence,
   clipForMessage,
   isFinal,
@@ -17,9 +15,8 @@ import {
   type RunResult,
 } from './model.js';
 import { isPlainObject } from './parse.js';
-import { refProblem } from '@dispatch-ledger/protocol';
 import { RunCancelledError, type RunContext, type RunFunction } from './run-api.js';
-import { MAX_EVIDENCE_BYTES, NOTE_CHARS, SUMMARY_CHARS, messageOf, reportState, resultOf } from './results.js';
+import { NOTE_CHARS, SUMMARY_CHARS, messageOf, reportState, resultOf, evidenceContentType } from './results.js';
 import type { Signer } from './signer.js';
 
 /** The part of Lambda's context the kit reads. */
@@ -141,12 +138,7 @@ export class Invocation {
       },
       putEvidence: async (ref, bytes, options = {}) => {
         active();
-        const problem = refProblem(ref);
-        if (problem) throw new UnsafeRefError(ref, problem);
-        if (typeof bytes !== 'string' && !(bytes instanceof Uint8Array)) throw new TypeError('evidence bytes must be a string or a Uint8Array');
-        const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
-        if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
-        const contentType = options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
+        const contentType = evidenceContentType(ref, bytes, options);
         const upload = this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType);
         this.#uploads.add(upload);
         this.#hold(upload);

@@ -1,7 +1,7 @@
 import { ConditionalCheckFailedException, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { NATIVE_STATUS } from '@dispatch-ledger/protocol';
-import type { Decision, RunStatus, Timeouts } from './model.js';
+import type { Decision, RunStatus, SubmittedFields } from './model.js';
 import { RUN_STATUSES } from './model.js';
 import { isPlainObject } from './parse.js';
 
@@ -35,17 +35,11 @@ export interface LambdaApproval {
 }
 
 /** The whole item: the ledger's fields, then the kit's. */
-export interface LambdaRunItem extends LambdaRunState {
+export interface LambdaRunItem extends LambdaRunState, SubmittedFields {
   /** The item layout's version. */
   readonly kit: 1;
   /** Bumped by every write; a write is conditional on the one before it. */
   readonly rev: number;
-  readonly dispatchId: string;
-  readonly attempt: number;
-  readonly origin: string;
-  readonly callbackUrl: string;
-  readonly expectedEvidence: readonly string[];
-  readonly timeouts: Timeouts;
   /** The submission's W3C trace context: a resumed run's `ctx.traceparent` is read back from here. */
   readonly traceparent?: string;
   readonly createdAt: string;

@@ -3,6 +3,7 @@ import { systemClock } from './heartbeat.js';
 import { compact, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import {
   isFinal,
+  submittedFields,
   type Decision,
   type FinalStatus,
   type Submission,
@@ -89,12 +90,7 @@ async function submit(env: Env, event: unknown): Promise<void> {
     updatedAt: at,
     kit: 1,
     rev: 1,
-    dispatchId: submission.dispatchId,
-    attempt: submission.attempt,
-    origin: submission.origin,
-    callbackUrl: submission.callbackUrl,
-    expectedEvidence: submission.expectedEvidence,
-    timeouts: submission.timeouts,
+    ...submittedFields(submission),
     ...(traceparent === undefined ? {} : { traceparent }),
     createdAt: at,
     invocation: env.requestId,

@@ -46,6 +46,11 @@ export interface Submission {
   readonly traceparent?: string;
 }
 
+/** What a run's record keeps of its submission, in the http worker's store and the Lambda kit's table alike. */
+export type SubmittedFields = Pick<Submission, 'dispatchId' | 'attempt' | 'origin' | 'callbackUrl' | 'expectedEvidence' | 'timeouts'>;
+
+export const submittedFields = ({ dispatchId, attempt, origin, callbackUrl, expectedEvidence, timeouts }: Submission): SubmittedFields => ({ dispatchId, attempt, origin, callbackUrl, expectedEvidence, timeouts });
+
 /** What a run reports when it ends (CONTRACT §2 `result`; `body` is any JSON ≤ 256 KB, v2 §10). */
 export interface RunResult {
   readonly summary: string;
@@ -64,18 +69,12 @@ export type Decision = 'approve' | 'cancel';
  * One run as the store keeps it. Everything the kit needs to answer `GET /runs/{runId}`, to number the
  * next event, and to tell after a restart what the previous process left behind.
  */
-export interface RunRecord {
+export interface RunRecord extends SubmittedFields {
   /** The record layout's version, so a store written by a later kit is refused, not misread. */
   readonly v: 1;
   readonly runId: string;
   /** `{dispatchId}:{attempt}`: the ledger's Idempotency-Key for this attempt. */
   readonly idempotencyKey: string;
-  readonly dispatchId: string;
-  readonly attempt: number;
-  readonly origin: string;
-  readonly callbackUrl: string;
-  readonly expectedEvidence: readonly string[];
-  readonly timeouts: Timeouts;
   /** Which worker process (one per `createWorker`) drives the run; another one's non-final run was orphaned by a restart. */
   readonly owner: string;
   readonly createdAt: string;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { MAX_RESULT_BODY_DEPTH } from '@dispatch-ledger/protocol';
+import { MAX_RESULT_BODY_DEPTH, refProblem } from '@dispatch-ledger/protocol';
 import type { CallbackOutcome } from './callbacks.js';
-import { CallbackError, ResultRefusedError, RunEndedError, clipForMessage, type RunResult } from './model.js';
+import { CallbackError, EvidenceTooLargeError, ResultRefusedError, RunEndedError, UnsafeRefError, clipForMessage, type RunResult } from './model.js';
 import { isPlainObject } from './parse.js';
 
 /**
@@ -99,4 +99,17 @@ export function clip(text: string, chars: number): string {
 /** Drops members set to undefined, so a record's JSON and its object agree (`pendingApproval` cleared is absent). */
 export function withoutUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, member]) => member !== undefined)) as T;
+}
+
+/**
+ * An evidence file as `ctx.putEvidence` takes it, checked before anything is sent: a safe ref (CONTRACT
+ * §6), a string or bytes, at most MAX_EVIDENCE_BYTES; its content type (given, or text for a string).
+ */
+export function evidenceContentType(ref: string, bytes: unknown, options: { readonly contentType?: string }): string {
+  const problem = refProblem(ref);
+  if (problem) throw new UnsafeRefError(ref, problem);
+  if (typeof bytes !== 'string' && !(bytes instanceof Uint8Array)) throw new TypeError('evidence bytes must be a string or a Uint8Array');
+  const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
+  if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
+  return options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
 }

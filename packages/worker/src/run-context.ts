@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { refProblem } from '@dispatch-ledger/protocol';
 import type { CallbackClient, CallbackOutcome } from './callbacks.js';
 import type { HeartbeatCoalescer } from './heartbeat.js';
-import { EvidenceTooLargeError, RunEndedError, UnsafeRefError, clipForMessage, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
+import { RunEndedError, clipForMessage, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
 import type { RunContext } from './run-api.js';
-import { MAX_EVIDENCE_BYTES, NOTE_CHARS, callbackError, clip } from './results.js';
+import { NOTE_CHARS, callbackError, clip, evidenceContentType } from './results.js';
 
 /**
  * The `ctx` a run's code is given (CONTRACT §12) by the http worker's engine (runs.ts): heartbeats,
@@ -64,12 +63,7 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
     },
     putEvidence: async (ref, bytes, options = {}) => {
       active();
-      const problem = refProblem(ref);
-      if (problem) throw new UnsafeRefError(ref, problem);
-      if (typeof bytes !== 'string' && !(bytes instanceof Uint8Array)) throw new TypeError('evidence bytes must be a string or a Uint8Array');
-      const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
-      if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
-      const contentType = options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
+      const contentType = evidenceContentType(ref, bytes, options);
       const upload = engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType);
       live.uploads.add(upload);
       engine.hold(upload);
