@@ -1,8 +1,9 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
-import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import { buildLedgerAdapters, dispatchWorkDeps } from '../../shared/adapters/wiring.js';
 import { LedgerTableCore } from '../../shared/adapters/ledger-table.js';
 import type { ApiDeps } from '../../shared/api/routes.js';
 import { nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
@@ -11,22 +12,16 @@ import { nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'api' } });
 
 // API_BASE_URL is set locally; in AWS the function URL is its own and arrives with each request.
-const config = readLedgerConfig({ requireApiBaseUrl: false });
+const config = readLedgerConfig({ requireApiBaseUrl: false, parseRegistry: parseStaticRegistry });
 const adapters = buildLedgerAdapters(config, LedgerTableCore);
 
 // A write that frees a slot nudges the monitor to admit the next waiting dispatch at once (CONTRACT §11).
 const store = adapters.admissionNudge ? nudgingAdmission(adapters.table, adapters.admissionNudge, (error) => logger.warn('admission nudge failed; the next tick admits', { error })) : adapters.table;
 
 export const apiDeps: ApiDeps = {
+  ...dispatchWorkDeps(config, adapters),
   store,
   feeds: new LedgerFeedsTable(adapters.documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds }),
-  blobs: adapters.blobs,
-  targetFor: adapters.targetFor,
-  callbackUrl: config.apiBaseUrl,
-  retryPolicy: config.retryPolicy,
-  now: () => new Date(),
-  claimSeconds: config.claimSeconds,
-  parentWaitSeconds: config.parentWaitSeconds,
   principals: adapters.table,
   principalMode: config.principalMode,
   inbox: new InboxTable(adapters.documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, inboxShards: config.inboxShards }),

@@ -1,7 +1,8 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
-import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
+import { buildLedgerAdapters, dispatchWorkDeps } from '../../shared/adapters/wiring.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
 import type { IntakeDeps } from '../../shared/usecases/intake.js';
 import { cachedPrincipals } from '../../shared/principals/principals.js';
@@ -10,19 +11,13 @@ import { cachedPrincipals } from '../../shared/principals/principals.js';
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'intake' } });
 export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
 
-const config = readLedgerConfig();
+const config = readLedgerConfig({ parseRegistry: parseStaticRegistry });
 const adapters = buildLedgerAdapters(config, HotPathTable);
 
 export const intakeDeps: IntakeDeps = {
+  ...dispatchWorkDeps(config, adapters),
   store: adapters.table,
-  blobs: adapters.blobs,
-  targetFor: adapters.targetFor,
   // Each message's sender is resolved (enforce mode): reused as registrations are, not read per message.
   principals: cachedPrincipals(adapters.table, config.targetCacheMs),
   principalMode: config.principalMode,
-  callbackUrl: config.apiBaseUrl,
-  retryPolicy: config.retryPolicy,
-  now: () => new Date(),
-  claimSeconds: config.claimSeconds,
-  parentWaitSeconds: config.parentWaitSeconds,
 };

@@ -1,9 +1,9 @@
-import { getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { addCounts } from '../../shared/adapters/dispatch-counters.js';
 import { publish } from '../../shared/adapters/event-bus.js';
 import type { DetailType } from '../../shared/events/catalog.js';
@@ -14,14 +14,15 @@ import { profileFromEnv, publishedDetailTypes } from '../../shared/events/profil
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'publisher' } });
 export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
 
-const busName = getStringFromEnv({ key: 'EVENT_BUS_NAME', errorMessage: 'EVENT_BUS_NAME is not set' });
+const config = readLedgerConfig({ requireApiBaseUrl: false, requireBucket: false, requireEventBus: true });
+const busName = config.eventBusName;
 const eventBridge = new EventBridgeClient({});
 // The counters of `GET /counts` (CONTRACT §2 v2) are items of the ledger table: the only items it writes.
-const tableName = getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' });
+const tableName = config.tableName;
 const documents = DynamoDBDocumentClient.from(new DynamoDBClient({}));
 
 // What this deployment puts on the bus (CONTRACT §3 v2, the construct's `events` prop); unknown names fail the cold start.
-const published = publishedDetailTypes(profileFromEnv(process.env.PUBLISHED_EVENTS));
+const published = publishedDetailTypes(profileFromEnv(config.publishedEvents));
 
 export const publisherDeps: { readonly publish: PublishEvents; readonly count: CountChanges; readonly published: ReadonlySet<DetailType> } = {
   publish: (events) => publish(events, { client: eventBridge, busName }),

@@ -1,10 +1,9 @@
-import { getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { getNumberFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { LiveDispatchesTable } from '../../shared/adapters/live-dispatches.js';
 import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
 import type { LiveDispatches, ObjectSweeper } from '../../shared/usecases/retention.js';
@@ -13,13 +12,13 @@ import type { LiveDispatches, ObjectSweeper } from '../../shared/usecases/retent
 export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'retention' } });
 export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
 
-const bucket = getStringFromEnv({ key: 'EVIDENCE_BUCKET', errorMessage: 'EVIDENCE_BUCKET is not set' });
+const config = readLedgerConfig({ requireApiBaseUrl: false });
 
-export const objects: ObjectSweeper = new S3ObjectSweeper(new S3Client({}), bucket);
+export const objects: ObjectSweeper = new S3ObjectSweeper(new S3Client({}), config.bucketName);
 
-const retentionSeconds = getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400;
+const retentionSeconds = config.retentionSeconds;
 export const live: LiveDispatches = new LiveDispatchesTable(DynamoDBDocumentClient.from(new DynamoDBClient({}), { marshallOptions: { removeUndefinedValues: true } }), {
-  tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
+  tableName: config.tableName,
   retentionSeconds,
 });
 /** An anchor put back lives another twice the retention (as a fresh one does). */

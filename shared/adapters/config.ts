@@ -3,7 +3,7 @@ import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commo
 import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
 import { PARENT_WAIT_SECONDS } from '../dispatch/state.js';
 import type { PrincipalMode } from '../principals/principals.js';
-import { parseStaticRegistry, type StaticRegistry } from './static-registry.js';
+import type { StaticRegistry } from './static-registry.js';
 import type { AddressPolicy } from './target-address.js';
 
 /** Defined (true) by the deployed bundles' esbuild options (infra/bundling.ts): what is local-only is compiled out. */
@@ -50,12 +50,34 @@ export interface LedgerConfig {
   readonly inboxShards: number;
   /** The monitor function a write that freed a slot nudges (`LEDGER_ADMISSION_FUNCTION`; CONTRACT §11); empty: the tick admits. */
   readonly admissionFunction: string;
+  /** The bus the publisher puts events on (`EVENT_BUS_NAME`); empty where no function publishes. */
+  readonly eventBusName: string;
+  /** What the deployment publishes (`PUBLISHED_EVENTS`, the construct's `events` prop; CONTRACT §3 v2); undefined: the default profile. */
+  readonly publishedEvents: string | undefined;
 }
 
+/**
+ * What a function needs set: every function reads the one config, and a variable it does not use may be
+ * absent (the stack sets each function only what it uses).
+ */
 export interface ReadConfigOptions {
   /** The API function learns its URL from each request: `API_BASE_URL` may be absent there. @default true */
   readonly requireApiBaseUrl?: boolean;
+  /** The bucket (`EVIDENCE_BUCKET`): the failures and publisher functions read no object. @default true */
+  readonly requireBucket?: boolean;
+  /** The bus (`EVENT_BUS_NAME`): the publisher's alone. @default false */
+  readonly requireEventBus?: boolean;
+  /**
+   * How `LEDGER_REGISTRY` is read (`parseStaticRegistry`), for a function that resolves principals or
+   * targets from it; without it the registry is empty and the variable unread. Passed, not imported
+   * here, so the functions that need no registry (the publisher, retention) carry no zod.
+   */
+  readonly parseRegistry?: ((json: string, policy: AddressPolicy) => StaticRegistry) | undefined;
 }
+
+const NO_REGISTRY: StaticRegistry = { principals: new Map(), targets: new Map() };
+
+const stringFromEnv = (key: string, required: boolean): string => (required ? getStringFromEnv({ key, errorMessage: `${key} is not set` }) : getStringFromEnv({ key, defaultValue: '' }));
 
 export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig {
   const principalMode = getStringFromEnv({ key: 'PRINCIPAL_MODE', defaultValue: 'enforce' });
@@ -72,11 +94,8 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
   const targetTimeoutMs = getNumberFromEnv({ key: 'TARGET_TIMEOUT_MS', defaultValue: 10_000 });
   return {
     tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
-    bucketName: getStringFromEnv({ key: 'EVIDENCE_BUCKET', errorMessage: 'EVIDENCE_BUCKET is not set' }),
-    apiBaseUrl:
-      options.requireApiBaseUrl === false
-        ? getStringFromEnv({ key: 'API_BASE_URL', defaultValue: '' })
-        : getStringFromEnv({ key: 'API_BASE_URL', errorMessage: 'API_BASE_URL is not set' }),
+    bucketName: stringFromEnv('EVIDENCE_BUCKET', options.requireBucket !== false),
+    apiBaseUrl: stringFromEnv('API_BASE_URL', options.requireApiBaseUrl !== false),
     principalMode,
     retryPolicy: delays ? parseRetryDelays(delays) : DEFAULT_RETRY_POLICY,
     // A claim must outlast the target call it covers, or an overlapping tick (or a duplicate
@@ -87,11 +106,13 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
     retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
     targetTimeoutMs,
     monitorPeriodSeconds: getNumberFromEnv({ key: 'MONITOR_PERIOD_SECONDS', defaultValue: 60 }),
-    registry: parseStaticRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), targetAddressPolicy),
+    registry: options.parseRegistry ? options.parseRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), targetAddressPolicy) : NO_REGISTRY,
     targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
     targetAddressPolicy,
     targetSecretPrefix: getStringFromEnv({ key: 'TARGET_SECRET_PREFIX', defaultValue: '' }),
     admissionFunction: getStringFromEnv({ key: 'LEDGER_ADMISSION_FUNCTION', defaultValue: '' }),
     inboxShards: inboxShardCount(getNumberFromEnv({ key: 'INBOX_SHARDS', defaultValue: 1 })),
+    eventBusName: stringFromEnv('EVENT_BUS_NAME', options.requireEventBus === true),
+    publishedEvents: getStringFromEnv({ key: 'PUBLISHED_EVENTS', defaultValue: '' }) || undefined,
   };
 }

@@ -6,6 +6,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { dynamoDbFault, dynamoDbUnavailable } from '../faults.js';
 import { parseLambdaRunId, type TargetPort, type TargetRegistration } from '../targets/port.js';
 import type { LedgerConfig } from './config.js';
+import type { DispatchWorkDeps } from '../ledger/port.js';
 import { httpTarget } from './http-target.js';
 import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
 import { lambdaAdmissionNudge } from './admission-nudge.js';
@@ -143,4 +144,20 @@ function failuresIn(table: LedgerTableCore): (runId: string) => Promise<LambdaFa
 function refusedTarget(reason: string): TargetPort {
   const refuse = async () => ({ kind: 'unavailable', reason }) as const;
   return { submit: refuse, lookup: refuse, decideApproval: refuse, cancel: refuse };
+}
+
+/**
+ * What every function that writes a dispatch and talks to its target is given besides its store (the
+ * intake, the monitor, the API): the same fields from the same config, in one place.
+ */
+export function dispatchWorkDeps(config: LedgerConfig, adapters: Pick<LedgerAdapters, 'blobs' | 'targetFor'>): Omit<DispatchWorkDeps, 'store'> {
+  return {
+    blobs: adapters.blobs,
+    targetFor: adapters.targetFor,
+    callbackUrl: config.apiBaseUrl,
+    retryPolicy: config.retryPolicy,
+    now: () => new Date(),
+    claimSeconds: config.claimSeconds,
+    parentWaitSeconds: config.parentWaitSeconds,
+  };
 }

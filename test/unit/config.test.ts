@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 
 describe('readLedgerConfig', () => {
   const saved = { ...process.env };
@@ -31,5 +32,28 @@ describe('readLedgerConfig', () => {
     expect(readLedgerConfig().targetAddressPolicy).toBe('allow-loopback');
     Object.assign(process.env, { PRINCIPAL_MODE: 'open', LOCAL_TARGETS_ON_LOOPBACK: 'no' });
     expect(readLedgerConfig().targetAddressPolicy).toBe('allow-loopback');
+  });
+
+  it('is the one config every function reads, each requiring only what it uses (issue 33: the failures, publisher and retention functions read the environment themselves)', () => {
+    Object.assign(process.env, { LEDGER_TABLE_NAME: 't', RETENTION_DAYS: '2', INBOX_SHARDS: '4' });
+    delete process.env.EVIDENCE_BUCKET;
+    delete process.env.API_BASE_URL;
+    delete process.env.EVENT_BUS_NAME;
+    // The failures function: no bucket, no API URL.
+    const failures = readLedgerConfig({ requireApiBaseUrl: false, requireBucket: false });
+    expect(failures).toMatchObject({ tableName: 't', retentionSeconds: 2 * 86_400, inboxShards: 4, bucketName: '', apiBaseUrl: '', eventBusName: '' });
+    expect(() => readLedgerConfig({ requireApiBaseUrl: false })).toThrow('EVIDENCE_BUCKET');
+    // The publisher: its bus is required.
+    expect(() => readLedgerConfig({ requireApiBaseUrl: false, requireBucket: false, requireEventBus: true })).toThrow('EVENT_BUS_NAME');
+    Object.assign(process.env, { EVENT_BUS_NAME: 'bus', PUBLISHED_EVENTS: 'attention' });
+    expect(readLedgerConfig({ requireApiBaseUrl: false, requireBucket: false, requireEventBus: true })).toMatchObject({ eventBusName: 'bus', publishedEvents: 'attention' });
+  });
+
+  it('reads LEDGER_REGISTRY only with the parser a function passes (the publisher and retention carry no zod), and fails the cold start on a malformed one', () => {
+    Object.assign(process.env, base, { PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: JSON.stringify({ principals: [], targets: [{ name: 'agent', kind: 'http', baseUrl: 'https://agent.example.com' }] }) });
+    expect(readLedgerConfig().registry.targets.size).toBe(0);
+    expect(readLedgerConfig({ parseRegistry: parseStaticRegistry }).registry.targets.get('agent')).toMatchObject({ kind: 'http' });
+    Object.assign(process.env, { LEDGER_REGISTRY: '{not json' });
+    expect(() => readLedgerConfig({ parseRegistry: parseStaticRegistry })).toThrow(/LEDGER_REGISTRY/);
   });
 });
