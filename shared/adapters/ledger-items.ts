@@ -6,6 +6,7 @@ import { CorruptItemError } from '../ledger/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type OriginRejection, type PastAttempt, type Refusal, type Rejection } from '../dispatch/records.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
+import type { StreamItem } from '../events/derive.js';
 
 import { DISPATCH, FEED, KEY, OPERATOR_RECEIPT_PREFIX, ORIGIN_REJECTION_PK, REFUSAL_PK, TTL_ATTRIBUTE, feedShardOf, isRejectionItemKey, monthKey, originRejectionKeyOf } from './ledger-keys.js';
 
@@ -225,18 +226,8 @@ export function pastAttemptOf(item: Item): PastAttempt {
   return past.result ? { ...past, result: resultRecordOf(past.result, keyOf(item)) } : past;
 }
 
-/** What a stream image of the ledger table holds, decoded (the publisher and the retention function read the stream). */
-export type DecodedItem =
-  | { readonly kind: 'state'; readonly state: DispatchState }
-  | { readonly kind: 'message'; readonly message: AcceptedMessage }
-  | { readonly kind: 'rejection'; readonly rejection: Rejection }
-  | { readonly kind: 'check'; readonly check: EvidenceCheck }
-  | { readonly kind: 'operator_receipt'; readonly receipt: OperatorReceipt }
-  | { readonly kind: 'corrupt'; readonly key: string; readonly problem: string }
-  | { readonly kind: 'other' };
-
-/** Decodes an unmarshalled item (e.g. a stream record's NewImage/OldImage) by its key shape. */
-export function decodeItem(item: Record<string, unknown> | undefined): DecodedItem {
+/** Decodes an unmarshalled item (e.g. a stream record's NewImage/OldImage) by its key shape, as the domain's `StreamItem` (events/derive.ts). */
+export function decodeItem(item: Record<string, unknown> | undefined): StreamItem {
   if (!item) return { kind: 'other' };
   const pk = String(item.pk ?? '');
   const sk = String(item.sk ?? '');

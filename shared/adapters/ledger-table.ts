@@ -29,7 +29,7 @@ import { validationProblems } from '../dispatch/receipts.js';
 import { CorruptItemError } from '../ledger/port.js';
 import { writtenAttestationOf } from './ledger-items.js';
 
-export { CorruptItemError, decodeItem, type DecodedItem } from './ledger-items.js';
+export { CorruptItemError, decodeItem } from './ledger-items.js';
 export { DUE_SHARDS, dueShardOf, INDEX, LEDGER_TABLE_DEFINITION, TTL_ATTRIBUTE } from './ledger-keys.js';
 
 /** Access patterns of the ledger table; key shapes and item codecs live in `ledger-items.ts`. */
