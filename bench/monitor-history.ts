@@ -1,3 +1,4 @@
+import { noTargetWork } from '../test/support/factories.js';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { BATCH_WRITE_ITEMS, batchPutItems, LOAD_CONCURRENCY } from './batch-load.js';
@@ -137,14 +138,7 @@ export async function runMonitorHistory(ctx: BenchContext): Promise<MonitorHisto
     const deps: MonitorDeps = {
       store: table,
       dueIndex: new LedgerDueIndex(meteredDocuments, tableName),
-      blobs: noBlobs,
-      targetFor: () => {
-        throw new Error('no target is contacted when nothing has stalled');
-      },
-      callbackUrl: 'http://127.0.0.1:9',
-      retryPolicy: DEFAULT_RETRY_POLICY,
-      now: () => T,
-      claimSeconds: 60,
+      ...noTargetWork(() => T, 'no target is contacted when nothing has stalled', noBlobs),
       pageSize: DUE_PAGE_SIZE,
     };
 

@@ -10,7 +10,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
-import { newDispatchFactory } from '../support/factories.js';
+import { newDispatchFactory, noTargetWork } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 
@@ -59,14 +59,7 @@ async function putAll(states: DispatchState[]): Promise<void> {
 const deps = (): MonitorDeps => ({
   store: table,
   dueIndex,
-  blobs: new MemoryBlobs(),
-  targetFor: () => {
-    throw new Error('no target is contacted when nothing has stalled');
-  },
-  callbackUrl: 'http://127.0.0.1:9',
-  retryPolicy: DEFAULT_RETRY_POLICY,
-  now: () => T,
-  claimSeconds: 60,
+  ...noTargetWork(() => T, 'no target is contacted when nothing has stalled', new MemoryBlobs()),
   pageSize: 50,
 });
 

@@ -19,7 +19,7 @@ import type { DispatchView } from '../../shared/dispatch/view.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
-import { newDispatchFactory, NOW } from '../support/factories.js';
+import { newDispatchFactory, NOW, noTargetWork } from '../support/factories.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 // CONTRACT §2 v2: the operator's `GET /dispatches` (every origin's dispatches, newest first, from the
@@ -63,14 +63,7 @@ beforeAll(async () => {
     principals: table,
     principalMode: 'enforce',
     inbox: new InboxTable(documents, { tableName, retentionSeconds: RETENTION }),
-    blobs: new MemoryBlobs(),
-    targetFor: () => {
-      throw new Error('no target is called by the operator lists');
-    },
-    callbackUrl: 'http://127.0.0.1:9',
-    retryPolicy: DEFAULT_RETRY_POLICY,
-    now: () => NOW,
-    claimSeconds: 60,
+    ...noTargetWork(() => NOW, 'no target is called by the operator lists', new MemoryBlobs()),
   };
   // The index is eventually consistent in AWS (DynamoDB Local is not, but the test need not know).
   await eventually('the seeded states in the recent index', async () => ((await feeds.listDispatches({ limit: 100 })).items.length === SEEDED.length ? true : undefined));

@@ -9,10 +9,9 @@ import { ORIGIN_SHARDS } from '../../shared/adapters/ledger-keys.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
-import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
-import { intakeDepsFactory } from '../support/factories.js';
+import { intakeDepsFactory, noTargetWork } from '../support/factories.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 
 // CONTRACT §15 (v3): an origin learns that its own message was refused — a `conflict` included — from
@@ -53,14 +52,7 @@ beforeAll(async () => {
     principals: table,
     principalMode: 'enforce',
     inbox: new InboxTable(documents, { tableName, retentionSeconds: RETENTION }),
-    blobs: new MemoryBlobs(),
-    targetFor: () => {
-      throw new Error('a manual target is never called');
-    },
-    callbackUrl: 'http://127.0.0.1:9',
-    retryPolicy: DEFAULT_RETRY_POLICY,
-    now: () => clock,
-    claimSeconds: 60,
+    ...noTargetWork(() => clock, 'a manual target is never called', new MemoryBlobs()),
   };
 });
 

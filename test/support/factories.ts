@@ -2,6 +2,7 @@ import type { OperatorReceiptBody } from '../../shared/dispatch/receipts.js';
 import type { NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { IntakeDeps } from '../../shared/usecases/intake.js';
+import type { DispatchWorkDeps } from '../../shared/ledger/port.js';
 
 /** The clock the domain tests stand at. */
 export const WRITTEN_AT = '2026-03-01T11:59:59.000Z';
@@ -46,4 +47,21 @@ export function intakeDepsFactory(given: Pick<IntakeDeps, 'store' | 'blobs' | 't
 /** The same object with some methods replaced: a store that crashes, races or forgets at a chosen call. */
 export function overriding<T extends object>(base: T, overrides: Partial<T>): T {
   return Object.assign(Object.create(base) as T, overrides);
+}
+
+/**
+ * The dispatch-work fields of a dependency set that must never call a target (a read route, a quiet
+ * monitor tick, the benches): calling one throws `why`.
+ */
+export function noTargetWork(now: () => Date, why: string, blobs: DispatchWorkDeps['blobs']): Omit<DispatchWorkDeps, 'store'> {
+  return {
+    blobs,
+    targetFor: () => {
+      throw new Error(why);
+    },
+    callbackUrl: 'http://127.0.0.1:9',
+    retryPolicy: DEFAULT_RETRY_POLICY,
+    now,
+    claimSeconds: 60,
+  };
 }

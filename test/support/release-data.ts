@@ -1,3 +1,4 @@
+import { noTargetWork } from './factories.js';
 import { BatchWriteItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
@@ -8,7 +9,6 @@ import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
-import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { MemoryBlobs } from './memory-blobs.js';
 
 /**
@@ -49,14 +49,7 @@ export function apiDepsOn(dynamodb: DynamoDBClient, tableName: string, readAt: D
     principals: table,
     principalMode: 'open',
     inbox: new InboxTable(documents, { tableName, retentionSeconds }),
-    blobs: new MemoryBlobs(),
-    targetFor: () => {
-      throw new Error('a read route called a target');
-    },
-    callbackUrl: 'http://127.0.0.1:9',
-    retryPolicy: DEFAULT_RETRY_POLICY,
-    now: () => readAt,
-    claimSeconds: 60,
+    ...noTargetWork(() => readAt, 'a read route called a target', new MemoryBlobs()),
   };
 }
 

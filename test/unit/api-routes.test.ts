@@ -4,7 +4,7 @@ import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { applyRunEvent, approvalDecided } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { newDispatchFactory, NOW } from '../support/factories.js';
+import { newDispatchFactory, NOW, noTargetWork } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
 import { MemoryBlobs } from '../support/memory-blobs.js';
 
@@ -27,14 +27,7 @@ function apiDeps(store: MemoryStore, principals: MemoryStore, principalMode: 'op
     store,
     principals,
     principalMode,
-    blobs: new MemoryBlobs(),
-    targetFor: () => {
-      throw new Error('no target in route tests');
-    },
-    callbackUrl: 'http://127.0.0.1:9',
-    retryPolicy: DEFAULT_RETRY_POLICY,
-    now: () => NOW,
-    claimSeconds: 60,
+    ...noTargetWork(() => NOW, 'no target in route tests', new MemoryBlobs()),
   };
 }
 
