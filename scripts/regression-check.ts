@@ -51,7 +51,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/dispatch/transitions.ts",
     "fixed": "return isTerminal(outcome.status) ? finished(next, outcome.status, undefined, now, 'same_write') : next;",
     "broken": "return next;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "already completed through the final transition"
   },
   {
@@ -59,7 +59,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/intake.ts",
     "fixed": "    if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);",
     "broken": "    if (now.getTime() - Date.parse(existing.receivedAt) > 24 * 3600 * 1000) return { outcome: 'duplicate', dispatchId, target: 'unknown' };\n    if (Date.parse(existing.claimUntil) > now.getTime()) throw new DispatchInProgressError(dispatchId);",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/intake-edges.test.ts",
     "pattern": "two days old"
   },
   {
@@ -67,7 +67,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/lifecycle-routes.ts",
     "fixed": "if (outcome.kind === 'coalesced') return { status: 200, body: { applied: false, coalesced: true } };",
     "broken": "if (outcome.kind === 'coalesced') return { status: 202, body: { applied: true } };",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "coalesced heartbeat"
   },
   {
@@ -75,7 +75,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/lifecycle-routes.ts",
     "fixed": "if (state.attempt > 1 && (await deps.store.listPastAttempts(state.dispatchId)).some((past) => past.runId === runId)) return 'superseded';",
     "broken": "",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "redispatched eleven times"
   },
   {
@@ -83,7 +83,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/lifecycle-routes.ts",
     "fixed": "if (message?.content.valid && reportsFor(caller, message.content.target)) throw notYet;",
     "broken": "if (message?.content.valid && caller.kind === 'open') throw notYet;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "not_yet_recorded to the target in AWS mode"
   },
   {
@@ -91,7 +91,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/adapters/ledger-items.ts",
     "fixed": "const content = message.content.valid && message.content.task !== null ? { ...message.content, task: null, taskJson: JSON.stringify(message.content.task) } : message.content;",
     "broken": "const content = message.content;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/intake-edges.test.ts",
     "pattern": "nested 40 levels"
   },
   {
@@ -99,7 +99,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/adapters/ledger-items.ts",
     "fixed": "    [TTL_ATTRIBUTE]: expiryOf(message.receivedAt, retentionSeconds * ANCHOR_RETENTION_FACTOR),\n  };\n}",
     "broken": "  };\n}",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/intake-edges.test.ts",
     "pattern": "expiry on the accepted-message anchor"
   },
   {
@@ -107,7 +107,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/ledger/repository.ts",
     "fixed": "export const UPDATE_ROUNDS = 8;",
     "broken": "export const UPDATE_ROUNDS = 3;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "lose races"
   },
   {
@@ -115,7 +115,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/adapters/ledger-items.ts",
     "fixed": "item.feedAt = `${state.attentionSince ?? state.updatedAt}#${idHash(dispatchId)}`;",
     "broken": "item.feedAt = `${state.updatedAt}#${idHash(dispatchId)}`;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/monitor-verdicts.test.ts",
     "pattern": "when the problem began"
   },
   {
@@ -123,7 +123,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/dispatch/transitions.ts",
     "fixed": "const delay = Math.min(state.timeouts.stallAfterSeconds * 2 ** (lookups - 1), MAX_LOOKUP_BACKOFF_SECONDS);",
     "broken": "const delay = state.timeouts.stallAfterSeconds;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/monitor-verdicts.test.ts",
     "pattern": "backoff doubling"
   },
   {
@@ -131,7 +131,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/monitor.ts",
     "fixed": "  const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);",
     "broken": "  const claimed = submissionClaimed(state, new Date(Date.parse(state.dueAt ?? '')), deps.claimSeconds);",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/monitor-verdicts.test.ts",
     "pattern": "clock at the write"
   },
   {
@@ -139,7 +139,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/events/derive.ts",
     "fixed": "  if (newItem.kind === 'operator_receipt' && eventName === 'INSERT')",
     "broken": "  if (newItem.kind === 'check' && eventName === 'INSERT' && newItem.check.outcome === 'handled') return [{ detailType: 'Dispatch Handled', detail: newItem.check as never }];\n  if (newItem.kind === 'operator_receipt' && eventName === 'INSERT')",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/evidence-seal.test.ts",
     "pattern": "fenced by a concurrent redispatch"
   },
   {
@@ -147,7 +147,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/evidence-routes.ts",
     "fixed": "  await recheckIfMissed(deps, dispatchId, ref);",
     "broken": "",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/evidence-seal.test.ts",
     "pattern": "SHA-256 of each file"
   },
   {
@@ -155,7 +155,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/adapters/ledger-items.ts",
     "fixed": "= checked(item, STATE_FIELDS);",
     "broken": "= item;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/dispatch-view-bounds.test.ts",
     "pattern": "audit_failure"
   },
   {
@@ -163,7 +163,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/receipt-routes.ts",
     "fixed": "  if (!(await whichRun(deps, state, submitted.runId))) {",
     "broken": "  if (submitted.runId !== state.runId && !state.supersededRuns.includes(submitted.runId)) {",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "redispatched eleven times"
   },
   {
@@ -171,7 +171,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/pages.ts",
     "fixed": "  const start = Math.max(0, end - limit);",
     "broken": "  const start = 0;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/dispatch-view-bounds.test.ts",
     "pattern": "newest 50 receipts"
   },
   {
@@ -179,7 +179,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/intake.ts",
     "fixed": "      resultDelivery: message.resultDelivery,",
     "broken": "",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/intake-edges.test.ts",
     "pattern": "keeps resultDelivery"
   },
   {
@@ -187,7 +187,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/intake.ts",
     "fixed": "  const read = withClockRules(readDispatchMessage(record.body), deps.now());",
     "broken": "  const read = readDispatchMessage(record.body);",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/intake-edges.test.ts",
     "pattern": "more than 30 days ahead"
   },
   {
@@ -195,7 +195,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/evidence-check.ts",
     "fixed": "  const now = await blobs.getBytes(key);\n  if (now && sha256Of(now) === sealed.sha256) return false;",
     "broken": "  return false;\n  const now = await blobs.getBytes(key);\n  if (now && sha256Of(now) === sealed.sha256) return false;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/evidence-seal.test.ts",
     "pattern": "racing PUTs"
   },
   {
@@ -203,7 +203,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/evidence-routes.ts",
     "fixed": "    await restore(before);\n    throw refuse(before);",
     "broken": "    throw refuse(before);",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/evidence-seal.test.ts",
     "pattern": "died between its write"
   },
   {
@@ -211,7 +211,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/evidence-check.ts",
     "fixed": "  let error: string | null = unreadable;",
     "broken": "  let error: string | null = null;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/evidence-seal.test.ts",
     "pattern": "cannot be read: unverified"
   },
   {
@@ -219,7 +219,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/lifecycle-routes.ts",
     "fixed": "  const stallDue = !waiting && now.getTime() >= stallDeadline(state);",
     "broken": "  const stallDue = now.getTime() >= stallDeadline(state);",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "waiting for approval whose lookup fails"
   },
   {
@@ -227,7 +227,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/monitor.ts",
     "fixed": "        await deps.store.deferDue(entry, new Date(deps.now().getTime() + seconds * 1000)).catch(() => undefined);",
     "broken": "",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/monitor-verdicts.test.ts",
     "pattern": "out of the way"
   },
   {
@@ -235,7 +235,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/api/evidence-routes.ts",
     "fixed": "    if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;",
     "broken": "    if (!message?.content.valid || !message.content.expectedEvidence.includes(ref)) return;\n    if (state.dueAt !== null && Date.parse(state.dueAt) <= deps.now().getTime()) return;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/evidence-seal.test.ts",
     "pattern": "due already"
   },
   {
@@ -275,7 +275,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/adapters/ledger-table.ts",
     "fixed": "      if (isTransactionConflict(error)) return { kind: 'conflict' };\n",
     "broken": "",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/run-callbacks.test.ts",
     "pattern": "overlapped a transaction"
   },
   {
@@ -283,7 +283,7 @@ const REGRESSIONS: readonly Regression[] = [
     "file": "shared/usecases/evidence-check.ts",
     "fixed": "    if (!bytes || sha256Of(bytes) !== file.sha256) return undefined;",
     "broken": "    if (!bytes) return undefined;",
-    "test": "test/integration/hardening.test.ts",
+    "test": "test/integration/evidence-seal.test.ts",
     "pattern": "changed between its hash and its seal"
   },
   {

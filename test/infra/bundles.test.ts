@@ -51,7 +51,7 @@ describe('Lambda bundles (the deployed esbuild options)', () => {
     expect(inputs.some((input) => input.includes('node_modules/@aws-sdk/client-eventbridge/'))).toBe(true);
   });
 
-  it('class 6 — nothing forgotten, nothing unbounded: keeps zod, EventBridge and the table adapter out of retention (it decodes stream images, looks two items up by key and talks to S3)', async () => {
+  it('nothing forgotten: keeps zod, EventBridge and the table adapter out of retention (it decodes stream images, looks two items up by key and talks to S3)', async () => {
     const built = await build({ entryPoints: [handlerEntry('retention')], bundle: true, platform: 'node', format: 'esm', conditions: [...ESBUILD_OPTIONS.conditions], write: false, metafile: true, outfile: 'retention.mjs' });
     const inputs = Object.keys(built.metafile.inputs);
     for (const kept of ['node_modules/zod/', 'node_modules/@aws-sdk/client-eventbridge/', 'shared/adapters/ledger-table.ts']) expect(inputs.some((input) => input.includes(kept)), kept).toBe(false);

@@ -123,7 +123,7 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(resourcesFor('publisher', 'events:')).toEqual([JSON.stringify({ 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.publisher.bus), 'Arn'] })]);
   });
 
-  it('class 6 — nothing forgotten, nothing unbounded: retention reads the table stream, looks two items up by key (and puts back an anchor whose dispatch lives), lists the evidence bucket and deletes its objects, parks failed batches — no reads of objects', () => {
+  it('nothing forgotten: retention reads the table stream, looks two items up by key (and puts back an anchor whose dispatch lives), lists the evidence bucket and deletes its objects, parks failed batches — no reads of objects', () => {
     expect(actionsOf('retention')).toEqual(
       [...LOGS, 'dynamodb:DescribeStream', 'dynamodb:GetItem', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams', 'dynamodb:PutItem', 's3:DeleteObject', 's3:ListBucket', 's3:PutObject'].sort(),
     );

@@ -175,7 +175,7 @@ describe('DispatchLedger stack: functions, schedule, stream and API', () => {
     });
   });
 
-  it('class 6 — nothing forgotten, nothing unbounded: feeds retention from the table stream with only TTL removals, bisection, bounded retries and an S3 on-failure destination', () => {
+  it('nothing forgotten: feeds retention from the table stream with only TTL removals, bisection, bounded retries and an S3 on-failure destination', () => {
     const { stack } = synth;
     const mappings = ofType('AWS::Lambda::EventSourceMapping').filter(([, mapping]) => JSON.stringify(mapping.Properties?.FunctionName) === JSON.stringify({ Ref: logicalId(stack, stack.ledger.functions.retention.function) }));
     expect(mappings).toHaveLength(1);
@@ -248,7 +248,7 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
     }
   });
 
-  it('class 6 — nothing forgotten, nothing unbounded: pages on the retention function\'s errors and graphs what it deletes', () => {
+  it('nothing forgotten: pages on the retention function\'s errors and graphs what it deletes', () => {
     const id = logicalId(synth.stack, synth.stack.ledger.functions.retention.function);
     const errors = ofType('AWS::CloudWatch::Alarm').find(([, alarm]) => alarm.Properties?.MetricName === 'Errors' && JSON.stringify(alarm.Properties?.Dimensions).includes(id));
     expect(errors?.[1].Properties).toMatchObject({ Namespace: 'AWS/Lambda', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', TreatMissingData: 'notBreaching' });

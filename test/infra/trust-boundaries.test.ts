@@ -49,7 +49,7 @@ function refused(statement: BusStatement, call: { readonly source: string; reado
   return sourceMatches && !arnExempt && !idExempt;
 }
 
-describe('class 10 — trust boundaries: only the ledger publishes ledger events (CONTRACT §3 v2)', () => {
+describe('trust boundaries: only the ledger publishes ledger events (CONTRACT §3 v2)', () => {
   it('puts a resource policy on the bus denying PutEvents of source dispatch-ledger to anyone but the publisher (and the operators, for stream replay)', () => {
     const bus = logicalId(synth.stack, synth.stack.ledger.publisher.bus);
     const policies = ofType('AWS::Events::EventBusPolicy');
@@ -96,7 +96,7 @@ describe('class 10 — trust boundaries: only the ledger publishes ledger events
   });
 });
 
-describe('class 10 — trust boundaries: target secrets under the stack\'s own prefix (CONTRACT §8 v2)', () => {
+describe('trust boundaries: target secrets under the stack\'s own prefix (CONTRACT §8 v2)', () => {
   const PREFIX = 'dispatch-ledger/DispatchLedger/targets/';
 
   it('names the prefix after the stack', () => {
@@ -144,7 +144,7 @@ describe('class 10 — trust boundaries: target secrets under the stack\'s own p
   });
 });
 
-describe('class 10 — trust boundaries: deploy-time targets (the construct\'s targets prop and addTarget)', () => {
+describe('trust boundaries: deploy-time targets (the construct\'s targets prop and addTarget)', () => {
   it('refuses a base URL that is not https, or is loopback, link-local, unspecified or a metadata address in any spelling', () => {
     const app = new App();
     const stack = new DispatchLedgerStack(app, 'LedgerTargets', { env: { account: '111122223333', region: 'eu-west-1' } });

@@ -60,7 +60,7 @@ const apiRoute = (method: string, rawPath: string, body?: unknown, origin = 'pla
 /** `levels` nested arrays around a leaf, as JSON: `[[[…1…]]]` (the outermost is level 1). */
 const arraysNested = (levels: number): string => `${'['.repeat(levels)}1${']'.repeat(levels)}`;
 
-describe('class 1 — input that breaks the writer (the result body of a final event)', () => {
+describe('input that broke a writer (the result body of a final event)', () => {
   it('answers 422 too_deep to a result.body nested 20,000 levels, about 40 KB (was: JSON.stringify overflowed the stack, a 500 the target retried)', async () => {
     const dispatchId = uniqueName('d');
     await send(dispatchId);
@@ -87,7 +87,7 @@ describe('class 1 — input that breaks the writer (the result body of a final e
   });
 });
 
-describe('class 9 — API answers: error texts stay bounded whatever the path', () => {
+describe('API answers: error texts stay bounded whatever the path', () => {
   // Quotes double under JSON escaping; a decoded CJK character is 3 bytes of UTF-8 in one UTF-16 unit.
   const long = `${'"'.repeat(6_000)}${'中'.repeat(6_000)}`;
   // A POST carries a body its route takes, so the path is what the answer is about.
@@ -105,7 +105,7 @@ describe('class 9 — API answers: error texts stay bounded whatever the path', 
   });
 });
 
-describe('class 9 — API answers: BatchGetItem unprocessed keys are read again with backoff (flow control\'s slot shards)', () => {
+describe('API answers: BatchGetItem unprocessed keys are read again with backoff (flow control\'s slot shards)', () => {
   it('reads every slot shard of a limited target, waiting 50, 100, 200 ms between rounds (was: five rounds back to back, then an error)', async () => {
     const limited = uniqueName('limited').toLowerCase();
     await table.putTarget({ name: limited, kind: 'http', baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: 40 });

@@ -66,7 +66,7 @@ async function allPages<T>(list: (cursor: string | undefined) => Promise<{ items
   return { ids, cursors };
 }
 
-describe('class 9 — API answers: the cursors the ledger issues page through every list', () => {
+describe('API answers: the cursors the ledger issues page through every list', () => {
   it('pages an origin\'s history, the attention list and the rejections (across months) with limit 1 and 2, each entry once', async () => {
     const feeds = feedsOn(DynamoDBDocumentClient.from(clients.dynamodb));
     // The index is eventually consistent in AWS (DynamoDB Local is not, but the test need not know).
@@ -92,7 +92,7 @@ describe('class 9 — API answers: the cursors the ledger issues page through ev
   });
 });
 
-describe('class 9 — API answers: a cursor the ledger did not issue is InvalidCursorError (400), never a DynamoDB ValidationException (500)', () => {
+describe('API answers: a cursor the ledger did not issue is InvalidCursorError (400), never a DynamoDB ValidationException (500)', () => {
   const feeds = () => feedsOn(DynamoDBDocumentClient.from(clients.dynamodb));
   /** A real cursor of each list, and the key inside it. */
   const issued = async () => {
@@ -196,7 +196,7 @@ describe('class 9 — API answers: a cursor the ledger did not issue is InvalidC
   }
 });
 
-describe('class 9 — API answers: a forged cursor on the API is 400 malformed (local platform, functions/api/handler.ts)', () => {
+describe('API answers: a forged cursor on the API is 400 malformed (local platform, functions/api/handler.ts)', () => {
   let t: TestPlatform;
   beforeAll(async () => {
     t = await startTestPlatform();
@@ -221,7 +221,7 @@ describe('class 9 — API answers: a forged cursor on the API is 400 malformed (
   }
 });
 
-describe('class 9 — API answers: a history page is whole or the request fails (BatchGetItem UnprocessedKeys)', () => {
+describe('API answers: a history page is whole or the request fails (BatchGetItem UnprocessedKeys)', () => {
   it('re-reads unprocessed keys with exponential backoff until the page is whole', async () => {
     const faulty = withUnprocessedKeys(3);
     try {

@@ -381,7 +381,7 @@ describe('the inbox list', () => {
   });
 });
 
-describe('class 9 — API answers: the inbox list and the origin history take only their own cursors', () => {
+describe('API answers: the inbox list and the origin history take only their own cursors', () => {
   it('answers 400 to a history cursor sent to the inbox list, an inbox cursor sent to the history, and a pending list’s cursor sent to the claimed list (was: read from the wrong place, entries skipped unseen)', async () => {
     const origin = uniqueName('o');
     for (let index = 0; index < 3; index += 1) {

@@ -174,7 +174,7 @@ const byTtl = (record: DynamoDBRecord): DynamoDBRecord => ({ ...record, userIden
 
 const invoke = (...records: DynamoDBRecord[]) => handler({ Records: records }, lambdaContext('retention', 60_000, LOCAL_REGION));
 
-describe('class 6 — nothing forgotten, nothing unbounded: a dispatch\'s objects go when its anchor expires (retention handler, fauxqs S3)', () => {
+describe('nothing forgotten: a dispatch\'s objects go when its anchor expires (retention handler, fauxqs S3)', () => {
   it('deletes nothing when a person deletes the anchor (a REMOVE without the TTL identity)', async () => {
     const dispatchId = uniqueName('d');
     const { objects: mine } = await dispatchWithObjects(dispatchId);
@@ -299,7 +299,7 @@ describe('retention plans every prefix the ledger writes a dispatch\'s objects u
   });
 });
 
-describe('class 6 — nothing forgotten, nothing unbounded: a rejection\'s kept body goes when the rejection expires', () => {
+describe('nothing forgotten: a rejection\'s kept body goes when the rejection expires', () => {
   it('deletes the body of the rejection TTL removed, and keeps one a person deleted and one still recorded', async () => {
     const [expiring, deletedByHand, recorded] = [uniqueName('m'), uniqueName('m'), uniqueName('m')];
     for (const messageId of [expiring, deletedByHand, recorded]) expect((await send(large('not json '), messageId)).outcome).toBe('rejected');
@@ -312,7 +312,7 @@ describe('class 6 — nothing forgotten, nothing unbounded: a rejection\'s kept 
   });
 });
 
-describe('class 6 — nothing forgotten, nothing unbounded: the S3 sweeper', () => {
+describe('nothing forgotten: the S3 sweeper', () => {
   it('deletes a folder larger than one listing page, page by page, and nothing outside it', async () => {
     const dispatchId = uniqueName('d');
     const blobs = new S3Blobs(clients.s3, bucket);
@@ -329,7 +329,7 @@ describe('class 6 — nothing forgotten, nothing unbounded: the S3 sweeper', () 
   });
 });
 
-describe('class 6 — nothing forgotten, nothing unbounded: every ledger record carries its expiry (LedgerTable on DynamoDB Local)', () => {
+describe('nothing forgotten: every ledger record carries its expiry (LedgerTable on DynamoDB Local)', () => {
   it('sets expiresAt on the final state, the anchor, past attempts, checks, marks, late events, operator receipts and rejections', async () => {
     const dispatchId = uniqueName('d');
     const at = NOW.toISOString();

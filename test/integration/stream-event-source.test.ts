@@ -143,7 +143,7 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
   });
 });
 
-describe('class 6 — nothing forgotten, nothing unbounded: two stream functions on one table (publisher and retention)', () => {
+describe('nothing forgotten: two stream functions on one table (publisher and retention)', () => {
   it('gives each of two sources on one stream every record, each from its own shard iterators', async () => {
     const { table, streamArn } = await tableWithStream();
     await putItems(table, 3);

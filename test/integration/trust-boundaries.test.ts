@@ -86,7 +86,7 @@ afterAll(async () => {
   clients.destroy();
 });
 
-describe('class 10 — trust boundaries: dlq redrive never launders an origin', () => {
+describe('trust boundaries: dlq redrive never launders an origin', () => {
   it('carries the DLQ copy\'s own SenderId, ignoring a LedgerRedrivenFor its (non-operator) sender set', async () => {
     const registry = await registryWhere('origin-a');
     // origin-a's sender puts origin-b's principal in the attribute, and its message dead-letters.
@@ -116,7 +116,7 @@ describe('class 10 — trust boundaries: dlq redrive never launders an origin', 
   });
 });
 
-describe('class 10 — trust boundaries: the intake honours LedgerRedrivenFor only from a registered operator', () => {
+describe('trust boundaries: the intake honours LedgerRedrivenFor only from a registered operator', () => {
   let registry: LedgerTable;
   beforeAll(async () => {
     registry = await registryWhere('origin-a');
@@ -140,7 +140,7 @@ describe('class 10 — trust boundaries: the intake honours LedgerRedrivenFor on
   });
 });
 
-describe('class 10 — trust boundaries: ledger dlq redrive (the CLI) asks the registry with --table', () => {
+describe('trust boundaries: ledger dlq redrive (the CLI) asks the registry with --table', () => {
   const saved = { ...process.env };
   afterEach(() => {
     process.env = { ...saved };

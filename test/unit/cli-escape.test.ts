@@ -17,7 +17,7 @@ const ESC = '\u001b';
 /** Raw control, bidi, zero-width and separator characters: none may reach a terminal. */
 const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]/;
 
-describe('class 10 — trust boundaries: escapeControls (shared/text.ts)', () => {
+describe('trust boundaries: escapeControls (shared/text.ts)', () => {
   it('writes each control, bidi, zero-width and separator character as \\uXXXX, and leaves other text alone', () => {
     expect(escapeControls(`r-${RLO}gpj.exe`)).toBe('r-\\u202egpj.exe');
     expect(escapeControls(`${ESC}[2J${ESC}]0;pwned\u0007`)).toBe('\\u001b[2J\\u001b]0;pwned\\u0007');
@@ -33,7 +33,7 @@ describe('class 10 — trust boundaries: escapeControls (shared/text.ts)', () =>
   });
 });
 
-describe('class 10 — trust boundaries: the CLI shows target-supplied text escaped, never raw', () => {
+describe('trust boundaries: the CLI shows target-supplied text escaped, never raw', () => {
   function hostileState(): DispatchState {
     const state = submitted(accepted(newDispatchFactory(), NOW), { kind: 'accepted', runId: `r-${RLO}1`, status: 'running', requestId: 'req-1' }, DEFAULT_RETRY_POLICY, NOW);
     return {

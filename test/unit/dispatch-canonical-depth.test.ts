@@ -19,7 +19,7 @@ function nested(levels: number, leaf: unknown, wrap: (inner: unknown, level: num
   return value;
 }
 
-describe('class 1 — input that breaks the writer: canonical JSON of values nested 100,000 levels deep', () => {
+describe('input that broke a writer: canonical JSON of values nested 100,000 levels deep', () => {
   it('serialises a 100,000-level array without overflowing the stack', () => {
     const value: unknown = JSON.parse(`${'['.repeat(DEPTH)}${']'.repeat(DEPTH)}`);
     expect(canonicalJson(value)).toBe(`${'['.repeat(DEPTH)}${']'.repeat(DEPTH)}`);
@@ -38,7 +38,7 @@ describe('class 1 — input that breaks the writer: canonical JSON of values nes
   });
 });
 
-describe('class 1 — input that breaks the writer: values JSON.parse yields but RFC 8785 has no form for', () => {
+describe('input that broke a writer: values JSON.parse yields but RFC 8785 has no form for', () => {
   it('writes a number that overflowed to ±Infinity as ±1e999, which parses back to it, instead of throwing', () => {
     const value: unknown = JSON.parse('{"n":[1e999,-1e999,1]}');
     expect(canonicalJson(value)).toBe('{"n":[1e999,-1e999,1]}');

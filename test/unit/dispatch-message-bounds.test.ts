@@ -58,7 +58,7 @@ function expectBoundedErrors(errors: readonly FieldError[]): void {
   expect(utf8(joined(errors))).toBeLessThanOrEqual(1024);
 }
 
-describe('class 1 — input that breaks the writer: a task nested deeper than 64 levels', () => {
+describe('input that broke a writer: a task nested deeper than 64 levels', () => {
   it('accepts a task nested exactly 64 levels deep, objects or arrays, when the task object is level 1', () => {
     expectValid(read(messageFactory({ task: nested(64) })));
     expectValid(read(messageFactory({ task: nested(63, {}) })));
@@ -131,7 +131,7 @@ describe('class 1 — input that breaks the writer: a task nested deeper than 64
   });
 });
 
-describe('class 1 — input that breaks the writer: numbers and strings JSON.parse reads but nothing can store', () => {
+describe('input that broke a writer: numbers and strings JSON.parse reads but nothing can store', () => {
   it('is invalid with a non_finite error when a task number overflows to Infinity', () => {
     const result = expectInvalid(readDispatchMessage(bodyWithTask('{"goal":"x","n":[1,-1e999]}')));
     expect(result.errors).toEqual([{ field: 'task.n.1', message: expect.stringContaining('non_finite_number') }]);
@@ -152,7 +152,7 @@ describe('class 1 — input that breaks the writer: numbers and strings JSON.par
   });
 });
 
-describe('class 1 — input that breaks the writer: error texts bounded whatever the input', () => {
+describe('input that broke a writer: error texts bounded whatever the input', () => {
   it('names a few unknown keys and counts the rest when there are thousands of them', () => {
     const extra = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`unknownField${i}`, i]));
     const result = expectInvalid(read(messageFactory(extra)));
@@ -219,7 +219,7 @@ describe('class 1 — input that breaks the writer: error texts bounded whatever
   });
 });
 
-describe('class 1 — input that breaks the writer: large messages read in linear time', () => {
+describe('input that broke a writer: large messages read in linear time', () => {
   it('returns a bounded error list when timeouts has 100,000 unknown keys', () => {
     const timeouts = Object.fromEntries(Array.from({ length: 100_000 }, (_, i) => [`t${i}`, i]));
     const result = expectInvalid(read(messageFactory({ timeouts })));

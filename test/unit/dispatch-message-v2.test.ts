@@ -33,7 +33,7 @@ function expectInvalid(result: ReadMessage) {
 const fields = (errors: readonly FieldError[]): string[] => errors.map((error) => error.field);
 const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
 
-describe('class 1 — input that breaks the writer: CONTRACT v2 §1 fields were refused as unknown', () => {
+describe('input that broke a writer: CONTRACT v2 §1 fields were refused as unknown', () => {
   it('reads a message that uses every v2 field with their values kept', () => {
     const { message } = expectValid(
       read(messageFactory({ resultDelivery: 'inject', notBefore: '2026-12-02T09:00:00Z', priority: 9, traceparent: TRACEPARENT })),
@@ -53,7 +53,7 @@ describe('class 1 — input that breaks the writer: CONTRACT v2 §1 fields were 
   });
 });
 
-describe('class 1 — input that breaks the writer: resultDelivery', () => {
+describe('input that broke a writer: resultDelivery', () => {
   it('keeps inject and after_turn', () => {
     expect(expectValid(read(messageFactory({ resultDelivery: 'inject' }))).message.resultDelivery).toBe('inject');
     expect(expectValid(read(messageFactory({ resultDelivery: 'after_turn' }))).message.resultDelivery).toBe('after_turn');
@@ -72,7 +72,7 @@ describe('class 1 — input that breaks the writer: resultDelivery', () => {
   });
 });
 
-describe('class 1 — input that breaks the writer: notBefore', () => {
+describe('input that broke a writer: notBefore', () => {
   it('accepts a UTC instant with or without fractional seconds and gives it in the ledger form', () => {
     const cases: Array<[string, string]> = [
       ['2026-12-02T09:00:00Z', '2026-12-02T09:00:00.000Z'],
@@ -132,7 +132,7 @@ describe('class 1 — input that breaks the writer: notBefore', () => {
   });
 });
 
-describe('class 1 — input that breaks the writer: priority', () => {
+describe('input that broke a writer: priority', () => {
   it('keeps every integer from 0 to 9', () => {
     for (let priority = 0; priority <= 9; priority += 1) expect(expectValid(read(messageFactory({ priority }))).message.priority).toBe(priority);
   });
@@ -145,7 +145,7 @@ describe('class 1 — input that breaks the writer: priority', () => {
   });
 });
 
-describe('class 1 — input that breaks the writer: traceparent', () => {
+describe('input that broke a writer: traceparent', () => {
   it('keeps a W3C version 00 traceparent with any flags', () => {
     for (const traceparent of [TRACEPARENT, '00-00000000000000000000000000000001-0000000000000001-00', '00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-ff']) {
       expect(expectValid(read(messageFactory({ traceparent }))).message.traceparent).toBe(traceparent);

@@ -37,7 +37,7 @@ async function submitAnswered(status: number, body: unknown) {
   return httpTarget({ name: 'busy', kind: 'http', baseUrl: url }).submit(request);
 }
 
-describe('class 8 — verdict timing: an Idempotency-Key still in progress', () => {
+describe('verdict timing: an Idempotency-Key still in progress', () => {
   it('is unavailable (retried like a 5xx) on 409 {"code":"in_progress"}, in the contract error shape too', async () => {
     expect(await submitAnswered(409, { code: 'in_progress' })).toEqual({ kind: 'unavailable', reason: 'HTTP 409: in_progress' });
     expect(await submitAnswered(409, { code: 'in_progress', message: 'run being created' })).toMatchObject({ kind: 'unavailable' });

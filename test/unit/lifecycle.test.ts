@@ -88,7 +88,7 @@ describe('reconcileLookup', () => {
   });
 });
 
-describe('class 4 — what the target knows and the ledger missed', () => {
+describe('what the target knows and the ledger missed', () => {
   it('adopts a pending approval seen only by lookup (was: declared stalled, so approve/cancel could not work)', () => {
     const state = running();
     const next = reconcileLookup(state, { kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-unknown', requestedAt: at(9).toISOString() } } }, at(13), true);
@@ -107,7 +107,7 @@ describe('class 4 — what the target knows and the ledger missed', () => {
   });
 });
 
-describe('class 8 — verdict timing', () => {
+describe('verdict timing', () => {
   it('declares a stall only after stallAfterSeconds of true silence, counting heartbeats coalescing may have absorbed (was: at 80 %)', () => {
     const state = running(); // activity recorded at 0, stall window 10 s, coalescing window 2 s
     // A heartbeat at 1.9 s is absorbed: nothing records it.

@@ -244,7 +244,7 @@ describe('POST /dispatches/{dispatchId}/receipts', () => {
   });
 });
 
-describe('class 10 — trust boundaries: a receipt records who recorded it (recordedBy, CONTRACT §5 v2)', () => {
+describe('trust boundaries: a receipt records who recorded it (recordedBy, CONTRACT §5 v2)', () => {
   const path = '/dispatches/d-2026-0001/receipts';
   const enforced = (store: MemoryStore): ApiDeps => {
     const principals = new MemoryStore();

@@ -44,7 +44,7 @@ const rejectionFactory = (bodyRef: string | null): Rejection => ({ messageId: 'm
 
 const ttlRemoval = (oldItem: StreamItem, overrides: Partial<StreamChange> = {}): StreamChange => ({ sequenceNumber: '1', eventName: 'REMOVE', oldItem, newItem: { kind: 'other' }, removedByTtl: true, ...overrides });
 
-describe('class 6 — nothing forgotten, nothing unbounded: what a TTL removal deletes (retentionPlanOf)', () => {
+describe('nothing forgotten: what a TTL removal deletes (retentionPlanOf)', () => {
   it('deletes an expired anchor\'s spilled task and every object under the dispatch\'s payload, evidence, sealed and result-body folders', () => {
     const message = anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' });
     expect(retentionPlanOf(ttlRemoval({ kind: 'message', message }))).toEqual({
@@ -134,7 +134,7 @@ function lambdaRemoveRecord(oldItem: Record<string, unknown>, userIdentity?: unk
   };
 }
 
-describe('class 6 — nothing forgotten, nothing unbounded: a TTL REMOVE record as Lambda delivers it (streamChangeOf)', () => {
+describe('nothing forgotten: a TTL REMOVE record as Lambda delivers it (streamChangeOf)', () => {
   const message = anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' });
   const item = messageItem(message, 86_400);
 
@@ -174,7 +174,7 @@ class RecordingSweeper implements ObjectSweeper {
   }
 }
 
-describe('class 6 — nothing forgotten, nothing unbounded: removeExpiredObjects', () => {
+describe('nothing forgotten: removeExpiredObjects', () => {
   const change = ttlRemoval({ kind: 'message', message: anchorFactory('d-1', { taskRef: 'payloads/d-1/ab/task.json' }) });
   const gone: LiveDispatches = { stateLives: async () => false, anchorHeld: async () => false, restoreAnchor: async () => undefined };
   const options = { now: new Date('2026-12-01T10:00:00Z'), anchorSeconds: 3600 };

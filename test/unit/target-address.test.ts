@@ -110,7 +110,7 @@ const NEVER_URLS = [
   'https://100.100.100.200/',
 ];
 
-describe('class 10 — trust boundaries: target base URLs at registration', () => {
+describe('trust boundaries: target base URLs at registration', () => {
   it('in AWS (public-only) takes only https, and refuses loopback, link-local, unspecified and metadata addresses in every spelling', () => {
     expect(register('https://agents.example.com/v1', { addressPolicy: 'public-only' })).not.toThrow();
     expect(register('https://[2001:db8::1]/', { addressPolicy: 'public-only' })).not.toThrow();
@@ -169,7 +169,7 @@ describe('class 10 — trust boundaries: target base URLs at registration', () =
   });
 });
 
-describe('class 10 — trust boundaries: the address of every connection (DNS rebinding)', () => {
+describe('trust boundaries: the address of every connection (DNS rebinding)', () => {
   it('refuses to connect when the name resolves to a refused address, and never reaches it', async () => {
     for (const answer of [['169.254.169.254'], ['::ffff:169.254.169.254'], ['fd00:ec2::254'], ['0.0.0.0'], ['127.0.0.1', '169.254.169.254']]) {
       const resolve = resolverOf(...answer);
@@ -212,7 +212,7 @@ describe('class 10 — trust boundaries: the address of every connection (DNS re
   });
 });
 
-describe('class 10 — trust boundaries: the policy each deployment gets', () => {
+describe('trust boundaries: the policy each deployment gets', () => {
   const saved = { ...process.env };
   afterEach(() => {
     process.env = { ...saved };

@@ -53,7 +53,7 @@ afterEach(() => {
 
 const client = () => loopbackOnly(new SecretsManagerClient({ region: 'eu-west-1', endpoint, credentials: { accessKeyId: 'x', secretAccessKey: 'x' } }));
 
-describe('class 10 — trust boundaries: the secrets adapter reads only under the stack\'s prefix', () => {
+describe('trust boundaries: the secrets adapter reads only under the stack\'s prefix', () => {
   it('reads a secret under the prefix, by name or by ARN', async () => {
     const cache = new SecretCache(client(), 60_000, Date.now, { prefix: PREFIX });
     expect(await cache.get(`${PREFIX}research-agent`)).toBe(`Bearer for ${PREFIX}research-agent`);
@@ -84,7 +84,7 @@ describe('class 10 — trust boundaries: the secrets adapter reads only under th
   });
 });
 
-describe('class 10 — trust boundaries: the functions\' wiring scopes the target secrets in AWS', () => {
+describe('trust boundaries: the functions\' wiring scopes the target secrets in AWS', () => {
   const saved = { ...process.env };
   afterEach(() => {
     process.env = { ...saved };
