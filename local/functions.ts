@@ -1,6 +1,6 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { isPublishedRecord, isTtlRemoval } from '../shared/adapters/stream-records.js';
-import { MONITOR_TIMEOUT_SECONDS } from '../shared/usecases/monitor.js';
+import { LEDGER_FUNCTION_SPECS, LEDGER_FUNCTIONS, type LedgerFunctionName } from '../infra/constructs/function-names.js';
 import type { HttpApiHandler } from './runtime/http-api.js';
 import type { ScheduledHandler } from './runtime/scheduler.js';
 import type { SqsHandler } from './runtime/sqs-event-source.js';
@@ -24,19 +24,38 @@ export type LocalFunction =
       readonly trigger: { readonly kind: 'stream'; readonly table: 'ledger'; readonly batchSize: number; readonly filter?: (record: DynamoDBRecord) => boolean };
     };
 
-export const LOCAL_FUNCTIONS: readonly LocalFunction[] = [
-  { name: 'intake', module: () => import('../functions/intake/handler.js'), trigger: { kind: 'sqs', queue: 'dispatch', batchSize: 10 } },
-  { name: 'api', module: () => import('../functions/api/handler.js'), trigger: { kind: 'http' } },
-  // Lambda's on-failure records of lambda targets, from the local Lambda (CONTRACT §12).
-  { name: 'failures', module: () => import('../functions/failures/handler.js'), trigger: { kind: 'sqs', queue: 'lambdaFailures', batchSize: 10 } },
-  // The stack's timeout: a tick's budget is cut from the invocation's remaining time, as in AWS.
-  { name: 'monitor', module: () => import('../functions/monitor/handler.js'), trigger: { kind: 'schedule', timeoutSeconds: MONITOR_TIMEOUT_SECONDS } },
-  // Only the items it reads (a dispatch's, rejections), as the stack's filter passes.
-  { name: 'publisher', module: () => import('../functions/publisher/handler.js'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100, filter: isPublishedRecord } },
-  // Only TTL removals, as the stack's filter passes. DynamoDB Local's sweeper deletes expired items too
-  // (within seconds of expiry, by the real clock), so locally it runs as in AWS.
-  { name: 'retention', module: () => import('../functions/retention/handler.js'), trigger: { kind: 'stream', table: 'ledger', batchSize: 100, filter: isTtlRemoval } },
-];
+/** Each function's handler module, imported when called (an import the CLI package's bundler follows). */
+const MODULES: Readonly<Record<LedgerFunctionName, HandlerModule>> = {
+  intake: () => import('../functions/intake/handler.js'),
+  api: () => import('../functions/api/handler.js'),
+  monitor: () => import('../functions/monitor/handler.js'),
+  publisher: () => import('../functions/publisher/handler.js'),
+  retention: () => import('../functions/retention/handler.js'),
+  failures: () => import('../functions/failures/handler.js'),
+};
+
+/**
+ * A function's trigger as the local platform runs it. The monitor's schedule is the tick, and its
+ * budget is cut from the stack's timeout, as in AWS. A stream function sees only what the stack's filter
+ * passes: the published items (the publisher), or TTL removals (retention) — DynamoDB Local's sweeper
+ * deletes expired items too (within seconds of expiry, by the real clock), so locally it runs as in AWS.
+ */
+function localTrigger(name: LedgerFunctionName): LocalFunction['trigger'] {
+  const { trigger, timeoutSeconds } = LEDGER_FUNCTION_SPECS[name];
+  switch (trigger.kind) {
+    case 'sqs':
+      return { kind: 'sqs', queue: trigger.queue, batchSize: trigger.batchSize };
+    case 'http':
+      return { kind: 'http' };
+    case 'schedule':
+      return { kind: 'schedule', timeoutSeconds };
+    case 'stream':
+      return { kind: 'stream', table: 'ledger', batchSize: trigger.batchSize, filter: trigger.records === 'published' ? isPublishedRecord : isTtlRemoval };
+  }
+}
+
+/** The functions the local platform runs: the construct's list (infra/constructs/function-names.ts), each on its local trigger. */
+export const LOCAL_FUNCTIONS: readonly LocalFunction[] = LEDGER_FUNCTIONS.map((name) => ({ name, module: MODULES[name], trigger: localTrigger(name) }) as LocalFunction);
 
 type AnyHandler = SqsHandler | HttpApiHandler | ScheduledHandler | StreamHandler;
 

@@ -4,6 +4,7 @@ import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { LedgerFunction } from './ledger-function.js';
+import { batchSizeOf } from './function-names.js';
 
 export interface DispatchIntakeProps {
   readonly intake: LedgerFunction;
@@ -42,6 +43,6 @@ export class DispatchIntake extends Construct {
       visibilityTimeout: Duration.seconds(6 * props.intake.timeout.toSeconds()),
       deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount },
     });
-    fn.addEventSource(new SqsEventSource(this.queue, { batchSize: 10, reportBatchItemFailures: true }));
+    fn.addEventSource(new SqsEventSource(this.queue, { batchSize: batchSizeOf('intake'), reportBatchItemFailures: true }));
   }
 }

@@ -14,7 +14,6 @@ import { COUNTS_KEY_PATTERN } from '../../shared/adapters/ledger-keys.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
-import { MONITOR_TIMEOUT_SECONDS } from '../../shared/usecases/timeout.js';
 import { MAX_ORIGIN_SETTINGS } from '../../shared/dispatch/records.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
@@ -26,7 +25,7 @@ import { LambdaFailureIntake } from './lambda-failure-intake.js';
 import { LedgerStorage } from './ledger-storage.js';
 import { acknowledgeNagFindings } from './nag.js';
 import { ObjectRetention } from './object-retention.js';
-import type { LedgerFunctionName } from './function-names.js';
+import { LEDGER_FUNCTION_SPECS, type LedgerFunctionName } from './function-names.js';
 import { RunMonitor } from './run-monitor.js';
 
 /** An `http` target registered at deploy time (CONTRACT §8); more can be registered later with `ledger registry`. */
@@ -190,8 +189,17 @@ export class DispatchLedger extends Construct {
       // Every function that writes a dispatch's state puts its inbox entry on the same shards.
       INBOX_SHARDS: String(inboxShards),
     };
-    const fn = (name: LedgerFunctionName, timeout: Duration, environment: Record<string, string>, memorySize = 512, functionName?: string) =>
-      new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, { name, timeout, environment, memorySize, logRetention, removalPolicy, ...(functionName ? { functionName } : {}) });
+    // Each function's timeout and memory come from the one list of functions (function-names.ts), which the local platform runs too.
+    const fn = (name: LedgerFunctionName, environment: Record<string, string>, functionName?: string) =>
+      new LedgerFunction(this, `${name[0]!.toUpperCase()}${name.slice(1)}Handler`, {
+        name,
+        timeout: Duration.seconds(LEDGER_FUNCTION_SPECS[name].timeoutSeconds),
+        environment,
+        memorySize: LEDGER_FUNCTION_SPECS[name].memoryMb,
+        logRetention,
+        removalPolicy,
+        ...(functionName ? { functionName } : {}),
+      });
     // A write that frees a slot (the API's, the failures function's) nudges the monitor to admit the next
     // waiting dispatch at once (CONTRACT §11). They name the monitor before it exists: the monitor depends
     // on the API through its callback URL, so a reference from the API back to it would be a cycle
@@ -199,22 +207,17 @@ export class DispatchLedger extends Construct {
     const monitorName = `${Names.uniqueResourceName(this, { maxLength: 64 - '-monitor'.length, separator: '-' })}-monitor`;
     const admission = { LEDGER_ADMISSION_FUNCTION: monitorName };
 
-    // Timeouts: each target call is bounded by targetTimeout; a batch of 10 runs its records in
-    // parallel, so intake needs about one target call plus its writes. The API forwards one call at
-    // most. A monitor tick works until its budget (the period, or what is left of this timeout) is spent. The publisher talks to EventBridge, and
-    // adds each batch's counts to a counter item of the table (`GET /counts`).
-    // Retention lists and deletes a few folders per expired record, a batch's records in parallel.
-    const api = fn('api', Duration.seconds(30), { ...common, ...admission });
+    const api = fn('api', { ...common, ...admission });
     this.api = new LedgerApi(this, 'Api', { api });
     const callback = { ...common, API_BASE_URL: this.api.url.url };
-    const intake = fn('intake', Duration.seconds(30), callback);
-    const monitor = fn('monitor', Duration.seconds(MONITOR_TIMEOUT_SECONDS), callback, 512, monitorName);
+    const intake = fn('intake', callback);
+    const monitor = fn('monitor', callback, monitorName);
     // A profile naming an unknown detail-type fails the synth, not the publisher's cold start.
     const publishedEvents = profileToEnv(props.events ?? 'all');
-    const publisher = fn('publisher', Duration.seconds(30), { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger', LEDGER_TABLE_NAME: table.tableName, PUBLISHED_EVENTS: publishedEvents }, 256);
-    const retention = fn('retention', Duration.minutes(1), { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) }, 256);
+    const publisher = fn('publisher', { EVENT_BUS_NAME: props.eventBusName ?? 'dispatch-ledger', LEDGER_TABLE_NAME: table.tableName, PUBLISHED_EVENTS: publishedEvents });
+    const retention = fn('retention', { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) });
     // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
-    const failures = fn('failures', Duration.seconds(30), { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, INBOX_SHARDS: common.INBOX_SHARDS, ...admission }, 256);
+    const failures = fn('failures', { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, INBOX_SHARDS: common.INBOX_SHARDS, ...admission });
     this.functions = { intake, api, monitor, publisher, retention, failures };
     this.lambdaFailures = new LambdaFailureIntake(this, 'LambdaFailures', { failures });
 

@@ -10,6 +10,7 @@ import type { LedgerFunction } from './ledger-function.js';
 import { privateBucket } from './ledger-storage.js';
 import { EVENT_SOURCE } from '../../shared/events/names.js';
 import { PUBLISHED_KEY_PREFIXES } from '../../shared/adapters/stream-keys.js';
+import { batchSizeOf } from './function-names.js';
 
 export interface EventPublisherProps {
   readonly publisher: LedgerFunction;
@@ -60,7 +61,7 @@ export class EventPublisher extends Construct {
     props.publisher.function.addEventSource(
       new DynamoEventSource(props.table, {
         startingPosition: StartingPosition.TRIM_HORIZON,
-        batchSize: 100,
+        batchSize: batchSizeOf('publisher'),
         maxBatchingWindow: Duration.seconds(1),
         bisectBatchOnError: true,
         reportBatchItemFailures: true,

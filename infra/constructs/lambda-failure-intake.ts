@@ -3,6 +3,7 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { LedgerFunction } from './ledger-function.js';
+import { batchSizeOf } from './function-names.js';
 
 export interface LambdaFailureIntakeProps {
   readonly failures: LedgerFunction;
@@ -29,6 +30,6 @@ export class LambdaFailureIntake extends Construct {
       visibilityTimeout: Duration.seconds(6 * props.failures.timeout.toSeconds()),
       deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: 5 },
     });
-    props.failures.function.addEventSource(new SqsEventSource(this.queue, { batchSize: 10, reportBatchItemFailures: true }));
+    props.failures.function.addEventSource(new SqsEventSource(this.queue, { batchSize: batchSizeOf('failures'), reportBatchItemFailures: true }));
   }
 }

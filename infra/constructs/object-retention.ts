@@ -8,6 +8,7 @@ import { Construct } from 'constructs';
 import { TTL_REMOVER } from '../../shared/adapters/stream-keys.js';
 import { PutOnlyS3Destination } from './event-publisher.js';
 import type { LedgerFunction } from './ledger-function.js';
+import { batchSizeOf } from './function-names.js';
 
 export interface ObjectRetentionProps {
   readonly retention: LedgerFunction;
@@ -39,7 +40,7 @@ export class ObjectRetention extends Construct {
       new DynamoEventSource(props.table, {
         startingPosition: StartingPosition.TRIM_HORIZON,
         // Nothing waits on a deletion: fuller batches, fewer invocations.
-        batchSize: 100,
+        batchSize: batchSizeOf('retention'),
         maxBatchingWindow: Duration.minutes(1),
         filters: [
           FilterCriteria.filter({
