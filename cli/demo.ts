@@ -135,18 +135,11 @@ export async function runDemo(state: LocalState, print: (line: string) => void):
   print('');
   print(table(['case', 'dispatch', 'became', 'detail'], rows, { width: 100 }));
   print('');
-  await lifecycleDemo(state, run, print);
-  print('');
-  await evidenceDemo(state, run, print);
-  print('');
-  await resultsDemo(state, run, print);
-  print('');
-  await lambdaWorkerDemo(state, run, print);
-  print('');
-  await flowControlDemo(state, run, print);
-  print('');
-  await manualDemo(state, run, print);
-  print('');
+  // The walkthroughs, in order, each followed by a blank line.
+  for (const walkthrough of [lifecycleDemo, evidenceDemo, resultsDemo, lambdaWorkerDemo, flowControlDemo, manualDemo]) {
+    await walkthrough(state, run, print);
+    print('');
+  }
   await busProbe(state, print);
   print(`demo done. Try: npx ledger check ${id('report')}   ·   npx ledger status   ·   npx ledger inbox list --state pending   ·   npx ledger events --follow`);
 

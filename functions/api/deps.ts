@@ -1,4 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
+import { functionLogger } from '../../shared/adapters/powertools.js';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
@@ -9,7 +9,7 @@ import type { ApiDeps } from '../../shared/api/routes.js';
 import { nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
 
 /** Composition root of the API function. */
-export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'api' } });
+export const logger = functionLogger('api');
 
 // API_BASE_URL is set locally; in AWS the function URL is its own and arrives with each request.
 const config = readLedgerConfig({ requireApiBaseUrl: false, parseRegistry: parseStaticRegistry });

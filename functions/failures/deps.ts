@@ -1,4 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
+import { functionLogger } from '../../shared/adapters/powertools.js';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
@@ -9,7 +9,7 @@ import { lambdaAdmissionNudge, nudgingAdmission } from '../../shared/adapters/ad
 import type { LambdaFailureDeps } from '../../shared/usecases/lambda-failure.js';
 
 /** Composition root of the failures function: the ledger table only (it neither calls targets nor reads objects). */
-export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'failures' } });
+export const logger = functionLogger('failures');
 
 const config = readLedgerConfig({ requireApiBaseUrl: false, requireBucket: false, parseRegistry: parseStaticRegistry });
 const table = new LedgerTable(DynamoDBDocumentClient.from(new DynamoDBClient({}), { marshallOptions: { removeUndefinedValues: true } }), {

@@ -1,5 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics } from '@aws-lambda-powertools/metrics';
+import { functionLogger, functionMetrics } from '../../shared/adapters/powertools.js';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { buildLedgerAdapters, dispatchWorkDeps } from '../../shared/adapters/wiring.js';
@@ -8,8 +7,8 @@ import type { IntakeDeps } from '../../shared/usecases/intake.js';
 import { cachedPrincipals } from '../../shared/principals/principals.js';
 
 /** Composition root of the intake function: config and clients built once per execution environment. */
-export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'intake' } });
-export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
+export const logger = functionLogger('intake');
+export const metrics = functionMetrics();
 
 const config = readLedgerConfig({ parseRegistry: parseStaticRegistry });
 const adapters = buildLedgerAdapters(config, HotPathTable);

@@ -1,5 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics } from '@aws-lambda-powertools/metrics';
+import { functionLogger, functionMetrics } from '../../shared/adapters/powertools.js';
 import { readLedgerConfig } from '../../shared/adapters/config.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
@@ -8,8 +7,8 @@ import { buildLedgerAdapters, dispatchWorkDeps } from '../../shared/adapters/wir
 import { DUE_PAGE_SIZE, type MonitorDeps } from '../../shared/usecases/monitor.js';
 
 /** Composition root of the monitor function. */
-export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'monitor' } });
-export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
+export const logger = functionLogger('monitor');
+export const metrics = functionMetrics();
 
 const config = readLedgerConfig({ parseRegistry: parseStaticRegistry });
 const adapters = buildLedgerAdapters(config, LedgerTable);

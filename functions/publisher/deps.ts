@@ -1,5 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics } from '@aws-lambda-powertools/metrics';
+import { functionLogger, functionMetrics } from '../../shared/adapters/powertools.js';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -11,8 +10,8 @@ import type { CountChanges, PublishEvents } from '../../shared/events/derive.js'
 import { profileFromEnv, publishedDetailTypes } from '../../shared/events/profile.js';
 
 /** Composition root of the event publisher: config and the bus and table clients built once per execution environment. */
-export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'publisher' } });
-export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
+export const logger = functionLogger('publisher');
+export const metrics = functionMetrics();
 
 const config = readLedgerConfig({ requireApiBaseUrl: false, requireBucket: false, requireEventBus: true });
 const busName = config.eventBusName;

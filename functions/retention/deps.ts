@@ -1,5 +1,4 @@
-import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics } from '@aws-lambda-powertools/metrics';
+import { functionLogger, functionMetrics } from '../../shared/adapters/powertools.js';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
@@ -9,8 +8,8 @@ import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
 import type { LiveDispatches, ObjectSweeper } from '../../shared/usecases/retention.js';
 
 /** Composition root of the retention function: config and the S3 client built once per execution environment. */
-export const logger = new Logger({ serviceName: 'dispatch-ledger', persistentKeys: { function: 'retention' } });
-export const metrics = new Metrics({ namespace: 'DispatchLedger', serviceName: 'dispatch-ledger' });
+export const logger = functionLogger('retention');
+export const metrics = functionMetrics();
 
 const config = readLedgerConfig({ requireApiBaseUrl: false });
 

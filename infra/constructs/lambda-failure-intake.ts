@@ -1,15 +1,11 @@
-import { Duration } from 'aws-cdk-lib';
-import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { LedgerFunction } from './ledger-function.js';
-import { batchSizeOf } from './function-names.js';
+import { fedQueue } from './fed-queue.js';
 
 export interface LambdaFailureIntakeProps {
   readonly failures: LedgerFunction;
 }
-
-const FOURTEEN_DAYS = Duration.days(14);
 
 /**
  * The on-failure destination of every lambda target (CONTRACT §12): Lambda puts an invocation that
@@ -22,14 +18,6 @@ export class LambdaFailureIntake extends Construct {
 
   constructor(scope: Construct, id: string, props: LambdaFailureIntakeProps) {
     super(scope, id);
-    this.deadLetterQueue = new Queue(this, 'DeadLetterQueue', { encryption: QueueEncryption.SQS_MANAGED, enforceSSL: true, retentionPeriod: FOURTEEN_DAYS });
-    this.queue = new Queue(this, 'Queue', {
-      encryption: QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: FOURTEEN_DAYS,
-      visibilityTimeout: Duration.seconds(6 * props.failures.timeout.toSeconds()),
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: 5 },
-    });
-    props.failures.function.addEventSource(new SqsEventSource(this.queue, { batchSize: batchSizeOf('failures'), reportBatchItemFailures: true }));
+    ({ queue: this.queue, deadLetterQueue: this.deadLetterQueue } = fedQueue(this, 'Queue', { name: 'failures', fn: props.failures }, 5));
   }
 }

@@ -59,21 +59,17 @@ export function acrossTargets(metric: ContractMetric, period = Duration.minutes(
   });
 }
 
-const byTarget = (metric: ContractMetric): IMetric =>
+/** A metric per target (Metrics Insights), aggregated over `minutes`. */
+const perTarget = (aggregate: 'SUM' | 'MAX', metric: ContractMetric | FlowGauge, minutes: number): IMetric =>
   new MathExpression({
-    expression: `SELECT SUM(${metric}) FROM SCHEMA("${METRIC_NAMESPACE}", Target) GROUP BY Target`,
+    expression: `SELECT ${aggregate}(${metric}) FROM SCHEMA("${METRIC_NAMESPACE}", Target) GROUP BY Target`,
     usingMetrics: {},
-    period: Duration.minutes(5),
+    period: Duration.minutes(minutes),
     label: metric,
   });
 
-const gaugeByTarget = (metric: FlowGauge): IMetric =>
-  new MathExpression({
-    expression: `SELECT MAX(${metric}) FROM SCHEMA("${METRIC_NAMESPACE}", Target) GROUP BY Target`,
-    usingMetrics: {},
-    period: Duration.minutes(1),
-    label: metric,
-  });
+const byTarget = (metric: ContractMetric): IMetric => perTarget('SUM', metric, 5);
+const gaugeByTarget = (metric: FlowGauge): IMetric => perTarget('MAX', metric, 1);
 
 const GAUGE_TITLES: Readonly<Record<FlowGauge, string>> = {
   WaitingDispatches: 'WaitingDispatches (waiting for a slot, by target)',
