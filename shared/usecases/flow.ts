@@ -40,7 +40,8 @@ export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchStat
       if (over(state)) return { answer: 'terminal' };
       if (state.phase === 'accepted' && !submissionInFlight(state, deps.now())) return { write: cancelledBeforeSubmission(state, ask, deps.now()), answer: 'cancelled' };
       if (state.cancel) return { answer: 'asked_before' };
-      return { write: cancelRequested(state, ask, deps.now()), answer: 'requested' };
+      // A submitted run is asked right after this write, here: the monitor holds off for a claim's length.
+      return { write: cancelRequested(state, ask, deps.now(), state.phase === 'submitted' ? deps.claimSeconds : 0), answer: 'requested' };
     },
     { first },
   );

@@ -4,7 +4,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { allotSlotCaps, nextAdmission, slotShardCaps, slotTotals, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
 import { admitted, cancelRequested, waiting } from '../../shared/dispatch/transitions/flow.js';
-import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
+import { applyRunEvent, monitorStep } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submissionClaimed, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import type { AcceptedMessage } from '../../shared/dispatch/records.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
@@ -161,6 +161,19 @@ describe('a cancel racing a submission', () => {
     expect(await store.getState('d-race-2')).toMatchObject({ phase: 'cancelled' });
     expect((await store.getState('d-race-2'))?.slot).toBeUndefined();
     expect((await store.slotShards(TARGET))[0]?.held).toBe(0);
+  });
+});
+
+describe('a cancel asked of a submitted run', () => {
+  it('is asked of the target once: the monitor holds off while the API asks (was: due at once, the monitor asked beside the API, twice for one request)', () => {
+    const run = submitted(admitted(accepted(newDispatchFactory({ dispatchId: 'd-ask' }), NOW), 0, NOW, 60), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+    const asked = cancelRequested(run, { reason: 'stop', by: 'local:planner' }, later(1), 60);
+    expect(asked.cancel?.nextAskAt).toBe(later(61).toISOString());
+    expect(monitorStep(asked, later(2)).kind).not.toBe('cancel');
+    // The API died before recording the target's answer: the monitor asks once the hold is over.
+    expect(monitorStep(asked, later(61)).kind).toBe('cancel');
+    // A cancel no one asks right away (its submission still under way) is due at once.
+    expect(cancelRequested(run, { reason: 'stop', by: 'local:planner' }, later(1)).cancel?.nextAskAt).toBe(later(1).toISOString());
   });
 });
 

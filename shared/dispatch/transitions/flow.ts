@@ -48,11 +48,14 @@ export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, 
 /**
  * A cancel asked of a submitted run — or of one whose submission is under way (its submitter carries it
  * into the submitted state) —: recorded first, then asked of the target (now, and again while it cannot be reached).
+ * `askerHoldsSeconds`: the writer asks the target itself right after this write (the API, for a submitted
+ * run), so the monitor asks only if no answer is recorded by then — not at once beside it, which asked the
+ * target twice for one request.
  */
-export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date): DispatchState {
+export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date, askerHoldsSeconds = 0): DispatchState {
   const at = now.toISOString();
   return advance(state, 'cancel_requested', now, {
-    cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: at, answer: null },
+    cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: plus(now, askerHoldsSeconds), answer: null },
   });
 }
 
