@@ -9,14 +9,12 @@ import {
   clipForMessage,
   isFinal,
   type Decision,
-  type FinalStatus,
   type Log,
   type RunEvent,
-  type RunResult,
 } from './model.js';
 import { isPlainObject } from './parse.js';
 import { RunCancelledError, type RunContext, type RunFunction } from './run-api.js';
-import { NOTE_CHARS, SUMMARY_CHARS, messageOf, reportState, resultOf, evidenceContentType } from './results.js';
+import { NOTE_CHARS, SUMMARY_CHARS, verdictOf, messageOf, reportState, evidenceContentType } from './results.js';
 import type { Signer } from './signer.js';
 
 /** The part of Lambda's context the kit reads. */
@@ -173,19 +171,7 @@ export class Invocation {
   }
 
   async finish(output: Exclude<Output, { kind: 'suspended' }>): Promise<void> {
-    let status: FinalStatus;
-    let result: RunResult;
-    if (this.item.cancelRequestedAt !== undefined) {
-      status = 'cancelled';
-      result = { summary: 'cancelled on request' };
-    } else if (output.kind === 'threw') {
-      status = 'failed';
-      result = { summary: messageOf(output.error).slice(0, SUMMARY_CHARS) };
-    } else {
-      const normalised = resultOf(output.value);
-      status = normalised.ok ? 'completed' : 'failed';
-      result = normalised.ok ? normalised.result : { summary: normalised.error.message.slice(0, SUMMARY_CHARS) };
-    }
+    const { status, result } = verdictOf(this.item.cancelRequestedAt !== undefined, output, (text) => text.slice(0, SUMMARY_CHARS));
     await Promise.allSettled([...this.#uploads]);
     const seq = this.item.seq + 1;
     const persisted = this.persist({

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MAX_RESULT_BODY_DEPTH, refProblem } from '@dispatch-ledger/protocol';
 import type { CallbackOutcome } from './callbacks.js';
-import { CallbackError, EvidenceTooLargeError, ResultRefusedError, RunEndedError, UnsafeRefError, clipForMessage, type RunResult } from './model.js';
+import { CallbackError, EvidenceTooLargeError, ResultRefusedError, RunEndedError, UnsafeRefError, clipForMessage, type FinalStatus, type RunResult } from './model.js';
 import { isPlainObject } from './parse.js';
 
 /**
@@ -112,4 +112,20 @@ export function evidenceContentType(ref: string, bytes: unknown, options: { read
   const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
   if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
   return options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
+}
+
+/** How a run's code ended, as the engine and the Lambda invocation tell it. */
+export type RunEnding = { readonly kind: 'returned'; readonly value: unknown } | { readonly kind: 'threw'; readonly error: unknown } | { readonly kind: 'skipped' };
+
+/**
+ * The final status and result a run's ending means: a cancel the ledger asked for wins, a throw is a
+ * failure said why, a value is the result if the ledger takes it (else a failure said why). `bound`
+ * keeps a summary within SUMMARY_CHARS.
+ */
+export function verdictOf(cancelRequested: boolean, ending: RunEnding, bound: (text: string) => string): { readonly status: FinalStatus; readonly result: RunResult } {
+  if (cancelRequested) return { status: 'cancelled', result: { summary: 'cancelled on request' } };
+  if (ending.kind === 'threw') return { status: 'failed', result: { summary: bound(messageOf(ending.error)) } };
+  if (ending.kind === 'skipped') return { status: 'cancelled', result: { summary: 'cancelled before it started' } };
+  const normalised = resultOf(ending.value);
+  return normalised.ok ? { status: 'completed', result: normalised.result } : { status: 'failed', result: { summary: bound(normalised.error.message) } };
 }

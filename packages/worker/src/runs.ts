@@ -10,11 +10,9 @@ import {
   runIdFor,
   submittedFields,
   viewOf,
-  type FinalStatus,
   type Log,
   type RunEvent,
   type RunRecord,
-  type RunResult,
   type RunStatus,
   type RunView,
   type Submission,
@@ -24,7 +22,7 @@ import { isPlainObject, parseDecision, parseSubmission, traceparentOf } from './
 import { UNFINISHED, type RunStore } from './store.js';
 import { runContext, type LiveRun } from './run-context.js';
 import { refused, RunCancelledError, type CancelOutcome, type DecideOutcome, type EngineOptions, type RunContext, type SubmitOutcome } from './run-api.js';
-import { SUMMARY_CHARS, callbackError, clip, messageOf, reportState, resultOf, sha256, withoutUndefined } from './results.js';
+import { SUMMARY_CHARS, verdictOf, type RunEnding, callbackError, clip, messageOf, reportState, sha256, withoutUndefined } from './results.js';
 
 /**
  * The kit's engine: takes submissions, runs the user's `run` for each, keeps every run's state in the
@@ -317,25 +315,10 @@ export class RunEngine {
 
   async #finish(
     live: LiveRun,
-    output: { readonly kind: 'returned'; readonly value: unknown } | { readonly kind: 'threw'; readonly error: unknown } | { readonly kind: 'skipped' },
+    output: RunEnding,
   ): Promise<void> {
     const { runId } = live.record;
-    let status: FinalStatus;
-    let result: RunResult;
-    if (live.record.cancelRequestedAt !== undefined) {
-      status = 'cancelled';
-      result = { summary: 'cancelled on request' };
-    } else if (output.kind === 'threw') {
-      status = 'failed';
-      result = { summary: clip(messageOf(output.error), SUMMARY_CHARS) };
-    } else if (output.kind === 'skipped') {
-      status = 'cancelled';
-      result = { summary: 'cancelled before it started' };
-    } else {
-      const normalised = resultOf(output.value);
-      status = normalised.ok ? 'completed' : 'failed';
-      result = normalised.ok ? normalised.result : { summary: clip(normalised.error.message, SUMMARY_CHARS) };
-    }
+    const { status, result } = verdictOf(live.record.cancelRequestedAt !== undefined, output, (text) => clip(text, SUMMARY_CHARS));
     // An upload the run did not wait for still belongs to it: the final event lists what arrived.
     await Promise.allSettled([...live.uploads]);
     if (this.#closing) return;
