@@ -1,6 +1,7 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { isPublishedRecord, isTtlRemoval } from '../shared/adapters/stream-records.js';
 import { LEDGER_FUNCTION_SPECS, LEDGER_FUNCTIONS, type LedgerFunctionName } from '../infra/constructs/function-names.js';
+import { ledgerConfigFrom, type LedgerConfig, type LedgerSettings, type ReadConfigOptions } from '../shared/adapters/config.js';
 import type { HttpApiHandler } from './runtime/http-api.js';
 import type { ScheduledHandler } from './runtime/scheduler.js';
 import type { SqsHandler } from './runtime/sqs-event-source.js';
@@ -8,10 +9,11 @@ import type { StreamHandler } from './runtime/stream-event-source.js';
 
 /**
  * The functions the local platform runs, each with the trigger it has in AWS. Modules are the real
- * handler files; they are imported after the handler environment is set, like a Lambda cold start.
+ * functions (`functions/<name>/function.ts`): each handler is made by its `createHandler` from the
+ * config the platform gives it, as its Lambda entry (handler.ts) makes it from the stack's environment.
  */
-/** The handler module, imported when called (an import the CLI package's bundler follows). */
-type HandlerModule = () => Promise<{ readonly handler?: unknown }>;
+/** The function's module, imported when called (an import the CLI package's bundler follows). */
+type HandlerModule = () => Promise<{ readonly createHandler?: unknown; readonly CONFIG?: ReadConfigOptions }>;
 
 export type LocalFunction =
   | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures'; readonly batchSize: number } }
@@ -26,12 +28,12 @@ export type LocalFunction =
 
 /** Each function's handler module, imported when called (an import the CLI package's bundler follows). */
 const MODULES: Readonly<Record<LedgerFunctionName, HandlerModule>> = {
-  intake: () => import('../functions/intake/handler.js'),
-  api: () => import('../functions/api/handler.js'),
-  monitor: () => import('../functions/monitor/handler.js'),
-  publisher: () => import('../functions/publisher/handler.js'),
-  retention: () => import('../functions/retention/handler.js'),
-  failures: () => import('../functions/failures/handler.js'),
+  intake: () => import('../functions/intake/function.js'),
+  api: () => import('../functions/api/function.js'),
+  monitor: () => import('../functions/monitor/function.js'),
+  publisher: () => import('../functions/publisher/function.js'),
+  retention: () => import('../functions/retention/function.js'),
+  failures: () => import('../functions/failures/function.js'),
 };
 
 /**
@@ -59,11 +61,15 @@ export const LOCAL_FUNCTIONS: readonly LocalFunction[] = LEDGER_FUNCTIONS.map((n
 
 type AnyHandler = SqsHandler | HttpApiHandler | ScheduledHandler | StreamHandler;
 
-/** Imports a handler module and returns its `handler` export, failing clearly if there is none. */
-export async function loadHandler<H extends AnyHandler>(fnDef: LocalFunction): Promise<H> {
+/**
+ * Imports a function's module and makes its handler on the config read from `settings` (the variables
+ * the stack would set, as a record: never through `process.env`), failing clearly if it has no `createHandler`.
+ */
+export async function loadHandler<H extends AnyHandler>(fnDef: LocalFunction, settings: LedgerSettings): Promise<H> {
   const loaded = await fnDef.module();
-  if (typeof loaded.handler !== 'function') {
-    throw new TypeError(`the ${fnDef.name} function's module exports no function named "handler"`);
+  if (typeof loaded.createHandler !== 'function') {
+    throw new TypeError(`the ${fnDef.name} function's module exports no function named "createHandler"`);
   }
-  return loaded.handler as H;
+  const create = loaded.createHandler as (config: LedgerConfig) => H;
+  return create(ledgerConfigFrom(settings, loaded.CONFIG));
 }

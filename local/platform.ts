@@ -8,6 +8,7 @@ import { localClients, localHandlerEnvironment, type LocalClients, type LocalEnd
 import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-agent/server.js';
 import { LOCAL_REGION, startEngines } from './engines/index.js';
 import { LOCAL_FUNCTIONS, loadHandler } from './functions.js';
+import type { LedgerSettings } from '../shared/adapters/config.js';
 import { createLocalResources, type LocalResources } from './resources.js';
 import { lambdaContext, type InvocationReport } from './runtime/context.js';
 import { EventLogTail } from './runtime/event-log.js';
@@ -32,7 +33,11 @@ export interface PlatformOptions {
   readonly engines?: LocalEndpoints;
   /** Prefix of every resource name, so several platforms can share engines. */
   readonly prefix?: string;
-  /** Handler environment overrides (e.g. second-scale retry delays in tests). */
+  /**
+   * Overrides of the functions' settings (e.g. second-scale retry delays in tests), by the variable the
+   * stack sets. `POWERTOOLS_*` and `AWS_*` are the runtime's and go to `process.env`; the rest to each
+   * function's config.
+   */
   readonly environment?: Readonly<Record<string, string>>;
   /** The dispatch queue's visibility timeout; default 180 s (6 × the intake's 30 s timeout, as in the stack). */
   readonly dispatchVisibilityTimeoutSeconds?: number;
@@ -65,6 +70,8 @@ export interface RunningPlatform {
   readonly scheduler: Scheduler;
   /** With `sigv4`: who may call the API, each registered in the principal registry. */
   readonly credentials?: LocalCredentials;
+  /** The functions' settings, as each function's config is read from them (the API's under `sigv4` enforces principals). */
+  readonly settings: LedgerSettings;
   stop(): Promise<void>;
 }
 
@@ -218,35 +225,43 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     });
     stoppers.push(() => api.close());
 
-    // The handlers' environment, as the stack sets it in AWS, with local endpoints. Set before the
-    // handler modules are imported: their deps.ts read it once, at cold start.
+    // What Lambda's runtime sets in every execution environment, with local endpoints: the region,
+    // credentials and endpoint URLs the SDK clients read, and Powertools' variables. The only part of
+    // a handler's environment that goes through `process.env`.
+    const overrides = Object.entries(options.environment ?? {});
+    const runtimeVariable = ([name]: readonly [string, string]): boolean => name.startsWith('POWERTOOLS_') || name.startsWith('AWS_');
     Object.assign(
       process.env,
       localHandlerEnvironment(endpoints),
       {
-        LEDGER_TABLE_NAME: resources.ledgerTable,
-        EVIDENCE_BUCKET: resources.evidenceBucket,
-        API_BASE_URL: api.url,
-        DISPATCH_QUEUE_URL: resources.dispatchQueue.url,
-        EVENT_BUS_NAME: resources.eventBusName,
-        // Locally every caller may speak for any origin (CONTRACT §2).
-        PRINCIPAL_MODE: 'open',
-        // Where `ledger local target add --secret-file` puts a target's secret: in scope under --sigv4 too.
-        TARGET_SECRET_PREFIX: LOCAL_TARGET_SECRET_PREFIX,
-        // Locally targets and principals are (re)registered while the platform runs (the demo, the tests): read them every time.
-        TARGET_CACHE_SECONDS: '0',
-        // Submission retries compressed from ~1 h to ~16 min, so a flaky target shows up in seconds.
-        SUBMIT_RETRY_DELAYS_SECONDS: process.env.SUBMIT_RETRY_DELAYS_SECONDS ?? '2,4,8,15,30,60,120,240,480',
         POWERTOOLS_SERVICE_NAME: 'dispatch-ledger',
-        // The monitor's schedule is the tick here.
-        MONITOR_PERIOD_SECONDS: String(options.tickSeconds),
         // Lambda targets are invoked in the local Lambda; the example worker keeps its runs here.
         AWS_ENDPOINT_URL_LAMBDA: localLambda.url,
-        LEDGER_ADMISSION_FUNCTION: ADMISSION_FUNCTION,
         KIT_RUN_TABLE: resources.exampleWorkerRuns,
       },
-      options.environment ?? {},
+      Object.fromEntries(overrides.filter(runtimeVariable)),
     );
+    // The ledger's settings, as the stack sets them on each function in AWS: handed to each function's
+    // `createHandler` as a record it reads its config from (loadHandler), never through `process.env`.
+    const settings: LedgerSettings = {
+      LEDGER_TABLE_NAME: resources.ledgerTable,
+      EVIDENCE_BUCKET: resources.evidenceBucket,
+      API_BASE_URL: api.url,
+      DISPATCH_QUEUE_URL: resources.dispatchQueue.url,
+      EVENT_BUS_NAME: resources.eventBusName,
+      // Locally every caller may speak for any origin (CONTRACT §2).
+      PRINCIPAL_MODE: 'open',
+      // Where `ledger local target add --secret-file` puts a target's secret: in scope under --sigv4 too.
+      TARGET_SECRET_PREFIX: LOCAL_TARGET_SECRET_PREFIX,
+      // Locally targets and principals are (re)registered while the platform runs (the demo, the tests): read them every time.
+      TARGET_CACHE_SECONDS: '0',
+      // Submission retries compressed from ~1 h to ~16 min, so a flaky target shows up in seconds.
+      SUBMIT_RETRY_DELAYS_SECONDS: process.env.SUBMIT_RETRY_DELAYS_SECONDS ?? '2,4,8,15,30,60,120,240,480',
+      // The monitor's schedule is the tick here.
+      MONITOR_PERIOD_SECONDS: String(options.tickSeconds),
+      LEDGER_ADMISSION_FUNCTION: ADMISSION_FUNCTION,
+      ...Object.fromEntries(overrides.filter((entry) => !runtimeVariable(entry))),
+    };
 
     const scheduled: ScheduledFunction[] = [];
     for (const fn of LOCAL_FUNCTIONS) {
@@ -255,7 +270,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
           const queue = fn.trigger.queue === 'dispatch' ? resources.dispatchQueue : resources.lambdaFailuresQueue;
           const source = new SqsEventSource({
             functionName: fn.name,
-            handler: await loadHandler<SqsHandler>(fn),
+            handler: await loadHandler<SqsHandler>(fn, settings),
             sqs: clients.sqs,
             queueUrl: queue.url,
             queueArn: queue.arn,
@@ -272,10 +287,10 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         case 'http':
           // With SigV4 the API knows its callers, as in AWS: it maps them through the principal registry.
           // Only the API: intake still takes any origin (fauxqs's SenderId names no registered principal).
-          apiHandler = await withEnvironment(credentials ? { PRINCIPAL_MODE: 'enforce', LOCAL_TARGETS_ON_LOOPBACK: 'true' } : {}, () => loadHandler<HttpApiHandler>(fn));
+          apiHandler = await loadHandler<HttpApiHandler>(fn, credentials ? { ...settings, PRINCIPAL_MODE: 'enforce', LOCAL_TARGETS_ON_LOOPBACK: 'true' } : settings);
           break;
         case 'schedule': {
-          const handler = await loadHandler<ScheduledHandler>(fn);
+          const handler = await loadHandler<ScheduledHandler>(fn, settings);
           monitorHandler = handler;
           scheduled.push({ functionName: fn.name, handler, timeoutMs: fn.trigger.timeoutSeconds * 1000 });
           break;
@@ -283,7 +298,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         case 'stream': {
           const source = new StreamEventSource({
             functionName: fn.name,
-            handler: await loadHandler<StreamHandler>(fn),
+            handler: await loadHandler<StreamHandler>(fn, settings),
             streams: clients.streams,
             streamArn: resources.ledgerStreamArn,
             region: LOCAL_REGION,
@@ -332,28 +347,9 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       demoAgentUrl: demoAgent.url,
       ...(credentialsFile ? { credentialsFile } : {}),
     };
-    return { info, pids, resources, invocationLog, demoAgent, scheduler, ...(credentials ? { credentials } : {}), stop: stopAll };
+    return { info, pids, resources, invocationLog, demoAgent, scheduler, settings, ...(credentials ? { credentials } : {}), stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;
-  }
-}
-
-/**
- * Imports a handler with its own variables on top of the shared environment, as each Lambda function
- * has its own: the handler's deps.ts reads them once, at import (its cold start); the shared
- * environment is then restored for the next one. A module is imported once per process, so this
- * holds for the first platform a process starts (one per test file).
- */
-async function withEnvironment<T>(own: Readonly<Record<string, string>>, load: () => Promise<T>): Promise<T> {
-  const shared = Object.fromEntries(Object.keys(own).map((name) => [name, process.env[name]]));
-  Object.assign(process.env, own);
-  try {
-    return await load();
-  } finally {
-    for (const [name, value] of Object.entries(shared)) {
-      if (value === undefined) delete process.env[name];
-      else process.env[name] = value;
-    }
   }
 }

@@ -1,30 +1,5 @@
-import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { ApiError, errorResponse } from '../../shared/api/http.js';
-import { route } from '../../shared/api/routes.js';
-import { clip } from '../../shared/text.js';
-import { apiDeps, logger } from './deps.js';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { CONFIG, createHandler } from './function.js';
 
-/**
- * The ledger API behind a Lambda function URL (payload 2.0, AWS_IAM auth; API Gateway's HTTP API sends
- * the same shape). Maps the event to a request,
- * routes it, and maps every failure to the contract's error body — never a stack trace.
- */
-export const handler = async (event: APIGatewayProxyEventV2WithIAMAuthorizer): Promise<APIGatewayProxyStructuredResultV2> => {
-  const { method } = event.requestContext.http;
-  try {
-    // Targets call back on the URL this request came in on, unless one is configured.
-    const deps = apiDeps.callbackUrl ? apiDeps : { ...apiDeps, callbackUrl: `https://${event.requestContext.domainName}` };
-    return await route(deps, {
-      method,
-      rawPath: event.rawPath,
-      query: event.queryStringParameters ?? {},
-      headers: event.headers ?? {},
-      body: event.body === undefined ? undefined : Buffer.from(event.body, event.isBase64Encoded ? 'base64' : 'utf8'),
-      iamUserId: event.requestContext.authorizer?.iam?.userId,
-    });
-  } catch (error) {
-    if (error instanceof ApiError) return errorResponse(error);
-    logger.error('request failed', { method, path: clip(event.rawPath, 512), error: error instanceof Error ? error.message : String(error) });
-    return errorResponse(new ApiError('internal', 'internal error'));
-  }
-};
+/** The api function's Lambda entry: its config read from the environment the stack sets, once, at cold start (the local platform calls `createHandler` with its own). */
+export const handler = createHandler(readLedgerConfig(CONFIG));

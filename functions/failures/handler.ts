@@ -1,29 +1,5 @@
-import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
-import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
-import { failureDeps, logger } from './deps.js';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { CONFIG, createHandler } from './function.js';
 
-const processor = new BatchProcessor(EventType.SQS);
-
-/**
- * Lambda's on-failure destination of every lambda target (an SQS queue): each record is an invocation
- * that failed or timed out after Lambda's own retries, taken in as the run's failure (CONTRACT §12).
- * A record that cannot be read is logged and acknowledged (nothing in it names a run); a store error is
- * reported back alone and retried by SQS.
- */
-async function recordHandler(record: SQSRecord): Promise<void> {
-  let body: unknown;
-  try {
-    body = JSON.parse(record.body);
-  } catch {
-    body = undefined;
-  }
-  const outcome = await takeLambdaFailure(failureDeps, body, record.attributes.SenderId);
-  if (outcome === 'unreadable') logger.warn('an on-failure record names no run of the ledger; dropped', { messageId: record.messageId, bytes: record.body.length });
-  else if (outcome === 'refused') logger.warn('an on-failure record not from the function of the run it names; refused', { messageId: record.messageId, senderId: record.attributes.SenderId });
-  else logger.info('lambda failure taken in', { messageId: record.messageId, outcome });
-  if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
-}
-
-export const handler = async (event: SQSEvent, context: Context): Promise<SQSBatchResponse> =>
-  processPartialResponse(event, recordHandler, processor, { context });
+/** The failures function's Lambda entry: its config read from the environment the stack sets, once, at cold start (the local platform calls `createHandler` with its own). */
+export const handler = createHandler(readLedgerConfig(CONFIG));

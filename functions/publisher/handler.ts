@@ -1,40 +1,5 @@
-import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
-import { countForTarget, countOnce } from '../../shared/adapters/metrics.js';
-import { crashPoint } from '../../shared/faults.js';
-import { streamChangeOf } from '../../shared/adapters/stream-records.js';
-import type { LedgerEvent } from '../../shared/events/catalog.js';
-import { METRIC_OF_DETAIL_TYPE } from '../../shared/events/names.js';
-import { publishStreamBatch } from '../../shared/events/derive.js';
-import { logger, metrics, publisherDeps } from './deps.js';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { CONFIG, createHandler } from './function.js';
 
-function count({ detailType, detail }: LedgerEvent): void {
-  const name = METRIC_OF_DETAIL_TYPE[detailType];
-  if (!name || !('target' in detail)) return;
-  // A result superseded by a redispatch is replaced by the new attempt's: nothing is lost, nobody is paged.
-  if (detailType === 'Result Dropped' && detail.reason === 'superseded') return;
-  countForTarget(metrics, name, detail.target);
-}
-
-/** The event publisher on the ledger table's stream: the stream is the outbox (see `publishStreamBatch`). */
-export const handler = async (event: DynamoDBStreamEvent): Promise<DynamoDBBatchResponse> => {
-  const changes = event.Records.map(streamChangeOf);
-  for (const change of changes) {
-    // A record that fails decoding publishes nothing and is reported — never cast into an event.
-    if (change.newItem.kind === 'corrupt') {
-      logger.error('a stored record failed decoding: no event published for it', { sequenceNumber: change.sequenceNumber, key: change.newItem.key, problem: change.newItem.problem });
-      countOnce(metrics, 'CorruptRecords');
-    }
-  }
-  const report = await publishStreamBatch(changes, publisherDeps);
-  // Metrics count every derived event: an events profile that leaves Dispatch Orphaned off the bus
-  // never silences the OrphanedDispatches alarm.
-  report.derived.forEach(count);
-  if (report.failure) {
-    const { sequenceNumber, error } = report.failure;
-    logger.error('events not published; the stream retries from this record', { sequenceNumber, retried: report.batchItemFailures.length, error });
-    // No dimension: a bus outage is not any one target's. Alarmed on (PublishFailures ≥ 1).
-    countOnce(metrics, 'PublishFailures');
-  }
-  if (!report.failure) crashPoint('publisher.before_checkpoint', changes[0]?.sequenceNumber ?? 'empty');
-  return { batchItemFailures: [...report.batchItemFailures] };
-};
+/** The publisher function's Lambda entry: its config read from the environment the stack sets, once, at cold start (the local platform calls `createHandler` with its own). */
+export const handler = createHandler(readLedgerConfig(CONFIG));

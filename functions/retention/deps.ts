@@ -2,23 +2,29 @@ import { functionLogger, functionMetrics } from '../../shared/adapters/powertool
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
-import { readLedgerConfig } from '../../shared/adapters/config.js';
+import type { LedgerConfig, ReadConfigOptions } from '../../shared/adapters/config.js';
 import { LiveDispatchesTable } from '../../shared/adapters/live-dispatches.js';
 import { S3ObjectSweeper } from '../../shared/adapters/s3-retention.js';
 import type { LiveDispatches, ObjectSweeper } from '../../shared/usecases/retention.js';
 
-/** Composition root of the retention function: config and the S3 client built once per execution environment. */
+/** Composition root of the retention function: the S3 and table clients built once per execution environment. */
 export const logger = functionLogger('retention');
 export const metrics = functionMetrics();
 
-const config = readLedgerConfig({ requireApiBaseUrl: false });
+export const CONFIG: ReadConfigOptions = { requireApiBaseUrl: false };
 
-export const objects: ObjectSweeper = new S3ObjectSweeper(new S3Client({}), config.bucketName);
+export interface RetentionDeps {
+  readonly objects: ObjectSweeper;
+  readonly live: LiveDispatches;
+  /** An anchor put back lives another twice the retention (as a fresh one does). */
+  readonly anchorSeconds: number;
+}
 
-const retentionSeconds = config.retentionSeconds;
-export const live: LiveDispatches = new LiveDispatchesTable(DynamoDBDocumentClient.from(new DynamoDBClient({}), { marshallOptions: { removeUndefinedValues: true } }), {
-  tableName: config.tableName,
-  retentionSeconds,
-});
-/** An anchor put back lives another twice the retention (as a fresh one does). */
-export const anchorSeconds = 2 * retentionSeconds;
+export function retentionDeps(config: LedgerConfig): RetentionDeps {
+  const retentionSeconds = config.retentionSeconds;
+  return {
+    objects: new S3ObjectSweeper(new S3Client({}), config.bucketName),
+    live: new LiveDispatchesTable(DynamoDBDocumentClient.from(new DynamoDBClient({}), { marshallOptions: { removeUndefinedValues: true } }), { tableName: config.tableName, retentionSeconds }),
+    anchorSeconds: 2 * retentionSeconds,
+  };
+}

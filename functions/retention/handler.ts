@@ -1,30 +1,5 @@
-import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
-import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { countOnce } from '../../shared/adapters/metrics.js';
-import { streamChangeOf } from '../../shared/adapters/stream-records.js';
-import { removeExpiredObjects } from '../../shared/usecases/retention.js';
-import { anchorSeconds, live, logger, metrics, objects } from './deps.js';
+import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { CONFIG, createHandler } from './function.js';
 
-const processor = new BatchProcessor(EventType.DynamoDBStreams);
-
-/**
- * One TTL removal (the event source mapping passes only those): the objects of the expired record go
- * (see `removeExpiredObjects`). A record whose deletes fail is reported back alone; the stream retries
- * it, bisecting, and parks it in the failure bucket when the retries are spent.
- */
-async function recordHandler(record: DynamoDBRecord): Promise<void> {
-  const sequenceNumber = record.dynamodb?.SequenceNumber;
-  const outcome = await removeExpiredObjects(streamChangeOf(record), objects, live, { now: new Date(), anchorSeconds });
-  if (outcome.kind === 'kept') {
-    logger.info('an anchor expired while its dispatch lives on, or its id was taken again: nothing deleted', { sequenceNumber, ...outcome });
-  } else if (outcome.kind === 'deleted') {
-    logger.info('objects of an expired record deleted', { sequenceNumber, ...outcome });
-    countOnce(metrics, 'ExpiredObjectsDeleted', {}, outcome.keys + outcome.inFolders);
-  } else if (outcome.kind === 'corrupt') {
-    logger.error('an expired record failed decoding: its objects are left to the bucket\'s backstop rule', { sequenceNumber, key: outcome.key, problem: outcome.problem });
-    countOnce(metrics, 'CorruptRecords');
-  }
-}
-
-export const handler = async (event: DynamoDBStreamEvent, context: Context): Promise<DynamoDBBatchResponse> =>
-  processPartialResponse(event, recordHandler, processor, { context });
+/** The retention function's Lambda entry: its config read from the environment the stack sets, once, at cold start (the local platform calls `createHandler` with its own). */
+export const handler = createHandler(readLedgerConfig(CONFIG));

@@ -1,5 +1,4 @@
 import { inboxShardCount } from './ledger-keys.js';
-import { getNumberFromEnv, getStringFromEnv } from '@aws-lambda-powertools/commons/utils/env';
 import { DEFAULT_RETRY_POLICY, parseRetryDelays, type RetryPolicy } from '../dispatch/retry.js';
 import { PARENT_WAIT_SECONDS } from '../dispatch/state.js';
 import type { PrincipalMode } from '../principals/principals.js';
@@ -77,10 +76,37 @@ export interface ReadConfigOptions {
 
 const NO_REGISTRY: StaticRegistry = { principals: new Map(), targets: new Map() };
 
-const stringFromEnv = (key: string, required: boolean): string => (required ? getStringFromEnv({ key, errorMessage: `${key} is not set` }) : getStringFromEnv({ key, defaultValue: '' }));
+/**
+ * A function's settings as the stack sets them, by variable name: `process.env` in Lambda, a plain
+ * record on the local platform (which hands each function its own, never through `process.env`).
+ */
+export type LedgerSettings = Readonly<Record<string, string | undefined>>;
 
+/** Reads named settings as Powertools' env helpers read variables: trimmed, a default when unset, a clear error when required. */
+function settingsReader(settings: LedgerSettings) {
+  const text = (key: string, defaultValue?: string): string => {
+    const value = settings[key];
+    if (value !== undefined) return value.trim();
+    if (defaultValue !== undefined) return defaultValue;
+    throw new Error(`${key} is not set`);
+  };
+  const number = (key: string, defaultValue: number): number => {
+    const value = Number(text(key, String(defaultValue)));
+    if (Number.isNaN(value)) throw new TypeError(`${key} must be a number`);
+    return value;
+  };
+  return { text, number, optionalText: (key: string, required: boolean): string => (required ? text(key) : text(key, '')) };
+}
+
+/** The config of a function in AWS: its environment, read once at cold start. */
 export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig {
-  const principalMode = getStringFromEnv({ key: 'PRINCIPAL_MODE', defaultValue: 'enforce' });
+  return ledgerConfigFrom(process.env, options);
+}
+
+/** The config from a function's settings (`readLedgerConfig` passes `process.env`; the local platform its own record). */
+export function ledgerConfigFrom(settings: LedgerSettings, options: ReadConfigOptions = {}): LedgerConfig {
+  const { text, number, optionalText } = settingsReader(settings);
+  const principalMode = text('PRINCIPAL_MODE', 'enforce');
   if (principalMode !== 'open' && principalMode !== 'enforce') {
     throw new RangeError(`PRINCIPAL_MODE must be "open" or "enforce", got "${principalMode}"`);
   }
@@ -88,31 +114,31 @@ export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig 
   // reaching loopback or metadata addresses.
   // The local platform's `--sigv4` mode runs the API enforcing principals while its demo agent listens on
   // loopback: `LOCAL_TARGETS_ON_LOOPBACK` says so, and it is compiled out of every deployed bundle.
-  const loopbackForLocal = typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE === 'undefined' && getStringFromEnv({ key: 'LOCAL_TARGETS_ON_LOOPBACK', defaultValue: '' }) === 'true';
+  const loopbackForLocal = typeof DISPATCH_LEDGER_DEPLOYED_BUNDLE === 'undefined' && text('LOCAL_TARGETS_ON_LOOPBACK', '') === 'true';
   const targetAddressPolicy: AddressPolicy = principalMode === 'open' || loopbackForLocal ? 'allow-loopback' : 'public-only';
-  const delays = getStringFromEnv({ key: 'SUBMIT_RETRY_DELAYS_SECONDS', defaultValue: '' });
-  const targetTimeoutMs = getNumberFromEnv({ key: 'TARGET_TIMEOUT_MS', defaultValue: 10_000 });
+  const delays = text('SUBMIT_RETRY_DELAYS_SECONDS', '');
+  const targetTimeoutMs = number('TARGET_TIMEOUT_MS', 10_000);
   return {
-    tableName: getStringFromEnv({ key: 'LEDGER_TABLE_NAME', errorMessage: 'LEDGER_TABLE_NAME is not set' }),
-    bucketName: stringFromEnv('EVIDENCE_BUCKET', options.requireBucket !== false),
-    apiBaseUrl: stringFromEnv('API_BASE_URL', options.requireApiBaseUrl !== false),
+    tableName: text('LEDGER_TABLE_NAME'),
+    bucketName: optionalText('EVIDENCE_BUCKET', options.requireBucket !== false),
+    apiBaseUrl: optionalText('API_BASE_URL', options.requireApiBaseUrl !== false),
     principalMode,
     retryPolicy: delays ? parseRetryDelays(delays) : DEFAULT_RETRY_POLICY,
     // A claim must outlast the target call it covers, or an overlapping tick (or a duplicate
     // delivery) takes the dispatch over mid-call and the two keep voiding each other's writes.
     // CONTRACT §1 V3: held for its parent up to 300 s; a deployment (or the census) may hold it less, never more.
-    parentWaitSeconds: Math.min(PARENT_WAIT_SECONDS, Math.max(1, getNumberFromEnv({ key: 'PARENT_WAIT_SECONDS', defaultValue: PARENT_WAIT_SECONDS }))),
-    claimSeconds: Math.max(getNumberFromEnv({ key: 'CLAIM_SECONDS', defaultValue: 60 }), Math.ceil((2 * targetTimeoutMs) / 1000)),
-    retentionSeconds: getNumberFromEnv({ key: 'RETENTION_DAYS', defaultValue: 90 }) * 86_400,
+    parentWaitSeconds: Math.min(PARENT_WAIT_SECONDS, Math.max(1, number('PARENT_WAIT_SECONDS', PARENT_WAIT_SECONDS))),
+    claimSeconds: Math.max(number('CLAIM_SECONDS', 60), Math.ceil((2 * targetTimeoutMs) / 1000)),
+    retentionSeconds: number('RETENTION_DAYS', 90) * 86_400,
     targetTimeoutMs,
-    monitorPeriodSeconds: getNumberFromEnv({ key: 'MONITOR_PERIOD_SECONDS', defaultValue: 60 }),
-    registry: options.parseRegistry ? options.parseRegistry(getStringFromEnv({ key: 'LEDGER_REGISTRY', defaultValue: '' }), targetAddressPolicy) : NO_REGISTRY,
-    targetCacheMs: getNumberFromEnv({ key: 'TARGET_CACHE_SECONDS', defaultValue: 30 }) * 1000,
+    monitorPeriodSeconds: number('MONITOR_PERIOD_SECONDS', 60),
+    registry: options.parseRegistry ? options.parseRegistry(text('LEDGER_REGISTRY', ''), targetAddressPolicy) : NO_REGISTRY,
+    targetCacheMs: number('TARGET_CACHE_SECONDS', 30) * 1000,
     targetAddressPolicy,
-    targetSecretPrefix: getStringFromEnv({ key: 'TARGET_SECRET_PREFIX', defaultValue: '' }),
-    admissionFunction: getStringFromEnv({ key: 'LEDGER_ADMISSION_FUNCTION', defaultValue: '' }),
-    inboxShards: inboxShardCount(getNumberFromEnv({ key: 'INBOX_SHARDS', defaultValue: 1 })),
-    eventBusName: stringFromEnv('EVENT_BUS_NAME', options.requireEventBus === true),
-    publishedEvents: getStringFromEnv({ key: 'PUBLISHED_EVENTS', defaultValue: '' }) || undefined,
+    targetSecretPrefix: text('TARGET_SECRET_PREFIX', ''),
+    admissionFunction: text('LEDGER_ADMISSION_FUNCTION', ''),
+    inboxShards: inboxShardCount(number('INBOX_SHARDS', 1)),
+    eventBusName: optionalText('EVENT_BUS_NAME', options.requireEventBus === true),
+    publishedEvents: text('PUBLISHED_EVENTS', '') || undefined,
   };
 }

@@ -9,8 +9,8 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import type { InvocationReport } from '../../local/runtime/context.js';
-import { readLedgerConfig } from '../../shared/adapters/config.js';
-import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
+import { ledgerConfigFrom } from '../../shared/adapters/config.js';
+import { CONFIG, intakeDeps } from '../../functions/intake/deps.js';
 import { DispatchInProgressError, takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { uniqueName } from '../support/engines.js';
@@ -58,12 +58,8 @@ describe('intake: every message ends as exactly one effect', () => {
     const message = dispatch();
     const body = JSON.stringify(message);
     // Concurrent deliveries run in separate Lambda execution environments: two compositions of the
-    // intake's dependencies, exactly as functions/intake/deps.ts builds them.
-    const environment = (): IntakeDeps => {
-      const config = readLedgerConfig();
-      const adapters = buildLedgerAdapters(config, LedgerTable);
-      return { store: adapters.table, blobs: adapters.blobs, targetFor: adapters.targetFor, principals: adapters.table, principalMode: config.principalMode, callbackUrl: config.apiBaseUrl, retryPolicy: config.retryPolicy, now: () => new Date(), claimSeconds: config.claimSeconds };
-    };
+    // intake's dependencies, built by functions/intake/deps.ts from the config the platform gives the intake.
+    const environment = (): IntakeDeps => intakeDeps(ledgerConfigFrom(t.platform.settings, CONFIG));
     const record = { messageId: 'm-same', body, senderId: 'local' };
 
     const concurrent = await Promise.allSettled([takeDispatchMessage(environment(), record), takeDispatchMessage(environment(), record)]);

@@ -13,4 +13,22 @@ describe('startTestPlatform', () => {
     await t.stop();
     expect(existsSync(stateDir)).toBe(false);
   });
+
+  it('hands each function its config, never through process.env: only the runtime\'s variables (region, endpoints, Powertools) are set there (issue 33)', async () => {
+    const ledgerVariables = ['LEDGER_TABLE_NAME', 'EVIDENCE_BUCKET', 'API_BASE_URL', 'EVENT_BUS_NAME', 'PRINCIPAL_MODE', 'CLAIM_SECONDS', 'SUBMIT_RETRY_DELAYS_SECONDS'];
+    const before = ledgerVariables.map((name) => process.env[name]);
+    const t = await startTestPlatform();
+    try {
+      expect(ledgerVariables.map((name) => process.env[name])).toEqual(before);
+      expect(process.env.AWS_ENDPOINT_URL_DYNAMODB).toBe(t.platform.info.dynamodbEndpoint);
+      expect(t.platform.settings).toMatchObject({ LEDGER_TABLE_NAME: t.platform.resources.ledgerTable, CLAIM_SECONDS: '2', PRINCIPAL_MODE: 'open' });
+      // And the functions run on it: a dispatch goes through intake, the target and the API.
+      const dispatchId = `config-${Date.now()}`;
+      await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'config objects', behavior: 'complete' } }));
+      const done = await t.viewWhen(dispatchId, (view) => view.phase === 'submitted' && view.execution.status === 'completed');
+      expect(done.execution.status).toBe('completed');
+    } finally {
+      await t.stop();
+    }
+  });
 });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { readLedgerConfig } from '../../shared/adapters/config.js';
+import { ledgerConfigFrom, readLedgerConfig } from '../../shared/adapters/config.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 
 describe('readLedgerConfig', () => {
@@ -55,5 +55,13 @@ describe('readLedgerConfig', () => {
     expect(readLedgerConfig({ parseRegistry: parseStaticRegistry }).registry.targets.get('agent')).toMatchObject({ kind: 'http' });
     Object.assign(process.env, { LEDGER_REGISTRY: '{not json' });
     expect(() => readLedgerConfig({ parseRegistry: parseStaticRegistry })).toThrow(/LEDGER_REGISTRY/);
+  });
+
+  it('reads a settings record without process.env: what the local platform hands each function (issue 33: it set process.env for them)', () => {
+    Object.assign(process.env, base, { LEDGER_TABLE_NAME: 'from-env', CLAIM_SECONDS: '99' });
+    const config = ledgerConfigFrom({ ...base, LEDGER_TABLE_NAME: ' local-table ', CLAIM_SECONDS: '7', PRINCIPAL_MODE: 'open' });
+    expect(config).toMatchObject({ tableName: 'local-table', claimSeconds: 20, principalMode: 'open', targetAddressPolicy: 'allow-loopback' });
+    expect(() => ledgerConfigFrom({ EVIDENCE_BUCKET: 'b', API_BASE_URL: 'u' })).toThrow('LEDGER_TABLE_NAME is not set');
+    expect(() => ledgerConfigFrom({ ...base, RETENTION_DAYS: 'ninety' })).toThrow('RETENTION_DAYS must be a number');
   });
 });

@@ -1,0 +1,34 @@
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { takeLambdaFailure, type LambdaFailureDeps } from '../../shared/usecases/lambda-failure.js';
+import type { LedgerConfig } from '../../shared/adapters/config.js';
+import { failureDeps, logger } from './deps.js';
+
+export { CONFIG } from './deps.js';
+
+const processor = new BatchProcessor(EventType.SQS);
+
+/**
+ * Lambda's on-failure destination of every lambda target (an SQS queue): each record is an invocation
+ * that failed or timed out after Lambda's own retries, taken in as the run's failure (CONTRACT §12).
+ * A record that cannot be read is logged and acknowledged (nothing in it names a run); a store error is
+ * reported back alone and retried by SQS.
+ */
+async function recordHandler(deps: LambdaFailureDeps, record: SQSRecord): Promise<void> {
+  let body: unknown;
+  try {
+    body = JSON.parse(record.body);
+  } catch {
+    body = undefined;
+  }
+  const outcome = await takeLambdaFailure(deps, body, record.attributes.SenderId);
+  if (outcome === 'unreadable') logger.warn('an on-failure record names no run of the ledger; dropped', { messageId: record.messageId, bytes: record.body.length });
+  else if (outcome === 'refused') logger.warn('an on-failure record not from the function of the run it names; refused', { messageId: record.messageId, senderId: record.attributes.SenderId });
+  else logger.info('lambda failure taken in', { messageId: record.messageId, outcome });
+  if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
+}
+
+export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
+  const deps = failureDeps(config);
+  return async (event, context) => processPartialResponse(event, (record: SQSRecord) => recordHandler(deps, record), processor, { context });
+}
