@@ -1,3 +1,4 @@
+import { MESSAGE_ITEM, STATE_ITEM } from '../shared/adapters/item-kinds.js';
 import { ROUTES, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -15,7 +16,7 @@ import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, itemSizeBytes } from './capacity-meter.js';
 import { stateItem } from '../shared/adapters/state-item.js';
-import { KEY, newWriteId, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-keys.js';
+import { newWriteId, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-keys.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
@@ -368,7 +369,7 @@ async function ledgerItemTemplates(handler: SqsHandler, dynamodb: DynamoDBClient
     if (!Item) throw new Error(`no item ${key.pk} ${key.sk} after the sample message`);
     return Item;
   };
-  const [anchor, state] = await Promise.all([read(KEY.message(sampleDispatchId)), read(KEY.state(sampleDispatchId))]);
+  const [anchor, state] = await Promise.all([read(MESSAGE_ITEM.key(sampleDispatchId)), read(STATE_ITEM.key(sampleDispatchId))]);
   const sampleRunId = state.runId?.S;
   if (sampleRunId === undefined || state.phase?.S !== 'submitted') throw new Error('the sample dispatch was not recorded submitted');
   return { anchor, state, sampleDispatchId, sampleRunId };
@@ -525,11 +526,11 @@ export async function runIntakeThroughput(ctx: BenchContext): Promise<IntakeThro
     };
     /** Where each pipeline keeps its state record, and the key of a dispatch's. */
     const records: Record<PipelineName, { table: string; key: (dispatchId: string) => Record<string, string> }> = {
-      ours: { table: ours.tableName, key: KEY.state },
+      ours: { table: ours.tableName, key: STATE_ITEM.key },
       reference: { table: reference.recordTable, key: referenceRecordKey },
       floor: { table: floorTable, key: (id) => floorStateKey(id) },
       floorLedgerTable: { table: floorLedgerTable, key: (id) => floorStateKey(id, true) },
-      floorLedgerItems: { table: floorItemsTable, key: KEY.state },
+      floorLedgerItems: { table: floorItemsTable, key: STATE_ITEM.key },
     };
 
     ctx.log(`intake throughput: warming DynamoDB Local for ${warmupSeconds} s`);

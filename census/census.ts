@@ -1,3 +1,4 @@
+import { MESSAGE_ITEM, isStateItemKey } from '../shared/adapters/item-kinds.js';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,7 +11,7 @@ import { startPlatform, type RunningPlatform } from '../local/platform.js';
 import type { InvocationReport } from '../local/runtime/context.js';
 import { startDemoAgent, type DemoAgent, type DemoAgentStats } from '../local/demo-agent/server.js';
 import { redriveDeadLetters } from '../shared/adapters/dlq-redrive.js';
-import { isStateItemKey, KEY } from '../shared/adapters/ledger-keys.js';
+
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../shared/targets/port.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -168,7 +169,7 @@ export async function runCensus(options: CensusOptions): Promise<CensusRun> {
     faults.spareSlotCrash(workload.dispatches.filter((plan) => plan.limited).map((plan) => plan.dispatchId));
     // DLQ round trips: the table is unavailable for these dispatches until their messages are in the DLQ.
     const dlqPlans = faults.enabled('dlq_round_trip') ? workload.dispatches.filter((plan) => plan.dlqRoundTrip) : [];
-    faults.makeUnavailable(dlqPlans.map((plan) => KEY.message(plan.dispatchId).pk));
+    faults.makeUnavailable(dlqPlans.map((plan) => MESSAGE_ITEM.key(plan.dispatchId).pk));
 
     const sent: SentMessage[] = [];
     const send = async (batch: readonly PlannedSend[]): Promise<void> => {

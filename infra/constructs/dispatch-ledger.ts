@@ -10,7 +10,7 @@ import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { INDEX } from '../../shared/adapters/ledger-keys.js';
-import { COUNTS_KEY_PATTERN } from '../../shared/adapters/ledger-keys.js';
+import { COUNTS_KEY_PATTERN } from '../../shared/adapters/item-kinds.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';

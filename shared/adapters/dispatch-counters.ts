@@ -1,6 +1,7 @@
+import { COUNTS_ITEM } from './item-kinds.js';
 import { UpdateCommand, type DynamoDBDocumentClient, type UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { CountDelta } from '../dispatch/counts.js';
-import { countShardOf, KEY } from './ledger-keys.js';
+import { countShardOf } from './ledger-keys.js';
 
 /**
  * The write side of `GET /counts` (CONTRACT §2 v2): the publisher adds each stream batch's count deltas
@@ -21,7 +22,7 @@ export function countsUpdate(tableName: string, shard: number, delta: CountDelta
   const buckets = Object.entries(delta);
   return {
     TableName: tableName,
-    Key: KEY.counts(shard),
+    Key: COUNTS_ITEM.key(shard),
     UpdateExpression: `ADD ${buckets.map((_, index) => `#b${index} :d${index}`).join(', ')}`,
     ExpressionAttributeNames: Object.fromEntries(buckets.map(([bucket], index) => [`#b${index}`, bucket])),
     ExpressionAttributeValues: Object.fromEntries(buckets.map(([, by], index) => [`:d${index}`, by])),

@@ -24,12 +24,6 @@ export const idHash = (id: string): string => digestOf(id).toString('base64url')
 /** When an item written at `at` expires: the retention after it (DynamoDB TTL, epoch seconds). */
 export const expiryOf = (at: string, retentionSeconds: number): number => Math.floor(Date.parse(at) / 1000) + retentionSeconds;
 
-/**
- * The accepted message outlives the dispatch it anchors: its expiry is counted from when it was
- * received, over twice the retention (a dispatch's clocks are bounded at 30 days each), so a state never
- * outlives the anchor that lets a redelivery resume it.
- */
-export const ANCHOR_RETENTION_FACTOR = 2;
 
 // ——— codecs: every stored item is decoded and checked, never cast ——————————————————————————————
 

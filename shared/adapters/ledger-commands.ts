@@ -1,3 +1,4 @@
+import { COLLECTION, DUE_SHARD_CLAIM_ITEM, LIMITED_TARGETS_ITEM, MANUAL_ATTESTATION_ITEM, OPERATOR_RECEIPT_ITEM, SLOT_SHARD_ITEM, expiryFields, type ItemKey, type ItemKind } from './item-kinds.js';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import {
@@ -11,9 +12,9 @@ import { type ManualAttestation } from '../dispatch/manual.js';
 import { CorruptItemError } from '../ledger/port.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { writeCondition } from '../dispatch/transitions/legal.js';
-import { ANCHOR_RETENTION_FACTOR, expiryOf, withoutNulls, type Item } from './item-codec.js';
+import { withoutNulls, type Item } from './item-codec.js';
 import { stateItem } from './state-item.js';
-import { COLLECTION, INDEX, KEY, TTL_ATTRIBUTE, newWriteId, WRITE_ID_ATTRIBUTE } from './ledger-keys.js';
+import { INDEX, newWriteId, WRITE_ID_ATTRIBUTE } from './ledger-keys.js';
 
 
 /**
@@ -41,7 +42,7 @@ export function slotUpdates(tableName: string, from: DispatchState, next: Dispat
       items: [{
         Update: {
           TableName: tableName,
-          Key: KEY.slotShard(next.target, taken.shard),
+          Key: SLOT_SHARD_ITEM.key(next.target, taken.shard),
           // `takenAt`: a full shard became full at its last take or allotment (`slotTotals`' `fullSince`).
           UpdateExpression: 'SET lastOrigin = :origin, takenAt = :at ADD held :one',
           ConditionExpression: 'held < cap',
@@ -56,7 +57,7 @@ export function slotUpdates(tableName: string, from: DispatchState, next: Dispat
       items: [{
         Update: {
           TableName: tableName,
-          Key: KEY.slotShard(from.target, freed.shard),
+          Key: SLOT_SHARD_ITEM.key(from.target, freed.shard),
           UpdateExpression: isUnknown(from) ? 'ADD held :minus, unknownHeld :minus' : 'ADD held :minus',
           ExpressionAttributeValues: { ':minus': -1 },
         },
@@ -66,7 +67,7 @@ export function slotUpdates(tableName: string, from: DispatchState, next: Dispat
   if (from.slot && next.slot && isUnknown(from) !== isUnknown(next)) {
     return {
       takes: false,
-      items: [{ Update: { TableName: tableName, Key: KEY.slotShard(next.target, next.slot.shard), UpdateExpression: 'ADD unknownHeld :delta', ExpressionAttributeValues: { ':delta': isUnknown(next) ? 1 : -1 } } }],
+      items: [{ Update: { TableName: tableName, Key: SLOT_SHARD_ITEM.key(next.target, next.slot.shard), UpdateExpression: 'ADD unknownHeld :delta', ExpressionAttributeValues: { ':delta': isUnknown(next) ? 1 : -1 } } }],
     };
   }
   return { takes: false, items: [] };
@@ -91,12 +92,12 @@ export const isTransactionConflict = (error: unknown): boolean => error instance
  * back (ALL_OLD) to compare payload hashes.
  */
 export function operatorReceiptPut(tableName: string, receipt: OperatorReceipt, retentionSeconds: number): SinglePut {
-  return writtenOnce(tableName, KEY.operatorReceipt(receipt.dispatchId, receipt.receiptId), receipt, retentionSeconds);
+  return writtenOnce(tableName, OPERATOR_RECEIPT_ITEM, OPERATOR_RECEIPT_ITEM.key(receipt.dispatchId, receipt.receiptId), receipt, retentionSeconds);
 }
 
 /** A record people wrote (an operator receipt, a manual attestation) as its own item, once per key; the stored one back when it exists. */
-export function writtenOnce(tableName: string, key: { readonly pk: string; readonly sk: string }, record: { readonly recordedAt: string }, retentionSeconds: number): SinglePut {
-  return onceOnly(tableName, { ...key, ...(withoutNulls(record) as Item), [TTL_ATTRIBUTE]: expiryOf(record.recordedAt, retentionSeconds) });
+export function writtenOnce(tableName: string, kind: Pick<ItemKind<never>, 'ttl'>, key: ItemKey, record: { readonly recordedAt: string }, retentionSeconds: number): SinglePut {
+  return onceOnly(tableName, { ...key, ...(withoutNulls(record) as Item), ...expiryFields(kind, record, retentionSeconds) });
 }
 
 /** A put of an item that is written once: refused when its key exists, with the stored item back (ALL_OLD). */
@@ -113,7 +114,7 @@ export function operatorReceiptsQuery(tableName: string, dispatchId: string, sta
  * ends the wait), so it expires like the anchor: twice the retention.
  */
 export function manualAttestationPut(tableName: string, attestation: ManualAttestation, retentionSeconds: number): SinglePut {
-  return writtenOnce(tableName, KEY.manualAttestation(attestation.dispatchId, attestation.attestationId), attestation, retentionSeconds * ANCHOR_RETENTION_FACTOR);
+  return writtenOnce(tableName, MANUAL_ATTESTATION_ITEM, MANUAL_ATTESTATION_ITEM.key(attestation.dispatchId, attestation.attestationId), attestation, retentionSeconds);
 }
 
 /** One kind of item of a dispatch's partition, in sort-key order, strongly consistent. */
@@ -195,7 +196,7 @@ export function duePageQuery(tableName: string, shard: string, now: Date, pageSi
 export function dueShardClaimUpdate(tableName: string, shard: string, holder: string, now: Date, until: Date): UpdateCommandInput {
   return {
     TableName: tableName,
-    Key: KEY.dueShardClaim(shard),
+    Key: DUE_SHARD_CLAIM_ITEM.key(shard),
     UpdateExpression: 'SET holder = :holder, leaseUntil = :until',
     // The holder's own claim too: a claim whose answer was lost is sent again and must not meet itself as another's.
     ConditionExpression: 'attribute_not_exists(holder) OR leaseUntil < :now OR holder = :holder',
@@ -207,7 +208,7 @@ export function dueShardClaimUpdate(tableName: string, shard: string, holder: st
 export function dueShardReleaseUpdate(tableName: string, shard: string, holder: string): UpdateCommandInput {
   return {
     TableName: tableName,
-    Key: KEY.dueShardClaim(shard),
+    Key: DUE_SHARD_CLAIM_ITEM.key(shard),
     UpdateExpression: 'REMOVE holder, leaseUntil',
     ConditionExpression: 'holder = :holder',
     ExpressionAttributeValues: { ':holder': holder },
@@ -225,7 +226,7 @@ export function slotCapUpdates(table: string, target: string, allotment: { reado
   return caps.map((cap, shard) => ({
     Update: {
       TableName: table,
-      Key: KEY.slotShard(target, shard),
+      Key: SLOT_SHARD_ITEM.key(target, shard),
       UpdateExpression: 'SET cap = :cap, #limit = :limit, allottedAt = :at, held = if_not_exists(held, :zero), unknownHeld = if_not_exists(unknownHeld, :zero)',
       ExpressionAttributeNames: { '#limit': 'limit' },
       ...(held === undefined
@@ -245,7 +246,7 @@ export function shardCountUpdate(table: string, target: string, write: { readonl
   return {
     Update: {
       TableName: table,
-      Key: KEY.limitedTargets(),
+      Key: LIMITED_TARGETS_ITEM.key(),
       ...(rev === undefined
         ? {
             UpdateExpression: 'SET #count = :count',

@@ -1,3 +1,4 @@
+import { COUNT_KEYS, STATE_ITEM } from './item-kinds.js';
 import { QueryCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { ATTENTION_KINDS, type AttentionKind } from '../dispatch/attention.js';
 import { countsOf, isBucket, type Counts } from '../dispatch/counts.js';
@@ -9,7 +10,7 @@ import { originRejectionOf, rejectionOf } from './ledger-items.js';
 import { type Item } from './item-codec.js';
 import { stateOf } from './state-item.js';
 import { originRejectionListOf } from './ledger-keys.js';
-import { COUNT_KEYS, dispatchIdOfKey, FEED, feedPartitionsOf, INDEX, isRecentPosition, isRejectionPosition, KEY, monthKey, originListOf, originPartitionsOf, originRejectionPartitionsOf, RECENT_SHARD_KEYS, REJECTION_FEED } from './ledger-keys.js';
+import { dispatchIdOfKey, FEED, feedPartitionsOf, INDEX, isRecentPosition, isRejectionPosition, monthKey, originListOf, originPartitionsOf, originRejectionPartitionsOf, RECENT_SHARD_KEYS, REJECTION_FEED } from './ledger-keys.js';
 import { batchReadAll } from './batch-read.js';
 
 /**
@@ -310,7 +311,7 @@ export class LedgerFeedsTable implements LedgerFeeds {
   /** States by id, in the order asked (strongly consistent batch read). */
   private async getStates(dispatchIds: readonly string[]): Promise<DispatchState[]> {
     const found = new Map<string, DispatchState>();
-    for (const item of await this.batchGet(dispatchIds.map((id) => KEY.state(id)))) {
+    for (const item of await this.batchGet(dispatchIds.map((id) => STATE_ITEM.key(id)))) {
       const state = stateOf(item);
       found.set(state.dispatchId, state);
     }

@@ -5,33 +5,11 @@ import { type AttentionKind } from '../dispatch/attention.js';
 import type { AttributeDefinition, GlobalSecondaryIndex, KeySchemaElement } from '@aws-sdk/client-dynamodb';
 
 /**
- * The ledger table's keys: every key shape, shard and index is in this module, every item codec in
- * `ledger-items.ts`, every access pattern in `ledger-table.ts` (no other file spells pk, sk or an index name). Kept free of SDK code so the
- * publisher can decode stream images without bundling the DynamoDB client.
- *
- * | item               | pk                | sk          | indexes                                              |
- * | ------------------ | ----------------- | ----------- | ---------------------------------------------------- |
- * | dispatch state     | D#{dispatchId}    | STATE       | due (while something is due), byOrigin, recent (always) |
- * | accepted message   | D#{dispatchId}    | MSG         | —  (the idempotency anchor, with the task payload)   |
- * | evidence mark      | D#{dispatchId}    | MARK#{attempt}#{ref} | —  (an owner's verdict on one file; latest wins) |
- * | evidence check     | D#{dispatchId}    | CHECK#{attempt} | —  (final post-condition outcome; files found, with SHA-256 — only when it does not fit the settled state) |
- * | evidence upload    | D#{dispatchId}    | UPLOAD#{attempt}#{ref} | —  (which immutable, hash-named object a ref holds now; latest wins) |
- * | late run event     | D#{dispatchId}    | LATE#{runId}#{seq} | —  (events of superseded runs, for the record) |
- * | operator receipt   | D#{dispatchId}    | OR#{receiptId} | —  (written once; publishes Receipt Recorded; listed with begins_with) |
- * | manual attestation | D#{dispatchId}    | MA#{attestationId} | —  (a person's word on a manual dispatch, written once; listed with begins_with) |
- * | past attempt       | D#{dispatchId}    | ATT#{attempt}#{version} | —  (what a redispatch ended: run, receipts, execution, result) |
- * | result body        | D#{dispatchId}    | RBODY#{attempt}#{seq}#{digest} | —  (a final event's result.body, or its preview + S3 ref; written before the state) |
- * | origin settings    | OS#{origin}       | ORIGIN      | —  (maxDeliveryAttempts, resultTtlHours)              |
- * | lambda failure     | D#{dispatchId}    | LFAIL#{attempt} | —  (what Lambda's on-failure destination said of the run) |
- * | rejection          | REJ#{messageId}   | REJECTION   | feed: rejections#{yyyy-mm}#{nn}, newest first        |
- * | origin rejection   | OREJ#{messageId}  | ORIGIN      | feed: origin-rejections#{origin}#{nn}, newest first (its origin's own refused message, CONTRACT §15) |
- * | refusal            | REFUSED#{dispatchId} | {origin}#{at}#{messageId} | —  (a refused message of `origin` that named the id: the owner's view reads its own origin's newest 10) |
- * | target             | T#{name}          | TARGET      | —                                                    |
- * | principal          | P#{principalId}   | PRINCIPAL   | —                                                    |
- * | slot shard         | SLOT#{target}#{n} | SLOTS       | —  (cap, held, unknownHeld, lastOrigin, limit: one of a target's concurrency counters) |
- * | limited targets    | LIMITED           | TARGETS     | —  (the names of targets that have or had a limit: the monitor admits for them) |
- * | dispatch counts    | COUNTS#{n}        | COUNTS      | —  (one of COUNT_SHARDS counters the publisher ADDs each batch's deltas to; summed by `GET /counts`) |
- * | due shard claim    | DUECLAIM#{shard}  | CLAIM       | —  (holder, leaseUntil: the monitor tick working on one due shard; released at its end, lapses if it dies) |
+ * The ledger table's index keys and shards: how each index is partitioned and sorted. The item kinds
+ * themselves — each one's key template, index membership, TTL rule and stored fields — are declared in
+ * `item-kinds.ts`; their codecs are in `ledger-items.ts` and `state-item.ts`; every access pattern in
+ * `ledger-table.ts`. Kept free of SDK code so the publisher can decode stream images without bundling
+ * the DynamoDB client.
  *
  * - `due`: sparse, KEYS_ONLY, partitioned over DUE_SHARDS keys `due#{nn}` so no partition is hot; sorted
  *   by due time. The monitor queries `dueAt <= now` per shard, so its cost follows what is due, never the
@@ -117,17 +95,10 @@ export const WRITE_ID_ATTRIBUTE = 'w';
 export const newWriteId = (): string => randomBytes(6).toString('base64url');
 
 export const DISPATCH = 'D#';
-const REJECTION_PK = 'REJ#';
 /** Apart from `REJ#`: the published stream records (`PUBLISHED_KEY_PREFIXES`) and the census's rejection count are the operator's rejections alone. */
 export const ORIGIN_REJECTION_PK = 'OREJ#';
 export const REFUSAL_PK = 'REFUSED#';
-export const OPERATOR_RECEIPT_PREFIX = 'OR#';
-const MANUAL_ATTESTATION_PREFIX = 'MA#';
-const PAST_ATTEMPT_PREFIX = 'ATT#';
-const COUNTS_PK = 'COUNTS#';
-/** The counter items' partition keys as an IAM `dynamodb:LeadingKeys` pattern: the publisher may update those alone. */
-export const COUNTS_KEY_PATTERN = `${COUNTS_PK}*`;
-const pad = (n: number, width: number): string => String(n).padStart(width, '0');
+export const pad = (n: number, width: number): string => String(n).padStart(width, '0');
 /** Partitions of one origin's `byOrigin` history (by dispatch id): a busy origin's 5,000/s is ~312 WCU/s per key. */
 export const ORIGIN_SHARDS = 16;
 /**
@@ -156,69 +127,6 @@ export function digestOf(id: string): Buffer {
   if (lastDigest?.id !== id) lastDigest = { id, digest: createHash('sha256').update(id).digest() };
   return lastDigest.digest;
 }
-
-export const markPrefix = (attempt: number): string => `MARK#${pad(attempt, 6)}#`;
-const checkSortKey = (attempt: number): string => `CHECK#${pad(attempt, 6)}`;
-const UPLOAD_PREFIX = 'UPLOAD#';
-const uploadPrefix = (attempt: number): string => `${UPLOAD_PREFIX}${pad(attempt, 6)}#`;
-
-export const KEY = {
-  state: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: 'STATE' }),
-  message: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: 'MSG' }),
-  rejection: (messageId: string) => ({ pk: `${REJECTION_PK}${messageId}`, sk: 'REJECTION' }),
-  evidenceMark: (dispatchId: string, attempt: number, ref: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${markPrefix(attempt)}${ref}` }),
-  evidenceCheck: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: checkSortKey(attempt) }),
-  evidenceUpload: (dispatchId: string, attempt: number, ref: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${uploadPrefix(attempt)}${ref}` }),
-  lateEvent: (dispatchId: string, runId: string, seq: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LATE#${runId}#${pad(seq, 16)}` }),
-  operatorReceipt: (dispatchId: string, receiptId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${OPERATOR_RECEIPT_PREFIX}${receiptId}` }),
-  manualAttestation: (dispatchId: string, attestationId: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${MANUAL_ATTESTATION_PREFIX}${attestationId}` }),
-  /** One per redispatch: by attempt, then by the state version it ended (a blocked attempt may be redispatched again). */
-  pastAttempt: (dispatchId: string, attempt: number, stateVersion: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `${PAST_ATTEMPT_PREFIX}${pad(attempt, 6)}#${pad(stateVersion, 10)}` }),
-  // One per body a final report carried: keyed by its digest too, so a second report of the seq with another body never overwrites it.
-  resultBody: (dispatchId: string, attempt: number, seq: number, digest?: string) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `RBODY#${pad(attempt, 6)}#${pad(seq, 16)}${digest ? `#${digest}` : ''}` }),
-  originSettings: (origin: string) => ({ pk: `OS#${origin}`, sk: 'ORIGIN' }),
-  lambdaFailure: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, sk: `LFAIL#${pad(attempt, 6)}` }),
-  target: (name: string) => ({ pk: `T#${name}`, sk: 'TARGET' }),
-  principal: (principalId: string) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
-  slotShard: (target: string, shard: number) => ({ pk: `SLOT#${target}#${pad(shard, 2)}`, sk: 'SLOTS' }),
-  limitedTargets: () => ({ pk: 'LIMITED', sk: 'TARGETS' }),
-  counts: (shard: number) => ({ pk: `${COUNTS_PK}${shard}`, sk: 'COUNTS' }),
-  /** One per due shard (`due#nn`, a DUE_SHARD_KEYS entry): which tick works on it, until when. */
-  dueShardClaim: (shard: string) => ({ pk: `DUECLAIM#${shard}`, sk: 'CLAIM' }),
-} as const;
-
-/** The item-collection queries: a dispatch's partition and the sort-key prefix of one kind of item. */
-export const COLLECTION = {
-  operatorReceipts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: OPERATOR_RECEIPT_PREFIX }),
-  manualAttestations: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: MANUAL_ATTESTATION_PREFIX }),
-  evidenceMarks: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: markPrefix(attempt) }),
-  evidenceUploads: (dispatchId: string, attempt: number) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: uploadPrefix(attempt) }),
-  pastAttempts: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, prefix: PAST_ATTEMPT_PREFIX }),
-  /** The refused messages of one origin that named a dispatch id (origins never contain `#`: one origin's prefix is no other's). */
-  refusals: (dispatchId: string, origin: string) => ({ pk: `${REFUSAL_PK}${dispatchId}`, prefix: `${origin}#` }),
-} as const;
-
-/**
- * Ranges of a dispatch's partition read as one query where one read beats several: a query is charged
- * for the bytes it reads (rounded up to 4 KB once), a get for each item (rounded up each time). Sort keys
- * in order: `ATT#` < `CHECK#` < `LATE#` < `LFAIL#` < `MA#` < `MARK#` < `MSG` < `OR#` < `RBODY#` < `STATE`
- * < `UPLOAD#`.
- *
- * - `evidenceBasis`: from the first attempt's check item to the message: the check, the marks and the
- *   message, and what sits between them — one lambda failure record at most and a manual target's
- *   attestations. Only for attempt 1: a redispatched dispatch may hold any number of late events of its
- *   superseded runs (`LATE#`), which the separate reads skip.
- * - `stateWithUploads`: the state and the upload pointers of every attempt (nothing else sorts between):
- *   a redispatched dispatch's completion also reads its earlier attempts' pointers (≤ 32 small items each).
- */
-export const RANGE = {
-  evidenceBasis: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, from: checkSortKey(1), to: KEY.message(dispatchId).sk }),
-  stateWithUploads: (dispatchId: string) => ({ pk: `${DISPATCH}${dispatchId}`, from: KEY.state(dispatchId).sk, to: `${UPLOAD_PREFIX.slice(0, -1)}$` }),
-} as const;
-/** Which kind of a dispatch's items a sort key names, for the range reads. */
-export const isCheckKey = (sk: string, attempt: number): boolean => sk === checkSortKey(attempt);
-export const isMarkKey = (sk: string, attempt: number): boolean => sk.startsWith(markPrefix(attempt));
-export const isUploadKey = (sk: string, attempt: number): boolean => sk.startsWith(uploadPrefix(attempt));
 
 /** The month partition of a feed entry (`2026-12`). */
 export const monthKey = (date: Date): string => date.toISOString().slice(0, 7);
@@ -320,10 +228,6 @@ export const DUE_SHARD_KEYS: readonly string[] = Array.from({ length: DUE_SHARDS
 
 export const dispatchIdOfKey = (pk: string): string => pk.slice(DISPATCH.length);
 
-/** The key of a dispatch's state item (a well-formed dispatch id), as the census tells them from the rest. */
-export const isStateItemKey = (pk: string, sk: string): boolean => /^D#[\w.:-]{1,128}$/.test(pk) && sk === KEY.state('').sk;
-export const isRejectionItemKey = (pk: string, sk: string): boolean => pk.startsWith(REJECTION_PK) && sk === KEY.rejection('').sk;
-
 export function dueShardOf(dispatchId: string): string {
   return DUE_SHARD_KEYS[shardOf(dispatchId, DUE_SHARD_BYTE, DUE_SHARDS)] as string;
 }
@@ -352,9 +256,6 @@ export const isRejectionPosition = (value: string): boolean => isTimedPosition(v
 export function countShardOf(seed: string): number {
   return shardOf(seed, 0, COUNT_SHARDS);
 }
-/** The counter items' attribute names are the buckets of `shared/dispatch/counts.ts`, as they are. */
-export const COUNT_KEYS: ReadonlyArray<{ readonly pk: string; readonly sk: string }> = Array.from({ length: COUNT_SHARDS }, (_, shard) => KEY.counts(shard));
-
 /**
  * The table's key schema, indexes, stream and TTL: used by the CDK construct and the local platform alike.
  * Built by a call marked pure, so a bundle that never reads it (every function's) leaves it out.

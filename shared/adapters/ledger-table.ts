@@ -1,3 +1,4 @@
+import { COLLECTION, EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, EVIDENCE_UPLOAD_ITEM, LAMBDA_FAILURE_ITEM, LATE_EVENT_ITEM, LIMITED_TARGETS_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, RANGE, RESULT_BODY_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM, isCheckKey, isMarkKey, isUploadKey, expiryFields, type ItemKey, type ItemKind } from './item-kinds.js';
 import { countWaiting, nextWaiting } from './wait-index.js';
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import {
@@ -20,9 +21,8 @@ import type { TargetRegistration } from '../targets/port.js';
 import { ttlCache } from '../ttl-cache.js';
 import { batchReadAll } from './batch-read.js';
 import { checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
-import { expiryOf, withoutNulls, type Item } from './item-codec.js';
+import { withoutNulls, type Item } from './item-codec.js';
 import { stateOf } from './state-item.js';
-import { COLLECTION, isCheckKey, isMarkKey, isUploadKey, RANGE, KEY, TTL_ATTRIBUTE } from './ledger-keys.js';
 import { type SinglePut, type TransactItem, collectionQuery, decodedOrUndefined, isConditionFailure, isTransactionConflict, manualAttestationPut, onceOnly, operatorReceiptPut, operatorReceiptsQuery, rangeQuery, shardCountUpdate, slotCapUpdates, slotUpdates, statePut, transactPut, unmarshallItem } from './ledger-commands.js';
 import { StoredManualAttestation } from '../dispatch/manual.js';
 import { validationProblems } from '../dispatch/receipts.js';
@@ -80,12 +80,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async getAcceptedMessage(dispatchId: string): Promise<AcceptedMessage | undefined> {
-    const Item = await this.getItem(KEY.message(dispatchId), true);
+    const Item = await this.getItem(MESSAGE_ITEM.key(dispatchId), true);
     return Item ? messageOf(Item) : undefined;
   }
 
   async getState(dispatchId: string): Promise<DispatchState | undefined> {
-    const Item = await this.getItem(KEY.state(dispatchId), true);
+    const Item = await this.getItem(STATE_ITEM.key(dispatchId), true);
     return Item ? stateOf(Item) : undefined;
   }
 
@@ -140,7 +140,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async putEvidenceMark(mark: EvidenceMark): Promise<void> {
-    await this.putLatest(KEY.evidenceMark(mark.dispatchId, mark.attempt, mark.ref), mark);
+    await this.putLatest(EVIDENCE_MARK_ITEM, EVIDENCE_MARK_ITEM.key(mark.dispatchId, mark.attempt, mark.ref), mark);
   }
 
   async listEvidenceMarks(dispatchId: string, attempt: number): Promise<EvidenceMark[]> {
@@ -148,12 +148,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async putEvidenceUpload(upload: EvidenceUpload): Promise<void> {
-    await this.putLatest(KEY.evidenceUpload(upload.dispatchId, upload.attempt, upload.ref), upload);
+    await this.putLatest(EVIDENCE_UPLOAD_ITEM, EVIDENCE_UPLOAD_ITEM.key(upload.dispatchId, upload.attempt, upload.ref), upload);
   }
 
   /** A per-ref record of an attempt's evidence whose latest write wins, kept for the retention after it. */
-  protected async putLatest(key: { readonly pk: string; readonly sk: string }, record: { readonly at: string }): Promise<void> {
-    await this.putItem({ TableName: this.table, Item: { ...key, ...record, [TTL_ATTRIBUTE]: expiryOf(record.at, this.options.retentionSeconds) } });
+  protected async putLatest(kind: Pick<ItemKind<never>, 'ttl'>, key: ItemKey, record: { readonly at: string }): Promise<void> {
+    await this.putItem({ TableName: this.table, Item: { ...key, ...record, ...expiryFields(kind, record, this.options.retentionSeconds) } });
   }
 
   async listEvidenceUploads(dispatchId: string, attempt: number): Promise<EvidenceUpload[]> {
@@ -161,12 +161,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async putEvidenceCheck(check: EvidenceCheck): Promise<PutOutcome<EvidenceCheck>> {
-    const Item = { ...KEY.evidenceCheck(check.dispatchId, check.attempt), ...(withoutNulls(check) as Item), [TTL_ATTRIBUTE]: expiryOf(check.checkedAt, this.options.retentionSeconds) };
+    const Item = { ...EVIDENCE_CHECK_ITEM.key(check.dispatchId, check.attempt), ...(withoutNulls(check) as Item), ...expiryFields(EVIDENCE_CHECK_ITEM, check, this.options.retentionSeconds) };
     return this.putOnce(onceOnly(this.table, Item), checkOf);
   }
 
   async getEvidenceCheck(dispatchId: string, attempt: number): Promise<EvidenceCheck | undefined> {
-    const Item = await this.getItem(KEY.evidenceCheck(dispatchId, attempt), true);
+    const Item = await this.getItem(EVIDENCE_CHECK_ITEM.key(dispatchId, attempt), true);
     return Item ? checkOf(Item) : undefined;
   }
 
@@ -174,7 +174,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     if (attempt === 1) {
       // One query (RANGE.evidenceBasis): the message's bytes and a few small items, rounded up once.
       const items = await this.listAll(rangeQuery(this.table, RANGE.evidenceBasis(dispatchId)), (item) => item);
-      const message = items.find((item) => item.sk === KEY.message(dispatchId).sk);
+      const message = items.find((item) => item.sk === MESSAGE_ITEM.key(dispatchId).sk);
       const check = items.find((item) => isCheckKey(String(item.sk), attempt));
       return { message: message ? messageOf(message) : undefined, check: check ? checkOf(check) : undefined, marks: decodedOrUndefined(items.filter((item) => isMarkKey(String(item.sk), attempt)), markOf) };
     }
@@ -184,13 +184,13 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
 
   async getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] | undefined }> {
     const items = await this.listAll(rangeQuery(this.table, RANGE.stateWithUploads(dispatchId)), (item) => item);
-    const stateItem = items.find((item) => item.sk === KEY.state(dispatchId).sk);
+    const stateItem = items.find((item) => item.sk === STATE_ITEM.key(dispatchId).sk);
     const state = stateItem ? stateOf(stateItem) : undefined;
     return { state, uploads: state ? decodedOrUndefined(items.filter((item) => isUploadKey(String(item.sk), state.attempt)), uploadOf) : [] };
   }
 
   async peekState(dispatchId: string): Promise<DispatchState | undefined> {
-    const Item = await this.getItem(KEY.state(dispatchId));
+    const Item = await this.getItem(STATE_ITEM.key(dispatchId));
     return Item ? stateOf(Item) : undefined;
   }
 
@@ -251,7 +251,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     try {
       await this.putItem({
         TableName: this.table,
-        Item: { ...KEY.lateEvent(late.dispatchId, late.runId, late.seq), ...late, [TTL_ATTRIBUTE]: expiryOf(late.at, this.options.retentionSeconds * 2) },
+        Item: { ...LATE_EVENT_ITEM.key(late.dispatchId, late.runId, late.seq), ...late, ...expiryFields(LATE_EVENT_ITEM, late, this.options.retentionSeconds) },
         ConditionExpression: 'attribute_not_exists(pk)',
       });
     } catch (error) {
@@ -265,7 +265,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return (
       this.options.registry?.targets.get(name) ??
       (this.cachedTarget ??= ttlCache(this.options.targetCacheMs ?? 0, async (key: string) => {
-        const Item = await this.getItem(KEY.target(key));
+        const Item = await this.getItem(TARGET_ITEM.key(key));
         return Item ? targetOf(Item) : undefined;
       }))(name)
     );
@@ -288,7 +288,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
    */
   protected async limitedItem(fresh = true): Promise<{ readonly counts: Map<string, number>; readonly capsRevs: Map<string, number> }> {
     if (!fresh && this.shardCountCache && this.shardCountCache.until > Date.now()) return { counts: this.shardCountCache.counts, capsRevs: new Map() };
-    const Item = await this.getItem(KEY.limitedTargets(), true);
+    const Item = await this.getItem(LIMITED_TARGETS_ITEM.key(), true);
     const counts = new Map<string, number>();
     const capsRevs = new Map<string, number>();
     for (const [name, value] of Object.entries(Item ?? {})) {
@@ -375,7 +375,7 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   protected async readSlotShards(target: string, known?: number): Promise<SlotShard[]> {
     const count = known ?? (await this.limitedShardCounts(false)).get(target) ?? 0;
     if (count === 0) return [];
-    const keys = Array.from({ length: count }, (_, shard) => KEY.slotShard(target, shard));
+    const keys = Array.from({ length: count }, (_, shard) => SLOT_SHARD_ITEM.key(target, shard));
     const found = new Map<string, Item>();
     for (const item of await batchReadAll(this.db, this.table, keys, this.options.sleep)) found.set(String(item.pk), item);
     return keys.map((key, shard) => slotShardOf(shard, found.get(key.pk)));
@@ -392,12 +392,12 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   async getOriginSettings(origin: string): Promise<OriginSettings> {
     const deployed = this.options.registry?.origins?.get(origin);
     if (deployed) return deployed;
-    const Item = await this.getItem(KEY.originSettings(origin));
+    const Item = await this.getItem(ORIGIN_SETTINGS_ITEM.key(origin));
     return originSettingsOf(Item ?? {});
   }
 
   async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
-    const Item = await this.getItem(KEY.lambdaFailure(dispatchId, attempt), true);
+    const Item = await this.getItem(LAMBDA_FAILURE_ITEM.key(dispatchId, attempt), true);
     return Item ? lambdaFailureOf(Item) : undefined;
   }
 
@@ -406,14 +406,14 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async getResultBody(dispatchId: string, attempt: number, seq: number, digest?: string): Promise<ResultBody | undefined> {
-    const Item = await this.getItem(KEY.resultBody(dispatchId, attempt, seq, digest), true);
+    const Item = await this.getItem(RESULT_BODY_ITEM.key(dispatchId, attempt, seq, digest), true);
     return Item ? resultBodyOf(Item) : undefined;
   }
 
   async resolve(principalId: string): Promise<Principal | undefined> {
     const deployed = this.options.registry?.principals.get(principalId);
     if (deployed) return deployed;
-    const Item = await this.getItem(KEY.principal(principalId));
+    const Item = await this.getItem(PRINCIPAL_ITEM.key(principalId));
     return Item ? principalOf(Item) : undefined;
   }
 }

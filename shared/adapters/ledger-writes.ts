@@ -1,3 +1,4 @@
+import { LAMBDA_FAILURE_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, STATE_ITEM, TARGET_ITEM, expiryFields } from './item-kinds.js';
 import {
   DeleteCommand,
   UpdateCommand,
@@ -7,8 +8,6 @@ import type { AcceptedMessage, LambdaFailureRecord, OriginSettings, PastAttempt,
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 import { targetOf, messageItem, messageOf, lambdaFailureOf, pastAttemptItem, rejectionItem, rejectionOf, originRejectionItem, refusalItem } from './ledger-items.js';
-import { expiryOf } from './item-codec.js';
-import { KEY, TTL_ATTRIBUTE } from './ledger-keys.js';
 import { LedgerTableCore } from './ledger-table.js';
 import { isConditionFailure, onceOnly } from './ledger-commands.js';
 import { ALLOT_ROUNDS, REGISTRATION_REV } from './ledger-table.js';
@@ -26,7 +25,7 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
       await this.db.send(
         new UpdateCommand({
           TableName: this.table,
-          Key: KEY.message(dispatchId),
+          Key: MESSAGE_ITEM.key(dispatchId),
           UpdateExpression: 'SET claimUntil = :next, claimBy = :by',
           // Or already this delivery's: its renewal, the answer lost and sent again by the SDK.
           ConditionExpression: 'claimUntil = :expected OR claimBy = :by',
@@ -62,7 +61,7 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
       await this.db.send(
         new UpdateCommand({
           TableName: this.table,
-          Key: KEY.state(due.dispatchId),
+          Key: STATE_ITEM.key(due.dispatchId),
           UpdateExpression: 'SET dueAt = :until',
           // Only the due time the monitor saw: a state written meanwhile has set its own.
           ConditionExpression: 'attribute_exists(dueShard) AND dueAt = :seen',
@@ -83,13 +82,13 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
   async putTarget(target: TargetRegistration): Promise<void> {
     let rev = 0;
     for (let round = 0; ; round += 1) {
-      const stored = await this.getItem(KEY.target(target.name), true);
+      const stored = await this.getItem(TARGET_ITEM.key(target.name), true);
       const seen = typeof stored?.[REGISTRATION_REV] === 'number' ? (stored[REGISTRATION_REV] as number) : undefined;
       rev = (seen ?? 0) + 1;
       try {
         await this.putItem({
           TableName: this.table,
-          Item: { ...KEY.target(target.name), ...target, [REGISTRATION_REV]: rev },
+          Item: { ...TARGET_ITEM.key(target.name), ...target, [REGISTRATION_REV]: rev },
           ...(seen === undefined
             ? { ConditionExpression: 'attribute_not_exists(#rev)', ExpressionAttributeNames: { '#rev': REGISTRATION_REV } }
             : { ConditionExpression: '#rev = :seen', ExpressionAttributeNames: { '#rev': REGISTRATION_REV }, ExpressionAttributeValues: { ':seen': seen } }),
@@ -108,7 +107,7 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
    * blocked `unknown_target` at the next admission.
    */
   async deleteTarget(name: string): Promise<void> {
-    await this.db.send(new DeleteCommand({ TableName: this.table, Key: KEY.target(name) }));
+    await this.db.send(new DeleteCommand({ TableName: this.table, Key: TARGET_ITEM.key(name) }));
   }
 
   /**
@@ -118,22 +117,22 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
    */
   async alignSlotCaps(target: string): Promise<void> {
     if (this.options.registry?.targets.has(target)) return;
-    const stored = await this.getItem(KEY.target(target), true);
+    const stored = await this.getItem(TARGET_ITEM.key(target), true);
     const rev = typeof stored?.[REGISTRATION_REV] === 'number' ? (stored[REGISTRATION_REV] as number) : undefined;
     if (!stored || rev === undefined || ((await this.limitedItem()).capsRevs.get(target) ?? 0) >= rev) return;
     await this.syncSlotCaps(target, targetOf(stored).maxConcurrentRuns, { rev });
   }
 
   async putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void> {
-    await this.putItem({ TableName: this.table, Item: { ...KEY.originSettings(origin), origin, ...settings } });
+    await this.putItem({ TableName: this.table, Item: { ...ORIGIN_SETTINGS_ITEM.key(origin), origin, ...settings } });
   }
 
   async putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>> {
-    const item = { ...KEY.lambdaFailure(failure.dispatchId, failure.attempt), ...failure, [TTL_ATTRIBUTE]: expiryOf(failure.at, this.options.retentionSeconds) };
+    const item = { ...LAMBDA_FAILURE_ITEM.key(failure.dispatchId, failure.attempt), ...failure, ...expiryFields(LAMBDA_FAILURE_ITEM, failure, this.options.retentionSeconds) };
     return this.putOnce(onceOnly(this.table, item), lambdaFailureOf);
   }
 
   async putPrincipal(principalId: string, principal: Principal): Promise<void> {
-    await this.putItem({ TableName: this.table, Item: { ...KEY.principal(principalId), principalId, ...principal } });
+    await this.putItem({ TableName: this.table, Item: { ...PRINCIPAL_ITEM.key(principalId), principalId, ...principal } });
   }
 }

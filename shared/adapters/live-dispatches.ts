@@ -1,9 +1,10 @@
+import { MESSAGE_ITEM, STATE_ITEM } from './item-kinds.js';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { AcceptedMessage } from '../dispatch/records.js';
 import type { LiveDispatches } from '../usecases/retention.js';
 import { messageItem } from './ledger-items.js';
-import { KEY, TTL_ATTRIBUTE } from './ledger-keys.js';
+import { TTL_ATTRIBUTE } from './ledger-keys.js';
 
 /**
  * What the retention function asks of the ledger table before it deletes a dispatch's objects (items
@@ -18,7 +19,7 @@ export class LiveDispatchesTable implements LiveDispatches {
   /** The state exists and its own expiry (if it has one) is still ahead: TTL deletes lag, the attribute decides. */
   async stateLives(dispatchId: string, now: Date): Promise<boolean> {
     const { Item } = await this.db.send(
-      new GetCommand({ TableName: this.options.tableName, Key: KEY.state(dispatchId), ConsistentRead: true, ProjectionExpression: 'pk, #expires', ExpressionAttributeNames: { '#expires': TTL_ATTRIBUTE } }),
+      new GetCommand({ TableName: this.options.tableName, Key: STATE_ITEM.key(dispatchId), ConsistentRead: true, ProjectionExpression: 'pk, #expires', ExpressionAttributeNames: { '#expires': TTL_ATTRIBUTE } }),
     );
     if (!Item) return false;
     const expiresAt = Item[TTL_ATTRIBUTE];
@@ -26,7 +27,7 @@ export class LiveDispatchesTable implements LiveDispatches {
   }
 
   async anchorHeld(dispatchId: string): Promise<boolean> {
-    const { Item } = await this.db.send(new GetCommand({ TableName: this.options.tableName, Key: KEY.message(dispatchId), ConsistentRead: true, ProjectionExpression: 'pk' }));
+    const { Item } = await this.db.send(new GetCommand({ TableName: this.options.tableName, Key: MESSAGE_ITEM.key(dispatchId), ConsistentRead: true, ProjectionExpression: 'pk' }));
     return Item !== undefined;
   }
 

@@ -1,11 +1,12 @@
+import { STATE_ITEM, expiryFields } from './item-kinds.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
-import { isTerminal } from '../dispatch/state.js';
+import { retentionStarted } from '../dispatch/state.js';
 import { resultIdOf } from '../dispatch/transitions/core.js';
 import { attentionKind } from '../dispatch/attention.js';
 
-import { FEED, KEY, TTL_ATTRIBUTE, dispatchIdOfKey, dueShardOf, feedShardOf, inboxKeyOf, inboxSortKey, originKeyOf, originOfKey, recentShardOf, waitKeyOf, waitSortKey } from './ledger-keys.js';
+import { FEED, dispatchIdOfKey, dueShardOf, feedShardOf, inboxKeyOf, inboxSortKey, originKeyOf, originOfKey, recentShardOf, waitKeyOf, waitSortKey } from './ledger-keys.js';
 
-import { type Item, withoutNulls, idHash, expiryOf, type Check, isString, isNumber, isObject, isArray, optional, checked } from './item-codec.js';
+import { type Item, withoutNulls, idHash, isNumber, isString, checked } from './item-codec.js';
 
 /**
  * The dispatch's hot state as a table item (`D#{id}`/`STATE`): its index keys worked out from the state,
@@ -32,7 +33,7 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
     ...(sentAt && state.phase === 'accepted' && state.waitingFor ? { sentAt } : {}),
   };
   const item: Item = {
-    ...KEY.state(dispatchId),
+    ...STATE_ITEM.key(dispatchId),
     ...(withoutNulls(compact) as Item),
     originKey: originKeyOf(origin, dispatchId),
     createdKey: `${state.createdAt}#${idHash(dispatchId)}`,
@@ -61,11 +62,8 @@ export function stateItem(state: DispatchState, retentionSeconds: number, inboxS
     item.waitKey = waitKeyOf(state.target, dispatchId);
     item.waitAt = waitSortKey(state.priority ?? DEFAULT_PRIORITY, origin, state.sentAt ?? state.createdAt, idHash(dispatchId));
   }
-  // Retention starts when the dispatch reaches a final state: blocked, or a final run whose evidence is settled.
-  // (A manual dispatch settles when a person attests its result: nothing else will ever happen to it.)
-  const settled = (state.phase === 'submitted' && isTerminal(state.execution.status) && state.evidence.outcome !== 'pending') || (state.phase === 'accepted' && !!state.manual?.resultAttestation);
-  if (state.phase === 'blocked' || state.phase === 'cancelled' || settled) item[TTL_ATTRIBUTE] = expiryOf(state.updatedAt, retentionSeconds);
-  return item;
+  // Retention starts when the dispatch is final (the domain's word: `retentionStarted`).
+  return { ...item, ...expiryFields(STATE_ITEM, state, retentionSeconds, retentionStarted(state)) };
 }
 
 const isDefaultTimeouts = (timeouts: DispatchState['timeouts']): boolean =>
@@ -100,36 +98,6 @@ function resultFieldsOf(stored: Item): Item {
   return Object.fromEntries(Object.entries(RESULT_FIELD).flatMap(([name, short]) => (stored[short] === undefined ? [] : [[name, stored[short]]])));
 }
 
-const STATE_FIELDS: Readonly<Record<string, Check>> = {
-  pk: isString,
-  originKey: isString,
-  target: isString,
-  createdAt: optional(isString),
-  createdKey: isString,
-  updatedAt: isString,
-  phase: (value) => value === 'accepted' || value === 'submitted' || value === 'blocked' || value === 'cancelled',
-  priority: optional(isNumber),
-  slot: optional(isObject),
-  'slot.shard': optional(isNumber),
-  cancel: optional(isObject),
-  attempt: isNumber,
-  version: isNumber,
-  hop: isNumber,
-  maxHops: isNumber,
-  deliveryMode: optional(isString),
-  timeouts: optional(isObject),
-  'timeouts.stallAfterSeconds': optional(isNumber),
-  'timeouts.approvalWaitSeconds': optional(isNumber),
-  'timeouts.deliveryGraceSeconds': optional(isNumber),
-  'submission.attempts': isNumber,
-  execution: isObject,
-  receipts: isArray,
-  runId: optional(isString),
-  changes: optional(isArray),
-  supersededRuns: optional(isArray),
-  result: optional(isObject),
-  manual: optional(isObject),
-};
 
 const BLOCKED_CODES: readonly BlockedCode[] = ['invalid_fields', 'unknown_target', 'unknown_parent', 'hop_budget_exceeded', 'target_rejected', 'retry_budget_spent'];
 /** States written before the code had a field of its own carried it only as the reason's prefix. */
@@ -138,7 +106,7 @@ function legacyBlockedCode(reason: string | null | undefined): BlockedCode | nul
 }
 
 export function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, w: _write, dueShard: _shard, recentShard: _recent, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_FIELDS);
+  const { pk, sk: _sk, w: _write, dueShard: _shard, recentShard: _recent, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_ITEM.fields);
   const stored = rest as Partial<DispatchState>;
   const dispatchId = dispatchIdOfKey(String(pk));
   const attempt = stored.attempt as number;

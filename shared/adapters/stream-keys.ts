@@ -1,4 +1,5 @@
-import { KEY } from './ledger-keys.js';
+import { REJECTION_ITEM, STATE_ITEM } from './item-kinds.js';
+
 
 // What the stack's event source filters are built from and the stream handlers check: plain values, no
 // SDK, so the construct (`@dispatch-ledger/cdk`) carries them without the stream decoding.
@@ -17,4 +18,4 @@ export const TTL_REMOVER = { type: 'Service', principalId: 'dynamodb.amazonaws.c
  * settings items publish nothing, and without the filter each write to the counters — the publisher's
  * own, once per batch — would wake the publisher again for nothing.
  */
-export const PUBLISHED_KEY_PREFIXES: readonly string[] = [KEY.state('').pk, KEY.rejection('').pk];
+export const PUBLISHED_KEY_PREFIXES: readonly string[] = [STATE_ITEM.key('').pk, REJECTION_ITEM.key('').pk];

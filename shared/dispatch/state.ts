@@ -273,6 +273,17 @@ export { MAX_TASK_DEPTH } from '@dispatch-ledger/protocol';
 export const TERMINAL_STATUSES: ReadonlySet<TargetRunStatus> = new Set(['completed', 'failed', 'cancelled']);
 export const isTerminal = (status: string | null): boolean => status !== null && TERMINAL_STATUSES.has(status as TargetRunStatus);
 
+/**
+ * Whether the dispatch is final, so its retention has started: blocked or cancelled, a final run whose
+ * evidence is settled, or a manual dispatch whose result a person attested (nothing else will ever
+ * happen to it). Until then it never expires, however long it takes.
+ */
+export function retentionStarted(state: DispatchState): boolean {
+  if (state.phase === 'blocked' || state.phase === 'cancelled') return true;
+  if (state.phase === 'submitted') return isTerminal(state.execution.status) && state.evidence.outcome !== 'pending';
+  return !!state.manual?.resultAttestation;
+}
+
 export type ResultDelivery = 'inject' | 'after_turn';
 export type ResultDropReason = 'attempts' | 'expired' | 'superseded';
 

@@ -1,10 +1,11 @@
+import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
 import { ConditionalCheckFailedException, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { HotPathTable } from '../../shared/adapters/hot-path-table.js';
-import { KEY } from '../../shared/adapters/ledger-keys.js';
+
 import { httpTarget } from '../../shared/adapters/http-target.js';
 import { statePut } from '../../shared/adapters/ledger-commands.js';
 import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
@@ -184,7 +185,7 @@ describe('a state write retried after its answer was lost is its own writer\'s (
     await documents.send(new PutCommand(request));
     // …when a function of the release before (whose codec kept unknown attributes) writes the next version
     // with the id it read.
-    const stored = (await documents.send(new GetCommand({ TableName: tableName, Key: KEY.state(sent.dispatchId), ConsistentRead: true }))).Item;
+    const stored = (await documents.send(new GetCommand({ TableName: tableName, Key: STATE_ITEM.key(sent.dispatchId), ConsistentRead: true }))).Item;
     expect(stored?.w).toBe(request.Item.w);
     await documents.send(new PutCommand({ TableName: tableName, Item: { ...stored, version: ours.version + 1 }, ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': ours.version } }));
     // The retry of the first write must not put its version back.

@@ -1,3 +1,4 @@
+import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
 import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { isDeepStrictEqual } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -5,7 +6,7 @@ import { ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { InvalidCursorError, LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { stateItem } from '../../shared/adapters/state-item.js';
-import { KEY, recentShardOf, RECENT_SHARDS } from '../../shared/adapters/ledger-keys.js';
+import { recentShardOf, RECENT_SHARDS } from '../../shared/adapters/ledger-keys.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
@@ -260,7 +261,7 @@ describe('GET /counts on the local platform (the publisher keeps them from the s
     expect(Date.parse(all.answered.asOf)).not.toBeNaN();
 
     // A REMOVE (as a TTL expiry makes) takes the blocked dispatch out of every bucket it was in.
-    await documents.send(new DeleteCommand({ TableName: t.platform.resources.ledgerTable, Key: KEY.state(stuck.dispatchId) }));
+    await documents.send(new DeleteCommand({ TableName: t.platform.resources.ledgerTable, Key: STATE_ITEM.key(stuck.dispatchId) }));
     const left = await eventually('the counts without the removed dispatch', () => countsAndViews([done, stalled]), { timeoutMs: 20_000, until: agree });
     expect(left.answered).toMatchObject({ total: 2, phase: { submitted: 2, blocked: 0 }, execution: { none: 0, completed: 1, unknown: 1 } });
 

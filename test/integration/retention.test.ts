@@ -1,3 +1,4 @@
+import { EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, LATE_EVENT_ITEM, MESSAGE_ITEM, OPERATOR_RECEIPT_ITEM, PAST_ATTEMPT_ITEM, PRINCIPAL_ITEM, REJECTION_ITEM, STATE_ITEM, TARGET_ITEM } from '../../shared/adapters/item-kinds.js';
 import { createHash } from 'node:crypto';
 import { DeleteItemCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
@@ -10,7 +11,7 @@ import { LOCAL_REGION } from '../../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { lambdaContext } from '../../local/runtime/context.js';
 import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
-import { KEY } from '../../shared/adapters/ledger-keys.js';
+
 import { legacySealedKey, payloadFolder } from '../../shared/ledger/objects.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
@@ -119,7 +120,7 @@ async function raw(key: { readonly pk: string; readonly sk: string }): Promise<R
 }
 
 async function keptBodyOf(messageId: string): Promise<string> {
-  const { bodyRef } = await raw(KEY.rejection(messageId));
+  const { bodyRef } = await raw(REJECTION_ITEM.key(messageId));
   if (typeof bodyRef !== 'string') throw new Error(`rejection ${messageId} kept no body`);
   return bodyRef;
 }
@@ -179,7 +180,7 @@ describe('nothing forgotten: a dispatch\'s objects go when its anchor expires (r
     const dispatchId = uniqueName('d');
     const { objects: mine } = await dispatchWithObjects(dispatchId);
     const before = await objects();
-    const removal = await removalOf(KEY.message(dispatchId));
+    const removal = await removalOf(MESSAGE_ITEM.key(dispatchId));
     expect(removal.userIdentity).toBeUndefined();
     expect(removal.dynamodb?.OldImage?.sk).toEqual({ S: 'MSG' });
 
@@ -199,8 +200,8 @@ describe('nothing forgotten: a dispatch\'s objects go when its anchor expires (r
     const before = await objects();
 
     // Its state is gone by then (TTL removes it before the anchor, which outlives it).
-    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
-    const removal = byTtl(await removalOf(KEY.message(dispatchId)));
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(STATE_ITEM.key(dispatchId)) }));
+    const removal = byTtl(await removalOf(MESSAGE_ITEM.key(dispatchId)));
     expect(await invoke(removal)).toEqual({ batchItemFailures: [] });
 
     const after = await objects();
@@ -217,9 +218,9 @@ describe('nothing forgotten: a dispatch\'s objects go when its anchor expires (r
     const dispatchId = uniqueName('d');
     const { objects: mine } = await dispatchWithObjects(dispatchId);
     const anchor = await anchorOf(dispatchId);
-    expect(await invoke(byTtl(await removalOf(KEY.message(dispatchId))))).toEqual({ batchItemFailures: [] });
+    expect(await invoke(byTtl(await removalOf(MESSAGE_ITEM.key(dispatchId))))).toEqual({ batchItemFailures: [] });
     expect(await objects()).toEqual(expect.arrayContaining(mine));
-    const restored = await documents.send(new GetCommand({ TableName: tableName, Key: KEY.message(dispatchId), ConsistentRead: true }));
+    const restored = await documents.send(new GetCommand({ TableName: tableName, Key: MESSAGE_ITEM.key(dispatchId), ConsistentRead: true }));
     expect(restored.Item?.contentHash).toBe(anchor.contentHash);
     expect(Number(restored.Item?.expiresAt)).toBeGreaterThan(Math.floor(Date.now() / 1000) + RETENTION_SECONDS);
   });
@@ -227,8 +228,8 @@ describe('nothing forgotten: a dispatch\'s objects go when its anchor expires (r
   it('keeps the objects when the id was taken again by a new dispatch before the old anchor\'s removal was processed', async () => {
     const dispatchId = uniqueName('d');
     const { objects: mine } = await dispatchWithObjects(dispatchId);
-    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
-    const removal = byTtl(await removalOf(KEY.message(dispatchId)));
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(STATE_ITEM.key(dispatchId)) }));
+    const removal = byTtl(await removalOf(MESSAGE_ITEM.key(dispatchId)));
     // A new dispatch under the same id (its objects share the folders), caught between its anchor and
     // its first state write: only its anchor says the id is taken.
     const crashing = overriding<LedgerTable>(table, {
@@ -245,13 +246,13 @@ describe('nothing forgotten: a dispatch\'s objects go when its anchor expires (r
   it('deletes an invalid message\'s kept body with its anchor', async () => {
     const dispatchId = uniqueName('d');
     expect(await send({ dispatchId, origin: 'planner', target: 'accepting', task: 'not an object', notes: large('c') })).toMatchObject({ outcome: 'blocked' });
-    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(STATE_ITEM.key(dispatchId)) }));
     const anchor = await anchorOf(dispatchId);
     const bodyRef = anchor.content.valid ? null : anchor.content.bodyRef;
     expect(bodyRef?.startsWith(payloadFolder(dispatchId))).toBe(true);
     expect(await objects(payloadFolder(dispatchId))).toEqual([bodyRef]);
 
-    expect(await invoke(byTtl(await removalOf(KEY.message(dispatchId))))).toEqual({ batchItemFailures: [] });
+    expect(await invoke(byTtl(await removalOf(MESSAGE_ITEM.key(dispatchId))))).toEqual({ batchItemFailures: [] });
     expect(await objects(payloadFolder(dispatchId))).toEqual([]);
   });
 });
@@ -292,8 +293,8 @@ describe('retention plans every prefix the ledger writes a dispatch\'s objects u
     expect(before).toEqual(expect.arrayContaining(written));
 
     // Past retention: the dispatch's state is gone, then TTL removes its anchor.
-    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(KEY.state(dispatchId)) }));
-    expect(await invoke(byTtl(await removalOf(KEY.message(dispatchId))))).toEqual({ batchItemFailures: [] });
+    await dynamodb.send(new DeleteItemCommand({ TableName: tableName, Key: marshall(STATE_ITEM.key(dispatchId)) }));
+    expect(await invoke(byTtl(await removalOf(MESSAGE_ITEM.key(dispatchId))))).toEqual({ batchItemFailures: [] });
 
     expect(await objectsOfDispatch(dispatchId)).toEqual([]);
   });
@@ -307,7 +308,7 @@ describe('nothing forgotten: a rejection\'s kept body goes when the rejection ex
     const before = await objects();
     expect(before).toEqual(expect.arrayContaining([expiringBody, ...others]));
 
-    expect(await invoke(await removalOf(KEY.rejection(deletedByHand)), byTtl(await removalOf(KEY.rejection(expiring))))).toEqual({ batchItemFailures: [] });
+    expect(await invoke(await removalOf(REJECTION_ITEM.key(deletedByHand)), byTtl(await removalOf(REJECTION_ITEM.key(expiring))))).toEqual({ batchItemFailures: [] });
     expect(await objects()).toEqual(before.filter((key) => key !== expiringBody));
   });
 });
@@ -338,7 +339,7 @@ describe('nothing forgotten: every ledger record carries its expiry (LedgerTable
     const running = uniqueName('d');
     const start = accepted(newDispatchFactory({ dispatchId: running, target: 'accepting' }), NOW);
     await table.commit(start, submitted(start, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW));
-    expect((await raw(KEY.state(running))).expiresAt).toBeUndefined();
+    expect((await raw(STATE_ITEM.key(running))).expiresAt).toBeUndefined();
     const unsent = accepted(newDispatchFactory({ dispatchId, target: 'accepting' }), NOW);
     const final = blocked(unsent, 'unknown_target', 'no such target', NOW);
     await table.commit(unsent, final);
@@ -354,14 +355,14 @@ describe('nothing forgotten: every ledger record carries its expiry (LedgerTable
     await table.putRejection({ messageId, at, reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: '{', bodyRef: null, bodyBytes: 1 });
 
     const expiries = {
-      state: (await raw(KEY.state(dispatchId))).expiresAt,
-      anchor: (await raw(KEY.message(dispatchId))).expiresAt,
-      pastAttempt: (await raw(KEY.pastAttempt(dispatchId, 1, 1))).expiresAt,
-      check: (await raw(KEY.evidenceCheck(dispatchId, 1))).expiresAt,
-      mark: (await raw(KEY.evidenceMark(dispatchId, 1, 'out/a.md'))).expiresAt,
-      lateEvent: (await raw(KEY.lateEvent(dispatchId, 'r-1', 3))).expiresAt,
-      operatorReceipt: (await raw(KEY.operatorReceipt(dispatchId, receipt.receiptId))).expiresAt,
-      rejection: (await raw(KEY.rejection(messageId))).expiresAt,
+      state: (await raw(STATE_ITEM.key(dispatchId))).expiresAt,
+      anchor: (await raw(MESSAGE_ITEM.key(dispatchId))).expiresAt,
+      pastAttempt: (await raw(PAST_ATTEMPT_ITEM.key(dispatchId, 1, 1))).expiresAt,
+      check: (await raw(EVIDENCE_CHECK_ITEM.key(dispatchId, 1))).expiresAt,
+      mark: (await raw(EVIDENCE_MARK_ITEM.key(dispatchId, 1, 'out/a.md'))).expiresAt,
+      lateEvent: (await raw(LATE_EVENT_ITEM.key(dispatchId, 'r-1', 3))).expiresAt,
+      operatorReceipt: (await raw(OPERATOR_RECEIPT_ITEM.key(dispatchId, receipt.receiptId))).expiresAt,
+      rejection: (await raw(REJECTION_ITEM.key(messageId))).expiresAt,
     };
     // The retention after the record was written (the state: after it became final); twice that for
     // the anchor and the records that must outlive the state.
@@ -383,7 +384,7 @@ describe('nothing forgotten: every ledger record carries its expiry (LedgerTable
     const name = `t-${uniqueName('x').slice(2)}`;
     await table.putTarget({ name, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
     await table.putPrincipal('AROAEXAMPLERETENTION', { role: 'operator' });
-    expect((await raw(KEY.target(name))).expiresAt).toBeUndefined();
-    expect((await raw(KEY.principal('AROAEXAMPLERETENTION'))).expiresAt).toBeUndefined();
+    expect((await raw(TARGET_ITEM.key(name))).expiresAt).toBeUndefined();
+    expect((await raw(PRINCIPAL_ITEM.key('AROAEXAMPLERETENTION'))).expiresAt).toBeUndefined();
   });
 });

@@ -1,3 +1,4 @@
+import { REJECTION_ITEM } from '../../shared/adapters/item-kinds.js';
 import { DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -5,7 +6,7 @@ import { ensureLedgerTable } from '../../local/resources.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { type Item } from '../../shared/adapters/item-codec.js';
 import { stateItem } from '../../shared/adapters/state-item.js';
-import { FEED, KEY, monthKey, originListOf } from '../../shared/adapters/ledger-keys.js';
+import { FEED, monthKey, originListOf } from '../../shared/adapters/ledger-keys.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
@@ -98,7 +99,7 @@ describe('sharded lists read back as one (CONTRACT §14)', () => {
           const rejection: Rejection = { messageId, at, reason: 'not_json', dispatchId: null, origin: null, senderId: null, bodyPreview: 'nope', bodyRef: null, bodyBytes: 4 };
           expect(await table.putRejection(rejection)).toEqual({ kind: 'written' });
           if (spec.legacy) {
-            await documents.send(new UpdateCommand({ TableName: tableName, Key: KEY.rejection(messageId), UpdateExpression: 'SET feedKey = :feed', ExpressionAttributeValues: { ':feed': FEED.rejections(monthKey(new Date(at))) } }));
+            await documents.send(new UpdateCommand({ TableName: tableName, Key: REJECTION_ITEM.key(messageId), UpdateExpression: 'SET feedKey = :feed', ExpressionAttributeValues: { ':feed': FEED.rejections(monthKey(new Date(at))) } }));
           }
           rejected.push({ messageId, position: `${at}#${messageId}` });
         }

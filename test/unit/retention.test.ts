@@ -1,9 +1,10 @@
+import { MESSAGE_ITEM, REJECTION_ITEM } from '../../shared/adapters/item-kinds.js';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { messageItem, rejectionOf } from '../../shared/adapters/ledger-items.js';
-import { KEY } from '../../shared/adapters/ledger-keys.js';
+
 import * as objectKeys from '../../shared/ledger/objects.js';
 import { legacySealedKey, payloadFolder, resultBodyKey } from '../../shared/ledger/objects.js';
 import { streamChangeOf, TTL_REMOVER } from '../../shared/adapters/stream-records.js';
@@ -142,7 +143,7 @@ describe('nothing forgotten: a TTL REMOVE record as Lambda delivers it (streamCh
     const change = streamChangeOf(lambdaRemoveRecord(item, { ...TTL_REMOVER }));
     expect(change.removedByTtl).toBe(true);
     expect(change.oldItem).toEqual({ kind: 'message', message });
-    expect(KEY.message('d-1')).toEqual({ pk: item.pk, sk: item.sk });
+    expect(MESSAGE_ITEM.key('d-1')).toEqual({ pk: item.pk, sk: item.sk });
   });
 
   it('does not take a DeleteItem by a person or another service for a TTL removal', () => {
@@ -155,8 +156,8 @@ describe('nothing forgotten: a TTL REMOVE record as Lambda delivers it (streamCh
 
   it('decodes a rejection the same way (its codec strips the keys)', () => {
     const rejection = rejectionFactory('rejections/m-9/body');
-    const change = streamChangeOf(lambdaRemoveRecord({ ...KEY.rejection('m-9'), ...rejection, expiresAt: 1 }, { ...TTL_REMOVER }));
-    expect(change.oldItem).toEqual({ kind: 'rejection', rejection: rejectionOf({ ...KEY.rejection('m-9'), ...rejection }) });
+    const change = streamChangeOf(lambdaRemoveRecord({ ...REJECTION_ITEM.key('m-9'), ...rejection, expiresAt: 1 }, { ...TTL_REMOVER }));
+    expect(change.oldItem).toEqual({ kind: 'rejection', rejection: rejectionOf({ ...REJECTION_ITEM.key('m-9'), ...rejection }) });
   });
 });
 

@@ -1,6 +1,7 @@
+import { COUNTS_ITEM, EVIDENCE_CHECK_ITEM, LIMITED_TARGETS_ITEM, MANUAL_ATTESTATION_ITEM, MESSAGE_ITEM, OPERATOR_RECEIPT_ITEM, ORIGIN_SETTINGS_ITEM, PAST_ATTEMPT_ITEM, PRINCIPAL_ITEM, REJECTION_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM } from '../../shared/adapters/item-kinds.js';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { KEY } from '../../shared/adapters/ledger-keys.js';
+
 import { isPublishedRecord } from '../../shared/adapters/stream-records.js';
 
 const recordOf = (key: { pk: string; sk: string }): DynamoDBRecord => ({ eventName: 'MODIFY', dynamodb: { Keys: { pk: { S: key.pk }, sk: { S: key.sk } } } });
@@ -8,19 +9,19 @@ const recordOf = (key: { pk: string; sk: string }): DynamoDBRecord => ({ eventNa
 describe('the publisher event source filter (isPublishedRecord, as the stack filter passes)', () => {
   it("passes every item of a dispatch's partition and rejections", () => {
     const passed = [
-      KEY.state('d-1'),
-      KEY.message('d-1'),
-      KEY.operatorReceipt('d-1', 'rc-1'),
-      KEY.manualAttestation('d-1', 'ma-1'),
-      KEY.evidenceCheck('d-1', 1),
-      KEY.pastAttempt('d-1', 1, 3),
-      KEY.rejection('m-1'),
+      STATE_ITEM.key('d-1'),
+      MESSAGE_ITEM.key('d-1'),
+      OPERATOR_RECEIPT_ITEM.key('d-1', 'rc-1'),
+      MANUAL_ATTESTATION_ITEM.key('d-1', 'ma-1'),
+      EVIDENCE_CHECK_ITEM.key('d-1', 1),
+      PAST_ATTEMPT_ITEM.key('d-1', 1, 3),
+      REJECTION_ITEM.key('m-1'),
     ].map((key) => isPublishedRecord(recordOf(key)));
     expect(passed).toEqual([true, true, true, true, true, true, true]);
   });
 
   it('refuses the counters (so its own counter writes never wake the publisher), slots, registry and settings items', () => {
-    const refused = [KEY.counts(0), KEY.counts(7), KEY.slotShard('demo-agent', 0), KEY.limitedTargets(), KEY.target('demo-agent'), KEY.principal('AIDA1'), KEY.originSettings('planner')].map((key) =>
+    const refused = [COUNTS_ITEM.key(0), COUNTS_ITEM.key(7), SLOT_SHARD_ITEM.key('demo-agent', 0), LIMITED_TARGETS_ITEM.key(), TARGET_ITEM.key('demo-agent'), PRINCIPAL_ITEM.key('AIDA1'), ORIGIN_SETTINGS_ITEM.key('planner')].map((key) =>
       isPublishedRecord(recordOf(key)),
     );
     expect(refused).toEqual([false, false, false, false, false, false, false]);
