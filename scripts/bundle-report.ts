@@ -40,9 +40,14 @@ import { functionBuildOptions, handlerEntry, KIT_WORKER, LEDGER_FUNCTIONS, PROJE
  * (`createHandler(config)`, the local platform's settings never through process.env): +864 B (api 1.3195);
  * and the item kinds declared once (item-kinds.ts: key template, stored keys, indexes, TTL rule and
  * fields per kind, the TTL worked out from the rule): +1,107 B (api 765,875 B against 579,608 B: 1.3214;
- * measured with measureBundles, 4347c35 → this change). The guard 1.322.
+ * measured with measureBundles, 4347c35 → 4c7c7a5); then the routes' last writes moved into use cases
+ * (evidence upload and mark, operator receipt, the task read: usecases/evidence-upload.ts,
+ * operator-receipt.ts, task.ts) +640 B: api 766,515 B, 1.3225. The guard 1.325: issue 33 grew the api by
+ * 4,502 B in all (the repository and the run-event use case 1,891, the config factories 864, the item
+ * declarations 1,107, the route use cases 640), each step measured; splitting the API function is what
+ * would bring it back towards 1.2 (docs/performance.md, "Cold start").
  */
-export const BUDGET = 1.322;
+export const BUDGET = 1.325;
 /** Contributors listed per function. */
 const TOP_CONTRIBUTORS = 6;
 /** Runs of each bundle for `--require-time`: odd, so the median is one of the runs. */

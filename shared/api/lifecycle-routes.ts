@@ -14,7 +14,7 @@ import { ApiError, changedConcurrently, keptChanging } from './http.js';
 import { notRegistered } from '../targets/port.js';
 import { clip } from '../text.js';
 import { nestsDeeperThan } from '../json-depth.js';
-import { taskOf } from '../usecases/task.js';
+import { taskOfDispatch } from '../usecases/task.js';
 import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest } from '../usecases/inbox.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
@@ -133,9 +133,9 @@ export async function getTask(deps: LifecycleDeps, dispatchId: string, runId: st
   if (runId === undefined) throw new ApiError('malformed', 'runId is required (?runId=)');
   const run = await runOfDispatch(deps, dispatchId, runId, caller);
   if (run.kind === 'superseded') throw new ApiError('superseded', 'this run was superseded by a redispatch');
-  const message = await deps.store.getAcceptedMessage(dispatchId);
-  if (!message?.content.valid) throw new ApiError('not_found', `dispatch ${dispatchId} has no task`);
-  return { status: 200, body: await taskOf(deps.blobs, message) };
+  const task = await taskOfDispatch(deps, dispatchId);
+  if (!task) throw new ApiError('not_found', `dispatch ${dispatchId} has no task`);
+  return { status: 200, body: task };
 }
 
 /** A final event's `result.body`: only on a final type, at most 256 KB of JSON (413 beyond). */

@@ -1,10 +1,10 @@
-import { operatorReceipt, OperatorReceiptBody } from '../dispatch/receipts.js';
+import { OperatorReceiptBody } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { LedgerStore } from '../ledger/port.js';
 import type { Caller } from './caller.js';
 import { ApiError } from './http.js';
 import { parseJson } from './lifecycle-routes.js';
-import { whichRun } from '../usecases/run-events.js';
+import { recordOperatorReceipt } from '../usecases/operator-receipt.js';
 
 /**
  * POST /dispatches/{dispatchId}/receipts (CONTRACT §5) for a dispatch the caller owns: an operator
@@ -19,19 +19,20 @@ export async function postOperatorReceipt(
   body: Buffer | undefined,
   by: { readonly caller: Caller; readonly principalId: string | undefined },
 ) {
-  const submitted = parseJson(body, OperatorReceiptBody());
-  // A receipt may be about any of the dispatch's runs, however many redispatches ago.
-  if (!(await whichRun(deps, state, submitted.runId))) {
-    throw new ApiError('not_found', `no run ${submitted.runId} for dispatch ${state.dispatchId}`);
+  const outcome = await recordOperatorReceipt(deps, state, parseJson(body, OperatorReceiptBody()), recordedBy(by.caller, by.principalId));
+  switch (outcome.kind) {
+    case 'written':
+      return { status: 201, body: outcome.receipt };
+    case 'already':
+      return { status: 200, body: outcome.receipt };
+    case 'no_such_run':
+      throw new ApiError('not_found', `no run ${outcome.runId} for dispatch ${state.dispatchId}`);
+    case 'conflict':
+      throw new ApiError('conflict', `receipt ${outcome.existing.receiptId} is already recorded with other content; the original stands`, {
+        receiptId: outcome.existing.receiptId,
+        recordedAt: outcome.existing.recordedAt,
+      });
   }
-  const receipt = operatorReceipt(state, submitted, deps.now(), recordedBy(by.caller, by.principalId));
-  const outcome = await deps.store.putOperatorReceipt(receipt);
-  if (outcome.kind === 'written') return { status: 201, body: receipt };
-  if (outcome.existing.payloadHash === receipt.payloadHash) return { status: 200, body: outcome.existing };
-  throw new ApiError('conflict', `receipt ${receipt.receiptId} is already recorded with other content; the original stands`, {
-    receiptId: receipt.receiptId,
-    recordedAt: outcome.existing.recordedAt,
-  });
 }
 
 /**

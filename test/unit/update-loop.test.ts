@@ -127,4 +127,14 @@ describe('the update loop is written once', () => {
     // The repository, and the admission nudge: an adapter that wraps the store's commit to wake the monitor.
     expect(committing.sort()).toEqual(['shared/adapters/admission-nudge.ts', 'shared/ledger/repository.ts']);
   });
+
+  it('no route writes: a route parses, calls one use case and maps its outcome (issue 33: the evidence upload, the evidence mark and the operator receipt wrote from the HTTP layer)', () => {
+    const routes = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', 'shared/api'], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      .filter((file) => file.endsWith('.ts'));
+    expect(routes.length).toBeGreaterThan(5);
+    // A store, blob or inbox write, or an update of a dispatch, spelled in a route file.
+    const write = /\b(?:store|blobs|inbox)\.(?:put|commit|record|renew|delete|append|claim|release|ack)\w*\(|\b(?:updateDispatch|writeOnce)\(/;
+    expect(routes.filter((file) => write.test(readFileSync(path.join(root, file), 'utf8')))).toEqual([]);
+  });
 });
