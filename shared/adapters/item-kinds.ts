@@ -5,8 +5,9 @@ import { type Check, type Item, expiryOf, isArray, isBoolean, isNumber, isObject
  * Every kind of item the ledger table holds, each declared once: its key template, the stored keys that
  * are its own, the indexes it is listed in, how long it lives, and the fields a stored item must carry
  * to be read back. The writers (`ledger-items.ts`, `state-item.ts`, `ledger-commands.ts`, the table
- * adapters) build their items from these declarations and the one decoder (`decodeItem`,
- * `ledger-items.ts`) tells an item's kind by them; `test/unit/item-kinds.test.ts` holds every writer to
+ * adapters) build their items from these declarations, the codecs check the declared fields (an operator
+ * receipt's and a manual attestation's are checked by their own schemas where they are read; a late
+ * event is never read back) and the one decoder (`decodeItem`, `ledger-items.ts`) tells an item's kind by them; `test/unit/item-kinds.test.ts` holds every writer to
  * its declaration. Shards and sort keys of the indexes: `ledger-keys.ts`.
  *
  * Each kind is an export of its own, so a function's bundle carries only the kinds it reads or writes.
@@ -60,6 +61,18 @@ const within = (dispatchId: string, sk: string): ItemKey => ({ pk: `${DISPATCH}$
 const byAttempt = (attempt: number): string => pad(attempt, 6);
 const afterItsTime = (from: string, factor: 1 | 2 = 1): TtlRule => ({ kind: 'after', from, factor });
 const NEVER: TtlRule = { kind: 'never' };
+/**
+ * A record of its own in the dispatch's partition, under sort keys `{sk}{tail}`: one kind per prefix,
+ * read as a collection by the prefix (`COLLECTION`), listed in no index.
+ */
+const dispatchRecord = <A extends unknown[]>(sk: string, tail: (...args: A) => string, ttl: TtlRule, fields: Readonly<Record<string, Check>>): ItemKind<[dispatchId: string, ...A]> => ({
+  key: (dispatchId, ...args) => within(dispatchId, `${sk}${tail(...args)}`),
+  pk: DISPATCH,
+  sk,
+  skPrefix: true,
+  ttl,
+  fields,
+});
 
 // ——— a dispatch's partition `D#{dispatchId}` ————————————————————————————————————————————————
 
@@ -121,97 +134,51 @@ export const VALID_MESSAGE_FIELDS: Readonly<Record<string, Check>> = {
 };
 
 /** An owner's verdict on one evidence file (latest wins). */
-export const EVIDENCE_MARK_ITEM: ItemKind<[dispatchId: string, attempt: number, ref: string]> = {
-  key: (dispatchId, attempt, ref) => within(dispatchId, `MARK#${byAttempt(attempt)}#${ref}`),
-  pk: DISPATCH,
-  sk: 'MARK#',
-  skPrefix: true,
-  ttl: afterItsTime('at'),
-  fields: { dispatchId: isString, attempt: isNumber, ref: isString, status: isString, at: isString },
-};
+export const EVIDENCE_MARK_ITEM = /* @__PURE__ */ dispatchRecord('MARK#', (attempt: number, ref: string) => `${byAttempt(attempt)}#${ref}`, afterItsTime('at'), { dispatchId: isString, attempt: isNumber, ref: isString, status: isString, at: isString });
 
 /** The final post-condition outcome of an attempt (files found, with SHA-256), when it does not fit the settled state. */
-export const EVIDENCE_CHECK_ITEM: ItemKind<[dispatchId: string, attempt: number]> = {
-  key: (dispatchId, attempt) => within(dispatchId, `CHECK#${byAttempt(attempt)}`),
-  pk: DISPATCH,
-  sk: 'CHECK#',
-  skPrefix: true,
-  ttl: afterItsTime('checkedAt'),
-  fields: { dispatchId: isString, attempt: isNumber, outcome: isString, expected: isArray, found: isArray, missing: isArray, checkedAt: isString, files: optional(isArray) },
-};
+export const EVIDENCE_CHECK_ITEM = /* @__PURE__ */ dispatchRecord('CHECK#', (attempt: number) => byAttempt(attempt), afterItsTime('checkedAt'), { dispatchId: isString, attempt: isNumber, outcome: isString, expected: isArray, found: isArray, missing: isArray, checkedAt: isString, files: optional(isArray) });
 
 /** Which immutable, hash-named object an evidence ref holds now (latest wins). */
-export const EVIDENCE_UPLOAD_ITEM: ItemKind<[dispatchId: string, attempt: number, ref: string]> = {
-  key: (dispatchId, attempt, ref) => within(dispatchId, `UPLOAD#${byAttempt(attempt)}#${ref}`),
-  pk: DISPATCH,
-  sk: 'UPLOAD#',
-  skPrefix: true,
-  ttl: afterItsTime('at'),
-  fields: { ref: isString, sha256: isString, bytes: isNumber },
-};
+export const EVIDENCE_UPLOAD_ITEM = /* @__PURE__ */ dispatchRecord('UPLOAD#', (attempt: number, ref: string) => `${byAttempt(attempt)}#${ref}`, afterItsTime('at'), { ref: isString, sha256: isString, bytes: isNumber });
 
 /** An event of a superseded run, kept for the record. */
-export const LATE_EVENT_ITEM: ItemKind<[dispatchId: string, runId: string, seq: number]> = {
-  key: (dispatchId, runId, seq) => within(dispatchId, `LATE#${runId}#${pad(seq, 16)}`),
-  pk: DISPATCH,
-  sk: 'LATE#',
-  skPrefix: true,
-  ttl: afterItsTime('at', 2),
-  fields: { dispatchId: isString, runId: isString, at: isString },
-};
+export const LATE_EVENT_ITEM = /* @__PURE__ */ dispatchRecord('LATE#', (runId: string, seq: number) => `${runId}#${pad(seq, 16)}`, afterItsTime('at', 2), { dispatchId: isString, runId: isString, at: isString });
 
 /** An operator's receipt: written once, publishes Receipt Recorded. Its fields are checked by its schema when viewed (`receipts.ts`). */
-export const OPERATOR_RECEIPT_ITEM: ItemKind<[dispatchId: string, receiptId: string]> = {
-  key: (dispatchId, receiptId) => within(dispatchId, `OR#${receiptId}`),
-  pk: DISPATCH,
-  sk: 'OR#',
-  skPrefix: true,
-  ttl: afterItsTime('recordedAt'),
-  fields: { recordedAt: isString },
-};
+export const OPERATOR_RECEIPT_ITEM = /* @__PURE__ */ dispatchRecord('OR#', (receiptId: string) => receiptId, afterItsTime('recordedAt'), { recordedAt: isString });
 
 /** A person's word on a manual dispatch, written once; lives as long as the state it may settle. Decoded through its stored schema (`manual.ts`). */
-export const MANUAL_ATTESTATION_ITEM: ItemKind<[dispatchId: string, attestationId: string]> = {
-  key: (dispatchId, attestationId) => within(dispatchId, `MA#${attestationId}`),
-  pk: DISPATCH,
-  sk: 'MA#',
-  skPrefix: true,
-  ttl: afterItsTime('recordedAt', 2),
-  fields: { recordedAt: isString },
-};
+export const MANUAL_ATTESTATION_ITEM = /* @__PURE__ */ dispatchRecord('MA#', (attestationId: string) => attestationId, afterItsTime('recordedAt', 2), { recordedAt: isString });
 
 /** What a redispatch ended (run, receipts, execution, result): by attempt, then by the state version it ended. */
-export const PAST_ATTEMPT_ITEM: ItemKind<[dispatchId: string, attempt: number, stateVersion: number]> = {
-  key: (dispatchId, attempt, stateVersion) => within(dispatchId, `ATT#${byAttempt(attempt)}#${pad(stateVersion, 10)}`),
-  pk: DISPATCH,
-  sk: 'ATT#',
-  skPrefix: true,
-  ttl: afterItsTime('endedAt', 2),
-  fields: { dispatchId: isString, attempt: isNumber, receipts: isArray, execution: isObject, endedAt: isString, superseded: isBoolean, stateVersion: isNumber },
-};
+export const PAST_ATTEMPT_ITEM = /* @__PURE__ */ dispatchRecord('ATT#', (attempt: number, stateVersion: number) => `${byAttempt(attempt)}#${pad(stateVersion, 10)}`, afterItsTime('endedAt', 2), {
+  dispatchId: isString,
+  attempt: isNumber,
+  receipts: isArray,
+  execution: isObject,
+  endedAt: isString,
+  superseded: isBoolean,
+  stateVersion: isNumber,
+});
 
 /**
  * A final event's result body (or its preview and S3 ref), written before the state. Keyed by its
  * digest too: a second report of the seq with another body never overwrites it.
  */
-export const RESULT_BODY_ITEM: ItemKind<[dispatchId: string, attempt: number, seq: number, digest?: string]> = {
-  key: (dispatchId, attempt, seq, digest) => within(dispatchId, `RBODY#${byAttempt(attempt)}#${pad(seq, 16)}${digest ? `#${digest}` : ''}`),
-  pk: DISPATCH,
-  sk: 'RBODY#',
-  skPrefix: true,
-  ttl: afterItsTime('at'),
-  fields: { dispatchId: isString, attempt: isNumber, seq: isNumber, bytes: isNumber, at: isString, json: optional(isString), bodyRef: optional(isString), digest: optional(isString) },
-};
+export const RESULT_BODY_ITEM = /* @__PURE__ */ dispatchRecord('RBODY#', (attempt: number, seq: number, digest?: string) => `${byAttempt(attempt)}#${pad(seq, 16)}${digest ? `#${digest}` : ''}`, afterItsTime('at'), {
+  dispatchId: isString,
+  attempt: isNumber,
+  seq: isNumber,
+  bytes: isNumber,
+  at: isString,
+  json: optional(isString),
+  bodyRef: optional(isString),
+  digest: optional(isString),
+});
 
 /** What Lambda's on-failure destination said of a run. */
-export const LAMBDA_FAILURE_ITEM: ItemKind<[dispatchId: string, attempt: number]> = {
-  key: (dispatchId, attempt) => within(dispatchId, `LFAIL#${byAttempt(attempt)}`),
-  pk: DISPATCH,
-  sk: 'LFAIL#',
-  skPrefix: true,
-  ttl: afterItsTime('at'),
-  fields: { dispatchId: isString, attempt: isNumber, runId: isString, errorType: isString, errorMessage: isString, at: isString },
-};
+export const LAMBDA_FAILURE_ITEM = /* @__PURE__ */ dispatchRecord('LFAIL#', (attempt: number) => byAttempt(attempt), afterItsTime('at'), { dispatchId: isString, attempt: isNumber, runId: isString, errorType: isString, errorMessage: isString, at: isString });
 
 // ——— refused messages ———————————————————————————————————————————————————————————————————
 
@@ -250,31 +217,22 @@ export const REFUSAL_ITEM: ItemKind<[dispatchId: string, origin: string, at: str
 
 // ——— configuration, capacity and counters (never expire) ——————————————————————————————————
 
-/** An origin's settings (maxDeliveryAttempts, resultTtlHours). */
-export const ORIGIN_SETTINGS_ITEM: ItemKind<[origin: string]> = {
-  key: (origin) => ({ pk: `OS#${origin}`, sk: 'ORIGIN' }),
-  pk: 'OS#',
-  sk: 'ORIGIN',
+/** A kind keyed by `{pk}{part}#{part}…` under one sort key, which never expires and is listed nowhere. */
+const settingsItem = <A extends ReadonlyArray<string | number>>(pk: string, sk: string, fields: Readonly<Record<string, Check>> = {}): ItemKind<A> => ({
+  key: (...parts) => ({ pk: `${pk}${parts.join('#')}`, sk }),
+  pk,
+  sk,
   ttl: NEVER,
-  fields: { maxDeliveryAttempts: optional(isNumber), resultTtlHours: optional(isNumber) },
-};
+  fields,
+});
+
+/** An origin's settings (maxDeliveryAttempts, resultTtlHours). */
+export const ORIGIN_SETTINGS_ITEM = /* @__PURE__ */ settingsItem<[origin: string]>('OS#', 'ORIGIN', { maxDeliveryAttempts: optional(isNumber), resultTtlHours: optional(isNumber) });
 
 /** A target registered at run time (its kind's own fields are checked by `targetOf`). */
-export const TARGET_ITEM: ItemKind<[name: string]> = {
-  key: (name) => ({ pk: `T#${name}`, sk: 'TARGET' }),
-  pk: 'T#',
-  sk: 'TARGET',
-  ttl: NEVER,
-  fields: { name: isString },
-};
+export const TARGET_ITEM = /* @__PURE__ */ settingsItem<[name: string]>('T#', 'TARGET', { name: isString });
 
-export const PRINCIPAL_ITEM: ItemKind<[principalId: string]> = {
-  key: (principalId) => ({ pk: `P#${principalId}`, sk: 'PRINCIPAL' }),
-  pk: 'P#',
-  sk: 'PRINCIPAL',
-  ttl: NEVER,
-  fields: { role: (value) => value === 'origin' || value === 'target' || value === 'operator' },
-};
+export const PRINCIPAL_ITEM = /* @__PURE__ */ settingsItem<[principalId: string]>('P#', 'PRINCIPAL', { role: (value) => value === 'origin' || value === 'target' || value === 'operator' });
 
 /** One of a limited target's concurrency counters (cap, held, unknownHeld, lastOrigin, limit); an absent counter reads as 0. */
 export const SLOT_SHARD_ITEM: ItemKind<[target: string, shard: number]> = {
@@ -286,31 +244,13 @@ export const SLOT_SHARD_ITEM: ItemKind<[target: string, shard: number]> = {
 };
 
 /** The names of the targets that have or had a limit: the monitor admits for them. */
-export const LIMITED_TARGETS_ITEM: ItemKind<[]> = {
-  key: () => ({ pk: 'LIMITED', sk: 'TARGETS' }),
-  pk: 'LIMITED',
-  sk: 'TARGETS',
-  ttl: NEVER,
-  fields: {},
-};
+export const LIMITED_TARGETS_ITEM = /* @__PURE__ */ settingsItem<[]>('LIMITED', 'TARGETS');
 
 /** One of COUNT_SHARDS counters the publisher ADDs each batch's deltas to; summed by `GET /counts`. */
-export const COUNTS_ITEM: ItemKind<[shard: number]> = {
-  key: (shard) => ({ pk: `COUNTS#${shard}`, sk: 'COUNTS' }),
-  pk: 'COUNTS#',
-  sk: 'COUNTS',
-  ttl: NEVER,
-  fields: {},
-};
+export const COUNTS_ITEM = /* @__PURE__ */ settingsItem<[shard: number]>('COUNTS#', 'COUNTS');
 
 /** One per due shard (`due#nn`): which monitor tick works on it, until when (released at its end, lapses if it dies). */
-export const DUE_SHARD_CLAIM_ITEM: ItemKind<[shard: string]> = {
-  key: (shard) => ({ pk: `DUECLAIM#${shard}`, sk: 'CLAIM' }),
-  pk: 'DUECLAIM#',
-  sk: 'CLAIM',
-  ttl: NEVER,
-  fields: {},
-};
+export const DUE_SHARD_CLAIM_ITEM = /* @__PURE__ */ settingsItem<[shard: string]>('DUECLAIM#', 'CLAIM');
 
 /** Every kind by its name, for the tests (no function's bundle reads it). */
 export const ITEM_KINDS: Readonly<Record<string, ItemKind<never>>> = {
