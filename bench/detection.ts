@@ -96,7 +96,7 @@ interface Shared {
 /** Status codes the in-process API answered, for the notes. */
 type Tally = Record<string, number>;
 
-/** The API function's handler (functions/api/handler.ts) without its env-built deps: route() over `deps`. */
+/** The API function's handler (functions/api/function.ts) without the deps its factory builds: route() over `deps`. */
 function apiHandler(deps: () => ApiDeps, tally: Tally, problems: string[]): HttpApiHandler {
   return async (event) => {
     const { method } = event.requestContext.http;

@@ -70,6 +70,7 @@ export async function loadHandler<H extends AnyHandler>(fnDef: LocalFunction, se
   if (typeof loaded.createHandler !== 'function') {
     throw new TypeError(`the ${fnDef.name} function's module exports no function named "createHandler"`);
   }
+  if (!loaded.CONFIG) throw new TypeError(`the ${fnDef.name} function's module exports no CONFIG (the settings it requires)`);
   const create = loaded.createHandler as (config: LedgerConfig) => H;
   return create(ledgerConfigFrom(settings, loaded.CONFIG));
 }

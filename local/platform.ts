@@ -8,7 +8,7 @@ import { localClients, localHandlerEnvironment, type LocalClients, type LocalEnd
 import { startDemoAgent, type DemoAgent, type DemoAgentFaults } from './demo-agent/server.js';
 import { LOCAL_REGION, startEngines } from './engines/index.js';
 import { LOCAL_FUNCTIONS, loadHandler } from './functions.js';
-import type { LedgerSettings } from '../shared/adapters/config.js';
+import { LEDGER_SETTINGS, type LedgerSettings } from '../shared/adapters/config.js';
 import { createLocalResources, type LocalResources } from './resources.js';
 import { lambdaContext, type InvocationReport } from './runtime/context.js';
 import { EventLogTail } from './runtime/event-log.js';
@@ -35,8 +35,8 @@ export interface PlatformOptions {
   readonly prefix?: string;
   /**
    * Overrides of the functions' settings (e.g. second-scale retry delays in tests), by the variable the
-   * stack sets. `POWERTOOLS_*` and `AWS_*` are the runtime's and go to `process.env`; the rest to each
-   * function's config.
+   * stack sets. The ledger's settings (`LEDGER_SETTINGS`) go to each function's config; any other
+   * variable (Powertools', the SDK's, a worker's) to `process.env`, as the runtime's.
    */
   readonly environment?: Readonly<Record<string, string>>;
   /** The dispatch queue's visibility timeout; default 180 s (6 × the intake's 30 s timeout, as in the stack). */
@@ -229,7 +229,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     // credentials and endpoint URLs the SDK clients read, and Powertools' variables. The only part of
     // a handler's environment that goes through `process.env`.
     const overrides = Object.entries(options.environment ?? {});
-    const runtimeVariable = ([name]: readonly [string, string]): boolean => name.startsWith('POWERTOOLS_') || name.startsWith('AWS_');
+    const ledgerSetting = ([name]: readonly [string, string | undefined]): boolean => LEDGER_SETTINGS.includes(name);
     Object.assign(
       process.env,
       localHandlerEnvironment(endpoints),
@@ -239,15 +239,17 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         AWS_ENDPOINT_URL_LAMBDA: localLambda.url,
         KIT_RUN_TABLE: resources.exampleWorkerRuns,
       },
-      Object.fromEntries(overrides.filter(runtimeVariable)),
+      Object.fromEntries(overrides.filter((entry) => !ledgerSetting(entry))),
     );
     // The ledger's settings, as the stack sets them on each function in AWS: handed to each function's
     // `createHandler` as a record it reads its config from (loadHandler), never through `process.env`.
+    // Under the platform's own: the ones the shell that started it sets (say RETENTION_DAYS or
+    // INBOX_SHARDS, to try them locally); over them, the platform's options.
     const settings: LedgerSettings = {
+      ...Object.fromEntries(Object.entries(process.env).filter(ledgerSetting)),
       LEDGER_TABLE_NAME: resources.ledgerTable,
       EVIDENCE_BUCKET: resources.evidenceBucket,
       API_BASE_URL: api.url,
-      DISPATCH_QUEUE_URL: resources.dispatchQueue.url,
       EVENT_BUS_NAME: resources.eventBusName,
       // Locally every caller may speak for any origin (CONTRACT §2).
       PRINCIPAL_MODE: 'open',
@@ -260,7 +262,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       // The monitor's schedule is the tick here.
       MONITOR_PERIOD_SECONDS: String(options.tickSeconds),
       LEDGER_ADMISSION_FUNCTION: ADMISSION_FUNCTION,
-      ...Object.fromEntries(overrides.filter((entry) => !runtimeVariable(entry))),
+      ...Object.fromEntries(overrides.filter(ledgerSetting)),
     };
 
     const scheduled: ScheduledFunction[] = [];

@@ -96,9 +96,9 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "anchor ttl",
-    "file": "shared/adapters/ledger-items.ts",
-    "fixed": "    [TTL_ATTRIBUTE]: expiryOf(message.receivedAt, retentionSeconds * ANCHOR_RETENTION_FACTOR),\n  };\n}",
-    "broken": "  };\n}",
+    "file": "shared/adapters/item-kinds.ts",
+    "fixed": "ttl: afterItsTime('receivedAt', 2),",
+    "broken": "ttl: NEVER,",
     "test": "test/integration/intake-edges.test.ts",
     "pattern": "expiry on the accepted-message anchor"
   },
@@ -152,8 +152,8 @@ const REGRESSIONS: readonly Regression[] = [
   },
   {
     "name": "decode checks",
-    "file": "shared/adapters/ledger-items.ts",
-    "fixed": "= checked(item, STATE_FIELDS);",
+    "file": "shared/adapters/state-item.ts",
+    "fixed": "= checked(item, STATE_ITEM.fields);",
     "broken": "= item;",
     "test": "test/integration/dispatch-view-bounds.test.ts",
     "pattern": "audit_failure"

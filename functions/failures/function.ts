@@ -6,8 +6,6 @@ import { failureDeps, logger } from './deps.js';
 
 export { CONFIG } from './deps.js';
 
-const processor = new BatchProcessor(EventType.SQS);
-
 /**
  * Lambda's on-failure destination of every lambda target (an SQS queue): each record is an invocation
  * that failed or timed out after Lambda's own retries, taken in as the run's failure (CONTRACT §12).
@@ -30,5 +28,7 @@ async function recordHandler(deps: LambdaFailureDeps, record: SQSRecord): Promis
 
 export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
   const deps = failureDeps(config);
+  // One per handler: a batch's records are its own.
+  const processor = new BatchProcessor(EventType.SQS);
   return async (event, context) => processPartialResponse(event, (record: SQSRecord) => recordHandler(deps, record), processor, { context });
 }

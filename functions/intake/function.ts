@@ -8,8 +8,6 @@ import { intakeDeps, logger, metrics } from './deps.js';
 
 export { CONFIG } from './deps.js';
 
-const processor = new BatchProcessor(EventType.SQS);
-
 /** One metric per outcome worth alarming on, with the contract's single dimension. */
 function count(result: IntakeResult): void {
   const name = result.outcome === 'blocked' ? 'BlockedDispatches' : result.outcome === 'retrying' ? 'SubmissionRetries' : result.outcome === 'rejected' ? 'RejectedMessages' : undefined;
@@ -53,6 +51,8 @@ async function recordHandler(deps: IntakeDeps, record: SQSRecord, invocation: { 
 /** The intake's handler on `config` (its Lambda entry, handler.ts, reads the config from the environment). */
 export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
   const deps = intakeDeps(config);
+  // One per handler: a batch's records are its own.
+  const processor = new BatchProcessor(EventType.SQS);
   return async (event, context) => {
     const invocation = { crashed: false };
     const response = await processPartialResponse(event, (record: SQSRecord) => recordHandler(deps, record, invocation), processor, { context });

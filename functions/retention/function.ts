@@ -8,8 +8,6 @@ import { logger, metrics, retentionDeps, type RetentionDeps } from './deps.js';
 
 export { CONFIG } from './deps.js';
 
-const processor = new BatchProcessor(EventType.DynamoDBStreams);
-
 /**
  * One TTL removal (the event source mapping passes only those): the objects of the expired record go
  * (see `removeExpiredObjects`). A record whose deletes fail is reported back alone; the stream retries
@@ -31,5 +29,7 @@ async function recordHandler({ objects, live, anchorSeconds }: RetentionDeps, re
 
 export function createHandler(config: LedgerConfig): (event: DynamoDBStreamEvent, context: Context) => Promise<DynamoDBBatchResponse> {
   const deps = retentionDeps(config);
+  // One per handler: a batch's records are its own.
+  const processor = new BatchProcessor(EventType.DynamoDBStreams);
   return async (event, context) => processPartialResponse(event, (record: DynamoDBRecord) => recordHandler(deps, record), processor, { context });
 }

@@ -3,7 +3,7 @@ import { MONITOR_TIMEOUT_SECONDS } from '../../shared/usecases/timeout.js';
 /**
  * The ledger's Lambda functions and their triggers: one list, read by the CDK construct (each function,
  * its timeout, memory and event source) and by the local platform (`local/functions.ts`: which handler
- * runs on which local trigger). Each is a thin handler under `functions/<name>/handler.ts`.
+ * runs on which local trigger). Each is a thin handler under `functions/<name>/` (handler.ts, the Lambda entry; function.ts, `createHandler(config)`).
  */
 export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'retention', 'failures'] as const;
 export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];

@@ -98,6 +98,28 @@ function settingsReader(settings: LedgerSettings) {
   return { text, number, optionalText: (key: string, required: boolean): string => (required ? text(key) : text(key, '')) };
 }
 
+/** Every setting `ledgerConfigFrom` reads: the variables the stack may set on a function. */
+export const LEDGER_SETTINGS: readonly string[] = [
+  'PRINCIPAL_MODE',
+  'LOCAL_TARGETS_ON_LOOPBACK',
+  'SUBMIT_RETRY_DELAYS_SECONDS',
+  'TARGET_TIMEOUT_MS',
+  'LEDGER_TABLE_NAME',
+  'EVIDENCE_BUCKET',
+  'API_BASE_URL',
+  'PARENT_WAIT_SECONDS',
+  'CLAIM_SECONDS',
+  'RETENTION_DAYS',
+  'MONITOR_PERIOD_SECONDS',
+  'LEDGER_REGISTRY',
+  'TARGET_CACHE_SECONDS',
+  'TARGET_SECRET_PREFIX',
+  'LEDGER_ADMISSION_FUNCTION',
+  'INBOX_SHARDS',
+  'EVENT_BUS_NAME',
+  'PUBLISHED_EVENTS',
+];
+
 /** The config of a function in AWS: its environment, read once at cold start. */
 export function readLedgerConfig(options: ReadConfigOptions = {}): LedgerConfig {
   return ledgerConfigFrom(process.env, options);

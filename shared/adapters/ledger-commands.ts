@@ -18,7 +18,7 @@ import { INDEX, newWriteId, WRITE_ID_ATTRIBUTE } from './ledger-keys.js';
 
 
 /**
- * The ledger table's commands, built from the keys (ledger-keys.ts) and the item codecs (ledger-items.ts,
+ * The ledger table's commands, built from the item kinds (item-kinds.ts) and the item codecs (ledger-items.ts,
  * state-item.ts): each conditional put, query and update the table adapters send, and how their
  * failures are told apart (a lost race from a store error).
  */

@@ -95,7 +95,7 @@ export const WRITE_ID_ATTRIBUTE = 'w';
 export const newWriteId = (): string => randomBytes(6).toString('base64url');
 
 export const DISPATCH = 'D#';
-/** Apart from `REJ#`: the published stream records (`PUBLISHED_KEY_PREFIXES`) and the census's rejection count are the operator's rejections alone. */
+/** Apart from the rejections' `REJ#` (REJECTION_ITEM): the published stream records (`PUBLISHED_KEY_PREFIXES`) and the census's rejection count are the operator's rejections alone. */
 export const ORIGIN_REJECTION_PK = 'OREJ#';
 export const REFUSAL_PK = 'REFUSED#';
 export const pad = (n: number, width: number): string => String(n).padStart(width, '0');

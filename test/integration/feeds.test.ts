@@ -196,7 +196,7 @@ describe('API answers: a cursor the ledger did not issue is InvalidCursorError (
   }
 });
 
-describe('API answers: a forged cursor on the API is 400 malformed (local platform, functions/api/handler.ts)', () => {
+describe('API answers: a forged cursor on the API is 400 malformed (local platform, functions/api/function.ts)', () => {
   let t: TestPlatform;
   beforeAll(async () => {
     t = await startTestPlatform();

@@ -10,7 +10,6 @@ import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import type { InvocationReport } from '../../local/runtime/context.js';
 import { ledgerConfigFrom } from '../../shared/adapters/config.js';
-import { CONFIG, intakeDeps } from '../../functions/intake/deps.js';
 import { DispatchInProgressError, takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
 import { uniqueName } from '../support/engines.js';
@@ -59,6 +58,8 @@ describe('intake: every message ends as exactly one effect', () => {
     const body = JSON.stringify(message);
     // Concurrent deliveries run in separate Lambda execution environments: two compositions of the
     // intake's dependencies, built by functions/intake/deps.ts from the config the platform gives the intake.
+    // Imported here, not at the top: its logger reads Powertools' variables, which the platform sets when it starts.
+    const { CONFIG, intakeDeps } = await import('../../functions/intake/deps.js');
     const environment = (): IntakeDeps => intakeDeps(ledgerConfigFrom(t.platform.settings, CONFIG));
     const record = { messageId: 'm-same', body, senderId: 'local' };
 

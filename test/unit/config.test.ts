@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ledgerConfigFrom, readLedgerConfig } from '../../shared/adapters/config.js';
+import { readFileSync } from 'node:fs';
+import { LEDGER_SETTINGS, ledgerConfigFrom, readLedgerConfig } from '../../shared/adapters/config.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 
 describe('readLedgerConfig', () => {
@@ -63,5 +64,12 @@ describe('readLedgerConfig', () => {
     expect(config).toMatchObject({ tableName: 'local-table', claimSeconds: 20, principalMode: 'open', targetAddressPolicy: 'allow-loopback' });
     expect(() => ledgerConfigFrom({ EVIDENCE_BUCKET: 'b', API_BASE_URL: 'u' })).toThrow('LEDGER_TABLE_NAME is not set');
     expect(() => ledgerConfigFrom({ ...base, RETENTION_DAYS: 'ninety' })).toThrow('RETENTION_DAYS must be a number');
+  });
+
+  it('names every setting it reads in LEDGER_SETTINGS, the list the local platform hands each function from', () => {
+    const source = readFileSync(new URL('../../shared/adapters/config.ts', import.meta.url), 'utf8');
+    const read = [...source.matchAll(/\b(?:text|number|optionalText)\('([A-Z_]+)'/g)].map((match) => match[1]);
+    expect(read.length).toBeGreaterThan(15);
+    expect([...new Set(read)].sort()).toEqual([...LEDGER_SETTINGS].sort());
   });
 });
