@@ -1,4 +1,3 @@
-import * as z from 'zod/mini';
 import { HistoryQuery } from '@dispatch-ledger/protocol/requests';
 import '@dispatch-ledger/protocol/english';
 import { CONFLICTS_IN_VIEW, dispatchView, historyEntry } from '../dispatch/view.js';

@@ -1,5 +1,4 @@
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
-import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { InvalidCursorError, LedgerFeedsTable, type LedgerFeedsOptions } from '../../shared/adapters/ledger-feeds.js';

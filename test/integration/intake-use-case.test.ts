@@ -9,7 +9,6 @@ import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { canonicalJson } from '../../shared/dispatch/canonical.js';
-import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type DispatchState } from '../../shared/dispatch/state.js';
 import { DEFAULT_MAX_HOPS } from '../../shared/dispatch/message.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
