@@ -468,7 +468,7 @@ function recordSizes(): { ours: number; reference: number } {
   );
   const state = submitted(start, { kind: 'accepted', runId: 'r-o-000000-r0-00000-1', status: 'queued', requestId: randomUUID() }, DEFAULT_RETRY_POLICY, now);
   const marshalled = (item: Record<string, unknown>): number => itemSizeBytes(marshall(item, { removeUndefinedValues: true }));
-  return { ours: marshalled({ ...stateItem(state, 90 * 86_400), [WRITE_ID_ATTRIBUTE]: newWriteId() }), reference: marshalled(referenceRecordItem(state)) };
+  return { ours: marshalled({ ...stateItem(state, { version: 1, changes: state.changes }, 90 * 86_400), [WRITE_ID_ATTRIBUTE]: newWriteId() }), reference: marshalled(referenceRecordItem(state)) };
 }
 
 // --- Throughput -------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import { LedgerDueIndex } from '../shared/adapters/due-index.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import type { BlobStore } from '../shared/ledger/port.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
-import type { DispatchState } from '../shared/dispatch/state.js';
+import type { NextState } from '../shared/dispatch/state.js';
 import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
 import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
 import { loopbackOnly } from '../local/loopback.js';
@@ -62,7 +62,7 @@ function dynamodbClient(endpoint: string): DynamoDBClient {
 }
 
 /** A run submitted at `at` (T by default) and running (watch time `at` + stallAfterSeconds). */
-export function runningState(dispatchId: string, at: Date = T): DispatchState {
+export function runningState(dispatchId: string, at: Date = T): NextState {
   const start = accepted(
     {
       dispatchId,
@@ -81,10 +81,10 @@ export function runningState(dispatchId: string, at: Date = T): DispatchState {
 }
 
 /** Due now (its watch time passed) but active a moment ago: the tick reschedules it without contacting a target. */
-const dueState = (dispatchId: string): DispatchState => ({ ...runningState(dispatchId), dueAt: new Date(T.getTime() - 1000).toISOString() });
+const dueState = (dispatchId: string): NextState => ({ ...runningState(dispatchId), dueAt: new Date(T.getTime() - 1000).toISOString() });
 
 /** A run that completed with nothing to check: out of the due index for good. */
-function finishedState(dispatchId: string): DispatchState {
+function finishedState(dispatchId: string): NextState {
   const running = runningState(dispatchId);
   return {
     ...running,
@@ -101,9 +101,9 @@ export const noBlobs: BlobStore = {
   getBytes: () => Promise.reject(new Error('the monitor benches check no evidence')),
 };
 
-/** The states as ledger-items.ts stores them, loaded with BatchWriteItem (`batch-load.ts`). */
-export function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly DispatchState[]): Promise<void> {
-  return batchPutItems(documents, tableName, states.map((state) => stateItem(state, RETENTION_SECONDS)));
+/** The states as ledger-items.ts stores them (each the first version intake's write leaves), loaded with BatchWriteItem (`batch-load.ts`). */
+export function batchPutStates(documents: DynamoDBDocumentClient, tableName: string, states: readonly NextState[]): Promise<void> {
+  return batchPutItems(documents, tableName, states.map((state) => stateItem(state, { version: 1, changes: state.changes }, RETENTION_SECONDS)));
 }
 
 /** The monitor's client, metered; the loader's (which seeds the table), not. */

@@ -6,7 +6,7 @@ import { httpTarget } from '../shared/adapters/http-target.js';
 import { LedgerDueIndex } from '../shared/adapters/due-index.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
-import type { DispatchState } from '../shared/dispatch/state.js';
+import type { NextState } from '../shared/dispatch/state.js';
 import { DEFAULT_PERIOD_SECONDS, DUE_PAGE_SIZE, MONITOR_TIMEOUT_SECONDS, monitorTick, PAGE_CONCURRENCY, SHARD_CONCURRENCY, tickBudget, type MonitorDeps, type TickReport } from '../shared/usecases/monitor.js';
 import type { TargetPort, TargetRegistration } from '../shared/targets/port.js';
 import { batchPutStates, monitorBenchClients, noBlobs, runningState } from './monitor-history.js';
@@ -79,7 +79,7 @@ async function stillRunningTarget(): Promise<{ readonly server: Server; readonly
 }
 
 /** Submitted an hour before `now`, silent since, due a second ago: the tick looks it up and finds it still running. */
-const stalledState = (dispatchId: string, now: Date): DispatchState => {
+const stalledState = (dispatchId: string, now: Date): NextState => {
   const running = runningState(dispatchId, new Date(now.getTime() - 3_600_000));
   return { ...running, target: TARGET, dueAt: new Date(now.getTime() - 1000).toISOString() };
 };

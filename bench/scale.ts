@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { DescribeTableCommand, DynamoDBClient, UpdateTableCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { S3Client } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { StreamEventSource } from '../local/runtime/stream-event-source.js';
@@ -14,7 +14,9 @@ import { httpTarget } from '../shared/adapters/http-target.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../shared/adapters/ledger-feeds.js';
 import { messageItem } from '../shared/adapters/ledger-items.js';
-import { stateItem } from '../shared/adapters/state-item.js';
+import { stateItem, stateVersionOf } from '../shared/adapters/state-item.js';
+import { STATE_ITEM } from '../shared/adapters/item-kinds.js';
+import type { StateVersion } from '../shared/events/derive.js';
 import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-keys.js';
 import { LedgerDueIndex } from '../shared/adapters/due-index.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
@@ -173,6 +175,8 @@ interface Rig {
   readonly table: LedgerTable;
   /** Writes items of ledger-items.ts's shapes as they are (fixtures), through the metered client. */
   readonly load: (items: readonly Record<string, unknown>[]) => Promise<void>;
+  /** A state item as stored: the state, its version and what its write changed (a clone carries them too). */
+  readonly readState: (dispatchId: string) => Promise<StateVersion | undefined>;
   readonly intakeDeps: IntakeDeps;
   readonly apiDeps: ApiDeps;
   readonly monitorDeps: MonitorDeps;
@@ -231,6 +235,10 @@ async function rig(ctx: BenchContext, name: string, targetDown: boolean, stream:
     meter,
     table,
     load: (items) => batchPutItems(documents, ledger.name, items),
+    readState: async (dispatchId) => {
+      const { Item } = await documents.send(new GetCommand({ TableName: ledger.name, Key: STATE_ITEM.key(dispatchId), ConsistentRead: true }));
+      return Item ? stateVersionOf(Item) : undefined;
+    },
     intakeDeps: { ...common, principals: table, principalMode: 'open' },
     apiDeps: {
       ...common,
@@ -463,8 +471,9 @@ async function outage(ctx: BenchContext): Promise<ScaleWorkloadResult> {
 async function seedRetrying(ctx: BenchContext, rigged: Rig, ids: readonly string[]): Promise<void> {
   await intake(ctx, rigged.intakeDeps, ids.slice(0, INTAKE_BATCH), 'retrying', 'outage seeding, real intake');
   const sampleId = ids[0] ?? '';
-  const [state, message] = await Promise.all([rigged.table.getState(sampleId), rigged.table.getAcceptedMessage(sampleId)]);
-  if (state?.phase !== 'accepted' || !state.dueAt || !message) throw new Error(`${sampleId} is not waiting for a retry: ${JSON.stringify(state)}`);
+  const [stored, message] = await Promise.all([rigged.readState(sampleId), rigged.table.getAcceptedMessage(sampleId)]);
+  const state = stored?.state;
+  if (!stored || state?.phase !== 'accepted' || !state.dueAt || !message) throw new Error(`${sampleId} is not waiting for a retry: ${JSON.stringify(state)}`);
   const stateJson = JSON.stringify(state);
   const messageJson = JSON.stringify(message);
   // Fixed-width ids: no id is a part of another, so swapping the text swaps exactly the id.
@@ -473,7 +482,7 @@ async function seedRetrying(ctx: BenchContext, rigged: Rig, ids: readonly string
   for (let start = 0; start < rest.length; start += SEED_CHUNK) {
     const chunk = rest.slice(start, start + SEED_CHUNK);
     await rigged.load(
-      chunk.flatMap((dispatchId) => [stateItem(swapped(stateJson, dispatchId) as DispatchState, RETENTION_SECONDS), messageItem(swapped(messageJson, dispatchId) as AcceptedMessage, RETENTION_SECONDS)]),
+      chunk.flatMap((dispatchId) => [stateItem(swapped(stateJson, dispatchId) as DispatchState, stored, RETENTION_SECONDS), messageItem(swapped(messageJson, dispatchId) as AcceptedMessage, RETENTION_SECONDS)]),
     );
     ctx.log(`  outage seeding, cloned: ${(INTAKE_BATCH + start + chunk.length).toLocaleString('en-US')} / ${ids.length.toLocaleString('en-US')}`);
   }

@@ -30,7 +30,7 @@ export function nudgingAdmission<S extends LedgerStore>(store: S, nudge: (target
         const commit: LedgerStore['commit'] = async (from, next, ended) => {
           const written = await target.commit(from, next, ended);
           // Only when someone waits: a freed slot nobody is waiting for costs no invocation.
-          if (written.kind === 'committed' && from.slot && !next.slot) {
+          if (written.kind === 'committed' && from.state.slot && !next.slot) {
             await target
               .countWaiting(next.target, 1)
               .then((waiting) => (waiting > 0 ? nudge(next.target) : undefined))

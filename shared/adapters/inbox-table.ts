@@ -1,7 +1,7 @@
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { DispatchState } from '../dispatch/state.js';
-import type { CommitOutcome, InboxRange, InboxStore } from '../ledger/port.js';
+import type { NextState } from '../dispatch/state.js';
+import type { CommitOutcome, InboxRange, InboxStore, StoredState } from '../ledger/port.js';
 import { dispatchIdOfKey, INBOX_RANGE, inboxKeysOf, INDEX } from './ledger-keys.js';
 import { slotUpdates, statePut, transactPut } from './ledger-commands.js';
 
@@ -69,7 +69,7 @@ export class InboxTable implements InboxStore {
     }
   }
 
-  async commitAll(writes: ReadonlyArray<{ readonly from: DispatchState; readonly next: DispatchState }>): Promise<CommitOutcome> {
+  async commitAll(writes: ReadonlyArray<{ readonly from: StoredState; readonly next: NextState }>): Promise<CommitOutcome> {
     if (writes.length === 0) return { kind: 'committed' };
     try {
       await this.db.send(
@@ -77,7 +77,7 @@ export class InboxTable implements InboxStore {
           TransactItems: writes.flatMap(({ from, next }) => {
             const put = statePut(this.options.tableName, from, next, this.options.retentionSeconds, this.options.inboxShards);
             // A result's changes never move a slot; if one ever did, its counter would commit with it.
-            return [transactPut(put), ...slotUpdates(this.options.tableName, from, next).items];
+            return [transactPut(put), ...slotUpdates(this.options.tableName, from.state, next).items];
           }),
         }),
       );

@@ -9,9 +9,9 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { type ManualAttestation } from '../dispatch/manual.js';
-import { CorruptItemError } from '../ledger/port.js';
-import type { DispatchState } from '../dispatch/state.js';
-import { writeCondition } from '../dispatch/transitions/legal.js';
+import { CorruptItemError, type StoredState } from '../ledger/port.js';
+import type { DispatchState, NextState } from '../dispatch/state.js';
+import { writeCondition } from '../ledger/repository.js';
 import { withoutNulls, type Item } from './item-codec.js';
 import { stateItem } from './state-item.js';
 import { INDEX, newWriteId, WRITE_ID_ATTRIBUTE } from './ledger-keys.js';
@@ -154,17 +154,18 @@ export function rangeQuery(tableName: string, range: { readonly pk: string; read
  * request is sent. Or the item is this very write (its write id): a write DynamoDB applied but whose
  * answer was lost is sent again by the SDK, and must succeed, not meet itself as another's conflict.
  */
-export function statePut(tableName: string, from: DispatchState, next: DispatchState, retentionSeconds: number, inboxShards = 1): SinglePut {
+export function statePut(tableName: string, from: StoredState, next: NextState, retentionSeconds: number, inboxShards = 1): SinglePut {
   const condition = writeCondition(from, next);
   const w = newWriteId();
+  const version = from.version + 1;
   return {
     TableName: tableName,
-    Item: { ...stateItem(next, retentionSeconds, inboxShards), [WRITE_ID_ATTRIBUTE]: w },
+    Item: { ...stateItem(next, { version, changes: next.changes }, retentionSeconds, inboxShards), [WRITE_ID_ATTRIBUTE]: w },
     // The write itself, still as it wrote it: its id and its version (a writer of an earlier release keeps
     // an id it read, so the id alone could put this version back over that writer's newer one).
     ...(condition.create
-      ? { ConditionExpression: 'attribute_not_exists(pk) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': next.version }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }
-      : { ConditionExpression: '(version = :v AND phase = :p) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': next.version, ':v': condition.version, ':p': condition.phase } }),
+      ? { ConditionExpression: 'attribute_not_exists(pk) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': version }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }
+      : { ConditionExpression: '(version = :v AND phase = :p) OR (w = :w AND version = :n)', ExpressionAttributeValues: { ':w': w, ':n': version, ':v': condition.version, ':p': condition.phase } }),
   };
 }
 

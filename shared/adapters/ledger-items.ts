@@ -11,7 +11,7 @@ import type { StreamItem } from '../events/derive.js';
 import { FEED, feedShardOf, monthKey, originRejectionKeyOf } from './ledger-keys.js';
 
 import { type Item, withoutNulls, isString, isNumber, optional, keyOf, checked } from './item-codec.js';
-import { resultRecordOf, stateOf } from './state-item.js';
+import { resultRecordOf, stateVersionOf } from './state-item.js';
 /**
  * The ledger table's item codecs: how each record is stored and read back — every stored item is
  * decoded and checked against its kind's declared fields, never cast (a shape its key does not promise
@@ -194,7 +194,7 @@ export function pastAttemptOf(item: Item): PastAttempt {
  * with the same codecs.
  */
 const STREAM_KINDS: ReadonlyArray<readonly [Parameters<typeof isKeyOf>[0], (item: Item) => StreamItem]> = [
-  [STATE_ITEM, (item) => ({ kind: 'state', state: stateOf(item) })],
+  [STATE_ITEM, (item) => ({ kind: 'state', ...stateVersionOf(item) })],
   [MESSAGE_ITEM, (item) => ({ kind: 'message', message: messageOf(item) })],
   [REJECTION_ITEM, (item) => ({ kind: 'rejection', rejection: rejectionOf(item) })],
   [EVIDENCE_CHECK_ITEM, (item) => ({ kind: 'check', check: checkOf(item) })],

@@ -11,9 +11,9 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { type ManualAttestation } from '../dispatch/manual.js';
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, NextState } from '../dispatch/state.js';
 import { allotSlotCaps, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
-import type { CommitOutcome, SlotCapsWrite, LedgerStore, PutOutcome } from '../ledger/port.js';
+import type { CommitOutcome, SlotCapsWrite, LedgerStore, PutOutcome, StoredState } from '../ledger/port.js';
 import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, ResultBody } from '../dispatch/records.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
@@ -22,7 +22,7 @@ import { ttlCache } from '../ttl-cache.js';
 import { batchReadAll } from './batch-read.js';
 import { checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
 import { withoutNulls, type Item } from './item-codec.js';
-import { stateOf } from './state-item.js';
+import { stateOf, storedOf } from './state-item.js';
 import { type SinglePut, type TransactItem, collectionQuery, decodedOrUndefined, isConditionFailure, isTransactionConflict, manualAttestationPut, onceOnly, operatorReceiptPut, operatorReceiptsQuery, rangeQuery, shardCountUpdate, slotCapUpdates, slotUpdates, statePut, transactPut, unmarshallItem } from './ledger-commands.js';
 import { StoredManualAttestation } from '../dispatch/manual.js';
 import { validationProblems } from '../dispatch/receipts.js';
@@ -85,13 +85,17 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   async getState(dispatchId: string): Promise<DispatchState | undefined> {
-    const Item = await this.getItem(STATE_ITEM.key(dispatchId), true);
-    return Item ? stateOf(Item) : undefined;
+    return (await this.getStored(dispatchId))?.state;
   }
 
-  async commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome> {
+  async getStored(dispatchId: string): Promise<StoredState | undefined> {
+    const Item = await this.getItem(STATE_ITEM.key(dispatchId), true);
+    return Item ? storedOf(Item) : undefined;
+  }
+
+  async commit(from: StoredState, next: NextState, ended?: PastAttempt): Promise<CommitOutcome> {
     const put = statePut(this.table, from, next, this.options.retentionSeconds, this.options.inboxShards);
-    const slots = slotUpdates(this.table, from, next);
+    const slots = slotUpdates(this.table, from.state, next);
     if (ended || slots.items.length > 0) return this.commitInTransaction(put, ended, slots);
     try {
       await this.putItem(put);
@@ -182,11 +186,11 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
     return { message, check, marks };
   }
 
-  async getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] | undefined }> {
+  async getStateWithUploads(dispatchId: string): Promise<{ readonly stored: StoredState | undefined; readonly uploads: EvidenceUpload[] | undefined }> {
     const items = await this.listAll(rangeQuery(this.table, RANGE.stateWithUploads(dispatchId)), (item) => item);
     const stateItem = items.find((item) => item.sk === STATE_ITEM.key(dispatchId).sk);
-    const state = stateItem ? stateOf(stateItem) : undefined;
-    return { state, uploads: state ? decodedOrUndefined(items.filter((item) => isUploadKey(String(item.sk), state.attempt)), uploadOf) : [] };
+    const stored = stateItem ? storedOf(stateItem) : undefined;
+    return { stored, uploads: stored ? decodedOrUndefined(items.filter((item) => isUploadKey(String(item.sk), stored.state.attempt)), uploadOf) : [] };
   }
 
   async peekState(dispatchId: string): Promise<DispatchState | undefined> {

@@ -1,5 +1,7 @@
 import { STATE_ITEM, expiryFields } from './item-kinds.js';
-import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, type BlockedCode, type DispatchState, type ResultRecord } from '../dispatch/state.js';
+import { DEFAULT_PRIORITY, DEFAULT_TIMEOUTS, stateOnly, type BlockedCode, type ChangeKind, type DispatchState, type ResultRecord } from '../dispatch/state.js';
+import type { StateVersion } from '../events/derive.js';
+import type { StoredState } from '../ledger/port.js';
 import { retentionStarted } from '../dispatch/state.js';
 import { resultIdOf } from '../dispatch/transitions/core.js';
 import { attentionKind } from '../dispatch/attention.js';
@@ -17,13 +19,16 @@ import { type Item, withoutNulls, idHash, isNumber, isString, checked } from './
  * The hot state item. Kept small (≤ 1 KB for usual ids): the dispatch id and origin live only in the
  * keys, nulls are not stored, and the history sort key carries a hash of the id rather than the id.
  */
-export function stateItem(state: DispatchState, retentionSeconds: number, inboxShards = 1): Item {
-  const { dispatchId, origin, dueAt, storedDueAt: _transient, createdAt: _created, sentAt, ...rest } = state;
+export function stateItem(state: DispatchState, write: WriteOf, retentionSeconds: number, inboxShards = 1): Item {
+  const { dispatchId, origin, dueAt, createdAt: _created, sentAt, ...rest } = stateOnly(state);
   // Kept within one write unit: what the codec can restore is not stored (the defaults, the creation
   // time the history key carries, the current run's id its receipts repeat, the result's id and attempt).
   const { timeouts, supersededRuns, deliveryMode, receipts, result: currentResult, ...others } = rest;
   const compact: Record<string, unknown> = {
     ...others,
+    // The write's own, beside the state: the version it wrote (the next write's condition) and what it changed (the events it means).
+    version: write.version,
+    changes: write.changes,
     ...(isDefaultTimeouts(timeouts) ? {} : { timeouts }),
     ...(supersededRuns.length > 0 ? { supersededRuns } : {}),
     ...(deliveryMode === 'callback' ? {} : { deliveryMode }),
@@ -105,8 +110,26 @@ function legacyBlockedCode(reason: string | null | undefined): BlockedCode | nul
   return BLOCKED_CODES.find((code) => reason === code || reason?.startsWith(`${code}:`)) ?? null;
 }
 
-export function stateOf(item: Item): DispatchState {
-  const { pk, sk: _sk, w: _write, dueShard: _shard, recentShard: _recent, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = checked(item, STATE_ITEM.fields);
+/** What a write puts beside the state in its item: the version it writes and what it changed. */
+export type WriteOf = Pick<StateVersion, 'version' | 'changes'>;
+
+/** A state item as the stream shows it: the state, the version that wrote it and what that write changed. */
+export function stateVersionOf(item: Item): StateVersion {
+  const { version, changes, ...rest } = checked(item, STATE_ITEM.fields);
+  return { state: stateOfChecked(rest), version: version as number, changes: (changes as ChangeKind[] | undefined) ?? [] };
+}
+
+/** A state item as a writer reads it: the state, and the version the next write is conditioned on. */
+export function storedOf(item: Item): StoredState {
+  const { state, version } = stateVersionOf(item);
+  return { state, version };
+}
+
+/** A state item as a reader reads it: the state alone. */
+export const stateOf = (item: Item): DispatchState => stateVersionOf(item).state;
+
+function stateOfChecked(item: Item): DispatchState {
+  const { pk, sk: _sk, w: _write, dueShard: _shard, recentShard: _recent, originKey, createdKey, expiresAt: _expires, feedKey: _feed, feedAt: _feedAt, inboxKey: _inbox, inboxAt: _inboxAt, waitKey: _wait, waitAt: _waitAt, dueAt, ...rest } = item;
   const stored = rest as Partial<DispatchState>;
   const dispatchId = dispatchIdOfKey(String(pk));
   const attempt = stored.attempt as number;
@@ -129,7 +152,6 @@ export function stateOf(item: Item): DispatchState {
     runId: stored.runId ?? null,
     lastSeq: stored.lastSeq ?? null,
     supersededRuns: stored.supersededRuns ?? [],
-    changes: stored.changes ?? [],
     // What the check settled (expected, missing, its record) as stored; absent before it settles.
     evidence: { ...stored.evidence, outcome: stored.evidence?.outcome ?? 'unverified', expectedCount: stored.evidence?.expectedCount ?? 0, deadline: stored.evidence?.deadline ?? null },
     parentDispatchId: stored.parentDispatchId ?? null,

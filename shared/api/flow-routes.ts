@@ -2,7 +2,7 @@ import { CancelBody, SlotReleaseBody } from '@dispatch-ledger/protocol/requests'
 import '@dispatch-ledger/protocol/english';
 import type { DispatchState } from '../dispatch/state.js';
 import { TARGET_NAME } from '../dispatch/ids.js';
-import type { LedgerFeeds } from '../ledger/port.js';
+import type { LedgerFeeds, StoredState } from '../ledger/port.js';
 import { cancelDispatch, releaseSlot } from '../usecases/flow.js';
 import type { Caller } from './caller.js';
 import { ApiError, changedConcurrently, keptChanging } from './http.js';
@@ -19,9 +19,9 @@ const cancelView = (state: DispatchState) => ({
 });
 
 /** `POST /dispatches/{id}/cancel` (CONTRACT §2 v2): 202, idempotent; 409 once the dispatch is over. */
-export async function postCancel(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined, by: { readonly caller: Caller; readonly principalId: string | undefined }) {
+export async function postCancel(deps: LifecycleDeps, stored: StoredState, body: Buffer | undefined, by: { readonly caller: Caller; readonly principalId: string | undefined }) {
   const { reason } = parseJson(body, CancelBody());
-  const outcome = await cancelDispatch(deps, state, { reason, by: recordedBy(by.caller, by.principalId) });
+  const outcome = await cancelDispatch(deps, stored, { reason, by: recordedBy(by.caller, by.principalId) });
   switch (outcome.kind) {
     case 'terminal':
       throw new ApiError('conflict', 'the dispatch is already over: nothing to cancel', { phase: outcome.state.phase, status: outcome.state.execution.status });

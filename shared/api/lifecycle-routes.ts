@@ -5,7 +5,7 @@ import '@dispatch-ledger/protocol/english';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import { isTerminal } from '../dispatch/state.js';
 import type { DispatchState } from '../dispatch/state.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { decideApproval } from '../usecases/approval.js';
 import { redispatch } from '../usecases/redispatch.js';
 import { reportRunEvent, runOn, type MayReport, type ReportedBody, type RunOfDispatch } from '../usecases/run-events.js';
@@ -150,8 +150,8 @@ function resultBodyOfEvent(type: string, body: unknown): ReportedBody {
 }
 
 /** POST /dispatches/{id}/approval: forwarded to the target; recorded only once the target took it. */
-export async function postApproval(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
-  const outcome = await decideApproval(deps, state, parseJson(body, ApprovalBody()));
+export async function postApproval(deps: LifecycleDeps, stored: StoredState, body: Buffer | undefined) {
+  const outcome = await decideApproval(deps, stored, parseJson(body, ApprovalBody()));
   switch (outcome.kind) {
     case 'decided':
       return { status: 200, body: { approvalId: outcome.approvalId, decision: outcome.decision } };
@@ -166,9 +166,10 @@ export async function postApproval(deps: LifecycleDeps, state: DispatchState, bo
 
 
 /** POST /dispatches/{id}/redispatch (CONTRACT §4): the outcomes of the redispatch use case as HTTP answers. */
-export async function postRedispatch(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
+export async function postRedispatch(deps: LifecycleDeps, stored: StoredState, body: Buffer | undefined) {
   const { reason, force } = parseJson(body, RedispatchBody());
-  const outcome = await redispatch(deps, state, { reason, force: force ?? false });
+  const outcome = await redispatch(deps, stored, { reason, force: force ?? false });
+  const { state } = stored;
   switch (outcome.kind) {
     case 'run_may_be_active':
       throw new ApiError('conflict', 'the current run may still be active: look it up, or redispatch with force and a reason', {

@@ -1,6 +1,6 @@
 import type * as z from 'zod/mini';
 import { DISPATCH_ID } from '../dispatch/ids.js';
-import type { InboxStore, LedgerFeeds } from '../ledger/port.js';
+import type { InboxStore, LedgerFeeds, StoredState } from '../ledger/port.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
 import { callerOrigin, isOperator, type Caller } from './caller.js';
 import { ApiError, type ApiRequest, type ApiResponse } from './http.js';
@@ -45,14 +45,15 @@ export function limitOf(request: ApiRequest, fallback = 25): number {
  * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
  * `operatorMayRead`: the operator may read any dispatch (CONTRACT §2 v2), never act on one as its origin.
  */
-export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false) {
+export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Caller, operatorMayRead = false): Promise<StoredState> {
   const notFound = new ApiError('not_found', `no dispatch ${dispatchId}`);
   if (!DISPATCH_ID.test(dispatchId)) throw notFound;
-  const state = await deps.store.getState(dispatchId);
-  if (state && operatorMayRead && isOperator(caller)) return state;
+  // With its version: a route that acts on the dispatch writes on the state it read.
+  const stored = await deps.store.getStored(dispatchId);
+  if (stored && operatorMayRead && isOperator(caller)) return stored;
   const origin = callerOrigin(caller);
-  if (!state || origin === undefined || state.origin !== origin) throw notFound;
-  return state;
+  if (!stored || origin === undefined || stored.state.origin !== origin) throw notFound;
+  return stored;
 }
 
 /** A query's values through its schema (each exact); the first problem is the 400. */

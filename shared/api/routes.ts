@@ -5,7 +5,7 @@ import type { DispatchState } from '../dispatch/state.js';
 import { newestPage } from './pages.js';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
 import { ORIGIN } from '../dispatch/ids.js';
-import { CorruptItemError, InvalidCursorError } from '../ledger/port.js';
+import { CorruptItemError, InvalidCursorError, type StoredState } from '../ledger/port.js';
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
 import { getRunControl, getTask, postApproval, postRedispatch, postRunEvent } from './lifecycle-routes.js';
 import { refreshed } from '../usecases/run-events.js';
@@ -55,7 +55,7 @@ function ownOrigin(params: Record<string, string>, caller: Caller): string {
 /** `POST /dispatches/{dispatchId}/{action}` on a dispatch of the caller's own (404 otherwise), answered by what `act` returns. */
 const onOwnDispatch = (
   spec: RouteSpec,
-  act: (deps: ApiDeps, state: DispatchState, request: ApiRequest, caller: Caller) => Promise<{ readonly status: number; readonly body: unknown }>,
+  act: (deps: ApiDeps, stored: StoredState, request: ApiRequest, caller: Caller) => Promise<{ readonly status: number; readonly body: unknown }>,
 ): Route => ({
   spec,
   handle: async (deps, request, params, caller) => {
@@ -80,7 +80,7 @@ const SERVED_ROUTES: readonly Route[] = [
     spec: ROUTES.getDispatch,
     handle: async (deps, request, params, caller) => {
       const stored = await ownedState(deps, params.dispatchId ?? '', caller, true);
-      const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored;
+      const state = request.query.refresh === 'true' ? await refreshed(deps, stored) : stored.state;
       const view = await fullView(deps, state);
       // The view stays small whatever the history: the newest entries of each list, the rest paged.
       const pages = PAGED_LISTS.map(([list]) => [list, newestPage<unknown>(list, view[list], undefined)] as const);
@@ -91,14 +91,14 @@ const SERVED_ROUTES: readonly Route[] = [
     ([list, spec]): Route => ({
       spec,
       handle: async (deps, request, params, caller) => {
-        const view = await fullView(deps, await ownedState(deps, params.dispatchId ?? '', caller, true));
+        const view = await fullView(deps, (await ownedState(deps, params.dispatchId ?? '', caller, true)).state);
         const page = newestPage<unknown>(list, view[list], request.query.cursor);
         return json(200, { items: page.items, cursor: page.more });
       },
     }),
   ),
   onOwnDispatch(ROUTES.decideApproval, (deps, state, request) => postApproval(deps, state, request.body)),
-  onOwnDispatch(ROUTES.recordReceipt, (deps, state, request, caller) => postOperatorReceipt(deps, state, request.body, { caller, principalId: request.iamUserId })),
+  onOwnDispatch(ROUTES.recordReceipt, (deps, stored, request, caller) => postOperatorReceipt(deps, stored.state, request.body, { caller, principalId: request.iamUserId })),
   onOwnDispatch(ROUTES.redispatch, (deps, state, request) => postRedispatch(deps, state, request.body)),
   onOwnDispatch(ROUTES.cancel, (deps, state, request, caller) => postCancel(deps, state, request.body, { caller, principalId: request.iamUserId })),
   {
@@ -108,7 +108,7 @@ const SERVED_ROUTES: readonly Route[] = [
       return json(answer.status, answer.body);
     },
   },
-  onOwnDispatch(ROUTES.evidenceStatus, (deps, state, request) => postEvidenceStatus(deps, state, request.body)),
+  onOwnDispatch(ROUTES.evidenceStatus, (deps, stored, request) => postEvidenceStatus(deps, stored.state, request.body)),
   {
     spec: ROUTES.putEvidence,
     handle: async (deps, request, params, caller) => {

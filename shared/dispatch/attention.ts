@@ -26,7 +26,7 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
     dispatchId: state.dispatchId,
     origin: state.origin,
     target: state.target,
-    // When this problem began (CONTRACT §2 V3), carried by every write that keeps it (transitions.ts
+    // When this problem began (CONTRACT §2 V3), carried by every write that keeps it (transitions/core.ts
     // `withAttention`); a write that keeps the problem — a re-lookup, a claim — never moves it.
     // (A state stored before the field existed falls back to its last write, as the feed's order does.)
     since: state.attentionSince ?? state.updatedAt,

@@ -199,6 +199,9 @@ export interface PastAttempt {
   readonly check?: InlineCheck | undefined;
 }
 
+/** What a redispatch ends, as its use case decides it: the repository adds the version it ended at (`stateVersion`) when it commits it. */
+export type EndedAttempt = Omit<PastAttempt, 'stateVersion'>;
+
 /** A final event's `result.body`, or (spilled) its preview and blob key; written before the state that refers to it. */
 export interface ResultBody {
   readonly dispatchId: string;

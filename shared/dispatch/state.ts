@@ -3,8 +3,10 @@ import { clip, printable } from '../text.js';
 import type { Phase, ResultState } from '@dispatch-ledger/protocol';
 
 /**
- * The dispatch's hot state — one small item (≤ 1 KB) that every write to the dispatch goes through,
- * guarded by `version`. The task payload lives elsewhere (the accepted message), written once.
+ * The dispatch's hot state — one small item (≤ 1 KB) that every write to the dispatch goes through.
+ * The state says what the dispatch is; how it is stored (the version a write is conditioned on) travels
+ * beside it, in the repository's envelope (`StoredState`, shared/ledger/repository.ts). The task payload
+ * lives elsewhere (the accepted message), written once.
  */
 
 /**
@@ -221,27 +223,18 @@ export interface DispatchState {
   readonly evidence: EvidenceState;
   /** When the monitor must look at this dispatch next (retry, stall watch…); null: nothing due. */
   readonly dueAt: string | null;
-  /** Optimistic concurrency: every write is conditioned on the version it read. */
-  readonly version: number;
   /** The last forced or unforced redispatch: who asked why, and what became of the old run. */
   readonly redispatch?: { readonly at: string; readonly reason: string; readonly supersededRunId: string | null; readonly cancel: string | null } | undefined;
   /** Since when the dispatch has needed a person for its current attention kind (the attention feed's order). */
   readonly attentionSince?: string | null;
   /** When a refresh last looked the run up (CONTRACT §2 V3: at most one lookup per 10 s); written with what it found. */
   readonly lastRefreshAt?: string | undefined;
-  /** What this version changed (see ChangeKind). */
-  readonly changes: readonly ChangeKind[];
   /** CONTRACT §10: how the result reaches the origin (absent: after_turn). */
   readonly resultDelivery?: ResultDelivery | undefined;
   /** The result of the current attempt, once it exists (callback delivery only; CONTRACT §10). */
   readonly result?: ResultRecord | null | undefined;
   /** Results made again for an attempt that already had one (a blocked dispatch redispatched on the same attempt). */
   readonly resultRound?: number | undefined;
-  /**
-   * In memory only, never stored: the due time of the stored version this one replaces, carried through
-   * the changes of one write (a result's watch keeps it: no index write when nothing else is due).
-   */
-  readonly storedDueAt?: string | null | undefined;
   /** CONTRACT §1 v2: order among waiting dispatches, 0..9 (absent: 5). */
   readonly priority?: number | undefined;
   /**
@@ -262,6 +255,28 @@ export interface DispatchState {
   readonly slotRelease?: SlotRelease | null | undefined;
   /** CONTRACT §13: the dispatch's target is manual; a person does the work (absent for every other kind). */
   readonly manual?: ManualWork | undefined;
+}
+
+/**
+ * A state a transition made and nothing has written yet: what the transitions since the state was read
+ * changed, in order (the events the write means: `ChangeKind`), and the due time the state had when it
+ * was read. Every transition returns one; the repository commits it on the version it read and hands
+ * back the state alone, so the next transition starts a write of its own.
+ */
+export interface NextState extends DispatchState {
+  readonly changes: readonly ChangeKind[];
+  /** The due time of the state as read (null: a dispatch not stored yet). A result's watch keeps it: no index write when nothing else is due. */
+  readonly dueAtRead: string | null;
+}
+
+/** A state some transition made in this write (its changes not written yet). */
+export const isNextState = (state: DispatchState): state is NextState => 'changes' in state && 'dueAtRead' in state;
+
+/** The state alone, without what made it: what a write leaves stored, and where the next write's transitions start. */
+export function stateOnly(state: DispatchState): DispatchState {
+  if (!isNextState(state)) return state;
+  const { changes: _changes, dueAtRead: _dueAtRead, ...rest } = state;
+  return rest;
 }
 
 /** CONTRACT §1 V3: how long a child whose parent is not recorded yet is held before it is blocked `unknown_parent`. */

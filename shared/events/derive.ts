@@ -81,33 +81,43 @@ export class UndescribableChangeError extends Error {
 export const howToCheck = (dispatchId: string): string => `npx ledger check ${dispatchId} --refresh`;
 
 /**
+ * One version of a dispatch as the table holds it (a stream image): the state, the version that wrote it
+ * and what that write changed. The version and the changes are the write's, never the state's own.
+ */
+export interface StateVersion {
+  readonly state: DispatchState;
+  readonly version: number;
+  readonly changes: readonly ChangeKind[];
+}
+
+/**
  * The events of one committed version of a dispatch's state, one per change that has a detail-type.
  * `previous` is the version it replaced (the stream's OldImage); undefined when it was created.
  *
  * @example
  * eventsForState(undefined, firstVersion) // [Dispatch Submitted]: it stands for the acceptance too
  */
-export function eventsForState(previous: DispatchState | undefined, current: DispatchState): LedgerEvent[] {
+export function eventsForState(previous: StateVersion | undefined, current: StateVersion): LedgerEvent[] {
   // A version that does not advance is not a committed change (defensive: the table forbids it).
   if (previous && current.version <= previous.version) return [];
   // Items written before versions recorded their changes carry none.
-  const kinds = new Set(current.changes ?? []);
+  const kinds = new Set(current.changes);
   // CONTRACT §3 v2: when the first submission commits in the same write as the acceptance, one
   // Dispatch Submitted stands for both (a blocked or waiting first version still says Accepted).
   if (!previous && kinds.has('submitted')) kinds.delete('accepted');
   const events: LedgerEvent[] = [];
   for (const kind of kinds) {
-    const event = eventFor(kind, previous, current);
+    const event = eventFor(kind, previous?.state, current.state, current.version);
     if (event) events.push(event);
   }
   return events;
 }
 
-function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current: DispatchState): LedgerEvent | undefined {
+function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current: DispatchState, version: number): LedgerEvent | undefined {
   const detailType = DETAIL_TYPE_OF_CHANGE[kind];
   if (!detailType) return undefined;
   const need = <T>(value: T | null | undefined, what: string): T => {
-    if (value === null || value === undefined) throw new UndescribableChangeError(current.dispatchId, current.version, kind, what);
+    if (value === null || value === undefined) throw new UndescribableChangeError(current.dispatchId, version, kind, what);
     return value;
   };
   // Handled/Orphaned keep the identity they had when the check item published them: one per attempt.
@@ -118,7 +128,7 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
       ? `check:${current.dispatchId}:${current.attempt}`
       : detailType.startsWith('Result ') && resultOfEvent
         ? `result:${resultOfEvent.id}:${detailType}`
-        : `${current.dispatchId}:${current.version}:${detailType}`;
+        : `${current.dispatchId}:${version}:${detailType}`;
   const stamp = { eventId: eventIdOf(identity), at: current.updatedAt };
   const dispatch = { ...stamp, dispatchId: current.dispatchId, origin: current.origin, target: current.target, attempt: current.attempt };
   const run = (of: DispatchState = current) => ({
@@ -158,7 +168,7 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
     case 'Run Unobservable': {
       const monitorStatus = current.execution.monitorStatus;
       if (monitorStatus !== 'lookup_unavailable' && monitorStatus !== 'target_not_found') {
-        throw new UndescribableChangeError(current.dispatchId, current.version, kind, 'monitorStatus lookup_unavailable or target_not_found');
+        throw new UndescribableChangeError(current.dispatchId, version, kind, 'monitorStatus lookup_unavailable or target_not_found');
       }
       return { detailType, detail: { ...run(), status: 'unknown', monitorStatus, reason: monitorStatus, ...watch } };
     }
@@ -229,7 +239,7 @@ export function eventForRejection(rejection: Rejection): LedgerEvent {
 
 /** A ledger table item as the stream shows it, decoded (see `decodeItem` of the table adapter). */
 export type StreamItem =
-  | { readonly kind: 'state'; readonly state: DispatchState }
+  | ({ readonly kind: 'state' } & StateVersion)
   /** The accepted message, the dispatch's idempotency anchor (publishes nothing; its expiry clears the dispatch's objects). */
   | { readonly kind: 'message'; readonly message: AcceptedMessage }
   | { readonly kind: 'rejection'; readonly rejection: Rejection }
@@ -280,7 +290,7 @@ export interface StreamChange {
 export function eventsForStreamChange(change: StreamChange): LedgerEvent[] {
   const { eventName, oldItem, newItem } = change;
   if (eventName === 'REMOVE') return [];
-  if (newItem.kind === 'state') return eventsForState(oldItem.kind === 'state' ? oldItem.state : undefined, newItem.state);
+  if (newItem.kind === 'state') return eventsForState(oldItem.kind === 'state' ? oldItem : undefined, newItem);
   if (newItem.kind === 'rejection' && eventName === 'INSERT') return [eventForRejection(newItem.rejection)];
   if (newItem.kind === 'operator_receipt' && eventName === 'INSERT') return [eventForOperatorReceipt(newItem.receipt)];
   return [];

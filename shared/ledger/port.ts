@@ -1,6 +1,6 @@
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { ManualAttestation } from '../dispatch/manual.js';
-import type { DispatchState, ResultRecord } from '../dispatch/state.js';
+import type { DispatchState, NextState, ResultRecord } from '../dispatch/state.js';
 import type { AttentionKind } from '../dispatch/attention.js';
 import type { TargetPort, TargetRegistration } from '../targets/port.js';
 import type { RetryPolicy } from '../dispatch/retry.js';
@@ -27,6 +27,21 @@ import type {
 /** The storage ports: what the use cases ask of the ledger's table and blob store (the records they hold: ../dispatch/records.ts). */
 export type PutOutcome<T> = { readonly kind: 'written' } | { readonly kind: 'exists'; readonly existing: T };
 export type UpdateOutcome = { readonly kind: 'updated' } | { readonly kind: 'conflict' };
+/**
+ * A dispatch's state as the ledger holds it: the state, and beside it the version every write to it is
+ * conditioned on (the repository's envelope: the version is never the state's own).
+ */
+export interface StoredState {
+  readonly state: DispatchState;
+  readonly version: number;
+}
+
+/** The version of a dispatch not stored yet: its first write creates it (version 1). */
+export const NOT_STORED = 0;
+
+/** A state built in memory and never stored (a new dispatch), as the envelope its first write starts from. */
+export const notStored = (state: DispatchState): StoredState => ({ state, version: NOT_STORED });
+
 /** A state write: committed, or someone changed the dispatch first (`existing`: what a failed create found). */
 export type CommitOutcome =
   | { readonly kind: 'committed' }
@@ -118,13 +133,16 @@ export interface LedgerStore {
 
   /** Strongly consistent read of the hot state. */
   getState(dispatchId: string): Promise<DispatchState | undefined>;
+  /** The same read, with the version a write is conditioned on: what a writer reads. */
+  getStored(dispatchId: string): Promise<StoredState | undefined>;
   /**
-   * Writes `next` in place of `from` (a state never stored: creates it), conditioned as the state
-   * machine derives it (`writeCondition`): an illegal transition throws before anything is sent.
+   * Writes `next` as the next version of `from` (a state never stored, version 0: creates it), conditioned
+   * on the version read and as the state machine allows (`writeCondition`, ledger/repository.ts): an
+   * illegal transition throws before anything is sent.
    * `ended`: the attempt a redispatch ends, kept in the same transaction — both are written or neither,
    * so a redispatch that loses its fence (or dies) leaves no record of an attempt that did not end.
    */
-  commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome>;
+  commit(from: StoredState, next: NextState, ended?: PastAttempt): Promise<CommitOutcome>;
 
   /** Every ended attempt of a dispatch, oldest first (strongly consistent). */
   listPastAttempts(dispatchId: string): Promise<PastAttempt[]>;
@@ -154,7 +172,7 @@ export interface LedgerStore {
    * pointer could not be decoded: the state is still read (the completion is recorded), and the check
    * reads the pointers itself, where a failure is the check's (`unverified` at the deadline).
    */
-  getStateWithUploads(dispatchId: string): Promise<{ readonly state: DispatchState | undefined; readonly uploads: EvidenceUpload[] | undefined }>;
+  getStateWithUploads(dispatchId: string): Promise<{ readonly stored: StoredState | undefined; readonly uploads: EvidenceUpload[] | undefined }>;
   /**
    * An eventually consistent read of the hot state: only for an answer a view up to about a second
    * old cannot make wrong, and never for the state a write is conditioned on.
@@ -250,7 +268,7 @@ export interface InboxStore {
    */
   inboxEntries(origin: string, options: InboxRange): AsyncIterable<{ readonly dispatchId: string; readonly at: string }>;
   /** Several state writes, all or none (a group claim): conflict when any condition fails. */
-  commitAll(writes: ReadonlyArray<{ readonly from: DispatchState; readonly next: DispatchState }>): Promise<CommitOutcome>;
+  commitAll(writes: ReadonlyArray<{ readonly from: StoredState; readonly next: NextState }>): Promise<CommitOutcome>;
 }
 
 /** The lists the API pages through (read from the table's indexes: eventually consistent). */

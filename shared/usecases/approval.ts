@@ -1,6 +1,5 @@
-import type { DispatchState } from '../dispatch/state.js';
 import { approvalDecided } from '../dispatch/transitions/run.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { clip, printable } from '../text.js';
 import { notRegistered } from '../targets/port.js';
@@ -22,9 +21,10 @@ export type ApprovalDecisionOutcome =
  */
 export async function decideApproval(
   deps: DispatchWorkDeps,
-  state: DispatchState,
+  stored: StoredState,
   request: { readonly approvalId: string; readonly decision: 'approve' | 'cancel' },
 ): Promise<ApprovalDecisionOutcome> {
+  const { state } = stored;
   const pending = state.execution.pendingApproval;
   if (!pending || pending.approvalId !== request.approvalId || !state.runId) return { kind: 'not_pending', pendingApprovalId: pending?.approvalId ?? null };
   const registration = await deps.store.getTarget(state.target);
@@ -36,7 +36,7 @@ export async function decideApproval(
     deps.store,
     state.dispatchId,
     (current) => (current?.runId === state.runId && current.execution.pendingApproval?.approvalId === request.approvalId ? { write: approvalDecided(current, request.decision, deps.now()), answer: true } : { answer: false }),
-    { first: state },
+    { first: stored },
   );
   return { kind: 'decided', ...request, recorded: recorded.kind === 'written' };
 }

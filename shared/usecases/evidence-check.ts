@@ -1,6 +1,6 @@
-import type { DispatchState, InlineCheck } from '../dispatch/state.js';
+import type { DispatchState, InlineCheck, NextState } from '../dispatch/state.js';
 import { evidenceSettled } from '../dispatch/transitions/evidence.js';
-import { isLive, type WriteMode } from '../dispatch/transitions/core.js';
+import { isLive } from '../dispatch/transitions/core.js';
 import { createHash } from 'node:crypto';
 import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
 import type { EvidenceCheck, EvidenceFile, EvidenceUpload, SettledCheck } from '../dispatch/records.js';
@@ -62,7 +62,7 @@ async function readUpload(deps: Pick<DispatchWorkDeps, 'blobs'>, dispatchId: str
  * long refs, a result out, a check that failed — in an item of its own written first (if another
  * writer recorded one, its outcome stands, and any later check defers to it). Returns the settled state for the caller to write,
  * or undefined while it is not decidable yet. The monitor calls it when a completed run comes due; the
- * API calls it as the completion arrives (`same_write`), so a run that delivered before completing is
+ * API calls it as the completion arrives (in the completion's own write), so a run that delivered before completing is
  * settled in one write. Handled/Orphaned are published from the state change, so a check whose state
  * write loses (a concurrent redispatch fenced the run) publishes nothing.
  */
@@ -76,11 +76,10 @@ export async function settleEvidence(
   deps: Pick<DispatchWorkDeps, 'store' | 'blobs'>,
   state: DispatchState,
   now: Date,
-  mode: WriteMode,
   unpointed?: UnpointedRef,
   /** The attempt's upload pointers when the caller read them with the state (`getStateWithUploads`): the first look. */
   pointers?: readonly EvidenceUpload[],
-): Promise<DispatchState | undefined> {
+): Promise<NextState | undefined> {
   const deadline = state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime();
   const { dispatchId, attempt } = state;
   // The first look at the pointers goes out with the basis (wasted only when a check item is found
@@ -89,7 +88,7 @@ export async function settleEvidence(
   firstLook.catch(() => undefined);
   const { message, check: recordedBefore, marks: marksRead } = await deps.store.getEvidenceBasis(dispatchId, attempt);
   const expected = message?.content.valid ? message.content.expectedEvidence : [];
-  const settle = (recorded: Pick<EvidenceCheck, 'outcome' | 'missing'>, check?: InlineCheck) => evidenceSettled(state, { outcome: recorded.outcome, expected, missing: recorded.missing, check }, now, mode);
+  const settle = (recorded: Pick<EvidenceCheck, 'outcome' | 'missing'>, check?: InlineCheck) => evidenceSettled(state, { outcome: recorded.outcome, expected, missing: recorded.missing, check }, now);
   // A check recorded in its own item whose state write lost (to a claim, an upload's re-check): it stands.
   if (recordedBefore) return settle(recordedBefore);
   // What the state says is expected must be what the check looks for: nothing read is never "handled".

@@ -1,7 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import type { EvidenceFile, EvidenceMark } from '../dispatch/records.js';
 import { evidenceRecheck } from '../dispatch/transitions/evidence.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { evidenceKey, sealedFile, sha256Of } from './evidence-check.js';
 
@@ -28,9 +28,9 @@ export async function uploadEvidence(deps: EvidenceDeps, state: DispatchState, f
   await deps.blobs.put(evidenceKey(dispatchId, attempt, sha256, ref), body, file.contentType);
   await deps.store.putEvidenceUpload({ dispatchId, attempt, ref, sha256, bytes: body.length, at: deps.now().toISOString() });
   // The sealed bytes are immutable under their hash; this pointer then names bytes no check reads again.
-  const after = await deps.store.getState(dispatchId);
+  const after = await deps.store.getStored(dispatchId);
   // (A redispatch since then started a new attempt: this one's files count for nothing any more.)
-  const sealed = after?.attempt === attempt ? await sealedFile(deps.store, after, ref) : undefined;
+  const sealed = after?.state.attempt === attempt ? await sealedFile(deps.store, after.state, ref) : undefined;
   if (sealed) return { kind: 'sealed', file: sealed };
   await recheckIfMissed(deps, dispatchId, ref, after);
   return { kind: 'uploaded', sha256 };
@@ -40,7 +40,7 @@ export async function uploadEvidence(deps: EvidenceDeps, state: DispatchState, f
  * An expected file that arrives after a check found it missing (a completed run inside its grace
  * window, looked at again only at the deadline) makes the dispatch due now: re-checked within a tick.
  */
-async function recheckIfMissed(deps: EvidenceDeps, dispatchId: string, ref: string, read: DispatchState | undefined): Promise<void> {
+async function recheckIfMissed(deps: EvidenceDeps, dispatchId: string, ref: string, read: StoredState | undefined): Promise<void> {
   // Even when it is due already: a check reading the files right now may be about to reschedule it to
   // the deadline, and this write makes that stale reschedule conflict, so the check runs again. When
   // this write is the one that loses, the check committed first: read again and make it due once more.

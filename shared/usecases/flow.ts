@@ -4,7 +4,7 @@ import { isTerminal } from '../dispatch/state.js';
 import { cancelAnswered, cancelledBeforeSubmission, cancelRequested, slotReleased, type CancelAsk } from '../dispatch/transitions/flow.js';
 import { submissionInFlight } from '../dispatch/transitions/lifecycle.js';
 import { cancelPending } from '../dispatch/transitions/core.js';
-import type { DispatchWorkDeps, LedgerStore } from '../ledger/port.js';
+import type { DispatchWorkDeps, LedgerStore, StoredState } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { notRegistered, parseLambdaRunId } from '../targets/port.js';
 import { type CancelOutcome } from '../dispatch/target-answers.js';
@@ -31,10 +31,10 @@ const over = (state: DispatchState): boolean => state.phase === 'blocked' || sta
  * again from the monitor, with backoff, while the target cannot be reached — and the run is `cancelled`
  * only on the target's word. Asking twice makes one request.
  */
-export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchState, ask: CancelAsk): Promise<CancelDispatchOutcome> {
+export async function cancelDispatch(deps: DispatchWorkDeps, first: StoredState, ask: CancelAsk): Promise<CancelDispatchOutcome> {
   const updated = await updateDispatch<'cancelled' | 'requested' | 'asked_before' | 'terminal' | 'gone'>(
     deps.store,
-    first.dispatchId,
+    first.state.dispatchId,
     (state) => {
       if (!state) return { answer: 'gone' };
       if (over(state)) return { answer: 'terminal' };
@@ -59,16 +59,18 @@ export async function cancelDispatch(deps: DispatchWorkDeps, first: DispatchStat
     case 'requested':
       // Still accepted: a submitter is calling the target right now, and its run may exist. It carries
       // the request into what it writes (a run it made is then asked to cancel like any other).
-      return state.phase === 'accepted' ? { kind: 'requested', state, asked: false } : { kind: 'requested', state: await askTarget(deps, state), asked: true };
+      // Written (the request recorded): the target is asked on the version this write left.
+      return state.phase === 'accepted' || updated.kind !== 'written' ? { kind: 'requested', state, asked: false } : { kind: 'requested', state: await askTarget(deps, updated), asked: true };
   }
 }
 
 /** Asks the target now; what it answered is recorded. */
-async function askTarget(deps: DispatchWorkDeps, requested: DispatchState): Promise<DispatchState> {
-  const registration = await deps.store.getTarget(requested.target);
-  if (!registration || !requested.runId) return requested;
-  const answer = await deps.targetFor(registration).cancel(requested.runId);
-  return (await recordCancelAnswer(deps, requested, answer)) ?? (await deps.store.getState(requested.dispatchId)) ?? requested;
+async function askTarget(deps: DispatchWorkDeps, requested: StoredState): Promise<DispatchState> {
+  const { state } = requested;
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration || !state.runId) return state;
+  const answer = await deps.targetFor(registration).cancel(state.runId);
+  return (await recordCancelAnswer(deps, requested, answer)) ?? (await deps.store.getState(state.dispatchId)) ?? state;
 }
 
 /**
@@ -78,7 +80,8 @@ async function askTarget(deps: DispatchWorkDeps, requested: DispatchState): Prom
  * written on the state read again, while the same run still waits for this ask's answer. Another
  * asker's answer recorded meanwhile stands.
  */
-export async function recordCancelAnswer(deps: DispatchWorkDeps, asked: DispatchState, answer: CancelOutcome): Promise<DispatchState | undefined> {
+export async function recordCancelAnswer(deps: DispatchWorkDeps, from: StoredState, answer: CancelOutcome): Promise<DispatchState | undefined> {
+  const asked = from.state;
   const updated = await updateDispatch(
     deps.store,
     asked.dispatchId,
@@ -86,7 +89,7 @@ export async function recordCancelAnswer(deps: DispatchWorkDeps, asked: Dispatch
       state?.runId === asked.runId && cancelPending(state) && state.cancel?.asks === asked.cancel?.asks
         ? { write: cancelAnswered(state, answer, deps.retryPolicy, deps.now()), answer: undefined }
         : { answer: undefined },
-    { first: asked },
+    { first: from },
   );
   return updated.kind === 'written' ? updated.state : undefined;
 }
@@ -108,8 +111,9 @@ export type ReleaseSlotOutcome =
  */
 export async function releaseSlot(deps: DispatchWorkDeps, target: string, request: { readonly runId: string; readonly dispatchId?: string | undefined; readonly reason: string; readonly by: string }): Promise<ReleaseSlotOutcome> {
   const dispatchId = request.dispatchId ?? parseLambdaRunId(request.runId)?.dispatchId;
-  const state = dispatchId ? await deps.store.getState(dispatchId) : undefined;
-  if (!state || !holds(state, target, request.runId)) return { kind: 'not_holding' };
+  const stored = dispatchId ? await deps.store.getStored(dispatchId) : undefined;
+  const state = stored?.state;
+  if (!stored || !state || !holds(state, target, request.runId)) return { kind: 'not_holding' };
   const registration = await deps.store.getTarget(target);
   if (!registration) return { kind: 'target_unreachable', reason: notRegistered(target) };
   const lookup = await deps.targetFor(registration).lookup(request.runId);
@@ -120,7 +124,7 @@ export async function releaseSlot(deps: DispatchWorkDeps, target: string, reques
     deps.store,
     state.dispatchId,
     (current) => (current && holds(current, target, request.runId) ? { write: slotReleased(current, { by: request.by, reason: request.reason }, deps.now()), answer: undefined } : { answer: undefined }),
-    { first: state },
+    { first: stored },
   );
   return updated.kind === 'written' ? { kind: 'released', state: updated.state } : { kind: 'conflict' };
 }

@@ -1,9 +1,9 @@
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { createHash, randomBytes } from 'node:crypto';
-import { nativeStatusOf, type DispatchState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
+import { nativeStatusOf, stateOnly, type DispatchState, type NextState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
 import { resultClaimed, resultDelivered, resultDropped, resultReleased, resultRenewed, resultWatch } from '../dispatch/transitions/inbox.js';
 import { isClaimable, leaseLapsed, parseResultId } from '../dispatch/transitions/core.js';
-import type { BlobStore, InboxStore, LedgerStore } from '../ledger/port.js';
+import type { BlobStore, InboxStore, LedgerStore, StoredState } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import type { OriginSettings, ResultBody } from '../dispatch/records.js';
 import { clipBytes } from '../text.js';
@@ -136,7 +136,7 @@ const modeTakes = (mode: ClaimMode, state: DispatchState): boolean => mode === '
  * What to write, if anything, before a claim may take the result: an expired one is dropped, a lapsed
  * lease at the attempt cap is dropped; `take` is the claim itself.
  */
-function claimStep(state: DispatchState, settings: OriginSettings, claim: { claimToken: string; leaseSeconds: number }, now: Date): { readonly kind: 'take' | 'drop'; readonly next: DispatchState } | undefined {
+function claimStep(state: DispatchState, settings: OriginSettings, claim: { claimToken: string; leaseSeconds: number }, now: Date): { readonly kind: 'take' | 'drop'; readonly next: NextState } | undefined {
   const result = state.result;
   if (!isClaimable(result, now)) return undefined;
   if (expired(result, settings, now)) return { kind: 'drop', next: resultDropped(state, 'expired', now) };
@@ -181,12 +181,13 @@ async function claimPass(deps: InboxDeps, origin: string, request: ClaimRequest,
 /** A group claim: exactly these results, all or none, in one transaction. */
 async function claimGroup(deps: InboxDeps, origin: string, request: ClaimRequest, resultIds: readonly string[], claim: { claimToken: string; leaseSeconds: number }, settingsOf: SettingsOf): Promise<ClaimOutcome | DispatchState[]> {
   const now = deps.now();
-  const writes: Array<{ from: DispatchState; next: DispatchState }> = [];
+  const writes: Array<{ from: StoredState; next: NextState }> = [];
   const blocked: string[] = [];
   for (const resultId of resultIds) {
     const named = parseResultId(resultId);
-    const state = named ? await deps.store.getState(named.dispatchId) : undefined;
-    if (!state || state.origin !== origin) return { kind: 'not_found', resultId };
+    const stored = named ? await deps.store.getStored(named.dispatchId) : undefined;
+    const state = stored?.state;
+    if (!stored || !state || state.origin !== origin) return { kind: 'not_found', resultId };
     if (state.result?.id !== resultId) {
       const past = await pastResult(deps, state, resultId);
       if (!past) return { kind: 'not_found', resultId };
@@ -195,12 +196,12 @@ async function claimGroup(deps: InboxDeps, origin: string, request: ClaimRequest
     }
     const step = modeTakes(request.mode, state) ? claimStep(state, await settingsOf(), claim, now) : undefined;
     if (step?.kind !== 'take') blocked.push(resultId);
-    else writes.push({ from: state, next: step.next });
+    else writes.push({ from: stored, next: step.next });
   }
   if (blocked.length > 0) return { kind: 'not_claimable', resultIds: blocked };
   const written = await deps.inbox.commitAll(writes);
   if (written.kind === 'conflict') return { kind: 'not_claimable', resultIds };
-  return writes.map((write) => write.next);
+  return writes.map((write) => stateOnly(write.next));
 }
 
 /**
@@ -293,7 +294,7 @@ async function settle(
   origin: string,
   resultId: string,
   claimToken: string,
-  act: (state: DispatchState, now: Date) => DispatchState | Promise<DispatchState>,
+  act: (state: DispatchState, now: Date) => NextState | Promise<NextState>,
   idempotent: (result: ResultRecord) => boolean,
   /** A lease that lapsed is lost to this action even before anyone claims again (renew). */
   lapsedIsLost = false,
@@ -359,7 +360,7 @@ export async function listLiveResults(deps: InboxDeps, origin: string, options: 
 }
 
 /** The monitor's look at a settled dispatch whose result is still out: dropped on the origin's TTL, or looked at again then. */
-export async function resultDue(deps: Pick<InboxDeps, 'store' | 'now'>, state: DispatchState): Promise<DispatchState> {
+export async function resultDue(deps: Pick<InboxDeps, 'store' | 'now'>, state: DispatchState): Promise<NextState> {
   const settings = await deps.store.getOriginSettings(state.origin);
   return resultWatch(state, { ttlSeconds: ttlSeconds(settings), maxDeliveryAttempts: settings.maxDeliveryAttempts }, deps.now());
 }

@@ -3,10 +3,10 @@ import { canonicalJson, contentHash } from '../dispatch/canonical.js';
 import { clip } from '../text.js';
 import { crashPoint } from '../faults.js';
 import { DEFAULT_TIMEOUTS, notBeforeProblem, readDispatchMessage, type DispatchMessage, type FieldError, type ReadMessage } from '../dispatch/message.js';
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, NextState } from '../dispatch/state.js';
 import { accepted } from '../dispatch/transitions/lifecycle.js';
 import { blocked } from '../dispatch/transitions/core.js';
-import type { BlobStore, DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
+import { notStored, type BlobStore, type DispatchWorkDeps, type LedgerStoreWithWrites } from '../ledger/port.js';
 import type { AcceptedMessage, Rejection, RejectionAudience } from '../dispatch/records.js';
 import { effectiveSender, mayActForOrigin, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { commitStep, startAttempt, type AttemptOutcome } from './submit-attempt.js';
@@ -284,12 +284,12 @@ async function firstSubmission(deps: IntakeDeps, message: AcceptedMessage, inHan
   if (lineage && lineage.kind !== 'recorded') return record(deps, start, childAfter(start, lineage, now, deps));
   if (hop > maxHops) return record(deps, start, blocked(start, 'hop_budget_exceeded', `hop ${hop} > maxHops ${maxHops}`, now));
   const traced = content.traceparent ? { traceparent: content.traceparent } : {};
-  return { ...outcomeOf(start, await startAttempt(deps, start, message, inHand)), ...traced };
+  return { ...outcomeOf(start, await startAttempt(deps, notStored(start), message, inHand)), ...traced };
 }
 
 /** Creates the state `state` from `start` (never stored, version 0): another delivery's create first makes this one a duplicate. */
-async function record(deps: IntakeDeps, start: DispatchState, state: DispatchState): Promise<IntakeResult> {
-  return outcomeOf(start, await commitStep(deps, start, state));
+async function record(deps: IntakeDeps, start: DispatchState, state: NextState): Promise<IntakeResult> {
+  return outcomeOf(start, await commitStep(deps, notStored(start), state));
 }
 
 function outcomeOf(start: DispatchState, attempt: AttemptOutcome): IntakeResult {

@@ -75,8 +75,9 @@ function safeJson(value: string): unknown {
 export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown, senderId?: string): Promise<LambdaFailureOutcome> {
   const failure = failureOfRecord(record, deps.now().toISOString());
   if (!failure) return 'unreadable';
-  const first = await deps.store.getState(failure.dispatchId);
-  if (!first) return 'not_current';
+  const read = await deps.store.getStored(failure.dispatchId);
+  if (!read) return 'not_current';
+  const first = read.state;
   const registration = await deps.store.getTarget(first.target);
   const named = unqualified((record as { requestContext?: { functionArn?: unknown } }).requestContext?.functionArn);
   if (registration?.kind !== 'lambda' || named !== registration.functionArn) return 'refused';
@@ -94,7 +95,7 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
       // CONTRACT §12: Lambda's error type is the run's nativeStatus, where it fits the bound every nativeStatus keeps.
       return { write: runFailedByRuntime(state, `${failure.errorType}: ${failure.errorMessage}`, deps.now(), NATIVE_STATUS.test(failure.errorType) ? failure.errorType : undefined), answer: 'failed' };
     },
-    { first },
+    { first: read },
   );
   return updated.kind === 'lost' ? 'conflict' : updated.answer;
 }

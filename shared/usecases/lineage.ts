@@ -1,7 +1,7 @@
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, NextState } from '../dispatch/state.js';
 import { lineageDerived, parentFound, parentMissing } from '../dispatch/transitions/lifecycle.js';
 import { blocked } from '../dispatch/transitions/core.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { commitStep, startAttempt, type AttemptOutcome } from './submit-attempt.js';
 
 /**
@@ -27,7 +27,7 @@ export async function parentOf(deps: Pick<DispatchWorkDeps, 'store'>, parentDisp
 }
 
 /** What a child does with its parent's lookup: derive its hop, stay held, or be blocked. */
-export function childAfter(child: DispatchState, lookup: ParentLookup, now: Date, deps: Pick<DispatchWorkDeps, 'claimSeconds' | 'parentWaitSeconds'>): DispatchState {
+export function childAfter(child: DispatchState, lookup: ParentLookup, now: Date, deps: Pick<DispatchWorkDeps, 'claimSeconds' | 'parentWaitSeconds'>): NextState {
   if (lookup.kind === 'recorded') return parentFound(child, lookup.parent, now, deps.claimSeconds);
   if (lookup.kind === 'unknown') return blocked(child, 'unknown_parent', lookup.detail, now);
   return parentMissing(child, now, deps.parentWaitSeconds, lookup.parentHeld);
@@ -40,11 +40,12 @@ export function childAfter(child: DispatchState, lookup: ParentLookup, now: Date
  * PARENT_WAIT_SECONDS have passed. Each step is a write conditioned on the version read, so a tick that
  * overlaps another, or a cancel that lands meanwhile, acts once.
  */
-export async function resumeHeldChild(deps: DispatchWorkDeps, held: DispatchState): Promise<AttemptOutcome> {
+export async function resumeHeldChild(deps: DispatchWorkDeps, from: StoredState): Promise<AttemptOutcome> {
+  const held = from.state;
   const lookup: ParentLookup = held.parentDispatchId ? await parentOf(deps, held.parentDispatchId, held.origin) : { kind: 'pending', parentHeld: false };
-  const written = await commitStep(deps, held, childAfter(held, lookup, deps.now(), deps));
+  const written = await commitStep(deps, from, childAfter(held, lookup, deps.now(), deps));
   if (written.kind !== 'committed') return written;
   const next = written.state;
-  if (next.phase !== 'accepted' || next.waitingFor === 'parent') return { kind: 'committed', state: next };
-  return startAttempt(deps, next, await deps.store.getAcceptedMessage(held.dispatchId));
+  if (next.phase !== 'accepted' || next.waitingFor === 'parent') return written;
+  return startAttempt(deps, written, await deps.store.getAcceptedMessage(held.dispatchId));
 }

@@ -1,7 +1,7 @@
 import { manualAttestation, type ManualAttestation, type ManualAttestationBody } from '../dispatch/manual.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { manuallyBlocked, manualResultAttested } from '../dispatch/transitions/manual.js';
-import type { LedgerStore } from '../ledger/port.js';
+import type { LedgerStore, StoredState } from '../ledger/port.js';
 import { writeOnce } from '../ledger/repository.js';
 
 /** What recording a person's attestation came to (CONTRACT §13 `POST /dispatches/{id}/manual`). */
@@ -24,7 +24,7 @@ export type ManualOutcome =
   | { readonly kind: 'conflict' };
 
 type ManualDeps = {
-  readonly store: Pick<LedgerStore, 'getState' | 'commit' | 'getTarget' | 'putManualAttestation' | 'listManualAttestations'>;
+  readonly store: Pick<LedgerStore, 'getStored' | 'commit' | 'getTarget' | 'putManualAttestation' | 'listManualAttestations'>;
   readonly now: () => Date;
 };
 
@@ -55,7 +55,8 @@ function refusal(state: DispatchState, kind: ManualAttestation['kind']): string 
  * transition. The retry of a result or block that is not the one the state names (it lost a race to
  * another) is refused like a new one; one refused is not stored.
  */
-export async function recordManualAttestation(deps: ManualDeps, state: DispatchState, body: ManualAttestationBody, recordedBy: string): Promise<ManualOutcome> {
+export async function recordManualAttestation(deps: ManualDeps, stored: StoredState, body: ManualAttestationBody, recordedBy: string): Promise<ManualOutcome> {
+  const { state } = stored;
   if ((await deps.store.getTarget(state.target))?.kind !== 'manual') return { kind: 'not_manual', target: state.target };
   const attestation = manualAttestation(state, body, deps.now(), recordedBy);
   const why = refusal(state, attestation.kind);
@@ -68,12 +69,14 @@ export async function recordManualAttestation(deps: ManualDeps, state: DispatchS
   const kept = existing ?? attestation;
   const moved = moves(kept.kind) && (kept.kind === 'manual_blocked' ? state.manual?.blockAttestation : state.manual?.resultAttestation)?.attestationId === kept.attestationId;
   if (why !== undefined && !moved) return { kind: 'not_waiting', state, why };
-  let next = state;
+  let next: DispatchState = state;
   if (moves(kept.kind) && !moved) {
     const at = { attestationId: kept.attestationId, at: kept.recordedAt, note: kept.note };
-    next = kept.kind === 'manual_blocked' ? manuallyBlocked(state, at, deps.now()) : manualResultAttested(state, at, deps.now());
+    const moved = kept.kind === 'manual_blocked' ? manuallyBlocked(state, at, deps.now()) : manualResultAttested(state, at, deps.now());
     // Someone changed the dispatch first: the stored attestation makes its identical retry safe.
-    if ((await writeOnce(deps.store, state, next)).kind !== 'written') return { kind: 'conflict' };
+    const written = await writeOnce(deps.store, stored, moved);
+    if (written.kind !== 'written') return { kind: 'conflict' };
+    next = written.state;
   }
   return { kind: existing ? 'identical' : 'recorded', attestation: kept, state: next };
 }

@@ -1,11 +1,11 @@
 import { adoptLegacyUpload } from './legacy-evidence.js';
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, NextState } from '../dispatch/state.js';
 import { monitorStep, reconcileLookup } from '../dispatch/transitions/run.js';
 import { submissionClaimed } from '../dispatch/transitions/lifecycle.js';
 import { isLive, rescheduled } from '../dispatch/transitions/core.js';
 import { resultDue } from './inbox.js';
 import { randomUUID } from 'node:crypto';
-import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites } from '../ledger/port.js';
+import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, type LedgerStoreWithWrites, type StoredState } from '../ledger/port.js';
 import { writeOnce } from '../ledger/repository.js';
 import { admitWaiting, startAttempt, type AttemptOutcome } from './submit-attempt.js';
 import { resumeHeldChild } from './lineage.js';
@@ -324,20 +324,21 @@ async function admitForLimitedTargets(deps: MonitorDeps, stopAt: Date | undefine
 }
 
 async function actOn(deps: MonitorDeps, dispatchId: string): Promise<{ action: MonitorAction; target: string | null }> {
-  const state = await deps.store.getState(dispatchId);
-  if (!state || !state.dueAt || Date.parse(state.dueAt) > deps.now().getTime()) return { action: 'skipped', target: state?.target ?? null };
+  const stored = await deps.store.getStored(dispatchId);
+  const state = stored?.state;
+  if (!stored || !state || !state.dueAt || Date.parse(state.dueAt) > deps.now().getTime()) return { action: 'skipped', target: state?.target ?? null };
   // A child held for its parent (CONTRACT §1 V3): the parent looked up again before anything is submitted.
-  if (state.phase === 'accepted' && state.waitingFor === 'parent') return { action: actionOf(await resumeHeldChild(deps, state)), target: state.target };
-  if (state.phase === 'accepted') return { action: await retrySubmission(deps, state), target: state.target };
-  if (state.phase === 'submitted' && monitorStep(state, deps.now()).kind === 'cancel') return { action: await askCancel(deps, state), target: state.target };
-  if (state.phase === 'submitted') return { action: await watchRun(deps, state), target: state.target };
+  if (state.phase === 'accepted' && state.waitingFor === 'parent') return { action: actionOf(await resumeHeldChild(deps, stored)), target: state.target };
+  if (state.phase === 'accepted') return { action: await retrySubmission(deps, stored), target: state.target };
+  if (state.phase === 'submitted' && monitorStep(state, deps.now()).kind === 'cancel') return { action: await askCancel(deps, stored), target: state.target };
+  if (state.phase === 'submitted') return { action: await watchRun(deps, stored), target: state.target };
   // A blocked or cancelled dispatch is due only while its result is out: its expiry, on the origin's clock.
-  if (isLive(state.result)) return { action: await write(deps, state, await resultDue(deps, state)), target: state.target };
+  if (isLive(state.result)) return { action: await write(deps, stored, await resultDue(deps, state)), target: state.target };
   return { action: 'skipped', target: state.target };
 }
 
-async function write(deps: MonitorDeps, state: DispatchState, next: DispatchState): Promise<MonitorAction> {
-  if ((await writeOnce(deps.store, state, next)).kind !== 'written') return 'skipped';
+async function write(deps: MonitorDeps, from: StoredState, next: NextState): Promise<MonitorAction> {
+  if ((await writeOnce(deps.store, from, next)).kind !== 'written') return 'skipped';
   return next.changes.includes('rescheduled') ? 'rescheduled' : 'observed';
 }
 
@@ -346,11 +347,12 @@ async function write(deps: MonitorDeps, state: DispatchState, next: DispatchStat
  * the stall timeout — look it up at the target before concluding anything. The write is conditioned on
  * the version read, so an overlapping tick acts once (and so publishes once).
  */
-async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
+async function watchRun(deps: MonitorDeps, stored: StoredState): Promise<MonitorAction> {
+  const { state } = stored;
   const step = monitorStep(state, deps.now());
-  if (step.kind === 'check') return checkEvidence(deps, state);
-  if (step.kind === 'result') return write(deps, state, await resultDue(deps, state));
-  let next: DispatchState;
+  if (step.kind === 'check') return checkEvidence(deps, stored);
+  if (step.kind === 'result') return write(deps, stored, await resultDue(deps, state));
+  let next: NextState;
   if (step.kind === 'write') {
     next = step.next;
   } else {
@@ -359,16 +361,17 @@ async function watchRun(deps: MonitorDeps, state: DispatchState): Promise<Monito
     const now = deps.now();
     next = reconcileLookup(state, lookup, now, true) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000));
   }
-  return write(deps, state, next);
+  return write(deps, stored, next);
 }
 
 /**
  * Claims the dispatch by moving its due time (conditional on its version), then starts its attempt:
  * a retry, a `notBefore` come due, or a claim that lapsed (its slot, if it took one, still held).
  */
-async function retrySubmission(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
-  const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);
-  if ((await writeOnce(deps.store, state, claimed)).kind !== 'written') return 'skipped';
+async function retrySubmission(deps: MonitorDeps, stored: StoredState): Promise<MonitorAction> {
+  const { state } = stored;
+  const claimed = await writeOnce(deps.store, stored, submissionClaimed(state, deps.now(), deps.claimSeconds));
+  if (claimed.kind !== 'written') return 'skipped';
   return actionOf(await startAttempt(deps, claimed, await deps.store.getAcceptedMessage(state.dispatchId)));
 }
 
@@ -381,20 +384,22 @@ function actionOf(started: AttemptOutcome): MonitorAction {
 }
 
 /** A cancel its target could not be asked before: asked again (backing off while it stays unreachable). */
-async function askCancel(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
+async function askCancel(deps: MonitorDeps, stored: StoredState): Promise<MonitorAction> {
+  const { state } = stored;
   const registration = await deps.store.getTarget(state.target);
   if (!registration || !state.runId) return 'skipped';
   const answer = await deps.targetFor(registration).cancel(state.runId);
-  return (await recordCancelAnswer(deps, state, answer)) ? 'observed' : 'skipped';
+  return (await recordCancelAnswer(deps, stored, answer)) ? 'observed' : 'skipped';
 }
 
 /**
  * The monitor's side of the post-condition: settle the evidence of a completed run, or look again
  * when its grace window closes.
  */
-async function checkEvidence(deps: MonitorDeps, state: DispatchState): Promise<MonitorAction> {
+async function checkEvidence(deps: MonitorDeps, stored: StoredState): Promise<MonitorAction> {
+  const { state } = stored;
   const now = deps.now();
   // The monitor also counts a file uploaded before the upgrade (the API's completion leaves that to it: the grace deadline).
-  const next = (await evidenceChecks(() => settleEvidence(deps, state, now, 'own_write', adoptLegacyUpload))) ?? rescheduled(state, now, new Date(state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime()));
-  return write(deps, state, next);
+  const next = (await evidenceChecks(() => settleEvidence(deps, state, now, adoptLegacyUpload))) ?? rescheduled(state, now, new Date(state.evidence.deadline ? Date.parse(state.evidence.deadline) : now.getTime()));
+  return write(deps, stored, next);
 }

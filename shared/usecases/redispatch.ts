@@ -2,8 +2,8 @@ import type { DispatchState } from '../dispatch/state.js';
 import { isTerminal } from '../dispatch/state.js';
 import { FINAL_BLOCKS, lineageDerived, redispatched, withCancelAnswer } from '../dispatch/transitions/lifecycle.js';
 import { endedResult } from '../dispatch/transitions/inbox.js';
-import type { PastAttempt } from '../dispatch/records.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { EndedAttempt } from '../dispatch/records.js';
+import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { clip, printable } from '../text.js';
 import { startAttempt } from './submit-attempt.js';
@@ -49,7 +49,8 @@ function refusal(state: DispatchState, force: boolean): RedispatchOutcome | unde
  * this request dies mid-way the monitor finds the attempt due and submits it itself), the old run is
  * asked to cancel (best effort, recorded), and the attempt is submitted.
  */
-export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, request: { readonly reason: string; readonly force: boolean }): Promise<RedispatchOutcome> {
+export async function redispatch(deps: DispatchWorkDeps, stored: StoredState, request: { readonly reason: string; readonly force: boolean }): Promise<RedispatchOutcome> {
+  const { state } = stored;
   const refused = refusal(state, request.force);
   if (refused) return refused;
   const message = await deps.store.getAcceptedMessage(state.dispatchId);
@@ -72,7 +73,7 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
       // The fence and the record of what it ended, in one write: both or neither.
       return { write: redispatched(current, { reason: request.reason, supersede, claimSeconds: deps.claimSeconds }, now), ended: endedAttempt(current, request.reason, supersede, now), answer: undefined };
     },
-    { first: state },
+    { first: stored },
   );
   if (updated.kind === 'lost') return { kind: 'conflict' };
   if (updated.kind === 'unchanged') return updated.answer ?? { kind: 'conflict' };
@@ -84,14 +85,14 @@ export async function redispatch(deps: DispatchWorkDeps, state: DispatchState, r
     cancel = answer.kind === 'cancelled' ? `cancelled (${answer.status})` : answer.kind === 'not_found' ? 'not_found' : answer.kind === 'requested' ? `requested: ${clip(printable(answer.how), 80)}` : `unavailable: ${clip(printable(answer.reason), 80)}`;
   }
   // The cancel's answer rides on what is written next (the claim is ours: the same version).
-  const started = await startAttempt(deps, withCancelAnswer(claimed, cancel), message);
+  const started = await startAttempt(deps, { state: withCancelAnswer(claimed, cancel), version: updated.version }, message);
   // Someone finishing it first (the monitor after the claim lapsed) is fine: the same key, the same run.
   const current = started.kind === 'committed' ? started.state : ((await deps.store.getState(state.dispatchId)) ?? claimed);
   return { kind: 'redispatched', attempt: claimed.attempt, state: current, supersededRunId, cancel };
 }
 
 /** What a redispatch ends, kept with the fence: the attempt's run, receipts and last execution, its result and its settled check. */
-function endedAttempt(state: DispatchState, reason: string, superseded: boolean, now: Date): PastAttempt {
+function endedAttempt(state: DispatchState, reason: string, superseded: boolean, now: Date): EndedAttempt {
   return {
     dispatchId: state.dispatchId,
     attempt: state.attempt,
@@ -101,7 +102,6 @@ function endedAttempt(state: DispatchState, reason: string, superseded: boolean,
     endedAt: now.toISOString(),
     reason: clip(printable(reason), 120),
     superseded,
-    stateVersion: state.version,
     // Its result leaves with it: one still out is dropped (`superseded`), its ack answers 409 from now on.
     result: endedResult(state, now),
     // Its settled check, when the state carried it: the hashes it sealed are kept with the attempt.

@@ -4,7 +4,7 @@ import { isTerminal } from '../dispatch/state.js';
 import { applyRunEvent, reconcileLookup, refreshRecorded, refreshThrottled, stallDeadline, type RunEvent } from '../dispatch/transitions/run.js';
 import { resultBodyAttached } from '../dispatch/transitions/inbox.js';
 import { isLive } from '../dispatch/transitions/core.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { updateDispatch, writeOnce } from '../ledger/repository.js';
 import { settleEvidence } from './evidence-check.js';
 import { storeResultBody } from './inbox.js';
@@ -85,10 +85,10 @@ export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, even
   let pointers: EvidenceUpload[] | undefined;
   const read =
     event.type === 'completed'
-      ? async (dispatchId: string): Promise<DispatchState | undefined> => {
+      ? async (dispatchId: string): Promise<StoredState | undefined> => {
           const both = await deps.store.getStateWithUploads(dispatchId);
           pointers = both.uploads;
-          return both.state;
+          return both.stored;
         }
       : undefined;
   const updated = await updateDispatch<ReportOutcome>(
@@ -118,7 +118,7 @@ export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, even
       // monitor looks again from its next tick until the grace window closes.
       // (A check that fails here is left to the monitor rather than failing the target's report.)
       if (next.execution.status === 'completed' && next.evidence.outcome === 'pending') {
-        next = (await settleEvidence(deps, next, deps.now(), 'same_write', undefined, pointers).catch(() => undefined)) ?? next;
+        next = (await settleEvidence(deps, next, deps.now(), undefined, pointers).catch(() => undefined)) ?? next;
       }
       // The body first, then the state that refers to it.
       if (resultBody && !stored) {
@@ -154,7 +154,8 @@ async function coalescedAtAGlance(deps: DispatchWorkDeps, runId: string, event: 
  * the monitor's transitions (CONTRACT §2 V3), at most once per 10 s per dispatch — a refresh within them
  * answers the stored view and does not call the target.
  */
-export async function refreshed(deps: DispatchWorkDeps, state: DispatchState): Promise<DispatchState> {
+export async function refreshed(deps: DispatchWorkDeps, stored: StoredState): Promise<DispatchState> {
+  const { state } = stored;
   if (state.phase !== 'submitted' || !state.runId || isTerminal(state.execution.status)) return state;
   const now = deps.now();
   if (refreshThrottled(state, now)) return state;
@@ -172,6 +173,6 @@ export async function refreshed(deps: DispatchWorkDeps, state: DispatchState): P
   // What the target said — a final status, a 404, the run alive — is recorded like the monitor's lookup,
   // once: the lookup was made for the state read. A lost race only means someone else recorded a newer
   // state first: answer with that.
-  const written = await writeOnce(deps.store, state, refreshRecorded(state, lookup, now, stallDue));
+  const written = await writeOnce(deps.store, stored, refreshRecorded(state, lookup, now, stallDue));
   return written.kind === 'written' ? written.state : ((await deps.store.getState(state.dispatchId)) ?? state);
 }

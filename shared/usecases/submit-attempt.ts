@@ -1,4 +1,4 @@
-import type { DispatchState } from '../dispatch/state.js';
+import type { DispatchState, NextState } from '../dispatch/state.js';
 import { awaitingPerson } from '../dispatch/transitions/manual.js';
 import { admitted, cancelledBeforeSubmission, waiting } from '../dispatch/transitions/flow.js';
 import { submissionClaimed, submitted } from '../dispatch/transitions/lifecycle.js';
@@ -6,7 +6,7 @@ import { blocked } from '../dispatch/transitions/core.js';
 import { wantsAllotment, type SlotShard } from '../dispatch/slots.js';
 import { taskOf } from './task.js';
 import { crashPoint } from '../faults.js';
-import type { DispatchWorkDeps } from '../ledger/port.js';
+import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { writeOnce } from '../ledger/repository.js';
 import type { AcceptedMessage } from '../dispatch/records.js';
 import type { TargetRegistration } from '../targets/port.js';
@@ -14,9 +14,9 @@ import type { SubmitOutcome } from '../dispatch/target-answers.js';
 
 type SubmitDeps = Pick<DispatchWorkDeps, 'store' | 'blobs' | 'targetFor' | 'callbackUrl' | 'retryPolicy' | 'now' | 'claimSeconds'>;
 
-/** What an attempt to start a dispatch's submission ended as; `state`: the version it left stored. */
+/** What an attempt to start a dispatch's submission ended as; `state` and `version`: what it left stored. */
 export type AttemptOutcome =
-  | { readonly kind: 'committed'; readonly state: DispatchState }
+  | { readonly kind: 'committed'; readonly state: DispatchState; readonly version: number }
   /** Someone else changed the dispatch first (`existing`: what a failed create found). */
   | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined };
 
@@ -32,27 +32,28 @@ export type AttemptOutcome =
  *     (admitted by priority and round-robin across origins, `admitWaiting`);
  *  3. the submission call with the attempt's Idempotency-Key, and the transition its answer means.
  */
-export async function startAttempt(deps: SubmitDeps, from: DispatchState, message: AcceptedMessage | undefined, inHand?: Record<string, unknown>): Promise<AttemptOutcome> {
-  const registration = await deps.store.getTarget(from.target);
-  if (!registration) return commitStep(deps, from, blocked(from, 'unknown_target', `no target named "${from.target}" is registered`, deps.now()));
-  if (!message?.content.valid) return commitStep(deps, from, blocked(from, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
+export async function startAttempt(deps: SubmitDeps, from: StoredState, message: AcceptedMessage | undefined, inHand?: Record<string, unknown>): Promise<AttemptOutcome> {
+  const { state } = from;
+  const registration = await deps.store.getTarget(state.target);
+  if (!registration) return commitStep(deps, from, blocked(state, 'unknown_target', `no target named "${state.target}" is registered`, deps.now()));
+  if (!message?.content.valid) return commitStep(deps, from, blocked(state, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
   // A person works a manual target (CONTRACT §13): recorded as waiting for them, and nothing else — no call, no slot, nothing due.
-  if (registration.kind === 'manual') return commitStep(deps, from, awaitingPerson(from, deps.now()));
-  if (from.notBefore && Date.parse(from.notBefore) > deps.now().getTime()) return commitStep(deps, from, waiting(from, 'not_before', deps.now()));
+  if (registration.kind === 'manual') return commitStep(deps, from, awaitingPerson(state, deps.now()));
+  if (state.notBefore && Date.parse(state.notBefore) > deps.now().getTime()) return commitStep(deps, from, waiting(state, 'not_before', deps.now()));
   let current = from;
-  if (registration.maxConcurrentRuns !== undefined && !from.slot) {
+  if (registration.maxConcurrentRuns !== undefined && !state.slot) {
     const taken = await takeSlot(deps, registration, from);
     if (taken.kind === 'conflict') return taken;
-    if (taken.kind === 'full') return commitStep(deps, from, waiting(from, 'capacity', deps.now()));
-    current = taken.state;
+    if (taken.kind === 'full') return commitStep(deps, from, waiting(state, 'capacity', deps.now()));
+    current = taken;
   }
   return submitHeld(deps, current, message, inHand, registration);
 }
 
-/** Commits one step; the stored version on success. */
-export async function commitStep(deps: Pick<SubmitDeps, 'store'>, from: DispatchState, next: DispatchState): Promise<AttemptOutcome> {
+/** Commits one step; what it left stored on success. */
+export async function commitStep(deps: Pick<SubmitDeps, 'store'>, from: StoredState, next: NextState): Promise<AttemptOutcome> {
   const written = await writeOnce(deps.store, from, next);
-  return written.kind === 'written' ? { kind: 'committed', state: written.state } : { kind: 'conflict', existing: written.existing };
+  return written.kind === 'written' ? { kind: 'committed', state: written.state, version: written.version } : { kind: 'conflict', existing: written.existing };
 }
 
 /**
@@ -81,16 +82,17 @@ function openShards(shards: readonly SlotShard[], dispatchId: string): SlotShard
 async function takeSlot(
   deps: SubmitDeps,
   registration: TargetRegistration,
-  from: DispatchState,
-): Promise<{ readonly kind: 'taken'; readonly state: DispatchState } | { readonly kind: 'full' } | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined }> {
+  from: StoredState,
+): Promise<{ readonly kind: 'taken'; readonly state: DispatchState; readonly version: number } | { readonly kind: 'full' } | { readonly kind: 'conflict'; readonly existing?: DispatchState | undefined }> {
+  const { state } = from;
   const shards = await shardsOf(deps, registration);
   // Others already wait: this one joins them, so priority and fairness stay the queue's to decide.
-  if (from.waitingFor !== 'capacity' && (await deps.store.countWaiting(registration.name, 1)) > 0) return { kind: 'full' };
-  for (const shard of openShards(shards, from.dispatchId)) {
-    const written = await writeOnce(deps.store, from, admitted(from, shard.shard, deps.now(), deps.claimSeconds));
+  if (state.waitingFor !== 'capacity' && (await deps.store.countWaiting(registration.name, 1)) > 0) return { kind: 'full' };
+  for (const shard of openShards(shards, state.dispatchId)) {
+    const written = await writeOnce(deps.store, from, admitted(state, shard.shard, deps.now(), deps.claimSeconds));
     if (written.kind === 'written') {
-      crashPoint('submit.after_slot_taken', from.dispatchId);
-      return { kind: 'taken', state: written.state };
+      crashPoint('submit.after_slot_taken', state.dispatchId);
+      return { kind: 'taken', state: written.state, version: written.version };
     }
     if (written.reason === 'conflict') return { kind: 'conflict', existing: written.existing };
   }
@@ -102,23 +104,25 @@ async function takeSlot(
  * what the answer means. When the dispatch changed meanwhile — its origin cancelled it while the call
  * was under way — the run the target just made is asked to cancel: no run is left unwatched.
  */
-export async function submitHeld(deps: SubmitDeps, held: DispatchState, message: AcceptedMessage, inHand?: Record<string, unknown>, known?: TargetRegistration): Promise<AttemptOutcome> {
+export async function submitHeld(deps: SubmitDeps, from: StoredState, message: AcceptedMessage, inHand?: Record<string, unknown>, known?: TargetRegistration): Promise<AttemptOutcome> {
+  const held = from.state;
   // The registration the caller already read, or this target's now.
   const registration = known ?? (await deps.store.getTarget(held.target));
-  if (!registration) return commitStep(deps, held, blocked(held, 'unknown_target', `no target named "${held.target}" is registered`, deps.now()));
+  if (!registration) return commitStep(deps, from, blocked(held, 'unknown_target', `no target named "${held.target}" is registered`, deps.now()));
   const attempt = await submitAttempt(deps, registration, held, message, inHand);
   const { outcome } = attempt;
   // Cancelled while a lapsed submission's claim was being taken over: a run the target has is found by
   // the same Idempotency-Key (and then asked to cancel); no run, and the dispatch ends never submitted.
   const next = held.cancel && outcome && outcome.kind !== 'accepted' ? cancelledBeforeSubmission(held, held.cancel, deps.now()) : attempt.next;
-  const written = await commitStep(deps, held, next);
+  const written = await commitStep(deps, from, next);
   if (written.kind === 'committed' || !outcome) return written;
   // The origin cancelled while the call was under way: its request was recorded on the accepted state.
   // A run the target made is recorded with it (the cancel is then asked of the target, as for any
   // submitted run); a call that made none ends the dispatch cancelled, never submitted.
-  const fresh = await deps.store.getState(held.dispatchId);
-  if (fresh?.phase === 'accepted' && fresh.attempt === held.attempt && fresh.cancel && !fresh.runId) {
-    const settled = outcome.kind === 'accepted' ? submitted(fresh, outcome, deps.retryPolicy, deps.now()) : cancelledBeforeSubmission(fresh, fresh.cancel, deps.now());
+  const fresh = await deps.store.getStored(held.dispatchId);
+  const now = fresh?.state;
+  if (fresh && now?.phase === 'accepted' && now.attempt === held.attempt && now.cancel && !now.runId) {
+    const settled = outcome.kind === 'accepted' ? submitted(now, outcome, deps.retryPolicy, deps.now()) : cancelledBeforeSubmission(now, now.cancel, deps.now());
     return commitStep(deps, fresh, settled);
   }
   return written;
@@ -137,7 +141,7 @@ async function submitAttempt(
   claimed: DispatchState,
   message: AcceptedMessage,
   inHand?: Record<string, unknown>,
-): Promise<{ readonly next: DispatchState; readonly outcome?: SubmitOutcome }> {
+): Promise<{ readonly next: NextState; readonly outcome?: SubmitOutcome }> {
   if (!message.content.valid) return { next: blocked(claimed, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()) };
   const content = message.content;
   const outcome = await taskOf(deps.blobs, message, inHand).then(
@@ -174,8 +178,9 @@ export async function admitWaiting(deps: SubmitDeps, target: string, max = 25, s
     // Its target is gone: the waiting are blocked (each hears back), not left waiting for nothing.
     for (let entry = await deps.store.nextWaiting(target, null, exclude); entry && exclude.size < max; entry = await deps.store.nextWaiting(target, null, exclude)) {
       exclude.add(entry.dispatchId);
-      const state = await deps.store.getState(entry.dispatchId);
-      if (state?.phase === 'accepted' && state.waitingFor === 'capacity') await commitStep(deps, state, blocked(state, 'unknown_target', `no target named "${target}" is registered`, deps.now()));
+      const stored = await deps.store.getStored(entry.dispatchId);
+      const state = stored?.state;
+      if (stored && state?.phase === 'accepted' && state.waitingFor === 'capacity') await commitStep(deps, stored, blocked(state, 'unknown_target', `no target named "${target}" is registered`, deps.now()));
     }
     return 0;
   }
@@ -192,23 +197,23 @@ export async function admitWaiting(deps: SubmitDeps, target: string, max = 25, s
     }
     const entry = await deps.store.nextWaiting(target, shard?.lastOrigin ?? null, exclude);
     if (!entry) break;
-    const state = await deps.store.getState(entry.dispatchId);
+    const stored = await deps.store.getStored(entry.dispatchId);
+    const state = stored?.state;
     // The index is a moment behind: an entry already admitted or cancelled is passed over.
-    if (!state || state.phase !== 'accepted' || state.waitingFor !== 'capacity' || state.target !== target) {
+    if (!stored || !state || state.phase !== 'accepted' || state.waitingFor !== 'capacity' || state.target !== target) {
       exclude.add(entry.dispatchId);
       continue;
     }
-    const written = await writeOnce(deps.store, state, shard ? admitted(state, shard.shard, deps.now(), deps.claimSeconds) : submissionClaimed(state, deps.now(), deps.claimSeconds));
+    const written = await writeOnce(deps.store, stored, shard ? admitted(state, shard.shard, deps.now(), deps.claimSeconds) : submissionClaimed(state, deps.now(), deps.claimSeconds));
     if (written.kind !== 'written') {
       // A shard found full is tried again from the next one; a dispatch someone else changed is passed over.
       if (written.reason === 'conflict') exclude.add(entry.dispatchId);
       continue;
     }
-    const held = written.state;
     crashPoint('submit.after_slot_taken', state.dispatchId);
     const message = await deps.store.getAcceptedMessage(state.dispatchId);
-    if (message) await submitHeld(deps, held, message, undefined, registration);
-    else await commitStep(deps, held, blocked(held, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
+    if (message) await submitHeld(deps, written, message, undefined, registration);
+    else await commitStep(deps, written, blocked(written.state, 'invalid_fields', 'the accepted message is missing or invalid', deps.now()));
     count += 1;
   }
   return count;

@@ -1,5 +1,5 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
@@ -7,9 +7,11 @@ import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
+import { stateVersionOf } from '../../shared/adapters/state-item.js';
 import { route } from '../../shared/api/routes.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { eventsForStreamChange } from '../../shared/events/derive.js';
+import { eventsForStreamChange, type StateVersion } from '../../shared/events/derive.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import { monitorTick } from '../../shared/usecases/monitor.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
@@ -88,6 +90,12 @@ const send = (dispatchId: string, timeouts: Record<string, number> = {}) =>
     senderId: 'local',
   });
 const stateOf = async (dispatchId: string) => (await table.getState(dispatchId)) as DispatchState;
+/** The state item as stored: the state, the version that wrote it and what that write changed. */
+const storedVersionOf = async (dispatchId: string): Promise<StateVersion> => {
+  const { Item } = await documents.send(new GetCommand({ TableName: tableName, Key: STATE_ITEM.key(dispatchId), ConsistentRead: true }));
+  if (!Item) throw new Error(`no state item for ${dispatchId}`);
+  return stateVersionOf(Item);
+};
 
 interface Entry {
   readonly kind: string;
@@ -113,9 +121,9 @@ describe('attention: since is when the problem began', () => {
     expect(began).toMatchObject({ kind: 'unknown', monitorStatus: 'stalled', since: clock.toISOString() });
     for (const seconds of [70, 130, 250]) {
       tick(seconds); // the next lookup is due (the backoff doubles)
-      const before = (await stateOf(stalled)).version;
+      const before = (await storedVersionOf(stalled)).version;
       await monitorTick(monitorDeps());
-      expect((await stateOf(stalled)).version).toBe(before + 1); // looked up again and written
+      expect((await storedVersionOf(stalled)).version).toBe(before + 1); // looked up again and written
       expect(await entryOf(stalled)).toMatchObject({ kind: 'unknown', since: began?.since });
     }
 
@@ -177,21 +185,21 @@ describe('?refresh=true: what it finds at the target is recorded like the monito
     for (const dispatchId of [byRefresh, byMonitor]) {
       target.answers.set(`r-${dispatchId}`, { kind: 'found', run: { runId: `r-${dispatchId}`, status: 'completed', result: { summary: 'found at the target' } } });
     }
-    const before = { refresh: await stateOf(byRefresh), monitor: await stateOf(byMonitor) };
+    const before = { refresh: await storedVersionOf(byRefresh), monitor: await storedVersionOf(byMonitor) };
     tick(5);
     await check(byRefresh, true);
-    const refreshed = await stateOf(byRefresh);
+    const refreshed = await storedVersionOf(byRefresh);
     tick(90);
     await monitorTick(monitorDeps());
-    const after = { refresh: refreshed, monitor: await stateOf(byMonitor) };
-    const recorded = (from: DispatchState, to: DispatchState) => ({
+    const after = { refresh: refreshed, monitor: await storedVersionOf(byMonitor) };
+    const recorded = (from: StateVersion, to: StateVersion) => ({
       version: to.version - from.version,
       changes: to.changes,
-      execution: { ...to.execution, lastActivityAt: null, completedAt: null },
-      evidence: to.evidence.outcome,
-      receipts: to.receipts.map((receipt) => receipt.event),
-      result: to.result?.state,
-      events: eventsForStreamChange({ sequenceNumber: '1', eventName: 'MODIFY', oldItem: { kind: 'state', state: from }, newItem: { kind: 'state', state: to } }).map((event) => event.detailType),
+      execution: { ...to.state.execution, lastActivityAt: null, completedAt: null },
+      evidence: to.state.evidence.outcome,
+      receipts: to.state.receipts.map((receipt) => receipt.event),
+      result: to.state.result?.state,
+      events: eventsForStreamChange({ sequenceNumber: '1', eventName: 'MODIFY', oldItem: { kind: 'state', ...from }, newItem: { kind: 'state', ...to } }).map((event) => event.detailType),
     });
     expect(recorded(before.refresh, after.refresh)).toEqual(recorded(before.monitor, after.monitor));
     expect(recorded(before.refresh, after.refresh)).toMatchObject({ version: 1, changes: ['recovered', 'result_ready'], events: ['Run Recovered', 'Result Ready'] });

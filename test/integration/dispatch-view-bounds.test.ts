@@ -7,7 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { redispatch } from '../../shared/usecases/redispatch.js';
 import { uniqueName } from '../support/engines.js';
 import { apiError } from '../support/api-error.js';
-import { deps, documents, message, send, stateOf, tableName } from '../support/ledger-fixture.js';
+import type { StoredState } from '../../shared/ledger/port.js';
+import { deps, documents, message, send, table, tableName } from '../support/ledger-fixture.js';
 
 /** Regression tests of the view and the stored items on DynamoDB Local and fauxqs S3 (the ledger of test/support/ledger-fixture.ts): each names the bug it pins ("was: …"). */
 
@@ -28,7 +29,7 @@ describe('the view stays bounded and drops nothing', () => {
     const sent = message();
     await send(sent);
     for (let round = 0; round < 55; round += 1) {
-      expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: `round ${round}`, force: true })).kind).toBe('redispatched');
+      expect((await redispatch(deps(), (await table.getStored(sent.dispatchId)) as StoredState, { reason: `round ${round}`, force: true })).kind).toBe('redispatched');
     }
     const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 });
     const get = (path: string, cursor?: string) =>

@@ -10,6 +10,7 @@ import { putEvidence } from '../../shared/api/evidence-routes.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import type { Caller } from '../../shared/api/caller.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { StoredState } from '../../shared/ledger/port.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import { evidenceCheckOf, evidenceKey } from '../../shared/usecases/evidence-check.js';
 import { DUE_PAGE_SIZE, monitorTick } from '../../shared/usecases/monitor.js';
@@ -88,6 +89,7 @@ const upload = (dispatchId: string, ref: string, bytes: string) =>
   putEvidence(deps(), dispatchId, ref, { method: 'PUT', rawPath: '', query: { runId: 'r-1' }, headers: {}, body: Buffer.from(bytes), iamUserId: undefined }, open);
 const complete = (dispatchId: string) => postRunEvent(deps(), 'r-1', Buffer.from(JSON.stringify({ dispatchId, seq: 1, type: 'completed' })), open);
 const stateOf = async (dispatchId: string) => (await table.getState(dispatchId)) as DispatchState;
+const storedOf = async (dispatchId: string) => (await table.getStored(dispatchId)) as StoredState;
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
 describe('sealing evidence without an S3 copy (issue 18)', () => {
@@ -121,12 +123,12 @@ describe('sealing evidence without an S3 copy (issue 18)', () => {
 
   it('reads half a unit for a heartbeat inside the coalescing window (an eventually consistent look), and writes nothing', async () => {
     const dispatchId = await detachedDispatch(['out/report.md']);
-    const before = await stateOf(dispatchId);
+    const before = await storedOf(dispatchId);
     const heartbeat = (seq: number) => postRunEvent(deps(), 'r-1', Buffer.from(JSON.stringify({ dispatchId, seq, type: 'heartbeat' })), open);
     let answer: Awaited<ReturnType<typeof heartbeat>> | undefined;
     expect(await readsOf(async () => (answer = await heartbeat(1)))).toEqual({ readUnits: 0.5, requests: 1 });
     expect(answer?.body).toEqual({ applied: false, coalesced: true });
-    expect((await stateOf(dispatchId)).version).toBe(before.version);
+    expect((await storedOf(dispatchId)).version).toBe(before.version);
     // Past the window the look is not enough: the state is read again, strongly, and the activity written.
     clock = new Date(clock.getTime() + 3_600_000);
     expect((await readsOf(async () => (answer = await heartbeat(2)))).readUnits).toBe(1.5);
@@ -194,11 +196,11 @@ describe('sealing evidence without an S3 copy (issue 18)', () => {
     const dispatchId = await detachedDispatch(['out/report.md']);
     await upload(dispatchId, 'out/report.md', '# report');
     await complete(dispatchId);
-    const settled = await stateOf(dispatchId);
-    expect(settled.evidence.check).toBeDefined();
+    const settled = await storedOf(dispatchId);
+    expect(settled.state.evidence.check).toBeDefined();
     expect((await redispatch(deps(), settled, { reason: 'run it again', force: true })).kind).toBe('redispatched');
     expect((await stateOf(dispatchId)).evidence.check).toBeUndefined();
-    expect((await table.listPastAttempts(dispatchId)).map((past) => past.check)).toEqual([settled.evidence.check]);
+    expect((await table.listPastAttempts(dispatchId)).map((past) => past.check)).toEqual([settled.state.evidence.check]);
   });
 
   it('leaves a check undecided when an upload\'s bytes do not hash to what its pointer says: the platform hashes the bytes itself', async () => {

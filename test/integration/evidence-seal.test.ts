@@ -1,11 +1,14 @@
 import { createHash } from 'node:crypto';
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
+import { stateVersionOf } from '../../shared/adapters/state-item.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
-import { eventsForStreamChange } from '../../shared/events/derive.js';
+import { eventsForStreamChange, type StateVersion } from '../../shared/events/derive.js';
+import type { StoredState } from '../../shared/ledger/port.js';
 import type { EvidenceCheck } from '../../shared/dispatch/records.js';
 import { monitorTick } from '../../shared/usecases/monitor.js';
 import { evidenceKey } from '../../shared/usecases/evidence-check.js';
@@ -13,6 +16,14 @@ import { redispatch } from '../../shared/usecases/redispatch.js';
 import { overriding } from '../support/factories.js';
 import { apiError } from '../support/api-error.js';
 import { blobs, checkOf, clock, deps, documents, event, message, monitorDeps, open, sealedBytesOf, send, stateOf, table, tableName, tick } from '../support/ledger-fixture.js';
+
+/** A dispatch's state item as stored: the state, the version that wrote it and what that write changed. */
+const writtenOf = async (dispatchId: string): Promise<StateVersion> => {
+  const { Item } = await documents.send(new GetCommand({ TableName: tableName, Key: STATE_ITEM.key(dispatchId), ConsistentRead: true }));
+  if (!Item) throw new Error(`no state item for ${dispatchId}`);
+  return stateVersionOf(Item);
+};
+const storedOf = async (dispatchId: string) => (await table.getStored(dispatchId)) as StoredState;
 
 /** Regression tests of the evidence check on DynamoDB Local and fauxqs S3 (the ledger of test/support/ledger-fixture.ts): each names the bug it pins ("was: …"). */
 
@@ -58,17 +69,17 @@ describe('the evidence check: the hashes it seals and the uploads it refuses', (
     const racing = overriding<S3Blobs>(blobs, {
       getBytes: async (key: string) => {
         const bytes = await blobs.getBytes(key);
-        if ((raced += 1) === 1) expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'operator forced it', force: true })).kind).toBe('redispatched');
+        if ((raced += 1) === 1) expect((await redispatch(deps(), await storedOf(sent.dispatchId), { reason: 'operator forced it', force: true })).kind).toBe('redispatched');
         return bytes;
       },
     });
     const answer = await postRunEvent({ ...deps(), blobs: racing }, 'r-1', event(sent.dispatchId, 1, 'completed'), open);
     expect(answer.body).toEqual({ applied: false, late: true });
     expect(raced).toBe(1);
-    const after = await stateOf(sent.dispatchId);
-    expect(after.attempt).toBe(2);
+    const after = await writtenOf(sent.dispatchId);
+    expect(after.state.attempt).toBe(2);
     expect(after.changes).not.toContain('handled');
-    expect(after.evidence.check).toBeUndefined();
+    expect(after.state.evidence.check).toBeUndefined();
     expect(await table.getEvidenceCheck(sent.dispatchId, 1)).toBeUndefined();
   });
 
@@ -83,7 +94,7 @@ describe('the evidence check: the hashes it seals and the uploads it refuses', (
       putEvidenceCheck: async (check: EvidenceCheck) => {
         const outcome = await table.putEvidenceCheck(check);
         recordedChecks.push(check);
-        expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'operator forced it', force: true })).kind).toBe('redispatched');
+        expect((await redispatch(deps(), await storedOf(sent.dispatchId), { reason: 'operator forced it', force: true })).kind).toBe('redispatched');
         return outcome;
       },
     });
@@ -91,8 +102,8 @@ describe('the evidence check: the hashes it seals and the uploads it refuses', (
     expect(answer.body).toEqual({ applied: false, late: true });
     expect(recordedChecks).toHaveLength(1);
     expect(recordedChecks[0]?.files.map((file) => file.ref)).toEqual(refs);
-    const after = await stateOf(sent.dispatchId);
-    expect(after.attempt).toBe(2);
+    const after = await writtenOf(sent.dispatchId);
+    expect(after.state.attempt).toBe(2);
     expect(after.changes).not.toContain('handled');
     // What the stream carries for the check item publishes nothing; only a committed 'handled' change does.
     const published = eventsForStreamChange({ sequenceNumber: '1', eventName: 'INSERT', oldItem: { kind: 'other' }, newItem: { kind: 'check', check: recordedChecks[0] as EvidenceCheck } });
@@ -223,10 +234,10 @@ describe('the evidence check: edges the first reviews found', () => {
     const sent = message({ expectedEvidence: ['out/a.md', 'out/b.md'], timeouts: { deliveryGraceSeconds: 3600 } });
     await send(sent);
     await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'completed'), open);
-    const due = await stateOf(sent.dispatchId);
-    expect(Date.parse(due.dueAt ?? '')).toBeLessThanOrEqual(clock.getTime());
+    const due = await writtenOf(sent.dispatchId);
+    expect(Date.parse(due.state.dueAt ?? '')).toBeLessThanOrEqual(clock.getTime());
     await uploadTo(sent.dispatchId, 'out/a.md', 'a');
-    const after = await stateOf(sent.dispatchId);
+    const after = await writtenOf(sent.dispatchId);
     expect(after.version).toBe(due.version + 1);
     expect(after.changes).toEqual(['evidence_recheck']);
   });

@@ -6,7 +6,7 @@ import { stateItem } from '../../shared/adapters/state-item.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { NextState } from '../../shared/dispatch/state.js';
 import type { Rejection } from '../../shared/dispatch/records.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 import { withUnprocessedKeys } from '../support/unprocessed-keys.js';
@@ -42,8 +42,8 @@ function feedsOn(documents: DynamoDBDocumentClient, options: Partial<LedgerFeeds
 beforeAll(async () => {
   tableName = (await ensureLedgerTable(clients.dynamodb, uniqueName('feeds'))).name;
   const documents = DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } });
-  // The state items exactly as the ledger writes them (the feeds only read them).
-  const put = (state: DispatchState) => documents.send(new PutCommand({ TableName: tableName, Item: stateItem(state, RETENTION) }));
+  // The state items exactly as the ledger writes them (the feeds only read them): each a create, version 1.
+  const put = (state: NextState) => documents.send(new PutCommand({ TableName: tableName, Item: stateItem(state, { version: 1, changes: state.changes }, RETENTION) }));
   for (const dispatchId of PLANNER) await put(accepted(newDispatchFactory({ dispatchId }), NOW));
   for (const dispatchId of OTHER) await put(accepted(newDispatchFactory({ dispatchId, origin: 'other' }), NOW));
   for (const dispatchId of BLOCKED) await put(blocked(accepted(newDispatchFactory({ dispatchId, origin: 'other' }), NOW), 'unknown_target', 'no target "nope"', NOW));

@@ -1,9 +1,11 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../bench/capacity-meter.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
+import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
+import { stateVersionOf } from '../../shared/adapters/state-item.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
@@ -11,11 +13,11 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { ApiError, errorResponse } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
-import { eventsForState } from '../../shared/events/derive.js';
+import { eventsForState, type StateVersion } from '../../shared/events/derive.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
-import type { BlobStore, LedgerStore } from '../../shared/ledger/port.js';
+import { notStored, type BlobStore, type LedgerStore } from '../../shared/ledger/port.js';
 import { monitorTick } from '../../shared/usecases/monitor.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import type { LookupOutcome, SubmitOutcome } from '../../shared/dispatch/target-answers.js';
@@ -122,6 +124,12 @@ const stateOf = async (dispatchId: string): Promise<DispatchState> => {
   if (!state) throw new Error(`no state for ${dispatchId}`);
   return state;
 };
+/** The state item as stored: the state, the version that wrote it and what that write changed. */
+const writtenOf = async (dispatchId: string): Promise<StateVersion> => {
+  const { Item } = await documents.send(new GetCommand({ TableName: tableName, Key: STATE_ITEM.key(dispatchId), ConsistentRead: true }));
+  if (!Item) throw new Error(`no state item for ${dispatchId}`);
+  return stateVersionOf(Item);
+};
 
 /** A dispatch taken in by the intake (the target accepts it): returns its id and run. */
 async function submittedDispatch(origin: string, message: Record<string, unknown> = {}): Promise<{ dispatchId: string; runId: string }> {
@@ -157,7 +165,7 @@ async function readyResults(origin: string, count: number): Promise<string[]> {
   });
   await Promise.all(
     Array.from({ length: 8 }, async () => {
-      for (let state = queue.shift(); state; state = queue.shift()) expect((await table.commit({ ...state, version: 0 }, state)).kind).toBe('committed');
+      for (let state = queue.shift(); state; state = queue.shift()) expect((await table.commit(notStored(stateOnly(state)), state)).kind).toBe('committed');
     }),
   );
   return ids.map((dispatchId) => `r1~${dispatchId}`);
@@ -193,11 +201,11 @@ describe('claims: one winner, leases on their own clock', () => {
     expect(resultIdsOf(second)).toEqual([resultId]);
     expect(second.body.claimToken).not.toBe(first.body.claimToken);
     expect((second.body.results as Array<{ deliveryAttempts: number }>)[0]?.deliveryAttempts).toBe(1);
-    const before = await stateOf(dispatchId);
+    const before = await writtenOf(dispatchId);
     const stale = await settle(origin, resultId, 'ack', { claimToken: first.body.claimToken });
     expect(stale.status).toBe(409);
     expect(errorCode(stale)).toBe('lease_lost');
-    expect(await stateOf(dispatchId)).toEqual(before);
+    expect(await writtenOf(dispatchId)).toEqual(before);
     expect((await settle(origin, resultId, 'ack', { claimToken: second.body.claimToken })).status).toBe(200);
   });
 
@@ -229,13 +237,13 @@ describe('claims: one winner, leases on their own clock', () => {
     const origin = uniqueName('o');
     const { dispatchId, resultId } = await finishedDispatch(origin);
     await claim(origin);
-    const before = await stateOf(dispatchId);
+    const before = await writtenOf(dispatchId);
     for (const action of ['ack', 'release'] as const) {
       const answer = await settle(origin, resultId, action, { claimToken: 'forged-token' });
       expect(answer.status).toBe(409);
       expect(errorCode(answer)).toBe('lease_lost');
     }
-    expect(await stateOf(dispatchId)).toEqual(before);
+    expect(await writtenOf(dispatchId)).toEqual(before);
   });
 
   it('redelivers a result once after the lease when its claimer just went away', async () => {
@@ -267,17 +275,17 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
     const origin = uniqueName('o');
     const { dispatchId, resultId } = await finishedDispatch(origin);
     const held = await claim(origin);
-    const claimed = await stateOf(dispatchId);
+    const claimed = await writtenOf(dispatchId);
     const first = await settle(origin, resultId, 'ack', { claimToken: held.body.claimToken });
-    const delivered = await stateOf(dispatchId);
+    const delivered = await writtenOf(dispatchId);
     const second = await settle(origin, resultId, 'ack', { claimToken: held.body.claimToken });
     expect([first.status, second.status]).toEqual([200, 200]);
     expect(second.body).toMatchObject({ state: 'delivered' });
-    expect(await stateOf(dispatchId)).toEqual(delivered);
+    expect(await writtenOf(dispatchId)).toEqual(delivered);
     expect(delivered.version).toBe(claimed.version + 1);
     expect(eventsForState(claimed, delivered).map((event) => event.detailType)).toEqual(['Result Delivered']);
     const view = await call('GET', `/dispatches/${dispatchId}`, undefined, origin);
-    expect(view.body.ownerDelivery).toEqual({ state: 'confirmed', receiptId: `ack:${resultId}`, basis: 'origin_ack', at: delivered.result?.deliveredAt, recordedBy: `origin:${origin}` });
+    expect(view.body.ownerDelivery).toEqual({ state: 'confirmed', receiptId: `ack:${resultId}`, basis: 'origin_ack', at: delivered.state.result?.deliveredAt, recordedBy: `origin:${origin}` });
     expect(view.body.artifactAcceptance).toMatchObject({ state: 'unverified' });
   });
 
@@ -300,7 +308,7 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
       return (page.body.items as Array<{ dispatchId: string }>).find((item) => item.dispatchId === dispatchId);
     });
     expect(listed).toMatchObject({ kind: 'result_dropped' });
-    expect((await stateOf(dispatchId)).changes).toEqual(['result_dropped']);
+    expect((await writtenOf(dispatchId)).changes).toEqual(['result_dropped']);
   });
 
   it('drops a pending result older than the origin TTL from the monitor, as expired, and lists it in attention', async () => {
@@ -314,8 +322,8 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
     expect((await stateOf(dispatchId)).result?.state).toBe('pending');
     tick(3600);
     await monitorTick(monitor);
-    const state = await stateOf(dispatchId);
-    expect(state.result).toMatchObject({ state: 'dropped', droppedReason: 'expired' });
+    const state = await writtenOf(dispatchId);
+    expect(state.state.result).toMatchObject({ state: 'dropped', droppedReason: 'expired' });
     expect(eventsForState(undefined, state).map((event) => event.detailType)).toEqual(['Result Dropped']);
     await eventually('the attention list', async () => {
       const page = await call('GET', '/attention?kind=result_dropped&limit=100', undefined, origin);
@@ -335,7 +343,7 @@ describe('the monitor and a claimed result', () => {
     // Claimed shortly before the TTL, for 15 minutes: the lease outlives the TTL.
     tick(2600);
     expect(resultIdsOf(await claim(origin, { leaseSeconds: 900 }))).toEqual([resultId]);
-    const claimed = await stateOf(dispatchId);
+    const claimed = await writtenOf(dispatchId);
     tick(301);
     for (let round = 0; round < 5; round += 1) {
       await monitorTick(monitor);
@@ -345,11 +353,11 @@ describe('the monitor and a claimed result', () => {
       expect(Date.parse(state.dueAt ?? '')).toBeGreaterThan(clock.getTime());
       tick(60);
     }
-    expect((await stateOf(dispatchId)).version - claimed.version).toBe(1);
+    expect((await writtenOf(dispatchId)).version - claimed.version).toBe(1);
     tick(900);
     await monitorTick(monitor);
-    const lapsed = await stateOf(dispatchId);
-    expect(lapsed.result).toMatchObject({ state: 'dropped', droppedReason: 'expired', deliveryAttempts: 1 });
+    const lapsed = await writtenOf(dispatchId);
+    expect(lapsed.state.result).toMatchObject({ state: 'dropped', droppedReason: 'expired', deliveryAttempts: 1 });
     expect(lapsed.version - claimed.version).toBe(2);
   });
 });

@@ -16,7 +16,7 @@ import { dispatchView } from '../../shared/dispatch/view.js';
 import { monitorTick } from '../../shared/usecases/monitor.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
-import type { LedgerStoreWithWrites } from '../../shared/ledger/port.js';
+import type { LedgerStoreWithWrites, StoredState } from '../../shared/ledger/port.js';
 
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
@@ -109,14 +109,15 @@ describe('intake use case on the real engines', () => {
     const sent = { ...message(), dispatchId: `d-2026-12-01-${'x'.repeat(50)}`, origin: `team-${'o'.repeat(27)}` };
     await takeDispatchMessage(deps(), { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' });
     const before = meter.snapshot();
-    const state = (await table.getState(sent.dispatchId)) as DispatchState;
+    const stored = (await table.getStored(sent.dispatchId)) as StoredState;
+    const state = stored.state;
     const read = meter.since(before);
 
     expect(state.phase).toBe('submitted');
     expect(read.readUnits).toBe(1); // one strongly consistent read of ≤ 4 KB
     // Rewriting it (as every later state change does) must stay within one write unit.
     const rewrite = meter.snapshot();
-    await table.commit(state, { ...state, version: state.version + 1, changes: ['activity'] });
+    await table.commit(stored, { ...state, changes: ['activity'], dueAtRead: state.dueAt });
     const spent = meter.since(rewrite);
     expect(spent.byOperation.PutItem?.writeUnits).toBe(1);
   });
@@ -268,7 +269,7 @@ describe('a child sent before its parent is recorded (CONTRACT §1, V3: SQS stan
     const parent = { ...message({ behavior: 'complete' }), parentDispatchId: uniqueName('never-sent') };
     const child = { ...message({ behavior: 'complete' }), parentDispatchId: parent.dispatchId };
     expect((await take(parent)).outcome).toBe('waiting');
-    const held = (await lineage.getState(parent.dispatchId)) as DispatchState;
+    const held = (await lineage.getStored(parent.dispatchId)) as StoredState;
     expect((await cancelDispatch(lineageDeps(), held, { reason: 'not wanted', by: 'planner' })).kind).toBe('cancelled');
 
     expect((await take(child)).outcome).toBe('blocked');
@@ -276,7 +277,7 @@ describe('a child sent before its parent is recorded (CONTRACT §1, V3: SQS stan
     expect(childView.blockedReason).toMatch(/^unknown_parent: /);
     expect(agent.stats().submissions[child.dispatchId]).toBeUndefined();
     // Nor can a redispatch of the cancelled parent submit it with a hop it never derived.
-    const cancelled = (await lineage.getState(parent.dispatchId)) as DispatchState;
+    const cancelled = (await lineage.getStored(parent.dispatchId)) as StoredState;
     expect((await redispatch(lineageDeps(), cancelled, { reason: 'try again', force: false })).kind).toBe('not_submittable');
     expect(agent.stats().submissions[parent.dispatchId]).toBeUndefined();
   });

@@ -1,6 +1,6 @@
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { InboxTable } from '../../shared/adapters/inbox-table.js';
@@ -8,10 +8,12 @@ import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
+import { stateVersionOf } from '../../shared/adapters/state-item.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nativeStatusOf } from '../../shared/dispatch/state.js';
-import { eventsForState } from '../../shared/events/derive.js';
+import { eventsForState, type StateVersion } from '../../shared/events/derive.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { lambdaRunIdOf, parseLambdaRunId, type SubmitRequest, type TargetPort } from '../../shared/targets/port.js';
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
@@ -30,6 +32,11 @@ const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { rem
 const NOW = new Date('2026-12-01T12:00:00.000Z');
 let table: LedgerTable;
 let tableName: string;
+/** A dispatch's state item as stored (the stream's image): the state, the version that wrote it and what that write changed. */
+const storedVersionOf = async (dispatchId: string): Promise<StateVersion | undefined> => {
+  const { Item } = await documents.send(new GetCommand({ TableName: tableName, Key: STATE_ITEM.key(dispatchId), ConsistentRead: true }));
+  return Item ? stateVersionOf(Item) : undefined;
+};
 let stateTable: string;
 let blobs: S3Blobs;
 
@@ -89,7 +96,7 @@ describe('a lambda target on the real table', () => {
   it("takes Lambda's on-failure record in as failed with Lambda's error, once; the lookup then finds it; a record for another attempt changes nothing", async () => {
     const dispatchId = await submitted();
     const runId = lambdaRunIdOf(dispatchId, 1);
-    const before = await table.getState(dispatchId);
+    const before = await storedVersionOf(dispatchId);
     const record = { requestContext: { requestId: 'req-2', functionArn: 'arn:aws:lambda:us-east-1:111122223333:function:reviewer:$LATEST', condition: 'RetriesExhausted', approximateInvokeCount: 3 }, requestPayload: { runId, dispatchId }, responsePayload: { errorType: 'Sandbox.Timedout', errorMessage: 'Task timed out after 60.00 seconds' } };
     // In AWS only the failed function's own role (registered as the target) is believed.
     const principals = { resolve: async (id: string) => (id === 'AROAREVIEWER' ? ({ role: 'target', target: 'reviewer' } as const) : id === 'AROAOTHER' ? ({ role: 'target', target: 'other-agent' } as const) : undefined) };
@@ -100,11 +107,11 @@ describe('a lambda target on the real table', () => {
     expect(await table.getLambdaFailure(dispatchId, 1)).toBeUndefined();
     expect(await takeLambdaFailure(deps, record, 'AROAREVIEWER:session-1')).toBe('failed');
     expect(await takeLambdaFailure(deps, record, 'AROAREVIEWER:session-1')).toBe('already_final');
-    const after = await table.getState(dispatchId);
-    expect(after?.execution).toMatchObject({ status: 'failed', result: { summary: 'Sandbox.Timedout: Task timed out after 60.00 seconds' } });
+    const after = await storedVersionOf(dispatchId);
+    expect(after?.state.execution).toMatchObject({ status: 'failed', result: { summary: 'Sandbox.Timedout: Task timed out after 60.00 seconds' } });
     if (!before || !after) throw new Error('states');
     // CONTRACT §12: Lambda's error is the run's nativeStatus (the runtime's own word), in the view and the event.
-    expect(nativeStatusOf(after.execution)).toBe('Sandbox.Timedout');
+    expect(nativeStatusOf(after.state.execution)).toBe('Sandbox.Timedout');
     expect(eventsForState(before, after).map((event) => [event.detailType, 'nativeStatus' in event.detail ? event.detail.nativeStatus : undefined])).toEqual([['Run Failed', 'Sandbox.Timedout']]);
     expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toMatchObject({ kind: 'found', run: { status: 'failed' } });
     expect(await takeLambdaFailure(deps, { ...record, requestPayload: { runId: lambdaRunIdOf(dispatchId, 7) } }, 'AROAREVIEWER:s')).toBe('not_current');

@@ -105,9 +105,9 @@ function harness(): Harness {
       for (let ended = 0; ended < count; ended += 1) {
         let done = false;
         for (const dispatchId of sent) {
-          const state = await table.getState(dispatchId);
-          if (!state?.runId || !agent.open.has(state.runId)) continue;
-          expect((await cancelDispatch(deps, state, { reason: 'make room', by: 'local:test' })).kind).toBe('requested');
+          const stored = await table.getStored(dispatchId);
+          if (!stored?.state.runId || !agent.open.has(stored.state.runId)) continue;
+          expect((await cancelDispatch(deps, stored, { reason: 'make room', by: 'local:test' })).kind).toBe('requested');
           done = true;
           break;
         }
@@ -241,10 +241,10 @@ describe('a tick whose caps alignment fails', () => {
   it('reports the failure in the tick and still admits what the free slots allow', async () => {
     const h = harness();
     await h.setLimit(1);
-    const states = await Promise.all((await h.send(2)).map(async (dispatchId) => table.getState(dispatchId)));
+    const stored = await Promise.all((await h.send(2)).map(async (dispatchId) => table.getStored(dispatchId)));
     expect(h.agent.open.size).toBe(1);
-    const open = states.find((state) => state?.phase === 'submitted');
-    const waiting = states.find((state) => state?.phase === 'accepted');
+    const open = stored.find((found) => found?.state.phase === 'submitted');
+    const waiting = stored.find((found) => found?.state.phase === 'accepted')?.state;
     const agentDeps = intakeDepsFactory({ store: table, blobs: new MemoryBlobs(), targetFor: () => h.agent, now: () => new Date() });
     expect((await cancelDispatch(agentDeps, open as NonNullable<typeof open>, { reason: 'make room', by: 'local:test' })).kind).toBe('requested');
     class AlignFails extends LedgerTable {

@@ -14,7 +14,8 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { withDynamoDbFaults } from '../../shared/adapters/wiring.js';
 import { installFaults, type ProductFault } from '../../shared/faults.js';
 import { DispatchInProgressError, takeDispatchMessage } from '../../shared/usecases/intake.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState, type NextState } from '../../shared/dispatch/state.js';
+import { notStored, type StoredState } from '../../shared/ledger/port.js';
 import { cancelledBeforeSubmission, waiting } from '../../shared/dispatch/transitions/flow.js';
 import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
@@ -29,6 +30,8 @@ import { intakeDepsFactory, newDispatchFactory, overriding } from '../support/fa
  * middleware (`withDynamoDbFaults`, the census's) answering a timeout after the first apply.
  */
 const clients = engineClients();
+/** A transition's output as the table holds it after the write that made it version `version`: the state alone, in its envelope. */
+const storedAt = (next: NextState, version: number): StoredState => ({ state: stateOnly(next), version });
 const dynamodb = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } })));
 const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 const hotPath = withDynamoDbFaults(loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, cacheMiddleware: true })));
@@ -160,47 +163,51 @@ describe('a state write retried after its answer was lost is its own writer\'s (
     const start = accepted(newDispatchFactory({ dispatchId: sent.dispatchId, origin: sent.origin, target: sent.target }), clock);
     const created = waiting(start, 'not_before', clock);
     let fault = loseTheAnswerOfNext('PutItemCommand');
-    expect(await store().commit(start, created)).toEqual({ kind: 'committed' });
+    expect(await store().commit(notStored(start), created)).toEqual({ kind: 'committed' });
     expect(fault.lost()).toBe(1);
     uninstall?.();
+    const v1 = storedAt(created, 1);
 
-    const changed = cancelledBeforeSubmission(created, { reason: 'not needed', by: 'origin' }, new Date(clock.getTime() + 1_000));
+    const changed = cancelledBeforeSubmission(v1.state, { reason: 'not needed', by: 'origin' }, new Date(clock.getTime() + 1_000));
     fault = loseTheAnswerOfNext('PutItemCommand');
-    expect(await store().commit(created, changed)).toEqual({ kind: 'committed' });
+    expect(await store().commit(v1, changed)).toEqual({ kind: 'committed' });
     expect(fault.lost()).toBe(1);
     uninstall?.();
     expect((await table.getState(sent.dispatchId))?.phase).toBe('cancelled');
     // Exact, not lenient: another writer that read the version before still loses.
-    expect((await store().commit(created, { ...changed, cancel: { ...changed.cancel, reason: 'another' } as DispatchState['cancel'] })).kind).toBe('conflict');
+    expect((await store().commit(v1, { ...changed, cancel: { ...changed.cancel, reason: 'another' } as DispatchState['cancel'] })).kind).toBe('conflict');
   });
 
   it('never puts a version back over a newer one written by an earlier release that kept the id it read (review finding)', async () => {
     const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
     const start = accepted(newDispatchFactory({ dispatchId: sent.dispatchId, origin: sent.origin, target: sent.target }), clock);
     const created = waiting(start, 'not_before', clock);
-    expect((await table.commit(start, created)).kind).toBe('committed');
+    expect((await table.commit(notStored(start), created)).kind).toBe('committed');
+    const v1 = storedAt(created, 1);
     // A write applied, its answer still on the way back…
-    const ours = cancelledBeforeSubmission(created, { reason: 'not needed', by: 'origin' }, new Date(clock.getTime() + 1_000));
-    const request = statePut(tableName, created, ours, 86_400);
+    const ours = cancelledBeforeSubmission(v1.state, { reason: 'not needed', by: 'origin' }, new Date(clock.getTime() + 1_000));
+    const oursVersion = v1.version + 1;
+    const request = statePut(tableName, v1, ours, 86_400);
+    expect(request.Item.version).toBe(oursVersion);
     await documents.send(new PutCommand(request));
     // …when a function of the release before (whose codec kept unknown attributes) writes the next version
     // with the id it read.
     const stored = (await documents.send(new GetCommand({ TableName: tableName, Key: STATE_ITEM.key(sent.dispatchId), ConsistentRead: true }))).Item;
     expect(stored?.w).toBe(request.Item.w);
-    await documents.send(new PutCommand({ TableName: tableName, Item: { ...stored, version: ours.version + 1 }, ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': ours.version } }));
+    await documents.send(new PutCommand({ TableName: tableName, Item: { ...stored, version: oursVersion + 1 }, ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': oursVersion } }));
     // The retry of the first write must not put its version back.
     await expect(documents.send(new PutCommand(request))).rejects.toBeInstanceOf(ConditionalCheckFailedException);
-    expect((await table.getState(sent.dispatchId))?.version).toBe(ours.version + 1);
+    expect((await table.getStored(sent.dispatchId))?.version).toBe(oursVersion + 1);
   });
 
   it('answers an origin\'s cancel before submission "cancelled", not "already over" (409) by its own write', async () => {
     const sent = { dispatchId: uniqueName('d'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' } };
     const start = accepted(newDispatchFactory({ dispatchId: sent.dispatchId, origin: sent.origin, target: sent.target }), clock);
     const created = waiting(start, 'not_before', clock);
-    expect((await table.commit(start, created)).kind).toBe('committed');
+    expect((await table.commit(notStored(start), created)).kind).toBe('committed');
     const fault = loseTheAnswerOfNext('PutItemCommand');
 
-    const outcome = await cancelDispatch(intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), created, { reason: 'not needed', by: 'origin' });
+    const outcome = await cancelDispatch(intakeDepsFactory({ store: table, blobs, targetFor: (registration) => httpTarget(registration), principals: table, now: () => clock }), storedAt(created, 1), { reason: 'not needed', by: 'origin' });
 
     expect(fault.lost()).toBe(1);
     expect(outcome.kind).toBe('cancelled');
@@ -224,7 +231,7 @@ describe('a state write retried after its answer was lost is its own writer\'s (
     expect((await takeDispatchMessage(intake, { messageId: uniqueName('m'), body: JSON.stringify(sent), senderId: 'local' })).outcome).toBe('submitted');
     const fault = loseTheAnswerOfNext('TransactWriteItemsCommand');
 
-    const outcome = await redispatch(intake, (await table.getState(sent.dispatchId)) as DispatchState, { reason: 'run it again', force: true });
+    const outcome = await redispatch(intake, (await table.getStored(sent.dispatchId)) as StoredState, { reason: 'run it again', force: true });
 
     expect(fault.lost()).toBe(1);
     expect(outcome.kind).not.toBe('conflict');

@@ -7,7 +7,8 @@ import { DUE_SHARDS } from '../../shared/adapters/ledger-table.js';
 import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { NextState } from '../../shared/dispatch/state.js';
+import { notStored } from '../../shared/ledger/port.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
 import { newDispatchFactory, noTargetWork } from '../support/factories.js';
@@ -35,23 +36,23 @@ afterAll(() => {
   dynamodb.destroy();
 });
 
-function runningState(dispatchId: string): DispatchState {
+function runningState(dispatchId: string): NextState {
   const start = accepted(newDispatchFactory({ dispatchId, writtenAt: T.toISOString() }), T);
   return submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, T);
 }
 
 /** Due now (its watch time passed) but active a moment ago: the tick reschedules it, no target contact. */
-const dueState = (dispatchId: string): DispatchState => ({ ...runningState(dispatchId), dueAt: new Date(T.getTime() - 1000).toISOString() });
-const finishedState = (dispatchId: string): DispatchState => {
+const dueState = (dispatchId: string): NextState => ({ ...runningState(dispatchId), dueAt: new Date(T.getTime() - 1000).toISOString() });
+const finishedState = (dispatchId: string): NextState => {
   const running = runningState(dispatchId);
   return { ...running, execution: { ...running.execution, status: 'completed', nativeStatus: 'completed', completedAt: T.toISOString() }, dueAt: null };
 };
 
-async function putAll(states: DispatchState[]): Promise<void> {
+async function putAll(states: NextState[]): Promise<void> {
   const queue = [...states];
   await Promise.all(
     Array.from({ length: 16 }, async () => {
-      for (let state = queue.shift(); state; state = queue.shift()) await table.commit({ ...state, version: 0 }, state);
+      for (let state = queue.shift(); state; state = queue.shift()) await table.commit(notStored(state), state);
     }),
   );
 }

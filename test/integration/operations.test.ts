@@ -20,6 +20,7 @@ import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import type { PrincipalRegistry } from '../../shared/principals/principals.js';
+import { notStored } from '../../shared/ledger/port.js';
 import { REDRIVEN_FOR } from '../../shared/usecases/intake.js';
 import { engineClients, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
@@ -103,9 +104,9 @@ describe('ledger stream replay (DynamoDB Local stream → fauxqs S3 → moto Eve
     const table = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: ledger.name, retentionSeconds: 86_400 });
     dispatchIds = [uniqueName('d'), uniqueName('d')];
     const first = accepted(newDispatchFactory({ dispatchId: dispatchIds[0] }), NOW);
-    await table.commit(first, submitted(first, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW));
+    await table.commit(notStored(first), submitted(first, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW));
     const second = accepted(newDispatchFactory({ dispatchId: dispatchIds[1] }), NOW);
-    await table.commit(second, blocked(second, 'unknown_target', 'no target "nope"', NOW));
+    await table.commit(notStored(second), blocked(second, 'unknown_target', 'no target "nope"', NOW));
     // The batches exactly as Lambda delivers them; the "publisher" gives up on all of them.
     batches = [];
     const source = new StreamEventSource({

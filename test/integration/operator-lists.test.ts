@@ -13,7 +13,7 @@ import { route, type ApiDeps } from '../../shared/api/routes.js';
 import type { Counts } from '../../shared/dispatch/counts.js';
 import type { DispatchFilter } from '../../shared/dispatch/dispatch-filter.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { DispatchState, NextState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
@@ -34,9 +34,11 @@ afterAll(() => clients.destroy());
 const RETENTION = 90 * 86_400;
 const at = (seconds: number): string => new Date(NOW.getTime() + seconds * 1000).toISOString();
 const encode = (value: unknown) => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
+/** A new dispatch's state item exactly as the ledger writes it: its first version (a create). */
+const createdItem = (state: NextState) => stateItem(state, { version: 1, changes: state.changes }, RETENTION);
 
 /** Twelve dispatches of three origins to two targets, one a second apart, in three shapes (accepted, running, blocked). */
-const SEEDED: DispatchState[] = Array.from({ length: 12 }, (_, index) => {
+const SEEDED: NextState[] = Array.from({ length: 12 }, (_, index) => {
   const fresh = accepted(newDispatchFactory({ dispatchId: `d-ops-${String(index).padStart(2, '0')}`, origin: ['team-a', 'team-b', 'team-c'][index % 3] as string, target: index % 4 < 2 ? 'alpha' : 'beta', writtenAt: at(index) }), new Date(at(index)));
   if (index % 3 === 1) return submitted(fresh, { kind: 'accepted', runId: `r-${index}`, status: 'running', requestId: `q-${index}` }, DEFAULT_RETRY_POLICY, new Date(at(index)));
   if (index % 6 === 2) return blocked(fresh, 'target_rejected', 'HTTP 422', new Date(at(index)));
@@ -53,7 +55,7 @@ let deps: ApiDeps;
 beforeAll(async () => {
   tableName = (await ensureLedgerTable(clients.dynamodb, uniqueName('operator-lists'))).name;
   // The state items exactly as the ledger writes them (the lists only read them).
-  for (const state of SEEDED) await documents.send(new PutCommand({ TableName: tableName, Item: stateItem(state, RETENTION) }));
+  for (const state of SEEDED) await documents.send(new PutCommand({ TableName: tableName, Item: createdItem(state) }));
   const table = new LedgerTable(documents, { tableName, retentionSeconds: RETENTION });
   await table.putPrincipal(ORIGIN_PRINCIPAL, { role: 'origin', origin: 'team-a' });
   await table.putPrincipal(OPERATOR_PRINCIPAL, { role: 'operator' });
@@ -182,17 +184,17 @@ describe('GET /dispatches when many dispatches share one createdAt (a burst, spr
   // order within the instant is the sort key's own (createdKey: the time, then the hash of the id),
   // merged across every shard that holds one of them.
   const SAME_INSTANT = at(100);
-  const BURST: DispatchState[] = Array.from({ length: 40 }, (_, index) =>
+  const BURST: NextState[] = Array.from({ length: 40 }, (_, index) =>
     accepted(newDispatchFactory({ dispatchId: `d-burst-${String(index).padStart(2, '0')}`, origin: ['team-a', 'team-b'][index % 2] as string, target: 'alpha', writtenAt: SAME_INSTANT }), new Date(SAME_INSTANT)),
   );
-  const keyed = BURST.map((state) => ({ dispatchId: state.dispatchId, createdKey: String(stateItem(state, RETENTION).createdKey) }));
+  const keyed = BURST.map((state) => ({ dispatchId: state.dispatchId, createdKey: String(createdItem(state).createdKey) }));
   // Newest first: the sort key descending, compared as DynamoDB compares strings (by code unit here: all ASCII).
   const SORT_KEY_ORDER = [...keyed].sort((a, b) => (a.createdKey < b.createdKey ? 1 : a.createdKey > b.createdKey ? -1 : 0)).map((entry) => entry.dispatchId);
   let burstFeeds: LedgerFeedsTable;
 
   beforeAll(async () => {
     const burstTable = (await ensureLedgerTable(clients.dynamodb, uniqueName('operator-burst'))).name;
-    for (const state of BURST) await documents.send(new PutCommand({ TableName: burstTable, Item: stateItem(state, RETENTION) }));
+    for (const state of BURST) await documents.send(new PutCommand({ TableName: burstTable, Item: createdItem(state) }));
     burstFeeds = new LedgerFeedsTable(documents, { tableName: burstTable, retentionSeconds: RETENTION, now: () => NOW });
     await eventually('the burst in the recent index', async () => ((await burstFeeds.listDispatches({ limit: 100 })).items.length === BURST.length ? true : undefined));
   });

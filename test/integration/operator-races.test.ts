@@ -7,7 +7,8 @@ import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import type { Caller } from '../../shared/api/caller.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { DispatchState, NextState } from '../../shared/dispatch/state.js';
+import type { StoredState } from '../../shared/ledger/port.js';
 import { coalescingWindowMs } from '../../shared/dispatch/transitions/run.js';
 import type { PastAttempt } from '../../shared/dispatch/records.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
@@ -51,13 +52,15 @@ const send = (body: unknown) => takeDispatchMessage(deps(), { messageId: uniqueN
 const message = () => ({ dispatchId: uniqueName('d'), origin: 'planner', target: 'scripted', task: { behavior: 'complete' } });
 const event = (dispatchId: string, seq: number, type: string) => Buffer.from(JSON.stringify({ dispatchId, seq, type }));
 const stateOf = async (dispatchId: string) => (await table.getState(dispatchId)) as DispatchState;
+/** The state with the version a write is conditioned on: what a writer reads. */
+const storedOf = async (dispatchId: string) => (await table.getStored(dispatchId)) as StoredState;
 
 describe('a request whose write loses to another landing between its read and its write', () => {
   /** A table whose `nth` state write lets `first` land before it (the run's write between the operator's read and write). */
   const losingOnceTo = (first: () => Promise<unknown>, nth = 1) => {
     let writes = 0;
     return overriding<LedgerTable>(table, {
-      commit: async (from: DispatchState, next: DispatchState, ended?: PastAttempt) => {
+      commit: async (from: StoredState, next: NextState, ended?: PastAttempt) => {
         if ((writes += 1) === nth) await first();
         return table.commit(from, next, ended);
       },
@@ -70,7 +73,7 @@ describe('a request whose write loses to another landing between its read and it
     // Past the coalescing window, so the progress is written (a coalesced one writes nothing).
     clock = new Date(clock.getTime() + coalescingWindowMs(await stateOf(sent.dispatchId)) + 1000);
     const progress = async () => expect((await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'progress'), open)).body).toEqual({ applied: true });
-    const outcome = await redispatch({ ...deps(), store: losingOnceTo(progress) }, await stateOf(sent.dispatchId), { reason: 'the run looks stuck', force: true });
+    const outcome = await redispatch({ ...deps(), store: losingOnceTo(progress) }, await storedOf(sent.dispatchId), { reason: 'the run looks stuck', force: true });
     expect(outcome.kind).toBe('redispatched');
     const after = await stateOf(sent.dispatchId);
     expect(after.attempt).toBe(2);
@@ -80,8 +83,8 @@ describe('a request whose write loses to another landing between its read and it
   it('does not redispatch twice when the write it lost to was another redispatch of the run (two operators at once): the second answers conflict', async () => {
     const sent = message();
     await send(sent);
-    const other = async () => expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
-    const outcome = await redispatch({ ...deps(), store: losingOnceTo(other) }, await stateOf(sent.dispatchId), { reason: 'second operator', force: true });
+    const other = async () => expect((await redispatch(deps(), await storedOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
+    const outcome = await redispatch({ ...deps(), store: losingOnceTo(other) }, await storedOf(sent.dispatchId), { reason: 'second operator', force: true });
     expect(outcome.kind).toBe('conflict');
     expect((await stateOf(sent.dispatchId)).attempt).toBe(2);
   });
@@ -93,8 +96,8 @@ describe('a request whose write loses to another landing between its read and it
       await send(sent);
       target.answer = new ScriptedTarget().answer;
       expect((await stateOf(sent.dispatchId)).phase).toBe(submittedFirst ? 'submitted' : 'accepted');
-      const cancel = async () => expect((await cancelDispatch(deps(), await stateOf(sent.dispatchId), { reason: 'not needed', by: 'origin' })).kind).toBe(submittedFirst ? 'requested' : 'cancelled');
-      const outcome = await redispatch({ ...deps(), store: losingOnceTo(cancel) }, await stateOf(sent.dispatchId), { reason: 'retry it', force: true });
+      const cancel = async () => expect((await cancelDispatch(deps(), await storedOf(sent.dispatchId), { reason: 'not needed', by: 'origin' })).kind).toBe(submittedFirst ? 'requested' : 'cancelled');
+      const outcome = await redispatch({ ...deps(), store: losingOnceTo(cancel) }, await storedOf(sent.dispatchId), { reason: 'retry it', force: true });
       expect(outcome.kind, submittedFirst ? 'a submitted run' : 'before submission').toBe('conflict');
       const after = await stateOf(sent.dispatchId);
       expect(after.attempt).toBe(1);
@@ -107,9 +110,9 @@ describe('a request whose write loses to another landing between its read and it
     target.answer = () => ({ kind: 'unavailable', reason: 'HTTP 503' });
     await send(sent);
     target.answer = new ScriptedTarget().answer;
-    const before = await stateOf(sent.dispatchId);
-    expect(before.runId).toBeNull();
-    const other = async () => expect((await redispatch(deps(), await stateOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
+    const before = await storedOf(sent.dispatchId);
+    expect(before.state.runId).toBeNull();
+    const other = async () => expect((await redispatch(deps(), await storedOf(sent.dispatchId), { reason: 'first operator', force: true })).kind).toBe('redispatched');
     const outcome = await redispatch({ ...deps(), store: losingOnceTo(other) }, before, { reason: 'second operator', force: true });
     expect(outcome.kind).toBe('conflict');
     expect(await table.listPastAttempts(sent.dispatchId)).toHaveLength(1);
@@ -128,7 +131,7 @@ describe('a request whose write loses to another landing between its read and it
     };
     try {
       // The first write records the request, the second the target's answer: the progress lands between.
-      const outcome = await cancelDispatch({ ...deps(), store: losingOnceTo(progress, 2) }, await stateOf(sent.dispatchId), { reason: 'stop', by: 'origin' });
+      const outcome = await cancelDispatch({ ...deps(), store: losingOnceTo(progress, 2) }, await storedOf(sent.dispatchId), { reason: 'stop', by: 'origin' });
       expect(outcome.kind).toBe('requested');
     } finally {
       target.cancel = cancel;

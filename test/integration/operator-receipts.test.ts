@@ -69,7 +69,7 @@ const eventsOf = (dispatchId: string): LoggedEvent[] =>
 describe('operator receipts on the local platform', () => {
   it('records a receipt once: an identical retry answers 200 with the same receipt, a changed one 409 with the original untouched', async () => {
     const { dispatchId, runId } = await waitingDispatch();
-    const before = await table.getState(dispatchId);
+    const before = await table.getStored(dispatchId);
     const body: OperatorReceiptBody = operatorReceiptBodyFactory({ receiptId: 'rc-accept', runId, note: 'read the report' });
 
     const first = await postReceipt(dispatchId, body);
@@ -87,7 +87,7 @@ describe('operator receipts on the local platform', () => {
     expect(current.artifactAcceptance).toEqual({ state: 'accepted', receiptId: 'rc-accept', basis: 'operator_attestation' });
     // An acceptance says nothing about delivery; the receipt never touched the dispatch's hot state.
     expect(current.ownerDelivery).toEqual({ state: 'unconfirmed', receiptId: null, basis: null });
-    expect((await table.getState(dispatchId))?.version).toBe(before?.version);
+    expect((await table.getStored(dispatchId))?.version).toBe(before?.version);
   });
 
   it('stores exactly one receipt when 8 writers race on one receiptId with different payloads', async () => {

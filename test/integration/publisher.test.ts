@@ -13,7 +13,8 @@ import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
 import { EventPublishError, EventTooLargeError, publish } from '../../shared/adapters/event-bus.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
+import { NO_EXECUTION, stateOnly, type NextState } from '../../shared/dispatch/state.js';
+import { notStored, type StoredState } from '../../shared/ledger/port.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { advance } from '../support/states.js';
@@ -123,25 +124,27 @@ describe('the event publisher on the ledger table stream (DynamoDB Local streams
   /** What the table commits, version by version, and the detail-types each dispatch publishes. */
   async function writeLives(): Promise<{ expected: Record<string, DetailType[]>; records: number }> {
     const ok = { kind: 'accepted', status: 'running', requestId: 'req-1' } as const;
-    const write = async (previous: DispatchState | undefined, next: DispatchState): Promise<DispatchState> => {
-      const outcome = await table.commit(previous ?? { ...next, version: 0 }, next);
+    /** Commits `next` over what `previous` left stored (a create when undefined); answers what it leaves stored, the next write's start. */
+    const write = async (previous: StoredState | undefined, next: NextState): Promise<StoredState> => {
+      const from = previous ?? notStored(stateOnly(next));
+      const outcome = await table.commit(from, next);
       expect(outcome.kind).toBe('committed');
-      return next;
+      return { state: stateOnly(next), version: from.version + 1 };
     };
 
     const watched = uniqueName('d');
     const w1 = await write(undefined, submitted(accepted(newDispatchFactory({ dispatchId: watched }), NOW), { ...ok, runId: 'r-1' }, DEFAULT_RETRY_POLICY, NOW));
-    const w2 = await write(w1, advance(w1, 'activity', later(10), { execution: { ...w1.execution, lastActivityAt: later(10).toISOString() } }));
-    const w3 = await write(w2, advance(w2, 'stalled', later(700), { execution: { ...w2.execution, status: 'unknown', monitorStatus: 'stalled' } }));
-    await write(w3, advance(w3, 'completed', later(800), { execution: { ...w3.execution, status: 'completed', nativeStatus: 'completed', monitorStatus: null, completedAt: later(800).toISOString() } }));
+    const w2 = await write(w1, advance(w1.state, 'activity', later(10), { execution: { ...w1.state.execution, lastActivityAt: later(10).toISOString() } }));
+    const w3 = await write(w2, advance(w2.state, 'stalled', later(700), { execution: { ...w2.state.execution, status: 'unknown', monitorStatus: 'stalled' } }));
+    await write(w3, advance(w3.state, 'completed', later(800), { execution: { ...w3.state.execution, status: 'completed', nativeStatus: 'completed', monitorStatus: null, completedAt: later(800).toISOString() } }));
 
     const refused = uniqueName('d');
     await write(undefined, blocked(accepted(newDispatchFactory({ dispatchId: refused }), NOW), 'unknown_target', 'no target "nope"', NOW));
 
     const redone = uniqueName('d');
     const r1 = await write(undefined, submitted(accepted(newDispatchFactory({ dispatchId: redone }), NOW), { ...ok, runId: 'r-1' }, DEFAULT_RETRY_POLICY, NOW));
-    const r2 = await write(r1, advance(r1, 'superseded', later(60), { phase: 'accepted', attempt: 2, runId: null, execution: NO_EXECUTION, submission: { attempts: 0, nextRetryAt: null, lastError: null } }));
-    await write(r2, submitted(r2, { ...ok, runId: 'r-2' }, DEFAULT_RETRY_POLICY, later(61)));
+    const r2 = await write(r1, advance(r1.state, 'superseded', later(60), { phase: 'accepted', attempt: 2, runId: null, execution: NO_EXECUTION, submission: { attempts: 0, nextRetryAt: null, lastError: null } }));
+    await write(r2, submitted(r2.state, { ...ok, runId: 'r-2' }, DEFAULT_RETRY_POLICY, later(61)));
 
     const messageId = uniqueName('m');
     await table.putRejection({ messageId, at: NOW.toISOString(), reason: 'conflict', dispatchId: redone, origin: 'planner', senderId: null, bodyPreview: '{}', bodyRef: null, bodyBytes: 2 });
@@ -228,8 +231,8 @@ describe('the event publisher on the ledger table stream (DynamoDB Local streams
     const own = await ensureLedgerTable(clients.dynamodb, uniqueName('publisher'));
     const ownTable = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName: own.name, retentionSeconds: 86_400 });
     const first = submitted(accepted(newDispatchFactory(), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
-    await ownTable.commit({ ...first, version: 0 }, first);
-    await ownTable.commit(first, advance(first, 'activity', later(5), {}));
+    await ownTable.commit(notStored(stateOnly(first)), first);
+    await ownTable.commit({ state: stateOnly(first), version: 1 }, advance(stateOnly(first), 'activity', later(5), {}));
     const batches: DynamoDBStreamEvent[] = [];
     const source = new StreamEventSource({
       functionName: 'publisher',

@@ -9,7 +9,8 @@ import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import type { Caller } from '../../shared/api/caller.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { route } from '../../shared/api/routes.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { DispatchState, NextState } from '../../shared/dispatch/state.js';
+import type { StoredState } from '../../shared/ledger/port.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import type { ResultBody } from '../../shared/dispatch/records.js';
 import { resultBodyKey } from '../../shared/ledger/objects.js';
@@ -77,7 +78,7 @@ function racingStore(firstBytes: number, secondBytes: number) {
       await table.putResultBody(body);
       if (body.bytes === secondBytes) secondStored.open();
     },
-    commit: async (from: DispatchState, next: DispatchState) => {
+    commit: async (from: StoredState, next: NextState) => {
       if (bytesOf(next) === firstBytes) {
         await secondStored.passed;
         const written = await table.commit(from, next);

@@ -25,6 +25,7 @@ import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import type { AcceptedMessage } from '../../shared/dispatch/records.js';
+import { notStored } from '../../shared/ledger/port.js';
 import { evidenceKey } from '../../shared/usecases/evidence-check.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import type { ApprovalOutcome, CancelOutcome, LookupOutcome, SubmitOutcome } from '../../shared/dispatch/target-answers.js';
@@ -338,11 +339,11 @@ describe('nothing forgotten: every ledger record carries its expiry (LedgerTable
     // A live state never expires (TTL would remove a dispatch under way); a final one does.
     const running = uniqueName('d');
     const start = accepted(newDispatchFactory({ dispatchId: running, target: 'accepting' }), NOW);
-    await table.commit(start, submitted(start, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW));
+    await table.commit(notStored(start), submitted(start, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW));
     expect((await raw(STATE_ITEM.key(running))).expiresAt).toBeUndefined();
     const unsent = accepted(newDispatchFactory({ dispatchId, target: 'accepting' }), NOW);
     const final = blocked(unsent, 'unknown_target', 'no such target', NOW);
-    await table.commit(unsent, final);
+    await table.commit(notStored(unsent), final);
     const anchor = { dispatchId, origin: 'planner', contentHash: 'sha256:ab', messageId: 'm-1', senderId: null, receivedAt: at, claimUntil: at, content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };
     await table.putAcceptedMessage(anchor);
     await table.archiveAttempt({ dispatchId, attempt: 1, runId: 'r-1', receipts: [], execution: final.execution, endedAt: at, reason: 'retry it', superseded: true, stateVersion: 1 });

@@ -1,20 +1,32 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
+import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
+import { stateVersionOf } from '../../shared/adapters/state-item.js';
+import type { StateVersion } from '../../shared/events/derive.js';
+import type { StoredState } from '../../shared/ledger/port.js';
 import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { refreshed } from '../../shared/usecases/run-events.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
 import { postOperatorReceipt } from '../../shared/api/receipt-routes.js';
 import { ApiError } from '../../shared/api/http.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
 import { decideApproval } from '../../shared/usecases/approval.js';
 import { redispatch } from '../../shared/usecases/redispatch.js';
 import { loopbackOnly, testEngines } from '../support/engines.js';
 import { overriding } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';
 import { apiError } from '../support/api-error.js';
-import { asTarget, clock, deps, event, message, open, send, stateOf, table, tableName, target, tick } from '../support/ledger-fixture.js';
+import { asTarget, clock, deps, documents, event, message, open, send, stateOf, table, tableName, target, tick } from '../support/ledger-fixture.js';
+
+/** A dispatch's state item as stored: the state, the version that wrote it and what that write changed. */
+const writtenOf = async (dispatchId: string): Promise<StateVersion> => {
+  const { Item } = await documents.send(new GetCommand({ TableName: tableName, Key: STATE_ITEM.key(dispatchId), ConsistentRead: true }));
+  if (!Item) throw new Error(`no state item for ${dispatchId}`);
+  return stateVersionOf(Item);
+};
+/** A dispatch's state with the version a write is conditioned on: what a writer reads. */
+const storedOf = async (dispatchId: string) => (await table.getStored(dispatchId)) as StoredState;
 
 /** Regression tests of run callbacks on DynamoDB Local and fauxqs S3 (the ledger of test/support/ledger-fixture.ts): each names the bug it pins ("was: …"). */
 
@@ -57,7 +69,7 @@ describe('a submission\'s answer that is already final goes through the final tr
     target.answer = new ScriptedTarget().answer;
     const state = await stateOf(sent.dispatchId);
     expect(state.execution).toMatchObject({ status: 'completed', nativeStatus: 'completed', completedAt: clock.toISOString() });
-    expect(state.changes).toEqual(['accepted', 'submitted', 'completed']);
+    expect((await writtenOf(sent.dispatchId)).changes).toEqual(['accepted', 'submitted', 'completed']);
     expect(state.evidence).toMatchObject({ outcome: 'pending', deadline: new Date(clock.getTime() + 300_000).toISOString() });
     expect(state.dueAt).toBe(clock.toISOString());
   });
@@ -88,11 +100,11 @@ describe('an approval decision the target accepted is recorded', () => {
     const sent = message();
     await send(sent);
     await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'approval_requested', { approvalId: 'a-1' }), open);
-    const waiting = await stateOf(sent.dispatchId);
+    const waiting = await storedOf(sent.dispatchId);
     // Just before each of the decision's first four writes, another writer changes the dispatch (a progress note).
     let seq = 1;
     const busy = overriding<LedgerTable>(table, {
-      commit: async (from: DispatchState, next: DispatchState) => {
+      commit: async (from, next) => {
         if (next.changes.includes('approval_decided') && seq < 5) {
           seq += 1;
           tick(200);
@@ -104,8 +116,8 @@ describe('an approval decision the target accepted is recorded', () => {
     const outcome = await decideApproval({ ...deps(), store: busy }, waiting, { approvalId: 'a-1', decision: 'approve' });
     expect(seq).toBe(5);
     expect(outcome).toMatchObject({ kind: 'decided', recorded: true });
-    const after = await stateOf(sent.dispatchId);
-    expect(after.execution.pendingApproval).toBeNull();
+    const after = await writtenOf(sent.dispatchId);
+    expect(after.state.execution.pendingApproval).toBeNull();
     expect(after.changes).toEqual(['approval_decided']);
   });
 });
@@ -115,7 +127,7 @@ describe('run callbacks: edges the first reviews found', () => {
     const sent = message();
     await send(sent);
     for (let round = 0; round < 11; round += 1) {
-      const outcome = await redispatch(deps(), await stateOf(sent.dispatchId), { reason: `round ${round}`, force: true });
+      const outcome = await redispatch(deps(), await storedOf(sent.dispatchId), { reason: `round ${round}`, force: true });
       expect(outcome.kind).toBe('redispatched');
     }
     const state = await stateOf(sent.dispatchId);
@@ -137,13 +149,13 @@ describe('run callbacks: edges the first reviews found', () => {
     const sent = message({ timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 3600 } });
     await send(sent);
     await postRunEvent(deps(), 'r-1', event(sent.dispatchId, 1, 'approval_requested', { approvalId: 'a-1' }), open);
-    const waiting = await stateOf(sent.dispatchId);
+    const waiting = await storedOf(sent.dispatchId);
     tick(600); // long past the stall deadline, well inside the approval wait
     const answered = await refreshed(deps(), waiting);
     expect(answered.execution.monitorStatus).toBe('lookup_unavailable');
-    const stored = await stateOf(sent.dispatchId);
+    const stored = await storedOf(sent.dispatchId);
     expect(stored.version).toBe(waiting.version);
-    expect(stored.dueAt).toBe(waiting.dueAt);
+    expect(stored.state.dueAt).toBe(waiting.state.dueAt);
   });
 
   it('answers a state write that overlapped a transaction as a conflict to re-read, not a 500', async () => {
@@ -162,11 +174,11 @@ describe('run callbacks: edges the first reviews found', () => {
     const overlapping = new LedgerTable(DynamoDBDocumentClient.from(loopbackOnly(conflicting), { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
     const sent = message();
     await send(sent);
-    const state = await stateOf(sent.dispatchId);
+    const state = await storedOf(sent.dispatchId);
     const answer = await postRunEvent({ ...deps(), store: overlapping }, 'r-1', event(sent.dispatchId, 1, 'failed'), open);
     expect(injected).toBe(1);
     expect(answer.status).toBe(202); // the lost race was re-read and the event applied on the next round
-    expect((await stateOf(sent.dispatchId)).version).toBe(state.version + 1);
+    expect((await storedOf(sent.dispatchId)).version).toBe(state.version + 1);
     conflicting.destroy();
   });
 });

@@ -9,7 +9,7 @@ import { stateItem } from '../../shared/adapters/state-item.js';
 import { FEED, monthKey, originListOf } from '../../shared/adapters/ledger-keys.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type NextState } from '../../shared/dispatch/state.js';
 import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
 import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
@@ -38,6 +38,8 @@ const documents = DynamoDBDocumentClient.from(clients.dynamodb, { marshallOption
 afterAll(() => clients.destroy());
 
 const RETENTION = 90 * 86_400;
+/** A state item exactly as the ledger writes it: `version` is the write's (1: the dispatch's create). */
+const itemOf = (state: NextState, version = 1): Item => stateItem(state, { version, changes: state.changes }, RETENTION);
 const ORIGIN = 'prop';
 /** A few instants only: many entries share one, and the order within it is the sort key's own. */
 const CREATED = ['2026-03-01T10:00:00.000Z', '2026-03-01T10:00:01.000Z', '2026-03-01T10:00:02.000Z'];
@@ -84,7 +86,7 @@ describe('sharded lists read back as one (CONTRACT §14)', () => {
           const dispatchId = `d-prop-${String(index).padStart(2, '0')}`;
           const created = CREATED[spec.created] as string;
           const state = blocked(accepted(newDispatchFactory({ dispatchId, origin: ORIGIN, writtenAt: created }), new Date(created)), 'unknown_target', 'no target "nope"', new Date(SINCE[spec.since] as string));
-          const item = stateItem(state, RETENTION);
+          const item = itemOf(state);
           // As a stack deployed before the shards wrote it: under the unsharded history key or feed.
           if (spec.legacyHistory) item.originKey = originListOf(ORIGIN);
           if (spec.legacyFeed) item.feedKey = FEED.attention('blocked');
@@ -121,14 +123,18 @@ describe('sharded lists read back as one (CONTRACT §14)', () => {
     );
   });
 
-  /** A dispatch whose run completed and whose result waits in its origin's inbox (listed by `GET /origins/{origin}/inbox`). */
-  function withResult(dispatchId: string, created: string): DispatchState {
+  /**
+   * A dispatch whose run completed and whose result waits in its origin's inbox (listed by `GET /origins/{origin}/inbox`):
+   * its second write (version 2), the completion settling its evidence, after the create that submitted it.
+   */
+  function withResult(dispatchId: string, created: string): NextState {
     const start = accepted(newDispatchFactory({ dispatchId, origin: ORIGIN, writtenAt: created }), new Date(created));
-    const running = submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, new Date(created));
+    const running = stateOnly(submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, new Date(created)));
     const done = applyRunEvent(running, { seq: 1, type: 'completed', result: { summary: 'done' } }, new Date(created));
     if (done.kind !== 'apply') throw new Error('the completion applies');
-    return evidenceSettled(done.next, { outcome: 'handled', expected: [], missing: [] }, new Date(created), 'same_write');
+    return evidenceSettled(done.next, { outcome: 'handled', expected: [], missing: [] }, new Date(created));
   }
+  const resultItem = (state: NextState): Item => itemOf(state, 2);
 
   it('lists each entry once while states move from the unsharded key to their shards between pages, newest first and oldest first', async () => {
     const tableName = (await ensureLedgerTable(clients.dynamodb, uniqueName('sharded-move'))).name;
@@ -136,16 +142,16 @@ describe('sharded lists read back as one (CONTRACT §14)', () => {
     expect(states.every((state) => state.result?.state === 'pending')).toBe(true);
     const put = (item: Item) => documents.send(new PutCommand({ TableName: tableName, Item: item }));
     // All written by a stack of before the shards.
-    for (const state of states) await put({ ...stateItem(state, RETENTION), originKey: originListOf(ORIGIN) });
+    for (const state of states) await put({ ...resultItem(state), originKey: originListOf(ORIGIN) });
     const feeds = new LedgerFeedsTable(documents, { tableName, retentionSeconds: RETENTION, now: () => NOW });
-    const positions = states.map((state) => ({ dispatchId: state.dispatchId, position: String(stateItem(state, RETENTION).createdKey) }));
+    const positions = states.map((state) => ({ dispatchId: state.dispatchId, position: String(resultItem(state).createdKey) }));
     const newestFirst = byPositionNewestFirst(positions).map((entry) => entry.dispatchId);
 
     for (const [name, list, expected] of [
       ['newest first', (cursor: string | undefined) => feeds.listOriginDispatches(ORIGIN, { limit: 2, cursor }), newestFirst],
       ['oldest first', (cursor: string | undefined) => feeds.listResults(ORIGIN, { limit: 2, cursor, state: undefined }), [...newestFirst].reverse()],
     ] as const) {
-      for (const state of states) await put({ ...stateItem(state, RETENTION), originKey: originListOf(ORIGIN) });
+      for (const state of states) await put({ ...resultItem(state), originKey: originListOf(ORIGIN) });
       const ids: string[] = [];
       let cursor: string | undefined;
       let moved = 0;
@@ -154,7 +160,7 @@ describe('sharded lists read back as one (CONTRACT §14)', () => {
         ids.push(...page.items.map((state) => state.dispatchId));
         cursor = page.cursor ?? undefined;
         // The next write of three states (listed or not yet) puts them under their shard, as any write by this code does.
-        for (const state of states.slice(moved, moved + 3)) await put(stateItem(state, RETENTION));
+        for (const state of states.slice(moved, moved + 3)) await put(resultItem(state));
         moved += 3;
       } while (cursor);
       expect(ids, name).toEqual(expected);

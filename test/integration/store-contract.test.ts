@@ -7,7 +7,7 @@ import { dueShardOf } from '../../shared/adapters/ledger-table.js';
 import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState, type NextState } from '../../shared/dispatch/state.js';
 import { admitted, cancelledBeforeSubmission, waiting } from '../../shared/dispatch/transitions/flow.js';
 import { applyRunEvent, reconcileLookup } from '../../shared/dispatch/transitions/run.js';
 import { accepted, submitted, type NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
@@ -16,7 +16,7 @@ import { IllegalTransitionError } from '../../shared/dispatch/transitions/legal.
 import { slotShardCaps } from '../../shared/dispatch/slots.js';
 import { manualAttestation } from '../../shared/dispatch/manual.js';
 import { operatorReceipt } from '../../shared/dispatch/receipts.js';
-import type { DueIndex, LedgerStoreWithWrites } from '../../shared/ledger/port.js';
+import { notStored, type DueIndex, type LedgerStoreWithWrites, type StoredState } from '../../shared/ledger/port.js';
 import type { EvidenceCheck, EvidenceUpload, PastAttempt } from '../../shared/dispatch/records.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
@@ -64,6 +64,10 @@ const stores: Array<[string, () => Promise<LedgerStoreWithWrites>]> = [
 const fresh = () => accepted(newDispatchFactory({ dispatchId: uniqueName('d') }), NOW);
 const running = (start: DispatchState) => submitted(start, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
 const later = (seconds: number) => new Date(NOW.getTime() + seconds * 1000);
+/** A transition's output as a store holds it after the write that made it version `version`: the state alone, in its envelope. */
+const storedAt = (next: NextState, version: number): StoredState => ({ state: stateOnly(next), version });
+/** A dispatch built in memory, not stored yet: what its first write (a create) starts from. */
+const unstored = (start: DispatchState): StoredState => notStored(stateOnly(start));
 const past = (state: DispatchState, stateVersion: number, receipts = state.receipts): PastAttempt => ({
   dispatchId: state.dispatchId,
   attempt: state.attempt,
@@ -81,22 +85,23 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const store = await storeOf();
     const start = fresh();
     const first = running(start);
-    expect(await store.commit(start, first)).toEqual({ kind: 'committed' });
-    const again = await store.commit(start, blocked(start, 'unknown_target', 'x', NOW));
+    expect(await store.commit(unstored(start), first)).toEqual({ kind: 'committed' });
+    const again = await store.commit(unstored(start), blocked(start, 'unknown_target', 'x', NOW));
     expect(again.kind).toBe('conflict');
     expect(again.kind === 'conflict' && again.existing?.runId).toBe('r-1');
-    expect((await store.getState(start.dispatchId))?.version).toBe(1);
+    expect((await store.getStored(start.dispatchId))?.version).toBe(1);
   });
 
   it('replaces a state only from the version and phase stored', async () => {
     const store = await storeOf();
     const start = fresh();
     const first = running(start);
-    await store.commit(start, first);
-    const second = advance(first, 'activity', later(5));
-    expect(await store.commit(first, second)).toEqual({ kind: 'committed' });
+    await store.commit(unstored(start), first);
+    const v1 = storedAt(first, 1);
+    const second = advance(v1.state, 'activity', later(5));
+    expect(await store.commit(v1, second)).toEqual({ kind: 'committed' });
     // A writer still holding the first version loses.
-    expect((await store.commit(first, advance(first, 'activity', later(6)))).kind).toBe('conflict');
+    expect((await store.commit(v1, advance(v1.state, 'activity', later(6)))).kind).toBe('conflict');
     expect((await store.getState(start.dispatchId))?.updatedAt).toBe(later(5).toISOString());
   });
 
@@ -104,8 +109,9 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const store = await storeOf();
     const start = fresh();
     const first = blocked(start, 'unknown_target', 'x', NOW);
-    await store.commit(start, first);
-    await expect(store.commit(first, advance(first, 'completed', later(1), { phase: 'submitted' }))).rejects.toThrow(IllegalTransitionError);
+    await store.commit(unstored(start), first);
+    const v1 = storedAt(first, 1);
+    await expect(store.commit(v1, advance(v1.state, 'completed', later(1), { phase: 'submitted' }))).rejects.toThrow(IllegalTransitionError);
     expect((await store.getState(start.dispatchId))?.phase).toBe('blocked');
   });
 
@@ -113,17 +119,20 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const store = await storeOf();
     const start = fresh();
     const first = running(start);
-    await store.commit(start, first);
-    const fenced = advance(first, 'superseded', later(60), { phase: 'accepted', attempt: 2, runId: null, receipts: [] });
+    await store.commit(unstored(start), first);
+    const v1 = storedAt(first, 1);
+    const fenced = advance(v1.state, 'superseded', later(60), { phase: 'accepted', attempt: 2, runId: null, receipts: [] });
     // A writer that read the state before another change loses: and no record of an ended attempt is left.
-    const changed = advance(first, 'activity', later(30));
-    await store.commit(first, changed);
-    expect((await store.commit(first, fenced, past(first, first.version))).kind).toBe('conflict');
+    const changed = advance(v1.state, 'activity', later(30));
+    await store.commit(v1, changed);
+    expect((await store.commit(v1, fenced, past(v1.state, v1.version))).kind).toBe('conflict');
     expect(await store.listPastAttempts(start.dispatchId)).toEqual([]);
     // From the state stored, both land.
-    const refenced = advance(changed, 'superseded', later(61), { phase: 'accepted', attempt: 2, runId: null, receipts: [] });
-    expect(await store.commit(changed, refenced, past(changed, changed.version))).toEqual({ kind: 'committed' });
-    expect((await store.listPastAttempts(start.dispatchId)).map((attempt) => [attempt.attempt, attempt.runId, attempt.stateVersion])).toEqual([[1, 'r-1', changed.version]]);
+    const v2 = storedAt(changed, 2);
+    expect((await store.getStored(start.dispatchId))?.version).toBe(v2.version);
+    const refenced = advance(v2.state, 'superseded', later(61), { phase: 'accepted', attempt: 2, runId: null, receipts: [] });
+    expect(await store.commit(v2, refenced, past(v2.state, v2.version))).toEqual({ kind: 'committed' });
+    expect((await store.listPastAttempts(start.dispatchId)).map((attempt) => [attempt.attempt, attempt.runId, attempt.stateVersion])).toEqual([[1, 'r-1', v2.version]]);
     expect((await store.getState(start.dispatchId))?.attempt).toBe(2);
   });
 
@@ -152,7 +161,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     for (const [index, dispatchId] of ids.entries()) {
       const start = accepted(newDispatchFactory({ dispatchId }), NOW);
       const first = running(start);
-      await store.commit(start, { ...first, dueAt: later(100 - index * 10).toISOString() });
+      await store.commit(unstored(start), { ...first, dueAt: later(100 - index * 10).toISOString() });
     }
     const idsOf = (entries: ReadonlyArray<{ dispatchId: string }>) => entries.map((entry) => entry.dispatchId);
     const pagesOf = async (now: Date, pageSize: number) => {
@@ -233,7 +242,7 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const start = fresh();
     const { dispatchId } = start;
     const state = running(start);
-    expect(await store.commit(start, state)).toEqual({ kind: 'committed' });
+    expect(await store.commit(unstored(start), state)).toEqual({ kind: 'committed' });
     const message = { dispatchId, origin: 'planner', contentHash: 'sha256:x', messageId: 'm', senderId: null, receivedAt: NOW.toISOString(), claimUntil: later(60).toISOString(), content: { valid: false as const, target: null, errors: [], bodyPreview: '{}', bodyRef: null, bodyBytes: 2 } };
     expect(await store.putAcceptedMessage(message)).toEqual({ kind: 'written' });
     const at = NOW.toISOString();
@@ -257,12 +266,12 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
       expect(await store.getEvidenceBasis(dispatchId, attempt)).toEqual(separately);
     }
     expect((await store.getEvidenceBasis(dispatchId, 1)).check).toEqual(check);
-    expect(await store.getStateWithUploads(dispatchId)).toEqual({ state: await store.getState(dispatchId), uploads: await store.listEvidenceUploads(dispatchId, 1) });
+    expect(await store.getStateWithUploads(dispatchId)).toEqual({ stored: await store.getStored(dispatchId), uploads: await store.listEvidenceUploads(dispatchId, 1) });
     expect((await store.getStateWithUploads(dispatchId)).uploads?.map((upload) => upload.ref)).toEqual(['out/1.md']);
-    expect(await store.getStateWithUploads(uniqueName('d'))).toEqual({ state: undefined, uploads: [] });
+    expect(await store.getStateWithUploads(uniqueName('d'))).toEqual({ stored: undefined, uploads: [] });
     // A state at its second attempt: that attempt's pointers only.
     const again = { ...running(fresh()), attempt: 2 };
-    await store.commit({ ...again, version: 0 }, again);
+    await store.commit(unstored(again), again);
     for (const attempt of [1, 2]) await store.putEvidenceUpload({ dispatchId: again.dispatchId, attempt, ref: 'out/a.md', sha256: String(attempt).repeat(64), bytes: 3, at });
     expect((await store.getStateWithUploads(again.dispatchId)).uploads).toEqual(await store.listEvidenceUploads(again.dispatchId, 2));
     expect((await store.getStateWithUploads(again.dispatchId)).uploads?.map((upload) => upload.sha256)).toEqual(['2'.repeat(64)]);
@@ -286,11 +295,11 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
   // ——— flow control (CONTRACT §11): the slot counters and the wait index ————————————————————————
 
   /** A dispatch of `target`, stored waiting for a slot (or, with `start`, only built). */
-  const waitingOne = async (store: LedgerStoreWithWrites, target: string, overrides: Partial<NewDispatch> = {}, at = NOW): Promise<DispatchState> => {
+  const waitingOne = async (store: LedgerStoreWithWrites, target: string, overrides: Partial<NewDispatch> = {}, at = NOW): Promise<StoredState> => {
     const start = accepted(newDispatchFactory({ dispatchId: uniqueName('d'), target, writtenAt: at.toISOString(), ...overrides }), at);
     const next = waiting(start, 'capacity', at);
-    expect(await store.commit(start, next)).toEqual({ kind: 'committed' });
-    return next;
+    expect(await store.commit(unstored(start), next)).toEqual({ kind: 'committed' });
+    return storedAt(next, 1);
   };
 
   it('takes a slot only under its shard\'s own cap (limit 1 works): the write past it is slot_full and writes nothing; a final status gives it back', async () => {
@@ -298,29 +307,33 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const target = uniqueName('limited');
     await store.syncSlotCaps(target, 1);
     expect(await store.slotShards(target)).toEqual([{ shard: 0, cap: 1, limit: 1, held: 0, unknownHeld: 0, lastOrigin: null, allottedAt: expect.any(String) }]);
-    const [first, second] = [await waitingOne(store, target), await waitingOne(store, target, { origin: 'other' })] as [DispatchState, DispatchState];
-    const firstHeld = admitted(first, 0, later(1), 60);
+    const [first, second] = [await waitingOne(store, target), await waitingOne(store, target, { origin: 'other' })] as [StoredState, StoredState];
+    const firstHeld = admitted(first.state, 0, later(1), 60);
     expect(await store.commit(first, firstHeld)).toEqual({ kind: 'committed' });
-    expect(await store.commit(second, admitted(second, 0, later(1), 60))).toEqual({ kind: 'slot_full' });
-    const untouched = await store.getState(second.dispatchId);
+    expect(await store.commit(second, admitted(second.state, 0, later(1), 60))).toEqual({ kind: 'slot_full' });
+    const untouched = await store.getStored(second.state.dispatchId);
     expect(untouched?.version).toBe(second.version);
-    expect(untouched?.slot ?? null).toBeNull();
+    expect(untouched?.state.slot ?? null).toBeNull();
     expect((await store.slotShards(target))[0]).toEqual({ shard: 0, cap: 1, limit: 1, held: 1, unknownHeld: 0, lastOrigin: 'planner', allottedAt: expect.any(String), takenAt: firstHeld.slot?.at });
 
     // Submitted, it keeps the slot; stalled, the slot is one an unknown run holds; completed, it is given back.
-    const run = submitted(firstHeld, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, later(2));
+    const held = storedAt(firstHeld, first.version + 1);
+    const run = submitted(held.state, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, later(2));
     expect(run.slot).toEqual(firstHeld.slot);
-    expect(await store.commit(firstHeld, run)).toEqual({ kind: 'committed' });
-    const lost = reconcileLookup(run, { kind: 'found', run: { runId: 'r-1', status: 'running' } }, later(700), true) as DispatchState;
-    expect(await store.commit(run, lost)).toEqual({ kind: 'committed' });
+    expect(await store.commit(held, run)).toEqual({ kind: 'committed' });
+    const live = storedAt(run, held.version + 1);
+    const lost = reconcileLookup(live.state, { kind: 'found', run: { runId: 'r-1', status: 'running' } }, later(700), true);
+    if (!lost) throw new Error('the lookup is reconciled');
+    expect(await store.commit(live, lost)).toEqual({ kind: 'committed' });
     expect((await store.slotShards(target))[0]).toMatchObject({ held: 1, unknownHeld: 1 });
-    const done = applyRunEvent(lost, { seq: 5, type: 'completed' }, later(800));
+    const unknown = storedAt(lost, live.version + 1);
+    const done = applyRunEvent(unknown.state, { seq: 5, type: 'completed' }, later(800));
     if (done.kind !== 'apply') throw new Error('the completion applies');
     expect(done.next.slot).toBeUndefined();
-    expect(await store.commit(lost, done.next)).toEqual({ kind: 'committed' });
+    expect(await store.commit(unknown, done.next)).toEqual({ kind: 'committed' });
     expect((await store.slotShards(target))[0]).toMatchObject({ held: 0, unknownHeld: 0 });
     // The slot given back is the second one's now.
-    expect(await store.commit(second, admitted(second, 0, later(801), 60))).toEqual({ kind: 'committed' });
+    expect(await store.commit(second, admitted(second.state, 0, later(801), 60))).toEqual({ kind: 'committed' });
   });
 
   it('splits a limit over shards whose caps sum exactly to it; a lower limit keeps the old shards draining (cap 0)', async () => {
@@ -339,12 +352,12 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     const store = await storeOf();
     const target = uniqueName('limited');
     await store.syncSlotCaps(target, 8);
-    const held: DispatchState[] = [];
+    const held: StoredState[] = [];
     for (let index = 0; index < 8; index += 1) {
       const one = await waitingOne(store, target);
-      const next = admitted(one, 0, later(1), 60);
+      const next = admitted(one.state, 0, later(1), 60);
       expect(await store.commit(one, next)).toEqual({ kind: 'committed' });
-      held.push(next);
+      held.push(storedAt(next, one.version + 1));
     }
     await store.syncSlotCaps(target, 9);
     expect((await store.slotShards(target)).map((shard) => [shard.cap, shard.held])).toEqual([[8, 8], [1, 0]]);
@@ -352,15 +365,15 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     await store.syncSlotCaps(target, 3);
     expect((await store.slotShards(target)).map((shard) => [shard.cap, shard.limit])).toEqual([[0, 3], [0, 3]]);
     const late = await waitingOne(store, target);
-    expect(await store.commit(late, admitted(late, 1, later(2), 60))).toEqual({ kind: 'slot_full' });
-    for (const run of held.slice(0, 6)) expect(await store.commit(run, cancelledBeforeSubmission(run, { reason: 'r', by: 'p' }, later(3)))).toEqual({ kind: 'committed' });
+    expect(await store.commit(late, admitted(late.state, 1, later(2), 60))).toEqual({ kind: 'slot_full' });
+    for (const run of held.slice(0, 6)) expect(await store.commit(run, cancelledBeforeSubmission(run.state, { reason: 'r', by: 'p' }, later(3)))).toEqual({ kind: 'committed' });
     await store.settleSlotCaps(target);
     // 2 held now: allotted again, each cap ≥ its held, summing to 3 — one slot free.
     const settled = await store.slotShards(target);
     expect(settled.map((shard) => shard.held)).toEqual([2, 0]);
     expect(settled.reduce((sum, shard) => sum + shard.cap, 0)).toBe(3);
     expect(settled.every((shard) => shard.cap >= shard.held)).toBe(true);
-    expect(await store.commit(late, admitted(late, settled.findIndex((shard) => shard.cap > shard.held), later(4), 60))).toEqual({ kind: 'committed' });
+    expect(await store.commit(late, admitted(late.state, settled.findIndex((shard) => shard.cap > shard.held), later(4), 60))).toEqual({ kind: 'committed' });
   });
 
   it('orders the waiting: highest priority first, round-robin across origins from the last one admitted, oldest first within an origin', async () => {
@@ -374,18 +387,18 @@ describe.each(stores)('the ledger store contract: %s', (_name, storeOf) => {
     expect(await store.countWaiting(target, 100)).toBe(5);
     const next = async (lastOrigin: string | null, exclude: string[] = []) => (await store.nextWaiting(target, lastOrigin, new Set(exclude)))?.dispatchId;
     // Whatever the rotation, priority 9 goes first.
-    expect(await next(null)).toBe(high.dispatchId);
-    expect(await next('alpha')).toBe(high.dispatchId);
-    const done = [high.dispatchId];
-    expect(await next(null, done)).toBe(a1.dispatchId);
-    expect(await next('alpha', done)).toBe(b1.dispatchId);
-    expect(await next('beta', done)).toBe(a1.dispatchId); // wraps past the last origin of the band
-    expect(await next('alpha', [...done, b1.dispatchId])).toBe(a1.dispatchId);
-    expect(await next('beta', [...done, a1.dispatchId])).toBe(a2.dispatchId);
-    expect(await next(null, [high.dispatchId, a1.dispatchId, a2.dispatchId, b1.dispatchId])).toBe(low.dispatchId);
+    expect(await next(null)).toBe(high.state.dispatchId);
+    expect(await next('alpha')).toBe(high.state.dispatchId);
+    const done = [high.state.dispatchId];
+    expect(await next(null, done)).toBe(a1.state.dispatchId);
+    expect(await next('alpha', done)).toBe(b1.state.dispatchId);
+    expect(await next('beta', done)).toBe(a1.state.dispatchId); // wraps past the last origin of the band
+    expect(await next('alpha', [...done, b1.state.dispatchId])).toBe(a1.state.dispatchId);
+    expect(await next('beta', [...done, a1.state.dispatchId])).toBe(a2.state.dispatchId);
+    expect(await next(null, [high.state.dispatchId, a1.state.dispatchId, a2.state.dispatchId, b1.state.dispatchId])).toBe(low.state.dispatchId);
     // Admitted, it leaves the index.
     await store.syncSlotCaps(target, 5);
-    expect(await store.commit(high, admitted(high, 0, later(10), 60))).toEqual({ kind: 'committed' });
+    expect(await store.commit(high, admitted(high.state, 0, later(10), 60))).toEqual({ kind: 'committed' });
     expect(await store.countWaiting(target, 100)).toBe(4);
   });
 });

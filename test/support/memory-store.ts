@@ -1,10 +1,10 @@
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import type { ManualAttestation } from '../../shared/dispatch/manual.js';
-import type { DispatchState, ResultRecord } from '../../shared/dispatch/state.js';
+import { stateOnly, type ChangeKind, type DispatchState, type NextState, type ResultRecord } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
-import { type CommitOutcome, type DueEntry, type DueIndex, type InboxRange, type InboxStore, type LedgerFeeds, type LedgerStore, type Page, type PutOutcome, type SlotCapsWrite } from '../../shared/ledger/port.js';
+import { type CommitOutcome, type StoredState, type DueEntry, type DueIndex, type InboxRange, type InboxStore, type LedgerFeeds, type LedgerStore, type Page, type PutOutcome, type SlotCapsWrite } from '../../shared/ledger/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type LambdaFailureRecord, type OriginRejection, type OriginSettings, type PastAttempt, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/dispatch/records.js';
-import { writeCondition } from '../../shared/dispatch/transitions/legal.js';
+import { writeCondition } from '../../shared/ledger/repository.js';
 import { DUE_SHARD_KEYS, dueShardOf, INBOX_RANGE, inboxSortKey } from '../../shared/adapters/ledger-keys.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
 import type { TargetRegistration } from '../../shared/targets/port.js';
@@ -18,7 +18,10 @@ type MutableShard = { -readonly [K in keyof SlotShard]: SlotShard[K] };
 /** An in-memory fake of the ledger's store, for pure use-case and route tests. Same outcomes as the table. */
 export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxStore, PrincipalRegistry {
   readonly messages = new Map<string, AcceptedMessage>();
+  /** The states as stored (the state alone); a test may put one in directly (version 1 unless `written` says otherwise). */
   readonly states = new Map<string, DispatchState>();
+  /** What each state's last write put beside it: its version and what it changed. */
+  readonly written = new Map<string, { readonly version: number; readonly changes: readonly ChangeKind[] }>();
   readonly rejections = new Map<string, Rejection>();
   readonly targets = new Map<string, TargetRegistration>();
   readonly principals = new Map<string, Principal>();
@@ -38,18 +41,31 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
     this.messages.set(dispatchId, { ...existing, claimUntil, claimBy });
     return true;
   }
-  async getState(dispatchId: string) {
-    return this.states.get(dispatchId);
+  /** As the table reads it: the state alone, whatever a test put in (a transition's output carries what it changed). */
+  async getState(dispatchId: string): Promise<DispatchState | undefined> {
+    const state = this.states.get(dispatchId);
+    return state && stateOnly(state);
+  }
+  async getStored(dispatchId: string): Promise<StoredState | undefined> {
+    const state = await this.getState(dispatchId);
+    return state && { state, version: this.versionOf(dispatchId) };
+  }
+  versionOf(dispatchId: string): number {
+    return this.written.get(dispatchId)?.version ?? 1;
+  }
+  private put(from: StoredState, next: NextState): void {
+    this.states.set(next.dispatchId, stateOnly(next));
+    this.written.set(next.dispatchId, { version: from.version + 1, changes: next.changes });
   }
   /** The table's semantics: the state machine's condition (writeCondition), checked against what is stored. */
-  async commit(from: DispatchState, next: DispatchState, ended?: PastAttempt): Promise<CommitOutcome> {
+  async commit(from: StoredState, next: NextState, ended?: PastAttempt): Promise<CommitOutcome> {
     const condition = writeCondition(from, next);
     const existing = this.states.get(next.dispatchId);
-    if (condition.create ? existing !== undefined : existing?.version !== condition.version || existing.phase !== condition.phase) {
+    if (condition.create ? existing !== undefined : !existing || this.versionOf(next.dispatchId) !== condition.version || existing.phase !== condition.phase) {
       return { kind: 'conflict', existing: condition.create ? existing : undefined };
     }
-    if (!this.applySlots(from, next)) return { kind: 'slot_full' };
-    this.states.set(next.dispatchId, next);
+    if (!this.applySlots(from.state, next)) return { kind: 'slot_full' };
+    this.put(from, next);
     if (ended) this.pastAttempts.set(`${ended.dispatchId}#${ended.attempt}#${ended.stateVersion}`, ended);
     return { kind: 'committed' };
   }
@@ -67,13 +83,12 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
       .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
     yield* live;
   }
-  async commitAll(writes: ReadonlyArray<{ readonly from: DispatchState; readonly next: DispatchState }>): Promise<CommitOutcome> {
+  async commitAll(writes: ReadonlyArray<{ readonly from: StoredState; readonly next: NextState }>): Promise<CommitOutcome> {
     for (const { from, next } of writes) {
       writeCondition(from, next);
-      const existing = this.states.get(next.dispatchId);
-      if (existing?.version !== from.version) return { kind: 'conflict' };
+      if (!this.states.has(next.dispatchId) || this.versionOf(next.dispatchId) !== from.version) return { kind: 'conflict' };
     }
-    for (const { next } of writes) this.states.set(next.dispatchId, next);
+    for (const { from, next } of writes) this.put(from, next);
     return { kind: 'committed' };
   }
   readonly pastAttempts = new Map<string, PastAttempt>();
@@ -113,8 +128,8 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
     return { message: await this.getAcceptedMessage(dispatchId), check: await this.getEvidenceCheck(dispatchId, attempt), marks: await this.listEvidenceMarks(dispatchId, attempt) };
   }
   async getStateWithUploads(dispatchId: string) {
-    const state = await this.getState(dispatchId);
-    return { state, uploads: state ? await this.listEvidenceUploads(dispatchId, state.attempt) : [] };
+    const stored = await this.getStored(dispatchId);
+    return { stored, uploads: stored ? await this.listEvidenceUploads(dispatchId, stored.state.attempt) : [] };
   }
   /** Always current here: memory has no replicas. */
   async peekState(dispatchId: string) {

@@ -146,7 +146,7 @@ describe('a completion whose evidence is already delivered (regression: it used 
     const body = JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'g' }, expectedEvidence, delivery: { mode } });
     await takeDispatchMessage({ ...deps, store, principals: store, principalMode: 'open' }, { messageId: 'm-1', body, senderId: undefined });
     for (const ref of delivered) expect((await answer(deps, request({ method: 'PUT', rawPath: `/dispatches/${dispatchId}/evidence/${ref}`, query: { runId: 'r-1' }, body: Buffer.from('content') }))).status).toBe(201);
-    const version = store.states.get(dispatchId)?.version ?? -1;
+    const version = store.written.get(dispatchId)?.version ?? -1;
     const complete = () => answer(deps, request({ method: 'POST', rawPath: '/runs/r-1/events', body: Buffer.from(JSON.stringify({ dispatchId, seq: 1, type: 'completed' })) }));
     return { store, version, complete };
   }
@@ -156,7 +156,8 @@ describe('a completion whose evidence is already delivered (regression: it used 
     expect((await complete()).status).toBe(202);
     const state = store.states.get('d-all');
     // …and the result is made in that same write (callback delivery), its expiry watched from the stall watch's due time.
-    expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled', 'result_ready'], evidence: { outcome: 'handled' }, result: { state: 'pending', attempt: 1 } });
+    expect(store.written.get('d-all')).toEqual({ version: version + 1, changes: ['completed', 'handled', 'result_ready'] });
+    expect(state).toMatchObject({ evidence: { outcome: 'handled' }, result: { state: 'pending', attempt: 1 } });
     expect(state?.receipts.at(-1)).toMatchObject({ event: 'dispatch_completed', attempt: 1, runId: 'r-1', evidenceCount: 2 });
     // With its result out the state has no room for the check's record: that is an item of its own.
     const { evidenceCheckOf } = await import('../../shared/usecases/evidence-check.js');
@@ -168,7 +169,8 @@ describe('a completion whose evidence is already delivered (regression: it used 
     const { store, version, complete } = await submittedWith('d-detached', ['out/report.md'], 'detached', ['out/report.md']);
     expect((await complete()).status).toBe(202);
     const state = store.states.get('d-detached');
-    expect(state).toMatchObject({ version: version + 1, changes: ['completed', 'handled'], evidence: { outcome: 'handled' } });
+    expect(store.written.get('d-detached')).toEqual({ version: version + 1, changes: ['completed', 'handled'] });
+    expect(state).toMatchObject({ evidence: { outcome: 'handled' } });
     expect(state?.evidence.check?.files.map((file) => file.ref)).toEqual(['out/report.md']);
     expect(store.checks.size).toBe(0);
     const { evidenceCheckOf } = await import('../../shared/usecases/evidence-check.js');
@@ -179,7 +181,8 @@ describe('a completion whose evidence is already delivered (regression: it used 
     const { store, version, complete } = await submittedWith('d-part', ['out/report.md']);
     expect((await complete()).status).toBe(202);
     const state = store.states.get('d-part');
-    expect(state).toMatchObject({ version: version + 1, changes: ['completed'], evidence: { outcome: 'pending' } });
+    expect(store.written.get('d-part')).toEqual({ version: version + 1, changes: ['completed'] });
+    expect(state).toMatchObject({ evidence: { outcome: 'pending' } });
     expect(state?.dueAt).not.toBeNull();
     expect(store.checks.size).toBe(0);
   });

@@ -8,6 +8,7 @@ import { manualAttestation } from '../../shared/dispatch/manual.js';
 import { awaitingPerson, manualResultAttested } from '../../shared/dispatch/transitions/manual.js';
 import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { dispatchView } from '../../shared/dispatch/view.js';
+import { stateOnly } from '../../shared/dispatch/state.js';
 import { closeFakeApis, fakeApi, type SeenRequest } from '../support/fake-api.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
@@ -21,7 +22,8 @@ const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\
 
 afterEach(closeFakeApis);
 
-const waiting = () => ({ ...awaitingPerson(accepted(newDispatchFactory({ target: 'desk' }), NOW), NOW), version: 1 });
+/** Stored, waiting for a person. */
+const waiting = () => stateOnly(awaitingPerson(accepted(newDispatchFactory({ target: 'desk' }), NOW), NOW));
 const stored = (note = 'filed by hand') => manualAttestation(waiting(), { attestationId: 'ma-1', kind: 'manual_result_attested', note, evidenceRef: 'out/report.md' }, NOW, 'local:planner');
 
 async function run(args: string[], answer: (seen: SeenRequest) => { status: number; body: unknown }) {

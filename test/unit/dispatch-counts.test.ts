@@ -3,9 +3,9 @@ import { describe, expect, it, vi } from 'vitest';
 import { countsUpdate } from '../../shared/adapters/dispatch-counters.js';
 import { countDelta, countsOf, EVIDENCE_OUTCOMES, EXECUTION_BUCKETS, PHASES, sumDeltas, type CountDelta } from '../../shared/dispatch/counts.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState, ExecutionStatus } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState, type ExecutionStatus, type NextState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
-import { countDeltaOf, publishStreamBatch, PublishIncompleteError, type StreamChange } from '../../shared/events/derive.js';
+import { countDeltaOf, publishStreamBatch, PublishIncompleteError, type StateVersion, type StreamChange } from '../../shared/events/derive.js';
 import { advance } from '../support/states.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
@@ -14,23 +14,28 @@ import { newDispatchFactory, NOW } from '../support/factories.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 
-/** A dispatch's state with the three counted fields as given (the rest as a fresh dispatch has them). */
-function stateWith(dispatchId: string, fields: { phase: DispatchState['phase']; status: ExecutionStatus | 'none'; outcome: DispatchState['evidence']['outcome'] }, version = 1): DispatchState {
+/** A version as the table holds it: the state alone, the version that wrote it and what that write changed. */
+const stored = (next: NextState, version: number): StateVersion => ({ state: stateOnly(next), version, changes: next.changes });
+
+/** A version of a dispatch's state with the three counted fields as given (the rest as a fresh dispatch has them). */
+function stateWith(dispatchId: string, fields: { phase: DispatchState['phase']; status: ExecutionStatus | 'none'; outcome: DispatchState['evidence']['outcome'] }, version = 1): StateVersion {
   const base = accepted(newDispatchFactory({ dispatchId }), NOW);
-  return {
-    ...base,
+  return stored(
+    {
+      ...base,
+      phase: fields.phase,
+      execution: { ...base.execution, status: fields.status === 'none' ? null : fields.status },
+      evidence: { ...base.evidence, outcome: fields.outcome },
+    },
     version,
-    phase: fields.phase,
-    execution: { ...base.execution, status: fields.status === 'none' ? null : fields.status },
-    evidence: { ...base.evidence, outcome: fields.outcome },
-  };
+  );
 }
 
-const stateChange = (sequenceNumber: string, eventName: StreamChange['eventName'], before: DispatchState | undefined, after: DispatchState | undefined): StreamChange => ({
+const stateChange = (sequenceNumber: string, eventName: StreamChange['eventName'], before: StateVersion | undefined, after: StateVersion | undefined): StreamChange => ({
   sequenceNumber,
   eventName,
-  oldItem: before ? { kind: 'state', state: before } : { kind: 'other' },
-  newItem: after ? { kind: 'state', state: after } : { kind: 'other' },
+  oldItem: before ? { kind: 'state', ...before } : { kind: 'other' },
+  newItem: after ? { kind: 'state', ...after } : { kind: 'other' },
 });
 
 describe('countDelta', () => {
@@ -60,7 +65,7 @@ describe('countDelta', () => {
     const step = fc.record({ id: fc.integer({ min: 0, max: 5 }), remove: fc.boolean(), fields });
     fc.assert(
       fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
-        const live = new Map<string, DispatchState>();
+        const live = new Map<string, StateVersion>();
         const changes: StreamChange[] = [];
         for (const [index, { id, remove, fields: next }] of steps.entries()) {
           const dispatchId = `d-${id}`;
@@ -77,7 +82,7 @@ describe('countDelta', () => {
         }
         const counted = countsOf(sumDeltas(changes.map(countDeltaOf)));
         // Counted directly from the states left, bucket by bucket.
-        const states = [...live.values()];
+        const states = [...live.values()].map((version) => version.state);
         const tally = <T extends string>(values: readonly T[], of: (state: DispatchState) => string) => Object.fromEntries(values.map((value) => [value, states.filter((state) => of(state) === value).length]));
         expect(counted).toEqual({
           total: states.length,
@@ -115,10 +120,10 @@ describe('countsUpdate (the counter write)', () => {
 describe('publishStreamBatch counts what the batch checkpoints', () => {
   const created = accepted(newDispatchFactory({ dispatchId: 'd-c-1' }), NOW);
   const running = submitted(created, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, later(1));
-  const done = advance(running, 'completed', later(60), { execution: { ...running.execution, status: 'completed', nativeStatus: 'completed', completedAt: later(60).toISOString() } });
+  const done = advance(stateOnly(running), 'completed', later(60), { execution: { ...running.execution, status: 'completed', nativeStatus: 'completed', completedAt: later(60).toISOString() } });
   const other = accepted(newDispatchFactory({ dispatchId: 'd-c-2' }), NOW);
   /** Records 1..3: a dispatch written as submitted (1 event: Submitted stands for the acceptance), completed (1 event); another accepted (1 event). */
-  const batch: StreamChange[] = [stateChange('1', 'INSERT', undefined, running), stateChange('2', 'MODIFY', running, done), stateChange('3', 'INSERT', undefined, other)];
+  const batch: StreamChange[] = [stateChange('1', 'INSERT', undefined, stored(running, 1)), stateChange('2', 'MODIFY', stored(running, 1), stored(done, 2)), stateChange('3', 'INSERT', undefined, stored(other, 1))];
 
   it('adds the deltas of every record once, in one write seeded by the first sequence number, when the whole batch is published', async () => {
     const count = vi.fn(async (_delta: CountDelta, _seed: string) => {});

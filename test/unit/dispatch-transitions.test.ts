@@ -1,10 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
-import { blockedReason, NO_EXECUTION, type DispatchState } from '../../shared/dispatch/state.js';
+import { blockedReason, NO_EXECUTION, stateOnly, type NextState } from '../../shared/dispatch/state.js';
+import { NOT_STORED, notStored } from '../../shared/ledger/port.js';
 import { accepted, submitted, type NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
-import { blocked } from '../../shared/dispatch/transitions/core.js';
+import { blocked, finished } from '../../shared/dispatch/transitions/core.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
+import { MemoryStore } from '../support/memory-store.js';
 import type { SubmitOutcome } from '../../shared/dispatch/target-answers.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
@@ -13,7 +15,7 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 
-const acceptedStateFactory = (overrides: Partial<NewDispatch> = {}): DispatchState => accepted(newDispatchFactory(overrides), NOW);
+const acceptedStateFactory = (overrides: Partial<NewDispatch> = {}): NextState => accepted(newDispatchFactory(overrides), NOW);
 
 const acceptedOutcome = (overrides: Partial<Extract<SubmitOutcome, { kind: 'accepted' }>> = {}): SubmitOutcome => ({
   kind: 'accepted',
@@ -26,7 +28,7 @@ const rejectedOutcome = (reason = 'unknown behaviour', httpStatus = 422): Submit
 const unavailableOutcome = (reason = 'HTTP 503: try later'): SubmitOutcome => ({ kind: 'unavailable', reason });
 
 /** Feeds `count` unavailable answers, one second apart. */
-function failSubmissions(state: DispatchState, count: number, policy: RetryPolicy, reason = 'HTTP 503: try later'): DispatchState {
+function failSubmissions(state: NextState, count: number, policy: RetryPolicy, reason = 'HTTP 503: try later'): NextState {
   let current = state;
   for (let i = 0; i < count; i += 1) current = submitted(current, unavailableOutcome(reason), policy, later(i));
   return current;
@@ -58,8 +60,8 @@ describe('accepted', () => {
       receipts: [{ event: 'dispatch_written', at: WRITTEN_AT, attempt: 1 }],
       evidence: { outcome: 'unverified', expectedCount: 0, deadline: null },
       dueAt: null,
-      version: 0,
       changes: ['accepted'],
+      dueAtRead: null,
     });
   });
 });
@@ -79,7 +81,7 @@ describe('submitted', () => {
     ]);
     expect(after.dueAt).toBe(later(90).toISOString());
     expect(after.updatedAt).toBe(NOW.toISOString());
-    expect(after.version).toBe(before.version + 1);
+    expect(after.changes).toEqual([...before.changes, 'submitted']);
     expect(after.blockedReason).toBeNull();
   });
 
@@ -107,7 +109,7 @@ describe('submitted', () => {
     });
     expect(after.receipts).toHaveLength(2);
     expect(after.dueAt).toBeNull();
-    expect(after.version).toBe(before.version + 1);
+    expect(after.changes).toEqual([...before.changes, 'blocked']);
   });
 
   it('stays accepted with a retry scheduled within the jitter when the target is unavailable', () => {
@@ -124,7 +126,7 @@ describe('submitted', () => {
     expect(after.dueAt).toBe(after.submission.nextRetryAt);
     expect(after.receipts).toEqual(before.receipts);
     expect(after.updatedAt).toBe(NOW.toISOString());
-    expect(after.version).toBe(before.version + 1);
+    expect(after.changes).toEqual([...before.changes, 'retry_scheduled']);
   });
 
   it('schedules the same retry when the same failure is applied twice', () => {
@@ -139,7 +141,7 @@ describe('submitted', () => {
     expect(afterTwo.phase).toBe('accepted');
     expect(afterTwo.submission.attempts).toBe(2);
     expect(afterTwo.submission.nextRetryAt).not.toBeNull();
-    expect(afterTwo.version).toBe(before.version + 2);
+    expect(afterTwo.changes).toEqual([...before.changes, 'retry_scheduled', 'retry_scheduled']);
   });
 
   it('blocks with retry_budget_spent when the last attempt of the budget fails', () => {
@@ -151,7 +153,7 @@ describe('submitted', () => {
     expect(after.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written', 'dispatch_blocked']);
     expect(after.receipts.at(-1)).toMatchObject({ event: 'dispatch_blocked', attempt: 1, reason: after.blockedReason });
     expect(after.dueAt).toBeNull();
-    expect(after.version).toBe(before.version + 3);
+    expect(after.changes).toEqual([...before.changes, 'retry_scheduled', 'retry_scheduled', 'blocked']);
   });
 
   it('blocks after 10 failed attempts when the default policy is used', () => {
@@ -201,7 +203,7 @@ describe('blocked', () => {
     ]);
     expect(after.submission.nextRetryAt).toBeNull();
     expect(after.dueAt).toBeNull();
-    expect(after.version).toBe(before.version + 1);
+    expect(after.changes).toEqual([...before.changes, 'blocked']);
   });
 
   it('uses the bare code when the detail is empty or only control characters', () => {
@@ -244,11 +246,22 @@ describe('blockedReason', () => {
 });
 
 describe('advance (what each committed version changed)', () => {
-  it('carries the changes of the unstored version 0 into the first stored one, and only its own after that', () => {
-    const first = submitted(acceptedStateFactory({ deliveryMode: 'detached' }), acceptedOutcome(), DEFAULT_RETRY_POLICY, NOW);
-    const second = blocked(first, 'target_rejected', 'later', later(1));
+  it('carries the changes of the unstored version 0 into the first stored one, and only its own after that', async () => {
+    const store = new MemoryStore();
+    const base = acceptedStateFactory({ deliveryMode: 'detached' });
+    const first = submitted(base, acceptedOutcome(), DEFAULT_RETRY_POLICY, NOW);
+    expect(await store.commit(notStored(stateOnly(base)), first)).toEqual({ kind: 'committed' });
+    const stored = await store.getStored(first.dispatchId);
+    if (!stored) throw new Error('the first version was not stored');
+    // The next transition starts from the version read (the repository numbers the versions: this one's is 1).
+    const second = blocked(stored.state, 'target_rejected', 'later', later(1));
     expect(first.changes).toEqual(['accepted', 'submitted']);
+    expect(store.written.get(first.dispatchId)).toEqual({ version: NOT_STORED + 1, changes: ['accepted', 'submitted'] });
+    expect(stored.version).toBe(NOT_STORED + 1);
     expect(second.changes).toEqual(['blocked']);
-    expect(second.version).toBe(first.version + 1);
+    // Committed (a move the state machine allows from submitted), it is the next version, with its own changes only.
+    const failed = finished(stored.state, 'failed', undefined, later(1));
+    expect(await store.commit(stored, failed)).toEqual({ kind: 'committed' });
+    expect(store.written.get(first.dispatchId)).toEqual({ version: stored.version + 1, changes: ['failed'] });
   });
 });

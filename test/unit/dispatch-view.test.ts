@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { AcceptedMessage, EvidenceCheck } from '../../shared/dispatch/records.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted, type NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { advance } from '../support/states.js';
@@ -234,11 +234,11 @@ describe('dispatchView', () => {
 /** A run completed natively and its expected evidence found by the platform: dispatch_completed. */
 function handledState(): DispatchState {
   const run = submittedState({ expectedCount: 1 });
-  const done = advance(run, 'completed', NOW, { execution: { ...run.execution, status: 'completed', nativeStatus: 'completed', completedAt: NOW.toISOString() } });
-  return advance(done, 'handled', NOW, {
+  const done = advance(stateOnly(run), 'completed', NOW, { execution: { ...run.execution, status: 'completed', nativeStatus: 'completed', completedAt: NOW.toISOString() } });
+  return stateOnly(advance(stateOnly(done), 'handled', NOW, {
     evidence: { ...done.evidence, outcome: 'handled' },
     receipts: [...done.receipts, { event: 'dispatch_completed', at: NOW.toISOString(), attempt: 1, runId: 'r-1', evidenceCount: 1 }],
-  });
+  }));
 }
 
 function checkFactory(overrides: Partial<EvidenceCheck> = {}): EvidenceCheck {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { NO_EXECUTION, type ChangeKind, type DispatchState, type ResultRecord } from '../../shared/dispatch/state.js';
+import { NO_EXECUTION, stateOnly, type ChangeKind, type DispatchState, type NextState, type ResultRecord } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { advance } from '../support/states.js';
@@ -17,6 +17,7 @@ import {
   publishStreamBatch,
   PublishIncompleteError,
   UndescribableChangeError,
+  type StateVersion,
   type StreamChange,
 } from '../../shared/events/derive.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
@@ -24,8 +25,13 @@ import { newDispatchFactory, NOW } from '../support/factories.js';
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 
 /** The first stored version of a dispatch the target took: changes ["accepted", "submitted"]. */
-const submittedStateFactory = (overrides: Parameters<typeof newDispatchFactory>[0] = {}): DispatchState =>
+const submittedStateFactory = (overrides: Parameters<typeof newDispatchFactory>[0] = {}): NextState =>
   submitted(accepted(newDispatchFactory(overrides), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'req-1' }, DEFAULT_RETRY_POLICY, NOW);
+
+/** A version as the table holds it: the state alone, the version that wrote it and what that write changed. */
+const stored = (next: NextState, version: number): StateVersion => ({ state: stateOnly(next), version, changes: next.changes });
+/** The same version as a stream record's image of the state item. */
+const stateImage = (next: NextState, version: number): StreamChange['newItem'] => ({ kind: 'state', ...stored(next, version) });
 
 const rejectionFactory = (overrides: Partial<Rejection> = {}): Rejection => ({
   messageId: 'm-1',
@@ -111,9 +117,9 @@ describe('eventsForState', () => {
 
   it.each(CHANGES)('publishes $detailType when a version records "$kind"', ({ kind, patch, detailType }) => {
     const previous = submittedStateFactory();
-    const current = advance(previous, kind, later(60), patch(previous));
+    const current = advance(stateOnly(previous), kind, later(60), patch(previous));
 
-    const events = eventsForState(previous, current);
+    const events = eventsForState(stored(previous, 1), stored(current, 2));
 
     expect(detailTypes(events)).toEqual(detailType ? [detailType] : []);
     for (const event of events) expect(parseDetail(event).error).toBeUndefined();
@@ -123,7 +129,7 @@ describe('eventsForState', () => {
     const state = submittedStateFactory();
     expect(state.changes).toEqual(expect.arrayContaining(['accepted', 'submitted']));
 
-    const events = eventsForState(undefined, state);
+    const events = eventsForState(undefined, stored(state, 1));
 
     expect(events).toEqual([
       {
@@ -134,16 +140,16 @@ describe('eventsForState', () => {
   });
 
   it('still publishes Dispatch Accepted when the first version does not submit (waiting), and Submitted later on its own', () => {
-    const first = { ...accepted(newDispatchFactory(), NOW), version: 1 };
-    expect(detailTypes(eventsForState(undefined, first))).toEqual(['Dispatch Accepted']);
-    const later1 = advance(first, 'submitted', later(60), { phase: 'submitted', runId: 'r-1', execution: { ...first.execution, status: 'running', nativeStatus: 'running' } });
-    expect(detailTypes(eventsForState(first, later1))).toEqual(['Dispatch Submitted']);
+    const first = accepted(newDispatchFactory(), NOW);
+    expect(detailTypes(eventsForState(undefined, stored(first, 1)))).toEqual(['Dispatch Accepted']);
+    const later1 = advance(stateOnly(first), 'submitted', later(60), { phase: 'submitted', runId: 'r-1', execution: { ...first.execution, status: 'running', nativeStatus: 'running' } });
+    expect(detailTypes(eventsForState(stored(first, 1), stored(later1, 2)))).toEqual(['Dispatch Submitted']);
   });
 
   it('publishes Dispatch Blocked with the stored reason when a dispatch is blocked before any target contact', () => {
     const state = blocked(accepted(newDispatchFactory(), NOW), 'unknown_target', 'no target "nope"', NOW);
 
-    const events = eventsForState(undefined, state);
+    const events = eventsForState(undefined, stored(state, 1));
 
     expect(detailTypes(events)).toEqual(['Dispatch Accepted', 'Dispatch Blocked', 'Result Ready']);
     expect(events[1]?.detail).toMatchObject({ reason: 'unknown_target: no target "nope"', attempt: 1 });
@@ -152,9 +158,9 @@ describe('eventsForState', () => {
 
   it('describes a stall with status unknown, the last activity and how to check the run', () => {
     const previous = submittedStateFactory();
-    const current = advance(previous, 'stalled', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'stalled' } });
+    const current = advance(stateOnly(previous), 'stalled', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'stalled' } });
 
-    expect(eventsForState(previous, current)).toEqual([
+    expect(eventsForState(stored(previous, 1), stored(current, 2))).toEqual([
       {
         detailType: 'Run Stalled',
         detail: {
@@ -177,18 +183,18 @@ describe('eventsForState', () => {
 
   it('gives the reason of an unobservable run as its monitor status', () => {
     const previous = submittedStateFactory();
-    const current = advance(previous, 'unobservable', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'lookup_unavailable' } });
+    const current = advance(stateOnly(previous), 'unobservable', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'lookup_unavailable' } });
 
-    expect(eventsForState(previous, current)[0]?.detail).toMatchObject({ status: 'unknown', monitorStatus: 'lookup_unavailable', reason: 'lookup_unavailable' });
+    expect(eventsForState(stored(previous, 1), stored(current, 2))[0]?.detail).toMatchObject({ status: 'unknown', monitorStatus: 'lookup_unavailable', reason: 'lookup_unavailable' });
   });
 
   it('names the still-pending approval when an approval wait expires', () => {
     const previous = submittedStateFactory();
-    const current = advance(previous, 'approval_wait_expired', later(1900), {
+    const current = advance(stateOnly(previous), 'approval_wait_expired', later(1900), {
       execution: { ...previous.execution, status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', monitorStatus: 'approval_wait_expired', pendingApproval },
     });
 
-    expect(eventsForState(previous, current)[0]?.detail).toMatchObject({
+    expect(eventsForState(stored(previous, 1), stored(current, 2))[0]?.detail).toMatchObject({
       approvalId: 'a-1',
       requestedAt: pendingApproval.requestedAt,
       status: 'waiting_for_approval',
@@ -197,10 +203,10 @@ describe('eventsForState', () => {
   });
 
   it('describes the run that was superseded — the previous version’s run and attempt — not the next attempt', () => {
-    const previous = advance(submittedStateFactory(), 'activity', later(10), {});
-    const current = advance(previous, 'superseded', later(20), { attempt: 2, runId: null, execution: NO_EXECUTION });
+    const previous = advance(stateOnly(submittedStateFactory()), 'activity', later(10), {});
+    const current = advance(stateOnly(previous), 'superseded', later(20), { attempt: 2, runId: null, execution: NO_EXECUTION });
 
-    expect(eventsForState(previous, current)).toEqual([
+    expect(eventsForState(stored(previous, 2), stored(current, 3))).toEqual([
       {
         detailType: 'Run Superseded',
         detail: {
@@ -221,9 +227,9 @@ describe('eventsForState', () => {
     vi.useFakeTimers({ now: new Date('2030-01-01T00:00:00.000Z') });
     try {
       const previous = submittedStateFactory();
-      const current = advance(previous, 'completed', later(90), { execution: { ...previous.execution, status: 'completed', nativeStatus: 'completed' } });
+      const current = advance(stateOnly(previous), 'completed', later(90), { execution: { ...previous.execution, status: 'completed', nativeStatus: 'completed' } });
 
-      expect(eventsForState(previous, current).map((event) => event.detail.at)).toEqual([later(90).toISOString()]);
+      expect(eventsForState(stored(previous, 1), stored(current, 2)).map((event) => event.detail.at)).toEqual([later(90).toISOString()]);
     } finally {
       vi.useRealTimers();
     }
@@ -231,10 +237,10 @@ describe('eventsForState', () => {
 
   it('gives the same events, ids included, when the same record is derived twice', () => {
     const previous = submittedStateFactory();
-    const current = advance(previous, 'stalled', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'stalled' } });
+    const current = advance(stateOnly(previous), 'stalled', later(600), { execution: { ...previous.execution, status: 'unknown', monitorStatus: 'stalled' } });
 
-    expect(eventsForState(previous, current)).toEqual(eventsForState(structuredClone(previous), structuredClone(current)));
-    expect(eventsForState(undefined, previous)).toEqual(eventsForState(undefined, structuredClone(previous)));
+    expect(eventsForState(stored(previous, 1), stored(current, 2))).toEqual(eventsForState(structuredClone(stored(previous, 1)), structuredClone(stored(current, 2))));
+    expect(eventsForState(undefined, stored(previous, 1))).toEqual(eventsForState(undefined, structuredClone(stored(previous, 1))));
   });
 
   it('gives different ids to different versions and to different changes of one version', () => {
@@ -246,7 +252,7 @@ describe('eventsForState', () => {
         (dispatchId, version, otherVersion) => {
           fc.pre(version !== otherVersion);
           // A first version blocked at once publishes three changes: Accepted, Blocked, Result Ready.
-          const at = (v: number) => ({ ...blocked(accepted(newDispatchFactory({ dispatchId }), NOW), 'unknown_target', 'no target', NOW), version: v });
+          const at = (v: number) => stored(blocked(accepted(newDispatchFactory({ dispatchId }), NOW), 'unknown_target', 'no target', NOW), v);
           // (Result Ready is one per result, whatever the version: its id is the result's, left out here.)
           const versioned = (v: number) => eventIds(eventsForState(undefined, at(v)).filter((event) => event.detailType !== 'Result Ready'));
           const ids = versioned(version);
@@ -261,17 +267,17 @@ describe('eventsForState', () => {
 
   it('publishes nothing when a record does not advance the version', () => {
     const state = submittedStateFactory();
-    const stale = advance(state, 'completed', later(60), { execution: { ...state.execution, status: 'completed', nativeStatus: 'completed' } });
+    const stale = advance(stateOnly(state), 'completed', later(60), { execution: { ...state.execution, status: 'completed', nativeStatus: 'completed' } });
 
-    expect(eventsForState(stale, { ...stale })).toEqual([]);
-    expect(eventsForState(stale, state)).toEqual([]);
+    expect(eventsForState(stored(stale, 2), { ...stored(stale, 2) })).toEqual([]);
+    expect(eventsForState(stored(stale, 2), stored(state, 1))).toEqual([]);
   });
 
   it('throws an UndescribableChangeError when a run event has no run to describe', () => {
     const state = accepted(newDispatchFactory(), NOW);
-    const current = advance({ ...state, version: 1 }, 'completed', later(60), {});
+    const current = advance(stateOnly(state), 'completed', later(60), {});
 
-    expect(() => eventsForState(undefined, current)).toThrow(UndescribableChangeError);
+    expect(() => eventsForState(undefined, stored(current, 2))).toThrow(UndescribableChangeError);
   });
 });
 
@@ -315,11 +321,11 @@ const change = (overrides: Partial<StreamChange> & Pick<StreamChange, 'newItem'>
 
 describe('eventsForStreamChange', () => {
   const first = submittedStateFactory();
-  const second = advance(first, 'failed', later(60), { execution: { ...first.execution, status: 'failed', nativeStatus: 'failed' } });
+  const second = advance(stateOnly(first), 'failed', later(60), { execution: { ...first.execution, status: 'failed', nativeStatus: 'failed' } });
 
   it('derives a created state from nothing and a replaced one from its old image', () => {
-    expect(detailTypes(eventsForStreamChange(change({ eventName: 'INSERT', newItem: { kind: 'state', state: first } })))).toEqual(['Dispatch Submitted']);
-    expect(detailTypes(eventsForStreamChange(change({ oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: second } })))).toEqual(['Run Failed']);
+    expect(detailTypes(eventsForStreamChange(change({ eventName: 'INSERT', newItem: stateImage(first, 1) })))).toEqual(['Dispatch Submitted']);
+    expect(detailTypes(eventsForStreamChange(change({ oldItem: stateImage(first, 1), newItem: stateImage(second, 2) })))).toEqual(['Run Failed']);
   });
 
   it('publishes a rejection when it is inserted', () => {
@@ -327,7 +333,7 @@ describe('eventsForStreamChange', () => {
   });
 
   it('publishes nothing for a removal (TTL), a modified rejection, or another item', () => {
-    expect(eventsForStreamChange(change({ eventName: 'REMOVE', oldItem: { kind: 'state', state: second }, newItem: { kind: 'other' } }))).toEqual([]);
+    expect(eventsForStreamChange(change({ eventName: 'REMOVE', oldItem: stateImage(second, 2), newItem: { kind: 'other' } }))).toEqual([]);
     expect(eventsForStreamChange(change({ newItem: { kind: 'rejection', rejection: rejectionFactory() } }))).toEqual([]);
     expect(eventsForStreamChange(change({ eventName: 'INSERT', newItem: { kind: 'other' } }))).toEqual([]);
   });
@@ -335,13 +341,13 @@ describe('eventsForStreamChange', () => {
 
 describe('publishStreamBatch', () => {
   const first = submittedStateFactory();
-  const completed = advance(first, 'completed', later(60), { execution: { ...first.execution, status: 'completed', nativeStatus: 'completed' } });
+  const completed = advance(stateOnly(first), 'completed', later(60), { execution: { ...first.execution, status: 'completed', nativeStatus: 'completed' } });
   const other = submittedStateFactory({ dispatchId: 'd-2026-0002' });
   /** Records 1, 2, 3: one event each (a created and submitted state publishes Dispatch Submitted alone). */
   const batch: StreamChange[] = [
-    change({ sequenceNumber: '1', eventName: 'INSERT', newItem: { kind: 'state', state: first } }),
-    change({ sequenceNumber: '2', oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: completed } }),
-    change({ sequenceNumber: '3', eventName: 'INSERT', newItem: { kind: 'state', state: other } }),
+    change({ sequenceNumber: '1', eventName: 'INSERT', newItem: stateImage(first, 1) }),
+    change({ sequenceNumber: '2', oldItem: stateImage(first, 1), newItem: stateImage(completed, 2) }),
+    change({ sequenceNumber: '3', eventName: 'INSERT', newItem: stateImage(other, 1) }),
   ];
 
   it('publishes the events of every record in one call and reports no failure when the bus takes them', async () => {
@@ -376,11 +382,11 @@ describe('publishStreamBatch', () => {
   });
 
   it('publishes the records before one it cannot describe, and reports that one and the rest', async () => {
-    const broken = advance({ ...accepted(newDispatchFactory({ dispatchId: 'd-broken' }), NOW), version: 1 }, 'completed', later(5), {});
+    const broken = advance(stateOnly(accepted(newDispatchFactory({ dispatchId: 'd-broken' }), NOW)), 'completed', later(5), {});
     const publish = vi.fn(async (_events: readonly LedgerEvent[]) => {});
 
     const report = await publishStreamBatch(
-      [batch[0] as StreamChange, change({ sequenceNumber: '9', oldItem: { kind: 'other' }, newItem: { kind: 'state', state: broken } }), batch[2] as StreamChange],
+      [batch[0] as StreamChange, change({ sequenceNumber: '9', oldItem: { kind: 'other' }, newItem: stateImage(broken, 2) }), batch[2] as StreamChange],
       { publish },
     );
 
@@ -401,13 +407,13 @@ describe('publishStreamBatch', () => {
 
 describe('publishStreamBatch with an events profile (CONTRACT §3 v2)', () => {
   const first = submittedStateFactory();
-  const completed = advance(first, 'completed', later(60), { execution: { ...first.execution, status: 'completed', nativeStatus: 'completed' } });
+  const completed = advance(stateOnly(first), 'completed', later(60), { execution: { ...first.execution, status: 'completed', nativeStatus: 'completed' } });
   const stalledFirst = submittedStateFactory({ dispatchId: 'd-2026-0003' });
-  const stalled = advance(stalledFirst, 'stalled', later(700), { execution: { ...stalledFirst.execution, status: 'unknown', monitorStatus: 'stalled' } });
+  const stalled = advance(stateOnly(stalledFirst), 'stalled', later(700), { execution: { ...stalledFirst.execution, status: 'unknown', monitorStatus: 'stalled' } });
   const batch: StreamChange[] = [
-    change({ sequenceNumber: '1', eventName: 'INSERT', newItem: { kind: 'state', state: first } }),
-    change({ sequenceNumber: '2', oldItem: { kind: 'state', state: first }, newItem: { kind: 'state', state: completed } }),
-    change({ sequenceNumber: '3', oldItem: { kind: 'state', state: stalledFirst }, newItem: { kind: 'state', state: stalled } }),
+    change({ sequenceNumber: '1', eventName: 'INSERT', newItem: stateImage(first, 1) }),
+    change({ sequenceNumber: '2', oldItem: stateImage(first, 1), newItem: stateImage(completed, 2) }),
+    change({ sequenceNumber: '3', oldItem: stateImage(stalledFirst, 1), newItem: stateImage(stalled, 2) }),
   ];
 
   it('puts only the profile\'s detail-types on the bus, and still derives every event (the metrics count those)', async () => {
@@ -448,8 +454,8 @@ describe('publishStreamBatch with an events profile (CONTRACT §3 v2)', () => {
 describe('review findings — states written by the previous version', () => {
   it('publishes Dispatch Handled for a state settled before the refs travelled with it (expected []), not an error that blocks the stream', () => {
     const previous = submittedStateFactory();
-    const legacy = advance(previous, 'handled', later(60), { evidence: { outcome: 'handled', expectedCount: 1, deadline: null } });
-    const events = eventsForState(previous, legacy);
+    const legacy = advance(stateOnly(previous), 'handled', later(60), { evidence: { outcome: 'handled', expectedCount: 1, deadline: null } });
+    const events = eventsForState(stored(previous, 1), stored(legacy, 2));
     expect(detailTypes(events)).toEqual(['Dispatch Handled']);
     expect(events[0]?.detail).toMatchObject({ expected: [], missing: [] });
   });

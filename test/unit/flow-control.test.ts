@@ -12,6 +12,7 @@ import { cancelDispatch } from '../../shared/usecases/flow.js';
 import { admitWaiting, startAttempt } from '../../shared/usecases/submit-attempt.js';
 import { newDispatchFactory, NOW, overriding } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
+import { notStored, type StoredState } from '../../shared/ledger/port.js';
 
 const later = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 
@@ -111,7 +112,7 @@ describe('a cancel racing a submission', () => {
       targetFor: (): TargetPort => ({
         // The origin cancels while the target is creating the run.
         submit: async (request: SubmitRequest) => {
-          const held = await store.getState(request.dispatchId);
+          const held = await store.getStored(request.dispatchId);
           if (!held) throw new Error('the claim is stored before the call');
           clock = later(1);
           expect((await cancelDispatch(deps, held, { reason: 'changed my mind', by: 'local:planner' })).kind).toBe('requested');
@@ -125,7 +126,7 @@ describe('a cancel racing a submission', () => {
         },
       }),
     };
-    const outcome = await startAttempt(deps, start, message('d-race'));
+    const outcome = await startAttempt(deps, notStored(start), message('d-race'));
     expect(outcome.kind).toBe('committed');
     const stored = (await store.getState('d-race')) as DispatchState;
     // The run is the ledger's to watch, its slot held, the cancel due to be asked now.
@@ -148,7 +149,7 @@ describe('a cancel racing a submission', () => {
       claimSeconds: 60,
       targetFor: (): TargetPort => ({
         submit: async (request: SubmitRequest) => {
-          const held = await store.getState(request.dispatchId);
+          const held = await store.getStored(request.dispatchId);
           if (held) await cancelDispatch(deps, held, { reason: 'stop', by: 'local:planner' });
           return { kind: 'unavailable', reason: 'connection refused' };
         },
@@ -157,7 +158,7 @@ describe('a cancel racing a submission', () => {
         cancel: async () => ({ kind: 'not_found' }),
       }),
     };
-    await startAttempt(deps, start, message('d-race-2'));
+    await startAttempt(deps, notStored(start), message('d-race-2'));
     expect(await store.getState('d-race-2')).toMatchObject({ phase: 'cancelled' });
     expect((await store.getState('d-race-2'))?.slot).toBeUndefined();
     expect((await store.slotShards(TARGET))[0]?.held).toBe(0);
@@ -223,7 +224,7 @@ describe('the registry alone sets a limit', () => {
     // A container still caching the old registration (limit 10).
     const store = overriding(memory, { getTarget: async () => ({ name: 'lowered', kind: 'http' as const, baseUrl: 'http://127.0.0.1:9', maxConcurrentRuns: 10 }) });
     const deps = { ...depsOf(memory), store };
-    for (const id of ['d-low-1', 'd-low-2']) await startAttempt(deps, accepted(newDispatchFactory({ dispatchId: id, target: 'lowered' }), NOW), message(id, 'lowered'));
+    for (const id of ['d-low-1', 'd-low-2']) await startAttempt(deps, notStored(accepted(newDispatchFactory({ dispatchId: id, target: 'lowered' }), NOW)), message(id, 'lowered'));
     expect((await memory.slotShards('lowered')).map((shard) => shard.cap)).toEqual([1]);
     expect((await memory.getState('d-low-1'))?.phase).toBe('submitted');
     expect((await memory.getState('d-low-2'))?.waitingFor).toBe('capacity');
@@ -235,12 +236,12 @@ describe('the registry alone sets a limit', () => {
     const deps = depsOf(memory);
     for (const id of ['d-budget-1', 'd-budget-2']) {
       await memory.putAcceptedMessage(message(id, 'limited'));
-      await startAttempt(deps, accepted(newDispatchFactory({ dispatchId: id, target: 'limited' }), NOW), message(id, 'limited'));
+      await startAttempt(deps, notStored(accepted(newDispatchFactory({ dispatchId: id, target: 'limited' }), NOW)), message(id, 'limited'));
     }
     expect((await memory.getState('d-budget-2'))?.waitingFor).toBe('capacity');
     // The slot comes free: the first run ends.
-    const first = (await memory.getState('d-budget-1')) as DispatchState;
-    const ended = applyRunEvent(first, { seq: 1, type: 'failed' }, NOW);
+    const first = (await memory.getStored('d-budget-1')) as StoredState;
+    const ended = applyRunEvent(first.state, { seq: 1, type: 'failed' }, NOW);
     if (ended.kind !== 'apply') throw new Error(`the failure was not applied: ${ended.kind}`);
     expect((await memory.commit(first, ended.next)).kind).toBe('committed');
 
@@ -253,7 +254,7 @@ describe('the registry alone sets a limit', () => {
   it('blocks the waiting of a target no longer registered rather than leaving them waiting for nothing', async () => {
     const store = new MemoryStore();
     const start = accepted(newDispatchFactory({ dispatchId: 'd-orphaned-wait', target: 'gone' }), NOW);
-    await store.commit(start, waiting(start, 'capacity', NOW));
+    await store.commit(notStored(start), waiting(start, 'capacity', NOW));
     expect(await admitWaiting(depsOf(store), 'gone')).toBe(0);
     expect(await store.getState('d-orphaned-wait')).toMatchObject({ phase: 'blocked', blockedCode: 'unknown_target' });
   });

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState, type NextState } from '../../shared/dispatch/state.js';
 import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { resultClaimed, resultReleased, resultRenewed, resultWatch } from '../../shared/dispatch/transitions/inbox.js';
 import { blocked, parseResultId, resultIdOf } from '../../shared/dispatch/transitions/core.js';
-import { writeCondition } from '../../shared/dispatch/transitions/legal.js';
+import { assertLegal } from '../../shared/dispatch/transitions/legal.js';
 import { pollIntervalMs } from '../../shared/usecases/inbox.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
@@ -14,15 +14,18 @@ import { newDispatchFactory, NOW } from '../support/factories.js';
 const at = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 const settings = { ttlSeconds: 3600, maxDeliveryAttempts: 3 };
 
+/** A run as its first write stored it. */
 function running(overrides: Parameters<typeof newDispatchFactory>[0] = {}): DispatchState {
-  return submitted(accepted(newDispatchFactory(overrides), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW);
+  return stateOnly(submitted(accepted(newDispatchFactory(overrides), NOW), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW));
 }
 
-function completed(overrides: Parameters<typeof newDispatchFactory>[0] = {}): DispatchState {
+/** The completion's write, on the running state stored (`stored()`: as it is stored then). */
+function completed(overrides: Parameters<typeof newDispatchFactory>[0] = {}): NextState {
   const outcome = applyRunEvent(running(overrides), { seq: 1, type: 'completed', result: { summary: 'ok' } }, at(10));
   if (outcome.kind !== 'apply') throw new Error('the completion applies');
   return outcome.next;
 }
+const stored = (overrides: Parameters<typeof newDispatchFactory>[0] = {}): DispatchState => stateOnly(completed(overrides));
 
 describe('the result is made in the write that settles the attempt', () => {
   it('makes one pending result, with a due time, for a callback dispatch — none for a detached one', () => {
@@ -41,12 +44,14 @@ describe('the result is made in the write that settles the attempt', () => {
   });
 
   it('gives a blocked callback dispatch a result too, and a legal write for each of its inbox changes', () => {
-    const stopped = blocked(accepted(newDispatchFactory(), NOW), 'unknown_target', 'no target', NOW);
+    const stopped = stateOnly(blocked(accepted(newDispatchFactory(), NOW), 'unknown_target', 'no target', NOW));
     expect(stopped.result?.state).toBe('pending');
-    const held = resultClaimed(stopped, { claimToken: 't', leaseSeconds: 60 }, at(1));
-    expect(() => writeCondition(stopped, held)).not.toThrow();
+    const claimed = resultClaimed(stopped, { claimToken: 't', leaseSeconds: 60 }, at(1));
+    expect(() => assertLegal(stopped, claimed)).not.toThrow();
+    // Written: the watch is the next write, on the state it left.
+    const held = stateOnly(claimed);
     const watched = resultWatch(held, settings, at(2));
-    expect(() => writeCondition(held, watched)).not.toThrow();
+    expect(() => assertLegal(held, watched)).not.toThrow();
   });
 
   it('names results so they parse back, and refuses ids the ledger never issues', () => {
@@ -55,22 +60,22 @@ describe('the result is made in the write that settles the attempt', () => {
   });
 
   it('gives the next result of an attempt a new id when a blocked dispatch is redispatched on the same attempt', () => {
-    const stopped = blocked(accepted(newDispatchFactory(), NOW), 'retry_budget_spent', 'down', NOW);
+    const stopped = stateOnly(blocked(accepted(newDispatchFactory(), NOW), 'retry_budget_spent', 'down', NOW));
     const again = redispatched(stopped, { reason: 'target is back', supersede: false, claimSeconds: 60 }, at(5));
     expect(again.attempt).toBe(1);
     expect(again.result).toBeUndefined();
     expect(again.changes).toEqual(['redispatched', 'result_dropped']);
-    const next = submitted(again, { kind: 'accepted', runId: 'r-1', status: 'failed', requestId: 'q-2' }, DEFAULT_RETRY_POLICY, at(6));
+    const next = submitted(stateOnly(again), { kind: 'accepted', runId: 'r-1', status: 'failed', requestId: 'q-2' }, DEFAULT_RETRY_POLICY, at(6));
     expect(next.result?.id).toBe(resultIdOf('d-2026-0001', 1, 1));
   });
 });
 
 describe('leases and expiry', () => {
   it('counts a lapsed lease as a release at the monitor, and drops it at the cap', () => {
-    let state = completed();
+    let state = stored();
     for (let round = 1; round <= 3; round += 1) {
-      const held = resultClaimed(state, { claimToken: `t${round}`, leaseSeconds: 30 }, at(100 * round));
-      state = resultWatch(held, settings, at(100 * round + 31));
+      const held = stateOnly(resultClaimed(state, { claimToken: `t${round}`, leaseSeconds: 30 }, at(100 * round)));
+      state = stateOnly(resultWatch(held, settings, at(100 * round + 31)));
       expect(state.result?.deliveryAttempts).toBe(round);
     }
     expect(state.result).toMatchObject({ state: 'dropped', droppedReason: 'attempts' });
@@ -78,16 +83,16 @@ describe('leases and expiry', () => {
   });
 
   it('looks at a claimed result again when its lease ends, and drops a pending one at its TTL', () => {
-    const held = resultClaimed(completed(), { claimToken: 't', leaseSeconds: 60 }, at(20));
+    const held = stateOnly(resultClaimed(stored(), { claimToken: 't', leaseSeconds: 60 }, at(20)));
     expect(resultWatch(held, settings, at(30)).dueAt).toBe(at(80).toISOString());
-    const pending = completed();
+    const pending = stored();
     expect(resultWatch(pending, settings, at(11)).dueAt).toBe(at(10 + 3600).toISOString());
     expect(resultWatch(pending, settings, at(10 + 3600)).result).toMatchObject({ state: 'dropped', droppedReason: 'expired' });
   });
 
   it('looks at a claimed result past its TTL again when its lease ends, never at a time already past', () => {
     // Claimed a minute before its TTL for 15 minutes: the TTL passes while the lease lives.
-    const held = resultClaimed(completed(), { claimToken: 't', leaseSeconds: 900 }, at(10 + 3540));
+    const held = stateOnly(resultClaimed(stored(), { claimToken: 't', leaseSeconds: 900 }, at(10 + 3540)));
     for (const seconds of [3600, 3610, 3700, 4000, 4400]) {
       const watched = resultWatch(held, settings, at(10 + seconds));
       expect(watched.result?.state).toBe('claimed');
@@ -97,10 +102,10 @@ describe('leases and expiry', () => {
   });
 
   it('refuses to renew a lapsed lease and to release what is not claimed', () => {
-    const held = resultClaimed(completed(), { claimToken: 't', leaseSeconds: 30 }, at(20));
+    const held = stateOnly(resultClaimed(stored(), { claimToken: 't', leaseSeconds: 30 }, at(20)));
     expect(() => resultRenewed(held, 60, at(51))).toThrow();
     expect(resultRenewed(held, 60, at(40)).result?.leaseUntil).toBe(at(100).toISOString());
-    expect(() => resultReleased(completed(), 3, at(30))).toThrow();
+    expect(() => resultReleased(stored(), 3, at(30))).toThrow();
   });
 });
 

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { itemSizeBytes, writeUnitsFor } from '../../bench/capacity-meter.js';
 import { statePut } from '../../shared/adapters/ledger-commands.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState, InlineCheck } from '../../shared/dispatch/state.js';
+import { stateOnly, type InlineCheck, type NextState } from '../../shared/dispatch/state.js';
+import type { StoredState } from '../../shared/ledger/port.js';
 import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
 import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
@@ -11,7 +12,7 @@ import { INLINE_CHECK_BYTES } from '../../shared/usecases/evidence-check.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 /** The write units DynamoDB bills for the write of `next`, as the table sends it (its write id included). */
-const writeUnitsOf = (from: DispatchState, next: DispatchState) => writeUnitsFor(itemSizeBytes(marshall(statePut('ledger', from, next, 90 * 86_400).Item, { removeUndefinedValues: true })));
+const writeUnitsOf = (from: StoredState, next: NextState) => writeUnitsFor(itemSizeBytes(marshall(statePut('ledger', from, next, 90 * 86_400).Item, { removeUndefinedValues: true })));
 
 describe('the check record a settled state carries (INLINE_CHECK_BYTES, issue 18)', () => {
   it('keeps a detached state with a record at the limit, usual ids and a usual ref within one write unit', () => {
@@ -20,7 +21,9 @@ describe('the check record a settled state carries (INLINE_CHECK_BYTES, issue 18
     const ref = 'out/report.md';
     const start = accepted(newDispatchFactory({ dispatchId, deliveryMode: 'detached', expectedCount: 1 }), NOW);
     const running = submitted(start, { kind: 'accepted', runId: `r-${dispatchId}-1`, status: 'running', requestId: `q-${dispatchId}` }, DEFAULT_RETRY_POLICY, NOW);
-    const completed = applyRunEvent(running, { seq: 3, type: 'completed', result: { summary: 'done' } }, NOW);
+    // Stored as version 1; the completion is the next write.
+    const stored: StoredState = { state: stateOnly(running), version: 1 };
+    const completed = applyRunEvent(stored.state, { seq: 3, type: 'completed', result: { summary: 'done' } }, NOW);
     if (completed.kind !== 'apply') throw new Error('the completion applies');
     // A record padded to the limit (a longer ref, which the settled state also names among the expected
     // refs): the largest the state ever carries.
@@ -29,8 +32,9 @@ describe('the check record a settled state carries (INLINE_CHECK_BYTES, issue 18
     expect(padding).toBeGreaterThanOrEqual(0);
     const largest = record(`${ref}${'x'.repeat(padding)}`);
     expect(Buffer.byteLength(JSON.stringify(largest))).toBe(INLINE_CHECK_BYTES);
-    const settled = evidenceSettled(completed.next, { outcome: 'handled', expected: [largest.files[0]?.ref ?? ref], missing: [], check: largest }, NOW, 'same_write');
+    const settled = evidenceSettled(completed.next, { outcome: 'handled', expected: [largest.files[0]?.ref ?? ref], missing: [], check: largest }, NOW);
     expect(settled.evidence.check).toEqual(largest);
-    expect(writeUnitsOf(running, settled)).toBe(1);
+    expect(settled.changes).toEqual(['completed', 'handled']);
+    expect(writeUnitsOf(stored, settled)).toBe(1);
   });
 });

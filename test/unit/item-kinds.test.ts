@@ -6,7 +6,7 @@ import { ITEM_KINDS, kindOfKey } from '../../shared/adapters/item-kinds.js';
 import { LEDGER_TABLE_DEFINITION, TTL_ATTRIBUTE } from '../../shared/adapters/ledger-keys.js';
 import { checked } from '../../shared/adapters/item-codec.js';
 import { stateItem, stateOf } from '../../shared/adapters/state-item.js';
-import { retentionStarted } from '../../shared/dispatch/state.js';
+import { retentionStarted, stateOnly } from '../../shared/dispatch/state.js';
 import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
@@ -71,8 +71,9 @@ describe('item kinds, each declared once', () => {
 
   it('let the state expire only once the dispatch is final, from its last write', () => {
     const start = accepted(newDispatchFactory({ dispatchId: 'd-kinds-1' }), NOW);
-    const live = stateItem(start, 3_600);
-    const final = stateItem(blocked(start, 'unknown_target', 'no such target', new Date(NOW.getTime() + 5_000)), 3_600);
+    const live = stateItem(start, { version: 1, changes: start.changes }, 3_600);
+    const ended = blocked(stateOnly(start), 'unknown_target', 'no such target', new Date(NOW.getTime() + 5_000));
+    const final = stateItem(ended, { version: 2, changes: ended.changes }, 3_600);
     expect(expectKeptToItsKind(live, 3_600)).toBe('STATE_ITEM');
     expect(live[TTL_ATTRIBUTE]).toBeUndefined();
     expectKeptToItsKind(final, 3_600);

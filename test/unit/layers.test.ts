@@ -70,7 +70,7 @@ describe('layers', () => {
   });
 
   it("keeps the state machine's building blocks inside it: only the transition modules use advance and its rules (a caller never patches a state)", () => {
-    const INTERNAL = ['advance', 'alsoChange', 'step', 'withFlow', 'withResult', 'withAttention', 'plus', 'bounded', 'resultOf', 'droppedResult'];
+    const INTERNAL = ['advance', 'withFlow', 'withResult', 'withAttention', 'plus', 'bounded', 'resultOf', 'droppedResult'];
     const reaching = [...graph.keys()]
       .filter((file) => !file.startsWith('shared/dispatch/transitions/'))
       .flatMap((file) => {

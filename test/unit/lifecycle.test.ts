@@ -3,7 +3,7 @@ import { applyRunEvent, monitorStep, reconcileLookup } from '../../shared/dispat
 import { redispatched } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { nativeStatusOf, type DispatchState } from '../../shared/dispatch/state.js';
+import { nativeStatusOf, stateOnly, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
 import type { TargetPort } from '../../shared/targets/port.js';
@@ -14,13 +14,13 @@ import { MemoryBlobs } from '../support/memory-blobs.js';
 
 const at = (seconds: number): Date => new Date(NOW.getTime() + seconds * 1000);
 
-/** A running run (stall window 10 s) submitted at NOW. */
+/** A running run (stall window 10 s) submitted at NOW, as stored (its first heartbeat a write of its own). */
 function running(): DispatchState {
   const start = accepted(newDispatchFactory({ timeouts: { stallAfterSeconds: 10, approvalWaitSeconds: 20, deliveryGraceSeconds: 5 } }), NOW);
   const sub = submitted(start, { kind: 'accepted', runId: 'r-1', status: 'queued', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW);
-  const first = applyRunEvent(sub, { seq: 1, type: 'heartbeat' }, NOW);
+  const first = applyRunEvent(stateOnly(sub), { seq: 1, type: 'heartbeat' }, NOW);
   if (first.kind !== 'apply') throw new Error('the first heartbeat applies');
-  return first.next;
+  return stateOnly(first.next);
 }
 
 describe('applyRunEvent', () => {
@@ -139,6 +139,7 @@ describe('monitorTick', () => {
     const store = new MemoryStore();
     const state = running();
     store.states.set(state.dispatchId, { ...state, dueAt: at(10).toISOString() });
+    const before = store.versionOf(state.dispatchId);
     await store.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
     let lookups = 0;
     let resumeFirst: () => void = () => undefined;
@@ -167,10 +168,10 @@ describe('monitorTick', () => {
     resumeFirst();
     const reports = [await first, second];
 
-    const after = store.states.get(state.dispatchId);
+    const after = store.written.get(state.dispatchId);
     expect(lookups).toBe(2);
     expect(second.shards.worked).toBe(1);
-    expect(after?.version).toBe(state.version + 1);
+    expect(after?.version).toBe(before + 1);
     expect(after?.changes).toEqual(['stalled']);
     // The first one's write lost to the second's (the version it read had moved on).
     expect(reports.map((report) => report.actions)).toEqual([{ skipped: 1 }, { observed: 1 }]);
@@ -181,7 +182,8 @@ describe('review findings — the state machine', () => {
   it('records a repeated approval request for the approval already held as activity: no second Approval Requested, the clock unchanged', () => {
     const adopted = reconcileLookup(running(), { kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-1', requestedAt: at(2).toISOString() } } }, at(3), false);
     if (!adopted) throw new Error('adopted');
-    const retried = applyRunEvent(adopted, { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(50));
+    // Adopted in a write of its own: the retried request is the next one's.
+    const retried = applyRunEvent(stateOnly(adopted), { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(50));
     expect(retried.kind === 'apply' && retried.next.changes).toEqual(['activity']);
     expect(retried.kind === 'apply' && retried.next.execution.pendingApproval).toEqual({ approvalId: 'a-1', requestedAt: at(2).toISOString() });
     expect(retried.kind === 'apply' && retried.next.dueAt).toBe(adopted.dueAt);

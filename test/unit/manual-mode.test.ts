@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ManualAttestationBody, manualAttestation, type ManualAttestation, type ManualAttestationBody as Body } from '../../shared/dispatch/manual.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState, type NextState } from '../../shared/dispatch/state.js';
 import { awaitingPerson, manuallyBlocked, manualResultAttested } from '../../shared/dispatch/transitions/manual.js';
 import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
-import { IllegalTransitionError, writeCondition } from '../../shared/dispatch/transitions/legal.js';
+import { assertLegal, IllegalTransitionError } from '../../shared/dispatch/transitions/legal.js';
 import { dispatchView, type DispatchView } from '../../shared/dispatch/view.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { CorruptItemError } from '../../shared/adapters/ledger-items.js';
@@ -21,13 +21,13 @@ import { newDispatchFactory, NOW } from '../support/factories.js';
 const LATER = new Date(NOW.getTime() + 60_000);
 
 /** A dispatch to a manual target as the submission path leaves it: stored, waiting for a person. */
-const waitingState = (): DispatchState => ({ ...awaitingPerson(accepted(newDispatchFactory({ target: 'desk' }), NOW), NOW), version: 1 });
+const waitingState = (): DispatchState => stateOnly(awaitingPerson(accepted(newDispatchFactory({ target: 'desk' }), NOW), NOW));
 
 function attestationFactory(kind: Body['kind'], overrides: Partial<Body> = {}, state: DispatchState = waitingState()): ManualAttestation {
   return manualAttestation(state, { attestationId: `ma-${kind}`, kind, note: 'done by hand at the desk', ...overrides }, LATER, 'local:planner');
 }
 
-const resultAttestedState = (attestation: ManualAttestation): DispatchState =>
+const resultAttestedState = (attestation: ManualAttestation): NextState =>
   manualResultAttested(waitingState(), { attestationId: attestation.attestationId, at: attestation.recordedAt }, LATER);
 
 describe('manual dispatch transitions', () => {
@@ -39,7 +39,7 @@ describe('manual dispatch transitions', () => {
 
   it('ends the wait on manual_result_attested without writing any dispatch receipt', () => {
     const next = resultAttestedState(attestationFactory('manual_result_attested'));
-    expect(() => writeCondition(waitingState(), next)).not.toThrow();
+    expect(() => assertLegal(waitingState(), next)).not.toThrow();
     expect(next).toMatchObject({ phase: 'accepted', waitingFor: undefined, dueAt: null, manual: { resultAttestation: { attestationId: 'ma-manual_result_attested' } } });
     expect(next.receipts.map((receipt) => receipt.event)).toEqual(['dispatch_written']);
   });
@@ -50,17 +50,17 @@ describe('manual dispatch transitions', () => {
   });
 
   it('starts a new attempt when a manual dispatch is redispatched, and forgets that it was manual until the submission path says so again', () => {
-    const blocked = { ...manuallyBlocked(waitingState(), { attestationId: 'ma-block', at: LATER.toISOString(), note: 'no access' }, LATER), version: 2 };
+    const blocked = stateOnly(manuallyBlocked(waitingState(), { attestationId: 'ma-block', at: LATER.toISOString(), note: 'no access' }, LATER));
     const next = redispatched(blocked, { reason: 'access granted', supersede: false, claimSeconds: 30 }, LATER);
-    expect(() => writeCondition(blocked, next)).not.toThrow();
+    expect(() => assertLegal(blocked, next)).not.toThrow();
     expect(next).toMatchObject({ phase: 'accepted', attempt: 2 });
     expect(next.manual).toBeUndefined();
-    const resultAttested = { ...resultAttestedState(attestationFactory('manual_result_attested')), version: 2 };
+    const resultAttested = stateOnly(resultAttestedState(attestationFactory('manual_result_attested')));
     expect(redispatched(resultAttested, { reason: 'do it again', supersede: false, claimSeconds: 30 }, LATER)).toMatchObject({ attempt: 2, manual: undefined });
   });
 
   it('refuses a manual result for a dispatch whose target is not manual', () => {
-    const http: DispatchState = { ...accepted(newDispatchFactory(), NOW), version: 1 };
+    const http: DispatchState = stateOnly(accepted(newDispatchFactory(), NOW));
     expect(() => manualResultAttested(http, { attestationId: 'ma-1', at: LATER.toISOString() }, LATER)).toThrow(IllegalTransitionError);
   });
 });
@@ -129,8 +129,8 @@ describe('dispatchView of a manual dispatch', () => {
 
   it('after a redispatch, counts only the new attempt\'s attestations: an earlier delivery no longer confirms it', () => {
     const delivery = attestationFactory('manual_delivery_attested');
-    const blocked = { ...manuallyBlocked(waitingState(), { attestationId: 'ma-block', at: LATER.toISOString(), note: 'no access' }, LATER), version: 2 };
-    const again = awaitingPerson({ ...redispatched(blocked, { reason: 'access granted', supersede: false, claimSeconds: 30 }, LATER), version: 3 }, LATER);
+    const blocked = stateOnly(manuallyBlocked(waitingState(), { attestationId: 'ma-block', at: LATER.toISOString(), note: 'no access' }, LATER));
+    const again = awaitingPerson(stateOnly(redispatched(blocked, { reason: 'access granted', supersede: false, claimSeconds: 30 }, LATER)), LATER);
     const view = dispatchView(again, undefined, undefined, [], [], [], [delivery]);
     expect(view.ownerDelivery.state).toBe('unconfirmed');
     expect(view.manualAttestations).toEqual([delivery]);
@@ -146,7 +146,7 @@ describe('dispatchView of a manual dispatch', () => {
 
 describe('dispatchView of any other target kind', () => {
   const submittedState = (): DispatchState =>
-    submitted({ ...accepted(newDispatchFactory(), NOW), version: 1 }, { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'req-1' }, DEFAULT_RETRY_POLICY, NOW);
+    submitted(stateOnly(accepted(newDispatchFactory(), NOW)), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'req-1' }, DEFAULT_RETRY_POLICY, NOW);
 
   it('never lets a manual attestation take a runtime receipt\'s place: gate and delivery as without it', () => {
     const state = submittedState();

@@ -6,7 +6,7 @@ import { ApiError, type ApiRequest } from '../../shared/api/http.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { operatorReceipt, OperatorReceiptBody, type OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState } from '../../shared/dispatch/state.js';
 import { accepted, submitted, type NewDispatch } from '../../shared/dispatch/transitions/lifecycle.js';
 import { advance } from '../support/states.js';
 import { dispatchView } from '../../shared/dispatch/view.js';
@@ -24,13 +24,13 @@ const submittedState = (overrides: Partial<NewDispatch> = {}): DispatchState =>
 /** A run that completed natively with a result, its expected evidence found: handled, dispatch_completed. */
 function handledState(overrides: Partial<NewDispatch> = {}): DispatchState {
   const run = submittedState({ expectedCount: 1, ...overrides });
-  const done = advance(run, 'completed', later(10), {
+  const done = advance(stateOnly(run), 'completed', later(10), {
     execution: { ...run.execution, status: 'completed', nativeStatus: 'completed', completedAt: later(10).toISOString(), result: { summary: 'the report is written' } },
   });
-  return advance(done, 'handled', later(11), {
+  return stateOnly(advance(stateOnly(done), 'handled', later(11), {
     evidence: { ...done.evidence, outcome: 'handled' },
     receipts: [...done.receipts, { event: 'dispatch_completed', at: later(11).toISOString(), attempt: 1, runId: 'r-1', evidenceCount: 1 }],
-  });
+  }));
 }
 
 const receiptOf = (overrides: Partial<OperatorReceiptBody> = {}, at = NOW, dispatch = { dispatchId: 'd-2026-0001', origin: 'planner' }): OperatorReceipt =>

@@ -9,6 +9,7 @@ import * as objectKeys from '../../shared/ledger/objects.js';
 import { legacySealedKey, payloadFolder, resultBodyKey } from '../../shared/ledger/objects.js';
 import { streamChangeOf, TTL_REMOVER } from '../../shared/adapters/stream-records.js';
 import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { stateOnly } from '../../shared/dispatch/state.js';
 import type { StreamChange, StreamItem } from '../../shared/events/derive.js';
 import type { AcceptedMessage, Rejection } from '../../shared/dispatch/records.js';
 import { evidenceKey } from '../../shared/usecases/evidence-check.js';
@@ -80,7 +81,7 @@ describe('nothing forgotten: what a TTL removal deletes (retentionPlanOf)', () =
 
   it('deletes nothing when any other record expires: the state, a check, an operator receipt, a registry item', () => {
     const state = accepted(newDispatchFactory(), NOW);
-    expect(retentionPlanOf(ttlRemoval({ kind: 'state', state }))).toEqual({ kind: 'nothing' });
+    expect(retentionPlanOf(ttlRemoval({ kind: 'state', state: stateOnly(state), version: 1, changes: state.changes }))).toEqual({ kind: 'nothing' });
     expect(retentionPlanOf(ttlRemoval({ kind: 'other' }))).toEqual({ kind: 'nothing' });
   });
 

@@ -2,15 +2,16 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import type { DispatchState } from '../../shared/dispatch/state.js';
-import { isTerminal } from '../../shared/dispatch/state.js';
+import type { DispatchState, NextState } from '../../shared/dispatch/state.js';
+import { isTerminal, stateOnly } from '../../shared/dispatch/state.js';
 import { cancelAnswered, cancelRequested } from '../../shared/dispatch/transitions/flow.js';
 import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
 import { applyRunEvent, approvalDecided, monitorStep, reconcileLookup, type RunEventType } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { resultClaimed, resultDelivered, resultReleased, resultRenewed, resultWatch } from '../../shared/dispatch/transitions/inbox.js';
 import { cancelPending, isClaimable, isLive, leaseLapsed } from '../../shared/dispatch/transitions/core.js';
-import { writeCondition } from '../../shared/dispatch/transitions/legal.js';
+import { writeCondition } from '../../shared/ledger/repository.js';
+import { NOT_STORED, notStored, type StoredState } from '../../shared/ledger/port.js';
 import type { CancelOutcome, LookupOutcome, TargetRunStatus } from '../../shared/dispatch/target-answers.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
@@ -61,27 +62,30 @@ describe('the state machine (property: random sequences of events, lookups, tick
         let clock = NOW.getTime();
         const now = () => new Date(clock);
         const start = accepted(newDispatchFactory({ expectedCount, timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 120, deliveryGraceSeconds: 30 } }), now());
-        let stored = submitAt(start, now(), 'r-1');
-        writeCondition(start, stored);
-        const history: DispatchState[] = [stored];
+        const first = submitAt(start, now(), 'r-1');
+        writeCondition(notStored(start), first);
+        /** What is stored: the state and the version the repository numbered it (the first write is version 1). */
+        let stored: StoredState = { state: stateOnly(first), version: NOT_STORED + 1 };
+        const history: StoredState[] = [stored];
         const finals = new Map<string, string>();
         let runs = 1;
         let staleRefused = 0;
 
         /** The table's commit: the machine's condition, checked against the version and phase stored. */
-        const commit = (base: DispatchState, next: DispatchState | undefined, targetSaid: boolean): boolean => {
+        const commit = (base: StoredState, next: NextState | undefined, targetSaid: boolean): boolean => {
           if (!next) return false;
           const condition = writeCondition(base, next); // throws on an illegal move: the property fails
-          if (condition.create || condition.version !== stored.version || condition.phase !== stored.phase) {
+          if (condition.create || condition.version !== stored.version || condition.phase !== stored.state.phase) {
             staleRefused += 1;
             expect(base.version).not.toBe(stored.version);
             return false;
           }
-          if (next.runId === stored.runId && next.execution.nativeStatus !== stored.execution.nativeStatus) {
+          if (next.runId === stored.state.runId && next.execution.nativeStatus !== stored.state.execution.nativeStatus) {
             expect(targetSaid).toBe(true); // nativeStatus is only ever the target's word
           }
-          stored = next;
-          history.push(next);
+          // The repository writes it as the next version of the one read.
+          stored = { state: stateOnly(next), version: base.version + 1 };
+          history.push(stored);
           return true;
         };
 
@@ -90,50 +94,54 @@ describe('the state machine (property: random sequences of events, lookups, tick
             clock += step.seconds * 1000;
             continue;
           }
-          const base = history[Math.max(0, history.length - 1 - step.from)] as DispatchState;
-          if (base.phase !== 'submitted') continue;
+          const base = history[Math.max(0, history.length - 1 - step.from)] as StoredState;
+          const read = base.state;
+          if (read.phase !== 'submitted') continue;
           switch (step.kind) {
             case 'event': {
-              const outcome = applyRunEvent(base, { seq: step.seq, type: step.type, ...(step.type === 'approval_requested' ? { approvalId: 'a-1' } : {}) }, now());
+              const outcome = applyRunEvent(read, { seq: step.seq, type: step.type, ...(step.type === 'approval_requested' ? { approvalId: 'a-1' } : {}) }, now());
               commit(base, outcome.kind === 'apply' ? outcome.next : undefined, true);
               break;
             }
             case 'lookup':
-              if (isTerminal(base.execution.status)) break;
-              commit(base, reconcileLookup(base, step.outcome, now(), step.suspected), step.outcome.kind === 'found');
+              if (isTerminal(read.execution.status)) break;
+              commit(base, reconcileLookup(read, step.outcome, now(), step.suspected), step.outcome.kind === 'found');
               break;
             case 'tick': {
-              const decided = monitorStep(base, now());
+              const decided = monitorStep(read, now());
               if (decided.kind === 'write') commit(base, decided.next, false);
               break;
             }
             case 'decide':
-              if (base.execution.pendingApproval) commit(base, approvalDecided(base, step.decision, now()), false);
+              if (read.execution.pendingApproval) commit(base, approvalDecided(read, step.decision, now()), false);
               break;
             case 'settle':
-              if (base.execution.status === 'completed' && base.evidence.outcome === 'pending') {
-                commit(base, evidenceSettled(base, { outcome: step.outcome, expected: ['out/a.md'], missing: step.outcome === 'handled' ? [] : ['out/a.md'] }, now(), 'own_write'), false);
+              if (read.execution.status === 'completed' && read.evidence.outcome === 'pending') {
+                commit(base, evidenceSettled(read, { outcome: step.outcome, expected: ['out/a.md'], missing: step.outcome === 'handled' ? [] : ['out/a.md'] }, now()), false);
               }
               break;
             case 'redispatch': {
-              const fenced = redispatched(base, { reason: 'property', supersede: !isTerminal(base.execution.status), claimSeconds: 60 }, now());
+              const fenced = redispatched(read, { reason: 'property', supersede: !isTerminal(read.execution.status), claimSeconds: 60 }, now());
               if (commit(base, fenced, false)) {
                 runs += 1;
-                commit(fenced, submitAt(fenced, now(), `r-${runs}`), true);
+                // The submission is written on the version the redispatch left stored.
+                const left = stored;
+                commit(left, submitAt(left.state, now(), `r-${runs}`), true);
               }
               break;
             }
           }
           // Terminal is final: once a run's final status is recorded, it never changes for that run.
-          if (stored.runId && isTerminal(stored.execution.nativeStatus)) {
-            const known = finals.get(stored.runId);
-            if (known) expect(stored.execution.nativeStatus).toBe(known);
-            else finals.set(stored.runId, stored.execution.nativeStatus as string);
+          const current = stored.state;
+          if (current.runId && isTerminal(current.execution.nativeStatus)) {
+            const known = finals.get(current.runId);
+            if (known) expect(current.execution.nativeStatus).toBe(known);
+            else finals.set(current.runId, current.execution.nativeStatus as string);
           }
           // Losing sight of a run is `unknown`, never a failure the target did not report.
-          if (stored.execution.status === 'failed') expect(stored.execution.nativeStatus).toBe('failed');
+          if (current.execution.status === 'failed') expect(current.execution.nativeStatus).toBe('failed');
           // A settled check is final for its attempt.
-          if (stored.evidence.outcome === 'handled') expect(stored.execution.status).toBe('completed');
+          if (current.evidence.outcome === 'handled') expect(current.execution.status).toBe('completed');
         }
         return staleRefused >= 0;
       }),
@@ -194,7 +202,7 @@ const lifeOp: fc.Arbitrary<LifeOp> = fc.oneof(
 );
 
 /** The next state an operation writes on `state` at `now`, or undefined when it does not apply there. */
-function lifeStep(state: DispatchState, step: Exclude<LifeOp, { kind: 'wait' }>, now: Date, runs: number): DispatchState | undefined {
+function lifeStep(state: DispatchState, step: Exclude<LifeOp, { kind: 'wait' }>, now: Date, runs: number): NextState | undefined {
   const result = { ttlSeconds: 1800, maxDeliveryAttempts: 3 };
   switch (step.kind) {
     case 'submit': {
@@ -223,7 +231,7 @@ function lifeStep(state: DispatchState, step: Exclude<LifeOp, { kind: 'wait' }>,
       return state.phase === 'submitted' && state.execution.pendingApproval ? approvalDecided(state, step.decision, now) : undefined;
     case 'settle':
       return state.phase === 'submitted' && state.execution.status === 'completed' && state.evidence.outcome === 'pending'
-        ? evidenceSettled(state, { outcome: step.outcome, expected: ['out/a.md'], missing: step.outcome === 'handled' ? [] : ['out/a.md'] }, now, 'own_write')
+        ? evidenceSettled(state, { outcome: step.outcome, expected: ['out/a.md'], missing: step.outcome === 'handled' ? [] : ['out/a.md'] }, now)
         : undefined;
     case 'cancel':
       return state.phase === 'submitted' && !state.cancel && !isTerminal(state.execution.nativeStatus) ? cancelRequested(state, { reason: 'not needed', by: 'planner' }, now) : undefined;
@@ -250,7 +258,8 @@ describe('attention since (property: random lives of a dispatch)', () => {
     fc.assert(
       fc.property(fc.array(lifeOp, { minLength: 20, maxLength: 80, size: 'max' }), fc.constantFrom(0, 1), (ops, expectedCount) => {
         let clock = NOW.getTime();
-        let stored = accepted(newDispatchFactory({ expectedCount, timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 120, deliveryGraceSeconds: 30 } }), new Date(clock));
+        // Version 0: not stored yet (its first write creates it).
+        let stored: StoredState = notStored(accepted(newDispatchFactory({ expectedCount, timeouts: { stallAfterSeconds: 60, approvalWaitSeconds: 120, deliveryGraceSeconds: 30 } }), new Date(clock)));
         let runs = 0;
         for (const step of ops) {
           if (step.kind === 'wait') {
@@ -259,22 +268,23 @@ describe('attention since (property: random lives of a dispatch)', () => {
           }
           if (step.kind === 'submit' && step.answer === 'accepted') runs += 1;
           const now = new Date(clock);
-          const next = lifeStep(stored, step, now, runs);
+          const next = lifeStep(stored.state, step, now, runs);
           if (!next) continue;
           writeCondition(stored, next); // a legal move, or the property fails
-          const before = attentionKind(stored);
+          const before = attentionKind(stored.state);
           const after = attentionKind(next);
           if (after) {
             kindsSeen.add(after);
             const since = attentionEntry(next, after).since;
-            if (after === before && stored.version > 0) {
-              expect(since).toBe(attentionEntry(stored, before).since);
+            if (after === before && stored.version > NOT_STORED) {
+              expect(since).toBe(attentionEntry(stored.state, before).since);
               if (next.updatedAt !== since) keptThrough.add(after);
             } else {
               expect(since).toBe(now.toISOString());
             }
           }
-          stored = next;
+          // Written as the next version: the next step starts from the state alone.
+          stored = { state: stateOnly(next), version: stored.version + 1 };
           clock += 1000;
         }
       }),

@@ -2,9 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { DispatchState } from '../../shared/dispatch/state.js';
+import { stateOnly, type DispatchState, type NextState } from '../../shared/dispatch/state.js';
 import { accepted } from '../../shared/dispatch/transitions/lifecycle.js';
-import type { CommitOutcome } from '../../shared/ledger/port.js';
+import type { CommitOutcome, StoredState } from '../../shared/ledger/port.js';
 import { UPDATE_ROUNDS, updateDispatch, writeOnce } from '../../shared/ledger/repository.js';
 
 /**
@@ -14,8 +14,8 @@ import { UPDATE_ROUNDS, updateDispatch, writeOnce } from '../../shared/ledger/re
 
 const root = path.resolve(import.meta.dirname, '../..');
 const now = new Date('2026-12-05T10:00:00.000Z');
-const stateOf = (version: number): DispatchState => ({
-  ...accepted(
+const state: DispatchState = stateOnly(
+  accepted(
     {
       dispatchId: 'd-1',
       origin: 'o',
@@ -31,22 +31,28 @@ const stateOf = (version: number): DispatchState => ({
     },
     now,
   ),
-  version,
-});
+);
+/** The state stored at `version` (the repository's envelope). */
+const storedAt = (version: number): StoredState => ({ state, version });
+/** A write decided on `from`: what a transition makes of it (the test's own mark in `updatedAt`). */
+const nextOf = (from: DispatchState): NextState => ({ ...from, updatedAt: 'next', changes: ['rescheduled'], dueAtRead: from.dueAt });
 
-/** A store whose commits answer from a script, counting the calls the loop makes. */
+/** A store whose commits answer from a script, counting the calls the loop makes (and the version each commit was conditioned on). */
 function scripted(answers: CommitOutcome['kind'][]) {
   const calls = { reads: 0, commits: 0 };
+  const committedOn: number[] = [];
   let version = 1;
   return {
     calls,
+    committedOn,
     store: {
-      getState: async () => {
+      getStored: async () => {
         calls.reads += 1;
-        return stateOf(version);
+        return storedAt(version);
       },
-      commit: async (): Promise<CommitOutcome> => {
+      commit: async (from: StoredState): Promise<CommitOutcome> => {
         calls.commits += 1;
+        committedOn.push(from.version);
         const kind = answers.shift() ?? 'committed';
         if (kind === 'conflict') version += 1;
         return kind === 'conflict' ? { kind, existing: undefined } : { kind };
@@ -55,25 +61,27 @@ function scripted(answers: CommitOutcome['kind'][]) {
   };
 }
 
-const bump = (state: DispatchState | undefined) => ({ write: { ...(state as DispatchState), updatedAt: 'next' }, answer: state?.version });
+const bump = (read: DispatchState | undefined) => ({ write: nextOf(read as DispatchState), answer: read?.phase });
 
 describe('updateDispatch', () => {
   it('reads, decides and commits once when nothing races it', async () => {
-    const { store, calls } = scripted([]);
+    const { store, calls, committedOn } = scripted([]);
     const updated = await updateDispatch(store, 'd-1', bump);
-    expect(updated).toMatchObject({ kind: 'written', answer: 1, state: { updatedAt: 'next' } });
+    expect(updated).toMatchObject({ kind: 'written', answer: 'accepted', version: 2, state: { updatedAt: 'next' }, written: { changes: ['rescheduled'] } });
+    expect(committedOn).toEqual([1]);
     expect(calls).toEqual({ reads: 1, commits: 1 });
   });
 
   it('reads again and decides again on the state another writer left, after each lost race', async () => {
-    const { store, calls } = scripted(['conflict', 'conflict']);
+    const { store, calls, committedOn } = scripted(['conflict', 'conflict']);
     const seen: number[] = [];
-    const updated = await updateDispatch(store, 'd-1', (state, round) => {
+    const updated = await updateDispatch(store, 'd-1', (read, round) => {
       seen.push(round);
-      return bump(state);
+      return bump(read);
     });
     // Decided on versions 1, 2 and 3: the third write was on the version the second race left.
-    expect(updated).toMatchObject({ kind: 'written', answer: 3 });
+    expect(committedOn).toEqual([1, 2, 3]);
+    expect(updated).toMatchObject({ kind: 'written', answer: 'accepted', version: 4 });
     expect(seen).toEqual([0, 1, 2]);
     expect(calls).toEqual({ reads: 3, commits: 3 });
   });
@@ -88,20 +96,22 @@ describe('updateDispatch', () => {
 
   it('writes nothing when the decision is to leave the dispatch, and answers what was decided', async () => {
     const { store, calls } = scripted([]);
-    const updated = await updateDispatch(store, 'd-1', (state) => ({ answer: `left v${state?.version}` }));
-    expect(updated).toEqual({ kind: 'unchanged', state: stateOf(1), answer: 'left v1' });
+    const updated = await updateDispatch(store, 'd-1', (read) => ({ answer: `left ${read?.phase} ${read?.updatedAt}` }));
+    expect(updated).toEqual({ kind: 'unchanged', state: storedAt(1).state, answer: `left accepted ${now.toISOString()}` });
     expect(calls).toEqual({ reads: 1, commits: 0 });
   });
 
   it('decides on the state the caller holds without reading it again', async () => {
-    const { store, calls } = scripted([]);
-    await updateDispatch(store, 'd-1', bump, { first: stateOf(7) });
+    const { store, calls, committedOn } = scripted([]);
+    const updated = await updateDispatch(store, 'd-1', bump, { first: storedAt(7) });
     expect(calls).toEqual({ reads: 0, commits: 1 });
+    expect(committedOn).toEqual([7]);
+    expect(updated).toMatchObject({ kind: 'written', version: 8 });
   });
 
   it('never decides again under `once`: the monitor and a submitter step back when another actor took the step', async () => {
     const { store, calls } = scripted(['conflict']);
-    const written = await writeOnce(store, stateOf(1), { ...stateOf(1), updatedAt: 'next' });
+    const written = await writeOnce(store, storedAt(1), nextOf(storedAt(1).state));
     expect(written).toMatchObject({ kind: 'lost', reason: 'conflict' });
     expect(calls).toEqual({ reads: 0, commits: 1 });
   });
@@ -113,8 +123,8 @@ describe('updateDispatch', () => {
   });
 
   it('refuses a write decided on no state (nothing to condition it on)', async () => {
-    const store = { getState: async () => undefined, commit: async (): Promise<CommitOutcome> => ({ kind: 'committed' }) };
-    await expect(updateDispatch(store, 'd-1', () => ({ write: stateOf(1), answer: null }))).rejects.toThrow(/decided on no state/);
+    const store = { getStored: async () => undefined, commit: async (): Promise<CommitOutcome> => ({ kind: 'committed' }) };
+    await expect(updateDispatch(store, 'd-1', () => ({ write: nextOf(storedAt(1).state), answer: null }))).rejects.toThrow(/decided on no state/);
   });
 });
 

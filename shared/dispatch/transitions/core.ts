@@ -1,38 +1,31 @@
-import { blockedReason, isTerminal, type BlockedCode, type ChangeKind, type DispatchState, type ResultBodyRef, type ResultDropReason, type ResultRecord } from '../state.js';
+import { blockedReason, isNextState, isTerminal, type NextState, type BlockedCode, type ChangeKind, type DispatchState, type ResultBodyRef, type ResultDropReason, type ResultRecord } from '../state.js';
 import type { TargetRunStatus } from '../target-answers.js';
 import { clip, printable } from '../../text.js';
 import { attentionKind } from '../attention.js';
-import { NOT_STORED } from './legal.js';
 
 /**
- * What every transition is made of: `advance` (the next version, what it changed) and the rules it applies to
+ * What every transition is made of: `advance` (the next state, what it changed) and the rules it applies to
  * every write — flow control's (`withFlow`), the result's (`withResult`), attention's (`withAttention`) — with the
  * outcomes several capabilities reach (`blocked`, `finished`, `rescheduled`). Only the transition modules beside
- * this one use `advance` and `alsoChange` (test/unit/layers.test.ts).
+ * this one use `advance` (test/unit/layers.test.ts).
  */
 
 /**
- * The next version of a state: `patch` applied, the version advanced, and `kind` recorded as what
- * changed. Changes of a version never stored carry over, so the first stored version says everything
- * it did ("accepted" and "submitted"). Only the named transitions (the modules beside this one) use it.
+ * The state after one change: `patch` applied, and `kind` recorded as what changed. A state read starts
+ * the write's list of changes; a state a transition already made in this write (a `NextState`) adds to
+ * it, so one write says everything it did ("accepted" and "submitted", "completed" and "handled"). The
+ * version is not the state's: the repository conditions the write on the one it read. Only the named
+ * transitions (the modules beside this one) use it.
  */
-export function advance(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
-  return withAttention(
-    state,
-    withResult(state, withFlow(state, {
-      ...state,
-      ...patch,
-      updatedAt: now.toISOString(),
-      changes: state.version === NOT_STORED ? [...state.changes, kind] : [kind],
-      version: state.version + 1,
-      storedDueAt: state.version === NOT_STORED ? null : state.dueAt,
-    }), now),
-  );
-}
-
-/** One more change in a write already under way (its version advanced once): both are committed together. */
-export function alsoChange(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): DispatchState {
-  return withAttention(state, withResult(state, withFlow(state, { ...state, ...patch, updatedAt: now.toISOString(), changes: [...state.changes, kind] }), now));
+export function advance(state: DispatchState, kind: ChangeKind, now: Date, patch: Partial<DispatchState> = {}): NextState {
+  const next: NextState = {
+    ...state,
+    ...patch,
+    updatedAt: now.toISOString(),
+    changes: isNextState(state) ? [...state.changes, kind] : [kind],
+    dueAtRead: isNextState(state) ? state.dueAtRead : state.dueAt,
+  };
+  return withAttention(state, withResult(withFlow(state, next), now));
 }
 
 /** The run of this attempt is known to be over: blocked, cancelled before submission, or a final status the target gave. */
@@ -45,7 +38,7 @@ export const runOver = (state: DispatchState): boolean =>
  * ends its attempt (a supersede) — never by a caller remembering to; a cancel still to be asked of the
  * target keeps the dispatch due for it; only an accepted dispatch waits.
  */
-function withFlow(previous: DispatchState, next: DispatchState): DispatchState {
+function withFlow(previous: DispatchState, next: NextState): NextState {
   let out = next;
   if (out.slot && (out.attempt !== previous.attempt || runOver(out))) out = { ...out, slot: undefined };
   if (out.waitingFor && out.phase !== 'accepted') out = { ...out, waitingFor: undefined };
@@ -91,9 +84,9 @@ export const isClaimable = (result: ResultRecord | null | undefined, now: Date):
  * time is one the index already holds when there is one (no index write; the monitor looks then), else
  * now, so the monitor schedules its expiry on the origin's clock from the next tick.
  */
-function withResult(previous: DispatchState, next: DispatchState, now: Date): DispatchState {
+function withResult(next: NextState, now: Date): NextState {
   // The due time the stored item holds, when it is still ahead: keeping it costs no index write.
-  const stored = next.storedDueAt !== undefined ? next.storedDueAt : previous.dueAt;
+  const stored = next.dueAtRead;
   const held = stored !== null && Date.parse(stored) > now.getTime() ? stored : now.toISOString();
   // A result still out is always due (its expiry is watched), whatever else this write changed.
   if (isLive(next.result) && next.dueAt === null) next = { ...next, dueAt: held };
@@ -126,17 +119,12 @@ export const droppedResult = (result: ResultRecord, reason: ResultDropReason, no
 });
 
 /** Keeps when the dispatch began to need a person while the reason stays the same (a stable feed order). */
-function withAttention(previous: DispatchState, next: DispatchState): DispatchState {
+function withAttention(previous: DispatchState, next: NextState): NextState {
   const kind = attentionKind(next);
   if (!kind) return next.attentionSince ? { ...next, attentionSince: null } : next;
   const since = kind === attentionKind(previous) ? (previous.attentionSince ?? previous.updatedAt) : next.updatedAt;
   return { ...next, attentionSince: since };
 }
-
-/** How a transition is combined: a write of its own, or one more change in a write already under way. */
-export type WriteMode = 'own_write' | 'same_write';
-
-export const step = (mode: WriteMode) => (mode === 'own_write' ? advance : alsoChange);
 
 const MAX_ERROR = 300;
 
@@ -154,7 +142,7 @@ const resultOf = (summary: string | undefined, body?: ResultBodyRef): DispatchSt
 });
 
 /** Blocked before any target contact, or after the target refused or the retry budget ran out. */
-export function blocked(state: DispatchState, code: BlockedCode, detail: string, now: Date): DispatchState {
+export function blocked(state: DispatchState, code: BlockedCode, detail: string, now: Date): NextState {
   const reason = blockedReason(code, detail);
   return advance(state, 'blocked', now, {
     phase: 'blocked',
@@ -176,15 +164,14 @@ export function finished(
   status: TargetRunStatus,
   summary: string | undefined,
   now: Date,
-  mode: WriteMode,
   kind: ChangeKind = status as ChangeKind,
   body?: ResultBodyRef,
   /** The target's own word for the status, if it gave one (CONTRACT V3 §2). */
   native?: string,
-): DispatchState {
+): NextState {
   const at = now.toISOString();
   const check = status === 'completed' && state.evidence.expectedCount > 0;
-  return step(mode)(state, kind, now, {
+  return advance(state, kind, now, {
     execution: {
       status,
       nativeStatus: status,
@@ -203,6 +190,6 @@ export function finished(
 }
 
 /** Nothing to conclude yet: look again at `at` (null: nothing due). */
-export function rescheduled(state: DispatchState, now: Date, at: Date | null): DispatchState {
+export function rescheduled(state: DispatchState, now: Date, at: Date | null): NextState {
   return advance(state, 'rescheduled', now, { dueAt: at ? at.toISOString() : null });
 }

@@ -1,5 +1,5 @@
-import type { ChangeKind, DispatchState, InlineCheck } from '../state.js';
-import { type WriteMode, advance, step } from './core.js';
+import type { ChangeKind, DispatchState, InlineCheck, NextState } from '../state.js';
+import { advance } from './core.js';
 
 /**
  * The post-condition (CONTRACT §5): the platform's own check of the expected evidence settles, or is asked again.
@@ -14,10 +14,10 @@ export interface SettledEvidence {
 }
 
 /** The platform's own check of the evidence reached a final outcome (CONTRACT §5). */
-export function evidenceSettled(state: DispatchState, settled: SettledEvidence, now: Date, mode: WriteMode): DispatchState {
+export function evidenceSettled(state: DispatchState, settled: SettledEvidence, now: Date): NextState {
   const at = now.toISOString();
   const kind: ChangeKind = settled.outcome === 'handled' ? 'handled' : settled.outcome === 'orphan_no_delivery' ? 'orphaned' : 'evidence_unverified';
-  return step(mode)(state, kind, now, {
+  return advance(state, kind, now, {
     // The refs its event names travel with the state: Handled/Orphaned are published from this committed
     // change, so a completion whose write lost to a concurrent redispatch publishes nothing.
     // (The deadline is done with; the hot item stays within one write unit.)
@@ -38,6 +38,6 @@ export function evidenceSettled(state: DispatchState, settled: SettledEvidence, 
 }
 
 /** An expected file arrived after a check found it missing: checked again from the next tick. */
-export function evidenceRecheck(state: DispatchState, now: Date): DispatchState {
+export function evidenceRecheck(state: DispatchState, now: Date): NextState {
   return advance(state, 'evidence_recheck', now, { dueAt: now.toISOString() });
 }

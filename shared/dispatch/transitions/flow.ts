@@ -1,4 +1,4 @@
-import { isTerminal, type DispatchState, type WaitingFor } from '../state.js';
+import { isTerminal, type DispatchState, type WaitingFor, type NextState } from '../state.js';
 import type { CancelOutcome } from '../target-answers.js';
 import { clip, printable } from '../../text.js';
 import type { RetryPolicy } from '../retry.js';
@@ -13,7 +13,7 @@ import { advance, bounded, cancelPending, finished, plus } from './core.js';
  * Not submitted yet: every slot of its target is held (the wait index holds it, by priority — the
  * freeing write or the monitor admits it), or its `notBefore` is still ahead (due then).
  */
-export function waiting(state: DispatchState, why: WaitingFor, now: Date): DispatchState {
+export function waiting(state: DispatchState, why: WaitingFor, now: Date): NextState {
   return advance(state, 'waiting', now, { waitingFor: why, dueAt: why === 'not_before' ? (state.notBefore ?? now.toISOString()) : null });
 }
 
@@ -23,7 +23,7 @@ export function waiting(state: DispatchState, why: WaitingFor, now: Date): Dispa
  * submitter holds it while it calls the target; if it dies, the monitor finds the claim lapsed and
  * submits again with the slot it still holds — a slot taken is never lost with the process.
  */
-export function admitted(state: DispatchState, shard: number, now: Date, claimSeconds: number): DispatchState {
+export function admitted(state: DispatchState, shard: number, now: Date, claimSeconds: number): NextState {
   return advance(state, 'claimed', now, { slot: { shard, at: now.toISOString() }, waitingFor: undefined, dueAt: plus(now, claimSeconds) });
 }
 
@@ -34,7 +34,7 @@ export interface CancelAsk {
 }
 
 /** Cancelled before any submission: never submitted, its slot (if one was held for a retry) given back. */
-export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, now: Date): DispatchState {
+export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, now: Date): NextState {
   const at = now.toISOString();
   return advance(state, 'dispatch_cancelled', now, {
     phase: 'cancelled',
@@ -52,7 +52,7 @@ export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, 
  * run), so the monitor asks only if no answer is recorded by then — not at once beside it, which asked the
  * target twice for one request.
  */
-export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date, askerHoldsSeconds = 0): DispatchState {
+export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date, askerHoldsSeconds = 0): NextState {
   const at = now.toISOString();
   return advance(state, 'cancel_requested', now, {
     cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: plus(now, askerHoldsSeconds), answer: null },
@@ -64,12 +64,12 @@ export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date,
  * like a reported one; a run it still runs stays as it is until its own event or a lookup says more;
  * unreachable → asked again with the retry policy's backoff.
  */
-export function cancelAnswered(state: DispatchState, outcome: CancelOutcome, policy: RetryPolicy, now: Date): DispatchState {
+export function cancelAnswered(state: DispatchState, outcome: CancelOutcome, policy: RetryPolicy, now: Date): NextState {
   const cancel = state.cancel;
   if (!cancel || !cancelPending(state)) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['cancel_answered']);
   const asks = cancel.asks + 1;
   if (outcome.kind === 'cancelled' && isTerminal(outcome.status)) {
-    return finished({ ...state, cancel: { ...cancel, asks, nextAskAt: null, answer: `the target says ${outcome.status}` } }, outcome.status, undefined, now, 'own_write');
+    return finished({ ...state, cancel: { ...cancel, asks, nextAskAt: null, answer: `the target says ${outcome.status}` } }, outcome.status, undefined, now);
   }
   const answered = (answer: string, nextAskAt: string | null) => advance(state, 'cancel_answered', now, { cancel: { ...cancel, asks, nextAskAt, answer: bounded(answer) } });
   if (outcome.kind === 'cancelled') return answered(`accepted by the target; the run is ${outcome.status}`, null);
@@ -84,7 +84,7 @@ export function cancelAnswered(state: DispatchState, outcome: CancelOutcome, pol
  * An operator freed the slot of a run its target answers 404 for (CONTRACT §2 slots/release): the run
  * stays `unknown` — the ledger still does not know it is over — but no longer holds its target's capacity.
  */
-export function slotReleased(state: DispatchState, release: { readonly by: string; readonly reason: string }, now: Date): DispatchState {
+export function slotReleased(state: DispatchState, release: { readonly by: string; readonly reason: string }, now: Date): NextState {
   if (!state.slot || state.phase !== 'submitted') throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['slot_released']);
   return advance(state, 'slot_released', now, {
     slot: undefined,

@@ -1,14 +1,15 @@
-import { isTerminal, type ChangeKind, type DispatchState, type Phase } from '../state.js';
+import { isTerminal, type ChangeKind, type DispatchState, type NextState, type Phase } from '../state.js';
 import { PHASES as PROTOCOL_PHASES } from '@dispatch-ledger/protocol';
 
 /**
  * The dispatch's state machine, as data and named transitions (CONTRACT §1, §4, §5).
  *
- * - `LEGAL` says which change kinds may move a dispatch from one phase to another; `writeCondition`
- *   derives every conditional write from it, so an illegal move cannot be written from anywhere.
+ * - `LEGAL` says which change kinds may move a dispatch from one phase to another; `assertLegal` checks
+ *   every write against it (the repository's `writeCondition` calls it), so an illegal move cannot be
+ *   written from anywhere.
  * - The transitions live by capability beside this file (lifecycle, run, evidence, inbox, flow, manual; the
  *   pieces they share in core.ts). Each is a pure function (state, fact, now) → next state; callers never pass a
- *   patch. The next state records what changed (`changes`), which the publisher turns into events.
+ *   patch. The next state (`NextState`) records what changed (`changes`), which the publisher turns into events.
  * - Rules: terminal statuses are final; losing sight of a run makes it `unknown` — never `failed` —
  *   and never touches what the target said (nativeStatus, completedAt, result); a real completion
  *   after a stall is recorded normally and clears the stall.
@@ -65,9 +66,6 @@ export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly Change
   },
 };
 
-/** Version 0 is a state built in memory and never stored (intake's first write creates it). */
-export const NOT_STORED = 0;
-
 /** A write the state machine does not allow: a bug in a caller, never an input's fault. */
 export class IllegalTransitionError extends Error {
   override readonly name = 'IllegalTransitionError';
@@ -82,18 +80,18 @@ export class IllegalTransitionError extends Error {
 }
 
 /**
- * The condition of the write that replaces `from` by `next`: the version read and its phase (or, for a
- * state never stored, that no item exists). Throws when `next` is not a legal successor of `from`.
+ * Throws when `next` is not a legal successor of `from`, the state read: its changes are not among those
+ * LEGAL allows from `from`'s phase to `next`'s, a final status would change, or a run changes outside a
+ * submission or a redispatch. The repository conditions the write on the version read and `from`'s phase
+ * (`writeCondition`, shared/ledger/repository.ts); a dispatch not stored yet is created by any first write.
  */
-export function writeCondition(from: DispatchState, next: DispatchState): { readonly create: true } | { readonly create: false; readonly version: number; readonly phase: Phase } {
+export function assertLegal(from: DispatchState, next: NextState): void {
   const illegal = () => new IllegalTransitionError(from.dispatchId, from.phase, next.phase, next.changes);
-  if (next.version !== from.version + 1 || next.dispatchId !== from.dispatchId) throw illegal();
-  if (from.version === NOT_STORED) return { create: true };
+  if (next.dispatchId !== from.dispatchId) throw illegal();
   const allowed = LEGAL[from.phase][next.phase];
   if (!allowed || next.changes.length === 0 || next.changes.some((kind) => !allowed.includes(kind))) throw illegal();
   // Terminal is final: the same run's final status never changes again.
   if (next.runId === from.runId && isTerminal(from.execution.nativeStatus) && next.execution.nativeStatus !== from.execution.nativeStatus) throw illegal();
   // A run is fenced: only a submission (accepted → submitted) or a redispatch may change it.
   if (next.runId !== from.runId && !(from.phase === 'accepted' && next.phase === 'submitted') && !(next.phase === 'accepted' && from.phase !== 'accepted')) throw illegal();
-  return { create: false, version: from.version, phase: from.phase };
 }

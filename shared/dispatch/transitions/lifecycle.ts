@@ -1,8 +1,7 @@
-import { DEFAULT_PRIORITY, isTerminal, NO_EXECUTION, MAX_HOPS_LIMIT, PARENT_WAIT_SECONDS, type BlockedCode, type DispatchState, type ResultDelivery, type Timeouts } from '../state.js';
+import { DEFAULT_PRIORITY, isTerminal, NO_EXECUTION, MAX_HOPS_LIMIT, PARENT_WAIT_SECONDS, type BlockedCode, type DispatchState, type ResultDelivery, type Timeouts, type NextState } from '../state.js';
 import type { SubmitOutcome } from '../target-answers.js';
 import { clip, printable } from '../../text.js';
 import { nextRetryAt, type RetryPolicy } from '../retry.js';
-import { NOT_STORED } from './legal.js';
 import { advance, blocked, bounded, finished, isLive, plus } from './core.js';
 
 /**
@@ -32,7 +31,7 @@ export interface NewDispatch {
 }
 
 /** A dispatch written and not yet submitted (attempt 1, nothing tried). Version 0: not stored yet. */
-export function accepted(input: NewDispatch, now: Date): DispatchState {
+export function accepted(input: NewDispatch, now: Date): NextState {
   return {
     dispatchId: input.dispatchId,
     origin: input.origin,
@@ -56,8 +55,8 @@ export function accepted(input: NewDispatch, now: Date): DispatchState {
     receipts: [{ event: 'dispatch_written', at: input.writtenAt, attempt: 1 }],
     evidence: { outcome: (input.expectedCount ?? 0) > 0 ? 'pending' : 'unverified', expectedCount: input.expectedCount ?? 0, deadline: null },
     dueAt: null,
-    version: NOT_STORED,
     changes: ['accepted'],
+    dueAtRead: null,
     ...(input.resultDelivery === 'inject' ? { resultDelivery: 'inject' as const } : {}),
     ...(input.priority !== undefined && input.priority !== DEFAULT_PRIORITY ? { priority: input.priority } : {}),
     ...(input.notBefore ? { notBefore: input.notBefore } : {}),
@@ -77,7 +76,7 @@ const PARENT_CHECK_MAX_SECONDS = 60;
  * deadline) — and blocked `unknown_parent` only once `waitSeconds` (PARENT_WAIT_SECONDS unless a deployment
  * sets less) have passed since it was written.
  */
-export function parentMissing(state: DispatchState, now: Date, waitSeconds: number = PARENT_WAIT_SECONDS, parentHeld = false): DispatchState {
+export function parentMissing(state: DispatchState, now: Date, waitSeconds: number = PARENT_WAIT_SECONDS, parentHeld = false): NextState {
   const written = Date.parse(state.createdAt);
   // A parent recorded but itself held gives up on its own parent when that wait ends, and its child with
   // it (blocked as `unknown`): the child never gives up first, whatever the depth of the chain still
@@ -89,8 +88,8 @@ export function parentMissing(state: DispatchState, now: Date, waitSeconds: numb
   }
   const delay = Math.min(PARENT_CHECK_MAX_SECONDS * 1000, Math.max(PARENT_CHECK_FIRST_SECONDS * 1000, now.getTime() - written));
   const dueAt = new Date(Math.min(deadline, now.getTime() + delay)).toISOString();
-  // Already held (a stored version): only the next look moves.
-  if (state.version !== NOT_STORED && state.waitingFor === 'parent') return advance(state, 'rescheduled', now, { dueAt });
+  // Already held (a new dispatch is never held yet): only the next look moves.
+  if (state.waitingFor === 'parent') return advance(state, 'rescheduled', now, { dueAt });
   return advance(state, 'waiting', now, { waitingFor: 'parent', dueAt });
 }
 
@@ -106,7 +105,7 @@ export const lineageDerived = (state: Pick<DispatchState, 'parentDispatchId' | '
  * maxHops the smaller of the parent's and its own), and it is claimed for its submission like a retry
  * that came due — or blocked at once when that hop is over the budget, before any target contact.
  */
-export function parentFound(state: DispatchState, parent: Pick<DispatchState, 'hop' | 'maxHops'>, now: Date, claimSeconds: number): DispatchState {
+export function parentFound(state: DispatchState, parent: Pick<DispatchState, 'hop' | 'maxHops'>, now: Date, claimSeconds: number): NextState {
   const derived = { ...state, hop: parent.hop + 1, maxHops: Math.min(parent.maxHops, state.maxHops), waitingFor: undefined };
   if (derived.hop > derived.maxHops) return blocked(derived, 'hop_budget_exceeded', `hop ${derived.hop} > maxHops ${derived.maxHops}`, now);
   return advance(derived, 'claimed', now, { dueAt: plus(now, claimSeconds) });
@@ -119,7 +118,7 @@ export const FINAL_BLOCKS: ReadonlySet<BlockedCode> = new Set(['invalid_fields',
  * The submitter holds the dispatch while it calls the target: its due time moves past the call, so an
  * overlapping tick or a duplicate leaves it alone. `now` must be the clock at the write, not a tick's start.
  */
-export function submissionClaimed(state: DispatchState, now: Date, claimSeconds: number): DispatchState {
+export function submissionClaimed(state: DispatchState, now: Date, claimSeconds: number): NextState {
   return advance(state, 'claimed', now, { dueAt: plus(now, claimSeconds), waitingFor: undefined });
 }
 
@@ -136,7 +135,7 @@ export const submissionInFlight = (state: DispatchState, now: Date): boolean =>
  * status goes through the same transition as a reported one (its event, `completedAt`, the evidence
  * grace window): a submission answer is never stored raw.
  */
-export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: RetryPolicy, now: Date): DispatchState {
+export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: RetryPolicy, now: Date): NextState {
   const at = now.toISOString();
   const attempts = state.submission.attempts + 1;
   switch (outcome.kind) {
@@ -151,7 +150,7 @@ export function submitted(state: DispatchState, outcome: SubmitOutcome, policy: 
         // The run is watched from now on: no activity for stallAfterSeconds makes it due.
         dueAt: plus(now, state.timeouts.stallAfterSeconds),
       });
-      return isTerminal(outcome.status) ? finished(next, outcome.status, undefined, now, 'same_write') : next;
+      return isTerminal(outcome.status) ? finished(next, outcome.status, undefined, now) : next;
     }
     case 'rejected':
       return blocked(
@@ -191,7 +190,7 @@ export const SUPERSEDED_IN_STATE = 10;
  * the ended one stop counting. It forgets that it was manual; the one submission path records it so
  * again when its target is manual now (it may be http by then).
  */
-export function redispatched(state: DispatchState, facts: RedispatchFacts, now: Date): DispatchState {
+export function redispatched(state: DispatchState, facts: RedispatchFacts, now: Date): NextState {
   const attempt = state.runId || state.manual || state.blockedCode === 'target_rejected' ? state.attempt + 1 : state.attempt;
   const next = advance(state, facts.supersede ? 'superseded' : 'redispatched', now, {
     // The ended attempt's result leaves with its record (endedResult); the attempt submitted next gets its own.
@@ -222,6 +221,6 @@ export function redispatched(state: DispatchState, facts: RedispatchFacts, now: 
 }
 
 /** What became of the old run's cancel request, recorded with the new attempt's submission. */
-export function withCancelAnswer(state: DispatchState, cancel: string | null): DispatchState {
+export function withCancelAnswer<S extends DispatchState>(state: S, cancel: string | null): S {
   return state.redispatch ? { ...state, redispatch: { ...state.redispatch, cancel } } : state;
 }

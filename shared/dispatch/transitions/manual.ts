@@ -1,4 +1,4 @@
-import type { DispatchState } from '../state.js';
+import type { DispatchState, NextState } from '../state.js';
 import { IllegalTransitionError } from './legal.js';
 import { advance, blocked } from './core.js';
 
@@ -11,7 +11,7 @@ import { advance, blocked } from './core.js';
  * no stall clock (nothing is due, so the monitor never looks at it). It waits for a person, whose
  * attestations say what happened (`POST /dispatches/{id}/manual`).
  */
-export function awaitingPerson(state: DispatchState, now: Date): DispatchState {
+export function awaitingPerson(state: DispatchState, now: Date): NextState {
   return advance(state, 'waiting', now, {
     waitingFor: 'person',
     submission: { ...state.submission, nextRetryAt: null },
@@ -25,7 +25,7 @@ export function awaitingPerson(state: DispatchState, now: Date): DispatchState {
  * ends. It stays `accepted` — nothing was ever submitted — and no runtime receipt is written: the gate
  * reads this attestation, and says it rests on a person's word.
  */
-export function manualResultAttested(state: DispatchState, attestation: { readonly attestationId: string; readonly at: string }, now: Date): DispatchState {
+export function manualResultAttested(state: DispatchState, attestation: { readonly attestationId: string; readonly at: string }, now: Date): NextState {
   if (state.phase !== 'accepted' || !state.manual) throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['manual_result_attested']);
   return advance(state, 'manual_result_attested', now, {
     waitingFor: undefined,
@@ -38,7 +38,7 @@ export function manualResultAttested(state: DispatchState, attestation: { readon
  * A person attested the manual work cannot be done (`manual_blocked`): blocked with their note as the
  * reason, like any block, naming the attestation that did it.
  */
-export const manuallyBlocked = (state: DispatchState, attestation: { readonly attestationId: string; readonly at: string; readonly note: string }, now: Date): DispatchState => ({
+export const manuallyBlocked = (state: DispatchState, attestation: { readonly attestationId: string; readonly at: string; readonly note: string }, now: Date): NextState => ({
   ...blocked(state, 'manual_blocked', attestation.note, now),
   manual: state.manual && { ...state.manual, blockAttestation: { attestationId: attestation.attestationId, at: attestation.at } },
 });

@@ -1,4 +1,4 @@
-import { isTerminal, type DispatchState, type MonitorStatus, type ResultBodyRef } from '../state.js';
+import { isTerminal, type DispatchState, type MonitorStatus, type ResultBodyRef, type NextState } from '../state.js';
 import type { LookupOutcome } from '../target-answers.js';
 import { clip } from '../../text.js';
 import type { RunEventType } from '@dispatch-ledger/protocol';
@@ -21,7 +21,7 @@ export interface RunEvent {
 }
 
 export type RunEventOutcome =
-  | { readonly kind: 'apply'; readonly next: DispatchState }
+  | { readonly kind: 'apply'; readonly next: NextState }
   /** Seen and acknowledged, not worth a write (a heartbeat inside the coalescing window). */
   | { readonly kind: 'coalesced' }
   /** Older or repeated seq, or a run already final: acknowledged, no change. */
@@ -90,7 +90,7 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
     case 'completed':
     case 'failed':
     case 'cancelled':
-      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, 'own_write', event.type, event.result?.body, event.nativeStatus), lastSeq: event.seq } };
+      return { kind: 'apply', next: { ...finished(state, event.type, event.result?.summary, now, event.type, event.result?.body, event.nativeStatus), lastSeq: event.seq } };
   }
 }
 
@@ -99,11 +99,11 @@ export function applyRunEvent(state: DispatchState, event: RunEvent, now: Date):
  * (CONTRACT §12): recorded as a reported failure (`Run Failed`), with the runtime's error as its result and its
  * error type as the nativeStatus (`native`).
  */
-export function runFailedByRuntime(state: DispatchState, error: string, now: Date, native?: string): DispatchState {
-  return finished(state, 'failed', error, now, 'own_write', 'failed', undefined, native);
+export function runFailedByRuntime(state: DispatchState, error: string, now: Date, native?: string): NextState {
+  return finished(state, 'failed', error, now, 'failed', undefined, native);
 }
 
-function approvalRequested(state: DispatchState, approvalId: string, requestedAt: string, now: Date): DispatchState {
+function approvalRequested(state: DispatchState, approvalId: string, requestedAt: string, now: Date): NextState {
   return advance(state, 'approval_requested', now, {
     execution: {
       ...state.execution,
@@ -125,7 +125,7 @@ export const MAX_LOOKUP_BACKOFF_SECONDS = 6 * 3600;
  * after a delay that doubles while it stays unknown (from stallAfterSeconds, capped at 6 h): never a
  * loop of constant cost.
  */
-function unobserved(state: DispatchState, monitorStatus: MonitorStatus, now: Date): DispatchState {
+function unobserved(state: DispatchState, monitorStatus: MonitorStatus, now: Date): NextState {
   const kind = monitorStatus === 'stalled' ? 'stalled' : 'unobservable';
   const already = state.execution.status === 'unknown';
   const lookups = already ? (state.execution.unknownLookups ?? 1) + 1 : 1;
@@ -142,13 +142,13 @@ function unobserved(state: DispatchState, monitorStatus: MonitorStatus, now: Dat
  * no activity was recorded for the stall timeout (a refresh asks without suspecting anything).
  * Returns undefined when nothing needs writing.
  */
-export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): DispatchState | undefined {
+export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): NextState | undefined {
   if (isTerminal(state.execution.nativeStatus)) return undefined;
   if (lookup.kind === 'not_found') return unobserved(state, 'target_not_found', now);
   if (lookup.kind === 'unavailable') return unobserved(state, 'lookup_unavailable', now);
   const run = lookup.run;
   // A final result the target holds but never reported: recorded as the target's own word.
-  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'own_write', 'recovered', undefined, run.nativeStatus);
+  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'recovered', undefined, run.nativeStatus);
   const held = state.execution.pendingApproval;
   if (run.status === 'waiting_for_approval' && run.pendingApproval && held?.approvalId !== run.pendingApproval.approvalId) {
     // Waiting for an approval the ledger never heard of: adopted, so approve and cancel work.
@@ -180,13 +180,13 @@ export const refreshThrottled = (state: DispatchState, now: Date): boolean =>
  * transition as the monitor's lookup — so `check`, `check --refresh` and `attention` agree — with when
  * it asked (the throttle reads it; a run found as recorded is one `observed` write of that alone).
  */
-export function refreshRecorded(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): DispatchState {
+export function refreshRecorded(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): NextState {
   const next = reconcileLookup(state, lookup, now, stallSuspected) ?? advance(state, 'observed', now);
   return { ...next, lastRefreshAt: now.toISOString() };
 }
 
 export type MonitorStep =
-  | { readonly kind: 'write'; readonly next: DispatchState }
+  | { readonly kind: 'write'; readonly next: NextState }
   /** A completed run whose expected evidence the platform must look for. */
   | { readonly kind: 'check' }
   | { readonly kind: 'lookup' }
@@ -217,7 +217,7 @@ export function monitorStep(state: DispatchState, now: Date): MonitorStep {
 }
 
 /** The target took the decision on the pending approval: recorded, the run watched again. */
-export function approvalDecided(state: DispatchState, decision: 'approve' | 'cancel', now: Date): DispatchState {
+export function approvalDecided(state: DispatchState, decision: 'approve' | 'cancel', now: Date): NextState {
   const approvalId = state.execution.pendingApproval?.approvalId;
   return advance(state, 'approval_decided', now, {
     execution: {
