@@ -13,7 +13,7 @@ import type { Context, LambdaFunctionURLEvent, LambdaFunctionURLResult, SQSBatch
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { readDispatchMessage, type DispatchMessage } from '../shared/dispatch/message.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
-import type { DispatchState } from '../shared/dispatch/state.js';
+import { stateOnly, type NextState } from '../shared/dispatch/state.js';
 import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
 import type { TargetRegistration } from '../shared/targets/port.js';
 
@@ -120,9 +120,12 @@ export const referenceRecordKey = (dispatchId: string): { pk: string } => ({ pk:
 /** Where the reference expects a dispatch's evidence: `evidence/{dispatchId}/{attempt}/{ref}`. */
 export const referenceEvidenceKey = (dispatchId: string, attempt: number, ref: string): string => `evidence/${dispatchId}/${attempt}/${ref}`;
 
-/** The item the reference writes at intake: the state as `submitted()` returns it, under its key. */
-export function referenceRecordItem(state: DispatchState): Record<string, unknown> {
-  return { ...referenceRecordKey(state.dispatchId), ...state };
+/**
+ * The item the reference writes at intake: the state `submitted()` returns, under its key, as its first
+ * version (its later updates add one) with what that write changed.
+ */
+export function referenceRecordItem(state: NextState): Record<string, unknown> {
+  return { ...referenceRecordKey(state.dispatchId), ...stateOnly(state), version: 1, changes: state.changes };
 }
 
 function jsonResponse(statusCode: number, body: unknown): LambdaFunctionURLResult {

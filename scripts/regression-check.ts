@@ -129,8 +129,8 @@ const REGRESSIONS: readonly Regression[] = [
   {
     "name": "claim clock",
     "file": "shared/usecases/monitor.ts",
-    "fixed": "  const claimed = submissionClaimed(state, deps.now(), deps.claimSeconds);",
-    "broken": "  const claimed = submissionClaimed(state, new Date(Date.parse(state.dueAt ?? '')), deps.claimSeconds);",
+    "fixed": "  const claimed = await writeOnce(deps.store, stored, submissionClaimed(state, deps.now(), deps.claimSeconds));",
+    "broken": "  const claimed = await writeOnce(deps.store, stored, submissionClaimed(state, new Date(Date.parse(state.dueAt ?? '')), deps.claimSeconds));",
     "test": "test/integration/monitor-verdicts.test.ts",
     "pattern": "clock at the write"
   },

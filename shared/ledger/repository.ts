@@ -1,5 +1,5 @@
 import type { EndedAttempt } from '../dispatch/records.js';
-import { stateOnly, type DispatchState, type NextState, type Phase } from '../dispatch/state.js';
+import { isNextState, stateOnly, type DispatchState, type NextState, type Phase } from '../dispatch/state.js';
 import { assertLegal, IllegalTransitionError } from '../dispatch/transitions/legal.js';
 import { NOT_STORED, type LedgerStore, type StoredState } from './port.js';
 
@@ -32,14 +32,18 @@ export const UPDATE_ROUNDS = 8;
 
 /**
  * The condition of the write that makes `next` the next version of `from`: the version read and its
- * phase, or, for a dispatch not stored yet, that no item exists. Throws when the state machine does not
- * allow the move (`assertLegal`), before anything is sent.
+ * phase, or, for a dispatch not stored yet, that no item exists. Throws before anything is sent when the
+ * state machine does not allow the move (`assertLegal`), or when `next` was not decided on the state
+ * read, as far as the due time its transitions read tells (a stored envelope holds the state alone, and
+ * a create starts from no due time): a transition's output carried into the next write would publish its
+ * changes twice.
  */
 export function writeCondition(from: StoredState, next: NextState): { readonly create: true } | { readonly create: false; readonly version: number; readonly phase: Phase } {
-  if (from.version === NOT_STORED) {
-    if (next.dispatchId !== from.state.dispatchId) throw new IllegalTransitionError(from.state.dispatchId, from.state.phase, next.phase, next.changes);
-    return { create: true };
+  const stored = from.version !== NOT_STORED;
+  if (next.dispatchId !== from.state.dispatchId || next.dueAtRead !== (stored ? from.state.dueAt : null) || (stored && isNextState(from.state))) {
+    throw new IllegalTransitionError(from.state.dispatchId, from.state.phase, next.phase, next.changes);
   }
+  if (!stored) return { create: true };
   assertLegal(from.state, next);
   return { create: false, version: from.version, phase: from.state.phase };
 }

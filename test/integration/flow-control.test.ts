@@ -81,7 +81,9 @@ describe('flow control: a limit counts the runs still active at the target', () 
     // The blocker's run ends (its cancel, confirmed by the target): the queue drains one at a time.
     expect((await post(`/dispatches/${blocker.dispatchId}/cancel`, { reason: 'make room' })).status).toBe(202);
     const waiters = [low, ...alpha, ...beta, high];
-    const views = await Promise.all(waiters.map((body) => t.viewWhen(body.dispatchId, over, { origin: body.origin as string, timeoutMs: 60_000 })));
+    // Ten runs one after another: alone it drains in ~3 s; beside the browser tests of a full run it took over 60 s
+    // twice on 2026-12-06 (the SDK warned of 2 s request timeouts), so the wait allows for a loaded machine.
+    const views = await Promise.all(waiters.map((body) => t.viewWhen(body.dispatchId, over, { origin: body.origin as string, timeoutMs: 150_000 })));
     const order = views.map((view) => ({ id: view.dispatchId, origin: view.origin, at: submittedAt(view) ?? '' })).sort((a, b) => a.at.localeCompare(b.at));
     expect(order[0]?.id).toBe(high.dispatchId);
     expect(order.at(-1)?.id).toBe(low.dispatchId);
@@ -93,7 +95,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     }
     expect(middle.filter((entry) => entry.origin === 'planner').map((entry) => entry.id)).toEqual(alpha.map((body) => body.dispatchId));
     expect(middle.filter((entry) => entry.origin === 'lead-agent').map((entry) => entry.id)).toEqual(beta.map((body) => body.dispatchId));
-  }, 120_000);
+  }, 240_000);
 
   it('keeps the slot of a stalled (unknown) run; a forced supersede frees it', async () => {
     const target = await limitedTarget(1);

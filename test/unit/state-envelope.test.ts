@@ -6,6 +6,7 @@ import { stateOf, storedOf, stateVersionOf } from '../../shared/adapters/state-i
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { isNextState, stateOnly } from '../../shared/dispatch/state.js';
 import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { rescheduled } from '../../shared/dispatch/transitions/core.js';
 import { applyRunEvent } from '../../shared/dispatch/transitions/run.js';
 import { notStored } from '../../shared/ledger/port.js';
 import { updateDispatch, writeCondition } from '../../shared/ledger/repository.js';
@@ -92,5 +93,24 @@ describe('the state and its envelope', () => {
     // A completed run is not accepted again by a submission's transition.
     const resubmitted = submitted(stateOnly(completed.next), { kind: 'accepted', runId: 'r-2', status: 'running', requestId: 'q-2' }, DEFAULT_RETRY_POLICY, later(90));
     expect(() => writeCondition({ state: stateOnly(completed.next), version: 8 }, resubmitted)).toThrow(/not a legal transition/);
+  });
+
+  it("refuses a write built on the previous write's output instead of the state stored (the version check used to catch it: version + 2)", async () => {
+    const store = new MemoryStore();
+    const first = submittedOnce();
+    await store.commit(notStored(accepted(newDispatchFactory(), NOW)), first);
+    const read = await store.getStored(first.dispatchId);
+    if (!read) throw new Error('not stored');
+    const moved = rescheduled(read.state, later(10), later(700));
+    expect(await store.commit(read, moved)).toEqual({ kind: 'committed' });
+    const stored = await store.getStored(first.dispatchId);
+    if (!stored) throw new Error('not stored');
+    // Carried over: its changes would be written again ('rescheduled' twice, published twice).
+    const carried = rescheduled(moved, later(20), later(900));
+    expect(carried.changes).toEqual(['rescheduled', 'rescheduled']);
+    expect(() => writeCondition(stored, carried)).toThrow(/not a legal transition/);
+    // An envelope holding a transition's output is refused too; the state stored is not.
+    expect(() => writeCondition({ state: moved, version: stored.version }, rescheduled(stored.state, later(20), later(900)))).toThrow(/not a legal transition/);
+    expect(writeCondition(stored, rescheduled(stored.state, later(20), later(900)))).toEqual({ create: false, version: 2, phase: 'submitted' });
   });
 });
