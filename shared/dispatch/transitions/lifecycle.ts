@@ -30,7 +30,7 @@ export interface NewDispatch {
   readonly sentAt?: string;
 }
 
-/** A dispatch written and not yet submitted (attempt 1, nothing tried). Version 0: not stored yet. */
+/** A dispatch written and not yet submitted (attempt 1, nothing tried), not stored yet: its first write creates it (the domain never sees a version). */
 export function accepted(input: NewDispatch, now: Date): NextState {
   return {
     dispatchId: input.dispatchId,
