@@ -180,6 +180,9 @@ export const RESULT_BODY_ITEM = /* @__PURE__ */ dispatchRecord('RBODY#', (attemp
 /** What Lambda's on-failure destination said of a run. */
 export const LAMBDA_FAILURE_ITEM = /* @__PURE__ */ dispatchRecord('LFAIL#', (attempt: number) => byAttempt(attempt), afterItsTime('at'), { dispatchId: isString, attempt: isNumber, runId: isString, errorType: isString, errorMessage: isString, at: isString });
 
+/** A state machine's task token for one approval (CONTRACT §17), under the approval id the ledger chose; never listed. */
+export const APPROVAL_TOKEN_ITEM = /* @__PURE__ */ dispatchRecord('TOKEN#', (approvalId: string) => approvalId, afterItsTime('at'), { dispatchId: isString, attempt: isNumber, runId: isString, approvalId: isString, taskToken: isString, at: isString });
+
 // ——— refused messages ———————————————————————————————————————————————————————————————————
 
 /** A refused message, for the operator: in the month's rejection feed (sharded), newest first. */
@@ -265,6 +268,7 @@ export const ITEM_KINDS: Readonly<Record<string, ItemKind<never>>> = {
   PAST_ATTEMPT_ITEM,
   RESULT_BODY_ITEM,
   LAMBDA_FAILURE_ITEM,
+  APPROVAL_TOKEN_ITEM,
   REJECTION_ITEM,
   ORIGIN_REJECTION_ITEM,
   REFUSAL_ITEM,

@@ -1,7 +1,9 @@
 import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { clip, printable } from '../text.js';
+import { asSdkError, reasonOf, submissionBody, type SdkError } from './submission-body.js';
 import { lambdaRunIdOf, NATIVE_STATUS, TARGET_RUN_STATUSES, type LambdaTargetRegistration, type SubmitRequest, type TargetPort } from '../targets/port.js';
+export { TASK_REF_ABOVE_BYTES } from './submission-body.js';
 import { type LookupOutcome, type SubmitOutcome, type TargetRunStatus } from '../dispatch/target-answers.js';
 
 /**
@@ -12,8 +14,6 @@ import { type LookupOutcome, type SubmitOutcome, type TargetRunStatus } from '..
  * Lambda's own retries, with neither record, is `unknown` — never `failed`.
  */
 
-/** Lambda's limit for an asynchronous payload is 256 KB: above this the body carries `taskRef` instead of the task. */
-export const TASK_REF_ABOVE_BYTES = 200 * 1024;
 /** Lambda retries a failed asynchronous invocation twice, about one and two minutes apart. */
 const ASYNC_TRIES = 3;
 const RETRY_DELAYS_SECONDS = 60 + 120;
@@ -37,37 +37,8 @@ export interface LambdaTargetDeps {
 /** Errors of an invoke that retrying will not cure: the registration or the payload is wrong. */
 const REFUSALS = new Set(['ResourceNotFoundException', 'InvalidRequestContentException', 'RequestTooLargeException', 'InvalidParameterValueException', 'AccessDeniedException', 'UnsupportedMediaTypeException']);
 
-interface SdkError {
-  readonly name: string;
-  readonly message: string;
-  readonly $metadata?: { readonly httpStatusCode?: number };
-}
-const asSdkError = (error: unknown): SdkError => (error instanceof Error ? (error as Error & SdkError) : { name: 'Error', message: String(error) });
-const reasonOf = (error: SdkError): string => clip(printable(`${error.name}: ${error.message}`), 300);
-
-/**
- * The body the function is invoked with: the submission, the task inline or (large) by reference, and
- * the message's `traceparent` when it has one (an invoke has no headers to carry it: CONTRACT §1 v2, §12).
- */
-export function invocationPayload(request: SubmitRequest): string {
-  const runId = lambdaRunIdOf(request.dispatchId, request.attempt);
-  const body = {
-    dispatchId: request.dispatchId,
-    attempt: request.attempt,
-    origin: request.origin,
-    runId,
-    task: request.task,
-    expectedEvidence: request.expectedEvidence,
-    callbackUrl: request.callbackUrl,
-    ...(request.timeouts ? { timeouts: request.timeouts } : {}),
-    ...(request.traceparent ? { traceparent: request.traceparent } : {}),
-  };
-  const inline = JSON.stringify(body);
-  if (Buffer.byteLength(inline, 'utf8') <= TASK_REF_ABOVE_BYTES) return inline;
-  const { task: _task, ...rest } = body;
-  const taskRef = `${request.callbackUrl}/dispatches/${encodeURIComponent(request.dispatchId)}/task?runId=${encodeURIComponent(runId)}`;
-  return JSON.stringify({ ...rest, taskRef });
-}
+/** The body the function is invoked with: the submission, under the run id the ledger names (CONTRACT §12). */
+export const invocationPayload = (request: SubmitRequest): string => submissionBody(request, lambdaRunIdOf(request.dispatchId, request.attempt));
 
 const isStatus = (value: unknown): value is TargetRunStatus => typeof value === 'string' && (TARGET_RUN_STATUSES as readonly string[]).includes(value);
 

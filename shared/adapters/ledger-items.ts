@@ -1,9 +1,9 @@
-import { EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, EVIDENCE_UPLOAD_ITEM, LAMBDA_FAILURE_ITEM, MESSAGE_ITEM, OPERATOR_RECEIPT_ITEM, ORIGIN_REJECTION_ITEM, ORIGIN_SETTINGS_ITEM, PAST_ATTEMPT_ITEM, PRINCIPAL_ITEM, REFUSAL_ITEM, REJECTION_ITEM, RESULT_BODY_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM, VALID_MESSAGE_FIELDS, expiryFields, isKeyOf } from './item-kinds.js';
+import { APPROVAL_TOKEN_ITEM, EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, EVIDENCE_UPLOAD_ITEM, LAMBDA_FAILURE_ITEM, MESSAGE_ITEM, OPERATOR_RECEIPT_ITEM, ORIGIN_REJECTION_ITEM, ORIGIN_SETTINGS_ITEM, PAST_ATTEMPT_ITEM, PRINCIPAL_ITEM, REFUSAL_ITEM, REJECTION_ITEM, RESULT_BODY_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM, VALID_MESSAGE_FIELDS, expiryFields, isKeyOf } from './item-kinds.js';
 import { clipBytes } from '../text.js';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import type { SlotShard } from '../dispatch/slots.js';
 import { CorruptItemError } from '../ledger/port.js';
-import { DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type OriginRejection, type PastAttempt, type Refusal, type Rejection } from '../dispatch/records.js';
+import { DEFAULT_ORIGIN_SETTINGS, type LambdaFailureRecord, type ApprovalTokenRecord, type OriginSettings, type ResultBody, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type OriginRejection, type PastAttempt, type Refusal, type Rejection } from '../dispatch/records.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
 import type { StreamItem } from '../events/derive.js';
@@ -35,6 +35,11 @@ export { DEFAULT_ORIGIN_SETTINGS };
 export function lambdaFailureOf(item: Item): LambdaFailureRecord {
   const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, LAMBDA_FAILURE_ITEM.fields);
   return { requestId: '', condition: '', ...rest } as unknown as LambdaFailureRecord;
+}
+
+export function approvalTokenOf(item: Item): ApprovalTokenRecord {
+  const { pk: _pk, sk: _sk, expiresAt: _expires, ...rest } = checked(item, APPROVAL_TOKEN_ITEM.fields);
+  return rest as unknown as ApprovalTokenRecord;
 }
 
 export function originSettingsOf(item: Item): OriginSettings {
@@ -166,6 +171,10 @@ export function targetOf(item: Item): TargetRegistration {
   if (item.kind === 'manual') return { name: checked(item, TARGET_ITEM.fields).name as string, kind: 'manual' };
   if (item.kind === 'lambda') {
     const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString), maxConcurrentRuns: optional(isNumber) });
+    return rest as unknown as TargetRegistration;
+  }
+  if (item.kind === 'stepfunctions') {
+    const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, stateMachineArn: isString, roleId: optional(isString), maxConcurrentRuns: optional(isNumber) });
     return rest as unknown as TargetRegistration;
   }
   const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, kind: (value) => value === 'http', baseUrl: isString, secretRef: optional(isString), maxConcurrentRuns: optional(isNumber) });

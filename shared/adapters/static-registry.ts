@@ -35,6 +35,8 @@ const registrySchema = /* @__PURE__ */ lazy(() => z.object({
       functionArn: z.optional(nonBlank()),
       timeoutSeconds: z.optional(z.int().check(z.minimum(1), z.maximum(900))),
       stateTable: z.optional(nonBlank()),
+      stateMachineArn: z.optional(nonBlank()),
+      roleId: z.optional(nonBlank()),
       maxConcurrentRuns: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_CONCURRENT_RUNS_LIMIT))),
     }),
   ),
@@ -90,6 +92,11 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
     if (entry.kind === 'lambda') {
       if (!entry.functionArn || !entry.timeoutSeconds) throw new RangeError(`LEDGER_REGISTRY: lambda target ${entry.name} needs functionArn and timeoutSeconds`);
       targets.set(entry.name, { name: entry.name, kind: 'lambda', functionArn: entry.functionArn, timeoutSeconds: entry.timeoutSeconds, ...(entry.stateTable ? { stateTable: entry.stateTable } : {}), ...limit });
+      continue;
+    }
+    if (entry.kind === 'stepfunctions') {
+      if (!entry.stateMachineArn) throw new RangeError(`LEDGER_REGISTRY: stepfunctions target ${entry.name} needs stateMachineArn`);
+      targets.set(entry.name, { name: entry.name, kind: 'stepfunctions', stateMachineArn: entry.stateMachineArn, ...(entry.roleId ? { roleId: entry.roleId } : {}), ...limit });
       continue;
     }
     const problem = entry.baseUrl === undefined ? 'is missing' : baseUrlProblem(entry.baseUrl, policy);

@@ -8,6 +8,8 @@ import { parseLambdaRunId, type TargetPort, type TargetRegistration } from '../t
 import type { LedgerConfig } from './config.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { httpTarget } from './http-target.js';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { stepFunctionsTarget } from './stepfunctions-target.js';
 import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
 import { lambdaAdmissionNudge } from './admission-nudge.js';
 import type { LedgerTableCore, LedgerTableOptions } from './ledger-table.js';
@@ -87,6 +89,9 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
   const targets = new Map<string, TargetPort>();
   const table = new Table(documents, { tableName: config.tableName, retentionSeconds: config.retentionSeconds, registry: config.registry, targetCacheMs: config.targetCacheMs, inboxShards: config.inboxShards });
   let lambda: LambdaClient | undefined;
+  let sfn: SFNClient | undefined;
+  // Bounded like every call to a target: a hung call must not hold the function.
+  const sfnClient = () => (sfn ??= new SFNClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } }));
   const lambdaClient = () => (lambda ??= new LambdaClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } }));
   return {
     admissionNudge: config.admissionFunction ? (target) => lambdaAdmissionNudge(lambdaClient(), config.admissionFunction)(target) : undefined,
@@ -103,6 +108,15 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
         if (!target) {
           // Bounded like an http target's calls: a hung Invoke must not hold the function.
           target = lambdaTarget(registration, { lambda: lambdaClient(), documents, failureOf: failuresIn(table), now: () => new Date() });
+          targets.set(cacheKey, target);
+        }
+        return target;
+      }
+      if (registration.kind === 'stepfunctions') {
+        const cacheKey = `stepfunctions|${registration.name}|${registration.stateMachineArn}`;
+        let target = targets.get(cacheKey);
+        if (!target) {
+          target = stepFunctionsTarget(registration, { sfn: sfnClient(), approvalTokenOf: (dispatchId, approvalId) => table.getApprovalToken(dispatchId, approvalId) });
           targets.set(cacheKey, target);
         }
         return target;

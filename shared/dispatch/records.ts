@@ -218,6 +218,20 @@ export interface ResultBody {
 }
 
 /** A lambda run's failure as Lambda's on-failure destination reported it, after its own retries (CONTRACT §12). */
+/**
+ * The task token a state machine's execution waits on for an approval (CONTRACT §17), kept apart from
+ * the dispatch under the approval id the ledger chose: only the target adapter reads it, to answer the
+ * decision; it never appears in a view, an event or a log.
+ */
+export interface ApprovalTokenRecord {
+  readonly dispatchId: string;
+  readonly attempt: number;
+  readonly runId: string;
+  readonly approvalId: string;
+  readonly taskToken: string;
+  readonly at: string;
+}
+
 export interface LambdaFailureRecord {
   readonly dispatchId: string;
   readonly attempt: number;

@@ -27,6 +27,12 @@ export interface TargetRunView {
   readonly result?: { readonly summary?: string };
   readonly evidence?: readonly string[];
   readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt?: string };
+  /**
+   * When a runtime that sends no heartbeats last moved, by its own record (a state machine's newest
+   * history event, CONTRACT §17): a lookup that finds it younger than the stall window records it as
+   * activity instead of a stall.
+   */
+  readonly lastActivityAt?: string;
 }
 
 export type LookupOutcome =

@@ -13,7 +13,7 @@ import type {
   EvidenceCheck,
   EvidenceMark,
   EvidenceUpload,
-  LambdaFailureRecord,
+  LambdaFailureRecord, ApprovalTokenRecord,
   LateEvent,
   OriginRejection,
   OriginSettings,
@@ -114,6 +114,8 @@ export interface LedgerWrites {
   putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void>;
   /** Keeps what Lambda's on-failure destination said about an attempt's run (first record stands). */
   putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>>;
+  /** Keeps the task token an approval of a state machine's run waits on (first record stands: a redelivery changes nothing). */
+  putApprovalToken(token: ApprovalTokenRecord): Promise<PutOutcome<ApprovalTokenRecord>>;
 }
 
 /** The whole ledger table: what the intake, monitor and failures functions (and the CLI) are given. */
@@ -226,6 +228,8 @@ export interface LedgerStore {
   /** The origin's delivery settings (the deploy-time registry first, then the table; else the defaults). */
   getOriginSettings(origin: string): Promise<OriginSettings>;
   getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined>;
+  /** The task token of an approval the ledger chose the id of (only a target adapter answers with it). */
+  getApprovalToken(dispatchId: string, approvalId: string): Promise<ApprovalTokenRecord | undefined>;
   /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
   putResultBody(body: ResultBody): Promise<void>;
   getResultBody(dispatchId: string, attempt: number, seq: number, digest?: string): Promise<ResultBody | undefined>;

@@ -32,12 +32,13 @@ export interface TargetPort {
   submit(request: SubmitRequest): Promise<SubmitOutcome>;
   /** `submittedAt`: when the ledger's submission of this run was accepted (a target that cannot be asked judges silence by it). */
   lookup(runId: string, hints?: { readonly submittedAt?: string | undefined }): Promise<LookupOutcome>;
-  decideApproval(runId: string, approvalId: string, decision: 'approve' | 'cancel'): Promise<ApprovalOutcome>;
+  /** `dispatchId`: the run's dispatch (a target that keeps what an approval waits on apart from the run reads it by it). */
+  decideApproval(runId: string, approvalId: string, decision: 'approve' | 'cancel', dispatchId?: string): Promise<ApprovalOutcome>;
   cancel(runId: string): Promise<CancelOutcome>;
 }
 
-/** A target as registered: an agent runtime over HTTP, a Lambda worker, or a person (CONTRACT §8, §12, §13). */
-export type TargetRegistration = HttpTargetRegistration | LambdaTargetRegistration | ManualTargetRegistration;
+/** A target as registered: an agent runtime over HTTP, a Lambda worker, a Step Functions state machine, or a person (CONTRACT §8, §12, §13, §17). */
+export type TargetRegistration = HttpTargetRegistration | LambdaTargetRegistration | StepFunctionsTargetRegistration | ManualTargetRegistration;
 
 /** An `http` target: name → base URL, and where its auth secret lives. */
 export interface HttpTargetRegistration {
@@ -69,6 +70,24 @@ export interface LambdaTargetRegistration {
 }
 
 /**
+ * A `stepfunctions` target (CONTRACT §17): a Standard state machine the ledger starts one execution of
+ * per attempt, named from the dispatch and attempt (`executionNameOf`); the run id is the execution's
+ * ARN. Registered through the CDK construct only (it grants the calls), like `lambda`.
+ */
+export interface StepFunctionsTargetRegistration {
+  readonly name: string;
+  readonly kind: 'stepfunctions';
+  readonly stateMachineArn: string;
+  /**
+   * The unique id (`AROA…`) of the role the state machine runs as: an approval request on the approvals
+   * queue is taken only from it (SQS's `SenderId` is that id and the session's name). None: refused.
+   */
+  readonly roleId?: string;
+  /** CONTRACT §11: at most this many runs submitted and not known to be over (1..10,000; absent: unlimited). */
+  readonly maxConcurrentRuns?: number;
+}
+
+/**
  * A `manual` target (CONTRACT §13, VALP's manual mode): work a person carries out by hand. The ledger
  * records a dispatch to it and never submits it anywhere — no base URL, no secret, no runs, no slots:
  * what happened is what people attest (`POST /dispatches/{id}/manual`), kept apart from runtime proof.
@@ -80,8 +99,8 @@ export interface ManualTargetRegistration {
   readonly maxConcurrentRuns?: undefined;
 }
 
-/** Target kinds the ledger knows (CONTRACT §8, §12, §13). */
-export const TARGET_KINDS = ['http', 'lambda', 'manual'] as const satisfies readonly TargetRegistration['kind'][];
+/** Target kinds the ledger knows (CONTRACT §8, §12, §13, §17). */
+export const TARGET_KINDS = ['http', 'lambda', 'stepfunctions', 'manual'] as const satisfies readonly TargetRegistration['kind'][];
 
 export const MAX_CONCURRENT_RUNS_LIMIT = 10_000;
 

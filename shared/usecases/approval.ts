@@ -29,7 +29,7 @@ export async function decideApproval(
   if (!pending || pending.approvalId !== request.approvalId || !state.runId) return { kind: 'not_pending', pendingApprovalId: pending?.approvalId ?? null };
   const registration = await deps.store.getTarget(state.target);
   if (!registration) return { kind: 'target_unreachable', reason: notRegistered(state.target) };
-  const answer = await deps.targetFor(registration).decideApproval(state.runId, request.approvalId, request.decision);
+  const answer = await deps.targetFor(registration).decideApproval(state.runId, request.approvalId, request.decision, state.dispatchId);
   if (answer.kind === 'unavailable') return { kind: 'target_unreachable', reason: clip(printable(answer.reason), 200) };
   if (answer.kind !== 'decided') return { kind: 'target_conflict' };
   const recorded = await updateDispatch(

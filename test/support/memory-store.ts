@@ -3,7 +3,7 @@ import type { ManualAttestation } from '../../shared/dispatch/manual.js';
 import { stateOnly, type ChangeKind, type DispatchState, type NextState, type ResultRecord } from '../../shared/dispatch/state.js';
 import { ATTENTION_KINDS, attentionKind, type AttentionKind } from '../../shared/dispatch/attention.js';
 import { type CommitOutcome, type StoredState, type DueEntry, type DueIndex, type InboxRange, type InboxStore, type LedgerFeeds, type LedgerStore, type Page, type PutOutcome, type SlotCapsWrite } from '../../shared/ledger/port.js';
-import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type LambdaFailureRecord, type OriginRejection, type OriginSettings, type PastAttempt, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/dispatch/records.js';
+import { DEFAULT_ORIGIN_SETTINGS, type AcceptedMessage, type EvidenceCheck, type EvidenceMark, type EvidenceUpload, type LateEvent, type LambdaFailureRecord, type ApprovalTokenRecord, type OriginRejection, type OriginSettings, type PastAttempt, type Refusal, type Rejection, type RejectionAudience, type ResultBody } from '../../shared/dispatch/records.js';
 import { writeCondition } from '../../shared/ledger/repository.js';
 import { DUE_SHARD_KEYS, dueShardOf, INBOX_RANGE, inboxSortKey } from '../../shared/adapters/ledger-keys.js';
 import type { Principal, PrincipalRegistry } from '../../shared/principals/principals.js';
@@ -276,6 +276,18 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
   }
   async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
     return this.lambdaFailures.get(`${dispatchId}/${attempt}`);
+  }
+
+  readonly approvalTokens = new Map<string, ApprovalTokenRecord>();
+  async putApprovalToken(token: ApprovalTokenRecord): Promise<PutOutcome<ApprovalTokenRecord>> {
+    const key = `${token.dispatchId}/${token.approvalId}`;
+    const existing = this.approvalTokens.get(key);
+    if (existing) return { kind: 'exists', existing };
+    this.approvalTokens.set(key, token);
+    return { kind: 'written' };
+  }
+  async getApprovalToken(dispatchId: string, approvalId: string): Promise<ApprovalTokenRecord | undefined> {
+    return this.approvalTokens.get(`${dispatchId}/${approvalId}`);
   }
 
   async putResultBody(body: ResultBody): Promise<void> {

@@ -88,6 +88,29 @@ describe('reconcileLookup', () => {
   });
 });
 
+describe('a runtime that sends no heartbeats: its newest history event is its activity (CONTRACT §17)', () => {
+  it('a lookup at the end of the stall window that finds the run moved within it records that move, not a stall; an older one is a stall', () => {
+    const state = running();
+    const window = state.timeouts.stallAfterSeconds;
+    const looked = at(window + 60);
+    const moved = new Date(looked.getTime() - (window - 5) * 1000).toISOString();
+    const alive = reconcileLookup(state, { kind: 'found', run: { runId: 'r-1', status: 'running', lastActivityAt: moved } }, looked, true);
+    expect(alive?.changes).toEqual(['activity']);
+    expect(alive?.execution).toMatchObject({ status: 'running', monitorStatus: null, lastActivityAt: moved });
+    // Watched again from that move: a stall only once the window has passed after it.
+    expect(Date.parse(alive?.dueAt ?? '')).toBeGreaterThan(Date.parse(moved) + window * 1000 - 1);
+
+    const quiet = new Date(looked.getTime() - (window + 1) * 1000).toISOString();
+    const stalled = reconcileLookup(state, { kind: 'found', run: { runId: 'r-1', status: 'running', lastActivityAt: quiet } }, looked, true);
+    expect(stalled?.execution).toMatchObject({ status: 'unknown', monitorStatus: 'stalled', nativeStatus: 'running' });
+
+    // Stalled before, moving again by its history: seen alive (observed), the stall cleared.
+    const back = stalled && reconcileLookup(stateOnly(stalled), { kind: 'found', run: { runId: 'r-1', status: 'running', lastActivityAt: looked.toISOString() } }, at(window * 3), true);
+    expect(back?.changes).toEqual(['observed']);
+    expect(back?.execution).toMatchObject({ status: 'running', monitorStatus: null, unknownLookups: undefined });
+  });
+});
+
 describe('what the target knows and the ledger missed', () => {
   it('adopts a pending approval seen only by lookup (was: declared stalled, so approve/cancel could not work)', () => {
     const state = running();

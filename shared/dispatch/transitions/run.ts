@@ -156,6 +156,14 @@ export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now
     return approvalRequested(state, clip(run.pendingApproval.approvalId, 128), requestedAt, now);
   }
   const ownsApproval = run.status === 'waiting_for_approval' && held !== null;
+  // A runtime that sends no heartbeats (a state machine, CONTRACT §17) moved within the stall window by
+  // its own record: that is its activity, recorded at that time — not a stall.
+  const moved = run.lastActivityAt === undefined ? Number.NaN : Math.min(Date.parse(run.lastActivityAt), now.getTime());
+  if (stallSuspected && run.status === 'running' && now.getTime() - moved < state.timeouts.stallAfterSeconds * 1000) {
+    const lost = state.execution.status === 'unknown' || state.execution.monitorStatus !== null;
+    const execution = { ...state.execution, status: run.status, nativeStatus: run.status, monitorStatus: null, unknownLookups: undefined, lastActivityAt: new Date(moved).toISOString() };
+    return advance(state, lost ? 'observed' : 'activity', now, { execution, dueAt: new Date(stallDeadline({ ...state, execution })).toISOString() });
+  }
   if (stallSuspected && !ownsApproval) return unobserved(state, 'stalled', now);
   // Seen alive: a lost lookup or a stall is cleared by the target's own answer.
   const lost = state.execution.monitorStatus === 'lookup_unavailable' || state.execution.monitorStatus === 'target_not_found' || state.execution.monitorStatus === 'stalled';
