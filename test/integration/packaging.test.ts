@@ -271,6 +271,7 @@ import { FINAL_RUN_STATUSES, isFinalRunStatus, type RunStatus } from '@dispatch-
 import { createLedgerClient, isLedgerApiError, type DispatchView, type LedgerClient } from '@dispatch-ledger/client';
 import { createWorker, memoryStore, type RunFunction } from '@dispatch-ledger/worker';
 import { createLambdaWorker, type LambdaHandler } from '@dispatch-ledger/worker/lambda';
+import { stepFunctionsTask } from '@dispatch-ledger/worker/stepfunctions';
 import { run as runLedger } from 'dispatch-ledger';
 
 const run: RunFunction = async (task, ctx) => {
@@ -279,6 +280,11 @@ const run: RunFunction = async (task, ctx) => {
 };
 export const http = createWorker({ name: 'typed', run, store: memoryStore() });
 export const lambda: LambdaHandler = createLambdaWorker({ name: 'typed', run });
+// Inside a state machine's Lambda task (CONTRACT §17): the task's value is the state's output.
+export const flowTask = stepFunctionsTask(async (task, ctx) => {
+  await ctx.putEvidence('out/b.md', String(task.goal));
+  return { runId: ctx.runId };
+});
 const ledger: LedgerClient = createLedgerClient({ origin: 'planner', local: true });
 // Answers parse leniently (a newer ledger's status is a string this version does not know).
 export async function status(id: string): Promise<{ status: string | null; final: boolean } | null> {
@@ -310,7 +316,7 @@ export const help: Promise<number> = runLedger(['--help']);
     await timedInstall('typed app', app, [...names.map((name) => tarballs[name] ?? ''), `@types/node@${repoVersionOf('@types/node')}`, `typescript@${repoVersionOf('typescript')}`]);
   }, 300_000);
 
-  it('type-checks a strict file using the protocol, the client, both worker entries and the CLI as a module; a wrong one fails', async () => {
+  it('type-checks a strict file using the protocol, the client, the three worker entries and the CLI as a module; a wrong one fails', async () => {
     writeFileSync(join(app, 'typed.ts'), TYPED);
     expect(await tsc('typed.ts')).toEqual({ code: 0, output: '' });
     // The types say something: a worker without its run function does not type-check.

@@ -88,12 +88,8 @@ export class Invocation {
     );
   }
 
-  async task(): Promise<Readonly<Record<string, unknown>>> {
-    const outcome = await this.env.callbacks.getTask(this.item.callbackUrl, this.item.dispatchId, this.item.runId);
-    if (outcome.kind !== 'delivered') throw new CallbackError(`reading the task: ${outcome.kind}`, { kind: outcome.kind === 'refused' ? 'refused' : 'gave_up' });
-    const value: unknown = JSON.parse(outcome.text);
-    if (!isPlainObject(value)) throw new Error('the task is not a JSON object');
-    return value;
+  task(): Promise<Readonly<Record<string, unknown>>> {
+    return readTask(this.env.callbacks, this.item);
   }
 
   /** Polls the control record; a superseded or cancelled run has its signal aborted. */
@@ -240,6 +236,15 @@ export class Invocation {
   async drain(): Promise<void> {
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
   }
+}
+
+/** Reads a spilled task (CONTRACT §8 v2: `GET {callbackUrl}/dispatches/{dispatchId}/task?runId=`), as the run `runId` names itself. */
+export async function readTask(callbacks: CallbackClient, run: { readonly callbackUrl: string; readonly dispatchId: string; readonly runId: string }): Promise<Readonly<Record<string, unknown>>> {
+  const outcome = await callbacks.getTask(run.callbackUrl, run.dispatchId, run.runId);
+  if (outcome.kind !== 'delivered') throw new CallbackError(`reading the task: ${outcome.kind}`, { kind: outcome.kind === 'refused' ? 'refused' : 'gave_up' });
+  const value: unknown = JSON.parse(outcome.text);
+  if (!isPlainObject(value)) throw new Error('the task is not a JSON object');
+  return value;
 }
 
 export function finalEventOf(item: LambdaRunItem): RunEvent | undefined {

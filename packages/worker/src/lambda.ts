@@ -11,7 +11,7 @@ import {
 } from './model.js';
 import { isPlainObject, parseSubmission, traceparentOf } from './parse.js';
 import { reportState } from './results.js';
-import { Invocation, finalEventOf, type Env, type LambdaHandler, type LambdaHandlerOptions, type Output } from './lambda-invocation.js';
+import { Invocation, finalEventOf, type Env, type LambdaContextLike, type LambdaHandler, type LambdaHandlerOptions, type Output } from './lambda-invocation.js';
 
 /**
  * The kit as a Lambda handler (CONTRACT §12). The ledger invokes the function asynchronously with the
@@ -36,10 +36,30 @@ import { Invocation, finalEventOf, type Env, type LambdaHandler, type LambdaHand
 export type { LambdaContextLike, LambdaHandler, LambdaHandlerOptions } from './lambda-invocation.js';
 
 /** Items expire (DynamoDB TTL `expiresAt`) after the ledger's default retention. */
-const RETENTION_SECONDS = 90 * 86_400;
+export const RETENTION_SECONDS = 90 * 86_400;
 /** Time kept back from the function's timeout for the last writes. */
 const MARGIN_MS = 2_000;
 
+
+/**
+ * The callbacks of one invocation (a Lambda worker's, a state machine task's): none outlives it, since
+ * past its timeout Lambda would freeze it mid-way.
+ */
+export function invocationCallbacks(
+  options: Pick<LambdaHandlerOptions, 'log' | 'signer' | 'retry' | 'transport'>,
+  context: LambdaContextLike,
+  stopSignal: AbortSignal,
+): CallbackClient {
+  const remaining = Math.max(1_000, context.getRemainingTimeInMillis() - MARGIN_MS);
+  const policy = { ...DEFAULT_RETRY, ...options.retry };
+  return new CallbackClient({
+    log: options.log,
+    stopSignal,
+    signer: options.signer,
+    retry: { ...policy, budgetMs: Math.min(policy.budgetMs, remaining), finalBudgetMs: Math.min(policy.finalBudgetMs, remaining) },
+    ...(options.transport ? { transport: options.transport } : {}),
+  });
+}
 
 export function createLambdaHandler(options: LambdaHandlerOptions): LambdaHandler {
   const clock = options.clock ?? systemClock;
@@ -48,17 +68,8 @@ export function createLambdaHandler(options: LambdaHandlerOptions): LambdaHandle
 
   return async (event, context) => {
     const store = options.store();
-    const remaining = Math.max(1_000, context.getRemainingTimeInMillis() - MARGIN_MS);
-    const policy = { ...DEFAULT_RETRY, ...options.retry };
     const stop = new AbortController();
-    const callbacks = new CallbackClient({
-      log,
-      stopSignal: stop.signal,
-      signer: options.signer,
-      // A callback never outlives the invocation: past its timeout, Lambda would freeze it mid-way.
-      retry: { ...policy, budgetMs: Math.min(policy.budgetMs, remaining), finalBudgetMs: Math.min(policy.finalBudgetMs, remaining) },
-      ...(options.transport ? { transport: options.transport } : {}),
-    });
+    const callbacks = invocationCallbacks(options, context, stop.signal);
     const requestId = context.awsRequestId;
     const leaseUntil = new Date(clock.now() + context.getRemainingTimeInMillis()).toISOString();
     const env = { store, callbacks, log, requestId, leaseUntil, nowIso, clock, options };

@@ -27,7 +27,7 @@ export interface CommonWorkerOptions {
 }
 
 /** Refuses options no worker can run with, naming the one at fault. */
-export function checkWorkerOptions(options: CommonWorkerOptions, caller: string): void {
+export function checkWorkerOptions(options: Pick<CommonWorkerOptions, 'name' | 'stallHintSeconds'> & { readonly run: unknown }, caller: string): void {
   if (!WORKER_NAME.test(options.name)) throw new RangeError(`worker name must be 1..64 characters of [A-Za-z0-9._-], got ${JSON.stringify(options.name)}`);
   if (typeof options.run !== 'function') throw new TypeError(`${caller} needs a run function`);
   const { stallHintSeconds } = options;

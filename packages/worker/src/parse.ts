@@ -2,7 +2,8 @@ import type { Decision, Submission, Timeouts } from './model.js';
 import { DISPATCH_ID, DISPATCH_ID_RULE, MAX_EVIDENCE_REFS, MAX_TIMEOUT_SECONDS, refProblem } from '@dispatch-ledger/protocol';
 
 /**
- * Reading what the ledger sends (CONTRACT §8), by hand: the kit carries no schema library. Each reader
+ * Reading what the ledger sends (CONTRACT §8), by hand: the HTTP and Lambda workers carry no schema
+ * library (only the `/stepfunctions` subpath loads zod, for the event Step Functions passes). Each reader
  * returns the value or the first problem, in words fit for a 400 answer.
  */
 
