@@ -25,6 +25,8 @@ const LEDGER_TABLE_CLIENTS = {
   '@aws-sdk/client-secrets-manager': ['SecretsManagerClient', 'GetSecretValueCommand'],
   // lambda targets (CONTRACT §12): invoked asynchronously.
   '@aws-sdk/client-lambda': ['LambdaClient', 'InvokeCommand'],
+  // stepfunctions targets (CONTRACT §17): started, looked up, stopped, their approvals answered.
+  '@aws-sdk/client-sfn': ['SFNClient', 'StartExecutionCommand', 'DescribeExecutionCommand', 'GetExecutionHistoryCommand', 'StopExecutionCommand', 'SendTaskSuccessCommand', 'SendTaskFailureCommand'],
 } as const;
 
 export const handlerEntry = (name: LedgerFunctionName): string => path.join(PROJECT_ROOT, 'functions', name, 'handler.ts');
@@ -58,6 +60,8 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
     '@aws-sdk/util-dynamodb': ['unmarshall'],
     '@aws-sdk/client-lambda': ['LambdaClient', 'InvokeCommand'],
   },
+  // The orchestrator queue (CONTRACT §17): looks a state machine's execution up before it records an end, so it has the targets' clients.
+  orchestrators: LEDGER_TABLE_CLIENTS,
   retention: {
     '@aws-sdk/client-s3': ['S3Client', 'ListObjectsV2Command', 'DeleteObjectsCommand'],
     '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],

@@ -3,6 +3,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SFNClient } from '@aws-sdk/client-sfn';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from './engines/index.js';
 
@@ -24,6 +25,8 @@ export interface LocalClients {
   readonly secrets: SecretsManagerClient;
   /** moto's SQS: only the queue the local bus's catch-all rule delivers to. */
   readonly motoSqs: SQSClient;
+  /** moto's Step Functions: the state machines of `stepfunctions` targets (CONTRACT §17). */
+  readonly sfn: SFNClient;
   destroy(): void;
 }
 
@@ -37,6 +40,7 @@ export function localClients(endpoints: LocalEndpoints): LocalClients {
     eventBridge: new EventBridgeClient({ ...base, endpoint: endpoints.motoEndpoint }),
     secrets: new SecretsManagerClient({ ...base, endpoint: endpoints.motoEndpoint }),
     motoSqs: new SQSClient({ ...base, endpoint: endpoints.motoEndpoint }),
+    sfn: new SFNClient({ ...base, endpoint: endpoints.motoEndpoint }),
   };
   return {
     ...clients,
@@ -62,6 +66,7 @@ export function localHandlerEnvironment(endpoints: LocalEndpoints): Record<strin
     AWS_ENDPOINT_URL_S3: endpoints.s3Endpoint,
     AWS_ENDPOINT_URL_EVENTBRIDGE: endpoints.motoEndpoint,
     AWS_ENDPOINT_URL_SECRETS_MANAGER: endpoints.motoEndpoint,
+    AWS_ENDPOINT_URL_SFN: endpoints.motoEndpoint,
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
   };
 }

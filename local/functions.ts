@@ -16,7 +16,7 @@ import type { StreamHandler } from './runtime/stream-event-source.js';
 type HandlerModule = () => Promise<{ readonly createHandler?: unknown; readonly CONFIG?: ReadConfigOptions }>;
 
 export type LocalFunction =
-  | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures'; readonly batchSize: number } }
+  | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures' | 'orchestrators'; readonly batchSize: number } }
   | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'http' } }
   | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'schedule'; readonly timeoutSeconds: number } }
   | {
@@ -34,6 +34,7 @@ const MODULES: Readonly<Record<LedgerFunctionName, HandlerModule>> = {
   publisher: () => import('../functions/publisher/function.js'),
   retention: () => import('../functions/retention/function.js'),
   failures: () => import('../functions/failures/function.js'),
+  orchestrators: () => import('../functions/orchestrators/function.js'),
 };
 
 /**

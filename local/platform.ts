@@ -79,6 +79,8 @@ export interface RunningPlatform {
 export const DEMO_AGENT_TARGET = 'demo-agent';
 /** The demo agent registered again with `maxConcurrentRuns: 2` (the demo's flow-control case). */
 export const LIMITED_DEMO_TARGET = 'demo-agent-limited';
+/** The `demo-flow` state machine in the local Step Functions (moto), as a `stepfunctions` target (CONTRACT §17). */
+export const DEMO_SFN_TARGET = 'demo-sfn';
 /** A manual target (CONTRACT §13): a person's desk — dispatches to it are recorded, never submitted anywhere. */
 export const MANUAL_DESK_TARGET = 'desk';
 /** The monitor's name in the local Lambda, where writes that free a slot nudge it (`LEDGER_ADMISSION_FUNCTION`). */
@@ -145,6 +147,9 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     await ledger.putTarget({ name: DEMO_AGENT_TARGET, kind: 'http', baseUrl: demoAgent.url });
     // The same agent behind a concurrency limit (CONTRACT §11): what the demo's flow-control case uses.
     await ledger.putTarget({ name: LIMITED_DEMO_TARGET, kind: 'http', baseUrl: demoAgent.urlOf(LIMITED_DEMO_TARGET), maxConcurrentRuns: 2 });
+    // A state machine (CONTRACT §17): one execution of demo-flow per attempt. moto emits no aws.states
+    // status changes, so locally the monitor's lookup (after the stall window) learns each end.
+    await ledger.putTarget({ name: DEMO_SFN_TARGET, kind: 'stepfunctions', stateMachineArn: resources.demoFlowArn });
     // Manual mode (CONTRACT §13): work a person does, attested with `ledger manual`.
     await ledger.putTarget({ name: MANUAL_DESK_TARGET, kind: 'manual' });
     // The user's own workers (`ledger local target add`), kept in the state directory across down / up.
@@ -269,11 +274,17 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     for (const fn of LOCAL_FUNCTIONS) {
       switch (fn.trigger.kind) {
         case 'sqs': {
-          const queue = fn.trigger.queue === 'dispatch' ? resources.dispatchQueue : resources.lambdaFailuresQueue;
+          const queues = {
+            dispatch: { queue: resources.dispatchQueue, sqs: clients.sqs },
+            lambdaFailures: { queue: resources.lambdaFailuresQueue, sqs: clients.sqs },
+            // In moto's SQS, where its state machines' approval requests arrive (LocalResources.orchestratorsQueue).
+            orchestrators: { queue: resources.orchestratorsQueue, sqs: clients.motoSqs },
+          } as const;
+          const { queue, sqs } = queues[fn.trigger.queue];
           const source = new SqsEventSource({
             functionName: fn.name,
             handler: await loadHandler<SqsHandler>(fn, settings),
-            sqs: clients.sqs,
+            sqs,
             queueUrl: queue.url,
             queueArn: queue.arn,
             region: LOCAL_REGION,

@@ -8,8 +8,10 @@ import {
   type EventBridgeClient,
 } from '@aws-sdk/client-eventbridge';
 import { CreateTableCommand, DescribeTableCommand, ResourceInUseException, UpdateTimeToLiveCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateStateMachineCommand, StateMachineAlreadyExists, UpdateStateMachineCommand, type SFNClient } from '@aws-sdk/client-sfn';
 import { LEDGER_TABLE_DEFINITION } from '../shared/adapters/ledger-table.js';
 import type { LocalClients } from './clients.js';
+import { DEMO_FLOW_DEFINITION, DEMO_FLOW_NAME, DEMO_FLOW_ROLE_ARN } from './demo-flow.js';
 
 /** Names of the local platform's resources (the CDK stack names its own). */
 export const LOCAL_NAMES = {
@@ -23,6 +25,9 @@ export const LOCAL_NAMES = {
   lambdaFailuresQueue: 'dispatch-ledger-lambda-failures',
   exampleWorkerRuns: 'dispatch-ledger-example-worker-runs',
   lambdaFailuresDlq: 'dispatch-ledger-lambda-failures-dlq',
+  orchestratorsQueue: 'dispatch-ledger-orchestrators',
+  orchestratorsDlq: 'dispatch-ledger-orchestrators-dlq',
+  demoFlow: DEMO_FLOW_NAME,
 } as const;
 
 /** As in the deployed stack: SQS retries a message this often before the DLQ takes it. */
@@ -156,6 +161,26 @@ export async function ensureLedgerTable(dynamodb: DynamoDBClient, name: string, 
   return { name, streamArn: stream ? streamArn : undefined };
 }
 
+/**
+ * A Standard state machine (CONTRACT §17), created or, when its name is taken, given this definition
+ * and role. Returns its ARN.
+ */
+export async function ensureStateMachine(sfn: SFNClient, name: string, definition: unknown, roleArn: string): Promise<string> {
+  const text = JSON.stringify(definition);
+  try {
+    const created = await sfn.send(new CreateStateMachineCommand({ name, definition: text, roleArn, type: 'STANDARD' }));
+    if (!created.stateMachineArn) throw new Error(`CreateStateMachine ${name} returned no ARN`);
+    return created.stateMachineArn;
+  } catch (error) {
+    if (!(error instanceof StateMachineAlreadyExists)) throw error;
+    // The name's ARN, as Step Functions builds it (the message names the existing one).
+    const arn = /arn:aws:states:[^'"\s]+/.exec(error.message)?.[0];
+    if (!arn) throw error;
+    await sfn.send(new UpdateStateMachineCommand({ stateMachineArn: arn, definition: text, roleArn }));
+    return arn;
+  }
+}
+
 export interface LocalResources {
   readonly dispatchQueue: QueueRef;
   readonly dlq: QueueRef;
@@ -169,6 +194,14 @@ export interface LocalResources {
   readonly lambdaFailuresQueue: QueueRef;
   /** The example Lambda worker's run-state table (examples/lambda-worker, the target `example-worker`). */
   readonly exampleWorkerRuns: string;
+  /**
+   * The orchestrator queue (CONTRACT §17), read by the orchestrators function: in moto, beside its Step
+   * Functions, whose `sqs:sendMessage.waitForTaskToken` tasks send to moto's own SQS (an approval request
+   * reaches it as in AWS). moto sends no `aws.states` status changes: the monitor's lookup finds the ends.
+   */
+  readonly orchestratorsQueue: QueueRef;
+  /** The `demo-flow` state machine's ARN (local/demo-flow.ts), the target `demo-sfn`. */
+  readonly demoFlowArn: string;
 }
 
 /** Everything the local platform's functions use, created idempotently. */
@@ -178,7 +211,7 @@ export async function createLocalResources(
 ): Promise<LocalResources> {
   // A prefix gives a test its own set of resources on shared engines.
   const name = (base: string): string => (options.prefix ? `${options.prefix}-${base}` : base);
-  const [{ queue, dlq }, bus, evidenceBucket, ledger, failures, exampleWorkerRuns] = await Promise.all([
+  const [{ queue, dlq }, bus, evidenceBucket, ledger, failures, exampleWorkerRuns, orchestrators, demoFlowArn] = await Promise.all([
     ensureQueueWithDlq(clients.sqs, name(LOCAL_NAMES.dispatchQueue), {
       dlqName: name(LOCAL_NAMES.dispatchDlq),
       maxReceiveCount: DISPATCH_MAX_RECEIVE_COUNT,
@@ -193,6 +226,8 @@ export async function createLocalResources(
     ensureLedgerTable(clients.dynamodb, name(LOCAL_NAMES.ledgerTable)),
     ensureQueueWithDlq(clients.sqs, name(LOCAL_NAMES.lambdaFailuresQueue), { dlqName: name(LOCAL_NAMES.lambdaFailuresDlq), maxReceiveCount: 5, visibilityTimeoutSeconds: 180 }),
     ensureKitRunTable(clients.dynamodb, name(LOCAL_NAMES.exampleWorkerRuns)),
+    ensureQueueWithDlq(clients.motoSqs, name(LOCAL_NAMES.orchestratorsQueue), { dlqName: name(LOCAL_NAMES.orchestratorsDlq), maxReceiveCount: 5, visibilityTimeoutSeconds: 180 }),
+    ensureStateMachine(clients.sfn, name(LOCAL_NAMES.demoFlow), DEMO_FLOW_DEFINITION, DEMO_FLOW_ROLE_ARN),
   ]);
   return {
     dispatchQueue: queue,
@@ -204,5 +239,7 @@ export async function createLocalResources(
     ledgerStreamArn: ledger.streamArn,
     lambdaFailuresQueue: failures.queue,
     exampleWorkerRuns,
+    orchestratorsQueue: orchestrators.queue,
+    demoFlowArn,
   };
 }

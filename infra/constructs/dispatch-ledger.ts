@@ -8,6 +8,8 @@ import { SqsDestination } from 'aws-cdk-lib/aws-lambda-destinations';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
+import type { Queue } from 'aws-cdk-lib/aws-sqs';
+import type { IStateMachine } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { INDEX } from '../../shared/adapters/ledger-keys.js';
 import { COUNTS_KEY_PATTERN } from '../../shared/adapters/item-kinds.js';
@@ -27,6 +29,7 @@ import { acknowledgeNagFindings } from './nag.js';
 import { ObjectRetention } from './object-retention.js';
 import { LEDGER_FUNCTION_SPECS, type LedgerFunctionName } from './function-names.js';
 import { RunMonitor } from './run-monitor.js';
+import { StateMachineTargets, type LedgerStateMachineTargetOptions } from './state-machine-targets.js';
 
 /** An `http` target registered at deploy time (CONTRACT §8); more can be registered later with `ledger registry`. */
 export interface LedgerTargetProps {
@@ -150,6 +153,8 @@ export class DispatchLedger extends Construct {
   /** Lambda's on-failure destination of the lambda targets (`addLambdaTarget`). */
   readonly lambdaFailures: LambdaFailureIntake;
   readonly alarms: LedgerAlarms;
+  /** The state machine targets (CONTRACT §17) and their orchestrator queue. */
+  readonly stateMachineTargets: StateMachineTargets;
   readonly functions: Readonly<Record<LedgerFunctionName, LedgerFunction>>;
   /** `dispatch-ledger/{stackName}/targets/`: where secrets of targets registered at run time live. */
   readonly targetSecretPrefix: string;
@@ -158,6 +163,7 @@ export class DispatchLedger extends Construct {
   private readonly targets: Array<
     | { readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string; readonly maxConcurrentRuns?: number }
     | { readonly name: string; readonly kind: 'lambda'; readonly functionArn: string; readonly timeoutSeconds: number; readonly stateTable: string; readonly maxConcurrentRuns?: number }
+    | { readonly name: string; readonly kind: 'stepfunctions'; readonly stateMachineArn: string; readonly roleId?: string; readonly maxConcurrentRuns?: number }
     | { readonly name: string; readonly kind: 'manual' }
   > = [];
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
@@ -218,7 +224,9 @@ export class DispatchLedger extends Construct {
     const retention = fn('retention', { EVIDENCE_BUCKET: evidenceBucket.bucketName, LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays) });
     // Lambda's on-failure destination of every lambda target (CONTRACT §12), taken in as the runs' failures.
     const failures = fn('failures', { LEDGER_TABLE_NAME: table.tableName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, INBOX_SHARDS: common.INBOX_SHARDS, ...admission });
-    this.functions = { intake, api, monitor, publisher, retention, failures };
+    // State machines' approval requests and status changes (CONTRACT §17), from the orchestrator queue.
+    const orchestrators = fn('orchestrators', { LEDGER_TABLE_NAME: table.tableName, EVIDENCE_BUCKET: evidenceBucket.bucketName, RETENTION_DAYS: String(retentionDays), PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: common.LEDGER_REGISTRY, INBOX_SHARDS: common.INBOX_SHARDS, TARGET_TIMEOUT_MS: common.TARGET_TIMEOUT_MS, ...admission });
+    this.functions = { intake, api, monitor, publisher, retention, failures, orchestrators };
     this.lambdaFailures = new LambdaFailureIntake(this, 'LambdaFailures', { failures });
 
     this.intake = new DispatchIntake(this, 'Intake', { intake, ...(props.maxReceiveCount === undefined ? {} : { maxReceiveCount: props.maxReceiveCount }) });
@@ -234,7 +242,7 @@ export class DispatchLedger extends Construct {
 
     // Least privilege: each function gets the item-level actions it uses, on the indexes it reads.
     // No function may delete items, scan, or change the table; only the API and the monitor query,
-    // and intake and the failures function the wait index alone. Only retention may delete objects (ObjectRetention grants it).
+    // and intake, the failures and the orchestrators functions the wait index alone. Only retention may delete objects (ObjectRetention grants it).
     // Flow control (CONTRACT §11): whoever submits reads a limited target's slot counters in one batch
     // (BatchGetItem), takes a slot only when nobody waits (the wait index) and commits the counter's
     // update with the dispatch; a failure taken in gives its run's slot back the same way (UpdateItem).
@@ -245,6 +253,10 @@ export class DispatchLedger extends Construct {
     this.allow(failures, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
     // Its admission nudge first counts who waits for the freed slot's target (admission-nudge.ts).
     this.allow(failures, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
+    // The orchestrators function reads a dispatch, records a run's end or an approval request and its token.
+    this.allow(orchestrators, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
+    // Like the failures function's: an end it records frees a slot, and its nudge counts who waits first.
+    this.allow(orchestrators, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
     this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due), indexArn(INDEX.waiting)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
@@ -261,7 +273,7 @@ export class DispatchLedger extends Construct {
     );
     // The nudge: exactly the monitor function (not its versions or aliases), by the ARN its name makes.
     const monitorArn = Stack.of(this).formatArn({ service: 'lambda', resource: 'function', resourceName: monitorName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
-    for (const nudger of [api, failures]) this.allow(nudger, ['lambda:InvokeFunction'], [monitorArn]);
+    for (const nudger of [api, failures, orchestrators]) this.allow(nudger, ['lambda:InvokeFunction'], [monitorArn]);
     // Evidence and spilled bodies: intake spills and reads tasks back; the API stores evidence (each
     // upload once, immutable under its hash) and reads tasks for a redispatch; evidence checks read each
     // file (which needs ListBucket to tell "missing" (404) from "forbidden" (403), or every missing file
@@ -273,6 +285,8 @@ export class DispatchLedger extends Construct {
     this.allow(intake, ['s3:PutObject', 's3:GetObject'], [objects]);
     this.allow(api, ['s3:PutObject', 's3:GetObject'], [objects]);
     this.allow(monitor, ['s3:PutObject', 's3:GetObject'], [objects]);
+    // A state machine's output above the inline bound is kept as its result's body (CONTRACT §10, §17).
+    this.allow(orchestrators, ['s3:PutObject'], [objects]);
     // The monitor and the API (which settles evidence as a completion arrives) check files exist.
     for (const checker of [monitor, api]) this.allow(checker, ['s3:ListBucket'], [evidenceBucket.bucketArn]);
     // Target auth headers: the deploy-time targets' secrets, and those registered later under the prefix.
@@ -285,10 +299,11 @@ export class DispatchLedger extends Construct {
       dispatchQueue: this.intake.queue,
       deadLetterQueue: this.intake.deadLetterQueue,
       failuresDeadLetterQueue: this.lambdaFailures.deadLetterQueue,
-      functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function, Retention: retention.function, Failures: failures.function },
+      functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function, Retention: retention.function, Failures: failures.function, Orchestrators: orchestrators.function },
       publisher: publisher.function,
       retention: retention.function,
     });
+    this.stateMachineTargets = new StateMachineTargets(this, 'Orchestrators', { orchestrators, submitters: [intake, api, monitor], alarmTopic: this.alarms.topic });
     acknowledgeNagFindings(this);
   }
 
@@ -339,6 +354,27 @@ export class DispatchLedger extends Construct {
     this.api.allowRole(`${name}WorkerReports`, fn.role.roleArn, this.functions.api);
     this.targets.push({ name, kind: 'lambda', functionArn: fn.functionArn, timeoutSeconds: timeout.toSeconds(), stateTable: runs.tableName, ...limit });
     return runs;
+  }
+
+  /**
+   * A Standard Step Functions state machine as a target (CONTRACT §17), with exactly the grants its calls
+   * need (through its own grant methods) and its role's unique id registered (approval requests are taken
+   * from it alone). Express is refused here; an imported state machine cannot be checked and is taken as
+   * Standard, without a role: its approval requests are refused.
+   *
+   * @example
+   * ledger.addStateMachineTarget('review-flow', flow, { maxConcurrentRuns: 5 }); // flow's approval task sends to ledger.orchestratorQueue
+   */
+  addStateMachineTarget(name: string, stateMachine: IStateMachine, options: LedgerStateMachineTargetOptions = {}): void {
+    if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
+    if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
+    const limit = concurrencyLimit(name, options.maxConcurrentRuns);
+    this.targets.push({ name, kind: 'stepfunctions', ...this.stateMachineTargets.add(name, stateMachine), ...limit });
+  }
+
+  /** Where state machines send approval requests with `.waitForTaskToken` (CONTRACT §17). */
+  get orchestratorQueue(): Queue {
+    return this.stateMachineTargets.queue;
   }
 
   /**

@@ -5,12 +5,15 @@ import { MONITOR_TIMEOUT_SECONDS } from '../../shared/usecases/timeout.js';
  * its timeout, memory and event source) and by the local platform (`local/functions.ts`: which handler
  * runs on which local trigger). Each is a thin handler under `functions/<name>/` (handler.ts, the Lambda entry; function.ts, `createHandler(config)`).
  */
-export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'retention', 'failures'] as const;
+export const LEDGER_FUNCTIONS = ['intake', 'api', 'monitor', 'publisher', 'retention', 'failures', 'orchestrators'] as const;
 export type LedgerFunctionName = (typeof LEDGER_FUNCTIONS)[number];
 
 export type LedgerTrigger =
-  /** An SQS event source: the dispatch queue, or the lambda targets' on-failure queue (CONTRACT §12). */
-  | { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures'; readonly batchSize: number }
+  /**
+   * An SQS event source: the dispatch queue, the lambda targets' on-failure queue (CONTRACT §12), or the
+   * orchestrator queue (state machines' approval requests and status changes, CONTRACT §17).
+   */
+  | { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures' | 'orchestrators'; readonly batchSize: number }
   /** The HTTP API (a function URL in AWS). */
   | { readonly kind: 'http' }
   /** The monitor's schedule (its period is the construct's `monitorPeriod`; the local tick). */
@@ -40,6 +43,8 @@ export const LEDGER_FUNCTION_SPECS: Readonly<Record<LedgerFunctionName, LedgerFu
   // Nothing waits on a deletion: fuller batches, fewer invocations.
   retention: { trigger: { kind: 'stream', records: 'ttl_removals', batchSize: 100 }, timeoutSeconds: 60, memoryMb: 256 },
   failures: { trigger: { kind: 'sqs', queue: 'lambdaFailures', batchSize: 10 }, timeoutSeconds: 30, memoryMb: 256 },
+  // A status change is looked up at Step Functions (one call, bounded by the target timeout) before it is recorded.
+  orchestrators: { trigger: { kind: 'sqs', queue: 'orchestrators', batchSize: 10 }, timeoutSeconds: 30, memoryMb: 256 },
 };
 
 /** The batch size of a function's event source (SQS or stream). */

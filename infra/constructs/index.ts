@@ -23,6 +23,7 @@ export { LedgerApi } from './ledger-api.js';
 export { LedgerStorage } from './ledger-storage.js';
 export { ObjectRetention } from './object-retention.js';
 export { RunMonitor } from './run-monitor.js';
+export { EXECUTION_STATUS_CHANGE, StateMachineTargets, executionStatusPattern, type LedgerStateMachineTargetOptions, type StateMachineTargetsProps } from './state-machine-targets.js';
 export { nagAcknowledgements, type NagAcknowledgement, type NagSubject } from './nag.js';
 /** `-c events=attention` or a comma-separated list of detail-types, as `DispatchLedgerProps.events`. */
 export { profileFromEnv as eventsProfileFrom, type EventsProfile } from '../../shared/events/profile.js';

@@ -10,6 +10,8 @@ export interface NagSubject {
   readonly functions: Readonly<Record<LedgerFunctionName, IConstruct>>;
   readonly intake: { readonly deadLetterQueue: IConstruct };
   readonly lambdaFailures: { readonly deadLetterQueue: IConstruct };
+  /** What its state machine targets made (CONTRACT §17), acknowledged as it made them. */
+  readonly stateMachineTargets: { readonly acknowledgements: readonly NagAcknowledgement[] };
   readonly monitor: { readonly rule: IConstruct };
   readonly publisher: { readonly failureBucket: IConstruct };
   readonly storage: { readonly evidenceBucket: IConstruct };
@@ -28,14 +30,14 @@ export interface NagAcknowledgement {
  * acknowledged. Anything not here fails `npx cdk synth` and the infra tests.
  */
 export function nagAcknowledgements(ledger: NagSubject & IConstruct): NagAcknowledgement[] {
-  const { intake, api, monitor, publisher, retention, failures } = ledger.functions;
+  const { intake, api, monitor, publisher, retention, failures, orchestrators } = ledger.functions;
   const evidenceObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.storage.evidenceBucket)}.Arn>/*]`;
   const failureObjects = `AwsSolutions-IAM5[Resource::<${logicalIdOf(ledger.publisher.failureBucket)}.Arn>/*]`;
   const stack = Stack.of(ledger);
   const shown = (value: string, pseudo: string): string => (Token.isUnresolved(value) ? `<${pseudo}>` : value);
   const targetSecrets = `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:${shown(stack.region, 'AWS::Region')}:${shown(stack.account, 'AWS::AccountId')}:secret:${ledger.targetSecretPrefix}*]`;
   const list: NagAcknowledgement[] = [];
-  for (const fn of [intake, api, monitor, publisher, retention, failures]) {
+  for (const fn of [intake, api, monitor, publisher, retention, failures, orchestrators]) {
     // An aws-cdk-lib newer than the one the repository tests (2.278 knows nodejs26.x) makes this a finding.
     const reason = 'The functions run on the newest runtime their prebuilt bundles are tested on (nodejs24.x; nodejs22.x also works); a newer runtime is an upgrade of the package, not of the stack.';
     list.push({ scope: fn, id: 'Serverless-LambdaLatestVersion', reason }, { scope: fn, id: 'AwsSolutions-L1', reason });
@@ -52,6 +54,11 @@ export function nagAcknowledgements(ledger: NagSubject & IConstruct): NagAcknowl
       reason: `Targets registered after deployment name their auth secret at run time; reads are limited to GetSecretValue on this stack's own name prefix ${ledger.targetSecretPrefix}, and the function refuses a secretRef outside it.`,
     });
   }
+  list.push({
+    scope: orchestrators,
+    id: evidenceObjects,
+    reason: "A state machine's output above the inline bound is kept as its result's body, keyed by dispatch id, attempt and digest at run time; the grant is PutObject alone on the ledger's own bucket.",
+  });
   list.push(
     {
       scope: publisher,
@@ -116,7 +123,16 @@ export function nagAcknowledgements(ledger: NagSubject & IConstruct): NagAcknowl
       reason: 'This is the failures queue\'s dead-letter queue itself; it is alarmed on (LambdaFailuresDeadLetterQueue).',
     },
   );
-  for (const fn of [intake, api, monitor, publisher, retention, failures]) {
+  list.push(
+    { scope: orchestrators, id: 'Serverless-LambdaDLQ', reason: 'Invoked synchronously by the SQS event source mapping of the orchestrator queue, whose redrive policy keeps what it cannot take in an alarmed DLQ.' },
+    {
+      scope: orchestrators,
+      id: 'Serverless-LambdaEventSourceMappingDestination',
+      reason: 'An SQS event source mapping cannot have an on-failure destination; the orchestrator queue\'s redrive policy sends what cannot be taken in to its alarmed DLQ.',
+    },
+  );
+  list.push(...ledger.stateMachineTargets.acknowledgements);
+  for (const fn of [intake, api, monitor, publisher, retention, failures, orchestrators]) {
     list.push({
       scope: fn,
       id: 'Serverless-LambdaTracing',
@@ -124,6 +140,40 @@ export function nagAcknowledgements(ledger: NagSubject & IConstruct): NagAcknowl
     });
   }
   return list;
+}
+
+/** The orchestrator queue's DLQ (CONTRACT §17), made by the first state machine target. */
+export function orchestratorDeadLetterAcknowledgement(deadLetterQueue: IConstruct): NagAcknowledgement {
+  return {
+    scope: deadLetterQueue,
+    id: 'Serverless-SQSRedrivePolicy',
+    reason: 'This is the orchestrator queue\'s dead-letter queue itself (and the DLQ of the execution status rule\'s target); it is alarmed on.',
+  };
+}
+
+/**
+ * A function's grant on a state machine's executions (`arn:…:execution:NAME:*`, CONTRACT §17), under
+ * the id cdk-nag gives it (the resource as its policy holds it, flattened the way cdk-nag prints it).
+ */
+export function executionsAcknowledgement(fn: IConstruct, executionsArn: string): NagAcknowledgement {
+  return {
+    scope: fn,
+    id: `AwsSolutions-IAM5[Resource::${flattened(Stack.of(fn).resolve(executionsArn))}]`,
+    reason: "The ledger names each execution at run time, one per dispatch attempt (CONTRACT §17); the grant is limited to this state machine's executions and to the calls the function makes on them.",
+  };
+}
+
+/** A CloudFormation value as cdk-nag prints it in a finding: references as `<id>` and `<id.attribute>`, joins joined, the rest as JSON. */
+function flattened(value: unknown): string {
+  if (typeof value === 'string') return value.replace(/\$\{/g, '<').replace(/\}/g, '>');
+  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
+  const join = (value as { 'Fn::Join'?: [string, unknown[]] })['Fn::Join'];
+  if (join) return join[1].map(flattened).join(join[0]);
+  const getAtt = (value as { 'Fn::GetAtt'?: [unknown, unknown] })['Fn::GetAtt'];
+  if (getAtt) return `<${flattened(getAtt[0])}.${flattened(getAtt[1])}>`;
+  const ref = (value as { Ref?: unknown }).Ref;
+  if (ref !== undefined) return `<${flattened(ref)}>`;
+  return JSON.stringify(value);
 }
 
 /** The logical id cdk-nag prints for a construct's CloudFormation resource. */

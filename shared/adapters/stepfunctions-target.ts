@@ -66,6 +66,16 @@ function submissionOf(input: string | undefined): { readonly dispatchId: unknown
   }
 }
 
+function isJson(text: string | undefined): text is string {
+  if (text === undefined || text === '') return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const preview = (text: string | undefined): string | undefined => (text === undefined || text === '' ? undefined : clip(printable(text), SUMMARY_CHARS));
 
 /** CONTRACT §17's status map: the ledger's status, and the state machine's own word kept beside it. */
@@ -76,8 +86,10 @@ export function runOfExecution(execution: DescribeExecutionCommandOutput, lastAc
     case 'RUNNING':
       return { runId, status: 'running', ...(lastActivityAt ? { lastActivityAt } : {}) };
     case 'SUCCEEDED': {
+      // The output is the result: its preview the summary, the JSON itself the body (kept within §10's bounds).
       const summary = preview(execution.output);
-      return { runId, status: 'completed', nativeStatus: native, ...(summary ? { result: { summary } } : {}) };
+      const bodyJson = isJson(execution.output) ? execution.output : undefined;
+      return { runId, status: 'completed', nativeStatus: native, ...(summary || bodyJson ? { result: { ...(summary ? { summary } : {}), ...(bodyJson ? { bodyJson } : {}) } } : {}) };
     }
     case 'ABORTED':
       return { runId, status: 'cancelled', nativeStatus: native };
@@ -86,6 +98,25 @@ export function runOfExecution(execution: DescribeExecutionCommandOutput, lastAc
       const summary = preview([execution.error, execution.cause].filter((part) => part !== undefined && part !== '').join(': '));
       return { runId, status: 'failed', nativeStatus: native, ...(summary ? { result: { summary } } : {}) };
     }
+  }
+}
+
+/**
+ * A lookup of one execution: `DescribeExecution`, and for a running one its newest history event (its
+ * last activity). Alone, so what only looks runs up (the orchestrators function) calls nothing else.
+ */
+export async function lookUpExecution(sfn: Pick<SFNClient, 'send'>, runId: string): Promise<LookupOutcome> {
+  try {
+    const execution = await sfn.send(new DescribeExecutionCommand({ executionArn: runId }));
+    if (execution.status !== 'RUNNING') return { kind: 'found', run: runOfExecution(execution) };
+    const history = await sfn.send(new GetExecutionHistoryCommand({ executionArn: runId, reverseOrder: true, maxResults: 1 }));
+    const newest = history.events?.[0]?.timestamp;
+    return { kind: 'found', run: runOfExecution(execution, newest ? newest.toISOString() : undefined) };
+  } catch (caught) {
+    const error = asSdkError(caught);
+    if (error.name === 'ExecutionDoesNotExist') return { kind: 'not_found' };
+    // AccessDenied included: the run may well be going on; the ledger cannot see it (never failed).
+    return { kind: 'unavailable', reason: reasonOf(error) };
   }
 }
 
@@ -121,20 +152,7 @@ export function stepFunctionsTarget(registration: StepFunctionsTargetRegistratio
       }
     },
 
-    async lookup(runId): Promise<LookupOutcome> {
-      try {
-        const execution = await describe(runId);
-        if (execution.status !== 'RUNNING') return { kind: 'found', run: runOfExecution(execution) };
-        const history = await deps.sfn.send(new GetExecutionHistoryCommand({ executionArn: runId, reverseOrder: true, maxResults: 1 }));
-        const newest = history.events?.[0]?.timestamp;
-        return { kind: 'found', run: runOfExecution(execution, newest ? newest.toISOString() : undefined) };
-      } catch (caught) {
-        const error = asSdkError(caught);
-        if (error.name === 'ExecutionDoesNotExist') return { kind: 'not_found' };
-        // AccessDenied included: the run may well be going on; the ledger cannot see it (never failed).
-        return { kind: 'unavailable', reason: reasonOf(error) };
-      }
-    },
+    lookup: (runId) => lookUpExecution(deps.sfn, runId),
 
     async decideApproval(runId, approvalId, decision, dispatchId): Promise<ApprovalOutcome> {
       if (dispatchId === undefined) return { kind: 'conflict', reason: 'an approval of a state machine is answered for its dispatch' };

@@ -15,7 +15,7 @@ import { notRegistered } from '../targets/port.js';
 import { clip } from '../text.js';
 import { nestsDeeperThan } from '../json-depth.js';
 import { taskOfDispatch } from '../usecases/task.js';
-import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest } from '../usecases/inbox.js';
+import { INLINE_BODY_BYTES, MAX_RESULT_BODY_BYTES, resultBodyDigest } from '../usecases/result-body.js';
 
 /** What the lifecycle routes need: the same as the monitor's work on a dispatch. */
 export type LifecycleDeps = DispatchWorkDeps;

@@ -24,7 +24,11 @@ export interface TargetRunView {
   readonly status: TargetRunStatus;
   /** A final run's own word for its status (CONTRACT V3 §2), when the target gave a valid one. */
   readonly nativeStatus?: string;
-  readonly result?: { readonly summary?: string };
+  /**
+   * `bodyJson`: the result's body as the runtime holds it, JSON text (a state machine's output, CONTRACT
+   * §17): kept as the result's body when it is within §10's bounds.
+   */
+  readonly result?: { readonly summary?: string; readonly bodyJson?: string };
   readonly evidence?: readonly string[];
   readonly pendingApproval?: { readonly approvalId: string; readonly requestedAt?: string };
   /**

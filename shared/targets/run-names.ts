@@ -49,3 +49,30 @@ function cutEscaped(escaped: string, length: number): string {
   }
   return escaped.slice(0, end);
 }
+
+/**
+ * The dispatch and attempt a readable execution name carries (`executionNameOf`'s inverse); undefined
+ * for a digest name (the execution's input names them then) or a name the ledger never gives.
+ */
+export function parseExecutionName(name: string): { readonly dispatchId: string; readonly attempt: number } | undefined {
+  let dispatchId = '';
+  for (let at = 0; at < name.length; at += 1) {
+    const char = name[at] as string;
+    if (char !== '_') {
+      if (!/^[A-Za-z0-9-]$/.test(char)) return undefined;
+      dispatchId += char;
+      continue;
+    }
+    const next = name[at + 1];
+    const unescaped = next === '_' ? '_' : next === 'd' ? '.' : next === 'c' ? ':' : undefined;
+    if (unescaped !== undefined) {
+      dispatchId += unescaped;
+      at += 1;
+      continue;
+    }
+    const attempt = name.slice(at + 1);
+    if (!/^[1-9]\d{0,8}$/.test(attempt) || dispatchId === '') return undefined;
+    return { dispatchId, attempt: Number(attempt) };
+  }
+  return undefined;
+}

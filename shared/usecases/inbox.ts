@@ -1,12 +1,11 @@
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { nativeStatusOf, stateOnly, type DispatchState, type NextState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
 import { resultClaimed, resultDelivered, resultDropped, resultReleased, resultRenewed, resultWatch } from '../dispatch/transitions/inbox.js';
 import { isClaimable, leaseLapsed, parseResultId } from '../dispatch/transitions/core.js';
 import type { BlobStore, InboxStore, LedgerStore, StoredState } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import type { OriginSettings, ResultBody } from '../dispatch/records.js';
-import { clipBytes } from '../text.js';
 import { resultBodyKey } from '../ledger/objects.js';
 import { evidenceCheckOf } from './evidence-check.js';
 
@@ -72,10 +71,6 @@ export type SettleOutcome =
   | { readonly kind: 'superseded' }
   | { readonly kind: 'conflict' };
 
-/** Results whose body is at most this many bytes travel inline in the claim; larger ones are spilled (CONTRACT §10). */
-export const INLINE_BODY_BYTES = 8 * 1024;
-export const PREVIEW_BYTES = 4 * 1024;
-export const MAX_RESULT_BODY_BYTES = 256 * 1024;
 /**
  * An empty long poll of 20 s reads the inbox at most this many times over all its keys (each read of an
  * empty key is 0.5 read units): 5 units (CONTRACT §10), as long as one pass reads at most 5 keys.
@@ -100,31 +95,6 @@ const MAX_SCANNED = 200;
 
 const newToken = (): string => randomBytes(16).toString('base64url');
 const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** A body's content digest as its keys carry it: the first 16 bytes of its SHA-256, base64url (22 characters). */
-export const resultBodyDigest = (json: string): string => createHash('sha256').update(json, 'utf8').digest().subarray(0, 16).toString('base64url');
-
-/**
- * Keeps a final event's `result.body` before the state write that refers to it (a result is never
- * ready with its body missing). Above the inline limit it goes to the blob store once, and the record
- * holds a preview and the key. Throws when it cannot be stored: the event is answered 5xx, nothing recorded.
- */
-export async function storeResultBody(deps: Pick<InboxDeps, 'store' | 'blobs' | 'now'>, dispatchId: string, attempt: number, seq: number, json: string): Promise<ResultBodyRef> {
-  const bytes = Buffer.byteLength(json, 'utf8');
-  const spilled = bytes > INLINE_BODY_BYTES;
-  const at = deps.now().toISOString();
-  // Keyed by its content too: a concurrent report of the same seq with another body writes its own
-  // record and object, and whichever state write wins names its own (the loser's stay unreferenced).
-  const digest = resultBodyDigest(json);
-  if (spilled) {
-    const key = resultBodyKey(dispatchId, attempt, seq, digest);
-    await deps.blobs.put(key, json, 'application/json');
-    await deps.store.putResultBody({ dispatchId, attempt, seq, digest, bytes, json: null, preview: clipBytes(json, PREVIEW_BYTES), bodyRef: key, at });
-  } else {
-    await deps.store.putResultBody({ dispatchId, attempt, seq, digest, bytes, json, preview: null, bodyRef: null, at });
-  }
-  return { seq, bytes, spilled, digest };
-}
 
 const ttlSeconds = (settings: OriginSettings): number => settings.resultTtlHours * 3600;
 const expired = (result: ResultRecord, settings: OriginSettings, now: Date): boolean => Date.parse(result.readyAt) + ttlSeconds(settings) * 1000 <= now.getTime();

@@ -1,7 +1,8 @@
-import type { DispatchState } from '../dispatch/state.js';
+import { isTerminal, type DispatchState, type ResultBodyRef } from '../dispatch/state.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { notRegistered } from '../targets/port.js';
 import { type LookupOutcome } from '../dispatch/target-answers.js';
+import { MAX_RESULT_BODY_BYTES, storeResultBody } from './result-body.js';
 
 /**
  * Asks the target about the dispatch's current run (the monitor's stall watch and a refresh alike).
@@ -12,4 +13,18 @@ export async function lookUpRun(deps: Pick<DispatchWorkDeps, 'store' | 'targetFo
   if (!registration || !state.runId) return { kind: 'unavailable', reason: notRegistered(state.target) };
   const submittedAt = state.receipts.findLast((receipt) => receipt.event === 'dispatch_submitted' && receipt.attempt === state.attempt)?.at;
   return deps.targetFor(registration).lookup(state.runId, { submittedAt });
+}
+
+/** The seq a result body read from the runtime itself is kept under: a reported event's seq starts at 1. */
+export const RUNTIME_RESULT_SEQ = 0;
+
+/**
+ * A final result the lookup found with a body (a state machine's output, CONTRACT §17), kept before the
+ * state that will refer to it — within §10's bounds; beyond them the summary's preview alone, never a
+ * failure. Nothing is kept for a run whose end is already recorded.
+ */
+export async function keepFoundBody(deps: Pick<DispatchWorkDeps, 'store' | 'blobs' | 'now'>, state: DispatchState, lookup: LookupOutcome): Promise<ResultBodyRef | undefined> {
+  const json = lookup.kind === 'found' && isTerminal(lookup.run.status) ? lookup.run.result?.bodyJson : undefined;
+  if (json === undefined || isTerminal(state.execution.nativeStatus) || Buffer.byteLength(json, 'utf8') > MAX_RESULT_BODY_BYTES) return undefined;
+  return storeResultBody(deps, state.dispatchId, state.attempt, RUNTIME_RESULT_SEQ, json);
 }

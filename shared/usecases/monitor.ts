@@ -9,7 +9,7 @@ import { CorruptItemError, type DispatchWorkDeps, type DueEntry, type DueIndex, 
 import { writeOnce } from '../ledger/repository.js';
 import { admitWaiting, startAttempt, type AttemptOutcome } from './submit-attempt.js';
 import { resumeHeldChild } from './lineage.js';
-import { lookUpRun } from './look-up-run.js';
+import { keepFoundBody, lookUpRun } from './look-up-run.js';
 import { recordCancelAnswer } from './flow.js';
 import { clip } from '../text.js';
 import { slotTotals } from '../dispatch/slots.js';
@@ -358,8 +358,9 @@ async function watchRun(deps: MonitorDeps, stored: StoredState): Promise<Monitor
   } else {
     const lookup = await lookUpRun(deps, state);
     crashPoint('monitor.after_lookup', state.dispatchId);
+    const body = await keepFoundBody(deps, state, lookup);
     const now = deps.now();
-    next = reconcileLookup(state, lookup, now, true) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000));
+    next = reconcileLookup(state, lookup, now, true, body) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000));
   }
   return write(deps, stored, next);
 }

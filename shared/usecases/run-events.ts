@@ -7,8 +7,8 @@ import { isLive } from '../dispatch/transitions/core.js';
 import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { updateDispatch, writeOnce } from '../ledger/repository.js';
 import { settleEvidence } from './evidence-check.js';
-import { storeResultBody } from './inbox.js';
-import { lookUpRun } from './look-up-run.js';
+import { storeResultBody } from './result-body.js';
+import { keepFoundBody, lookUpRun } from './look-up-run.js';
 
 /**
  * What a run's target tells the ledger about it (CONTRACT §2 `POST /runs/{runId}/events`), and the
@@ -173,6 +173,6 @@ export async function refreshed(deps: DispatchWorkDeps, stored: StoredState): Pr
   // What the target said — a final status, a 404, the run alive — is recorded like the monitor's lookup,
   // once: the lookup was made for the state read. A lost race only means someone else recorded a newer
   // state first: answer with that.
-  const written = await writeOnce(deps.store, stored, refreshRecorded(state, lookup, now, stallDue));
+  const written = await writeOnce(deps.store, stored, refreshRecorded(state, lookup, now, stallDue, await keepFoundBody(deps, state, lookup)));
   return written.kind === 'written' ? written.state : ((await deps.store.getState(state.dispatchId)) ?? state);
 }

@@ -43,6 +43,13 @@ const ACTION_OF: Readonly<Record<string, string>> = {
   InvokeCommand: 'lambda:InvokeFunction',
   GetSecretValueCommand: 'secretsmanager:GetSecretValue',
   PutEventsCommand: 'events:PutEvents',
+  // stepfunctions targets (CONTRACT §17).
+  StartExecutionCommand: 'states:StartExecution',
+  DescribeExecutionCommand: 'states:DescribeExecution',
+  GetExecutionHistoryCommand: 'states:GetExecutionHistory',
+  StopExecutionCommand: 'states:StopExecution',
+  SendTaskSuccessCommand: 'states:SendTaskSuccess',
+  SendTaskFailureCommand: 'states:SendTaskFailure',
 };
 /** A transaction's actions are those of its items (Put, Update, ConditionCheck), which the item writes already need. */
 const NO_ACTION_OF_ITS_OWN = new Set(['TransactWriteCommand']);

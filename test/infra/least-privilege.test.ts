@@ -1,5 +1,6 @@
 import { Duration, Validations } from 'aws-cdk-lib';
 import { Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { DefinitionBody, Pass, StateMachine } from 'aws-cdk-lib/aws-stepfunctions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER_FUNCTIONS, type LedgerFunctionName } from '../../infra/bundling.js';
 import { codeCallsOf } from './code-calls.js';
@@ -30,7 +31,7 @@ const resourcesFor = (name: LedgerFunctionName, prefix: string): string[] => gra
 
 beforeAll(() => {
   synth = synthesizeLedger();
-  grants = { intake: grantsOf('intake'), api: grantsOf('api'), monitor: grantsOf('monitor'), publisher: grantsOf('publisher'), retention: grantsOf('retention'), failures: grantsOf('failures') };
+  grants = { intake: grantsOf('intake'), api: grantsOf('api'), monitor: grantsOf('monitor'), publisher: grantsOf('publisher'), retention: grantsOf('retention'), failures: grantsOf('failures'), orchestrators: grantsOf('orchestrators') };
 });
 afterAll(() => synth.dispose());
 
@@ -50,10 +51,19 @@ describe('least privilege: each function may do exactly what its code does', () 
     expect(grants.failures.filter((grant) => grant.actions.some((action) => action.startsWith('dynamodb:') && action !== 'dynamodb:Query')).map((grant) => grant.resources)).toEqual([JSON.stringify({ 'Fn::GetAtt': [table, 'Arn'] })]);
   });
 
-  it('api and failures may invoke exactly the monitor (the admission nudge, CONTRACT §11): not its versions or aliases, and no other function may', () => {
+  it("orchestrators: take the orchestrator queue's messages, read and write items by key, count who waits, nudge the monitor, keep a large output's body — no Step Functions call without a state machine", () => {
+    // With no state machine registered (this stack) it is granted no states: action; addStateMachineTarget grants describe and history on its executions (state-machine-target.test.ts).
+    expect(actionsOf('orchestrators')).toEqual(
+      [...LOGS, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 'lambda:InvokeFunction', 's3:PutObject'].sort(),
+    );
+    const table = logicalId(synth.stack, synth.stack.ledger.storage.table);
+    expect(resourcesFor('orchestrators', 'dynamodb:Query')).toEqual([JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [table, 'Arn'] }, '/index/waiting']] })]);
+  });
+
+  it('api, failures and orchestrators may invoke exactly the monitor (the admission nudge, CONTRACT §11): not its versions or aliases, and no other function may', () => {
     const monitor = synth.template.toJSON().Resources[logicalId(synth.stack, synth.stack.ledger.functions.monitor.function)] as { Properties: { FunctionName: string } };
     const exactly = JSON.stringify({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:lambda:eu-west-1:111122223333:function:${monitor.Properties.FunctionName}`]] });
-    for (const name of ['api', 'failures'] as const) expect(resourcesFor(name, 'lambda:'), name).toEqual([exactly]);
+    for (const name of ['api', 'failures', 'orchestrators'] as const) expect(resourcesFor(name, 'lambda:'), name).toEqual([exactly]);
     for (const name of ['intake', 'monitor', 'publisher', 'retention'] as const) expect(actionsOf(name), name).not.toContain('lambda:InvokeFunction');
   });
 
@@ -194,6 +204,12 @@ describe('least privilege: each role covers what its code calls (read from the s
           Validations.of(worker).acknowledge({ id, reason: "test fixture: the user's own worker function" });
         }
         stack.ledger.addLambdaTarget('reviewer', worker, { timeout: Duration.minutes(2) });
+        // And a state machine: its calls are granted per state machine (addStateMachineTarget, CONTRACT §17).
+        const flow = new StateMachine(stack, 'ReviewFlow', { definitionBody: DefinitionBody.fromChainable(new Pass(stack, 'Done')) });
+        for (const id of ['AwsSolutions-SF1', 'AwsSolutions-SF2', 'Serverless-StepFunctionStateMachineXray', 'Serverless-StepFunctionStateMachineAllLogging']) {
+          Validations.of(flow).acknowledge({ id, reason: "test fixture: the user's own state machine" });
+        }
+        stack.ledger.addStateMachineTarget('review-flow', flow);
       },
     });
   });

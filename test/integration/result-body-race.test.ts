@@ -14,7 +14,7 @@ import type { StoredState } from '../../shared/ledger/port.js';
 import { takeDispatchMessage, type IntakeDeps } from '../../shared/usecases/intake.js';
 import type { ResultBody } from '../../shared/dispatch/records.js';
 import { resultBodyKey } from '../../shared/ledger/objects.js';
-import { INLINE_BODY_BYTES, resultBodyDigest } from '../../shared/usecases/inbox.js';
+import { INLINE_BODY_BYTES, resultBodyDigest } from '../../shared/usecases/result-body.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory, overriding } from '../support/factories.js';
 import { ScriptedTarget } from '../support/scripted-target.js';

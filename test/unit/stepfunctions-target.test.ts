@@ -109,7 +109,7 @@ describe('stepfunctions target: lookup (the status map)', () => {
   });
 
   it.each([
-    [{ status: 'SUCCEEDED', output: '{"verdict":"approved"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"verdict":"approved"}' } }],
+    [{ status: 'SUCCEEDED', output: '{"verdict":"approved"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"verdict":"approved"}', bodyJson: '{"verdict":"approved"}' } }],
     [{ status: 'SUCCEEDED' }, { status: 'completed', nativeStatus: 'SUCCEEDED' }],
     [{ status: 'FAILED', error: 'States.TaskFailed', cause: 'the model refused' }, { status: 'failed', nativeStatus: 'FAILED', result: { summary: 'States.TaskFailed: the model refused' } }],
     [{ status: 'TIMED_OUT', error: 'States.Timeout' }, { status: 'failed', nativeStatus: 'TIMED_OUT', result: { summary: 'States.Timeout' } }],

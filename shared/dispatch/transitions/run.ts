@@ -1,5 +1,5 @@
 import { isTerminal, type DispatchState, type MonitorStatus, type ResultBodyRef, type NextState } from '../state.js';
-import type { LookupOutcome } from '../target-answers.js';
+import type { LookupOutcome, TargetRunView } from '../target-answers.js';
 import { clip } from '../../text.js';
 import type { RunEventType } from '@dispatch-ledger/protocol';
 import { advance, cancelPending, finished, isLive, plus, rescheduled } from './core.js';
@@ -103,6 +103,24 @@ export function runFailedByRuntime(state: DispatchState, error: string, now: Dat
   return finished(state, 'failed', error, now, 'failed', undefined, native);
 }
 
+/**
+ * A runtime the ledger cannot call back through a target endpoint (a state machine, CONTRACT §17) said
+ * its run ended: recorded as a reported end — the same transition a target's final event takes — with
+ * its own word for the status, never as something the ledger recovered.
+ */
+export function runEndedByRuntime(state: DispatchState, run: TargetRunView, now: Date, body?: ResultBodyRef): NextState {
+  if (!isTerminal(run.status)) throw new RangeError(`a run ends with a final status, not ${run.status}`);
+  return finished(state, run.status, run.result?.summary, now, run.status as 'completed' | 'failed' | 'cancelled', body, run.nativeStatus);
+}
+
+/**
+ * A runtime asked for an approval through the ledger (a state machine's task token on the approvals
+ * queue, CONTRACT §17), under the approval id the ledger chose: the run waits, the approval clock starts.
+ */
+export function approvalAsked(state: DispatchState, approvalId: string, now: Date): NextState {
+  return approvalRequested(state, approvalId, now.toISOString(), now);
+}
+
 function approvalRequested(state: DispatchState, approvalId: string, requestedAt: string, now: Date): NextState {
   return advance(state, 'approval_requested', now, {
     execution: {
@@ -142,13 +160,13 @@ function unobserved(state: DispatchState, monitorStatus: MonitorStatus, now: Dat
  * no activity was recorded for the stall timeout (a refresh asks without suspecting anything).
  * Returns undefined when nothing needs writing.
  */
-export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): NextState | undefined {
+export function reconcileLookup(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean, body?: ResultBodyRef): NextState | undefined {
   if (isTerminal(state.execution.nativeStatus)) return undefined;
   if (lookup.kind === 'not_found') return unobserved(state, 'target_not_found', now);
   if (lookup.kind === 'unavailable') return unobserved(state, 'lookup_unavailable', now);
   const run = lookup.run;
   // A final result the target holds but never reported: recorded as the target's own word.
-  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'recovered', undefined, run.nativeStatus);
+  if (isTerminal(run.status)) return finished(state, run.status, run.result?.summary, now, 'recovered', body, run.nativeStatus);
   const held = state.execution.pendingApproval;
   if (run.status === 'waiting_for_approval' && run.pendingApproval && held?.approvalId !== run.pendingApproval.approvalId) {
     // Waiting for an approval the ledger never heard of: adopted, so approve and cancel work.
@@ -188,8 +206,8 @@ export const refreshThrottled = (state: DispatchState, now: Date): boolean =>
  * transition as the monitor's lookup — so `check`, `check --refresh` and `attention` agree — with when
  * it asked (the throttle reads it; a run found as recorded is one `observed` write of that alone).
  */
-export function refreshRecorded(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean): NextState {
-  const next = reconcileLookup(state, lookup, now, stallSuspected) ?? advance(state, 'observed', now);
+export function refreshRecorded(state: DispatchState, lookup: LookupOutcome, now: Date, stallSuspected: boolean, body?: ResultBodyRef): NextState {
+  const next = reconcileLookup(state, lookup, now, stallSuspected, body) ?? advance(state, 'observed', now);
   return { ...next, lastRefreshAt: now.toISOString() };
 }
 

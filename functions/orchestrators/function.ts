@@ -1,0 +1,34 @@
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { takeOrchestratorMessage, type OrchestratorDeps } from '../../shared/usecases/orchestrators.js';
+import type { LedgerConfig } from '../../shared/adapters/config.js';
+import { logger, orchestratorDeps } from './deps.js';
+
+export { CONFIG } from './deps.js';
+
+/**
+ * The orchestrator queue (CONTRACT §17): state machines' approval requests (`.waitForTaskToken`) and
+ * EventBridge's Step Functions status changes. A message that cannot be read, or is not for a run the
+ * ledger follows, is logged (never its body: it may hold a task token) and acknowledged; a lost race is
+ * reported back alone and retried by SQS.
+ */
+async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise<void> {
+  let body: unknown;
+  try {
+    body = JSON.parse(record.body);
+  } catch {
+    body = undefined;
+  }
+  const outcome = await takeOrchestratorMessage(deps, body, record.attributes.SenderId);
+  const fields = { messageId: record.messageId, outcome };
+  if (outcome === 'unreadable') logger.warn('an orchestrator message the ledger cannot read; dropped', { ...fields, bytes: record.body.length });
+  else if (outcome === 'refused') logger.warn('an approval request not from the state machine of the run it names; refused', { ...fields, senderId: record.attributes.SenderId });
+  else logger.info('orchestrator message taken in', fields);
+  if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
+}
+
+export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
+  const deps = orchestratorDeps(config);
+  const processor = new BatchProcessor(EventType.SQS);
+  return async (event, context) => processPartialResponse(event, (record: SQSRecord) => recordHandler(deps, record), processor, { context });
+}

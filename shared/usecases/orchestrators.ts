@@ -1,0 +1,150 @@
+import { createHash } from 'node:crypto';
+import * as z from 'zod/mini';
+import { DISPATCH_ID, MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
+import { isTerminal } from '../dispatch/state.js';
+import { approvalAsked, reconcileLookup, runEndedByRuntime } from '../dispatch/transitions/run.js';
+import type { DispatchWorkDeps, LedgerStoreWithWrites, StoredState } from '../ledger/port.js';
+import { updateDispatch } from '../ledger/repository.js';
+import type { StepFunctionsTargetRegistration } from '../targets/port.js';
+import { parseExecutionName } from '../targets/run-names.js';
+import { keepFoundBody, lookUpRun } from './look-up-run.js';
+
+/**
+ * What AWS's orchestrators tell the ledger on its orchestrator queue (CONTRACT §17), one message at a time:
+ * - a state machine's **approval request**, sent with `.waitForTaskToken`: `{ dispatchId, runId, taskToken }`.
+ *   Taken only from the registered state machine's role and for the dispatch's current run; the ledger
+ *   chooses the approval id (from the token, so a redelivery asks nothing twice) and keeps the token
+ *   apart from the dispatch: it never appears in a view, an event or a log.
+ * - EventBridge's **"Step Functions Execution Status Change"** for a registered state machine: a nudge,
+ *   not a verdict. The ledger looks the execution up (the event could be forged by anyone who may send to
+ *   the queue; the lookup cannot) and records an end as the run's own report; an execution started again
+ *   after the ledger recorded its end (a redrive outside the ledger) is kept as late activity.
+ */
+
+export type OrchestratorOutcome =
+  | 'approval_requested'
+  | 'ended'
+  | 'unchanged'
+  /** An execution redriven after its end was recorded: kept as a late event (the ledger's way to run it again is a redispatch). */
+  | 'late'
+  | 'not_current'
+  | 'unreadable'
+  | 'refused'
+  | 'conflict';
+
+export interface OrchestratorDeps extends Pick<DispatchWorkDeps, 'targetFor' | 'now' | 'blobs'> {
+  readonly store: LedgerStoreWithWrites;
+  /** `enforce` (AWS): an approval request is taken only from the state machine's own role. */
+  readonly principalMode: 'enforce' | 'open';
+}
+
+/** Step Functions' task tokens are up to 1,024 characters (the API's bound): more is not a token. */
+const MAX_TASK_TOKEN_CHARS = 1024;
+const MAX_INPUT_CHARS = 256 * 1024;
+
+const approvalRequestSchema = z.object({
+  dispatchId: z.string().check(z.regex(DISPATCH_ID)),
+  runId: z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)),
+  taskToken: z.string().check(z.minLength(1), z.maxLength(MAX_TASK_TOKEN_CHARS)),
+});
+
+const statusChangeSchema = z.object({
+  source: z.literal('aws.states'),
+  'detail-type': z.literal('Step Functions Execution Status Change'),
+  detail: z.object({
+    executionArn: z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)),
+    stateMachineArn: z.string().check(z.minLength(1), z.maxLength(MAX_RUN_ID_CHARS)),
+    status: z.string().check(z.maxLength(32)),
+    input: z.optional(z.nullable(z.string().check(z.maxLength(MAX_INPUT_CHARS)))),
+    redriveCount: z.optional(z.number()),
+  }),
+});
+
+/** The approval id the ledger gives the approval a task token waits on: the same token, the same id. */
+export const approvalIdOfToken = (taskToken: string): string => `sfn-${createHash('sha256').update(taskToken, 'utf8').digest('base64url').slice(0, 22)}`;
+
+/** The dispatch an execution runs: from its input (the submission body), else from its readable name. */
+function dispatchOfExecution(executionArn: string, input: string | null | undefined): string | undefined {
+  if (input) {
+    try {
+      const body: unknown = JSON.parse(input);
+      const dispatchId = typeof body === 'object' && body !== null ? (body as { dispatchId?: unknown }).dispatchId : undefined;
+      if (typeof dispatchId === 'string' && DISPATCH_ID.test(dispatchId)) return dispatchId;
+    } catch {
+      // Not the ledger's submission body: the name may still say.
+    }
+  }
+  return parseExecutionName(executionArn.split(':').at(-1) ?? '')?.dispatchId;
+}
+
+/** The state machine registration of a dispatch's target, if that is what it is. */
+async function stateMachineOf(deps: OrchestratorDeps, target: string): Promise<StepFunctionsTargetRegistration | undefined> {
+  const registration = await deps.store.getTarget(target);
+  return registration?.kind === 'stepfunctions' ? registration : undefined;
+}
+
+/** `senderId`: the message's SQS SenderId (an assumed role sends as `{roleId}:{session}`). */
+export async function takeOrchestratorMessage(deps: OrchestratorDeps, body: unknown, senderId?: string): Promise<OrchestratorOutcome> {
+  const request = approvalRequestSchema.safeParse(body);
+  if (request.success) return takeApprovalRequest(deps, request.data, senderId);
+  const change = statusChangeSchema.safeParse(body);
+  if (change.success) return takeStatusChange(deps, change.data.detail);
+  return 'unreadable';
+}
+
+async function takeApprovalRequest(deps: OrchestratorDeps, request: z.output<typeof approvalRequestSchema>, senderId: string | undefined): Promise<OrchestratorOutcome> {
+  const read = await deps.store.getStored(request.dispatchId);
+  if (!read) return 'not_current';
+  const registration = await stateMachineOf(deps, read.state.target);
+  if (!registration) return 'refused';
+  if (deps.principalMode === 'enforce' && (!registration.roleId || !senderId?.startsWith(`${registration.roleId}:`))) return 'refused';
+  const current = (state: StoredState['state'] | undefined) => state?.phase === 'submitted' && state.runId === request.runId && !isTerminal(state.execution.nativeStatus);
+  if (!current(read.state)) return 'not_current';
+  const approvalId = approvalIdOfToken(request.taskToken);
+  // The token first: a decision can only be answered once the state that shows the approval refers to a kept token.
+  await deps.store.putApprovalToken({ dispatchId: request.dispatchId, attempt: read.state.attempt, runId: request.runId, approvalId, taskToken: request.taskToken, at: deps.now().toISOString() });
+  const updated = await updateDispatch<OrchestratorOutcome>(
+    deps.store,
+    request.dispatchId,
+    (state) => {
+      if (!state || !current(state)) return { answer: 'not_current' };
+      if (state.execution.pendingApproval?.approvalId === approvalId) return { answer: 'unchanged' };
+      return { write: approvalAsked(state, approvalId, deps.now()), answer: 'approval_requested' };
+    },
+    { first: read },
+  );
+  return updated.kind === 'lost' ? 'conflict' : updated.answer;
+}
+
+async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof statusChangeSchema>['detail']): Promise<OrchestratorOutcome> {
+  const dispatchId = dispatchOfExecution(detail.executionArn, detail.input);
+  if (!dispatchId) return 'unreadable';
+  const read = await deps.store.getStored(dispatchId);
+  if (!read) return 'not_current';
+  const registration = await stateMachineOf(deps, read.state.target);
+  if (registration?.stateMachineArn !== detail.stateMachineArn || read.state.runId !== detail.executionArn) return 'not_current';
+  if (isTerminal(read.state.execution.nativeStatus)) {
+    if (detail.status !== 'RUNNING') return 'unchanged';
+    await deps.store.recordLateEvent({ dispatchId, runId: detail.executionArn, seq: detail.redriveCount ?? 0, type: 'redriven', at: deps.now().toISOString() });
+    return 'late';
+  }
+  // Looked up before anything is recorded: the event says which execution changed, Step Functions says how.
+  const lookup = await lookUpRun(deps, read.state);
+  // Its output, as the result's body, before the state that refers to it.
+  const body = await keepFoundBody(deps, read.state, lookup);
+  const updated = await updateDispatch<OrchestratorOutcome>(
+    deps.store,
+    dispatchId,
+    (state) => {
+      if (!state || state.runId !== detail.executionArn || isTerminal(state.execution.nativeStatus)) return { answer: 'unchanged' };
+      // Not seen (unavailable, unknown to Step Functions): the nudge concludes nothing; the monitor's own lookup will.
+      if (lookup.kind !== 'found') return { answer: 'unchanged' };
+      if (isTerminal(lookup.run.status)) return { write: runEndedByRuntime(state, lookup.run, deps.now(), body), answer: 'ended' };
+      // Still running (a start, a redrive): what a refresh would record, never a stall.
+      const next = reconcileLookup(state, lookup, deps.now(), false);
+      return next ? { write: next, answer: 'unchanged' } : { answer: 'unchanged' };
+    },
+    { first: read },
+  );
+  return updated.kind === 'lost' ? 'conflict' : updated.answer;
+}

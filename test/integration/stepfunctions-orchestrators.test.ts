@@ -1,0 +1,178 @@
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DescribeExecutionCommand, GetExecutionHistoryCommand, SendTaskSuccessCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import { InboxTable } from '../../shared/adapters/inbox-table.js';
+import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { stepFunctionsTarget } from '../../shared/adapters/stepfunctions-target.js';
+import { route, type ApiDeps } from '../../shared/api/routes.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { nativeStatusOf } from '../../shared/dispatch/state.js';
+import type { StepFunctionsTargetRegistration, TargetRegistration } from '../../shared/targets/port.js';
+import { takeDispatchMessage } from '../../shared/usecases/intake.js';
+import { approvalIdOfToken, takeOrchestratorMessage, type OrchestratorDeps } from '../../shared/usecases/orchestrators.js';
+import { engineClients, loopbackOnly, testEngines, uniqueName } from '../support/engines.js';
+import { intakeDepsFactory } from '../support/factories.js';
+
+/**
+ * The orchestrator queue (CONTRACT §17) on DynamoDB Local: a state machine's approval request taken only
+ * from its own role and for the current run, its token kept apart (in no view, no state, no answer) and
+ * answered with SendTaskSuccess; a status change looked up before its end is recorded; a redrive after
+ * the end kept as late activity. Step Functions itself is mocked at the SDK (no local engine runs
+ * `.waitForTaskToken`); the table is real.
+ */
+
+const clients = engineClients();
+const dynamodb = loopbackOnly(new DynamoDBClient({ region: 'us-east-1', endpoint: testEngines().dynamodbEndpoint, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
+const documents = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+const sfnMock = mockClient(SFNClient);
+const NOW = new Date('2026-12-01T12:00:00.000Z');
+const STATE_MACHINE = 'arn:aws:states:us-east-1:111122223333:stateMachine:review-flow';
+const TOKEN = `AQCEAAAAKgAAAAMAAAAAAAAAAT${'t'.repeat(900)}`;
+const registration: StepFunctionsTargetRegistration = { name: 'review-flow', kind: 'stepfunctions', stateMachineArn: STATE_MACHINE, roleId: 'AROAFLOWROLE' };
+let table: LedgerTable;
+let tableName: string;
+let blobs: S3Blobs;
+
+const arnOf = (dispatchId: string) => `arn:aws:states:us-east-1:111122223333:execution:review-flow:${dispatchId}_1`;
+const targetFor = (target: TargetRegistration) => {
+  if (target.kind !== 'stepfunctions') throw new Error('only the state machine here');
+  return stepFunctionsTarget(target, { sfn: new SFNClient({ region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }), approvalTokenOf: (dispatchId, approvalId) => table.getApprovalToken(dispatchId, approvalId) });
+};
+const deps = (): OrchestratorDeps => ({ store: table, blobs, targetFor, now: () => NOW, principalMode: 'enforce' });
+const api = (): ApiDeps => ({
+  store: table,
+  blobs,
+  feeds: new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 }),
+  inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }),
+  principals: table,
+  principalMode: 'open',
+  targetFor,
+  callbackUrl: 'http://127.0.0.1:9',
+  retryPolicy: DEFAULT_RETRY_POLICY,
+  now: () => NOW,
+  claimSeconds: 60,
+});
+/** AWS's "Step Functions Execution Status Change" event (its documented shape), for one execution of the registered state machine. */
+const statusChange = (executionArn: string, status: string, input: string | null, extra: Record<string, unknown> = {}) => ({
+  version: '0',
+  id: '315c1398-40ff-a850-213b-158f73e60175',
+  'detail-type': 'Step Functions Execution Status Change',
+  source: 'aws.states',
+  account: '111122223333',
+  time: '2026-12-01T12:00:00Z',
+  region: 'us-east-1',
+  resources: [executionArn],
+  detail: { executionArn, stateMachineArn: STATE_MACHINE, name: executionArn.split(':').at(-1), status, startDate: 1_764_590_400_000, stopDate: status === 'RUNNING' ? null : 1_764_590_460_000, input, output: null, inputDetails: { included: true }, ...extra },
+});
+
+beforeAll(async () => {
+  tableName = uniqueName('sfn-ledger');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  table = new LedgerTable(documents, { tableName, retentionSeconds: 86_400 });
+  blobs = new S3Blobs(clients.s3, await ensureBucket(clients.s3, uniqueName('sfn-blobs')));
+  await table.putTarget(registration);
+});
+afterEach(() => sfnMock.reset());
+afterAll(() => {
+  clients.destroy();
+  dynamodb.destroy();
+});
+
+/** A dispatch taken in and started as one execution of the state machine. */
+async function submitted(): Promise<{ dispatchId: string; runId: string }> {
+  const dispatchId = uniqueName('d').replace(/[^A-Za-z0-9-]/g, '-');
+  const runId = arnOf(dispatchId);
+  sfnMock.on(StartExecutionCommand).resolves({ executionArn: runId, startDate: NOW });
+  await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor, now: () => NOW }), {
+    messageId: uniqueName('m'),
+    body: JSON.stringify({ dispatchId, origin: 'planner', target: 'review-flow', task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+    senderId: 'test',
+  });
+  const state = await table.getState(dispatchId);
+  expect(state).toMatchObject({ phase: 'submitted', runId });
+  return { dispatchId, runId };
+}
+
+describe('a state machine asks for an approval through the ledger', () => {
+  it('is taken only from its own role and for the current run; the token is kept apart and answered with SendTaskSuccess, and shown nowhere', async () => {
+    const { dispatchId, runId } = await submitted();
+    const request = { dispatchId, runId, taskToken: TOKEN };
+    expect(await takeOrchestratorMessage(deps(), request, 'AROAOTHERROLE:execution')).toBe('refused');
+    expect(await takeOrchestratorMessage(deps(), request)).toBe('refused');
+    expect(await takeOrchestratorMessage(deps(), { ...request, runId: `${runId}-not-this-one` }, 'AROAFLOWROLE:execution')).toBe('not_current');
+    expect(await takeOrchestratorMessage(deps(), { ...request, taskToken: 'x'.repeat(1025) }, 'AROAFLOWROLE:execution')).toBe('unreadable');
+    expect((await table.getState(dispatchId))?.execution.pendingApproval).toBeNull();
+
+    expect(await takeOrchestratorMessage(deps(), request, 'AROAFLOWROLE:execution')).toBe('approval_requested');
+    // SQS delivers at least once: the same token asks nothing twice.
+    expect(await takeOrchestratorMessage(deps(), request, 'AROAFLOWROLE:execution')).toBe('unchanged');
+    const approvalId = approvalIdOfToken(TOKEN);
+    const view = await route(api(), { method: 'GET', rawPath: `/dispatches/${dispatchId}`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined });
+    expect(JSON.parse(view.body)).toMatchObject({ execution: { status: 'waiting_for_approval', pendingApproval: { approvalId } } });
+    expect(view.body).not.toContain(TOKEN);
+    // In the table: the token item alone holds it, under its own key; the state (and so every event) does not.
+    const { Items = [] } = await documents.send(new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': `D#${dispatchId}` }, ConsistentRead: true }));
+    expect(Items.filter((item) => JSON.stringify(item).includes(TOKEN)).map((item) => item.sk)).toEqual([`TOKEN#${approvalId}`]);
+
+    sfnMock.on(SendTaskSuccessCommand).resolves({});
+    const decided = await route(api(), { method: 'POST', rawPath: `/dispatches/${dispatchId}/approval`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: Buffer.from(JSON.stringify({ approvalId, decision: 'approve' })), iamUserId: undefined });
+    expect(decided.statusCode).toBe(200);
+    expect(decided.body).not.toContain(TOKEN);
+    expect(sfnMock.commandCalls(SendTaskSuccessCommand).map((call) => call.args[0].input)).toEqual([{ taskToken: TOKEN, output: JSON.stringify({ approvalId, decision: 'approve' }) }]);
+    expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'running', pendingApproval: null, lastDecision: { approvalId, decision: 'approve' } });
+  });
+});
+
+describe("Step Functions' status change events", () => {
+  it('are looked up before an end is recorded, as the run\'s own report with the state machine\'s word; a forged or stale one changes nothing', async () => {
+    const { dispatchId, runId } = await submitted();
+    const input = JSON.stringify({ dispatchId, attempt: 1 });
+    // Another state machine's execution, or another run of this dispatch: not this run.
+    expect(await takeOrchestratorMessage(deps(), { ...statusChange(runId, 'SUCCEEDED', input), detail: { ...statusChange(runId, 'SUCCEEDED', input).detail, stateMachineArn: `${STATE_MACHINE}-other` } })).toBe('not_current');
+    expect(await takeOrchestratorMessage(deps(), statusChange(`${runId}0`, 'SUCCEEDED', input))).toBe('not_current');
+    // The event says SUCCEEDED, Step Functions says it is still running: the lookup's word is recorded, not the event's.
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'RUNNING', startDate: NOW, $metadata: {} });
+    sfnMock.on(GetExecutionHistoryCommand).resolves({ events: [{ id: 3, type: 'TaskStateEntered', timestamp: NOW }] });
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'SUCCEEDED', input))).toBe('unchanged');
+    expect((await table.getState(dispatchId))?.execution.status).not.toBe('completed');
+
+    sfnMock.reset();
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'FAILED', error: 'States.TaskFailed', cause: 'the reviewer crashed', startDate: NOW, stopDate: NOW, $metadata: {} });
+    // The input left out of the event (too large to include): the readable execution name says which dispatch.
+    expect(await takeOrchestratorMessage(deps(), { ...statusChange(runId, 'FAILED', null), detail: { ...statusChange(runId, 'FAILED', null).detail, inputDetails: { included: false } } })).toBe('ended');
+    const ended = await table.getState(dispatchId);
+    expect(ended?.execution).toMatchObject({ status: 'failed', result: { summary: 'States.TaskFailed: the reviewer crashed' } });
+    expect(ended && nativeStatusOf(ended.execution)).toBe('FAILED');
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', input))).toBe('unchanged');
+
+    // Redriven outside the ledger after its end: late activity, the recorded end stands.
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input, { redriveCount: 1 }))).toBe('late');
+    expect((await table.getState(dispatchId))?.execution.status).toBe('failed');
+    const { Items = [] } = await documents.send(new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': `D#${dispatchId}` }, ConsistentRead: true }));
+    expect(Items.filter((item) => String(item.sk).startsWith('LATE#')).map((item) => ({ runId: item.runId, type: item.type }))).toEqual([{ runId, type: 'redriven' }]);
+  });
+
+  it("records a succeeded execution's output as the result's body (kept before the state that names it), and its preview as the summary", async () => {
+    const { dispatchId, runId } = await submitted();
+    const output = JSON.stringify({ verdict: 'approved', notes: 'n'.repeat(20_000) });
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'SUCCEEDED', output, startDate: NOW, stopDate: NOW, $metadata: {} });
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'SUCCEEDED', JSON.stringify({ dispatchId, attempt: 1 })))).toBe('ended');
+    const ended = await table.getState(dispatchId);
+    expect(ended?.execution).toMatchObject({ status: 'completed', result: { body: { seq: 0, bytes: output.length, spilled: true } } });
+    expect(ended?.execution.result?.summary?.length).toBeLessThanOrEqual(200);
+    const body = ended?.execution.result?.body;
+    const kept = body && (await table.getResultBody(dispatchId, 1, body.seq, body.digest));
+    expect(kept && kept.bodyRef && (await blobs.getText(kept.bodyRef))).toBe(output);
+  });
+
+  it('a message that is neither is unreadable', async () => {
+    expect(await takeOrchestratorMessage(deps(), { hello: 'world' })).toBe('unreadable');
+    expect(await takeOrchestratorMessage(deps(), undefined)).toBe('unreadable');
+    expect(await takeOrchestratorMessage(deps(), { ...statusChange(arnOf('x'), 'SUCCEEDED', null), source: 'not.aws.states' })).toBe('unreadable');
+  });
+});
