@@ -14,6 +14,7 @@ import { lambdaContext, type InvocationReport } from './runtime/context.js';
 import { EventLogTail } from './runtime/event-log.js';
 import { startHttpApi, type HttpApiHandler } from './runtime/http-api.js';
 import { startLocalLambda, type LocalLambdaHandler } from './runtime/lambda-invoke.js';
+import { demoFlowTask, startFlowTasks } from './demo-flow-task.js';
 
 /** The example Lambda worker's target name, locally as in the app (`-c exampleLambdaWorker=true`). */
 export const EXAMPLE_WORKER_TARGET = 'example-worker';
@@ -150,6 +151,10 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     // A state machine (CONTRACT §17): one execution of demo-flow per attempt. moto emits no aws.states
     // status changes, so locally the monitor's lookup (after the stall window) learns each end.
     await ledger.putTarget({ name: DEMO_SFN_TARGET, kind: 'stepfunctions', stateMachineArn: resources.demoFlowArn });
+    // moto runs no Lambda task: the platform plays demo-flow's Task state, invoking its task (the worker
+    // kit's stepFunctionsTask) with Step Functions' event for each execution that starts.
+    const flowTasks = startFlowTasks({ sfn: clients.sfn, stateMachineArn: resources.demoFlowArn, handler: demoFlowTask, log: (line) => log({ component: 'demo-flow-task', ...line }) });
+    stoppers.push(() => flowTasks.stop());
     // Manual mode (CONTRACT §13): work a person does, attested with `ledger manual`.
     await ledger.putTarget({ name: MANUAL_DESK_TARGET, kind: 'manual' });
     // The user's own workers (`ledger local target add`), kept in the state directory across down / up.

@@ -1,4 +1,4 @@
-import { DescribeExecutionCommand, ListExecutionsCommand, type DescribeExecutionCommandOutput } from '@aws-sdk/client-sfn';
+import { DescribeExecutionCommand, ListExecutionsCommand, StartExecutionCommand, type DescribeExecutionCommandOutput } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_FLOW_FAILURE } from '../../local/demo-flow.js';
@@ -113,6 +113,36 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
     const view = await t.viewWhen(message.dispatchId, ended, { timeoutMs: 30_000 });
     expect(view.execution.status).toBe('cancelled');
     expect((await describeExecution(running.runId ?? '')).status).toBe('ABORTED');
+  });
+
+  it("settles as handled when the flow's Lambda task uploads the expected evidence with the kit (the platform invokes it with Step Functions' event shape)", async () => {
+    const message = { ...dispatch({ seconds: 2 }), expectedEvidence: ['out/flow-report.md'] };
+    await t.send(JSON.stringify(message));
+    const view = await t.viewWhen(message.dispatchId, (seen) => seen.evidence.outcome !== 'pending' && ended(seen), { timeoutMs: 30_000 });
+    expect(view.execution.status).toBe('completed');
+    expect(view.evidence.outcome).toBe('handled');
+    expect(view.evidence.found).toEqual(['out/flow-report.md']);
+  });
+
+  it('counts an execution that succeeded without the expected evidence as an orphan, never handled', async () => {
+    const message = { ...dispatch({ seconds: 1, behavior: 'complete_without_evidence' }), expectedEvidence: ['out/flow-report.md'], timeouts: { stallAfterSeconds: 1, deliveryGraceSeconds: 2 } };
+    await t.send(JSON.stringify(message));
+    const view = await t.viewWhen(message.dispatchId, (seen) => seen.evidence.outcome !== 'pending' && ended(seen), { timeoutMs: 30_000 });
+    expect(view.execution.status).toBe('completed');
+    expect(view.evidence.outcome).toBe('orphan_no_delivery');
+  });
+
+  it("never gives a dispatch another's execution: a name already taken by an execution whose input is not this dispatch's blocks it, target_rejected", async () => {
+    const message = dispatch({ seconds: 1 });
+    // Someone started an execution under the name the ledger would give this dispatch's attempt 1, for other work.
+    const name = executionNameOf(message.dispatchId, 1, STEP_FUNCTIONS_NAME_LENGTH);
+    const squatter = await t.clients.sfn.send(new StartExecutionCommand({ stateMachineArn: demoFlowArn, name, input: JSON.stringify({ dispatchId: `${message.dispatchId}x`, attempt: 1, task: { seconds: 30 } }) }));
+    await t.send(JSON.stringify(message));
+    const view = await t.viewWhen(message.dispatchId, (seen) => seen.phase === 'blocked', { timeoutMs: 30_000 });
+    expect(view.blockedReason).toContain('target_rejected');
+    expect(view.blockedReason).toContain('is not this dispatch');
+    expect(view.runId).toBeNull();
+    expect((await executionsOf(demoFlowArn)).filter((execution) => execution.name === name)).toEqual([{ executionArn: squatter.executionArn, name }]);
   });
 
   it('starts one execution for the same submission sent twice, while it runs and after it ended', async () => {
