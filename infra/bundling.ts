@@ -60,8 +60,16 @@ export const SDK_IMPORTS_OF: Readonly<Record<LedgerFunctionName, Readonly<Record
     '@aws-sdk/util-dynamodb': ['unmarshall'],
     '@aws-sdk/client-lambda': ['LambdaClient', 'InvokeCommand'],
   },
-  // The orchestrator queue (CONTRACT §17): looks a state machine's execution up before it records an end, so it has the targets' clients.
-  orchestrators: LEDGER_TABLE_CLIENTS,
+  // The orchestrator queue (CONTRACT §17): reads and writes the table by key, looks a state machine's
+  // execution up before it records an end, keeps a large output in the bucket, nudges the monitor.
+  orchestrators: {
+    '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException', 'TransactionCanceledException'],
+    '@aws-sdk/lib-dynamodb': ['DynamoDBDocumentClient', 'GetCommand', 'PutCommand', 'UpdateCommand', 'QueryCommand', 'BatchGetCommand', 'TransactWriteCommand'],
+    '@aws-sdk/util-dynamodb': ['unmarshall'],
+    '@aws-sdk/client-s3': ['S3Client', 'GetObjectCommand', 'PutObjectCommand', 'NoSuchKey'],
+    '@aws-sdk/client-sfn': ['SFNClient', 'DescribeExecutionCommand', 'GetExecutionHistoryCommand'],
+    '@aws-sdk/client-lambda': ['LambdaClient', 'InvokeCommand'],
+  },
   retention: {
     '@aws-sdk/client-s3': ['S3Client', 'ListObjectsV2Command', 'DeleteObjectsCommand'],
     '@aws-sdk/client-dynamodb': ['DynamoDBClient', 'ConditionalCheckFailedException'],

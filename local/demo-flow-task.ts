@@ -38,34 +38,44 @@ export function startFlowTasks(options: {
   readonly intervalMs?: number;
   readonly log: (entry: Record<string, unknown>) => void;
 }): FlowTaskRunner {
-  const seen = new Set<string>();
+  // The executions whose task was handed out: only those still running are remembered.
+  let started = new Set<string>();
   const running = new Set<Promise<unknown>>();
-  let stopped = false;
-  const invoke = async (executionArn: string): Promise<void> => {
-    const { input } = await options.sfn.send(new DescribeExecutionCommand({ executionArn }));
+  const stop = new AbortController();
+  const invoke = async (executionArn: string, input: string | undefined): Promise<void> => {
     const event = { submission: JSON.parse(input ?? '{}') as unknown, executionArn };
     await options.handler(event, { awsRequestId: `${executionArn.split(':').at(-1) ?? ''}-task`, functionName: 'demo-flow-task', getRemainingTimeInMillis: () => 60_000 });
   };
   const poll = async (): Promise<void> => {
-    const page = await options.sfn.send(new ListExecutionsCommand({ stateMachineArn: options.stateMachineArn, statusFilter: 'RUNNING', maxResults: 100 }));
-    for (const { executionArn } of page.executions ?? []) {
-      if (!executionArn || seen.has(executionArn)) continue;
-      seen.add(executionArn);
-      const task = invoke(executionArn).catch((error: unknown) => options.log({ level: 'warn', msg: 'a flow task failed', executionArn, error: String(error) }));
+    const open = new Set<string>();
+    let nextToken: string | undefined;
+    do {
+      const page = await options.sfn.send(new ListExecutionsCommand({ stateMachineArn: options.stateMachineArn, statusFilter: 'RUNNING', maxResults: 100, ...(nextToken ? { nextToken } : {}) }));
+      for (const { executionArn } of page.executions ?? []) if (executionArn) open.add(executionArn);
+      nextToken = page.nextToken;
+    } while (nextToken && !stop.signal.aborted);
+    for (const executionArn of open) {
+      if (started.has(executionArn) || stop.signal.aborted) continue;
+      // Handed out once its input is read: a describe that fails is tried again at the next poll.
+      const { input } = await options.sfn.send(new DescribeExecutionCommand({ executionArn }));
+      started.add(executionArn);
+      const task = invoke(executionArn, input).catch((error: unknown) => options.log({ level: 'warn', msg: 'a flow task failed', executionArn, error: String(error) }));
       running.add(task);
       void task.finally(() => running.delete(task));
     }
+    started = new Set([...started].filter((executionArn) => open.has(executionArn)));
   };
   const loop = (async () => {
-    while (!stopped) {
+    while (!stop.signal.aborted) {
       await poll().catch((error: unknown) => options.log({ level: 'warn', msg: 'listing the flow executions failed', error: String(error) }));
       await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 250));
     }
   })();
   return {
     async stop() {
-      stopped = true;
+      stop.abort();
       await loop;
+      // Stopped before the API (see the platform): a task under way finishes its calls, as Lambda would let it.
       await Promise.allSettled([...running]);
     },
   };

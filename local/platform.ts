@@ -151,10 +151,6 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     // A state machine (CONTRACT §17): one execution of demo-flow per attempt. moto emits no aws.states
     // status changes, so locally the monitor's lookup (after the stall window) learns each end.
     await ledger.putTarget({ name: DEMO_SFN_TARGET, kind: 'stepfunctions', stateMachineArn: resources.demoFlowArn });
-    // moto runs no Lambda task: the platform plays demo-flow's Task state, invoking its task (the worker
-    // kit's stepFunctionsTask) with Step Functions' event for each execution that starts.
-    const flowTasks = startFlowTasks({ sfn: clients.sfn, stateMachineArn: resources.demoFlowArn, handler: demoFlowTask, log: (line) => log({ component: 'demo-flow-task', ...line }) });
-    stoppers.push(() => flowTasks.stop());
     // Manual mode (CONTRACT §13): work a person does, attested with `ledger manual`.
     await ledger.putTarget({ name: MANUAL_DESK_TARGET, kind: 'manual' });
     // The user's own workers (`ledger local target add`), kept in the state directory across down / up.
@@ -234,6 +230,11 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         : {}),
     });
     stoppers.push(() => api.close());
+    // moto runs no Lambda task: the platform plays demo-flow's Task state, invoking its task (the worker
+    // kit's stepFunctionsTask) with Step Functions' event for each execution that starts. Started after the API (its
+    // callbacks' address) and so stopped before it.
+    const flowTasks = startFlowTasks({ sfn: clients.sfn, stateMachineArn: resources.demoFlowArn, handler: demoFlowTask, log: (line) => log({ component: 'demo-flow-task', ...line }) });
+    stoppers.push(() => flowTasks.stop());
 
     // What Lambda's runtime sets in every execution environment, with local endpoints: the region,
     // credentials and endpoint URLs the SDK clients read, and Powertools' variables. The only part of

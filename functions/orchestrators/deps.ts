@@ -1,14 +1,14 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { S3Client } from '@aws-sdk/client-s3';
-import { SFNClient } from '@aws-sdk/client-sfn';
+import type { SFNClient } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { functionLogger } from '../../shared/adapters/powertools.js';
 import type { LedgerConfig, ReadConfigOptions } from '../../shared/adapters/config.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
-import { lookUpExecution } from '../../shared/adapters/stepfunctions-target.js';
+import { lookUpExecution, sfnClientFor } from '../../shared/adapters/stepfunctions-target.js';
 import { lambdaAdmissionNudge, nudgingAdmission } from '../../shared/adapters/admission-nudge.js';
 import type { TargetPort } from '../../shared/targets/port.js';
 import type { OrchestratorDeps } from '../../shared/usecases/orchestrators.js';
@@ -41,7 +41,7 @@ export function orchestratorDeps(config: LedgerConfig): OrchestratorDeps {
   const blobs = new S3Blobs(() => (s3 ??= new S3Client({ forcePathStyle: true })), config.bucketName);
   // Bounded like every call to a target: a hung lookup must not hold the function.
   let sfn: SFNClient | undefined;
-  const executions = lookupsOnly((runId) => lookUpExecution((sfn ??= new SFNClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } })), runId));
+  const executions = lookupsOnly((runId) => lookUpExecution((sfn ??= sfnClientFor(config.targetTimeoutMs)), runId));
   const targetFor = (registration: Parameters<OrchestratorDeps['targetFor']>[0]): TargetPort => (registration.kind === 'stepfunctions' ? executions : NOT_A_STATE_MACHINE);
   // An end recorded frees its run's slot: the monitor is nudged to admit the next waiting dispatch (CONTRACT §11).
   let lambda: LambdaClient | undefined;

@@ -9,8 +9,8 @@ export { CONFIG } from './deps.js';
 /**
  * The orchestrator queue (CONTRACT §17): state machines' approval requests (`.waitForTaskToken`) and
  * EventBridge's Step Functions status changes. A message that cannot be read, or is not for a run the
- * ledger follows, is logged (never its body: it may hold a task token) and acknowledged; a lost race is
- * reported back alone and retried by SQS.
+ * ledger follows, is logged (never its body: it may hold a task token) and acknowledged; a lost race, or
+ * a request for a run whose start is not recorded yet, is reported back alone and retried by SQS.
  */
 async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise<void> {
   let body: unknown;
@@ -25,6 +25,8 @@ async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise
   else if (outcome === 'refused') logger.warn('an approval request not from the state machine of the run it names; refused', { ...fields, senderId: record.attributes.SenderId });
   else logger.info('orchestrator message taken in', fields);
   if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
+  // The run's start is not recorded yet (its execution asked first): SQS brings the request back.
+  if (outcome === 'not_yet') throw new Error('the run is not recorded yet; retried');
 }
 
 export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {

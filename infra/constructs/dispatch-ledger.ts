@@ -241,8 +241,8 @@ export class DispatchLedger extends Construct {
     this.retention = new ObjectRetention(this, 'Retention', { retention, table, evidenceBucket, failureBucket: this.publisher.failureBucket });
 
     // Least privilege: each function gets the item-level actions it uses, on the indexes it reads.
-    // No function may delete items, scan, or change the table; only the API and the monitor query,
-    // and intake, the failures and the orchestrators functions the wait index alone. Only retention may delete objects (ObjectRetention grants it).
+    // No function may delete items, scan, or change the table; only the API, the monitor and the
+    // orchestrators function query, and intake and the failures function the wait index alone. Only retention may delete objects (ObjectRetention grants it).
     // Flow control (CONTRACT §11): whoever submits reads a limited target's slot counters in one batch
     // (BatchGetItem), takes a slot only when nobody waits (the wait index) and commits the counter's
     // update with the dispatch; a failure taken in gives its run's slot back the same way (UpdateItem).
@@ -255,8 +255,9 @@ export class DispatchLedger extends Construct {
     this.allow(failures, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
     // The orchestrators function reads a dispatch, records a run's end or an approval request and its token.
     this.allow(orchestrators, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], [tableArn]);
-    // Like the failures function's: an end it records frees a slot, and its nudge counts who waits first.
-    this.allow(orchestrators, ['dynamodb:Query'], [indexArn(INDEX.waiting)]);
+    // Which run an approval request names reads the attempt records (an earlier run); an end it records
+    // frees a slot, and its nudge counts who waits first (the wait index), as the failures function's does.
+    this.allow(orchestrators, ['dynamodb:Query'], [tableArn, indexArn(INDEX.waiting)]);
     this.allow(monitor, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);
     this.allow(monitor, ['dynamodb:Query'], [tableArn, indexArn(INDEX.due), indexArn(INDEX.waiting)]);
     this.allow(api, ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchGetItem'], [tableArn]);

@@ -69,7 +69,8 @@ export function grantStateMachineCalls(stateMachine: IStateMachine, callers: { r
     stateMachine.grantExecution(caller.function, ...actions).principalStatements.flatMap((statement) => statement.resources.map((executions) => executionsAcknowledgement(caller, executions)));
   const acknowledgements = callers.submitters.flatMap((caller) => {
     stateMachine.grantStartExecution(caller.function);
-    stateMachine.grantTaskResponse(caller.function);
+    // The decisions the ledger sends (grantTaskResponse would add SendTaskHeartbeat, which it never sends).
+    stateMachine.grant(caller.function, 'states:SendTaskSuccess', 'states:SendTaskFailure');
     return onExecutions(caller, 'states:DescribeExecution', 'states:GetExecutionHistory', 'states:StopExecution');
   });
   return [...acknowledgements, ...onExecutions(callers.lookup, 'states:DescribeExecution', 'states:GetExecutionHistory')];

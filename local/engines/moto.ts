@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { answersHttp, freePort, requireTool, spawnEngine, stopPid, waitUntilReady, type SpawnedEngine } from './process.js';
 
 export interface MotoEngine extends SpawnedEngine {
@@ -27,6 +28,9 @@ export interface MotoEngine extends SpawnedEngine {
  *   first): the monitor's "newest event" read the oldest, so a long run looked stalled however its
  *   history moved. Now paged as in AWS, the page token the last event id given.
  */
+/** What the launcher says when moto's Step Functions cannot be given its copy fix: every second start would answer 500. */
+const NO_COPY_FIX = 'moto launcher: no Step Functions copy fix';
+
 const LAUNCHER = [
   // PROCESS_MARKERS finds moto by this text in its command line.
   '# moto_server, with a jsonpath cache (dispatch-ledger)',
@@ -41,8 +45,6 @@ const LAUNCHER = [
   "    print(f'moto launcher: running without its speed-ups ({error})', file=sys.stderr)",
   'try:',
   '    import moto.stepfunctions.models as sfn',
-  '    import moto.stepfunctions.responses as sfn_responses',
-  '    from moto.core.responses import ActionResult',
   '    def copy_without_executions(self, memo):',
   '        clone = self.__class__.__new__(self.__class__)',
   '        memo[id(self)] = clone',
@@ -50,10 +52,16 @@ const LAUNCHER = [
   "            setattr(clone, key, value if key in ('executions', 'backend') else copy.deepcopy(value, memo))",
   '        return clone',
   '    sfn.StateMachineInstance.__deepcopy__ = copy_without_executions',
+  'except (ImportError, AttributeError) as error:',
+  `    print(f'${NO_COPY_FIX} ({error})', file=sys.stderr)`,
+  'try:',
+  '    import moto.stepfunctions.responses as sfn_responses',
+  '    from moto.core.responses import ActionResult',
   '    def history_page(self):',
   "        events = list(self.stepfunction_backend.get_execution_history(self._get_param('executionArn'))['events'])",
   "        newest_first = bool(self._get_param('reverseOrder'))",
-  "        after = self._get_param('nextToken')",
+  "        after = str(self._get_param('nextToken') or '')",
+  "        if after and not after.isdigit(): raise ValueError('nextToken is not an event id')",
   '        if newest_first: events.reverse()',
   "        if after: events = [event for event in events if (event['id'] < int(after) if newest_first else event['id'] > int(after))]",
   "        size = int(self._get_param('maxResults') or 0) or 100",
@@ -62,10 +70,12 @@ const LAUNCHER = [
   '        return ActionResult(page)',
   '    sfn_responses.StepFunctionResponse.get_execution_history = history_page',
   'except (ImportError, AttributeError) as error:',
-  "    print(f'moto launcher: running without its Step Functions fixes ({error})', file=sys.stderr)",
+  "    print(f'moto launcher: GetExecutionHistory is not paged newest first ({error})', file=sys.stderr)",
   'from moto.server import main',
   'main(sys.argv[1:])',
 ].join('\n');
+
+const readLog = (file: string): string => (existsSync(file) ? readFileSync(file, 'utf8') : '');
 
 /** The Python that has moto (found without importing it: that takes a second); undefined when there is none. */
 function launcherPython(): string | undefined {
@@ -107,7 +117,14 @@ export async function startMoto(options: { logFile: string; port?: number }): Pr
     : spawnEngine('moto', motoServer, args, { logFile: options.logFile });
   const endpoint = `http://127.0.0.1:${port}`;
   await waitUntilReady(engine, () => answersHttp(`${endpoint}/moto-api/`), 30_000);
-  await runStateMachines(endpoint).catch(async (error: unknown) => {
+  // Without the copy fix a state machine's second StartExecution answers 500: refuse to run like that.
+  const ready = async (): Promise<void> => {
+    if (python !== undefined && readLog(options.logFile).includes(NO_COPY_FIX)) {
+      throw new Error(`${NO_COPY_FIX}: its Step Functions would answer 500 to a state machine's second execution (see ${options.logFile})`);
+    }
+    await runStateMachines(endpoint);
+  };
+  await ready().catch(async (error: unknown) => {
     await stopPid(engine.pid);
     throw error;
   });

@@ -180,8 +180,19 @@ export const RESULT_BODY_ITEM = /* @__PURE__ */ dispatchRecord('RBODY#', (attemp
 /** What Lambda's on-failure destination said of a run. */
 export const LAMBDA_FAILURE_ITEM = /* @__PURE__ */ dispatchRecord('LFAIL#', (attempt: number) => byAttempt(attempt), afterItsTime('at'), { dispatchId: isString, attempt: isNumber, runId: isString, errorType: isString, errorMessage: isString, at: isString });
 
-/** A state machine's task token for one approval (CONTRACT §17), under the approval id the ledger chose; never listed. */
-export const APPROVAL_TOKEN_ITEM = /* @__PURE__ */ dispatchRecord('TOKEN#', (approvalId: string) => approvalId, afterItsTime('at'), { dispatchId: isString, attempt: isNumber, runId: isString, approvalId: isString, taskToken: isString, at: isString });
+/**
+ * A state machine's task token for one approval (CONTRACT §17), under the approval id the ledger chose:
+ * in a partition of its own, outside the published prefixes (the stream passes it to no publisher) and
+ * outside the dispatch's ranges; its token erased once the decision is sent.
+ */
+export const APPROVAL_TOKEN_ITEM: ItemKind<[dispatchId: string, approvalId: string]> = {
+  key: (dispatchId, approvalId) => ({ pk: `TOKEN#${dispatchId}`, sk: `APPROVAL#${approvalId}` }),
+  pk: 'TOKEN#',
+  sk: 'APPROVAL#',
+  skPrefix: true,
+  ttl: afterItsTime('at'),
+  fields: { dispatchId: isString, attempt: isNumber, runId: isString, approvalId: isString, taskToken: optional(isString), at: isString, decidedAt: optional(isString) },
+};
 
 // ——— refused messages ———————————————————————————————————————————————————————————————————
 

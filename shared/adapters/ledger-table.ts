@@ -1,4 +1,4 @@
-import { APPROVAL_TOKEN_ITEM, COLLECTION, EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, EVIDENCE_UPLOAD_ITEM, LAMBDA_FAILURE_ITEM, LATE_EVENT_ITEM, LIMITED_TARGETS_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, RANGE, RESULT_BODY_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM, isCheckKey, isMarkKey, isUploadKey, expiryFields, type ItemKey, type ItemKind } from './item-kinds.js';
+import { COLLECTION, EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, EVIDENCE_UPLOAD_ITEM, LAMBDA_FAILURE_ITEM, LATE_EVENT_ITEM, LIMITED_TARGETS_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, RANGE, RESULT_BODY_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM, isCheckKey, isMarkKey, isUploadKey, expiryFields, type ItemKey, type ItemKind } from './item-kinds.js';
 import { countWaiting, nextWaiting } from './wait-index.js';
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import {
@@ -14,13 +14,13 @@ import { type ManualAttestation } from '../dispatch/manual.js';
 import type { DispatchState, NextState } from '../dispatch/state.js';
 import { allotSlotCaps, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import type { CommitOutcome, SlotCapsWrite, LedgerStore, PutOutcome, StoredState } from '../ledger/port.js';
-import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, ApprovalTokenRecord, LateEvent, OriginSettings, PastAttempt, Refusal, ResultBody } from '../dispatch/records.js';
+import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, ResultBody } from '../dispatch/records.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
 import { ttlCache } from '../ttl-cache.js';
 import { batchReadAll } from './batch-read.js';
-import { checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, approvalTokenOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
+import { checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
 import { withoutNulls, type Item } from './item-codec.js';
 import { stateOf, storedOf } from './state-item.js';
 import { type SinglePut, type TransactItem, collectionQuery, decodedOrUndefined, isConditionFailure, isTransactionConflict, manualAttestationPut, onceOnly, operatorReceiptPut, operatorReceiptsQuery, rangeQuery, shardCountUpdate, slotCapUpdates, slotUpdates, statePut, transactPut, unmarshallItem } from './ledger-commands.js';
@@ -403,11 +403,6 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   async getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined> {
     const Item = await this.getItem(LAMBDA_FAILURE_ITEM.key(dispatchId, attempt), true);
     return Item ? lambdaFailureOf(Item) : undefined;
-  }
-
-  async getApprovalToken(dispatchId: string, approvalId: string): Promise<ApprovalTokenRecord | undefined> {
-    const Item = await this.getItem(APPROVAL_TOKEN_ITEM.key(dispatchId, approvalId), true);
-    return Item ? approvalTokenOf(Item) : undefined;
   }
 
   async putResultBody(body: ResultBody): Promise<void> {

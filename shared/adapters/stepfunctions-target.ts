@@ -5,9 +5,10 @@ import {
   SendTaskSuccessCommand,
   StartExecutionCommand,
   StopExecutionCommand,
+  SFNClient,
   type DescribeExecutionCommandOutput,
-  type SFNClient,
 } from '@aws-sdk/client-sfn';
+import type { ApprovalTokens } from './approval-tokens.js';
 import type { ApprovalOutcome, CancelOutcome, LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
 import { executionNameOf, STEP_FUNCTIONS_NAME_LENGTH } from '../targets/run-names.js';
 import type { StepFunctionsTargetRegistration, SubmitRequest, TargetPort } from '../targets/port.js';
@@ -28,9 +29,13 @@ import { asSdkError, reasonOf, submissionBody, type SdkError } from './submissio
 
 export interface StepFunctionsTargetDeps {
   readonly sfn: Pick<SFNClient, 'send'>;
-  /** The task token an approval waits on, stored apart from the dispatch (never in a view, an event or a log). */
-  readonly approvalTokenOf: (dispatchId: string, approvalId: string) => Promise<{ readonly runId: string; readonly taskToken: string } | undefined>;
+  /** The task tokens approvals wait on, stored apart from the dispatch (never in a view, an event or a log). */
+  readonly approvalTokens: Pick<ApprovalTokens, 'tokenOf' | 'used'>;
+  readonly now: () => Date;
 }
+
+/** The Step Functions client of the targets: every call bounded like any call to a target (a hung one must not hold the function). */
+export const sfnClientFor = (timeoutMs: number): SFNClient => new SFNClient({ requestHandler: { requestTimeout: timeoutMs, connectionTimeout: timeoutMs } });
 
 /** A summary is a preview of the execution's output or error: bounded like a reported one. */
 const SUMMARY_CHARS = 200;
@@ -79,7 +84,7 @@ function isJson(text: string | undefined): text is string {
 const preview = (text: string | undefined): string | undefined => (text === undefined || text === '' ? undefined : clip(printable(text), SUMMARY_CHARS));
 
 /** CONTRACT §17's status map: the ledger's status, and the state machine's own word kept beside it. */
-export function runOfExecution(execution: DescribeExecutionCommandOutput, lastActivityAt?: string): TargetRunView {
+export function runOfExecution(execution: DescribeExecutionCommandOutput, lastActivityAt?: string): TargetRunView | undefined {
   const runId = execution.executionArn ?? '';
   const native = execution.status ?? 'UNKNOWN';
   switch (execution.status) {
@@ -93,11 +98,15 @@ export function runOfExecution(execution: DescribeExecutionCommandOutput, lastAc
     }
     case 'ABORTED':
       return { runId, status: 'cancelled', nativeStatus: native };
-    default: {
-      // FAILED, TIMED_OUT, and PENDING_REDRIVE (failed as recorded: a redrive outside the ledger is late activity).
+    case 'FAILED':
+    case 'TIMED_OUT':
+    case 'PENDING_REDRIVE': {
+      // PENDING_REDRIVE: failed as recorded (a redrive outside the ledger is late activity).
       const summary = preview([execution.error, execution.cause].filter((part) => part !== undefined && part !== '').join(': '));
       return { runId, status: 'failed', nativeStatus: native, ...(summary ? { result: { summary } } : {}) };
     }
+    default:
+      return undefined;
   }
 }
 
@@ -108,10 +117,10 @@ export function runOfExecution(execution: DescribeExecutionCommandOutput, lastAc
 export async function lookUpExecution(sfn: Pick<SFNClient, 'send'>, runId: string): Promise<LookupOutcome> {
   try {
     const execution = await sfn.send(new DescribeExecutionCommand({ executionArn: runId }));
-    if (execution.status !== 'RUNNING') return { kind: 'found', run: runOfExecution(execution) };
-    const history = await sfn.send(new GetExecutionHistoryCommand({ executionArn: runId, reverseOrder: true, maxResults: 1 }));
-    const newest = history.events?.[0]?.timestamp;
-    return { kind: 'found', run: runOfExecution(execution, newest ? newest.toISOString() : undefined) };
+    const newest = execution.status === 'RUNNING' ? (await sfn.send(new GetExecutionHistoryCommand({ executionArn: runId, reverseOrder: true, maxResults: 1 }))).events?.[0]?.timestamp : undefined;
+    const run = runOfExecution(execution, newest?.toISOString());
+    // A status this version does not know (a new one, or none): nothing concluded from it.
+    return run ? { kind: 'found', run } : { kind: 'unavailable', reason: `DescribeExecution answered a status the ledger does not know: ${clip(printable(execution.status ?? 'none'), 40)}` };
   } catch (caught) {
     const error = asSdkError(caught);
     if (error.name === 'ExecutionDoesNotExist') return { kind: 'not_found' };
@@ -156,22 +165,28 @@ export function stepFunctionsTarget(registration: StepFunctionsTargetRegistratio
 
     async decideApproval(runId, approvalId, decision, dispatchId): Promise<ApprovalOutcome> {
       if (dispatchId === undefined) return { kind: 'conflict', reason: 'an approval of a state machine is answered for its dispatch' };
-      let held: Awaited<ReturnType<StepFunctionsTargetDeps['approvalTokenOf']>>;
+      let held: Awaited<ReturnType<ApprovalTokens['tokenOf']>>;
       try {
-        held = await deps.approvalTokenOf(dispatchId, approvalId);
+        held = await deps.approvalTokens.tokenOf(dispatchId, approvalId);
       } catch (caught) {
         return { kind: 'unavailable', reason: reasonOf(asSdkError(caught)) };
       }
       if (!held || held.runId !== runId) return { kind: 'conflict', reason: `approval ${approvalId} is not one this run waits on` };
+      const taskToken = held.taskToken;
+      if (taskToken === undefined) return { kind: 'conflict', reason: `approval ${approvalId} was decided already` };
+      // An SDK error's text may quote what it was sent: the token never leaves in a reason.
+      const hidden = (error: SdkError): string => reasonOf(error).replaceAll(taskToken, '[task token]');
       try {
-        if (decision === 'approve') await deps.sfn.send(new SendTaskSuccessCommand({ taskToken: held.taskToken, output: JSON.stringify({ approvalId, decision }) }));
-        else await deps.sfn.send(new SendTaskFailureCommand({ taskToken: held.taskToken, error: 'ApprovalCancelled', cause: `approval ${approvalId} was cancelled through the ledger` }));
-        return { kind: 'decided', approvalId, decision };
+        if (decision === 'approve') await deps.sfn.send(new SendTaskSuccessCommand({ taskToken, output: JSON.stringify({ approvalId, decision }) }));
+        else await deps.sfn.send(new SendTaskFailureCommand({ taskToken, error: 'ApprovalCancelled', cause: `approval ${approvalId} was cancelled through the ledger` }));
       } catch (caught) {
         const error = asSdkError(caught);
-        if (error.name === 'TaskDoesNotExist' || error.name === 'TaskTimedOut' || error.name === 'InvalidToken') return { kind: 'conflict', reason: reasonOf(error) };
-        return { kind: 'unavailable', reason: reasonOf(error) };
+        if (error.name === 'TaskDoesNotExist' || error.name === 'TaskTimedOut' || error.name === 'InvalidToken') return { kind: 'conflict', reason: hidden(error) };
+        return { kind: 'unavailable', reason: hidden(error) };
       }
+      // Used: erased. If that write fails the token stays until its record expires; the decision stands either way.
+      await deps.approvalTokens.used(dispatchId, approvalId, deps.now()).catch(() => undefined);
+      return { kind: 'decided', approvalId, decision };
     },
 
     async cancel(runId): Promise<CancelOutcome> {

@@ -8,8 +8,9 @@ import { parseLambdaRunId, type TargetPort, type TargetRegistration } from '../t
 import type { LedgerConfig } from './config.js';
 import type { DispatchWorkDeps } from '../ledger/port.js';
 import { httpTarget } from './http-target.js';
-import { SFNClient } from '@aws-sdk/client-sfn';
-import { stepFunctionsTarget } from './stepfunctions-target.js';
+import type { SFNClient } from '@aws-sdk/client-sfn';
+import { approvalTokens } from './approval-tokens.js';
+import { sfnClientFor, stepFunctionsTarget } from './stepfunctions-target.js';
 import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
 import { lambdaAdmissionNudge } from './admission-nudge.js';
 import type { LedgerTableCore, LedgerTableOptions } from './ledger-table.js';
@@ -91,7 +92,7 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
   let lambda: LambdaClient | undefined;
   let sfn: SFNClient | undefined;
   // Bounded like every call to a target: a hung call must not hold the function.
-  const sfnClient = () => (sfn ??= new SFNClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } }));
+  const sfnClient = () => (sfn ??= sfnClientFor(config.targetTimeoutMs));
   const lambdaClient = () => (lambda ??= new LambdaClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } }));
   return {
     admissionNudge: config.admissionFunction ? (target) => lambdaAdmissionNudge(lambdaClient(), config.admissionFunction)(target) : undefined,
@@ -116,7 +117,7 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
         const cacheKey = `stepfunctions|${registration.name}|${registration.stateMachineArn}`;
         let target = targets.get(cacheKey);
         if (!target) {
-          target = stepFunctionsTarget(registration, { sfn: sfnClient(), approvalTokenOf: (dispatchId, approvalId) => table.getApprovalToken(dispatchId, approvalId) });
+          target = stepFunctionsTarget(registration, { sfn: sfnClient(), approvalTokens: approvalTokens(documents, config.tableName), now: () => new Date() });
           targets.set(cacheKey, target);
         }
         return target;

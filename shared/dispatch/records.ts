@@ -217,21 +217,25 @@ export interface ResultBody {
   readonly digest?: string | undefined;
 }
 
-/** A lambda run's failure as Lambda's on-failure destination reported it, after its own retries (CONTRACT §12). */
 /**
  * The task token a state machine's execution waits on for an approval (CONTRACT §17), kept apart from
- * the dispatch under the approval id the ledger chose: only the target adapter reads it, to answer the
- * decision; it never appears in a view, an event or a log.
+ * the dispatch, in a partition of its own (never published, never listed), under the approval id the
+ * ledger chose: only the target adapter reads it, to answer the decision, and then erases it
+ * (`decidedAt` set, the token gone). It never appears in a view, an event or a log.
  */
 export interface ApprovalTokenRecord {
   readonly dispatchId: string;
   readonly attempt: number;
   readonly runId: string;
   readonly approvalId: string;
-  readonly taskToken: string;
+  /** Absent once the decision was sent: a used token is kept by no one. */
+  readonly taskToken?: string;
   readonly at: string;
+  /** When the decision was sent (the request, redelivered, then asks nothing again). */
+  readonly decidedAt?: string;
 }
 
+/** A lambda run's failure as Lambda's on-failure destination reported it, after its own retries (CONTRACT §12). */
 export interface LambdaFailureRecord {
   readonly dispatchId: string;
   readonly attempt: number;

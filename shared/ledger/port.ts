@@ -228,8 +228,6 @@ export interface LedgerStore {
   /** The origin's delivery settings (the deploy-time registry first, then the table; else the defaults). */
   getOriginSettings(origin: string): Promise<OriginSettings>;
   getLambdaFailure(dispatchId: string, attempt: number): Promise<LambdaFailureRecord | undefined>;
-  /** The task token of an approval the ledger chose the id of (only a target adapter answers with it). */
-  getApprovalToken(dispatchId: string, approvalId: string): Promise<ApprovalTokenRecord | undefined>;
   /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
   putResultBody(body: ResultBody): Promise<void>;
   getResultBody(dispatchId: string, attempt: number, seq: number, digest?: string): Promise<ResultBody | undefined>;

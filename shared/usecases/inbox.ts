@@ -1,6 +1,6 @@
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { randomBytes } from 'node:crypto';
-import { nativeStatusOf, stateOnly, type DispatchState, type NextState, type ResultBodyRef, type ResultRecord } from '../dispatch/state.js';
+import { nativeStatusOf, stateOnly, type DispatchState, type NextState, type ResultRecord } from '../dispatch/state.js';
 import { resultClaimed, resultDelivered, resultDropped, resultReleased, resultRenewed, resultWatch } from '../dispatch/transitions/inbox.js';
 import { isClaimable, leaseLapsed, parseResultId } from '../dispatch/transitions/core.js';
 import type { BlobStore, InboxStore, LedgerStore, StoredState } from '../ledger/port.js';

@@ -1,5 +1,5 @@
 import { adoptLegacyUpload } from './legacy-evidence.js';
-import type { DispatchState, NextState } from '../dispatch/state.js';
+import type { NextState } from '../dispatch/state.js';
 import { monitorStep, reconcileLookup } from '../dispatch/transitions/run.js';
 import { submissionClaimed } from '../dispatch/transitions/lifecycle.js';
 import { isLive, rescheduled } from '../dispatch/transitions/core.js';

@@ -1,7 +1,7 @@
 import { operatorReceipt, type OperatorReceipt, type OperatorReceiptBody } from '../dispatch/receipts.js';
 import type { DispatchState } from '../dispatch/state.js';
 import type { LedgerStore } from '../ledger/port.js';
-import { whichRun } from './run-events.js';
+import { whichRun } from './run-of-dispatch.js';
 
 /** What recording an operator receipt ended as. */
 export type ReceiptOutcome =

@@ -3,7 +3,8 @@ import * as z from 'zod/mini';
 import { DISPATCH_ID, MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
 import { isTerminal } from '../dispatch/state.js';
 import { approvalAsked, reconcileLookup, runEndedByRuntime } from '../dispatch/transitions/run.js';
-import type { DispatchWorkDeps, LedgerStoreWithWrites, StoredState } from '../ledger/port.js';
+import type { DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
+import { runOn } from './run-of-dispatch.js';
 import { updateDispatch } from '../ledger/repository.js';
 import type { StepFunctionsTargetRegistration } from '../targets/port.js';
 import { parseExecutionName } from '../targets/run-names.js';
@@ -28,6 +29,8 @@ export type OrchestratorOutcome =
   /** An execution redriven after its end was recorded: kept as a late event (the ledger's way to run it again is a redispatch). */
   | 'late'
   | 'not_current'
+  /** An approval request for a run whose start the ledger has not recorded yet: retried (SQS redelivers it). */
+  | 'not_yet'
   | 'unreadable'
   | 'refused'
   | 'conflict';
@@ -37,6 +40,9 @@ export interface OrchestratorDeps extends Pick<DispatchWorkDeps, 'targetFor' | '
   /** `enforce` (AWS): an approval request is taken only from the state machine's own role. */
   readonly principalMode: 'enforce' | 'open';
 }
+
+/** A redrive is kept as a late event of its run under this seq: a run's own events are numbered from 1. */
+const REDRIVE_SEQ = 0;
 
 /** Step Functions' task tokens are up to 1,024 characters (the API's bound): more is not a token. */
 const MAX_TASK_TOKEN_CHARS = 1024;
@@ -94,21 +100,27 @@ export async function takeOrchestratorMessage(deps: OrchestratorDeps, body: unkn
 
 async function takeApprovalRequest(deps: OrchestratorDeps, request: z.output<typeof approvalRequestSchema>, senderId: string | undefined): Promise<OrchestratorOutcome> {
   const read = await deps.store.getStored(request.dispatchId);
-  if (!read) return 'not_current';
-  const registration = await stateMachineOf(deps, read.state.target);
-  if (!registration) return 'refused';
+  // The dispatch's target: from its state, or — its submission's answer not recorded yet — from its message.
+  const target = read?.state.target ?? (await deps.store.getAcceptedMessage(request.dispatchId))?.content.target ?? undefined;
+  const registration = target === undefined ? undefined : await stateMachineOf(deps, target);
+  if (!registration) return target === undefined ? 'not_current' : 'refused';
   if (deps.principalMode === 'enforce' && (!registration.roleId || !senderId?.startsWith(`${registration.roleId}:`))) return 'refused';
-  const current = (state: StoredState['state'] | undefined) => state?.phase === 'submitted' && state.runId === request.runId && !isTerminal(state.execution.nativeStatus);
-  if (!current(read.state)) return 'not_current';
+  // Which run it names, as a target's own report is read: an execution may ask before the ledger has
+  // recorded the start that answered it (the intake writes after StartExecution returns) — not yet, retried.
+  const run = await runOn(deps, request.dispatchId, read?.state, request.runId, (named) => named === registration.name);
+  if (run.kind === 'not_yet') return 'not_yet';
+  if (run.kind !== 'current' || !read) return 'not_current';
   const approvalId = approvalIdOfToken(request.taskToken);
   // The token first: a decision can only be answered once the state that shows the approval refers to a kept token.
-  await deps.store.putApprovalToken({ dispatchId: request.dispatchId, attempt: read.state.attempt, runId: request.runId, approvalId, taskToken: request.taskToken, at: deps.now().toISOString() });
+  const kept = await deps.store.putApprovalToken({ dispatchId: request.dispatchId, attempt: read.state.attempt, runId: request.runId, approvalId, taskToken: request.taskToken, at: deps.now().toISOString() });
+  // Redelivered after its decision was sent: asked and answered already, never reopened.
+  if (kept.kind === 'exists' && kept.existing.decidedAt !== undefined) return 'unchanged';
   const updated = await updateDispatch<OrchestratorOutcome>(
     deps.store,
     request.dispatchId,
     (state) => {
-      if (!state || !current(state)) return { answer: 'not_current' };
-      if (state.execution.pendingApproval?.approvalId === approvalId) return { answer: 'unchanged' };
+      if (state?.phase !== 'submitted' || state.runId !== request.runId || isTerminal(state.execution.nativeStatus)) return { answer: 'not_current' };
+      if (state.execution.pendingApproval?.approvalId === approvalId || state.execution.lastDecision?.approvalId === approvalId) return { answer: 'unchanged' };
       return { write: approvalAsked(state, approvalId, deps.now()), answer: 'approval_requested' };
     },
     { first: read },
@@ -118,18 +130,22 @@ async function takeApprovalRequest(deps: OrchestratorDeps, request: z.output<typ
 
 async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof statusChangeSchema>['detail']): Promise<OrchestratorOutcome> {
   const dispatchId = dispatchOfExecution(detail.executionArn, detail.input);
-  if (!dispatchId) return 'unreadable';
+  // Neither its input nor its name is the ledger's: an execution the ledger did not start.
+  if (!dispatchId) return 'not_current';
   const read = await deps.store.getStored(dispatchId);
   if (!read) return 'not_current';
   const registration = await stateMachineOf(deps, read.state.target);
   if (registration?.stateMachineArn !== detail.stateMachineArn || read.state.runId !== detail.executionArn) return 'not_current';
-  if (isTerminal(read.state.execution.nativeStatus)) {
-    if (detail.status !== 'RUNNING') return 'unchanged';
-    await deps.store.recordLateEvent({ dispatchId, runId: detail.executionArn, seq: detail.redriveCount ?? 0, type: 'redriven', at: deps.now().toISOString() });
-    return 'late';
-  }
   // Looked up before anything is recorded: the event says which execution changed, Step Functions says how.
   const lookup = await lookUpRun(deps, read.state);
+  if (isTerminal(read.state.execution.nativeStatus)) {
+    // Running again after the ledger recorded its end: redriven outside the ledger, by Step Functions'
+    // own word (a start event delivered late, or a forged one, finds it ended and changes nothing).
+    if (detail.status !== 'RUNNING' || !(detail.redriveCount !== undefined && detail.redriveCount > 0) || lookup.kind !== 'found' || lookup.run.status !== 'running') return 'unchanged';
+    // Kept once per run (seq 0: no event of the run's own has it); the ledger's way to run it again is a redispatch.
+    await deps.store.recordLateEvent({ dispatchId, runId: detail.executionArn, seq: REDRIVE_SEQ, type: 'redriven', at: deps.now().toISOString() });
+    return 'late';
+  }
   // Its output, as the result's body, before the state that refers to it.
   const body = await keepFoundBody(deps, read.state, lookup);
   const updated = await updateDispatch<OrchestratorOutcome>(

@@ -57,7 +57,7 @@ describe('least privilege: each function may do exactly what its code does', () 
       [...LOGS, 'sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 'lambda:InvokeFunction', 's3:PutObject'].sort(),
     );
     const table = logicalId(synth.stack, synth.stack.ledger.storage.table);
-    expect(resourcesFor('orchestrators', 'dynamodb:Query')).toEqual([JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [table, 'Arn'] }, '/index/waiting']] })]);
+    expect(resourcesFor('orchestrators', 'dynamodb:Query')).toEqual([JSON.stringify([{ 'Fn::GetAtt': [table, 'Arn'] }, { 'Fn::Join': ['', [{ 'Fn::GetAtt': [table, 'Arn'] }, '/index/waiting']] }])]);
   });
 
   it('api, failures and orchestrators may invoke exactly the monitor (the admission nudge, CONTRACT §11): not its versions or aliases, and no other function may', () => {

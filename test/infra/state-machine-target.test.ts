@@ -80,7 +80,7 @@ const executionsOf = (machine: StateMachine) => ({
 });
 const START = ['states:StartExecution'];
 const ON_EXECUTIONS = ['states:DescribeExecution', 'states:GetExecutionHistory', 'states:StopExecution'];
-const TASK_RESPONSES = ['states:SendTaskFailure', 'states:SendTaskHeartbeat', 'states:SendTaskSuccess'];
+const TASK_RESPONSES = ['states:SendTaskFailure', 'states:SendTaskSuccess'];
 
 describe('addStateMachineTarget: grants', () => {
   it('lets intake, api and monitor start each state machine, describe, read and stop its executions and answer its task tokens — and nothing else of Step Functions', () => {

@@ -146,7 +146,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
   });
 
   it('starts one execution for the same submission sent twice, while it runs and after it ended', async () => {
-    const target = stepFunctionsTarget({ name: DEMO_SFN_TARGET, kind: 'stepfunctions', stateMachineArn: demoFlowArn }, { sfn: t.clients.sfn, approvalTokenOf: async () => undefined });
+    const target = stepFunctionsTarget({ name: DEMO_SFN_TARGET, kind: 'stepfunctions', stateMachineArn: demoFlowArn }, { sfn: t.clients.sfn, approvalTokens: { tokenOf: async () => undefined, used: async () => undefined }, now: () => new Date() });
     const request: SubmitRequest = { dispatchId: uniqueName('twice'), attempt: 1, origin: 'planner', task: { seconds: 1 }, expectedEvidence: [], callbackUrl: t.platform.info.apiUrl };
 
     const first = await target.submit(request);

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DescribeExecutionCommand, GetExecutionHistoryCommand, SendTaskSuccessCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
@@ -8,6 +9,7 @@ import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { approvalTokens } from '../../shared/adapters/approval-tokens.js';
 import { stepFunctionsTarget } from '../../shared/adapters/stepfunctions-target.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
@@ -41,7 +43,7 @@ let blobs: S3Blobs;
 const arnOf = (dispatchId: string) => `arn:aws:states:us-east-1:111122223333:execution:review-flow:${dispatchId}_1`;
 const targetFor = (target: TargetRegistration) => {
   if (target.kind !== 'stepfunctions') throw new Error('only the state machine here');
-  return stepFunctionsTarget(target, { sfn: new SFNClient({ region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }), approvalTokenOf: (dispatchId, approvalId) => table.getApprovalToken(dispatchId, approvalId) });
+  return stepFunctionsTarget(target, { sfn: new SFNClient({ region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }), approvalTokens: approvalTokens(documents, tableName), now: () => NOW });
 };
 const deps = (): OrchestratorDeps => ({ store: table, blobs, targetFor, now: () => NOW, principalMode: 'enforce' });
 const api = (): ApiDeps => ({
@@ -57,17 +59,12 @@ const api = (): ApiDeps => ({
   now: () => NOW,
   claimSeconds: 60,
 });
-/** AWS's "Step Functions Execution Status Change" event (its documented shape), for one execution of the registered state machine. */
+/** AWS's sample "Step Functions Execution Status Change" event (its developer guide's), made about one execution of the registered state machine. */
+const SAMPLE = JSON.parse(readFileSync(new URL('../fixtures/sfn-status-change.json', import.meta.url), 'utf8')) as { detail: Record<string, unknown> } & Record<string, unknown>;
 const statusChange = (executionArn: string, status: string, input: string | null, extra: Record<string, unknown> = {}) => ({
-  version: '0',
-  id: '315c1398-40ff-a850-213b-158f73e60175',
-  'detail-type': 'Step Functions Execution Status Change',
-  source: 'aws.states',
-  account: '111122223333',
-  time: '2026-12-01T12:00:00Z',
-  region: 'us-east-1',
+  ...SAMPLE,
   resources: [executionArn],
-  detail: { executionArn, stateMachineArn: STATE_MACHINE, name: executionArn.split(':').at(-1), status, startDate: 1_764_590_400_000, stopDate: status === 'RUNNING' ? null : 1_764_590_460_000, input, output: null, inputDetails: { included: true }, ...extra },
+  detail: { ...SAMPLE.detail, executionArn, stateMachineArn: STATE_MACHINE, name: executionArn.split(':').at(-1), status, input, output: null, ...extra },
 });
 
 beforeAll(async () => {
@@ -115,9 +112,10 @@ describe('a state machine asks for an approval through the ledger', () => {
     const view = await route(api(), { method: 'GET', rawPath: `/dispatches/${dispatchId}`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined });
     expect(JSON.parse(view.body)).toMatchObject({ execution: { status: 'waiting_for_approval', pendingApproval: { approvalId } } });
     expect(view.body).not.toContain(TOKEN);
-    // In the table: the token item alone holds it, under its own key; the state (and so every event) does not.
-    const { Items = [] } = await documents.send(new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': `D#${dispatchId}` }, ConsistentRead: true }));
-    expect(Items.filter((item) => JSON.stringify(item).includes(TOKEN)).map((item) => item.sk)).toEqual([`TOKEN#${approvalId}`]);
+    // In the table: the token item alone holds it, in a partition of its own (never published, in no dispatch range); no item of the dispatch does.
+    const itemsOf = async (pk: string) => (await documents.send(new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': pk }, ConsistentRead: true }))).Items ?? [];
+    expect((await itemsOf(`D#${dispatchId}`)).filter((item) => JSON.stringify(item).includes(TOKEN))).toEqual([]);
+    expect((await itemsOf(`TOKEN#${dispatchId}`)).map((item) => [item.sk, item.taskToken === TOKEN])).toEqual([[`APPROVAL#${approvalId}`, true]]);
 
     sfnMock.on(SendTaskSuccessCommand).resolves({});
     const decided = await route(api(), { method: 'POST', rawPath: `/dispatches/${dispatchId}/approval`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: Buffer.from(JSON.stringify({ approvalId, decision: 'approve' })), iamUserId: undefined });
@@ -125,6 +123,24 @@ describe('a state machine asks for an approval through the ledger', () => {
     expect(decided.body).not.toContain(TOKEN);
     expect(sfnMock.commandCalls(SendTaskSuccessCommand).map((call) => call.args[0].input)).toEqual([{ taskToken: TOKEN, output: JSON.stringify({ approvalId, decision: 'approve' }) }]);
     expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'running', pendingApproval: null, lastDecision: { approvalId, decision: 'approve' } });
+    // Used, the token is erased; the request redelivered after the decision reopens nothing (was: waiting_for_approval again, a phantom approval).
+    expect((await itemsOf(`TOKEN#${dispatchId}`)).map((item) => [item.taskToken, typeof item.decidedAt])).toEqual([[undefined, 'string']]);
+    expect(await takeOrchestratorMessage(deps(), request, 'AROAFLOWROLE:execution')).toBe('unchanged');
+    expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'running', pendingApproval: null });
+  });
+
+  it("is retried, not dropped, when it comes before the ledger recorded the run's start (was: not_current, the token lost)", async () => {
+    // A dispatch accepted and not submitted yet (its notBefore ahead): its run is not recorded.
+    const dispatchId = uniqueName('d').replace(/[^A-Za-z0-9-]/g, '-');
+    await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor, now: () => NOW }), {
+      messageId: uniqueName('m'),
+      body: JSON.stringify({ dispatchId, origin: 'planner', target: 'review-flow', task: { goal: 'review' }, notBefore: new Date(NOW.getTime() + 3_600_000).toISOString(), delivery: { mode: 'detached' } }),
+      senderId: 'test',
+    });
+    expect((await table.getState(dispatchId))?.phase).toBe('accepted');
+    expect(await takeOrchestratorMessage(deps(), { dispatchId, runId: arnOf(dispatchId), taskToken: TOKEN }, 'AROAFLOWROLE:execution')).toBe('not_yet');
+    // And from another role, refused before anything is looked at.
+    expect(await takeOrchestratorMessage(deps(), { dispatchId, runId: arnOf(dispatchId), taskToken: TOKEN }, 'AROAOTHERROLE:execution')).toBe('refused');
   });
 });
 
@@ -150,7 +166,14 @@ describe("Step Functions' status change events", () => {
     expect(ended && nativeStatusOf(ended.execution)).toBe('FAILED');
     expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', input))).toBe('unchanged');
 
-    // Redriven outside the ledger after its end: late activity, the recorded end stands.
+    // The start event delivered after the end (EventBridge and SQS keep no order), or a redrive event Step
+    // Functions does not confirm: nothing (was: recorded as a redrive without a lookup).
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input))).toBe('unchanged');
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input, { redriveCount: 1 }))).toBe('unchanged');
+    // Redriven outside the ledger after its end, by Step Functions' word: late activity, the recorded end stands.
+    sfnMock.reset();
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'RUNNING', startDate: NOW, redriveCount: 1, $metadata: {} });
+    sfnMock.on(GetExecutionHistoryCommand).resolves({ events: [{ id: 9, type: 'ExecutionRedriven', timestamp: NOW }] });
     expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input, { redriveCount: 1 }))).toBe('late');
     expect((await table.getState(dispatchId))?.execution.status).toBe('failed');
     const { Items = [] } = await documents.send(new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': `D#${dispatchId}` }, ConsistentRead: true }));
@@ -168,6 +191,21 @@ describe("Step Functions' status change events", () => {
     const body = ended?.execution.result?.body;
     const kept = body && (await table.getResultBody(dispatchId, 1, body.seq, body.digest));
     expect(kept && kept.bodyRef && (await blobs.getText(kept.bodyRef))).toBe(output);
+  });
+
+  it("an execution the ledger did not start (AWS's sample event as it is) changes nothing", async () => {
+    expect(await takeOrchestratorMessage(deps(), SAMPLE)).toBe('not_current');
+  });
+
+  it("keeps an output nested deeper than a result body may be as its preview alone: never a failure", async () => {
+    const { dispatchId, runId } = await submitted();
+    const output = `${'['.repeat(2_000)}${']'.repeat(2_000)}`;
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'SUCCEEDED', output, startDate: NOW, stopDate: NOW, $metadata: {} });
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'SUCCEEDED', JSON.stringify({ dispatchId, attempt: 1 })))).toBe('ended');
+    const ended = await table.getState(dispatchId);
+    expect(ended?.execution.status).toBe('completed');
+    expect(ended?.execution.result?.body).toBeUndefined();
+    expect(ended?.execution.result?.summary?.length).toBeGreaterThan(0);
   });
 
   it('a message that is neither is unreadable', async () => {

@@ -286,9 +286,7 @@ export class MemoryStore implements LedgerStore, DueIndex, LedgerFeeds, InboxSto
     this.approvalTokens.set(key, token);
     return { kind: 'written' };
   }
-  async getApprovalToken(dispatchId: string, approvalId: string): Promise<ApprovalTokenRecord | undefined> {
-    return this.approvalTokens.get(`${dispatchId}/${approvalId}`);
-  }
+
 
   async putResultBody(body: ResultBody): Promise<void> {
     this.resultBodies.set(`${body.dispatchId}/${body.attempt}/${body.seq}/${body.digest ?? ''}`, body);

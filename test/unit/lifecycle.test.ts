@@ -105,7 +105,8 @@ describe('a runtime that sends no heartbeats: its newest history event is its ac
     expect(stalled?.execution).toMatchObject({ status: 'unknown', monitorStatus: 'stalled', nativeStatus: 'running' });
 
     // Stalled before, moving again by its history: seen alive (observed), the stall cleared.
-    const back = stalled && reconcileLookup(stateOnly(stalled), { kind: 'found', run: { runId: 'r-1', status: 'running', lastActivityAt: looked.toISOString() } }, at(window * 3), true);
+    const later = new Date(looked.getTime() + 5_000);
+    const back = stalled && reconcileLookup(stateOnly(stalled), { kind: 'found', run: { runId: 'r-1', status: 'running', lastActivityAt: new Date(later.getTime() - 1_000).toISOString() } }, later, true);
     expect(back?.changes).toEqual(['observed']);
     expect(back?.execution).toMatchObject({ status: 'running', monitorStatus: null, unknownLookups: undefined });
   });

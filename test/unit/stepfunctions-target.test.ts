@@ -22,7 +22,7 @@ import { executionNameOf, STEP_FUNCTIONS_NAME_LENGTH } from '../../shared/target
 /** The stepfunctions target adapter (CONTRACT §17) against a mocked Step Functions client, call by call. */
 
 const sfnMock = mockClient(SFNClient);
-afterEach(() => sfnMock.reset());
+
 
 const STATE_MACHINE = 'arn:aws:states:us-east-1:111122223333:stateMachine:review-flow';
 const registration: StepFunctionsTargetRegistration = { name: 'review-flow', kind: 'stepfunctions', stateMachineArn: STATE_MACHINE };
@@ -32,11 +32,25 @@ const ARN = `arn:aws:states:us-east-1:111122223333:execution:review-flow:${NAME}
 const STARTED = new Date('2026-12-01T12:00:00.000Z');
 const TOKEN = 'AQCEAAAAKgAAAAMAAAAAAAAAAT-secret-task-token';
 
-const tokens = new Map<string, { runId: string; taskToken: string }>([['d-1|sfn-approval-1', { runId: ARN, taskToken: TOKEN }]]);
+const tokens = new Map<string, { dispatchId: string; attempt: number; approvalId: string; at: string; runId: string; taskToken?: string }>();
+const used: string[] = [];
+const holdToken = () => tokens.set('d-1|sfn-approval-1', { dispatchId: 'd-1', attempt: 2, approvalId: 'sfn-approval-1', at: STARTED.toISOString(), runId: ARN, taskToken: TOKEN });
+holdToken();
+afterEach(() => {
+  sfnMock.reset();
+  used.length = 0;
+  holdToken();
+});
 const target = () =>
   stepFunctionsTarget(registration, {
     sfn: new SFNClient({ region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
-    approvalTokenOf: async (dispatchId, approvalId) => tokens.get(`${dispatchId}|${approvalId}`),
+    approvalTokens: {
+      tokenOf: async (dispatchId: string, approvalId: string) => tokens.get(`${dispatchId}|${approvalId}`),
+      used: async (dispatchId: string, approvalId: string) => {
+        used.push(`${dispatchId}|${approvalId}`);
+      },
+    },
+    now: () => STARTED,
   });
 
 const execution = (fields: Partial<DescribeExecutionCommandOutput>): DescribeExecutionCommandOutput =>
@@ -121,6 +135,13 @@ describe('stepfunctions target: lookup (the status map)', () => {
     expect(sfnMock.commandCalls(GetExecutionHistoryCommand)).toHaveLength(0);
   });
 
+  it('a status this version does not know (or none) concludes nothing: unavailable, never failed', async () => {
+    sfnMock.on(DescribeExecutionCommand).resolves(execution({ status: 'SOMETHING_NEW' as DescribeExecutionCommandOutput['status'] }));
+    expect(await target().lookup(ARN)).toMatchObject({ kind: 'unavailable', reason: expect.stringContaining('SOMETHING_NEW') });
+    sfnMock.on(DescribeExecutionCommand).resolves(execution({ status: undefined }));
+    expect(await target().lookup(ARN)).toMatchObject({ kind: 'unavailable' });
+  });
+
   it('bounds the summary: a preview of a large output or cause, control characters escaped', async () => {
     sfnMock.on(DescribeExecutionCommand).resolves(execution({ status: 'SUCCEEDED', output: JSON.stringify({ text: `a\u0007${'x'.repeat(10_000)}` }) }));
     const answer = await target().lookup(ARN);
@@ -172,6 +193,24 @@ describe('stepfunctions target: cancel and approvals', () => {
     expect(cancelled).toEqual({ kind: 'decided', approvalId: 'sfn-approval-1', decision: 'cancel' });
     expect(sfnMock.commandCalls(SendTaskFailureCommand)[0]?.args[0].input).toMatchObject({ taskToken: TOKEN, error: 'ApprovalCancelled' });
     expect(JSON.stringify([approved, cancelled])).not.toContain(TOKEN);
+    // Each token, once used, is erased from the store.
+    expect(used).toEqual(['d-1|sfn-approval-1', 'd-1|sfn-approval-1']);
+  });
+
+  it('a token already used is never sent again (the decision was taken): a conflict, nothing sent', async () => {
+    const record = tokens.get('d-1|sfn-approval-1');
+    if (!record) throw new Error('the token is held');
+    tokens.set('d-1|sfn-approval-1', { ...record, taskToken: undefined });
+    expect(await target().decideApproval(ARN, 'sfn-approval-1', 'approve', 'd-1')).toMatchObject({ kind: 'conflict', reason: expect.stringContaining('decided already') });
+    expect(sfnMock.commandCalls(SendTaskSuccessCommand)).toHaveLength(0);
+  });
+
+  it("an SDK error that quotes the token is reported without it", async () => {
+    sfnMock.on(SendTaskSuccessCommand).rejects(awsError('InvalidToken', `Invalid Token: '${TOKEN}'`));
+    const answer = await target().decideApproval(ARN, 'sfn-approval-1', 'approve', 'd-1');
+    expect(answer).toMatchObject({ kind: 'conflict', reason: expect.stringContaining('[task token]') });
+    expect(JSON.stringify(answer)).not.toContain(TOKEN);
+    expect(used).toEqual([]);
   });
 
   it("an approval this run does not wait on, or one Step Functions no longer holds, is a conflict; nothing is sent for another run's token", async () => {

@@ -81,8 +81,6 @@ function runEvents(): Array<{ readonly runId: string; readonly seq: number; read
   });
 }
 
-const isIncreasing = (seqs: readonly number[]): boolean => seqs.every((seq, at) => at === 0 || seq > (seqs[at - 1] ?? Infinity));
-
 // --- The specification ------------------------------------------------------------------------------------
 
 describe('stepFunctionsTask', () => {

@@ -16,6 +16,7 @@ import { isPlainObject } from './parse.js';
 import { RunCancelledError, type RunContext, type RunFunction } from './run-api.js';
 import { NOTE_CHARS, SUMMARY_CHARS, verdictOf, messageOf, reportState, evidenceContentType } from './results.js';
 import type { Signer } from './signer.js';
+import { PendingWork } from './pending-work.js';
 
 /** The part of Lambda's context the kit reads. */
 export interface LambdaContextLike {
@@ -66,7 +67,7 @@ export class Invocation {
   #writes: Promise<boolean> = Promise.resolve(true);
   #outbox: Promise<unknown> = Promise.resolve();
   readonly #uploads = new Set<Promise<unknown>>();
-  readonly #pending = new Set<Promise<unknown>>();
+  readonly #pending = new PendingWork();
   #approvalIndex = 0;
   #suspend: (output: Output) => void = () => undefined;
   readonly suspended: Promise<Output>;
@@ -227,14 +228,12 @@ export class Invocation {
   }
 
   #hold(work: Promise<unknown>): void {
-    const held = work.catch(() => undefined);
-    this.#pending.add(held);
-    void held.finally(() => this.#pending.delete(held));
+    this.#pending.hold(work);
   }
 
   /** Waits for every write, event and upload under way: Lambda freezes the process once the handler returns. */
   async drain(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+    await this.#pending.drain();
   }
 }
 

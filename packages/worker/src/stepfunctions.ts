@@ -16,17 +16,17 @@
 import { setTimeout as pause } from 'node:timers/promises';
 import { MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
 import * as z from 'zod/mini';
-import type { CallbackClient, CallbackOutcome, RetryPolicy, Transport } from './callbacks.js';
+import type { CallbackClient, CallbackOutcome } from './callbacks.js';
 import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, systemClock, type Clock } from './heartbeat.js';
 import { invocationCallbacks, RETENTION_SECONDS } from './lambda.js';
 import { readTask, type LambdaContextLike } from './lambda-invocation.js';
 import { compact, dynamoRunStore, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import { clipForMessage, RunEndedError, submittedFields, type Log, type Submission } from './model.js';
-import { checkWorkerOptions, safeLog } from './options.js';
+import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
 import { parseSubmission, traceparentOf } from './parse.js';
 import type { RunContext } from './run-api.js';
 import { callbackError, evidenceContentType, messageOf, NOTE_CHARS } from './results.js';
-import type { Signer } from './signer.js';
+import { PendingWork } from './pending-work.js';
 
 export { dynamoRunStore, memoryLambdaStore, type DynamoRunStoreOptions, type LambdaRunStore } from './lambda-store.js';
 export type { LambdaContextLike } from './lambda-invocation.js';
@@ -157,20 +157,12 @@ export type StepFunctionsTaskContext = Pick<RunContext, 'dispatchId' | 'attempt'
 
 export type StepFunctionsTaskHandler<T> = (task: Readonly<Record<string, unknown>>, ctx: StepFunctionsTaskContext) => Promise<T> | T;
 
-export interface StepFunctionsTaskOptions {
+/** The task's options: those of every worker (`CommonWorkerOptions`, read there) that a Task state's function has, its name and its seq store. */
+export interface StepFunctionsTaskOptions extends Pick<CommonWorkerOptions, 'signer' | 'stallHintSeconds' | 'log' | 'retry' | 'transport' | 'clock'> {
   /** Names the task in its log lines. 1..64 of [A-Za-z0-9._-]. @default 'stepfunctions-task' */
   readonly name?: string;
   /** Where the run's seq counter lives. @default dynamoRunStore({ tableName: process.env.KIT_RUN_TABLE }), read at the first invocation; without either, `heartbeat` and `progress` throw */
   readonly store?: LambdaRunStore;
-  /** Signs every callback, upload and task read (e.g. `sigv4Signer`). @default unsigned */
-  readonly signer?: Signer;
-  /** The stall window (seconds) heartbeats are coalesced for when the submission names none. @default 600 */
-  readonly stallHintSeconds?: number;
-  readonly log?: Log;
-  /** How callbacks are retried, never past the invocation's time. */
-  readonly retry?: Partial<RetryPolicy>;
-  readonly transport?: Transport;
-  readonly clock?: Clock;
 }
 
 /**
@@ -233,7 +225,7 @@ class TaskRun {
   readonly #deps: TaskRunDeps;
   readonly #seq: SeqCounter | undefined;
   readonly #heartbeat: HeartbeatCoalescer;
-  readonly #pending = new Set<Promise<unknown>>();
+  readonly #pending = new PendingWork();
   #outbox: Promise<unknown> = Promise.resolve();
   #settled = false;
 
@@ -303,9 +295,7 @@ class TaskRun {
   }
 
   #hold(work: Promise<unknown>): void {
-    const held = work.catch(() => undefined);
-    this.#pending.add(held);
-    void held.finally(() => this.#pending.delete(held));
+    this.#pending.hold(work);
   }
 
   /** The handler has settled: ctx calls are refused, no trailing heartbeat is left behind. */
@@ -315,7 +305,7 @@ class TaskRun {
   }
 
   async drain(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+    await this.#pending.drain();
   }
 }
 
