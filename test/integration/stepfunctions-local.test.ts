@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { DescribeExecutionCommand, ListExecutionsCommand, StartExecutionCommand, type DescribeExecutionCommandOutput } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -204,5 +205,39 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
     const execution = await describeExecution(view.runId ?? '');
     const activity = seen.map((one) => one.execution.lastActivityAt).filter((at): at is string => at !== null).map((at) => Date.parse(at));
     expect(Math.max(...activity)).toBeGreaterThan((execution.startDate?.getTime() ?? Infinity) + 3_000);
+    // Every change it went through, not samples of it: its events on the bus, none a stall or a lost sight.
+    const types = await eventsOf(message.dispatchId, 'Run Recovered');
+    expect(types.filter((type) => type === 'Run Stalled' || type === 'Run Unobservable' || type === 'Run Failed')).toEqual([]);
+  }, 60_000);
+
+  it('takes one wait longer than its stall window, its newest history event older than the window, as unknown (stalled) — then completed when it ends, never failed', async () => {
+    const message = dispatch({ seconds: 7 }, { stallAfterSeconds: 2 });
+    await t.send(JSON.stringify(message));
+    const view = await t.viewWhen(message.dispatchId, ended, { timeoutMs: 40_000 });
+    expect(view.execution.status).toBe('completed');
+    const types = await eventsOf(message.dispatchId, 'Run Recovered');
+    expect(types).toContain('Run Stalled');
+    expect(types.indexOf('Run Stalled')).toBeLessThan(types.indexOf('Run Recovered'));
+    expect(types).not.toContain('Run Failed');
   }, 60_000);
 });
+
+interface LoggedEvent {
+  readonly 'detail-type': string;
+  readonly detail: { readonly dispatchId?: string };
+}
+
+/** A dispatch's events as the local bus delivered them (the platform's event log), once `last` is among them. */
+async function eventsOf(dispatchId: string, last: string): Promise<string[]> {
+  return eventually(
+    `${dispatchId}'s ${last}`,
+    async () =>
+      readFileSync(t.platform.info.eventLog, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as LoggedEvent)
+        .filter((event) => event.detail.dispatchId === dispatchId)
+        .map((event) => event['detail-type']),
+    { until: (types) => types.includes(last), timeoutMs: 30_000 },
+  );
+}
