@@ -28,7 +28,8 @@ export interface FlowTaskRunner {
 
 /**
  * Invokes `handler` once for each execution of `stateMachineArn` seen running, with the event its Task
- * state would pass. Polls ListExecutions (RUNNING) every `intervalMs`; what a handler throws is logged,
+ * state would pass. Polls ListExecutions (RUNNING) every `intervalMs` while executions run, backing off to
+ * every second while none does; what a handler throws is logged,
  * as Step Functions would record the Task's failure.
  */
 export function startFlowTasks(options: {
@@ -46,7 +47,9 @@ export function startFlowTasks(options: {
     const event = { submission: JSON.parse(input ?? '{}') as unknown, executionArn };
     await options.handler(event, { awsRequestId: `${executionArn.split(':').at(-1) ?? ''}-task`, functionName: 'demo-flow-task', getRemainingTimeInMillis: () => 60_000 });
   };
-  const poll = async (): Promise<void> => {
+  /** True when the poll handed out a task: the next one comes soon; an idle runner backs off (a platform that runs no flow costs moto almost nothing). */
+  const poll = async (): Promise<boolean> => {
+    let handed = false;
     const open = new Set<string>();
     let nextToken: string | undefined;
     do {
@@ -59,16 +62,25 @@ export function startFlowTasks(options: {
       // Handed out once its input is read: a describe that fails is tried again at the next poll.
       const { input } = await options.sfn.send(new DescribeExecutionCommand({ executionArn }));
       started.add(executionArn);
+      handed = true;
       const task = invoke(executionArn, input).catch((error: unknown) => options.log({ level: 'warn', msg: 'a flow task failed', executionArn, error: String(error) }));
       running.add(task);
       void task.finally(() => running.delete(task));
     }
     started = new Set([...started].filter((executionArn) => open.has(executionArn)));
+    return handed || open.size > 0;
   };
+  const fastest = options.intervalMs ?? 250;
+  const slowest = 1_000;
   const loop = (async () => {
+    let interval = fastest;
     while (!stop.signal.aborted) {
-      await poll().catch((error: unknown) => options.log({ level: 'warn', msg: 'listing the flow executions failed', error: String(error) }));
-      await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 250));
+      const busy = await poll().catch((error: unknown) => {
+        options.log({ level: 'warn', msg: 'listing the flow executions failed', error: String(error) });
+        return false;
+      });
+      interval = busy ? fastest : Math.min(slowest, interval * 2);
+      await new Promise((resolve) => setTimeout(resolve, interval));
     }
   })();
   return {

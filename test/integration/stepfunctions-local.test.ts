@@ -117,7 +117,8 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
   });
 
   it("settles as handled when the flow's Lambda task uploads the expected evidence with the kit (the platform invokes it with Step Functions' event shape)", async () => {
-    const message = { ...dispatch({ seconds: 2 }), expectedEvidence: ['out/flow-report.md'] };
+    // Long enough for the platform's task runner to see it running (it polls every second while idle).
+    const message = { ...dispatch({ seconds: 4 }), expectedEvidence: ['out/flow-report.md'] };
     await t.send(JSON.stringify(message));
     const view = await t.viewWhen(message.dispatchId, (seen) => seen.evidence.outcome !== 'pending' && ended(seen), { timeoutMs: 30_000 });
     expect(view.execution.status).toBe('completed');
