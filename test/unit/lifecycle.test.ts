@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyRunEvent, monitorStep, reconcileLookup } from '../../shared/dispatch/transitions/run.js';
+import { applyRunEvent, approvalWaitLookedUp, MAX_LOOKUP_BACKOFF_SECONDS, monitorStep, reconcileLookup } from '../../shared/dispatch/transitions/run.js';
 import { redispatched } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
@@ -118,8 +118,12 @@ describe('what the target knows and the ledger missed', () => {
     const next = reconcileLookup(state, { kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-unknown', requestedAt: at(9).toISOString() } } }, at(13), true);
     expect(next?.changes).toEqual(['approval_requested']);
     expect(next?.execution).toMatchObject({ status: 'waiting_for_approval', nativeStatus: 'waiting_for_approval', monitorStatus: null, pendingApproval: { approvalId: 'a-unknown', requestedAt: at(9).toISOString() } });
-    // The approval clock runs from when the target asked.
-    expect(next?.dueAt).toBe(new Date(at(9).getTime() + state.timeouts.approvalWaitSeconds * 1000).toISOString());
+    // The approval clock runs from when the target asked (expiry at 29 s); the run is looked at a stall window on, before it.
+    expect(next?.dueAt).toBe(at(23).toISOString());
+    if (!next) throw new Error('adopted');
+    expect(monitorStep(stateOnly(next), at(23)).kind).toBe('approval_lookup');
+    const expired = monitorStep(stateOnly(next), new Date(at(9).getTime() + state.timeouts.approvalWaitSeconds * 1000));
+    expect(expired.kind === 'write' && expired.next.changes).toEqual(['approval_wait_expired']);
   });
 
   it('coalesces heartbeats during an approval wait (was: every heartbeat while waiting cost a write)', () => {
@@ -223,5 +227,73 @@ describe('review findings — the state machine', () => {
     const settled = { ...running(), evidence: { outcome: 'orphan_no_delivery' as const, expectedCount: 1, deadline: null, expected: ['out/a.md'], missing: ['out/a.md'] } };
     const next = redispatched(settled, { reason: 'again', supersede: false, claimSeconds: 60 }, at(9));
     expect(next.evidence).toEqual({ outcome: 'pending', expectedCount: 1, deadline: null });
+  });
+});
+
+describe('a run that ends while it waits for an approval', () => {
+  /** Asked at 1 s: the wait (20 s) expires at 21 s; the stall window is 10 s. */
+  function waiting(): DispatchState {
+    const asked = applyRunEvent(running(), { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(1));
+    if (asked.kind !== 'apply') throw new Error('approval request applies');
+    return stateOnly(asked.next);
+  }
+  const ended: LookupOutcome = { kind: 'found', run: { runId: 'r-1', status: 'failed', nativeStatus: 'TIMED_OUT', result: { summary: 'States.Timeout' } } };
+
+  it('is looked up every stall window for its end alone, the approval clock untouched (was: never looked up until a person acted, so an execution that ended while its status-change event was lost waited forever)', () => {
+    const state = waiting();
+    expect(state.dueAt).toBe(at(11).toISOString());
+    expect(monitorStep(state, at(11)).kind).toBe('approval_lookup');
+    // Still waiting, not found, or unreachable: nothing about the run changes, only when to look again (the expiry comes first).
+    for (const lookup of [
+      { kind: 'found', run: { runId: 'r-1', status: 'waiting_for_approval' } },
+      { kind: 'not_found' },
+      { kind: 'unavailable', reason: 'throttled' },
+    ] as LookupOutcome[]) {
+      const next = approvalWaitLookedUp(state, lookup, at(11));
+      expect(next.changes).toEqual(['rescheduled']);
+      expect(next.execution).toEqual(state.execution);
+      expect(next.dueAt).toBe(at(21).toISOString());
+    }
+    // Its end is recorded as the ledger's own lookup found it, with the runtime's word.
+    const found = approvalWaitLookedUp(state, ended, at(11));
+    expect(found.changes[0]).toBe('recovered');
+    expect(found.execution).toMatchObject({ status: 'failed', nativeStatus: 'failed', nativeDetail: 'TIMED_OUT', pendingApproval: null, result: { summary: 'States.Timeout' } });
+  });
+
+  it('after the expiry is recorded, is still looked at, ever more sparsely (the wait’s age, up to the lookup backoff cap)', () => {
+    const expiry = monitorStep(waiting(), at(21));
+    if (expiry.kind !== 'write') throw new Error('the expiry is written');
+    expect(expiry.next.dueAt).toBe(at(41).toISOString());
+    const expired = stateOnly(expiry.next);
+    expect(monitorStep(expired, at(41)).kind).toBe('approval_lookup');
+    expect(approvalWaitLookedUp(expired, { kind: 'not_found' }, at(41)).dueAt).toBe(at(81).toISOString());
+    const aWeek = 7 * 24 * 3600;
+    expect(approvalWaitLookedUp(expired, { kind: 'not_found' }, at(aWeek)).dueAt).toBe(at(aWeek + MAX_LOOKUP_BACKOFF_SECONDS).toISOString());
+    expect(approvalWaitLookedUp(expired, ended, at(aWeek)).execution.status).toBe('failed');
+  });
+
+  it('through the monitor: one lookup, the end recorded, no stall and no second expiry', async () => {
+    const store = new MemoryStore();
+    const state = waiting();
+    store.states.set(state.dispatchId, state);
+    await store.putTarget({ name: 'demo-agent', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    let lookups = 0;
+    const target: TargetPort = {
+      submit: async () => ({ kind: 'unavailable', reason: 'unused' }),
+      lookup: async () => {
+        lookups += 1;
+        return ended;
+      },
+      decideApproval: async () => ({ kind: 'not_found' }),
+      cancel: async () => ({ kind: 'not_found' }),
+    };
+    const deps: MonitorDeps = { store, dueIndex: store, blobs: new MemoryBlobs(), targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => at(11), claimSeconds: 60, pageSize: 50 };
+    await monitorTick(deps);
+    expect(lookups).toBe(1);
+    const after = store.written.get(state.dispatchId);
+    expect(after?.changes[0]).toBe('recovered');
+    expect(after?.changes).not.toContain('stalled');
+    expect(after?.changes).not.toContain('approval_wait_expired');
+    expect(store.states.get(state.dispatchId)?.execution).toMatchObject({ status: 'failed', nativeDetail: 'TIMED_OUT' });
   });
 });

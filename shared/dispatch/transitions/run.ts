@@ -131,8 +131,37 @@ function approvalRequested(state: DispatchState, approvalId: string, requestedAt
       lastActivityAt: now.toISOString(),
       pendingApproval: { approvalId, requestedAt },
     },
-    dueAt: new Date(Date.parse(requestedAt) + state.timeouts.approvalWaitSeconds * 1000).toISOString(),
+    dueAt: approvalWatchAt({ ...state, execution: { ...state.execution, monitorStatus: null, pendingApproval: { approvalId, requestedAt } } }, now).toISOString(),
   });
+}
+
+/**
+ * When the monitor next comes to a run that waits for an approval: at the wait's expiry, and before it
+ * every stall window, to look the run up for a final status alone — a runtime's end may reach the
+ * ledger only as an event that can be lost (CONTRACT §17), and a run that ended while it waited must
+ * not wait forever. After the expiry the looks space out with the wait's age (up to
+ * {@link MAX_LOOKUP_BACKOFF_SECONDS}): a person may take days, a look never costs a loop.
+ */
+export function approvalWatchAt(state: DispatchState, now: Date): Date {
+  const requested = Date.parse(state.execution.pendingApproval?.requestedAt ?? now.toISOString());
+  const expiresAt = requested + state.timeouts.approvalWaitSeconds * 1000;
+  const stall = state.timeouts.stallAfterSeconds * 1000;
+  const expired = state.execution.monitorStatus === 'approval_wait_expired';
+  const spacing = expired ? Math.min(Math.max(now.getTime() - requested, stall), MAX_LOOKUP_BACKOFF_SECONDS * 1000) : stall;
+  const next = now.getTime() + spacing;
+  return new Date(expired || expiresAt <= now.getTime() ? next : Math.min(expiresAt, next));
+}
+
+/**
+ * What a look at a run that waits for an approval records: its end, when the target says it ended (the
+ * look that finds it is the ledger's own, as any lookup's: `recovered`); anything else — still waiting,
+ * not found, unreachable — changes nothing about the run or the approval's clock, only when to look again.
+ */
+export function approvalWaitLookedUp(state: DispatchState, lookup: LookupOutcome, now: Date, body?: ResultBodyRef): NextState {
+  if (lookup.kind === 'found' && isTerminal(lookup.run.status) && !isTerminal(state.execution.nativeStatus)) {
+    return finished(state, lookup.run.status, lookup.run.result?.summary, now, 'recovered', body, lookup.run.nativeStatus);
+  }
+  return rescheduled(state, now, approvalWatchAt(state, now));
 }
 
 /** Lookups of a run that stays unknown back off, doubling from the stall timeout, up to this. */
@@ -216,6 +245,8 @@ export type MonitorStep =
   /** A completed run whose expected evidence the platform must look for. */
   | { readonly kind: 'check' }
   | { readonly kind: 'lookup' }
+  /** A run waiting for an approval, looked up for a final status alone (see {@link approvalWaitLookedUp}). */
+  | { readonly kind: 'approval_lookup' }
   /** A settled dispatch whose result is still out: its expiry is on the origin's clock. */
   | { readonly kind: 'result' }
   /** A cancel to ask of the target again (it could not be reached before). */
@@ -232,10 +263,12 @@ export function monitorStep(state: DispatchState, now: Date): MonitorStep {
   if (ask && Date.parse(ask) <= now.getTime()) return { kind: 'cancel' };
   if (execution.status === 'waiting_for_approval' && execution.pendingApproval) {
     const expiresAt = Date.parse(execution.pendingApproval.requestedAt) + state.timeouts.approvalWaitSeconds * 1000;
-    if (now.getTime() < expiresAt) return { kind: 'write', next: rescheduled(state, now, new Date(expiresAt)) };
-    if (execution.monitorStatus === 'approval_wait_expired') return { kind: 'write', next: rescheduled(state, now, null) };
-    // The approval stays pending (never auto-denied): only the expiry is recorded.
-    return { kind: 'write', next: advance(state, 'approval_wait_expired', now, { execution: { ...execution, monitorStatus: 'approval_wait_expired' }, dueAt: null }) };
+    if (now.getTime() >= expiresAt && execution.monitorStatus !== 'approval_wait_expired') {
+      // The approval stays pending (never auto-denied): only the expiry is recorded, the run watched on.
+      const expired = { ...execution, monitorStatus: 'approval_wait_expired' as const };
+      return { kind: 'write', next: advance(state, 'approval_wait_expired', now, { execution: expired, dueAt: approvalWatchAt({ ...state, execution: expired }, now).toISOString() }) };
+    }
+    return { kind: 'approval_lookup' };
   }
   const stallAt = stallDeadline(state);
   if (now.getTime() < stallAt && execution.status !== 'unknown') return { kind: 'write', next: rescheduled(state, now, new Date(stallAt)) };
