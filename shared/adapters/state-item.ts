@@ -167,6 +167,7 @@ function stateOfChecked(item: Item): DispatchState {
       result: execution.result ?? null,
       ...(execution.unknownLookups ? { unknownLookups: execution.unknownLookups } : {}),
       ...(execution.lastDecision ? { lastDecision: execution.lastDecision } : {}),
+      ...(execution.redriven ? { redriven: execution.redriven } : {}),
     },
     dueAt: typeof dueAt === 'string' ? dueAt : null,
     ...(stored.result ? { result: resultRecordOf({ ...resultFieldsOf(stored.result as unknown as Item), id: resultIdOf(dispatchId, attempt, stored.resultRound ?? 0), attempt }, `${String(pk)}/STATE`) } : {}),

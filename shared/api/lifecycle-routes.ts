@@ -177,6 +177,8 @@ export async function postRedispatch(deps: LifecycleDeps, stored: StoredState, b
         runId: outcome.runId,
         attempt: outcome.attempt,
         status: outcome.status,
+        // Its end is recorded, but its runtime runs it again (CONTRACT §17).
+        ...(outcome.redriven ? { redriven: outcome.redriven } : {}),
         check: `npx ledger check ${state.dispatchId} --refresh`,
       });
     case 'not_submittable':

@@ -1,7 +1,7 @@
-import { isTerminal, type DispatchState } from './state.js';
+import { isTerminal, nativeStatusOf, type DispatchState } from './state.js';
 
 /** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins. */
-export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped', 'cancel_pending'] as const;
+export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped', 'cancel_pending', 'redriven'] as const;
 export type AttentionKind = (typeof ATTENTION_KINDS)[number];
 
 /** Which list a dispatch belongs on now, if any. Pure: derived from the state alone. */
@@ -15,6 +15,8 @@ export function attentionKind(state: DispatchState): AttentionKind | undefined {
   if (state.phase === 'submitted' && state.cancel && !isTerminal(state.execution.nativeStatus)) return 'cancel_pending';
   if (state.execution.monitorStatus === 'approval_wait_expired') return 'approval_wait_expired';
   if (state.execution.status === 'unknown') return 'unknown';
+  // Its runtime runs it again after its end was recorded (CONTRACT §17): until a redispatch.
+  if (state.phase === 'submitted' && state.execution.redriven) return 'redriven';
   if (state.evidence.outcome === 'orphan_no_delivery') return 'orphan_no_delivery';
   return undefined;
 }
@@ -47,12 +49,26 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
               ? `result ${state.result?.id ?? ''} dropped (${state.result?.droppedReason ?? ''}) after ${state.result?.deliveryAttempts ?? 0} delivery attempt(s); the payload is kept: npx ledger inbox list --state dropped --origin ${state.origin}`
             : kind === 'cancel_pending'
               ? `cancel asked ${state.cancel?.requestedAt ?? ''} (${state.cancel?.asks ?? 0} time(s)); the target's last answer: ${state.cancel?.answer ?? 'none yet'}${state.cancel?.nextAskAt ? `; asked again ${state.cancel.nextAskAt}` : ''}`
+            : kind === 'redriven'
+              ? redrivenReason(state)
             : kind === 'approval_wait_expired'
               ? `approval ${state.execution.pendingApproval?.approvalId ?? ''} still pending`
               : state.execution.monitorStatus === 'target_not_found'
                 ? `lost sight of the run (target_not_found); ${whenTargetForgot(state)}`
                 : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: npx ledger check ${state.dispatchId} --refresh`,
   };
+}
+
+/**
+ * A run its runtime redrove after the ledger recorded its end: what stands, what runs, and the ledger's
+ * own way to run the work again (a forced redispatch: the redriven run is asked to stop and fenced).
+ */
+export function redrivenReason(state: DispatchState): string {
+  const redriven = state.execution.redriven;
+  return (
+    `the ledger recorded its end (${nativeStatusOf(state.execution) ?? '—'}); its runtime runs it again, outside the ledger (redrive ${redriven?.count ?? 1}, learned ${redriven?.at ?? '—'}). ` +
+    `To run the work under the ledger instead: npx ledger redispatch ${state.dispatchId} --force --reason R (asks the redriven run to stop)`
+  );
 }
 
 /**

@@ -68,6 +68,12 @@ export interface Execution {
   readonly lastDecision?: { readonly approvalId: string; readonly decision: 'approve' | 'cancel'; readonly at: string } | undefined;
   /** Lookups in a row that left the run unknown (the backoff of the next one doubles with it). */
   readonly unknownLookups?: number | undefined;
+  /**
+   * The runtime runs this run again after the ledger recorded its end (a state machine's execution
+   * redriven outside the ledger, CONTRACT §17): when the ledger learned it, and the runtime's redrive
+   * count. The recorded end stands; the dispatch is on the attention list until a redispatch.
+   */
+  readonly redriven?: { readonly at: string; readonly count: number } | undefined;
 }
 
 /** CONTRACT §1's defaults (the protocol's: docs/protocol.md §1). */
@@ -118,6 +124,8 @@ export type ChangeKind =
   | 'cancel_requested'
   | 'cancel_answered'
   | 'slot_released'
+  /** The runtime runs an ended run again, outside the ledger (`Execution.redriven`). */
+  | 'redriven'
   /** A person attested the result of a manual target's work (CONTRACT §13): the wait for a person ends. */
   | 'manual_result_attested';
 

@@ -2,7 +2,7 @@ import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal,
 import { evidenceWords, type EvidenceFacts } from './evidence-words.js';
 import { clip } from '../text.js';
 import { stallDeadline } from './transitions/run.js';
-import { whenTargetForgot } from './attention.js';
+import { redrivenReason, whenTargetForgot } from './attention.js';
 import { MANUAL_ATTESTATION, StoredManualAttestation, type ManualAttestation } from './manual.js';
 import { StoredDispatchReceipt, StoredOperatorReceipt, validationProblems, type OperatorReceipt, type OperatorReceiptKind } from './receipts.js';
 import { DEFAULT_PRIORITY, nativeStatusOf, PARENT_WAIT_SECONDS, type DispatchReceipt, type DispatchState, type Execution, type Phase, type Submission } from './state.js';
@@ -267,6 +267,7 @@ function unknowns(state: DispatchState): string[] {
     out.push(`a cancel was asked at ${state.cancel.requestedAt}; the run is cancelled only when the target says so (its last answer: ${state.cancel.answer ?? 'none yet'})`);
   }
   const execution = state.execution;
+  if (state.phase === 'submitted' && execution.redriven) out.push(redrivenReason(state));
   const check = `check with \`npx ledger check ${state.dispatchId} --refresh\``;
   const since = execution.lastActivityAt ?? state.updatedAt;
   switch (execution.monitorStatus) {

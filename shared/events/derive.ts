@@ -49,6 +49,8 @@ export const DETAIL_TYPE_OF_CHANGE: Readonly<Record<ChangeKind, DetailType | nul
   cancel_requested: null,
   cancel_answered: null,
   slot_released: null,
+  // Listed in GET /attention (kind `redriven`); the recorded end stands, so no run event stands for it.
+  redriven: null,
   // A person's attestation on a manual dispatch (CONTRACT §13): no runtime event stands for it.
   manual_result_attested: null,
 };

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
 import { DISPATCH_ID, MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
 import { isTerminal } from '../dispatch/state.js';
-import { approvalAsked, reconcileLookup, runEndedByRuntime } from '../dispatch/transitions/run.js';
+import { approvalAsked, reconcileLookup, runEndedByRuntime, runRedriven } from '../dispatch/transitions/run.js';
 import type { DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
 import { runOn } from './run-of-dispatch.js';
 import { updateDispatch } from '../ledger/repository.js';
@@ -142,9 +142,21 @@ async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof 
     // Running again after the ledger recorded its end: redriven outside the ledger, by Step Functions'
     // own word (a start event delivered late, or a forged one, finds it ended and changes nothing).
     if (detail.status !== 'RUNNING' || !(detail.redriveCount !== undefined && detail.redriveCount > 0) || lookup.kind !== 'found' || lookup.run.status !== 'running') return 'unchanged';
-    // Kept once per run (seq 0: no event of the run's own has it); the ledger's way to run it again is a redispatch.
+    // Kept once per run as late activity (seq 0: no event of the run's own has it), and on the state, so
+    // the dispatch is on the attention list until a person redispatches it (the ledger's way to run it again).
+    const count = detail.redriveCount;
     await deps.store.recordLateEvent({ dispatchId, runId: detail.executionArn, seq: REDRIVE_SEQ, type: 'redriven', at: deps.now().toISOString() });
-    return 'late';
+    const updated = await updateDispatch<OrchestratorOutcome>(
+      deps.store,
+      dispatchId,
+      (state) => {
+        if (!state || state.runId !== detail.executionArn || !isTerminal(state.execution.nativeStatus)) return { answer: 'unchanged' };
+        const next = runRedriven(state, count, deps.now());
+        return next ? { write: next, answer: 'late' } : { answer: 'late' };
+      },
+      { first: read },
+    );
+    return updated.kind === 'lost' ? 'conflict' : updated.answer;
   }
   // Its output, as the result's body, before the state that refers to it.
   const body = await keepFoundBody(deps, read.state, lookup);

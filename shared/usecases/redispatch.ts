@@ -17,7 +17,7 @@ export type RedispatchOutcome =
       readonly cancel: string | null;
     }
   /** The current run is not proven terminal and `force` was not given: look it up first. */
-  | { readonly kind: 'run_may_be_active'; readonly runId: string | null; readonly attempt: number; readonly status: string | null }
+  | { readonly kind: 'run_may_be_active'; readonly runId: string | null; readonly attempt: number; readonly status: string | null; readonly redriven?: { readonly at: string; readonly count: number } }
   /** Blocked for what a new submission cannot change. */
   | { readonly kind: 'not_submittable'; readonly reason: string }
   | { readonly kind: 'target_not_registered' }
@@ -25,13 +25,18 @@ export type RedispatchOutcome =
   | { readonly kind: 'conflict' };
 
 /** What a redispatch decides on: while it stays the same, a write between the read and the write does not change the decision's meaning. */
-const decidedOn = (state: DispatchState): string => [state.attempt, state.phase, state.runId, state.redispatch?.at, state.cancel?.requestedAt].join();
+const decidedOn = (state: DispatchState): string => [state.attempt, state.phase, state.runId, state.redispatch?.at, state.cancel?.requestedAt, state.execution.redriven?.count].join();
+
+/**
+ * The current run may still be working: its end is not recorded, or its runtime runs it again after it
+ * was (redriven outside the ledger, CONTRACT §17) — a second writer unless forced, superseded if forced.
+ */
+const mayBeActive = (state: DispatchState): boolean => state.phase === 'submitted' && (!isTerminal(state.execution.status) || !!state.execution.redriven);
 
 /** Why this state may not be redispatched as asked, if it may not. */
 function refusal(state: DispatchState, force: boolean): RedispatchOutcome | undefined {
-  const proven = state.phase === 'submitted' && isTerminal(state.execution.status);
-  if (state.phase === 'submitted' && !proven && !force) {
-    return { kind: 'run_may_be_active', runId: state.runId, attempt: state.attempt, status: state.execution.status };
+  if (mayBeActive(state) && !force) {
+    return { kind: 'run_may_be_active', runId: state.runId, attempt: state.attempt, status: state.execution.status, ...(state.execution.redriven ? { redriven: state.execution.redriven } : {}) };
   }
   // A child held for its parent (CONTRACT §1 V3) has no hop derived yet: no submission may skip the wait;
   // one cancelled while held never derived it, so it is never submitted.
@@ -68,7 +73,7 @@ export async function redispatch(deps: DispatchWorkDeps, stored: StoredState, re
       if (!current || decidedOn(current) !== decidedOn(state)) return { answer: { kind: 'conflict' } };
       const refusedNow = refusal(current, request.force);
       if (refusedNow) return { answer: refusedNow };
-      const supersede = current.phase === 'submitted' && !isTerminal(current.execution.status);
+      const supersede = mayBeActive(current);
       const now = deps.now();
       // The fence and the record of what it ended, in one write: both or neither.
       return { write: redispatched(current, { reason: request.reason, supersede, claimSeconds: deps.claimSeconds }, now), ended: endedAttempt(current, request.reason, supersede, now), answer: undefined };

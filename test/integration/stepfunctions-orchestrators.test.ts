@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DescribeExecutionCommand, GetExecutionHistoryCommand, SendTaskSuccessCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { DescribeExecutionCommand, GetExecutionHistoryCommand, SendTaskSuccessCommand, SFNClient, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -178,6 +178,41 @@ describe("Step Functions' status change events", () => {
     expect((await table.getState(dispatchId))?.execution.status).toBe('failed');
     const { Items = [] } = await documents.send(new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': `D#${dispatchId}` }, ConsistentRead: true }));
     expect(Items.filter((item) => String(item.sk).startsWith('LATE#')).map((item) => ({ runId: item.runId, type: item.type }))).toEqual([{ runId, type: 'redriven' }]);
+  });
+
+  it('a redrive after the end lists the dispatch in GET /attention (kind redriven) until a forced redispatch, which asks the redriven execution to stop (was: kept as late activity only, so no person ever heard of work running outside the ledger; a plain redispatch then started a second writer)', async () => {
+    const { dispatchId, runId } = await submitted();
+    const input = JSON.stringify({ dispatchId, attempt: 1 });
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'FAILED', error: 'States.TaskFailed', cause: 'crashed', startDate: NOW, stopDate: NOW, $metadata: {} });
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', input))).toBe('ended');
+    const call = (method: string, rawPath: string, query: Record<string, string> = {}, body?: unknown) =>
+      route(api(), { method, rawPath, query, headers: { 'x-ledger-origin': 'planner' }, body: body === undefined ? undefined : Buffer.from(JSON.stringify(body)), iamUserId: undefined });
+    const listed = async () => (JSON.parse((await call('GET', '/attention', { kind: 'redriven', limit: '100' })).body).items as Array<{ dispatchId: string; kind: string; reason: string; since: string }>).filter((entry) => entry.dispatchId === dispatchId);
+    expect(await listed()).toEqual([]);
+
+    sfnMock.reset();
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'RUNNING', startDate: NOW, redriveCount: 1, $metadata: {} });
+    sfnMock.on(GetExecutionHistoryCommand).resolves({ events: [{ id: 9, type: 'ExecutionRedriven', timestamp: NOW }] });
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input, { redriveCount: 1 }))).toBe('late');
+    const state = await table.getState(dispatchId);
+    // The recorded end stands; what Step Functions does now is kept beside it.
+    expect(state?.execution).toMatchObject({ status: 'failed', redriven: { at: NOW.toISOString(), count: 1 } });
+    const [entry] = await listed();
+    expect(entry).toMatchObject({ kind: 'redriven', since: NOW.toISOString() });
+    expect(entry?.reason).toContain(`npx ledger redispatch ${dispatchId} --force`);
+    // Redelivered: one entry, nothing written again.
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input, { redriveCount: 1 }))).toBe('late');
+    expect((await listed()).length).toBe(1);
+
+    // A plain redispatch would be a second writer beside the redriven execution: refused, the redrive named.
+    await expect(call('POST', `/dispatches/${dispatchId}/redispatch`, {}, { reason: 'run it again' })).rejects.toMatchObject({ code: 'conflict', details: { runId, redriven: { count: 1 } } });
+    // Forced: the redriven execution is asked to stop and fenced; the new attempt runs; off the list.
+    sfnMock.on(StopExecutionCommand).resolves({ stopDate: NOW });
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: `${runId.slice(0, -1)}2`, startDate: NOW });
+    expect((await call('POST', `/dispatches/${dispatchId}/redispatch`, {}, { reason: 'run it under the ledger', force: true })).statusCode).toBe(202);
+    expect(sfnMock.commandCalls(StopExecutionCommand).map((stop) => stop.args[0].input.executionArn)).toEqual([runId]);
+    expect(await table.getState(dispatchId)).toMatchObject({ attempt: 2, supersededRuns: [runId] });
+    expect(await listed()).toEqual([]);
   });
 
   it("records a succeeded execution's output as the result's body (kept before the state that names it), and its preview as the summary", async () => {

@@ -103,6 +103,8 @@ const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) =
   { kind: 'cancel_requested', patch: () => ({ cancel: { requestedAt: later(60).toISOString(), reason: 'stop', by: 'local:planner', asks: 0, nextAskAt: later(60).toISOString(), answer: null } }), detailType: null },
   { kind: 'cancel_answered', patch: () => ({ cancel: { requestedAt: later(60).toISOString(), reason: 'stop', by: 'local:planner', asks: 1, nextAskAt: null, answer: 'accepted' } }), detailType: null },
   { kind: 'slot_released', patch: () => ({ slot: null }), detailType: null },
+  // Listed in GET /attention; the recorded end stands, so no run event stands for a redrive.
+  { kind: 'redriven', patch: (state) => ({ execution: { ...state.execution, redriven: { at: later(90).toISOString(), count: 1 } } }), detailType: null },
   // A person's attestation on a manual dispatch (CONTRACT §13): no runtime event stands for it.
   { kind: 'manual_result_attested', patch: () => ({ manual: { since: later(0).toISOString(), resultAttestation: { attestationId: 'ma-1', at: later(60).toISOString() } } }), detailType: null },
 ];

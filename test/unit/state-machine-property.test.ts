@@ -6,7 +6,7 @@ import type { DispatchState, NextState } from '../../shared/dispatch/state.js';
 import { isTerminal, stateOnly } from '../../shared/dispatch/state.js';
 import { cancelAnswered, cancelRequested } from '../../shared/dispatch/transitions/flow.js';
 import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
-import { applyRunEvent, approvalDecided, monitorStep, reconcileLookup, type RunEventType } from '../../shared/dispatch/transitions/run.js';
+import { applyRunEvent, approvalDecided, monitorStep, reconcileLookup, runRedriven, type RunEventType } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import { resultClaimed, resultDelivered, resultReleased, resultRenewed, resultWatch } from '../../shared/dispatch/transitions/inbox.js';
 import { cancelPending, isClaimable, isLive, leaseLapsed } from '../../shared/dispatch/transitions/core.js';
@@ -168,6 +168,8 @@ type LifeOp =
   | { readonly kind: 'cancel_answer'; readonly outcome: CancelOutcome }
   | { readonly kind: 'result'; readonly action: 'claim' | 'renew' | 'release' | 'ack' | 'watch' }
   | { readonly kind: 'redispatch' }
+  /** Its runtime runs an ended run again, outside the ledger (a state machine's redrive, CONTRACT §17). */
+  | { readonly kind: 'redrive' }
   | { readonly kind: 'wait'; readonly seconds: number };
 
 const lifeOp: fc.Arbitrary<LifeOp> = fc.oneof(
@@ -198,6 +200,7 @@ const lifeOp: fc.Arbitrary<LifeOp> = fc.oneof(
   },
   { weight: 5, arbitrary: fc.record({ kind: fc.constant('result' as const), action: fc.constantFrom<'claim' | 'renew' | 'release' | 'ack' | 'watch'>('claim', 'claim', 'renew', 'release', 'release', 'ack', 'watch') }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('redispatch' as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('redrive' as const) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('wait' as const), seconds: fc.integer({ min: 1, max: 900 }) }) },
 );
 
@@ -247,7 +250,9 @@ function lifeStep(state: DispatchState, step: Exclude<LifeOp, { kind: 'wait' }>,
       return resultDelivered(state, 'planner', now);
     }
     case 'redispatch':
-      return state.phase === 'accepted' ? undefined : redispatched(state, { reason: 'property', supersede: state.phase === 'submitted' && !isTerminal(state.execution.status), claimSeconds: 60 }, now);
+      return state.phase === 'accepted' ? undefined : redispatched(state, { reason: 'property', supersede: state.phase === 'submitted' && (!isTerminal(state.execution.status) || !!state.execution.redriven), claimSeconds: 60 }, now);
+    case 'redrive':
+      return state.phase === 'submitted' && isTerminal(state.execution.nativeStatus) ? runRedriven(state, (state.execution.redriven?.count ?? 0) + 1, now) : undefined;
   }
 }
 

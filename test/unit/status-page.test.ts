@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { proxyDecision, RELAYED } from '../../ui/routes.js';
 import { appendOlder, mergeNewest, renewed, type Run } from '../../ui/page/paging.js';
-import { bannersFor, commandsFor, monitorLine, monitorWords, shellWord } from '../../ui/page/words.js';
+import { ATTENTION_ORDER, bannersFor, commandsFor, monitorLine, monitorWords, shellWord } from '../../ui/page/words.js';
+import { ATTENTION_KINDS } from '../../shared/dispatch/attention.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 
 const decide = (path: string, query = '') => proxyDecision(path, new URLSearchParams(query));
@@ -172,7 +173,14 @@ describe("a dispatch page's banners and monitor line", () => {
     ['retrying', base({ phase: 'accepted', execution: { status: null }, submission: { attempts: 2, nextRetryAt: '2026-12-05T10:01:00.000Z', lastError: 'HTTP 503', waitingFor: 'retry', priority: 5, notBefore: null } } )],
     ['result_dropped', base({ execution: { status: 'completed' }, result: { resultId: 'r1~d-1', state: 'dropped', resultDelivery: 'inject', readyAt: 'x', deliveryAttempts: 5, leaseExpiresAt: null, droppedReason: 'attempts' } } )],
     ['cancel_pending', base({ execution: { status: 'running', cancel: { requestedAt: 'x', reason: 'no longer needed', by: 'local:planner', asks: 2, answer: null, nextAskAt: null } } } )],
+    ['redriven', base({ execution: { status: 'failed', nativeStatus: 'FAILED', redriven: { at: '2026-12-05T10:02:00.000Z', count: 1 } } })],
   ];
+
+  it('has a banner case, a title and a meaning for every attention kind (was: a redriven run, a new kind, had none)', () => {
+    expect(cases.map(([kind]) => kind).sort()).toEqual([...ATTENTION_KINDS].sort());
+    const titled = ATTENTION_ORDER.map((entry) => entry.kind);
+    for (const kind of ATTENTION_KINDS) expect(titled, kind).toContain(kind);
+  });
 
   it('shows one banner for every attention kind the dispatch is in', () => {
     for (const [kind, shown] of cases) expect(bannersFor(shown).map((banner) => banner.kind), kind).toEqual([kind]);

@@ -14,6 +14,7 @@ export const ATTENTION_ORDER: ReadonlyArray<{ readonly kind: string; readonly ti
   { kind: 'at_capacity', title: 'Targets at capacity', meaning: 'Every slot of the target is held; dispatches wait for one. Runs of unknown status keep their slots.' },
   { kind: 'result_dropped', title: 'Dropped results', meaning: 'A result its origin never took in. The payload is kept.' },
   { kind: 'cancel_pending', title: 'Cancel pending', meaning: 'A cancel was asked of the target; only its word cancels the run.' },
+  { kind: 'redriven', title: 'Redriven outside the ledger', meaning: 'The ledger recorded the run’s end, then its state machine ran it again. The recorded end stands; a forced redispatch runs the work under the ledger.' },
   { kind: 'retrying', title: 'Retrying submission', meaning: 'The target could not take the dispatch yet; the ledger retries on its own schedule.' },
 ];
 
@@ -47,6 +48,9 @@ export function bannersFor(view: DispatchView): Banner[] {
   // Only while the run is not over, as the attention list has it: a run that ended after the ask is no cancel pending.
   if (execution.cancel && view.phase === 'submitted' && !['completed', 'failed', 'cancelled'].includes(execution.status ?? '')) {
     banners.push({ kind: 'cancel_pending', text: `Cancel pending: asked of the target ${execution.cancel.asks} time(s); only its word cancels the run.` });
+  }
+  if (execution.redriven && view.phase === 'submitted') {
+    banners.push({ kind: 'redriven', text: `Redriven outside the ledger: the recorded end (${execution.nativeStatus ?? '—'}) stands, but the state machine runs this execution again (redrive ${execution.redriven.count}, learned ${execution.redriven.at}). A forced redispatch asks it to stop and runs the work under the ledger.` });
   }
   return banners;
 }

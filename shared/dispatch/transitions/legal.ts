@@ -50,6 +50,7 @@ export const LEGAL: Readonly<Record<Phase, Partial<Record<Phase, readonly Change
       'cancel_requested',
       'cancel_answered',
       'slot_released',
+      'redriven',
       ...RESULT_CHANGES,
     ],
     // Only a redispatch leaves `submitted`: the old run superseded (or proven final), attempt + 1 next.

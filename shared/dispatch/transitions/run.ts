@@ -114,6 +114,18 @@ export function runEndedByRuntime(state: DispatchState, run: TargetRunView, now:
 }
 
 /**
+ * The runtime runs an ended run again (a state machine's execution redriven outside the ledger,
+ * CONTRACT §17): the recorded end stands — final is final — and what the runtime now does is kept
+ * beside it, so the dispatch needs a person (`redriven` on the attention list) until a redispatch, the
+ * ledger's own way to run the work again. Nothing to write when this redrive is known already.
+ */
+export function runRedriven(state: DispatchState, count: number, now: Date): NextState | undefined {
+  if (!isTerminal(state.execution.nativeStatus)) throw new RangeError('only an ended run is redriven');
+  if (state.execution.redriven && state.execution.redriven.count >= count) return undefined;
+  return advance(state, 'redriven', now, { execution: { ...state.execution, redriven: { at: now.toISOString(), count } } });
+}
+
+/**
  * A runtime asked for an approval through the ledger (a state machine's task token on the approvals
  * queue, CONTRACT §17), under the approval id the ledger chose: the run waits, the approval clock starts.
  */
