@@ -19,14 +19,15 @@ import { keepFoundBody, lookUpRun } from './look-up-run.js';
  * - EventBridge's **"Step Functions Execution Status Change"** for a registered state machine: a nudge,
  *   not a verdict. The ledger looks the execution up (the event could be forged by anyone who may send to
  *   the queue; the lookup cannot) and records an end as the run's own report; an execution started again
- *   after the ledger recorded its end (a redrive outside the ledger) is kept as late activity.
+ *   after the ledger recorded its end (a redrive outside the ledger) is kept as late activity and lists the
+ *   dispatch in GET /attention (`redriven`) until a forced redispatch.
  */
 
 export type OrchestratorOutcome =
   | 'approval_requested'
   | 'ended'
   | 'unchanged'
-  /** An execution redriven after its end was recorded: kept as a late event (the ledger's way to run it again is a redispatch). */
+  /** An execution redriven after its end was recorded: kept as a late event and on the attention list (the ledger's way to run it again is a redispatch). */
   | 'late'
   | 'not_current'
   /** An approval request for a run whose start the ledger has not recorded yet: retried (SQS redelivers it). */
