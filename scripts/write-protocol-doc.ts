@@ -67,7 +67,7 @@ function statuses(): string {
 function bounds(): string {
   const rows: Array<[string, string]> = [
     ['dispatch id', DISPATCH_ID_RULE],
-    ['run id', `1..${MAX_RUN_ID_CHARS} characters`],
+    ['run id', `1..${MAX_RUN_ID_CHARS.toLocaleString('en-US')} characters; \`/\` allowed (percent-encoded in a path)`],
     ['evidence refs expected or claimed', `at most ${MAX_EVIDENCE_REFS}`],
     ['an evidence ref', `at most ${MAX_REF_BYTES} UTF-8 bytes, safe (§6)`],
     ['a task', `nests at most ${MAX_TASK_DEPTH} levels (the task object is level 1)`],

@@ -1,4 +1,14 @@
-import { COUNT_SHARDS, DISPATCH, INDEX, ORIGIN_REJECTION_PK, REFUSAL_PK, TTL_ATTRIBUTE, pad } from './ledger-keys.js';
+import { COUNT_SHARDS, DISPATCH, INDEX, ORIGIN_REJECTION_PK, REFUSAL_PK, TTL_ATTRIBUTE, digestOf, pad } from './ledger-keys.js';
+
+/** Run ids longer than this many bytes go into sort keys as their digest (a sort key holds at most 1,024 bytes). */
+export const RUN_KEY_MAX_BYTES = 256;
+
+/**
+ * A run id as a sort key's part: itself while short, a digest (`~` and 43 characters) when longer — a
+ * durable execution's ARN may take 1,024 characters (CONTRACT §17) — or when it starts with `~` itself,
+ * so no two run ids ever share a key. The item keeps the run id whole in its fields.
+ */
+export const runKeyOf = (runId: string): string => (Buffer.byteLength(runId, 'utf8') <= RUN_KEY_MAX_BYTES && !runId.startsWith('~') ? runId : `~${digestOf(runId).toString('base64url')}`);
 import { type Check, type Item, expiryOf, isArray, isBoolean, isNumber, isObject, isString, optional } from './item-codec.js';
 
 /**
@@ -143,7 +153,7 @@ export const EVIDENCE_CHECK_ITEM = /* @__PURE__ */ dispatchRecord('CHECK#', (att
 export const EVIDENCE_UPLOAD_ITEM = /* @__PURE__ */ dispatchRecord('UPLOAD#', (attempt: number, ref: string) => `${byAttempt(attempt)}#${ref}`, afterItsTime('at'), { ref: isString, sha256: isString, bytes: isNumber });
 
 /** An event of a superseded run, kept for the record. */
-export const LATE_EVENT_ITEM = /* @__PURE__ */ dispatchRecord('LATE#', (runId: string, seq: number) => `${runId}#${pad(seq, 16)}`, afterItsTime('at', 2), { dispatchId: isString, runId: isString, at: isString });
+export const LATE_EVENT_ITEM = /* @__PURE__ */ dispatchRecord('LATE#', (runId: string, seq: number) => `${runKeyOf(runId)}#${pad(seq, 16)}`, afterItsTime('at', 2), { dispatchId: isString, runId: isString, at: isString });
 
 /** An operator's receipt: written once, publishes Receipt Recorded. Its fields are checked by its schema when viewed (`receipts.ts`). */
 export const OPERATOR_RECEIPT_ITEM = /* @__PURE__ */ dispatchRecord('OR#', (receiptId: string) => receiptId, afterItsTime('recordedAt'), { recordedAt: isString });

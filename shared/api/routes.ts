@@ -21,7 +21,7 @@ import { limitOf, ownedState, queryOf, type ApiDeps, type Route } from './route-
 export type { ApiDeps, Route } from './route-kit.js';
 import { MANUAL_ROUTES } from './manual-routes.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
-import { routeParams, ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
+import { MAX_RUN_ID_CHARS, routeParams, ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
 
 
 
@@ -217,6 +217,9 @@ export async function route(deps: ApiDeps, request: ApiRequest): Promise<ApiResp
   if (candidates.length === 0) throw new ApiError('not_found', `no route for ${request.method} ${request.rawPath}`);
   const found = candidates.find((entry) => entry.candidate.spec.method === request.method);
   if (!found?.params) throw new ApiError('method_not_allowed', `${request.method} is not allowed on ${request.rawPath}`);
+  // A run id in the path is bounded like one in a body (CONTRACT §17: up to 1,024 characters, `/` allowed).
+  const { runId } = found.params;
+  if (runId !== undefined && (runId.length === 0 || runId.length > MAX_RUN_ID_CHARS)) throw new ApiError('malformed', `a run id is 1..${MAX_RUN_ID_CHARS} characters`);
   const caller = await resolveCaller(request, deps.principalMode, deps.principals);
   // The table says who may call: an operator route is refused here, before its handler reads anything.
   if (found.candidate.spec.who.length === 1 && found.candidate.spec.who[0] === 'operator') requireOperator(caller);

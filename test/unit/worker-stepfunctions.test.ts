@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { memoryLambdaStore, type LambdaRunStore } from '@dispatch-ledger/worker/lambda';
 import { StepFunctionsTaskEventError, stepFunctionsTask, type LambdaContextLike, type StepFunctionsTaskContext } from '@dispatch-ledger/worker/stepfunctions';
+import { MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
 
 // CONTRACT §17: the kit's putEvidence (and its run events) work inside a state machine's Lambda task,
 // given the event the documented Parameters make: { submission: $$.Execution.Input, executionArn:
@@ -184,7 +185,7 @@ describe('stepFunctionsTask', () => {
     ['the input path passed as text', { submission: '$$.Execution.Input', executionArn: EXECUTION_ARN }, 'submission', 'not a JSON object'],
     ['a submission without its callbackUrl', taskEventFactory(submissionFactory({ callbackUrl: undefined })), 'submission.callbackUrl', 'callbackUrl: an http(s) URL'],
     ['a submission over Step Functions\' 256 KB input', taskEventFactory(submissionFactory({ task: { text: 'x'.repeat(256 * 1024) } })), 'submission', 'at most 262144 bytes'],
-    ['an ARN over 256 characters', taskEventFactory(submissionFactory(), `${EXECUTION_ARN}${'x'.repeat(256)}`), 'executionArn', 'at most 256 characters'],
+    ['an ARN over the run id bound', taskEventFactory(submissionFactory(), `${EXECUTION_ARN}${'x'.repeat(MAX_RUN_ID_CHARS)}`), 'executionArn', `at most ${MAX_RUN_ID_CHARS} characters`],
     ['no object at all', null, undefined, '{ submission, executionArn }'],
   ])('refuses %s with an error naming the field, and sends nothing', async (_case, event, field, words) => {
     let called = false;

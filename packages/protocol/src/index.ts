@@ -55,8 +55,11 @@ export function decodePathSegment(segment: string | undefined): string {
     return segment;
   }
 }
-/** CONTRACT §8: a target's run id, as the ledger takes it in a run event path or a lookup: 1..256 characters. */
-export const MAX_RUN_ID_CHARS = 256;
+/**
+ * CONTRACT §8, §17: a target's run id, as the ledger takes it in a run event path or a lookup: 1..1,024
+ * characters, `/` allowed (a durable execution's ARN; a path carries it percent-encoded in one segment).
+ */
+export const MAX_RUN_ID_CHARS = 1024;
 
 // ---------------------------------------------------------------------------------------------------
 // Safe evidence refs (CONTRACT §6)
@@ -222,6 +225,11 @@ export const MAX_REASON_CHARS = 500;
 export const MAX_NOTE_CHARS = 1_000;
 /** The longest approval id, `verifiedBy` and result summary. */
 export const MAX_APPROVAL_ID_CHARS = 128;
+/**
+ * CONTRACT §17: the callback id a durable function's `waitForCallback` waits on, as its worker reports it
+ * with `approval_requested` (the ledger keeps it apart and chooses the approvalId): 1..1,024 characters.
+ */
+export const MAX_CALLBACK_ID_CHARS = 1024;
 export const MAX_VERIFIED_BY_CHARS = 128;
 export const MAX_SUMMARY_CHARS = 100_000;
 /** A list's largest page (`limit`), and the longest cursor a list takes back. */

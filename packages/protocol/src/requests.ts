@@ -27,6 +27,7 @@ import {
   MAX_NOTE_CHARS,
   MAX_REASON_CHARS,
   MAX_RESULT_ID_CHARS,
+  MAX_CALLBACK_ID_CHARS,
   MAX_RUN_ID_CHARS,
   MAX_SEQ,
   MAX_SUMMARY_CHARS,
@@ -142,6 +143,8 @@ export const RunEventBody = /* @__PURE__ */ lazy(() => z.strictObject({
   seq: z.int().check(z.minimum(0), z.maximum(MAX_SEQ)),
   type: z.enum(RUN_EVENT_TYPES),
   approvalId: z.optional(approvalId()),
+  // A durable function's approval (CONTRACT §17): its callback id instead of an approvalId, kept apart by the ledger.
+  callbackId: z.optional(z.string().check(z.minLength(1), z.maxLength(MAX_CALLBACK_ID_CHARS))),
   result: z.optional(z.strictObject({ summary: z.optional(z.string().check(z.maxLength(MAX_SUMMARY_CHARS))), body: z.optional(z.unknown()) })),
   evidence: z.optional(z.array(safeRef()).check(z.maxLength(MAX_EVIDENCE_REFS))),
   // A final event's own word for its status (e.g. worker_restarted), kept as the view's nativeStatus.
