@@ -187,7 +187,7 @@ export async function registry(args: string[], print: Print): Promise<number> {
   const maxConcurrentRuns = maxConcurrentRunsOf(values['max-concurrent-runs']);
   // CONTRACT §13: a manual target has nothing to call — no base URL, no secret — and so nothing to limit.
   const manual = kind === 'target' && values.kind === 'manual';
-  if (kind === 'target' && values.kind !== 'http' && !manual) throw new UsageError(shown`--kind must be http or manual, not ${values.kind} (lambda and stepfunctions targets are registered through the CDK construct, which grants their calls)\n${usage}`);
+  if (kind === 'target' && values.kind !== 'http' && !manual) throw new UsageError(shown`--kind must be http or manual, not ${values.kind} (lambda, stepfunctions and durable targets are registered through the CDK construct, which grants their calls)\n${usage}`);
   if (manual && (values['base-url'] !== undefined || values['secret-id'] !== undefined || maxConcurrentRuns !== undefined)) {
     throw new UsageError('a manual target takes no --base-url, --secret-id or --max-concurrent-runs: nothing is ever submitted to it');
   }

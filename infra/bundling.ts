@@ -23,8 +23,13 @@ const LEDGER_TABLE_CLIENTS = {
   '@aws-sdk/util-dynamodb': ['unmarshall'],
   '@aws-sdk/client-s3': ['S3Client', 'GetObjectCommand', 'PutObjectCommand', 'NoSuchKey'],
   '@aws-sdk/client-secrets-manager': ['SecretsManagerClient', 'GetSecretValueCommand'],
-  // lambda targets (CONTRACT §12): invoked asynchronously.
-  '@aws-sdk/client-lambda': ['LambdaClient', 'InvokeCommand'],
+  // lambda targets (CONTRACT §12): invoked asynchronously; durable targets (CONTRACT §17): started the
+  // same way, then looked up, found by name, stopped, their callbacks answered.
+  '@aws-sdk/client-lambda': [
+    'LambdaClient', 'InvokeCommand',
+    'GetDurableExecutionCommand', 'GetDurableExecutionHistoryCommand', 'ListDurableExecutionsByFunctionCommand',
+    'StopDurableExecutionCommand', 'SendDurableExecutionCallbackSuccessCommand', 'SendDurableExecutionCallbackFailureCommand',
+  ],
   // stepfunctions targets (CONTRACT §17): started, looked up, stopped, their approvals answered.
   '@aws-sdk/client-sfn': ['SFNClient', 'StartExecutionCommand', 'DescribeExecutionCommand', 'GetExecutionHistoryCommand', 'StopExecutionCommand', 'SendTaskSuccessCommand', 'SendTaskFailureCommand'],
 } as const;

@@ -46,8 +46,16 @@ import { functionBuildOptions, handlerEntry, KIT_WORKER, LEDGER_FUNCTIONS, PROJE
  * 4,502 B in all (the repository and the run-event use case 1,891, the config factories 864, the item
  * declarations 1,107, the route use cases 640), each step measured; splitting the API function is what
  * would bring it back towards 1.2 (docs/performance.md, "Cold start").
+ * Issue 35 adds the `durable` target kind, which the API calls like every kind (submission on a
+ * redispatch, lookups on a refresh, cancel, approvals): +7,171 B of project code in the api (the adapter
+ * 3,421 B; the pieces it shares with the stepfunctions adapter, runtime-runs.ts 2,705 B less the 1,789 B
+ * they replaced there; the callback id kept on an approval, run-events.ts and runtime-approvals.ts
+ * 1,648 B; registry, keys and routes 1,186 B) and +469 B of SDK (client-lambda's durable commands);
+ * per input from the esbuild metafile, dc3dee0 → this change: api 814,172 B against 610,543 B, 1.3335.
+ * The guard 1.335; splitting the API function per target kind (or in two: origin and target routes)
+ * is what would bring it back towards 1.2.
  */
-export const BUDGET = 1.325;
+export const BUDGET = 1.335;
 /** Contributors listed per function. */
 const TOP_CONTRIBUTORS = 6;
 /** Runs of each bundle for `--require-time`: odd, so the median is one of the runs. */

@@ -27,6 +27,8 @@ async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise
   if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
   // The run's start is not recorded yet (its execution asked first): SQS brings the request back.
   if (outcome === 'not_yet') throw new Error('the run is not recorded yet; retried');
+  // An ended run's status change Step Functions could not be asked about: SQS brings it back.
+  if (outcome === 'unobserved') throw new Error('Step Functions could not be asked; retried');
 }
 
 export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {

@@ -1,13 +1,11 @@
 import { INBOX_SHARDS_MAX } from '../../shared/adapters/ledger-keys.js';
-import { profileToEnv, type EventsProfile } from '../../shared/events/profile.js';
+import { profileToEnv } from '../../shared/events/profile.js';
 import { ArnFormat, Duration, Lazy, Names, RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import { AttributeType, BillingMode, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { Effect, Grant, PolicyStatement, Role, type IGrantable } from 'aws-cdk-lib/aws-iam';
-import { EventInvokeConfig, Function as LambdaFunction, type IFunction } from 'aws-cdk-lib/aws-lambda';
+import { EventInvokeConfig, Function as LambdaFunction, type IAlias, type IFunction, type IVersion } from 'aws-cdk-lib/aws-lambda';
 import { SqsDestination } from 'aws-cdk-lib/aws-lambda-destinations';
 import { RetentionDays } from 'aws-cdk-lib/aws-logs';
-import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
-import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import type { Queue } from 'aws-cdk-lib/aws-sqs';
 import type { IStateMachine } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
@@ -15,14 +13,23 @@ import { INDEX } from '../../shared/adapters/ledger-keys.js';
 import { COUNTS_KEY_PATTERN } from '../../shared/adapters/item-kinds.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
-import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
 import { MAX_ORIGIN_SETTINGS } from '../../shared/dispatch/records.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
 import { DispatchIntake } from './dispatch-intake.js';
+import { DurableFunctionTargets, type LedgerDurableFunctionTargetOptions } from './durable-function-targets.js';
 import { EventPublisher } from './event-publisher.js';
 import { LedgerAlarms } from './ledger-alarms.js';
 import { LedgerApi } from './ledger-api.js';
 import { LedgerFunction } from './ledger-function.js';
+import {
+  concurrencyLimit,
+  targetSecretPrefix,
+  type DispatchLedgerProps,
+  type LedgerIdentity,
+  type LedgerLambdaTargetOptions,
+  type LedgerManualTargetProps,
+  type LedgerTargetProps,
+} from './ledger-props.js';
 import { LambdaFailureIntake } from './lambda-failure-intake.js';
 import { LedgerStorage } from './ledger-storage.js';
 import { acknowledgeNagFindings } from './nag.js';
@@ -30,104 +37,6 @@ import { ObjectRetention } from './object-retention.js';
 import { LEDGER_FUNCTION_SPECS, type LedgerFunctionName } from './function-names.js';
 import { RunMonitor } from './run-monitor.js';
 import { StateMachineTargets, type LedgerStateMachineTargetOptions } from './state-machine-targets.js';
-
-/** An `http` target registered at deploy time (CONTRACT §8); more can be registered later with `ledger registry`. */
-export interface LedgerTargetProps {
-  /** The name dispatches use in `target`. */
-  readonly name: string;
-  /** @default 'http' (a `manual` target is `LedgerManualTargetProps`) */
-  readonly kind?: 'http';
-  /**
-   * Base URL of its `POST /runs` and `GET /runs/{runId}` endpoints: https, and not a loopback,
-   * link-local, unspecified or metadata address (CONTRACT §8 v2; the functions check the address of
-   * every connection again).
-   */
-  readonly baseUrl: string;
-  /** The value of the auth header the target expects, read (and cached) by the functions. @default none */
-  readonly authSecret?: ISecret;
-  /**
-   * At most this many of its runs submitted and not known to be over (CONTRACT §11), 1 to 10,000;
-   * dispatches beyond it wait, admitted by priority and round-robin across origins. @default unlimited
-   */
-  readonly maxConcurrentRuns?: number;
-}
-
-/**
- * A `manual` target registered at deploy time (CONTRACT §13): work a person does by hand. Dispatches to
- * it are recorded and never submitted anywhere, so it has no base URL, secret or limit; people attest
- * what happened with `POST /dispatches/{id}/manual` (`ledger manual`).
- */
-export interface LedgerManualTargetProps {
-  readonly name: string;
-  readonly kind: 'manual';
-}
-
-/** Options of `addLambdaTarget`. */
-export interface LedgerLambdaTargetOptions {
-  /** The function's timeout, when it cannot be read from the function (an imported one). @default the function's own */
-  readonly timeout?: Duration;
-  /** At most this many of its runs submitted and not known to be over (CONTRACT §11), 1 to 10,000. @default unlimited */
-  readonly maxConcurrentRuns?: number;
-}
-
-/** A registration's `maxConcurrentRuns`, refused at synth time unless a whole number from 1 to 10,000. */
-function concurrencyLimit(target: string, value: number | undefined): { readonly maxConcurrentRuns?: number } {
-  if (value === undefined) return {};
-  if (Token.isUnresolved(value) || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENT_RUNS_LIMIT) {
-    throw new RangeError(`target "${target}": maxConcurrentRuns must be a whole number from 1 to ${MAX_CONCURRENT_RUNS_LIMIT.toLocaleString('en-US')}, got ${String(value)}`);
-  }
-  return { maxConcurrentRuns: value };
-}
-
-/** An IAM identity for the principal registry: a role of this app, or the unique id of an existing role or user. */
-export type LedgerIdentity = Role | { readonly principalId: string; readonly grantable?: IGrantable };
-
-export interface DispatchLedgerProps {
-  /** Days a finished dispatch's records and evidence are kept (CONTRACT §7). @default 90 */
-  readonly retentionDays?: number;
-  /** What `cdk destroy` does to the table and buckets. @default RemovalPolicy.RETAIN */
-  readonly removalPolicy?: RemovalPolicy;
-  /** Table deletion protection. @default true */
-  readonly deletionProtection?: boolean;
-  /** Where alarms (and their recoveries) go. @default a new SNS topic */
-  readonly alarmTopic?: ITopic;
-  /** Targets registered at deploy time. @default none */
-  readonly targets?: readonly (LedgerTargetProps | LedgerManualTargetProps)[];
-  /** Monitor period, the resolution of stall and orphan detection. @default 1 minute */
-  readonly monitorPeriod?: Duration;
-  /** Timeout of each call to a target. @default 10 seconds */
-  readonly targetTimeout?: Duration;
-  /** @default 'dispatch-ledger' */
-  readonly eventBusName?: string;
-  /** Retention of the functions' logs. @default one month */
-  readonly logRetention?: RetentionDays;
-  /** Deliveries before an untakeable message moves to the DLQ. @default 5 */
-  readonly maxReceiveCount?: number;
-  /**
-   * Partitions of each origin's results inbox (CONTRACT §10, §14), 1 to 32. One key takes an origin's
-   * results up to ~250 a second (each writes its entry when made, moves it when claimed, removes it when
-   * delivered: 4 units); an origin sending 5,000 dispatches a second with results by callback needs 32.
-   * An empty 20 s long poll reads 5 units
-   * with 1 shard and more with more. Raise it, never lower it, on a live stack. @default 1
-   */
-  readonly inboxShards?: number;
-  /**
-   * What is put on the bus (CONTRACT §3 v2): every detail-type, only those needing attention
-   * (Blocked, Rejected, Failed, Stalled, Unobservable, Approval Wait Expired, Orphaned, Handled,
-   * Recovered, Superseded, Cancelled, Result Dropped), or a list of detail-types. EventBridge bills
-   * $1 per million events: `attention` publishes 1 event for a usual lifecycle where `all` publishes 4.
-   * Unpublished changes are still in the API and the metrics (alarms never depend on the profile).
-   * @default 'all'
-   */
-  readonly events?: EventsProfile;
-}
-
-/**
- * Secrets of targets registered at run time (`ledger registry target put --secret-id …`) live under
- * this name prefix, the stack's own (CONTRACT §8 v2): two ledgers in one account cannot read each
- * other's target secrets, and no ledger reads a secret outside its prefix.
- */
-export const targetSecretPrefix = (stackName: string): string => `dispatch-ledger/${stackName}/targets/`;
 
 /**
  * Dispatch Ledger in one construct: the dispatch queue and intake, the ledger table and evidence
@@ -155,6 +64,8 @@ export class DispatchLedger extends Construct {
   readonly alarms: LedgerAlarms;
   /** The state machine targets (CONTRACT §17) and their orchestrator queue. */
   readonly stateMachineTargets: StateMachineTargets;
+  /** The durable function targets (CONTRACT §17). */
+  readonly durableFunctionTargets: DurableFunctionTargets;
   readonly functions: Readonly<Record<LedgerFunctionName, LedgerFunction>>;
   /** `dispatch-ledger/{stackName}/targets/`: where secrets of targets registered at run time live. */
   readonly targetSecretPrefix: string;
@@ -164,6 +75,7 @@ export class DispatchLedger extends Construct {
     | { readonly name: string; readonly kind: 'http'; readonly baseUrl: string; readonly secretRef?: string; readonly maxConcurrentRuns?: number }
     | { readonly name: string; readonly kind: 'lambda'; readonly functionArn: string; readonly timeoutSeconds: number; readonly stateTable: string; readonly maxConcurrentRuns?: number }
     | { readonly name: string; readonly kind: 'stepfunctions'; readonly stateMachineArn: string; readonly roleId?: string; readonly maxConcurrentRuns?: number }
+    | { readonly name: string; readonly kind: 'durable'; readonly functionArn: string; readonly maxConcurrentRuns?: number }
     | { readonly name: string; readonly kind: 'manual' }
   > = [];
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
@@ -305,6 +217,7 @@ export class DispatchLedger extends Construct {
       retention: retention.function,
     });
     this.stateMachineTargets = new StateMachineTargets(this, 'Orchestrators', { orchestrators, submitters: [intake, api, monitor], alarmTopic: this.alarms.topic });
+    this.durableFunctionTargets = new DurableFunctionTargets([intake, api, monitor]);
     acknowledgeNagFindings(this);
   }
 
@@ -321,8 +234,7 @@ export class DispatchLedger extends Construct {
    * fn.addEnvironment('KIT_RUN_TABLE', runs.tableName);
    */
   addLambdaTarget(name: string, fn: IFunction, options: LedgerLambdaTargetOptions = {}): Table {
-    if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
-    if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
+    this.checkNewTarget(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     // The function's own timeout when it can be read: the ledger judges a silent run by it.
     const own = fn instanceof LambdaFunction ? fn.timeout : undefined;
@@ -367,10 +279,27 @@ export class DispatchLedger extends Construct {
    * ledger.addStateMachineTarget('review-flow', flow, { maxConcurrentRuns: 5 }); // flow's approval task sends to ledger.orchestratorQueue
    */
   addStateMachineTarget(name: string, stateMachine: IStateMachine, options: LedgerStateMachineTargetOptions = {}): void {
-    if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
-    if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
+    this.checkNewTarget(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     this.targets.push({ name, kind: 'stepfunctions', ...this.stateMachineTargets.add(name, stateMachine), ...limit });
+  }
+
+  /**
+   * A Lambda durable function as a target (CONTRACT §17), by a version or an alias (its qualified ARN is
+   * what the ledger invokes), with exactly the grants its calls need: invoke through its own grant
+   * method, the durable-execution calls on its versions. An unqualified function or `$LATEST` is refused
+   * here, and so is a function of this app without `durableConfig`. Its helper in the worker kit reports
+   * callback ids through the API: register its role with `addTargetCaller(fn.role, name)`.
+   *
+   * @example
+   * const live = new Alias(stack, 'Live', { aliasName: 'live', version: reviewFn.currentVersion });
+   * ledger.addDurableFunctionTarget('review-durable', live, { maxConcurrentRuns: 5 });
+   * ledger.addTargetCaller(reviewFn.role as Role, 'review-durable');
+   */
+  addDurableFunctionTarget(name: string, fn: IVersion | IAlias, options: LedgerDurableFunctionTargetOptions = {}): void {
+    this.checkNewTarget(name);
+    const limit = concurrencyLimit(name, options.maxConcurrentRuns);
+    this.targets.push({ name, kind: 'durable', ...this.durableFunctionTargets.add(name, fn), ...limit });
   }
 
   /** Where state machines send approval requests with `.waitForTaskToken` (CONTRACT §17). */
@@ -386,8 +315,7 @@ export class DispatchLedger extends Construct {
    * ledger.addTarget({ name: 'desk', kind: 'manual' }); // dispatches to "desk" wait for a person
    */
   addTarget(target: LedgerTargetProps | LedgerManualTargetProps): void {
-    if (!TARGET_NAME.test(target.name)) throw new RangeError(`target name "${target.name}" must match ${TARGET_NAME}`);
-    if (this.targets.some((existing) => existing.name === target.name)) throw new Error(`target "${target.name}" is registered twice`);
+    this.checkNewTarget(target.name);
     if (target.kind === 'manual') {
       this.targets.push({ name: target.name, kind: 'manual' });
       return;
@@ -463,6 +391,12 @@ export class DispatchLedger extends Construct {
     grantable.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:ListBucket'], resources: [failures.bucketArn] }));
     grantable.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:GetObject', 's3:PutObject'], resources: [failures.arnForObjects('*')] }));
     this.publisher.bus.grantPutEventsTo(grantable);
+  }
+
+  /** Refuses a target name that is malformed or already registered. */
+  private checkNewTarget(name: string): void {
+    if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
+    if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
   }
 
   private register(identity: LedgerIdentity, principal: Principal): void {

@@ -12,6 +12,8 @@ export interface NagSubject {
   readonly lambdaFailures: { readonly deadLetterQueue: IConstruct };
   /** What its state machine targets made (CONTRACT §17), acknowledged as it made them. */
   readonly stateMachineTargets: { readonly acknowledgements: readonly NagAcknowledgement[] };
+  /** What its durable function targets made (CONTRACT §17), likewise. */
+  readonly durableFunctionTargets: { readonly acknowledgements: readonly NagAcknowledgement[] };
   readonly monitor: { readonly rule: IConstruct };
   readonly publisher: { readonly failureBucket: IConstruct };
   readonly storage: { readonly evidenceBucket: IConstruct };
@@ -131,7 +133,7 @@ export function nagAcknowledgements(ledger: NagSubject & IConstruct): NagAcknowl
       reason: 'An SQS event source mapping cannot have an on-failure destination; the orchestrator queue\'s redrive policy sends what cannot be taken in to its alarmed DLQ.',
     },
   );
-  list.push(...ledger.stateMachineTargets.acknowledgements);
+  list.push(...ledger.stateMachineTargets.acknowledgements, ...ledger.durableFunctionTargets.acknowledgements);
   for (const fn of [intake, api, monitor, publisher, retention, failures, orchestrators]) {
     list.push({
       scope: fn,
@@ -163,6 +165,19 @@ export function executionsAcknowledgement(fn: IConstruct, executionsArn: string)
   };
 }
 
+/**
+ * A function's grant on a durable function's versions (`arn:…:function:NAME:*`, CONTRACT §17): its
+ * durable executions are named under the version that runs them, never under an alias, so no narrower
+ * resource covers them.
+ */
+export function durableExecutionsAcknowledgement(fn: IConstruct, versionsArn: string): NagAcknowledgement {
+  return {
+    scope: fn,
+    id: `AwsSolutions-IAM5[Resource::${flattened(Stack.of(fn).resolve(versionsArn))}]`,
+    reason: "The ledger names each durable execution at run time, one per dispatch attempt, under the function version that runs it (an alias never appears in its ARN) (CONTRACT §17); the grant is limited to this function's versions and to the durable-execution calls the function makes.",
+  };
+}
+
 /** A CloudFormation value as cdk-nag prints it in a finding: references as `<id>` and `<id.attribute>`, joins joined, the rest as JSON. */
 function flattened(value: unknown): string {
   if (typeof value === 'string') return value.replace(/\$\{/g, '<').replace(/\}/g, '>');
@@ -185,5 +200,10 @@ function logicalIdOf(construct: IConstruct): string {
 
 /** Applies `nagAcknowledgements` with CDK's native acknowledgement API (cdk-nag 3). */
 export function acknowledgeNagFindings(ledger: NagSubject & IConstruct): void {
-  for (const { scope, id, reason } of nagAcknowledgements(ledger)) Validations.of(scope).acknowledge({ id, reason });
+  applyAcknowledgements(nagAcknowledgements(ledger));
+}
+
+/** Applies acknowledgements as they are made (a target's grants, after the ledger applied its own). */
+export function applyAcknowledgements(made: readonly NagAcknowledgement[]): void {
+  for (const { scope, id, reason } of made) Validations.of(scope).acknowledge({ id, reason });
 }

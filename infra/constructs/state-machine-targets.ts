@@ -1,4 +1,4 @@
-import { Duration, Validations } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import { Alarm, ComparisonOperator, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { Rule, type EventPattern } from 'aws-cdk-lib/aws-events';
@@ -10,7 +10,7 @@ import { CfnStateMachine, StateMachine, StateMachineType, type IStateMachine } f
 import { Construct } from 'constructs';
 import { fedQueue } from './fed-queue.js';
 import type { LedgerFunction } from './ledger-function.js';
-import { executionsAcknowledgement, orchestratorDeadLetterAcknowledgement, type NagAcknowledgement } from './nag.js';
+import { applyAcknowledgements, executionsAcknowledgement, orchestratorDeadLetterAcknowledgement, type NagAcknowledgement } from './nag.js';
 
 /** Options of `addStateMachineTarget`. */
 export interface LedgerStateMachineTargetOptions {
@@ -176,7 +176,7 @@ export class StateMachineTargets extends Construct {
   }
 
   private acknowledge(made: readonly NagAcknowledgement[]): void {
-    for (const { scope, id, reason } of made) Validations.of(scope).acknowledge({ id, reason });
+    applyAcknowledgements(made);
     this.acknowledgements.push(...made);
   }
 }

@@ -173,6 +173,10 @@ export function targetOf(item: Item): TargetRegistration {
     const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, functionArn: isString, timeoutSeconds: isNumber, stateTable: optional(isString), maxConcurrentRuns: optional(isNumber) });
     return rest as unknown as TargetRegistration;
   }
+  if (item.kind === 'durable') {
+    const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, functionArn: isString, maxConcurrentRuns: optional(isNumber) });
+    return rest as unknown as TargetRegistration;
+  }
   if (item.kind === 'stepfunctions') {
     const { pk: _pk, sk: _sk, registrationRev: _rev, ...rest } = checked(item, { name: isString, stateMachineArn: isString, roleId: optional(isString), maxConcurrentRuns: optional(isNumber) });
     return rest as unknown as TargetRegistration;

@@ -1,4 +1,4 @@
-import { COLLECTION, EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, EVIDENCE_UPLOAD_ITEM, LAMBDA_FAILURE_ITEM, LATE_EVENT_ITEM, LIMITED_TARGETS_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, RANGE, RESULT_BODY_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM, isCheckKey, isMarkKey, isUploadKey, expiryFields, type ItemKey, type ItemKind } from './item-kinds.js';
+import { APPROVAL_TOKEN_ITEM, COLLECTION, EVIDENCE_CHECK_ITEM, EVIDENCE_MARK_ITEM, EVIDENCE_UPLOAD_ITEM, LAMBDA_FAILURE_ITEM, LATE_EVENT_ITEM, LIMITED_TARGETS_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, RANGE, RESULT_BODY_ITEM, SLOT_SHARD_ITEM, STATE_ITEM, TARGET_ITEM, isCheckKey, isMarkKey, isUploadKey, expiryFields, type ItemKey, type ItemKind } from './item-kinds.js';
 import { countWaiting, nextWaiting } from './wait-index.js';
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import {
@@ -14,13 +14,13 @@ import { type ManualAttestation } from '../dispatch/manual.js';
 import type { DispatchState, NextState } from '../dispatch/state.js';
 import { allotSlotCaps, slotLimit, slotShardCaps, wantsAllotment, type SlotShard, type WaitingEntry } from '../dispatch/slots.js';
 import type { CommitOutcome, SlotCapsWrite, LedgerStore, PutOutcome, StoredState } from '../ledger/port.js';
-import type { AcceptedMessage, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, ResultBody } from '../dispatch/records.js';
+import type { AcceptedMessage, ApprovalTokenRecord, EvidenceBasis, EvidenceCheck, EvidenceMark, EvidenceUpload, LambdaFailureRecord, LateEvent, OriginSettings, PastAttempt, Refusal, ResultBody } from '../dispatch/records.js';
 import type { Principal, PrincipalRegistry } from '../principals/principals.js';
 import type { StaticRegistry } from './static-registry.js';
 import type { TargetRegistration } from '../targets/port.js';
 import { ttlCache } from '../ttl-cache.js';
 import { batchReadAll } from './batch-read.js';
-import { checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
+import { approvalTokenOf, checkOf, markOf, uploadOf, principalOf, targetOf, messageOf, lambdaFailureOf, originSettingsOf, resultBodyItem, resultBodyOf, operatorReceiptOf, pastAttemptItem, pastAttemptOf, refusalOf, slotShardOf } from './ledger-items.js';
 import { withoutNulls, type Item } from './item-codec.js';
 import { stateOf, storedOf } from './state-item.js';
 import { type SinglePut, type TransactItem, collectionQuery, decodedOrUndefined, isConditionFailure, isTransactionConflict, manualAttestationPut, onceOnly, operatorReceiptPut, operatorReceiptsQuery, rangeQuery, shardCountUpdate, slotCapUpdates, slotUpdates, statePut, transactPut, unmarshallItem } from './ledger-commands.js';
@@ -229,6 +229,11 @@ export class LedgerTableCore implements LedgerStore, PrincipalRegistry {
   }
 
   /** A write-once put (`writtenOnce`): written, or the stored record as it is. */
+  async putApprovalToken(token: ApprovalTokenRecord): Promise<PutOutcome<ApprovalTokenRecord>> {
+    const item = { ...APPROVAL_TOKEN_ITEM.key(token.dispatchId, token.approvalId), ...token, ...expiryFields(APPROVAL_TOKEN_ITEM, token, this.options.retentionSeconds) };
+    return this.putOnce(onceOnly(this.table, item), approvalTokenOf);
+  }
+
   protected async putOnce<T>(put: SinglePut, decode: (item: Item) => T): Promise<PutOutcome<T>> {
     try {
       await this.putItem(put);

@@ -1,13 +1,13 @@
-import { APPROVAL_TOKEN_ITEM, LAMBDA_FAILURE_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, STATE_ITEM, TARGET_ITEM, expiryFields } from './item-kinds.js';
+import { LAMBDA_FAILURE_ITEM, MESSAGE_ITEM, ORIGIN_SETTINGS_ITEM, PRINCIPAL_ITEM, STATE_ITEM, TARGET_ITEM, expiryFields } from './item-kinds.js';
 import {
   DeleteCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import type { DueEntry, LedgerWrites, PutOutcome } from '../ledger/port.js';
-import type { AcceptedMessage, LambdaFailureRecord, ApprovalTokenRecord, OriginSettings, PastAttempt, Rejection, RejectionAudience } from '../dispatch/records.js';
+import type { AcceptedMessage, LambdaFailureRecord, OriginSettings, PastAttempt, Rejection, RejectionAudience } from '../dispatch/records.js';
 import type { Principal } from '../principals/principals.js';
 import type { TargetRegistration } from '../targets/port.js';
-import { targetOf, messageItem, messageOf, lambdaFailureOf, approvalTokenOf, pastAttemptItem, rejectionItem, rejectionOf, originRejectionItem, refusalItem } from './ledger-items.js';
+import { targetOf, messageItem, messageOf, lambdaFailureOf, pastAttemptItem, rejectionItem, rejectionOf, originRejectionItem, refusalItem } from './ledger-items.js';
 import { LedgerTableCore } from './ledger-table.js';
 import { isConditionFailure, onceOnly } from './ledger-commands.js';
 import { ALLOT_ROUNDS, REGISTRATION_REV } from './ledger-table.js';
@@ -130,11 +130,6 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
   async putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>> {
     const item = { ...LAMBDA_FAILURE_ITEM.key(failure.dispatchId, failure.attempt), ...failure, ...expiryFields(LAMBDA_FAILURE_ITEM, failure, this.options.retentionSeconds) };
     return this.putOnce(onceOnly(this.table, item), lambdaFailureOf);
-  }
-
-  async putApprovalToken(token: ApprovalTokenRecord): Promise<PutOutcome<ApprovalTokenRecord>> {
-    const item = { ...APPROVAL_TOKEN_ITEM.key(token.dispatchId, token.approvalId), ...token, ...expiryFields(APPROVAL_TOKEN_ITEM, token, this.options.retentionSeconds) };
-    return this.putOnce(onceOnly(this.table, item), approvalTokenOf);
   }
 
   async putPrincipal(principalId: string, principal: Principal): Promise<void> {

@@ -2,7 +2,7 @@ import * as z from 'zod/mini';
 import '@dispatch-ledger/protocol/english';
 import { lazy } from '../lazy.js';
 import type { Principal } from '../principals/principals.js';
-import { MAX_CONCURRENT_RUNS_LIMIT, TARGET_KINDS, type TargetRegistration } from '../targets/port.js';
+import { DURABLE_FUNCTION_ARN, MAX_CONCURRENT_RUNS_LIMIT, TARGET_KINDS, type TargetRegistration } from '../targets/port.js';
 import { DEFAULT_ORIGIN_SETTINGS, MAX_ORIGIN_SETTINGS, type OriginSettings } from '../dispatch/records.js';
 import { baseUrlProblem, type AddressPolicy } from './target-address.js';
 
@@ -92,6 +92,11 @@ export function parseStaticRegistry(json: string, policy: AddressPolicy = 'publi
     if (entry.kind === 'lambda') {
       if (!entry.functionArn || !entry.timeoutSeconds) throw new RangeError(`LEDGER_REGISTRY: lambda target ${entry.name} needs functionArn and timeoutSeconds`);
       targets.set(entry.name, { name: entry.name, kind: 'lambda', functionArn: entry.functionArn, timeoutSeconds: entry.timeoutSeconds, ...(entry.stateTable ? { stateTable: entry.stateTable } : {}), ...limit });
+      continue;
+    }
+    if (entry.kind === 'durable') {
+      if (!entry.functionArn || !DURABLE_FUNCTION_ARN.test(entry.functionArn)) throw new RangeError(`LEDGER_REGISTRY: durable target ${entry.name} needs functionArn, qualified by a version or an alias`);
+      targets.set(entry.name, { name: entry.name, kind: 'durable', functionArn: entry.functionArn, ...limit });
       continue;
     }
     if (entry.kind === 'stepfunctions') {

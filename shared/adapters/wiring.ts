@@ -11,6 +11,7 @@ import { httpTarget } from './http-target.js';
 import type { SFNClient } from '@aws-sdk/client-sfn';
 import { approvalTokens } from './approval-tokens.js';
 import { sfnClientFor, stepFunctionsTarget } from './stepfunctions-target.js';
+import { durableTarget } from './durable-target.js';
 import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
 import { lambdaAdmissionNudge } from './admission-nudge.js';
 import type { LedgerTableCore, LedgerTableOptions } from './ledger-table.js';
@@ -103,24 +104,25 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
     targetFor: (registration) => {
       // A person works a manual target (CONTRACT §13): submission never asks for its port; were it asked, nothing is reached.
       if (registration.kind === 'manual') return refusedTarget('manual target');
+      /** One adapter per registration as written (a changed registration gets a new one). */
+      const cached = (cacheKey: string, make: () => TargetPort): TargetPort => {
+        const found = targets.get(cacheKey);
+        if (found) return found;
+        const made = make();
+        targets.set(cacheKey, made);
+        return made;
+      };
+      // Bounded like an http target's calls: a hung Invoke must not hold the function.
       if (registration.kind === 'lambda') {
-        const cacheKey = `lambda|${registration.name}|${registration.functionArn}|${registration.stateTable ?? ''}|${registration.timeoutSeconds}`;
-        let target = targets.get(cacheKey);
-        if (!target) {
-          // Bounded like an http target's calls: a hung Invoke must not hold the function.
-          target = lambdaTarget(registration, { lambda: lambdaClient(), documents, failureOf: failuresIn(table), now: () => new Date() });
-          targets.set(cacheKey, target);
-        }
-        return target;
+        return cached(`lambda|${registration.name}|${registration.functionArn}|${registration.stateTable ?? ''}|${registration.timeoutSeconds}`, () =>
+          lambdaTarget(registration, { lambda: lambdaClient(), documents, failureOf: failuresIn(table), now: () => new Date() }),
+        );
       }
       if (registration.kind === 'stepfunctions') {
-        const cacheKey = `stepfunctions|${registration.name}|${registration.stateMachineArn}`;
-        let target = targets.get(cacheKey);
-        if (!target) {
-          target = stepFunctionsTarget(registration, { sfn: sfnClient(), approvalTokens: approvalTokens(documents, config.tableName), now: () => new Date() });
-          targets.set(cacheKey, target);
-        }
-        return target;
+        return cached(`stepfunctions|${registration.name}|${registration.stateMachineArn}`, () => stepFunctionsTarget(registration, { sfn: sfnClient(), approvalTokens: approvalTokens(documents, config.tableName), now: () => new Date() }));
+      }
+      if (registration.kind === 'durable') {
+        return cached(`durable|${registration.name}|${registration.functionArn}`, () => durableTarget(registration, { lambda: lambdaClient(), approvalTokens: approvalTokens(documents, config.tableName), now: () => new Date() }));
       }
       const cacheKey = `${registration.name}|${registration.baseUrl}|${registration.secretRef ?? ''}`;
       let target = targets.get(cacheKey);

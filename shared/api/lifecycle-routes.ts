@@ -85,7 +85,8 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
   const outcome = await reportRunEvent(deps, runId, event, mayReportFor(caller), resultBody);
   switch (outcome.kind) {
     case 'applied':
-      return { status: 202, body: { applied: true } };
+      // A durable function's approval: the id the ledger chose for it (its callback id is never answered back).
+      return { status: 202, body: { applied: true, ...(outcome.approvalId ? { approvalId: outcome.approvalId } : {}) } };
     case 'not_applied':
       return { status: 200, body: { applied: false } };
     case 'coalesced':
@@ -177,9 +178,8 @@ export async function postRedispatch(deps: LifecycleDeps, stored: StoredState, b
         runId: outcome.runId,
         attempt: outcome.attempt,
         status: outcome.status,
-        // Its end is recorded, but its runtime runs it again (CONTRACT §17).
-        ...(outcome.redriven ? { redriven: outcome.redriven } : {}),
-        check: `npx ledger check ${state.dispatchId} --refresh`,
+        // Its end is recorded, but its runtime runs it again (CONTRACT §17): a look finds nothing new, force is the way.
+        ...(outcome.redriven ? { redriven: outcome.redriven, force: `npx ledger redispatch ${state.dispatchId} --force --reason R` } : { check: `npx ledger check ${state.dispatchId} --refresh` }),
       });
     case 'not_submittable':
       throw new ApiError('invalid', `this dispatch cannot be submitted: ${outcome.reason}`);

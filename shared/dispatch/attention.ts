@@ -6,7 +6,10 @@ export type AttentionKind = (typeof ATTENTION_KINDS)[number];
 
 /** Which list a dispatch belongs on now, if any. Pure: derived from the state alone. */
 export function attentionKind(state: DispatchState): AttentionKind | undefined {
-  // A result nobody will receive (too many attempts, or expired) comes first: the origin never heard
+  // Its runtime runs it again after its end was recorded (CONTRACT §17): a second writer may be at work
+  // right now, which outranks everything else; until a redispatch.
+  if (state.phase === 'submitted' && state.execution.redriven) return 'redriven';
+  // A result nobody will receive (too many attempts, or expired) comes next: the origin never heard
   // back, whatever else happened; a superseded one left with its attempt.
   if (state.result?.state === 'dropped' && state.result.droppedReason !== 'superseded') return 'result_dropped';
   if (state.phase === 'blocked') return 'blocked';
@@ -15,8 +18,6 @@ export function attentionKind(state: DispatchState): AttentionKind | undefined {
   if (state.phase === 'submitted' && state.cancel && !isTerminal(state.execution.nativeStatus)) return 'cancel_pending';
   if (state.execution.monitorStatus === 'approval_wait_expired') return 'approval_wait_expired';
   if (state.execution.status === 'unknown') return 'unknown';
-  // Its runtime runs it again after its end was recorded (CONTRACT §17): until a redispatch.
-  if (state.phase === 'submitted' && state.execution.redriven) return 'redriven';
   if (state.evidence.outcome === 'orphan_no_delivery') return 'orphan_no_delivery';
   return undefined;
 }

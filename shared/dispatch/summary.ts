@@ -35,6 +35,7 @@ export function nextStep(view: SummarisedView): string {
   }
   const over = status === 'completed' || status === 'failed' || status === 'cancelled';
   if (view.execution.cancel && !over) return 'wait: a cancel was asked of the target; the run ends on its word';
+  if (over && view.execution.redriven && view.phase === 'submitted') return 'its state machine runs it again outside the ledger (redriven): let it run, or redispatch with force and a reason to stop it and run the work under the ledger';
   switch (status) {
     case 'unknown':
       return 'check again with refresh before acting: unknown is not failure, the target may still be working; redispatch only once the target says the run is over or gone';

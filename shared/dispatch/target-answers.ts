@@ -37,6 +37,11 @@ export interface TargetRunView {
    * activity instead of a stall.
    */
   readonly lastActivityAt?: string;
+  /**
+   * The runtime ran this run again after it ended (a state machine's redrive, CONTRACT §17): how many
+   * times, and when last — by its own record.
+   */
+  readonly redrive?: { readonly count: number; readonly at?: string };
 }
 
 export type LookupOutcome =

@@ -114,8 +114,6 @@ export interface LedgerWrites {
   putOriginSettings(origin: string, settings: Partial<OriginSettings>): Promise<void>;
   /** Keeps what Lambda's on-failure destination said about an attempt's run (first record stands). */
   putLambdaFailure(failure: LambdaFailureRecord): Promise<PutOutcome<LambdaFailureRecord>>;
-  /** Keeps the task token an approval of a state machine's run waits on (first record stands: a redelivery changes nothing). */
-  putApprovalToken(token: ApprovalTokenRecord): Promise<PutOutcome<ApprovalTokenRecord>>;
 }
 
 /** The whole ledger table: what the intake, monitor and failures functions (and the CLI) are given. */
@@ -231,6 +229,11 @@ export interface LedgerStore {
   /** Keeps a final event's result body (idempotent per dispatch, attempt and seq). */
   putResultBody(body: ResultBody): Promise<void>;
   getResultBody(dispatchId: string, attempt: number, seq: number, digest?: string): Promise<ResultBody | undefined>;
+  /**
+   * Keeps the runtime's token an approval waits on — a state machine's task token, a durable function's
+   * callback id (CONTRACT §17) — apart from the dispatch (first record stands: a redelivery changes nothing).
+   */
+  putApprovalToken(token: ApprovalTokenRecord): Promise<PutOutcome<ApprovalTokenRecord>>;
 }
 
 /**

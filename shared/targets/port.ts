@@ -38,7 +38,7 @@ export interface TargetPort {
 }
 
 /** A target as registered: an agent runtime over HTTP, a Lambda worker, a Step Functions state machine, or a person (CONTRACT §8, §12, §13, §17). */
-export type TargetRegistration = HttpTargetRegistration | LambdaTargetRegistration | StepFunctionsTargetRegistration | ManualTargetRegistration;
+export type TargetRegistration = HttpTargetRegistration | LambdaTargetRegistration | StepFunctionsTargetRegistration | DurableTargetRegistration | ManualTargetRegistration;
 
 /** An `http` target: name → base URL, and where its auth secret lives. */
 export interface HttpTargetRegistration {
@@ -88,6 +88,24 @@ export interface StepFunctionsTargetRegistration {
 }
 
 /**
+ * A `durable` target (CONTRACT §17): a Lambda durable function, by a qualified ARN (a version or an
+ * alias). The ledger starts one durable execution per attempt with an asynchronous `Invoke` named from
+ * the dispatch and attempt (`executionNameOf`, ≤ 64 chars); the run id is the durable execution's ARN
+ * (up to 1,024 characters, with `/` in it). Registered through the CDK construct only, like `lambda`.
+ */
+export interface DurableTargetRegistration {
+  readonly name: string;
+  readonly kind: 'durable';
+  /** The function's qualified ARN: `arn:aws:lambda:{region}:{account}:function:{name}:{version or alias}`. */
+  readonly functionArn: string;
+  /** CONTRACT §11: at most this many runs submitted and not known to be over (1..10,000; absent: unlimited). */
+  readonly maxConcurrentRuns?: number;
+}
+
+/** A durable target's function ARN: qualified by a version (digits) or an alias — never unqualified. */
+export const DURABLE_FUNCTION_ARN = /^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}:[A-Za-z0-9_-]{1,128}$/;
+
+/**
  * A `manual` target (CONTRACT §13, VALP's manual mode): work a person carries out by hand. The ledger
  * records a dispatch to it and never submits it anywhere — no base URL, no secret, no runs, no slots:
  * what happened is what people attest (`POST /dispatches/{id}/manual`), kept apart from runtime proof.
@@ -100,7 +118,7 @@ export interface ManualTargetRegistration {
 }
 
 /** Target kinds the ledger knows (CONTRACT §8, §12, §13, §17). */
-export const TARGET_KINDS = ['http', 'lambda', 'stepfunctions', 'manual'] as const satisfies readonly TargetRegistration['kind'][];
+export const TARGET_KINDS = ['http', 'lambda', 'stepfunctions', 'durable', 'manual'] as const satisfies readonly TargetRegistration['kind'][];
 
 export const MAX_CONCURRENT_RUNS_LIMIT = 10_000;
 

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
 import { DISPATCH_ID, MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
-import { isTerminal } from '../dispatch/state.js';
+import { isTerminal, type DispatchState } from '../dispatch/state.js';
+import type { LookupOutcome } from '../dispatch/target-answers.js';
 import { approvalAsked, reconcileLookup, runEndedByRuntime, runRedriven } from '../dispatch/transitions/run.js';
 import type { DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
 import { runOn } from './run-of-dispatch.js';
@@ -9,6 +9,7 @@ import { updateDispatch } from '../ledger/repository.js';
 import type { StepFunctionsTargetRegistration } from '../targets/port.js';
 import { parseExecutionName } from '../targets/run-names.js';
 import { keepFoundBody, lookUpRun } from './look-up-run.js';
+import { keepRuntimeToken } from './runtime-approvals.js';
 
 /**
  * What AWS's orchestrators tell the ledger on its orchestrator queue (CONTRACT §17), one message at a time:
@@ -24,6 +25,8 @@ import { keepFoundBody, lookUpRun } from './look-up-run.js';
  */
 
 export type OrchestratorOutcome =
+  /** Step Functions could not be asked about an ended run's change: retried (the event is the only word of a redrive). */
+  | 'unobserved'
   | 'approval_requested'
   | 'ended'
   | 'unchanged'
@@ -67,8 +70,6 @@ const statusChangeSchema = z.object({
   }),
 });
 
-/** The approval id the ledger gives the approval a task token waits on: the same token, the same id. */
-export const approvalIdOfToken = (taskToken: string): string => `sfn-${createHash('sha256').update(taskToken, 'utf8').digest('base64url').slice(0, 22)}`;
 
 /** The dispatch an execution runs: from its input (the submission body), else from its readable name. */
 function dispatchOfExecution(executionArn: string, input: string | null | undefined): string | undefined {
@@ -111,11 +112,11 @@ async function takeApprovalRequest(deps: OrchestratorDeps, request: z.output<typ
   const run = await runOn(deps, request.dispatchId, read?.state, request.runId, (named) => named === registration.name);
   if (run.kind === 'not_yet') return 'not_yet';
   if (run.kind !== 'current' || !read) return 'not_current';
-  const approvalId = approvalIdOfToken(request.taskToken);
   // The token first: a decision can only be answered once the state that shows the approval refers to a kept token.
-  const kept = await deps.store.putApprovalToken({ dispatchId: request.dispatchId, attempt: read.state.attempt, runId: request.runId, approvalId, taskToken: request.taskToken, at: deps.now().toISOString() });
+  const kept = await keepRuntimeToken(deps, read.state, request.runId, request.taskToken, 'sfn');
   // Redelivered after its decision was sent: asked and answered already, never reopened.
-  if (kept.kind === 'exists' && kept.existing.decidedAt !== undefined) return 'unchanged';
+  if (kept.kind === 'decided') return 'unchanged';
+  const { approvalId } = kept;
   const updated = await updateDispatch<OrchestratorOutcome>(
     deps.store,
     request.dispatchId,
@@ -129,6 +130,19 @@ async function takeApprovalRequest(deps: OrchestratorDeps, request: z.output<typ
   return updated.kind === 'lost' ? 'conflict' : updated.answer;
 }
 
+/**
+ * The redrive count when Step Functions ran the execution again after the ledger recorded its end (one it
+ * has not recorded yet): running now although recorded ended, or redriven after the end was recorded and
+ * ended again. Undefined otherwise — a redrive before the lookup that recorded the end is that end's own.
+ */
+function redrivenSinceRecorded(state: DispatchState, lookup: LookupOutcome): number | undefined {
+  if (lookup.kind !== 'found' || !lookup.run.redrive || lookup.run.redrive.count <= (state.execution.redriven?.count ?? 0)) return undefined;
+  const { redrive } = lookup.run;
+  const recordedAt = Date.parse(state.execution.completedAt ?? state.updatedAt);
+  const after = lookup.run.status === 'running' || (redrive.at !== undefined && Date.parse(redrive.at) > recordedAt);
+  return after ? redrive.count : undefined;
+}
+
 async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof statusChangeSchema>['detail']): Promise<OrchestratorOutcome> {
   const dispatchId = dispatchOfExecution(detail.executionArn, detail.input);
   // Neither its input nor its name is the ledger's: an execution the ledger did not start.
@@ -140,12 +154,15 @@ async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof 
   // Looked up before anything is recorded: the event says which execution changed, Step Functions says how.
   const lookup = await lookUpRun(deps, read.state);
   if (isTerminal(read.state.execution.nativeStatus)) {
-    // Running again after the ledger recorded its end: redriven outside the ledger, by Step Functions'
-    // own word (a start event delivered late, or a forged one, finds it ended and changes nothing).
-    if (detail.status !== 'RUNNING' || !(detail.redriveCount !== undefined && detail.redriveCount > 0) || lookup.kind !== 'found' || lookup.run.status !== 'running') return 'unchanged';
+    // After its end is recorded, this event is the ledger's only word of a redrive (nothing looks an ended
+    // run up again): an unanswered lookup is retried, never concluded.
+    if (lookup.kind === 'unavailable') return 'unobserved';
+    const count = redrivenSinceRecorded(read.state, lookup);
+    // Not run again since the end was recorded, by Step Functions' own word (a start event delivered late,
+    // or a forged one, changes nothing).
+    if (count === undefined) return 'unchanged';
     // Kept once per run as late activity (seq 0: no event of the run's own has it), and on the state, so
     // the dispatch is on the attention list until a person redispatches it (the ledger's way to run it again).
-    const count = detail.redriveCount;
     await deps.store.recordLateEvent({ dispatchId, runId: detail.executionArn, seq: REDRIVE_SEQ, type: 'redriven', at: deps.now().toISOString() });
     const updated = await updateDispatch<OrchestratorOutcome>(
       deps.store,

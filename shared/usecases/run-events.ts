@@ -10,6 +10,7 @@ import { settleEvidence } from './evidence-check.js';
 import { storeResultBody } from './result-body.js';
 import { keepFoundBody, lookUpRun } from './look-up-run.js';
 import { runOn, type MayReport, type RunOfDispatch } from './run-of-dispatch.js';
+import { keepRuntimeToken } from './runtime-approvals.js';
 
 /**
  * What a run's target tells the ledger about it (CONTRACT §2 `POST /runs/{runId}/events`), and the
@@ -24,7 +25,8 @@ export interface ReportedBody {
 }
 
 export type ReportOutcome =
-  | { readonly kind: 'applied' }
+  /** `approvalId`: the id the ledger chose for a durable function's approval (its callback id kept apart). */
+  | { readonly kind: 'applied'; readonly approvalId?: string }
   /** Nothing to record: an event already applied, stale, or for a run already final. */
   | { readonly kind: 'not_applied' }
   /** A heartbeat or progress inside the coalescing window: nothing written. */
@@ -42,8 +44,12 @@ export type ReportOutcome =
  * settles its evidence in the same write when it is all there; a final event's body is stored before
  * the state that refers to it (if it cannot be, this throws: nothing is recorded, the target retries).
  */
-export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, event: RunEvent & { readonly dispatchId: string }, mayReport: MayReport, resultBody?: ReportedBody): Promise<ReportOutcome> {
-  if (await coalescedAtAGlance(deps, runId, event, mayReport)) return { kind: 'coalesced' };
+export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, reported: ReportedEvent, mayReport: MayReport, resultBody?: ReportedBody): Promise<ReportOutcome> {
+  if (reported.callbackId !== undefined && reported.type !== 'approval_requested') return { kind: 'invalid', reason: 'callbackId comes only with approval_requested' };
+  if (await coalescedAtAGlance(deps, runId, reported, mayReport)) return { kind: 'coalesced' };
+  const asked = await withRuntimeApproval(deps, runId, reported, mayReport);
+  if (asked.kind === 'outcome') return asked.outcome;
+  const { event } = asked;
   let stored = false;
   // A completion reads its attempt's upload pointers with the state: the check's first look at them.
   let pointers: EvidenceUpload[] | undefined;
@@ -68,6 +74,7 @@ export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, even
       }
       const outcome = applyRunEvent(state, event, deps.now());
       if (outcome.kind === 'invalid') return { answer: { kind: 'invalid', reason: outcome.reason } };
+      const applied: ReportOutcome = { kind: 'applied', ...(asked.approvalId ? { approvalId: asked.approvalId } : {}) };
       if (outcome.kind === 'coalesced') return { answer: { kind: 'coalesced' } };
       if (outcome.kind === 'stale') {
         // The final status was recorded first (by a lookup or the submission's answer): the body this
@@ -75,7 +82,7 @@ export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, even
         const late = resultBody && state.runId === runId && state.execution.nativeStatus === event.type && !state.execution.result?.body && isLive(state.result) && (state.lastSeq === null || event.seq > state.lastSeq);
         if (!late || !resultBody) return { answer: { kind: 'not_applied' } };
         const ref = await storeResultBody(deps, state.dispatchId, state.attempt, event.seq, resultBody.json);
-        return { write: resultBodyAttached(state, event.seq, ref, deps.now()), answer: { kind: 'applied' } };
+        return { write: resultBodyAttached(state, event.seq, ref, deps.now()), answer: applied };
       }
       let next = outcome.next;
       // A completion whose evidence is already delivered is settled in the same write; otherwise the
@@ -89,11 +96,44 @@ export async function reportRunEvent(deps: DispatchWorkDeps, runId: string, even
         await storeResultBody(deps, state.dispatchId, state.attempt, event.seq, resultBody.json);
         stored = true;
       }
-      return { write: next, answer: { kind: 'applied' } };
+      return { write: next, answer: applied };
     },
     { read },
   );
   return updated.kind === 'lost' ? { kind: 'kept_changing' } : updated.answer;
+}
+
+/** A run event as the route parsed it: a durable function's approval may carry its callback id. */
+export type ReportedEvent = RunEvent & { readonly dispatchId: string; readonly callbackId?: string | undefined };
+
+type WithApproval =
+  | { readonly kind: 'event'; readonly event: RunEvent & { readonly dispatchId: string }; readonly approvalId?: string }
+  | { readonly kind: 'outcome'; readonly outcome: ReportOutcome };
+
+/**
+ * A durable function's approval (CONTRACT §17) carries the callback id its `waitForCallback` waits on,
+ * never an approvalId: the ledger keeps the id apart (before the state that shows the approval, so a
+ * decision can always be answered) and chooses the approvalId. Any other target's approval names its
+ * own approvalId and carries no callback id.
+ */
+async function withRuntimeApproval(deps: DispatchWorkDeps, runId: string, reported: ReportedEvent, mayReport: MayReport): Promise<WithApproval> {
+  const { callbackId, ...event } = reported;
+  const invalid = (reason: string): WithApproval => ({ kind: 'outcome', outcome: { kind: 'invalid', reason } });
+  if (event.type !== 'approval_requested') return { kind: 'event', event };
+  const read = await deps.store.getStored(event.dispatchId);
+  // No state yet: the run is not recorded (answered not yet or not found, before anything is kept).
+  if (!read) return { kind: 'event', event };
+  // The caller and the run first: what the target's kind asks is nobody's business but the run's own target's.
+  const run = await runOn(deps, event.dispatchId, read.state, runId, mayReport);
+  if (run.kind === 'not_yet' || run.kind === 'not_found') return { kind: 'outcome', outcome: run };
+  const durable = (await deps.store.getTarget(read.state.target))?.kind === 'durable';
+  if (!durable) return callbackId === undefined ? { kind: 'event', event } : invalid("callbackId is for a durable target's approval (CONTRACT §17); name the approvalId");
+  if (callbackId === undefined || event.approvalId !== undefined) return invalid("a durable target's approval carries its callbackId alone: the ledger chooses the approvalId");
+  // An earlier run's request is recorded as late, and a run already over asks nothing: no id is kept for either.
+  if (run.kind === 'superseded' || isTerminal(run.state.execution.nativeStatus)) return { kind: 'event', event: { ...event, approvalId: 'superseded' } };
+  const kept = await keepRuntimeToken(deps, run.state, runId, callbackId, 'dur');
+  if (kept.kind === 'decided') return { kind: 'outcome', outcome: { kind: 'not_applied' } };
+  return { kind: 'event', event: { ...event, approvalId: kept.approvalId }, approvalId: kept.approvalId };
 }
 
 /**

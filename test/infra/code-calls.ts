@@ -50,6 +50,13 @@ const ACTION_OF: Readonly<Record<string, string>> = {
   StopExecutionCommand: 'states:StopExecution',
   SendTaskSuccessCommand: 'states:SendTaskSuccess',
   SendTaskFailureCommand: 'states:SendTaskFailure',
+  // durable targets (CONTRACT §17): submitted by InvokeCommand (lambda:InvokeFunction, above), then these.
+  GetDurableExecutionCommand: 'lambda:GetDurableExecution',
+  GetDurableExecutionHistoryCommand: 'lambda:GetDurableExecutionHistory',
+  ListDurableExecutionsByFunctionCommand: 'lambda:ListDurableExecutionsByFunction',
+  StopDurableExecutionCommand: 'lambda:StopDurableExecution',
+  SendDurableExecutionCallbackSuccessCommand: 'lambda:SendDurableExecutionCallbackSuccess',
+  SendDurableExecutionCallbackFailureCommand: 'lambda:SendDurableExecutionCallbackFailure',
 };
 /** A transaction's actions are those of its items (Put, Update, ConditionCheck), which the item writes already need. */
 const NO_ACTION_OF_ITS_OWN = new Set(['TransactWriteCommand']);

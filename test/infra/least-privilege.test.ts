@@ -4,7 +4,7 @@ import { DefinitionBody, Pass, StateMachine } from 'aws-cdk-lib/aws-stepfunction
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER_FUNCTIONS, type LedgerFunctionName } from '../../infra/bundling.js';
 import { codeCallsOf } from './code-calls.js';
-import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
+import { durableFunctionFixture, logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 
 type Statement = { readonly Effect: string; readonly Action: string | string[]; readonly Resource: unknown };
 type Resource = { readonly Type: string; readonly Properties?: Record<string, unknown> };
@@ -197,6 +197,7 @@ describe('least privilege: each role covers what its code calls (read from the s
   let full: Synthesized;
   beforeAll(() => {
     // With a lambda target too: its invoke is granted per target (addLambdaTarget), and the adapter that sends it is in the bundles.
+    // So are the durable-execution calls of a durable target (GetDurableExecution, …, code-calls.ts ACTION_OF).
     full = synthesizeLedger({
       extend: (stack) => {
         const worker = new LambdaFunction(stack, 'ReviewerWorker', { runtime: Runtime.NODEJS_22_X, handler: 'index.handler', code: Code.fromInline('export const handler = async () => ({});'), timeout: Duration.minutes(2) });
@@ -210,6 +211,8 @@ describe('least privilege: each role covers what its code calls (read from the s
           Validations.of(flow).acknowledge({ id, reason: "test fixture: the user's own state machine" });
         }
         stack.ledger.addStateMachineTarget('review-flow', flow);
+        // And a durable function, by its version: its calls are granted per function (addDurableFunctionTarget, CONTRACT §17).
+        stack.ledger.addDurableFunctionTarget('review-durable', durableFunctionFixture(stack, 'ReviewDurable').currentVersion);
       },
     });
   });

@@ -6,7 +6,7 @@ import { SqsSendMessage } from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DispatchLedger, executionStatusPattern } from '@dispatch-ledger/cdk';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
-import { cfnLint, logicalId, synthesizeLedger, type Synthesized } from './synth.js';
+import { cfnLint, logicalId, registryOf, synthesizeLedger, type Synthesized } from './synth.js';
 
 /**
  * `ledger.addStateMachineTarget(name, stateMachine)` (CONTRACT §17): a Standard state machine as a
@@ -200,7 +200,7 @@ describe('addStateMachineTarget: the orchestrator queue and the status rule', ()
 describe('addStateMachineTarget: registry', () => {
   it("reaches every function's registry as kind stepfunctions with the state machine's ARN, its role's unique id and its limit", () => {
     for (const name of ['intake', 'api', 'monitor', 'failures', 'orchestrators'] as const) {
-      const registry = parseStaticRegistry(registryOf(synth.stack.ledger.functions[name].function));
+      const registry = parseStaticRegistry(registryOf(synth, synth.stack.ledger.functions[name].function));
       expect(registry.targets.get('review-flow'), name).toEqual({
         name: 'review-flow',
         kind: 'stepfunctions',
@@ -249,20 +249,6 @@ describe('addStateMachineTarget refused at synth time', () => {
     expect(() => ledger.addStateMachineTarget('one-flow', machine)).toThrow(/registered twice/);
   });
 });
-
-/** The registry JSON a function receives, each CloudFormation reference standing as "<Ref id>" or "<GetAtt id.attr>". */
-function registryOf(fn: { readonly node: { readonly defaultChild?: unknown } }): string {
-  const value = (resources[logicalId(synth.stack, fn)]?.Properties?.Environment as { Variables: Record<string, unknown> }).Variables.LEDGER_REGISTRY;
-  if (typeof value === 'string') return value;
-  const [, parts] = (value as { 'Fn::Join': [string, unknown[]] })['Fn::Join'];
-  return parts
-    .map((part) => {
-      if (typeof part === 'string') return part;
-      const reference = part as { Ref?: string; 'Fn::GetAtt'?: [string, string] };
-      return reference.Ref ? `<Ref ${reference.Ref}>` : `<GetAtt ${reference['Fn::GetAtt']?.join('.')}>`;
-    })
-    .join('');
-}
 
 /**
  * EventBridge's matching for the patterns used here: every field of the pattern is in the event, an

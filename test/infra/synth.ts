@@ -1,6 +1,7 @@
 import { App, CfnElement, Duration, Stack, Validations } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { AccountPrincipal, Role } from 'aws-cdk-lib/aws-iam';
+import { Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { AwsSolutionsChecks, ServerlessChecks } from 'cdk-nag';
 import { execFileSync } from 'node:child_process';
@@ -86,4 +87,42 @@ export function cfnLint(templateFile: string): { status: number; output: string 
     const failed = error as { status?: number; stdout?: string; stderr?: string };
     return { status: failed.status ?? -1, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
   }
+}
+
+/**
+ * A Lambda function of the user's own, as a durable target's fixture: durable (`durableConfig`) unless
+ * `durable` is false, its own cdk-nag findings acknowledged as the user's, not the ledger's.
+ */
+export function durableFunctionFixture(stack: Stack, id: string, options: { readonly durable?: boolean } = {}): LambdaFunction {
+  const fn = new LambdaFunction(stack, id, {
+    runtime: Runtime.NODEJS_22_X,
+    handler: 'index.handler',
+    code: Code.fromInline('export const handler = async () => ({});'),
+    timeout: Duration.minutes(1),
+    ...(options.durable === false ? {} : { durableConfig: { executionTimeout: Duration.days(1) } }),
+  });
+  const managed = options.durable === false ? 'AWSLambdaBasicExecutionRole' : 'AWSLambdaBasicDurableExecutionRolePolicy';
+  for (const finding of [`AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/${managed}]`, 'AwsSolutions-L1', 'Serverless-LambdaTracing', 'Serverless-LambdaDefaultMemorySize', 'Serverless-LambdaLatestVersion', 'Serverless-LambdaDLQ']) {
+    Validations.of(fn).acknowledge({ id: finding, reason: "test fixture: the user's own durable function" });
+  }
+  return fn;
+}
+
+/**
+ * The registry JSON a ledger function receives, each CloudFormation reference standing as "<Ref id>" or
+ * "<GetAtt id.attr>" — or as the value `deployed` gives it (the ARN a deployment would put there).
+ */
+export function registryOf(synth: Synthesized, fn: { readonly node: { readonly defaultChild?: unknown } }, deployed: Readonly<Record<string, string>> = {}): string {
+  const resources = synth.template.toJSON().Resources as Record<string, { readonly Properties?: Record<string, unknown> }>;
+  const value = (resources[logicalId(synth.stack, fn)]?.Properties?.Environment as { Variables: Record<string, unknown> }).Variables.LEDGER_REGISTRY;
+  if (typeof value === 'string') return value;
+  const [, parts] = (value as { 'Fn::Join': [string, unknown[]] })['Fn::Join'];
+  return parts
+    .map((part) => {
+      if (typeof part === 'string') return part;
+      const reference = part as { Ref?: string; 'Fn::GetAtt'?: [string, string] };
+      if (reference.Ref) return deployed[reference.Ref] ?? `<Ref ${reference.Ref}>`;
+      return `<GetAtt ${reference['Fn::GetAtt']?.join('.')}>`;
+    })
+    .join('');
 }

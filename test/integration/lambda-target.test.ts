@@ -3,15 +3,12 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { InboxTable } from '../../shared/adapters/inbox-table.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
-import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
 import { stateVersionOf } from '../../shared/adapters/state-item.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
-import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nativeStatusOf } from '../../shared/dispatch/state.js';
 import { eventsForState, type StateVersion } from '../../shared/events/derive.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
@@ -19,6 +16,7 @@ import { lambdaRunIdOf, parseLambdaRunId, type SubmitRequest, type TargetPort } 
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
+import { ledgerApiDeps } from '../support/api-deps.js';
 
 /**
  * A lambda target's lookups and failures (CONTRACT §12) on DynamoDB Local: the kit's run-state table
@@ -121,19 +119,7 @@ describe('a lambda target on the real table', () => {
   it('serves the task of a submission that carried taskRef to the run it belongs to, and only to it', async () => {
     const task = { goal: 'summarise', notes: 'n'.repeat(1000) };
     const dispatchId = await submitted(task);
-    const deps: ApiDeps = {
-      store: table,
-      blobs,
-      feeds: new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 }),
-      inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }),
-      principals: table,
-      principalMode: 'open',
-      targetFor: () => queued,
-      callbackUrl: 'http://127.0.0.1:9',
-      retryPolicy: DEFAULT_RETRY_POLICY,
-      now: () => NOW,
-      claimSeconds: 60,
-    };
+    const deps: ApiDeps = ledgerApiDeps({ table, documents, tableName, blobs, targetFor: () => queued, now: () => NOW });
     const get = (query: Record<string, string>) => route(deps, { method: 'GET', rawPath: `/dispatches/${dispatchId}/task`, query, headers: {}, body: undefined, iamUserId: undefined });
     const answer = await get({ runId: lambdaRunIdOf(dispatchId, 1) });
     expect(answer.statusCode).toBe(200);

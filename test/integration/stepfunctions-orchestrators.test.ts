@@ -5,20 +5,19 @@ import { DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { InboxTable } from '../../shared/adapters/inbox-table.js';
-import { LedgerFeedsTable } from '../../shared/adapters/ledger-feeds.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { approvalTokens } from '../../shared/adapters/approval-tokens.js';
 import { stepFunctionsTarget } from '../../shared/adapters/stepfunctions-target.js';
 import { route, type ApiDeps } from '../../shared/api/routes.js';
-import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { nativeStatusOf } from '../../shared/dispatch/state.js';
 import type { StepFunctionsTargetRegistration, TargetRegistration } from '../../shared/targets/port.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
-import { approvalIdOfToken, takeOrchestratorMessage, type OrchestratorDeps } from '../../shared/usecases/orchestrators.js';
+import { takeOrchestratorMessage, type OrchestratorDeps } from '../../shared/usecases/orchestrators.js';
+import { approvalIdOfToken } from '../../shared/usecases/runtime-approvals.js';
 import { engineClients, loopbackOnly, testEngines, uniqueName } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
+import { ledgerApiDeps } from '../support/api-deps.js';
 
 /**
  * The orchestrator queue (CONTRACT §17) on DynamoDB Local: a state machine's approval request taken only
@@ -46,19 +45,7 @@ const targetFor = (target: TargetRegistration) => {
   return stepFunctionsTarget(target, { sfn: new SFNClient({ region: 'us-east-1', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }), approvalTokens: approvalTokens(documents, tableName), now: () => NOW });
 };
 const deps = (): OrchestratorDeps => ({ store: table, blobs, targetFor, now: () => NOW, principalMode: 'enforce' });
-const api = (): ApiDeps => ({
-  store: table,
-  blobs,
-  feeds: new LedgerFeedsTable(documents, { tableName, retentionSeconds: 86_400 }),
-  inbox: new InboxTable(documents, { tableName, retentionSeconds: 86_400 }),
-  principals: table,
-  principalMode: 'open',
-  targetFor,
-  callbackUrl: 'http://127.0.0.1:9',
-  retryPolicy: DEFAULT_RETRY_POLICY,
-  now: () => NOW,
-  claimSeconds: 60,
-});
+const api = (): ApiDeps => ledgerApiDeps({ table, documents, tableName, blobs, targetFor, now: () => NOW });
 /** AWS's sample "Step Functions Execution Status Change" event (its developer guide's), made about one execution of the registered state machine. */
 const SAMPLE = JSON.parse(readFileSync(new URL('../fixtures/sfn-status-change.json', import.meta.url), 'utf8')) as { detail: Record<string, unknown> } & Record<string, unknown>;
 const statusChange = (executionArn: string, status: string, input: string | null, extra: Record<string, unknown> = {}) => ({
@@ -108,7 +95,7 @@ describe('a state machine asks for an approval through the ledger', () => {
     expect(await takeOrchestratorMessage(deps(), request, 'AROAFLOWROLE:execution')).toBe('approval_requested');
     // SQS delivers at least once: the same token asks nothing twice.
     expect(await takeOrchestratorMessage(deps(), request, 'AROAFLOWROLE:execution')).toBe('unchanged');
-    const approvalId = approvalIdOfToken(TOKEN);
+    const approvalId = approvalIdOfToken(TOKEN, 'sfn');
     const view = await route(api(), { method: 'GET', rawPath: `/dispatches/${dispatchId}`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: undefined, iamUserId: undefined });
     expect(JSON.parse(view.body)).toMatchObject({ execution: { status: 'waiting_for_approval', pendingApproval: { approvalId } } });
     expect(view.body).not.toContain(TOKEN);
@@ -201,8 +188,10 @@ describe("Step Functions' status change events", () => {
     expect(entry).toMatchObject({ kind: 'redriven', since: NOW.toISOString() });
     expect(entry?.reason).toContain(`npx ledger redispatch ${dispatchId} --force`);
     // Redelivered: one entry, nothing written again.
-    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input, { redriveCount: 1 }))).toBe('late');
+    const version = (await table.getStored(dispatchId))?.version;
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'RUNNING', input, { redriveCount: 1 }))).toBe('unchanged');
     expect((await listed()).length).toBe(1);
+    expect((await table.getStored(dispatchId))?.version).toBe(version);
 
     // A plain redispatch would be a second writer beside the redriven execution: refused, the redrive named.
     await expect(call('POST', `/dispatches/${dispatchId}/redispatch`, {}, { reason: 'run it again' })).rejects.toMatchObject({ code: 'conflict', details: { runId, redriven: { count: 1 } } });
@@ -213,6 +202,25 @@ describe("Step Functions' status change events", () => {
     expect(sfnMock.commandCalls(StopExecutionCommand).map((stop) => stop.args[0].input.executionArn)).toEqual([runId]);
     expect(await table.getState(dispatchId)).toMatchObject({ attempt: 2, supersededRuns: [runId] });
     expect(await listed()).toEqual([]);
+  });
+
+  it('a redrive that already ended again is still listed; one Step Functions cannot be asked about is retried; one before the recorded end is that end’s own (was: dropped as unchanged, or lost with an unanswered lookup)', async () => {
+    const { dispatchId, runId } = await submitted();
+    const input = JSON.stringify({ dispatchId, attempt: 1 });
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'FAILED', error: 'States.TaskFailed', cause: 'crashed', startDate: NOW, stopDate: NOW, redriveCount: 1, redriveDate: new Date(NOW.getTime() - 60_000), $metadata: {} });
+    // Its end recorded after a redrive Step Functions had already made: that redrive is the recorded end's own.
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', input, { redriveCount: 1 }))).toBe('ended');
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', input, { redriveCount: 1 }))).toBe('unchanged');
+    expect((await table.getState(dispatchId))?.execution.redriven).toBeUndefined();
+    // Step Functions cannot be asked: the message is retried, nothing concluded.
+    sfnMock.reset();
+    sfnMock.on(DescribeExecutionCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'SUCCEEDED', input, { redriveCount: 2 }))).toBe('unobserved');
+    // Redriven after the recorded end and already over again (its own end event the only word of it): listed.
+    sfnMock.reset();
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'SUCCEEDED', output: '{}', startDate: NOW, stopDate: new Date(NOW.getTime() + 9_000), redriveCount: 2, redriveDate: new Date(NOW.getTime() + 5_000), $metadata: {} });
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'SUCCEEDED', input, { redriveCount: 2 }))).toBe('late');
+    expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'failed', redriven: { count: 2 } });
   });
 
   it("records a succeeded execution's output as the result's body (kept before the state that names it), and its preview as the summary", async () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { applyRunEvent, approvalWaitLookedUp, MAX_LOOKUP_BACKOFF_SECONDS, monitorStep, reconcileLookup } from '../../shared/dispatch/transitions/run.js';
+import { applyRunEvent, approvalWaitLookedUp, approvalWatchAt, MAX_LOOKUP_BACKOFF_SECONDS, monitorStep, reconcileLookup, runRedriven } from '../../shared/dispatch/transitions/run.js';
+import { attentionKind } from '../../shared/dispatch/attention.js';
+import { finished } from '../../shared/dispatch/transitions/core.js';
 import { redispatched } from '../../shared/dispatch/transitions/lifecycle.js';
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
@@ -295,5 +297,34 @@ describe('a run that ends while it waits for an approval', () => {
     expect(after?.changes).not.toContain('stalled');
     expect(after?.changes).not.toContain('approval_wait_expired');
     expect(store.states.get(state.dispatchId)?.execution).toMatchObject({ status: 'failed', nativeDetail: 'TIMED_OUT' });
+  });
+});
+
+describe('an approval found past its expiry', () => {
+  it('is due at once for its expiry, not a stall window later (was: an approval adopted late had its expiry recorded up to one stall window after it)', () => {
+    const asked = applyRunEvent(running(), { seq: 2, type: 'approval_requested', approvalId: 'a-1' }, at(1));
+    if (asked.kind !== 'apply') throw new Error('approval request applies');
+    // Asked at 1 s, a 20 s wait: at 30 s it is past its expiry and not recorded expired.
+    expect(approvalWatchAt(stateOnly(asked.next), at(30)).toISOString()).toBe(at(21).toISOString());
+  });
+});
+
+describe('a run redriven after its recorded end', () => {
+  const ended = (): DispatchState => stateOnly(finished(running(), 'failed', 'States.TaskFailed', at(5), 'failed', undefined, 'FAILED'));
+
+  it('keeps the end, records the redrive once per count, and puts the dispatch first on the attention list', () => {
+    const state = ended();
+    expect(() => runRedriven(running(), 1, at(6))).toThrow(RangeError);
+    const redriven = runRedriven(state, 1, at(6));
+    if (!redriven) throw new Error('recorded');
+    expect(redriven.changes).toEqual(['redriven']);
+    expect(redriven.execution).toMatchObject({ status: 'failed', nativeDetail: 'FAILED', redriven: { at: at(6).toISOString(), count: 1 } });
+    expect(attentionKind(redriven)).toBe('redriven');
+    // The same redrive again, or an older count: nothing to write; a later redrive: recorded.
+    expect(runRedriven(stateOnly(redriven), 1, at(7))).toBeUndefined();
+    expect(runRedriven(stateOnly(redriven), 2, at(8))?.execution.redriven).toEqual({ at: at(8).toISOString(), count: 2 });
+    // A second writer may be at work: that outranks a dropped result (was: listed only as result_dropped).
+    const dropped = { ...stateOnly(redriven), result: { id: 'r', attempt: 1, state: 'dropped' as const, readyAt: at(5).toISOString(), deliveryAttempts: 5, claimToken: null, leaseUntil: null, deliveredAt: null, deliveredBy: null, droppedReason: 'attempts' as const, droppedAt: at(6).toISOString() } };
+    expect(attentionKind(dropped)).toBe('redriven');
   });
 });

@@ -63,6 +63,11 @@ describe('the commands the dispatch page suggests', () => {
     expect(lines.some((line) => line.includes('--force') || line.includes('cancel'))).toBe(false);
   });
 
+  it('offers a redriven run only the forced redispatch that stops it (was: a plain redispatch, which the ledger refuses as a second writer)', () => {
+    const lines = commandsFor(view({ execution: { status: 'failed', redriven: { at: '2026-12-05T10:02:00.000Z', count: 1 } } }), [], false).map((command) => command.line);
+    expect(lines.filter((line) => line.includes('redispatch'))).toEqual(["npx ledger redispatch d-1 --reason 'WHY' --force --origin team-a"]);
+  });
+
   it('says what a monitor verdict means, and leaves an unknown one as it is', () => {
     expect(monitorWords('target_not_found')).toMatch(/404/);
     expect(monitorWords(null)).toBeNull();

@@ -142,7 +142,10 @@ export function commandsFor(view: DispatchView, connection: readonly string[], r
     const approval = shellWord(view.execution.pendingApproval.approvalId);
     commands.push({ does: 'Approve the pending request (or --decision cancel)', line: cmd(`approve ${id} --approval-id ${approval} --decision approve`) });
   }
-  if (over) {
+  if (over && view.execution.redriven && view.phase === 'submitted') {
+    // Its state machine runs it again (CONTRACT §17): a plain redispatch would be refused as a second writer.
+    commands.push({ does: 'Stop the redriven execution and run the work under the ledger', line: cmd(`redispatch ${id} --reason 'WHY' --force`) });
+  } else if (over) {
     commands.push({ does: 'Start the next attempt', line: cmd(`redispatch ${id} --reason 'WHY'`) });
   } else {
     commands.push({ does: 'Ask the target to cancel the run', line: cmd(`cancel ${id} --reason 'WHY'`) });

@@ -159,9 +159,11 @@ export function approvalWatchAt(state: DispatchState, now: Date): Date {
   const expiresAt = requested + state.timeouts.approvalWaitSeconds * 1000;
   const stall = state.timeouts.stallAfterSeconds * 1000;
   const expired = state.execution.monitorStatus === 'approval_wait_expired';
+  // Past its expiry and not recorded expired yet (adopted late, or a look crossed it): due now.
+  if (!expired && expiresAt <= now.getTime()) return new Date(expiresAt);
   const spacing = expired ? Math.min(Math.max(now.getTime() - requested, stall), MAX_LOOKUP_BACKOFF_SECONDS * 1000) : stall;
   const next = now.getTime() + spacing;
-  return new Date(expired || expiresAt <= now.getTime() ? next : Math.min(expiresAt, next));
+  return new Date(expired ? next : Math.min(expiresAt, next));
 }
 
 /**
