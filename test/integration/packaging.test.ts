@@ -1,6 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -32,7 +31,13 @@ const work = mkdtempSync(join(tmpdir(), 'ledger-packaging-'));
 const packed = join(work, 'packed');
 const tarballs: Record<string, string> = {};
 const PACKAGES = ['@dispatch-ledger/protocol', '@dispatch-ledger/client', '@dispatch-ledger/worker', '@dispatch-ledger/cdk', 'dispatch-ledger'];
-const repoVersionOf = (name: string): string => (createRequire(join(projectRoot, 'package.json'))(`${name}/package.json`) as { version: string }).version;
+/** The version of a package installed in the repository, as its lock file pins it (a package may export no `./package.json`). */
+const repoVersionOf = (name: string): string => {
+  const lock = JSON.parse(readFileSync(join(projectRoot, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
+  const version = lock.packages[`node_modules/${name}`]?.version;
+  if (!version) throw new Error(`${name} is not in package-lock.json`);
+  return version;
+};
 /**
  * Nothing that phones home from a test: no CDK telemetry (and `--no-notices` on each cdk command), no
  * npm update check, and npx never fetching a package it does not find installed (a `ledger` it could not
@@ -301,6 +306,27 @@ export const finals: readonly string[] = FINAL_RUN_STATUSES;
 // The CLI as a module: a command run in-process, its exit code.
 export const help: Promise<number> = runLedger(['--help']);
 `;
+  // Inside a Lambda durable function (CONTRACT §17): the kit's handler, wrapped by the durable SDK.
+  const DURABLE = `
+import { withDurableExecution, type DurableContext } from '@aws/durable-execution-sdk-js';
+import { sigv4Signer } from '@dispatch-ledger/worker';
+import { ApprovalCancelledError, durableRun } from '@dispatch-ledger/worker/durable';
+
+export const review = withDurableExecution(
+  durableRun(
+    async (task, ctx) => {
+      await ctx.heartbeat();
+      const grant = await ctx.requestApproval();
+      await ctx.durable.step('publish', () => ctx.putEvidence('out/review.md', String(task.goal)));
+      return { summary: grant.approvalId };
+    },
+    { signer: sigv4Signer({ region: 'us-east-1' }) },
+  ),
+);
+// The SDK's whole context, for its waits and child contexts.
+export const waiting = withDurableExecution(durableRun<DurableContext>(async (_task, ctx) => ctx.durable.wait({ seconds: 5 })));
+export const cancelled = (error: unknown): boolean => error instanceof ApprovalCancelledError;
+`;
   const options = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node'];
   const tsc = async (file: string): Promise<{ code: number; output: string }> =>
     run(process.execPath, [join(app, 'node_modules', 'typescript', 'bin', 'tsc'), ...options, file], { cwd: app, timeout: 120_000 }).then(
@@ -325,4 +351,15 @@ export const help: Promise<number> = runLedger(['--help']);
     expect(bad.code).not.toBe(0);
     expect(bad.output).toMatch(/bad\.ts.*Property 'run' is missing/s);
   }, 180_000);
+
+  // Run after the file above type-checked without it: the root and the other subpaths need no durable SDK.
+  it('type-checks the /durable subpath against the durable SDK, an optional peer installed on its own (its Node.js >= 22 engine the only warning)', async () => {
+    expect(existsSync(join(app, 'node_modules', '@aws', 'durable-execution-sdk-js'))).toBe(false);
+    // The SDK's .d.ts files name Lambda's `Context` from @types/aws-lambda, which it does not depend on.
+    const { stdout, stderr } = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', `@aws/durable-execution-sdk-js@${repoVersionOf('@aws/durable-execution-sdk-js')}`, `@types/aws-lambda@${repoVersionOf('@types/aws-lambda')}`], { cwd: app, env: userEnv(), timeout: 300_000 });
+    const warned = new Set([...`${stdout}${stderr}`.matchAll(/EBADENGINE\s+package: '(.+?)@[^@']+'/g)].map((match) => match[1]));
+    expect([...warned]).toEqual(['@aws/durable-execution-sdk-js']);
+    writeFileSync(join(app, 'durable.ts'), DURABLE);
+    expect(await tsc('durable.ts')).toEqual({ code: 0, output: '' });
+  }, 300_000);
 });

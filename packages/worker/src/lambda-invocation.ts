@@ -17,12 +17,9 @@ import { RunCancelledError, type RunContext, type RunFunction } from './run-api.
 import { NOTE_CHARS, SUMMARY_CHARS, verdictOf, messageOf, reportState, evidenceContentType } from './results.js';
 import type { Signer } from './signer.js';
 import { PendingWork } from './pending-work.js';
+import { readTask, type LambdaContextLike } from './invocation-callbacks.js';
 
-/** The part of Lambda's context the kit reads. */
-export interface LambdaContextLike {
-  readonly awsRequestId: string;
-  getRemainingTimeInMillis(): number;
-}
+export type { LambdaContextLike } from './invocation-callbacks.js';
 
 export type LambdaHandler = (event: unknown, context: LambdaContextLike) => Promise<void>;
 
@@ -235,15 +232,6 @@ export class Invocation {
   async drain(): Promise<void> {
     await this.#pending.drain();
   }
-}
-
-/** Reads a spilled task (CONTRACT §8 v2: `GET {callbackUrl}/dispatches/{dispatchId}/task?runId=`), as the run `runId` names itself. */
-export async function readTask(callbacks: CallbackClient, run: { readonly callbackUrl: string; readonly dispatchId: string; readonly runId: string }): Promise<Readonly<Record<string, unknown>>> {
-  const outcome = await callbacks.getTask(run.callbackUrl, run.dispatchId, run.runId);
-  if (outcome.kind !== 'delivered') throw new CallbackError(`reading the task: ${outcome.kind}`, { kind: outcome.kind === 'refused' ? 'refused' : 'gave_up' });
-  const value: unknown = JSON.parse(outcome.text);
-  if (!isPlainObject(value)) throw new Error('the task is not a JSON object');
-  return value;
 }
 
 export function finalEventOf(item: LambdaRunItem): RunEvent | undefined {

@@ -1,4 +1,3 @@
-import { CallbackClient, DEFAULT_RETRY } from './callbacks.js';
 import { systemClock } from './heartbeat.js';
 import { compact, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import {
@@ -11,7 +10,8 @@ import {
 } from './model.js';
 import { isPlainObject, parseSubmission, traceparentOf } from './parse.js';
 import { reportState } from './results.js';
-import { Invocation, finalEventOf, type Env, type LambdaContextLike, type LambdaHandler, type LambdaHandlerOptions, type Output } from './lambda-invocation.js';
+import { invocationCallbacks } from './invocation-callbacks.js';
+import { Invocation, finalEventOf, type Env, type LambdaHandler, type LambdaHandlerOptions, type Output } from './lambda-invocation.js';
 
 /**
  * The kit as a Lambda handler (CONTRACT §12). The ledger invokes the function asynchronously with the
@@ -37,29 +37,6 @@ export type { LambdaContextLike, LambdaHandler, LambdaHandlerOptions } from './l
 
 /** Items expire (DynamoDB TTL `expiresAt`) after the ledger's default retention. */
 export const RETENTION_SECONDS = 90 * 86_400;
-/** Time kept back from the function's timeout for the last writes. */
-const MARGIN_MS = 2_000;
-
-
-/**
- * The callbacks of one invocation (a Lambda worker's, a state machine task's): none outlives it, since
- * past its timeout Lambda would freeze it mid-way.
- */
-export function invocationCallbacks(
-  options: Pick<LambdaHandlerOptions, 'log' | 'signer' | 'retry' | 'transport'>,
-  context: LambdaContextLike,
-  stopSignal: AbortSignal,
-): CallbackClient {
-  const remaining = Math.max(1_000, context.getRemainingTimeInMillis() - MARGIN_MS);
-  const policy = { ...DEFAULT_RETRY, ...options.retry };
-  return new CallbackClient({
-    log: options.log,
-    stopSignal,
-    signer: options.signer,
-    retry: { ...policy, budgetMs: Math.min(policy.budgetMs, remaining), finalBudgetMs: Math.min(policy.finalBudgetMs, remaining) },
-    ...(options.transport ? { transport: options.transport } : {}),
-  });
-}
 
 export function createLambdaHandler(options: LambdaHandlerOptions): LambdaHandler {
   const clock = options.clock ?? systemClock;

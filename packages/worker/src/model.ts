@@ -145,6 +145,8 @@ export interface RunEvent {
   readonly seq: number;
   readonly type: RunEventType;
   readonly approvalId?: string;
+  /** A durable function's `approval_requested` (CONTRACT §17): the callback id its `waitForCallback` waits on, in place of an approvalId (the ledger chooses that). */
+  readonly callbackId?: string;
   readonly result?: RunResult;
   readonly evidence?: readonly string[];
   /** A final event's own word for its status (CONTRACT V3 §2). */

@@ -18,8 +18,9 @@ import { MAX_RUN_ID_CHARS } from '@dispatch-ledger/protocol';
 import * as z from 'zod/mini';
 import type { CallbackClient, CallbackOutcome } from './callbacks.js';
 import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, systemClock, type Clock } from './heartbeat.js';
-import { invocationCallbacks, RETENTION_SECONDS } from './lambda.js';
-import { readTask, type LambdaContextLike } from './lambda-invocation.js';
+import { invocationCallbacks, readTask } from './invocation-callbacks.js';
+import { RETENTION_SECONDS } from './lambda.js';
+import type { LambdaContextLike } from './invocation-callbacks.js';
 import { compact, dynamoRunStore, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import { clipForMessage, RunEndedError, submittedFields, type Log, type Submission } from './model.js';
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
@@ -29,7 +30,7 @@ import { callbackError, evidenceContentType, messageOf, NOTE_CHARS } from './res
 import { PendingWork } from './pending-work.js';
 
 export { dynamoRunStore, memoryLambdaStore, type DynamoRunStoreOptions, type LambdaRunStore } from './lambda-store.js';
-export type { LambdaContextLike } from './lambda-invocation.js';
+export type { LambdaContextLike } from './invocation-callbacks.js';
 
 // --- The event ---------------------------------------------------------------------------------------
 
