@@ -6,6 +6,7 @@ import { LocalDurableTestRunner, OperationType, WaitingOperationStatus, type Dur
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sigv4Signer, type Clock, type LogLine, type RunResult } from '@dispatch-ledger/worker';
+import { systemClock } from '../../packages/worker/src/heartbeat.js';
 import { durableRun } from '@dispatch-ledger/worker/durable';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { startHttpApi, type HttpApiHandler } from '../../local/runtime/http-api.js';
@@ -185,10 +186,7 @@ describe('a durable function supervised by the ledger, with the kit\'s /durable 
     let reviewerTookMs = 0;
     const worker = reviewWorker((line) => logged.push(line), {
       now: () => Date.now() + reviewerTookMs,
-      setTimer: (ms, fire) => {
-        const timer = setTimeout(fire, ms);
-        return { cancel: () => clearTimeout(timer) };
-      },
+      setTimer: systemClock.setTimer,
     });
     const runner = new LocalDurableTestRunner<RunResult>({
       handlerFunction: withDurableExecution(async (event: unknown, context) => {

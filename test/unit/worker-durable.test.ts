@@ -5,6 +5,7 @@ import { withDurableExecution, type DurableContext } from '@aws/durable-executio
 import { LocalDurableTestRunner, OperationType, WaitingOperationStatus, type DurableOperation } from '@aws/durable-execution-sdk-js-testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Clock, LogLine, RunResult } from '@dispatch-ledger/worker';
+import { systemClock } from '../../packages/worker/src/heartbeat.js';
 import { ApprovalCancelledError, DurableRunInputError, durableRun, type DurableRunHandler, type DurableRunOptions } from '@dispatch-ledger/worker/durable';
 import { projectRoot } from '../../local/paths.js';
 
@@ -95,10 +96,8 @@ function hurriedClock(): Clock {
   let now = Date.parse('2025-06-01T08:00:00.000Z');
   return {
     now: () => (now += 200_000),
-    setTimer: (ms, fire) => {
-      const timer = setTimeout(fire, ms);
-      return { cancel: () => clearTimeout(timer) };
-    },
+    // Timers as the kit's own clock sets them (nothing here waits on one: the reads move the time).
+    setTimer: systemClock.setTimer,
   };
 }
 

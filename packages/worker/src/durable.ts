@@ -24,7 +24,7 @@ import { checkStepSeqs, defaultStepSeqs, runInBlock, type BlockRecord, type Dura
 import { DEFAULT_STALL_AFTER_SECONDS, heartbeatIntervalMs, systemClock, type Clock } from './heartbeat.js';
 import { invocationCallbacks, readTask } from './invocation-callbacks.js';
 import type { LambdaContextLike } from './invocation-callbacks.js';
-import { CallbackError, clipForMessage, ResultRefusedError, RunEndedError, type FinalStatus, type Log, type RunEvent, type RunResult, type Submission } from './model.js';
+import { CallbackError, clipForMessage, InputFieldError, ResultRefusedError, RunEndedError, type FinalStatus, type Log, type RunEvent, type RunResult, type Submission } from './model.js';
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
 import { parseSubmission, traceparentOf } from './parse.js';
 import { PendingWork } from './pending-work.js';
@@ -51,14 +51,8 @@ export interface DurableContextLike {
 // --- The execution's input -------------------------------------------------------------------------------
 
 /** The execution's input is not a submission, or its context names no run; nothing was sent. */
-export class DurableRunInputError extends Error {
+export class DurableRunInputError extends InputFieldError {
   override readonly name = 'DurableRunInputError';
-  /** The field at fault (`durableExecutionArn`, `submission.<field>`), when one is. */
-  readonly field: string | undefined;
-  constructor(message: string, field: string | undefined, options?: { cause?: unknown }) {
-    super(message, options);
-    this.field = field;
-  }
 }
 
 const InvocationSchema = /* @__PURE__ */ z.object({

@@ -261,3 +261,13 @@ export class ResultRefusedError extends Error {
     super(message, options);
   }
 }
+
+/** An invocation's input the kit cannot run (a state machine task's event, a durable execution's input): nothing was sent. */
+export class InputFieldError extends Error {
+  /** The field at fault (`submission.<field>`, the run's id field), when one is. */
+  readonly field: string | undefined;
+  constructor(message: string, field: string | undefined, options?: { cause?: unknown }) {
+    super(message, options);
+    this.field = field;
+  }
+}

@@ -22,7 +22,7 @@ import { invocationCallbacks, readTask } from './invocation-callbacks.js';
 import { RETENTION_SECONDS } from './lambda.js';
 import type { LambdaContextLike } from './invocation-callbacks.js';
 import { compact, dynamoRunStore, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
-import { clipForMessage, RunEndedError, submittedFields, type Log, type Submission } from './model.js';
+import { clipForMessage, InputFieldError, RunEndedError, submittedFields, type Log, type Submission } from './model.js';
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
 import { parseSubmission, traceparentOf } from './parse.js';
 import type { RunContext } from './run-api.js';
@@ -60,14 +60,8 @@ export interface StepFunctionsTaskEvent {
 }
 
 /** The Task's event is not `{ submission, executionArn }` as documented; nothing was sent. Step Functions sees it as this error's name. */
-export class StepFunctionsTaskEventError extends Error {
+export class StepFunctionsTaskEventError extends InputFieldError {
   override readonly name = 'StepFunctionsTaskEventError';
-  /** The field at fault (`submission`, `executionArn`, `submission.<field>`), when one is. */
-  readonly field: string | undefined;
-  constructor(message: string, field: string | undefined, options?: { cause?: unknown }) {
-    super(message, options);
-    this.field = field;
-  }
 }
 
 /**

@@ -168,7 +168,7 @@ export function approvalWatchAt(state: DispatchState, now: Date): Date {
 
 /**
  * What a look at a run that waits for an approval records: its end, when the target says it ended (the
- * look that finds it is the ledger's own, as any lookup's: `recovered`); anything else — still waiting,
+ * look that finds it is the ledger's own, like every lookup's: `recovered`); anything else — still waiting,
  * not found, unreachable — changes nothing about the run or the approval's clock, only when to look again.
  */
 export function approvalWaitLookedUp(state: DispatchState, lookup: LookupOutcome, now: Date, body?: ResultBodyRef): NextState {
