@@ -293,7 +293,27 @@ describe('attention since (property: random lives of a dispatch)', () => {
           clock += 1000;
         }
       }),
-      { numRuns: 1500 },
+      {
+        numRuns: 1500,
+        // Lives that random ones reach only now and then (a run that fails here failed once in a full run):
+        // an approval wait that expires, then a lookup during the expired wait that finds the run still
+        // waiting — a write that keeps the dispatch on the approval_wait_expired list.
+        examples: [
+          [
+            [
+              { kind: 'submit', answer: 'accepted' },
+              { kind: 'event', type: 'approval_requested', seq: 1 },
+              { kind: 'wait', seconds: 200 },
+              { kind: 'tick' },
+              { kind: 'wait', seconds: 90 },
+              { kind: 'lookup', outcome: { kind: 'found', run: { runId: 'current', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-1' } } }, suspected: false },
+              { kind: 'wait', seconds: 90 },
+              { kind: 'event', type: 'heartbeat', seq: 2 },
+            ],
+            0,
+          ],
+        ],
+      },
     );
     // Every list a dispatch can be on was reached, and held through a later write.
     expect([...kindsSeen].sort()).toEqual([...ATTENTION_KINDS].sort());
