@@ -34,6 +34,13 @@ export interface StreamEventSourceOptions {
   readonly onDiscard?: (discarded: { readonly records: readonly DynamoDBRecord[]; readonly error: string }) => void;
   /** Pause between polls of an idle shard. Default 250 ms. */
   readonly idleMs?: number;
+  /**
+   * How often the stream's shards are listed again (`DescribeStream`) while the ones known stay open; a
+   * shard that closes has them listed on the next poll. Default 10 s: as Lambda's mapping, which does
+   * not describe the stream on every poll. On DynamoDB Local a description costs more the more stream
+   * records the engine holds, and it ran four times a second per mapping (docs/performance.md).
+   */
+  readonly shardDiscoveryMs?: number;
   readonly timeoutMs?: number;
   readonly onInvocation?: InvocationListener;
   readonly onError?: (error: unknown) => void;
@@ -63,6 +70,8 @@ export class StreamEventSource {
   private readonly loop: PollLoop;
   private readonly shards = new Map<string, ShardCursor>();
   private readonly closed = new Set<string>();
+  /** When the shards were last listed; undefined: list them on the next poll (none known, or one closed). */
+  private discoveredAt: number | undefined;
 
   constructor(private readonly options: StreamEventSourceOptions) {
     this.loop = new PollLoop(() => this.pollOnce(), {
@@ -82,7 +91,11 @@ export class StreamEventSource {
 
   /** One pass over every open shard; returns how many records were handled. */
   async pollOnce(): Promise<number> {
-    await this.discoverShards();
+    const now = Date.now();
+    if (this.discoveredAt === undefined || this.shards.size === 0 || now - this.discoveredAt >= (this.options.shardDiscoveryMs ?? 10_000)) {
+      await this.discoverShards();
+      this.discoveredAt = now;
+    }
     let handled = 0;
     for (const [shardId, cursor] of this.shards) {
       handled += await this.pollShard(shardId, cursor);
@@ -124,6 +137,8 @@ export class StreamEventSource {
       if (!cursor.iterator) {
         this.shards.delete(shardId);
         this.closed.add(shardId);
+        // Its children are open now: list them on the next poll.
+        this.discoveredAt = undefined;
       }
       return 0;
     }

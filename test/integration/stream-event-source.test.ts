@@ -2,7 +2,9 @@ import { CreateTableCommand, DeleteItemCommand, PutItemCommand } from '@aws-sdk/
 import type { DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StreamEventSource, type StreamHandler } from '../../local/runtime/stream-event-source.js';
-import { engineClients, uniqueName } from '../support/engines.js';
+import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
+import { LOCAL_CREDENTIALS } from '../../local/engines/index.js';
+import { engineClients, testEngines, uniqueName } from '../support/engines.js';
 
 const clients = engineClients();
 afterAll(() => clients.destroy());
@@ -63,6 +65,31 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
     // Binary attributes arrive base64-encoded, as Lambda delivers them.
     expect(record?.dynamodb?.NewImage?.blob).toEqual({ B: Buffer.from([0]).toString('base64') });
     expect(typeof record?.dynamodb?.ApproximateCreationDateTime).toBe('number');
+  });
+
+  it('lists the shards once, not on every poll, while the shard it reads stays open (regression: DescribeStream ran four times a second per mapping)', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 2);
+    const streams = new DynamoDBStreamsClient({ endpoint: testEngines().dynamodbEndpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS });
+    const described = { count: 0 };
+    streams.middlewareStack.add(
+      (next, context) => async (args) => {
+        if ((context as { commandName?: string }).commandName === 'DescribeStreamCommand') described.count += 1;
+        return next(args);
+      },
+      { step: 'initialize', name: 'countDescribeStream' },
+    );
+    const seen: Array<string | undefined> = [];
+    const poller = new StreamEventSource({ functionName: 'publisher', handler: async (event) => void seen.push(...keysOf(event)), streams, streamArn, region: 'us-east-1', shardDiscoveryMs: 60_000 });
+    try {
+      for (let poll = 0; poll < 20; poll += 1) await poller.pollOnce();
+      await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'later' } } }));
+      expect(await poller.pollOnce()).toBe(1);
+    } finally {
+      streams.destroy();
+    }
+    expect(seen).toEqual(['item-0', 'item-1', 'later']);
+    expect(described.count).toBe(1);
   });
 
   it('retries from the first reported failure, keeping what succeeded before it', async () => {
