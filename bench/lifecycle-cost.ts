@@ -25,6 +25,7 @@ import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { publishStreamBatch } from '../shared/events/derive.js';
 import { takeDispatchMessage, type IntakeDeps } from '../shared/usecases/intake.js';
 import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
+import { billedMs, combined, meanRoundTrips, modelledMs, NO_ROUND_TRIPS, scaled, LATENCY_MS, type DurationModel, type ModelStep, type Work } from './duration-model.js';
 import { spreadOf, type BenchContext, type LifecycleUsage } from './types.js';
 
 /** Memory of each function as the stack deploys it (infra/constructs/dispatch-ledger.ts). */
@@ -50,11 +51,14 @@ export interface LifecycleCostResult {
   readonly eventsPerLifecycle: Readonly<Record<string, number>>;
   /** One claim with `waitSeconds: 20` on an empty inbox (callback runs only; zero otherwise). */
   readonly emptyLongPoll: { readonly readUnits: number; readonly requests: number };
+  /** Lambda by the duration model: each step's own CPU plus its round trips at fixed latencies (bench/duration-model.ts). */
+  readonly durationModel: DurationModel;
   readonly notes: readonly string[];
 }
 
-/** A target that accepts every submission at once (the same Idempotency-Key → the same run). */
-async function startBenchTarget(): Promise<{ url: string; server: Server }> {
+/** A target that accepts every submission at once (the same Idempotency-Key → the same run); counts the requests it answered. */
+async function startBenchTarget(): Promise<{ url: string; server: Server; requests: () => number }> {
+  let requests = 0;
   const body = (request: IncomingMessage): Promise<string> =>
     new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
@@ -63,6 +67,7 @@ async function startBenchTarget(): Promise<{ url: string; server: Server }> {
       request.on('error', reject);
     });
   const server = createServer((request, response) => {
+    requests += 1;
     void body(request).then(() => {
       const key = String(request.headers['idempotency-key'] ?? 'x');
       response.writeHead(request.method === 'POST' && request.url === TARGET_ROUTES.submit.path ? 201 : 404, { 'content-type': 'application/json' });
@@ -70,8 +75,27 @@ async function startBenchTarget(): Promise<{ url: string; server: Server }> {
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, requests: () => requests };
 }
+
+/** Counts PutEvents calls (up to 10 entries each): the publisher's round trips to the bus. */
+function countPutEvents(client: EventBridgeClient): { calls: number } {
+  const counts = { calls: 0 };
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      if ((context as { commandName?: string }).commandName === 'PutEventsCommand') counts.calls += 1;
+      return next(args);
+    },
+    { step: 'initialize', name: 'benchPutEventsCounter' },
+  );
+  return counts;
+}
+
+/** The process's CPU time since `since` (`process.cpuUsage()`), in ms: user and system, every thread. */
+const cpuMsSince = (since: NodeJS.CpuUsage): number => {
+  const used = process.cpuUsage(since);
+  return (used.user + used.system) / 1000;
+};
 
 /** Counts S3 requests by pricing tier. */
 function countS3(client: S3Client): { put: number; get: number } {
@@ -103,7 +127,8 @@ const failedConditionsOf = (totals: CapacityTotals): number => Object.values(tot
 /**
  * Runs `count` lifecycles through the ledger's real use cases (intake, the API routes, the monitor,
  * the stream publisher) on the local engines, counting every AWS request their adapters send and the
- * capacity DynamoDB reports, and timing each handler-sized step for Lambda GB-seconds.
+ * capacity DynamoDB reports, and timing each handler-sized step for Lambda GB-seconds: by wall time here,
+ * and by the duration model (its CPU time and round trips, bench/duration-model.ts).
  */
 export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' | 'callback' = 'detached', flow: { readonly maxConcurrentRuns?: number } = {}): Promise<LifecycleCostResult> {
   const count = ctx.quick ? 5 : 50;
@@ -116,6 +141,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
   const s3Counts = countS3(s3);
   const streams = new DynamoDBStreamsClient({ ...base, endpoint: ctx.endpoints.dynamodbEndpoint });
   const eventBridge = new EventBridgeClient({ ...base, endpoint: ctx.endpoints.motoEndpoint });
+  const putEvents = countPutEvents(eventBridge);
   const target = await startBenchTarget();
 
   try {
@@ -169,15 +195,22 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       return response.statusCode;
     };
 
-    const units: Record<string, { writeUnits: number; readUnits: number; requests: number; failed: number; ms: number; samples: number[]; s3Put: number; s3Get: number }> = {};
+    type StepEntry = { writeUnits: number; readUnits: number; requests: number; failed: number; ms: number; samples: number[]; s3Put: number; s3Get: number; work: Work[] };
+    const units: Record<string, StepEntry> = {};
     const step = async <T>(label: string, work: () => Promise<T>): Promise<T> => {
       const before = meter.snapshot();
       const s3Before = { ...s3Counts };
+      const targetBefore = target.requests();
+      const cpuBefore = process.cpuUsage();
       const started = performance.now();
       const result = await work();
       const ms = performance.now() - started;
+      const cpuMs = cpuMsSince(cpuBefore);
       const spent = meter.since(before);
-      const entry = (units[label] ??= { writeUnits: 0, readUnits: 0, requests: 0, failed: 0, ms: 0, samples: [], s3Put: 0, s3Get: 0 });
+      const entry = (units[label] ??= { writeUnits: 0, readUnits: 0, requests: 0, failed: 0, ms: 0, samples: [], s3Put: 0, s3Get: 0, work: [] });
+      // The duration model's inputs: this call's own CPU and the round trips it waited on.
+      const s3Requests = s3Counts.put - s3Before.put + (s3Counts.get - s3Before.get);
+      entry.work.push({ cpuMs, roundTrips: { ...NO_ROUND_TRIPS, dynamodb: spent.requests, s3: s3Requests, target: target.requests() - targetBefore } });
       entry.writeUnits += spent.writeUnits;
       entry.readUnits += spent.readUnits;
       entry.requests += spent.requests;
@@ -194,11 +227,14 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
     await takeDispatchMessage(intakeDeps, { messageId: warm, body: JSON.stringify({ dispatchId: warm, origin: 'planner', target: TARGET, task: { goal: 'warm' }, delivery: { mode: 'detached' } }), senderId: 'bench' });
 
     const emptyBefore = meter.snapshot();
+    const emptyCpu = process.cpuUsage();
     const emptyStarted = performance.now();
     clock = new Date(clock.getTime() - 3_600_000);
     await monitorTick(monitorDeps);
     const emptyMs = performance.now() - emptyStarted;
+    const emptyCpuMs = cpuMsSince(emptyCpu);
     const empty = meter.since(emptyBefore);
+    const emptyWork: Work = { cpuMs: emptyCpuMs, roundTrips: { ...NO_ROUND_TRIPS, dynamodb: empty.requests } };
     clock = new Date('2026-12-01T12:00:00.000Z');
 
     const ids = Array.from({ length: count }, (_, index) => `d-cost-${index}-${ctx.uniqueName('x')}`);
@@ -266,6 +302,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
     // The publisher: every committed change of these lifecycles, from the table's real stream, to the bus.
     const published: Record<string, number> = {};
     let publishMs = 0;
+    let publishCpuMs = 0;
     let records = 0;
     const source = new StreamEventSource({
       functionName: 'publisher',
@@ -274,7 +311,9 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       region: LOCAL_REGION,
       handler: async (event) => {
         const started = performance.now();
+        const cpuBefore = process.cpuUsage();
         const report = await publishStreamBatch(event.Records.map(streamChangeOf), { publish: (events) => publish(events, { client: eventBridge, busName: name }) });
+        publishCpuMs += cpuMsSince(cpuBefore);
         publishMs += performance.now() - started;
         records += event.Records.length;
         for (const published1 of report.published) {
@@ -288,10 +327,11 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
 
     const per = (value: number): number => value / count;
     const lifecycleSteps = Object.keys(units).filter((label) => !label.includes('delivery'));
-    const sum = (labels: readonly string[], pick: (entry: (typeof units)[string]) => number): number => labels.reduce((total, label) => total + pick(units[label] ?? { writeUnits: 0, readUnits: 0, requests: 0, failed: 0, ms: 0, samples: [], s3Put: 0, s3Get: 0 }), 0);
+    const sum = (labels: readonly string[], pick: (entry: (typeof units)[string]) => number): number => labels.reduce((total, label) => total + pick(units[label] ?? { writeUnits: 0, readUnits: 0, requests: 0, failed: 0, ms: 0, samples: [], s3Put: 0, s3Get: 0, work: [] }), 0);
     // The median call, not the mean: one slow call (a JIT warm-up, a GC pause of DynamoDB Local) is not the typical invocation.
     const msOf = (label: string): number => (units[label]?.samples.length ? spreadOf(units[label]?.samples ?? []).median : 0);
-    const apiSteps = lifecycleSteps.filter((label) => label.includes('(API)'));
+    // Every call to the API is an invocation of it: '(API)' and '(API, inbox)' alike.
+    const apiSteps = lifecycleSteps.filter((label) => /\(API[,)]/.test(label));
     const eventsPerLifecycle = Object.fromEntries(Object.entries(published).map(([detailType, n]) => [detailType, per(n)]));
     const events = Object.values(eventsPerLifecycle).reduce((total, n) => total + n, 0);
     // Records of the warm-up dispatch are in the stream too: attribute records by share of events.
@@ -328,6 +368,31 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       s3: { putRequests: per(upload?.s3Put ?? 0), getRequests: per(upload?.s3Get ?? 0) },
       functionUrlRequests: 1,
     };
+
+    // The duration model: the median call's own CPU plus its round trips at fixed latencies (bench/duration-model.ts).
+    const median = (values: readonly number[]): number => (values.length > 0 ? spreadOf(values).median : 0);
+    const modelStep = (label: string, memoryGb: number, how: { readonly concurrent?: number; readonly billed?: boolean }): ModelStep => {
+      const samples = units[label]?.work ?? [];
+      const modelled = median(samples.map((work) => (how.billed ? billedMs(modelledMs(work, how)) : modelledMs(work, how))));
+      return { wallMs: msOf(label), cpuMs: median(samples.map((work) => work.cpuMs)), roundTrips: meanRoundTrips(samples), modelledMs: modelled, gbSeconds: (modelled * memoryGb) / 1000 };
+    };
+    /** A lifecycle's share of work done for all of them at once (the monitor's tick, the publisher's batches). */
+    const shareStep = (work: Work, wallMs: number, memoryGb: number): ModelStep => ({ wallMs, cpuMs: work.cpuMs, roundTrips: work.roundTrips, modelledMs: modelledMs(work), gbSeconds: (modelledMs(work) * memoryGb) / 1000 });
+    const tick = units['monitor tick after completion'];
+    const tickWork = (tick?.work ?? []).reduce((total, work) => combined(total, work), { cpuMs: 0, roundTrips: NO_ROUND_TRIPS });
+    const steps: Record<string, ModelStep> = {
+      'accept + submit (intake)': modelStep('accept + submit (intake)', MEMORY_GB.intake, { concurrent: INTAKE_BATCH }),
+      ...Object.fromEntries(apiSteps.map((label) => [label, modelStep(label, MEMORY_GB.api, { billed: true })])),
+      'monitor tick after completion': shareStep(scaled(combined(tickWork, emptyWork, -1), 1 / count), Math.max(0, ((tick?.ms ?? 0) - emptyMs) / count), MEMORY_GB.monitor),
+      // The warm-up dispatch's records are in the stream too (as above).
+      'publisher (stream batches)': shareStep(scaled({ cpuMs: publishCpuMs, roundTrips: { ...NO_ROUND_TRIPS, eventBridge: putEvents.calls } }, 1 / (count + 1)), publishMs / (count + 1), MEMORY_GB.publisher),
+    };
+    const durationModel: DurationModel = {
+      gbSeconds: Object.values(steps).reduce((total, entry) => total + entry.gbSeconds, 0),
+      evidenceUploadGbSeconds: modelStep('evidence upload (API, delivery)', MEMORY_GB.api, { billed: true }).gbSeconds,
+      steps,
+      latencyMs: LATENCY_MS,
+    };
     return {
       lifecycles: count,
       usage,
@@ -337,9 +402,11 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       emptyTick: { readUnits: empty.readUnits, requests: empty.requests, ms: emptyMs },
       emptyLongPoll,
       eventsPerLifecycle,
+      durationModel,
       notes: [
         `${count} lifecycles through the real use cases (takeDispatchMessage, the API router, monitorTick, the stream publisher) on DynamoDB Local, fauxqs S3 and moto EventBridge; DynamoDB units from ConsumedCapacity (failed conditions and transactions modelled per AWS rules, bench/capacity-meter.ts).`,
-        `Lambda: intake ${MEMORY_GB.intake * 1024} MB in batches of ${INTAKE_BATCH}; API ${MEMORY_GB.api * 1024} MB, one invocation per call; monitor ${MEMORY_GB.monitor * 1024} MB, only the check work above an empty tick; publisher ${MEMORY_GB.publisher * 1024} MB at ${PUBLISHER_RECORDS_PER_INVOCATION} stream records per invocation. Durations are measured on this machine against local engines (in-process, no cold starts).`,
+        `Lambda: intake ${MEMORY_GB.intake * 1024} MB in batches of ${INTAKE_BATCH}; API ${MEMORY_GB.api * 1024} MB, one invocation per call; monitor ${MEMORY_GB.monitor * 1024} MB, only the check work above an empty tick; publisher ${MEMORY_GB.publisher * 1024} MB at ${PUBLISHER_RECORDS_PER_INVOCATION} stream records per invocation. Wall-time durations are measured on this machine against local engines (in-process, no cold starts).`,
+        `Duration model: each step's CPU time on this machine (process.cpuUsage() around the call: the handler's code and its SDK clients, plus the in-process bench target's share of a submission) plus its round trips at the fixed latencies of bench/prices.ts: DynamoDB requests as the capacity meter counts them, S3 requests, requests to the target, PutEvents calls. The intake's batch of ${INTAKE_BATCH} overlaps its records' round trips; an API invocation is billed rounded up to the millisecond; the monitor's share is what its tick did beyond an empty one. No cold starts.`,
         `The monitor's schedule costs the same whatever the load: ${empty.requests} requests and ${empty.readUnits} read units per tick (43,200 ticks a month), priced separately as a fixed cost.`,
         'Heartbeats at +30 s and +60 s fall inside the coalescing window (a fifth of the stall timeout since the last recorded activity) and write nothing; a run that keeps heartbeating records its activity once per window, 3 WRU each (the state and its due index entry).',
         'SQS: 1 SendMessage per dispatch plus the event source mapping\'s ReceiveMessage and DeleteMessageBatch per 10 (its empty long polls are a fixed cost). Secrets Manager: cached per execution environment, so ~0 per lifecycle.',

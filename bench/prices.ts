@@ -36,6 +36,28 @@ export const PRICES = {
   temporalCloud: { perActionHigh: 50 / 1e6, perActionLow: 25 / 1e6 },
 } as const;
 
+/**
+ * The round-trip latencies the duration model (bench/duration-model.ts) prices Lambda with: a handler's
+ * billed time is its own CPU plus the round trips it waits on, each at the latency below. They are fixed
+ * here, before anything is measured, so the price does not move with the machine the bench runs on (local
+ * engines answer in well under a millisecond). Where AWS publishes a figure it is the source; where it
+ * publishes none the figure is assumed, and says so.
+ */
+export const ROUND_TRIPS = {
+  /** A DynamoDB item call. AWS's knowledge center puts the average latency of GetItem, PutItem and the other atomic operations in single-digit milliseconds: 5 ms taken, for queries and transactions too. https://repost.aws/knowledge-center/dynamodb-high-latency */
+  dynamodb: { ms: 5, source: 'https://repost.aws/knowledge-center/dynamodb-high-latency (average single-digit ms for GetItem/PutItem; 5 ms taken)' },
+  /** An S3 GET/HEAD/PUT of a small object. AWS's S3 performance guide gives median latencies in the tens of milliseconds for requests under 512 KB: 30 ms taken. */
+  s3: { ms: 30, source: 'https://docs.aws.amazon.com/whitepapers/latest/s3-optimizing-performance-best-practices/timeouts-and-retries-for-latency-sensitive-applications.html (small requests: median tens of ms; 30 ms taken)' },
+  /** One PutEvents call (up to 10 entries). AWS publishes no latency for the call itself: assumed. */
+  eventBridge: { ms: 20, source: 'assumed: https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevents.html publishes no latency for PutEvents' },
+  /** One SQS call made by a handler. AWS publishes no latency: assumed. No handler of the lifecycle calls SQS (the event source mapping receives and deletes outside the function's billed time). */
+  sqs: { ms: 10, source: 'assumed: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/standard-queues.html publishes no latency' },
+  /** A target's `POST /runs` (CONTRACT §8), or a lookup of a run: the target's own time, assumed for a warm worker behind a function URL that records its run. https://docs.aws.amazon.com/lambda/latest/dg/urls-invocation.html */
+  target: { ms: 50, source: 'assumed: a warm worker behind a Lambda function URL recording its run (https://docs.aws.amazon.com/lambda/latest/dg/urls-invocation.html)' },
+} as const;
+
+export type RoundTripKind = keyof typeof ROUND_TRIPS;
+
 /** Dollars per lifecycle, per service. */
 export interface CostBreakdown {
   readonly dynamodb: number;

@@ -2,17 +2,20 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { PROJECT_ROOT, LEDGER_FUNCTIONS } from '../infra/bundling.js';
+import { PROJECT_ROOT } from '../infra/bundling.js';
+import { coldStart, type ColdStart } from './cold-start.js';
 import { startEngines } from '../local/engines/index.js';
-import { measureBundles, requireTimeOnce, summarize } from '../scripts/bundle-report.js';
 import { runDetection, type DetectionResult } from './detection.js';
 import { measureReferenceLifecycle, runIntakeThroughput, type IntakeThroughputResult, type ReferenceLifecycleUsage } from './intake-throughput.js';
 import { runTableDefinitionCost, type TableDefinitionResult, type TableVariant } from './table-definition.js';
 import { runLifecycleCost, type LifecycleCostResult } from './lifecycle-cost.js';
+import { latencyTargets, latencyText, runLatency, type LatencyResult } from './latency.js';
 import { runMonitorHistory, type MonitorHistoryResult } from './monitor-history.js';
 import { runMonitorLoad, type MonitorLoadResult } from './monitor-load.js';
 import { costOf, peerModels, perMillion, PRICES, type CostBreakdown } from './prices.js';
 import { KEY_WRITE_LIMIT_PER_SECOND, runScale, type ScaleResult } from './scale.js';
+import { monitorLoadTable, scaleTable } from './part-tables.js';
+import { durationModelText, moneyText, type DurationModel } from './duration-model.js';
 import type { BenchContext, LifecycleUsage, Spread } from './types.js';
 import { publishedDetailTypes, type EventsProfile } from '../shared/events/profile.js';
 import { replaceDocBlocks } from '../scripts/doc-blocks.js';
@@ -25,7 +28,7 @@ import { replaceDocBlocks } from '../scripts/doc-blocks.js';
  *
  *   --quick             small sizes, to check the bench itself runs (figures are not comparable)
  *   --only PART         one part alone (`--only=PART` too; PART: coldstart, monitor, throughput,
- *                       detection, scale, monitorload, cost, delivery), on fresh engines: its result is printed as JSON on stdout, and
+ *                       detection, scale, monitorload, cost, delivery, latency), on fresh engines: its result is printed as JSON on stdout, and
  *                       bench/results.json and docs/performance.md are left as they are
  *   --scale             only the scale part (CONTRACT §14): its fields of bench/results.json and its table
  *                       are replaced, everything else is left as the last full run wrote it
@@ -37,50 +40,6 @@ import { replaceDocBlocks } from '../scripts/doc-blocks.js';
 
 const RESULTS_FILE = path.join(PROJECT_ROOT, 'bench', 'results.json');
 const DOC_FILE = path.join(PROJECT_ROOT, 'docs', 'performance.md');
-const REQUIRE_RUNS = 15;
-
-interface ColdStart {
-  readonly functions: Record<string, { bytes: number; sdkOnlyBytes: number; sizeRatio: number; requireMs: Spread; sdkOnlyRequireMs: Spread; requireRatio: number }>;
-  readonly maxRequireTimeRatio: number;
-  readonly maxSizeRatio: number;
-}
-
-/** Needs no engine: bundles and imports only. */
-async function coldStart(ctx: Pick<BenchContext, 'log' | 'quick'>): Promise<ColdStart> {
-  const outDir = mkdtempSync(path.join(tmpdir(), 'bench-bundles-'));
-  try {
-    const report = await measureBundles({ outDir });
-    const functions: ColdStart['functions'] = {};
-    for (const name of LEDGER_FUNCTIONS) {
-      const size = report.functions[name];
-      if (!size.files) throw new Error('measureBundles kept no files');
-      const ours: number[] = [];
-      const sdkOnly: number[] = [];
-      // Interleaved, each import in a fresh node process: machine noise hits both alike.
-      for (let run = 0; run < (ctx.quick ? 3 : REQUIRE_RUNS); run += 1) {
-        ours.push(await requireTimeOnce(size.files.bundle));
-        sdkOnly.push(await requireTimeOnce(size.files.sdkOnly));
-      }
-      const requireMs = summarize(ours);
-      const sdkOnlyRequireMs = summarize(sdkOnly);
-      functions[name] = {
-        bytes: size.bytes,
-        sdkOnlyBytes: size.sdkOnlyBytes,
-        sizeRatio: size.ratio,
-        requireMs: { min: requireMs.minMs, median: requireMs.medianMs, max: requireMs.maxMs },
-        sdkOnlyRequireMs: { min: sdkOnlyRequireMs.minMs, median: sdkOnlyRequireMs.medianMs, max: sdkOnlyRequireMs.maxMs },
-        // The fastest of N fresh processes is the least disturbed by the machine: its ratio is the stable one.
-        requireRatio: round(requireMs.minMs / sdkOnlyRequireMs.minMs, 3),
-      };
-      ctx.log(`cold start: ${name} ${size.bytes} B (${size.ratio}× SDK-only), import min ${requireMs.minMs.toFixed(1)} ms vs ${sdkOnlyRequireMs.minMs.toFixed(1)} ms (median ${requireMs.medianMs.toFixed(1)} vs ${sdkOnlyRequireMs.medianMs.toFixed(1)})`);
-    }
-    const values = Object.values(functions);
-    return { functions, maxRequireTimeRatio: Math.max(...values.map((f) => f.requireRatio)), maxSizeRatio: Math.max(...values.map((f) => f.sizeRatio)) };
-  } finally {
-    rmSync(outDir, { recursive: true, force: true });
-  }
-}
-
 const round = (value: number, digits = 2): number => Math.round(value * 10 ** digits) / 10 ** digits;
 const usd = (value: number): string => `$${value.toFixed(2)}`;
 
@@ -96,16 +55,31 @@ interface Results {
   /** A lifecycle to a target with `maxConcurrentRuns`, and what its slot (taken and given back) adds to one without. */
   readonly wruPerLifecycleWithLimit: number;
   readonly wruPerAdmission: number;
-  /** With `events: "all"` (the default profile, CONTRACT §3 v2). */
+  /** With `events: "all"` (the default profile, CONTRACT §3 v2). Lambda by the duration model (bench/duration-model.ts), as every usdPerMillion figure of ours. */
   readonly usdPerMillionLifecycles: number;
   readonly usdPerMillionLifecyclesAllEvents: number;
   /** With `events: "attention"`: only the detail-types that need someone are published. */
   readonly usdPerMillionLifecyclesAttention: number;
   readonly usdPerMillionLifecyclesWithDelivery: number;
   readonly usdPerMillionLifecyclesWithDeliveryAttention: number;
+  /** The same four with Lambda priced from the handlers' wall time on this machine (how the bench priced it before the model). */
+  readonly usdPerMillionLifecyclesByWallTime: { readonly allEvents: number; readonly attention: number; readonly withDelivery: number; readonly withDeliveryAttention: number };
+  /** Lambda by wall time: the reference has no duration model. */
   readonly powertoolsUsdPerMillionLifecycles: number;
   readonly intakeThroughputRatioVsPowertools: number;
+  /** Ours ÷ the no-logic pipeline writing our own items (the target); ÷ the bare floor is kept, informative. */
+  readonly intakeThroughputRatioVsOwnItems: number;
   readonly intakeThroughputRatioVsFloor: number;
+  /** CONTRACT §18: SendMessage → the target receiving POST /runs, ours and the bare forwarder's, and the ratio of the p99s. */
+  readonly dispatchLatencyP50Ms: number;
+  readonly dispatchLatencyP99Ms: number;
+  readonly forwarderLatencyP50Ms: number;
+  readonly forwarderLatencyP99Ms: number;
+  readonly dispatchLatencyP99RatioVsForwarder: number;
+  /** CONTRACT §18: a final event → a waiting inject claim returning it, beside the inbox's poll spacing. */
+  readonly resultLatencyP50Ms: number;
+  readonly resultLatencyP99Ms: number;
+  readonly resultPollIntervalMs: number;
   readonly monitorReadUnitsRatio100kVs1k: number;
   /** Seconds per due item in one tick of 20,000 due ÷ of 1,000 (CONTRACT §14: flat). */
   readonly monitorSecondsPerDueItemRatio20kVs1k: number;
@@ -119,7 +93,9 @@ interface Results {
   readonly targets: Record<string, { readonly target: string; readonly measured: number; readonly met: boolean }>;
   readonly cost: {
     readonly prices: typeof PRICES;
-    readonly ours: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
+    readonly ours: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly usdPerMillionByWallTime: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
+    /** Ours (detached) under the duration model: each step's CPU, round trips and modelled time. */
+    readonly durationModel: DurationModel;
     readonly withDelivery: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
     readonly withLimit: { readonly usage: LifecycleUsage; readonly usdPerMillion: Record<keyof CostBreakdown, number>; readonly writeUnitsByStep: Readonly<Record<string, number>>; readonly eventsPerLifecycle: Readonly<Record<string, number>> };
     readonly evidenceUpload: { readonly usage: LifecycleUsage; readonly usdPerMillion: number };
@@ -130,6 +106,7 @@ interface Results {
     readonly notes: readonly string[];
   };
   readonly intakeThroughput: IntakeThroughputResult;
+  readonly latency: LatencyResult;
   /** The floor's put on tables keyed as the ledger's: bare, stream only, indexes only, both (bench/table-definition.ts). */
   readonly tableDefinition?: TableDefinitionResult;
   readonly monitorHistory: MonitorHistoryResult;
@@ -156,17 +133,23 @@ const scaleTarget = (scale: ScaleResult): Results['targets'][string] => ({
   met: scale.hottestKeyWcuAt5kPerSecond <= KEY_WRITE_LIMIT_PER_SECOND,
 });
 
-function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; tableDefinition: TableDefinitionResult; history: MonitorHistoryResult; load: MonitorLoadResult; cold: ColdStart; detection: DetectionResult; scale: ScaleResult }): Results {
-  const { lifecycle, delivered, limited, reference, throughput, tableDefinition, history, load, cold, detection, scale } = parts;
+/** The cost targets, $ per million lifecycles, on the duration model. */
+const COST_TARGETS = { allEvents: 10, attention: 7.5 } as const;
+
+/** A measured lifecycle with Lambda's GB-seconds from the duration model instead of the wall time. */
+const byModel = (measured: LifecycleCostResult): LifecycleCostResult => ({ ...measured, usage: { ...measured.usage, lambda: { ...measured.usage.lambda, gbSeconds: measured.durationModel.gbSeconds } } });
+
+function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; delivered: LifecycleCostResult; limited: LifecycleCostResult; reference: ReferenceLifecycleUsage; throughput: IntakeThroughputResult; tableDefinition: TableDefinitionResult; latency: LatencyResult; history: MonitorHistoryResult; load: MonitorLoadResult; cold: ColdStart; detection: DetectionResult; scale: ScaleResult }): Results {
+  const { lifecycle, delivered, limited, reference, throughput, tableDefinition, latency, history, load, cold, detection, scale } = parts;
   // CONTRACT §11: what a concurrency limit adds to a lifecycle — one slot taken with the submission's claim, given back with the final write.
   const wruPerAdmission = limited.usage.dynamodb.writeUnits - lifecycle.usage.dynamodb.writeUnits;
-  const ours = costOf(lifecycle.usage);
-  const withDelivery = costOf(delivered.usage);
+  const ours = costOf(byModel(lifecycle).usage);
+  const withDelivery = costOf(byModel(delivered).usage);
   // The same lifecycles under the `attention` profile: the events the publisher derived, of the detail-types it would publish.
-  const attention = costOf(underProfile(lifecycle, 'attention'));
-  const withDeliveryAttention = costOf(underProfile(delivered, 'attention'));
+  const attention = costOf(underProfile(byModel(lifecycle), 'attention'));
+  const withDeliveryAttention = costOf(underProfile(byModel(delivered), 'attention'));
   const theirs = costOf(reference);
-  const peers = peerModels({ invocations: 3, gbSeconds: lifecycle.usage.lambda.gbSeconds });
+  const peers = peerModels({ invocations: 3, gbSeconds: lifecycle.durationModel.gbSeconds });
   // The schedule: one tick a minute whatever the load (43,200 a month), each an invocation of the empty-tick time.
   const ticksPerMonth = 43_200;
   const monitorFixed = ticksPerMonth * (PRICES.lambda.perRequest + (lifecycle.emptyTick.ms / 1000) * 0.5 * PRICES.lambda.perGbSecond + lifecycle.emptyTick.readUnits * PRICES.dynamodb.perReadUnit);
@@ -174,10 +157,11 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     wruPerLifecycle: { target: '≤ 8', measured: round(lifecycle.usage.dynamodb.writeUnits), met: lifecycle.usage.dynamodb.writeUnits <= 8 },
     wruPerLifecycleWithDelivery: { target: '≤ 13', measured: round(delivered.usage.dynamodb.writeUnits), met: delivered.usage.dynamodb.writeUnits <= 13 },
     emptyLongPollReadUnits: { target: '≤ 5', measured: round(delivered.emptyLongPoll.readUnits), met: delivered.emptyLongPoll.readUnits > 0 && delivered.emptyLongPoll.readUnits <= 5 },
-    usdPerMillionLifecyclesAttention: { target: '≤ $10', measured: perMillion(attention.total), met: perMillion(attention.total) <= 10 },
-    usdPerMillionLifecyclesAllEvents: { target: '≤ $12', measured: perMillion(ours.total), met: perMillion(ours.total) <= 12 },
+    usdPerMillionLifecyclesAttention: { target: `≤ ${usd(COST_TARGETS.attention)}`, measured: perMillion(attention.total), met: perMillion(attention.total) <= COST_TARGETS.attention },
+    usdPerMillionLifecyclesAllEvents: { target: `≤ ${usd(COST_TARGETS.allEvents)}`, measured: perMillion(ours.total), met: perMillion(ours.total) <= COST_TARGETS.allEvents },
     intakeThroughputRatioVsPowertools: { target: '≥ 1.3×', measured: round(throughput.ratioVsPowertools.median, 3), met: throughput.ratioVsPowertools.median >= 1.3 },
-    intakeThroughputRatioVsFloor: { target: '≥ 0.9×', measured: round(throughput.ratioVsFloor.median, 3), met: throughput.ratioVsFloor.median >= 0.9 },
+    intakeThroughputRatioVsOwnItems: { target: '≥ 0.9×', measured: round(throughput.ratioVsFloorLedgerItems.median, 3), met: throughput.ratioVsFloorLedgerItems.median >= 0.9 },
+    ...latencyTargets(latency),
     monitorReadUnitsRatio100kVs1k: { target: '≤ 1.1×', measured: round(history.readUnitsRatio100kVs1k, 3), met: history.readUnitsRatio100kVs1k <= 1.1 },
     ...monitorLoadTargets(load),
     maxRequireTimeRatioVsSdkOnly: { target: '≤ 1.2×', measured: round(cold.maxRequireTimeRatio, 3), met: cold.maxRequireTimeRatio <= 1.2 },
@@ -199,9 +183,24 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     usdPerMillionLifecyclesAttention: perMillion(attention.total),
     usdPerMillionLifecyclesWithDelivery: perMillion(withDelivery.total),
     usdPerMillionLifecyclesWithDeliveryAttention: perMillion(withDeliveryAttention.total),
+    usdPerMillionLifecyclesByWallTime: {
+      allEvents: perMillion(costOf(lifecycle.usage).total),
+      attention: perMillion(costOf(underProfile(lifecycle, 'attention')).total),
+      withDelivery: perMillion(costOf(delivered.usage).total),
+      withDeliveryAttention: perMillion(costOf(underProfile(delivered, 'attention')).total),
+    },
     powertoolsUsdPerMillionLifecycles: perMillion(theirs.total),
     intakeThroughputRatioVsPowertools: round(throughput.ratioVsPowertools.median, 3),
+    intakeThroughputRatioVsOwnItems: round(throughput.ratioVsFloorLedgerItems.median, 3),
     intakeThroughputRatioVsFloor: round(throughput.ratioVsFloor.median, 3),
+    dispatchLatencyP50Ms: latency.ours.p50Ms,
+    dispatchLatencyP99Ms: latency.ours.p99Ms,
+    forwarderLatencyP50Ms: latency.forwarder.p50Ms,
+    forwarderLatencyP99Ms: latency.forwarder.p99Ms,
+    dispatchLatencyP99RatioVsForwarder: latency.p99RatioVsForwarder,
+    resultLatencyP50Ms: latency.result.p50Ms,
+    resultLatencyP99Ms: latency.result.p99Ms,
+    resultPollIntervalMs: latency.result.pollIntervalMs,
     monitorReadUnitsRatio100kVs1k: round(history.readUnitsRatio100kVs1k, 3),
     monitorSecondsPerDueItemRatio20kVs1k: load.monitorSecondsPerDueItemRatio20kVs1k,
     monitorDueItemsPerTick: load.monitorDueItemsPerTick,
@@ -212,10 +211,11 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     targets,
     cost: {
       prices: PRICES,
-      ours: { usage: lifecycle.usage, usdPerMillion: perMillionBreakdown(ours), writeUnitsByStep: lifecycle.writeUnitsByStep, eventsPerLifecycle: lifecycle.eventsPerLifecycle },
+      ours: { usage: lifecycle.usage, usdPerMillion: perMillionBreakdown(ours), usdPerMillionByWallTime: perMillionBreakdown(costOf(lifecycle.usage)), writeUnitsByStep: lifecycle.writeUnitsByStep, eventsPerLifecycle: lifecycle.eventsPerLifecycle },
+      durationModel: lifecycle.durationModel,
       withDelivery: { usage: delivered.usage, usdPerMillion: perMillionBreakdown(withDelivery), writeUnitsByStep: delivered.writeUnitsByStep, eventsPerLifecycle: delivered.eventsPerLifecycle },
-      withLimit: { usage: limited.usage, usdPerMillion: perMillionBreakdown(costOf(limited.usage)), writeUnitsByStep: limited.writeUnitsByStep, eventsPerLifecycle: limited.eventsPerLifecycle },
-      evidenceUpload: { usage: lifecycle.evidenceUpload, usdPerMillion: perMillion(costOf(lifecycle.evidenceUpload).total) },
+      withLimit: { usage: limited.usage, usdPerMillion: perMillionBreakdown(costOf(byModel(limited).usage)), writeUnitsByStep: limited.writeUnitsByStep, eventsPerLifecycle: limited.eventsPerLifecycle },
+      evidenceUpload: { usage: lifecycle.evidenceUpload, usdPerMillion: perMillion(costOf({ ...lifecycle.evidenceUpload, lambda: { ...lifecycle.evidenceUpload.lambda, gbSeconds: lifecycle.durationModel.evidenceUploadGbSeconds } }).total) },
       powertools: { usage: reference, usdPerMillion: perMillionBreakdown(theirs) },
       stepFunctionsStandard: peers.stepFunctionsStandard,
       temporalCloud: peers.temporalCloud,
@@ -223,6 +223,7 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
       notes: lifecycle.notes,
     },
     intakeThroughput: throughput,
+    latency,
     tableDefinition,
     monitorHistory: history,
     monitorLoad: load,
@@ -230,43 +231,6 @@ function assemble(ctx: BenchContext, parts: { lifecycle: LifecycleCostResult; de
     detection,
     scale,
   };
-}
-
-/** The scale block of docs/performance.md: per workload, per table and index, the hottest key and its projection. */
-function scaleTable(scale: ScaleResult): string {
-  const row = (cells: readonly (string | number)[]): string => `| ${cells.join(' | ')} |`;
-  const header = ['workload', 'table / index', 'write units', 'keys', 'hottest key', 'its share', 'its WU per dispatch', 'projected WCU/s at 5,000 dispatches/s'];
-  const workloads: Array<[string, ScaleResult['steady']]> = [
-    ['steady', scale.steady],
-    ['outage', scale.outage],
-  ];
-  const rows = workloads.flatMap(([label, workload]) =>
-    workload.indexes.map((index) => [label, index.name, index.totalWriteUnits.toLocaleString('en-US'), index.keys.toLocaleString('en-US'), `\`${index.hottestKey}\``, `${(index.hottestShare * 100).toFixed(1)}%`, index.hottestWriteUnitsPerDispatch, index.projectedWcuPerSecondAt5k.toLocaleString('en-US')]),
-  );
-  const topKeys = (workload: ScaleResult['steady']): string => workload.topKeys.map((key) => `\`${key.partitionKey}\` (${key.name}, ${key.projectedWcuPerSecondAt5k.toLocaleString('en-US')} WCU/s)`).join(', ');
-  return [
-    [row(header), row(header.map(() => '---')), ...rows.map(row)].join('\n'),
-    '',
-    `Top three keys, steady (${scale.steady.dispatches.toLocaleString('en-US')} lifecycles at ${scale.steady.dispatchesPerSecond} dispatches/s locally): ${topKeys(scale.steady)}.`,
-    `Top three keys, outage (${scale.outage.dispatches.toLocaleString('en-US')} retried dispatches at ${scale.outage.dispatchesPerSecond} retries/s locally): ${topKeys(scale.outage)}.`,
-    `Hottest key at 5,000 dispatches/s: ${scale.hottestKeyWcuAt5kPerSecond.toLocaleString('en-US')} WCU/s (limit ${KEY_WRITE_LIMIT_PER_SECOND.toLocaleString('en-US')}).`,
-    `Check of the per-key count against DynamoDB's own ConsumedCapacity for the same calls: steady ${scale.steady.writeUnitsCheck.perPartitionKey.toLocaleString('en-US')} vs ${scale.steady.writeUnitsCheck.consumedCapacity.toLocaleString('en-US')} WU, outage ${scale.outage.writeUnitsCheck.perPartitionKey.toLocaleString('en-US')} vs ${scale.outage.writeUnitsCheck.consumedCapacity.toLocaleString('en-US')} WU.`,
-  ].join('\n');
-}
-
-/** The monitor-load table of docs/performance.md. */
-function monitorLoadTable(load: MonitorLoadResult): string {
-  const row = (cells: readonly (string | number)[]): string => `| ${cells.join(' | ')} |`;
-  const table = (header: readonly string[], rows: ReadonlyArray<readonly (string | number)[]>): string =>
-    [row(header), row(header.map(() => '---')), ...rows.map(row)].join('\n');
-  return [
-  table(
-    ['due runs seeded', 'handled in one tick', 'seconds', 'ms per due item', 'read units per due item', 'write units per due item', 'requests per due item'],
-    load.ticks.map((tick) => [tick.seeded.toLocaleString('en-US'), `${tick.handled.toLocaleString('en-US')}${tick.outOfBudget ? ' (budget spent)' : ''}`, tick.seconds, round(tick.secondsPerDueItem * 1000, 3), tick.readUnitsPerDueItem, tick.writeUnitsPerDueItem, tick.requestsPerDueItem]),
-  ),
-  '',
-  `Seconds per due item, ${load.sizes.large.toLocaleString('en-US')} ÷ ${load.sizes.small.toLocaleString('en-US')} due (per interleaved round): min ${load.secondsPerDueItemRatio.min}, median ${load.secondsPerDueItemRatio.median}, max ${load.secondsPerDueItemRatio.max}. Due items handled by one tick of ${load.sizes.large.toLocaleString('en-US')}: ${load.monitorDueItemsPerTick.toLocaleString('en-US')}.`,
-].join('\n');
 }
 
 /** The monitor-load targets (CONTRACT §14): cost per due item flat from 1k to 20k, and ≥ 10,000 due items in one tick. */
@@ -298,6 +262,16 @@ function tableDefinitionText(measured: TableDefinitionResult, table: (header: re
   ];
 }
 
+/** The summary block: the targets, from any results file (the parts written alone rewrite it from the last full run's). */
+function summaryBlock(results: Pick<Results, 'measuredAt' | 'quick' | 'machine' | 'targets'>): string {
+  const rows = Object.entries(results.targets).map(([name, t]) => [name, t.target, t.measured, t.met ? 'met' : '**missed**']);
+  return [
+    `Measured ${results.measuredAt}${results.quick ? ' with --quick (small sizes: not comparable)' : ''} on ${results.machine}.`,
+    '',
+    ['| figure | target | measured |  |', '| --- | --- | --- | --- |', ...rows.map((cells) => `| ${cells.join(' | ')} |`)].join('\n'),
+  ].join('\n');
+}
+
 /** The tables of docs/performance.md, each between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->`. */
 function tables(results: Results): Record<string, string> {
   const row = (cells: readonly (string | number)[]): string => `| ${cells.join(' | ')} |`;
@@ -324,9 +298,11 @@ function tables(results: Results): Record<string, string> {
     functionUrl: `${usage.functionUrlRequests} requests`,
     total: '',
   });
-  const oursUsage = usageText(cost.ours.usage);
+  const oursUsage: Record<string, string> = { ...usageText(cost.ours.usage), lambda: `${round(cost.ours.usage.lambda.invocations, 2)} invocations, ${round(cost.durationModel.gbSeconds, 4)} GB-s modelled (${round(cost.ours.usage.lambda.gbSeconds, 4)} GB-s wall time here)` };
   const theirUsage = usageText(cost.powertools.usage);
-  const targetRows = Object.entries(results.targets).map(([name, t]) => [name, t.target, t.measured, t.met ? 'met' : '**missed**']);
+  const wall = results.usdPerMillionLifecyclesByWallTime;
+  const attentionUsage = underProfile({ usage: cost.ours.usage, eventsPerLifecycle: cost.ours.eventsPerLifecycle }, 'attention');
+  const modelled = (usage: LifecycleUsage): LifecycleUsage => ({ ...usage, lambda: { ...usage.lambda, gbSeconds: cost.durationModel.gbSeconds } });
   const history = results.monitorHistory.perTick.map((tick) => [tick.finished.toLocaleString('en-US'), tick.due, tick.readUnits, tick.writeUnits, tick.requests]);
   const throughput = results.intakeThroughput;
   const cold = Object.entries(results.coldStart.functions).map(([name, f]) => [
@@ -345,26 +321,22 @@ function tables(results: Results): Record<string, string> {
     `${run.orphan.ticksAfterDeadline ?? 'not detected'} (${run.orphan.secondsAfterDeadline ?? '–'} s)`,
   ]);
   return {
-    summary: [
-      `Measured ${results.measuredAt}${results.quick ? ' with --quick (small sizes: not comparable)' : ''} on ${results.machine}.`,
-      '',
-      table(['figure', 'target', 'measured', ''], targetRows),
-    ].join('\n'),
+    summary: summaryBlock(results),
     cost: [
       table(
-        ['service', 'Dispatch Ledger: usage per lifecycle', '$ per million', 'Powertools reference: usage', '$ per million'],
-        services.map(([key, label]) => [label, oursUsage[key] ?? '', usd(cost.ours.usdPerMillion[key]), theirUsage[key] ?? '', usd(cost.powertools.usdPerMillion[key])]),
+        ['service', 'Dispatch Ledger: usage per lifecycle', '$ per million (duration model)', '$ per million (wall time here)', 'Powertools reference: usage', '$ per million (wall time here)'],
+        services.map(([key, label]) => [label, oursUsage[key] ?? '', usd(cost.ours.usdPerMillion[key]), usd(cost.ours.usdPerMillionByWallTime[key]), theirUsage[key] ?? '', usd(cost.powertools.usdPerMillion[key])]),
       ),
       '',
       table(
         ['design', '$ per million lifecycles', 'how it is counted'],
         [
-          ['Dispatch Ledger, detached, `events: all` (measured)', usd(results.usdPerMillionLifecyclesAllEvents), `${results.wruPerLifecycle} WRU; ${round(cost.ours.usage.eventBridgeEvents, 2)} events; Lambda from measured handler time`],
-          ['Dispatch Ledger, detached, `events: attention` (measured)', usd(results.usdPerMillionLifecyclesAttention), `the same lifecycles; ${round(underProfile({ usage: cost.ours.usage, eventsPerLifecycle: cost.ours.eventsPerLifecycle }, 'attention').eventBridgeEvents, 2)} event(s) of the detail-types that need someone`],
-          ['Dispatch Ledger, result claimed and acked by the origin, `events: all` (measured)', usd(results.usdPerMillionLifecyclesWithDelivery), `${results.wruPerLifecycleWithDelivery} WRU; ${round(cost.withDelivery.usage.eventBridgeEvents, 2)} events; 2 more API calls (claim, ack)`],
-          ['Dispatch Ledger, result claimed and acked by the origin, `events: attention` (measured)', usd(results.usdPerMillionLifecyclesWithDeliveryAttention), `the same; ${round(underProfile({ usage: cost.withDelivery.usage, eventsPerLifecycle: cost.withDelivery.eventsPerLifecycle }, 'attention').eventBridgeEvents, 2)} event(s)`],
-          ['Dispatch Ledger, detached, to a target with maxConcurrentRuns (measured)', usd(perMillion(costOf(cost.withLimit.usage).total)), `${results.wruPerLifecycleWithLimit} WRU: ${results.wruPerAdmission} more per admission (the slot taken in the claim's transaction, given back in the final write's)`],
-          ['Powertools idempotency + BatchProcessor (measured)', usd(results.powertoolsUsdPerMillionLifecycles), `${round(cost.powertools.usage.dynamodb.writeUnits, 2)} WRU: an idempotency record and one state update per step; publishes no events`],
+          ['Dispatch Ledger, detached, `events: all` (measured)', usd(results.usdPerMillionLifecyclesAllEvents), `${results.wruPerLifecycle} WRU; ${round(cost.ours.usage.eventBridgeEvents, 2)} events; Lambda by the duration model (by wall time here: ${usd(wall.allEvents)})`],
+          ['Dispatch Ledger, detached, `events: attention` (measured)', usd(results.usdPerMillionLifecyclesAttention), `the same lifecycles; ${round(attentionUsage.eventBridgeEvents, 2)} event(s) of the detail-types that need someone (by wall time: ${usd(wall.attention)})`],
+          ['Dispatch Ledger, result claimed and acked by the origin, `events: all` (measured)', usd(results.usdPerMillionLifecyclesWithDelivery), `${results.wruPerLifecycleWithDelivery} WRU; ${round(cost.withDelivery.usage.eventBridgeEvents, 2)} events; 2 more API calls (claim, ack) (by wall time: ${usd(wall.withDelivery)})`],
+          ['Dispatch Ledger, result claimed and acked by the origin, `events: attention` (measured)', usd(results.usdPerMillionLifecyclesWithDeliveryAttention), `the same; ${round(underProfile({ usage: cost.withDelivery.usage, eventsPerLifecycle: cost.withDelivery.eventsPerLifecycle }, 'attention').eventBridgeEvents, 2)} event(s) (by wall time: ${usd(wall.withDeliveryAttention)})`],
+          ['Dispatch Ledger, detached, to a target with maxConcurrentRuns (measured)', usd(cost.withLimit.usdPerMillion.total), `${results.wruPerLifecycleWithLimit} WRU: ${results.wruPerAdmission} more per admission (the slot taken in the claim's transaction, given back in the final write's)`],
+          ['Powertools idempotency + BatchProcessor (measured)', usd(results.powertoolsUsdPerMillionLifecycles), `${round(cost.powertools.usage.dynamodb.writeUnits, 2)} WRU: an idempotency record and one state update per step; publishes no events; Lambda by wall time here`],
           ['Step Functions Standard (model)', usd(cost.stepFunctionsStandard.usdPerMillion), cost.stepFunctionsStandard.counting],
           ['Temporal Cloud (model)', `${usd(cost.temporalCloud.usdPerMillionLow)}–${usd(cost.temporalCloud.usdPerMillionHigh)}`, cost.temporalCloud.counting],
         ],
@@ -374,7 +346,12 @@ function tables(results: Results): Record<string, string> {
       `Write units by step (with the result back to the origin): ${Object.entries(cost.withDelivery.writeUnitsByStep).map(([step, units]) => `${step} ${round(units, 2)}`).join(' · ')}. An empty 20 s long poll on the inbox read ${results.emptyLongPollReadUnits} units.`,
       `Events per lifecycle: ${Object.entries(cost.ours.eventsPerLifecycle).map(([type, n]) => `${type} ${round(n, 2)}`).join(' · ')}.`,
       `Delivering one evidence file through the API adds ${usd(cost.evidenceUpload.usdPerMillion)} per million (an S3 PUT is $5 per million on its own). The monitor's schedule is a fixed ${usd(cost.monitorFixedUsdPerMonth)} a month whatever the load.`,
+      '',
+      ...durationModelText(cost.durationModel, cost.ours.usage.lambda.gbSeconds, table),
+      '',
+      ...moneyText({ allEvents: costOf(modelled(cost.ours.usage)), attention: costOf(modelled(attentionUsage)), usage: cost.ours.usage, attentionEvents: attentionUsage.eventBridgeEvents, model: cost.durationModel, targets: COST_TARGETS }),
     ].join('\n'),
+    latency: latencyText(results.latency, table),
     throughput: [
       table(
         ['', 'min', 'median', 'max'],
@@ -385,9 +362,9 @@ function tables(results: Results): Record<string, string> {
           spreadRow("the floor on a table made as the ledger's (messages/s)", throughput.floorLedgerTableMessagesPerSecond, 1),
           spreadRow("the floor writing the ledger's own items there, no logic (messages/s)", throughput.floorLedgerItemsMessagesPerSecond, 1),
           spreadRow('ratio vs Powertools (per interleaved round)', throughput.ratioVsPowertools, 3),
-          spreadRow('ratio vs floor (per interleaved round)', throughput.ratioVsFloor, 3),
+          spreadRow('ratio vs the bare floor (per interleaved round; informative)', throughput.ratioVsFloor, 3),
           spreadRow("ratio vs the floor on the ledger's table (per interleaved round)", throughput.ratioVsFloorLedgerTable, 3),
-          spreadRow("ratio vs the floor writing the ledger's items (per interleaved round)", throughput.ratioVsFloorLedgerItems, 3),
+          spreadRow("ratio vs the floor writing the ledger's items (per interleaved round; the target, ≥ 0.9)", throughput.ratioVsFloorLedgerItems, 3),
           spreadRow("the floor writing the ledger's items ÷ the bare floor: the most a no-logic intake reaches here", throughput.ledgerItemsFloorRatioVsFloor, 3),
         ],
       ),
@@ -465,7 +442,7 @@ async function main(argv: readonly string[]): Promise<number> {
       const merged: Results = { ...previous, monitorSecondsPerDueItemRatio20kVs1k: load.monitorSecondsPerDueItemRatio20kVs1k, monitorDueItemsPerTick: load.monitorDueItemsPerTick, targets: { ...previous.targets, ...targets }, monitorLoad: load };
       writeFileSync(RESULTS_FILE, `${JSON.stringify({ ...merged, monitorLoadMeasuredAt: new Date().toISOString() }, null, 2)}\n`);
       // The summary's targets table too, so it never shows the part's old figures.
-      writeDoc({ monitorload: monitorLoadTable(load), summary: tables(merged).summary ?? '' });
+      writeDoc({ monitorload: monitorLoadTable(load), summary: summaryBlock(merged) });
       log(`wrote the monitor-load part of ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);
       for (const [name, target] of Object.entries(targets)) log(`  ${target.met ? 'met   ' : 'MISSED'} ${name}: ${target.measured} (target ${target.target})`);
       return 0;
@@ -478,7 +455,7 @@ async function main(argv: readonly string[]): Promise<number> {
       const target = scaleTarget(scale);
       const merged: Results = { ...previous, hottestKeyWcuAt5kPerSecond: target.measured, targets: { ...previous.targets, hottestKeyWcuAt5kPerSecond: target }, scale };
       writeFileSync(RESULTS_FILE, `${JSON.stringify(merged, null, 2)}\n`);
-      writeDoc({ scale: scaleTable(scale), summary: tables(merged).summary ?? '' });
+      writeDoc({ scale: scaleTable(scale), summary: summaryBlock(merged) });
       log(`wrote the scale part of ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);
       log(`  ${target.met ? 'met   ' : 'MISSED'} hottestKeyWcuAt5kPerSecond: ${target.measured} (target ${target.target})`);
       return 0;
@@ -496,6 +473,7 @@ async function main(argv: readonly string[]): Promise<number> {
         cost: () => withEngines((ctx) => runLifecycleCost(ctx, 'detached')),
         // The same with the result claimed and acked by its origin (wruPerLifecycleWithDelivery, the empty long poll).
         delivery: () => withEngines((ctx) => runLifecycleCost(ctx, 'callback')),
+        latency: () => withEngines(runLatency),
       };
       const part = parts[only];
       if (!part) {
@@ -519,6 +497,8 @@ async function main(argv: readonly string[]): Promise<number> {
     const throughput = await withEngines(runIntakeThroughput);
     log('what the ledger table\'s definition costs a put on DynamoDB Local (fresh engines)');
     const tableDefinition = await withEngines(runTableDefinitionCost);
+    log('latency (CONTRACT §18): send → target and final event → claim, ours beside a bare forwarder (fresh engines)');
+    const latency = await withEngines(runLatency);
     const { lifecycle, delivered, limited, reference, detection, ctx } = await withEngines(async (ctx) => {
       log('cost per lifecycle: Dispatch Ledger (detached)');
       const lifecycle = await runLifecycleCost(ctx, 'detached');
@@ -535,7 +515,7 @@ async function main(argv: readonly string[]): Promise<number> {
     });
     log('scale: writes per partition key (CONTRACT §14)');
     const scale = await runScale(withEngines);
-    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, tableDefinition, history, load, cold, detection, scale });
+    const results = assemble(ctx, { lifecycle, delivered, limited, reference, throughput, tableDefinition, latency, history, load, cold, detection, scale });
     writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
     writeDoc(tables(results));
     log(`wrote ${path.relative(PROJECT_ROOT, RESULTS_FILE)} and ${path.relative(PROJECT_ROOT, DOC_FILE)}`);

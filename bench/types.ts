@@ -56,3 +56,14 @@ export interface LifecycleUsage {
   /** Requests through Lambda function URLs (no charge beyond the invocation, listed for clarity). */
   readonly functionUrlRequests: number;
 }
+
+/**
+ * The `p`th percentile of `samples` by the nearest-rank method: the smallest sample with at least p % of
+ * the samples at or below it (p50 of 1..100 is 50, p99 is 99; p99 of 10 samples is the largest).
+ */
+export function percentile(samples: readonly number[], p: number): number {
+  if (samples.length === 0) throw new RangeError('no samples');
+  if (!(p > 0 && p <= 100)) throw new RangeError(`percentile ${p} is not in (0, 100]`);
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.ceil((p / 100) * sorted.length) - 1] as number;
+}
