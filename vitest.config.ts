@@ -1,14 +1,11 @@
 import { defineConfig } from 'vitest/config';
-import LongFirstSequencer from './test/support/long-first-sequencer.js';
 
-// Three projects, by feedback speed (see README "Tests"), sharing one pool of WORKERS files at a time,
-// the longest files first (test/support/long-first-sequencer.ts):
+// Four projects, by feedback speed (see README "Tests"):
 // - unit: pure code and adapters against in-memory fakes or aws-sdk-client-mock; no servers.
 // - integration: the real local engines: fauxqs and moto started once by the global setup, a DynamoDB
-//   Local per file (its setup file), each stopped by pid afterwards. The CI-sized census is one of them.
+//   Local per file (its setup file), each stopped by pid afterwards. After unit and infra (groupOrder 1).
 // - infra: CDK template assertions, cdk-nag and cfn-lint on the synthesized stack; no servers.
-// Unit and infra files share their worker's modules (isolate: false): they keep no state between files,
-// and loading the SDK and aws-cdk-lib once per worker instead of once per file is most of their time.
+// - census: the CI-sized census, alone and last (groupOrder 2).
 /**
  * Workspace packages (packages/protocol) are read from their TypeScript sources through the `@dispatch-ledger/source`
  * export condition, never from a dist/ that may be stale — except the two built from the repository's
@@ -20,13 +17,12 @@ import LongFirstSequencer from './test/support/long-first-sequencer.js';
  */
 const resolve = { conditions: ['@dispatch-ledger/source', 'node', 'development|production'] };
 
-/** Files at once: integration files spend much of their time waiting on ticks and polls, not on the CPU. */
-const WORKERS = 3;
+const CENSUS = 'test/integration/census.test.ts';
+/** Integration files at once: most of their time is spent waiting on ticks and polls, not on the CPU. */
+const INTEGRATION_WORKERS = 3;
 
 export default defineConfig({
   test: {
-    maxWorkers: WORKERS,
-    sequence: { sequencer: LongFirstSequencer },
     reporters: ['default', './test/support/summary-reporter.ts'],
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     projects: [
@@ -37,7 +33,6 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           environment: 'node',
-          isolate: false,
         },
       },
       {
@@ -47,14 +42,34 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           environment: 'node',
+          exclude: [CENSUS],
           globalSetup: ['test/integration/global-setup.ts'],
           // Each file's own DynamoDB Local; fauxqs and moto are shared (every file names its own queues and buses).
-          // Files run side by side: a file counts operations on its own clients and its own table engine.
           setupFiles: ['test/integration/file-engines.ts'],
           // The tests' fixed clock lies in the past: TTL off on their tables (see local/resources.ts).
           env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', DISPATCH_LEDGER_LOCAL_TTL: 'off' },
           testTimeout: 60_000,
           hookTimeout: 120_000,
+          // Files side by side: a file counts operations on its own clients and its own table engine.
+          maxWorkers: INTEGRATION_WORKERS,
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        resolve,
+        ssr: { resolve },
+        test: {
+          // The census alone, last: it runs with CPU hogs on every core, which would slow the files beside it.
+          name: 'census',
+          include: [CENSUS],
+          environment: 'node',
+          globalSetup: ['test/integration/global-setup.ts'],
+          setupFiles: ['test/integration/file-engines.ts'],
+          env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', DISPATCH_LEDGER_LOCAL_TTL: 'off' },
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+          maxWorkers: 1,
+          sequence: { groupOrder: 2 },
         },
       },
       {
@@ -64,7 +79,6 @@ export default defineConfig({
           name: 'infra',
           include: ['test/infra/**/*.test.ts'],
           environment: 'node',
-          isolate: false,
           // Synthesis and cfn-lint take seconds, not milliseconds.
           testTimeout: 60_000,
           hookTimeout: 120_000,
