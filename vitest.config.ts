@@ -33,6 +33,8 @@ export default defineConfig({
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
           environment: 'node',
+          // With infra, before the integration files: one file per core.
+          maxWorkers: 2,
         },
       },
       {
@@ -79,6 +81,10 @@ export default defineConfig({
           name: 'infra',
           include: ['test/infra/**/*.test.ts'],
           environment: 'node',
+          // The files share their worker's modules (they keep no state between files): aws-cdk-lib is loaded
+          // once per worker instead of once per file, most of this project's time (docs/performance.md).
+          isolate: false,
+          maxWorkers: 2,
           // Synthesis and cfn-lint take seconds, not milliseconds.
           testTimeout: 60_000,
           hookTimeout: 120_000,

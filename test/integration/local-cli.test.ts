@@ -14,9 +14,14 @@ const run = promisify(execFile);
 const stateDir = mkdtempSync(join(tmpdir(), 'ledger-cli-'));
 const env = { ...process.env, LEDGER_STATE_DIR: stateDir };
 
-/** The command exactly as a user types it, from the project root. */
+/**
+ * The command a user runs from the project root: the bin `npx ledger` finds (the built CLI), started
+ * without npx, which costs more CPU than the command itself on a machine the other files keep busy.
+ * `npx ledger` as typed is run by the --help test below, and in a fresh project by the packaging test.
+ */
+const BUILT_LEDGER = join(projectRoot, 'node_modules', 'dispatch-ledger', 'bin', 'ledger.js');
 function ledger(...args: string[]) {
-  return run('npx', ['ledger', ...args], { cwd: projectRoot, env, timeout: 180_000 });
+  return run(process.execPath, [BUILT_LEDGER, ...args], { cwd: projectRoot, env, timeout: 180_000 });
 }
 
 afterAll(async () => {
@@ -25,7 +30,7 @@ afterAll(async () => {
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-/** Retrying a command until it exits 0 (the queue is asynchronous): each try spawns npx, so poll slowly. */
+/** Retrying a command until it exits 0 (the queue is asynchronous): each try spawns the CLI, so poll slowly. */
 const CLI_POLL = { timeoutMs: 60_000, intervalMs: 500 };
 
 const CONTRACT_KEYS = [
@@ -142,7 +147,7 @@ describe('npx ledger local up / down', () => {
     expect(down.stdout).toContain('stopped 4 processes');
     expect(pids.filter(isAlive)).toEqual([]);
     expect(readState(stateDir)).toBeUndefined();
-  }, 180_000); // spawns npx (the built CLI) and three engines several times: slow on a loaded 2-core machine
+  }, 180_000); // spawns the built CLI and three engines several times: slow on a loaded 2-core machine
 
   it('up --demo --once (what npm start runs, then stops) reaches ready, runs the demo and stops everything', async () => {
     const started = await ledger('local', 'up', '--demo', '--once', '--tick', '1');
@@ -153,12 +158,13 @@ describe('npx ledger local up / down', () => {
     const invocations = readFileSync(join(stateDir, 'invocations.jsonl'), 'utf8');
     expect(invocations).toContain('"function":"intake"');
     expect(readState(stateDir)).toBeUndefined();
-  }, 180_000); // spawns npx (the built CLI) and three engines several times: slow on a loaded 2-core machine
+  }, 180_000); // spawns the built CLI and three engines several times: slow on a loaded 2-core machine
 });
 
 describe('npx ledger --help and mistakes, as a new user types them', () => {
   it('answers --help on a command with its usage (exit 0), and an unknown command with its name in the first line (exit 2)', async () => {
-    const help = await ledger('local', 'up', '--help');
+    // Through npx, exactly as typed.
+    const help = await run('npx', ['ledger', 'local', 'up', '--help'], { cwd: projectRoot, env, timeout: 180_000 });
     expect(help.stdout).toMatch(/^usage:\n {2}ledger local up /);
     expect(help.stderr).toBe('');
     const unknown = await ledger('frobnicate').then(

@@ -19,13 +19,15 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 /**
  * The remote CLI (CONTRACT §13): every API and queue command run as a user runs it against a deployed
- * stack — `node bin/ledger.mjs … --api-url URL --queue-url URL --region R` or `--stack NAME`, in a child
- * process, with credentials only in the SDK's default chain (the environment) — against the local
+ * stack — the built `ledger` (the bin `npx ledger` runs: what the `pretest` build made) `… --api-url URL
+ * --queue-url URL --region R` or `--stack NAME`, in a child process, with credentials only in the SDK's default chain (the environment) — against the local
  * platform with `--sigv4`, which verifies SigV4 as the function URL does. The child finds no local
  * platform (an empty LEDGER_STATE_DIR), no shared config and no instance metadata, so nothing but the
  * flags and the environment can make a command work. Waiting is done with signed API calls from the
- * test, not by spawning the CLI again (each child costs a tsx start).
+ * test, not by spawning the CLI again (each child costs a second of CPU).
  */
+/** The bin `npx ledger` runs, without npx (a second of CPU more per command, on a machine the other files keep busy). */
+const BUILT_LEDGER = join(projectRoot, 'node_modules', 'dispatch-ledger', 'bin', 'ledger.js');
 let test: TestPlatform;
 let platform: RunningPlatform;
 let planner: LocalCredential;
@@ -51,7 +53,7 @@ interface Ran {
 }
 
 /**
- * `node bin/ledger.mjs …args` with `who`'s keys as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (and
+ * The built `ledger …args` with `who`'s keys as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (and
  * AWS_SESSION_TOKEN for a role session), none at all for `undefined`; no other AWS_ or LEDGER_
  * variable of this process reaches it.
  */
@@ -69,7 +71,7 @@ async function ledger(who: SigningCredentials | undefined, args: readonly string
     ...extra,
   };
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['bin/ledger.mjs', ...args], { cwd: projectRoot, env, encoding: 'utf8', timeout: 60_000 });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [BUILT_LEDGER, ...args], { cwd: projectRoot, env, encoding: 'utf8', timeout: 60_000 });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code?: number; stdout?: string; stderr?: string };
