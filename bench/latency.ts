@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { localClients, type LocalClients } from '../local/clients.js';
@@ -20,6 +20,7 @@ import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../shared/adapters/s3-blobs.js';
 import { claimResults, pollIntervalMs, type InboxDeps } from '../shared/usecases/inbox.js';
 import { CapacityMeter } from './capacity-meter.js';
+import { definitionOf, primeTable } from './table-definition.js';
 import { percentile, spreadOf, type BenchContext, type Spread } from './types.js';
 
 /**
@@ -48,7 +49,9 @@ const CLAIM_SETTLE_MS = 300;
 const GOLDEN = 0.6180339887498949;
 const ROUND_TIMEOUT_MS = 30_000;
 
-const sizes = (quick: boolean) => ({ rounds: quick ? 2 : 5, messagesPerRound: quick ? 30 : 100, claimsPerLane: quick ? 3 : 25, meteredClaims: quick ? 4 : 20 });
+const sizes = (quick: boolean) => ({ rounds: quick ? 2 : 5, messagesPerRound: quick ? 30 : 100, claimsPerLane: quick ? 3 : 25, meteredClaims: quick ? 4 : 20, pacedPuts: quick ? 30 : 300 });
+/** Paced puts not counted at the start of each table's series (the engine's first writes to a new table). */
+const PACED_PUT_WARMUP = 20;
 
 /** One pipeline's latency from send to the target, in ms, over every message of every round. */
 export interface DispatchLatency {
@@ -70,6 +73,12 @@ export interface LatencyResult {
   readonly forwarder: DispatchLatency;
   /** ours p99 ÷ the forwarder's p99. */
   readonly p99RatioVsForwarder: number;
+  /**
+   * The engine's own time for the one write our intake makes before it submits (the accepted message's
+   * conditional put; the forwarder writes nothing): a small conditional put, one at a time at the load's
+   * pace, on a bare table and on a table made as the ledger's, alternating, from this process.
+   */
+  readonly enginePut: { readonly puts: number; readonly bare: Percentiles; readonly ledgerDefinition: Percentiles };
   readonly result: {
     /** Claims through the platform's API, each waiting when its result's final event was posted. */
     readonly claims: number;
@@ -85,6 +94,11 @@ export interface LatencyResult {
     readonly emptyLongPoll: { readonly readUnits: number; readonly requests: number; readonly seconds: number };
   };
   readonly notes: readonly string[];
+}
+
+interface Percentiles {
+  readonly p50Ms: number;
+  readonly p99Ms: number;
 }
 
 interface Sent {
@@ -183,6 +197,39 @@ function forwarderHandler(targetUrl: string, invoked: Map<string, number>): SqsH
     const statuses = await Promise.all(event.Records.map((record) => post(record.body).catch(() => 0)));
     return { batchItemFailures: event.Records.filter((_, index) => statuses[index] !== 201).map((record) => ({ itemIdentifier: record.messageId })) };
   };
+}
+
+/**
+ * One small conditional put at a time at MESSAGES_PER_SECOND, alternating between a bare table and one
+ * made as the ledger's (each primed as soon as it is made, see table-definition.ts): DynamoDB Local's own
+ * latency for the single write our intake makes before it submits, at the same load.
+ */
+async function pacedPuts(ctx: BenchContext, count: number): Promise<LatencyResult['enginePut']> {
+  const dynamodb = new DynamoDBClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS, endpoint: ctx.endpoints.dynamodbEndpoint, cacheMiddleware: true });
+  try {
+    const tables = { bare: ctx.uniqueName('lat-put-bare'), ledgerDefinition: ctx.uniqueName('lat-put-ledger') };
+    await dynamodb.send(new CreateTableCommand({ TableName: tables.bare, ...definitionOf('bare') }));
+    await primeTable(dynamodb, tables.bare);
+    await dynamodb.send(new CreateTableCommand({ TableName: tables.ledgerDefinition, ...definitionOf('streamAndIndexes') }));
+    await primeTable(dynamodb, tables.ledgerDefinition);
+    const samples = { bare: [] as number[], ledgerDefinition: [] as number[] };
+    const start = performance.now();
+    for (let index = 0; index < count + PACED_PUT_WARMUP; index += 1) {
+      const wait = start + (index * 1000) / MESSAGES_PER_SECOND - performance.now();
+      if (wait > 0) await sleep(wait);
+      // The order flips each time, so neither table always takes the engine's first write after the pause.
+      for (const name of index % 2 === 0 ? (['bare', 'ledgerDefinition'] as const) : (['ledgerDefinition', 'bare'] as const)) {
+        const at = performance.now();
+        await dynamodb.send(new PutItemCommand({ TableName: tables[name], Item: { pk: { S: `A#${index}` }, sk: { S: 'A' }, at: { S: new Date().toISOString() } }, ConditionExpression: 'attribute_not_exists(pk)' }));
+        if (index >= PACED_PUT_WARMUP) samples[name].push(performance.now() - at);
+      }
+    }
+    const r = (value: number): number => Math.round(value * 10) / 10;
+    const of = (values: number[]): Percentiles => ({ p50Ms: r(percentile(values, 50)), p99Ms: r(percentile(values, 99)) });
+    return { puts: count, bare: of(samples.bare), ledgerDefinition: of(samples.ledgerDefinition) };
+  } finally {
+    dynamodb.destroy();
+  }
 }
 
 function summarize(samples: { endToEnd: number[]; poll: number[]; handler: number[] }): DispatchLatency {
@@ -319,6 +366,9 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
     await forwarder.stop();
     forwarder = undefined;
     ctx.log(`latency: send → POST /runs p50 ${ours.p50Ms} ms, p99 ${ours.p99Ms} ms; the bare forwarder p50 ${bare.p50Ms} ms, p99 ${bare.p99Ms} ms`);
+    // With the platform still running, as during the rounds: what one write costs on this engine at this pace.
+    const enginePut = await pacedPuts(ctx, size.pacedPuts);
+    ctx.log(`latency: one conditional put at ${MESSAGES_PER_SECOND}/s: bare table p50 ${enginePut.bare.p50Ms} ms, p99 ${enginePut.bare.p99Ms} ms; the ledger's definition p50 ${enginePut.ledgerDefinition.p50Ms} ms, p99 ${enginePut.ledgerDefinition.p99Ms} ms`);
 
     // Results: each lane an origin of its own, one result at a time, a claim waiting before the final event.
     const interval = pollIntervalMs(CLAIM, inboxShards);
@@ -371,6 +421,7 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
       ours,
       forwarder: bare,
       p99RatioVsForwarder: Math.round((ours.p99Ms / bare.p99Ms) * 1000) / 1000,
+      enginePut,
       result: {
         claims: results.length,
         p50Ms: r(percentile(results, 50)),
@@ -392,6 +443,7 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
         `Load: ${size.messagesPerRound} messages per round at ${MESSAGES_PER_SECOND} per second, each its own SendMessage, the send time taken just before it; ${size.rounds} rounds per pipeline after a warm-up round each, ours and the bare forwarder alternating (never at once), the order flipped each round.`,
         'The bare forwarder: a queue of its own on the same fauxqs, the same event source with the same options, a handler that posts each record\'s body to the same in-process target (POST /runs, a kept-alive connection) and nothing else.',
         'Polling: send → the handler invoked (the platform\'s invocation log for ours, the handler\'s own clock for the forwarder; both wall-clock ms); handler: the rest, to the target receiving POST /runs.',
+        `The engine's own put: ${size.pacedPuts} small conditional puts per table after ${PACED_PUT_WARMUP} not counted, one at a time at ${MESSAGES_PER_SECOND} per second, alternating between a bare table and one made as the ledger's (six indexes, a stream), sent from this process on a client with cached middleware as the intake's hot path, with the platform still running.`,
         `Results: ${API_LANES} origins at once through the platform's API, one dispatch (callback, resultDelivery inject) at a time each; once it is submitted, a claim (inject, waitSeconds ${CLAIM.waitSeconds}, max 1) starts, and its final event is posted ${CLAIM_SETTLE_MS} ms plus a share of the poll spacing later, the shares spread evenly over the cycle; measured from just before that POST to the claim returning the result.`,
         `Reads: a fifth lane makes the same claims through the claim use case on a metered client in this process, and one ${CLAIM.waitSeconds} s claim waits on an empty inbox; each claim's inbox queries must stay within CONTRACT §10's ${LONG_POLL_READ_BUDGET} read units (the run stops if one does not).`,
       ],
@@ -415,7 +467,7 @@ export const latencyTargets = (latency: LatencyResult) => ({
 
 /** The latency block of docs/performance.md. */
 export function latencyText(latency: LatencyResult, table: (header: readonly string[], rows: ReadonlyArray<readonly (string | number)[]>) => string): string {
-  const { ours, forwarder, result, load } = latency;
+  const { ours, forwarder, result, load, enginePut } = latency;
   const row = (name: string, d: DispatchLatency): (string | number)[] => [name, d.messages, d.p50Ms, d.p99Ms, d.maxMs, `${d.pollP50Ms} (${d.pollP99Ms})`, `${d.handlerP50Ms} (${d.handlerP99Ms})`];
   const share = (d: DispatchLatency): string => `${Math.round((d.pollP50Ms / d.p50Ms) * 100)} %`;
   const { metered, emptyLongPoll } = result;
@@ -425,6 +477,8 @@ export function latencyText(latency: LatencyResult, table: (header: readonly str
     table(['send → target receives POST /runs (ms)', 'messages', 'p50', 'p99', 'max', 'polling: send → handler invoked, p50 (p99)', 'handler invoked → target, p50 (p99)'], [row('Dispatch Ledger intake', ours), row('bare forwarder (posts the body, nothing else)', forwarder)]),
     '',
     `p99 ÷ the forwarder's p99: ${latency.p99RatioVsForwarder}. Polling is ${ours.pollP50Ms} ms of ours' p50 of ${ours.p50Ms} ms (${share(ours)}), ${forwarder.pollP50Ms} ms of the forwarder's ${forwarder.p50Ms} ms (${share(forwarder)}).`,
+    '',
+    `The one write ours makes before it submits, on this engine at this pace (${enginePut.puts} small conditional puts a table, one at a time): p50 ${enginePut.bare.p50Ms} ms, p99 ${enginePut.bare.p99Ms} ms on a bare table; p50 ${enginePut.ledgerDefinition.p50Ms} ms, p99 ${enginePut.ledgerDefinition.p99Ms} ms on a table made as the ledger's. 1.3× the forwarder's p99 leaves ${Math.round(forwarder.p99Ms * 0.3 * 10) / 10} ms for everything ours adds.`,
     '',
     table(
       ['final event → a waiting inject claim returns it (ms)', 'claims', 'p50', 'p99', 'max', "the inbox's poll spacing"],

@@ -34,7 +34,7 @@ export interface TableDefinitionResult {
 const keyOnly = (name: string) => name === 'pk' || name === 'sk';
 const STREAM = { StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' } } as const;
 
-function definitionOf(variant: TableVariant): Omit<CreateTableCommandInput, 'TableName'> {
+export function definitionOf(variant: TableVariant): Omit<CreateTableCommandInput, 'TableName'> {
   const keys = { BillingMode: 'PAY_PER_REQUEST' as const, KeySchema: LEDGER_TABLE_DEFINITION.keySchema };
   const withIndexes = { AttributeDefinitions: LEDGER_TABLE_DEFINITION.attributeDefinitions, GlobalSecondaryIndexes: LEDGER_TABLE_DEFINITION.globalSecondaryIndexes };
   const bare = { AttributeDefinitions: LEDGER_TABLE_DEFINITION.attributeDefinitions.filter((attribute) => keyOnly(attribute.AttributeName ?? '')) };
