@@ -74,9 +74,10 @@ export interface LatencyResult {
   /** ours p99 ÷ the forwarder's p99. */
   readonly p99RatioVsForwarder: number;
   /**
-   * The engine's own time for the one write our intake makes before it submits (the accepted message's
-   * conditional put; the forwarder writes nothing): a small conditional put, one at a time at the load's
-   * pace, on a bare table and on a table made as the ledger's, alternating, from this process.
+   * What the one write our intake makes before it submits costs on this engine (the accepted message's
+   * conditional put; the forwarder writes nothing): a small conditional put's round trip from this
+   * process, one at a time, a put to each of two tables per tick at the load's pace (back to back, the
+   * order flipped each tick): a bare table, and one with the ledger's keys, six indexes and stream.
    */
   readonly enginePut: { readonly puts: number; readonly bare: Percentiles; readonly ledgerDefinition: Percentiles };
   readonly result: {
@@ -200,9 +201,10 @@ function forwarderHandler(targetUrl: string, invoked: Map<string, number>): SqsH
 }
 
 /**
- * One small conditional put at a time at MESSAGES_PER_SECOND, alternating between a bare table and one
- * made as the ledger's (each primed as soon as it is made, see table-definition.ts): DynamoDB Local's own
- * latency for the single write our intake makes before it submits, at the same load.
+ * One small conditional put at a time, MESSAGES_PER_SECOND ticks a second, each tick a put to a bare table
+ * and one to a table with the ledger's keys, indexes and stream (back to back, the order flipped each
+ * tick; each table primed as soon as it is made, see table-definition.ts): the round trip from this
+ * process of the single write our intake makes before it submits, at the same load.
  */
 async function pacedPuts(ctx: BenchContext, count: number): Promise<LatencyResult['enginePut']> {
   const dynamodb = new DynamoDBClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS, endpoint: ctx.endpoints.dynamodbEndpoint, cacheMiddleware: true });
@@ -461,8 +463,9 @@ export async function runLatency(ctx: BenchContext): Promise<LatencyResult> {
 }
 
 /** The dispatch latency target (CONTRACT §18): ours p99 at most 1.3× the bare forwarder's. */
+const P99_RATIO_TARGET = 1.3;
 export const latencyTargets = (latency: LatencyResult) => ({
-  dispatchLatencyP99RatioVsForwarder: { target: '≤ 1.3×', measured: latency.p99RatioVsForwarder, met: latency.p99RatioVsForwarder <= 1.3 },
+  dispatchLatencyP99RatioVsForwarder: { target: `≤ ${P99_RATIO_TARGET}×`, measured: latency.p99RatioVsForwarder, met: latency.p99RatioVsForwarder <= P99_RATIO_TARGET },
 });
 
 /** The latency block of docs/performance.md. */
@@ -478,7 +481,7 @@ export function latencyText(latency: LatencyResult, table: (header: readonly str
     '',
     `p99 ÷ the forwarder's p99: ${latency.p99RatioVsForwarder}. Polling is ${ours.pollP50Ms} ms of ours' p50 of ${ours.p50Ms} ms (${share(ours)}), ${forwarder.pollP50Ms} ms of the forwarder's ${forwarder.p50Ms} ms (${share(forwarder)}).`,
     '',
-    `The one write ours makes before it submits, on this engine at this pace (${enginePut.puts} small conditional puts a table, one at a time): p50 ${enginePut.bare.p50Ms} ms, p99 ${enginePut.bare.p99Ms} ms on a bare table; p50 ${enginePut.ledgerDefinition.p50Ms} ms, p99 ${enginePut.ledgerDefinition.p99Ms} ms on a table made as the ledger's. 1.3× the forwarder's p99 leaves ${Math.round(forwarder.p99Ms * 0.3 * 10) / 10} ms for everything ours adds.`,
+    `The one write ours makes before it submits, on this engine at this pace (${enginePut.puts} small conditional puts a table, one at a time): p50 ${enginePut.bare.p50Ms} ms, p99 ${enginePut.bare.p99Ms} ms on a bare table; p50 ${enginePut.ledgerDefinition.p50Ms} ms, p99 ${enginePut.ledgerDefinition.p99Ms} ms on a table made as the ledger's. ${P99_RATIO_TARGET}× the forwarder's p99 leaves ${Math.round(forwarder.p99Ms * (P99_RATIO_TARGET - 1) * 10) / 10} ms for everything ours adds.`,
     '',
     table(
       ['final event → a waiting inject claim returns it (ms)', 'claims', 'p50', 'p99', 'max', "the inbox's poll spacing"],
