@@ -1,0 +1,157 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { Session, type Profiler } from 'node:inspector/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { SQSEvent, SQSRecord } from 'aws-lambda';
+import { localClients, localHandlerEnvironment } from '../local/clients.js';
+import { LOCAL_REGION, startEngines } from '../local/engines/index.js';
+import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
+import { lambdaContext } from '../local/runtime/context.js';
+import { LedgerTable } from '../shared/adapters/ledger-writes.js';
+
+/**
+ * `npm run bench:profile-intake`: where the intake's node CPU per message goes. The real intake handler
+ * (functions/intake/handler.ts, configured as the throughput bench configures it) takes batches of 10
+ * in-memory SQS records, one invocation at a time, against DynamoDB Local and an in-process target, under
+ * V8's sampling profiler. Prints the CPU per message and its self time per message by area (our code,
+ * zod, the AWS SDK, node's HTTP and streams, the socket writes, GC), and our code's hottest functions.
+ * A diagnosis for the intake throughput target (docs/performance.md), not a figure of `npm run bench`:
+ * the profiler itself costs CPU, so its per-message total reads above the bench's.
+ *
+ *   BATCHES=N (default 400) batches of 10 profiled, after 100 not profiled; PROFILE_OUT=FILE keeps the
+ *   .cpuprofile (open it in Chrome's DevTools).
+ */
+
+const WARM_BATCHES = 100;
+const BATCHES = Number(process.env.BATCHES ?? 400);
+const TARGET = 'profile-agent';
+
+/** The areas self time is summed into, first match wins (a frame's script URL or V8's own names). */
+const AREAS: ReadonlyArray<readonly [string, (url: string, name: string) => boolean]> = [
+  ['our code (shared/, functions/)', (url) => /\/(shared|functions)\//.test(url) && !url.includes('node_modules')],
+  ['zod', (url) => url.includes('node_modules/zod/')],
+  ['AWS SDK (@aws-sdk, @smithy)', (url) => /node_modules\/(@aws-sdk|@smithy)\//.test(url)],
+  ['Powertools', (url) => url.includes('node_modules/@aws-lambda-powertools/')],
+  ['socket writes (writev)', (_url, name) => name === 'writev' || name === 'writeUtf8String' || name === 'writeBuffer'],
+  ['garbage collector', (_url, name) => name === '(garbage collector)'],
+  ["node's HTTP, streams and events", (url) => url.startsWith('node:')],
+  ['other', () => true],
+];
+
+function sqsRecord(index: number): SQSRecord {
+  const body = JSON.stringify({ dispatchId: `p-${index}-${randomUUID()}`, origin: 'planner', target: TARGET, task: { goal: `summarise incident ${index}`, behavior: 'complete' } });
+  const now = String(Date.now());
+  const messageId = randomUUID();
+  return {
+    messageId,
+    receiptHandle: `profile-${messageId}`,
+    body,
+    attributes: { ApproximateReceiveCount: '1', SentTimestamp: now, SenderId: 'AROAPLANNERROLE:planner-1', ApproximateFirstReceiveTimestamp: now },
+    messageAttributes: {},
+    md5OfBody: createHash('md5').update(body).digest('hex'),
+    eventSource: 'aws:sqs',
+    eventSourceARN: `arn:aws:sqs:${LOCAL_REGION}:000000000000:profile-dispatch`,
+    awsRegion: LOCAL_REGION,
+  };
+}
+
+/** Self time (µs) per area and per function of our code, from a V8 CPU profile, idle time left out. */
+export function selfTimes(profile: Profiler.Profile): { total: number; areas: Map<string, number>; ours: Map<string, number> } {
+  const byNode = new Map<number, number>();
+  const deltas = profile.timeDeltas ?? [];
+  (profile.samples ?? []).forEach((id, index) => byNode.set(id, (byNode.get(id) ?? 0) + (deltas[index] ?? 0)));
+  const areas = new Map<string, number>();
+  const ours = new Map<string, number>();
+  let total = 0;
+  for (const node of profile.nodes) {
+    const micros = byNode.get(node.id) ?? 0;
+    const { url, functionName } = node.callFrame;
+    if (micros === 0 || functionName === '(idle)') continue;
+    total += micros;
+    const area = AREAS.find(([, matches]) => matches(url, functionName))?.[0] ?? 'other';
+    areas.set(area, (areas.get(area) ?? 0) + micros);
+    if (area === AREAS[0]?.[0]) {
+      const where = `${functionName || '(anonymous)'} ${url.replace(/^.*?\/(shared|functions)\//, '$1/')}`;
+      ours.set(where, (ours.get(where) ?? 0) + micros);
+    }
+  }
+  return { total, areas, ours };
+}
+
+async function main(): Promise<void> {
+  const logDir = mkdtempSync(path.join(tmpdir(), 'profile-intake-'));
+  const engines = await startEngines({ logDir });
+  const server = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => response.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ runId: `run-${randomUUID()}`, status: 'running' })));
+  });
+  const clients = localClients(engines);
+  try {
+    const tableName = 'profile-intake-ledger';
+    const bucket = 'profile-intake-evidence';
+    await Promise.all([ensureLedgerTable(clients.dynamodb, tableName), ensureBucket(clients.s3, bucket)]);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const setup = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName, retentionSeconds: 86_400 });
+    await setup.putTarget({ name: TARGET, kind: 'http', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+    // As bench/intake-throughput.ts configures ours (before its import: its dependencies are built then).
+    Object.assign(process.env, localHandlerEnvironment(engines), {
+      LEDGER_TABLE_NAME: tableName,
+      EVIDENCE_BUCKET: bucket,
+      API_BASE_URL: 'http://127.0.0.1:9/',
+      PRINCIPAL_MODE: 'open',
+      POWERTOOLS_LOG_LEVEL: 'ERROR',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+    });
+    const { handler } = await import('../functions/intake/handler.js');
+    let next = 0;
+    const drive = async (batches: number): Promise<void> => {
+      for (let batch = 0; batch < batches; batch += 1) {
+        const event: SQSEvent = { Records: Array.from({ length: 10 }, () => sqsRecord(next++)) };
+        const answer = await handler(event, lambdaContext('profile-intake', 30_000, LOCAL_REGION, 1024));
+        if (answer.batchItemFailures.length > 0) throw new Error(`profile-intake: ${answer.batchItemFailures.length} records failed`);
+      }
+    };
+    await drive(WARM_BATCHES);
+    const session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 250 });
+    await session.post('Profiler.start');
+    const cpuBefore = process.cpuUsage();
+    const started = performance.now();
+    await drive(BATCHES);
+    const cpu = process.cpuUsage(cpuBefore);
+    const seconds = (performance.now() - started) / 1000;
+    const { profile } = await session.post('Profiler.stop');
+    session.disconnect();
+    if (process.env.PROFILE_OUT) writeFileSync(process.env.PROFILE_OUT, JSON.stringify(profile));
+
+    const messages = BATCHES * 10;
+    const perMessage = (micros: number): string => `${Math.round(micros / messages)} µs`;
+    const { total, areas, ours } = selfTimes(profile);
+    const lines = [
+      `${messages} messages in batches of 10, ${Math.round(messages / seconds)} messages/s under the profiler; node CPU ${perMessage(cpu.user + cpu.system)} per message (process.cpuUsage), ${perMessage(total)} in the profile's samples`,
+      '',
+      'self time per message, by area:',
+      ...[...areas].sort((a, b) => b[1] - a[1]).map(([area, micros]) => `  ${perMessage(micros).padStart(8)}  ${((micros / total) * 100).toFixed(1).padStart(5)} %  ${area}`),
+      '',
+      'our code, hottest functions (self time per message):',
+      ...[...ours].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([where, micros]) => `  ${perMessage(micros).padStart(8)}  ${where}`),
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } finally {
+    server.close();
+    clients.destroy();
+    await engines.stop();
+    rmSync(logDir, { recursive: true, force: true });
+  }
+}
+
+// Run as a script (npm run bench:profile-intake), not when a test imports selfTimes.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
