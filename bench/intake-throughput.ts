@@ -375,6 +375,20 @@ async function ledgerItemTemplates(handler: SqsHandler, dynamodb: DynamoDBClient
   return { anchor, state, sampleDispatchId, sampleRunId };
 }
 
+/** The environment ours runs with (set before the handler's import; bench/profile-intake.ts uses it too). */
+export function oursEnvironment(endpoints: LocalEndpoints, tableName: string, bucket: string): Record<string, string> {
+  return {
+    ...localHandlerEnvironment(endpoints),
+    LEDGER_TABLE_NAME: tableName,
+    EVIDENCE_BUCKET: bucket,
+    API_BASE_URL: 'http://127.0.0.1:9/',
+    PRINCIPAL_MODE: 'open',
+    POWERTOOLS_LOG_LEVEL: 'ERROR',
+    POWERTOOLS_METRICS_DISABLED: 'true',
+    TARGET_TIMEOUT_MS: String(TARGET_TIMEOUT_MS),
+  };
+}
+
 /**
  * The real `functions/intake/handler.ts`, configured as in AWS through environment variables, before
  * its import (its dependencies are built at import, once per process: the first caller's table wins).
@@ -384,15 +398,7 @@ function oursHandler(ctx: BenchContext, dynamodb: DynamoDBClient, s3: S3Client):
     const tableName = ctx.uniqueName('intake-ours');
     const bucket = ctx.uniqueName('intake-evidence').toLowerCase();
     await Promise.all([ensureLedgerTable(dynamodb, tableName), ensureBucket(s3, bucket)]);
-    Object.assign(process.env, localHandlerEnvironment(ctx.endpoints), {
-      LEDGER_TABLE_NAME: tableName,
-      EVIDENCE_BUCKET: bucket,
-      API_BASE_URL: 'http://127.0.0.1:9/',
-      PRINCIPAL_MODE: 'open',
-      POWERTOOLS_LOG_LEVEL: 'ERROR',
-      POWERTOOLS_METRICS_DISABLED: 'true',
-      TARGET_TIMEOUT_MS: String(TARGET_TIMEOUT_MS),
-    });
+    Object.assign(process.env, oursEnvironment(ctx.endpoints, tableName, bucket));
     const module = await import('../functions/intake/handler.js');
     return { handler: module.handler, tableName };
   })();

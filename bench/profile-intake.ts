@@ -9,11 +9,12 @@ import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
-import { localClients, localHandlerEnvironment } from '../local/clients.js';
+import { localClients } from '../local/clients.js';
 import { LOCAL_REGION, startEngines } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { lambdaContext } from '../local/runtime/context.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
+import { oursEnvironment } from './intake-throughput.js';
 
 /**
  * `npm run bench:profile-intake`: where the intake's node CPU per message goes. The real intake handler
@@ -100,14 +101,7 @@ async function main(): Promise<void> {
     const setup = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName, retentionSeconds: 86_400 });
     await setup.putTarget({ name: TARGET, kind: 'http', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
     // As bench/intake-throughput.ts configures ours (before its import: its dependencies are built then).
-    Object.assign(process.env, localHandlerEnvironment(engines), {
-      LEDGER_TABLE_NAME: tableName,
-      EVIDENCE_BUCKET: bucket,
-      API_BASE_URL: 'http://127.0.0.1:9/',
-      PRINCIPAL_MODE: 'open',
-      POWERTOOLS_LOG_LEVEL: 'ERROR',
-      POWERTOOLS_METRICS_DISABLED: 'true',
-    });
+    Object.assign(process.env, oursEnvironment(engines, tableName, bucket));
     const { handler } = await import('../functions/intake/handler.js');
     let next = 0;
     const drive = async (batches: number): Promise<void> => {
