@@ -1,11 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { Session, type Profiler } from 'node:inspector/promises';
+import { Session } from 'node:inspector/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
@@ -14,6 +13,7 @@ import { LOCAL_REGION, startEngines } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { lambdaContext } from '../local/runtime/context.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
+import { selfTimes } from './cpu-profile.js';
 import { oursEnvironment } from './intake-throughput.js';
 
 /**
@@ -33,18 +33,6 @@ const WARM_BATCHES = 100;
 const BATCHES = Number(process.env.BATCHES ?? 400);
 const TARGET = 'profile-agent';
 
-/** The areas self time is summed into, first match wins (a frame's script URL or V8's own names). */
-const AREAS: ReadonlyArray<readonly [string, (url: string, name: string) => boolean]> = [
-  ['our code (shared/, functions/)', (url) => /\/(shared|functions)\//.test(url) && !url.includes('node_modules')],
-  ['zod', (url) => url.includes('node_modules/zod/')],
-  ['AWS SDK (@aws-sdk, @smithy)', (url) => /node_modules\/(@aws-sdk|@smithy)\//.test(url)],
-  ['Powertools', (url) => url.includes('node_modules/@aws-lambda-powertools/')],
-  ['socket writes (writev)', (_url, name) => name === 'writev' || name === 'writeUtf8String' || name === 'writeBuffer'],
-  ['garbage collector', (_url, name) => name === '(garbage collector)'],
-  ["node's HTTP, streams and events", (url) => url.startsWith('node:')],
-  ['other', () => true],
-];
-
 function sqsRecord(index: number): SQSRecord {
   const body = JSON.stringify({ dispatchId: `p-${index}-${randomUUID()}`, origin: 'planner', target: TARGET, task: { goal: `summarise incident ${index}`, behavior: 'complete' } });
   const now = String(Date.now());
@@ -62,38 +50,17 @@ function sqsRecord(index: number): SQSRecord {
   };
 }
 
-/** Self time (µs) per area and per function of our code, from a V8 CPU profile, idle time left out. */
-export function selfTimes(profile: Profiler.Profile): { total: number; areas: Map<string, number>; ours: Map<string, number> } {
-  const byNode = new Map<number, number>();
-  const deltas = profile.timeDeltas ?? [];
-  (profile.samples ?? []).forEach((id, index) => byNode.set(id, (byNode.get(id) ?? 0) + (deltas[index] ?? 0)));
-  const areas = new Map<string, number>();
-  const ours = new Map<string, number>();
-  let total = 0;
-  for (const node of profile.nodes) {
-    const micros = byNode.get(node.id) ?? 0;
-    const { url, functionName } = node.callFrame;
-    if (micros === 0 || functionName === '(idle)') continue;
-    total += micros;
-    const area = AREAS.find(([, matches]) => matches(url, functionName))?.[0] ?? 'other';
-    areas.set(area, (areas.get(area) ?? 0) + micros);
-    if (area === AREAS[0]?.[0]) {
-      const where = `${functionName || '(anonymous)'} ${url.replace(/^.*?\/(shared|functions)\//, '$1/')}`;
-      ours.set(where, (ours.get(where) ?? 0) + micros);
-    }
-  }
-  return { total, areas, ours };
-}
-
 async function main(): Promise<void> {
   const logDir = mkdtempSync(path.join(tmpdir(), 'profile-intake-'));
-  const engines = await startEngines({ logDir });
   const server = createServer((request, response) => {
     request.resume();
     request.on('end', () => response.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ runId: `run-${randomUUID()}`, status: 'running' })));
   });
-  const clients = localClients(engines);
+  let engines: Awaited<ReturnType<typeof startEngines>> | undefined;
+  let clients: ReturnType<typeof localClients> | undefined;
   try {
+    engines = await startEngines({ logDir });
+    clients = localClients(engines);
     const tableName = 'profile-intake-ledger';
     const bucket = 'profile-intake-evidence';
     await Promise.all([ensureLedgerTable(clients.dynamodb, tableName), ensureBucket(clients.s3, bucket)]);
@@ -141,11 +108,10 @@ async function main(): Promise<void> {
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
     server.close();
-    clients.destroy();
-    await engines.stop();
+    clients?.destroy();
+    await engines?.stop();
     rmSync(logDir, { recursive: true, force: true });
   }
 }
 
-// Run as a script (npm run bench:profile-intake), not when a test imports selfTimes.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
+await main();
