@@ -31,6 +31,7 @@ import { oursEnvironment } from './intake-throughput.js';
 
 const WARM_BATCHES = 100;
 const BATCHES = Number(process.env.BATCHES ?? 400);
+if (!Number.isSafeInteger(BATCHES) || BATCHES < 1 || BATCHES > 100_000) throw new RangeError(`BATCHES must be a whole number from 1 to 100,000, got ${JSON.stringify(process.env.BATCHES)}`);
 const TARGET = 'profile-agent';
 
 function sqsRecord(index: number): SQSRecord {
