@@ -11,7 +11,8 @@ import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { BatchGetCommand, DynamoDBDocumentClient, PutCommand, type BatchGetCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { Context, LambdaFunctionURLEvent, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { localHandlerEnvironment, type LocalEndpoints } from '../local/clients.js';
+import { type LocalEndpoints } from '../local/clients.js';
+import { INTAKE_TARGET_TIMEOUT_MS, oursEnvironment } from './ours-environment.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { CapacityMeter, itemSizeBytes } from './capacity-meter.js';
@@ -55,7 +56,7 @@ const TARGET_NAME = 'bench-target';
 const ORIGIN = 'planner';
 /** Lambda memory the lifecycle's GB-seconds are computed for. */
 const MEMORY_MB = 512;
-const TARGET_TIMEOUT_MS = 5000;
+const TARGET_TIMEOUT_MS = INTAKE_TARGET_TIMEOUT_MS;
 const SENDER_ID = 'AIDABENCHSENDER0000001';
 const QUEUE_ARN = `arn:aws:sqs:${LOCAL_REGION}:000000000000:bench-dispatch`;
 const EVIDENCE_REF = 'out/report.md';
@@ -373,20 +374,6 @@ async function ledgerItemTemplates(handler: SqsHandler, dynamodb: DynamoDBClient
   const sampleRunId = state.runId?.S;
   if (sampleRunId === undefined || state.phase?.S !== 'submitted') throw new Error('the sample dispatch was not recorded submitted');
   return { anchor, state, sampleDispatchId, sampleRunId };
-}
-
-/** The environment ours runs with (set before the handler's import; bench/profile-intake.ts uses it too). */
-export function oursEnvironment(endpoints: LocalEndpoints, tableName: string, bucket: string): Record<string, string> {
-  return {
-    ...localHandlerEnvironment(endpoints),
-    LEDGER_TABLE_NAME: tableName,
-    EVIDENCE_BUCKET: bucket,
-    API_BASE_URL: 'http://127.0.0.1:9/',
-    PRINCIPAL_MODE: 'open',
-    POWERTOOLS_LOG_LEVEL: 'ERROR',
-    POWERTOOLS_METRICS_DISABLED: 'true',
-    TARGET_TIMEOUT_MS: String(TARGET_TIMEOUT_MS),
-  };
 }
 
 /**

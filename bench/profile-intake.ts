@@ -14,7 +14,7 @@ import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { lambdaContext } from '../local/runtime/context.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { selfTimes } from './cpu-profile.js';
-import { oursEnvironment } from './intake-throughput.js';
+import { oursEnvironment } from './ours-environment.js';
 
 /**
  * `npm run bench:profile-intake`: where the intake's node CPU per message goes. The real intake handler
@@ -68,7 +68,6 @@ async function main(): Promise<void> {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const setup = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb), { tableName, retentionSeconds: 86_400 });
     await setup.putTarget({ name: TARGET, kind: 'http', baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
-    // As bench/intake-throughput.ts configures ours (before its import: its dependencies are built then).
     Object.assign(process.env, oursEnvironment(engines, tableName, bucket));
     const { handler } = await import('../functions/intake/handler.js');
     let next = 0;
