@@ -133,8 +133,8 @@ describe('flow control: a limit counts the runs still active at the target', () 
   // Counted in ticks, not timed (it had asserted "submitted < 3 s after notBefore" against a 1 s tick,
   // and failed at 3,059 ms on a clean clone's .ci/run with both cores saturated): the scheduler is
   // stopped, and the test ticks it itself — once before the time, then after it until submitted. A
-  // tick stops taking work after its budget (a quarter of the local 1 s period less than the period),
-  // so on a busy machine it may not reach the dispatch's due shard; the next one goes on from there.
+  // tick stops taking work after its budget (750 ms of the local 1 s period), so on a busy machine it
+  // may not reach the dispatch's due shard; the next one goes on from there.
   it('submits a notBefore dispatch at a tick after its time, never at one before it', async () => {
     // Far enough ahead that the message is taken in, and a tick made, before it (under load too).
     const notBefore = new Date(Date.now() + 12_000).toISOString();
@@ -149,6 +149,8 @@ describe('flow control: a limit counts the runs still active at the target', () 
       const early = await t.viewWhen(body.dispatchId, () => true);
       expect(early.phase).not.toBe('submitted');
       expect(early.submission.waitingFor).toBe('not_before');
+      // The one wait on the clock: the dispatch's own time has to pass (the monitor reads the real clock), and
+      // nothing happens at that instant that a test could wait for instead.
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, Date.parse(notBefore) - Date.now()) + 50));
       // Ticks after the time, each awaited whole (the submission happens inside the monitor's invocation).
       let view = early;
