@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DemoAgentStats } from '../../local/demo-agent/model.js';
@@ -7,6 +8,7 @@ import { slotTotals } from '../../shared/dispatch/slots.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { installFaults } from '../../shared/faults.js';
 import { uniqueName } from '../support/engines.js';
+import { startGatedProxy } from '../support/gated-proxy.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
 
 /**
@@ -45,6 +47,21 @@ async function post(path: string, body: unknown, origin = 'planner'): Promise<{ 
 }
 
 const submittedAt = (view: DispatchView): string | undefined => view.receipts.find((receipt) => receipt.event === 'dispatch_submitted' && receipt.attempt === view.attempt)?.at;
+/** `promise`, or a failure naming `what` after 20 s (a bound that only names a failure: nothing is timed). */
+async function settledWithin<T>(what: string, promise: Promise<T>): Promise<Awaited<T>> {
+  const bound = new AbortController();
+  const deadline = sleep(20_000, undefined, { signal: bound.signal }).then(
+    (): never => {
+      throw new Error(`gave up waiting for ${what} after 20 s`);
+    },
+    () => new Promise<never>(() => undefined), // settled in time: the bound is called off and never fires
+  );
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    bound.abort();
+  }
+}
 const held = async (target: string) => slotTotals(await ledger.slotShards(target));
 const over = (view: DispatchView) => view.execution.status === 'completed' || view.execution.status === 'failed' || view.execution.status === 'cancelled';
 
@@ -168,28 +185,41 @@ describe('flow control: a limit counts the runs still active at the target', () 
   }, 45_000);
 
   it('admits the next dispatch at the freeing write in the API, without a tick, and answers the callback first', async () => {
-    const target = await limitedTarget(1);
+    // The target is the demo agent behind a proxy that can hold one submission: the order "the report was
+    // answered while the admission it caused was still at the target" is then shown without a time bound.
+    const gate = await startGatedProxy(t.platform.demoAgent.url);
+    const target = uniqueName('lim');
+    await ledger.putTarget({ name: target, kind: 'http', baseUrl: gate.url, maxConcurrentRuns: 1 });
     const first = message(target, { task: { behavior: 'stall' } });
     const second = message(target);
-    await t.send(JSON.stringify(first));
-    const running = await t.viewWhen(first.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
-    await t.send(JSON.stringify(second));
-    await t.viewWhen(second.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
-    // No tick from here on: only the freeing write can admit the second one.
-    await t.platform.scheduler.stop();
-    const ticks = t.platform.scheduler.ticks;
+    gate.hold(second.dispatchId);
     try {
+      await t.send(JSON.stringify(first));
+      const running = await t.viewWhen(first.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+      await t.send(JSON.stringify(second));
+      await t.viewWhen(second.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+      // No tick from here on: only the freeing write can admit the second one.
+      await t.platform.scheduler.stop();
+      const ticks = t.platform.scheduler.ticks;
       const started = Date.now();
-      const report = await post(`/runs/${encodeURIComponent(running.runId ?? '')}/events`, { dispatchId: first.dispatchId, seq: 100, type: 'completed' });
+      const reported = post(`/runs/${encodeURIComponent(running.runId ?? '')}/events`, { dispatchId: first.dispatchId, seq: 100, type: 'completed' });
+      // The admission reaches the target, and is held there...
+      await settledWithin('the admission to reach the target', gate.arrived(second.dispatchId));
+      // ...and the report is answered while the monitor still waits there for the target's answer. An API that
+      // waited for the admission would answer only once the submission had ended (answered, or given up on at
+      // the target's timeout). The bound only names a report that never comes; the gate stays shut meanwhile.
+      const report = await settledWithin('the report to be answered while the admission it caused is held at the target', reported);
       expect(report.status).toBe(202);
-      const answeredIn = Date.now() - started;
-      const admitted = await t.viewWhen(second.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 10_000 });
+      expect(gate.waiting(second.dispatchId)).toBe(true);
       expect(t.platform.scheduler.ticks).toBe(ticks);
-      // Submitted after the report, by the nudged monitor invocation; the report itself was answered at once.
+      gate.open(second.dispatchId);
+      const admitted = await t.viewWhen(second.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 10_000 });
+      expect(gate.answered(second.dispatchId)).toBe(true);
+      expect(t.platform.scheduler.ticks).toBe(ticks);
       expect(Date.parse(submittedAt(admitted) ?? '')).toBeGreaterThanOrEqual(started);
-      expect(answeredIn).toBeLessThan(2_000);
     } finally {
       t.platform.scheduler.start();
+      await gate.close();
     }
   }, 60_000);
 
