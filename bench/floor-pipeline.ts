@@ -1,8 +1,9 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
-import { PutItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, PutItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { httpTarget } from '../shared/adapters/http-target.js';
+import { MESSAGE_ITEM, STATE_ITEM } from '../shared/adapters/item-kinds.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
 import type { TargetRegistration } from '../shared/targets/port.js';
 import { createKeyTable } from './reference-pipeline.js';
@@ -46,6 +47,19 @@ export interface LedgerItemTemplates {
   readonly state: Record<string, AttributeValue>;
   readonly sampleDispatchId: string;
   readonly sampleRunId: string;
+}
+
+/** Reads back raw the anchor and the state item our intake wrote for `sampleDispatchId` (submitted). */
+export async function readLedgerItemTemplates(dynamodb: DynamoDBClient, tableName: string, sampleDispatchId: string): Promise<LedgerItemTemplates> {
+  const read = async (key: Record<string, string>): Promise<Record<string, AttributeValue>> => {
+    const { Item } = await dynamodb.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: key.pk as string }, sk: { S: key.sk as string } }, ConsistentRead: true }));
+    if (!Item) throw new Error(`no item ${key.pk} ${key.sk} after the sample message`);
+    return Item;
+  };
+  const [anchor, state] = await Promise.all([read(MESSAGE_ITEM.key(sampleDispatchId)), read(STATE_ITEM.key(sampleDispatchId))]);
+  const sampleRunId = state.runId?.S;
+  if (sampleRunId === undefined || state.phase?.S !== 'submitted') throw new Error('the sample dispatch was not recorded submitted');
+  return { anchor, state, sampleDispatchId, sampleRunId };
 }
 
 /** A template's copy for another dispatch (and run): the ids swapped wherever they occur, sizes unchanged when the ids are as long. */

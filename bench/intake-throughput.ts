@@ -1,4 +1,4 @@
-import { MESSAGE_ITEM, STATE_ITEM } from '../shared/adapters/item-kinds.js';
+import { STATE_ITEM } from '../shared/adapters/item-kinds.js';
 import { ROUTES, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { DynamoDBClient, GetItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { BatchGetCommand, DynamoDBDocumentClient, PutCommand, type BatchGetCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
@@ -23,7 +23,7 @@ import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
 import type { TargetRegistration } from '../shared/targets/port.js';
-import { createFloorTable, floorPipeline, floorStateKey, type LedgerItemTemplates } from './floor-pipeline.js';
+import { createFloorTable, floorPipeline, floorStateKey, readLedgerItemTemplates, type LedgerItemTemplates } from './floor-pipeline.js';
 import { primeTable } from './table-definition.js';
 import {
   createKeyTable,
@@ -365,15 +365,7 @@ let oursSetup: Promise<OursSetup> | undefined;
 async function ledgerItemTemplates(handler: SqsHandler, dynamodb: DynamoDBClient, tableName: string, sampleDispatchId: string): Promise<LedgerItemTemplates> {
   const { failures } = await drive(handler, 'dispatch-ledger-intake', batchesOf([dispatchBody(sampleDispatchId)]));
   if (failures > 0) throw new Error(`the sample message for the ledger's items failed (${failures})`);
-  const read = async (key: Record<string, string>): Promise<Record<string, AttributeValue>> => {
-    const { Item } = await dynamodb.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: key.pk as string }, sk: { S: key.sk as string } }, ConsistentRead: true }));
-    if (!Item) throw new Error(`no item ${key.pk} ${key.sk} after the sample message`);
-    return Item;
-  };
-  const [anchor, state] = await Promise.all([read(MESSAGE_ITEM.key(sampleDispatchId)), read(STATE_ITEM.key(sampleDispatchId))]);
-  const sampleRunId = state.runId?.S;
-  if (sampleRunId === undefined || state.phase?.S !== 'submitted') throw new Error('the sample dispatch was not recorded submitted');
-  return { anchor, state, sampleDispatchId, sampleRunId };
+  return readLedgerItemTemplates(dynamodb, tableName, sampleDispatchId);
 }
 
 /**
