@@ -1,65 +1,43 @@
-import { STATE_ITEM } from '../shared/adapters/item-kinds.js';
-import { ROUTES, routePath, TARGET_ROUTES } from '@dispatch-ledger/protocol';
-import { execFileSync } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { BatchGetCommand, DynamoDBDocumentClient, PutCommand, type BatchGetCommandOutput } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
-import type { Context, LambdaFunctionURLEvent, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { type LocalEndpoints } from '../local/clients.js';
-import { INTAKE_TARGET_TIMEOUT_MS, oursEnvironment } from './ours-environment.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
+import type { SQSEvent } from 'aws-lambda';
+import { LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
-import { CapacityMeter, itemSizeBytes } from './capacity-meter.js';
-import { stateItem } from '../shared/adapters/state-item.js';
+import { lambdaContext } from '../local/runtime/context.js';
+import { STATE_ITEM } from '../shared/adapters/item-kinds.js';
 import { newWriteId, WRITE_ID_ATTRIBUTE } from '../shared/adapters/ledger-keys.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
-import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
-import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
+import { stateItem } from '../shared/adapters/state-item.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
-import type { TargetRegistration } from '../shared/targets/port.js';
+import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
+import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
+import { itemSizeBytes } from './capacity-meter.js';
 import { createFloorTable, floorPipeline, floorStateKey, readLedgerItemTemplates, type LedgerItemTemplates } from './floor-pipeline.js';
+import { BATCH_SIZE, BenchTarget, batchesOf, clientsFor, dispatchBody, drive, getAll, MEMORY_MB, ORIGIN, sqsRecord, TARGET_NAME, type SqsHandler } from './intake-harness.js';
+import { INTAKE_TARGET_TIMEOUT_MS, oursEnvironment } from './ours-environment.js';
+import { createKeyTable, createReferenceTables, referencePipeline, referenceRecordItem, referenceRecordKey, type ReferenceTables } from './reference-pipeline.js';
 import { primeTable } from './table-definition.js';
-import {
-  createKeyTable,
-  createReferenceTables,
-  referenceEvidenceKey,
-  referencePipeline,
-  referenceRecordItem,
-  referenceRecordKey,
-  type ReferencePipeline,
-  type ReferenceTables,
-} from './reference-pipeline.js';
-import { lambdaContext } from '../local/runtime/context.js';
-import { spreadOf, type BenchContext, type LifecycleUsage, type Spread } from './types.js';
+import { spreadOf, type BenchContext, type Spread } from './types.js';
 
 /**
  * Intake throughput, ours against the Powertools reference (`bench/reference-pipeline.ts`) and against
- * the bare floor (`bench/floor-pipeline.ts`: the same three round trips with no logic), and the
- * reference's usage per dispatch lifecycle (priced by `bench/prices.ts` next to ours).
+ * the bare floor (`bench/floor-pipeline.ts`: the same three round trips with no logic). The reference's
+ * usage per dispatch lifecycle is measured apart, in `bench/reference-lifecycle.ts`.
  *
  * The pipelines run in this process, on the same engines (DynamoDB Local, fauxqs S3), against the
- * same in-process HTTP target, with SQS events built in memory as Lambda delivers them, each handler
- * invoked directly: one invocation at a time (as one Lambda execution environment runs them), 10
- * records per batch, which every handler's `BatchProcessor` processes concurrently (Powertools' default).
+ * same in-process HTTP target, with SQS events built in memory as Lambda delivers them
+ * (`bench/intake-harness.ts`), each handler invoked directly: one invocation at a time (as one Lambda
+ * execution environment runs them), 10 records per batch, which every handler's `BatchProcessor`
+ * processes concurrently (Powertools' default).
  */
 
-const BATCH_SIZE = 10;
 /** A multiple of the five pipelines: each runs in each position of the rotation equally often. */
 const ROUNDS = 10;
-const TARGET_NAME = 'bench-target';
-const ORIGIN = 'planner';
-/** Lambda memory the lifecycle's GB-seconds are computed for. */
-const MEMORY_MB = 512;
 const TARGET_TIMEOUT_MS = INTAKE_TARGET_TIMEOUT_MS;
-const SENDER_ID = 'AIDABENCHSENDER0000001';
-const QUEUE_ARN = `arn:aws:sqs:${LOCAL_REGION}:000000000000:bench-dispatch`;
-const EVIDENCE_REF = 'out/report.md';
 
 // --- Results -----------------------------------------------------------------------------------------
 
@@ -158,197 +136,6 @@ export interface DuplicateOutcome {
   readonly submissionsOfDuplicatedId: number;
 }
 
-/** What one reference lifecycle used, plus how it was measured. Assignable to {@link LifecycleUsage}. */
-export interface ReferenceLifecycleUsage extends LifecycleUsage {
-  readonly lifecycles: number;
-  readonly memoryMb: number;
-  /** Per step kind, per lifecycle. */
-  readonly bySteps: Readonly<Record<string, { readonly calls: number; readonly dynamodbRequests: number; readonly writeUnits: number; readonly readUnits: number; readonly ms: number }>>;
-  /** Per DynamoDB operation, per lifecycle. */
-  readonly byOperation: Readonly<Record<string, { readonly requests: number; readonly writeUnits: number; readonly readUnits: number; readonly failedConditions: number }>>;
-  readonly notes: string[];
-}
-
-// --- The target ----------------------------------------------------------------------------------------
-
-/**
- * A minimal CONTRACT §8 target: `POST /runs` → 201 `{ runId: 'r-<dispatchId>-<attempt>', status: 'queued' }`,
- * the same run for the same Idempotency-Key. Counts submissions per dispatchId, to check "exactly once".
- */
-class BenchTarget {
-  readonly submissions = new Map<string, number>();
-  private readonly runs = new Map<string, string>();
-
-  private constructor(
-    private readonly server: Server,
-    readonly baseUrl: string,
-  ) {}
-
-  static async start(): Promise<BenchTarget> {
-    let target: BenchTarget | undefined;
-    const server = createServer((request, response) => {
-      if (!target) throw new Error('target not started');
-      target.handle(request, response);
-    });
-    server.keepAliveTimeout = 60_000;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
-    });
-    const { port } = server.address() as AddressInfo;
-    target = new BenchTarget(server, `http://127.0.0.1:${port}`);
-    return target;
-  }
-
-  registration(): TargetRegistration {
-    return { name: TARGET_NAME, kind: 'http', baseUrl: this.baseUrl };
-  }
-
-  submissionsOf(dispatchId: string): number {
-    return this.submissions.get(dispatchId) ?? 0;
-  }
-
-  private handle(request: IncomingMessage, response: ServerResponse): void {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      if (request.method !== 'POST' || request.url !== TARGET_ROUTES.submit.path) {
-        response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not found' } }));
-        return;
-      }
-      let body: { dispatchId?: unknown; attempt?: unknown };
-      try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { dispatchId?: unknown; attempt?: unknown };
-      } catch {
-        response.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'not JSON' } }));
-        return;
-      }
-      const dispatchId = String(body.dispatchId);
-      const key = request.headers['idempotency-key'];
-      const idempotencyKey = typeof key === 'string' ? key : `${dispatchId}:${String(body.attempt)}`;
-      this.submissions.set(dispatchId, this.submissionsOf(dispatchId) + 1);
-      let runId = this.runs.get(idempotencyKey);
-      if (!runId) {
-        runId = `r-${dispatchId}-${String(body.attempt)}`;
-        this.runs.set(idempotencyKey, runId);
-      }
-      response.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ runId, status: 'queued' }));
-    });
-  }
-
-  async stop(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-}
-
-// --- Events and contexts ---------------------------------------------------------------------------------
-
-/** A valid dispatch message body (CONTRACT §1). */
-function dispatchBody(dispatchId: string, expectedEvidence: readonly string[] = []): string {
-  return JSON.stringify({
-    dispatchId,
-    origin: ORIGIN,
-    target: TARGET_NAME,
-    task: { goal: `summarise incident ${dispatchId}`, behavior: 'complete' },
-    ...(expectedEvidence.length > 0 ? { expectedEvidence } : {}),
-  });
-}
-
-/** An SQS record shaped as Lambda delivers it (as `local/runtime/sqs-event-source.ts` builds them). */
-function sqsRecord(body: string): SQSRecord {
-  const messageId = randomUUID();
-  const now = String(Date.now());
-  return {
-    messageId,
-    receiptHandle: `bench-${messageId}`,
-    body,
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: now, SenderId: SENDER_ID, ApproximateFirstReceiveTimestamp: now },
-    messageAttributes: {},
-    md5OfBody: createHash('md5').update(body).digest('hex'),
-    eventSource: 'aws:sqs',
-    eventSourceARN: QUEUE_ARN,
-    awsRegion: LOCAL_REGION,
-  };
-}
-
-function batchesOf(bodies: readonly string[]): SQSEvent[] {
-  const events: SQSEvent[] = [];
-  for (let index = 0; index < bodies.length; index += BATCH_SIZE) {
-    events.push({ Records: bodies.slice(index, index + BATCH_SIZE).map(sqsRecord) });
-  }
-  return events;
-}
-
-/** A Lambda function URL event (payload format 2.0) carrying a JSON body. */
-function functionUrlEvent(method: 'POST', path: string, body: unknown): LambdaFunctionURLEvent {
-  const now = new Date();
-  return {
-    version: '2.0',
-    routeKey: '$default',
-    rawPath: path,
-    rawQueryString: '',
-    headers: { 'content-type': 'application/json', host: 'bench.lambda-url.local' },
-    requestContext: {
-      accountId: '000000000000',
-      apiId: 'bench',
-      domainName: 'bench.lambda-url.local',
-      domainPrefix: 'bench',
-      http: { method, path, protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'bench' },
-      requestId: randomUUID(),
-      routeKey: '$default',
-      stage: '$default',
-      time: now.toISOString(),
-      timeEpoch: now.getTime(),
-    },
-    body: JSON.stringify(body),
-    isBase64Encoded: false,
-  };
-}
-
-type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
-
-/** Invokes `handler` once per batch, one at a time; returns the elapsed seconds and the failures reported. */
-async function drive(handler: SqsHandler, functionName: string, batches: readonly SQSEvent[], dynamodbPid?: number): Promise<{ seconds: number; failures: number; cpu: { node: number; dynamodbLocal: number | undefined } }> {
-  let failures = 0;
-  const nodeBefore = process.cpuUsage();
-  const engineBefore = dynamodbPid === undefined ? undefined : processCpuSeconds(dynamodbPid);
-  const started = performance.now();
-  for (const event of batches) {
-    const response = await handler(event, lambdaContext(functionName, 30_000, LOCAL_REGION, MEMORY_MB));
-    failures += response.batchItemFailures.length;
-  }
-  const seconds = (performance.now() - started) / 1000;
-  const node = process.cpuUsage(nodeBefore);
-  const engineAfter = dynamodbPid === undefined ? undefined : processCpuSeconds(dynamodbPid);
-  return {
-    seconds,
-    failures,
-    cpu: { node: (node.user + node.system) / 1e6, dynamodbLocal: engineBefore !== undefined && engineAfter !== undefined ? engineAfter - engineBefore : undefined },
-  };
-}
-
-/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux builds, where getconf is missing). */
-const CLOCK_TICKS = ((): number => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** CPU seconds (user + system) another process has used so far, from /proc (Linux); undefined elsewhere. */
-function processCpuSeconds(pid: number): number | undefined {
-  try {
-    // Fields after the command name (which may hold spaces, in parentheses): utime and stime are the 12th and 13th.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-  } catch {
-    return undefined;
-  }
-}
-
 // --- Ours: the real intake handler ----------------------------------------------------------------------
 
 interface OursSetup {
@@ -382,30 +169,6 @@ function oursHandler(ctx: BenchContext, dynamodb: DynamoDBClient, s3: S3Client):
     return { handler: module.handler, tableName };
   })();
   return oursSetup;
-}
-
-// --- Shared plumbing ---------------------------------------------------------------------------------------
-
-function clientsFor(endpoints: LocalEndpoints, options: { cacheMiddleware?: boolean } = {}): { dynamodb: DynamoDBClient; s3: S3Client } {
-  const base = { region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS } as const;
-  return {
-    dynamodb: new DynamoDBClient({ ...base, endpoint: endpoints.dynamodbEndpoint, ...options }),
-    s3: new S3Client({ ...base, endpoint: endpoints.s3Endpoint, forcePathStyle: true }),
-  };
-}
-
-/** Items found for `keys` (strongly consistent), through BatchGet in pages of 100. */
-async function getAll(documents: DynamoDBDocumentClient, tableName: string, keys: readonly Record<string, string>[]): Promise<Record<string, unknown>[]> {
-  const found: Record<string, unknown>[] = [];
-  for (let index = 0; index < keys.length; index += 100) {
-    let pending: Record<string, unknown>[] = keys.slice(index, index + 100);
-    while (pending.length > 0) {
-      const answer: BatchGetCommandOutput = await documents.send(new BatchGetCommand({ RequestItems: { [tableName]: { Keys: pending, ConsistentRead: true } } }));
-      found.push(...(answer.Responses?.[tableName] ?? []));
-      pending = answer.UnprocessedKeys?.[tableName]?.Keys ?? [];
-    }
-  }
-  return found;
 }
 
 /** Small unconditional puts at concurrency 8 for `seconds`; returns the rate of the last half. */
@@ -647,186 +410,4 @@ async function duplicateInBatch(pipeline: { handler: SqsHandler; functionName: s
     failuresOnRedelivery = (await pipeline.handler(again, lambdaContext(pipeline.functionName, 30_000, LOCAL_REGION, MEMORY_MB))).batchItemFailures.length;
   }
   return { failuresFirstDelivery: failed.size, failuresOnRedelivery, submissionsOfDuplicatedId: target.submissionsOf(duplicated) };
-}
-
-// --- The reference's lifecycle ------------------------------------------------------------------------------
-
-type StepKind = 'intake' | 'heartbeat' | 'complete' | 'evidenceCheck' | 'operatorReceipt';
-
-/**
- * One dispatch lifecycle through the reference — accept + submit (one intake record, in a batch of 10),
- * 2 heartbeats, completion, evidence check (one HEAD on S3), 1 operator receipt: 7 steps in 6 handler
- * calls — averaged over ~20 lifecycles, after 10 unmeasured ones. DynamoDB from a {@link CapacityMeter} on
- * the reference's only DynamoDB client (the one its Powertools persistence layers use too).
- */
-export async function measureReferenceLifecycle(ctx: BenchContext): Promise<ReferenceLifecycleUsage> {
-  const lifecycles = ctx.quick ? 10 : 20;
-  const { dynamodb: setupDynamodb, s3: setupS3 } = clientsFor(ctx.endpoints);
-  const { dynamodb, s3 } = clientsFor(ctx.endpoints);
-  const meter = new CapacityMeter();
-  meter.attach(dynamodb);
-  const s3Calls = new Map<string, number>();
-  s3.middlewareStack.add(
-    (next, context) => async (args) => {
-      const name = (context.commandName ?? 'unknown').replace(/Command$/, '');
-      s3Calls.set(name, (s3Calls.get(name) ?? 0) + 1);
-      return next(args);
-    },
-    { step: 'initialize', name: 'benchS3CallCounter' },
-  );
-  const target = await BenchTarget.start();
-  const tables: ReferenceTables = { idempotencyTable: ctx.uniqueName('lifecycle-ref-idempotency'), recordTable: ctx.uniqueName('lifecycle-ref-records') };
-  const bucket = ctx.uniqueName('lifecycle-ref-evidence').toLowerCase();
-  const verify = DynamoDBDocumentClient.from(setupDynamodb);
-  try {
-    await Promise.all([createReferenceTables(setupDynamodb, tables), ensureBucket(setupS3, bucket)]);
-    const ref = referencePipeline({
-      dynamodb,
-      s3,
-      tables,
-      evidenceBucket: bucket,
-      target: target.registration(),
-      callbackUrl: 'http://127.0.0.1:9/',
-      targetTimeoutMs: TARGET_TIMEOUT_MS,
-    });
-
-    const prefix = `lc-${randomUUID().slice(0, 8)}`;
-    ctx.log('reference lifecycle: 10 unmeasured lifecycles');
-    await runLifecycles(ref, setupS3, bucket, `${prefix}-warm`, BATCH_SIZE);
-
-    const meterBefore = meter.snapshot();
-    const s3Before = new Map(s3Calls);
-    const steps = new Map<StepKind, { calls: number; ms: number; requests: number; writeUnits: number; readUnits: number }>();
-    const measured = await runLifecycles(ref, setupS3, bucket, `${prefix}-m`, lifecycles, (kind, ms, spent) => {
-      const step = steps.get(kind) ?? { calls: 0, ms: 0, requests: 0, writeUnits: 0, readUnits: 0 };
-      step.calls += 1;
-      step.ms += ms;
-      step.requests += spent.requests;
-      step.writeUnits += spent.writeUnits;
-      step.readUnits += spent.readUnits;
-      steps.set(kind, step);
-    }, meter);
-    const spent = meter.since(meterBefore);
-
-    // Every lifecycle must have ended where it should: 6 versions, evidence handled, one receipt.
-    const records = await getAll(verify, tables.recordTable, measured.map((id) => referenceRecordKey(id)));
-    const complete = records.filter((item) => {
-      const evidence = item.evidence as { outcome?: unknown } | undefined;
-      return item.version === 6 && evidence?.outcome === 'handled' && Array.isArray(item.operatorReceipts) && item.operatorReceipts.length === 1;
-    });
-    const twice = measured.filter((id) => target.submissionsOf(id) !== 1);
-    if (complete.length !== lifecycles || twice.length > 0) {
-      throw new Error(`reference lifecycle: ${complete.length}/${lifecycles} records complete, ${twice.length} dispatches not submitted exactly once`);
-    }
-
-    const per = (value: number): number => Number((value / lifecycles).toFixed(4));
-    const heads = (s3Calls.get('HeadObject') ?? 0) - (s3Before.get('HeadObject') ?? 0);
-    const handlerSeconds = [...steps.values()].reduce((sum, step) => sum + step.ms, 0) / 1000;
-    const failedConditions = Object.values(spent.byOperation).reduce((sum, operation) => sum + operation.failedConditions, 0);
-    const bySteps = Object.fromEntries(
-      [...steps.entries()].map(([kind, step]) => [
-        kind,
-        { calls: per(step.calls), dynamodbRequests: per(step.requests), writeUnits: per(step.writeUnits), readUnits: per(step.readUnits), ms: per(step.ms) },
-      ]),
-    );
-    const byOperation = Object.fromEntries(
-      Object.entries(spent.byOperation).map(([operation, totals]) => [
-        operation,
-        { requests: per(totals.requests), writeUnits: per(totals.writeUnits), readUnits: per(totals.readUnits), failedConditions: per(totals.failedConditions) },
-      ]),
-    );
-    const otherSteps = ['heartbeat', 'complete', 'evidenceCheck', 'operatorReceipt'] as const;
-    const directCalls = otherSteps.reduce((sum, kind) => sum + (steps.get(kind)?.calls ?? 0), 0) / lifecycles;
-    return {
-      dynamodb: { requests: per(spent.requests), readUnits: per(spent.readUnits), writeUnits: per(spent.writeUnits), failedConditions: per(failedConditions) },
-      // The dispatch message: 1 SendMessage, and its share of one ReceiveMessage and one DeleteMessageBatch of 10.
-      sqsRequests: 1.2,
-      lambda: { invocations: Number((0.1 + directCalls).toFixed(4)), gbSeconds: Number(((handlerSeconds / lifecycles) * (MEMORY_MB / 1024)).toFixed(6)) },
-      eventBridgeEvents: 0,
-      s3: { putRequests: 0, getRequests: per(heads) },
-      secretsManagerCalls: 0,
-      functionUrlRequests: 4,
-      lifecycles,
-      memoryMb: MEMORY_MB,
-      bySteps,
-      byOperation,
-      notes: [
-        `${lifecycles} lifecycles measured after 10 unmeasured ones; figures are per lifecycle.`,
-        'Steps: accept+submit (the intake batch handler, 10 dispatches per invocation: 0.1 invocation each), heartbeat ×2 and completion (run-event handler behind a function URL), evidence check (direct invoke: one HEAD per expected ref on fauxqs S3, 1 ref), 1 operator receipt (function URL): 7 lifecycle steps in 6 handler calls.',
-        'Every handler is wrapped by Powertools makeIdempotent on its own DynamoDBPersistenceLayer (same idempotency table, same metered DynamoDB client): a conditional PutItem INPROGRESS and an UpdateItem COMPLETED per call, around one state write (PutItem at intake, UpdateItem after). The reference publishes no events and keeps no history items.',
-        `Lambda GB-seconds: measured wall time of each handler call (the intake batch's time ÷ 10) × ${MEMORY_MB} MB (${MEMORY_MB / 1024} GB), on this machine against local engines.`,
-        'SQS: modelled (1 send + 0.1 receive + 0.1 delete-batch); the measured events are built in memory. functionUrlRequests: the 4 HTTP calls (2 heartbeats, completion, operator receipt), free beyond their invocations. The target uploading its evidence is not counted (s3 put 0).',
-      ],
-    };
-  } finally {
-    await target.stop();
-    for (const client of [dynamodb, setupDynamodb]) client.destroy();
-    for (const client of [s3, setupS3]) client.destroy();
-  }
-}
-
-type StepListener = (kind: StepKind, ms: number, spent: { requests: number; writeUnits: number; readUnits: number }) => void;
-
-/** Runs `count` lifecycles (a multiple of 10) through the reference; returns their dispatchIds. */
-async function runLifecycles(
-  ref: ReferencePipeline,
-  setupS3: S3Client,
-  bucket: string,
-  prefix: string,
-  count: number,
-  onStep?: StepListener,
-  meter?: CapacityMeter,
-): Promise<string[]> {
-  const timed = async <T>(kind: StepKind, call: () => Promise<T>): Promise<T> => {
-    const before = meter?.snapshot();
-    const started = performance.now();
-    const result = await call();
-    const ms = performance.now() - started;
-    const spent = meter && before ? meter.since(before) : { requests: 0, writeUnits: 0, readUnits: 0 };
-    onStep?.(kind, ms, spent);
-    return result;
-  };
-  const all: string[] = [];
-  for (let batch = 0; batch < count / BATCH_SIZE; batch += 1) {
-    const ids = Array.from({ length: BATCH_SIZE }, (_, index) => `${prefix}-${batch}-${index}`);
-    all.push(...ids);
-    // The target's evidence, uploaded out of band (not the reference's usage).
-    await Promise.all(ids.map((id) => setupS3.send(new PutObjectCommand({ Bucket: bucket, Key: referenceEvidenceKey(id, 1, EVIDENCE_REF), Body: `report of ${id}\n` }))));
-    const event: SQSEvent = { Records: ids.map((id) => sqsRecord(dispatchBody(id, [EVIDENCE_REF]))) };
-    // One intake invocation for 10 dispatches: each lifecycle's share is a tenth of it.
-    const before = meter?.snapshot();
-    const started = performance.now();
-    const response = await ref.intake(event, lambdaContext('reference-intake', 30_000, LOCAL_REGION, MEMORY_MB));
-    const ms = performance.now() - started;
-    if (response.batchItemFailures.length > 0) throw new Error(`reference intake: ${response.batchItemFailures.length} batch item failures`);
-    const spent = meter && before ? meter.since(before) : { requests: 0, writeUnits: 0, readUnits: 0 };
-    for (let index = 0; index < BATCH_SIZE; index += 1) {
-      onStep?.('intake', ms / BATCH_SIZE, { requests: spent.requests / BATCH_SIZE, writeUnits: spent.writeUnits / BATCH_SIZE, readUnits: spent.readUnits / BATCH_SIZE });
-    }
-
-    for (const id of ids) {
-      const runId = `r-${id}-1`;
-      const runEvent = (seq: number, type: 'heartbeat' | 'completed'): LambdaFunctionURLEvent =>
-        functionUrlEvent('POST', routePath(ROUTES.postRunEvent, { runId }), {
-          dispatchId: id,
-          seq,
-          type,
-          ...(type === 'completed' ? { result: { summary: `done: ${id}` }, evidence: [EVIDENCE_REF] } : {}),
-        });
-      for (const [seq, type] of [[1, 'heartbeat'], [2, 'heartbeat'], [3, 'completed']] as const) {
-        const answer = await timed(type === 'heartbeat' ? 'heartbeat' : 'complete', () => ref.runEvent(runEvent(seq, type), lambdaContext('reference-run-events', 30_000, LOCAL_REGION, MEMORY_MB)));
-        if (typeof answer === 'string' || answer.statusCode !== 202) throw new Error(`reference run event ${type} ${seq} for ${id}: ${JSON.stringify(answer)}`);
-      }
-      const check = await timed('evidenceCheck', () => ref.evidenceCheck({ dispatchId: id, attempt: 1, refs: [EVIDENCE_REF] }, lambdaContext('reference-evidence-check', 30_000, LOCAL_REGION, MEMORY_MB)));
-      if (check.outcome !== 'handled') throw new Error(`reference evidence check for ${id}: ${JSON.stringify(check)}`);
-      const receipt = await timed('operatorReceipt', () =>
-        ref.operatorReceipt(
-          functionUrlEvent('POST', routePath(ROUTES.recordReceipt, { dispatchId: id }), { dispatchId: id, receiptId: `rcpt-${id}`, kind: 'delivered', note: 'read by the owner' }),
-          lambdaContext('reference-operator-receipts', 30_000, LOCAL_REGION, MEMORY_MB),
-        ),
-      );
-      if (typeof receipt === 'string' || receipt.statusCode !== 201) throw new Error(`reference operator receipt for ${id}: ${JSON.stringify(receipt)}`);
-    }
-  }
-  return all;
 }
