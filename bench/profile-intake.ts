@@ -44,8 +44,10 @@ const PIPELINE = process.env.PIPELINE ?? 'ours';
 if (!(PIPELINES as readonly string[]).includes(PIPELINE)) throw new RangeError(`PIPELINE must be one of ${PIPELINES.join(', ')}, got ${JSON.stringify(PIPELINE)}`);
 
 function sqsRecord(index: number): SQSRecord {
-  // Ids of one length (the own-items pipeline's copies keep the sample's sizes).
-  const body = JSON.stringify({ dispatchId: `p-${String(index).padStart(7, '0')}-${randomUUID()}`, origin: 'planner', target: TARGET, task: { goal: `summarise incident ${index}`, behavior: 'complete' } });
+  // Ids of one length, and the goal names the id (as the throughput bench's does): the own-items pipeline's
+  // copies of the sample's items, ids swapped, are then the size ours writes for each message.
+  const dispatchId = `p-${String(index).padStart(7, '0')}-${randomUUID()}`;
+  const body = JSON.stringify({ dispatchId, origin: 'planner', target: TARGET, task: { goal: `summarise incident ${dispatchId}`, behavior: 'complete' } });
   const now = String(Date.now());
   const messageId = randomUUID();
   return {
