@@ -19,6 +19,16 @@ import { eventually, startTestPlatform, type TestPlatform } from '../support/pla
 let t: TestPlatform;
 let ledger: LedgerTable;
 
+/**
+ * How long one step of the platform's own (the intake taking a message, a monitor tick acting, an event
+ * published) may take before a wait gives up: a bound on progress, never a check of speed — a wait
+ * returns as soon as the step shows. Generous, because CI runs this file beside others on two saturated
+ * cores: on 2026-12-06 the whole file ran 3–7× slower than in the run before, and two 15–30 s waits expired.
+ */
+const STEP_MS = 60_000;
+/** A test's own bound: several steps. */
+const TEST_MS = 240_000;
+
 beforeAll(async () => {
   t = await startTestPlatform();
   ledger = new LedgerTable(DynamoDBDocumentClient.from(t.clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });
@@ -47,12 +57,12 @@ async function post(path: string, body: unknown, origin = 'planner'): Promise<{ 
 }
 
 const submittedAt = (view: DispatchView): string | undefined => view.receipts.find((receipt) => receipt.event === 'dispatch_submitted' && receipt.attempt === view.attempt)?.at;
-/** `promise`, or a failure naming `what` after 20 s (a bound that only names a failure: nothing is timed). */
+/** `promise`, or a failure naming `what` after STEP_MS (a bound that only names a failure: nothing is timed). */
 async function settledWithin<T>(what: string, promise: Promise<T>): Promise<Awaited<T>> {
   const bound = new AbortController();
-  const deadline = sleep(20_000, undefined, { signal: bound.signal }).then(
+  const deadline = sleep(STEP_MS, undefined, { signal: bound.signal }).then(
     (): never => {
-      throw new Error(`gave up waiting for ${what} after 20 s`);
+      throw new Error(`gave up waiting for ${what} after ${STEP_MS / 1000} s`);
     },
     () => new Promise<never>(() => undefined), // settled in time: the bound is called off and never fires
   );
@@ -85,7 +95,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const target = await limitedTarget(1);
     const blocker = message(target, { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(blocker));
-    await t.viewWhen(blocker.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    await t.viewWhen(blocker.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
     // All wait behind the blocker: one low, four from each origin, one high (sent last).
     const low = message(target, { priority: 1, origin: 'reviewer' });
     const alpha = Array.from({ length: 4 }, () => message(target, { origin: 'planner' }));
@@ -93,7 +103,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const high = message(target, { priority: 9, origin: 'reviewer' });
     for (const body of [low, ...alpha, ...beta, high]) {
       await t.send(JSON.stringify(body));
-      await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'capacity', { origin: body.origin as string, timeoutMs: 20_000 });
+      await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'capacity', { origin: body.origin as string, timeoutMs: STEP_MS });
     }
     // The blocker's run ends (its cancel, confirmed by the target): the queue drains one at a time.
     expect((await post(`/dispatches/${blocker.dispatchId}/cancel`, { reason: 'make room' })).status).toBe(202);
@@ -118,10 +128,10 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const target = await limitedTarget(1);
     const stalled = message(target, { task: { behavior: 'stall' }, timeouts: { stallAfterSeconds: 1 } });
     await t.send(JSON.stringify(stalled));
-    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown', { timeoutMs: 30_000 });
+    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown', { timeoutMs: STEP_MS });
     const waiter = message(target);
     await t.send(JSON.stringify(waiter));
-    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: STEP_MS });
     // The target became full when the stalled run took the only slot: that is the entry's `since` (§2 v3),
     // and ticks, lookups and the waiter's arrival do not move it.
     const full = (await t.view(stalled.dispatchId)).slot.since;
@@ -130,7 +140,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     expect(await sinceOf()).toBe(full);
     // Ticks go by: the unknown run still holds the only slot, and the attention list says so.
     const ticks = t.platform.scheduler.ticks;
-    await eventually('three more ticks', async () => (t.platform.scheduler.ticks >= ticks + 3 ? true : undefined), { timeoutMs: 20_000 });
+    await eventually('three more ticks', async () => (t.platform.scheduler.ticks >= ticks + 3 ? true : undefined), { timeoutMs: STEP_MS });
     expect((await t.view(waiter.dispatchId)).phase).toBe('accepted');
     const capacity = (await t.get('/attention?kind=at_capacity')).body as { items: Array<Record<string, unknown>> };
     expect(capacity.items.find((item) => item.target === target)).toMatchObject({ kind: 'at_capacity', limit: 1, held: 1, heldByUnknownRuns: 1, waiting: 1, since: full });
@@ -141,11 +151,11 @@ describe('flow control: a limit counts the runs still active at the target', () 
     await eventually('the freed slot taken', async () => {
       const [again, other] = [await t.view(stalled.dispatchId), await t.view(waiter.dispatchId)];
       return (again.attempt === 2 && again.phase === 'submitted') || other.phase === 'submitted' ? true : undefined;
-    }, { timeoutMs: 20_000 });
+    }, { timeoutMs: STEP_MS });
     expect((await t.view(stalled.dispatchId)).runs.find((entry) => entry.attempt === 1)).toMatchObject({ superseded: true });
     // (The waiter completes at once when it is the one: the count may already be back to 0.)
     expect((await held(target)).held).toBeLessThanOrEqual(1);
-  }, 90_000);
+  }, TEST_MS);
 
   // Counted in ticks, not timed (it had asserted "submitted < 3 s after notBefore" against a 1 s tick,
   // and failed at 3,059 ms on a clean clone's .ci/run with both cores saturated): the scheduler is
@@ -157,7 +167,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const notBefore = new Date(Date.now() + 12_000).toISOString();
     const body = message('demo-agent', { notBefore });
     await t.send(JSON.stringify(body));
-    expect((await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: 10_000 })).submission.notBefore).toBe(notBefore);
+    expect((await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: STEP_MS })).submission.notBefore).toBe(notBefore);
     await t.platform.scheduler.stop();
     try {
       // A tick that starts (and reads its clock) before the time leaves it waiting.
@@ -182,13 +192,15 @@ describe('flow control: a limit counts the runs still active at the target', () 
     } finally {
       t.platform.scheduler.start();
     }
-  }, 45_000);
+  }, TEST_MS);
 
   it('admits the next dispatch at the freeing write in the API, without a tick, and answers the callback first', async () => {
     // The target is the demo agent behind a proxy that holds the second dispatch's submission, so the order
     // "the report was answered while the admission it caused had not ended" is seen, not timed. The one
-    // window left is the platform's target timeout (2 s): the monitor gives the held submission up then, so
-    // the report must be answered within 2 s of the monitor sending it (it is answered right after the nudge).
+    // window left is the platform's target timeout (2 s; a longer one would lengthen every claim here, which
+    // lasts twice it): the monitor gives the held submission up then, so the report must be answered within
+    // 2 s of the monitor sending it. It is answered right after the nudge, before the monitor has even taken
+    // the slot (a read and a conditional write) and sent the submission.
     const gate = await startGatedProxy(t.platform.demoAgent.url);
     const target = uniqueName('lim');
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: gate.url, maxConcurrentRuns: 1 });
@@ -197,9 +209,9 @@ describe('flow control: a limit counts the runs still active at the target', () 
     gate.hold(second.dispatchId);
     try {
       await t.send(JSON.stringify(first));
-      const running = await t.viewWhen(first.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+      const running = await t.viewWhen(first.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
       await t.send(JSON.stringify(second));
-      await t.viewWhen(second.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+      await t.viewWhen(second.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: STEP_MS });
       // No tick from here on: only the freeing write can admit the second one.
       await t.platform.scheduler.stop();
       const ticks = t.platform.scheduler.ticks;
@@ -220,7 +232,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
       expect(submissionEnded).toBe(false);
       expect(t.platform.scheduler.ticks).toBe(ticks);
       gate.open(second.dispatchId);
-      const admitted = await t.viewWhen(second.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 10_000 });
+      const admitted = await t.viewWhen(second.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
       expect(gate.answered(second.dispatchId)).toBe(true);
       expect(t.platform.scheduler.ticks).toBe(ticks);
       expect(Date.parse(submittedAt(admitted) ?? '')).toBeGreaterThanOrEqual(started);
@@ -228,40 +240,40 @@ describe('flow control: a limit counts the runs still active at the target', () 
       t.platform.scheduler.start();
       await gate.close();
     }
-  }, 60_000);
+  }, TEST_MS);
 
   it('frees the only slot of a vanished run with `slots release`, recorded with the principal; a run the target knows keeps it (409)', async () => {
     const target = await limitedTarget(1);
     const vanished = message(target, { task: { behavior: 'vanish' } });
     await t.send(JSON.stringify(vanished));
-    const run = await t.viewWhen(vanished.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    const run = await t.viewWhen(vanished.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
     const waiter = message(target, { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(waiter));
-    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: 20_000 });
+    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: STEP_MS });
 
     const released = await post(`/targets/${target}/slots/release`, { runId: run.runId, dispatchId: vanished.dispatchId, reason: 'the agent lost it' });
     expect(released).toMatchObject({ status: 200, body: { released: true, dispatchId: vanished.dispatchId, releasedBy: 'local:operator' } });
     expect((await t.view(vanished.dispatchId)).slot.released).toMatchObject({ by: 'local:operator', reason: 'the agent lost it', runId: run.runId });
-    const admitted = await t.viewWhen(waiter.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 10_000 });
+    const admitted = await t.viewWhen(waiter.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
     // The stalling run is one the target knows: its slot stays.
     const refused = await post(`/targets/${target}/slots/release`, { runId: admitted.runId, dispatchId: waiter.dispatchId, reason: 'no' });
     expect(refused.status).toBe(409);
     expect(await held(target)).toMatchObject({ held: 1 });
-  }, 60_000);
+  }, TEST_MS);
 
   it('finds the dispatch of a lost run by its run id alone (CONTRACT body { runId, reason }) once the ledger knows it as unknown', async () => {
     const target = await limitedTarget(1);
     const vanished = message(target, { task: { behavior: 'vanish' }, timeouts: { stallAfterSeconds: 1 } });
     await t.send(JSON.stringify(vanished));
-    const lost = await t.viewWhen(vanished.dispatchId, (view) => view.execution.monitorStatus === 'target_not_found', { timeoutMs: 30_000 });
+    const lost = await t.viewWhen(vanished.dispatchId, (view) => view.execution.monitorStatus === 'target_not_found', { timeoutMs: STEP_MS });
     // The attention feed (an index) is a moment behind the state.
     const released = await eventually('released by run id', async () => {
       const answer = await post(`/targets/${target}/slots/release`, { runId: lost.runId, reason: 'gone at the agent' });
       return answer.status === 200 ? answer : undefined;
-    }, { timeoutMs: 10_000 });
+    }, { timeoutMs: STEP_MS });
     expect(released.body).toMatchObject({ released: true, dispatchId: vanished.dispatchId, status: 'unknown' });
     expect(await held(target)).toMatchObject({ held: 0, unknownHeld: 0 });
-  }, 60_000);
+  }, TEST_MS);
 
   it('reclaims a slot taken by a process that died before submitting: submitted once, then given back', async () => {
     const target = await limitedTarget(1);
@@ -270,15 +282,15 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const uninstall = installFaults({ fires: (fault, subject) => fault === 'submit.after_slot_taken' && subject === body.dispatchId && crashed++ === 0 });
     try {
       await t.send(JSON.stringify(body));
-      const view = await t.viewWhen(body.dispatchId, over, { timeoutMs: 30_000 });
+      const view = await t.viewWhen(body.dispatchId, over, { timeoutMs: STEP_MS });
       expect(crashed).toBeGreaterThanOrEqual(1);
       expect(view.execution.status).toBe('completed');
       expect((await stats()).runs[body.dispatchId]).toBe(1);
-      await eventually('the slot given back', async () => ((await held(target)).held === 0 ? true : undefined), { timeoutMs: 10_000 });
+      await eventually('the slot given back', async () => ((await held(target)).held === 0 ? true : undefined), { timeoutMs: STEP_MS });
     } finally {
       uninstall();
     }
-  }, 60_000);
+  }, TEST_MS);
 });
 
 describe('cancel (CONTRACT §2 v2)', () => {
@@ -288,35 +300,35 @@ describe('cancel (CONTRACT §2 v2)', () => {
   it('cancels a dispatch before submission at once: never reaches the target, no slot taken, Dispatch Cancelled', async () => {
     const body = message('demo-agent', { notBefore: new Date(Date.now() + 60_000).toISOString() });
     await t.send(JSON.stringify(body));
-    await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: 10_000 });
+    await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: STEP_MS });
     const answer = await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'not needed' });
     expect(answer).toMatchObject({ status: 202, body: { phase: 'cancelled', cancelled: true } });
     expect((await t.view(body.dispatchId)).phase).toBe('cancelled');
-    await eventually('Dispatch Cancelled on the bus', async () => (events().some((event) => event['detail-type'] === 'Dispatch Cancelled' && event.detail.dispatchId === body.dispatchId) ? true : undefined), { timeoutMs: 15_000 });
+    await eventually('Dispatch Cancelled on the bus', async () => (events().some((event) => event['detail-type'] === 'Dispatch Cancelled' && event.detail.dispatchId === body.dispatchId) ? true : undefined), { timeoutMs: STEP_MS });
     expect((await stats()).submissions[body.dispatchId]).toBeUndefined();
     // Terminal now: a second cancel is 409.
     expect((await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'again' })).status).toBe(409);
-  }, 30_000);
+  }, TEST_MS);
 
   it('asks the target to cancel a submitted run, once however often the origin asks; cancelled on the target\'s word', async () => {
     const body = message('demo-agent', { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(body));
-    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
     const [first, second] = [await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' }), await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' })];
     expect(first.status).toBe(202);
     expect([202, 409]).toContain(second.status);
-    const view = await t.viewWhen(body.dispatchId, (candidate) => candidate.execution.status === 'cancelled', { timeoutMs: 10_000 });
+    const view = await t.viewWhen(body.dispatchId, (candidate) => candidate.execution.status === 'cancelled', { timeoutMs: STEP_MS });
     expect(view.execution.cancelRequestedAt).not.toBeNull();
     expect((await stats()).cancels?.[running.runId ?? '']).toBe(1);
     expect((await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' })).status).toBe(409);
-  }, 30_000);
+  }, TEST_MS);
 
   it('retries the cancel while the target is unreachable (cancel_pending), and records it once the target confirms', async () => {
     const target = uniqueName('moody');
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
     const body = message(target, { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(body));
-    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 });
+    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
     // The target goes away (nothing listens there).
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
     const asked = await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' });
@@ -324,10 +336,10 @@ describe('cancel (CONTRACT §2 v2)', () => {
     const pending = (await t.get('/attention?kind=cancel_pending')).body as { items: Array<Record<string, unknown>> };
     expect(pending.items.some((item) => item.dispatchId === body.dispatchId)).toBe(true);
     // The monitor asks again (1 s backoff here) until it is back.
-    await eventually('asked again', async () => ((await t.view(body.dispatchId)).execution.cancel?.asks ?? 0) >= 2 ? true : undefined, { timeoutMs: 15_000 });
+    await eventually('asked again', async () => ((await t.view(body.dispatchId)).execution.cancel?.asks ?? 0) >= 2 ? true : undefined, { timeoutMs: STEP_MS });
     expect((await t.view(body.dispatchId)).execution.status).not.toBe('cancelled');
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
-    await t.viewWhen(body.dispatchId, (view) => view.execution.status === 'cancelled', { timeoutMs: 15_000 });
+    await t.viewWhen(body.dispatchId, (view) => view.execution.status === 'cancelled', { timeoutMs: STEP_MS });
     expect((await stats()).cancels?.[running.runId ?? '']).toBe(1);
-  }, 60_000);
+  }, TEST_MS);
 });
