@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { TEST_MS } from './test/support/bounds.js';
 
 // Four projects, by feedback speed (see README "Tests"):
 // - unit: pure code and adapters against in-memory fakes or aws-sdk-client-mock; no servers.
@@ -50,7 +51,8 @@ export default defineConfig({
           setupFiles: ['test/integration/file-engines.ts'],
           // The tests' fixed clock lies in the past: TTL off on their tables (see local/resources.ts).
           env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', DISPATCH_LEDGER_LOCAL_TTL: 'off' },
-          testTimeout: 60_000,
+          // A bound on liveness, not a check of speed (see test/support/bounds.ts).
+          testTimeout: TEST_MS,
           hookTimeout: 120_000,
           // Files side by side: a file counts operations on its own clients and its own table engine.
           maxWorkers: INTEGRATION_WORKERS,

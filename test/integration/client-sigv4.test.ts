@@ -15,5 +15,5 @@ describe('the client from a plain node ESM script against the local platform wit
     } finally {
       await t.stop();
     }
-  }, 180_000);
+  });
 });

@@ -37,7 +37,7 @@ describe('the client on the local platform, through a recorder of the routes it 
   it('from a plain node ESM script (no tsx), local: true: dispatches, checks until handled, delivers through the inbox (origin_ack), and reads a 404 as a LedgerApiError', async () => {
     const { dispatchId, printed } = await clientRoundTrip(t);
     expect(printed).toEqual(roundTripped(dispatchId));
-  }, 180_000);
+  });
 
   /** A client speaking for an origin of its own (each test its own inbox), or as the operator (no origin), through the recorder. */
   const clientFor = (origin?: string): LedgerClient =>
@@ -47,7 +47,7 @@ describe('the client on the local platform, through a recorder of the routes it 
   async function finished(ledger: LedgerClient): Promise<string> {
     const dispatchId = uniqueName('d-deliver');
     await ledger.dispatch({ dispatchId, target: 'demo-agent', task: { behavior: 'complete' }, resultDelivery: 'inject' });
-    await eventually(`the result of ${dispatchId}`, () => ledger.check(dispatchId), { until: (view) => view.result?.state === 'pending', timeoutMs: 60_000 });
+    await eventually(`the result of ${dispatchId}`, () => ledger.check(dispatchId), { until: (view) => view.result?.state === 'pending' });
     return dispatchId;
   }
 
@@ -62,7 +62,7 @@ describe('the client on the local platform, through a recorder of the routes it 
     expect(view.ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
     expect((view as { originAcks?: unknown[] }).originAcks).toHaveLength(1);
     expect((await ledger.inbox.claim({ mode: 'inject' })).results).toEqual([]);
-  }, 90_000);
+  });
 
   it('releases every result with the error’s message when the handler throws, and rethrows it', async () => {
     const ledger = clientFor(uniqueName('o'));
@@ -72,7 +72,7 @@ describe('the client on the local platform, through a recorder of the routes it 
     const again = await ledger.inbox.claim({ mode: 'inject' });
     expect(again.results.map((result) => result.dispatchId)).toEqual([dispatchId]);
     await ledger.inbox.ack(again.results[0]?.resultId ?? '', again.claimToken ?? '');
-  }, 90_000);
+  });
 
   /** A plain node script speaking for `origin` through `local: true` (another process: it can stall or die on its own). */
   function script(origin: string, body: string) {
@@ -106,15 +106,15 @@ describe('the client on the local platform, through a recorder of the routes it 
       });
       console.log(JSON.stringify({ outcome, aborted }));
     `);
-    await eventually('the delivering process holds the result', () => ledger.check(dispatchId), { until: (view) => view.result?.state === 'claimed', timeoutMs: 30_000 });
-    const takenOver = await eventually('the result taken over once its lease ran out', () => ledger.inbox.claim({ mode: 'inject' }), { until: (claim) => claim.results.length > 0, timeoutMs: 30_000 });
+    await eventually('the delivering process holds the result', () => ledger.check(dispatchId), { until: (view) => view.result?.state === 'claimed' });
+    const takenOver = await eventually('the result taken over once its lease ran out', () => ledger.inbox.claim({ mode: 'inject' }), { until: (claim) => claim.results.length > 0 });
     expect(takenOver.results.map((result) => result.dispatchId)).toEqual([dispatchId]);
     const { printed } = await delivering;
     expect(JSON.parse(printed)).toEqual({ outcome: { claimed: 1, acked: 0, leaseLost: true, notAcked: [expect.any(String)] }, aborted: true });
     expect((await ledger.check(dispatchId)).ownerDelivery.state).toBe('unconfirmed');
     await ledger.inbox.ack(takenOver.results[0]?.resultId ?? '', takenOver.claimToken ?? '');
     expect((await ledger.check(dispatchId)).ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
-  }, 90_000);
+  });
 
   it('gives a result to the next claim exactly once when the process dies between the handler and the ack', async () => {
     const origin = uniqueName('o');
@@ -129,18 +129,18 @@ describe('the client on the local platform, through a recorder of the routes it 
     expect(signal).toBe('SIGKILL');
     expect(JSON.parse(printed)).toEqual([dispatchId]);
 
-    const next = await eventually('the result claimable again', () => ledger.inbox.claim({ mode: 'inject' }), { until: (claim) => claim.results.length > 0, timeoutMs: 20_000 });
+    const next = await eventually('the result claimable again', () => ledger.inbox.claim({ mode: 'inject' }), { until: (claim) => claim.results.length > 0 });
     expect(next.results.map((result) => result.dispatchId)).toEqual([dispatchId]);
     await ledger.inbox.ack(next.results[0]?.resultId ?? '', next.claimToken ?? '');
     expect((await ledger.inbox.claim({ mode: 'inject' })).results).toEqual([]);
     expect((await ledger.check(dispatchId)).ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
-  }, 90_000);
+  });
 
   it('reads and acts through every origin route: lists, approval, receipts, evidence marks, cancel, redispatch, manual attestations', async () => {
     const ledger = clientFor(uniqueName('o'));
     const handled = uniqueName('d-all');
     await ledger.dispatch({ dispatchId: handled, target: 'demo-agent', task: { behavior: 'large_result', resultBytes: 2_000 }, expectedEvidence: ['out/report.md'], resultDelivery: 'inject' });
-    const done = await eventually(`${handled} handled`, () => ledger.check(handled), { until: (view) => view.evidence.outcome === 'handled' && view.result?.state === 'pending', timeoutMs: 60_000 });
+    const done = await eventually(`${handled} handled`, () => ledger.check(handled), { until: (view) => view.evidence.outcome === 'handled' && view.result?.state === 'pending' });
     const runId = done.runId ?? '';
 
     const history: string[] = [];
@@ -166,22 +166,22 @@ describe('the client on the local platform, through a recorder of the routes it 
 
     const waiting = uniqueName('d-approve');
     await ledger.dispatch({ dispatchId: waiting, target: 'demo-agent', task: { behavior: 'await_approval' } });
-    const pending = await eventually(`${waiting} waiting for approval`, () => ledger.check(waiting), { until: (view) => typeof (view.execution as { pendingApproval?: { approvalId?: string } }).pendingApproval?.approvalId === 'string', timeoutMs: 60_000 });
+    const pending = await eventually(`${waiting} waiting for approval`, () => ledger.check(waiting), { until: (view) => typeof (view.execution as { pendingApproval?: { approvalId?: string } }).pendingApproval?.approvalId === 'string' });
     const approvalId = (pending.execution as { pendingApproval?: { approvalId?: string } }).pendingApproval?.approvalId ?? '';
     expect(await ledger.decide(waiting, { approvalId, decision: 'approve' })).toEqual({ approvalId, decision: 'approve' });
 
     const slow = uniqueName('d-cancel');
     await ledger.dispatch({ dispatchId: slow, target: 'demo-agent', task: { behavior: 'slow', seconds: 60 } });
-    await eventually(`${slow} running`, () => ledger.check(slow), { until: (view) => view.execution.status === 'running', timeoutMs: 30_000 });
+    await eventually(`${slow} running`, () => ledger.check(slow), { until: (view) => view.execution.status === 'running' });
     expect(await ledger.cancel(slow, { reason: 'no longer needed' })).toMatchObject({ dispatchId: slow });
 
     const desk = uniqueName('d-desk');
     await ledger.dispatch({ dispatchId: desk, target: 'desk', task: { write: 'the quarterly report' } });
-    await eventually(`${desk} recorded`, () => ledger.check(desk), { until: (view) => view.dispatchId === desk, timeoutMs: 30_000 });
+    await eventually(`${desk} recorded`, () => ledger.check(desk), { until: (view) => view.dispatchId === desk });
     expect(await ledger.manual.attest(desk, { attestationId: 'ma-1', kind: 'manual_dispatch_written', note: 'Alice has the brief' })).toMatchObject({ attestationId: 'ma-1' });
     expect((await ledger.manual.list.page(desk)).items).toEqual([expect.objectContaining({ attestationId: 'ma-1' })]);
     expect((await ledger.rejections.page()).items).toEqual([]);
-  }, 180_000);
+  });
 
   it('reads and acts through every operator route', async () => {
     const operator = clientFor();
@@ -191,7 +191,7 @@ describe('the client on the local platform, through a recorder of the routes it 
     expect(Array.isArray((await operator.operator.rejections.page({ limit: 5 })).items)).toBe(true);
     const error = await operator.operator.releaseSlot('demo-agent', { runId: 'no-such-run', reason: 'drill' }).catch((thrown: unknown) => thrown);
     expect(isLedgerApiError(error) && [404, 409, 422].includes(error.status), String(error)).toBe(true);
-  }, 60_000);
+  });
 
   it('called every entry of the route table that an origin or the operator calls (the target routes are the worker kit’s)', () => {
     const expected = (Object.keys(ROUTES) as RouteName[]).filter((name) => ROUTES[name].who.some((who) => who !== 'target'));

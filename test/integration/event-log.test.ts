@@ -14,7 +14,7 @@ afterAll(() => clients.destroy());
 async function drainUntil(tail: EventLogTail, count: number): Promise<void> {
   let seen = 0;
   // drainOnce long-polls (1 s) itself: no pause between tries.
-  await eventually(`${count} events in the log`, async () => (seen += await tail.drainOnce(1)), { timeoutMs: 10_000, intervalMs: 0, until: (n) => n >= count });
+  await eventually(`${count} events in the log`, async () => (seen += await tail.drainOnce(1)), { intervalMs: 0, until: (n) => n >= count });
   expect(seen).toBe(count);
 }
 

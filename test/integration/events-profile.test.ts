@@ -29,7 +29,7 @@ describe('the events profile on the local platform (attention)', () => {
   it('publishes a handled lifecycle as one Dispatch Handled, and a rejection, while the view keeps every claim', async () => {
     const dispatchId = uniqueName('d');
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'a report' }, expectedEvidence: ['out/report.md'] }));
-    const handled = await t.viewWhen(dispatchId, (view) => view.evidence.outcome === 'handled', { timeoutMs: 30_000 });
+    const handled = await t.viewWhen(dispatchId, (view) => view.evidence.outcome === 'handled');
     expect(handled.execution.nativeStatus).toBe('completed');
     expect(handled.receipts.map((receipt) => receipt.event)).toEqual(expect.arrayContaining(['dispatch_submitted', 'dispatch_completed']));
 
@@ -42,7 +42,6 @@ describe('the events profile on the local platform (attention)', () => {
         const rejected = events.some((event) => event['detail-type'] === 'Message Rejected' && event.detail.messageId === messageId);
         return mine.includes('Dispatch Handled') && rejected ? mine : undefined;
       },
-      { timeoutMs: 30_000 },
     );
     // Submitted, Run Completed and Result Ready were committed (the view shows them) but not published.
     expect(types).toEqual(['Dispatch Handled']);

@@ -33,7 +33,7 @@ const dispatch = (behavior: string, expectedEvidence: string[]) => ({
 });
 
 const view = (dispatchId: string): Promise<DispatchView> => t.view(dispatchId);
-const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 20_000) => t.viewWhen(dispatchId, done, { timeoutMs });
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean) => t.viewWhen(dispatchId, done);
 
 const eventsOf = (dispatchId: string): Array<{ 'detail-type': string; detail: Record<string, unknown> }> =>
   readFileSync(t.platform.info.eventLog, 'utf8')

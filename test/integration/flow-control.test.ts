@@ -7,6 +7,7 @@ import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { slotTotals } from '../../shared/dispatch/slots.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { installFaults } from '../../shared/faults.js';
+import { STEP_MS, TEST_MS } from '../support/bounds.js';
 import { uniqueName } from '../support/engines.js';
 import { startGatedProxy } from '../support/gated-proxy.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
@@ -18,16 +19,6 @@ import { eventually, startTestPlatform, type TestPlatform } from '../support/pla
  */
 let t: TestPlatform;
 let ledger: LedgerTable;
-
-/**
- * How long one step of the platform's own (the intake taking a message, a monitor tick acting, an event
- * published) may take before a wait gives up: a bound on progress, never a check of speed — a wait
- * returns as soon as the step shows. Generous, because CI runs this file beside others on two saturated
- * cores: on 2026-12-06 the whole file ran 3–7× slower than in the run before, and two 15–30 s waits expired.
- */
-const STEP_MS = 60_000;
-/** A test's own bound: several steps. */
-const TEST_MS = 240_000;
 
 beforeAll(async () => {
   t = await startTestPlatform();
@@ -89,13 +80,13 @@ describe('flow control: a limit counts the runs still active at the target', () 
     expect(await held(target)).toMatchObject({ limit: 3, held: 0, unknownHeld: 0 });
     // Back to unlimited for the other tests of the file.
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
-  }, 180_000);
+  });
 
   it('admits by priority, then alternately across two backlogged origins, FIFO within each', async () => {
     const target = await limitedTarget(1);
     const blocker = message(target, { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(blocker));
-    await t.viewWhen(blocker.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
+    await t.viewWhen(blocker.dispatchId, (view) => view.phase === 'submitted');
     // All wait behind the blocker: one low, four from each origin, one high (sent last).
     const low = message(target, { priority: 1, origin: 'reviewer' });
     const alpha = Array.from({ length: 4 }, () => message(target, { origin: 'planner' }));
@@ -103,7 +94,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const high = message(target, { priority: 9, origin: 'reviewer' });
     for (const body of [low, ...alpha, ...beta, high]) {
       await t.send(JSON.stringify(body));
-      await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'capacity', { origin: body.origin as string, timeoutMs: STEP_MS });
+      await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'capacity', { origin: body.origin as string });
     }
     // The blocker's run ends (its cancel, confirmed by the target): the queue drains one at a time.
     expect((await post(`/dispatches/${blocker.dispatchId}/cancel`, { reason: 'make room' })).status).toBe(202);
@@ -122,16 +113,16 @@ describe('flow control: a limit counts the runs still active at the target', () 
     }
     expect(middle.filter((entry) => entry.origin === 'planner').map((entry) => entry.id)).toEqual(alpha.map((body) => body.dispatchId));
     expect(middle.filter((entry) => entry.origin === 'lead-agent').map((entry) => entry.id)).toEqual(beta.map((body) => body.dispatchId));
-  }, 240_000);
+  });
 
   it('keeps the slot of a stalled (unknown) run; a forced supersede frees it', async () => {
     const target = await limitedTarget(1);
     const stalled = message(target, { task: { behavior: 'stall' }, timeouts: { stallAfterSeconds: 1 } });
     await t.send(JSON.stringify(stalled));
-    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown', { timeoutMs: STEP_MS });
+    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown');
     const waiter = message(target);
     await t.send(JSON.stringify(waiter));
-    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: STEP_MS });
+    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity');
     // The target became full when the stalled run took the only slot: that is the entry's `since` (§2 v3),
     // and ticks, lookups and the waiter's arrival do not move it.
     const full = (await t.view(stalled.dispatchId)).slot.since;
@@ -140,7 +131,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     expect(await sinceOf()).toBe(full);
     // Ticks go by: the unknown run still holds the only slot, and the attention list says so.
     const ticks = t.platform.scheduler.ticks;
-    await eventually('three more ticks', async () => (t.platform.scheduler.ticks >= ticks + 3 ? true : undefined), { timeoutMs: STEP_MS });
+    await eventually('three more ticks', async () => (t.platform.scheduler.ticks >= ticks + 3 ? true : undefined));
     expect((await t.view(waiter.dispatchId)).phase).toBe('accepted');
     const capacity = (await t.get('/attention?kind=at_capacity')).body as { items: Array<Record<string, unknown>> };
     expect(capacity.items.find((item) => item.target === target)).toMatchObject({ kind: 'at_capacity', limit: 1, held: 1, heldByUnknownRuns: 1, waiting: 1, since: full });
@@ -151,11 +142,11 @@ describe('flow control: a limit counts the runs still active at the target', () 
     await eventually('the freed slot taken', async () => {
       const [again, other] = [await t.view(stalled.dispatchId), await t.view(waiter.dispatchId)];
       return (again.attempt === 2 && again.phase === 'submitted') || other.phase === 'submitted' ? true : undefined;
-    }, { timeoutMs: STEP_MS });
+    });
     expect((await t.view(stalled.dispatchId)).runs.find((entry) => entry.attempt === 1)).toMatchObject({ superseded: true });
     // (The waiter completes at once when it is the one: the count may already be back to 0.)
     expect((await held(target)).held).toBeLessThanOrEqual(1);
-  }, TEST_MS);
+  });
 
   // Counted in ticks, not timed (it had asserted "submitted < 3 s after notBefore" against a 1 s tick,
   // and failed at 3,059 ms on a clean clone's .ci/run with both cores saturated): the scheduler is
@@ -167,7 +158,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const notBefore = new Date(Date.now() + 12_000).toISOString();
     const body = message('demo-agent', { notBefore });
     await t.send(JSON.stringify(body));
-    expect((await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: STEP_MS })).submission.notBefore).toBe(notBefore);
+    expect((await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before')).submission.notBefore).toBe(notBefore);
     await t.platform.scheduler.stop();
     try {
       // A tick that starts (and reads its clock) before the time leaves it waiting.
@@ -192,7 +183,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
     } finally {
       t.platform.scheduler.start();
     }
-  }, TEST_MS);
+  });
 
   it('admits the next dispatch at the freeing write in the API, without a tick, and answers the callback first', async () => {
     // The target is the demo agent behind a proxy that holds the second dispatch's submission, so the order
@@ -209,9 +200,9 @@ describe('flow control: a limit counts the runs still active at the target', () 
     gate.hold(second.dispatchId);
     try {
       await t.send(JSON.stringify(first));
-      const running = await t.viewWhen(first.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
+      const running = await t.viewWhen(first.dispatchId, (view) => view.phase === 'submitted');
       await t.send(JSON.stringify(second));
-      await t.viewWhen(second.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: STEP_MS });
+      await t.viewWhen(second.dispatchId, (view) => view.submission.waitingFor === 'capacity');
       // No tick from here on: only the freeing write can admit the second one.
       await t.platform.scheduler.stop();
       const ticks = t.platform.scheduler.ticks;
@@ -232,7 +223,7 @@ describe('flow control: a limit counts the runs still active at the target', () 
       expect(submissionEnded).toBe(false);
       expect(t.platform.scheduler.ticks).toBe(ticks);
       gate.open(second.dispatchId);
-      const admitted = await t.viewWhen(second.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
+      const admitted = await t.viewWhen(second.dispatchId, (view) => view.phase === 'submitted');
       expect(gate.answered(second.dispatchId)).toBe(true);
       expect(t.platform.scheduler.ticks).toBe(ticks);
       expect(Date.parse(submittedAt(admitted) ?? '')).toBeGreaterThanOrEqual(started);
@@ -240,40 +231,40 @@ describe('flow control: a limit counts the runs still active at the target', () 
       t.platform.scheduler.start();
       await gate.close();
     }
-  }, TEST_MS);
+  });
 
   it('frees the only slot of a vanished run with `slots release`, recorded with the principal; a run the target knows keeps it (409)', async () => {
     const target = await limitedTarget(1);
     const vanished = message(target, { task: { behavior: 'vanish' } });
     await t.send(JSON.stringify(vanished));
-    const run = await t.viewWhen(vanished.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
+    const run = await t.viewWhen(vanished.dispatchId, (view) => view.phase === 'submitted');
     const waiter = message(target, { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(waiter));
-    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity', { timeoutMs: STEP_MS });
+    await t.viewWhen(waiter.dispatchId, (view) => view.submission.waitingFor === 'capacity');
 
     const released = await post(`/targets/${target}/slots/release`, { runId: run.runId, dispatchId: vanished.dispatchId, reason: 'the agent lost it' });
     expect(released).toMatchObject({ status: 200, body: { released: true, dispatchId: vanished.dispatchId, releasedBy: 'local:operator' } });
     expect((await t.view(vanished.dispatchId)).slot.released).toMatchObject({ by: 'local:operator', reason: 'the agent lost it', runId: run.runId });
-    const admitted = await t.viewWhen(waiter.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
+    const admitted = await t.viewWhen(waiter.dispatchId, (view) => view.phase === 'submitted');
     // The stalling run is one the target knows: its slot stays.
     const refused = await post(`/targets/${target}/slots/release`, { runId: admitted.runId, dispatchId: waiter.dispatchId, reason: 'no' });
     expect(refused.status).toBe(409);
     expect(await held(target)).toMatchObject({ held: 1 });
-  }, TEST_MS);
+  });
 
   it('finds the dispatch of a lost run by its run id alone (CONTRACT body { runId, reason }) once the ledger knows it as unknown', async () => {
     const target = await limitedTarget(1);
     const vanished = message(target, { task: { behavior: 'vanish' }, timeouts: { stallAfterSeconds: 1 } });
     await t.send(JSON.stringify(vanished));
-    const lost = await t.viewWhen(vanished.dispatchId, (view) => view.execution.monitorStatus === 'target_not_found', { timeoutMs: STEP_MS });
+    const lost = await t.viewWhen(vanished.dispatchId, (view) => view.execution.monitorStatus === 'target_not_found');
     // The attention feed (an index) is a moment behind the state.
     const released = await eventually('released by run id', async () => {
       const answer = await post(`/targets/${target}/slots/release`, { runId: lost.runId, reason: 'gone at the agent' });
       return answer.status === 200 ? answer : undefined;
-    }, { timeoutMs: STEP_MS });
+    });
     expect(released.body).toMatchObject({ released: true, dispatchId: vanished.dispatchId, status: 'unknown' });
     expect(await held(target)).toMatchObject({ held: 0, unknownHeld: 0 });
-  }, TEST_MS);
+  });
 
   it('reclaims a slot taken by a process that died before submitting: submitted once, then given back', async () => {
     const target = await limitedTarget(1);
@@ -282,15 +273,15 @@ describe('flow control: a limit counts the runs still active at the target', () 
     const uninstall = installFaults({ fires: (fault, subject) => fault === 'submit.after_slot_taken' && subject === body.dispatchId && crashed++ === 0 });
     try {
       await t.send(JSON.stringify(body));
-      const view = await t.viewWhen(body.dispatchId, over, { timeoutMs: STEP_MS });
+      const view = await t.viewWhen(body.dispatchId, over);
       expect(crashed).toBeGreaterThanOrEqual(1);
       expect(view.execution.status).toBe('completed');
       expect((await stats()).runs[body.dispatchId]).toBe(1);
-      await eventually('the slot given back', async () => ((await held(target)).held === 0 ? true : undefined), { timeoutMs: STEP_MS });
+      await eventually('the slot given back', async () => ((await held(target)).held === 0 ? true : undefined));
     } finally {
       uninstall();
     }
-  }, TEST_MS);
+  });
 });
 
 describe('cancel (CONTRACT §2 v2)', () => {
@@ -300,35 +291,35 @@ describe('cancel (CONTRACT §2 v2)', () => {
   it('cancels a dispatch before submission at once: never reaches the target, no slot taken, Dispatch Cancelled', async () => {
     const body = message('demo-agent', { notBefore: new Date(Date.now() + 60_000).toISOString() });
     await t.send(JSON.stringify(body));
-    await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before', { timeoutMs: STEP_MS });
+    await t.viewWhen(body.dispatchId, (view) => view.submission.waitingFor === 'not_before');
     const answer = await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'not needed' });
     expect(answer).toMatchObject({ status: 202, body: { phase: 'cancelled', cancelled: true } });
     expect((await t.view(body.dispatchId)).phase).toBe('cancelled');
-    await eventually('Dispatch Cancelled on the bus', async () => (events().some((event) => event['detail-type'] === 'Dispatch Cancelled' && event.detail.dispatchId === body.dispatchId) ? true : undefined), { timeoutMs: STEP_MS });
+    await eventually('Dispatch Cancelled on the bus', async () => (events().some((event) => event['detail-type'] === 'Dispatch Cancelled' && event.detail.dispatchId === body.dispatchId) ? true : undefined));
     expect((await stats()).submissions[body.dispatchId]).toBeUndefined();
     // Terminal now: a second cancel is 409.
     expect((await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'again' })).status).toBe(409);
-  }, TEST_MS);
+  });
 
   it('asks the target to cancel a submitted run, once however often the origin asks; cancelled on the target\'s word', async () => {
     const body = message('demo-agent', { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(body));
-    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
+    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted');
     const [first, second] = [await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' }), await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' })];
     expect(first.status).toBe(202);
     expect([202, 409]).toContain(second.status);
-    const view = await t.viewWhen(body.dispatchId, (candidate) => candidate.execution.status === 'cancelled', { timeoutMs: STEP_MS });
+    const view = await t.viewWhen(body.dispatchId, (candidate) => candidate.execution.status === 'cancelled');
     expect(view.execution.cancelRequestedAt).not.toBeNull();
     expect((await stats()).cancels?.[running.runId ?? '']).toBe(1);
     expect((await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' })).status).toBe(409);
-  }, TEST_MS);
+  });
 
   it('retries the cancel while the target is unreachable (cancel_pending), and records it once the target confirms', async () => {
     const target = uniqueName('moody');
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
     const body = message(target, { task: { behavior: 'stall' } });
     await t.send(JSON.stringify(body));
-    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: STEP_MS });
+    const running = await t.viewWhen(body.dispatchId, (view) => view.phase === 'submitted');
     // The target goes away (nothing listens there).
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: 'http://127.0.0.1:9' });
     const asked = await post(`/dispatches/${body.dispatchId}/cancel`, { reason: 'stop' });
@@ -336,10 +327,10 @@ describe('cancel (CONTRACT §2 v2)', () => {
     const pending = (await t.get('/attention?kind=cancel_pending')).body as { items: Array<Record<string, unknown>> };
     expect(pending.items.some((item) => item.dispatchId === body.dispatchId)).toBe(true);
     // The monitor asks again (1 s backoff here) until it is back.
-    await eventually('asked again', async () => ((await t.view(body.dispatchId)).execution.cancel?.asks ?? 0) >= 2 ? true : undefined, { timeoutMs: STEP_MS });
+    await eventually('asked again', async () => ((await t.view(body.dispatchId)).execution.cancel?.asks ?? 0) >= 2 ? true : undefined);
     expect((await t.view(body.dispatchId)).execution.status).not.toBe('cancelled');
     await ledger.putTarget({ name: target, kind: 'http', baseUrl: t.platform.demoAgent.url });
-    await t.viewWhen(body.dispatchId, (view) => view.execution.status === 'cancelled', { timeoutMs: STEP_MS });
+    await t.viewWhen(body.dispatchId, (view) => view.execution.status === 'cancelled');
     expect((await stats()).cancels?.[running.runId ?? '']).toBe(1);
-  }, TEST_MS);
+  });
 });

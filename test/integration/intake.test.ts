@@ -39,11 +39,11 @@ async function view(dispatchId: string, origin = 'planner'): Promise<DispatchVie
 }
 
 /** The view once the dispatch has reached a phase (the queue is polled asynchronously). */
-const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs?: number, origin = 'planner') =>
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, origin = 'planner') =>
   eventually(`dispatch ${dispatchId}`, async () => {
     const current = await view(dispatchId, origin).catch(() => undefined);
     return current && done(current) ? current : undefined;
-  }, timeoutMs);
+  });
 
 const stats = async () => (await (await fetch(`${t.platform.demoAgent.url}/stats`)).json()) as { submissions: Record<string, number>; runs: Record<string, number> };
 
@@ -185,7 +185,7 @@ describe('intake: every message ends as exactly one effect', () => {
     const retrying = await viewWhen(lost.dispatchId, (current) => current.phase === 'accepted' && current.submission.attempts >= 1);
     expect(retrying.submission.lastError).toBe("no answer within 2000 ms");
     expect(retrying.unknowns.join(' ')).toContain('the ledger retries');
-    const blockedView = await viewWhen(lost.dispatchId, (current) => current.phase === 'blocked', 40_000);
+    const blockedView = await viewWhen(lost.dispatchId, (current) => current.phase === 'blocked');
     silent.closeAllConnections();
     silent.close();
 
@@ -235,7 +235,7 @@ describe('intake: every message ends as exactly one effect', () => {
     const sent = [dispatch({ origin }), dispatch({ origin }), dispatch({ origin, target: 'nobody-home' })];
     for (const message of sent) {
       await t.send(JSON.stringify(message));
-      await viewWhen(message.dispatchId, (current) => current.phase !== 'accepted', undefined, origin);
+      await viewWhen(message.dispatchId, (current) => current.phase !== 'accepted', origin);
     }
 
     const first = await t.get(`/origins/${origin}/dispatches?limit=2`, origin);

@@ -32,7 +32,7 @@ describe('a lambda target on the local platform', () => {
   it("records a function that fails past Lambda's retries as failed with Lambda's error, and publishes Run Failed", async () => {
     const dispatchId = uniqueName('d');
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'quota-worker', task: { goal: 'review' } }));
-    const failed = await t.viewWhen(dispatchId, (view) => view.execution.status === 'failed', { timeoutMs: 30_000 });
+    const failed = await t.viewWhen(dispatchId, (view) => view.execution.status === 'failed');
     // CONTRACT §12: Lambda's error is the run's nativeStatus, the runtime's own word.
     expect(failed).toMatchObject({ runId: `${dispatchId}:1`, execution: { status: 'failed', nativeStatus: 'QuotaError', result: { summary: 'QuotaError: the model quota is spent' } } });
     expect(invoked.filter((event) => (event as { dispatchId?: string }).dispatchId === dispatchId)).toHaveLength(3);

@@ -26,7 +26,7 @@ const dispatch = (task: Record<string, unknown>, timeouts: Record<string, number
 });
 
 const view = (dispatchId: string, query = ''): Promise<DispatchView> => t.view(dispatchId, { query });
-const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 20_000) => t.viewWhen(dispatchId, done, { timeoutMs });
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean) => t.viewWhen(dispatchId, done);
 
 async function post(path: string, body: unknown, origin = 'planner'): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${t.platform.info.apiUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': origin }, body: JSON.stringify(body) });
@@ -290,7 +290,7 @@ describe('the run lifecycle on the local platform', () => {
     const origin = uniqueName('inbox').replace(/[^a-z0-9-]/g, '');
     const message = dispatch({ behavior: 'complete', goal: 'review the plan' }, { stallAfterSeconds: 30 }, { origin, delivery: { mode: 'callback' } });
     await t.send(JSON.stringify(message));
-    await t.viewWhen(message.dispatchId, (current) => current.execution.status === 'completed', { origin, timeoutMs: 20_000 });
+    await t.viewWhen(message.dispatchId, (current) => current.execution.status === 'completed', { origin });
     const claimed = await post(`/origins/${origin}/inbox/claim`, { mode: 'after_turn', waitSeconds: 10 }, origin);
     expect(claimed.status).toBe(200);
     const [result] = claimed.body.results as Array<{ resultId: string; dispatchId: string; runId: string }>;

@@ -150,7 +150,7 @@ describe('a limit changed while runs are in flight (CONTRACT §11)', () => {
     expect(h.agent.pastLimit).toEqual([]);
     expect(await table.countWaiting(h.name, 100)).toBe(0);
     expect(await shardsOf(h.name)).toMatchObject({ limit: 3, held: 3 });
-  }, 120_000);
+  });
 
   it.each([
     [8, 20, 20],
@@ -170,7 +170,7 @@ describe('a limit changed while runs are in flight (CONTRACT §11)', () => {
     expect(h.agent.pastLimit).toEqual([]);
     expect(h.agent.open.size).toBe(Math.min(to, more));
     expect(await shardsOf(h.name)).toMatchObject({ limit: to, held: Math.min(to, more) });
-  }, 120_000);
+  });
 });
 
 /** A registry write that dies between writing the registration and writing its slot caps (a Lambda timing out there). */

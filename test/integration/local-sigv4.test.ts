@@ -78,7 +78,7 @@ const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean) =>
       if (status !== 200) throw new Error(`GET /dispatches/${dispatchId} → ${status}`);
       return body as unknown as DispatchView;
     },
-    { timeoutMs: 30_000, until: done },
+    { until: done },
   );
 
 /** One `complete` dispatch of planner's, run to the end by the demo agent; shared by the tests below. */

@@ -91,7 +91,7 @@ describe('ledger local target', () => {
   it('registers a target kept in the state directory when the platform starts, with its secret, and the ledger runs dispatches on it', async () => {
     expect(await table.getTarget('mine')).toEqual({ name: 'mine', kind: 'http', baseUrl: worker.url, secretRef: 'dispatch-ledger/local/targets/mine', maxConcurrentRuns: 2 });
     const dispatchId = await send('mine', 'first');
-    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed', { timeoutMs: 30_000 });
+    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed');
     expect(done.execution.result?.summary).toBe('done: first');
     expect(calls).toContain(`${dispatchId}:1`);
     // The list says a secret is there, never what it is; the file holding it is the user's alone.
@@ -161,7 +161,7 @@ describe('ledger local target', () => {
 
   it('refuses to remove a target with a run in flight unless --force; forced, the run goes unknown, never failed', async () => {
     const dispatchId = await send('mine', 'hold', { stallAfterSeconds: 2 });
-    await t.viewWhen(dispatchId, (view) => view.phase === 'submitted' && view.execution.status === 'running', { timeoutMs: 30_000 });
+    await t.viewWhen(dispatchId, (view) => view.phase === 'submitted' && view.execution.status === 'running');
     const refused = await ledger('remove', 'mine');
     expect(refused.error).toMatch(new RegExp(`mine has 1 run\\(s\\) in flight \\(${dispatchId}\\); wait for them, cancel them, or --force`));
     expect(await table.getTarget('mine')).toBeDefined();
@@ -172,7 +172,7 @@ describe('ledger local target', () => {
     expect(await table.getTarget('mine')).toBeUndefined();
     expect(JSON.parse(readFileSync(targetsFile(stateDir), 'utf8'))).toEqual({ targets: [] });
     // Nothing can look the run up any more: the ledger loses sight of it, and says so.
-    const lost = await t.viewWhen(dispatchId, (view) => view.execution.status === 'unknown', { timeoutMs: 30_000 });
+    const lost = await t.viewWhen(dispatchId, (view) => view.execution.status === 'unknown');
     expect(lost.execution.status).toBe('unknown');
     expect(lost.phase).toBe('submitted');
     expect(existsSync(targetsFile(stateDir))).toBe(true);

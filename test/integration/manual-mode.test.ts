@@ -44,7 +44,7 @@ describe('manual mode on the local platform', () => {
   it('records a dispatch to a manual target and never submits it: no target call, nothing due, no stall across several monitor ticks', async () => {
     const waiting = await manualDispatch({ timeouts: { stallAfterSeconds: 1 } });
     const ticks = t.platform.scheduler.ticks;
-    await eventually('four more monitor ticks', async () => (t.platform.scheduler.ticks >= ticks + 4 ? true : undefined), { timeoutMs: 30_000 });
+    await eventually('four more monitor ticks', async () => (t.platform.scheduler.ticks >= ticks + 4 ? true : undefined));
 
     const after = await t.view(waiting.dispatchId);
     expect(after).toMatchObject({ phase: 'accepted', runId: null, submission: { attempts: 0, waitingFor: 'person' }, execution: { status: null, monitorStatus: null } });

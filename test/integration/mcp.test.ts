@@ -117,7 +117,7 @@ describe('ledger mcp over stdio', () => {
         const checked = await client.callTool({ name: 'check_dispatch', arguments: { dispatchId, refresh: true } });
         return checked.isError ? undefined : structured<DispatchView>(checked);
       },
-      { timeoutMs: 30_000, intervalMs: 250, until: (view) => view.evidence.outcome === 'handled' },
+      { intervalMs: 250, until: (view) => view.evidence.outcome === 'handled' },
     );
     expect(handled).toMatchObject({ origin: 'planner', execution: { status: 'completed' }, evidence: { found: ['out/report.md'] }, artifactAcceptance: { state: 'unverified' } });
     const runId = handled.runId ?? '';
@@ -136,7 +136,7 @@ describe('ledger mcp over stdio', () => {
         const claim = await client.callTool({ name: 'claim_results', arguments: { mode: 'after_turn', max: 10 } });
         return claim.isError ? undefined : structured<{ claimToken: string | null; results: Array<{ resultId: string; dispatchId: string }> }>(claim);
       },
-      { timeoutMs: 20_000, intervalMs: 250, until: (claim) => claim.results.some((result) => result.dispatchId === dispatchId) },
+      { intervalMs: 250, until: (claim) => claim.results.some((result) => result.dispatchId === dispatchId) },
     );
     const result = claimed.results.find((each) => each.dispatchId === dispatchId);
     const acked = await client.callTool({ name: 'ack_result', arguments: { resultId: result?.resultId ?? '', claimToken: claimed.claimToken ?? '' } });
@@ -161,7 +161,7 @@ describe('ledger mcp over stdio', () => {
     const conflicts = await eventually(
       'the conflict in list_rejections',
       async () => structured<{ items: Array<{ reason: string; dispatchId?: string }> }>(await client.callTool({ name: 'list_rejections', arguments: { limit: 10 } })),
-      { timeoutMs: 20_000, intervalMs: 250, until: (page) => page.items.some((item) => item.reason === 'conflict') },
+      { intervalMs: 250, until: (page) => page.items.some((item) => item.reason === 'conflict') },
     );
     expect(conflicts.items.find((item) => item.reason === 'conflict')).toMatchObject({ reason: 'conflict' });
     const summary = (await client.callTool({ name: 'check_dispatch', arguments: { dispatchId } })).content as Array<{ text: string }>;

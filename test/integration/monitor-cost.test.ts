@@ -86,7 +86,7 @@ describe('monitor cost versus history', () => {
     // DUE_SHARDS shard queries + one strongly consistent read per due run + the list of targets with a
     // concurrency limit (one item, CONTRACT §11; none here, so no slot or wait index reads follow).
     expect(small.reads).toBe(DUE_SHARDS + 100 + 1);
-  }, 120_000);
+  });
 
   it('pages through more due runs than a page on the table, acting on each once, each shard under a claim it releases', async () => {
     await putAll(Array.from({ length: 120 }, (_, n) => dueState(`d-due-c-${n}`)));
@@ -103,5 +103,5 @@ describe('monitor cost versus history', () => {
     // At least a page of 5 per 5 due in each shard: the pages, not one read of everything.
     expect(spent.byOperation.Query?.requests).toBeGreaterThanOrEqual(120 / 5);
     expect((await measuredTick()).due).toBe(0);
-  }, 120_000);
+  });
 });

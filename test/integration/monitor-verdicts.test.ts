@@ -84,7 +84,7 @@ describe('the monitor\'s verdict timing', () => {
 
 /** The feed index is eventually consistent on DynamoDB Local too: read until the page is there. */
 async function eventuallyPage<T>(read: () => Promise<T>): Promise<T> {
-  return eventually('the attention page', read, 5_000);
+  return eventually('the attention page', read);
 }
 
 describe('the attention feed\'s order', () => {

@@ -145,7 +145,7 @@ describe('ledger stream replay (DynamoDB Local stream → fauxqs S3 → moto Eve
     const first = await replayStreamFailures(deps);
     expect(first).toEqual({ found: batches.length, replayed: batches.length, alreadyReplayed: 0, events: 4 });
     let seen = 0;
-    await eventually('the 4 replayed events in the log', async () => (seen += await tail.drainOnce(1)), { timeoutMs: 15_000, intervalMs: 0, until: (n) => n >= 4 });
+    await eventually('the 4 replayed events in the log', async () => (seen += await tail.drainOnce(1)), { intervalMs: 0, until: (n) => n >= 4 });
     const delivered = readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as { 'detail-type': string; detail: { dispatchId: string; eventId: string } });
     expect(delivered.filter((event) => event.detail.dispatchId === dispatchIds[0]).map((event) => event['detail-type']).sort()).toEqual(['Dispatch Submitted']);
     expect(delivered.filter((event) => event.detail.dispatchId === dispatchIds[1]).map((event) => event['detail-type']).sort()).toEqual(['Dispatch Accepted', 'Dispatch Blocked', 'Result Ready']);

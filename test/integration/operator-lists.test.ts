@@ -225,7 +225,7 @@ describe('GET /counts on the local platform (the publisher keeps them from the s
   let t: TestPlatform;
   beforeAll(async () => {
     t = await startTestPlatform();
-  }, 120_000);
+  });
   afterAll(() => t?.stop());
 
   const counts = async (): Promise<Counts & { asOf: string }> => {
@@ -257,14 +257,14 @@ describe('GET /counts on the local platform (the publisher keeps them from the s
     };
     const agree = ({ counted, viewed }: Awaited<ReturnType<typeof countsAndViews>>) => isDeepStrictEqual(counted, viewed);
 
-    const all = await eventually('the counts of the three dispatches', () => countsAndViews([done, stalled, stuck]), { timeoutMs: 20_000, until: agree });
+    const all = await eventually('the counts of the three dispatches', () => countsAndViews([done, stalled, stuck]), { until: agree });
     expect(all.counted).toEqual(all.viewed);
     expect(all.answered).toMatchObject({ total: 3, phase: { accepted: 0, submitted: 2, blocked: 1, cancelled: 0 }, execution: { none: 1, completed: 1, unknown: 1, running: 0 } });
     expect(Date.parse(all.answered.asOf)).not.toBeNaN();
 
     // A REMOVE (as a TTL expiry makes) takes the blocked dispatch out of every bucket it was in.
     await documents.send(new DeleteCommand({ TableName: t.platform.resources.ledgerTable, Key: STATE_ITEM.key(stuck.dispatchId) }));
-    const left = await eventually('the counts without the removed dispatch', () => countsAndViews([done, stalled]), { timeoutMs: 20_000, until: agree });
+    const left = await eventually('the counts without the removed dispatch', () => countsAndViews([done, stalled]), { until: agree });
     expect(left.answered).toMatchObject({ total: 2, phase: { submitted: 2, blocked: 0 }, execution: { none: 0, completed: 1, unknown: 1 } });
 
     // The list of every origin shows the two left, newest first, and refuses garbage as 400.
@@ -275,5 +275,5 @@ describe('GET /counts on the local platform (the publisher keeps them from the s
     expect(items.map((item) => item.createdAt)).toEqual(items.map((item) => item.createdAt).sort().reverse());
     expect(new Set(items.map((item) => item.origin))).toEqual(new Set(['planner', 'team-b']));
     expect(await t.get('/dispatches?cursor=garbage')).toMatchObject({ status: 400, body: { error: { code: 'malformed' } } });
-  }, 90_000);
+  });
 });

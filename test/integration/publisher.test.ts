@@ -88,7 +88,7 @@ function logTail(): { tail: EventLogTail; read: () => Delivered[] } {
 async function drain(tail: EventLogTail, count: number): Promise<void> {
   let seen = 0;
   // drainOnce long-polls (1 s) itself: no pause between tries.
-  await eventually(`${count} events in the log`, async () => (seen += await tail.drainOnce(1)), { timeoutMs: 15_000, intervalMs: 0, until: (n) => n >= count });
+  await eventually(`${count} events in the log`, async () => (seen += await tail.drainOnce(1)), { intervalMs: 0, until: (n) => n >= count });
   seen += await tail.drainOnce(1);
   expect(seen).toBe(count);
 }

@@ -95,7 +95,7 @@ const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean): Pr
       if (status !== 200) throw new Error(`GET /dispatches/${dispatchId} → ${status}`);
       return body as DispatchView;
     },
-    { timeoutMs: 30_000, until: done },
+    { until: done },
   );
 
 async function sendDirect(message: Record<string, unknown> | string, queueUrl = platform.info.dispatchQueueUrl): Promise<void> {
@@ -161,7 +161,7 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     const pending = await eventually(
       `${dispatchId}'s result in planner's inbox`,
       async () => ((await signedGet('/origins/planner/inbox?state=pending')).body as { items: Array<{ resultId: string; dispatchId: string }> }).items.find((item) => item.dispatchId === dispatchId),
-      { timeoutMs: 30_000, until: (item) => item !== undefined },
+      { until: (item) => item !== undefined },
     );
     const resultId = pending?.resultId ?? '';
     const claimed = await ledger(planner, ['inbox', 'claim', '--result-id', resultId, '--lease-seconds', '60', ...remote()]);
@@ -206,7 +206,7 @@ describe('the remote CLI, signed from the default credential chain (against ledg
 
     const garbage = `not json ${uniqueName('x')}`;
     await sendDirect(garbage);
-    await eventually('the rejection', async () => JSON.stringify((await signedGet('/rejections?limit=100', operator)).body), { timeoutMs: 30_000, until: (text) => text.includes(garbage) });
+    await eventually('the rejection', async () => JSON.stringify((await signedGet('/rejections?limit=100', operator)).body), { until: (text) => text.includes(garbage) });
     const rejections = await ledger(operator, ['rejections', ...remote()]);
     expect(rejections.code).toBe(0);
     expect(rejections.stdout).toMatch(/not_json\s+\S+/);

@@ -24,9 +24,9 @@ beforeAll(async () => {
   credentials = t.platform.credentials;
   dispatchId = uniqueName('d-walk');
   await t.clients.sqs.send(new SendMessageCommand({ QueueUrl: t.platform.info.dispatchQueueUrl, MessageBody: JSON.stringify({ dispatchId, origin: 'planner', target: 'demo-agent', task: { behavior: 'complete' }, expectedEvidence: ['out/report.md'] }) }));
-  const view = await eventually('the walked dispatch', () => call('GET', `/dispatches/${dispatchId}`, undefined, credentials.origins.planner as SigningCredentials), { until: (answer) => answer.status === 200 && (answer.body as { runId?: string }).runId !== undefined && (answer.body as { evidence: { outcome: string } }).evidence.outcome === 'handled', timeoutMs: 60_000 });
+  const view = await eventually('the walked dispatch', () => call('GET', `/dispatches/${dispatchId}`, undefined, credentials.origins.planner as SigningCredentials), { until: (answer) => answer.status === 200 && (answer.body as { runId?: string }).runId !== undefined && (answer.body as { evidence: { outcome: string } }).evidence.outcome === 'handled' });
   runId = (view.body as { runId: string }).runId;
-}, 120_000);
+});
 afterAll(async () => {
   await t?.stop();
 });

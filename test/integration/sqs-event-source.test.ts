@@ -52,7 +52,7 @@ function recordingSource(queue: { url: string; arn: string }, respond: (event: S
 /** Polls until a batch arrives (the visibility timeout has to run out first). */
 function nextBatch(source: SqsEventSource): Promise<number> {
   // pollOnce long-polls (2 s) itself: no pause between tries.
-  return eventually('a batch from the queue', () => source.pollOnce(), { timeoutMs: 12_000, intervalMs: 0, until: (received) => received > 0 });
+  return eventually('a batch from the queue', () => source.pollOnce(), { intervalMs: 0, until: (received) => received > 0 });
 }
 
 const ids = (event: SQSEvent | undefined) => (event?.Records ?? []).map((record) => record.messageId).sort();

@@ -116,9 +116,9 @@ function raw(method: string, path: string, options: RawOptions = {}): Promise<{ 
 
 describe('the status page in Chromium', () => {
   it('lists an orphaned and a stalled dispatch under what needs a person; the orphan shows its missing ref and the three claims', async () => {
-    await t.viewWhen(orphan.dispatchId, (view) => view.evidence.outcome === 'orphan_no_delivery', { origin: orphan.origin, timeoutMs: 30_000 });
-    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown', { origin: stalled.origin, timeoutMs: 30_000 });
-    await t.viewWhen(handled.dispatchId, (view) => view.evidence.outcome === 'handled', { timeoutMs: 30_000 });
+    await t.viewWhen(orphan.dispatchId, (view) => view.evidence.outcome === 'orphan_no_delivery', { origin: orphan.origin });
+    await t.viewWhen(stalled.dispatchId, (view) => view.execution.status === 'unknown', { origin: stalled.origin });
+    await t.viewWhen(handled.dispatchId, (view) => view.evidence.outcome === 'handled');
 
     const { page, loads } = await openPage();
     const orphans = page.locator('#attention-orphan_no_delivery');
@@ -157,7 +157,7 @@ describe('the status page in Chromium', () => {
     await page.screenshot({ path: join(DOCS, 'status-page-dispatch.png'), fullPage: true });
 
     // An approval that waited past its window has a banner of its own, and the monitor line says so.
-    await t.viewWhen(expiring.dispatchId, (seen) => seen.execution.monitorStatus === 'approval_wait_expired', { origin: expiring.origin, timeoutMs: 30_000 });
+    await t.viewWhen(expiring.dispatchId, (seen) => seen.execution.monitorStatus === 'approval_wait_expired', { origin: expiring.origin });
     await page.goto(`${statusPage.origin}#/dispatches/${expiring.dispatchId}`);
     const expired = page.locator('.alert[data-kind="approval_wait_expired"]');
     await expired.waitFor();
@@ -182,7 +182,7 @@ describe('the status page in Chromium', () => {
   it('shows a dispatch that completes while the page is open in its new state, without a reload', async () => {
     const slow = { dispatchId: uniqueName('ui-slow'), origin: 'planner', target: 'demo-agent', task: { behavior: 'slow', seconds: 5 } };
     await t.send(JSON.stringify(slow));
-    await t.viewWhen(slow.dispatchId, (view) => view.execution.status === 'running', { timeoutMs: 30_000 });
+    await t.viewWhen(slow.dispatchId, (view) => view.execution.status === 'running');
 
     const { page, loads } = await openPage();
     // A mark on this document's window: a reload would make a new window without it.
@@ -191,7 +191,7 @@ describe('the status page in Chromium', () => {
     const state = page.getByRole('region', { name: 'Execution' }).locator('.claim-state');
     await state.waitFor();
     expect(await state.innerText()).toBe('running');
-    await eventually('the execution claim to read completed', async () => state.innerText(), { timeoutMs: 30_000, until: (text) => text === 'completed' });
+    await eventually('the execution claim to read completed', async () => state.innerText(), { until: (text) => text === 'completed' });
     const marker = await page.evaluate<unknown>('window.ledgerMarker');
     expect(marker).toBe('same document');
     expect(loads()).toBe(1);
@@ -200,7 +200,7 @@ describe('the status page in Chromium', () => {
     await page.getByRole('link', { name: '← Everything' }).click();
     await page.getByLabel('Search').fill(slow.dispatchId);
     const row = page.locator('table.dispatches tbody tr', { has: page.getByRole('link', { name: slow.dispatchId }) });
-    await eventually('the list row of the slow dispatch', async () => row.innerText(), { timeoutMs: 20_000, until: (text) => text.includes('completed') });
+    await eventually('the list row of the slow dispatch', async () => row.innerText(), { until: (text) => text.includes('completed') });
     expect(await page.locator('table.dispatches tbody tr').count()).toBe(1);
     expect(loads()).toBe(1);
     await page.close();
@@ -228,7 +228,7 @@ describe('the status page in Chromium', () => {
     const goal = 'report \u202eTXT.exe\u001b[31m <img src=x id=injected> done';
     const sneaky = { dispatchId: uniqueName('ui-bidi'), origin: 'planner', target: 'demo-agent', task: { behavior: 'complete', goal } };
     await t.send(JSON.stringify(sneaky));
-    const view = await t.viewWhen(sneaky.dispatchId, (candidate) => candidate.execution.status === 'completed', { timeoutMs: 30_000 });
+    const view = await t.viewWhen(sneaky.dispatchId, (candidate) => candidate.execution.status === 'completed');
     expect(view.execution.result?.summary).toContain('\u202e');
     const { page } = await openPage();
     await page.goto(`${statusPage.origin}#/dispatches/${sneaky.dispatchId}`);
@@ -347,7 +347,7 @@ describe('the status page server', () => {
       const target = `${statusPage.origin}api/dispatches/${encodeURIComponent(stalled.dispatchId)}?refresh=true`;
       // A blind GET (no-cors: the page could not read the answer, only cause it).
       await page.evaluate(`void fetch(${JSON.stringify(target)}, { mode: 'no-cors', credentials: 'include' }).catch(() => undefined)`);
-      await eventually('the cross-site refusal', async () => pageLog.slice(before), { timeoutMs: 10_000, until: (lines) => lines.some((line) => line.msg === 'request refused: cross-site') });
+      await eventually('the cross-site refusal', async () => pageLog.slice(before), { until: (lines) => lines.some((line) => line.msg === 'request refused: cross-site') });
       expect(pageLog.slice(before).find((line) => line.msg === 'request refused: cross-site')).toMatchObject({ site: 'same-site' });
       await page.close();
     } finally {

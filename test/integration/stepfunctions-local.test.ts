@@ -82,7 +82,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
   it('completes a dispatch when its execution succeeds, the execution ARN its run id', async () => {
     const message = dispatch({ seconds: 1 });
     await t.send(JSON.stringify(message));
-    const view = await t.viewWhen(message.dispatchId, ended, { timeoutMs: 30_000 });
+    const view = await t.viewWhen(message.dispatchId, ended);
 
     expect(view.execution.status).toBe('completed');
     expect(view.runId).toBe(executionArnOf(demoFlowArn, executionNameOf(message.dispatchId, 1, STEP_FUNCTIONS_NAME_LENGTH)));
@@ -96,7 +96,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
   it("fails a dispatch when its execution fails: nativeStatus FAILED, the state machine's error and cause in the summary", async () => {
     const message = dispatch({ seconds: 1, behavior: 'fail' });
     await t.send(JSON.stringify(message));
-    const view = await t.viewWhen(message.dispatchId, ended, { timeoutMs: 30_000 });
+    const view = await t.viewWhen(message.dispatchId, ended);
 
     expect(view.execution.status).toBe('failed');
     expect(view.execution.nativeStatus).toBe('FAILED');
@@ -107,11 +107,11 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
   it('cancels a dispatch through the API with StopExecution: the execution ABORTED, the dispatch cancelled', async () => {
     const message = dispatch({ seconds: 120 }, { stallAfterSeconds: 600 });
     await t.send(JSON.stringify(message));
-    const running = await t.viewWhen(message.dispatchId, (view) => view.runId !== null && view.execution.status === 'running', { timeoutMs: 30_000 });
+    const running = await t.viewWhen(message.dispatchId, (view) => view.runId !== null && view.execution.status === 'running');
     expect((await describeExecution(running.runId ?? '')).status).toBe('RUNNING');
 
     expect(await post(`/dispatches/${message.dispatchId}/cancel`, { reason: 'not needed' })).toBe(202);
-    const view = await t.viewWhen(message.dispatchId, ended, { timeoutMs: 30_000 });
+    const view = await t.viewWhen(message.dispatchId, ended);
     expect(view.execution.status).toBe('cancelled');
     expect((await describeExecution(running.runId ?? '')).status).toBe('ABORTED');
   });
@@ -120,7 +120,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
     // Long enough for the platform's task runner to see it running (it polls every second while idle).
     const message = { ...dispatch({ seconds: 4 }), expectedEvidence: ['out/flow-report.md'] };
     await t.send(JSON.stringify(message));
-    const view = await t.viewWhen(message.dispatchId, (seen) => seen.evidence.outcome !== 'pending' && ended(seen), { timeoutMs: 30_000 });
+    const view = await t.viewWhen(message.dispatchId, (seen) => seen.evidence.outcome !== 'pending' && ended(seen));
     expect(view.execution.status).toBe('completed');
     expect(view.evidence.outcome).toBe('handled');
     expect(view.evidence.found).toEqual(['out/flow-report.md']);
@@ -129,7 +129,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
   it('counts an execution that succeeded without the expected evidence as an orphan, never handled', async () => {
     const message = { ...dispatch({ seconds: 1, behavior: 'complete_without_evidence' }), expectedEvidence: ['out/flow-report.md'], timeouts: { stallAfterSeconds: 1, deliveryGraceSeconds: 2 } };
     await t.send(JSON.stringify(message));
-    const view = await t.viewWhen(message.dispatchId, (seen) => seen.evidence.outcome !== 'pending' && ended(seen), { timeoutMs: 30_000 });
+    const view = await t.viewWhen(message.dispatchId, (seen) => seen.evidence.outcome !== 'pending' && ended(seen));
     expect(view.execution.status).toBe('completed');
     expect(view.evidence.outcome).toBe('orphan_no_delivery');
   });
@@ -140,7 +140,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
     const name = executionNameOf(message.dispatchId, 1, STEP_FUNCTIONS_NAME_LENGTH);
     const squatter = await t.clients.sfn.send(new StartExecutionCommand({ stateMachineArn: demoFlowArn, name, input: JSON.stringify({ dispatchId: `${message.dispatchId}x`, attempt: 1, task: { seconds: 30 } }) }));
     await t.send(JSON.stringify(message));
-    const view = await t.viewWhen(message.dispatchId, (seen) => seen.phase === 'blocked', { timeoutMs: 30_000 });
+    const view = await t.viewWhen(message.dispatchId, (seen) => seen.phase === 'blocked');
     expect(view.blockedReason).toContain('target_rejected');
     expect(view.blockedReason).toContain('is not this dispatch');
     expect(view.runId).toBeNull();
@@ -157,7 +157,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
     expect(second).toMatchObject({ kind: 'accepted', runId: first.kind === 'accepted' ? first.runId : 'none' });
     // Ended, the name is taken for good (ExecutionAlreadyExists): the execution is adopted, not started again.
     const runId = first.kind === 'accepted' ? first.runId : '';
-    await eventually('the execution ends', () => describeExecution(runId), { until: (execution) => execution.status !== 'RUNNING', timeoutMs: 15_000 });
+    await eventually('the execution ends', () => describeExecution(runId), { until: (execution) => execution.status !== 'RUNNING' });
     expect(await target.submit(request)).toMatchObject({ kind: 'accepted', runId });
 
     const name = executionNameOf(request.dispatchId, 1, STEP_FUNCTIONS_NAME_LENGTH);
@@ -181,7 +181,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
     const executions = await Promise.all(ours.map((execution) => describeExecution(execution.executionArn)));
     // Two at a time, never three: the limit held, and it was used.
     expect(mostOpenAtOnce(executions)).toBe(2);
-  }, 150_000);
+  });
 
   it('keeps a run longer than its stall window running while its history advances, then completed, never failed', async () => {
     const message = dispatch({ seconds: 8, stepSeconds: 1 }, { stallAfterSeconds: 3 });
@@ -194,7 +194,7 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
         seen.push(current);
         return current;
       },
-      { until: ended, timeoutMs: 40_000 },
+      { until: ended },
     );
 
     expect(view.execution.status).toBe('completed');
@@ -209,18 +209,18 @@ describe('the stepfunctions target demo-sfn on the local platform', () => {
     // Every change it went through, not samples of it: its events on the bus, none a stall or a lost sight.
     const types = await eventsOf(message.dispatchId, 'Run Recovered');
     expect(types.filter((type) => type === 'Run Stalled' || type === 'Run Unobservable' || type === 'Run Failed')).toEqual([]);
-  }, 60_000);
+  });
 
   it('takes one wait longer than its stall window, its newest history event older than the window, as unknown (stalled) — then completed when it ends, never failed', async () => {
     const message = dispatch({ seconds: 7 }, { stallAfterSeconds: 2 });
     await t.send(JSON.stringify(message));
-    const view = await t.viewWhen(message.dispatchId, ended, { timeoutMs: 40_000 });
+    const view = await t.viewWhen(message.dispatchId, ended);
     expect(view.execution.status).toBe('completed');
     const types = await eventsOf(message.dispatchId, 'Run Recovered');
     expect(types).toContain('Run Stalled');
     expect(types.indexOf('Run Stalled')).toBeLessThan(types.indexOf('Run Recovered'));
     expect(types).not.toContain('Run Failed');
-  }, 60_000);
+  });
 });
 
 interface LoggedEvent {
@@ -239,6 +239,6 @@ async function eventsOf(dispatchId: string, last: string): Promise<string[]> {
         .map((line) => JSON.parse(line) as LoggedEvent)
         .filter((event) => event.detail.dispatchId === dispatchId)
         .map((event) => event['detail-type']),
-    { until: (types) => types.includes(last), timeoutMs: 30_000 },
+    { until: (types) => types.includes(last) },
   );
 }

@@ -33,8 +33,8 @@ describe('traceparent on the local platform', () => {
     const untraced = dispatchMessageFactory();
     await Promise.all([t.send(JSON.stringify(traced)), t.send(JSON.stringify(untraced))]);
     await Promise.all([
-      t.viewWhen(traced.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 }),
-      t.viewWhen(untraced.dispatchId, (view) => view.phase === 'submitted', { timeoutMs: 20_000 }),
+      t.viewWhen(traced.dispatchId, (view) => view.phase === 'submitted'),
+      t.viewWhen(untraced.dispatchId, (view) => view.phase === 'submitted'),
     ]);
 
     const seen = await stats();

@@ -48,17 +48,17 @@ describe('a kit-built Lambda worker on the ledger', () => {
   it('goes unknown (stalled, after a lookup of its run state) when silent, and is recorded completed when it finishes', async () => {
     const dispatchId = uniqueName('d');
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'kit-acceptance', task: { mode: 'silent' }, timeouts: { stallAfterSeconds: 2 }, delivery: { mode: 'detached' } }));
-    const stalled = await t.viewWhen(dispatchId, (view) => view.execution.monitorStatus === 'stalled', { timeoutMs: 30_000 });
+    const stalled = await t.viewWhen(dispatchId, (view) => view.execution.monitorStatus === 'stalled');
     expect(stalled.execution).toMatchObject({ status: 'unknown', nativeStatus: 'running' });
     gates.get(dispatchId)?.();
-    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed', { timeoutMs: 30_000 });
+    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed');
     expect(done.execution).toMatchObject({ nativeStatus: 'completed', monitorStatus: null, result: { summary: 'done after a long silence' } });
   });
 
   it('is an orphan when it completes without the evidence it was asked for', async () => {
     const dispatchId = uniqueName('d');
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'kit-acceptance', task: { mode: 'claims' }, expectedEvidence: ['out/report.md'], timeouts: { deliveryGraceSeconds: 1 }, delivery: { mode: 'detached' } }));
-    const orphan = await t.viewWhen(dispatchId, (view) => view.evidence.outcome === 'orphan_no_delivery', { timeoutMs: 30_000 });
+    const orphan = await t.viewWhen(dispatchId, (view) => view.evidence.outcome === 'orphan_no_delivery');
     expect(orphan.evidence.missing).toEqual(['out/report.md']);
     expect(orphan.execution.status).toBe('completed');
   });
@@ -68,10 +68,10 @@ describe('a kit-built HTTP worker on the ledger', () => {
   it('goes unknown (stalled, after a lookup answered from its store) when silent, and is recorded completed when it finishes', async () => {
     const dispatchId = uniqueName('d');
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'kit-acceptance-http', task: { mode: 'silent' }, timeouts: { stallAfterSeconds: 2 }, delivery: { mode: 'detached' } }));
-    const stalled = await t.viewWhen(dispatchId, (view) => view.execution.monitorStatus === 'stalled', { timeoutMs: 30_000 });
+    const stalled = await t.viewWhen(dispatchId, (view) => view.execution.monitorStatus === 'stalled');
     expect(stalled.execution).toMatchObject({ status: 'unknown', nativeStatus: 'running' });
     gates.get(dispatchId)?.();
-    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed', { timeoutMs: 30_000 });
+    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed');
     expect(done.execution).toMatchObject({ monitorStatus: null, result: { summary: 'done after a long silence' } });
   });
 });

@@ -49,7 +49,7 @@ describe('a kit worker with the target secret, on the ledger', () => {
 
     const dispatchId = uniqueName('d-auth');
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'kit-auth', task: { goal: 'x' }, delivery: { mode: 'detached' } }));
-    const retrying = await t.viewWhen(dispatchId, (view) => view.submission.attempts >= 2, { timeoutMs: 30_000 });
+    const retrying = await t.viewWhen(dispatchId, (view) => view.submission.attempts >= 2);
     expect(retrying.phase).toBe('accepted');
     expect(retrying.submission.lastError).toMatch(/HTTP 401/);
     expect(log.filter((line) => line.msg === 'request_unauthorized').length).toBeGreaterThanOrEqual(2);
@@ -60,7 +60,7 @@ describe('a kit worker with the target secret, on the ledger', () => {
     await worker.close();
     worker = await createWorker({ name: 'kit-auth', run, store, secrets: [NEW, OLD], log: (line) => void log.push(line) }).listen(port);
 
-    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed', { timeoutMs: 30_000 });
+    const done = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed');
     expect(done).toMatchObject({ phase: 'submitted', runId: `${dispatchId}:1`, blockedReason: null });
     expect(done.execution.result?.summary).toBe('done behind the secret');
     expect(calls).toEqual([`${dispatchId}:1`]);

@@ -98,7 +98,7 @@ const dispatch = (target: string, task: Record<string, unknown>, extra: Record<s
   ...extra,
 });
 
-const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean, timeoutMs = 30_000) => t.viewWhen(dispatchId, done, { timeoutMs });
+const viewWhen = (dispatchId: string, done: (view: DispatchView) => boolean) => t.viewWhen(dispatchId, done);
 
 async function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`${t.platform.info.apiUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' }, body: JSON.stringify(body) });

@@ -67,7 +67,6 @@ describe('the worker kit README', () => {
         const line = stdout.split('\n').find((candidate) => candidate.startsWith('{'));
         return line ? (JSON.parse(line) as { worker: string; url: string }) : undefined;
       },
-      { timeoutMs: 30_000 },
     );
     expect(announced.worker).toBe('report-writer');
     expect(announced.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
@@ -78,7 +77,7 @@ describe('the worker kit README', () => {
     const goal = 'summarise the incident';
     await t.send(JSON.stringify({ dispatchId, origin: 'planner', target: 'report-writer', task: { goal }, expectedEvidence: ['out/report.md'], timeouts: { deliveryGraceSeconds: 5 } }));
 
-    const handled = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed' && view.evidence.outcome !== 'pending', { timeoutMs: 30_000 });
+    const handled = await t.viewWhen(dispatchId, (view) => view.execution.status === 'completed' && view.evidence.outcome !== 'pending');
     const report = `# Report\n\n${goal}\n\nDispatch ${dispatchId}, attempt 1.\n`;
     expect(handled.evidence).toMatchObject({ outcome: 'handled', found: ['out/report.md'], missing: [] });
     expect(handled.evidence.files.map((file) => file.sha256)).toEqual([createHash('sha256').update(report).digest('hex')]);

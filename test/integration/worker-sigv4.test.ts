@@ -75,7 +75,7 @@ async function view(dispatchId: string, query = ''): Promise<DispatchView> {
   if (response.status !== 200) throw new Error(`GET /dispatches/${dispatchId} → ${response.status}`);
   return (await response.json()) as DispatchView;
 }
-const viewWhen = (dispatchId: string, done: (current: DispatchView) => boolean) => eventually(`dispatch ${dispatchId}`, () => view(dispatchId), { timeoutMs: 30_000, until: done });
+const viewWhen = (dispatchId: string, done: (current: DispatchView) => boolean) => eventually(`dispatch ${dispatchId}`, () => view(dispatchId), { until: done });
 
 async function send(dispatchId: string): Promise<void> {
   const message = { dispatchId, origin: 'planner', target: 'demo-agent', task: { goal: 'signed' }, expectedEvidence: ['out/report.md'], timeouts: { stallAfterSeconds: 30, deliveryGraceSeconds: 3 } };

@@ -1,9 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { inspect } from 'node:util';
+import { STEP_MS } from './bounds.js';
 
 /** How long and how often `eventually` polls; `until` decides whether a value is the one awaited. */
 export interface EventuallyOptions<T> {
-  /** Give up after this long (default 20 s). The probe is always called at least once. */
+  /** Give up after this long (default STEP_MS, a bound on liveness: see bounds.ts). The probe is always called at least once. */
   readonly timeoutMs?: number;
   /** Pause between probes (default 100 ms; 0 for probes that block themselves, like long polls). */
   readonly intervalMs?: number;
@@ -22,7 +23,7 @@ export async function eventually<T>(
   probe: () => Promise<T | undefined> | T | undefined,
   options: number | EventuallyOptions<T> = {},
 ): Promise<T> {
-  const { timeoutMs = 20_000, intervalMs = 100, until } = typeof options === 'number' ? { timeoutMs: options } : options;
+  const { timeoutMs = STEP_MS, intervalMs = 100, until } = typeof options === 'number' ? { timeoutMs: options } : options;
   const started = Date.now();
   let last: { value: unknown } | { error: unknown } | undefined;
   let tries = 0;
