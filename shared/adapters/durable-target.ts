@@ -13,7 +13,8 @@ import type { ApprovalTokens } from './approval-tokens.js';
 import type { LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
 import { executionNameOf } from '../targets/run-names.js';
 import type { DurableTargetRegistration, SubmitRequest, TargetPort } from '../targets/port.js';
-import { adoptedIfOurs, cancelledRun, completedRun, decideWithToken, failedRun, lookUpRun, refusedSubmission, runningRun, stopRun } from './runtime-runs.js';
+import { clip, printable } from '../text.js';
+import { SUMMARY_CHARS, adoptedIfOurs, cancelledRun, completedRun, decideWithToken, failedRun, lookUpRun, refusedSubmission, runningRun, stopRun } from './runtime-runs.js';
 import { asSdkError, reasonOf, submissionBody, type SdkError } from './submission-body.js';
 
 /**
@@ -78,8 +79,7 @@ export function runOfDurableExecution(execution: GetDurableExecutionCommandOutpu
     case 'RUNNING':
       return runningRun(runId, lastActivityAt);
     case 'SUCCEEDED':
-      // The result is the run's: its preview the summary, the JSON itself the body (kept within §10's bounds).
-      return completedRun(runId, native, execution.Result);
+      return completedDurableRun(runId, native, execution.Result);
     case 'STOPPED':
       return cancelledRun(runId, native);
     case 'FAILED':
@@ -88,6 +88,36 @@ export function runOfDurableExecution(execution: GetDurableExecutionCommandOutpu
     default:
       return undefined;
   }
+}
+
+/**
+ * A succeeded durable execution. The worker kit's `durableRun` returns the result it reports in its final
+ * event, `{ summary, body? }`, as the execution's output: such an output is read as that result, so a
+ * lookup (after a lost final event) records the summary and body the event would have — not the wrapper
+ * as the body. Any other output is the run's result body, its preview the summary, as for Step Functions.
+ */
+function completedDurableRun(runId: string, native: string, output: string | undefined): TargetRunView {
+  const reported = reportedResultOf(output);
+  if (!reported) return completedRun(runId, native, output);
+  const summary = printable(reported.summary);
+  const result = { ...(summary === '' ? {} : { summary: clip(summary, SUMMARY_CHARS) }), ...(reported.bodyJson === undefined ? {} : { bodyJson: reported.bodyJson }) };
+  return { runId, status: 'completed', nativeStatus: native, ...(Object.keys(result).length > 0 ? { result } : {}) };
+}
+
+/** `{ summary: string, body?: JSON }` and no other member: a result as a final event carries it (CONTRACT §2). */
+function reportedResultOf(output: string | undefined): { readonly summary: string; readonly bodyJson?: string } | undefined {
+  if (output === undefined || output === '') return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(output);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const members = Object.keys(value);
+  const { summary, body } = value as { readonly summary?: unknown; readonly body?: unknown };
+  if (typeof summary !== 'string' || !members.every((member) => member === 'summary' || member === 'body')) return undefined;
+  return body === undefined ? { summary } : { summary, bodyJson: JSON.stringify(body) };
 }
 
 /**

@@ -183,6 +183,14 @@ describe('durable target: lookup (the status map)', () => {
   it.each([
     [{ Status: 'SUCCEEDED', Result: '{"verdict":"approved"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"verdict":"approved"}', bodyJson: '{"verdict":"approved"}' } }],
     [{ Status: 'SUCCEEDED' }, { status: 'completed', nativeStatus: 'SUCCEEDED' }],
+    // The worker kit's durableRun returns the result it reported: read as that result (was: the wrapper kept as the body).
+    [{ Status: 'SUCCEEDED', Result: '{"summary":"reviewed","body":{"pages":3}}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'reviewed', bodyJson: '{"pages":3}' } }],
+    [{ Status: 'SUCCEEDED', Result: '{"summary":"done"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'done' } }],
+    [{ Status: 'SUCCEEDED', Result: '{"body":[1],"summary":"two\\u0007lines"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'two lines', bodyJson: '[1]' } }],
+    // Anything else is the body, its preview the summary: another member, a summary that is not text, no summary.
+    [{ Status: 'SUCCEEDED', Result: '{"summary":"x","pages":3}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"summary":"x","pages":3}', bodyJson: '{"summary":"x","pages":3}' } }],
+    [{ Status: 'SUCCEEDED', Result: '{"summary":5}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"summary":5}', bodyJson: '{"summary":5}' } }],
+    [{ Status: 'SUCCEEDED', Result: '{"body":{"pages":3}}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"body":{"pages":3}}', bodyJson: '{"body":{"pages":3}}' } }],
     [{ Status: 'FAILED', Error: { ErrorType: 'ReviewError', ErrorMessage: 'the model refused' } }, { status: 'failed', nativeStatus: 'FAILED', result: { summary: 'ReviewError: the model refused' } }],
     [{ Status: 'TIMED_OUT', Error: { ErrorType: 'ExecutionTimedOut' } }, { status: 'failed', nativeStatus: 'TIMED_OUT', result: { summary: 'ExecutionTimedOut' } }],
     [{ Status: 'TIMED_OUT' }, { status: 'failed', nativeStatus: 'TIMED_OUT' }],

@@ -8,6 +8,7 @@ import type { Clock, LogLine, RunResult } from '@dispatch-ledger/worker';
 import { systemClock } from '../../packages/worker/src/heartbeat.js';
 import { ApprovalCancelledError, DurableRunInputError, durableRun, type DurableRunHandler, type DurableRunOptions } from '@dispatch-ledger/worker/durable';
 import { projectRoot } from '../../local/paths.js';
+import { runOfDurableExecution } from '../../shared/adapters/durable-target.js';
 
 // CONTRACT §17: the kit's durable helper inside a durable function, run by the durable SDK's local test
 // runner (its checkpoints in a worker thread; a callback or a wait makes it invoke the handler again, as
@@ -119,6 +120,11 @@ function runEvents(): Array<Record<string, unknown> & { readonly runId: string; 
   });
 }
 
+/** The result the ledger's lookup records from an execution that succeeded with `output` (CONTRACT §17). */
+function lookedUp(output: unknown): unknown {
+  return runOfDurableExecution({ $metadata: {}, DurableExecutionArn: RUN_ID, DurableExecutionName: 'd-dur-1_1', FunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:review:3', StartTimestamp: new Date(0), Status: 'SUCCEEDED', Result: JSON.stringify(output) })?.result;
+}
+
 // --- The specification ------------------------------------------------------------------------------------
 
 describe('durableRun', () => {
@@ -143,6 +149,8 @@ describe('durableRun', () => {
       [RUN_ID, 3, 'completed'],
     ]);
     expect(runEvents()[2]).toMatchObject({ dispatchId: 'd-dur-1', result: { summary: 'reviewed', body: { pages: 3 } } });
+    // Looked up instead (its final event lost), the execution's output reads as the same result.
+    expect(lookedUp(execution.getResult())).toEqual({ summary: 'reviewed', bodyJson: JSON.stringify({ pages: 3 }) });
     expect(received.filter((request) => request.method === 'PUT')).toEqual([{ method: 'PUT', path: '/dispatches/d-dur-1/evidence/out/review.md', runId: RUN_ID, body: '# review the draft\n' }]);
     // Each event's step keeps its record, the progress note with it (the event carries no text).
     expect(runner.getOperation('ledger-progress#1').getStepDetails()?.result).toMatchObject({ seq: 1, note: 'started' });
@@ -261,6 +269,8 @@ describe('durableRun', () => {
     expect(execution.getResult()).toMatchObject({ summary: 'done' });
     expect(runEvents().map(({ type }) => type)).toEqual(['completed']);
     expect(logged).toContain('final_event_not_sent');
+    // The lookup records the result the handler returned (was: the kit's `{ summary }` wrapper kept as the body).
+    expect(lookedUp(execution.getResult())).toEqual({ summary: 'done' });
   }, 20_000);
 
   it("posts a step's heartbeats with increasing seqs from the block it reserved, once: a replay posts none again, and the events after the step take seqs after the block", async () => {

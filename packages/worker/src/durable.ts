@@ -160,7 +160,8 @@ const retryUnlessRefused: DurableRetryStrategy = (error, attempt) =>
  * SDK's `withDurableExecution`. Its input is the submission body; a malformed one, or a context naming
  * no run, is refused with a {@link DurableRunInputError} before anything is sent. `handler` gets the task
  * (a spilled one read from the ledger with `?runId=<execution ARN>`, at each invocation) and `ctx`. What it
- * returns (`{ summary?, body? }` or nothing) is reported `completed` and is the execution's output; what
+ * returns (`{ summary?, body? }` or nothing) is reported `completed` and is the execution's output (as
+ * `{ summary, body? }`, which the ledger's lookup reads as the same result if the event was lost); what
  * it throws is reported `failed` (an {@link ApprovalCancelledError}: `cancelled`) and fails the execution.
  *
  * @example
