@@ -176,8 +176,26 @@ describe('durable target: lookup (the status map)', () => {
     lambdaMock.on(GetDurableExecutionCommand).resolves(execution({ Status: 'RUNNING' }));
     lambdaMock.on(GetDurableExecutionHistoryCommand).resolves({ Events: [{ EventId: 9, EventType: 'WaitSucceeded', EventTimestamp: moved }] });
     expect(await target().lookup(ARN)).toEqual({ kind: 'found', run: { runId: ARN, status: 'running', lastActivityAt: moved.toISOString() } });
-    expect(lambdaMock.commandCalls(GetDurableExecutionCommand)[0]?.args[0].input).toEqual({ DurableExecutionArn: ARN });
+    // Read once, without its data (was: with it, the submission body of up to 200 KB, at each stall window).
+    expect(lambdaMock.commandCalls(GetDurableExecutionCommand).map((call) => call.args[0].input)).toEqual([{ DurableExecutionArn: ARN, IncludeExecutionData: false }]);
     expect(lambdaMock.commandCalls(GetDurableExecutionHistoryCommand)[0]?.args[0].input).toEqual({ DurableExecutionArn: ARN, ReverseOrder: true, MaxItems: 1, IncludeExecutionData: false });
+  });
+
+  it('reads an execution with its data only when it ended with a result or an error to record', async () => {
+    const reads = () => lambdaMock.commandCalls(GetDurableExecutionCommand).map((call) => call.args[0].input);
+    lambdaMock.on(GetDurableExecutionCommand).resolvesOnce(execution({ Status: 'SUCCEEDED' })).resolvesOnce(execution({ Status: 'SUCCEEDED', Result: '{"summary":"done","body":{"pages":3}}' }));
+    expect(await target().lookup(ARN)).toEqual({ kind: 'found', run: { runId: ARN, status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'done', bodyJson: '{"pages":3}' } } });
+    expect(reads()).toEqual([{ DurableExecutionArn: ARN, IncludeExecutionData: false }, { DurableExecutionArn: ARN }]);
+
+    lambdaMock.reset();
+    lambdaMock.on(GetDurableExecutionCommand).resolvesOnce(execution({ Status: 'FAILED' })).resolvesOnce(execution({ Status: 'FAILED', Error: { ErrorType: 'ReviewError' } }));
+    expect(await target().lookup(ARN)).toMatchObject({ kind: 'found', run: { status: 'failed', result: { summary: 'ReviewError' } } });
+    expect(reads()).toHaveLength(2);
+
+    lambdaMock.reset();
+    lambdaMock.on(GetDurableExecutionCommand).resolves(execution({ Status: 'STOPPED' }));
+    expect(await target().lookup(ARN)).toMatchObject({ kind: 'found', run: { status: 'cancelled' } });
+    expect(reads()).toEqual([{ DurableExecutionArn: ARN, IncludeExecutionData: false }]);
   });
 
   it.each([
