@@ -15,7 +15,7 @@ import { stateItem } from '../shared/adapters/state-item.js';
 import { DEFAULT_TIMEOUTS } from '../shared/dispatch/message.js';
 import { DEFAULT_RETRY_POLICY } from '../shared/dispatch/retry.js';
 import { accepted, submitted } from '../shared/dispatch/transitions/lifecycle.js';
-import { itemSizeBytes } from './capacity-meter.js';
+import { itemSizeBytes } from './capacity-units.js';
 import { createFloorTable, floorPipeline, floorStateKey, readLedgerItemTemplates, type LedgerItemTemplates } from './floor-pipeline.js';
 import { BATCH_SIZE, BenchTarget, batchesOf, clientsFor, dispatchBody, drive, getAll, MEMORY_MB, ORIGIN, sqsRecord, TARGET_NAME, type SqsHandler } from './intake-harness.js';
 import { INTAKE_TARGET_TIMEOUT_MS, oursEnvironment } from './ours-environment.js';

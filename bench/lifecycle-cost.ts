@@ -9,7 +9,8 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../local/engines/index.js';
 import { ensureBucket, ensureLedgerTable } from '../local/resources.js';
 import { StreamEventSource } from '../local/runtime/stream-event-source.js';
-import { CapacityMeter, type CapacityTotals } from './capacity-meter.js';
+import { CapacityMeter } from './capacity-meter.js';
+import type { CapacityTotals } from './capacity-units.js';
 import { publish } from '../shared/adapters/event-bus.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { InboxTable } from '../shared/adapters/inbox-table.js';
@@ -404,7 +405,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       eventsPerLifecycle,
       durationModel,
       notes: [
-        `${count} lifecycles through the real use cases (takeDispatchMessage, the API router, monitorTick, the stream publisher) on DynamoDB Local, fauxqs S3 and moto EventBridge; DynamoDB units from ConsumedCapacity (failed conditions and transactions modelled per AWS rules, bench/capacity-meter.ts).`,
+        `${count} lifecycles through the real use cases (takeDispatchMessage, the API router, monitorTick, the stream publisher) on DynamoDB Local, fauxqs S3 and moto EventBridge; DynamoDB units from ConsumedCapacity (failed conditions and transactions modelled per AWS rules, bench/capacity-units.ts).`,
         `Lambda: intake ${MEMORY_GB.intake * 1024} MB in batches of ${INTAKE_BATCH}; API ${MEMORY_GB.api * 1024} MB, one invocation per call; monitor ${MEMORY_GB.monitor * 1024} MB, only the check work above an empty tick; publisher ${MEMORY_GB.publisher * 1024} MB at ${PUBLISHER_RECORDS_PER_INVOCATION} stream records per invocation. Wall-time durations are measured on this machine against local engines (in-process, no cold starts).`,
         `Duration model: each step's CPU time on this machine (process.cpuUsage() around the call: the handler's code and its SDK clients, plus the in-process bench target's share of a submission) plus its round trips at the fixed latencies of bench/prices.ts: DynamoDB requests as the capacity meter counts them, S3 requests, requests to the target, PutEvents calls. The intake's batch of ${INTAKE_BATCH} overlaps its records' round trips; an API invocation is billed rounded up to the millisecond; the monitor's share is what its tick did beyond an empty one. No cold starts.`,
         `The monitor's schedule costs the same whatever the load: ${empty.requests} requests and ${empty.readUnits} read units per tick (43,200 ticks a month), priced separately as a fixed cost.`,

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ensureLedgerTable } from '../local/resources.js';
-import type { OperationTotals } from './capacity-meter.js';
+import type { OperationTotals } from './capacity-units.js';
 import { httpTarget } from '../shared/adapters/http-target.js';
 import { LedgerDueIndex } from '../shared/adapters/due-index.js';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';

@@ -35,7 +35,7 @@ export function spreadOf(samples: readonly number[]): Spread {
 
 /**
  * What one dispatch lifecycle used, per AWS service: counted from SDK calls (middleware on the
- * clients) and from DynamoDB's consumed capacity (`bench/capacity-meter.ts`, which models
+ * clients) and from DynamoDB's consumed capacity (`bench/capacity-units.ts`, which models
  * failed conditional writes and transactions per AWS's billing rules). `bench/prices.ts` prices it.
  */
 export interface LifecycleUsage {

@@ -14,7 +14,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { LOCAL_REGION } from '../../local/engines/index.js';
 import { ensureLedgerTable } from '../../local/resources.js';
 import { StreamEventSource } from '../../local/runtime/stream-event-source.js';
-import { BASE_TABLE, CapacityMeter, itemSizeBytes, writeUnitsFor, type CapacityTotals } from '../../bench/capacity-meter.js';
+import { CapacityMeter } from '../../bench/capacity-meter.js';
+import { itemSizeBytes, writeUnitsFor, type CapacityTotals } from '../../bench/capacity-units.js';
+import { BASE_TABLE } from '../../bench/partition-writes.js';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-keys.js';
 import { engineClients, uniqueName } from '../support/engines.js';
 

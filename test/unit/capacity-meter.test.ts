@@ -7,21 +7,9 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { LEDGER_TABLE_DEFINITION } from '../../shared/adapters/ledger-keys.js';
-import {
-  asAttributeMap,
-  BASE_TABLE,
-  CapacityMeter,
-  failedWriteCharge,
-  itemSizeBytes,
-  measureRequest,
-  numberSizeBytes,
-  partitionWritesOf,
-  readUnitsFor,
-  sumConsumedCapacity,
-  transactGetCharge,
-  transactWriteCharge,
-  writeUnitsFor,
-} from '../../bench/capacity-meter.js';
+import { CapacityMeter } from '../../bench/capacity-meter.js';
+import { asAttributeMap, failedWriteCharge, itemSizeBytes, measureRequest, numberSizeBytes, readUnitsFor, sumConsumedCapacity, transactGetCharge, transactWriteCharge, writeUnitsFor } from '../../bench/capacity-units.js';
+import { BASE_TABLE, partitionWritesOf } from '../../bench/partition-writes.js';
 
 const TABLE = 'ledger';
 

@@ -1,6 +1,6 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
-import { itemSizeBytes, writeUnitsFor } from '../../bench/capacity-meter.js';
+import { itemSizeBytes, writeUnitsFor } from '../../bench/capacity-units.js';
 import { statePut } from '../../shared/adapters/ledger-commands.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { stateOnly, type InlineCheck, type NextState } from '../../shared/dispatch/state.js';

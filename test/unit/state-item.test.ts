@@ -1,6 +1,6 @@
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { describe, expect, it } from 'vitest';
-import { itemSizeBytes } from '../../bench/capacity-meter.js';
+import { itemSizeBytes } from '../../bench/capacity-units.js';
 import { stateItem, stateOf, stateVersionOf } from '../../shared/adapters/state-item.js';
 import { DUE_SHARDS, dueShardOf, FEED, FEED_SHARDS, feedShardOf, ORIGIN_SHARDS, originListOf, newWriteId, WRITE_ID_ATTRIBUTE } from '../../shared/adapters/ledger-keys.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
