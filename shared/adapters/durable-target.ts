@@ -13,7 +13,7 @@ import type { ApprovalTokens } from './approval-tokens.js';
 import type { LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
 import { executionNameOf } from '../targets/run-names.js';
 import type { DurableTargetRegistration, SubmitRequest, TargetPort } from '../targets/port.js';
-import { clip, printable } from '../text.js';
+import { clip } from '../text.js';
 import { SUMMARY_CHARS, adoptedIfOurs, cancelledRun, completedRun, decideWithToken, failedRun, lookUpRun, refusedSubmission, runningRun, stopRun } from './runtime-runs.js';
 import { asSdkError, reasonOf, submissionBody, type SdkError } from './submission-body.js';
 
@@ -94,14 +94,14 @@ export function runOfDurableExecution(execution: GetDurableExecutionCommandOutpu
  * A succeeded durable execution. The worker kit's `durableRun` returns the result it reports in its final
  * event, `{ summary, body? }`, as the execution's output: such an output is read as that result, so a
  * lookup (after a lost final event) records the summary and body the event would have — not the wrapper
- * as the body. Any other output is the run's result body, its preview the summary, as for Step Functions.
+ * as the body. The summary is taken as an event's is (bounded; shown escaped, as any target's text).
+ * Any other output is the run's result body, its preview the summary, as for Step Functions.
  */
 function completedDurableRun(runId: string, native: string, output: string | undefined): TargetRunView {
   const reported = reportedResultOf(output);
   if (!reported) return completedRun(runId, native, output);
-  const summary = printable(reported.summary);
-  const result = { ...(summary === '' ? {} : { summary: clip(summary, SUMMARY_CHARS) }), ...(reported.bodyJson === undefined ? {} : { bodyJson: reported.bodyJson }) };
-  return { runId, status: 'completed', nativeStatus: native, ...(Object.keys(result).length > 0 ? { result } : {}) };
+  const result = { summary: clip(reported.summary, SUMMARY_CHARS), ...(reported.bodyJson === undefined ? {} : { bodyJson: reported.bodyJson }) };
+  return { runId, status: 'completed', nativeStatus: native, result };
 }
 
 /** `{ summary: string, body?: JSON }` and no other member: a result as a final event carries it (CONTRACT §2). */
@@ -117,7 +117,14 @@ function reportedResultOf(output: string | undefined): { readonly summary: strin
   const members = Object.keys(value);
   const { summary, body } = value as { readonly summary?: unknown; readonly body?: unknown };
   if (typeof summary !== 'string' || !members.every((member) => member === 'summary' || member === 'body')) return undefined;
-  return body === undefined ? { summary } : { summary, bodyJson: JSON.stringify(body) };
+  if (body === undefined) return { summary };
+  try {
+    return { summary, bodyJson: JSON.stringify(body) };
+  } catch {
+    // Nested too deep to write again (JSON.parse takes more levels than JSON.stringify): the output is kept
+    // as any other, and the ledger's bounds drop the body and keep its preview (never a failed lookup).
+    return undefined;
+  }
 }
 
 /** The ends whose result or error the status map records: the only executions read with their data. */

@@ -7,7 +7,7 @@ import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { slotTotals } from '../../shared/dispatch/slots.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { installFaults } from '../../shared/faults.js';
-import { STEP_MS, TEST_MS } from '../support/bounds.js';
+import { STEP_MS } from '../support/bounds.js';
 import { uniqueName } from '../support/engines.js';
 import { startGatedProxy } from '../support/gated-proxy.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';

@@ -1,6 +1,7 @@
 /**
  * The integration tests' two bounds on liveness. They are never checks of speed: a wait returns as soon as
- * what it awaits shows, and only a failure ever reaches a bound, which then names what never came.
+ * what it awaits shows, and only a failure ever reaches a bound. A wait's bound names what never came; the
+ * test's is the backstop of a test whose steps all crawl (several waits of one test can add up past it).
  *
  * Generous, because CI runs three integration files side by side on two saturated cores: on 2026-12-06 a
  * whole file ran 3–7× slower than in the run before, and two 15–30 s waits expired on steps that came.

@@ -204,7 +204,9 @@ describe('durable target: lookup (the status map)', () => {
     // The worker kit's durableRun returns the result it reported: read as that result (was: the wrapper kept as the body).
     [{ Status: 'SUCCEEDED', Result: '{"summary":"reviewed","body":{"pages":3}}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'reviewed', bodyJson: '{"pages":3}' } }],
     [{ Status: 'SUCCEEDED', Result: '{"summary":"done"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'done' } }],
-    [{ Status: 'SUCCEEDED', Result: '{"body":[1],"summary":"two\\u0007lines"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'two lines', bodyJson: '[1]' } }],
+    // The summary as an event's (kept as written, shown escaped), an empty one too.
+    [{ Status: 'SUCCEEDED', Result: '{"body":[1],"summary":"two\\u0007lines"}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'two\u0007lines', bodyJson: '[1]' } }],
+    [{ Status: 'SUCCEEDED', Result: '{"summary":""}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '' } }],
     // Anything else is the body, its preview the summary: another member, a summary that is not text, no summary.
     [{ Status: 'SUCCEEDED', Result: '{"summary":"x","pages":3}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"summary":"x","pages":3}', bodyJson: '{"summary":"x","pages":3}' } }],
     [{ Status: 'SUCCEEDED', Result: '{"summary":5}' }, { status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: '{"summary":5}', bodyJson: '{"summary":5}' } }],
@@ -246,6 +248,19 @@ describe('durable target: lookup (the status map)', () => {
     expect(summary.length).toBeLessThanOrEqual(200);
     expect(summary).not.toContain('\u0007');
     expect(await keepFoundBody({ store, blobs, now: () => STARTED }, state, previewed)).toBeUndefined();
+  });
+
+  it('a kit-shaped output whose body nests too deep to write again is kept as any output: completed, never a lookup that fails each time', async () => {
+    const store = new MemoryStore();
+    const blobs = new MemoryBlobs();
+    const state = accepted(newDispatchFactory({ dispatchId: 'd-1', target: 'review-flow' }), STARTED);
+    // JSON.parse takes 20,000 levels; JSON.stringify of the parsed value overflows the stack.
+    const deep = `{"summary":"done","body":${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    lambdaMock.on(GetDurableExecutionCommand).resolves(execution({ Status: 'SUCCEEDED', Result: deep }));
+    const found = await target().lookup(ARN);
+    expect(found).toMatchObject({ kind: 'found', run: { status: 'completed', nativeStatus: 'SUCCEEDED', result: { bodyJson: deep } } });
+    // The ledger's bounds drop the body (too deep) and keep the preview.
+    expect(await keepFoundBody({ store, blobs, now: () => STARTED }, state, found)).toBeUndefined();
   });
 
   it("bounds a failure's summary: the error type and a long message, control characters escaped", async () => {
