@@ -127,22 +127,16 @@ function reportedResultOf(output: string | undefined): { readonly summary: strin
   }
 }
 
-/** The ends whose result or error the status map records: the only executions read with their data. */
-const ENDS_WITH_DATA: ReadonlySet<string> = new Set(['SUCCEEDED', 'FAILED', 'TIMED_OUT']);
-
 /**
- * A lookup of one durable execution: `GetDurableExecution`, and for a running one its newest history
- * event (its last activity). Alone, so what only looks runs up calls nothing else. The execution is read
- * without its data first: a running one (looked up at each stall window) is never read with its input,
- * the submission body of up to 200 KB; one that ended with a result or an error is read again with it.
+ * A lookup of one durable execution: `GetDurableExecution` (without its data unless it ended with a result
+ * or an error: `lookUpRun`), and for a running one its newest history event (its last activity). Alone, so
+ * what only looks runs up calls nothing else.
  */
 export function lookUpDurableExecution(lambda: Pick<LambdaClient, 'send'>, runId: string): Promise<LookupOutcome> {
   return lookUpRun({
     describedBy: 'GetDurableExecution',
-    describe: async () => {
-      const metadata = await lambda.send(new GetDurableExecutionCommand({ DurableExecutionArn: runId, IncludeExecutionData: false }));
-      return metadata.Status !== undefined && ENDS_WITH_DATA.has(metadata.Status) ? lambda.send(new GetDurableExecutionCommand({ DurableExecutionArn: runId })) : metadata;
-    },
+    describe: (withData) => lambda.send(new GetDurableExecutionCommand({ DurableExecutionArn: runId, IncludeExecutionData: withData })),
+    endsWithData: new Set(['SUCCEEDED', 'FAILED', 'TIMED_OUT']),
     statusOf: (execution) => execution.Status,
     // Newest first, one event, without its data: only its time is read.
     newestEventAt: async () => (await lambda.send(new GetDurableExecutionHistoryCommand({ DurableExecutionArn: runId, ReverseOrder: true, MaxItems: 1, IncludeExecutionData: false }))).Events?.[0]?.EventTimestamp,

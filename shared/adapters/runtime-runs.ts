@@ -87,7 +87,10 @@ export function adoptedIfOurs(request: SubmitRequest, name: string, execution: {
 export interface RuntimeLookup<E> {
   /** The call that reads the execution, as a reason names it. */
   readonly describedBy: string;
-  readonly describe: () => Promise<E>;
+  /** Reads the execution; without its data (input, output, error) unless `withData`. */
+  readonly describe: (withData: boolean) => Promise<E>;
+  /** The statuses whose output or error `runOf` records: the only executions read again with their data. */
+  readonly endsWithData: ReadonlySet<string>;
   readonly statusOf: (execution: E) => string | undefined;
   /** The time of the execution's newest history event (one event, read newest first). */
   readonly newestEventAt: () => Promise<Date | undefined>;
@@ -97,10 +100,17 @@ export interface RuntimeLookup<E> {
   readonly notFound: (error: SdkError) => boolean;
 }
 
-/** A lookup of one execution: the execution, and for a running one its newest history event (its last activity). */
+/**
+ * A lookup of one execution: the execution, and for a running one its newest history event (its last
+ * activity). The execution is read without its data first: a running one, looked up at each stall window,
+ * is never read with its input (the submission body, up to 256 KB); one that ended with an output or an
+ * error to record is read again with it (an end is final: its status does not change between the reads).
+ */
 export async function lookUpRun<E>(how: RuntimeLookup<E>): Promise<LookupOutcome> {
   try {
-    const execution = await how.describe();
+    const metadata = await how.describe(false);
+    const ended = how.statusOf(metadata);
+    const execution = ended !== undefined && how.endsWithData.has(ended) ? await how.describe(true) : metadata;
     const status = how.statusOf(execution);
     const newest = status === RUNNING ? await how.newestEventAt() : undefined;
     const run = how.runOf(execution, newest?.toISOString());

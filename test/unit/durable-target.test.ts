@@ -185,7 +185,7 @@ describe('durable target: lookup (the status map)', () => {
     const reads = () => lambdaMock.commandCalls(GetDurableExecutionCommand).map((call) => call.args[0].input);
     lambdaMock.on(GetDurableExecutionCommand).resolvesOnce(execution({ Status: 'SUCCEEDED' })).resolvesOnce(execution({ Status: 'SUCCEEDED', Result: '{"summary":"done","body":{"pages":3}}' }));
     expect(await target().lookup(ARN)).toEqual({ kind: 'found', run: { runId: ARN, status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'done', bodyJson: '{"pages":3}' } } });
-    expect(reads()).toEqual([{ DurableExecutionArn: ARN, IncludeExecutionData: false }, { DurableExecutionArn: ARN }]);
+    expect(reads()).toEqual([{ DurableExecutionArn: ARN, IncludeExecutionData: false }, { DurableExecutionArn: ARN, IncludeExecutionData: true }]);
 
     lambdaMock.reset();
     lambdaMock.on(GetDurableExecutionCommand).resolvesOnce(execution({ Status: 'FAILED' })).resolvesOnce(execution({ Status: 'FAILED', Error: { ErrorType: 'ReviewError' } }));
