@@ -17,7 +17,8 @@ import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { installFaults } from '../shared/faults.js';
 import { MONITOR_TIMEOUT_SECONDS, tickBudget } from '../shared/usecases/monitor.js';
-import { checkCensus, matches, missingEvents, type CensusReport, type LimitChange, type LoggedEvent, type ObservedDispatch, type ObservedRejection, type SentMessage } from './checker.js';
+import { checkCensus, matches, missingEvents } from './checker.js';
+import type { CensusReport, LimitChange, LoggedEvent, ObservedDispatch, ObservedRejection, SentMessage } from './observations.js';
 import { CensusFaults, type FaultKind } from './faults.js';
 import { LIMIT_CHANGE, LIMITED_TARGET, ORIGIN, planWorkload, UNREACHABLE_TARGET, type DispatchPlan, type PlannedSend, type Workload } from './workload.js';
 

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { MUST_BE_ZERO, type CensusReport } from './checker.js';
+import { MUST_BE_ZERO, type CensusReport } from './observations.js';
 import { runCensus, type CensusRun } from './census.js';
 import { FAULT_KINDS, parseFaultList } from './faults.js';
 

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MUST_BE_ZERO } from '../../census/checker.js';
+import { MUST_BE_ZERO } from '../../census/observations.js';
 import { runCensus } from '../../census/census.js';
 import { FAULT_KINDS } from '../../census/faults.js';
 import { BLOCK_CLASSES, REJECTION_CLASSES } from '../../census/workload.js';

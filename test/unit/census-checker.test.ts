@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkCensus, MUST_BE_ZERO, type CensusObservations, type CensusReport, type LoggedEvent, type ObservedDispatch, type SentMessage } from '../../census/checker.js';
+import { checkCensus } from '../../census/checker.js';
+import { MUST_BE_ZERO, type CensusObservations, type CensusReport, type LoggedEvent, type ObservedDispatch, type SentMessage } from '../../census/observations.js';
 import type { DispatchPlan, PlannedSend } from '../../census/workload.js';
 import type { DispatchView, RunEntry } from '../../shared/dispatch/view.js';
 
