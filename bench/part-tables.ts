@@ -1,4 +1,4 @@
-import { KEY_WRITE_LIMIT_PER_SECOND, type ScaleResult } from './scale.js';
+import { KEY_WRITE_LIMIT_PER_SECOND, type ScaleResult } from './scale-figures.js';
 import type { MonitorLoadResult } from './monitor-load.js';
 
 /** Blocks of docs/performance.md that bench/run.ts also writes alone (`--scale`, `--monitorload`). */

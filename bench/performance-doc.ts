@@ -11,7 +11,7 @@ import { latencyText, type LatencyResult } from './latency.js';
 import type { MonitorHistoryResult } from './monitor-history.js';
 import type { MonitorLoadResult } from './monitor-load.js';
 import { costOf, peerModels, PRICES, type CostBreakdown } from './prices.js';
-import type { ScaleResult } from './scale.js';
+import type { ScaleResult } from './scale-figures.js';
 import { monitorLoadTable, scaleTable } from './part-tables.js';
 import { durationModelText, moneyText, type DurationModel } from './duration-model.js';
 import type { LifecycleUsage, Spread } from './types.js';
