@@ -113,8 +113,8 @@ export class CapacityMeter {
 
   /**
    * Counts the committed changes of a tracked table (records of its NEW_AND_OLD_IMAGES stream, in stream
-   * order, each once). A change a transaction made (seen by the middleware before) counts twice [txn].
-   * A deletion by TTL costs nothing: DynamoDB's TTL deletes consume no write capacity [ttl]. Records of a
+   * order, each once). A change a transaction made (seen by the middleware before) counts twice ([txn] in capacity-units.ts).
+   * A deletion by TTL costs nothing: DynamoDB's TTL deletes consume no write capacity ([ttl] in partition-writes.ts). Records of a
    * table that is not tracked, or whose images are not in wire shape, are ignored.
    */
   recordStreamRecords(tableName: string, records: readonly StreamImages[]): void {

@@ -3,7 +3,7 @@ import type { AttributeValue, Capacity, ConsumedCapacity, PutItemInput, Transact
 /**
  * What one DynamoDB request costs, by AWS's billing rules: item and attribute sizes, read and write units,
  * the charge of a failed conditional write and of a transaction, and a request's measurement from its input
- * and outcome. The {@link CapacityMeter} of `capacity-meter.ts` applies it to every request a client sends.
+ * and outcome. The `CapacityMeter` of `capacity-meter.ts` applies it to every request a client sends.
  */
 
 // AWS rules this module applies (Amazon DynamoDB Developer Guide):

@@ -18,7 +18,7 @@ import { itemSizeBytes, writeUnitsFor } from './capacity-units.js';
 // and an update expression would have to be re-evaluated to know the other. The stream holds the exact
 // before and after of every committed change, whichever call made it. What a stream cannot show is fed
 // from the request by the meter's middleware: writes rejected by a condition (billed, nothing written,
-// no index touched) and which changes a transaction made (billed twice [txn]).
+// no index touched) and which changes a transaction made (billed twice: [txn] in capacity-units.ts).
 
 /** The name the base table's own partitions are reported under, next to its index names. */
 export const BASE_TABLE = '(table)';
@@ -90,8 +90,8 @@ function indexWrites(oldImage: Image | undefined, newImage: Image | undefined, i
 
 /**
  * The write units one committed change of an item put on each partition key: the table's (the larger of
- * the old and the new item [units]) and each index's, by the [gsi] rules. `oldImage` is undefined for an
- * item created, `newImage` for one deleted. `factor` is 2 for a change made by a transaction [txn]; it is
+ * the old and the new item: [units] in capacity-units.ts) and each index's, by the [gsi] rules. `oldImage` is undefined for an
+ * item created, `newImage` for one deleted. `factor` is 2 for a change made by a transaction ([txn] in capacity-units.ts); it is
  * applied to the index writes too: AWS does not say whether a transaction's index propagation is billed
  * twice, and counting it twice keeps the figure an upper bound, which is what a hot-key limit needs.
  *

@@ -87,9 +87,12 @@ export function adoptedIfOurs(request: SubmitRequest, name: string, execution: {
 export interface RuntimeLookup<E> {
   /** The call that reads the execution, as a reason names it. */
   readonly describedBy: string;
-  /** Reads the execution; without its data (input, output, error) unless `withData`. */
+  /** Reads the execution; without its data (input, output, error) unless `withData`, where the runtime can. */
   readonly describe: (withData: boolean) => Promise<E>;
-  /** The statuses whose output or error `runOf` records: the only executions read again with their data. */
+  /**
+   * The statuses whose output or error `runOf` records: the only executions read again with their data.
+   * Empty for a runtime whose read without data is not documented to leave the data out: one read, with it.
+   */
   readonly endsWithData: ReadonlySet<string>;
   readonly statusOf: (execution: E) => string | undefined;
   /** The time of the execution's newest history event (one event, read newest first). */
@@ -103,8 +106,9 @@ export interface RuntimeLookup<E> {
 /**
  * A lookup of one execution: the execution, and for a running one its newest history event (its last
  * activity). The execution is read without its data first: a running one, looked up at each stall window,
- * is never read with its input (the submission body, up to 256 KB); one that ended with an output or an
- * error to record is read again with it (an end is final: its status does not change between the reads).
+ * is not read with its input (the submission body); one that ended with an output or an error to record
+ * is read again with it. What is mapped is the last read's status with its data: never the first read's
+ * status beside the second's data (an execution may have moved between them).
  */
 export async function lookUpRun<E>(how: RuntimeLookup<E>): Promise<LookupOutcome> {
   try {

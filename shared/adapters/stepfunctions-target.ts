@@ -90,15 +90,16 @@ function runOfStatus(execution: DescribeExecutionCommandOutput, lastActivityAt?:
 const executionDoesNotExist = (error: SdkError): boolean => error.name === 'ExecutionDoesNotExist';
 
 /**
- * A lookup of one execution: `DescribeExecution` (metadata only unless it ended with an output or an
- * error: `lookUpRun`), and for a running one its newest history event (its last activity). Alone, so
- * what only looks runs up (the orchestrators function) calls nothing else.
+ * A lookup of one execution: `DescribeExecution`, and for a running one its newest history event (its
+ * last activity). Alone, so what only looks runs up (the orchestrators function) calls nothing else. One
+ * read, with the execution's data: `includedData: METADATA_ONLY` is documented only for a KMS-encrypted
+ * definition, not as leaving the input out, so a read without data would add a call and save nothing sure.
  */
 export function lookUpExecution(sfn: Pick<SFNClient, 'send'>, runId: string): Promise<LookupOutcome> {
   return lookUpRun({
     describedBy: 'DescribeExecution',
-    describe: (withData) => sfn.send(new DescribeExecutionCommand({ executionArn: runId, includedData: withData ? 'ALL_DATA' : 'METADATA_ONLY' })),
-    endsWithData: new Set(['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'PENDING_REDRIVE']),
+    describe: () => sfn.send(new DescribeExecutionCommand({ executionArn: runId })),
+    endsWithData: new Set(),
     statusOf: (execution) => execution.status,
     newestEventAt: async () => (await sfn.send(new GetExecutionHistoryCommand({ executionArn: runId, reverseOrder: true, maxResults: 1 }))).events?.[0]?.timestamp,
     runOf: runOfExecution,

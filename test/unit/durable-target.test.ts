@@ -187,10 +187,16 @@ describe('durable target: lookup (the status map)', () => {
     expect(await target().lookup(ARN)).toEqual({ kind: 'found', run: { runId: ARN, status: 'completed', nativeStatus: 'SUCCEEDED', result: { summary: 'done', bodyJson: '{"pages":3}' } } });
     expect(reads()).toEqual([{ DurableExecutionArn: ARN, IncludeExecutionData: false }, { DurableExecutionArn: ARN, IncludeExecutionData: true }]);
 
+    for (const Status of ['FAILED', 'TIMED_OUT'] as const) {
+      lambdaMock.reset();
+      lambdaMock.on(GetDurableExecutionCommand).resolvesOnce(execution({ Status })).resolvesOnce(execution({ Status, Error: { ErrorType: 'ReviewError' } }));
+      expect(await target().lookup(ARN)).toMatchObject({ kind: 'found', run: { status: 'failed', result: { summary: 'ReviewError' } } });
+      expect(reads()).toEqual([{ DurableExecutionArn: ARN, IncludeExecutionData: false }, { DurableExecutionArn: ARN, IncludeExecutionData: true }]);
+    }
+    // The status mapped is the second read's (it moved between the reads): never the first's beside the second's data.
     lambdaMock.reset();
-    lambdaMock.on(GetDurableExecutionCommand).resolvesOnce(execution({ Status: 'FAILED' })).resolvesOnce(execution({ Status: 'FAILED', Error: { ErrorType: 'ReviewError' } }));
-    expect(await target().lookup(ARN)).toMatchObject({ kind: 'found', run: { status: 'failed', result: { summary: 'ReviewError' } } });
-    expect(reads()).toHaveLength(2);
+    lambdaMock.on(GetDurableExecutionCommand).resolvesOnce(execution({ Status: 'SUCCEEDED' })).resolvesOnce(execution({ Status: 'FAILED', Error: { ErrorType: 'ReviewError' } }));
+    expect(await target().lookup(ARN)).toMatchObject({ kind: 'found', run: { status: 'failed', nativeStatus: 'FAILED' } });
 
     lambdaMock.reset();
     lambdaMock.on(GetDurableExecutionCommand).resolves(execution({ Status: 'STOPPED' }));
