@@ -94,7 +94,7 @@ export function runOfDurableExecution(execution: GetDurableExecutionCommandOutpu
  * A succeeded durable execution. The worker kit's `durableRun` returns the result it reports in its final
  * event, `{ summary, body? }`, as the execution's output: such an output is read as that result, so a
  * lookup (after a lost final event) records the summary and body the event would have — not the wrapper
- * as the body. The summary is taken as an event's is (bounded; shown escaped, as any target's text).
+ * as the body. The summary is taken as an event's is (bounded; shown escaped, like every target's text).
  * Any other output is the run's result body, its preview the summary, as for Step Functions.
  */
 function completedDurableRun(runId: string, native: string, output: string | undefined): TargetRunView {
@@ -122,7 +122,7 @@ function reportedResultOf(output: string | undefined): { readonly summary: strin
     return { summary, bodyJson: JSON.stringify(body) };
   } catch {
     // Nested too deep to write again (JSON.parse takes more levels than JSON.stringify): the output is kept
-    // as any other, and the ledger's bounds drop the body and keep its preview (never a failed lookup).
+    // like every other output, and the ledger's bounds drop the body and keep its preview (never a failed lookup).
     return undefined;
   }
 }
