@@ -92,7 +92,7 @@ export function exchanger(config: ExchangeConfig): Exchange {
       return { kind: 'failed', reason: scrub(describeFailure(error, signal, config.timeoutMs)) };
     }
     // Always read (boundedly), even when the status says it all: an unread body holds the connection.
-    const read = await readBounded(response, signal, config.timeoutMs);
+    const read = withoutCutSecret(await readBounded(response, signal, config.timeoutMs), secrets);
     const status = response.statusCode ?? 0;
     const theirs = response.headers['x-request-id'] ?? null;
     return {
@@ -170,8 +170,10 @@ export function errorMessageOf(body: BodyRead): string | undefined {
   if (body.kind === 'broken') return undefined;
   const message = parseBody(body, ErrorBodySchema())?.error.message;
   if (message !== undefined) return message;
+  // Whole, never cut here: a cut before the credentials are redacted could keep part of them. The
+  // reason is bounded after redaction (boundReason), and a body is at most MAX_BODY_BYTES.
   const preview = body.kind === 'complete' ? body.text : body.prefix;
-  return preview.trim() === '' ? undefined : preview.slice(0, REASON_CHARS * 4);
+  return preview.trim() === '' ? undefined : preview;
 }
 
 function describeFailure(error: unknown, signal: AbortSignal, timeoutMs: number): string {
@@ -204,6 +206,21 @@ function boundReason(text: string, secrets: readonly string[]): string {
   // Never end on half of a surrogate pair.
   if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1);
   return `${cut}…`;
+}
+
+/**
+ * A body cut at the read bound may end inside an echoed credential, which redaction (whole values only)
+ * would miss: that unfinished end is redacted. Any end that begins a secret counts, however short.
+ */
+function withoutCutSecret(read: BodyRead, secrets: readonly string[]): BodyRead {
+  if (read.kind !== 'too_large') return read;
+  let cut = 0;
+  for (const secret of secrets) {
+    for (let length = secret.length - 1; length > cut; length -= 1) {
+      if (read.prefix.endsWith(secret.slice(0, length))) cut = length;
+    }
+  }
+  return cut === 0 ? read : { kind: 'too_large', prefix: `${read.prefix.slice(0, -cut)}[redacted]` };
 }
 
 function redact(text: string, secrets: readonly string[]): string {

@@ -497,6 +497,36 @@ describe('httpTarget edge cases', () => {
     }
   });
 
+  it('never keeps part of the authorization value either, wherever a preview of the body is cut', async () => {
+    // The bug it pins: a body not in the error shape was cut to 800 characters before the secret was
+    // redacted, so a secret straddling the cut survived in part, and whitespace collapsing then brought
+    // it inside the stored 200 characters ("HTTP 500: { … Bearer tok_live_9f8e…").
+    const target = stubTarget({ authHeader: async () => SECRET });
+    const token = SECRET.replace('Bearer ', '');
+    // Any four characters of the token in a row.
+    const pieces = Array.from({ length: token.length - 3 }, (_, at) => token.slice(at, at + 4));
+    const outcomes = [];
+    for (const padding of [800 - SECRET.length + 1, 800 - 8, 800 - 4, 800]) {
+      stub.answer((request, res) => json(res, 500, `${' '.repeat(padding)}${request.headers.authorization} sent`));
+      outcomes.push(await target.lookup('r-1'));
+    }
+    // A body over the read bound, cut inside the echoed value: what was read ends with part of it.
+    const bound = 64 * 1024;
+    for (const inside of [1, 7, SECRET.length - 1]) {
+      stub.answer((request, res) => json(res, 500, `${' '.repeat(bound - inside)}${request.headers.authorization}${'x'.repeat(100)}`));
+      outcomes.push(await target.lookup('r-1'));
+    }
+    stub.answer((request, res) => json(res, 403, `${' '.repeat(798)}${request.headers.authorization}`));
+    outcomes.push(await target.submit(submitRequestFactory()));
+
+    expect(outcomes).toHaveLength(8);
+    for (const outcome of outcomes) {
+      for (const piece of pieces) expect(JSON.stringify(outcome)).not.toContain(piece);
+    }
+    for (const outcome of outcomes.slice(0, 4)) expect(outcome).toEqual({ kind: 'unavailable', reason: 'HTTP 500: [redacted] sent' });
+    expect(outcomes[7]).toEqual({ kind: 'rejected', httpStatus: 403, reason: '[redacted]' });
+  });
+
   it('throws for a base URL or a runId that is a programming error, not a target answer', async () => {
     const register = (baseUrl: string) => () => httpTarget({ name: 'bad', kind: 'http', baseUrl });
     expect(register('ftp://127.0.0.1/')).toThrow(TypeError);
