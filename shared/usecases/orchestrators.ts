@@ -48,8 +48,8 @@ export interface OrchestratorDeps extends Pick<DispatchWorkDeps, 'targetFor' | '
 /** A redrive is kept as a late event of its run under this seq: a run's own events are numbered from 1. */
 const REDRIVE_SEQ = 0;
 
-/** Step Functions' task tokens are up to 1,024 characters (the API's bound): more is not a token. */
-const MAX_TASK_TOKEN_CHARS = 1024;
+/** Step Functions' task tokens are up to 2,048 characters (the API's `TaskToken` shape): more is not a token. */
+const MAX_TASK_TOKEN_CHARS = 2048;
 const MAX_INPUT_CHARS = 256 * 1024;
 
 const approvalRequestSchema = z.object({

@@ -83,13 +83,22 @@ async function submitted(): Promise<{ dispatchId: string; runId: string }> {
 }
 
 describe('a state machine asks for an approval through the ledger', () => {
+  it('takes a task token of any length Step Functions issues: up to 2,048 characters', async () => {
+    // The bug it pins: tokens were bounded at 1,024 (said to be the API's bound; the API's is 2,048), so a
+    // longer token's request was unreadable and dropped, and its execution waited for an approval never asked.
+    const { dispatchId, runId } = await submitted();
+    const taskToken = `AQ${'x'.repeat(2046)}`;
+    expect(await takeOrchestratorMessage(deps(), { dispatchId, runId, taskToken }, 'AROAFLOWROLE:execution')).toBe('approval_requested');
+    expect((await table.getState(dispatchId))?.execution.pendingApproval).toMatchObject({ approvalId: approvalIdOfToken(taskToken, 'sfn') });
+  });
+
   it('is taken only from its own role and for the current run; the token is kept apart and answered with SendTaskSuccess, and shown nowhere', async () => {
     const { dispatchId, runId } = await submitted();
     const request = { dispatchId, runId, taskToken: TOKEN };
     expect(await takeOrchestratorMessage(deps(), request, 'AROAOTHERROLE:execution')).toBe('refused');
     expect(await takeOrchestratorMessage(deps(), request)).toBe('refused');
     expect(await takeOrchestratorMessage(deps(), { ...request, runId: `${runId}-not-this-one` }, 'AROAFLOWROLE:execution')).toBe('not_current');
-    expect(await takeOrchestratorMessage(deps(), { ...request, taskToken: 'x'.repeat(1025) }, 'AROAFLOWROLE:execution')).toBe('unreadable');
+    expect(await takeOrchestratorMessage(deps(), { ...request, taskToken: 'x'.repeat(2049) }, 'AROAFLOWROLE:execution')).toBe('unreadable');
     expect((await table.getState(dispatchId))?.execution.pendingApproval).toBeNull();
 
     expect(await takeOrchestratorMessage(deps(), request, 'AROAFLOWROLE:execution')).toBe('approval_requested');
