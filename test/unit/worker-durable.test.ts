@@ -23,6 +23,8 @@ interface Received {
 
 const RUN_ID = 'arn:aws:lambda:eu-west-1:123456789012:function:review:3/durable-execution/d-dur-1_1/0b6c1b0e-8a4e-4a8e-9d8e-3f1c2a7b9e10';
 const SPILLED_TASK = { goal: 'read back from the ledger' };
+/** What the ledger answers a task read with (a test may make it something else). */
+let taskText = JSON.stringify(SPILLED_TASK);
 
 let server: Server;
 let callbackUrl = '';
@@ -38,7 +40,7 @@ beforeAll(async () => {
       received.push({ method: req.method ?? '', path: url.pathname, runId: url.searchParams.get('runId'), body });
       // A dispatch the ledger does not know: its events are refused.
       const unknown = req.method === 'POST' && body.includes('"dispatchId":"d-unknown"');
-      const answer = req.method === 'GET' ? { status: 200, text: JSON.stringify(SPILLED_TASK) } : req.method === 'PUT' ? { status: 201, text: '{}' } : unknown ? { status: 404, text: '{"error":{"code":"not_found"}}' } : { status: 202, text: '{"applied":true}' };
+      const answer = req.method === 'GET' ? { status: 200, text: taskText } : req.method === 'PUT' ? { status: 201, text: '{}' } : unknown ? { status: 404, text: '{"error":{"code":"not_found"}}' } : { status: 202, text: '{"applied":true}' };
       res.writeHead(answer.status, { 'content-type': 'application/json' });
       res.end(answer.text);
     });
@@ -58,6 +60,7 @@ afterAll(async () => {
 
 beforeEach(() => {
   received.length = 0;
+  taskText = JSON.stringify(SPILLED_TASK);
 });
 
 // --- Factories ----------------------------------------------------------------------------------------
@@ -409,6 +412,24 @@ describe('durableRun', () => {
 
     expect(taskSeen).toEqual(SPILLED_TASK);
     expect(received[0]).toEqual({ method: 'GET', path: '/dispatches/d-dur-1/task', runId: RUN_ID, body: '' });
+  });
+
+  it("fails the run in its own words when the task read answers 200 with something that is not JSON, never quoting that answer", async () => {
+    // The bug it pins: the Lambda and durable kits parsed the answer unguarded, so a proxy's page made a
+    // SyntaxError whose message, quoting the page, became the run's failure summary (the HTTP kit's did not).
+    taskText = '<html><body>sign in to proxy.internal as alice</body></html>';
+    let called = false;
+    const runner = runnerOf(async () => {
+      called = true;
+    });
+    const { task: _inline, ...spilled } = submissionFactory({ taskRef: `${callbackUrl}/dispatches/d-dur-1/task` });
+
+    await runner.run({ payload: spilled });
+
+    expect(called).toBe(false);
+    const final = runEvents().at(-1);
+    expect(final).toMatchObject({ type: 'failed', result: { summary: expect.stringContaining('the spilled task is not JSON') } });
+    expect(JSON.stringify(runEvents())).not.toContain('proxy.internal');
   });
 
   it.each([

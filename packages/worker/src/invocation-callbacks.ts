@@ -1,6 +1,6 @@
 import { CallbackClient, DEFAULT_RETRY, type RetryPolicy, type Transport } from './callbacks.js';
 import { CallbackError, type Log } from './model.js';
-import { isPlainObject } from './parse.js';
+import { spilledTaskOf } from './parse.js';
 import type { Signer } from './signer.js';
 
 /**
@@ -50,7 +50,5 @@ export function invocationCallbacks(
 export async function readTask(callbacks: CallbackClient, run: { readonly callbackUrl: string; readonly dispatchId: string; readonly runId: string }): Promise<Readonly<Record<string, unknown>>> {
   const outcome = await callbacks.getTask(run.callbackUrl, run.dispatchId, run.runId);
   if (outcome.kind !== 'delivered') throw new CallbackError(`reading the task: ${outcome.kind}`, { kind: outcome.kind === 'refused' ? 'refused' : 'gave_up' });
-  const value: unknown = JSON.parse(outcome.text);
-  if (!isPlainObject(value)) throw new Error('the task is not a JSON object');
-  return value;
+  return spilledTaskOf(outcome.text);
 }

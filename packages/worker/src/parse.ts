@@ -22,6 +22,21 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 }
 
 /**
+ * A spilled task as the ledger answers it (`GET /dispatches/{id}/task`): the task object the origin sent.
+ * Throws with fixed words, never the answer's text (a proxy's page is not the run's to repeat).
+ */
+export function spilledTaskOf(text: string): Readonly<Record<string, unknown>> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new Error('the spilled task is not JSON');
+  }
+  if (!isPlainObject(value)) throw new Error('the spilled task is not a JSON object');
+  return value;
+}
+
+/**
  * The body of `POST /runs`.
  *
  * @example

@@ -18,7 +18,7 @@ import {
   type Submission,
   WORKER_RESTARTED,
 } from './model.js';
-import { isPlainObject, parseDecision, parseSubmission, traceparentOf } from './parse.js';
+import { parseDecision, parseSubmission, spilledTaskOf, traceparentOf } from './parse.js';
 import { UNFINISHED, type RunStore } from './store.js';
 import { runContext, type LiveRun } from './run-context.js';
 import { refused, RunCancelledError, type CancelOutcome, type DecideOutcome, type EngineOptions, type RunContext, type SubmitOutcome } from './run-api.js';
@@ -302,15 +302,7 @@ export class RunEngine {
     // CONTRACT §8 v2: a spilled task is read back from the ledger, for this run.
     const outcome = await this.#enqueue(live, () => this.#callbacks.getTask(callbackUrl, dispatchId, live.record.runId));
     if (outcome.kind !== 'delivered') throw callbackError('reading the spilled task', outcome);
-    let value: unknown;
-    try {
-      value = JSON.parse(outcome.text);
-    } catch {
-      throw new Error('the spilled task is not JSON');
-    }
-    // The answer is the task itself (GET /dispatches/{id}/task), as the origin sent it.
-    if (!isPlainObject(value)) throw new Error('the spilled task is not a JSON object');
-    return value;
+    return spilledTaskOf(outcome.text);
   }
 
   async #finish(
