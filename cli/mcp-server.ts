@@ -107,11 +107,17 @@ export function toolFailure(error: unknown): CallToolResult {
 
 // The dispatch message the intake reads, with `dispatchId` and `origin` left to this server when
 // absent. `task` is the API's "any JSON object" — its schema is a custom check, which JSON Schema
-// cannot express, so here it is the same check spelled as a record.
+// cannot express, so here it is an object check on the value as given, described as an object. Not a
+// zod record: a record copies the object and drops a "__proto__" key, and the message sent would be
+// another task than the one asked for; taken as given, the intake's reader below refuses that key.
+const AnyJsonObject = z
+  .unknown()
+  .check(z.refine((value) => typeof value === 'object' && value !== null && !Array.isArray(value), { message: 'task must be a JSON object' }))
+  .register(z.globalRegistry, { type: 'object', description: 'any JSON object: the work to do' });
 const DispatchInput = z.extend(DispatchMessageSchema, {
   dispatchId: z.optional(DispatchMessageSchema.shape.dispatchId),
   origin: z.optional(DispatchMessageSchema.shape.origin),
-  task: z.record(z.string(), z.unknown()),
+  task: AnyJsonObject,
 });
 const DispatchIdInput = DispatchMessageSchema.shape.dispatchId;
 const RejectionsQuery = z.strictObject({ limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIST_LIMIT))), cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(MAX_CURSOR_CHARS))) });

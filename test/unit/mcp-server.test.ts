@@ -154,6 +154,22 @@ describe('ledgerMcpServer', () => {
     expect(calls).toEqual([]);
   });
 
+  it('dispatch refuses, unsent, a task with a "__proto__" key, as the intake would block it', async () => {
+    // The bug it pins: the tool's input schema read `task` as a zod record, which drops a "__proto__" key,
+    // so the message was sent without it — another task than the one asked for (the intake blocks it).
+    const { client, calls } = recordingClient();
+    const mcp = await connected(client);
+    const withProto = JSON.parse('{"target":"demo-agent","task":{"a":1,"__proto__":{"admin":true}}}') as Record<string, unknown>;
+    const result = await mcp.callTool({ name: 'dispatch', arguments: withProto });
+    expect([result.isError, (result.structuredContent as { error: { code: string } }).error.code]).toEqual([true, 'invalid']);
+    expect(textOf(result)).toContain('__proto__');
+    expect(calls).toEqual([]);
+    // The tool still says what task is: any JSON object.
+    const { tools } = await mcp.listTools();
+    const dispatch = tools.find((tool) => tool.name === 'dispatch');
+    expect(dispatch?.inputSchema.properties?.['task']).toMatchObject({ type: 'object' });
+  });
+
   it("refuses input the API's schema refuses, before any call (a redispatch without a reason, a delivery confirmed without evidenceRef)", async () => {
     const { client, calls } = recordingClient();
     const mcp = await connected(client);
