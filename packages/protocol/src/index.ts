@@ -255,3 +255,6 @@ export function lazy<T>(build: () => T): () => T {
 
 export * from './routes.js';
 export * from './route-docs.js';
+
+/** Text bounds the ledger applies to what people read (its errors, reasons and previews). */
+export { clip, printable } from './text.js';
