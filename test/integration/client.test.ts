@@ -247,6 +247,29 @@ describe('answers and messages at the edge', () => {
     }
   });
 
+  it('checks the text it would send with the ledger’s own reader: what JSON would change or the intake would block never leaves', async () => {
+    // The bug it pins: the client checked the object, then sent JSON.stringify of it — Infinity and NaN
+    // went as null (another task, accepted), a "__proto__" key or a lone surrogate passed the check and
+    // was blocked at the intake, and a task 20,000 levels deep threw a raw RangeError from JSON.stringify.
+    let deep: Record<string, unknown> = {};
+    for (let level = 0; level < 20_000; level += 1) deep = { d: deep };
+    const cases: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['Infinity', { a: Number.POSITIVE_INFINITY }, /task\.a: .*not finite/],
+      ['NaN', { list: [1, Number.NaN] }, /task\.list\.1: .*not finite/],
+      ['a BigInt', { n: 10n }, /task\.n: .*BigInt/],
+      ['a "__proto__" key', JSON.parse('{"a":1,"__proto__":{"admin":true}}') as Record<string, unknown>, /__proto__/],
+      ['a lone surrogate', { text: 'broken \ud800 here' }, /lone_surrogate/],
+      ['a task 20,000 levels deep', deep, /task: nests deeper than 64 levels/],
+    ];
+    const before = requests;
+    for (const [name, task, why] of cases) {
+      const error = await client.dispatch({ dispatchId: 'd-edge', target: 't', task }).catch((thrown: unknown) => thrown);
+      expect(isLedgerValidationError(error), name).toBe(true);
+      expect(String(error), name).toMatch(why);
+    }
+    expect(requests).toBe(before);
+  });
+
   it('never sends a request the ledger would refuse, and says why in the API’s words', async () => {
     const before = requests;
     const refusals = [

@@ -2,7 +2,7 @@ import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type * as z from 'zod/mini';
 import { MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 import type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
-import { DispatchMessageSchema, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
+import { DispatchMessageSchema, readDispatchMessage, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
 import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import { connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
@@ -120,6 +120,26 @@ function nestsDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
+/**
+ * The message as JSON, and what JSON would not carry as given: a number that is not finite (sent as
+ * null, another task than the one asked for) or a BigInt (JSON.stringify throws on it), each by its path.
+ */
+function messageText(message: object): { readonly text: string; readonly unsendable: ReadonlyArray<{ path: string; message: string }> } {
+  const unsendable: Array<{ path: string; message: string }> = [];
+  const paths = new Map<object, string>();
+  const text = JSON.stringify(message, function (this: unknown, key: string, value: unknown) {
+    const path = [paths.get(this as object), key].filter((part) => part).join('.');
+    if (typeof value === 'object' && value !== null) paths.set(value, path);
+    if (typeof value === 'number' && !Number.isFinite(value)) unsendable.push({ path, message: `${value} is not finite: JSON has no form for it` });
+    if (typeof value === 'bigint') {
+      unsendable.push({ path, message: 'a BigInt: JSON has no form for it (send it as a string)' });
+      return null;
+    }
+    return value;
+  });
+  return { text, unsendable };
+}
+
 /** The typed client of docs/protocol.md §15. Nothing is contacted until the first call. */
 export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
   const origin = options.origin;
@@ -170,13 +190,21 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
   const client: LedgerClient = {
     async dispatch(message, callOptions = {}) {
       const full = { ...message, origin: message.origin ?? needOrigin() };
-      const text = JSON.stringify(full);
-      const problems: Array<{ path: string; message: string }> = [];
+      const refuse = (problems: ReadonlyArray<{ path: string; message: string }>): never => {
+        throw new LedgerValidationError(`the ledger would refuse this message: ${problems.map((problem) => `${problem.path || 'message'}: ${problem.message}`).join('; ')}`, problems);
+      };
+      // Before JSON.stringify, which overflows the stack on a deep enough task.
+      if (nestsDeeperThan(full, MAX_BODY_DEPTH)) refuse([{ path: 'task', message: `nests deeper than ${MAX_BODY_DEPTH - 1} levels` }]);
+      const { text, unsendable } = messageText(full);
+      const problems: Array<{ path: string; message: string }> = [...unsendable];
       if (Buffer.byteLength(text, 'utf8') > MAX_MESSAGE_BYTES) problems.push({ path: '', message: `the message is over ${MAX_MESSAGE_BYTES} bytes` });
-      if (nestsDeeperThan(full, MAX_BODY_DEPTH)) problems.push({ path: 'task', message: `nests deeper than ${MAX_BODY_DEPTH - 1} levels` });
-      const read = DispatchMessageSchema.safeParse(full);
-      if (!read.success) problems.push(...issuesOf(read.error));
-      if (problems.length > 0) throw new LedgerValidationError(`the ledger would refuse this message: ${problems.map((problem) => `${problem.path || 'message'}: ${problem.message}`).join('; ')}`, problems);
+      const checked = DispatchMessageSchema.safeParse(full);
+      if (!checked.success) problems.push(...issuesOf(checked.error));
+      if (problems.length > 0) refuse(problems);
+      // The text as sent, read as the intake will read it (a "__proto__" key, a lone surrogate…).
+      const read = readDispatchMessage(text);
+      if (read.kind === 'unreadable') refuse([{ path: '', message: `unreadable (${read.reason})` }]);
+      if (read.kind === 'invalid') refuse(read.errors.map((error) => ({ path: error.field === '(message)' ? '' : error.field, message: error.message })));
       const ready = await connection();
       if (!ready.queueUrl) throw new LedgerConfigError('no dispatch queue: give --queue-url with --api-url ({ queueUrl } with { apiUrl }), or a stack with the output DispatchQueueUrl');
       const sqs = ready.sqs();
