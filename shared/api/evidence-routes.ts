@@ -6,7 +6,6 @@ import { parseJson, runOfDispatch, type LifecycleDeps } from './lifecycle-routes
 import { EvidenceStatusBody } from '@dispatch-ledger/protocol/requests';
 import '@dispatch-ledger/protocol/english';
 import type { DispatchState } from '../dispatch/state.js';
-import { clip, printable } from '../text.js';
 
 /** CONTRACT §2: one evidence file is at most 4 MB. */
 export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
@@ -39,5 +38,5 @@ export async function putEvidence(deps: LifecycleDeps, dispatchId: string, rawRe
  */
 export async function postEvidenceStatus(deps: LifecycleDeps, state: DispatchState, body: Buffer | undefined) {
   const { ref, status, reason } = parseJson(body, EvidenceStatusBody());
-  return { status: 200, body: await markEvidence(deps, state, { ref, status, reason: clip(printable(reason), 300) }) };
+  return { status: 200, body: await markEvidence(deps, state, { ref, status, reason }) };
 }

@@ -1,6 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import type { EvidenceFile, EvidenceMark } from '../dispatch/records.js';
 import { evidenceRecheck } from '../dispatch/transitions/evidence.js';
+import { givenReason } from '../dispatch/transitions/core.js';
 import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { evidenceKey, sealedFile, sha256Of } from './evidence-check.js';
@@ -62,7 +63,7 @@ async function recheckIfMissed(deps: EvidenceDeps, dispatchId: string, ref: stri
  * but valid no longer counts as present: the gate fails on it, and a check still to come treats it as missing.
  */
 export async function markEvidence(deps: Pick<EvidenceDeps, 'store' | 'now'>, state: DispatchState, given: Pick<EvidenceMark, 'ref' | 'status' | 'reason'>): Promise<EvidenceMark> {
-  const mark: EvidenceMark = { dispatchId: state.dispatchId, attempt: state.attempt, ref: given.ref, status: given.status, reason: given.reason, at: deps.now().toISOString() };
+  const mark: EvidenceMark = { dispatchId: state.dispatchId, attempt: state.attempt, ref: given.ref, status: given.status, reason: givenReason(given.reason), at: deps.now().toISOString() };
   await deps.store.putEvidenceMark(mark);
   return mark;
 }

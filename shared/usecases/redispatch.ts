@@ -1,6 +1,7 @@
 import type { DispatchState } from '../dispatch/state.js';
 import { isTerminal } from '../dispatch/state.js';
 import { FINAL_BLOCKS, lineageDerived, redispatched, withCancelAnswer } from '../dispatch/transitions/lifecycle.js';
+import { givenReason } from '../dispatch/transitions/core.js';
 import { endedResult } from '../dispatch/transitions/inbox.js';
 import type { EndedAttempt } from '../dispatch/records.js';
 import type { DispatchWorkDeps, StoredState } from '../ledger/port.js';
@@ -105,7 +106,7 @@ function endedAttempt(state: DispatchState, reason: string, superseded: boolean,
     receipts: state.receipts,
     execution: state.execution,
     endedAt: now.toISOString(),
-    reason: clip(printable(reason), 120),
+    reason: givenReason(reason),
     superseded,
     // Its result leaves with it: one still out is dropped (`superseded`), its ack answers 409 from now on.
     result: endedResult(state, now),

@@ -120,6 +120,14 @@ describe('evidence and the post-condition check', () => {
 
     expect(await mark({ ref: 'out/report.md', status: 'superseded', reason: 'a newer report replaces it' })).toBe(200);
     expect(await mark({ ref: '../report.md', status: 'invalid', reason: 'x' })).toBe(422);
+    // A reason is kept whole up to the 500 characters the API takes (was: cut to 300 without a word).
+    const because = `${'because '.repeat(62)}done`;
+    const marked = await fetch(`${t.platform.info.apiUrl}/dispatches/${message.dispatchId}/evidence-status`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-ledger-origin': 'planner' },
+      body: JSON.stringify({ ref: 'out/report.md', status: 'superseded', reason: because }),
+    });
+    expect([because.length, marked.status, ((await marked.json()) as { reason: string }).reason]).toEqual([500, 200, because]);
 
     const after = await view(message.dispatchId);
     expect(after.evidence.invalid).toEqual(['out/report.md']);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { allotSlotCaps, nextAdmission, slotShardCaps, slotTotals, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
-import { admitted, cancelRequested, waiting } from '../../shared/dispatch/transitions/flow.js';
+import { admitted, cancelledBeforeSubmission, cancelRequested, slotReleased, waiting } from '../../shared/dispatch/transitions/flow.js';
 import { applyRunEvent, monitorStep } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submissionClaimed, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
 import type { AcceptedMessage } from '../../shared/dispatch/records.js';
@@ -189,6 +189,24 @@ describe('a redispatch starts its attempt afresh', () => {
     expect([again.cancel, again.slot, again.waitingFor]).toEqual([undefined, undefined, undefined]);
     const queued = redispatched(waiting(accepted(newDispatchFactory({ dispatchId: 'd-wait' }), NOW), 'capacity', NOW), { reason: 'nudge', supersede: false, claimSeconds: 60 }, later(1));
     expect(queued.waitingFor).toBeUndefined();
+  });
+});
+
+describe("a person's reason (cancel, slot release, redispatch)", () => {
+  it('is kept whole up to the 500 characters the API takes (was: cut to 300 or 120 without a word)', () => {
+    const reason = `${'why '.repeat(124)}end.`; // 500 characters
+    expect(reason).toHaveLength(500);
+    const fresh = accepted(newDispatchFactory({ dispatchId: 'd-why' }), NOW);
+    const run = submitted(admitted(fresh, 0, NOW, 60), { kind: 'accepted', runId: 'r-1', status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+    const asked = { reason, by: 'local:planner' };
+
+    expect(cancelledBeforeSubmission(fresh, asked, later(1)).cancel?.reason).toBe(reason);
+    expect(cancelRequested(run, asked, later(1)).cancel?.reason).toBe(reason);
+    expect(slotReleased(run, asked, later(1)).slotRelease?.reason).toBe(reason);
+    expect(redispatched(run, { reason, supersede: true, claimSeconds: 60 }, later(1)).redispatch?.reason).toBe(reason);
+    // Still made printable, and never longer than the bound, whatever reaches the transition.
+    expect(cancelRequested(run, { ...asked, reason: `a\u202eb${'x'.repeat(600)}` }, later(1)).cancel?.reason).toMatch(/^a bx+…$/);
+    expect(cancelRequested(run, { ...asked, reason: 'y'.repeat(600) }, later(1)).cancel?.reason).toHaveLength(500);
   });
 });
 

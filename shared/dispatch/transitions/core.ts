@@ -2,6 +2,7 @@ import { blockedReason, isNextState, isTerminal, type NextState, type BlockedCod
 import type { TargetRunStatus } from '../target-answers.js';
 import { clip, printable } from '../../text.js';
 import { attentionKind } from '../attention.js';
+import { MAX_REASON_CHARS } from '@dispatch-ledger/protocol';
 
 /**
  * What every transition is made of: `advance` (the next state, what it changed) and the rules it applies to
@@ -130,6 +131,12 @@ const MAX_ERROR = 300;
 
 /** A target's error, as stored in `submission.lastError` and shown in the view. */
 export const bounded = (text: string): string => clip(printable(text), MAX_ERROR);
+
+/**
+ * A reason a person gave (a cancel, a slot release, a redispatch, an evidence mark), as stored and
+ * shown: whole up to the bound the API takes it at (MAX_REASON_CHARS), printable.
+ */
+export const givenReason = (text: string): string => clip(printable(text), MAX_REASON_CHARS);
 
 export const plus = (now: Date, seconds: number): string => new Date(now.getTime() + seconds * 1000).toISOString();
 

@@ -3,7 +3,7 @@ import type { CancelOutcome } from '../target-answers.js';
 import { clip, printable } from '../../text.js';
 import type { RetryPolicy } from '../retry.js';
 import { IllegalTransitionError } from './legal.js';
-import { advance, bounded, cancelPending, finished, plus } from './core.js';
+import { advance, bounded, cancelPending, finished, givenReason, plus } from './core.js';
 
 /**
  * Flow control (CONTRACT §11) and cancel (CONTRACT §2 v2): waits, admissions, cancels asked and answered, slots freed by hand.
@@ -41,7 +41,7 @@ export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, 
     submission: { ...state.submission, nextRetryAt: null },
     dueAt: null,
     // A cancel recorded while a submission was under way keeps its own time and asker.
-    cancel: { ...(state.cancel ?? { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0 }), nextAskAt: null, answer: 'cancelled before submission' },
+    cancel: { ...(state.cancel ?? { requestedAt: at, reason: givenReason(ask.reason), by: clip(printable(ask.by), 200), asks: 0 }), nextAskAt: null, answer: 'cancelled before submission' },
   });
 }
 
@@ -55,7 +55,7 @@ export function cancelledBeforeSubmission(state: DispatchState, ask: CancelAsk, 
 export function cancelRequested(state: DispatchState, ask: CancelAsk, now: Date, askerHoldsSeconds = 0): NextState {
   const at = now.toISOString();
   return advance(state, 'cancel_requested', now, {
-    cancel: { requestedAt: at, reason: bounded(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: plus(now, askerHoldsSeconds), answer: null },
+    cancel: { requestedAt: at, reason: givenReason(ask.reason), by: clip(printable(ask.by), 200), asks: 0, nextAskAt: plus(now, askerHoldsSeconds), answer: null },
   });
 }
 
@@ -88,6 +88,6 @@ export function slotReleased(state: DispatchState, release: { readonly by: strin
   if (!state.slot || state.phase !== 'submitted') throw new IllegalTransitionError(state.dispatchId, state.phase, state.phase, ['slot_released']);
   return advance(state, 'slot_released', now, {
     slot: undefined,
-    slotRelease: { at: now.toISOString(), by: clip(printable(release.by), 200), reason: bounded(release.reason), runId: state.runId ?? '' },
+    slotRelease: { at: now.toISOString(), by: clip(printable(release.by), 200), reason: givenReason(release.reason), runId: state.runId ?? '' },
   });
 }

@@ -1,8 +1,7 @@
 import { DEFAULT_PRIORITY, isTerminal, NO_EXECUTION, MAX_HOPS_LIMIT, PARENT_WAIT_SECONDS, type BlockedCode, type DispatchState, type ResultDelivery, type Timeouts, type NextState } from '../state.js';
 import type { SubmitOutcome } from '../target-answers.js';
-import { clip, printable } from '../../text.js';
 import { nextRetryAt, type RetryPolicy } from '../retry.js';
-import { advance, blocked, bounded, finished, isLive, plus } from './core.js';
+import { advance, blocked, bounded, finished, givenReason, isLive, plus } from './core.js';
 
 /**
  * A dispatch's life up to its run: written, held for its parent, blocked, claimed for its submission, submitted, redispatched (CONTRACT §1, §4).
@@ -209,7 +208,7 @@ export function redispatched(state: DispatchState, facts: RedispatchFacts, now: 
     receipts: [],
     evidence: { outcome: state.evidence.expectedCount > 0 ? 'pending' : 'unverified', expectedCount: state.evidence.expectedCount, deadline: null },
     dueAt: plus(now, facts.claimSeconds),
-    redispatch: { at: now.toISOString(), reason: clip(printable(facts.reason), 120), supersededRunId: facts.supersede ? state.runId : null, cancel: null },
+    redispatch: { at: now.toISOString(), reason: givenReason(facts.reason), supersededRunId: facts.supersede ? state.runId : null, cancel: null },
     // The ended attempt's cancel and slot release stay with it; the new attempt joins the queue afresh.
     cancel: undefined,
     slotRelease: undefined,
