@@ -74,6 +74,17 @@ describe('the client on the local platform, through a recorder of the routes it 
     await ledger.inbox.ack(again.results[0]?.resultId ?? '', again.claimToken ?? '');
   });
 
+  it('releases with any error: a blank message is sent as no reason, a long one clipped to the bound', async () => {
+    // A reason, when given, is 1..500 characters and not blank, as every reason is; the client sends an
+    // error's message as one only when it is a reason.
+    const ledger = clientFor(uniqueName('o'));
+    const dispatchId = await finished(ledger);
+    await expect(ledger.inbox.deliver({ mode: 'inject' }, async () => Promise.reject(new Error('   ')))).rejects.toThrow();
+    expect((await ledger.check(dispatchId)).result).toMatchObject({ state: 'pending', deliveryAttempts: 1 });
+    await expect(ledger.inbox.deliver({ mode: 'inject' }, async () => Promise.reject(new Error(`down ${'\u{1f600}'.repeat(400)}`)))).rejects.toThrow();
+    expect((await ledger.check(dispatchId)).result).toMatchObject({ state: 'pending', deliveryAttempts: 2 });
+  });
+
   /** A plain node script speaking for `origin` through `local: true` (another process: it can stall or die on its own). */
   function script(origin: string, body: string) {
     const stateDir = stateDirOf(t);

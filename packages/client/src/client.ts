@@ -1,6 +1,6 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type * as z from 'zod/mini';
-import { MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
+import { clip, MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 import type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
 import { DispatchMessageSchema, readDispatchMessage, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
 import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
@@ -239,7 +239,9 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     inbox: {
       claim: async ({ signal, ...body } = {}) => call('inboxClaim', 'origin', { params: own(), body, signal }),
       ack: (resultId, claimToken, callOptions = {}) => settle('inboxAck', resultId, { claimToken }, callOptions.signal),
-      release: (resultId, claimToken, reason, callOptions = {}) => settle('inboxRelease', resultId, { claimToken, ...(reason === undefined ? {} : { reason: reason.slice(0, MAX_REASON_CHARS) }) }, callOptions.signal),
+      // A reason is 1..MAX_REASON_CHARS and not blank (every reason is): a blank one goes as none, a long one clipped.
+      release: (resultId, claimToken, reason, callOptions = {}) =>
+        settle('inboxRelease', resultId, { claimToken, ...(reason === undefined || reason.trim() === '' ? {} : { reason: clip(reason.trim(), MAX_REASON_CHARS) }) }, callOptions.signal),
       renew: (resultId, claimToken, leaseSeconds, callOptions = {}) => settle('inboxRenew', resultId, { claimToken, leaseSeconds }, callOptions.signal),
       body: async (resultId, callOptions = {}) => call('inboxBody', 'origin', { params: own({ resultId }), signal: callOptions.signal }),
       list: listing((query, callOptions) => call('inboxList', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
