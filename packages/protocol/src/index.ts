@@ -232,6 +232,11 @@ export const MAX_APPROVAL_ID_CHARS = 128;
 export const MAX_CALLBACK_ID_CHARS = 1024;
 export const MAX_VERIFIED_BY_CHARS = 128;
 export const MAX_SUMMARY_CHARS = 100_000;
+/**
+ * A result's summary as the ledger keeps it (in the dispatch's hot item) and shows it: a preview of its
+ * first characters. Text that must arrive whole goes in `result.body`.
+ */
+export const RESULT_SUMMARY_PREVIEW_CHARS = 200;
 /** A list's largest page (`limit`), and the longest cursor a list takes back. */
 export const MAX_LIST_LIMIT = 100;
 export const MAX_CURSOR_CHARS = 4_096;

@@ -32,7 +32,10 @@ function nestsDeeperThan(value: unknown, levels: number): boolean {
   }
   return false;
 }
-/** Summaries are previews: the ledger keeps a bounded one, and so does the store. */
+/**
+ * Summaries are previews: the kit's store keeps up to this many characters, the ledger its first
+ * RESULT_SUMMARY_PREVIEW_CHARS (200, docs/protocol.md's bounds). Whole text belongs in the body.
+ */
 export const SUMMARY_CHARS = 2_000;
 export const NOTE_CHARS = 1_000;
 

@@ -2,7 +2,7 @@ import { blockedReason, isNextState, isTerminal, type NextState, type BlockedCod
 import type { TargetRunStatus } from '../target-answers.js';
 import { clip, printable } from '../../text.js';
 import { attentionKind } from '../attention.js';
-import { MAX_REASON_CHARS } from '@dispatch-ledger/protocol';
+import { MAX_REASON_CHARS, RESULT_SUMMARY_PREVIEW_CHARS } from '@dispatch-ledger/protocol';
 
 /**
  * What every transition is made of: `advance` (the next state, what it changed) and the rules it applies to
@@ -140,8 +140,8 @@ export const givenReason = (text: string): string => clip(printable(text), MAX_R
 
 export const plus = (now: Date, seconds: number): string => new Date(now.getTime() + seconds * 1000).toISOString();
 
-/** Result previews kept in the hot state item. */
-export const RESULT_PREVIEW_CHARS = 200;
+/** Result previews kept in the hot state item (the protocol's bound, docs/protocol.md). */
+export const RESULT_PREVIEW_CHARS = RESULT_SUMMARY_PREVIEW_CHARS;
 
 const resultOf = (summary: string | undefined, body?: ResultBodyRef): DispatchState['execution']['result'] => ({
   ...(summary === undefined ? {} : { summary: clip(summary, RESULT_PREVIEW_CHARS) }),
