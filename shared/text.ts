@@ -1,10 +1,11 @@
 /**
  * Text that people read and small items store: bounded, well-formed, without control characters.
- * `printable` and `clip` live in the protocol, whose message reader bounds its errors with them.
+ * `printable` and `clip` live in the protocol, whose message reader bounds its errors with them (its
+ * `./text` subpath imports nothing, so the status page's browser bundle takes this module too).
  */
-import { clip } from '@dispatch-ledger/protocol';
+import { clip } from '@dispatch-ledger/protocol/text';
 
-export { clip, printable } from '@dispatch-ledger/protocol';
+export { clip, printable } from '@dispatch-ledger/protocol/text';
 
 // Every character a terminal may act on or that can disguise text: C0 controls (newline and tab
 // included), DEL, C1 controls, the Arabic letter mark, zero-width and bidi marks, line and paragraph

@@ -1,4 +1,7 @@
-/** Text that people read and small items store: bounded, well-formed, without control characters. */
+/**
+ * Text that people read and small items store: bounded, well-formed, without control characters.
+ * Imports nothing (no node:, no zod): the status page's browser bundle takes it too.
+ */
 
 // C0 controls, DEL, C1 controls, and the bidi/zero-width characters that can disguise text.
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]+/g;
