@@ -352,6 +352,19 @@ export const cancelled = (error: unknown): boolean => error instanceof ApprovalC
     expect(bad.output).toMatch(/bad\.ts.*Property 'run' is missing/s);
   }, 180_000);
 
+  it("type-checks the README's worker.mjs and origin.mjs as a TypeScript editor checks JavaScript (checkJs, strict)", async () => {
+    // The bug it pins: the origin's `view?.execution.result?.summary` did not type-check under strict
+    // (the view's execution declared no result), though node ran it; only running the blocks missed it.
+    const readme = readmeBlocks('worker.mjs', 'origin.mjs');
+    for (const name of ['worker.mjs', 'origin.mjs'] as const) writeFileSync(join(app, `readme-${name}`), readme[name] ?? '');
+    expect([readme['worker.mjs']?.length ?? 0, readme['origin.mjs']?.length ?? 0].every((length) => length > 100)).toBe(true);
+    const checked = await run(process.execPath, [join(app, 'node_modules', 'typescript', 'bin', 'tsc'), ...options, '--allowJs', '--checkJs', 'readme-worker.mjs', 'readme-origin.mjs'], { cwd: app, timeout: 120_000 }).then(
+      () => ({ code: 0, output: '' }),
+      (error: { code?: number; stdout?: string }) => ({ code: error.code ?? 1, output: error.stdout ?? '' }),
+    );
+    expect(checked).toEqual({ code: 0, output: '' });
+  }, 180_000);
+
   // Run after the file above type-checked without it: the root and the other subpaths need no durable SDK.
   it('type-checks the /durable subpath against the durable SDK, an optional peer installed on its own (its Node.js >= 22 engine the only warning)', async () => {
     expect(existsSync(join(app, 'node_modules', '@aws', 'durable-execution-sdk-js'))).toBe(false);

@@ -1,6 +1,6 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type * as z from 'zod/mini';
-import { clip, MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
+import { clip, MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type ResultDelivery, type RouteName } from '@dispatch-ledger/protocol';
 import type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
 import { DispatchMessageSchema, readDispatchMessage, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
 import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
@@ -12,7 +12,12 @@ import { callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOpti
 /** The queue's largest message (CONTRACT §1): a larger one is never sent. */
 const MAX_MESSAGE_BYTES = 1024 * 1024;
 
-export type DispatchRequest = Omit<DispatchMessageInput, 'origin'> & { readonly origin?: string };
+/**
+ * A dispatch message as an origin writes it: `origin` defaults to the client's. `resultDelivery` is
+ * typed as the modes there are, so a typo is a compile error: the ledger itself reads any other string
+ * as `after_turn` (docs/protocol.md §1, kept for modes a later ledger may add).
+ */
+export type DispatchRequest = Omit<DispatchMessageInput, 'origin' | 'resultDelivery'> & { readonly origin?: string; readonly resultDelivery?: ResultDelivery };
 export interface ClaimOptions extends CallOptions {
   readonly mode?: 'inject' | 'after_turn';
   readonly max?: number;

@@ -21,7 +21,15 @@ export const DispatchViewAnswer = /* @__PURE__ */ z.looseObject({
   attempt: z.number(),
   runId: nullableString,
   blockedReason: z.optional(nullableString),
-  execution: z.looseObject({ status: nullableString, nativeStatus: z.optional(nullableString) }),
+  execution: z.looseObject({
+    status: nullableString,
+    nativeStatus: z.optional(nullableString),
+    monitorStatus: z.optional(nullableString),
+    lastActivityAt: z.optional(nullableString),
+    completedAt: z.optional(nullableString),
+    /** The run's result as the ledger keeps it: a summary preview (docs/protocol.md's bounds); its body is the inbox's. */
+    result: z.optional(z.nullable(z.looseObject({ summary: z.optional(z.string()) }))),
+  }),
   evidence: z.looseObject({ outcome: z.string() }),
   ownerDelivery: z.looseObject({ state: z.string(), basis: z.optional(nullableString) }),
   receipts: z.array(z.unknown()),
