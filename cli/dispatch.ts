@@ -54,8 +54,12 @@ export async function send(args: string[], print: (line: string) => void, connec
       throw new UsageError(`the message is not JSON (${error instanceof Error ? error.message : String(error)}); nothing was sent`);
     }
     if (typeof message !== 'object' || message === null || Array.isArray(message)) throw new UsageError('the message must be a JSON object; nothing was sent');
-    // Sent as written: a message without its origin is one the ledger would refuse, so it is refused here.
-    if (!('origin' in message)) throw new UsageError('the ledger would refuse this message: origin: expected string, got undefined; nothing was sent');
+    // Sent as written, but for the origin a --origin names: filled in when the message has none, and a
+    // message naming another origin is refused (which one speaks is not guessed). With neither, refused.
+    const given = (message as { origin?: unknown }).origin;
+    if (values.origin !== undefined && given === undefined) message = { ...message, origin: values.origin };
+    else if (values.origin !== undefined && given !== values.origin) throw new UsageError(`the message names origin ${JSON.stringify(given)}, --origin ${JSON.stringify(values.origin)}: give one; nothing was sent`);
+    else if (given === undefined) throw new UsageError('the ledger would refuse this message: origin: expected string, got undefined (a --body or --file is sent as written: add "origin" to it, or give --origin); nothing was sent');
   } else {
     message = {
       dispatchId: values['dispatch-id'] ?? newDispatchId(),

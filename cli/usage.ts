@@ -1,13 +1,15 @@
 /** `ledger help`: every command, one line each (and a few continued where a command needs saying more). */
 export const USAGE = `usage:
-  ledger local up [--detach] [--json] [--tick SECONDS] [--sigv4]   start the local platform (foreground unless --detach; --sigv4: IAM auth on the API)
+  ledger local up [--detach] [--json] [--tick SECONDS] [--sigv4] [--events P]   start the local platform (foreground unless --detach;
+                                                         --sigv4: IAM auth on the API; --events: all, attention, or detail-types)
   ledger local down                                      stop everything "up" started
   ledger local status [--json]                           is it running, and where
   ledger local target add NAME --url http://127.0.0.1:PORT [--max-concurrent-runs N] [--secret-file F] [--replace]
                                                          register your own worker on the local platform (loopback only)
   ledger local target list [--json]                      the local targets you registered (never their secrets)
   ledger local target remove NAME [--force]              unregister one (refused while it has runs in flight, unless --force)
-  ledger send [--target T] [--behavior B] [--expect REF]… [--origin O] [--dispatch-id ID] [--body JSON | --file F]
+  ledger send [--target T] [--behavior B] [--goal TEXT] [--expect REF]… [--origin O] [--dispatch-id ID] [--detached]
+              [--body JSON | --file F]                  a --body/--file is sent as written (--origin fills in a missing origin)
               [--stall-after S] [--grace S] [--approval-wait S]   the message's clocks, in seconds (ledger check shows them)
   ledger check <dispatchId> [--origin O] [--refresh] [--json]   the dispatch view, its clocks and when each runs out
   ledger status [--origin O] [--status S] [--limit N]    an origin's dispatches, newest first

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CloudFormationClient, CreateStackCommand, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REFUSED } from '../../cli/answer.js';
 import { STACK_OUTPUTS, type StackOutputName } from '../../infra/outputs.js';
@@ -117,8 +117,8 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     const refused: Array<[string, RegExp]> = [
       ['{"dispatchId": "d-1", ', /^the message is not JSON \(.+\); nothing was sent$/m],
       [JSON.stringify({ dispatchId: 'd-1', origin: 'planner', task: {} }), /^the ledger would refuse this message: target: expected string, got undefined; nothing was sent$/m],
-      // Sent as written: no origin is filled in for it.
-      [JSON.stringify({ dispatchId: 'd-1', target: 'demo-agent', task: {} }), /^the ledger would refuse this message: origin: expected string, got undefined; nothing was sent$/m],
+      // Sent as written: no origin is filled in for it without --origin, and the refusal says how to give one.
+      [JSON.stringify({ dispatchId: 'd-1', target: 'demo-agent', task: {} }), /^the ledger would refuse this message: origin: expected string, got undefined \(a --body or --file is sent as written: add "origin" to it, or give --origin\); nothing was sent$/m],
       [JSON.stringify({ dispatchId: 'd-1', origin: 'planner', target: 'demo-agent', task: deep }), /^the ledger would refuse this message: task: nests deeper than 64 levels.*; nothing was sent$/m],
     ];
     for (const [body, said] of refused) {
@@ -131,6 +131,15 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     const sent = await ledger(planner, ['send', '--body', JSON.stringify({ dispatchId: uniqueName('d-body'), origin: 'planner', target: 'demo-agent', task: {} }), ...flags]);
     expect(sent).toMatchObject({ code: 0, stderr: '' });
     expect(await waiting()).toBe('1');
+    // --origin fills in a message that names none (was: ignored, and the message refused for its missing
+    // origin); a message naming another origin is refused, not guessed.
+    const noOrigin = JSON.stringify({ dispatchId: uniqueName('d-body'), target: 'demo-agent', task: {} });
+    expect(await ledger(planner, ['send', '--origin', 'planner', '--body', noOrigin, ...flags])).toMatchObject({ code: 0, stderr: '' });
+    const other = await ledger(planner, ['send', '--origin', 'planner', '--body', JSON.stringify({ dispatchId: 'd-3', origin: 'lead-agent', target: 'demo-agent', task: {} }), ...flags]);
+    expect([other.code, other.stderr.trim()]).toEqual([1, 'the message names origin "lead-agent", --origin "planner": give one; nothing was sent']);
+    expect(await waiting()).toBe('2');
+    const bodies = (await test.clients.sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10 }))).Messages?.map((message) => JSON.parse(message.Body ?? '{}') as { origin?: string }) ?? [];
+    expect(bodies.map((body) => body.origin)).toEqual(['planner', 'planner']);
   });
 
   it('sends a dispatch, checks it to completion, lists it, records a receipt, and claims and acks its result, as the planner', async () => {
