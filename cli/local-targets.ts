@@ -66,6 +66,12 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
   const secret = values['secret-file'] === undefined ? undefined : readSecretFile(values['secret-file']);
   const targets = readLocalTargets(deps.stateDir);
   const existing = targets.find((target) => target.name === name);
+  // Exactly what is there already (a script run again): done, nothing changed.
+  const limitWords = maxConcurrentRuns === undefined ? '' : ` (at most ${maxConcurrentRuns} runs at once)`;
+  if (existing && !values.replace && existing.url === checked.url && existing.maxConcurrentRuns === maxConcurrentRuns && existing.secret === secret) {
+    print(`local target ${name} is already registered → ${existing.url}${limitWords}${secret === undefined ? '' : ' with its secret'}: nothing changed`);
+    return 0;
+  }
   if (existing && !values.replace) throw new LocalTargetError(shown`a local target named ${name} already exists (${existing.url}); --replace changes it`);
   const target: LocalTarget = {
     name,
@@ -86,7 +92,7 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
       throw error;
     }
   }
-  print(`${existing ? 'replaced' : 'added'} local target ${name} → ${target.url}${maxConcurrentRuns === undefined ? '' : ` (at most ${maxConcurrentRuns} runs at once)`}${secret === undefined ? '' : ' with its secret'}`);
+  print(`${existing ? 'replaced' : 'added'} local target ${name} → ${target.url}${limitWords}${secret === undefined ? '' : ' with its secret'}`);
   print(state ? `registered on the running platform: npx ledger send --target ${name} --goal "…"` : 'the local platform is not running: it is registered at the next npx ledger local up');
   return 0;
 }

@@ -151,6 +151,20 @@ describe('ledger local target', () => {
     expect((await table.getTarget('demo-agent'))?.kind).toBe('http');
   });
 
+  it('takes the same add again as done (a re-run script), and changes nothing', async () => {
+    // The bug it pins: re-running the README's commands in the same folder failed at `target add` (the
+    // registration survives down/up), though it asked for exactly what was there.
+    const before = readFileSync(targetsFile(stateDir), 'utf8');
+    const registered = await table.getTarget('mine');
+    const again = await ledger('add', 'mine', '--url', `${worker.url}/`, '--secret-file', secretFile, '--max-concurrent-runs', '2');
+    expect(again.error).toBeUndefined();
+    expect(again.lines[0]).toBe(`local target mine is already registered → ${worker.url} (at most 2 runs at once) with its secret: nothing changed`);
+    expect(readFileSync(targetsFile(stateDir), 'utf8')).toBe(before);
+    expect(await table.getTarget('mine')).toEqual(registered);
+    // Anything else asked of the same name is still refused without --replace.
+    expect((await ledger('add', 'mine', '--url', `${worker.url}/`, '--secret-file', secretFile)).error).toMatch(/already exists .*--replace changes it/);
+  });
+
   it('replaces a target with --replace, on the running platform and in the file', async () => {
     const answer = await ledger('add', 'mine', '--url', worker.url, '--secret-file', secretFile, '--replace');
     expect(answer.error).toBeUndefined();
