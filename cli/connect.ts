@@ -49,7 +49,7 @@ export class LedgerConnectionError extends Error {
 export function localInfo(): LocalInfo {
   const state = runningState(stateDir());
   if (!state?.info || state.status !== 'ready') {
-    throw new LocalPlatformError('the local platform is not running; start it with: npx ledger local up --detach');
+    throw new LocalPlatformError(`the local platform is not running (looked in ${stateDir()}); start it with: npx ledger local up --detach, or run ledger from the folder you ran up in`);
   }
   return state.info;
 }

@@ -187,7 +187,7 @@ export async function main(argv: string[]): Promise<number> {
   if (group === 'local' && command === 'up') return up(rest);
   if (group === 'local' && command === 'down') {
     const pids = await stopLocal(defaultStateDir());
-    say(pids.length > 0 ? `stopped ${pids.length} processes (${pids.join(', ')})` : 'the local platform was not running');
+    say(pids.length > 0 ? `stopped ${pids.length} processes (${pids.join(', ')})` : `the local platform was not running (looked in ${defaultStateDir()}: run down from the folder you ran up in)`);
     return 0;
   }
   if (group === 'local' && command === 'target') return localTarget(rest, say);
@@ -196,7 +196,7 @@ export async function main(argv: string[]): Promise<number> {
     const state = runningState(defaultStateDir());
     if (!state || state.status !== 'ready') {
       if (values.json) say('null');
-      else say('the local platform is not running');
+      else say(`the local platform is not running (looked in ${defaultStateDir()}: run ledger from the folder you ran up in)`);
       return 3;
     }
     printReady(state, values.json, `Dispatch Ledger local platform running since ${state.startedAt} (supervisor pid ${state.pid})`);

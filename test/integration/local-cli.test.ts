@@ -147,6 +147,13 @@ describe('npx ledger local up / down', () => {
     expect(down.stdout).toContain('stopped 4 processes');
     expect(pids.filter(isAlive)).toEqual([]);
     expect(readState(stateDir)).toBeUndefined();
+    // Not running: each says where it looked (was: just "not running", from any folder).
+    expect((await ledger('local', 'down')).stdout.trim()).toBe(`the local platform was not running (looked in ${stateDir}: run down from the folder you ran up in)`);
+    const status = await ledger('local', 'status').then(
+      () => ({ code: 0, stdout: '' }),
+      (error: { code: number; stdout: string }) => error,
+    );
+    expect([status.code, status.stdout.trim()]).toEqual([3, `the local platform is not running (looked in ${stateDir}: run ledger from the folder you ran up in)`]);
   });
 
   it('up --demo --once (what npm start runs, then stops) reaches ready, runs the demo and stops everything', async () => {
