@@ -87,7 +87,7 @@ export interface LedgerClient {
     body(resultId: string, options?: CallOptions): Promise<unknown>;
     readonly list: Listing<{ readonly state?: string; readonly limit?: number }, InboxEntry>;
     /**
-     * Seed 004's settlement order: claim; renew the lease while `handle` runs; ack each result only after
+     * The settlement order (docs/protocol.md §10): claim; renew the lease while `handle` runs; ack each result only after
      * `handle` resolved; if it throws, release every result with the error's message and rethrow; if the
      * lease is lost, abort `handle`'s signal and ack nothing (the results are claimable again).
      */
