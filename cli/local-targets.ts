@@ -3,7 +3,8 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { FINAL_RUN_STATUSES } from '@dispatch-ledger/protocol';
 import { localClients } from '../local/clients.js';
 import { stateDir as defaultStateDir } from '../local/paths.js';
-import type { LocalState } from '../local/state.js';
+import { awsProfilesFile, readCredentials, writeAwsProfiles, writeCredentials, type LocalState } from '../local/state.js';
+import { targetCredential } from '../local/runtime/sigv4.js';
 import {
   LocalTargetError,
   localTargetNameProblem,
@@ -70,6 +71,9 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
   const limitWords = maxConcurrentRuns === undefined ? '' : ` (at most ${maxConcurrentRuns} runs at once)`;
   if (existing && !values.replace && existing.url === checked.url && existing.maxConcurrentRuns === maxConcurrentRuns && existing.secret === secret) {
     print(`local target ${name} is already registered → ${existing.url}${limitWords}${secret === undefined ? '' : ' with its secret'}: nothing changed`);
+    const running = deps.running();
+    const signing = running ? await withRegistry(running, (registry) => signingIdentity(deps.stateDir, registry, name)) : undefined;
+    if (signing) print(signing);
     return 0;
   }
   if (existing && !values.replace) throw new LocalTargetError(shown`a local target named ${name} already exists (${existing.url}); --replace changes it`);
@@ -84,9 +88,13 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
   // The file first (it is checked as the next start will read it), then the running platform; if the
   // platform refuses, the file goes back to what it was, so the two never disagree.
   writeLocalTargets(deps.stateDir, [...targets.filter((other) => other.name !== name), target]);
+  let signing: string | undefined;
   if (state) {
     try {
-      await withRegistry(state, (registry, secrets) => registerLocalTarget(registry, secrets, target));
+      await withRegistry(state, async (registry, secrets) => {
+        await registerLocalTarget(registry, secrets, target);
+        signing = await signingIdentity(deps.stateDir, registry, name);
+      });
     } catch (error) {
       writeLocalTargets(deps.stateDir, targets);
       throw error;
@@ -94,7 +102,27 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
   }
   print(`${existing ? 'replaced' : 'added'} local target ${name} → ${target.url}${limitWords}${secret === undefined ? '' : ' with its secret'}`);
   print(state ? `registered on the running platform: npx ledger send --target ${name} --goal "…"` : 'the local platform is not running: it is registered at the next npx ledger local up');
+  if (signing) print(signing);
   return 0;
+}
+
+/**
+ * Under --sigv4 (the running platform wrote credentials.json), the worker signs its callbacks as its
+ * target: a credential of its own, registered as that target's principal and written to the platform's
+ * credentials files (the API reads the file again for a key it does not know). What to tell the user.
+ */
+async function signingIdentity(stateDir: string, registry: LedgerTable, name: string): Promise<string | undefined> {
+  const file = readCredentials(stateDir);
+  if (!file) return undefined;
+  let credential = file.credentials.targets[name];
+  if (!credential) {
+    credential = targetCredential(name);
+    await registry.putPrincipal(credential.principalId, credential.principal);
+    const credentials = { ...file.credentials, targets: { ...file.credentials.targets, [name]: credential } };
+    writeCredentials(stateDir, { ...file, credentials });
+    writeAwsProfiles(stateDir, credentials);
+  }
+  return `--sigv4: the worker signs as target ${name} — createWorker({ …, signer: sigv4Signer({ region: '${file.region}' }) }), run with AWS_SHARED_CREDENTIALS_FILE=${awsProfilesFile(stateDir)} AWS_PROFILE=target-${name}`;
 }
 
 async function list(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {

@@ -22,7 +22,7 @@ import { Scheduler, type ScheduledFunction, type ScheduledHandler } from './runt
 import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, type LocalCredentials } from './runtime/sigv4.js';
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
 import { StreamEventSource, type StreamHandler } from './runtime/stream-event-source.js';
-import { clearCredentials, writeCredentials, type LocalInfo } from './state.js';
+import { clearCredentials, readCredentials, writeAwsProfiles, writeCredentials, type LocalInfo } from './state.js';
 import { LOCAL_TARGET_SECRET_PREFIX, readLocalTargets, registerLocalTarget } from './targets.js';
 
 export interface PlatformOptions {
@@ -133,7 +133,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     });
 
     // Fresh keys every run; the file that hands them to the CLI and scripts goes when the platform stops.
-    const credentials = options.sigv4 ? createLocalCredentials({ origins: SIGV4_ORIGINS, targets: [DEMO_AGENT_TARGET] }) : undefined;
+    // The user's own workers (`ledger local target add`) get one too: they sign their callbacks as their target.
+    const credentials = options.sigv4 ? createLocalCredentials({ origins: SIGV4_ORIGINS, targets: [DEMO_AGENT_TARGET, ...readLocalTargets(stateDir).map((target) => target.name)] }) : undefined;
     const demoAgentCredentials = credentials?.targets[DEMO_AGENT_TARGET];
     const demoAgent = await startDemoAgent({
       log: (line) => log({ component: 'demo-agent', ...line }),
@@ -160,6 +161,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       for (const credential of allCredentials(credentials)) await ledger.putPrincipal(credential.principalId, credential.principal);
       stoppers.push(async () => clearCredentials(stateDir));
       credentialsFile = writeCredentials(stateDir, { region: LOCAL_REGION, service: SIGV4_SERVICE, credentials });
+      writeAwsProfiles(stateDir, credentials);
     }
 
     // Lambda targets (CONTRACT §12) run in the local Lambda: asynchronous invokes, Lambda's retries, and
@@ -224,7 +226,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       onError: onError(apiFunction.name),
       ...(credentials
         ? {
-            verifySignature: sigV4Verifier({ region: LOCAL_REGION, credentials: allCredentials(credentials) }),
+            // The file as well: `ledger local target add` adds a target's credential to it while the platform runs.
+            verifySignature: sigV4Verifier({ region: LOCAL_REGION, credentials: () => allCredentials(readCredentials(stateDir)?.credentials ?? credentials) }),
             onRefused: (refusal: Record<string, unknown>) => log({ level: 'warn', component: apiFunction.name, msg: 'request refused (SigV4)', ...refusal }),
           }
         : {}),

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { LocalCredentials } from './runtime/sigv4.js';
+import type { LocalCredential, LocalCredentials } from './runtime/sigv4.js';
 
 /** The contract's `--json` line (CONTRACT §9), in its order. */
 export interface LocalInfo {
@@ -77,9 +77,14 @@ export function ensureStateDir(dir: string): void {
  * readable by this user only from the moment it exists (mode 0600: these files hold tokens, keys, secrets).
  */
 export function writePrivateJson(file: string, contents: unknown): void {
+  writePrivateText(file, `${JSON.stringify(contents, null, 2)}\n`);
+}
+
+/** A text file of the state directory, written as writePrivateJson writes (whole, renamed, 0600). */
+function writePrivateText(file: string, text: string): void {
   const partial = `${file}.${process.pid}.tmp`;
   rmSync(partial, { force: true });
-  writeFileSync(partial, `${JSON.stringify(contents, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  writeFileSync(partial, text, { mode: 0o600, flag: 'wx' });
   renameSync(partial, file);
 }
 
@@ -123,6 +128,26 @@ export function writeCredentials(dir: string, contents: LocalCredentialsFile): s
   return file;
 }
 
+/**
+ * The --sigv4 callers as an AWS shared credentials file, beside credentials.json: a profile each —
+ * `operator`, `origin-NAME`, `target-NAME` — so a worker or a script signing with the AWS SDK's default
+ * chain runs as one with `AWS_SHARED_CREDENTIALS_FILE=<this file> AWS_PROFILE=target-NAME`.
+ */
+export const awsProfilesFile = (dir: string): string => join(dir, 'aws-credentials');
+
+export function writeAwsProfiles(dir: string, credentials: LocalCredentials): string {
+  const profile = (name: string, credential: LocalCredential): string =>
+    [`[${name}]`, `aws_access_key_id = ${credential.accessKeyId}`, `aws_secret_access_key = ${credential.secretAccessKey}`, ...(credential.sessionToken ? [`aws_session_token = ${credential.sessionToken}`] : [])].join('\n');
+  const profiles = [
+    profile('operator', credentials.operator),
+    ...Object.entries(credentials.origins).map(([name, credential]) => profile(`origin-${name}`, credential)),
+    ...Object.entries(credentials.targets).map(([name, credential]) => profile(`target-${name}`, credential)),
+  ];
+  const file = awsProfilesFile(dir);
+  writePrivateText(file, `# Dispatch Ledger local platform (--sigv4): this run's keys; gone at down.\n${profiles.join('\n\n')}\n`);
+  return file;
+}
+
 /** The credentials of a platform running with --sigv4, or undefined. */
 export function readCredentials(dir: string): LocalCredentialsFile | undefined {
   const file = credentialsFile(dir);
@@ -136,4 +161,5 @@ export function readCredentials(dir: string): LocalCredentialsFile | undefined {
 
 export function clearCredentials(dir: string): void {
   rmSync(credentialsFile(dir), { force: true });
+  rmSync(awsProfilesFile(dir), { force: true });
 }

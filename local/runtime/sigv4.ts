@@ -55,6 +55,13 @@ export function allCredentials(credentials: LocalCredentials): LocalCredential[]
   return [credentials.operator, ...Object.values(credentials.origins), ...Object.values(credentials.targets)];
 }
 
+/** A fresh role-session credential for one target (a worker's, added while a --sigv4 platform runs). */
+export function targetCredential(target: string): LocalCredential {
+  const credential = createLocalCredentials({ origins: [], targets: [target] }).targets[target];
+  if (!credential) throw new Error(`no credential made for target ${target}`);
+  return credential;
+}
+
 /** IAM ids are upper-case base32. */
 function iamId(prefix: string, length: number): string {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
@@ -147,7 +154,11 @@ export type SigV4Verify = (request: ReceivedRequest) => Promise<Verification>;
 
 export interface SigV4VerifierOptions {
   readonly region: string;
-  readonly credentials: Iterable<LocalCredential>;
+  /**
+   * The callers it knows; a function is asked again whenever a key is not among those it gave last (a
+   * caller added while the platform runs: `ledger local target add` under --sigv4).
+   */
+  readonly credentials: Iterable<LocalCredential> | (() => Iterable<LocalCredential>);
   /** @default 'lambda' */
   readonly service?: string;
   /** The server's clock. @default () => new Date() */
@@ -169,7 +180,15 @@ export function sigV4Verifier(options: SigV4VerifierOptions): SigV4Verify {
   const service = options.service ?? SIGV4_SERVICE;
   const now = options.now ?? (() => new Date());
   const byAccessKey = new Map<string, LocalCredential>();
-  for (const credential of options.credentials) byAccessKey.set(credential.accessKeyId, credential);
+  const known = (): void => {
+    byAccessKey.clear();
+    for (const credential of typeof options.credentials === 'function' ? options.credentials() : options.credentials) byAccessKey.set(credential.accessKeyId, credential);
+  };
+  known();
+  const credentialOf = (accessKeyId: string): LocalCredential | undefined => {
+    if (!byAccessKey.has(accessKeyId) && typeof options.credentials === 'function') known();
+    return byAccessKey.get(accessKeyId);
+  };
 
   return async (request) => {
     const refused = (reason: string): Verification => ({ kind: 'refused', reason });
@@ -192,7 +211,7 @@ export function sigV4Verifier(options: SigV4VerifierOptions): SigV4Verify {
       return refused('the signature has expired or is not yet valid: X-Amz-Date is more than 15 minutes off the server clock');
     }
 
-    const credential = accessKeyId === undefined ? undefined : byAccessKey.get(accessKeyId);
+    const credential = accessKeyId === undefined ? undefined : credentialOf(accessKeyId);
     if (!credential) return refused('the access key is not known to this API');
     const token = headers['x-amz-security-token'];
     if (!sameToken(token, credential.sessionToken)) return refused('X-Amz-Security-Token is not the session token of this access key');

@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -7,7 +9,10 @@ import { localClients, type LocalClients } from '../../local/clients.js';
 import { LOCAL_REGION } from '../../local/engines/index.js';
 import { startPlatform, type RunningPlatform } from '../../local/platform.js';
 import { signedFetch, signedHeaders, type LocalCredential, type LocalCredentials, type SigningCredentials } from '../../local/runtime/sigv4.js';
-import type { LocalCredentialsFile } from '../../local/state.js';
+import type { LocalCredentialsFile, LocalState } from '../../local/state.js';
+import { localTarget } from '../../cli/local-targets.js';
+import { projectRoot } from '../../local/paths.js';
+import { createLedgerClient } from '@dispatch-ledger/client';
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import type { OperatorReceipt } from '../../shared/dispatch/receipts.js';
 import { uniqueName, testEngines } from '../support/engines.js';
@@ -55,6 +60,17 @@ afterAll(async () => {
   await platform?.stop();
   rmSync(stateDir, { recursive: true, force: true });
 });
+
+/** A port nothing listens on now (asked of the OS, then let go). */
+const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
 
 const api = (path: string): string => `${platform.info.apiUrl}${path}`;
 const as = (who: SigningCredentials) => ({ credentials: who, region: LOCAL_REGION });
@@ -175,5 +191,49 @@ describe('the local platform with --sigv4', () => {
     const headers = await signedHeaders(url, { method: 'GET' }, as(planner), new Date(Date.now() - 16 * 60_000));
     const stale = await answer(await fetch(url, { headers }));
     expect(stale).toMatchObject({ status: 403, body: { error: { code: 'forbidden', message: expect.stringMatching(/15 minutes/) } } });
+  });
+});
+
+describe('your own worker on a --sigv4 platform', () => {
+  it('gets a signing identity at `ledger local target add`, and its signed callbacks complete a dispatch (was: 403, no way to sign)', async () => {
+    // The bug it pins: only the demo agent had a target credential, so a worker of your own could not
+    // sign its callbacks, and `target add` had no way to give it one. Now the CLI mints one, registers
+    // it, and writes it as an AWS profile the worker's default credential chain reads.
+    const port = await freePort();
+    const name = 'signed-mine';
+    const lines: string[] = [];
+    const running = (): LocalState => ({ status: 'ready', pid: process.pid, startedAt: new Date().toISOString(), pids: {}, info: platform.info, ledgerTable: platform.resources.ledgerTable, logDir: stateDir, invocationLog: join(stateDir, 'invocations.jsonl') });
+    await localTarget(['add', name, '--url', `http://127.0.0.1:${port}`], (line) => void lines.push(line), { stateDir, running, connectTo: async () => createLedgerClient({ local: platform.info }), now: () => new Date() });
+    const profiles = join(stateDir, 'aws-credentials');
+    expect(lines.at(-1)).toBe(`--sigv4: the worker signs as target ${name} — createWorker({ …, signer: sigv4Signer({ region: '${LOCAL_REGION}' }) }), run with AWS_SHARED_CREDENTIALS_FILE=${profiles} AWS_PROFILE=target-${name}`);
+    expect(statSync(profiles).mode & 0o777).toBe(0o600);
+
+    // The worker as a user runs it: a plain node script, its keys from the environment's profile.
+    const script = `
+import { createWorker, sigv4Signer } from '@dispatch-ledger/worker';
+const worker = createWorker({ name: 'signed-mine', signer: sigv4Signer({ region: '${LOCAL_REGION}' }), run: async (task, ctx) => {
+  await ctx.putEvidence('out/signed.md', 'signed by the worker');
+  return { summary: 'signed: ' + task.goal };
+} });
+const { url } = await worker.listen(${port});
+console.log(JSON.stringify({ url }));
+`;
+    const child = spawn(process.execPath, ['--input-type=module', '--eval', script], {
+      cwd: projectRoot,
+      env: { PATH: process.env['PATH'] ?? '', HOME: stateDir, AWS_SHARED_CREDENTIALS_FILE: profiles, AWS_PROFILE: `target-${name}`, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      let out = '';
+      child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+      await eventually('the worker to listen', () => (out.includes(`127.0.0.1:${port}`) ? true : undefined));
+      const dispatchId = uniqueName('d-signed');
+      await send({ dispatchId, origin: 'planner', target: name, task: { goal: 'sign it' }, expectedEvidence: ['out/signed.md'] });
+      const done = await viewWhen(dispatchId, (view) => view.execution.status === 'completed' && view.evidence.outcome === 'handled');
+      expect(done.execution.result?.summary).toBe('signed: sign it');
+      expect(done.evidence.found).toEqual(['out/signed.md']);
+    } finally {
+      child.kill();
+    }
   });
 });
