@@ -3,7 +3,7 @@ import '@dispatch-ledger/protocol/english';
 import { DISPATCH_ID, ORIGIN, TARGET_NAME } from '../dispatch/ids.js';
 import type { Rejection } from '../dispatch/records.js';
 import { OPERATOR_RECEIPT_KINDS, OPERATOR_RECEIPT_STATES, RECEIPT_ID } from '../dispatch/receipts.js';
-import { NATIVE_STATUS, RUN_STATUSES as TARGET_RUN_STATUSES } from '@dispatch-ledger/protocol';
+import { MAX_REASON_CHARS, NATIVE_STATUS, RUN_STATUSES as TARGET_RUN_STATUSES } from '@dispatch-ledger/protocol';
 
 /**
  * The ledger's events (CONTRACT §3): every detail-type published on the bus today, with the schema of
@@ -138,7 +138,7 @@ export const ResultDroppedDetail = z.strictObject({
 
 export const DispatchCancelledDetail = z.strictObject({
   ...dispatchFields,
-  reason: z.string().check(z.maxLength(300), z.describe('Why its origin cancelled it (bounded).')),
+  reason: z.string().check(z.maxLength(MAX_REASON_CHARS), z.describe('Why its origin cancelled it (the reason as given, at most the API\'s 500 characters).')),
 });
 
 /** Every detail-type with its schema and what it means (the description goes into the JSON Schema). */

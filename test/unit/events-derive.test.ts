@@ -97,7 +97,8 @@ const CHANGES: ReadonlyArray<{ kind: ChangeKind; patch: (state: DispatchState) =
   { kind: 'waiting', patch: () => ({ waitingFor: 'capacity' }), detailType: null },
   {
     kind: 'dispatch_cancelled',
-    patch: () => ({ phase: 'cancelled', runId: null, cancel: { requestedAt: later(60).toISOString(), reason: 'not needed', by: 'local:planner', asks: 0, nextAskAt: null, answer: 'cancelled before submission' } }),
+    // A reason as long as the API takes (500): the event's schema takes it too (was: 300, so a longer reason broke it).
+    patch: () => ({ phase: 'cancelled', runId: null, cancel: { requestedAt: later(60).toISOString(), reason: 'why '.repeat(125), by: 'local:planner', asks: 0, nextAskAt: null, answer: 'cancelled before submission' } }),
     detailType: 'Dispatch Cancelled',
   },
   { kind: 'cancel_requested', patch: () => ({ cancel: { requestedAt: later(60).toISOString(), reason: 'stop', by: 'local:planner', asks: 0, nextAskAt: later(60).toISOString(), answer: null } }), detailType: null },
