@@ -289,14 +289,12 @@ describe('settlement: delivered once, dropped with its payload kept', () => {
     expect(view.body.artifactAcceptance).toMatchObject({ state: 'unverified' });
   });
 
-  it('takes a release reason by the rule of every reason: a blank one is 422, and the result stays claimed', async () => {
+  it('takes a release reason of up to 500 characters, a blank one included (older clients send an empty error message); longer is 422', async () => {
     const origin = uniqueName('o');
     const { resultId } = await finishedDispatch(origin, {}, { summary: 'the review' });
     const held = await claim(origin);
-    for (const reason of ['', '   ', 'x'.repeat(501)]) {
-      expect((await settle(origin, resultId, 'release', { claimToken: held.body.claimToken, reason })).status, JSON.stringify(reason.slice(0, 8))).toBe(422);
-    }
-    expect((await settle(origin, resultId, 'release', { claimToken: held.body.claimToken })).body).toMatchObject({ state: 'pending', deliveryAttempts: 1 });
+    expect((await settle(origin, resultId, 'release', { claimToken: held.body.claimToken, reason: 'x'.repeat(501) })).status).toBe(422);
+    expect((await settle(origin, resultId, 'release', { claimToken: held.body.claimToken, reason: '' })).body).toMatchObject({ state: 'pending', deliveryAttempts: 1 });
   });
 
   it('drops a result released up to the cap, keeps its payload, never hands it out again, and lists it in attention', async () => {

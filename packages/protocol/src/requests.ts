@@ -170,7 +170,8 @@ export type ClaimBody = z.infer<ReturnType<typeof ClaimBody>>;
 /** `POST /origins/{o}/inbox/{resultId}/ack`: the claim token the claim answered. */
 export const AckBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken() }));
 /** `POST /origins/{o}/inbox/{resultId}/release`, with why. */
-export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), reason: z.optional(reason()) }));
+/** A release's reason is optional and not kept; at most MAX_REASON_CHARS, and a blank one is taken (an older client sends an empty error message). */
+export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), reason: z.optional(z.string().check(z.maxLength(MAX_REASON_CHARS))) }));
 /** `POST /origins/{o}/inbox/{resultId}/renew`. */
 export const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: leaseSeconds() }));
 
