@@ -72,7 +72,7 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
   if (existing && !values.replace && existing.url === checked.url && existing.maxConcurrentRuns === maxConcurrentRuns && existing.secret === secret) {
     print(`local target ${name} is already registered → ${existing.url}${limitWords}${secret === undefined ? '' : ' with its secret'}: nothing changed`);
     const running = deps.running();
-    const signing = running ? await withRegistry(running, (registry) => signingIdentity(deps.stateDir, registry, name)) : undefined;
+    const signing = running ? await withRegistry(running, (registry) => signingIdentity(running, deps.stateDir, registry, name)) : undefined;
     if (signing) print(signing);
     return 0;
   }
@@ -88,18 +88,17 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
   // The file first (it is checked as the next start will read it), then the running platform; if the
   // platform refuses, the file goes back to what it was, so the two never disagree.
   writeLocalTargets(deps.stateDir, [...targets.filter((other) => other.name !== name), target]);
-  let signing: string | undefined;
   if (state) {
     try {
-      await withRegistry(state, async (registry, secrets) => {
-        await registerLocalTarget(registry, secrets, target);
-        signing = await signingIdentity(deps.stateDir, registry, name);
-      });
+      await withRegistry(state, (registry, secrets) => registerLocalTarget(registry, secrets, target));
     } catch (error) {
       writeLocalTargets(deps.stateDir, targets);
       throw error;
     }
   }
+  // Registered in both: its signing identity is its own step (a failure here leaves nothing to undo; the
+  // same add again gives it one).
+  const signing = state ? await withRegistry(state, (registry) => signingIdentity(state, deps.stateDir, registry, name)) : undefined;
   print(`${existing ? 'replaced' : 'added'} local target ${name} → ${target.url}${limitWords}${secret === undefined ? '' : ' with its secret'}`);
   print(state ? `registered on the running platform: npx ledger send --target ${name} --goal "…"` : 'the local platform is not running: it is registered at the next npx ledger local up');
   if (signing) print(signing);
@@ -107,11 +106,13 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
 }
 
 /**
- * Under --sigv4 (the running platform wrote credentials.json), the worker signs its callbacks as its
- * target: a credential of its own, registered as that target's principal and written to the platform's
- * credentials files (the API reads the file again for a key it does not know). What to tell the user.
+ * Under --sigv4 (the running platform's info names its credentials file), the worker signs its callbacks
+ * as its target: a credential of its own, registered as that target's principal and written to the
+ * platform's credentials files (the API reads the file again when it changed and a key is unknown).
+ * What to tell the user.
  */
-async function signingIdentity(stateDir: string, registry: LedgerTable, name: string): Promise<string | undefined> {
+async function signingIdentity(state: LocalState, stateDir: string, registry: LedgerTable, name: string): Promise<string | undefined> {
+  if (!state.info?.credentialsFile) return undefined;
   const file = readCredentials(stateDir);
   if (!file) return undefined;
   let credential = file.credentials.targets[name];

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
@@ -19,10 +19,10 @@ import { demoFlowTask, startFlowTasks } from './demo-flow-task.js';
 /** The example Lambda worker's target name, locally as in the app (`-c exampleLambdaWorker=true`). */
 export const EXAMPLE_WORKER_TARGET = 'example-worker';
 import { Scheduler, type ScheduledFunction, type ScheduledHandler } from './runtime/scheduler.js';
-import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, type LocalCredentials } from './runtime/sigv4.js';
+import { allCredentials, createLocalCredentials, sigV4Verifier, SIGV4_SERVICE, type LocalCredential, type LocalCredentials } from './runtime/sigv4.js';
 import { SqsEventSource, type SqsHandler } from './runtime/sqs-event-source.js';
 import { StreamEventSource, type StreamHandler } from './runtime/stream-event-source.js';
-import { clearCredentials, readCredentials, writeAwsProfiles, writeCredentials, type LocalInfo } from './state.js';
+import { clearCredentials, credentialsFile as credentialsPath, readCredentials, writeAwsProfiles, writeCredentials, type LocalInfo } from './state.js';
 import { LOCAL_TARGET_SECRET_PREFIX, readLocalTargets, registerLocalTarget } from './targets.js';
 
 export interface PlatformOptions {
@@ -133,6 +133,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     });
 
     // Fresh keys every run; the file that hands them to the CLI and scripts goes when the platform stops.
+    // Keys a run that ended without its stoppers (a kill) left behind name no caller of this one.
+    if (!options.sigv4) clearCredentials(stateDir);
     // The user's own workers (`ledger local target add`) get one too: they sign their callbacks as their target.
     const credentials = options.sigv4 ? createLocalCredentials({ origins: SIGV4_ORIGINS, targets: [DEMO_AGENT_TARGET, ...readLocalTargets(stateDir).map((target) => target.name)] }) : undefined;
     const demoAgentCredentials = credentials?.targets[DEMO_AGENT_TARGET];
@@ -227,7 +229,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       ...(credentials
         ? {
             // The file as well: `ledger local target add` adds a target's credential to it while the platform runs.
-            verifySignature: sigV4Verifier({ region: LOCAL_REGION, credentials: () => allCredentials(readCredentials(stateDir)?.credentials ?? credentials) }),
+            verifySignature: sigV4Verifier({ region: LOCAL_REGION, credentials: callersOf(stateDir, credentials) }),
             onRefused: (refusal: Record<string, unknown>) => log({ level: 'warn', component: apiFunction.name, msg: 'request refused (SigV4)', ...refusal }),
           }
         : {}),
@@ -374,4 +376,17 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     await stopAll();
     throw error;
   }
+}
+
+/**
+ * The --sigv4 callers the API knows: those of the credentials file, read again only when the file changed
+ * (a target added while the platform runs), so a request with an unknown key costs a stat, not a parse.
+ */
+function callersOf(stateDir: string, started: LocalCredentials): () => LocalCredential[] {
+  let seen = { changedMs: -1, callers: allCredentials(started) };
+  return () => {
+    const changedMs = statSync(credentialsPath(stateDir), { throwIfNoEntry: false })?.mtimeMs;
+    if (changedMs !== undefined && changedMs !== seen.changedMs) seen = { changedMs, callers: allCredentials(readCredentials(stateDir)?.credentials ?? started) };
+    return seen.callers;
+  };
 }
