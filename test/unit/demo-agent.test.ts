@@ -318,8 +318,9 @@ describe('demo agent stats', () => {
     await cancel(stalledA); // cancelling a cancelled run again frees nothing more
     expect(open()).toBe(1);
 
+    // A failing run ends as soon as its callback is through: whether it is still open when the test looks
+    // depends on the machine (a clean clone's .ci/run saw 1, not 2), so only its end is checked.
     const failing = await accepted(submissionFactory({ task: { behavior: 'fail' } }));
-    expect(open()).toBe(2);
     await untilStatus(failing, 'failed');
     expect(open()).toBe(1);
 
