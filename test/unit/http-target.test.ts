@@ -1,44 +1,17 @@
-import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startDemoAgent, type DemoAgent } from '../../local/demo-agent/server.js';
 import { httpTarget, type HttpTargetOptions } from '../../shared/adapters/http-target.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import type { LookupOutcome } from '../../shared/dispatch/target-answers.js';
 import { eventually } from '../support/eventually.js';
+import { closedUrl, json, startStub, type Stub } from '../support/stub-target.js';
 
 // The http target adapter (CONTRACT §8) against the real demo agent for the protocol, and against a
 // tiny stub server for what a real target rarely does on demand: hang, babble, overflow, vanish.
 // Everything listens on 127.0.0.1.
 
-const HOST = '127.0.0.1';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const SECRET = 'Bearer s3cr3t-t0ken-value';
-
-function listen(server: Server): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ port: 0, host: HOST }, () => {
-      const address = server.address();
-      if (address === null || typeof address === 'string') return reject(new Error('not listening on TCP'));
-      resolve(address.port);
-    });
-  });
-}
-
-function close(server: Server): Promise<void> {
-  return new Promise((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
-}
-
-/** A URL on which nothing listens: a server we started, then closed. */
-async function closedUrl(): Promise<string> {
-  const server = createServer();
-  const port = await listen(server);
-  await close(server);
-  return `http://${HOST}:${port}`;
-}
 
 let sequence = 0;
 let callbackUrl: string;
@@ -223,56 +196,6 @@ describe('httpTarget against the demo agent', () => {
 });
 
 // --- Edge cases, on a stub target ---------------------------------------------------------------------
-
-interface StubRequest {
-  readonly method: string;
-  readonly path: string;
-  readonly headers: IncomingHttpHeaders;
-  readonly body: string;
-}
-
-/** Answers each request; may leave `res` open to play a target that hangs. */
-type StubHandler = (request: StubRequest, res: ServerResponse) => void;
-
-interface Stub {
-  readonly url: string;
-  readonly requests: StubRequest[];
-  answer(handler: StubHandler): void;
-  close(): Promise<void>;
-}
-
-async function startStub(): Promise<Stub> {
-  const requests: StubRequest[] = [];
-  let handler: StubHandler = (_request, res) => json(res, 500, { error: { code: 'no_handler', message: 'no handler' } });
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const request = {
-        method: req.method ?? '',
-        path: req.url ?? '',
-        headers: req.headers,
-        body: Buffer.concat(chunks).toString('utf8'),
-      };
-      requests.push(request);
-      handler(request, res);
-    });
-  });
-  const port = await listen(server);
-  return {
-    url: `http://${HOST}:${port}`,
-    requests,
-    answer: (next) => {
-      handler = next;
-    },
-    close: () => close(server),
-  };
-}
-
-function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers });
-  res.end(typeof body === 'string' ? body : JSON.stringify(body));
-}
 
 describe('httpTarget edge cases', () => {
   let stub: Stub;
@@ -468,64 +391,6 @@ describe('httpTarget edge cases', () => {
     for (const outcome of outcomes) {
       expect(outcome).toEqual({ kind: 'unavailable', reason: expect.stringMatching(/^could not reach the target: .*ECONNREFUSED/) });
     }
-  });
-
-  it('never puts the authorization value in a reason, even when the target echoes it', async () => {
-    const target = stubTarget({ authHeader: async () => SECRET });
-    stub.answer((request, res) =>
-      json(res, request.method === 'GET' ? 500 : 403, { error: { message: `bad credentials: ${request.headers.authorization}` } }),
-    );
-
-    const rejected = await target.submit(submitRequestFactory());
-    const unavailable = await target.lookup('r-1');
-    const token = SECRET.replace('Bearer ', '');
-    stub.answer((_request, res) => json(res, 500, `token ${token} expired`));
-    const echoedToken = await target.cancel('r-1');
-    const failingSecret = await stubTarget({ authHeader: () => Promise.reject(new Error(`cannot read ${SECRET}`)) }).submit(
-      submitRequestFactory(),
-    );
-    // fetch itself quotes an invalid header value in its error message.
-    const invalidHeader = await stubTarget({ authHeader: async () => `${SECRET}\nInjected: 1` }).lookup('r-1');
-
-    expect(rejected).toEqual({ kind: 'rejected', httpStatus: 403, reason: 'bad credentials: [redacted]' });
-    expect(unavailable).toEqual({ kind: 'unavailable', reason: 'HTTP 500: bad credentials: [redacted]' });
-    expect(echoedToken).toEqual({ kind: 'unavailable', reason: 'HTTP 500: token [redacted] expired' });
-    expect(failingSecret).toEqual({ kind: 'unavailable', reason: 'could not obtain the auth header (Error)' });
-    expect(invalidHeader).toEqual({ kind: 'unavailable', reason: expect.stringMatching(/^could not reach the target: .*invalid header value/) });
-    for (const outcome of [rejected, unavailable, echoedToken, failingSecret, invalidHeader]) {
-      expect(JSON.stringify(outcome)).not.toContain(token);
-    }
-  });
-
-  it('never keeps part of the authorization value either, wherever a preview of the body is cut', async () => {
-    // The bug it pins: a body not in the error shape was cut to 800 characters before the secret was
-    // redacted, so a secret straddling the cut survived in part, and whitespace collapsing then brought
-    // it inside the stored 200 characters ("HTTP 500: { … Bearer tok_live_9f8e…").
-    const target = stubTarget({ authHeader: async () => SECRET });
-    const token = SECRET.replace('Bearer ', '');
-    // Any four characters of the token in a row.
-    const pieces = Array.from({ length: token.length - 3 }, (_, at) => token.slice(at, at + 4));
-    const outcomes = [];
-    for (const padding of [800 - SECRET.length + 1, 800 - 8, 800 - 4, 800]) {
-      stub.answer((request, res) => json(res, 500, `${' '.repeat(padding)}${request.headers.authorization} sent`));
-      outcomes.push(await target.lookup('r-1'));
-    }
-    // A body over the read bound, cut inside the echoed value: what was read ends with part of it.
-    const bound = 64 * 1024;
-    // Cut inside the token itself ('Bearer ' is 7 characters): 4, 8 and all but one of its characters read.
-    for (const inside of [11, 15, SECRET.length - 1]) {
-      stub.answer((request, res) => json(res, 500, `${' '.repeat(bound - inside)}${request.headers.authorization}${'x'.repeat(100)}`));
-      outcomes.push(await target.lookup('r-1'));
-    }
-    stub.answer((request, res) => json(res, 403, `${' '.repeat(798)}${request.headers.authorization}`));
-    outcomes.push(await target.submit(submitRequestFactory()));
-
-    expect(outcomes).toHaveLength(8);
-    for (const outcome of outcomes) {
-      for (const piece of pieces) expect(JSON.stringify(outcome)).not.toContain(piece);
-    }
-    for (const outcome of outcomes.slice(0, 4)) expect(outcome).toEqual({ kind: 'unavailable', reason: 'HTTP 500: [redacted] sent' });
-    expect(outcomes[7]).toEqual({ kind: 'rejected', httpStatus: 403, reason: '[redacted]' });
   });
 
   it('throws for a base URL or a runId that is a programming error, not a target answer', async () => {
