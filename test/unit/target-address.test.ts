@@ -8,24 +8,13 @@ import { addressProblem, baseUrlProblem, type Resolver } from '../../shared/adap
 import { buildLedgerAdapters } from '../../shared/adapters/wiring.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { SubmitRequest } from '../../shared/targets/port.js';
+import { listen } from '../support/stub-target.js';
 
 // CONTRACT §8 v2: in AWS a target's base URL is https, never loopback, link-local, unspecified or a
 // metadata address — at registration, and again on the address every connection resolves to.
 // Everything here listens on, or is refused before connecting to, 127.0.0.1; names are resolved by an
 // injected resolver, never by DNS.
 
-const HOST = '127.0.0.1';
-
-function listen(server: Server): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ port: 0, host: HOST }, () => {
-      const address = server.address();
-      if (address === null || typeof address === 'string') return reject(new Error('not listening on TCP'));
-      resolve(address.port);
-    });
-  });
-}
 
 /** A 127.0.0.1 target that accepts every submission, counting what reached it. */
 let stub: Server;
