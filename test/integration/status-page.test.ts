@@ -145,8 +145,12 @@ describe('the status page in Chromium', () => {
     expect(await execution.innerText()).toContain('completed');
     expect(await acceptance.innerText()).toContain('unverified');
     expect(await delivery.innerText()).toContain('unconfirmed');
-    // Side by side at 1280 wide: the three claims share one row.
-    const tops = await Promise.all([execution, acceptance, delivery].map(async (claim) => (await claim.boundingBox())?.y));
+    // Side by side at 1280 wide: the three claims share one row. Read in one pass in the page (was: three
+    // round trips, between which the page's refresh could move the row: a clean clone saw two tops).
+    const tops = await page.evaluate<Array<number | null>>(
+      `['claim-execution', 'claim-acceptance', 'claim-delivery'].map((id) => document.getElementById(id)?.getBoundingClientRect().top ?? null)`,
+    );
+    expect(tops.every((top) => top !== null)).toBe(true);
     expect(new Set(tops).size).toBe(1);
     const evidence = page.getByRole('region', { name: 'Evidence' });
     expect(await evidence.innerText()).toMatch(/missing\s+out\/report\.md/);
