@@ -1,6 +1,6 @@
 import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.js';
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { evidenceWords } from '../shared/dispatch/evidence-words.js';
 import { summaryLine } from '../shared/dispatch/summary.js';
@@ -23,7 +23,7 @@ function connectionFlags(values: ConnectionValues): string {
 
 /** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */
 export async function send(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args,
     options: {
       ...CONNECTION_OPTIONS,
@@ -151,7 +151,7 @@ export function describeView(view: DispatchView): string {
 
 /** `ledger check <dispatchId>`: the dispatch view, readable or --json. */
 export async function check(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, refresh: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
@@ -175,7 +175,7 @@ interface HistoryItem {
 
 /** `ledger status`: an origin's dispatches, newest first. */
 export async function status(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args,
     options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: '25' }, json: { type: 'boolean', default: false } },
   });
@@ -239,7 +239,7 @@ export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacit
 
 /** `ledger attention [--kind K]`: work that needs a person, across all origins (operator). */
 export async function attention(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
   const answer = await ledger.raw('attention', { query: { limit: values.limit, kind: values.kind || undefined }, as: 'operator' });
   return printAnswer(answer, values.json, print, (body) => describeAttention((body as { items: Array<AttentionLine | AtCapacityLine> }).items));

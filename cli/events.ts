@@ -1,7 +1,7 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, resolveConnection } from './connect.js';
 import { shown } from './table.js';
 
@@ -53,7 +53,7 @@ async function printFrom(file: string, from: number, print: (line: string) => vo
  * refused with where to look instead.
  */
 export async function events(args: string[], print: (line: string) => void): Promise<number> {
-  const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, follow: { type: 'boolean', short: 'f', default: false }, dispatch: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, follow: { type: 'boolean', short: 'f', default: false }, dispatch: { type: 'string' }, json: { type: 'boolean', default: false } } });
   if (resolveConnection(values).kind !== 'local') {
     throw new LedgerConnectionError(
       'ledger events reads the local platform\'s event log only; on a deployed stack the events are on its EventBridge bus (the stack output EventBusName): add a rule there (to CloudWatch Logs, say) to keep them',

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { UsageError } from './operations.js';
@@ -60,7 +60,7 @@ export function describeRelease(answer: unknown): string {
 
 /** `ledger cancel <dispatchId> --reason R`: cancels it at once if never submitted, else asks its target (CONTRACT §2 v2). */
 export async function cancel(args: readonly string[], print: Print, connectTo: Connect = connect): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args: [...args],
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, reason: { type: 'string' }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
@@ -77,7 +77,7 @@ export async function cancel(args: readonly string[], print: Print, connectTo: C
 export async function slots(args: readonly string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const [command, ...rest] = args;
   if (command !== 'release') throw new UsageError(SLOTS_USAGE);
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args: rest,
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, target: { type: 'string' }, 'run-id': { type: 'string' }, reason: { type: 'string' }, 'dispatch-id': { type: 'string' }, json: { type: 'boolean', default: false } },

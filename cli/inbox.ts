@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { clip } from '../shared/text.js';
 import { printAnswer } from './answer.js';
 import type { LocalInfo } from '../local/state.js';
@@ -137,7 +137,7 @@ export function parseInbox(args: readonly string[]): InboxCommand {
   if (!isKind(kind)) throw usage(kind === undefined ? 'ledger inbox needs a subcommand' : `unknown inbox subcommand "${kind}"`);
   const { values, positionals } = (() => {
     try {
-      return parseArgs({ args: rest, allowPositionals: true, options: OPTIONS });
+      return parseCommandArgs({ args: rest, allowPositionals: true, options: OPTIONS });
     } catch (error) {
       // node:util's own message ("Unknown option '--x'…"), with the usage under it.
       throw usage(error instanceof Error ? error.message : String(error));

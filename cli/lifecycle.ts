@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import type { Rejection } from '../shared/dispatch/records.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
@@ -9,7 +9,7 @@ type Print = (line: string) => void;
 
 /** `ledger approve <dispatchId> --approval-id A [--decision approve|cancel]`: forwarded to the target (CONTRACT §2). */
 export async function approve(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, 'approval-id': { type: 'string' }, decision: { type: 'string', default: 'approve' }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
@@ -25,7 +25,7 @@ export async function approve(args: string[], print: Print, connectTo: Connect =
 
 /** `ledger redispatch <dispatchId> --reason R [--force]`: a new attempt (CONTRACT §4); 409 while the run may be active. */
 export async function redispatch(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, reason: { type: 'string' }, force: { type: 'boolean', default: false }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
@@ -39,7 +39,7 @@ export async function redispatch(args: string[], print: Print, connectTo: Connec
 
 /** `ledger rejections [--limit N]`: unreadable and conflicting messages, newest first (operator). */
 export async function rejections(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
   const answer = await ledger.raw('rejections', { query: { limit: Number(values.limit) }, as: 'operator' });
   return printAnswer(answer, values.json, print, (body) => {

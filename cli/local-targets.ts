@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { FINAL_RUN_STATUSES } from '@dispatch-ledger/protocol';
 import { localClients } from '../local/clients.js';
@@ -51,7 +51,7 @@ export async function localTarget(args: readonly string[], print: Print, deps: L
 }
 
 async function add(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args: [...args],
     allowPositionals: true,
     options: { url: { type: 'string' }, 'max-concurrent-runs': { type: 'string' }, 'secret-file': { type: 'string' }, secret: { type: 'string' }, replace: { type: 'boolean', default: false } },
@@ -127,7 +127,7 @@ async function signingIdentity(state: LocalState, stateDir: string, registry: Le
 }
 
 async function list(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
-  const { values, positionals } = parseArgs({ args: [...args], allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
+  const { values, positionals } = parseCommandArgs({ args: [...args], allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
   if (positionals.length > 0) throw new LocalTargetError(`local target list takes no arguments\n${LOCAL_TARGET_USAGE}`);
   // Never the secret: only whether there is one.
   const targets = readLocalTargets(deps.stateDir).map(({ secret, ...target }) => ({ ...target, secret: secret !== undefined }));
@@ -144,7 +144,7 @@ async function list(args: readonly string[], print: Print, deps: LocalTargetDeps
 }
 
 async function remove(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
-  const { values, positionals } = parseArgs({ args: [...args], allowPositionals: true, options: { force: { type: 'boolean', default: false } } });
+  const { values, positionals } = parseCommandArgs({ args: [...args], allowPositionals: true, options: { force: { type: 'boolean', default: false } } });
   const name = onlyName(positionals, 'remove');
   const nameProblem = localTargetNameProblem(name);
   if (nameProblem) throw new LocalTargetError(nameProblem);

@@ -1,5 +1,5 @@
 import { profileFromEnv } from '../shared/events/profile.js';
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { stateDir as defaultStateDir } from '../local/paths.js';
 import { infoLine, type LocalState } from '../local/state.js';
 import { runDemo } from './demo.js';
@@ -62,7 +62,7 @@ function printReady(state: LocalState, json: boolean, heading?: string): void {
 }
 
 async function up(args: string[]): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args,
     options: {
       detach: { type: 'boolean', default: false },
@@ -167,6 +167,16 @@ function helpOrUnknown(argv: readonly string[]): number | undefined {
   return 2;
 }
 
+/**
+ * For an unknown short option, how to give an argument that begins with '-' (a dispatch id may: `-d-1`
+ * reads as the option `-d`): after `--`, as parseArgs takes it.
+ */
+function positionalHint(code: string, message: string, argv: readonly string[], named: string): string {
+  const option = /'(-[^-'][^']*)'/.exec(message)?.[1];
+  const word = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option !== undefined ? argv.find((arg) => arg.startsWith(option)) : undefined;
+  return word === undefined ? '' : ` (an argument that begins with '-' goes after --, as in: ledger ${named} -- ${word})`;
+}
+
 /** Node's parseArgs refusals (an unknown option, a missing value, an extra argument): said for people, with the command's help. */
 function argumentProblem(error: unknown, argv: readonly string[]): number | undefined {
   const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
@@ -174,7 +184,7 @@ function argumentProblem(error: unknown, argv: readonly string[]): number | unde
   const named = commandOf(argv).said.join(' ');
   // parseArgs's message names the option and, for an unknown one, suggests `--`: the first sentence is what matters.
   const message = (error instanceof Error ? error.message : String(error)).split('. ')[0] ?? '';
-  warn(`ledger ${named}: ${message.replace(/^Unknown option/, 'unknown option')}`);
+  warn(`ledger ${named}: ${message.replace(/^Unknown option/, 'unknown option')}${positionalHint(code, message, argv, named)}`);
   const help = helpFor(commandOf(argv).said);
   if (help) warn(help);
   return 2;
@@ -192,7 +202,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (group === 'local' && command === 'target') return localTarget(rest, say);
   if (group === 'local' && command === 'status') {
-    const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } } });
+    const { values } = parseCommandArgs({ args: rest, options: { json: { type: 'boolean', default: false } } });
     const state = runningState(defaultStateDir());
     if (!state || state.status !== 'ready') {
       if (values.json) say('null');

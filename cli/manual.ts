@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { contentHash } from '../shared/dispatch/canonical.js';
 import { MANUAL_ATTESTATION_KINDS, type ManualAttestation, type ManualAttestationKind } from '../shared/dispatch/manual.js';
 import { printAnswer } from './answer.js';
@@ -25,7 +25,7 @@ const SAYS: Readonly<Record<ManualAttestationKind, string>> = {
  * identical retry (answered with the stored attestation), never a second attestation.
  */
 export async function manual(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: {

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CONNECTION_OPTIONS, connect, originOf } from './connect.js';
 import { ledgerMcpServer, MAX_MESSAGE_BYTES, type McpLog } from './mcp-server.js';
@@ -19,7 +19,7 @@ const logToStderr: McpLog = (entry) => {
 export async function mcp(args: string[], _print: (line: string) => void): Promise<number> {
   const { values } = (() => {
     try {
-      return parseArgs({ args, options: { ...CONNECTION_OPTIONS, origin: { type: 'string' } } });
+      return parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, origin: { type: 'string' } } });
     } catch (error) {
       throw new UsageError(`${error instanceof Error ? error.message : String(error)}\n${MCP_USAGE}`);
     }

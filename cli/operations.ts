@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { S3Client } from '@aws-sdk/client-s3';
@@ -43,7 +43,7 @@ const DLQ_USAGE =
 export async function dlq(args: string[], print: Print): Promise<number> {
   const [command, ...rest] = args;
   if (command !== 'redrive') throw new UsageError(DLQ_USAGE);
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args: rest,
     options: {
       ...CONNECTION_OPTIONS,
@@ -119,7 +119,7 @@ export async function stream(args: string[], print: Print): Promise<number> {
   const [command, ...rest] = args;
   const usage = 'usage: ledger stream replay --bucket STREAM_FAILURE_BUCKET [--bus dispatch-ledger] [--events all|attention|TYPE,TYPE] [--json]';
   if (command !== 'replay') throw new UsageError(usage);
-  const { values } = parseArgs({ args: rest, options: { bucket: { type: 'string' }, bus: { type: 'string', default: 'dispatch-ledger' }, events: { type: 'string', default: 'all' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseCommandArgs({ args: rest, options: { bucket: { type: 'string' }, bus: { type: 'string', default: 'dispatch-ledger' }, events: { type: 'string', default: 'all' }, json: { type: 'boolean', default: false } } });
   if (!values.bucket) throw new UsageError(usage);
   // The stack's events profile (its `events` prop): a replay publishes what the publisher would have.
   let published: ReadonlySet<DetailType>;
@@ -165,7 +165,7 @@ export async function registry(args: string[], print: Print): Promise<number> {
     '       ledger registry principal put --table T --id ROLE_OR_USER_ID (--origin O | --target N | --operator)\n' +
     '       ledger registry origin put --table T --origin O [--max-delivery-attempts N] [--result-ttl-hours H]';
   if (command !== 'put' || (kind !== 'target' && kind !== 'principal' && kind !== 'origin')) throw new UsageError(usage);
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args: rest,
     options: {
       table: { type: 'string' },

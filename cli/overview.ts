@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import type { Counts } from '../shared/dispatch/counts.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './connect.js';
@@ -46,7 +46,7 @@ export function describeList(page: { readonly items: readonly ListedDispatch[]; 
 
 /** `ledger list [--status S] [--target T] [--origin O] [--phase P] [--limit N] [--cursor C] [--json]` (operator). */
 export async function list(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args,
     options: {
       ...CONNECTION_OPTIONS,
@@ -82,7 +82,7 @@ export function describeCounts(counts: Counts & { readonly asOf?: string }): str
 
 /** `ledger counts [--json]`: what the ledger holds now, by phase, execution status and evidence outcome (operator). */
 export async function counts(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseArgs({ args, options: { ...CONNECTION_OPTIONS, json: { type: 'boolean', default: false } } });
+  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
   const answer = await ledger.raw('counts', { as: 'operator' });
   return printAnswer(answer, values.json, print, (body) => describeCounts(body as Counts & { asOf: string }));

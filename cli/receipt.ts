@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
@@ -16,7 +16,7 @@ const USAGE =
  * made up and printed: pass it again to retry safely (an identical retry answers with the stored receipt).
  */
 export async function receipt(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args,
     allowPositionals: true,
     options: {

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { parseCommandArgs } from './args.js';
 import { startStatusPage } from '../ui/server.js';
 import { CONNECTION_OPTIONS, connect, connectionArgs } from './connect.js';
 import { UsageError } from './operations.js';
@@ -13,7 +13,7 @@ export const UI_USAGE = 'usage: ledger ui [--port N] [--stack NAME | --api-url U
 export async function ui(args: string[], print: (line: string) => void): Promise<number> {
   const { values } = (() => {
     try {
-      return parseArgs({ args, options: { ...CONNECTION_OPTIONS, port: { type: 'string', default: '0' } } });
+      return parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, port: { type: 'string', default: '0' } } });
     } catch (error) {
       throw new UsageError(`${error instanceof Error ? error.message : String(error)}\n${UI_USAGE}`);
     }

@@ -180,7 +180,8 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     const claimToken = /^claimToken (\S+)$/m.exec(claimed.stdout)?.[1] ?? '';
     expect(claimToken).not.toBe('');
     const acked = await ledger(planner, ['inbox', 'ack', resultId, '--token', claimToken, ...remote()]);
-    expect(acked).toMatchObject({ code: 0, stdout: `acked: ${resultId} → delivered (owner delivery confirmed, basis origin_ack)\n` });
+    // The whole answer, stderr with it: a failed ack says why in its report (CI once saw exit 1 and no more).
+    expect(acked).toEqual({ code: 0, stdout: `acked: ${resultId} → delivered (owner delivery confirmed, basis origin_ack)\n`, stderr: '' });
     expect(((await signedGet(`/dispatches/${dispatchId}`)).body as DispatchView).ownerDelivery).toMatchObject({ state: 'confirmed', basis: 'origin_ack' });
   });
 

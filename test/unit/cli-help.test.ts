@@ -72,6 +72,14 @@ describe('ledger --help', () => {
     expect(lines[1]).toBe('usage:');
   });
 
+  it("says how to give an argument that begins with '-' (a dispatch id may) when it read as an unknown short option", async () => {
+    const io = captured();
+    await cliMain(['check', '-d-1']);
+    vi.restoreAllMocks();
+    expect(process.exitCode).toBe(2);
+    expect(io.err().split('\n')[0]).toBe("ledger check: unknown option '-d' (an argument that begins with '-' goes after --, as in: ledger check -- -d-1)");
+  });
+
   it('prints a request the ledger would refuse as the API’s error JSON under --json, sending nothing, exit 2', async () => {
     const io = captured();
     await cliMain(['status', '--limit', 'many', '--json', '--api-url', 'http://127.0.0.1:9', '--region', 'us-east-1']);
