@@ -9,6 +9,20 @@ import { shown } from './table.js';
 
 type Print = (line: string) => void;
 
+/**
+ * A call whose outcome is unknown — no answer came, or the API answered 5xx — may have taken effect. When
+ * the CLI made up the call's id, this says how to repeat it under that id, so it cannot happen twice.
+ */
+export class UnsureOutcomeError extends Error {
+  override readonly name = 'UnsureOutcomeError';
+}
+
+/** The line for an unsure outcome: `what` may have happened; `again` is the flag that repeats it once. */
+export const retryOnce = (what: string, again: string): string => `${what}: to retry without doing it twice, run the command again with ${again}`;
+
+/** A 5xx, or no answer at all: the call may have taken effect. */
+export const unsure = (answer: ApiAnswer): boolean => answer.status >= 500;
+
 /** What a 403 means to the person who ran the command: the ledger did not take the signer for a caller of that route. */
 export const REFUSED =
   'the credentials were refused: the API did not accept the principal that signed this request for this route ' +

@@ -4,7 +4,7 @@ import { parseCommandArgs } from './args.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { evidenceWords } from '../shared/dispatch/evidence-words.js';
 import { summaryLine } from '../shared/dispatch/summary.js';
-import { printAnswer } from './answer.js';
+import { printAnswer, retryOnce, UnsureOutcomeError } from './answer.js';
 import { isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { LocalPlatformError } from './local.js';
@@ -45,6 +45,8 @@ export async function send(args: string[], print: (line: string) => void, connec
     },
   });
   let message: unknown;
+  /** The dispatch id made up here, if one was: said when the send's outcome is unknown. */
+  let made: string | undefined;
   if (values.body !== undefined || values.file !== undefined) {
     // Read and checked here: a message the ledger would refuse is never sent (nothing reaches the queue).
     const text = values.body ?? readFileSync(values.file ?? '', 'utf8');
@@ -62,7 +64,7 @@ export async function send(args: string[], print: (line: string) => void, connec
     else if (given === undefined) throw new UsageError('the ledger would refuse this message: origin: expected string, got undefined (a --body or --file is sent as written: add "origin" to it, or give --origin); nothing was sent');
   } else {
     message = {
-      dispatchId: values['dispatch-id'] ?? newDispatchId(),
+      dispatchId: values['dispatch-id'] ?? (made = newDispatchId()),
       origin: originOf(values.origin),
       target: values.target,
       task: { behavior: values.behavior, ...(values.goal ? { goal: values.goal } : {}) },
@@ -78,6 +80,8 @@ export async function send(args: string[], print: (line: string) => void, connec
     sent = await ledger.dispatch(message as DispatchRequest);
   } catch (error) {
     if (isLedgerValidationError(error)) throw new UsageError(`${error.message}; nothing was sent`);
+    // The queue may have taken it (no answer): sent again under the same id, the ledger keeps one dispatch.
+    if (made !== undefined) throw new UnsureOutcomeError(`${error instanceof Error ? error.message : String(error)}\n${retryOnce('the message may have reached the queue', `--dispatch-id ${made}`)}`, { cause: error });
     throw error;
   }
   if (values.json) print(JSON.stringify(sent));

@@ -21,6 +21,7 @@ import { LocalPlatformError, localUp, runningState, stopLocal } from './local.js
 import { localTarget } from './local-targets.js';
 import { LocalTargetError } from '../local/targets.js';
 import { forTerminal } from './table.js';
+import { UnsureOutcomeError } from './answer.js';
 import { commandOf, helpFor, USAGE } from './usage.js';
 
 // A closed pipe (`ledger ... | head`) is not an error worth a stack trace.
@@ -247,7 +248,7 @@ export async function run(argv: string[]): Promise<number> {
   } catch (error) {
     const refused = argumentProblem(error, argv);
     if (refused !== undefined) return refused;
-    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError) {
+    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError || error instanceof UnsureOutcomeError) {
       warn(error.message);
     } else if (isLedgerValidationError(error)) {
       // A request the ledger would refuse: never sent, and said in the API's words (as its 400 body under --json).

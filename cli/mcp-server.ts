@@ -221,7 +221,18 @@ export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): M
         if (read.kind === 'invalid') {
           return toolError('invalid', `the dispatch message is invalid: ${read.errors.map((error) => `${error.field}: ${error.message}`).join('; ')}`, { errors: read.errors });
         }
-        const { dispatchId, messageId } = await client.dispatch(JSON.parse(body) as DispatchRequest);
+        const sending = JSON.parse(body) as DispatchRequest;
+        let sent: { readonly dispatchId: string; readonly messageId: string };
+        try {
+          sent = await client.dispatch(sending);
+        } catch (error) {
+          // No answer: the queue may have taken it. The id is the caller's to send again (one dispatch per id).
+          if (isLedgerValidationError(error) || input.dispatchId !== undefined) throw error;
+          const unsure = toolError('ledger_unreachable', `${error instanceof Error ? error.message : String(error)}; the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "${sending.dispatchId}"`, { dispatchId: sending.dispatchId });
+          log({ level: 'error', msg: 'tool call failed', tool: 'dispatch', error: unsure.structuredContent });
+          return unsure;
+        }
+        const { dispatchId, messageId } = sent;
         log({ level: 'info', msg: 'dispatch sent', dispatchId, messageId });
         return toolAnswer({
           status: 202,

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { parseCommandArgs } from './args.js';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
-import { printAnswer } from './answer.js';
+import { printAnswer, retryOnce, unsure, UnsureOutcomeError } from './answer.js';
+import { isLedgerValidationError, type RawAnswer } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
@@ -13,7 +14,8 @@ const USAGE =
 /**
  * `ledger receipt`: records an operator receipt (CONTRACT §5) — artifact acceptance (accepted|rejected)
  * or owner delivery (confirmed|failed; confirmed needs --evidence-ref). Without --receipt-id one is
- * made up and printed: pass it again to retry safely (an identical retry answers with the stored receipt).
+ * made up and printed — with the answer, and with a failure whose outcome is unknown (no answer, a 5xx):
+ * pass it again to retry safely (an identical retry answers with the stored receipt).
  */
 export async function receipt(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values, positionals } = parseCommandArgs({
@@ -34,8 +36,11 @@ export async function receipt(args: string[], print: (line: string) => void, con
   });
   const dispatchId = positionals[0];
   if (!dispatchId || !values.run || !values.kind || !values.state || !values['verified-by']) throw new LocalPlatformError(USAGE);
+  const receiptId = values['receipt-id'] ?? `rc-${randomUUID()}`;
+  // Made up here: said when the outcome is unknown, so a retry records the receipt once.
+  const again = values['receipt-id'] === undefined ? retryOnce('the receipt may have been recorded', `--receipt-id ${receiptId}`) : undefined;
   const body = {
-    receiptId: values['receipt-id'] ?? `rc-${randomUUID()}`,
+    receiptId,
     runId: values.run,
     kind: values.kind,
     state: values.state,
@@ -44,7 +49,18 @@ export async function receipt(args: string[], print: (line: string) => void, con
     ...(values.note !== undefined ? { note: values.note } : {}),
   };
   const ledger = await connectTo(values, values);
-  const answer = await ledger.raw('recordReceipt', { params: { dispatchId }, body });
+  let answer: RawAnswer;
+  try {
+    answer = await ledger.raw('recordReceipt', { params: { dispatchId }, body });
+  } catch (error) {
+    if (again === undefined || isLedgerValidationError(error)) throw error;
+    throw new UnsureOutcomeError(`${error instanceof Error ? error.message : String(error)}\n${again}`, { cause: error });
+  }
+  if (again !== undefined && unsure(answer) && !values.json) {
+    printAnswer(answer, false, print, () => '');
+    print(again);
+    return 1;
+  }
   // 201 recorded, 200 an identical retry (the stored receipt).
   return printAnswer(answer, values.json, print, (answered, status) => {
     const stored = answered as OperatorReceipt;

@@ -127,6 +127,24 @@ describe('ledgerMcpServer', () => {
     expect(result.structuredContent).toMatchObject({ dispatchId: 'd-made-1', messageId: 'msg-1', intake: 'queued: on the dispatch queue, not yet recorded' });
   });
 
+  it('dispatch that got no answer names the id it made up, to retry under (was: a retry made a second dispatch)', async () => {
+    const client: McpLedger = {
+      ...recordingClient().client,
+      dispatch: async () => {
+        throw new Error('socket hang up');
+      },
+    };
+    const result = await (await connected(client)).callTool({ name: 'dispatch', arguments: { target: 'demo-agent', task: {} } });
+    expect(result.isError).toBe(true);
+    expect(result.structuredContent).toEqual({
+      error: {
+        code: 'ledger_unreachable',
+        message: 'socket hang up; the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "d-made-1"',
+        details: { dispatchId: 'd-made-1' },
+      },
+    });
+  });
+
   it('dispatch refuses, unsent, a message for another origin, one the intake would block, and one over the queue maximum', async () => {
     const { client, calls } = recordingClient();
     const mcp = await connected(client);

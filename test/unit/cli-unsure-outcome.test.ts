@@ -1,0 +1,60 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { UnsureOutcomeError } from '../../cli/answer.js';
+import { send } from '../../cli/dispatch.js';
+import { receipt } from '../../cli/receipt.js';
+import { closeFakeApis, fakeApi } from '../support/fake-api.js';
+
+// Bug pinned: `ledger receipt` (without --receipt-id) and `ledger send` (without --dispatch-id) make up
+// the call's id and printed it only on success. When no answer came, or a 5xx, the call may have taken
+// effect, and running the command again made up a new id: a second receipt, a second dispatch. Now the
+// made-up id is said with the failure, as the flag that repeats the call once.
+
+afterEach(closeFakeApis);
+
+const RECEIPT = ['d-1', '--run', 'r-1', '--kind', 'artifact_acceptance', '--state', 'accepted', '--verified-by', 'alice'];
+const CLOSED = 'http://127.0.0.1:9';
+
+describe('ledger receipt, when its outcome is unknown', () => {
+  it('prints the 5xx and the --receipt-id it sent, to retry once; exit 1', async () => {
+    const api = await fakeApi(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'try later' } } }));
+    const printed: string[] = [];
+    expect(await receipt(RECEIPT, (line) => printed.push(line), api.connect)).toBe(1);
+    const sent = (api.seen[0]?.body as { receiptId: string }).receiptId;
+    expect(sent).toMatch(/^rc-[0-9a-f-]{36}$/);
+    expect(printed).toEqual(['503 unavailable: try later', `the receipt may have been recorded: to retry without doing it twice, run the command again with --receipt-id ${sent}`]);
+  });
+
+  it('says the --receipt-id with the error when nothing answered', async () => {
+    const api = await fakeApi(() => ({ status: 201, body: {} }), { apiUrl: CLOSED });
+    const failed = receipt(RECEIPT, () => undefined, api.connect);
+    await expect(failed).rejects.toBeInstanceOf(UnsureOutcomeError);
+    await expect(failed).rejects.toThrow(/\nthe receipt may have been recorded: to retry without doing it twice, run the command again with --receipt-id rc-[0-9a-f-]{36}$/);
+  });
+
+  it('adds nothing when the id was given (the same command is the safe retry) or the ledger refused (4xx: nothing recorded)', async () => {
+    const down = await fakeApi(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'try later' } } }));
+    const printed: string[] = [];
+    expect(await receipt([...RECEIPT, '--receipt-id', 'rc-mine'], (line) => printed.push(line), down.connect)).toBe(1);
+    expect(printed).toEqual(['503 unavailable: try later']);
+    const refused = await fakeApi(() => ({ status: 404, body: { error: { code: 'not_found', message: 'no run r-1' } } }));
+    printed.length = 0;
+    expect(await receipt(RECEIPT, (line) => printed.push(line), refused.connect)).toBe(1);
+    expect(printed).toEqual(['404 not_found: no run r-1']);
+  });
+});
+
+describe('ledger send, when its outcome is unknown', () => {
+  it('says the --dispatch-id it made up with the error, to send again once', async () => {
+    const api = await fakeApi(() => ({ status: 200, body: {} }), { dispatchQueueUrl: `${CLOSED}/000000000000/dispatches`, sqsEndpoint: CLOSED });
+    const failed = send(['--target', 'demo-agent'], () => undefined, api.connect);
+    await expect(failed).rejects.toBeInstanceOf(UnsureOutcomeError);
+    await expect(failed).rejects.toThrow(/\nthe message may have reached the queue: to retry without doing it twice, run the command again with --dispatch-id d-\S+$/);
+  });
+
+  it('adds nothing when the id was given: the same command is the safe retry', async () => {
+    const api = await fakeApi(() => ({ status: 200, body: {} }), { dispatchQueueUrl: `${CLOSED}/000000000000/dispatches`, sqsEndpoint: CLOSED });
+    const failed = send(['--target', 'demo-agent', '--dispatch-id', 'd-mine'], () => undefined, api.connect);
+    await expect(failed).rejects.not.toBeInstanceOf(UnsureOutcomeError);
+    await expect(failed).rejects.not.toThrow(/--dispatch-id/);
+  });
+});
