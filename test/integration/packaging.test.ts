@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFunctionBundles, LEDGER_FUNCTIONS } from '../../infra/bundling.js';
-import { isAlive } from '../../local/engines/process.js';
+import { freePort, isAlive } from '../../local/engines/process.js';
 import { projectRoot } from '../../local/paths.js';
 import { eventually } from '../support/eventually.js';
 import { readmeBlocks } from '../support/readme-blocks.js';
@@ -235,7 +235,8 @@ describe('2. a plain node project with the worker, the client and the CLI: the R
   it('runs the README commands: up, the worker registered, the origin\'s round trip; down after an npm ci leaves none of the pids up started', async () => {
     const commands = (blocks['commands.sh'] ?? '').split('\n').filter((line) => line.trim() !== '');
     expect(commands[0]).toBe('npx ledger local up --detach');
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    // One the kernel just handed out and freed (a random pick could be a port in use: a failed bind).
+    const port = await freePort();
     const said: Record<string, string> = {};
     let pids: number[] = [];
     for (const [index, written] of commands.entries()) {

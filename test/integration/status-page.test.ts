@@ -184,9 +184,11 @@ describe('the status page in Chromium', () => {
   });
 
   it('shows a dispatch that completes while the page is open in its new state, without a reload', async () => {
-    const slow = { dispatchId: uniqueName('ui-slow'), origin: 'planner', target: 'demo-agent', task: { behavior: 'slow', seconds: 5 } };
+    // Held until the test approves it: a run of fixed seconds had to outlast the page's steps, which a
+    // slow machine did not promise (the run could complete before the page first showed it).
+    const slow = { dispatchId: uniqueName('ui-slow'), origin: 'planner', target: 'demo-agent', task: { behavior: 'await_approval' }, timeouts: { approvalWaitSeconds: 3600 } };
     await t.send(JSON.stringify(slow));
-    await t.viewWhen(slow.dispatchId, (view) => view.execution.status === 'running');
+    const waiting = await t.viewWhen(slow.dispatchId, (view) => view.execution.pendingApproval !== null);
 
     const { page, loads } = await openPage();
     // A mark on this document's window: a reload would make a new window without it.
@@ -194,7 +196,8 @@ describe('the status page in Chromium', () => {
     await page.getByRole('link', { name: slow.dispatchId }).first().click();
     const state = page.getByRole('region', { name: 'Execution' }).locator('.claim-state');
     await state.waitFor();
-    expect(await state.innerText()).toBe('running');
+    expect(await state.innerText()).toMatch(/^waiting.for.approval$/);
+    await createLedgerClient({ origin: 'planner', local: t.platform.info }).decide(slow.dispatchId, { approvalId: waiting.execution.pendingApproval?.approvalId ?? '', decision: 'approve' });
     await eventually('the execution claim to read completed', async () => state.innerText(), { until: (text) => text === 'completed' });
     const marker = await page.evaluate<unknown>('window.ledgerMarker');
     expect(marker).toBe('same document');

@@ -18,11 +18,15 @@ import { eventually, startTestPlatform, type TestPlatform } from '../support/pla
  */
 let t: TestPlatform;
 let table: LedgerTable;
+/** How long the racing test's proxy holds the answer to POST /runs at most. */
+const RACE_HOLD_MS = 20_000;
 const dirs: string[] = [];
 const closers: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
-  t = await startTestPlatform();
+  // The racing test holds the kit's answer to POST /runs until the kit has been told not_yet_recorded:
+  // the ledger's submission must outlast that wait on a slow machine (2 s, the tests' default, did not).
+  t = await startTestPlatform({ TARGET_TIMEOUT_MS: String(RACE_HOLD_MS * 2) });
   table = new LedgerTable(DynamoDBDocumentClient.from(t.clients.dynamodb), { tableName: t.platform.resources.ledgerTable, retentionSeconds: 86_400 });
 });
 afterAll(async () => {
@@ -305,7 +309,7 @@ describe('the worker kit when its callbacks race the ledger', () => {
     const toldNotYet = (line: LogLine): boolean => line.msg === 'callback_retry' && line['callback'] === 'evidence' && line['code'] === 'not_yet_recorded';
     let raced = false;
     const proxy = await holdingProxy(kit.url, async () => {
-      raced = await eventually('a not_yet_recorded answer to the upload', () => (kit.log.some(toldNotYet) ? true : undefined), { timeoutMs: 1_500 }).catch(() => false);
+      raced = await eventually('a not_yet_recorded answer to the upload', () => (kit.log.some(toldNotYet) ? true : undefined), { timeoutMs: RACE_HOLD_MS }).catch(() => false);
     });
     closers.push(() => new Promise((resolve) => proxy.server.close(() => resolve())));
     await table.putTarget({ name: 'kit-raced', kind: 'http', baseUrl: proxy.url });

@@ -131,7 +131,9 @@ describe('demo agent fault: submit unavailable', () => {
 });
 
 describe('demo agent fault: submit hang', () => {
-  const hangMs = 300;
+  // Long enough that the same-key retry below is answered first even when a busy machine pauses this
+  // process (it was 300 ms, which a pause could outlast).
+  const hangMs = 1_500;
 
   it('creates the run at once but answers only after hangMs, with the runId a same-key retry gets', async () => {
     const faults = scriptedFaults({ hangMs, submit: (_d, _a, asked) => (asked === 1 ? 'hang' : 'none') });
@@ -164,10 +166,16 @@ describe('demo agent fault: submit hang', () => {
   });
 
   it('lets a caller that timed out find its run with the same Idempotency-Key', async () => {
-    const agent = await agentWith(scriptedFaults({ hangMs, submit: (_d, _a, asked) => (asked === 1 ? 'hang' : 'none') }));
+    const agent = await agentWith(scriptedFaults({ hangMs: 60_000, submit: (_d, _a, asked) => (asked === 1 ? 'hang' : 'none') }));
     const body = submissionFactory();
 
-    await expect(submit(agent, body, { signal: AbortSignal.timeout(50) })).rejects.toThrow();
+    // The caller gives up once its submission is held (was: after 50 ms, which could come before the
+    // agent had read it: no run, no hang).
+    const caller = new AbortController();
+    const first = submit(agent, body, { signal: caller.signal });
+    await eventually('the hang to fire', () => agent.faultsFired().submit_hang || undefined, { timeoutMs: 2_000, intervalMs: 5 });
+    caller.abort();
+    await expect(first).rejects.toThrow();
     const retry = await submit(agent, body);
 
     expect(retry.status).toBe(200);

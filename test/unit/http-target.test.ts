@@ -265,9 +265,11 @@ describe('httpTarget edge cases', () => {
       });
     }); // never answers
 
-    expect(await stubTarget({ timeoutMs: 100 }).submit(submitRequestFactory())).toEqual({
+    // 1 s, not 100 ms: the stub must have read the whole request before the adapter gives up, or its
+    // handler (which counts the drop) never runs — a pause of this busy process could outlast 100 ms.
+    expect(await stubTarget({ timeoutMs: 1_000 }).submit(submitRequestFactory())).toEqual({
       kind: 'unavailable',
-      reason: 'no answer within 100 ms',
+      reason: 'no answer within 1000 ms',
     });
     await eventually('the adapter to drop the unanswered connection', () => droppedByAdapter || undefined);
     expect(droppedByAdapter).toBe(1);
@@ -280,9 +282,10 @@ describe('httpTarget edge cases', () => {
       res.write('{"runId":"r-1",');
     });
 
-    expect(await stubTarget({ timeoutMs: 100 }).lookup('r-1')).toEqual({
+    // The headers must arrive before the timeout for this reason: 1 s leaves a busy process room.
+    expect(await stubTarget({ timeoutMs: 1_000 }).lookup('r-1')).toEqual({
       kind: 'unavailable',
-      reason: 'HTTP 200: answer body unreadable: no answer within 100 ms',
+      reason: 'HTTP 200: answer body unreadable: no answer within 1000 ms',
     });
   });
 
