@@ -85,7 +85,8 @@ export async function send(args: string[], print: (line: string) => void, connec
     throw error;
   }
   if (values.json) print(JSON.stringify(sent));
-  else print(shown`sent message ${sent.messageId} (dispatch ${sent.dispatchId}); check it with: npx ledger check ${sent.dispatchId}${connectionFlags(values)}`);
+  // The check names the message's origin: the local platform answers a dispatch to its own origin only.
+  else print(shown`sent message ${sent.messageId} (dispatch ${sent.dispatchId}); check it with: npx ledger check ${sent.dispatchId} --origin ${String((message as { origin?: unknown }).origin)}${connectionFlags(values)}`);
   return 0;
 }
 

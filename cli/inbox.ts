@@ -3,7 +3,7 @@ import { clip } from '../shared/text.js';
 import { printAnswer } from './answer.js';
 import type { LocalInfo } from '../local/state.js';
 import { createLedgerClient, type LedgerClient, type RawAnswer } from '@dispatch-ledger/client';
-import { connect, CONNECTION_OPTIONS, originOf, type Connect, type ConnectionValues } from './connect.js';
+import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { UsageError } from './operations.js';
 import { shown, table } from './table.js';
 
@@ -292,8 +292,11 @@ export function describeClaim(answer: unknown): string {
   ].join('\n');
 }
 
-/** A list page for people, oldest first, with the cursor to the next page if there is one. */
-export function describeList(answer: unknown): string {
+/**
+ * A list page for people, oldest first, then the command for the next page if there is one: `next`, the
+ * flags that chose this page (a cursor read with other flags is refused, or reads another list).
+ */
+export function describeList(answer: unknown, next: readonly string[]): string {
   const results = items(answer, 'items');
   const cursor = fields(answer)['cursor'];
   if (results.length === 0) return 'no results';
@@ -308,7 +311,7 @@ export function describeList(answer: unknown): string {
     clip(text(result['summary']), SUMMARY_CELL),
   ]);
   const lines = [table(['result', 'dispatch', 'attempt', 'state', 'tries', 'execution', 'evidence', 'summary'], rows)];
-  if (typeof cursor === 'string' && cursor !== '') lines.push(shown`more: --cursor ${cursor}`);
+  if (typeof cursor === 'string' && cursor !== '') lines.push(shown`more: npx ledger inbox list ${[...next, '--cursor', cursor].join(' ')}`);
   return lines.join('\n');
 }
 
@@ -352,7 +355,13 @@ export async function inbox(args: readonly string[], print: Print, connectTo: Co
       case 'claim':
         return describeClaim(body);
       case 'list':
-        return describeList(body);
+        return describeList(body, [
+          ...(command.state === undefined ? [] : ['--state', command.state]),
+          ...(command.limit === undefined ? [] : ['--limit', String(command.limit)]),
+          '--origin',
+          command.origin,
+          ...connectionArgs(command.connection ?? {}),
+        ]);
       case 'body':
         // The whole body as the target sent it, indented; the printer escapes what a terminal would act on.
         return JSON.stringify(body, null, 2);

@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { dispatchCommand } from '../dispatch/commands.js';
 import { MAX_API_BODY_DEPTH, MAX_SEQ } from '@dispatch-ledger/protocol';
 import { ApprovalBody, RedispatchBody, RunEventBody } from '@dispatch-ledger/protocol/requests';
 import '@dispatch-ledger/protocol/english';
@@ -179,7 +180,7 @@ export async function postRedispatch(deps: LifecycleDeps, stored: StoredState, b
         attempt: outcome.attempt,
         status: outcome.status,
         // Its end is recorded, but its runtime runs it again (CONTRACT §17): a look finds nothing new, force is the way.
-        ...(outcome.redriven ? { redriven: outcome.redriven, force: `npx ledger redispatch ${state.dispatchId} --force --reason R` } : { check: `npx ledger check ${state.dispatchId} --refresh` }),
+        ...(outcome.redriven ? { redriven: outcome.redriven, force: dispatchCommand(state, 'redispatch', '--force --reason R') } : { check: dispatchCommand(state, 'check', '--refresh') }),
       });
     case 'not_submittable':
       throw new ApiError('invalid', `this dispatch cannot be submitted: ${outcome.reason}`);

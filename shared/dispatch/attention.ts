@@ -1,4 +1,5 @@
 import { isTerminal, nativeStatusOf, type DispatchState } from './state.js';
+import { dispatchCommand } from './commands.js';
 
 /** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins. */
 export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped', 'cancel_pending', 'redriven'] as const;
@@ -56,7 +57,7 @@ export function attentionEntry(state: DispatchState, kind: AttentionKind) {
               ? `approval ${state.execution.pendingApproval?.approvalId ?? ''} still pending`
               : state.execution.monitorStatus === 'target_not_found'
                 ? `lost sight of the run (target_not_found); ${whenTargetForgot(state)}`
-                : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: npx ledger check ${state.dispatchId} --refresh`,
+                : `lost sight of the run (${state.execution.monitorStatus ?? 'unknown'}); check: ${dispatchCommand(state, 'check', '--refresh')}`,
   };
 }
 
@@ -68,7 +69,7 @@ export function redrivenReason(state: DispatchState): string {
   const redriven = state.execution.redriven;
   return (
     `the ledger recorded its end (${nativeStatusOf(state.execution) ?? '—'}); its runtime runs it again, outside the ledger (redrive ${redriven?.count ?? 1}, learned ${redriven?.at ?? '—'}). ` +
-    `To run the work under the ledger instead: npx ledger redispatch ${state.dispatchId} --force --reason R (asks the redriven run to stop)`
+    `To run the work under the ledger instead: ${dispatchCommand(state, 'redispatch', '--force --reason R')} (asks the redriven run to stop)`
   );
 }
 
@@ -78,5 +79,5 @@ export function redrivenReason(state: DispatchState): string {
  */
 export function whenTargetForgot(state: DispatchState): string {
   const slot = state.slot ? `; its slot: npx ledger slots release --target ${state.target} --run-id ${state.runId ?? 'RUN'} --dispatch-id ${state.dispatchId} --reason R` : '';
-  return `the target's own records say what became of it; to run the work again: npx ledger redispatch ${state.dispatchId} --force --reason R${slot}`;
+  return `the target's own records say what became of it; to run the work again: ${dispatchCommand(state, 'redispatch', '--force --reason R')}${slot}`;
 }

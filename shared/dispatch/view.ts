@@ -1,4 +1,5 @@
 import type { AcceptedMessage, EvidenceFile, EvidenceMark, PastAttempt, Refusal, SettledCheck } from './records.js';
+import { dispatchCommand } from './commands.js';
 import { evidenceWords, type EvidenceFacts } from './evidence-words.js';
 import { clip } from '../text.js';
 import { stallDeadline } from './transitions/run.js';
@@ -249,7 +250,7 @@ function latestOf(receipts: readonly OperatorReceipt[], kind: OperatorReceiptKin
 function unknowns(state: DispatchState): string[] {
   const out: string[] = [];
   if (state.phase === 'accepted' && state.manual && !state.manual.resultAttestation) {
-    out.push(`waits for a person (manual target "${state.target}"): nothing was submitted; record what they did: \`npx ledger manual ${state.dispatchId} --kind K --note N\``);
+    out.push(`waits for a person (manual target "${state.target}"): nothing was submitted; record what they did: \`${dispatchCommand(state, 'manual', '--kind K --note N')}\``);
   }
   if (state.phase === 'accepted' && state.submission.lastError) {
     out.push(
@@ -268,7 +269,7 @@ function unknowns(state: DispatchState): string[] {
   }
   const execution = state.execution;
   if (state.phase === 'submitted' && execution.redriven) out.push(redrivenReason(state));
-  const check = `check with \`npx ledger check ${state.dispatchId} --refresh\``;
+  const check = `check with \`${dispatchCommand(state, 'check', '--refresh')}\``;
   const since = execution.lastActivityAt ?? state.updatedAt;
   switch (execution.monitorStatus) {
     case 'stalled':

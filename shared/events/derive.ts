@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { dispatchCommand } from '../dispatch/commands.js';
 import { countDelta, sumDeltas, type CountDelta } from '../dispatch/counts.js';
 import type { OperatorReceipt } from '../dispatch/receipts.js';
 import { nativeStatusOf, type ChangeKind, type DispatchState } from '../dispatch/state.js';
@@ -80,7 +81,7 @@ export class UndescribableChangeError extends Error {
 }
 
 /** The command that looks a run up at its target now (printed in events that need a person). */
-export const howToCheck = (dispatchId: string): string => `npx ledger check ${dispatchId} --refresh`;
+export const howToCheck = (state: Pick<DispatchState, 'dispatchId' | 'origin'>): string => dispatchCommand(state, 'check', '--refresh');
 
 /**
  * One version of a dispatch as the table holds it (a stream image): the state, the version that wrote it
@@ -139,7 +140,7 @@ function eventFor(kind: ChangeKind, previous: DispatchState | undefined, current
     runId: need(of.runId, 'runId'),
     nativeStatus: need(nativeStatusOf(of.execution), 'execution.nativeStatus'),
   });
-  const watch = { lastActivityAt: current.execution.lastActivityAt, howToCheck: howToCheck(current.dispatchId) };
+  const watch = { lastActivityAt: current.execution.lastActivityAt, howToCheck: howToCheck(current) };
 
   switch (detailType) {
     case 'Dispatch Accepted':

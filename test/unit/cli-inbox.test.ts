@@ -183,12 +183,22 @@ describe('bodyCell', () => {
 
 describe('describeList and describeChange', () => {
   it('lists results by state with their delivery attempts, and the cursor to the next page', () => {
-    const text = describeList({ items: [claimedResultFactory({ state: 'dropped', deliveryAttempts: 5 })], cursor: 'next-1' });
+    const text = describeList({ items: [claimedResultFactory({ state: 'dropped', deliveryAttempts: 5 })], cursor: 'next-1' }, ['--state', 'dropped', '--origin', 'planner']);
     expect(text.split('\n')[0]).toMatch(/^result\s+dispatch\s+attempt\s+state\s+tries\s+execution\s+evidence$/);
     expect(text.split('\n')[2]).toMatch(/^res-d-1-1\s+d-1\s+1\s+dropped\s+5\s+completed\s+handled$/);
     expect(text.split('\n')[3]).toMatch(/^ {2}summary: Completed/);
-    expect(text).toContain('more: --cursor next-1');
-    expect(describeList({ items: [] })).toBe('no results');
+    expect(text).toContain('more: npx ledger inbox list --state dropped --origin planner --cursor next-1');
+    expect(describeList({ items: [] }, [])).toBe('no results');
+  });
+
+  it('prints the next page as the whole command: the state, limit, origin and connection that chose this page (was: only --cursor, which the ledger refused for a pending or claimed page, 400)', async () => {
+    const api = await fakeApi(() => ({ status: 200, body: { items: [claimedResultFactory({ state: 'pending' })], cursor: 'c-2' } }));
+    const printed: string[] = [];
+    expect(await inbox(['list', '--state', 'pending', '--limit', '1', '--origin', 'reviewer', '--region', 'eu-west-1'], (line) => printed.push(line), api.connect)).toBe(0);
+    expect(printed.at(-1)).toBe('more: npx ledger inbox list --state pending --limit 1 --origin reviewer --region eu-west-1 --cursor c-2');
+    printed.length = 0;
+    expect(await inbox(['list'], (line) => printed.push(line), api.connect)).toBe(0);
+    expect(printed.at(-1)).toBe('more: npx ledger inbox list --origin planner --cursor c-2');
   });
 
   it('prints one line per ack, release and renew', () => {

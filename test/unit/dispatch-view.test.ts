@@ -9,6 +9,7 @@ import { advance } from '../support/states.js';
 import { newDispatchFactory, NOW, WRITTEN_AT } from '../support/factories.js';
 import { dispatchView, historyEntry } from '../../shared/dispatch/view.js';
 import { summaryLine } from '../../shared/dispatch/summary.js';
+import { attentionEntry } from '../../shared/dispatch/attention.js';
 import type { SubmitOutcome } from '../../shared/dispatch/target-answers.js';
 
 const TWO_RETRIES: RetryPolicy = { delaysSeconds: [1, 1], jitter: 0.2 };
@@ -218,6 +219,15 @@ describe('dispatchView', () => {
     expect(unknown).toContain('HTTP 503: down');
     expect(unknown).toContain(state.submission.nextRetryAt ?? 'missing nextRetryAt');
     expect(unknown).toMatch(/retr/);
+  });
+
+  it("names the dispatch's origin in every command it suggests (was: none did, and locally another origin's dispatch answers 404)", () => {
+    const base = stateOnly(submittedState({ origin: 'team-a' }));
+    const stalled: DispatchState = { ...base, execution: { ...base.execution, status: 'unknown', monitorStatus: 'stalled' } };
+    expect(dispatchView(stalled, acceptedMessageFactory()).unknowns.join(' ')).toContain(`\`npx ledger check ${base.dispatchId} --refresh --origin team-a\``);
+    expect(attentionEntry(stalled, 'unknown').reason).toContain(`check: npx ledger check ${base.dispatchId} --refresh --origin team-a`);
+    const forgotten: DispatchState = { ...stalled, execution: { ...stalled.execution, monitorStatus: 'target_not_found' } };
+    expect(attentionEntry(forgotten, 'unknown').reason).toContain(`npx ledger redispatch ${base.dispatchId} --force --reason R --origin team-a`);
   });
 
   it('drops the retry unknown when the retry budget is spent and the dispatch is blocked', () => {

@@ -178,7 +178,7 @@ describe('eventsForState', () => {
           status: 'unknown',
           monitorStatus: 'stalled',
           lastActivityAt: NOW.toISOString(),
-          howToCheck: 'npx ledger check d-2026-0001 --refresh',
+          howToCheck: 'npx ledger check d-2026-0001 --refresh --origin planner',
         },
       },
     ]);
