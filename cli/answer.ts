@@ -45,10 +45,12 @@ export function describeFailure(status: number, body: unknown): string {
 /** A conflict's run handle and the command to check it (a 409 of redispatch or cancel names them in its details). */
 function runHandle(details: unknown): string[] {
   if (typeof details !== 'object' || details === null) return [];
-  const { runId, attempt, status, check } = details as { runId?: unknown; attempt?: unknown; status?: unknown; check?: unknown };
+  const { runId, attempt, status, check, force } = details as { runId?: unknown; attempt?: unknown; status?: unknown; check?: unknown; force?: unknown };
   const lines: string[] = [];
   if (typeof runId === 'string') lines.push(shown`run ${runId}` + (attempt !== undefined ? shown` (attempt ${String(attempt)}` + (typeof status === 'string' ? shown`, status ${status})` : ')') : ''));
   if (typeof check === 'string') lines.push(shown`check it: ${check}`);
+  // A redriven run: looking again finds nothing new, a forced redispatch is the way (CONTRACT §17).
+  if (typeof force === 'string') lines.push(shown`run the work again under the ledger: ${force}`);
   return lines;
 }
 

@@ -2,6 +2,20 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
+/** Arguments a command cannot take as given: said with its usage, exit 1. */
+export class ArgumentsError extends Error {
+  override readonly name = 'ArgumentsError';
+}
+
+/**
+ * The one positional a command takes (its dispatch id), undefined when none. A second is refused: words
+ * after `--` are positionals, and an option written there (`check -- -d-1 --refresh`) was dropped unsaid.
+ */
+export function onePositional(positionals: readonly string[], usage: string): string | undefined {
+  if (positionals.length > 1) throw new ArgumentsError(`one argument is taken, not also ${JSON.stringify(positionals[1])} (options go before --)\n${usage}`);
+  return positionals[0];
+}
+
 /**
  * Is `word` one of the command's own options as written on a command line: `--name`, `--name=…`, or a
  * short `-c` the options declare?

@@ -1,6 +1,6 @@
 import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.js';
 import { readFileSync } from 'node:fs';
-import { parseCommandArgs } from './args.js';
+import { onePositional, parseCommandArgs } from './args.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { evidenceWords } from '../shared/dispatch/evidence-words.js';
 import { summaryLine } from '../shared/dispatch/summary.js';
@@ -161,8 +161,9 @@ export async function check(args: string[], print: (line: string) => void, conne
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, refresh: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
   });
-  const dispatchId = positionals[0];
-  if (!dispatchId) throw new LocalPlatformError('usage: ledger check <dispatchId> [--origin O] [--refresh] [--json]');
+  const usage = 'usage: ledger check <dispatchId> [--origin O] [--refresh] [--json]';
+  const dispatchId = onePositional(positionals, usage);
+  if (!dispatchId) throw new LocalPlatformError(usage);
   const ledger = await connectTo(values, values);
   const answer = await ledger.raw('getDispatch', { params: { dispatchId }, query: { refresh: values.refresh ? true : undefined } });
   return printAnswer(answer, values.json, print, (body) => describeView(body as DispatchView));

@@ -1,4 +1,4 @@
-import { parseCommandArgs } from './args.js';
+import { onePositional, parseCommandArgs } from './args.js';
 import type { Rejection } from '../shared/dispatch/records.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
@@ -14,10 +14,9 @@ export async function approve(args: string[], print: Print, connectTo: Connect =
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, 'approval-id': { type: 'string' }, decision: { type: 'string', default: 'approve' }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
-  const dispatchId = positionals[0];
-  if (!dispatchId || !values['approval-id'] || (values.decision !== 'approve' && values.decision !== 'cancel')) {
-    throw new LocalPlatformError('usage: ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]');
-  }
+  const usage = 'usage: ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]';
+  const dispatchId = onePositional(positionals, usage);
+  if (!dispatchId || !values['approval-id'] || (values.decision !== 'approve' && values.decision !== 'cancel')) throw new LocalPlatformError(usage);
   const ledger = await connectTo(values, values);
   const answer = await ledger.raw('decideApproval', { params: { dispatchId }, body: { approvalId: values['approval-id'], decision: values.decision } });
   return printAnswer(answer, values.json, print, () => shown`${values.decision === 'approve' ? 'approved' : 'cancelled'}: ${dispatchId} (approval ${values['approval-id']})`);
@@ -30,8 +29,9 @@ export async function redispatch(args: string[], print: Print, connectTo: Connec
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, reason: { type: 'string' }, force: { type: 'boolean', default: false }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
-  const dispatchId = positionals[0];
-  if (!dispatchId || !values.reason?.trim()) throw new LocalPlatformError('usage: ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]');
+  const usage = 'usage: ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]';
+  const dispatchId = onePositional(positionals, usage);
+  if (!dispatchId || !values.reason?.trim()) throw new LocalPlatformError(usage);
   const ledger = await connectTo(values, values);
   const answer = await ledger.raw('redispatch', { params: { dispatchId }, body: { reason: values.reason, ...(values.force ? { force: true } : {}) } });
   return printAnswer(answer, values.json, print, (body) => shown`redispatched: ${dispatchId}, attempt ${String((body as { attempt?: unknown }).attempt)}` + (values.force ? ' (forced: the previous run is superseded)' : ''));

@@ -1,5 +1,5 @@
 import { profileFromEnv } from '../shared/events/profile.js';
-import { parseCommandArgs } from './args.js';
+import { ArgumentsError, parseCommandArgs } from './args.js';
 import { stateDir as defaultStateDir } from '../local/paths.js';
 import { infoLine, type LocalState } from '../local/state.js';
 import { runDemo } from './demo.js';
@@ -145,8 +145,9 @@ async function up(args: string[]): Promise<number> {
 const isHelp = (arg: string): boolean => arg === '--help' || arg === '-h';
 
 /**
- * `--help` (or `-h`) anywhere: the help of the command named before it, on stdout, exit 0. A command
- * USAGE does not list: its first line says so, exit 2.
+ * `--help` (or `-h`) anywhere before `--`: the help of the command named before it, on stdout, exit 0
+ * (after `--` it is an argument: a dispatch id may be `-h`). A command USAGE does not list: its first
+ * line says so, exit 2.
  */
 function helpOrUnknown(argv: readonly string[]): number | undefined {
   if (argv.length === 0 || argv[0] === 'help' || (argv.length === 1 && isHelp(argv[0] ?? ''))) {
@@ -154,7 +155,8 @@ function helpOrUnknown(argv: readonly string[]): number | undefined {
     return 0;
   }
   const named = commandOf(argv);
-  if (argv.some(isHelp)) {
+  const end = argv.indexOf('--');
+  if ((end === -1 ? argv : argv.slice(0, end)).some(isHelp)) {
     const help = named.said.length > 0 ? helpFor(named.said) : undefined;
     if (help) {
       say(help);
@@ -248,7 +250,7 @@ export async function run(argv: string[]): Promise<number> {
   } catch (error) {
     const refused = argumentProblem(error, argv);
     if (refused !== undefined) return refused;
-    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError || error instanceof UnsureOutcomeError) {
+    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError || error instanceof UnsureOutcomeError || error instanceof ArgumentsError) {
       warn(error.message);
     } else if (isLedgerValidationError(error)) {
       // A request the ledger would refuse: never sent, and said in the API's words (as its 400 body under --json).

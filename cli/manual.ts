@@ -1,4 +1,4 @@
-import { parseCommandArgs } from './args.js';
+import { onePositional, parseCommandArgs } from './args.js';
 import { contentHash } from '../shared/dispatch/canonical.js';
 import { MANUAL_ATTESTATION_KINDS, type ManualAttestation, type ManualAttestationKind } from '../shared/dispatch/manual.js';
 import { printAnswer } from './answer.js';
@@ -39,7 +39,7 @@ export async function manual(args: string[], print: (line: string) => void, conn
       json: { type: 'boolean', default: false },
     },
   });
-  const dispatchId = positionals[0];
+  const dispatchId = onePositional(positionals, USAGE);
   const kind = MANUAL_ATTESTATION_KINDS.find((known) => known === values.kind);
   if (!dispatchId || !kind || values.note === undefined || (values.operator && values.origin !== undefined)) throw new LocalPlatformError(USAGE);
   const evidenceRef = values['evidence-ref'];

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { parseCommandArgs } from './args.js';
+import { onePositional, parseCommandArgs } from './args.js';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
 import { printAnswer, retryOnce, unsure, UnsureOutcomeError } from './answer.js';
 import { isLedgerValidationError, type RawAnswer } from '@dispatch-ledger/client';
@@ -34,7 +34,7 @@ export async function receipt(args: string[], print: (line: string) => void, con
       json: { type: 'boolean', default: false },
     },
   });
-  const dispatchId = positionals[0];
+  const dispatchId = onePositional(positionals, USAGE);
   if (!dispatchId || !values.run || !values.kind || !values.state || !values['verified-by']) throw new LocalPlatformError(USAGE);
   const receiptId = values['receipt-id'] ?? `rc-${randomUUID()}`;
   // Made up here: said when the outcome is unknown, so a retry records the receipt once.

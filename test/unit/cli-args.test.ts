@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseCommandArgs } from '../../cli/args.js';
+import { ArgumentsError, onePositional, parseCommandArgs } from '../../cli/args.js';
 import { parseInbox } from '../../cli/inbox.js';
 
 // Bug pinned: a claim token is 16 random bytes in base64url, so one in 64 begins with '-', and node's
@@ -43,5 +43,13 @@ describe('ledger inbox ack: the claim token as the claim printed it', () => {
       }),
       { examples: [[new Uint8Array([0xfb, ...randomBytes(15)])]] },
     );
+  });
+});
+
+describe('onePositional', () => {
+  it('answers the one argument, none as undefined, and refuses a second with the usage', () => {
+    expect(onePositional(['-d-1'], 'usage: x')).toBe('-d-1');
+    expect(onePositional([], 'usage: x')).toBeUndefined();
+    expect(() => onePositional(['d-1', '--refresh'], 'usage: x')).toThrow(new ArgumentsError('one argument is taken, not also "--refresh" (options go before --)\nusage: x'));
   });
 });

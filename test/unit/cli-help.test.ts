@@ -72,6 +72,19 @@ describe('ledger --help', () => {
     expect(lines[1]).toBe('usage:');
   });
 
+  it("reads -h after -- as an argument, not a call for help; refuses an option written after -- (was: dropped unsaid)", async () => {
+    let io = captured();
+    await cliMain(['check', '--', '-d-1', '--refresh']);
+    vi.restoreAllMocks();
+    expect(process.exitCode).toBe(1);
+    expect(io.err().split('\n')[0]).toBe('one argument is taken, not also "--refresh" (options go before --)');
+    io = captured();
+    await cliMain(['check', '--', '-h', '--json']);
+    vi.restoreAllMocks();
+    expect(io.out()).toBe('');
+    expect(io.err().split('\n')[0]).toBe('one argument is taken, not also "--json" (options go before --)');
+  });
+
   it("says how to give an argument that begins with '-' (a dispatch id may) when it read as an unknown short option", async () => {
     const io = captured();
     await cliMain(['check', '-d-1']);

@@ -60,4 +60,13 @@ describe('a 409 in table output', () => {
       'check it: npx ledger check d-1 --refresh',
     ]);
   });
+
+  it("shows the forced redispatch a redriven run's 409 names (was: only under --json)", () => {
+    const redriven = { error: { code: 'conflict', message: 'the current run may still be active', details: { runId: 'r-7', attempt: 1, status: 'failed', force: 'npx ledger redispatch d-1 --force --reason R --origin planner' } } };
+    expect(describeFailure(409, redriven).split('\n')).toEqual([
+      '409 conflict: the current run may still be active',
+      'run r-7 (attempt 1, status failed)',
+      'run the work again under the ledger: npx ledger redispatch d-1 --force --reason R --origin planner',
+    ]);
+  });
 });
