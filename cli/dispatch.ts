@@ -9,7 +9,7 @@ import { isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { LocalPlatformError } from './local.js';
 import { UsageError } from './operations.js';
-import { shown, table } from './table.js';
+import { nextPage, shown, table } from './table.js';
 import { newDispatchId } from './dispatch-id.js';
 
 export { localInfo, originOf } from './connect.js';
@@ -183,18 +183,18 @@ interface HistoryItem {
 export async function status(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseCommandArgs({
     args,
-    options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: '25' }, json: { type: 'boolean', default: false } },
+    options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: '25' }, cursor: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
   // The origin names the route; remotely the ledger answers 404 unless the credentials are that origin's.
   const origin = originOf(values.origin);
   const ledger = await connectTo(values, { origin });
-  const answer = await ledger.raw('history', { params: { origin }, query: { limit: Number(values.limit), status: values.status || undefined } });
-  return printAnswer(answer, values.json, print, (body) =>
-    table(
-      ['created', 'dispatch', 'target', 'phase', 'status', 'run / reason'],
-      (body as { items: HistoryItem[] }).items.map((item) => [item.createdAt, item.dispatchId, item.target, item.phase, item.status ?? '—', item.blockedReason ?? item.runId ?? '—']),
-    ),
-  );
+  const answer = await ledger.raw('history', { params: { origin }, query: { limit: Number(values.limit), status: values.status || undefined, cursor: values.cursor } });
+  const next = [...(values.status ? ['--status', values.status] : []), '--limit', values.limit, '--origin', origin, ...connectionArgs(values)];
+  return printAnswer(answer, values.json, print, (body) => {
+    const page = body as { items: HistoryItem[]; cursor?: unknown };
+    const rows = page.items.map((item) => [item.createdAt, item.dispatchId, item.target, item.phase, item.status ?? '—', item.blockedReason ?? item.runId ?? '—']);
+    return [table(['created', 'dispatch', 'target', 'phase', 'status', 'run / reason'], rows), ...nextPage('status', next, page.cursor)].join('\n');
+  });
 }
 
 /** A dispatch as `GET /attention` lists it. */
@@ -245,8 +245,12 @@ export function describeAttention(items: ReadonlyArray<AttentionLine | AtCapacit
 
 /** `ledger attention [--kind K]`: work that needs a person, across all origins (operator). */
 export async function attention(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, kind: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, kind: { type: 'string' }, limit: { type: 'string', default: '50' }, cursor: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
-  const answer = await ledger.raw('attention', { query: { limit: values.limit, kind: values.kind || undefined }, as: 'operator' });
-  return printAnswer(answer, values.json, print, (body) => describeAttention((body as { items: Array<AttentionLine | AtCapacityLine> }).items));
+  const answer = await ledger.raw('attention', { query: { limit: values.limit, kind: values.kind || undefined, cursor: values.cursor }, as: 'operator' });
+  const next = [...(values.kind ? ['--kind', values.kind] : []), '--limit', values.limit, ...connectionArgs(values)];
+  return printAnswer(answer, values.json, print, (body) => {
+    const page = body as { items: Array<AttentionLine | AtCapacityLine>; cursor?: unknown };
+    return [describeAttention(page.items), ...nextPage('attention', next, page.cursor)].join('\n');
+  });
 }

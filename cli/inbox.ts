@@ -5,7 +5,7 @@ import type { LocalInfo } from '../local/state.js';
 import { createLedgerClient, type LedgerClient, type RawAnswer } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { UsageError } from './operations.js';
-import { shown, table } from './table.js';
+import { nextPage, shown, table } from './table.js';
 
 /**
  * `ledger inbox …`: an origin's results (CONTRACT §10) — claim them, ack what reached the person or
@@ -311,7 +311,7 @@ export function describeList(answer: unknown, next: readonly string[]): string {
     clip(text(result['summary']), SUMMARY_CELL),
   ]);
   const lines = [table(['result', 'dispatch', 'attempt', 'state', 'tries', 'execution', 'evidence', 'summary'], rows)];
-  if (typeof cursor === 'string' && cursor !== '') lines.push(shown`more: npx ledger inbox list ${[...next, '--cursor', cursor].join(' ')}`);
+  lines.push(...nextPage('inbox list', next, cursor));
   return lines.join('\n');
 }
 

@@ -1,9 +1,9 @@
 import { onePositional, parseCommandArgs } from './args.js';
 import type { Rejection } from '../shared/dispatch/records.js';
 import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
+import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';
-import { shown, table } from './table.js';
+import { nextPage, shown, table } from './table.js';
 
 type Print = (line: string) => void;
 
@@ -39,12 +39,14 @@ export async function redispatch(args: string[], print: Print, connectTo: Connec
 
 /** `ledger rejections [--limit N]`: unreadable and conflicting messages, newest first (operator). */
 export async function rejections(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
-  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } } });
+  const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, limit: { type: 'string', default: '50' }, cursor: { type: 'string' }, json: { type: 'boolean', default: false } } });
   const ledger = await connectTo(values);
-  const answer = await ledger.raw('rejections', { query: { limit: Number(values.limit) }, as: 'operator' });
+  const answer = await ledger.raw('rejections', { query: { limit: Number(values.limit), cursor: values.cursor }, as: 'operator' });
+  const next = ['--limit', values.limit, ...connectionArgs(values)];
   return printAnswer(answer, values.json, print, (body) => {
-    const items = (body as { items: Rejection[] }).items;
+    const { items, cursor } = body as { items: Rejection[]; cursor?: unknown };
     if (items.length === 0) return 'no rejected messages';
-    return table(['at', 'reason', 'message', 'dispatch', 'origin', 'preview'], items.map((item) => [item.at, item.reason, item.messageId, item.dispatchId ?? '—', item.origin ?? '—', item.bodyPreview]), { clip: { preview: 60 } });
+    const rows = items.map((item) => [item.at, item.reason, item.messageId, item.dispatchId ?? '—', item.origin ?? '—', item.bodyPreview]);
+    return [table(['at', 'reason', 'message', 'dispatch', 'origin', 'preview'], rows, { clip: { preview: 60 } }), ...nextPage('rejections', next, cursor)].join('\n');
   });
 }

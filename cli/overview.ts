@@ -2,7 +2,7 @@ import { parseCommandArgs } from './args.js';
 import type { Counts } from '../shared/dispatch/counts.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './connect.js';
-import { shown, table } from './table.js';
+import { nextPage, shown, table } from './table.js';
 
 /**
  * The operator's overview (CONTRACT §2 v2): `ledger list`, every origin's dispatches newest first,
@@ -40,7 +40,7 @@ export function describeList(page: { readonly items: readonly ListedDispatch[]; 
           page.items.map((item) => [item.createdAt, item.dispatchId, item.origin, item.target, item.phase, item.status ?? '—', item.blockedReason ?? item.runId ?? '—']),
         ),
   ];
-  if (page.cursor) lines.push('', shown`more: npx ledger list ${[...next, '--cursor', page.cursor].join(' ')}`);
+  if (page.cursor) lines.push('', ...nextPage('list', next, page.cursor));
   return lines.join('\n');
 }
 

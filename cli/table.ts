@@ -67,3 +67,15 @@ export function shown(strings: TemplateStringsArray, ...values: unknown[]): stri
 export function forTerminal(text: string): string {
   return text.split('\n').map(escapeControls).join('\n');
 }
+
+/**
+ * The line for the next page of a list, when its answer has a cursor: the whole command, `flags` being
+ * what chose this page (the filters, the limit, the origin, the connection) — a cursor read with other
+ * flags is refused, or reads another list.
+ *
+ * @example
+ * nextPage('inbox list', ['--state', 'pending'], 'c-2') // ['more: npx ledger inbox list --state pending --cursor c-2']
+ */
+export function nextPage(command: string, flags: readonly string[], cursor: unknown): string[] {
+  return typeof cursor === 'string' && cursor !== '' ? [shown`more: npx ledger ${[command, ...flags, '--cursor', cursor].join(' ')}`] : [];
+}

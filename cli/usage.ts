@@ -12,15 +12,15 @@ export const USAGE = `usage:
               [--body JSON | --file F]                  a --body/--file is sent as written (--origin fills in a missing origin)
               [--stall-after S] [--grace S] [--approval-wait S]   the message's clocks, in seconds (ledger check shows them)
   ledger check <dispatchId> [--origin O] [--refresh] [--json]   the dispatch view, its clocks and when each runs out
-  ledger status [--origin O] [--status S] [--limit N]    an origin's dispatches, newest first
+  ledger status [--origin O] [--status S] [--limit N] [--cursor C]   an origin's dispatches, newest first
   ledger receipt <dispatchId> --run R --kind K --state S --verified-by V [--evidence-ref REF] [--receipt-id ID] [--note N] [--json]
                                                          an operator receipt: artifact_acceptance accepted|rejected,
                                                          owner_delivery confirmed|failed (confirmed needs --evidence-ref)
   ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
-  ledger attention [--kind K] [--json]                   what needs a person, across origins: targets at capacity
+  ledger attention [--kind K] [--limit N] [--cursor C] [--json]   what needs a person, across origins: targets at capacity
                                                          (at_capacity: slots held/limit, held by unknown runs, waiting),
                                                          then dispatches (unknown, blocked, retrying, cancel_pending, …)
-  ledger rejections [--limit N] [--json]                 unreadable and conflicting messages, newest first
+  ledger rejections [--limit N] [--cursor C] [--json]    unreadable and conflicting messages, newest first
   ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]
   ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]
   ledger cancel <dispatchId> --reason R [--origin O] [--json]
