@@ -5,8 +5,9 @@ import type { DispatchView } from '../shared/dispatch/view.js';
 import { evidenceWords } from '../shared/dispatch/evidence-words.js';
 import { summaryLine } from '../shared/dispatch/summary.js';
 import { printAnswer, retryOnce, UnsureOutcomeError } from './answer.js';
-import { isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/client';
+import { isLedgerNetworkError, isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
+import { dispatchCommand } from '../shared/dispatch/commands.js';
 import { LocalPlatformError } from './local.js';
 import { UsageError } from './operations.js';
 import { nextPage, shown, table } from './table.js';
@@ -14,12 +15,8 @@ import { newDispatchId } from './dispatch-id.js';
 
 export { localInfo, originOf } from './connect.js';
 
-/** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S`). */
-function connectionFlags(values: ConnectionValues): string {
-  return connectionArgs(values, ['queue-url'])
-    .map((word) => ` ${word}`)
-    .join('');
-}
+/** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S …`). */
+const connectionFlags = (values: ConnectionValues): string => connectionArgs(values, ['queue-url']).join(' ');
 
 /** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */
 export async function send(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
@@ -81,12 +78,13 @@ export async function send(args: string[], print: (line: string) => void, connec
   } catch (error) {
     if (isLedgerValidationError(error)) throw new UsageError(`${error.message}; nothing was sent`);
     // The queue may have taken it (no answer): sent again under the same id, the ledger keeps one dispatch.
-    if (made !== undefined) throw new UnsureOutcomeError(`${error instanceof Error ? error.message : String(error)}\n${retryOnce('the message may have reached the queue', `--dispatch-id ${made}`)}`, { cause: error });
+    // Only a network failure is unsure: a config error (no queue, no credentials) came before any send.
+    if (made !== undefined && isLedgerNetworkError(error)) throw new UnsureOutcomeError(`${error instanceof Error ? error.message : String(error)}\n${retryOnce('the message may have reached the queue', `--dispatch-id ${made}`)}`, { cause: error });
     throw error;
   }
   if (values.json) print(JSON.stringify(sent));
   // The check names the message's origin: the local platform answers a dispatch to its own origin only.
-  else print(shown`sent message ${sent.messageId} (dispatch ${sent.dispatchId}); check it with: npx ledger check ${sent.dispatchId} --origin ${String((message as { origin?: unknown }).origin)}${connectionFlags(values)}`);
+  else print(shown`sent message ${sent.messageId} (dispatch ${sent.dispatchId}); check it with: ${dispatchCommand({ dispatchId: sent.dispatchId, origin: String((message as { origin?: unknown }).origin) }, 'check', connectionFlags(values))}`);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 import { parseCommandArgs } from './args.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect } from './connect.js';
+import { dispatchCommand } from '../shared/dispatch/commands.js';
 import { UsageError } from './operations.js';
 import { shown } from './table.js';
 
@@ -39,9 +40,9 @@ interface ReleaseAnswer {
 
 /**
  * What a cancel came to: cancelled at once (never submitted), confirmed by the target, or asked of it and
- * its answer. `next`: the flags the check it suggests needs (the origin, the connection), as given.
+ * its answer. The check it suggests names the origin that cancelled and the connection flags as given.
  */
-export function describeCancel(answer: unknown, next: readonly string[] = []): string {
+export function describeCancel(answer: unknown, origin = 'planner', connection: readonly string[] = []): string {
   const body = answer as CancelAnswer;
   const id = body.dispatchId ?? '?';
   if (body.phase === 'cancelled') return shown`cancelled at once: ${id} was never submitted, so its target never sees it`;
@@ -52,7 +53,7 @@ export function describeCancel(answer: unknown, next: readonly string[] = []): s
     : shown`cancel already asked: ${id} (requested at ${body.cancelRequestedAt ?? '?'}, asked ${asks} time(s))`;
   const said = body.cancel?.answer ? shown`; the target's answer: ${body.cancel.answer}` : '; no answer from the target yet';
   const again = body.cancel?.nextAskAt ? shown`; asked again at ${body.cancel.nextAskAt}` : '';
-  return `${head}${said}${again}\n${shown`the run is cancelled only when the target says so: npx ledger check ${[id, '--refresh', ...next].join(' ')}`}`;
+  return `${head}${said}${again}\n${shown`the run is cancelled only when the target says so: ${dispatchCommand({ dispatchId: id, origin }, 'check', ['--refresh', ...connection].join(' '))}`}`;
 }
 
 /** What a slot release did: whose slot, by whom, and that the run itself stays as unknown as it was. */
@@ -73,7 +74,7 @@ export async function cancel(args: readonly string[], print: Print, connectTo: C
   if (!values.reason?.trim()) throw new UsageError(`cancel needs --reason (why, recorded with the cancel)\n${CANCEL_USAGE}`);
   const ledger = await connectTo(values, values);
   const answer = await ledger.raw('cancel', { params: { dispatchId }, body: { reason: values.reason } });
-  return printAnswer(answer, values.json, print, (body) => describeCancel(body, ['--origin', originOf(values.origin), ...connectionArgs(values)]));
+  return printAnswer(answer, values.json, print, (body) => describeCancel(body, originOf(values.origin), connectionArgs(values)));
 }
 
 /** `ledger slots release --target T --run-id R --reason TEXT [--dispatch-id D]`: frees the slot of a run its target no longer knows (operator). */

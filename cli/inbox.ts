@@ -269,9 +269,10 @@ function items(value: unknown, key: string): Fields[] {
 
 /**
  * A claim's answer for people: one row per result, then the token to ack, release or renew with and
- * when its lease ends. Every cell and value is escaped (a summary is a target's text).
+ * when its lease ends, and the ack command with `flags`: the origin that claimed and the connection as
+ * given (a result is acked on its origin's route). Every cell and value is escaped (a summary is a target's text).
  */
-export function describeClaim(answer: unknown): string {
+export function describeClaim(answer: unknown, flags: readonly string[] = []): string {
   const claim = fields(answer);
   const results = items(answer, 'results');
   if (results.length === 0) return 'nothing to claim: no result is waiting';
@@ -288,7 +289,7 @@ export function describeClaim(answer: unknown): string {
     table(['result', 'dispatch', 'attempt', 'execution', 'evidence', 'summary', 'body'], rows),
     shown`claimToken ${text(claim['claimToken'])}`,
     shown`leaseExpiresAt ${text(claim['leaseExpiresAt'])}`,
-    'ack each result once it reached its reader: npx ledger inbox ack <resultId> --token <claimToken>',
+    shown`ack each result once it reached its reader: npx ledger inbox ack <resultId> --token <claimToken>${flags.map((flag) => ` ${flag}`).join('')}`,
   ].join('\n');
 }
 
@@ -299,7 +300,8 @@ export function describeClaim(answer: unknown): string {
 export function describeList(answer: unknown, next: readonly string[]): string {
   const results = items(answer, 'items');
   const cursor = fields(answer)['cursor'];
-  if (results.length === 0) return 'no results';
+  // A page the ledger's filter left empty may still have a next one.
+  if (results.length === 0) return ['no results', ...nextPage('inbox list', next, cursor)].join('\n');
   const rows = results.map((result) => [
     text(result['resultId']),
     text(result['dispatchId']),
@@ -353,7 +355,7 @@ export async function inbox(args: readonly string[], print: Print, connectTo: Co
   return printAnswer(answer, command.json, print, (body) => {
     switch (command.kind) {
       case 'claim':
-        return describeClaim(body);
+        return describeClaim(body, ['--origin', command.origin, ...connectionArgs(command.connection ?? {})]);
       case 'list':
         return describeList(body, [
           ...(command.state === undefined ? [] : ['--state', command.state]),

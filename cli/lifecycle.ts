@@ -45,7 +45,7 @@ export async function rejections(args: string[], print: Print, connectTo: Connec
   const next = ['--limit', values.limit, ...connectionArgs(values)];
   return printAnswer(answer, values.json, print, (body) => {
     const { items, cursor } = body as { items: Rejection[]; cursor?: unknown };
-    if (items.length === 0) return 'no rejected messages';
+    if (items.length === 0) return ['no rejected messages', ...nextPage('rejections', next, cursor)].join('\n');
     const rows = items.map((item) => [item.at, item.reason, item.messageId, item.dispatchId ?? '—', item.origin ?? '—', item.bodyPreview]);
     return [table(['at', 'reason', 'message', 'dispatch', 'origin', 'preview'], rows, { clip: { preview: 60 } }), ...nextPage('rejections', next, cursor)].join('\n');
   });

@@ -176,7 +176,9 @@ function helpOrUnknown(argv: readonly string[]): number | undefined {
  */
 function positionalHint(code: string, message: string, argv: readonly string[], named: string): string {
   const option = /'(-[^-'][^']*)'/.exec(message)?.[1];
-  const word = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option !== undefined ? argv.find((arg) => arg.startsWith(option)) : undefined;
+  // Only a command that takes an id (its usage names one: `<dispatchId>`, `<resultId>`) has one to give.
+  const takesId = /<\w+Id>/.test(helpFor(commandOf(argv).said) ?? '');
+  const word = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option !== undefined && takesId ? argv.find((arg) => arg.startsWith(option)) : undefined;
   return word === undefined ? '' : ` (an argument that begins with '-' goes after --, as in: ledger ${named} -- ${word})`;
 }
 
@@ -250,7 +252,12 @@ export async function run(argv: string[]): Promise<number> {
   } catch (error) {
     const refused = argumentProblem(error, argv);
     if (refused !== undefined) return refused;
-    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError || error instanceof UnsureOutcomeError || error instanceof ArgumentsError) {
+    // Arguments the command cannot take as given: a usage mistake, as parseArgs' own refusals are (exit 2).
+    if (error instanceof ArgumentsError) {
+      warn(error.message);
+      return 2;
+    }
+    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError || error instanceof UnsureOutcomeError) {
       warn(error.message);
     } else if (isLedgerValidationError(error)) {
       // A request the ledger would refuse: never sent, and said in the API's words (as its 400 body under --json).

@@ -6,7 +6,7 @@ import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, Redi
 import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
-import { isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
+import { isLedgerNetworkError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
 import { MAX_CURSOR_CHARS, MAX_LIST_LIMIT, type RouteName } from '@dispatch-ledger/protocol';
 import { summaryLine } from '../shared/dispatch/summary.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -227,8 +227,10 @@ export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): M
           sent = await client.dispatch(sending);
         } catch (error) {
           // No answer: the queue may have taken it. The id is the caller's to send again (one dispatch per id).
-          if (isLedgerValidationError(error) || input.dispatchId !== undefined) throw error;
-          const unsure = toolError('ledger_unreachable', `${error instanceof Error ? error.message : String(error)}; the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "${sending.dispatchId}"`, { dispatchId: sending.dispatchId });
+          // Only a network failure is unsure: a config error (no queue URL, no credentials) came before any send.
+          if (!isLedgerNetworkError(error) || input.dispatchId !== undefined) throw error;
+          // The retry first: the message is bounded, and what the error said may be long.
+          const unsure = toolError('ledger_unreachable', `the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "${sending.dispatchId}" (${error.message})`, { dispatchId: sending.dispatchId });
           log({ level: 'error', msg: 'tool call failed', tool: 'dispatch', error: unsure.structuredContent });
           return unsure;
         }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { onePositional, parseCommandArgs } from './args.js';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
 import { printAnswer, retryOnce, unsure, UnsureOutcomeError } from './answer.js';
-import { isLedgerValidationError, type RawAnswer } from '@dispatch-ledger/client';
+import { isLedgerNetworkError, type RawAnswer } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
@@ -53,11 +53,14 @@ export async function receipt(args: string[], print: (line: string) => void, con
   try {
     answer = await ledger.raw('recordReceipt', { params: { dispatchId }, body });
   } catch (error) {
-    if (again === undefined || isLedgerValidationError(error)) throw error;
+    // Only a network failure is unsure: a config error (no stack, no credentials) came before any call.
+    if (again === undefined || !isLedgerNetworkError(error)) throw error;
     throw new UnsureOutcomeError(`${error instanceof Error ? error.message : String(error)}\n${again}`, { cause: error });
   }
-  if (again !== undefined && unsure(answer) && !values.json) {
-    printAnswer(answer, false, print, () => '');
+  if (again !== undefined && unsure(answer)) {
+    printAnswer(answer, values.json, print, () => '');
+    // Under --json the answer stays the one line on stdout; the retry is said on stderr (exit 1 either way).
+    if (values.json) throw new UnsureOutcomeError(again);
     print(again);
     return 1;
   }

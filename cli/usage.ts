@@ -34,7 +34,7 @@ export const USAGE = `usage:
                                                          take the origin's waiting results under a lease (default after_turn)
   ledger inbox ack|release <resultId> --token T [--reason R]   delivered (owner delivery confirmed) | back to pending
   ledger inbox renew <resultId> --token T --lease-seconds S    extend the lease
-  ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N]   results by state, oldest first
+  ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N] [--cursor C]   results by state, oldest first
   ledger inbox body <resultId>                           the whole body of a result whose claim carried a preview
   ledger list [--status S] [--target T] [--origin O] [--phase P] [--limit N] [--cursor C] [--json]
                                                          every origin's dispatches, newest first (operator); --status is

@@ -1,12 +1,17 @@
 import type { DispatchState } from './state.js';
 
 /**
- * The `ledger` command line that acts on a dispatch for its origin, as the ledger prints it in a view, an
- * attention item, an error or an event: `--origin` says which origin speaks on the local platform (the
- * route answers 404 to any other); against a stack the signer does, and the reader adds `--stack NAME`.
- * An origin name is a registered name (letters, digits, `._-`): it needs no quoting.
+ * The `ledger` command line that acts on a dispatch for its origin, as the ledger and the CLI print it (a
+ * view, an attention item, an error, an event, a hint after a command): `--origin` says which origin
+ * speaks on the local platform (the route answers 404 to any other); against a stack the signer does,
+ * and the reader adds `--stack NAME`. An id that begins with '-' goes last, after `--` (it would read
+ * as an option). An origin or target name matches `[a-z0-9-]`, an id `[A-Za-z0-9._:-]`: no quoting.
  *
  * @example
  * dispatchCommand({ dispatchId: 'd-1', origin: 'team-a' }, 'check', '--refresh') // 'npx ledger check d-1 --refresh --origin team-a'
+ * dispatchCommand({ dispatchId: '-d', origin: 'team-a' }, 'check', '--refresh') // 'npx ledger check --refresh --origin team-a -- -d'
  */
-export const dispatchCommand = (state: Pick<DispatchState, 'dispatchId' | 'origin'>, verb: string, flags: string): string => `npx ledger ${verb} ${state.dispatchId} ${flags} --origin ${state.origin}`;
+export function dispatchCommand(state: Pick<DispatchState, 'dispatchId' | 'origin'>, verb: string, flags: string): string {
+  const dashed = state.dispatchId.startsWith('-');
+  return ['npx ledger', verb, ...(dashed ? [] : [state.dispatchId]), ...(flags ? [flags] : []), '--origin', state.origin, ...(dashed ? ['--', state.dispatchId] : [])].join(' ');
+}

@@ -309,7 +309,7 @@ describe('the remote CLI with --stack NAME (a stack in moto\'s CloudFormation wi
     const stack = ['--stack', stackName, '--region', LOCAL_REGION];
     const sent = await ledger(planner, ['send', '--dispatch-id', dispatchId, '--behavior', 'complete', ...stack], endpoints());
     expect(sent).toMatchObject({ code: 0, stderr: '' });
-    expect(sent.stdout).toMatch(new RegExp(`^sent message \\S+ \\(dispatch ${dispatchId}\\); check it with: npx ledger check ${dispatchId} --origin planner --stack ${stackName} --region ${LOCAL_REGION}\\n$`));
+    expect(sent.stdout).toMatch(new RegExp(`^sent message \\S+ \\(dispatch ${dispatchId}\\); check it with: npx ledger check ${dispatchId} --stack ${stackName} --region ${LOCAL_REGION} --origin planner\\n$`));
     await viewWhen(dispatchId, (view) => view.execution.status === 'completed');
     const checked = await ledger(planner, ['check', dispatchId, '--json', ...stack], endpoints());
     expect(checked.code).toBe(0);

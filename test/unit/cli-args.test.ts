@@ -17,9 +17,9 @@ describe('parseCommandArgs', () => {
     expect(parseCommandArgs({ args: ['--token', '--Ab'], options: OPTIONS }).values).toEqual({ token: '--Ab', json: false });
   });
 
-  it("still refuses a forgotten value when the next word is one of the command's own options", () => {
-    for (const next of ['--json', '--json=true', '-f', '--reason', '--reason=x']) {
-      expect(() => parseCommandArgs({ args: ['--token', next], options: OPTIONS }), next).toThrow(/argument is ambiguous/);
+  it("still refuses a forgotten value when the next word is one of the command's own options, or written as a long option", () => {
+    for (const next of ['--json', '--json=true', '-f', '--reason', '--reason=x', '--froce', '--dry-run=1', '--']) {
+      expect(() => parseCommandArgs({ args: ['--token', next], options: OPTIONS }), next).toThrow(/argument is ambiguous|argument missing/);
     }
   });
 

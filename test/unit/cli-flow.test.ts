@@ -61,9 +61,9 @@ describe('describeCancel', () => {
   it('says the cancel was asked of the target, with its answer, and that only the target ends the run', () => {
     const [first, second] = describeCancel(cancelAnswerFactory()).split('\n');
     expect(first).toBe("cancel asked of the target: d-1 (requested at 2026-12-01T10:00:00.000Z); the target's answer: accepted by the target; the run is running");
-    expect(second).toBe('the run is cancelled only when the target says so: npx ledger check d-1 --refresh');
+    expect(second).toBe('the run is cancelled only when the target says so: npx ledger check d-1 --refresh --origin planner');
     // The check it suggests names what the cancel was called with (was: neither, so another origin's dispatch answered 404).
-    expect(describeCancel(cancelAnswerFactory(), ['--origin', 'team-a', '--stack', 'prod']).split('\n')[1]).toBe('the run is cancelled only when the target says so: npx ledger check d-1 --refresh --origin team-a --stack prod');
+    expect(describeCancel(cancelAnswerFactory(), 'team-a', ['--stack', 'prod']).split('\n')[1]).toBe('the run is cancelled only when the target says so: npx ledger check d-1 --refresh --stack prod --origin team-a');
   });
 
   it('says when the target could not be reached and when it is asked again; an earlier ask is not asked twice', () => {

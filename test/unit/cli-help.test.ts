@@ -76,7 +76,7 @@ describe('ledger --help', () => {
     let io = captured();
     await cliMain(['check', '--', '-d-1', '--refresh']);
     vi.restoreAllMocks();
-    expect(process.exitCode).toBe(1);
+    expect(process.exitCode).toBe(2);
     expect(io.err().split('\n')[0]).toBe('one argument is taken, not also "--refresh" (options go before --)');
     io = captured();
     await cliMain(['check', '--', '-h', '--json']);
@@ -91,6 +91,11 @@ describe('ledger --help', () => {
     vi.restoreAllMocks();
     expect(process.exitCode).toBe(2);
     expect(io.err().split('\n')[0]).toBe("ledger check: unknown option '-d' (an argument that begins with '-' goes after --, as in: ledger check -- -d-1)");
+    // A command that takes no id is not pointed at --: the option is just unknown.
+    const plain = captured();
+    await cliMain(['status', '-n', '5']);
+    vi.restoreAllMocks();
+    expect(plain.err().split('\n')[0]).toBe("ledger status: unknown option '-n'");
   });
 
   it('prints a request the ledger would refuse as the API’s error JSON under --json, sending nothing, exit 2', async () => {

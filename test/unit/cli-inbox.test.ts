@@ -148,6 +148,9 @@ describe('describeClaim', () => {
     expect(summary).toBe('  summary: Completed: summarise the incident');
     expect(rest).toContain('claimToken ct-42');
     expect(rest).toContain('leaseExpiresAt 2026-12-01T10:01:00.000Z');
+    // The ack names the origin that claimed and the connection (was: neither; locally another origin's ack answered 404).
+    const flagged = describeClaim({ claimToken: 'ct-42', leaseExpiresAt: 'x', results: [claimedResultFactory()] }, ['--origin', 'reviewer', '--stack', 'prod']);
+    expect(flagged.split('\n').at(-1)).toBe('ack each result once it reached its reader: npx ledger inbox ack <resultId> --token <claimToken> --origin reviewer --stack prod');
   });
 
   it('marks a spilled body, says why there was no run, and clips a long summary', () => {
@@ -189,6 +192,8 @@ describe('describeList and describeChange', () => {
     expect(text.split('\n')[3]).toMatch(/^ {2}summary: Completed/);
     expect(text).toContain('more: npx ledger inbox list --state dropped --origin planner --cursor next-1');
     expect(describeList({ items: [] }, [])).toBe('no results');
+    // A page the ledger's filter left empty can still have a next one (was: 'no results' and nothing more).
+    expect(describeList({ items: [], cursor: 'c-3' }, ['--state', 'delivered'])).toBe('no results\nmore: npx ledger inbox list --state delivered --cursor c-3');
   });
 
   it('prints the next page as the whole command: the state, limit, origin and connection that chose this page (was: only --cursor, which the ledger refused for a pending or claimed page, 400)', async () => {

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { describeFailure } from '../../cli/answer.js';
 import { check, describeAttention } from '../../cli/dispatch.js';
 import { table } from '../../cli/table.js';
+import { dispatchCommand } from '../../shared/dispatch/commands.js';
 import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 
 /**
@@ -18,23 +19,34 @@ const LONG_ID = 'd-2026-12-05-quarterly-report-for-the-board-of-directors-0001';
 describe('tables at 80 columns', () => {
   it('keeps every id and command whole in ledger attention, and the copied command runs', async () => {
     const printed = describeAttention([
-      { kind: 'unknown', dispatchId: LONG_ID, origin: 'planner', target: 'demo-agent', since: '2026-12-05T10:00:00.000Z', reason: `lost sight of the run (stalled); check: npx ledger check ${LONG_ID} --refresh` },
+      // The reason as the ledger writes it (shared/dispatch/attention.ts), for an origin other than the CLI's default.
+      { kind: 'unknown', dispatchId: LONG_ID, origin: 'team-a', target: 'demo-agent', since: '2026-12-05T10:00:00.000Z', reason: `lost sight of the run (stalled); check: ${dispatchCommand({ dispatchId: LONG_ID, origin: 'team-a' }, 'check', '--refresh')}` },
     ]);
     expect(printed).not.toContain('…');
     const lines = printed.split('\n');
     // The grid fits in 80 columns; what left it is on its own line, whole.
     for (const line of lines.filter((each) => !each.startsWith('  '))) expect(line.length, line).toBeLessThanOrEqual(80);
-    expect(lines).toContain(`  why: lost sight of the run (stalled); check: npx ledger check ${LONG_ID} --refresh`);
+    expect(lines).toContain(`  why: lost sight of the run (stalled); check: npx ledger check ${LONG_ID} --refresh --origin team-a`);
     expect(lines.some((line) => line.includes(LONG_ID) && !line.startsWith('  why'))).toBe(true);
 
     // The command as a person copies it, run: it reaches the dispatch it names.
-    const copied = /check: (npx ledger check \S+ --refresh)$/.exec(lines.find((line) => line.startsWith('  why:')) ?? '')?.[1] ?? '';
+    const copied = /check: (npx ledger check .+)$/.exec(lines.find((line) => line.startsWith('  why:')) ?? '')?.[1] ?? '';
     const [, , command, ...args] = copied.split(' ');
     expect(command).toBe('check');
     const api = await fakeApi(() => ({ status: 404, body: { error: { code: 'not_found', message: `no dispatch ${LONG_ID}` } } }));
     const out: string[] = [];
     expect(await check(args, (line) => void out.push(line), api.connect)).toBe(1);
-    expect(api.seen.map((seen) => seen.path)).toEqual([`/dispatches/${LONG_ID}?refresh=true`]);
+    expect(api.seen.map((seen) => [seen.path, seen.origin])).toEqual([[`/dispatches/${LONG_ID}?refresh=true`, 'team-a']]);
+  });
+
+  it("prints a dash-leading dispatch id after --, and the copied command reaches it (was: read as an unknown option)", async () => {
+    const copied = dispatchCommand({ dispatchId: '-d-1', origin: 'team-a' }, 'check', '--refresh');
+    expect(copied).toBe('npx ledger check --refresh --origin team-a -- -d-1');
+    const [, , command, ...args] = copied.split(' ');
+    expect(command).toBe('check');
+    const api = await fakeApi(() => ({ status: 404, body: { error: { code: 'not_found', message: 'no dispatch -d-1' } } }));
+    expect(await check(args, () => undefined, api.connect)).toBe(1);
+    expect(api.seen.map((seen) => [seen.path, seen.origin])).toEqual([['/dispatches/-d-1?refresh=true', 'team-a']]);
   });
 
   it('cuts only the free-text columns it is told to, and says so with …', () => {

@@ -24,6 +24,16 @@ describe('ledger receipt, when its outcome is unknown', () => {
     expect(printed).toEqual(['503 unavailable: try later', `the receipt may have been recorded: to retry without doing it twice, run the command again with --receipt-id ${sent}`]);
   });
 
+  it('under --json prints the answer alone on stdout and says the --receipt-id as the error (stderr)', async () => {
+    const api = await fakeApi(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'try later' } } }));
+    const printed: string[] = [];
+    const failed = await receipt([...RECEIPT, '--json'], (line) => printed.push(line), api.connect).then(() => undefined, (error: unknown) => error);
+    const sent = (api.seen[0]?.body as { receiptId: string }).receiptId;
+    expect(failed).toEqual(new UnsureOutcomeError(`the receipt may have been recorded: to retry without doing it twice, run the command again with --receipt-id ${sent}`));
+    expect(failed).toBeInstanceOf(UnsureOutcomeError);
+    expect(printed).toEqual([JSON.stringify({ error: { code: 'unavailable', message: 'try later' } })]);
+  });
+
   it('says the --receipt-id with the error when nothing answered', async () => {
     const api = await fakeApi(() => ({ status: 201, body: {} }), { apiUrl: CLOSED });
     const failed = receipt(RECEIPT, () => undefined, api.connect);
@@ -49,6 +59,13 @@ describe('ledger send, when its outcome is unknown', () => {
     const failed = send(['--target', 'demo-agent'], () => undefined, api.connect);
     await expect(failed).rejects.toBeInstanceOf(UnsureOutcomeError);
     await expect(failed).rejects.toThrow(/\nthe message may have reached the queue: to retry without doing it twice, run the command again with --dispatch-id d-\S+$/);
+  });
+
+  it('adds nothing when nothing was sent: no queue to send to is a config error, not an unknown outcome', async () => {
+    const api = await fakeApi(() => ({ status: 200, body: {} }), { dispatchQueueUrl: '' });
+    const failed = send(['--target', 'demo-agent'], () => undefined, api.connect);
+    await expect(failed).rejects.toThrow(/no dispatch queue/);
+    await expect(failed).rejects.not.toThrow(/--dispatch-id/);
   });
 
   it('adds nothing when the id was given: the same command is the safe retry', async () => {

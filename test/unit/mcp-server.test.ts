@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LedgerValidationError } from '@dispatch-ledger/client';
+import { LedgerConfigError, LedgerNetworkError, LedgerValidationError } from '@dispatch-ledger/client';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { ledgerMcpServer, type McpLedger, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
 import { PHASES } from '../../shared/dispatch/transitions/legal.js';
@@ -127,22 +127,32 @@ describe('ledgerMcpServer', () => {
     expect(result.structuredContent).toMatchObject({ dispatchId: 'd-made-1', messageId: 'msg-1', intake: 'queued: on the dispatch queue, not yet recorded' });
   });
 
-  it('dispatch that got no answer names the id it made up, to retry under (was: a retry made a second dispatch)', async () => {
+  /** The dispatch tool's answer when the client's send throws `error`. */
+  const dispatchFailingWith = async (error: Error) => {
     const client: McpLedger = {
       ...recordingClient().client,
       dispatch: async () => {
-        throw new Error('socket hang up');
+        throw error;
       },
     };
-    const result = await (await connected(client)).callTool({ name: 'dispatch', arguments: { target: 'demo-agent', task: {} } });
+    return (await connected(client)).callTool({ name: 'dispatch', arguments: { target: 'demo-agent', task: {} } });
+  };
+
+  it('dispatch that got no answer names the id it made up, to retry under (was: a retry made a second dispatch)', async () => {
+    const result = await dispatchFailingWith(new LedgerNetworkError('sending to the dispatch queue failed: socket hang up'));
     expect(result.isError).toBe(true);
     expect(result.structuredContent).toEqual({
       error: {
         code: 'ledger_unreachable',
-        message: 'socket hang up; the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "d-made-1"',
+        message: 'the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "d-made-1" (sending to the dispatch queue failed: socket hang up)',
         details: { dispatchId: 'd-made-1' },
       },
     });
+  });
+
+  it('dispatch that failed before sending (a config error) says so, with no retry to make', async () => {
+    const result = await dispatchFailingWith(new LedgerConfigError('no dispatch queue: give --queue-url with --api-url'));
+    expect(result.structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'no dispatch queue: give --queue-url with --api-url' } });
   });
 
   it('dispatch refuses, unsent, a message for another origin, one the intake would block, and one over the queue maximum', async () => {
