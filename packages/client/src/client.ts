@@ -6,7 +6,7 @@ import { DispatchMessageSchema, readDispatchMessage, type DispatchMessageInput }
 import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import { connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
-import { isLedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError } from './errors.js';
+import { isLedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError, noCredentials } from './errors.js';
 import { callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOptions, type DispatchListing, type Listing, type RawAnswer } from './transport.js';
 
 /** The queue's largest message (CONTRACT §1): a larger one is never sent. */
@@ -217,7 +217,8 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
         const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: text }), callOptions.signal ? { abortSignal: callOptions.signal } : {});
         return { dispatchId: full.dispatchId, messageId: sent.MessageId ?? '' };
       } catch (error) {
-        throw new LedgerNetworkError(`sending to the dispatch queue failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
+        // Nothing could be sent without credentials: a config error, as the API's calls say it.
+        throw noCredentials(error) ?? new LedgerNetworkError(`sending to the dispatch queue failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
       } finally {
         sqs.destroy();
       }

@@ -4,7 +4,7 @@ import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-clo
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type Signer } from '@dispatch-ledger/protocol/sigv4';
-import { LedgerConfigError } from './errors.js';
+import { LedgerConfigError, noCredentials } from './errors.js';
 
 /** Where the ledger is (docs/protocol.md §15): a deployed stack, its URLs, or the local platform. */
 export interface LedgerClientOptions {
@@ -186,7 +186,8 @@ export async function connectionOf(options: LedgerClientOptions): Promise<Connec
     if (error instanceof LedgerConfigError) throw error;
     // CloudFormation answers a stack it does not have with a ValidationError "Stack with id … does not exist".
     if (error instanceof Error && error.name === 'ValidationError' && /does not exist/.test(error.message)) throw new LedgerConfigError(`no stack "${options.stack ?? ''}" in ${region} (CloudFormation: ${error.message})`, { cause: error });
-    if (error instanceof Error && error.name === 'CredentialsProviderError') throw new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
+    const unsigned = noCredentials(error);
+    if (unsigned) throw unsigned;
     throw new LedgerConfigError(`reading stack "${options.stack ?? ''}" in ${region} (CloudFormation DescribeStacks) failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
   } finally {
     cloudformation.destroy();

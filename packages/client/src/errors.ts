@@ -79,3 +79,13 @@ export const isLedgerNetworkError = guard<LedgerNetworkError>('network');
 export const isLedgerConfigError = guard<LedgerConfigError>('config');
 export const isLedgerProtocolError = guard<LedgerProtocolError>('protocol');
 export const isLedgerValidationError = guard<LedgerValidationError>('validation');
+
+/**
+ * The SDK's credential chain came up empty (`CredentialsProviderError`): the caller's setup, not the
+ * ledger's reach — as a LedgerConfigError in the same words wherever it is met (an API call's signing,
+ * the queue send, the stack's outputs); undefined for any other error.
+ */
+export function noCredentials(error: unknown): LedgerConfigError | undefined {
+  if (!(error instanceof Error) || error.name !== 'CredentialsProviderError') return undefined;
+  return new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
+}

@@ -1,7 +1,7 @@
 import type * as z from 'zod/mini';
 import { routePath, type RouteSpec } from '@dispatch-ledger/protocol';
 import type { CallAs, Connection } from './connection.js';
-import { LedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerProtocolError } from './errors.js';
+import { LedgerApiError, LedgerNetworkError, LedgerProtocolError, noCredentials } from './errors.js';
 
 export interface CallOptions {
   /** Aborts the call (and a long poll with it). */
@@ -54,9 +54,8 @@ export async function sendRoute(connection: Connection, origin: string | undefin
     response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), signal: call.signal ? AbortSignal.any([call.signal, timeout]) : timeout });
     text = await response.text();
   } catch (error) {
-    if (error instanceof Error && error.name === 'CredentialsProviderError') {
-      throw new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
-    }
+    const unsigned = noCredentials(error);
+    if (unsigned) throw unsigned;
     if (error instanceof Error && error.name === 'TimeoutError') {
       throw new LedgerNetworkError(`${spec.method} ${spec.path}: no answer from the ledger at ${new URL(url).origin} within the call's timeout (${call.timeoutMs ?? CALL_TIMEOUT_MS} ms)`, { cause: error });
     }

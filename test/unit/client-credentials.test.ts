@@ -1,0 +1,30 @@
+import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLedgerClient, isLedgerConfigError, isLedgerNetworkError } from '@dispatch-ledger/client';
+
+// Bug pinned: no AWS credentials met in the queue send was a LedgerNetworkError ("sending to the dispatch
+// queue failed: CredentialsProviderError …"), so `ledger send` said the message "may have reached the
+// queue" when nothing could have been sent. The API's calls already called it a config error; now the
+// queue's does too, in the same words (one mapping for the API, the queue and the stack's outputs).
+
+const sqs = mockClient(SQSClient);
+afterEach(() => sqs.reset());
+
+const remote = () => createLedgerClient({ origin: 'planner', apiUrl: 'http://127.0.0.1:9', queueUrl: 'http://127.0.0.1:9/000000000000/dispatches', region: 'us-east-1' });
+
+describe('the client sending a dispatch', () => {
+  it('calls missing credentials a config error, in the words the API calls use', async () => {
+    sqs.on(SendMessageCommand).rejects(Object.assign(new Error('Could not load credentials from any providers'), { name: 'CredentialsProviderError' }));
+    const failed = await remote().dispatch({ dispatchId: 'd-1', target: 'demo-agent', task: {} }).then(() => undefined, (error: unknown) => error);
+    expect(isLedgerConfigError(failed)).toBe(true);
+    expect((failed as Error).message).toBe('no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): Could not load credentials from any providers');
+  });
+
+  it('still calls a queue that did not answer a network error', async () => {
+    sqs.on(SendMessageCommand).rejects(Object.assign(new Error('socket hang up'), { name: 'Error' }));
+    const failed = await remote().dispatch({ dispatchId: 'd-1', target: 'demo-agent', task: {} }).then(() => undefined, (error: unknown) => error);
+    expect(isLedgerNetworkError(failed)).toBe(true);
+    expect((failed as Error).message).toBe('sending to the dispatch queue failed: Error: socket hang up');
+  });
+});
