@@ -15,6 +15,14 @@ function captured(): { out: () => string; err: () => string } {
   return { out: () => out.join(''), err: () => err.join('') };
 }
 
+/** The CLI run in-process on `argv` (as the bin runs it): its exit code and what it wrote where, the first lines of stderr apart. */
+async function ran(argv: string[]): Promise<{ code: number | string | undefined; out: string; err: string[] }> {
+  const io = captured();
+  await cliMain(argv);
+  vi.restoreAllMocks();
+  return { code: process.exitCode, out: io.out(), err: io.err().split('\n') };
+}
+
 afterEach(() => {
   vi.restoreAllMocks();
   process.exitCode = undefined;
@@ -63,46 +71,32 @@ describe('ledger --help', () => {
   });
 
   it('says an unknown option in its first line, then the command’s usage, exit 2', async () => {
-    const io = captured();
-    await cliMain(['send', '--frob']);
-    vi.restoreAllMocks();
-    expect(process.exitCode).toBe(2);
-    const lines = io.err().split('\n');
-    expect(lines[0]).toBe("ledger send: unknown option '--frob'");
-    expect(lines[1]).toBe('usage:');
+    const { code, err } = await ran(['send', '--frob']);
+    expect(code).toBe(2);
+    expect(err[0]).toBe("ledger send: unknown option '--frob'");
+    expect(err[1]).toBe('usage:');
   });
 
   it("reads -h after -- as an argument, not a call for help; refuses an option written after -- (was: dropped unsaid)", async () => {
-    let io = captured();
-    await cliMain(['check', '--', '-d-1', '--refresh']);
-    vi.restoreAllMocks();
-    expect(process.exitCode).toBe(2);
-    expect(io.err().split('\n')[0]).toBe('one argument is taken, not also "--refresh" (options go before --)');
-    io = captured();
-    await cliMain(['check', '--', '-h', '--json']);
-    vi.restoreAllMocks();
-    expect(io.out()).toBe('');
-    expect(io.err().split('\n')[0]).toBe('one argument is taken, not also "--json" (options go before --)');
+    const dropped = await ran(['check', '--', '-d-1', '--refresh']);
+    expect(dropped.code).toBe(2);
+    expect(dropped.err[0]).toBe('one argument is taken, not also "--refresh" (options go before --)');
+    const help = await ran(['check', '--', '-h', '--json']);
+    expect(help.out).toBe('');
+    expect(help.err[0]).toBe('one argument is taken, not also "--json" (options go before --)');
   });
 
   it("says how to give an argument that begins with '-' (a dispatch id may) when it read as an unknown short option", async () => {
-    const io = captured();
-    await cliMain(['check', '-d-1']);
-    vi.restoreAllMocks();
-    expect(process.exitCode).toBe(2);
-    expect(io.err().split('\n')[0]).toBe("ledger check: unknown option '-d' (an argument that begins with '-' goes after --, as in: ledger check -- -d-1)");
+    const dashed = await ran(['check', '-d-1']);
+    expect(dashed.code).toBe(2);
+    expect(dashed.err[0]).toBe("ledger check: unknown option '-d' (an argument that begins with '-' goes after --, as in: ledger check -- -d-1)");
     // A command that takes no id is not pointed at --: the option is just unknown.
-    const plain = captured();
-    await cliMain(['status', '-n', '5']);
-    vi.restoreAllMocks();
-    expect(plain.err().split('\n')[0]).toBe("ledger status: unknown option '-n'");
+    expect((await ran(['status', '-n', '5'])).err[0]).toBe("ledger status: unknown option '-n'");
   });
 
   it('prints a request the ledger would refuse as the API’s error JSON under --json, sending nothing, exit 2', async () => {
-    const io = captured();
-    await cliMain(['status', '--limit', 'many', '--json', '--api-url', 'http://127.0.0.1:9', '--region', 'us-east-1']);
-    vi.restoreAllMocks();
-    expect(process.exitCode).toBe(2);
-    expect(JSON.parse(io.out())).toMatchObject({ error: { code: 'malformed', message: expect.stringMatching(/^the ledger would refuse this query: limit: /) } });
+    const { code, out } = await ran(['status', '--limit', 'many', '--json', '--api-url', 'http://127.0.0.1:9', '--region', 'us-east-1']);
+    expect(code).toBe(2);
+    expect(JSON.parse(out)).toMatchObject({ error: { code: 'malformed', message: expect.stringMatching(/^the ledger would refuse this query: limit: /) } });
   });
 });
