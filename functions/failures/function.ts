@@ -9,8 +9,8 @@ export { CONFIG } from './deps.js';
 /**
  * Lambda's on-failure destination of every lambda target (an SQS queue): each record is an invocation
  * that failed or timed out after Lambda's own retries, taken in as the run's failure (CONTRACT §12).
- * A record that cannot be read is logged and acknowledged (nothing in it names a run); a store error is
- * reported back alone and retried by SQS.
+ * A record that cannot be read is logged and acknowledged (nothing in it names a run); a store error,
+ * or a record for a run whose submission is not recorded yet, is reported back alone and retried by SQS.
  */
 async function recordHandler(deps: LambdaFailureDeps, record: SQSRecord): Promise<void> {
   let body: unknown;
@@ -22,8 +22,11 @@ async function recordHandler(deps: LambdaFailureDeps, record: SQSRecord): Promis
   const outcome = await takeLambdaFailure(deps, body, record.attributes.SenderId);
   if (outcome === 'unreadable') logger.warn('an on-failure record names no run of the ledger; dropped', { messageId: record.messageId, bytes: record.body.length });
   else if (outcome === 'refused') logger.warn('an on-failure record not from the function of the run it names; refused', { messageId: record.messageId, senderId: record.attributes.SenderId });
+  // Its run's submission is not recorded yet (the function failed before Invoke's answer was written): kept, and SQS brings it back.
+  else if (outcome === 'not_yet') logger.info('an on-failure record came before its run was recorded; kept, and retried', { messageId: record.messageId });
   else logger.info('lambda failure taken in', { messageId: record.messageId, outcome });
   if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
+  if (outcome === 'not_yet') throw new Error('the run is not recorded yet; retried');
 }
 
 export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {

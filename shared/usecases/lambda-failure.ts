@@ -11,10 +11,12 @@ import { clip, printable } from '../text.js';
  * Lambda's on-failure destination for a lambda target (CONTRACT §12): after Lambda's own retries an
  * invocation that threw or timed out arrives here, and the run is recorded `failed` with Lambda's
  * error — the runtime's own word. The record is kept first (a lookup reads it), then the state; a
- * record for a run the dispatch no longer follows, or one already final, changes nothing.
+ * record for a run the dispatch no longer follows, or one already final, changes nothing. One that
+ * comes while the attempt it names is still being submitted is `not_yet`: kept, and retried by SQS.
  */
 
-export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'unreadable' | 'refused' | 'conflict';
+/** `not_yet`: the run's attempt is in flight and not recorded yet — the record is kept, and the message retried. */
+export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'not_yet' | 'unreadable' | 'refused' | 'conflict';
 
 export interface LambdaFailureDeps {
   readonly store: LedgerStoreWithWrites;
@@ -76,20 +78,27 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
   const failure = failureOfRecord(record, deps.now().toISOString());
   if (!failure) return 'unreadable';
   const read = await deps.store.getStored(failure.dispatchId);
-  if (!read) return 'not_current';
-  const first = read.state;
-  const registration = await deps.store.getTarget(first.target);
+  // The dispatch's target: from its state, or — its first submission's answer not recorded yet (the
+  // intake writes the state after Invoke returns, and a function can fail before that) — from its message.
+  const accepted = read ? undefined : await deps.store.getAcceptedMessage(failure.dispatchId);
+  const target = read?.state.target ?? (accepted?.content.valid ? accepted.content.target : undefined);
+  if (target === undefined) return 'not_current';
+  const registration = await deps.store.getTarget(target);
   const named = unqualified((record as { requestContext?: { functionArn?: unknown } }).requestContext?.functionArn);
   if (registration?.kind !== 'lambda' || named !== registration.functionArn) return 'refused';
   if ((deps.principalMode ?? 'enforce') === 'enforce') {
     const sender = senderId && deps.principals ? await resolvePrincipal(deps.principals, senderId) : undefined;
-    if (sender?.role !== 'target' || sender.target !== first.target) return 'refused';
+    if (sender?.role !== 'target' || sender.target !== target) return 'refused';
   }
+  // Kept before anything else: a lookup of the run reads it, whatever the state says yet.
   await deps.store.putLambdaFailure(failure);
+  if (!read) return failure.attempt === 1 ? 'not_yet' : 'not_current';
   const updated = await updateDispatch<LambdaFailureOutcome>(
     deps.store,
     failure.dispatchId,
     (state) => {
+      // The attempt it names is in flight, its run not recorded yet: retried once it is.
+      if (state?.phase === 'accepted' && state.attempt === failure.attempt && state.runId !== failure.runId) return { answer: 'not_yet' };
       if (!state || state.attempt !== failure.attempt || state.runId !== failure.runId) return { answer: 'not_current' };
       if (isTerminal(state.execution.nativeStatus)) return { answer: 'already_final' };
       // CONTRACT §12: Lambda's error type is the run's nativeStatus, where it fits the bound every nativeStatus keeps.

@@ -116,6 +116,40 @@ describe('a lambda target on the real table', () => {
     expect(await takeLambdaFailure(deps, { requestPayload: 'not json' }, 'AROAREVIEWER:s')).toBe('unreadable');
   });
 
+  it("is kept and retried, not dropped, when it comes before the ledger recorded the run (was: not_current, the failure lost)", async () => {
+    // The bug it pins: an invocation can fail, and its record arrive, while the intake is still in the
+    // submission call (it writes the run after Invoke returns). The record was acknowledged `not_current`
+    // and not even kept, so neither the retry nor the monitor's lookup ever saw Lambda's error.
+    const dispatchId = uniqueName('d');
+    const runId = lambdaRunIdOf(dispatchId, 1);
+    const record = { requestContext: { requestId: 'req-3', functionArn: 'arn:aws:lambda:us-east-1:111122223333:function:reviewer', condition: 'RetriesExhausted' }, requestPayload: { runId, dispatchId }, responsePayload: { errorType: 'QuotaError', errorMessage: 'the model quota is spent' } };
+    const deps = { store: table, now: () => NOW, principalMode: 'open' as const };
+    const during: string[] = [];
+    const failsAtOnce: TargetPort = {
+      ...queued,
+      submit: async (request) => {
+        // First attempt: the dispatch has no state yet. The record is kept, and the message retried.
+        during.push(await takeLambdaFailure(deps, record));
+        return queued.submit(request);
+      },
+    };
+    await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: () => failsAtOnce, now: () => NOW }), {
+      messageId: uniqueName('m'),
+      body: JSON.stringify({ dispatchId, origin: 'planner', target: 'reviewer', task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+      senderId: 'test',
+    });
+    expect(during).toEqual(['not_yet']);
+    expect(await table.getLambdaFailure(dispatchId, 1)).toMatchObject({ runId, errorType: 'QuotaError' });
+    // The monitor's lookup already reads it; SQS's redelivery then records it.
+    expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toMatchObject({ kind: 'found', run: { status: 'failed' } });
+    expect(await takeLambdaFailure(deps, record)).toBe('failed');
+    expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'failed', result: { summary: 'QuotaError: the model quota is spent' } });
+    // A record for a dispatch the ledger never took in is none of its runs: acknowledged, nothing kept.
+    const unknown = uniqueName('d');
+    expect(await takeLambdaFailure(deps, { ...record, requestPayload: { runId: lambdaRunIdOf(unknown, 1) } })).toBe('not_current');
+    expect(await table.getLambdaFailure(unknown, 1)).toBeUndefined();
+  });
+
   it('serves the task of a submission that carried taskRef to the run it belongs to, and only to it', async () => {
     const task = { goal: 'summarise', notes: 'n'.repeat(1000) };
     const dispatchId = await submitted(task);

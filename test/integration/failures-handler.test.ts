@@ -1,0 +1,88 @@
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localHandlerEnvironment } from '../../local/clients.js';
+import { loadHandler, LOCAL_FUNCTIONS } from '../../local/functions.js';
+import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
+import type { SqsHandler } from '../../local/runtime/sqs-event-source.js';
+import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
+import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
+import { lambdaRunIdOf, type TargetPort } from '../../shared/targets/port.js';
+import { takeDispatchMessage } from '../../shared/usecases/intake.js';
+import { engineClients, testEngines, uniqueName } from '../support/engines.js';
+import { intakeDepsFactory } from '../support/factories.js';
+
+/**
+ * The failures function's handler (functions/failures) on DynamoDB Local, built as in AWS (clients with
+ * no endpoint): which of Lambda's on-failure records it acknowledges and which it reports back to SQS.
+ */
+
+const FUNCTION_ARN = 'arn:aws:lambda:us-east-1:000000000000:function:quick-fail';
+const clients = engineClients();
+const saved = { ...process.env };
+let table: LedgerTable;
+let blobs: S3Blobs;
+let handler: SqsHandler;
+
+beforeAll(async () => {
+  const tableName = uniqueName('failures-handler');
+  await ensureLedgerTable(clients.dynamodb, tableName);
+  table = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
+  blobs = new S3Blobs(clients.s3, await ensureBucket(clients.s3, uniqueName('failures-handler-blobs')));
+  await table.putTarget({ name: 'quick-fail', kind: 'lambda', functionArn: FUNCTION_ARN, timeoutSeconds: 5 });
+  Object.assign(process.env, localHandlerEnvironment(testEngines()));
+  const failures = LOCAL_FUNCTIONS.find((fn) => fn.name === 'failures');
+  if (!failures) throw new Error('no failures function in LOCAL_FUNCTIONS');
+  handler = await loadHandler<SqsHandler>(failures, { LEDGER_TABLE_NAME: tableName, PRINCIPAL_MODE: 'open', AWS_REGION: 'us-east-1' });
+});
+afterAll(() => {
+  process.env = { ...saved };
+  clients.destroy();
+});
+
+function sqsRecord(messageId: string, body: string): SQSRecord {
+  return {
+    messageId,
+    receiptHandle: `rh-${messageId}`,
+    body,
+    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'AROAQUICKFAIL:function', ApproximateFirstReceiveTimestamp: '0' },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:dispatch-ledger-lambda-failures',
+    awsRegion: 'us-east-1',
+  };
+}
+
+const context = { getRemainingTimeInMillis: () => 30_000 } as Partial<Context> as Context;
+const failedIds = (response: SQSBatchResponse | void): string[] => (response ? response.batchItemFailures.map((failure) => failure.itemIdentifier) : []);
+
+describe('the failures handler', () => {
+  it("reports back a record that comes before the ledger recorded its run, and takes it in when SQS brings it back (was: acknowledged, Lambda's error lost)", async () => {
+    const dispatchId = uniqueName('d');
+    const runId = lambdaRunIdOf(dispatchId, 1);
+    const body = JSON.stringify({ requestContext: { requestId: 'r-1', functionArn: FUNCTION_ARN, condition: 'RetriesExhausted' }, requestPayload: { runId, dispatchId }, responsePayload: { errorType: 'QuotaError', errorMessage: 'the model quota is spent' } });
+    const early: Array<SQSBatchResponse | void> = [];
+    // The function fails, and its record is handled, while the intake is still in the Invoke call.
+    const failsAtOnce: TargetPort = {
+      submit: async (request) => {
+        early.push(await handler({ Records: [sqsRecord('m-early', body), sqsRecord('m-unreadable', 'not json')] } satisfies SQSEvent, context));
+        return { kind: 'accepted', runId: lambdaRunIdOf(request.dispatchId, request.attempt), status: 'queued', requestId: 'req-1' };
+      },
+      lookup: async () => ({ kind: 'not_found' }),
+      decideApproval: async () => ({ kind: 'unavailable', reason: 'unused' }),
+      cancel: async () => ({ kind: 'unavailable', reason: 'unused' }),
+    };
+    await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: () => failsAtOnce, now: () => new Date() }), {
+      messageId: uniqueName('m'),
+      body: JSON.stringify({ dispatchId, origin: 'planner', target: 'quick-fail', task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+      senderId: 'test',
+    });
+    // Only the early record goes back to the queue; the unreadable one is acknowledged (nothing in it names a run).
+    expect(early.map(failedIds)).toEqual([['m-early']]);
+    expect((await table.getState(dispatchId))?.execution.status).toBe('queued');
+    // SQS brings it back once its visibility timeout passes: the run is recorded failed with Lambda's error.
+    expect(failedIds(await handler({ Records: [sqsRecord('m-early', body)] }, context))).toEqual([]);
+    expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'failed', result: { summary: 'QuotaError: the model quota is spent' } });
+  });
+});
