@@ -1,5 +1,5 @@
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localHandlerEnvironment } from '../../local/clients.js';
 import { loadHandler, LOCAL_FUNCTIONS } from '../../local/functions.js';
@@ -11,6 +11,7 @@ import { lambdaRunIdOf, type TargetPort } from '../../shared/targets/port.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { engineClients, testEngines, uniqueName } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
+import { lambdaContext, sqsRecord } from '../support/sqs-records.js';
 
 /**
  * The failures function's handler (functions/failures) on DynamoDB Local, built as in AWS (clients with
@@ -40,21 +41,8 @@ afterAll(() => {
   clients.destroy();
 });
 
-function sqsRecord(messageId: string, body: string): SQSRecord {
-  return {
-    messageId,
-    receiptHandle: `rh-${messageId}`,
-    body,
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'AROAQUICKFAIL:function', ApproximateFirstReceiveTimestamp: '0' },
-    messageAttributes: {},
-    md5OfBody: '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:dispatch-ledger-lambda-failures',
-    awsRegion: 'us-east-1',
-  };
-}
-
-const context = { getRemainingTimeInMillis: () => 30_000 } as Partial<Context> as Context;
+const record = (messageId: string, body: string) => sqsRecord(messageId, body, 'AROAQUICKFAIL:function', 'dispatch-ledger-lambda-failures');
+const context = lambdaContext(30_000);
 const failedIds = (response: SQSBatchResponse | void): string[] => (response ? response.batchItemFailures.map((failure) => failure.itemIdentifier) : []);
 
 describe('the failures handler', () => {
@@ -66,7 +54,7 @@ describe('the failures handler', () => {
     // The function fails, and its record is handled, while the intake is still in the Invoke call.
     const failsAtOnce: TargetPort = {
       submit: async (request) => {
-        early.push(await handler({ Records: [sqsRecord('m-early', body), sqsRecord('m-unreadable', 'not json')] } satisfies SQSEvent, context));
+        early.push(await handler({ Records: [record('m-early', body), record('m-unreadable', 'not json')] } satisfies SQSEvent, context));
         return { kind: 'accepted', runId: lambdaRunIdOf(request.dispatchId, request.attempt), status: 'queued', requestId: 'req-1' };
       },
       lookup: async () => ({ kind: 'not_found' }),
@@ -82,7 +70,7 @@ describe('the failures handler', () => {
     expect(early.map(failedIds)).toEqual([['m-early']]);
     expect((await table.getState(dispatchId))?.execution.status).toBe('queued');
     // SQS brings it back once its visibility timeout passes: the run is recorded failed with Lambda's error.
-    expect(failedIds(await handler({ Records: [sqsRecord('m-early', body)] }, context))).toEqual([]);
+    expect(failedIds(await handler({ Records: [record('m-early', body)] }, context))).toEqual([]);
     expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'failed', result: { summary: 'QuotaError: the model quota is spent' } });
   });
 });

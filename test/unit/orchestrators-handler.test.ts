@@ -1,28 +1,17 @@
-import type { Context, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { SQSEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { loadHandler, LOCAL_FUNCTIONS } from '../../local/functions.js';
 import type { SqsHandler } from '../../local/runtime/sqs-event-source.js';
+import { lambdaContext, sqsRecord } from '../support/sqs-records.js';
 
 // The orchestrators function's handler (functions/orchestrators): what it acknowledges and what it
 // reports back to SQS. A message it cannot read never touches the store, so no engine is needed here.
 
 const SETTINGS = { LEDGER_TABLE_NAME: 'local-table', EVIDENCE_BUCKET: 'local-bucket', PRINCIPAL_MODE: 'enforce', AWS_REGION: 'us-east-1' };
 
-function record(messageId: string, body: string): SQSRecord {
-  return {
-    messageId,
-    receiptHandle: `rh-${messageId}`,
-    body,
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 'AROAFLOWROLE:execution', ApproximateFirstReceiveTimestamp: '0' },
-    messageAttributes: {},
-    md5OfBody: '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: 'arn:aws:sqs:us-east-1:000000000000:dispatch-ledger-orchestrators',
-    awsRegion: 'us-east-1',
-  };
-}
+const record = (messageId: string, body: string) => sqsRecord(messageId, body, 'AROAFLOWROLE:execution', 'dispatch-ledger-orchestrators');
 
-const context = { getRemainingTimeInMillis: () => 60_000 } as Partial<Context> as Context;
+const context = lambdaContext(60_000);
 
 describe('the orchestrators handler', () => {
   it('reports an unreadable message back, so it ends in the alarmed DLQ instead of being acknowledged', async () => {
