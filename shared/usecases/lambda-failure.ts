@@ -1,5 +1,6 @@
 import { isTerminal } from '../dispatch/state.js';
 import { runFailedByRuntime } from '../dispatch/transitions/run.js';
+import { submissionInFlight } from '../dispatch/transitions/lifecycle.js';
 import type { LedgerStoreWithWrites } from '../ledger/port.js';
 import type { LambdaFailureRecord } from '../dispatch/records.js';
 import { updateDispatch } from '../ledger/repository.js';
@@ -12,7 +13,8 @@ import { clip, printable } from '../text.js';
  * invocation that threw or timed out arrives here, and the run is recorded `failed` with Lambda's
  * error — the runtime's own word. The record is kept first (a lookup reads it), then the state; a
  * record for a run the dispatch no longer follows, or one already final, changes nothing. One that
- * comes while the attempt it names is still being submitted is `not_yet`: kept, and retried by SQS.
+ * comes while the attempt it names is still being submitted (the intake's or a submitter's claim held)
+ * is `not_yet`: kept, and retried by SQS. One for an attempt not made yet is none of its runs: not kept.
  */
 
 /** `not_yet`: the run's attempt is in flight and not recorded yet — the record is kept, and the message retried. */
@@ -83,6 +85,8 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
   const accepted = read ? undefined : await deps.store.getAcceptedMessage(failure.dispatchId);
   const target = read?.state.target ?? (accepted?.content.valid ? accepted.content.target : undefined);
   if (target === undefined) return 'not_current';
+  // An attempt the dispatch has not made is none of its runs: nothing kept (a kept record is what a lookup of that run reads).
+  if (failure.attempt > (read?.state.attempt ?? 1)) return 'not_current';
   const registration = await deps.store.getTarget(target);
   const named = unqualified((record as { requestContext?: { functionArn?: unknown } }).requestContext?.functionArn);
   if (registration?.kind !== 'lambda' || named !== registration.functionArn) return 'refused';
@@ -92,13 +96,14 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
   }
   // Kept before anything else: a lookup of the run reads it, whatever the state says yet.
   await deps.store.putLambdaFailure(failure);
-  if (!read) return failure.attempt === 1 ? 'not_yet' : 'not_current';
+  // No state yet: while the intake's claim on the message holds, it is presumed to be in the Invoke call.
+  if (!read) return accepted && Date.parse(accepted.claimUntil) > deps.now().getTime() ? 'not_yet' : 'not_current';
   const updated = await updateDispatch<LambdaFailureOutcome>(
     deps.store,
     failure.dispatchId,
     (state) => {
-      // The attempt it names is in flight, its run not recorded yet: retried once it is.
-      if (state?.phase === 'accepted' && state.attempt === failure.attempt && state.runId !== failure.runId) return { answer: 'not_yet' };
+      // The attempt it names is being submitted (a claim held, not a wait or a retry's backoff), its run not recorded yet: retried once it is.
+      if (state && state.attempt === failure.attempt && submissionInFlight(state, deps.now())) return { answer: 'not_yet' };
       if (!state || state.attempt !== failure.attempt || state.runId !== failure.runId) return { answer: 'not_current' };
       if (isTerminal(state.execution.nativeStatus)) return { answer: 'already_final' };
       // CONTRACT §12: Lambda's error type is the run's nativeStatus, where it fits the bound every nativeStatus keeps.

@@ -113,6 +113,8 @@ describe('a lambda target on the real table', () => {
     expect(eventsForState(before, after).map((event) => [event.detailType, 'nativeStatus' in event.detail ? event.detail.nativeStatus : undefined])).toEqual([['Run Failed', 'Sandbox.Timedout']]);
     expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toMatchObject({ kind: 'found', run: { status: 'failed' } });
     expect(await takeLambdaFailure(deps, { ...record, requestPayload: { runId: lambdaRunIdOf(dispatchId, 7) } }, 'AROAREVIEWER:s')).toBe('not_current');
+    // An attempt not made yet is none of its runs: nothing kept that a later lookup of attempt 7 would read.
+    expect(await table.getLambdaFailure(dispatchId, 7)).toBeUndefined();
     expect(await takeLambdaFailure(deps, { requestPayload: 'not json' }, 'AROAREVIEWER:s')).toBe('unreadable');
   });
 
@@ -148,6 +150,63 @@ describe('a lambda target on the real table', () => {
     const unknown = uniqueName('d');
     expect(await takeLambdaFailure(deps, { ...record, requestPayload: { runId: lambdaRunIdOf(unknown, 1) } })).toBe('not_current');
     expect(await table.getLambdaFailure(unknown, 1)).toBeUndefined();
+  });
+
+  it('answers not_yet only while the attempt it names is being submitted: a claim held, not a backoff, a lapsed claim or an attempt not made', async () => {
+    // The record each case hears, for the run `runId` of `functionName`.
+    const recordFor = (functionName: string, dispatchId: string, attempt = 1) => ({
+      requestContext: { requestId: 'req-4', functionArn: `arn:aws:lambda:us-east-1:111122223333:function:${functionName}`, condition: 'RetriesExhausted' },
+      requestPayload: { runId: lambdaRunIdOf(dispatchId, attempt), dispatchId },
+      responsePayload: { errorType: 'QuotaError', errorMessage: 'the model quota is spent' },
+    });
+    const principals = { resolve: async (id: string) => (id.startsWith('AROALIMITED') ? ({ role: 'target', target: 'reviewer-limited' } as const) : id.startsWith('AROAREVIEWER') ? ({ role: 'target', target: 'reviewer' } as const) : undefined) };
+    const enforce = { store: table, now: () => NOW, principals, principalMode: 'enforce' as const };
+    /** Takes a dispatch to `target` whose submission call runs `during` first, then answers `answer`. */
+    const intakeWith = async (target: string, during: (dispatchId: string) => Promise<void>, answer: 'accepted' | 'unavailable' = 'accepted'): Promise<string> => {
+      const dispatchId = uniqueName('d');
+      const port: TargetPort = {
+        ...queued,
+        submit: async (request) => {
+          await during(dispatchId);
+          return answer === 'accepted' ? queued.submit(request) : { kind: 'unavailable', reason: 'Invoke timed out' };
+        },
+      };
+      await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: () => port, now: () => NOW }), {
+        messageId: uniqueName('m'),
+        body: JSON.stringify({ dispatchId, origin: 'planner', target, task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+        senderId: 'test',
+      });
+      return dispatchId;
+    };
+
+    // No state yet: the principal is checked against the message's target before anything is kept.
+    const heard: string[] = [];
+    const first = await intakeWith('reviewer', async (dispatchId) => {
+      heard.push(await takeLambdaFailure(enforce, recordFor('reviewer', dispatchId), 'AROALIMITED:s'));
+      heard.push(await takeLambdaFailure(enforce, recordFor('reviewer', dispatchId, 2), 'AROAREVIEWER:s'));
+      heard.push(String(await table.getLambdaFailure(dispatchId, 1)));
+      // The intake's claim lapsed (it is not in the call any more): kept for the lookup, acknowledged.
+      heard.push(await takeLambdaFailure({ ...enforce, now: () => new Date(NOW.getTime() + 3_600_000) }, recordFor('reviewer', dispatchId), 'AROAREVIEWER:s'));
+      heard.push(await takeLambdaFailure(enforce, recordFor('reviewer', dispatchId), 'AROAREVIEWER:s'));
+    });
+    expect(heard).toEqual(['refused', 'not_current', 'undefined', 'not_current', 'not_yet']);
+    expect(await table.getLambdaFailure(first, 2)).toBeUndefined();
+
+    // A limited target: the slot's write stores the state before Invoke, and the claim it holds says "in the call".
+    await table.putTarget({ name: 'reviewer-limited', kind: 'lambda', functionArn: 'arn:aws:lambda:us-east-1:111122223333:function:reviewer-limited', timeoutSeconds: 60, maxConcurrentRuns: 2 });
+    const limited: string[] = [];
+    const held = await intakeWith('reviewer-limited', async (dispatchId) => {
+      expect((await table.getState(dispatchId))?.slot).toBeDefined();
+      limited.push(await takeLambdaFailure(enforce, recordFor('reviewer-limited', dispatchId), 'AROALIMITED:s'));
+    });
+    expect(limited).toEqual(['not_yet']);
+    expect(await takeLambdaFailure(enforce, recordFor('reviewer-limited', held), 'AROALIMITED:s')).toBe('failed');
+
+    // Invoke's answer lost (the dispatch in its retry's backoff): not in a call, so not retried; kept for the lookup.
+    const backoff = await intakeWith('reviewer', async () => undefined, 'unavailable');
+    expect((await table.getState(backoff))?.submission.nextRetryAt).toEqual(expect.any(String));
+    expect(await takeLambdaFailure(enforce, recordFor('reviewer', backoff), 'AROAREVIEWER:s')).toBe('not_current');
+    expect(await table.getLambdaFailure(backoff, 1)).toMatchObject({ errorType: 'QuotaError' });
   });
 
   it('serves the task of a submission that carried taskRef to the run it belongs to, and only to it', async () => {

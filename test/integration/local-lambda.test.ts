@@ -9,10 +9,10 @@ import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { parseLambdaRunId, type LambdaTargetRegistration } from '../../shared/targets/port.js';
-import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { intakeDepsFactory } from '../support/factories.js';
+import { failuresQueue } from '../support/sqs-records.js';
 
 /**
  * Lambda targets through the local Lambda (CONTRACT §12) on DynamoDB Local: the ledger's real
@@ -43,12 +43,9 @@ beforeAll(async () => {
       // Never settles: only the runtime's timeout ends it (no timer in the test).
       { name: 'hangs', timeoutMs: 100, handler: () => new Promise<never>(() => undefined) },
     ],
-    onFailure: async (record) => {
-      // Locally (open mode) the sender is not checked; the record must still name the run's own function.
-      // A record that comes before the intake wrote the run (`not_yet`: 10 ms retries can beat that write)
-      // is brought back, as SQS brings back what the failures function reports back.
-      await eventually('the on-failure record taken in', async () => ((await takeLambdaFailure({ store: table, now: () => new Date(), principalMode: 'open' }, record)) === 'not_yet' ? undefined : true));
-    },
+    // The record must still name the run's own function. One that comes before the intake wrote the run
+    // (10 ms retries can beat that write) is brought back until it is taken, as SQS would.
+    onFailure: failuresQueue(() => table),
   });
   lambda = loopbackOnly(new LambdaClient({ region: 'us-east-1', endpoint: runtime.url, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }));
 });

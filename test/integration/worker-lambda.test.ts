@@ -9,9 +9,9 @@ import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-i
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
-import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
 import { loopbackOnly, uniqueName } from '../support/engines.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
+import { failuresQueue } from '../support/sqs-records.js';
 
 /**
  * The worker kit as a Lambda (CONTRACT §12), end to end on the local platform: the ledger invokes the
@@ -99,9 +99,7 @@ beforeAll(async () => {
         },
       },
     ],
-    onFailure: async (record) => {
-      await takeLambdaFailure({ store: table, now: () => new Date(), principalMode: 'open' }, record);
-    },
+    onFailure: failuresQueue(() => table),
   });
   t = await startTestPlatform({ AWS_ENDPOINT_URL_LAMBDA: runtime.url });
   documents = DynamoDBDocumentClient.from(t.clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } });
