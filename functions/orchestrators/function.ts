@@ -30,7 +30,7 @@ async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise
   // Never acknowledged: SQS brings it back until its receives are spent, then moves it to the DLQ (alarmed).
   if (outcome === 'unreadable' || outcome === 'refused') throw new Error(`an orchestrator message ${outcome === 'refused' ? 'refused' : 'not readable'}; kept for the DLQ`);
   if (outcome === 'conflict') throw new Error('the dispatch kept changing; retried');
-  // The run's start is not recorded yet (its execution asked first): SQS brings the request back.
+  // The run's start is not recorded yet (its execution asked, or ended, while the ledger was in StartExecution): SQS brings it back.
   if (outcome === 'not_yet') throw new Error('the run is not recorded yet; retried');
   // An ended run's status change Step Functions could not be asked about: SQS brings it back.
   if (outcome === 'unobserved') throw new Error('Step Functions could not be asked; retried');

@@ -1,6 +1,7 @@
 import { isTerminal } from '../dispatch/state.js';
 import { runFailedByRuntime } from '../dispatch/transitions/run.js';
 import { submissionInFlight } from '../dispatch/transitions/lifecycle.js';
+import { dispatchAsFound } from './run-of-dispatch.js';
 import type { LedgerStoreWithWrites } from '../ledger/port.js';
 import type { LambdaFailureRecord } from '../dispatch/records.js';
 import { updateDispatch } from '../ledger/repository.js';
@@ -80,10 +81,8 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
   const failure = failureOfRecord(record, deps.now().toISOString());
   if (!failure) return 'unreadable';
   const read = await deps.store.getStored(failure.dispatchId);
-  // The dispatch's target: from its state, or — its first submission's answer not recorded yet (the
-  // intake writes the state after Invoke returns, and a function can fail before that) — from its message.
-  const accepted = read ? undefined : await deps.store.getAcceptedMessage(failure.dispatchId);
-  const target = read?.state.target ?? (accepted?.content.valid ? accepted.content.target : undefined);
+  // Its target even before its first run is written (the intake writes it after Invoke returns, and a function can fail before that).
+  const { target, submitting } = await dispatchAsFound(deps, failure.dispatchId, read);
   if (target === undefined) return 'not_current';
   // An attempt the dispatch has not made is none of its runs: nothing kept (a kept record is what a lookup of that run reads).
   if (failure.attempt > (read?.state.attempt ?? 1)) return 'not_current';
@@ -97,7 +96,7 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
   // Kept before anything else: a lookup of the run reads it, whatever the state says yet.
   await deps.store.putLambdaFailure(failure);
   // No state yet: while the intake's claim on the message holds, it is presumed to be in the Invoke call.
-  if (!read) return accepted && Date.parse(accepted.claimUntil) > deps.now().getTime() ? 'not_yet' : 'not_current';
+  if (!read) return submitting ? 'not_yet' : 'not_current';
   const updated = await updateDispatch<LambdaFailureOutcome>(
     deps.store,
     failure.dispatchId,

@@ -4,7 +4,7 @@ import { isTerminal, type DispatchState } from '../dispatch/state.js';
 import type { LookupOutcome } from '../dispatch/target-answers.js';
 import { approvalAsked, reconcileLookup, runEndedByRuntime, runRedriven } from '../dispatch/transitions/run.js';
 import type { DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
-import { runOn } from './run-of-dispatch.js';
+import { dispatchAsFound, runOn } from './run-of-dispatch.js';
 import { updateDispatch } from '../ledger/repository.js';
 import type { StepFunctionsTargetRegistration } from '../targets/port.js';
 import { parseExecutionName } from '../targets/run-names.js';
@@ -33,7 +33,7 @@ export type OrchestratorOutcome =
   /** An execution redriven after its end was recorded: kept as a late event and on the attention list (the ledger's way to run it again is a redispatch). */
   | 'late'
   | 'not_current'
-  /** An approval request for a run whose start the ledger has not recorded yet: retried (SQS redelivers it). */
+  /** An approval request or a status change for a run whose start the ledger has not recorded yet: retried (SQS redelivers it). */
   | 'not_yet'
   | 'unreadable'
   | 'refused'
@@ -103,7 +103,7 @@ export async function takeOrchestratorMessage(deps: OrchestratorDeps, body: unkn
 async function takeApprovalRequest(deps: OrchestratorDeps, request: z.output<typeof approvalRequestSchema>, senderId: string | undefined): Promise<OrchestratorOutcome> {
   const read = await deps.store.getStored(request.dispatchId);
   // The dispatch's target: from its state, or — its submission's answer not recorded yet — from its message.
-  const target = read?.state.target ?? (await deps.store.getAcceptedMessage(request.dispatchId))?.content.target ?? undefined;
+  const { target } = await dispatchAsFound(deps, request.dispatchId, read);
   const registration = target === undefined ? undefined : await stateMachineOf(deps, target);
   if (!registration) return target === undefined ? 'not_current' : 'refused';
   if (deps.principalMode === 'enforce' && (!registration.roleId || !senderId?.startsWith(`${registration.roleId}:`))) return 'refused';
@@ -148,9 +148,16 @@ async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof 
   // Neither its input nor its name is the ledger's: an execution the ledger did not start.
   if (!dispatchId) return 'not_current';
   const read = await deps.store.getStored(dispatchId);
-  if (!read) return 'not_current';
+  if (!read || read.state.runId !== detail.executionArn) {
+    // An execution that ended (or changed) while the ledger was still in the StartExecution call: its run
+    // is written when the call returns, so the event is retried — not dropped, leaving the end to the
+    // stall deadline's lookup and the slot held until then.
+    const found = await dispatchAsFound(deps, dispatchId, read);
+    const registration = found.target === undefined ? undefined : await stateMachineOf(deps, found.target);
+    return found.submitting && registration?.stateMachineArn === detail.stateMachineArn ? 'not_yet' : 'not_current';
+  }
   const registration = await stateMachineOf(deps, read.state.target);
-  if (registration?.stateMachineArn !== detail.stateMachineArn || read.state.runId !== detail.executionArn) return 'not_current';
+  if (registration?.stateMachineArn !== detail.stateMachineArn) return 'not_current';
   // Looked up before anything is recorded: the event says which execution changed, Step Functions says how.
   const lookup = await lookUpRun(deps, read.state);
   if (isTerminal(read.state.execution.nativeStatus)) {

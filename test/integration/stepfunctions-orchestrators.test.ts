@@ -176,6 +176,58 @@ describe("Step Functions' status change events", () => {
     expect(Items.filter((item) => String(item.sk).startsWith('LATE#')).map((item) => ({ runId: item.runId, type: item.type }))).toEqual([{ runId, type: 'redriven' }]);
   });
 
+  it("are retried, not dropped, when the execution ended before the ledger wrote its run (was: not_current, the end left to the stall deadline's lookup and the slot held till then)", async () => {
+    const dispatchId = uniqueName('d').replace(/[^A-Za-z0-9-]/g, '-');
+    const runId = arnOf(dispatchId);
+    const input = JSON.stringify({ dispatchId, attempt: 1 });
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: runId, startDate: NOW });
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'FAILED', error: 'States.TaskFailed', cause: 'failed at once', startDate: NOW, stopDate: NOW, $metadata: {} });
+    const heard: string[] = [];
+    // The execution's end event is handled while the intake is still in the StartExecution call.
+    const inTheCall = (target: TargetRegistration) => {
+      const port = targetFor(target);
+      return { ...port, submit: async (request: Parameters<typeof port.submit>[0]) => {
+        heard.push(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', input)));
+        return port.submit(request);
+      } };
+    };
+    await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: inTheCall, now: () => NOW }), {
+      messageId: uniqueName('m'),
+      body: JSON.stringify({ dispatchId, origin: 'planner', target: 'review-flow', task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+      senderId: 'test',
+    });
+    expect(heard).toEqual(['not_yet']);
+    // SQS brings it back: the end is looked up and recorded.
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', input))).toBe('ended');
+    expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'failed', result: { summary: 'States.TaskFailed: failed at once' } });
+    // Not in a call: a dispatch waiting for its notBefore, or the intake's claim lapsed — none of its runs, acknowledged.
+    const waiting = uniqueName('d').replace(/[^A-Za-z0-9-]/g, '-');
+    await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor, now: () => NOW }), {
+      messageId: uniqueName('m'),
+      body: JSON.stringify({ dispatchId: waiting, origin: 'planner', target: 'review-flow', task: { goal: 'review' }, notBefore: new Date(NOW.getTime() + 3_600_000).toISOString(), delivery: { mode: 'detached' } }),
+      senderId: 'test',
+    });
+    expect(await takeOrchestratorMessage(deps(), statusChange(arnOf(waiting), 'FAILED', JSON.stringify({ dispatchId: waiting, attempt: 1 })))).toBe('not_current');
+    // Another state machine's execution in the window: not this dispatch's.
+    const other: string[] = [];
+    const otherId = uniqueName('d').replace(/[^A-Za-z0-9-]/g, '-');
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: arnOf(otherId), startDate: NOW });
+    const otherMachine = (target: TargetRegistration) => {
+      const port = targetFor(target);
+      return { ...port, submit: async (request: Parameters<typeof port.submit>[0]) => {
+        const change = statusChange(arnOf(otherId), 'FAILED', null);
+        other.push(await takeOrchestratorMessage(deps(), { ...change, detail: { ...change.detail, stateMachineArn: `${STATE_MACHINE}-other` } }));
+        return port.submit(request);
+      } };
+    };
+    await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: otherMachine, now: () => NOW }), {
+      messageId: uniqueName('m'),
+      body: JSON.stringify({ dispatchId: otherId, origin: 'planner', target: 'review-flow', task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+      senderId: 'test',
+    });
+    expect(other).toEqual(['not_current']);
+  });
+
   it('a redrive after the end lists the dispatch in GET /attention (kind redriven) until a forced redispatch, which asks the redriven execution to stop (was: kept as late activity only, so no person ever heard of work running outside the ledger; a plain redispatch then started a second writer)', async () => {
     const { dispatchId, runId } = await submitted();
     const input = JSON.stringify({ dispatchId, attempt: 1 });

@@ -77,6 +77,21 @@ describe('the worker kit: callbacks to the ledger', () => {
     expect(final.pauses.slice(0, 8)).toEqual([100, 200, 400, 800, 1600, 3200, 5000, 5000]);
   });
 
+  it("keeps a control poll's own bound within the client's budget (was: a poll's 10 s ran a short Lambda past its timeout)", async () => {
+    // The bug it pins: pollControl asks with 10 s, and an explicit bound overrode the invocation's cap
+    // (its remaining time), so a function with a 5 s timeout kept polling a ledger answering 409 past it.
+    const down = Array.from({ length: 1_000 }, () => ({ status: 409, code: 'not_yet_recorded' }));
+    const short = scripted(down);
+    expect(await short.client({ budgetMs: 3_000 }).getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
+    expect(short.pauses.reduce((sum, ms) => sum + ms, 0)).toBeLessThanOrEqual(3_000);
+    // A long budget: the poll's own 10 s stands.
+    const long = scripted(down);
+    expect(await long.client({ budgetMs: 300_000 }).getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
+    const waited = long.pauses.reduce((sum, ms) => sum + ms, 0);
+    expect(waited).toBeGreaterThan(3_000);
+    expect(waited).toBeLessThanOrEqual(10_000);
+  });
+
   it('names the backoff and the retryable answers in one place', () => {
     expect([1, 2, 3, 4, 10].map((tries) => backoffMs(DEFAULT_RETRY, tries))).toEqual([100, 200, 400, 800, 5000]);
     expect(isRetryable(409, 'not_yet_recorded')).toBe(true);

@@ -169,12 +169,12 @@ export class CallbackClient {
     );
   }
 
-  /** Reads a lambda run's control record, within `budgetMs` (a poll is worth little once late). */
+  /** Reads a lambda run's control record, within `budgetMs` (a poll is worth little once late) and never past the client's own budget (an invocation's remaining time). */
   getControl(callbackUrl: string, runId: string, dispatchId: string, budgetMs = this.#policy.budgetMs): Promise<CallbackOutcome> {
     return this.#send(
       { callback: 'control', runId, dispatchId },
       { method: 'GET', url: controlUrl(callbackUrl, runId, dispatchId), headers: { accept: 'application/json' } },
-      budgetMs,
+      Math.min(budgetMs, this.#policy.budgetMs),
     );
   }
 
