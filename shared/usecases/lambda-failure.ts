@@ -1,7 +1,7 @@
 import { isTerminal } from '../dispatch/state.js';
 import { runFailedByRuntime } from '../dispatch/transitions/run.js';
 import { submissionInFlight } from '../dispatch/transitions/lifecycle.js';
-import { dispatchAsFound } from './run-of-dispatch.js';
+import { dispatchAsFound } from './dispatch-as-found.js';
 import type { LedgerStoreWithWrites } from '../ledger/port.js';
 import type { LambdaFailureRecord } from '../dispatch/records.js';
 import { updateDispatch } from '../ledger/repository.js';

@@ -4,7 +4,8 @@ import { isTerminal, type DispatchState } from '../dispatch/state.js';
 import type { LookupOutcome } from '../dispatch/target-answers.js';
 import { approvalAsked, reconcileLookup, runEndedByRuntime, runRedriven } from '../dispatch/transitions/run.js';
 import type { DispatchWorkDeps, LedgerStoreWithWrites } from '../ledger/port.js';
-import { dispatchAsFound, runOn } from './run-of-dispatch.js';
+import { dispatchAsFound } from './dispatch-as-found.js';
+import { runOn, whichRun } from './run-of-dispatch.js';
 import { updateDispatch } from '../ledger/repository.js';
 import type { StepFunctionsTargetRegistration } from '../targets/port.js';
 import { parseExecutionName } from '../targets/run-names.js';
@@ -152,6 +153,8 @@ async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof 
     // An execution that ended (or changed) while the ledger was still in the StartExecution call: its run
     // is written when the call returns, so the event is retried — not dropped, leaving the end to the
     // stall deadline's lookup and the slot held until then.
+    // An earlier attempt's execution (its end arriving while a redispatch starts the next) is never this one.
+    if (read && (await whichRun(deps, read.state, detail.executionArn)) === 'superseded') return 'not_current';
     const found = await dispatchAsFound(deps, dispatchId, read);
     const registration = found.target === undefined ? undefined : await stateMachineOf(deps, found.target);
     return found.submitting && registration?.stateMachineArn === detail.stateMachineArn ? 'not_yet' : 'not_current';

@@ -228,6 +228,30 @@ describe("Step Functions' status change events", () => {
     expect(other).toEqual(['not_current']);
   });
 
+  it("tell a redispatch's new execution, not recorded yet, from the one it superseded: the new one's event is retried, the old one's acknowledged", async () => {
+    const { dispatchId, runId } = await submitted();
+    sfnMock.on(DescribeExecutionCommand).resolves({ executionArn: runId, status: 'FAILED', error: 'States.TaskFailed', cause: 'crashed', startDate: NOW, stopDate: NOW, $metadata: {} });
+    expect(await takeOrchestratorMessage(deps(), statusChange(runId, 'FAILED', JSON.stringify({ dispatchId, attempt: 1 })))).toBe('ended');
+    const second = runId.replace(/_1$/, '_2');
+    sfnMock.on(StartExecutionCommand).resolves({ executionArn: second, startDate: NOW });
+    const heard: string[] = [];
+    // While the redispatch is in the StartExecution call of attempt 2: the state holds its claim.
+    const inTheCall = (target: TargetRegistration) => {
+      const port = targetFor(target);
+      return { ...port, submit: async (request: Parameters<typeof port.submit>[0]) => {
+        heard.push(await takeOrchestratorMessage(deps(), statusChange(runId, 'ABORTED', JSON.stringify({ dispatchId, attempt: 1 }))));
+        heard.push(await takeOrchestratorMessage(deps(), statusChange(second, 'FAILED', JSON.stringify({ dispatchId, attempt: 2 }))));
+        return port.submit(request);
+      } };
+    };
+    const answer = await route(ledgerApiDeps({ table, documents, tableName, blobs, targetFor: inTheCall, now: () => NOW }), {
+      method: 'POST', rawPath: `/dispatches/${dispatchId}/redispatch`, query: {}, headers: { 'x-ledger-origin': 'planner' }, body: Buffer.from(JSON.stringify({ reason: 'run it again' })), iamUserId: undefined,
+    });
+    expect(answer.statusCode).toBe(202);
+    expect(heard).toEqual(['not_current', 'not_yet']);
+    expect((await table.getState(dispatchId))?.runId).toBe(second);
+  });
+
   it('a redrive after the end lists the dispatch in GET /attention (kind redriven) until a forced redispatch, which asks the redriven execution to stop (was: kept as late activity only, so no person ever heard of work running outside the ledger; a plain redispatch then started a second writer)', async () => {
     const { dispatchId, runId } = await submitted();
     const input = JSON.stringify({ dispatchId, attempt: 1 });

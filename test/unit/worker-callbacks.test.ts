@@ -5,6 +5,7 @@ import { Hash } from '@smithy/hash-node';
 import { sigv4Signer, type LogLine, type Signer } from '@dispatch-ledger/worker';
 import { eventually } from '../support/eventually.js';
 import { backoffMs, CallbackClient, DEFAULT_RETRY, evidenceUrl, isRetryable, type Transport } from '../../packages/worker/src/callbacks.js';
+import { invocationCallbacks } from '../../packages/worker/src/invocation-callbacks.js';
 
 type Answer = { status: number; code?: string } | 'network_error';
 
@@ -33,7 +34,7 @@ function scripted(answers: readonly Answer[]) {
       retry: { ...(options.budgetMs === undefined ? {} : { budgetMs: options.budgetMs }), ...(options.finalBudgetMs === undefined ? {} : { finalBudgetMs: options.finalBudgetMs }) },
       ...(options.signer ? { signer: options.signer } : {}),
     });
-  return { client, tries, pauses, log };
+  return { client, tries, pauses, log, now: () => now, advance: (ms: number) => void (now += ms) };
 }
 
 const heartbeat = { dispatchId: 'd-1', seq: 1, type: 'heartbeat' as const };
@@ -77,19 +78,54 @@ describe('the worker kit: callbacks to the ledger', () => {
     expect(final.pauses.slice(0, 8)).toEqual([100, 200, 400, 800, 1600, 3200, 5000, 5000]);
   });
 
-  it("keeps a control poll's own bound within the client's budget (was: a poll's 10 s ran a short Lambda past its timeout)", async () => {
-    // The bug it pins: pollControl asks with 10 s, and an explicit bound overrode the invocation's cap
-    // (its remaining time), so a function with a 5 s timeout kept polling a ledger answering 409 past it.
+  it("ends every callback by the client's deadline, however late it starts (was: a control poll's own 10 s ran a short Lambda past its timeout)", async () => {
+    // The bug it pins: pollControl asks with 10 s of its own, and the invocation's cap was only its
+    // remaining time when the client was made, so a poll at a later heartbeat of a 5 s function went on
+    // polling a ledger answering 409 past the function's timeout.
     const down = Array.from({ length: 1_000 }, () => ({ status: 409, code: 'not_yet_recorded' }));
-    const short = scripted(down);
-    expect(await short.client({ budgetMs: 3_000 }).getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
-    expect(short.pauses.reduce((sum, ms) => sum + ms, 0)).toBeLessThanOrEqual(3_000);
-    // A long budget: the poll's own 10 s stands.
+    const late = scripted(down);
+    const client = new CallbackClient({
+      log: () => undefined,
+      stopSignal: new AbortController().signal,
+      transport: async () => ({ status: 409, text: JSON.stringify({ error: { code: 'not_yet_recorded', message: 'm' } }) }),
+      now: () => late.now(),
+      sleep: async (ms) => late.advance(ms),
+      deadlineAt: 3_000,
+    });
+    late.advance(2_500);
+    expect(await client.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
+    expect(late.now()).toBeLessThanOrEqual(3_000);
+    // Past the deadline: no try at all.
+    late.advance(1_000);
+    expect(await client.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up', tries: 0 });
+    // No deadline: the poll's own 10 s stands.
     const long = scripted(down);
     expect(await long.client({ budgetMs: 300_000 }).getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
     const waited = long.pauses.reduce((sum, ms) => sum + ms, 0);
     expect(waited).toBeGreaterThan(3_000);
     expect(waited).toBeLessThanOrEqual(10_000);
+  });
+
+  it('ends a try that outlasts the deadline at the deadline, not at its own try timeout', async () => {
+    const aborted: string[] = [];
+    const client = new CallbackClient({
+      log: () => undefined,
+      stopSignal: new AbortController().signal,
+      // A ledger that never answers: only the try's signal ends it.
+      transport: (_url, init) => new Promise((_resolve, reject) => init.signal.addEventListener('abort', () => { aborted.push(String((init.signal.reason as Error | undefined)?.name)); reject(init.signal.reason); })),
+      retry: { tryTimeoutMs: 600_000 },
+      deadlineAt: Date.now() + 200,
+    });
+    // Without the deadline in the try's timeout this would wait 10 minutes (the test's own bound fails it first).
+    expect(await client.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
+    expect(aborted).toEqual(['TimeoutError']);
+    // An invocation's callbacks get its end as their deadline: 1 s here (the least the kit leaves).
+    const invocation = invocationCallbacks(
+      { log: () => undefined, retry: { tryTimeoutMs: 600_000 }, transport: (_url, init) => new Promise((_resolve, reject) => init.signal.addEventListener('abort', () => reject(init.signal.reason))) },
+      { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 2_500 },
+      new AbortController().signal,
+    );
+    expect(await invocation.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
   });
 
   it('names the backoff and the retryable answers in one place', () => {

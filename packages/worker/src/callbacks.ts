@@ -74,6 +74,11 @@ export interface CallbackClientOptions {
   readonly now?: () => number;
   /** @default an abortable timers/promises setTimeout */
   readonly sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /**
+   * When no callback may still be under way, on `now`'s clock (a Lambda invocation's timeout less a
+   * margin): every budget, and each try's timeout, ends by then, whenever the callback starts.
+   */
+  readonly deadlineAt?: number | undefined;
 }
 
 const PREVIEW_CHARS = 300;
@@ -128,6 +133,7 @@ export class CallbackClient {
   readonly #transport: Transport;
   readonly #now: () => number;
   readonly #sleep: (ms: number, signal: AbortSignal) => Promise<void>;
+  readonly #deadlineAt: number;
 
   constructor(options: CallbackClientOptions) {
     this.#log = options.log;
@@ -140,6 +146,7 @@ export class CallbackClient {
     this.#transport = options.transport ?? fetchTransport;
     this.#now = options.now ?? Date.now;
     this.#sleep = options.sleep ?? ((ms, signal) => pause(ms, undefined, { signal }));
+    this.#deadlineAt = options.deadlineAt ?? Number.POSITIVE_INFINITY;
   }
 
   /** Posts one run event. A final event is retried for `finalBudgetMs`, any other for `budgetMs`. */
@@ -169,12 +176,12 @@ export class CallbackClient {
     );
   }
 
-  /** Reads a lambda run's control record, within `budgetMs` (a poll is worth little once late) and never past the client's own budget (an invocation's remaining time). */
+  /** Reads a lambda run's control record, within `budgetMs` (a poll is worth little once late) and never past the client's deadline. */
   getControl(callbackUrl: string, runId: string, dispatchId: string, budgetMs = this.#policy.budgetMs): Promise<CallbackOutcome> {
     return this.#send(
       { callback: 'control', runId, dispatchId },
       { method: 'GET', url: controlUrl(callbackUrl, runId, dispatchId), headers: { accept: 'application/json' } },
-      Math.min(budgetMs, this.#policy.budgetMs),
+      budgetMs,
     );
   }
 
@@ -184,10 +191,17 @@ export class CallbackClient {
     budgetMs: number,
   ): Promise<CallbackOutcome> {
     const started = this.#now();
+    // Whichever ends first: this call's budget, or the client's deadline (an invocation's end).
+    const endsAt = Math.min(started + budgetMs, this.#deadlineAt);
     let last = 'no try made';
     for (let tries = 1; ; tries += 1) {
       if (this.#stop.aborted) return this.#stopped(context, tries - 1);
-      const answer = await this.#once(request);
+      // The first try is always made (a budget of 0: one try, no retry) — unless the deadline has passed.
+      if (this.#now() >= this.#deadlineAt) {
+        this.#log({ level: 'error', msg: 'callback_gave_up', ...context, url: request.url, last, tries: tries - 1, budgetMs });
+        return { kind: 'gave_up', last, tries: tries - 1 };
+      }
+      const answer = await this.#once(request, this.#deadlineAt - this.#now());
       if (answer.kind === 'answered') {
         const { status, text } = answer;
         if (status >= 200 && status < 300) {
@@ -207,7 +221,7 @@ export class CallbackClient {
         this.#log({ level: 'debug', msg: 'callback_retry', ...context, error: answer.reason, tries });
       }
       const wait = backoffMs(this.#policy, tries);
-      if (this.#now() - started + wait > budgetMs) {
+      if (this.#now() + wait > endsAt) {
         this.#log({ level: 'error', msg: 'callback_gave_up', ...context, url: request.url, last, tries, budgetMs });
         return { kind: 'gave_up', last, tries };
       }
@@ -224,12 +238,15 @@ export class CallbackClient {
     return { kind: 'stopped', tries };
   }
 
-  async #once(request: {
-    readonly method: string;
-    readonly url: string;
-    readonly headers: Record<string, string>;
-    readonly body?: string | Uint8Array;
-  }): Promise<{ readonly kind: 'answered'; readonly status: number; readonly text: string } | { readonly kind: 'failed'; readonly reason: string }> {
+  async #once(
+    request: {
+      readonly method: string;
+      readonly url: string;
+      readonly headers: Record<string, string>;
+      readonly body?: string | Uint8Array;
+    },
+    leftMs: number,
+  ): Promise<{ readonly kind: 'answered'; readonly status: number; readonly text: string } | { readonly kind: 'failed'; readonly reason: string }> {
     let headers = request.headers;
     if (this.#signer) {
       try {
@@ -246,7 +263,8 @@ export class CallbackClient {
         method: request.method,
         headers: sent,
         ...(request.body === undefined ? {} : { body: request.body }),
-        signal: AbortSignal.any([this.#stop, AbortSignal.timeout(timerDelayMs(this.#policy.tryTimeoutMs))]),
+        // A try ends by the deadline too: it is never overrun by one slow answer.
+        signal: AbortSignal.any([this.#stop, AbortSignal.timeout(timerDelayMs(Math.min(this.#policy.tryTimeoutMs, Math.max(1, leftMs))))]),
       });
       return { kind: 'answered', ...answer };
     } catch (error) {

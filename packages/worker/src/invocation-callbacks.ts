@@ -42,6 +42,8 @@ export function invocationCallbacks(
     stopSignal,
     signer: options.signer,
     retry: { ...policy, budgetMs: Math.min(policy.budgetMs, remaining), finalBudgetMs: Math.min(policy.finalBudgetMs, remaining) },
+    // However late a callback starts (a control poll at a heartbeat), it ends before the invocation does.
+    deadlineAt: Date.now() + remaining,
     ...(options.transport ? { transport: options.transport } : {}),
   });
 }
