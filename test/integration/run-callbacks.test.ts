@@ -6,7 +6,7 @@ import { STATE_ITEM } from '../../shared/adapters/item-kinds.js';
 import { stateVersionOf } from '../../shared/adapters/state-item.js';
 import type { StateVersion } from '../../shared/events/derive.js';
 import type { StoredState } from '../../shared/ledger/port.js';
-import { postRunEvent } from '../../shared/api/lifecycle-routes.js';
+import { getRunControl, getTask, postRunEvent } from '../../shared/api/lifecycle-routes.js';
 import { refreshed } from '../../shared/usecases/run-events.js';
 import { putEvidence } from '../../shared/api/evidence-routes.js';
 import { postOperatorReceipt } from '../../shared/api/receipt-routes.js';
@@ -52,6 +52,21 @@ describe('run callbacks that race the record: not yet recorded, never lost', () 
     await send(sent);
     target.onSubmit = undefined;
     expect(early?.code).toBe('not_yet_recorded');
+  });
+
+  it('answers 409 not_yet_recorded to a control poll and a task read before the run is recorded, in AWS mode too (never 404: a Lambda reads its task, and polls, from its first moment)', async () => {
+    const sent = message();
+    const early: Array<ApiError | undefined> = [];
+    target.onSubmit = async () => {
+      early.push(await apiError(getRunControl(deps(), 'r-1', sent.dispatchId, asTarget)));
+      early.push(await apiError(getTask(deps(), sent.dispatchId, 'r-1', asTarget)));
+    };
+    await send(sent);
+    target.onSubmit = undefined;
+    expect(early.map((error) => [error?.statusCode, error?.code])).toEqual([
+      [409, 'not_yet_recorded'],
+      [409, 'not_yet_recorded'],
+    ]);
   });
 
   it('answers 404 to a run that is none of the dispatch’s runs while no attempt is in flight', async () => {
