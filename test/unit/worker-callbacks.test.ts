@@ -95,9 +95,14 @@ describe('the worker kit: callbacks to the ledger', () => {
     late.advance(2_500);
     expect(await client.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
     expect(late.now()).toBeLessThanOrEqual(3_000);
-    // Past the deadline: no try at all.
+    // Past the deadline: no poll at all; but a final event still has its one try (its margin is kept for it).
     late.advance(1_000);
     expect(await client.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up', tries: 0 });
+    expect(await client.postEvent('http://127.0.0.1:9', 'd-1:1', completed)).toMatchObject({ kind: 'gave_up', tries: 1 });
+    // A poll's own bound stays within the client's budget too.
+    const short = scripted(down);
+    expect(await short.client({ budgetMs: 3_000 }).getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
+    expect(short.pauses.reduce((sum, ms) => sum + ms, 0)).toBeLessThanOrEqual(3_000);
     // No deadline: the poll's own 10 s stands.
     const long = scripted(down);
     expect(await long.client({ budgetMs: 300_000 }).getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
@@ -119,13 +124,16 @@ describe('the worker kit: callbacks to the ledger', () => {
     // Without the deadline in the try's timeout this would wait 10 minutes (the test's own bound fails it first).
     expect(await client.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
     expect(aborted).toEqual(['TimeoutError']);
-    // An invocation's callbacks get its end as their deadline: 1 s here (the least the kit leaves).
+    // An invocation's callbacks get its end less the kit's 2 s margin as their deadline: 1 s here.
     const invocation = invocationCallbacks(
       { log: () => undefined, retry: { tryTimeoutMs: 600_000 }, transport: (_url, init) => new Promise((_resolve, reject) => init.signal.addEventListener('abort', () => reject(init.signal.reason))) },
-      { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 2_500 },
+      { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 3_000 },
       new AbortController().signal,
     );
+    const started = Date.now();
     expect(await invocation.getControl('http://127.0.0.1:9', 'd-1:1', 'd-1', 10_000)).toMatchObject({ kind: 'gave_up' });
+    // A bound, not a timing: without the deadline the try waits its own 600 s (vitest's bound fails it first).
+    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it('names the backoff and the retryable answers in one place', () => {

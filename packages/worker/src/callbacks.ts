@@ -75,8 +75,10 @@ export interface CallbackClientOptions {
   /** @default an abortable timers/promises setTimeout */
   readonly sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
   /**
-   * When no callback may still be under way, on `now`'s clock (a Lambda invocation's timeout less a
-   * margin): every budget, and each try's timeout, ends by then, whenever the callback starts.
+   * When retries must have ended, on `now`'s clock (a Lambda invocation's timeout less the margin kept
+   * for its last writes): every budget, and each try's timeout while it is ahead, ends by then, whenever
+   * the callback starts. A first try past it is still made (a final event's one chance), except a
+   * control poll's.
    */
   readonly deadlineAt?: number | undefined;
 }
@@ -181,7 +183,9 @@ export class CallbackClient {
     return this.#send(
       { callback: 'control', runId, dispatchId },
       { method: 'GET', url: controlUrl(callbackUrl, runId, dispatchId), headers: { accept: 'application/json' } },
-      budgetMs,
+      Math.min(budgetMs, this.#policy.budgetMs),
+      // A poll is worth nothing once the invocation is ending: none is made past the deadline.
+      { noTryPastDeadline: true },
     );
   }
 
@@ -189,6 +193,7 @@ export class CallbackClient {
     context: Record<string, unknown>,
     request: { readonly method: string; readonly url: string; readonly headers: Record<string, string>; readonly body?: string | Uint8Array },
     budgetMs: number,
+    options: { readonly noTryPastDeadline?: boolean } = {},
   ): Promise<CallbackOutcome> {
     const started = this.#now();
     // Whichever ends first: this call's budget, or the client's deadline (an invocation's end).
@@ -196,12 +201,13 @@ export class CallbackClient {
     let last = 'no try made';
     for (let tries = 1; ; tries += 1) {
       if (this.#stop.aborted) return this.#stopped(context, tries - 1);
-      // The first try is always made (a budget of 0: one try, no retry) — unless the deadline has passed.
-      if (this.#now() >= this.#deadlineAt) {
-        this.#log({ level: 'error', msg: 'callback_gave_up', ...context, url: request.url, last, tries: tries - 1, budgetMs });
-        return { kind: 'gave_up', last, tries: tries - 1 };
+      // The first try is made even past the deadline (a final event's one chance, in the margin kept for
+      // the last writes; a budget of 0: one try, no retry) — except a control poll's.
+      if (tries === 1 && options.noTryPastDeadline && this.#now() >= this.#deadlineAt) {
+        this.#log({ level: 'debug', msg: 'callback_skipped', ...context, reason: 'past the deadline' });
+        return { kind: 'gave_up', last, tries: 0 };
       }
-      const answer = await this.#once(request, this.#deadlineAt - this.#now());
+      const answer = await this.#once(request);
       if (answer.kind === 'answered') {
         const { status, text } = answer;
         if (status >= 200 && status < 300) {
@@ -233,20 +239,26 @@ export class CallbackClient {
     }
   }
 
+  /**
+   * A try's timeout, worked out as it is sent (after signing): it ends by the deadline while the deadline
+   * is ahead, so one slow answer never overruns it; a try made past it has its own timeout.
+   */
+  #tryTimeoutMs(): number {
+    const left = this.#deadlineAt - this.#now();
+    return left > 0 ? Math.min(this.#policy.tryTimeoutMs, left) : this.#policy.tryTimeoutMs;
+  }
+
   #stopped(context: Record<string, unknown>, tries: number): CallbackOutcome {
     this.#log({ level: 'warn', msg: 'callback_stopped', ...context, tries });
     return { kind: 'stopped', tries };
   }
 
-  async #once(
-    request: {
-      readonly method: string;
-      readonly url: string;
-      readonly headers: Record<string, string>;
-      readonly body?: string | Uint8Array;
-    },
-    leftMs: number,
-  ): Promise<{ readonly kind: 'answered'; readonly status: number; readonly text: string } | { readonly kind: 'failed'; readonly reason: string }> {
+  async #once(request: {
+    readonly method: string;
+    readonly url: string;
+    readonly headers: Record<string, string>;
+    readonly body?: string | Uint8Array;
+  }): Promise<{ readonly kind: 'answered'; readonly status: number; readonly text: string } | { readonly kind: 'failed'; readonly reason: string }> {
     let headers = request.headers;
     if (this.#signer) {
       try {
@@ -263,8 +275,7 @@ export class CallbackClient {
         method: request.method,
         headers: sent,
         ...(request.body === undefined ? {} : { body: request.body }),
-        // A try ends by the deadline too: it is never overrun by one slow answer.
-        signal: AbortSignal.any([this.#stop, AbortSignal.timeout(timerDelayMs(Math.min(this.#policy.tryTimeoutMs, Math.max(1, leftMs))))]),
+        signal: AbortSignal.any([this.#stop, AbortSignal.timeout(timerDelayMs(this.#tryTimeoutMs()))]),
       });
       return { kind: 'answered', ...answer };
     } catch (error) {

@@ -42,8 +42,9 @@ export function invocationCallbacks(
     stopSignal,
     signer: options.signer,
     retry: { ...policy, budgetMs: Math.min(policy.budgetMs, remaining), finalBudgetMs: Math.min(policy.finalBudgetMs, remaining) },
-    // However late a callback starts (a control poll at a heartbeat), it ends before the invocation does.
-    deadlineAt: Date.now() + remaining,
+    // However late a callback starts (a control poll at a heartbeat), its retries end before the
+    // invocation's margin does: the function's end less the time kept for the last writes (no floor).
+    deadlineAt: Date.now() + context.getRemainingTimeInMillis() - MARGIN_MS,
     ...(options.transport ? { transport: options.transport } : {}),
   });
 }
