@@ -153,11 +153,12 @@ async function takeStatusChange(deps: OrchestratorDeps, detail: z.output<typeof 
     // An execution that ended (or changed) while the ledger was still in the StartExecution call: its run
     // is written when the call returns, so the event is retried — not dropped, leaving the end to the
     // stall deadline's lookup and the slot held until then.
-    // An earlier attempt's execution (its end arriving while a redispatch starts the next) is never this one.
-    if (read && (await whichRun(deps, read.state, detail.executionArn)) === 'superseded') return 'not_current';
     const found = await dispatchAsFound(deps, dispatchId, read);
     const registration = found.target === undefined ? undefined : await stateMachineOf(deps, found.target);
-    return found.submitting && registration?.stateMachineArn === detail.stateMachineArn ? 'not_yet' : 'not_current';
+    if (!found.submitting || registration?.stateMachineArn !== detail.stateMachineArn) return 'not_current';
+    // An earlier attempt's execution (its end arriving while a redispatch starts the next) is never this
+    // one: asked only here, in the window, so an ordinary stale event costs no read of past attempts.
+    return read && (await whichRun(deps, read.state, detail.executionArn)) === 'superseded' ? 'not_current' : 'not_yet';
   }
   const registration = await stateMachineOf(deps, read.state.target);
   if (registration?.stateMachineArn !== detail.stateMachineArn) return 'not_current';
