@@ -1,7 +1,7 @@
-import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { takeLambdaFailure, type LambdaFailureDeps } from '../../shared/usecases/lambda-failure.js';
 import type { LedgerConfig } from '../../shared/adapters/config.js';
+import { jsonBodyOf, sqsBatchHandler } from '../../shared/adapters/sqs-batch.js';
 import { failureDeps, logger } from './deps.js';
 
 export { CONFIG } from './deps.js';
@@ -13,13 +13,7 @@ export { CONFIG } from './deps.js';
  * or a record for a run whose submission is not recorded yet, is reported back alone and retried by SQS.
  */
 async function recordHandler(deps: LambdaFailureDeps, record: SQSRecord): Promise<void> {
-  let body: unknown;
-  try {
-    body = JSON.parse(record.body);
-  } catch {
-    body = undefined;
-  }
-  const outcome = await takeLambdaFailure(deps, body, record.attributes.SenderId);
+  const outcome = await takeLambdaFailure(deps, jsonBodyOf(record), record.attributes.SenderId);
   if (outcome === 'unreadable') logger.warn('an on-failure record names no run of the ledger; dropped', { messageId: record.messageId, bytes: record.body.length });
   else if (outcome === 'refused') logger.warn('an on-failure record not from the function of the run it names; refused', { messageId: record.messageId, senderId: record.attributes.SenderId });
   // Its run's submission is not recorded yet (the function failed before Invoke's answer was written): kept, and SQS brings it back.
@@ -31,7 +25,5 @@ async function recordHandler(deps: LambdaFailureDeps, record: SQSRecord): Promis
 
 export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
   const deps = failureDeps(config);
-  // One per handler: a batch's records are its own.
-  const processor = new BatchProcessor(EventType.SQS);
-  return async (event, context) => processPartialResponse(event, (record: SQSRecord) => recordHandler(deps, record), processor, { context });
+  return sqsBatchHandler((record) => recordHandler(deps, record));
 }

@@ -1,7 +1,7 @@
-import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { takeOrchestratorMessage, type OrchestratorDeps } from '../../shared/usecases/orchestrators.js';
 import type { LedgerConfig } from '../../shared/adapters/config.js';
+import { jsonBodyOf, sqsBatchHandler } from '../../shared/adapters/sqs-batch.js';
 import { logger, orchestratorDeps } from './deps.js';
 
 export { CONFIG } from './deps.js';
@@ -16,13 +16,7 @@ export { CONFIG } from './deps.js';
  * alone and retried by SQS.
  */
 async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise<void> {
-  let body: unknown;
-  try {
-    body = JSON.parse(record.body);
-  } catch {
-    body = undefined;
-  }
-  const outcome = await takeOrchestratorMessage(deps, body, record.attributes.SenderId);
+  const outcome = await takeOrchestratorMessage(deps, jsonBodyOf(record), record.attributes.SenderId);
   const fields = { messageId: record.messageId, outcome };
   if (outcome === 'unreadable') logger.warn('an orchestrator message the ledger cannot read; kept for the DLQ', { ...fields, bytes: record.body.length });
   else if (outcome === 'refused') logger.warn('an approval request not from the state machine of the run it names; refused, kept for the DLQ', { ...fields, senderId: record.attributes.SenderId });
@@ -38,6 +32,5 @@ async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise
 
 export function createHandler(config: LedgerConfig): (event: SQSEvent, context: Context) => Promise<SQSBatchResponse> {
   const deps = orchestratorDeps(config);
-  const processor = new BatchProcessor(EventType.SQS);
-  return async (event, context) => processPartialResponse(event, (record: SQSRecord) => recordHandler(deps, record), processor, { context });
+  return sqsBatchHandler((record) => recordHandler(deps, record));
 }
