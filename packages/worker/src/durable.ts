@@ -28,7 +28,7 @@ import { CallbackError, clipForMessage, InputFieldError, ResultRefusedError, Run
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
 import { parseSubmission, traceparentOf } from './parse.js';
 import { PendingWork } from './pending-work.js';
-import type { RunContext } from './run-api.js';
+import { runIdentityOf, type RunIdentity, type RunContext } from './run-api.js';
 import { callbackError, clip, evidenceContentType, messageOf, NOTE_CHARS, SUMMARY_CHARS, verdictOf, type RunEnding } from './results.js';
 
 export type { LambdaContextLike } from './invocation-callbacks.js';
@@ -110,7 +110,7 @@ const failedBySender = (error: unknown): boolean => error instanceof Error && Re
 // --- The run -------------------------------------------------------------------------------------------
 
 /** What the handler sees: the run's ids, the SDK's context for its own durable operations, and the kit's calls back to the ledger. */
-export interface DurableRunContext<C extends DurableContextLike = DurableContextLike> extends Pick<RunContext, 'dispatchId' | 'attempt' | 'runId' | 'origin' | 'expectedEvidence' | 'traceparent' | 'putEvidence'> {
+export interface DurableRunContext<C extends DurableContextLike = DurableContextLike> extends RunIdentity, Pick<RunContext, 'putEvidence'> {
   /** The durable SDK's context: the run's own steps, waits and child contexts. */
   readonly durable: C;
   /** A durable step posting a heartbeat, unless another event was posted within a fifth of the stall window (`coalesced`: nothing posted). */
@@ -267,12 +267,7 @@ class DurableRun<C extends DurableContextLike> {
   context(): DurableRunContext<C> {
     const { submission, runId, durable } = this.#deps;
     return {
-      dispatchId: submission.dispatchId,
-      attempt: submission.attempt,
-      runId,
-      origin: submission.origin,
-      expectedEvidence: submission.expectedEvidence,
-      traceparent: submission.traceparent,
+      ...runIdentityOf({ ...submission, runId }),
       durable,
       step: (name, fn, options) => this.#step(name, fn, options),
       heartbeat: async () => {

@@ -13,7 +13,7 @@ import {
   type RunEvent,
 } from './model.js';
 import { isPlainObject } from './parse.js';
-import { RunCancelledError, type RunContext, type RunFunction } from './run-api.js';
+import { RunCancelledError, runIdentityOf, type RunContext, type RunFunction } from './run-api.js';
 import { NOTE_CHARS, SUMMARY_CHARS, verdictOf, messageOf, reportState, evidenceContentType } from './results.js';
 import type { Signer } from './signer.js';
 import { PendingWork } from './pending-work.js';
@@ -115,12 +115,7 @@ export class Invocation {
       if (this.settled || this.lost) throw new RunEndedError(item.runId, 'ended');
     };
     return {
-      dispatchId: item.dispatchId,
-      attempt: item.attempt,
-      runId: item.runId,
-      origin: item.origin,
-      expectedEvidence: item.expectedEvidence,
-      traceparent: item.traceparent,
+      ...runIdentityOf(item),
       signal: this.abort.signal,
       heartbeat: () => (this.settled ? 'stopped' : this.heartbeat.request()),
       progress: async (note) => {

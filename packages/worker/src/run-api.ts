@@ -31,6 +31,14 @@ export interface RunContext {
   requestApproval(note?: string): Promise<Decision>;
 }
 
+/** Which run a context is about: the fields every runtime's context (HTTP, Lambda, Step Functions, durable) starts with. */
+export type RunIdentity = Pick<RunContext, 'dispatchId' | 'attempt' | 'runId' | 'origin' | 'expectedEvidence' | 'traceparent'>;
+
+/** A run's identity taken from what its runtime holds (a stored record, a submission with its run id): those fields and no other. */
+export function runIdentityOf(of: RunIdentity): RunIdentity {
+  return { dispatchId: of.dispatchId, attempt: of.attempt, runId: of.runId, origin: of.origin, expectedEvidence: of.expectedEvidence, traceparent: of.traceparent };
+}
+
 /** What `run` may resolve with: a summary and a JSON body for the origin (both optional). */
 export type RunOutput = { readonly summary?: string; readonly body?: unknown } | undefined | void;
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { CallbackClient, CallbackOutcome } from './callbacks.js';
 import type { HeartbeatCoalescer } from './heartbeat.js';
 import { RunEndedError, clipForMessage, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
-import type { RunContext } from './run-api.js';
+import { runIdentityOf, type RunContext } from './run-api.js';
 import { NOTE_CHARS, callbackError, clip, evidenceContentType } from './results.js';
 
 /**
@@ -45,12 +45,7 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
     if (live.settled || isFinal(live.record.status)) throw new RunEndedError(record.runId, 'ended');
   };
   return {
-    dispatchId: record.dispatchId,
-    attempt: record.attempt,
-    runId: record.runId,
-    origin: record.origin,
-    expectedEvidence: record.expectedEvidence,
-    traceparent: live.submission.traceparent,
+    ...runIdentityOf({ ...record, traceparent: live.submission.traceparent }),
     signal: live.abort.signal,
     heartbeat: () => {
       if (engine.closing() || live.settled) return 'stopped';

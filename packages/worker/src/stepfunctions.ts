@@ -25,7 +25,7 @@ import { compact, dynamoRunStore, type LambdaRunItem, type LambdaRunStore } from
 import { clipForMessage, InputFieldError, RunEndedError, submittedFields, type Log, type Submission } from './model.js';
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
 import { parseSubmission, traceparentOf } from './parse.js';
-import type { RunContext } from './run-api.js';
+import { runIdentityOf, type RunIdentity, type RunContext } from './run-api.js';
 import { callbackError, evidenceContentType, messageOf, NOTE_CHARS } from './results.js';
 import { PendingWork } from './pending-work.js';
 
@@ -148,7 +148,7 @@ class SeqCounter {
 // --- The task -----------------------------------------------------------------------------------------
 
 /** What the task's code sees: the run's ids and the kit's calls back to the ledger, as the execution's run. */
-export type StepFunctionsTaskContext = Pick<RunContext, 'dispatchId' | 'attempt' | 'runId' | 'origin' | 'expectedEvidence' | 'traceparent' | 'heartbeat' | 'progress' | 'putEvidence'>;
+export type StepFunctionsTaskContext = RunIdentity & Pick<RunContext, 'heartbeat' | 'progress' | 'putEvidence'>;
 
 export type StepFunctionsTaskHandler<T> = (task: Readonly<Record<string, unknown>>, ctx: StepFunctionsTaskContext) => Promise<T> | T;
 
@@ -239,12 +239,7 @@ class TaskRun {
       if (this.#settled) throw new RunEndedError(runId, 'ended');
     };
     return {
-      dispatchId: submission.dispatchId,
-      attempt: submission.attempt,
-      runId,
-      origin: submission.origin,
-      expectedEvidence: submission.expectedEvidence,
-      traceparent: submission.traceparent,
+      ...runIdentityOf({ ...submission, runId }),
       heartbeat: () => {
         if (this.#settled) return 'stopped';
         this.#counter('heartbeat');
