@@ -9,12 +9,11 @@ import {
   type GetDurableExecutionCommandOutput,
   type LambdaClient,
 } from '@aws-sdk/client-lambda';
-import type { ApprovalTokens } from './approval-tokens.js';
 import type { LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
 import { executionNameOf } from '../targets/run-names.js';
 import type { DurableTargetRegistration, SubmitRequest, TargetPort } from '../targets/port.js';
 import { clip } from '../text.js';
-import { SUMMARY_CHARS, adoptedIfOurs, cancelledRun, completedRun, decideWithToken, failedRun, lookUpRun, refusedSubmission, runningRun, stopRun } from './runtime-runs.js';
+import { SUMMARY_CHARS, adoptedIfOurs, cancelledRun, completedRun, failedRun, lookUpRun, refusedSubmission, runningRun, runStopper, tokenApprovals, type RuntimeTargetDeps } from './runtime-runs.js';
 import { asSdkError, reasonOf, submissionBody, type SdkError } from './submission-body.js';
 
 /**
@@ -32,11 +31,9 @@ import { asSdkError, reasonOf, submissionBody, type SdkError } from './submissio
  *   kept apart from the state, answered with `SendDurableExecutionCallbackSuccess` / `…Failure`.
  */
 
-export interface DurableTargetDeps {
+/** Lambda's client; the approval tokens (`RuntimeTargetDeps`) are the callback ids durable functions reported. */
+export interface DurableTargetDeps extends RuntimeTargetDeps {
   readonly lambda: Pick<LambdaClient, 'send'>;
-  /** The callback ids approvals wait on, stored apart from the dispatch (never in a view, an event or a log). */
-  readonly approvalTokens: Pick<ApprovalTokens, 'tokenOf' | 'used'>;
-  readonly now: () => Date;
 }
 
 /** Lambda: a durable execution's name is 1..64 characters (CONTRACT §17: of `[A-Za-z0-9-_]`). */
@@ -195,33 +192,23 @@ export function durableTarget(registration: DurableTargetRegistration, deps: Dur
 
     lookup: (runId) => lookUpDurableExecution(deps.lambda, runId),
 
-    decideApproval: (runId, approvalId, decision, dispatchId) =>
-      decideWithToken(
-        {
-          approvalTokens: deps.approvalTokens,
-          now: deps.now,
-          waiter: 'a durable function',
-          tokenMark: '[callback id]',
-          send: (CallbackId, id, chosen) =>
-            chosen === 'approve'
-              ? deps.lambda.send(new SendDurableExecutionCallbackSuccessCommand({ CallbackId, Result: Buffer.from(JSON.stringify({ approvalId: id, decision: chosen }), 'utf8') }))
-              : deps.lambda.send(new SendDurableExecutionCallbackFailureCommand({ CallbackId, Error: { ErrorType: 'ApprovalCancelled', ErrorMessage: `approval ${id} was cancelled through the ledger` } })),
-          // Expired, closed, or not one Lambda knows: the callback waits no more.
-          gone: (error) => error.name === 'CallbackTimeoutException' || error.name === 'ResourceNotFoundException' || error.name === 'InvalidParameterValueException',
-        },
-        runId,
-        approvalId,
-        decision,
-        dispatchId,
-      ),
+    decideApproval: tokenApprovals(deps, {
+      waiter: 'a durable function',
+      tokenMark: '[callback id]',
+      send: (CallbackId, id, chosen) =>
+        chosen === 'approve'
+          ? deps.lambda.send(new SendDurableExecutionCallbackSuccessCommand({ CallbackId, Result: Buffer.from(JSON.stringify({ approvalId: id, decision: chosen }), 'utf8') }))
+          : deps.lambda.send(new SendDurableExecutionCallbackFailureCommand({ CallbackId, Error: { ErrorType: 'ApprovalCancelled', ErrorMessage: `approval ${id} was cancelled through the ledger` } })),
+      // Expired, closed, or not one Lambda knows: the callback waits no more.
+      gone: (error) => error.name === 'CallbackTimeoutException' || error.name === 'ResourceNotFoundException' || error.name === 'InvalidParameterValueException',
+    }),
 
-    cancel: (runId) =>
-      stopRun({
-        stoppedBy: 'StopDurableExecution',
-        stop: () => deps.lambda.send(new StopDurableExecutionCommand({ DurableExecutionArn: runId, Error: { ErrorType: 'CancelledThroughLedger', ErrorMessage: 'cancelled through the ledger' } })),
-        statusAfter: () => statusOf(runId),
-        stoppedStatus: 'STOPPED',
-        notFound: resourceNotFound,
-      }),
+    cancel: runStopper({
+      stoppedBy: 'StopDurableExecution',
+      stop: (runId) => deps.lambda.send(new StopDurableExecutionCommand({ DurableExecutionArn: runId, Error: { ErrorType: 'CancelledThroughLedger', ErrorMessage: 'cancelled through the ledger' } })),
+      statusAfter: statusOf,
+      stoppedStatus: 'STOPPED',
+      notFound: resourceNotFound,
+    }),
   };
 }

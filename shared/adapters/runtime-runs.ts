@@ -1,6 +1,6 @@
 import type { ApprovalTokens } from './approval-tokens.js';
-import type { ApprovalOutcome, CancelOutcome, LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
-import type { SubmitRequest } from '../targets/port.js';
+import type { LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
+import type { SubmitRequest, TargetPort } from '../targets/port.js';
 import { clip, printable } from '../text.js';
 import { asSdkError, reasonOf, type SdkError } from './submission-body.js';
 
@@ -128,13 +128,13 @@ export async function lookUpRun<E>(how: RuntimeLookup<E>): Promise<LookupOutcome
   }
 }
 
-/** How one runtime stops an execution, for `stopRun`. */
+/** How one runtime stops an execution, for `runStopper`. */
 export interface RuntimeStop {
   /** The call that stops it, as an answer names it. */
   readonly stoppedBy: string;
-  readonly stop: () => Promise<unknown>;
+  readonly stop: (runId: string) => Promise<unknown>;
   /** The execution's status, read after the stop. */
-  readonly statusAfter: () => Promise<string | undefined>;
+  readonly statusAfter: (runId: string) => Promise<string | undefined>;
   /** The runtime's word for an execution stopped from outside (ABORTED, STOPPED). */
   readonly stoppedStatus: string;
   readonly notFound: (error: SdkError) => boolean;
@@ -144,23 +144,30 @@ export interface RuntimeStop {
  * A cancel: cancelled only on the execution's own word that it stopped. One that had ended another way
  * before the stop reached it, or has not ended yet, is recorded by the next lookup, with its output or error.
  */
-export async function stopRun(how: RuntimeStop): Promise<CancelOutcome> {
-  try {
-    await how.stop();
-    const status = await how.statusAfter();
-    if (status === how.stoppedStatus) return { kind: 'cancelled', status: 'cancelled' };
-    return { kind: 'requested', how: status === RUNNING ? `${how.stoppedBy} was accepted; the execution has not ended yet` : `the execution had ended (${status ?? 'no status'}) before the stop reached it` };
-  } catch (caught) {
-    const error = asSdkError(caught);
-    if (how.notFound(error)) return { kind: 'not_found' };
-    return { kind: 'unavailable', reason: reasonOf(error) };
-  }
-}
+export const runStopper =
+  (how: RuntimeStop): TargetPort['cancel'] =>
+  async (runId) => {
+    try {
+      await how.stop(runId);
+      const status = await how.statusAfter(runId);
+      if (status === how.stoppedStatus) return { kind: 'cancelled', status: 'cancelled' };
+      return { kind: 'requested', how: status === RUNNING ? `${how.stoppedBy} was accepted; the execution has not ended yet` : `the execution had ended (${status ?? 'no status'}) before the stop reached it` };
+    } catch (caught) {
+      const error = asSdkError(caught);
+      if (how.notFound(error)) return { kind: 'not_found' };
+      return { kind: 'unavailable', reason: reasonOf(error) };
+    }
+  };
 
-/** How one runtime answers an approval with its token, for `decideWithToken`. */
-export interface RuntimeApprovals {
+/** What a runtime target needs beside its runtime's client: the approval tokens, kept apart from the dispatch, and the clock. */
+export interface RuntimeTargetDeps {
+  /** The tokens approvals wait on, stored apart from the dispatch (never in a view, an event or a log). */
   readonly approvalTokens: Pick<ApprovalTokens, 'tokenOf' | 'used'>;
   readonly now: () => Date;
+}
+
+/** How one runtime answers an approval with its token, for `tokenApprovals`. */
+export interface RuntimeApprovals {
   /** What waits on approvals, as a reason names it ("a state machine"). */
   readonly waiter: string;
   /** What a reason says instead of the token ("[task token]"). */
@@ -175,27 +182,29 @@ export interface RuntimeApprovals {
  * An approval decided through the ledger: the token the run waits on is read apart from the dispatch
  * (`approvalTokens`), only for this run, sent once, then erased. The token never leaves in a reason.
  */
-export async function decideWithToken(how: RuntimeApprovals, runId: string, approvalId: string, decision: 'approve' | 'cancel', dispatchId: string | undefined): Promise<ApprovalOutcome> {
-  if (dispatchId === undefined) return { kind: 'conflict', reason: `an approval of ${how.waiter} is answered for its dispatch` };
-  let held: Awaited<ReturnType<ApprovalTokens['tokenOf']>>;
-  try {
-    held = await how.approvalTokens.tokenOf(dispatchId, approvalId);
-  } catch (caught) {
-    return { kind: 'unavailable', reason: reasonOf(asSdkError(caught)) };
-  }
-  if (!held || held.runId !== runId) return { kind: 'conflict', reason: `approval ${approvalId} is not one this run waits on` };
-  const token = held.taskToken;
-  if (token === undefined) return { kind: 'conflict', reason: `approval ${approvalId} was decided already` };
-  // An SDK error's text may quote what it was sent: the token never leaves in a reason. Replaced before
-  // the reason is bounded: a token longer than the bound, cut, would no longer be found whole.
-  const hidden = (error: SdkError): string => reasonOf({ name: error.name.replaceAll(token, how.tokenMark), message: error.message.replaceAll(token, how.tokenMark) });
-  try {
-    await how.send(token, approvalId, decision);
-  } catch (caught) {
-    const error = asSdkError(caught);
-    return { kind: how.gone(error) ? 'conflict' : 'unavailable', reason: hidden(error) };
-  }
-  // Used: erased. If that write fails the token stays until its record expires; the decision stands either way.
-  await how.approvalTokens.used(dispatchId, approvalId, how.now()).catch(() => undefined);
-  return { kind: 'decided', approvalId, decision };
-}
+export const tokenApprovals =
+  (deps: RuntimeTargetDeps, how: RuntimeApprovals): TargetPort['decideApproval'] =>
+  async (runId, approvalId, decision, dispatchId) => {
+    if (dispatchId === undefined) return { kind: 'conflict', reason: `an approval of ${how.waiter} is answered for its dispatch` };
+    let held: Awaited<ReturnType<ApprovalTokens['tokenOf']>>;
+    try {
+      held = await deps.approvalTokens.tokenOf(dispatchId, approvalId);
+    } catch (caught) {
+      return { kind: 'unavailable', reason: reasonOf(asSdkError(caught)) };
+    }
+    if (!held || held.runId !== runId) return { kind: 'conflict', reason: `approval ${approvalId} is not one this run waits on` };
+    const token = held.taskToken;
+    if (token === undefined) return { kind: 'conflict', reason: `approval ${approvalId} was decided already` };
+    // An SDK error's text may quote what it was sent: the token never leaves in a reason. Replaced before
+    // the reason is bounded: a token longer than the bound, cut, would no longer be found whole.
+    const hidden = (error: SdkError): string => reasonOf({ name: error.name.replaceAll(token, how.tokenMark), message: error.message.replaceAll(token, how.tokenMark) });
+    try {
+      await how.send(token, approvalId, decision);
+    } catch (caught) {
+      const error = asSdkError(caught);
+      return { kind: how.gone(error) ? 'conflict' : 'unavailable', reason: hidden(error) };
+    }
+    // Used: erased. If that write fails the token stays until its record expires; the decision stands either way.
+    await deps.approvalTokens.used(dispatchId, approvalId, deps.now()).catch(() => undefined);
+    return { kind: 'decided', approvalId, decision };
+  };

@@ -8,11 +8,10 @@ import {
   SFNClient,
   type DescribeExecutionCommandOutput,
 } from '@aws-sdk/client-sfn';
-import type { ApprovalTokens } from './approval-tokens.js';
 import type { LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
 import { executionNameOf, STEP_FUNCTIONS_NAME_LENGTH } from '../targets/run-names.js';
 import type { StepFunctionsTargetRegistration, SubmitRequest, TargetPort } from '../targets/port.js';
-import { adoptedIfOurs, cancelledRun, completedRun, decideWithToken, failedRun, lookUpRun, refusedSubmission, runningRun, stopRun } from './runtime-runs.js';
+import { adoptedIfOurs, cancelledRun, completedRun, failedRun, lookUpRun, refusedSubmission, runningRun, runStopper, tokenApprovals, type RuntimeTargetDeps } from './runtime-runs.js';
 import { asSdkError, reasonOf, submissionBody, type SdkError } from './submission-body.js';
 
 /**
@@ -27,11 +26,9 @@ import { asSdkError, reasonOf, submissionBody, type SdkError } from './submissio
  *   kept apart from the state, answered with `SendTaskSuccess` / `SendTaskFailure`.
  */
 
-export interface StepFunctionsTargetDeps {
+/** The state machines' client; the approval tokens (`RuntimeTargetDeps`) are the task tokens executions sent. */
+export interface StepFunctionsTargetDeps extends RuntimeTargetDeps {
   readonly sfn: Pick<SFNClient, 'send'>;
-  /** The task tokens approvals wait on, stored apart from the dispatch (never in a view, an event or a log). */
-  readonly approvalTokens: Pick<ApprovalTokens, 'tokenOf' | 'used'>;
-  readonly now: () => Date;
 }
 
 /** The Step Functions client of the targets: every call bounded like any call to a target (a hung one must not hold the function). */
@@ -136,32 +133,22 @@ export function stepFunctionsTarget(registration: StepFunctionsTargetRegistratio
 
     lookup: (runId) => lookUpExecution(deps.sfn, runId),
 
-    decideApproval: (runId, approvalId, decision, dispatchId) =>
-      decideWithToken(
-        {
-          approvalTokens: deps.approvalTokens,
-          now: deps.now,
-          waiter: 'a state machine',
-          tokenMark: '[task token]',
-          send: (taskToken, id, chosen) =>
-            chosen === 'approve'
-              ? deps.sfn.send(new SendTaskSuccessCommand({ taskToken, output: JSON.stringify({ approvalId: id, decision: chosen }) }))
-              : deps.sfn.send(new SendTaskFailureCommand({ taskToken, error: 'ApprovalCancelled', cause: `approval ${id} was cancelled through the ledger` })),
-          gone: (error) => error.name === 'TaskDoesNotExist' || error.name === 'TaskTimedOut' || error.name === 'InvalidToken',
-        },
-        runId,
-        approvalId,
-        decision,
-        dispatchId,
-      ),
+    decideApproval: tokenApprovals(deps, {
+      waiter: 'a state machine',
+      tokenMark: '[task token]',
+      send: (taskToken, id, chosen) =>
+        chosen === 'approve'
+          ? deps.sfn.send(new SendTaskSuccessCommand({ taskToken, output: JSON.stringify({ approvalId: id, decision: chosen }) }))
+          : deps.sfn.send(new SendTaskFailureCommand({ taskToken, error: 'ApprovalCancelled', cause: `approval ${id} was cancelled through the ledger` })),
+      gone: (error) => error.name === 'TaskDoesNotExist' || error.name === 'TaskTimedOut' || error.name === 'InvalidToken',
+    }),
 
-    cancel: (runId) =>
-      stopRun({
-        stoppedBy: 'StopExecution',
-        stop: () => deps.sfn.send(new StopExecutionCommand({ executionArn: runId, error: 'CancelledThroughLedger' })),
-        statusAfter: async () => (await describe(runId)).status,
-        stoppedStatus: 'ABORTED',
-        notFound: executionDoesNotExist,
-      }),
+    cancel: runStopper({
+      stoppedBy: 'StopExecution',
+      stop: (runId) => deps.sfn.send(new StopExecutionCommand({ executionArn: runId, error: 'CancelledThroughLedger' })),
+      statusAfter: async (runId) => (await describe(runId)).status,
+      stoppedStatus: 'ABORTED',
+      notFound: executionDoesNotExist,
+    }),
   };
 }
