@@ -28,6 +28,7 @@ import { takeDispatchMessage, type IntakeDeps } from '../shared/usecases/intake.
 import { DUE_PAGE_SIZE, monitorTick, type MonitorDeps } from '../shared/usecases/monitor.js';
 import { billedMs, combined, meanRoundTrips, modelledMs, NO_ROUND_TRIPS, scaled, LATENCY_MS, type DurationModel, type ModelStep, type Work } from './duration-model.js';
 import { spreadOf, type BenchContext, type LifecycleUsage } from './types.js';
+import { countCommands, watchCommands } from './command-watch.js';
 
 /** Memory of each function as the stack deploys it (infra/constructs/dispatch-ledger.ts). */
 const MEMORY_GB = { intake: 0.5, api: 0.5, monitor: 0.5, publisher: 0.25 } as const;
@@ -79,19 +80,6 @@ async function startBenchTarget(): Promise<{ url: string; server: Server; reques
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, requests: () => requests };
 }
 
-/** Counts PutEvents calls (up to 10 entries each): the publisher's round trips to the bus. */
-function countPutEvents(client: EventBridgeClient): { calls: number } {
-  const counts = { calls: 0 };
-  client.middlewareStack.add(
-    (next, context) => async (args) => {
-      if ((context as { commandName?: string }).commandName === 'PutEventsCommand') counts.calls += 1;
-      return next(args);
-    },
-    { step: 'initialize', name: 'benchPutEventsCounter' },
-  );
-  return counts;
-}
-
 /** The process's CPU time since `since` (`process.cpuUsage()`), in ms: user and system, every thread. */
 const cpuMsSince = (since: NodeJS.CpuUsage): number => {
   const used = process.cpuUsage(since);
@@ -101,15 +89,10 @@ const cpuMsSince = (since: NodeJS.CpuUsage): number => {
 /** Counts S3 requests by pricing tier. */
 function countS3(client: S3Client): { put: number; get: number } {
   const counts = { put: 0, get: 0 };
-  client.middlewareStack.add(
-    (next, context) => async (args) => {
-      const name = String((context as { commandName?: string }).commandName ?? '');
-      if (/^(Get|Head)Object/.test(name)) counts.get += 1;
-      else counts.put += 1;
-      return next(args);
-    },
-    { step: 'initialize', name: 'benchS3Counter' },
-  );
+  watchCommands(client, (command) => {
+    if (/^(Get|Head)Object/.test(command)) counts.get += 1;
+    else counts.put += 1;
+  });
   return counts;
 }
 
@@ -142,7 +125,8 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
   const s3Counts = countS3(s3);
   const streams = new DynamoDBStreamsClient({ ...base, endpoint: ctx.endpoints.dynamodbEndpoint });
   const eventBridge = new EventBridgeClient({ ...base, endpoint: ctx.endpoints.motoEndpoint });
-  const putEvents = countPutEvents(eventBridge);
+  // PutEvents calls (up to 10 entries each): the publisher's round trips to the bus.
+  const commands = countCommands(eventBridge);
   const target = await startBenchTarget();
 
   try {
@@ -386,7 +370,7 @@ export async function runLifecycleCost(ctx: BenchContext, delivery: 'detached' |
       ...Object.fromEntries(apiSteps.map((label) => [label, modelStep(label, MEMORY_GB.api, { billed: true })])),
       'monitor tick after completion': shareStep(scaled(combined(tickWork, emptyWork, -1), 1 / count), Math.max(0, ((tick?.ms ?? 0) - emptyMs) / count), MEMORY_GB.monitor),
       // The warm-up dispatch's records are in the stream too (as above).
-      'publisher (stream batches)': shareStep(scaled({ cpuMs: publishCpuMs, roundTrips: { ...NO_ROUND_TRIPS, eventBridge: putEvents.calls } }, 1 / (count + 1)), publishMs / (count + 1), MEMORY_GB.publisher),
+      'publisher (stream batches)': shareStep(scaled({ cpuMs: publishCpuMs, roundTrips: { ...NO_ROUND_TRIPS, eventBridge: commands.get('PutEvents') ?? 0 } }, 1 / (count + 1)), publishMs / (count + 1), MEMORY_GB.publisher),
     };
     const durationModel: DurationModel = {
       gbSeconds: Object.values(steps).reduce((total, entry) => total + entry.gbSeconds, 0),

@@ -1,4 +1,4 @@
-import { noTargetWork } from '../test/support/factories.js';
+import { newDispatchFactory, noTargetWork } from '../test/support/factories.js';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { BATCH_WRITE_ITEMS, batchPutItems, LOAD_CONCURRENCY } from './batch-load.js';
@@ -64,20 +64,7 @@ function dynamodbClient(endpoint: string): DynamoDBClient {
 
 /** A run submitted at `at` (T by default) and running (watch time `at` + stallAfterSeconds). */
 export function runningState(dispatchId: string, at: Date = T): NextState {
-  const start = accepted(
-    {
-      dispatchId,
-      origin: 'planner',
-      target: 'demo-agent',
-      hop: 0,
-      maxHops: 4,
-      parentDispatchId: null,
-      deliveryMode: 'callback',
-      timeouts: { stallAfterSeconds: 600, approvalWaitSeconds: 1800, deliveryGraceSeconds: 300 },
-      writtenAt: at.toISOString(),
-    },
-    at,
-  );
+  const start = accepted(newDispatchFactory({ dispatchId, writtenAt: at.toISOString() }), at);
   return submitted(start, { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: `q-${dispatchId}` }, DEFAULT_RETRY_POLICY, at);
 }
 

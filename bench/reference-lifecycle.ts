@@ -10,6 +10,7 @@ import { lambdaContext } from '../local/runtime/context.js';
 import { CapacityMeter } from './capacity-meter.js';
 import { BATCH_SIZE, BenchTarget, clientsFor, dispatchBody, functionUrlEvent, getAll, MEMORY_MB, sqsRecord } from './intake-harness.js';
 import { INTAKE_TARGET_TIMEOUT_MS } from './ours-environment.js';
+import { countCommands } from './command-watch.js';
 import { createReferenceTables, referenceEvidenceKey, referencePipeline, referenceRecordKey, type ReferencePipeline, type ReferenceTables } from './reference-pipeline.js';
 import type { BenchContext, LifecycleUsage } from './types.js';
 
@@ -45,15 +46,7 @@ export async function measureReferenceLifecycle(ctx: BenchContext): Promise<Refe
   const { dynamodb, s3 } = clientsFor(ctx.endpoints);
   const meter = new CapacityMeter();
   meter.attach(dynamodb);
-  const s3Calls = new Map<string, number>();
-  s3.middlewareStack.add(
-    (next, context) => async (args) => {
-      const name = (context.commandName ?? 'unknown').replace(/Command$/, '');
-      s3Calls.set(name, (s3Calls.get(name) ?? 0) + 1);
-      return next(args);
-    },
-    { step: 'initialize', name: 'benchS3CallCounter' },
-  );
+  const s3Calls = countCommands(s3);
   const target = await BenchTarget.start();
   const tables: ReferenceTables = { idempotencyTable: ctx.uniqueName('lifecycle-ref-idempotency'), recordTable: ctx.uniqueName('lifecycle-ref-records') };
   const bucket = ctx.uniqueName('lifecycle-ref-evidence').toLowerCase();

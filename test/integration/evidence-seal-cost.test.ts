@@ -3,6 +3,7 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
 import { CapacityMeter } from '../../bench/capacity-meter.js';
+import { watchCommands } from '../../bench/command-watch.js';
 import { LedgerDueIndex } from '../../shared/adapters/due-index.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
@@ -31,16 +32,11 @@ meter.attach(clients.dynamodb);
 const documents = DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 let tableName: string;
 const s3Requests = { put: 0, get: 0, other: 0 };
-clients.s3.middlewareStack.add(
-  (next, context) => async (args) => {
-    const name = String((context as { commandName?: string }).commandName ?? '');
-    if (name === 'PutObjectCommand') s3Requests.put += 1;
-    else if (name === 'GetObjectCommand') s3Requests.get += 1;
-    else s3Requests.other += 1;
-    return next(args);
-  },
-  { step: 'initialize', name: 'sealCostS3Counter' },
-);
+watchCommands(clients.s3, (command) => {
+  if (command === 'PutObject') s3Requests.put += 1;
+  else if (command === 'GetObject') s3Requests.get += 1;
+  else s3Requests.other += 1;
+});
 
 let table: LedgerTable;
 let blobs: S3Blobs;

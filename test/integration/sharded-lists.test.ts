@@ -17,6 +17,7 @@ import { blocked } from '../../shared/dispatch/transitions/core.js';
 import type { Page } from '../../shared/ledger/port.js';
 import type { Rejection } from '../../shared/dispatch/records.js';
 import { engineClients, uniqueName } from '../support/engines.js';
+import { watchCommands } from '../../bench/command-watch.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';
 
 // CONTRACT §14: an origin's history and the feeds are written over several partition keys (no key takes
@@ -27,13 +28,9 @@ import { newDispatchFactory, NOW } from '../support/factories.js';
 
 const clients = engineClients();
 const queryLimits: number[] = [];
-clients.dynamodb.middlewareStack.add(
-  (next, context) => async (args) => {
-    if (context.commandName === 'QueryCommand') queryLimits.push(Number((args.input as { Limit?: number }).Limit));
-    return next(args);
-  },
-  { step: 'initialize', name: 'countQueryLimits' },
-);
+watchCommands(clients.dynamodb, (command, input) => {
+  if (command === 'Query') queryLimits.push(Number(input['Limit']));
+});
 const documents = DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 afterAll(() => clients.destroy());
 

@@ -5,6 +5,7 @@ import { StreamEventSource, type StreamHandler } from '../../local/runtime/strea
 import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { LOCAL_CREDENTIALS } from '../../local/engines/index.js';
 import { engineClients, testEngines, uniqueName } from '../support/engines.js';
+import { countCommands } from '../../bench/command-watch.js';
 
 const clients = engineClients();
 afterAll(() => clients.destroy());
@@ -71,14 +72,7 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
     const { table, streamArn } = await tableWithStream();
     await putItems(table, 2);
     const streams = new DynamoDBStreamsClient({ endpoint: testEngines().dynamodbEndpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS });
-    const described = { count: 0 };
-    streams.middlewareStack.add(
-      (next, context) => async (args) => {
-        if ((context as { commandName?: string }).commandName === 'DescribeStreamCommand') described.count += 1;
-        return next(args);
-      },
-      { step: 'initialize', name: 'countDescribeStream' },
-    );
+    const commands = countCommands(streams);
     const seen: Array<string | undefined> = [];
     const poller = new StreamEventSource({ functionName: 'publisher', handler: async (event) => void seen.push(...keysOf(event)), streams, streamArn, region: 'us-east-1', shardDiscoveryMs: 60_000 });
     try {
@@ -89,7 +83,7 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
       streams.destroy();
     }
     expect(seen).toEqual(['item-0', 'item-1', 'later']);
-    expect(described.count).toBe(1);
+    expect(commands.get('DescribeStream')).toBe(1);
   });
 
   it('retries from the first reported failure, keeping what succeeded before it', async () => {
