@@ -15,6 +15,7 @@ import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_ORIGIN_SETTINGS } from '../../shared/dispatch/records.js';
 import { baseUrlProblem } from '../../shared/adapters/target-address.js';
+import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
 import { DispatchIntake } from './dispatch-intake.js';
 import { DurableFunctionTargets, type LedgerDurableFunctionTargetOptions } from './durable-function-targets.js';
 import { EventPublisher } from './event-publisher.js';
@@ -22,7 +23,6 @@ import { LedgerAlarms } from './ledger-alarms.js';
 import { LedgerApi } from './ledger-api.js';
 import { LedgerFunction } from './ledger-function.js';
 import {
-  concurrencyLimit,
   targetSecretPrefix,
   type DispatchLedgerProps,
   type LedgerIdentity,
@@ -37,6 +37,15 @@ import { ObjectRetention } from './object-retention.js';
 import { LEDGER_FUNCTION_SPECS, type LedgerFunctionName } from './function-names.js';
 import { RunMonitor } from './run-monitor.js';
 import { StateMachineTargets, type LedgerStateMachineTargetOptions } from './state-machine-targets.js';
+
+/** A registration's `maxConcurrentRuns`, refused at synth time unless a whole number from 1 to 10,000. */
+function concurrencyLimit(target: string, value: number | undefined): { readonly maxConcurrentRuns?: number } {
+  if (value === undefined) return {};
+  if (Token.isUnresolved(value) || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENT_RUNS_LIMIT) {
+    throw new RangeError(`target "${target}": maxConcurrentRuns must be a whole number from 1 to ${MAX_CONCURRENT_RUNS_LIMIT.toLocaleString('en-US')}, got ${String(value)}`);
+  }
+  return { maxConcurrentRuns: value };
+}
 
 /**
  * Dispatch Ledger in one construct: the dispatch queue and intake, the ledger table and evidence

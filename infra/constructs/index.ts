@@ -4,14 +4,7 @@
  * the package's ESM and CommonJS files, with the functions' prebuilt bundles (docs/architecture.md "Packages").
  */
 export { DispatchLedger } from './dispatch-ledger.js';
-export {
-  targetSecretPrefix,
-  type DispatchLedgerProps,
-  type LedgerIdentity,
-  type LedgerLambdaTargetOptions,
-  type LedgerManualTargetProps,
-  type LedgerTargetProps,
-} from './ledger-props.js';
+export * from './ledger-props.js';
 export { LedgerFunction, ledgerFunctionCode, type LedgerFunctionProps } from './ledger-function.js';
 export { LEDGER_FUNCTIONS, type LedgerFunctionName } from './function-names.js';
 export { CONTRACT_METRICS, FLOW_GAUGES, METRIC_NAMESPACE, acrossTargets, type ContractMetric, type FlowGauge } from './ledger-alarms.js';

@@ -1,15 +1,14 @@
 import type { Duration, RemovalPolicy } from 'aws-cdk-lib';
-import { Token } from 'aws-cdk-lib';
 import type { IGrantable, Role } from 'aws-cdk-lib/aws-iam';
 import type { RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import type { EventsProfile } from '../../shared/events/profile.js';
-import { MAX_CONCURRENT_RUNS_LIMIT } from '../../shared/targets/port.js';
 
 /*
- * What `DispatchLedger` takes: its props, the deploy-time targets' and the lambda targets' options, the
- * identities it registers, and the checks on them that every kind of target shares.
+ * What `DispatchLedger` takes: its props, the deploy-time targets' and the lambda targets' options and
+ * the identities it registers — all of it public, as `@dispatch-ledger/cdk` exports this file whole.
+ * The checks on them live with the construct (dispatch-ledger.ts).
  */
 
 /** An `http` target registered at deploy time (CONTRACT §8); more can be registered later with `ledger registry`. */
@@ -49,15 +48,6 @@ export interface LedgerLambdaTargetOptions {
   readonly timeout?: Duration;
   /** At most this many of its runs submitted and not known to be over (CONTRACT §11), 1 to 10,000. @default unlimited */
   readonly maxConcurrentRuns?: number;
-}
-
-/** A registration's `maxConcurrentRuns`, refused at synth time unless a whole number from 1 to 10,000. */
-export function concurrencyLimit(target: string, value: number | undefined): { readonly maxConcurrentRuns?: number } {
-  if (value === undefined) return {};
-  if (Token.isUnresolved(value) || !Number.isInteger(value) || value < 1 || value > MAX_CONCURRENT_RUNS_LIMIT) {
-    throw new RangeError(`target "${target}": maxConcurrentRuns must be a whole number from 1 to ${MAX_CONCURRENT_RUNS_LIMIT.toLocaleString('en-US')}, got ${String(value)}`);
-  }
-  return { maxConcurrentRuns: value };
 }
 
 /** An IAM identity for the principal registry: a role of this app, or the unique id of an existing role or user. */
