@@ -5,6 +5,7 @@ import { asSdkError, reasonOf, submissionBody, type SdkError } from './submissio
 import { lambdaRunIdOf, NATIVE_STATUS, TARGET_RUN_STATUSES, type LambdaTargetRegistration, type SubmitRequest, type TargetPort } from '../targets/port.js';
 export { TASK_REF_ABOVE_BYTES } from './submission-body.js';
 import { type LookupOutcome, type SubmitOutcome, type TargetRunStatus } from '../dispatch/target-answers.js';
+import { isTerminal } from '../dispatch/state.js';
 
 /**
  * A `lambda` target (CONTRACT §12): the ledger invokes the function asynchronously with the
@@ -71,6 +72,9 @@ export function lambdaTarget(registration: LambdaTargetRegistration, deps: Lambd
           const { Item } = await deps.documents.send(new GetCommand({ TableName: registration.stateTable, Key: { runId }, ConsistentRead: true }));
           if (Item && isStatus(Item.status) && (!failure || Item.status === 'completed' || Item.status === 'failed' || Item.status === 'cancelled')) {
             const summary = typeof Item.result === 'object' && Item.result !== null && typeof (Item.result as { summary?: unknown }).summary === 'string' ? (Item.result as { summary: string }).summary : undefined;
+            // A final run's body, as the kit keeps it beside its result: read too, so a run whose final event never
+            // reached the ledger loses nothing (kept within §10's bounds, or its summary alone, by the one who records it).
+            const bodyJson = isTerminal(Item.status) && typeof Item.resultBodyJson === 'string' ? Item.resultBodyJson : undefined;
             const pending = Item.pendingApproval as { approvalId?: unknown; requestedAt?: unknown } | undefined;
             return {
               kind: 'found',
@@ -79,7 +83,7 @@ export function lambdaTarget(registration: LambdaTargetRegistration, deps: Lambd
                 status: Item.status,
                 // CONTRACT V3 §2: the kit's own word for a final status (worker_restarted), when it is one.
                 ...(typeof Item.nativeStatus === 'string' && NATIVE_STATUS.test(Item.nativeStatus) ? { nativeStatus: Item.nativeStatus } : {}),
-                ...(summary === undefined ? {} : { result: { summary } }),
+                ...(summary === undefined && bodyJson === undefined ? {} : { result: { ...(summary === undefined ? {} : { summary }), ...(bodyJson === undefined ? {} : { bodyJson }) } }),
                 ...(pending && typeof pending.approvalId === 'string' ? { pendingApproval: { approvalId: pending.approvalId, ...(typeof pending.requestedAt === 'string' ? { requestedAt: pending.requestedAt } : {}) } } : {}),
               },
             };

@@ -91,6 +91,15 @@ describe('a lambda target on the real table', () => {
     expect(await port().lookup(runId, { submittedAt: NOW.toISOString() })).toEqual({ kind: 'found', run: { runId, status: 'waiting_for_approval', pendingApproval: { approvalId: 'ap-1', requestedAt: NOW.toISOString() } } });
   });
 
+  it("reads a final run's body beside its summary, and no body of a run not over (the kit's table is the user's: read, not trusted)", async () => {
+    const ended = lambdaRunIdOf(await submitted(), 1);
+    await documents.send(new PutCommand({ TableName: stateTable, Item: { runId: ended, status: 'completed', resultBodyJson: '{"verdict":"ok"}', seq: 4 } }));
+    expect(await port().lookup(ended, { submittedAt: NOW.toISOString() })).toEqual({ kind: 'found', run: { runId: ended, status: 'completed', result: { bodyJson: '{"verdict":"ok"}' } } });
+    const running = lambdaRunIdOf(await submitted(), 1);
+    await documents.send(new PutCommand({ TableName: stateTable, Item: { runId: running, status: 'running', result: { summary: 'half way' }, resultBodyJson: '{"early":true}', seq: 2 } }));
+    expect(await port().lookup(running, { submittedAt: NOW.toISOString() })).toEqual({ kind: 'found', run: { runId: running, status: 'running', result: { summary: 'half way' } } });
+  });
+
   it("takes Lambda's on-failure record in as failed with Lambda's error, once; the lookup then finds it; a record for another attempt changes nothing", async () => {
     const dispatchId = await submitted();
     const runId = lambdaRunIdOf(dispatchId, 1);
