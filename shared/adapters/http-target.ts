@@ -7,6 +7,7 @@ import { MAX_EVIDENCE_REFS, MAX_REF_BYTES, routePath, TARGET_ROUTES } from '@dis
 import { lazy } from '../lazy.js';
 import { NATIVE_STATUS, TARGET_RUN_STATUSES, type SubmitRequest, type TargetPort, type HttpTargetRegistration, type TargetRegistration } from '../targets/port.js';
 import { type ApprovalOutcome, type CancelOutcome, type LookupOutcome, type SubmitOutcome, type TargetRunView } from '../dispatch/target-answers.js';
+import { isTerminal } from '../dispatch/state.js';
 import { errorMessageOf, exchanger, parseBody, unreadable, type BodyRead } from './http-exchange.js';
 import { baseUrlProblem, guardedLookup, type AddressPolicy, type Resolver } from './target-address.js';
 
@@ -196,12 +197,28 @@ const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
   status: RunStatusSchema(),
   // CONTRACT V3 §2: read if it is one; a malformed word is left out (see toRunView), not a lost lookup.
   nativeStatus: z.optional(z.unknown()),
-  result: z.nullish(z.object({ summary: z.nullish(z.string()) })),
+  // `body`: a final run's result body (any JSON, as its final event would carry it); the answer itself is at most 64 KB.
+  result: z.nullish(z.object({ summary: z.nullish(z.string()), body: z.optional(z.unknown()) })),
   evidence: z.nullish(z.array(z.string().check(z.minLength(1), z.maxLength(MAX_REF_BYTES))).check(z.maxLength(MAX_EVIDENCE_REFS))),
   pendingApproval: z.nullish(
     z.object({ approvalId: z.string().check(z.minLength(1), z.maxLength(128)), requestedAt: z.nullish(z.string().check(z.maxLength(64))) }),
   ),
 }));
+
+/**
+ * A looked-up result: its summary bounded, and a final run's body as JSON text, so a run whose final event
+ * never reached the ledger loses nothing (kept within §10's bounds, or its summary alone, by the one who
+ * records it: keepFoundBody). A body nested too deep to be written again is left out, never a lost lookup.
+ */
+function lookedUpResult(status: TargetRunView['status'], result: { readonly summary?: string | null | undefined; readonly body?: unknown }): NonNullable<TargetRunView['result']> {
+  let bodyJson: string | undefined;
+  try {
+    bodyJson = isTerminal(status) && result.body !== undefined ? JSON.stringify(result.body) : undefined;
+  } catch {
+    bodyJson = undefined;
+  }
+  return { ...(typeof result.summary === 'string' && { summary: result.summary.slice(0, SUMMARY_CHARS) }), ...(bodyJson !== undefined && { bodyJson }) };
+}
 
 /** The answer as the port reports it: absent fields left out, the summary bounded (mapped after parsing, not in the schema, to keep zod's pipe out of the bundles). */
 function toRunView(raw: z.output<ReturnType<typeof RunViewSchema>>): TargetRunView {
@@ -210,7 +227,7 @@ function toRunView(raw: z.output<ReturnType<typeof RunViewSchema>>): TargetRunVi
     runId,
     status,
     ...(typeof nativeStatus === 'string' && NATIVE_STATUS.test(nativeStatus) && { nativeStatus }),
-    ...(result && { result: typeof result.summary === 'string' ? { summary: result.summary.slice(0, SUMMARY_CHARS) } : {} }),
+    ...(result && { result: lookedUpResult(status, result) }),
     ...(evidence && { evidence }),
     ...(pendingApproval && {
       pendingApproval:

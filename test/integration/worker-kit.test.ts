@@ -223,6 +223,33 @@ describe('the worker kit on the local platform', () => {
 });
 
 describe('the worker kit across a restart', () => {
+  it("records a run whose final event has not reached the ledger from its lookup, the result's body included (regression: the lookup kept the summary alone)", async () => {
+    // The final event is held back: the ledger can only learn how the run ended by looking it up.
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const held: Transport = async (url, init) => {
+      if (typeof init.body === 'string' && url.endsWith('/events') && (JSON.parse(init.body) as { type?: string }).type === 'completed') await released;
+      return fetchTransport(url, init);
+    };
+    const heldKit = await startKit({ target: 'kit-final-held', transport: held });
+    const message = dispatch('kit-final-held', { mode: 'report' });
+    await t.send(JSON.stringify(message));
+    const runId = `${message.dispatchId}:1`;
+    await eventually('the run over in the kit\'s store', async () => ((await heldKit.store.get(runId))?.status === 'completed' ? true : undefined));
+    expect((await t.view(message.dispatchId)).execution.status).toBe('running');
+
+    const refreshed = await t.view(message.dispatchId, { query: '?refresh=true' });
+    expect(refreshed.execution).toMatchObject({ status: 'completed', result: { summary: 'report written' } });
+    const body = (await table.getState(message.dispatchId))?.execution.result?.body;
+    const kept = body && (await table.getResultBody(message.dispatchId, 1, body.seq, body.digest));
+    expect(kept?.json && JSON.parse(kept.json)).toEqual({ sha256: sha256(reportOf(runId)) });
+
+    // The final event, once through, changes nothing more: the ledger already holds the end and its body.
+    release();
+    await eventually('the final event delivered', async () => ((await heldKit.store.get(runId))?.finalReport?.state === 'delivered' ? true : undefined));
+    expect((await table.getState(message.dispatchId))?.execution.result?.body).toEqual(body);
+  });
+
   it('answers the ledger\'s lookup from its store after a restart mid-run (never 404): the run is failed worker_restarted', async () => {
     const first = await startKit({ target: 'kit-restart' });
     const message = dispatch('kit-restart', { mode: 'hold' });

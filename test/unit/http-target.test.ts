@@ -324,6 +324,15 @@ describe('httpTarget edge cases', () => {
     });
   });
 
+  it("reads a final run's result body as JSON text, and no body of a run not over (regression: the lookup kept the summary alone, so a lost final event lost the body)", async () => {
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'completed', result: { summary: 'done', body: { verdict: 'ok', scores: [1, 2] } } }));
+    expect(await stubTarget().lookup('r-1')).toEqual({ kind: 'found', run: { runId: 'r-1', status: 'completed', result: { summary: 'done', bodyJson: '{"verdict":"ok","scores":[1,2]}' } } });
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'failed', result: { body: null } }));
+    expect(await stubTarget().lookup('r-1')).toEqual({ kind: 'found', run: { runId: 'r-1', status: 'failed', result: { bodyJson: 'null' } } });
+    stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'running', result: { summary: 'half way', body: { early: true } } }));
+    expect(await stubTarget().lookup('r-1')).toEqual({ kind: 'found', run: { runId: 'r-1', status: 'running', result: { summary: 'half way' } } });
+  });
+
   it('is unavailable on 408, 429, 5xx and an unfollowed redirect; rejected on other 4xx', async () => {
     const target = stubTarget();
     for (const status of [408, 429, 500, 502]) {
