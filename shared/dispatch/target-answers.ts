@@ -25,8 +25,9 @@ export interface TargetRunView {
   /** A final run's own word for its status (CONTRACT V3 §2), when the target gave a valid one. */
   readonly nativeStatus?: string;
   /**
-   * `bodyJson`: the result's body as the runtime holds it, JSON text (a state machine's output, CONTRACT
-   * §17): kept as the result's body when it is within §10's bounds.
+   * `bodyJson`: a final result's body as the target holds it, JSON text (a runtime's output, CONTRACT §17;
+   * the body an http target's lookup answer or the Lambda kit's table carries): kept as the result's body
+   * when it is within §10's bounds. Untrusted: nothing reads it but keepFoundBody.
    */
   readonly result?: { readonly summary?: string; readonly bodyJson?: string };
   readonly evidence?: readonly string[];

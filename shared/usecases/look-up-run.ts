@@ -30,9 +30,11 @@ function withinDepth(json: string): boolean {
 export const RUNTIME_RESULT_SEQ = 0;
 
 /**
- * A final result the lookup found with a body (a state machine's output, CONTRACT §17), kept before the
- * state that will refer to it — within §10's bounds (its size and its depth); beyond them the summary's
- * preview alone, never a failure. Nothing is kept for a run whose end is already recorded.
+ * A final result the lookup found with a body (a runtime's output, CONTRACT §17; what an http target's
+ * answer or the Lambda kit's table holds), kept before the state that will refer to it — within §10's
+ * bounds (its size and its depth); beyond them the summary's preview alone, never a refused body. (A
+ * store that cannot be written is an error, retried like any.) Nothing is kept for a run whose end is
+ * already recorded.
  */
 export async function keepFoundBody(deps: Pick<DispatchWorkDeps, 'store' | 'blobs' | 'now'>, state: DispatchState, lookup: LookupOutcome): Promise<ResultBodyRef | undefined> {
   const json = lookup.kind === 'found' && isTerminal(lookup.run.status) ? lookup.run.result?.bodyJson : undefined;

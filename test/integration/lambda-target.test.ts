@@ -14,6 +14,8 @@ import { eventsForState, type StateVersion } from '../../shared/events/derive.js
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { lambdaRunIdOf, parseLambdaRunId, type SubmitRequest, type TargetPort } from '../../shared/targets/port.js';
 import { takeLambdaFailure } from '../../shared/usecases/lambda-failure.js';
+import { keepFoundBody } from '../../shared/usecases/look-up-run.js';
+import { MAX_RESULT_BODY_BYTES } from '../../shared/usecases/result-body.js';
 import { engineClients, loopbackOnly, uniqueName, testEngines } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
 import { ledgerApiDeps } from '../support/api-deps.js';
@@ -98,6 +100,17 @@ describe('a lambda target on the real table', () => {
     const running = lambdaRunIdOf(await submitted(), 1);
     await documents.send(new PutCommand({ TableName: stateTable, Item: { runId: running, status: 'running', result: { summary: 'half way' }, resultBodyJson: '{"early":true}', seq: 2 } }));
     expect(await port().lookup(running, { submittedAt: NOW.toISOString() })).toEqual({ kind: 'found', run: { runId: running, status: 'running', result: { summary: 'half way' } } });
+
+    // What the table holds is read as given, and kept only within §10's bounds: not JSON, or over 256 KB → the summary alone.
+    for (const resultBodyJson of ['{"cut":', JSON.stringify({ text: 'x'.repeat(MAX_RESULT_BODY_BYTES) })]) {
+      const dispatchId = await submitted();
+      const runId = lambdaRunIdOf(dispatchId, 1);
+      await documents.send(new PutCommand({ TableName: stateTable, Item: { runId, status: 'completed', result: { summary: 'done' }, resultBodyJson, seq: 4 } }));
+      const found = await port().lookup(runId, { submittedAt: NOW.toISOString() });
+      expect(found).toEqual({ kind: 'found', run: { runId, status: 'completed', result: { summary: 'done', bodyJson: resultBodyJson } } });
+      const state = await table.getState(dispatchId);
+      expect(state && (await keepFoundBody({ store: table, blobs, now: () => NOW }, state, found))).toBeUndefined();
+    }
   });
 
   it("takes Lambda's on-failure record in as failed with Lambda's error, once; the lookup then finds it; a record for another attempt changes nothing", async () => {

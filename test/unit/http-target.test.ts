@@ -331,6 +331,12 @@ describe('httpTarget edge cases', () => {
     expect(await stubTarget().lookup('r-1')).toEqual({ kind: 'found', run: { runId: 'r-1', status: 'failed', result: { bodyJson: 'null' } } });
     stub.answer((_request, res) => json(res, 200, { runId: 'r-1', status: 'running', result: { summary: 'half way', body: { early: true } } }));
     expect(await stubTarget().lookup('r-1')).toEqual({ kind: 'found', run: { runId: 'r-1', status: 'running', result: { summary: 'half way' } } });
+    // Nested deeper than JSON.stringify can write again (JSON.parse takes it): left out, never a lookup that fails each time.
+    stub.answer((_request, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`{"runId":"r-1","status":"completed","result":{"summary":"done","body":${'['.repeat(20_000)}${']'.repeat(20_000)}}}`);
+    });
+    expect(await stubTarget().lookup('r-1')).toEqual({ kind: 'found', run: { runId: 'r-1', status: 'completed', result: { summary: 'done' } } });
   });
 
   it('is unavailable on 408, 429, 5xx and an unfollowed redirect; rejected on other 4xx', async () => {

@@ -110,9 +110,9 @@ export interface RunView {
 /** The ledger takes at most 32 refs in an event's `evidence` and in a lookup's (CONTRACT §1, §8). */
 export const MAX_CLAIMED_EVIDENCE = MAX_EVIDENCE_REFS;
 /**
- * A lookup answer is read only up to 64 KB by the ledger, which keeps a final run's looked-up body too (a
- * final event that never got through loses nothing): a body larger than this is left out of
- * `GET /runs/{runId}`, so the answer stays readable (such a body travels with the final event alone).
+ * A lookup answer is read only up to 64 KB by the ledger, which keeps a final run's looked-up body too, so
+ * a final event that never got through does not lose it: a body larger than this is left out of
+ * `GET /runs/{runId}` to keep the answer readable, and travels with the final event alone.
  */
 export const LOOKUP_BODY_BYTES = 16 * 1024;
 
