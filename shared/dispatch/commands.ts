@@ -15,3 +15,16 @@ export function dispatchCommand(state: Pick<DispatchState, 'dispatchId' | 'origi
   const dashed = state.dispatchId.startsWith('-');
   return ['npx ledger', verb, ...(dashed ? [] : [state.dispatchId]), ...(flags ? [flags] : []), '--origin', state.origin, ...(dashed ? ['--', state.dispatchId] : [])].join(' ');
 }
+
+/**
+ * A value as one shell word, for a command a person copies: as it is when it holds only characters no
+ * POSIX shell reads specially, else in single quotes (a quote inside written `'\''`). A run id is the
+ * target's own (spaces, quotes, `$`, `~` and `*` are all allowed in it), so it is always written so.
+ *
+ * @example
+ * shellWord('r-1/a:b') // 'r-1/a:b'
+ * shellWord("it's 1") // `'it'\''s 1'`
+ */
+export function shellWord(value: string): string {
+  return /^[A-Za-z0-9._:/@%+,=-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
+}

@@ -12,6 +12,11 @@ import { USAGE } from '../../cli/usage.js';
 import { createLocalCredentials } from '../../local/runtime/sigv4.js';
 import { writeCredentials } from '../../local/state.js';
 import { closeFakeApis, fakeApi } from '../support/fake-api.js';
+import { execFileSync } from 'node:child_process';
+import { whenTargetForgot } from '../../shared/dispatch/attention.js';
+import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
+import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
+import { newDispatchFactory, NOW } from '../support/factories.js';
 
 // Flow control from the CLI (CONTRACT §2 v2, §11): `ledger cancel`, `ledger slots release`, the
 // at_capacity entries of `ledger attention` and `--max-concurrent-runs` of `ledger registry target put`.
@@ -152,6 +157,23 @@ describe('slots release (against a fake of the API)', () => {
       expect(await slots(['release', '--target', 'demo-agent', '--run-id', runId, '--reason', 'r'], (line) => printed.push(line), api.connect), runId).toBe(1);
       expect(printed[0], runId).toMatch(new RegExp(`^${status} (not_found|conflict|target_unreachable): `));
       expect(api.seen.at(-1)?.body).toEqual({ runId, reason: 'r' });
+    }
+  });
+
+  it("prints a slot's release command that a shell hands back word for word, whatever the run id (regression: a run id with a space or a quote split into other words)", async () => {
+    const api = await fakeApi(() => ({ status: 200, body: { released: true, target: 'demo-agent', runId: 'x', dispatchId: 'x', status: 'unknown', releasedBy: 'local:operator' } }));
+    for (const [runId, dispatchId] of [
+      ['r 1/it\'s "done" $HOME ~ *', 'd-1'],
+      ['-r-2', '-d-2'],
+      ['plain:r-3', 'd-3'],
+    ] as const) {
+      const held = { ...submitted(accepted(newDispatchFactory({ dispatchId }), NOW), { kind: 'accepted', runId, status: 'running', requestId: 'q-1' }, DEFAULT_RETRY_POLICY, NOW), slot: { shard: 0, at: NOW.toISOString() } };
+      const hint = /its slot: npx ledger slots release (.+) --reason R$/.exec(whenTargetForgot(held))?.[1];
+      expect(hint, runId).toBeDefined();
+      // What a person pastes, as /bin/sh splits it: each word printed and read back apart.
+      const words = execFileSync('/bin/sh', ['-c', `printf '%s\\0' ${hint} --reason R`], { encoding: 'utf8' }).split('\0').slice(0, -1);
+      expect(await slots(['release', ...words], () => undefined, api.connect), runId).toBe(0);
+      expect(api.seen.at(-1)?.body, runId).toEqual({ runId, reason: 'R', dispatchId });
     }
   });
 
