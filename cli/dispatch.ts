@@ -7,7 +7,7 @@ import { summaryLine } from '../shared/dispatch/summary.js';
 import { printAnswer, retryOnce, UnsureOutcomeError } from './answer.js';
 import { isLedgerNetworkError, isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
-import { dispatchCommand } from '../shared/dispatch/commands.js';
+import { dispatchCommand, shellWord } from '../shared/dispatch/commands.js';
 import { LocalPlatformError } from './local.js';
 import { UsageError } from './operations.js';
 import { nextPage, shown, table } from './table.js';
@@ -16,7 +16,7 @@ import { newDispatchId } from './dispatch-id.js';
 export { localInfo, originOf } from './connect.js';
 
 /** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S …`). */
-const connectionFlags = (values: ConnectionValues): string => connectionArgs(values, ['queue-url']).join(' ');
+const connectionFlags = (values: ConnectionValues): string => connectionArgs(values, ['queue-url']).map(shellWord).join(' ');
 
 /** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */
 export async function send(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {

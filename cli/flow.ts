@@ -1,7 +1,7 @@
 import { parseCommandArgs } from './args.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect } from './connect.js';
-import { dispatchCommand } from '../shared/dispatch/commands.js';
+import { dispatchCommand, shellWord } from '../shared/dispatch/commands.js';
 import { UsageError } from './operations.js';
 import { shown } from './table.js';
 
@@ -53,7 +53,7 @@ export function describeCancel(answer: unknown, origin = 'planner', connection: 
     : shown`cancel already asked: ${id} (requested at ${body.cancelRequestedAt ?? '?'}, asked ${asks} time(s))`;
   const said = body.cancel?.answer ? shown`; the target's answer: ${body.cancel.answer}` : '; no answer from the target yet';
   const again = body.cancel?.nextAskAt ? shown`; asked again at ${body.cancel.nextAskAt}` : '';
-  return `${head}${said}${again}\n${shown`the run is cancelled only when the target says so: ${dispatchCommand({ dispatchId: id, origin }, 'check', ['--refresh', ...connection].join(' '))}`}`;
+  return `${head}${said}${again}\n${shown`the run is cancelled only when the target says so: ${dispatchCommand({ dispatchId: id, origin }, 'check', ['--refresh', ...connection.map(shellWord)].join(' '))}`}`;
 }
 
 /** What a slot release did: whose slot, by whom, and that the run itself stays as unknown as it was. */

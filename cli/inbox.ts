@@ -1,5 +1,6 @@
 import { parseCommandArgs } from './args.js';
 import { clip } from '../shared/text.js';
+import { shellWord } from '../shared/dispatch/commands.js';
 import { printAnswer } from './answer.js';
 import type { LocalInfo } from '../local/state.js';
 import { createLedgerClient, type LedgerClient, type RawAnswer } from '@dispatch-ledger/client';
@@ -289,7 +290,7 @@ export function describeClaim(answer: unknown, flags: readonly string[] = []): s
     table(['result', 'dispatch', 'attempt', 'execution', 'evidence', 'summary', 'body'], rows),
     shown`claimToken ${text(claim['claimToken'])}`,
     shown`leaseExpiresAt ${text(claim['leaseExpiresAt'])}`,
-    shown`ack each result once it reached its reader: npx ledger inbox ack <resultId> --token <claimToken>${flags.map((flag) => ` ${flag}`).join('')}`,
+    shown`ack each result once it reached its reader: npx ledger inbox ack <resultId> --token <claimToken>${flags.map((flag) => ` ${shellWord(flag)}`).join('')}`,
   ].join('\n');
 }
 

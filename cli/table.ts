@@ -1,4 +1,5 @@
 import { escapeControls } from '../shared/text.js';
+import { shellWord } from '../shared/dispatch/commands.js';
 
 export interface TableOptions {
   /** The widest a line of the grid may be. @default the terminal's width, else 80 */
@@ -77,5 +78,6 @@ export function forTerminal(text: string): string {
  * nextPage('inbox list', ['--state', 'pending'], 'c-2') // ['more: npx ledger inbox list --state pending --cursor c-2']
  */
 export function nextPage(command: string, flags: readonly string[], cursor: unknown): string[] {
-  return typeof cursor === 'string' && cursor !== '' ? [shown`more: npx ledger ${[command, ...flags, '--cursor', cursor].join(' ')}`] : [];
+  // Each flag and value one shell word: they are the person's own (a URL with `&`, a filter with a space).
+  return typeof cursor === 'string' && cursor !== '' ? [shown`more: npx ledger ${[command, ...[...flags, '--cursor', cursor].map(shellWord)].join(' ')}`] : [];
 }

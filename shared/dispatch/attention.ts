@@ -1,5 +1,5 @@
 import { isTerminal, nativeStatusOf, type DispatchState } from './state.js';
-import { dispatchCommand, shellWord } from './commands.js';
+import { dispatchCommand, optionWords } from './commands.js';
 
 /** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins. */
 export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped', 'cancel_pending', 'redriven'] as const;
@@ -78,7 +78,6 @@ export function redrivenReason(state: DispatchState): string {
  * answer): the target's own records, a forced redispatch, and the slot the run still holds, if any.
  */
 export function whenTargetForgot(state: DispatchState): string {
-  // `--flag=value`: a value that begins with '-' is not read as an option.
-  const slot = state.slot ? `; its slot: npx ledger slots release --target ${state.target} --run-id=${state.runId === null ? 'RUN' : shellWord(state.runId)} --dispatch-id=${state.dispatchId} --reason R` : '';
+  const slot = state.slot ? `; its slot: npx ledger slots release --target ${state.target} ${state.runId === null ? '--run-id RUN' : optionWords('run-id', state.runId)} ${optionWords('dispatch-id', state.dispatchId)} --reason R` : '';
   return `the target's own records say what became of it; to run the work again: ${dispatchCommand(state, 'redispatch', '--force --reason R')}${slot}`;
 }

@@ -28,3 +28,15 @@ export function dispatchCommand(state: Pick<DispatchState, 'dispatchId' | 'origi
 export function shellWord(value: string): string {
   return /^[A-Za-z0-9._:/@%+,=-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
 }
+
+/**
+ * An option and its value as a person copies them: `--name value`, or `--name=value` when the value begins
+ * with '-' (it would read as an option), the value one shell word.
+ *
+ * @example
+ * optionWords('run-id', 'r 1') // "--run-id 'r 1'"
+ * optionWords('run-id', '-r') // '--run-id=-r'
+ */
+export function optionWords(name: string, value: string): string {
+  return value.startsWith('-') ? `--${name}=${shellWord(value)}` : `--${name} ${shellWord(value)}`;
+}

@@ -1,7 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { describeFailure } from '../../cli/answer.js';
 import { check, describeAttention } from '../../cli/dispatch.js';
-import { table } from '../../cli/table.js';
+import { nextPage, table } from '../../cli/table.js';
+import { execFileSync } from 'node:child_process';
+import { describeCancel } from '../../cli/flow.js';
+import { describeClaim } from '../../cli/inbox.js';
 import { dispatchCommand } from '../../shared/dispatch/commands.js';
 import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 
@@ -80,5 +83,24 @@ describe('a 409 in table output', () => {
       'run r-7 (attempt 1, status failed)',
       'run the work again under the ledger: npx ledger redispatch d-1 --force --reason R --origin planner',
     ]);
+  });
+});
+
+/** Words as /bin/sh hands them to a command: a printed command line, pasted. */
+const pasted = (line: string): string[] => execFileSync('/bin/sh', ['-c', `printf '%s\\0' ${line}`], { encoding: 'utf8' }).split('\0').slice(0, -1);
+
+describe('printed commands repeat the flags a person gave as one shell word each (regression: a URL with & or a value with a space split the command)', () => {
+  const connection = ['--api-url', 'http://127.0.0.1:1/api?a=1&b=2', '--stack', 'my stack'];
+
+  it('the next page of a list', () => {
+    const [line = ''] = nextPage('attention', ['--kind', 'unknown', ...connection], 'eyJhIjoxfQ');
+    expect(pasted(line.replace(/^more: /, ''))).toEqual(['npx', 'ledger', 'attention', '--kind', 'unknown', ...connection, '--cursor', 'eyJhIjoxfQ']);
+  });
+
+  it("a cancel's check and a claim's ack", () => {
+    const checkLine = /says so: (.+)$/.exec(describeCancel({ dispatchId: 'd-1', phase: 'submitted', status: 'running', cancelled: false, cancel: { reason: 'r', asks: 1, answer: 'accepted', nextAskAt: null } }, 'team-a', connection))?.[1] ?? '';
+    expect(pasted(checkLine)).toEqual(['npx', 'ledger', 'check', 'd-1', '--refresh', ...connection, '--origin', 'team-a']);
+    const ackLine = /reached its reader: (.+)$/m.exec(describeClaim({ claimToken: 'ct', leaseExpiresAt: 'x', results: [{ resultId: 'r-1', dispatchId: 'd-1', attempt: 1 }] }, ['--origin', 'reviewer', ...connection]))?.[1] ?? '';
+    expect(pasted(ackLine.replace('<resultId>', 'RID').replace('<claimToken>', 'TOKEN'))).toEqual(['npx', 'ledger', 'inbox', 'ack', 'RID', '--token', 'TOKEN', '--origin', 'reviewer', ...connection]);
   });
 });

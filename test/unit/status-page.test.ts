@@ -1,9 +1,20 @@
-import { describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { check } from '../../cli/dispatch.js';
+import { cancel } from '../../cli/flow.js';
+import { approve, redispatch } from '../../cli/lifecycle.js';
+import { receipt } from '../../cli/receipt.js';
+import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 import { proxyDecision, RELAYED } from '../../ui/routes.js';
 import { appendOlder, mergeNewest, renewed, type Run } from '../../ui/page/paging.js';
-import { ATTENTION_ORDER, bannersFor, commandsFor, monitorLine, monitorWords, shellWord } from '../../ui/page/words.js';
+import { ATTENTION_ORDER, bannersFor, commandsFor, monitorLine, monitorWords } from '../../ui/page/words.js';
+import { shellWord } from '../../shared/dispatch/commands.js';
 import { ATTENTION_KINDS } from '../../shared/dispatch/attention.js';
 import type { DispatchView } from '../../shared/dispatch/view.js';
+
+afterEach(async () => {
+  await closeFakeApis();
+});
 
 const decide = (path: string, query = '') => proxyDecision(path, new URLSearchParams(query));
 
@@ -55,6 +66,26 @@ describe('the commands the dispatch page suggests', () => {
     expect(lines).toContain("npx ledger redispatch d-1 --reason 'WHY' --force --origin team-a");
     // A target's run id is quoted for the shell, whatever it holds.
     expect(lines).toContain(`npx ledger receipt d-1 --run 'r-'\\''1' --kind artifact_acceptance --state accepted --verified-by YOU --origin team-a`);
+  });
+
+  it('suggests commands a shell hands back word for word and the CLI reads as meant, whatever the ids (regression: a dash-led dispatch, run or approval id was read as an option)', async () => {
+    const api = await fakeApi(() => ({ status: 500, body: { error: { code: 'internal', message: 'only the request is looked at' } } }));
+    const commands = { check, cancel, approve, redispatch, receipt } as const;
+    const pending = { approvalId: "-a 1'", requestedAt: '2026-12-05T10:00:00.000Z' };
+    for (const running of [view({ dispatchId: '-d-1', runId: '-r 1/$x', execution: { status: 'waiting_for_approval', pendingApproval: pending } }), view({ runId: '~r*', execution: { status: 'running' } })]) {
+      for (const { line } of commandsFor(running, ['--stack', 'my stack'], true)) {
+        // What a person pastes, as /bin/sh splits it.
+        const [npx, ledger, verb = '', ...args] = execFileSync('/bin/sh', ['-c', `printf '%s\\0' ${line}`], { encoding: 'utf8' }).split('\0').slice(0, -1);
+        expect([npx, ledger], line).toEqual(['npx', 'ledger']);
+        const command = commands[verb as keyof typeof commands];
+        expect(command, line).toBeDefined();
+        await command(args, () => undefined, api.connect);
+        const seen = api.seen.at(-1);
+        expect(seen?.path, line).toContain(`/dispatches/${encodeURIComponent(running.dispatchId)}`);
+        if (verb === 'approve') expect(seen?.body, line).toMatchObject({ approvalId: pending.approvalId });
+        if (verb === 'receipt') expect(seen?.body, line).toMatchObject({ runId: running.runId });
+      }
+    }
   });
 
   it('redispatches without force once the run is over, and names the connection on a deployed stack', () => {

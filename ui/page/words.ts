@@ -1,4 +1,5 @@
 import type { DispatchView } from '../../shared/dispatch/view.js';
+import { optionWords, shellWord } from '../../shared/dispatch/commands.js';
 
 /**
  * What the page says in words: why each kind of work needs a person, what a monitor verdict means,
@@ -99,26 +100,26 @@ export function monitorWords(monitorStatus: string | null | undefined): string |
   }
 }
 
-/** One argument as a POSIX shell reads it: bare when it is plainly safe, else single-quoted. */
-export function shellWord(value: string): string {
-  return /^[A-Za-z0-9._:/=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
-}
-
 export interface Command {
   /** What running it does, in words. */
   readonly does: string;
   readonly line: string;
 }
 
-/** A CLI line acting for `origin` on the ledger `connection` names: the origin flag locally, the connection flags remotely. */
-function commandLine(origin: string, connection: readonly string[], remote: boolean): (args: string) => string {
-  const tail = [...(remote ? [] : ['--origin', shellWord(origin)]), ...connection.map(shellWord)].join(' ');
-  return (args) => `npx ledger ${args}${tail ? ` ${tail}` : ''}`;
+/**
+ * A CLI line acting on `dispatchId` for `origin` on the ledger `connection` names: the origin flag locally,
+ * the connection flags remotely. An id that begins with '-' goes last, after `--` (it would read as an option).
+ */
+function commandLine(dispatchId: string, origin: string, connection: readonly string[], remote: boolean): (verb: string, flags: string) => string {
+  const tail = [...(remote ? [] : ['--origin', shellWord(origin)]), ...connection.map(shellWord)];
+  const id = shellWord(dispatchId);
+  const dashed = dispatchId.startsWith('-');
+  return (verb, flags) => ['npx ledger', verb, ...(dashed ? [] : [id]), ...(flags ? [flags] : []), ...tail, ...(dashed ? ['--', id] : [])].join(' ');
 }
 
 /** `npx ledger check ID --refresh …`: what to run first about any dispatch — look before acting. */
 export const checkCommand = (dispatchId: string, origin: string, connection: readonly string[], remote: boolean): string =>
-  commandLine(origin, connection, remote)(`check ${shellWord(dispatchId)} --refresh`);
+  commandLine(dispatchId, origin, connection, remote)('check', '--refresh');
 
 const FINAL = new Set(['completed', 'failed', 'cancelled']);
 
@@ -128,35 +129,34 @@ const FINAL = new Set(['completed', 'failed', 'cancelled']);
  * dispatch's own.
  */
 export function commandsFor(view: DispatchView, connection: readonly string[], remote: boolean): Command[] {
-  const id = shellWord(view.dispatchId);
-  const cmd = commandLine(view.origin, connection, remote);
+  const cmd = commandLine(view.dispatchId, view.origin, connection, remote);
   const status = view.execution.status;
   // A manual dispatch (CONTRACT §13) is over once a person attested its result; while it waits for one, what they did is recorded first.
   const person = view.phase === 'accepted' && view.submission.waitingFor === 'person';
   // An attestation stored while its commit lost a race is listed too: only one that ended the wait counts.
   const attested = view.phase === 'accepted' && !person && view.manualAttestations.some((attestation) => attestation.kind === 'manual_result_attested' && attestation.attempt === view.attempt);
   const over = view.phase === 'blocked' || view.phase === 'cancelled' || (status !== null && FINAL.has(status)) || attested;
-  const commands: Command[] = person ? [{ does: 'Record what the person did (or --kind manual_blocked, manual_delivery_attested, manual_dispatch_written)', line: cmd(`manual ${id} --kind manual_result_attested --note 'WHAT THEY DID'`) }] : [];
+  const commands: Command[] = person ? [{ does: 'Record what the person did (or --kind manual_blocked, manual_delivery_attested, manual_dispatch_written)', line: cmd('manual', "--kind manual_result_attested --note 'WHAT THEY DID'") }] : [];
   commands.push({ does: 'Look the run up at the target, then show the view', line: checkCommand(view.dispatchId, view.origin, connection, remote) });
   if (view.execution.pendingApproval) {
-    const approval = shellWord(view.execution.pendingApproval.approvalId);
-    commands.push({ does: 'Approve the pending request (or --decision cancel)', line: cmd(`approve ${id} --approval-id ${approval} --decision approve`) });
+    const approval = optionWords('approval-id', view.execution.pendingApproval.approvalId);
+    commands.push({ does: 'Approve the pending request (or --decision cancel)', line: cmd('approve', `${approval} --decision approve`) });
   }
   if (over && view.execution.redriven && view.phase === 'submitted') {
     // Its state machine runs it again (CONTRACT §17): a plain redispatch would be refused as a second writer.
-    commands.push({ does: 'Stop the redriven execution and run the work under the ledger', line: cmd(`redispatch ${id} --reason 'WHY' --force`) });
+    commands.push({ does: 'Stop the redriven execution and run the work under the ledger', line: cmd('redispatch', "--reason 'WHY' --force") });
   } else if (over) {
-    commands.push({ does: 'Start the next attempt', line: cmd(`redispatch ${id} --reason 'WHY'`) });
+    commands.push({ does: 'Start the next attempt', line: cmd('redispatch', "--reason 'WHY'") });
   } else {
-    commands.push({ does: 'Ask the target to cancel the run', line: cmd(`cancel ${id} --reason 'WHY'`) });
+    commands.push({ does: 'Ask the target to cancel the run', line: cmd('cancel', "--reason 'WHY'") });
     // A person's work has no run to supersede.
-    if (!person) commands.push({ does: 'Supersede the run only once checked: it may still be running', line: cmd(`redispatch ${id} --reason 'WHY' --force`) });
+    if (!person) commands.push({ does: 'Supersede the run only once checked: it may still be running', line: cmd('redispatch', "--reason 'WHY' --force") });
   }
   if (view.runId !== null) {
-    const run = shellWord(view.runId);
-    commands.push({ does: 'Record that you checked the artifact (or --state rejected)', line: cmd(`receipt ${id} --run ${run} --kind artifact_acceptance --state accepted --verified-by YOU`) });
+    const run = optionWords('run', view.runId);
+    commands.push({ does: 'Record that you checked the artifact (or --state rejected)', line: cmd('receipt', `${run} --kind artifact_acceptance --state accepted --verified-by YOU`) });
     if (view.ownerDelivery.state !== 'not_required') {
-      commands.push({ does: 'Record that the result reached its owner', line: cmd(`receipt ${id} --run ${run} --kind owner_delivery --state confirmed --evidence-ref REF --verified-by YOU`) });
+      commands.push({ does: 'Record that the result reached its owner', line: cmd('receipt', `${run} --kind owner_delivery --state confirmed --evidence-ref REF --verified-by YOU`) });
     }
   }
   return commands;
