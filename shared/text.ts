@@ -12,6 +12,9 @@ export { clip, printable } from '@dispatch-ledger/protocol/text';
 // separators, bidi embeddings, overrides and isolates, invisible operators, and the BOM.
 const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
 
+/** Whether `text` holds a character `escapeControls` would escape. */
+export const hasControls = (text: string): boolean => new RegExp(CONTROLS.source).test(text);
+
 /**
  * Shows text as written while keeping a terminal inert (CONTRACT §8 v2: target-supplied text is shown
  * with control and bidi characters escaped): each such character becomes `\uXXXX` (U+202E → `\u202e`,

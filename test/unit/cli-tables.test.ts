@@ -5,7 +5,7 @@ import { nextPage, table } from '../../cli/table.js';
 import { execFileSync } from 'node:child_process';
 import { describeCancel } from '../../cli/flow.js';
 import { describeClaim } from '../../cli/inbox.js';
-import { dispatchCommand } from '../../shared/dispatch/commands.js';
+import { dispatchCommand, shellWord } from '../../shared/dispatch/commands.js';
 import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 
 /**
@@ -102,5 +102,17 @@ describe('printed commands repeat the flags a person gave as one shell word each
     expect(pasted(checkLine)).toEqual(['npx', 'ledger', 'check', 'd-1', '--refresh', ...connection, '--origin', 'team-a']);
     const ackLine = /reached its reader: (.+)$/m.exec(describeClaim({ claimToken: 'ct', leaseExpiresAt: 'x', results: [{ resultId: 'r-1', dispatchId: 'd-1', attempt: 1 }] }, ['--origin', 'reviewer', ...connection]))?.[1] ?? '';
     expect(pasted(ackLine.replace('<resultId>', 'RID').replace('<claimToken>', 'TOKEN'))).toEqual(['npx', 'ledger', 'inbox', 'ack', 'RID', '--token', 'TOKEN', '--origin', 'reviewer', ...connection]);
+  });
+});
+
+describe('shellWord', () => {
+  it("writes a value with a character a terminal acts on as $'…' escapes, which bash reads back whole (regression: shown escaped, a quoted copy named another id)", () => {
+    for (const value of ['a\nb', "it's \\ \u202e\u0007", '=ls', '~', 'plain-1:2/3']) {
+      const word = shellWord(value);
+      expect(word, value).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/);
+      expect(execFileSync('bash', ['-c', `printf '%s' ${word}`], { encoding: 'utf8' }), value).toBe(value);
+    }
+    expect(shellWord('=ls')).toBe("'=ls'");
+    expect(shellWord('plain-1:2/3')).toBe('plain-1:2/3');
   });
 });

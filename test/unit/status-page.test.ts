@@ -4,6 +4,7 @@ import { check } from '../../cli/dispatch.js';
 import { cancel } from '../../cli/flow.js';
 import { approve, redispatch } from '../../cli/lifecycle.js';
 import { receipt } from '../../cli/receipt.js';
+import { manual } from '../../cli/manual.js';
 import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 import { proxyDecision, RELAYED } from '../../ui/routes.js';
 import { appendOlder, mergeNewest, renewed, type Run } from '../../ui/page/paging.js';
@@ -70,9 +71,15 @@ describe('the commands the dispatch page suggests', () => {
 
   it('suggests commands a shell hands back word for word and the CLI reads as meant, whatever the ids (regression: a dash-led dispatch, run or approval id was read as an option)', async () => {
     const api = await fakeApi(() => ({ status: 500, body: { error: { code: 'internal', message: 'only the request is looked at' } } }));
-    const commands = { check, cancel, approve, redispatch, receipt } as const;
+    const commands = { check, cancel, approve, redispatch, receipt, manual } as const;
     const pending = { approvalId: "-a 1'", requestedAt: '2026-12-05T10:00:00.000Z' };
-    for (const running of [view({ dispatchId: '-d-1', runId: '-r 1/$x', execution: { status: 'waiting_for_approval', pendingApproval: pending } }), view({ runId: '~r*', execution: { status: 'running' } })]) {
+    const waitingForPerson = view({ dispatchId: '-d-2', phase: 'accepted', runId: null, submission: { waitingFor: 'person' } as DispatchView['submission'], execution: { status: null } });
+    for (const running of [
+      view({ dispatchId: '-d-1', runId: '-r 1/$x', execution: { status: 'waiting_for_approval', pendingApproval: pending } }),
+      // zsh reads a word that begins with '=' as a command's path, and a bare '~' as the home folder.
+      view({ runId: '=ls', execution: { status: 'waiting_for_approval', pendingApproval: { approvalId: '~', requestedAt: pending.requestedAt } } }),
+      waitingForPerson,
+    ]) {
       for (const { line } of commandsFor(running, ['--stack', 'my stack'], true)) {
         // What a person pastes, as /bin/sh splits it.
         const [npx, ledger, verb = '', ...args] = execFileSync('/bin/sh', ['-c', `printf '%s\\0' ${line}`], { encoding: 'utf8' }).split('\0').slice(0, -1);
@@ -82,10 +89,13 @@ describe('the commands the dispatch page suggests', () => {
         await command(args, () => undefined, api.connect);
         const seen = api.seen.at(-1);
         expect(seen?.path, line).toContain(`/dispatches/${encodeURIComponent(running.dispatchId)}`);
-        if (verb === 'approve') expect(seen?.body, line).toMatchObject({ approvalId: pending.approvalId });
+        if (verb === 'approve') expect(seen?.body, line).toMatchObject({ approvalId: running.execution.pendingApproval?.approvalId });
         if (verb === 'receipt') expect(seen?.body, line).toMatchObject({ runId: running.runId });
       }
     }
+    // What /bin/sh (dash) keeps as it is, zsh would not: those words are quoted.
+    const zsh = commandsFor(view({ runId: '=ls', execution: { status: 'waiting_for_approval', pendingApproval: { approvalId: '~', requestedAt: pending.requestedAt } } }), [], false).map((command) => command.line);
+    expect(zsh.filter((line) => line.includes("--run '=ls' ") || line.includes("--approval-id '~' "))).toHaveLength(3);
   });
 
   it('redispatches without force once the run is over, and names the connection on a deployed stack', () => {

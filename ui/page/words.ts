@@ -111,7 +111,7 @@ export interface Command {
  * the connection flags remotely. An id that begins with '-' goes last, after `--` (it would read as an option).
  */
 function commandLine(dispatchId: string, origin: string, connection: readonly string[], remote: boolean): (verb: string, flags: string) => string {
-  const tail = [...(remote ? [] : ['--origin', shellWord(origin)]), ...connection.map(shellWord)];
+  const tail = [...(remote ? [] : [optionWords('origin', origin)]), ...connection.map(shellWord)];
   const id = shellWord(dispatchId);
   const dashed = dispatchId.startsWith('-');
   return (verb, flags) => ['npx ledger', verb, ...(dashed ? [] : [id]), ...(flags ? [flags] : []), ...tail, ...(dashed ? ['--', id] : [])].join(' ');
