@@ -207,8 +207,9 @@ const RunViewSchema = /* @__PURE__ */ lazy(() => z.object({
 
 /**
  * A looked-up result: its summary bounded, and a final run's body as JSON text, so a run whose final event
- * never reached the ledger loses nothing (kept within §10's bounds, or its summary alone, by the one who
- * records it: keepFoundBody). A body nested too deep to be written again is left out, never a lost lookup.
+ * never reached the ledger keeps the body its answer carries (within §10's bounds, or its summary alone,
+ * by the one who records it: keepFoundBody; the worker kit leaves a body over 16 KB out of its answer).
+ * A body nested too deep to be written again is left out, never a lost lookup.
  */
 function lookedUpResult(status: TargetRunView['status'], result: { readonly summary?: string | null | undefined; readonly body?: unknown }): NonNullable<TargetRunView['result']> {
   let bodyJson: string | undefined;
