@@ -40,7 +40,7 @@ export interface DemoAgentOptions {
   readonly log?: (line: LogLine) => void;
   /**
    * Tries per callback to the ledger (409 not_yet_recorded, 429, 5xx, no answer are retried with
-   * backoff from 100 ms, doubling). @default the worker kit's budgets: 5 minutes, 30 for a final event
+   * backoff from 100 ms, doubling). @default the worker kit's budgets: 5 minutes, 30 for a final event or an evidence upload
    */
   readonly callbackTries?: number;
   /** The name the agent is registered under at its root URL, a key of `maxOpen` in its stats. @default 'demo-agent' */

@@ -121,7 +121,7 @@ describe('demo agent callbacks: a final event the ledger answers 5xx', () => {
   it('is retried until the ledger stores it (the ledger answers 5xx when it cannot store the body)', async () => {
     // The first event is the heartbeat; the completion is then refused three times.
     const stub = await ledger((n) => (n >= 1 && n < 4 ? { status: 503, code: 'result_body_unavailable' } : { status: 202 }));
-    // The kit's own budget (5 minutes for an event, 30 for a final one): the default.
+    // The kit's own budget (5 minutes for an event, 30 for a final one or an evidence upload): the default.
     const agent = await startDemoAgent();
     agents.push(agent);
     await submitTo(agent, stub.url, 'd-final-5xx');

@@ -78,6 +78,18 @@ describe('the worker kit: callbacks to the ledger', () => {
     expect(final.pauses.slice(0, 8)).toEqual([100, 200, 400, 800, 1600, 3200, 5000, 5000]);
   });
 
+  it('keeps an evidence upload going as long as a final event: the proof of a completion outlasts a ledger slow to record its run (was: 5 min, then the run was orphaned though it did its work — 12 false orphans in a 10,000-dispatch census whose intake was backed up)', async () => {
+    // The ledger answers not_yet_recorded for ~30 s of the clock: past the 10 s budget, within the 60 s one.
+    const slow = Array.from({ length: 12 }, () => ({ status: 409, code: 'not_yet_recorded' }));
+    const upload = scripted(slow);
+    const beat = scripted(slow);
+    const outcome = await upload.client({ budgetMs: 10_000, finalBudgetMs: 60_000 }).putEvidence('http://127.0.0.1:9', 'd-1', 'd-1:1', 'out/report.md', 'x', 'text/plain');
+    expect(outcome).toMatchObject({ kind: 'delivered', status: 202, tries: 13 });
+    expect(upload.now()).toBeGreaterThan(10_000);
+    // A heartbeat still gives up at the shorter budget: only what a completion's claim rests on waits longer.
+    expect(await beat.client({ budgetMs: 10_000, finalBudgetMs: 60_000 }).postEvent('http://127.0.0.1:9', 'd-1:1', heartbeat)).toMatchObject({ kind: 'gave_up' });
+  });
+
   it("ends every callback by the client's deadline, however late it starts (was: a control poll's own 10 s ran a short Lambda past its timeout)", async () => {
     // The bug it pins: pollControl asks with 10 s of its own, and the invocation's cap was only its
     // remaining time when the client was made, so a poll at a later heartbeat of a 5 s function went on

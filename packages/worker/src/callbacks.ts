@@ -16,9 +16,17 @@ import type { Signer } from './signer.js';
  */
 
 export interface RetryPolicy {
-  /** How long one callback keeps retrying answers that may change (409 not_yet_recorded, 5xx, 429, no answer). @default 300000 (5 min: a crashed intake's message comes back within the queue's visibility timeout) */
+  /**
+   * How long one callback keeps retrying answers that may change (409 not_yet_recorded, 5xx, 429, no
+   * answer): a heartbeat, a progress event, a task read. @default 300000 (5 min)
+   */
   readonly budgetMs: number;
-  /** The same for a final event (completed, failed, cancelled), which carries the result. @default 1800000 (30 min) */
+  /**
+   * The same for what a completion rests on: a final event (completed, failed, cancelled), which carries
+   * the result, and an evidence upload, its proof. A run is recorded late when the intake that submitted
+   * it crashed before writing it down: its message comes back after the queue's visibility timeout, but
+   * behind whatever the queue holds, so "not recorded yet" can last as long as a backlog. @default 1800000 (30 min)
+   */
   readonly finalBudgetMs: number;
   /** The first pause; each later one doubles. @default 100 */
   readonly firstPauseMs: number;
@@ -160,12 +168,15 @@ export class CallbackClient {
     );
   }
 
-  /** Uploads one evidence file (the ref already checked by the caller). */
+  /**
+   * Uploads one evidence file (the ref already checked by the caller), retried for `finalBudgetMs`: a
+   * completion without its files is an orphan, so the proof is kept going as long as the claim it proves.
+   */
   putEvidence(callbackUrl: string, dispatchId: string, runId: string, ref: string, bytes: string | Uint8Array, contentType: string): Promise<CallbackOutcome> {
     return this.#send(
       { callback: 'evidence', runId, dispatchId, ref },
       { method: 'PUT', url: evidenceUrl(callbackUrl, dispatchId, ref, runId), headers: { 'content-type': contentType }, body: bytes },
-      this.#policy.budgetMs,
+      this.#policy.finalBudgetMs,
     );
   }
 

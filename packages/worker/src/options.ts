@@ -18,7 +18,7 @@ export interface CommonWorkerOptions {
   readonly stallHintSeconds?: number;
   /** Structured log lines. @default warn and error lines as JSON on stderr */
   readonly log?: Log;
-  /** How callbacks are retried. @default 5 min per callback, 30 min for a final event, 100 ms doubling to 5 s */
+  /** How callbacks are retried. @default 5 min per callback, 30 min for a final event or an evidence upload, 100 ms doubling to 5 s */
   readonly retry?: Partial<RetryPolicy>;
   /** How callbacks are sent. @default fetch */
   readonly transport?: Transport;
