@@ -1,7 +1,7 @@
-import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
+import { InvokeCommand, LambdaClient, type LambdaClientConfig } from '@aws-sdk/client-lambda';
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { clip, printable } from '../text.js';
-import { asSdkError, reasonOf, submissionBody, type SdkError } from './submission-body.js';
+import { asSdkError, reasonOf, submissionBody, targetClientConfig, type SdkError } from './submission-body.js';
 import { lambdaRunIdOf, NATIVE_STATUS, TARGET_RUN_STATUSES, type LambdaTargetRegistration, type SubmitRequest, type TargetPort } from '../targets/port.js';
 export { TASK_REF_ABOVE_BYTES } from './submission-body.js';
 import { type LookupOutcome, type SubmitOutcome, type TargetRunStatus } from '../dispatch/target-answers.js';
@@ -34,6 +34,9 @@ export interface LambdaTargetDeps {
   readonly failureOf: (runId: string) => Promise<LambdaFailure | undefined>;
   readonly now: () => Date;
 }
+
+/** The Lambda client of the targets: one try per call, bounded like any call to a target (`targetClientConfig`). */
+export const lambdaClientFor = (timeoutMs: number, config: LambdaClientConfig = {}): LambdaClient => new LambdaClient({ ...targetClientConfig(timeoutMs), ...config });
 
 /** Errors of an invoke that retrying will not cure: the registration or the payload is wrong. */
 const REFUSALS = new Set(['ResourceNotFoundException', 'InvalidRequestContentException', 'RequestTooLargeException', 'InvalidParameterValueException', 'AccessDeniedException', 'UnsupportedMediaTypeException']);

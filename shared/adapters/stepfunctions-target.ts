@@ -6,13 +6,14 @@ import {
   StartExecutionCommand,
   StopExecutionCommand,
   SFNClient,
+  type SFNClientConfig,
   type DescribeExecutionCommandOutput,
 } from '@aws-sdk/client-sfn';
 import type { LookupOutcome, SubmitOutcome, TargetRunView } from '../dispatch/target-answers.js';
 import { executionNameOf, STEP_FUNCTIONS_NAME_LENGTH } from '../targets/run-names.js';
 import type { StepFunctionsTargetRegistration, SubmitRequest, TargetPort } from '../targets/port.js';
 import { adoptedIfOurs, cancelledRun, completedRun, failedRun, lookUpRun, refusedSubmission, runningRun, runStopper, tokenApprovals, type RuntimeTargetDeps } from './runtime-runs.js';
-import { asSdkError, reasonOf, submissionBody, type SdkError } from './submission-body.js';
+import { asSdkError, reasonOf, submissionBody, targetClientConfig, type SdkError } from './submission-body.js';
 
 /**
  * A `stepfunctions` target (CONTRACT §17): one execution of a Standard state machine per attempt.
@@ -32,7 +33,7 @@ export interface StepFunctionsTargetDeps extends RuntimeTargetDeps {
 }
 
 /** The Step Functions client of the targets: every call bounded like any call to a target (a hung one must not hold the function). */
-export const sfnClientFor = (timeoutMs: number): SFNClient => new SFNClient({ requestHandler: { requestTimeout: timeoutMs, connectionTimeout: timeoutMs } });
+export const sfnClientFor = (timeoutMs: number, config: SFNClientConfig = {}): SFNClient => new SFNClient({ ...targetClientConfig(timeoutMs), ...config });
 
 /** Errors that retrying will not cure: the registration, the grant or the input is wrong. */
 const REFUSALS = new Set([

@@ -43,3 +43,13 @@ export interface SdkError {
 export const asSdkError = (error: unknown): SdkError => (error instanceof Error ? (error as Error & SdkError) : { name: 'Error', message: String(error) });
 /** What a refusal or an outage is recorded as: the error's name and message, printable and bounded. */
 export const reasonOf = (error: SdkError): string => clip(printable(`${error.name}: ${error.message}`), 300);
+
+/**
+ * How every SDK client of the targets is set up: one try per call (`maxAttempts: 1`), connected and
+ * answered within `timeoutMs`, else it fails as a `TimeoutError` (an unavailable target) and the ledger's
+ * own policy decides what comes next (the submission's retry schedule, the monitor's next look). The
+ * SDK's `requestTimeout` alone only logs a warning when it passes — `throwOnRequestTimeout` makes it an
+ * error — so a hung call held the function to its own timeout, and the SDK's three tries would have made
+ * one call up to three target timeouts: either way past the submission claim that must outlast a call.
+ */
+export const targetClientConfig = (timeoutMs: number) => ({ maxAttempts: 1, requestHandler: { requestTimeout: timeoutMs, connectionTimeout: timeoutMs, throwOnRequestTimeout: true } }) as const;

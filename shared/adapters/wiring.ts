@@ -1,5 +1,5 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { LambdaClient } from '@aws-sdk/client-lambda';
+import type { LambdaClient } from '@aws-sdk/client-lambda';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -12,7 +12,7 @@ import type { SFNClient } from '@aws-sdk/client-sfn';
 import { approvalTokens } from './approval-tokens.js';
 import { sfnClientFor, stepFunctionsTarget } from './stepfunctions-target.js';
 import { durableTarget } from './durable-target.js';
-import { lambdaTarget, type LambdaFailure } from './lambda-target.js';
+import { lambdaClientFor, lambdaTarget, type LambdaFailure } from './lambda-target.js';
 import { lambdaAdmissionNudge } from './admission-nudge.js';
 import type { LedgerTableCore, LedgerTableOptions } from './ledger-table.js';
 import { S3Blobs } from './s3-blobs.js';
@@ -94,7 +94,7 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
   let sfn: SFNClient | undefined;
   // Bounded like every call to a target: a hung call must not hold the function.
   const sfnClient = () => (sfn ??= sfnClientFor(config.targetTimeoutMs));
-  const lambdaClient = () => (lambda ??= new LambdaClient({ requestHandler: { requestTimeout: config.targetTimeoutMs, connectionTimeout: config.targetTimeoutMs } }));
+  const lambdaClient = () => (lambda ??= lambdaClientFor(config.targetTimeoutMs));
   return {
     admissionNudge: config.admissionFunction ? (target) => lambdaAdmissionNudge(lambdaClient(), config.admissionFunction)(target) : undefined,
     dynamodb,
