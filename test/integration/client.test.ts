@@ -281,6 +281,15 @@ describe('answers and messages at the edge', () => {
     expect(requests).toBe(before);
   });
 
+  it('refuses a notBefore more than 30 days ahead before sending it, in the intake’s words (was: sent, then blocked invalid_fields on arrival)', async () => {
+    const before = requests;
+    const far = new Date(Date.now() + 45 * 86_400_000).toISOString();
+    const error = await client.dispatch({ dispatchId: 'd-later', target: 't', task: {}, notBefore: far }).catch((thrown: unknown) => thrown);
+    expect(isLedgerValidationError(error)).toBe(true);
+    expect(String(error)).toMatch(/notBefore: more than 30 days ahead of now \(too_far_ahead\)/);
+    expect(requests).toBe(before);
+  });
+
   it('never sends a request the ledger would refuse, and says why in the API’s words', async () => {
     const before = requests;
     const refusals = [
@@ -344,6 +353,21 @@ describe('answers and messages at the edge', () => {
     }
   });
 
+  it('waits out a long poll however short its timeout: a claim the ledger answers at the end of its wait reaches the caller (was: cut at timeoutMs, its results held by nobody until the lease ended)', async () => {
+    const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const impatient = createLedgerClient({ origin: 'planner', timeoutMs: 200, local: { apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } });
+    const claimed = { claimToken: 'ct-1', leaseExpiresAt: new Date(Date.now() + 60_000).toISOString(), results: [{ resultId: 'r-1', dispatchId: 'd-1', attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } }] };
+    respond = () => ({ status: 200, body: claimed, delayMs: 600 });
+    try {
+      expect((await impatient.inbox.claim({ mode: 'inject', waitSeconds: 1 })).results).toHaveLength(1);
+      expect(await impatient.raw('inboxClaim', { params: { origin: 'planner' }, body: { mode: 'inject', waitSeconds: 1 } })).toMatchObject({ status: 200 });
+      // A call that waits for nothing keeps its own timeout.
+      expect(isLedgerNetworkError(await impatient.inbox.claim({ mode: 'inject' }).catch((thrown: unknown) => thrown))).toBe(true);
+    } finally {
+      respond = undefined;
+    }
+  });
+
   describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     const result = (resultId: string) => ({ resultId, dispatchId: `d-${resultId}`, attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } });
     const claimOf = (ids: string[], leaseMs: number) => ({ claimToken: 'ct-1', leaseExpiresAt: new Date(Date.now() + leaseMs).toISOString(), results: ids.map(result) });
@@ -394,6 +418,74 @@ describe('answers and messages at the edge', () => {
       const outcome = await client.inbox.deliver({ mode: 'inject' }, async () => undefined);
       expect(outcome).toEqual({ claimed: 3, acked: 2, leaseLost: false, notAcked: ['b'] });
       expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toHaveLength(3);
+    });
+
+    it('keeps renewing, and acks the others, when one result is superseded while the handler runs: that 409 is the result’s, not the lease’s (was: the handler was aborted and nothing acked)', async () => {
+      let bRenewals = 0;
+      let renewedTwice = (): void => undefined;
+      const twice = new Promise<void>((resolve) => (renewedTwice = resolve));
+      respond = (path) => {
+        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b'], 5_000) };
+        if (path.endsWith('/a/renew')) return { status: 409, body: conflict('superseded') };
+        if (path.endsWith('/b/renew')) {
+          bRenewals += 1;
+          if (bRenewals === 2) renewedTwice();
+          return { status: 200, body: settled('b', 'claimed') };
+        }
+        return { status: 200, body: settled('b', 'delivered') };
+      };
+      let aborted = true;
+      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async (_results, { signal }) => {
+        await twice;
+        aborted = signal.aborted;
+      });
+      expect(aborted).toBe(false);
+      expect(outcome).toEqual({ claimed: 2, acked: 1, leaseLost: false, notAcked: ['a'] });
+      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/b\/ack$/)]);
+      // Set aside once its 409 was heard: renewed no more.
+      expect(seenPaths.filter((seen) => seen.endsWith('/a/renew'))).toHaveLength(1);
+    });
+
+    it('sends an ack again when it failed on its way (5xx, 409 conflict): the same token is idempotent; one that cannot get through before its lease ends keeps no other from its ack (was: the first failed ack threw, and the rest were never acked)', async () => {
+      const tries = new Map<string, number>();
+      respond = (path) => {
+        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b', 'c'], 3_000) };
+        // No renewal moves c's lease end (a slow start would otherwise let one through).
+        if (path.endsWith('/renew')) return { status: 503, body: conflict('unavailable') };
+        const resultId = /\/inbox\/([^/]+)\/ack$/.exec(path)?.[1] ?? '';
+        const n = (tries.get(resultId) ?? 0) + 1;
+        tries.set(resultId, n);
+        if ((resultId === 'a' && n === 1) || resultId === 'c') return { status: 503, body: conflict('unavailable') };
+        if (resultId === 'b' && n === 1) return { status: 409, body: conflict('conflict') };
+        return { status: 200, body: settled(resultId, 'delivered') };
+      };
+      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async () => undefined);
+      expect(outcome).toEqual({ claimed: 3, acked: 2, leaseLost: false, notAcked: ['c'] });
+      expect([tries.get('a'), tries.get('b')]).toEqual([2, 2]);
+      // Tried again and again, then given up by its lease's end (3 s: 100 ms doubling to 2 s is at most 5 tries).
+      expect(tries.get('c')).toBeGreaterThanOrEqual(3);
+      expect(tries.get('c')).toBeLessThanOrEqual(6);
+    });
+
+    it('throws a refusal other than a 409 (a 403), once every other result has had its ack', async () => {
+      respond = (path) =>
+        path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b'], 60_000) } : path.endsWith('/a/ack') ? { status: 403, body: conflict('forbidden') } : { status: 200, body: settled('b', 'delivered') };
+      const error = await client.inbox.deliver({ mode: 'inject' }, async () => undefined).catch((thrown: unknown) => thrown);
+      expect(isLedgerApiError(error) && error.status).toBe(403);
+      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/a\/ack$/), expect.stringMatching(/\/b\/ack$/)]);
+    });
+
+    it('renews what is not acked yet while the acks go out, and never what is being acked (was: renewals stopped before the first ack, so slow acks outlived the lease)', async () => {
+      respond = (path) => {
+        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b'], 10_000) };
+        if (path.endsWith('/renew')) return { status: 200, body: settled('b', 'claimed') };
+        // The first ack is slow: longer than a renewal period (5 s / 3).
+        return path.endsWith('/a/ack') ? { status: 200, body: settled('a', 'delivered'), delayMs: 3_000 } : { status: 200, body: settled('b', 'delivered') };
+      };
+      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async () => undefined);
+      expect(outcome).toEqual({ claimed: 2, acked: 2, leaseLost: false, notAcked: [] });
+      expect(seenPaths.filter((seen) => seen.endsWith('/b/renew')).length).toBeGreaterThanOrEqual(1);
+      expect(seenPaths.filter((seen) => seen.endsWith('/a/renew'))).toEqual([]);
     });
   });
 

@@ -1,14 +1,17 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type * as z from 'zod/mini';
 import { clip, MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type ResultDelivery, type RouteName } from '@dispatch-ledger/protocol';
-import type { AttentionEntry, Claim, ClaimedResult, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
-import { DispatchMessageSchema, readDispatchMessage, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
+import type { AttentionEntry, Claim, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
+import { DispatchMessageSchema, notBeforeProblem, readDispatchMessage, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
 import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
+import { deliver, type ClaimOptions, type DeliverHandler, type DeliverOutcome } from './deliver.js';
 import { connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
-import { isLedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError, noCredentials } from './errors.js';
-import { callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOptions, type DispatchListing, type Listing, type RawAnswer } from './transport.js';
+import { LedgerConfigError, LedgerNetworkError, LedgerValidationError, noCredentials } from './errors.js';
+import { CALL_TIMEOUT_MS, callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOptions, type DispatchListing, type Listing, type RawAnswer } from './transport.js';
 
+/** What a long poll's timeout adds to its wait: the ledger's own time to answer. */
+const LONG_POLL_MARGIN_MS = 10_000;
 /** The queue's largest message (CONTRACT §1): a larger one is never sent. */
 const MAX_MESSAGE_BYTES = 1024 * 1024;
 
@@ -18,23 +21,6 @@ const MAX_MESSAGE_BYTES = 1024 * 1024;
  * as `after_turn` (docs/protocol.md §1, kept for modes a later ledger may add).
  */
 export type DispatchRequest = Omit<DispatchMessageInput, 'origin' | 'resultDelivery'> & { readonly origin?: string; readonly resultDelivery?: ResultDelivery };
-export interface ClaimOptions extends CallOptions {
-  readonly mode?: 'inject' | 'after_turn';
-  readonly max?: number;
-  readonly leaseSeconds?: number;
-  readonly waitSeconds?: number;
-  readonly resultIds?: readonly string[];
-}
-export interface DeliverOutcome {
-  /** Results the handler was given. */
-  readonly claimed: number;
-  /** Acked after the handler resolved. */
-  readonly acked: number;
-  /** The lease was lost while the handler ran (or ran out, its renewals failing): its signal was aborted and nothing was acked. */
-  readonly leaseLost: boolean;
-  /** The results not acked: all of them when the lease was lost; else those the ledger refused (409: superseded by a redispatch). */
-  readonly notAcked: readonly string[];
-}
 export interface RawCall extends CallOptions {
   readonly params?: Readonly<Record<string, string>>;
   readonly query?: Readonly<Record<string, string | number | boolean | undefined>>;
@@ -49,7 +35,6 @@ export interface Endpoints {
   readonly local: boolean;
   readonly stack?: StackDescription;
 }
-export type DeliverHandler = (results: readonly ClaimedResult[], context: { readonly signal: AbortSignal }) => Promise<unknown>;
 
 export interface LedgerClient {
   /** Sends a dispatch message to the queue, checked against the protocol first: a message the ledger would refuse never leaves. */
@@ -87,9 +72,11 @@ export interface LedgerClient {
     body(resultId: string, options?: CallOptions): Promise<unknown>;
     readonly list: Listing<{ readonly state?: string; readonly limit?: number }, InboxEntry>;
     /**
-     * The settlement order (docs/protocol.md §10): claim; renew the lease while `handle` runs; ack each result only after
-     * `handle` resolved; if it throws, release every result with the error's message and rethrow; if the
-     * lease is lost, abort `handle`'s signal and ack nothing (the results are claimable again).
+     * The settlement order (docs/protocol.md §10): claim; renew the lease while `handle` runs and until each
+     * result is acked; ack each result only after `handle` resolved (an ack that fails on its way is sent
+     * again while its lease lasts); if it throws, release every result with the error's message and
+     * rethrow; if the lease is lost while it runs, abort `handle`'s signal and ack nothing (the results are
+     * claimable again). A result superseded by a redispatch is named in `notAcked` and costs the others nothing.
      */
     deliver(options: ClaimOptions, handle: DeliverHandler): Promise<DeliverOutcome>;
   };
@@ -181,7 +168,16 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
   /** One route of the table, its answer read with the table's schema. */
   const call = async <N extends RouteName>(name: N, as: CallAs, parts: { params?: Record<string, string>; query?: Record<string, string | number | boolean | undefined>; body?: unknown; signal?: AbortSignal | undefined } = {}): Promise<AnswerOf<N>> => {
     check(name, parts);
-    return callRoute(await connection(), origin, ROUTES[name], { ...parts, as, timeoutMs: options.timeoutMs, answer: ROUTE_SCHEMAS[name].answer as z.ZodMiniType<AnswerOf<N>> });
+    return callRoute(await connection(), origin, ROUTES[name], { ...parts, as, timeoutMs: timeoutOf(name, parts.body), answer: ROUTE_SCHEMAS[name].answer as z.ZodMiniType<AnswerOf<N>> });
+  };
+  /**
+   * A call's timeout; a long poll's (an inbox claim with `waitSeconds`) is never shorter than its wait and
+   * a margin: cut short, the claim the ledger made at the end of its wait would be lost to the caller,
+   * its results held until the lease ends and a delivery attempt spent.
+   */
+  const timeoutOf = (name: RouteName, body: unknown): number | undefined => {
+    const wait = name === 'inboxClaim' && typeof body === 'object' && body !== null && 'waitSeconds' in body ? body.waitSeconds : undefined;
+    return typeof wait === 'number' && wait > 0 ? Math.max(options.timeoutMs ?? CALL_TIMEOUT_MS, wait * 1000 + LONG_POLL_MARGIN_MS) : options.timeoutMs;
   };
   const own = (params: Record<string, string> = {}) => ({ origin: needOrigin(), ...params });
   // Calls that name the client's origin reject (never throw) when it has none.
@@ -210,6 +206,9 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       const read = readDispatchMessage(text);
       if (read.kind === 'unreadable') refuse([{ path: '', message: `unreadable (${read.reason})` }]);
       if (read.kind === 'invalid') refuse(read.errors.map((error) => ({ path: error.field === '(message)' ? '' : error.field, message: error.message })));
+      // The one rule a reader cannot check without a clock (≤ 30 days ahead), applied as the intake applies it on arrival.
+      const tooLate = read.kind === 'valid' && read.message.notBefore !== undefined ? notBeforeProblem(read.message.notBefore, new Date()) : undefined;
+      if (tooLate) refuse([{ path: 'notBefore', message: tooLate }]);
       const ready = await connection();
       if (!ready.queueUrl) throw new LedgerConfigError('no dispatch queue: give --queue-url with --api-url ({ queueUrl } with { apiUrl }), or a stack with the output DispatchQueueUrl');
       const sqs = ready.sqs();
@@ -251,7 +250,7 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       renew: (resultId, claimToken, leaseSeconds, callOptions = {}) => settle('inboxRenew', resultId, { claimToken, leaseSeconds }, callOptions.signal),
       body: async (resultId, callOptions = {}) => call('inboxBody', 'origin', { params: own({ resultId }), signal: callOptions.signal }),
       list: listing((query, callOptions) => call('inboxList', 'origin', { params: own(), query: { ...query }, signal: callOptions.signal })),
-      deliver: (deliverOptions, handle) => deliver(client, deliverOptions, handle),
+      deliver: (deliverOptions, handle) => deliver(client.inbox, deliverOptions, handle),
     },
     operator: {
       attention: listing((query, callOptions) => call('attention', 'operator', { query: { ...query }, signal: callOptions.signal })),
@@ -264,7 +263,7 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     },
     async raw(name, { as = 'origin', signal, ...parts } = {}) {
       check(name, parts);
-      return sendRoute(await connection(), origin, ROUTES[name], { ...parts, as, signal, timeoutMs: options.timeoutMs });
+      return sendRoute(await connection(), origin, ROUTES[name], { ...parts, as, signal, timeoutMs: timeoutOf(name, parts.body) });
     },
     async endpoints() {
       const { apiUrl, queueUrl, dlqUrl, local, stack } = await connection();
@@ -275,74 +274,4 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     },
   };
   return client;
-}
-
-/** `inbox.deliver`: the settlement order of docs/protocol.md §10 and §15 as a library. */
-async function deliver(client: LedgerClient, options: ClaimOptions, handle: DeliverHandler): Promise<DeliverOutcome> {
-  const leaseSeconds = options.leaseSeconds ?? 60;
-  const claim = await client.inbox.claim({ ...options, leaseSeconds });
-  const { claimToken, results } = claim;
-  if (results.length === 0 || claimToken === null) return { claimed: 0, acked: 0, leaseLost: false, notAcked: [] };
-  const handling = new AbortController();
-  let leaseLost = false;
-  const loseLease = (why: string): void => {
-    leaseLost = true;
-    handling.abort(new Error(why));
-  };
-  // The caller's own signal ends the handling too: aborted, nothing is acked.
-  const callerAborted = (): void => handling.abort(options.signal?.reason ?? new Error('the caller aborted delivery'));
-  options.signal?.addEventListener('abort', callerAborted, { once: true });
-  // The lease as the ledger last granted it: if renewals keep failing (a 5xx, no answer), the handler is
-  // stopped when it runs out, never left to finish into acks the ledger would refuse.
-  let leaseEndsAt = Date.parse(claim.leaseExpiresAt ?? '') || Date.now() + leaseSeconds * 1000;
-  const expiry = (): NodeJS.Timeout => setTimeout(() => loseLease('the lease on these results ran out before it could be renewed'), Math.max(0, leaseEndsAt - Date.now()));
-  let expires = expiry();
-  // Renewed at a third of the lease, so two renewals can fail before it runs out.
-  let renewal: Promise<unknown> = Promise.resolve();
-  const renewing = setInterval(() => {
-    renewal = Promise.all(results.map((result) => client.inbox.renew(result.resultId, claimToken, leaseSeconds))).then(
-      (renewed) => {
-        const ends = Math.min(...renewed.map((result) => Date.parse(String((result as { leaseExpiresAt?: unknown }).leaseExpiresAt ?? '')) || Date.now() + leaseSeconds * 1000));
-        leaseEndsAt = ends;
-        clearTimeout(expires);
-        expires = expiry();
-      },
-      (error: unknown) => {
-        if (isLedgerApiError(error) && error.status === 409) loseLease('the lease on these results was lost');
-      },
-    );
-  }, Math.max(1_000, (leaseSeconds * 1000) / 3));
-  const stopRenewing = async (): Promise<void> => {
-    clearInterval(renewing);
-    // A renewal still on its way may yet say the lease was lost: it is heard before anything is acked.
-    await renewal;
-    clearTimeout(expires);
-    options.signal?.removeEventListener('abort', callerAborted);
-  };
-  try {
-    await handle(results, { signal: handling.signal });
-  } catch (error) {
-    await stopRenewing();
-    if (!leaseLost) {
-      const reason = error instanceof Error ? error.message : String(error);
-      await Promise.allSettled(results.map((result) => client.inbox.release(result.resultId, claimToken, reason)));
-    }
-    throw error;
-  }
-  await stopRenewing();
-  if (leaseLost || handling.signal.aborted) return { claimed: results.length, acked: 0, leaseLost, notAcked: results.map((result) => result.resultId) };
-  // Each result on its own: one the ledger refuses (409: superseded by a redispatch, or its lease gone)
-  // does not keep the others from their ack; it is named in notAcked.
-  let acked = 0;
-  const notAcked: string[] = [];
-  for (const result of results) {
-    try {
-      await client.inbox.ack(result.resultId, claimToken);
-      acked += 1;
-    } catch (error) {
-      if (!(isLedgerApiError(error) && error.status === 409)) throw error;
-      notAcked.push(result.resultId);
-    }
-  }
-  return { claimed: results.length, acked, leaseLost: false, notAcked };
 }

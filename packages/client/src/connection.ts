@@ -20,7 +20,7 @@ export interface LedgerClientOptions {
   readonly local?: true | LocalEndpoints;
   /** An SDK credential provider or fixed credentials; the default chain otherwise (AWS only). */
   readonly credentials?: AwsCredentials | AwsCredentialsProvider;
-  /** The longest one call may take, then a LedgerNetworkError (an inbox long poll waits at most 20 s). @default 60000 */
+  /** The longest one call may take, then a LedgerNetworkError; an inbox long poll's is at least its wait plus 10 s. @default 60000 */
   readonly timeoutMs?: number;
 }
 

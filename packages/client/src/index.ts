@@ -2,7 +2,8 @@
  * `@dispatch-ledger/client`: the typed client for origins and operators (docs/protocol.md §15), built on
  * the protocol's route table and answers.
  */
-export { createLedgerClient, type ClaimOptions, type DeliverHandler, type DeliverOutcome, type DispatchRequest, type Endpoints, type LedgerClient, type RawCall } from './client.js';
+export { createLedgerClient, type DispatchRequest, type Endpoints, type LedgerClient, type RawCall } from './client.js';
+export type { ClaimOptions, DeliverHandler, DeliverOutcome } from './deliver.js';
 export type { CallAs, LedgerClientOptions, LocalEndpoints, StackDescription } from './connection.js';
 export { localStateDir } from './connection.js';
 export {
