@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { cacheDir } from '../paths.js';
 import { IntegrityError } from './errors.js';
-import { answersHttp, freePort, requireTool, spawnEngine, stopPid, waitUntilReady, type SpawnedEngine } from './process.js';
+import { freePort, requireTool, spawnEngine, stopPid, waitUntilReady, type SpawnedEngine } from './process.js';
 
 const run = promisify(execFile);
 
@@ -84,6 +84,27 @@ export interface DynamoDbLocalEngine extends SpawnedEngine {
 }
 
 /**
+ * Ready means it answers an API call: `ListTables` with 200. Its HTTP server answers before its storage
+ * is up — a readiness check on any HTTP answer let a test file's first CreateTable meet a 500
+ * `UnknownError` on a loaded machine (CI, 2026-12-07). Any key is taken locally, in a header of the
+ * right form.
+ */
+export async function listsTables(endpoint: string): Promise<boolean> {
+  const response = await fetch(endpoint, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-amz-json-1.0',
+      'x-amz-target': 'DynamoDB_20120810.ListTables',
+      authorization: 'AWS4-HMAC-SHA256 Credential=local/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=00',
+    },
+    body: '{"Limit":1}',
+    signal: AbortSignal.timeout(1_000),
+  });
+  await response.arrayBuffer();
+  return response.status === 200;
+}
+
+/**
  * Starts DynamoDB Local in memory (or under `dataDir`), shared across credentials and regions
  * (`-sharedDb`) so the CLI, handlers and tests see the same tables. It listens on every interface
  * (it has no bind option); every client of ours talks to 127.0.0.1.
@@ -122,7 +143,7 @@ export async function startDynamoDbLocal(options: {
   );
   const endpoint = `http://127.0.0.1:${port}`;
   try {
-    await waitUntilReady(engine, () => answersHttp(endpoint), 60_000);
+    await waitUntilReady(engine, () => listsTables(endpoint), 60_000);
   } catch (error) {
     // Started detached: an engine that never came up is stopped here, not left behind.
     await stopPid(engine.pid);
