@@ -2,6 +2,7 @@ import { appendFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
+import { sqsBody } from '@dispatch-ledger/protocol/message';
 import { LedgerTable } from '../shared/adapters/ledger-writes.js';
 import { MONITOR_TIMEOUT_SECONDS } from '../shared/usecases/monitor.js';
 import { localClients, localHandlerEnvironment, type LocalClients, type LocalEndpoints } from './clients.js';
@@ -198,7 +199,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       region: LOCAL_REGION,
       functions: [...lambdaTargets.map(({ name, handler, timeoutSeconds }) => ({ name, handler, timeoutMs: timeoutSeconds * 1000 })), monitorFunction],
       onFailure: async (record) => {
-        await clients.sqs.send(new SendMessageCommand({ QueueUrl: resources.lambdaFailuresQueue.url, MessageBody: JSON.stringify(record) }));
+        // As Lambda's destination sends it; an emoji in the error escaped, which the local queue would refuse raw.
+        await clients.sqs.send(new SendMessageCommand({ QueueUrl: resources.lambdaFailuresQueue.url, MessageBody: sqsBody(JSON.stringify(record)) }));
       },
       onError: (error) => log({ level: 'error', component: 'local-lambda', msg: 'runtime error', error: error instanceof Error ? error.message : String(error) }),
     });

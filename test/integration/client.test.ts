@@ -10,7 +10,8 @@ import { projectRoot } from '../../local/paths.js';
 import { ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 import { clientRoundTrip, roundTripped, stateDirOf } from '../support/client-script.js';
 import { startRouteRecorder, type RouteRecorder } from '../support/route-recorder.js';
-import { uniqueName } from '../support/engines.js';
+import { engineClients, testEngines, uniqueName } from '../support/engines.js';
+import { CreateQueueCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { eventually } from '../support/eventually.js';
 import { startTestPlatform, type TestPlatform } from '../support/platform.js';
 
@@ -208,6 +209,21 @@ describe('the client on the local platform, through a recorder of the routes it 
     const expected = (Object.keys(ROUTES) as RouteName[]).filter((name) => ROUTES[name].who.some((who) => who !== 'target'));
     expect(expected.filter((name) => !recorder.called.has(name))).toEqual([]);
     expect(expected).toHaveLength(24);
+  });
+});
+
+describe('the message text on a real queue (fauxqs)', () => {
+  it('sends a task with an emoji, U+FFFF and CJK as the same JSON value, in a text the queue takes (was: the local queue refused the emoji and SQS refuses U+FFFF, each a LedgerNetworkError)', async () => {
+    const { sqs } = engineClients();
+    const queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: uniqueName('client-text') }))).QueueUrl ?? '';
+    const origin = createLedgerClient({ origin: 'planner', local: { apiUrl: 'http://127.0.0.1:9', dispatchQueueUrl: queueUrl, sqsEndpoint: testEngines().sqsEndpoint } });
+    const task = { note: 'launch 🚀 at 東京', odd: 'x\uffffy\ufffe' };
+    await origin.dispatch({ dispatchId: 'd-text', target: 't', task });
+    const received = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, WaitTimeSeconds: 1 }));
+    const body = received.Messages?.[0]?.Body ?? '';
+    expect((JSON.parse(body) as { task: unknown }).task).toEqual(task);
+    expect(body).not.toMatch(/[\ud800-\udfff\ufffe\uffff]/);
+    sqs.destroy();
   });
 });
 

@@ -2,7 +2,7 @@ import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type * as z from 'zod/mini';
 import { clip, MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type ResultDelivery, type RouteName } from '@dispatch-ledger/protocol';
 import type { AttentionEntry, Claim, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
-import { DispatchMessageSchema, notBeforeProblem, readDispatchMessage, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
+import { DispatchMessageSchema, notBeforeProblem, readDispatchMessage, sqsBody, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
 import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import { deliver, type ClaimOptions, type DeliverHandler, type DeliverOutcome } from './deliver.js';
@@ -113,8 +113,9 @@ function nestsDeeperThan(value: unknown, limit: number): boolean {
 }
 
 /**
- * The message as JSON, and what JSON would not carry as given: a number that is not finite (sent as
- * null, another task than the one asked for) or a BigInt (JSON.stringify throws on it), each by its path.
+ * The message as JSON, as the queue takes it (`sqsBody`: an emoji escaped, so the local queue takes it
+ * too), and what JSON would not carry as given: a number that is not finite (sent as null, another task
+ * than the one asked for) or a BigInt (JSON.stringify throws on it), each by its path.
  */
 function messageText(message: object): { readonly text: string; readonly unsendable: ReadonlyArray<{ path: string; message: string }> } {
   const unsendable: Array<{ path: string; message: string }> = [];
@@ -129,7 +130,7 @@ function messageText(message: object): { readonly text: string; readonly unsenda
     }
     return value;
   });
-  return { text, unsendable };
+  return { text: sqsBody(text), unsendable };
 }
 
 /** The typed client of docs/protocol.md §15. Nothing is contacted until the first call. */

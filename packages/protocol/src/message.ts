@@ -287,6 +287,23 @@ function issueError(issue: z.core.$ZodIssue): FieldError {
   return { field: issue.path.map(String).join('.') || '(message)', message: issue.message };
 }
 
+/** A UTF-16 unit an SQS body may not carry as it is (see `sqsBody`). */
+const NOT_FOR_SQS = /[\ud800-\udfff\ufffe\uffff]/g;
+
+/**
+ * JSON text as an SQS message body carries it: the same JSON value, with each UTF-16 unit a queue may
+ * refuse written as its `\uXXXX` escape. SQS refuses U+FFFE and U+FFFF (and any lone surrogate); the
+ * local platform's queue (fauxqs) refuses every character outside the Basic Multilingual Plane too —
+ * an emoji in a task — which SQS takes. Such a unit can only stand inside a JSON string, where the
+ * escape means the same character, so the ledger reads the message unchanged.
+ *
+ * @example
+ * sqsBody('{"note":"🚀"}') // '{"note":"\\ud83d\\ude80"}'
+ */
+export function sqsBody(json: string): string {
+  return json.replace(NOT_FOR_SQS, (unit) => `\\u${unit.charCodeAt(0).toString(16)}`);
+}
+
 /**
  * Reads a dispatch message body: valid, invalid-but-attributable (blocked), or unreadable (rejection).
  * Pure: no I/O, no clock. No recursion any input can exhaust (JSON.parse in V8 is iterative; the
