@@ -35,7 +35,7 @@ export interface LambdaTargetDeps {
   readonly now: () => Date;
 }
 
-/** The Lambda client of the targets: one try per call, bounded like any call to a target (`targetClientConfig`). */
+/** The Lambda client of the targets: every call bounded like any call to a target (`targetClientConfig`). */
 export const lambdaClientFor = (timeoutMs: number, config: LambdaClientConfig = {}): LambdaClient => new LambdaClient({ ...targetClientConfig(timeoutMs), ...config });
 
 /** Errors of an invoke that retrying will not cure: the registration or the payload is wrong. */

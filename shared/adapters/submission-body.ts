@@ -44,12 +44,18 @@ export const asSdkError = (error: unknown): SdkError => (error instanceof Error 
 /** What a refusal or an outage is recorded as: the error's name and message, printable and bounded. */
 export const reasonOf = (error: SdkError): string => clip(printable(`${error.name}: ${error.message}`), 300);
 
+/** The SDK's tries of one call to a target (its standard retry: a throttle or a 5xx is tried again). */
+const SDK_TRIES = 3;
+
 /**
- * How every SDK client of the targets is set up: one try per call (`maxAttempts: 1`), connected and
- * answered within `timeoutMs`, else it fails as a `TimeoutError` (an unavailable target) and the ledger's
- * own policy decides what comes next (the submission's retry schedule, the monitor's next look). The
- * SDK's `requestTimeout` alone only logs a warning when it passes — `throwOnRequestTimeout` makes it an
- * error — so a hung call held the function to its own timeout, and the SDK's three tries would have made
- * one call up to three target timeouts: either way past the submission claim that must outlast a call.
+ * How every SDK client of the targets is set up: each of the SDK's tries connected and answered within
+ * a third of `timeoutMs`, else it fails as a `TimeoutError`, so a call that hangs ends by about the
+ * target timeout, its tries included, and counts as an unavailable target. The SDK's `requestTimeout`
+ * alone only logs a warning when it passes — `throwOnRequestTimeout` makes it an error — so a hung call
+ * held the function to its own timeout, past the submission claim that must outlast a call. Throttles
+ * stay the SDK's to try again: a lookup refused once would otherwise lose sight of its run.
  */
-export const targetClientConfig = (timeoutMs: number) => ({ maxAttempts: 1, requestHandler: { requestTimeout: timeoutMs, connectionTimeout: timeoutMs, throwOnRequestTimeout: true } }) as const;
+export const targetClientConfig = (timeoutMs: number) => {
+  const perTryMs = Math.max(1, Math.ceil(timeoutMs / SDK_TRIES));
+  return { maxAttempts: SDK_TRIES, requestHandler: { requestTimeout: perTryMs, connectionTimeout: perTryMs, throwOnRequestTimeout: true } } as const;
+};
