@@ -483,6 +483,24 @@ describe('answers and messages at the edge', () => {
       expect(tries.get('c')).toBeLessThanOrEqual(6);
     });
 
+    it('stops sending acks when the caller aborts (a shutdown): what is not acked comes back to a later claim (was: tried on until the lease ended)', async () => {
+      const caller = new AbortController();
+      let ackTries = 0;
+      respond = (path) => {
+        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b'], 60_000) };
+        if (path.endsWith('/ack')) {
+          ackTries += 1;
+          // The ledger is down; the third try is when the process is told to stop.
+          if (ackTries === 3) caller.abort();
+          return { status: 503, body: conflict('unavailable') };
+        }
+        return { status: 200, body: settled('x', 'claimed') };
+      };
+      const outcome = await client.inbox.deliver({ mode: 'inject', signal: caller.signal }, async () => undefined);
+      expect(outcome).toEqual({ claimed: 2, acked: 0, leaseLost: false, notAcked: ['a', 'b'] });
+      expect(ackTries).toBe(3);
+    });
+
     it('throws a refusal other than a 409 (a 403), once every other result has had its ack', async () => {
       respond = (path) =>
         path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b'], 60_000) } : path.endsWith('/a/ack') ? { status: 403, body: conflict('forbidden') } : { status: 200, body: settled('b', 'delivered') };

@@ -167,15 +167,18 @@ class Lease {
  * its lease at most. A 409 is the ledger's refusal (superseded, the lease gone); any other refusal is
  * returned to be thrown once every result has had its try.
  */
-async function ack(inbox: InboxCalls, resultId: string, claimToken: string, endsAt: number): Promise<{ readonly kind: 'acked' | 'refused' | 'unsent' } | { readonly kind: 'failed'; readonly error: unknown }> {
+async function ack(inbox: InboxCalls, resultId: string, claimToken: string, endsAt: number, caller: AbortSignal | undefined): Promise<{ readonly kind: 'acked' | 'refused' | 'unsent' } | { readonly kind: 'failed'; readonly error: unknown }> {
   for (let pauseMs = 100; ; pauseMs = Math.min(MAX_ACK_PAUSE_MS, pauseMs * 2)) {
+    // The caller's signal ends the acks too (a shutdown): what is not acked comes back to a later claim.
+    if (caller?.aborted) return { kind: 'unsent' };
+    const timeout = AbortSignal.timeout(Math.max(MIN_ACK_TRY_MS, endsAt - Date.now()));
     try {
-      await inbox.ack(resultId, claimToken, { signal: AbortSignal.timeout(Math.max(MIN_ACK_TRY_MS, endsAt - Date.now())) });
+      await inbox.ack(resultId, claimToken, { signal: caller ? AbortSignal.any([caller, timeout]) : timeout });
       return { kind: 'acked' };
     } catch (error) {
       if (!mayPass(error)) return isLedgerApiError(error) && error.status === 409 ? { kind: 'refused' } : { kind: 'failed', error };
-      if (Date.now() + pauseMs >= endsAt) return { kind: 'unsent' };
-      await pause(pauseMs);
+      if (caller?.aborted || Date.now() + pauseMs >= endsAt) return { kind: 'unsent' };
+      await pause(pauseMs, undefined, caller ? { signal: caller } : {}).catch(() => undefined);
     }
   }
 }
@@ -214,7 +217,7 @@ export async function deliver(inbox: InboxCalls, options: ClaimOptions, handle: 
     const failures: unknown[] = [];
     for (const { resultId } of results) {
       lease.settling(resultId);
-      const outcome = lease.superseded.has(resultId) ? { kind: 'refused' as const } : await ack(inbox, resultId, claimToken, lease.endOf(resultId));
+      const outcome = lease.superseded.has(resultId) ? { kind: 'refused' as const } : await ack(inbox, resultId, claimToken, lease.endOf(resultId), options.signal);
       if (outcome.kind === 'acked') acked += 1;
       else notAcked.push(resultId);
       if (outcome.kind === 'failed') failures.push(outcome.error);
