@@ -200,7 +200,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       functions: [...lambdaTargets.map(({ name, handler, timeoutSeconds }) => ({ name, handler, timeoutMs: timeoutSeconds * 1000 })), monitorFunction],
       onFailure: async (record) => {
         // As Lambda's destination sends it; an emoji in the error escaped, which the local queue would refuse raw.
-        await clients.sqs.send(new SendMessageCommand({ QueueUrl: resources.lambdaFailuresQueue.url, MessageBody: sqsBody(JSON.stringify(record)) }));
+        await clients.sqs.send(new SendMessageCommand({ QueueUrl: resources.lambdaFailuresQueue.url, MessageBody: sqsBody(JSON.stringify(record), { localQueue: true }) }));
       },
       onError: (error) => log({ level: 'error', component: 'local-lambda', msg: 'runtime error', error: error instanceof Error ? error.message : String(error) }),
     });

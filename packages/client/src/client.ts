@@ -113,9 +113,9 @@ function nestsDeeperThan(value: unknown, limit: number): boolean {
 }
 
 /**
- * The message as JSON, as the queue takes it (`sqsBody`: an emoji escaped, so the local queue takes it
- * too), and what JSON would not carry as given: a number that is not finite (sent as null, another task
- * than the one asked for) or a BigInt (JSON.stringify throws on it), each by its path.
+ * The message as JSON, as SQS takes it (`sqsBody`: U+FFFE and U+FFFF escaped), and what JSON would not
+ * carry as given: a number that is not finite (sent as null, another task than the one asked for) or a
+ * BigInt (JSON.stringify throws on it), each by its path.
  */
 function messageText(message: object): { readonly text: string; readonly unsendable: ReadonlyArray<{ path: string; message: string }> } {
   const unsendable: Array<{ path: string; message: string }> = [];
@@ -214,7 +214,9 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       if (!ready.queueUrl) throw new LedgerConfigError('no dispatch queue: give --queue-url with --api-url ({ queueUrl } with { apiUrl }), or a stack with the output DispatchQueueUrl');
       const sqs = ready.sqs();
       try {
-        const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: text }), callOptions.signal ? { abortSignal: callOptions.signal } : {});
+        // The local platform's queue refuses an emoji raw: escaped for it (the same message, more bytes).
+        const body = ready.local ? sqsBody(text, { localQueue: true }) : text;
+        const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: body }), callOptions.signal ? { abortSignal: callOptions.signal } : {});
         return { dispatchId: full.dispatchId, messageId: sent.MessageId ?? '' };
       } catch (error) {
         // Nothing could be sent without credentials: a config error, as the API's calls say it.

@@ -287,21 +287,24 @@ function issueError(issue: z.core.$ZodIssue): FieldError {
   return { field: issue.path.map(String).join('.') || '(message)', message: issue.message };
 }
 
-/** A UTF-16 unit an SQS body may not carry as it is (see `sqsBody`). */
-const NOT_FOR_SQS = /[\ud800-\udfff\ufffe\uffff]/g;
+/** What SQS refuses in a body, and what the local platform's queue refuses besides (see `sqsBody`). */
+const NOT_FOR_SQS = /[\ufffe\uffff]/g;
+const NOT_FOR_LOCAL_QUEUE = /[\ud800-\udfff\ufffe\uffff]/g;
 
 /**
- * JSON text as an SQS message body carries it: the same JSON value, with each UTF-16 unit a queue may
- * refuse written as its `\uXXXX` escape. SQS refuses U+FFFE and U+FFFF (and any lone surrogate); the
- * local platform's queue (fauxqs) refuses every character outside the Basic Multilingual Plane too —
- * an emoji in a task — which SQS takes. Such a unit can only stand inside a JSON string, where the
- * escape means the same character, so the ledger reads the message unchanged.
+ * JSON text as an SQS message body carries it: the same JSON value, with each UTF-16 unit the queue
+ * would refuse written as its `\uXXXX` escape. SQS refuses U+FFFE and U+FFFF; the local platform's
+ * queue (fauxqs) also refuses every character outside the Basic Multilingual Plane — an emoji in a
+ * task — which SQS takes raw (`localQueue`: those escaped too, 12 bytes each instead of 4). Such a unit
+ * can only stand inside a JSON string, where the escape means the same character, so the ledger reads
+ * the message unchanged (JSON.stringify already escapes a lone surrogate).
  *
  * @example
- * sqsBody('{"note":"🚀"}') // '{"note":"\\ud83d\\ude80"}'
+ * sqsBody('{"note":"🚀\uffff"}') // '{"note":"🚀\\uffff"}'
+ * sqsBody('{"note":"🚀"}', { localQueue: true }) // '{"note":"\\ud83d\\ude80"}'
  */
-export function sqsBody(json: string): string {
-  return json.replace(NOT_FOR_SQS, (unit) => `\\u${unit.charCodeAt(0).toString(16)}`);
+export function sqsBody(json: string, options: { readonly localQueue?: boolean } = {}): string {
+  return json.replace(options.localQueue ? NOT_FOR_LOCAL_QUEUE : NOT_FOR_SQS, (unit) => `\\u${unit.charCodeAt(0).toString(16)}`);
 }
 
 /**
