@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -26,5 +29,25 @@ describe('the client sending a dispatch', () => {
     const failed = await remote().dispatch({ dispatchId: 'd-1', target: 'demo-agent', task: {} }).then(() => undefined, (error: unknown) => error);
     expect(isLedgerNetworkError(failed)).toBe(true);
     expect((failed as Error).message).toBe('sending to the dispatch queue failed: Error: socket hang up');
+  });
+});
+
+describe("the client reading the local platform's credentials file", () => {
+  // Bug pinned: a credentials file that is not JSON gave a LedgerConfigError carrying JSON.parse's
+  // message, which from Node 21 on quotes a piece of the text — there, the secret key.
+  it('names the file and says it is not JSON, without repeating its text', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'client-credentials-'));
+    const credentialsFile = join(dir, 'credentials.json');
+    const secret = 'wJalrXUtnFEMI-not-a-real-key';
+    writeFileSync(credentialsFile, `{"region":"us-east-1","credentials":{"secretAccessKey":"${secret}" "accessKeyId":"AKIA"}}`);
+    try {
+      const local = createLedgerClient({ origin: 'planner', local: { apiUrl: 'http://127.0.0.1:9', dispatchQueueUrl: 'http://127.0.0.1:9/q', sqsEndpoint: 'http://127.0.0.1:9', credentialsFile } });
+      const failed = await local.check('d-1').catch((thrown: unknown) => thrown);
+      expect(isLedgerConfigError(failed)).toBe(true);
+      expect((failed as Error).message).toBe(`the local platform’s credentials (--sigv4) could not be read at ${credentialsFile}: not JSON (its text is not repeated here: it may hold a secret)`);
+      expect((failed as Error).message).not.toContain(secret.slice(0, 8));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -92,11 +92,22 @@ function apiUrlOf(value: string, what: string): string {
   return value.replace(/\/+$/, '');
 }
 
+/**
+ * A JSON file of the local platform's, or a LedgerConfigError that names it. A file that is not JSON is
+ * never quoted: the parser's message repeats a piece of the text (Node 21 on), and a credentials file
+ * holds a secret key.
+ */
 function readJson<T>(file: string, what: string): T {
+  let text: string;
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as T;
+    text = readFileSync(file, 'utf8');
   } catch (error) {
     throw new LedgerConfigError(`${what} could not be read at ${file}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new LedgerConfigError(`${what} could not be read at ${file}: not JSON (its text is not repeated here: it may hold a secret)`);
   }
 }
 
