@@ -2,14 +2,15 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLedgerClient, isLedgerApiError, isLedgerConfigError, isLedgerNetworkError, isLedgerProtocolError, isLedgerValidationError, type LedgerClient } from '@dispatch-ledger/client';
 import { projectRoot } from '../../local/paths.js';
 import { ROUTES, type RouteName } from '@dispatch-ledger/protocol';
 import { clientRoundTrip, roundTripped, stateDirOf } from '../support/client-script.js';
 import { startRouteRecorder, type RouteRecorder } from '../support/route-recorder.js';
+import { startFakeLedger, type FakeLedger, type PlannedAnswer } from '../support/fake-ledger.js';
 import { engineClients, testEngines, uniqueName } from '../support/engines.js';
 import { CreateQueueCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { eventually } from '../support/eventually.js';
@@ -228,28 +229,22 @@ describe('the message text on a real queue (fauxqs)', () => {
 });
 
 describe('answers and messages at the edge', () => {
-  let server: Server;
+  let fake: FakeLedger;
   let answer: unknown;
   let client: LedgerClient;
   let requests = 0;
   /** Per test, when set: the answer to each request by its path (and a delay), as a ledger that misbehaves on purpose would give it. */
-  let respond: ((path: string) => { status: number; body: unknown; delayMs?: number; headers?: Record<string, string> }) | undefined;
+  let respond: ((path: string) => PlannedAnswer) | undefined;
   const seenPaths: string[] = [];
   beforeAll(async () => {
-    server = createServer((req, res) => {
+    fake = await startFakeLedger((path, method) => {
       requests += 1;
-      seenPaths.push(`${req.method ?? ''} ${req.url ?? ''}`);
-      const planned = respond?.(req.url ?? '') ?? { status: 200, body: answer };
-      setTimeout(() => {
-        res.writeHead(planned.status, { 'content-type': 'application/json', ...planned.headers });
-        res.end(JSON.stringify(planned.body));
-      }, planned.delayMs ?? 0);
+      seenPaths.push(`${method} ${path}`);
+      return respond?.(path) ?? { status: 200, body: answer };
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    client = createLedgerClient({ origin: 'planner', local: { apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } });
+    client = fake.client;
   });
-  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  afterAll(() => fake.stop());
 
   const view = { dispatchId: 'd-1', origin: 'planner', target: 't', phase: 'submitted', attempt: 1, runId: 'r-1', execution: { status: 'running' }, evidence: { outcome: 'pending' }, ownerDelivery: { state: 'unconfirmed' }, receipts: [] };
 
@@ -331,21 +326,6 @@ describe('answers and messages at the edge', () => {
     ]);
   });
 
-  it('aborts the handler’s signal and acks nothing when the caller aborts delivery', async () => {
-    answer = { claimToken: 'ct-1', leaseExpiresAt: 'later', results: [{ resultId: 'r-1', dispatchId: 'd-1', attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } }] };
-    const before = requests;
-    const caller = new AbortController();
-    let seen = false;
-    const outcome = await client.inbox.deliver({ mode: 'inject', signal: caller.signal }, async (_results, { signal }) => {
-      caller.abort();
-      seen = signal.aborted;
-    });
-    expect(seen).toBe(true);
-    expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: false, notAcked: ['r-1'] });
-    // The claim, and nothing after it: no ack, no release.
-    expect(requests - before).toBe(1);
-  });
-
   it('takes no query as an empty one: raw() of a list with nothing to filter is sent', async () => {
     answer = { items: [], cursor: null };
     const before = requests;
@@ -370,7 +350,7 @@ describe('answers and messages at the edge', () => {
   });
 
   it('waits out a long poll however short its timeout: a claim the ledger answers at the end of its wait reaches the caller (was: cut at timeoutMs, its results held by nobody until the lease ended)', async () => {
-    const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const apiUrl = fake.apiUrl;
     const impatient = createLedgerClient({ origin: 'planner', timeoutMs: 200, local: { apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } });
     const claimed = { claimToken: 'ct-1', leaseExpiresAt: new Date(Date.now() + 60_000).toISOString(), results: [{ resultId: 'r-1', dispatchId: 'd-1', attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } }] };
     respond = () => ({ status: 200, body: claimed, delayMs: 600 });
@@ -384,147 +364,8 @@ describe('answers and messages at the edge', () => {
     }
   });
 
-  describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
-    const result = (resultId: string) => ({ resultId, dispatchId: `d-${resultId}`, attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } });
-    const claimOf = (ids: string[], leaseMs: number) => ({ claimToken: 'ct-1', leaseExpiresAt: new Date(Date.now() + leaseMs).toISOString(), results: ids.map(result) });
-    const settled = (resultId: string, state: string) => ({ resultId, state, deliveryAttempts: 0, leaseExpiresAt: new Date(Date.now() + 5_000).toISOString() });
-    const conflict = (code: string) => ({ error: { code, message: code } });
-    afterEach(() => {
-      respond = undefined;
-      seenPaths.length = 0;
-    });
-
-    it('hears a renewal still on its way when the handler ends: its 409 means nothing is acked', async () => {
-      // The handler ends the moment the ledger has the first renewal, whose 409 is still on its way.
-      let renewalArrived = (): void => undefined;
-      const renewalSeen = new Promise<void>((resolve) => (renewalArrived = resolve));
-      respond = (path) => {
-        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a'], 5_000) };
-        if (path.endsWith('/renew')) {
-          renewalArrived();
-          return { status: 409, body: conflict('lease_lost'), delayMs: 300 };
-        }
-        return { status: 200, body: settled('a', 'delivered') };
-      };
-      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, () => renewalSeen);
-      expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: true, notAcked: ['a'] });
-      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
-    });
-
-    it('stops the handler when the lease runs out with every renewal failing (5xx), and acks nothing', async () => {
-      respond = (path) => (path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 2_000) } : path.endsWith('/renew') ? { status: 503, body: conflict('unavailable') } : { status: 200, body: settled('a', 'delivered') });
-      let aborted = false;
-      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, (_results, { signal }) =>
-        new Promise<void>((resolve) => {
-          // Ends only when aborted: the lease running out is what must stop it.
-          signal.addEventListener('abort', () => {
-            aborted = true;
-            resolve();
-          });
-        }),
-      );
-      expect(aborted).toBe(true);
-      expect(outcome).toMatchObject({ acked: 0, leaseLost: true });
-      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
-    });
-
-    it('acks the others when the ledger refuses one (superseded), and names it', async () => {
-      respond = (path) =>
-        path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b', 'c'], 60_000) } : path.includes('/b/ack') ? { status: 409, body: conflict('superseded') } : { status: 200, body: settled('x', 'delivered') };
-      const outcome = await client.inbox.deliver({ mode: 'inject' }, async () => undefined);
-      expect(outcome).toEqual({ claimed: 3, acked: 2, leaseLost: false, notAcked: ['b'] });
-      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toHaveLength(3);
-    });
-
-    it('keeps renewing, and acks the others, when one result is superseded while the handler runs: that 409 is the result’s, not the lease’s (was: the handler was aborted and nothing acked)', async () => {
-      let bRenewals = 0;
-      let renewedTwice = (): void => undefined;
-      const twice = new Promise<void>((resolve) => (renewedTwice = resolve));
-      respond = (path) => {
-        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b'], 5_000) };
-        if (path.endsWith('/a/renew')) return { status: 409, body: conflict('superseded') };
-        if (path.endsWith('/b/renew')) {
-          bRenewals += 1;
-          if (bRenewals === 2) renewedTwice();
-          return { status: 200, body: settled('b', 'claimed') };
-        }
-        return { status: 200, body: settled('b', 'delivered') };
-      };
-      let aborted = true;
-      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async (_results, { signal }) => {
-        await twice;
-        aborted = signal.aborted;
-      });
-      expect(aborted).toBe(false);
-      expect(outcome).toEqual({ claimed: 2, acked: 1, leaseLost: false, notAcked: ['a'] });
-      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/b\/ack$/)]);
-      // Set aside once its 409 was heard: renewed no more.
-      expect(seenPaths.filter((seen) => seen.endsWith('/a/renew'))).toHaveLength(1);
-    });
-
-    it('sends an ack again when it failed on its way (5xx, 409 conflict): the same token is idempotent; one that cannot get through before its lease ends keeps no other from its ack (was: the first failed ack threw, and the rest were never acked)', async () => {
-      const tries = new Map<string, number>();
-      respond = (path) => {
-        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b', 'c'], 3_000) };
-        // No renewal moves c's lease end (a slow start would otherwise let one through).
-        if (path.endsWith('/renew')) return { status: 503, body: conflict('unavailable') };
-        const resultId = /\/inbox\/([^/]+)\/ack$/.exec(path)?.[1] ?? '';
-        const n = (tries.get(resultId) ?? 0) + 1;
-        tries.set(resultId, n);
-        if ((resultId === 'a' && n === 1) || resultId === 'c') return { status: 503, body: conflict('unavailable') };
-        if (resultId === 'b' && n === 1) return { status: 409, body: conflict('conflict') };
-        return { status: 200, body: settled(resultId, 'delivered') };
-      };
-      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async () => undefined);
-      expect(outcome).toEqual({ claimed: 3, acked: 2, leaseLost: false, notAcked: ['c'] });
-      expect([tries.get('a'), tries.get('b')]).toEqual([2, 2]);
-      // Tried again and again, then given up by its lease's end (3 s: 100 ms doubling to 2 s is at most 5 tries).
-      expect(tries.get('c')).toBeGreaterThanOrEqual(3);
-      expect(tries.get('c')).toBeLessThanOrEqual(6);
-    });
-
-    it('stops sending acks when the caller aborts (a shutdown): what is not acked comes back to a later claim (was: tried on until the lease ended)', async () => {
-      const caller = new AbortController();
-      let ackTries = 0;
-      respond = (path) => {
-        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b'], 60_000) };
-        if (path.endsWith('/ack')) {
-          ackTries += 1;
-          // The ledger is down; the third try is when the process is told to stop.
-          if (ackTries === 3) caller.abort();
-          return { status: 503, body: conflict('unavailable') };
-        }
-        return { status: 200, body: settled('x', 'claimed') };
-      };
-      const outcome = await client.inbox.deliver({ mode: 'inject', signal: caller.signal }, async () => undefined);
-      expect(outcome).toEqual({ claimed: 2, acked: 0, leaseLost: false, notAcked: ['a', 'b'] });
-      expect(ackTries).toBe(3);
-    });
-
-    it('throws a refusal other than a 409 (a 403), once every other result has had its ack', async () => {
-      respond = (path) =>
-        path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b'], 60_000) } : path.endsWith('/a/ack') ? { status: 403, body: conflict('forbidden') } : { status: 200, body: settled('b', 'delivered') };
-      const error = await client.inbox.deliver({ mode: 'inject' }, async () => undefined).catch((thrown: unknown) => thrown);
-      expect(isLedgerApiError(error) && error.status).toBe(403);
-      expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/a\/ack$/), expect.stringMatching(/\/b\/ack$/)]);
-    });
-
-    it('renews what is not acked yet while the acks go out, and never what is being acked (was: renewals stopped before the first ack, so slow acks outlived the lease)', async () => {
-      respond = (path) => {
-        if (path.endsWith('/claim')) return { status: 200, body: claimOf(['a', 'b'], 10_000) };
-        if (path.endsWith('/renew')) return { status: 200, body: settled('b', 'claimed') };
-        // The first ack is slow: longer than a renewal period (5 s / 3).
-        return path.endsWith('/a/ack') ? { status: 200, body: settled('a', 'delivered'), delayMs: 3_000 } : { status: 200, body: settled('b', 'delivered') };
-      };
-      const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async () => undefined);
-      expect(outcome).toEqual({ claimed: 2, acked: 2, leaseLost: false, notAcked: [] });
-      expect(seenPaths.filter((seen) => seen.endsWith('/b/renew')).length).toBeGreaterThanOrEqual(1);
-      expect(seenPaths.filter((seen) => seen.endsWith('/a/renew'))).toEqual([]);
-    });
-  });
-
   it('rejects, never throws, a call that needs an origin on a client without one; reads a dispatch as the operator', async () => {
-    const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const apiUrl = fake.apiUrl;
     const operator = createLedgerClient({ local: { apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } });
     let pending: Promise<unknown> | undefined;
     expect(() => {
@@ -549,7 +390,7 @@ describe('answers and messages at the edge', () => {
     try {
       const early = createLedgerClient({ origin: 'planner', local: true });
       expect(isLedgerConfigError(await early.check('d-1').catch((error: unknown) => error))).toBe(true);
-      const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const apiUrl = fake.apiUrl;
       writeFileSync(join(dir, 'state.json'), JSON.stringify({ status: 'ready', info: { region: 'us-east-1', apiUrl, dispatchQueueUrl: `${apiUrl}/queue`, sqsEndpoint: apiUrl } }));
       answer = { dispatchId: 'd-1', origin: 'planner', target: 't', phase: 'submitted', attempt: 1, runId: 'r-1', execution: { status: 'running' }, evidence: { outcome: 'pending' }, ownerDelivery: { state: 'unconfirmed' }, receipts: [] };
       expect((await early.check('d-1')).dispatchId).toBe('d-1');
