@@ -15,16 +15,20 @@ export interface FakeLedger {
   readonly apiUrl: string;
   /** A client of origin `planner`, pointed at it as at a local platform. */
   readonly client: LedgerClient;
+  /** Every request it was sent, as `METHOD /path?query`, in order. */
+  readonly seen: string[];
   stop(): Promise<void>;
 }
 
 /**
- * An HTTP server on 127.0.0.1 that answers each request as `plan` says (by its path and method): a
+ * An HTTP server on 127.0.0.1 that answers each request as `plan` says (by its path): a
  * ledger that misbehaves on purpose, for the client's edge cases.
  */
-export async function startFakeLedger(plan: (path: string, method: string) => PlannedAnswer): Promise<FakeLedger> {
+export async function startFakeLedger(plan: (path: string) => PlannedAnswer): Promise<FakeLedger> {
+  const seen: string[] = [];
   const server = createServer((req, res) => {
-    const planned = plan(req.url ?? '', req.method ?? '');
+    seen.push(`${req.method ?? ''} ${req.url ?? ''}`);
+    const planned = plan(req.url ?? '');
     setTimeout(() => {
       res.writeHead(planned.status, { 'content-type': 'application/json', ...planned.headers });
       res.end(JSON.stringify(planned.body));
@@ -37,6 +41,7 @@ export async function startFakeLedger(plan: (path: string, method: string) => Pl
     server,
     apiUrl,
     client,
+    seen,
     stop: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

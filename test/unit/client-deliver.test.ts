@@ -10,16 +10,10 @@ import { startFakeLedger, type FakeLedger, type PlannedAnswer } from '../support
 
 let fake: FakeLedger;
 let client: LedgerClient;
-let requests = 0;
 /** Per test: the answer to each request by its path (and a delay). */
 let respond: ((path: string) => PlannedAnswer) | undefined;
-const seenPaths: string[] = [];
 beforeAll(async () => {
-  fake = await startFakeLedger((path, method) => {
-    requests += 1;
-    seenPaths.push(`${method} ${path}`);
-    return respond?.(path) ?? { status: 404, body: { error: { code: 'not_found', message: 'no plan for this request' } } };
-  });
+  fake = await startFakeLedger((path) => respond?.(path) ?? { status: 404, body: { error: { code: 'not_found', message: 'no plan for this request' } } });
   client = fake.client;
 });
 afterAll(() => fake.stop());
@@ -31,7 +25,7 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
   const conflict = (code: string) => ({ error: { code, message: code } });
   afterEach(() => {
     respond = undefined;
-    seenPaths.length = 0;
+    fake.seen.length = 0;
   });
 
   it('hears a renewal still on its way when the handler ends: its 409 means nothing is acked', async () => {
@@ -48,7 +42,7 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     };
     const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, () => renewalSeen);
     expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: true, notAcked: ['a'] });
-    expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
+    expect(fake.seen.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
   });
 
   it('stops the handler when the lease runs out with every renewal failing (5xx), and acks nothing', async () => {
@@ -65,7 +59,7 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     );
     expect(aborted).toBe(true);
     expect(outcome).toMatchObject({ acked: 0, leaseLost: true });
-    expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
+    expect(fake.seen.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
   });
 
   it('acks the others when the ledger refuses one (superseded), and names it', async () => {
@@ -73,7 +67,7 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
       path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b', 'c'], 60_000) } : path.includes('/b/ack') ? { status: 409, body: conflict('superseded') } : { status: 200, body: settled('x', 'delivered') };
     const outcome = await client.inbox.deliver({ mode: 'inject' }, async () => undefined);
     expect(outcome).toEqual({ claimed: 3, acked: 2, leaseLost: false, notAcked: ['b'] });
-    expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toHaveLength(3);
+    expect(fake.seen.filter((seen) => seen.endsWith('/ack'))).toHaveLength(3);
   });
 
   it('keeps renewing, and acks the others, when one result is superseded while the handler runs: that 409 is the result’s, not the lease’s (was: the handler was aborted and nothing acked)', async () => {
@@ -97,9 +91,9 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     });
     expect(aborted).toBe(false);
     expect(outcome).toEqual({ claimed: 2, acked: 1, leaseLost: false, notAcked: ['a'] });
-    expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/b\/ack$/)]);
+    expect(fake.seen.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/b\/ack$/)]);
     // Set aside once its 409 was heard: renewed no more.
-    expect(seenPaths.filter((seen) => seen.endsWith('/a/renew'))).toHaveLength(1);
+    expect(fake.seen.filter((seen) => seen.endsWith('/a/renew'))).toHaveLength(1);
   });
 
   it('sends an ack again when it failed on its way (5xx, 409 conflict): the same token is idempotent; one that cannot get through before its lease ends keeps no other from its ack (was: the first failed ack threw, and the rest were never acked)', async () => {
@@ -146,7 +140,7 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
       path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b'], 60_000) } : path.endsWith('/a/ack') ? { status: 403, body: conflict('forbidden') } : { status: 200, body: settled('b', 'delivered') };
     const error = await client.inbox.deliver({ mode: 'inject' }, async () => undefined).catch((thrown: unknown) => thrown);
     expect(isLedgerApiError(error) && error.status).toBe(403);
-    expect(seenPaths.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/a\/ack$/), expect.stringMatching(/\/b\/ack$/)]);
+    expect(fake.seen.filter((seen) => seen.endsWith('/ack'))).toEqual([expect.stringMatching(/\/a\/ack$/), expect.stringMatching(/\/b\/ack$/)]);
   });
 
   it('renews what is not acked yet while the acks go out, and never what is being acked (was: renewals stopped before the first ack, so slow acks outlived the lease)', async () => {
@@ -158,13 +152,13 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     };
     const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async () => undefined);
     expect(outcome).toEqual({ claimed: 2, acked: 2, leaseLost: false, notAcked: [] });
-    expect(seenPaths.filter((seen) => seen.endsWith('/b/renew')).length).toBeGreaterThanOrEqual(1);
-    expect(seenPaths.filter((seen) => seen.endsWith('/a/renew'))).toEqual([]);
+    expect(fake.seen.filter((seen) => seen.endsWith('/b/renew')).length).toBeGreaterThanOrEqual(1);
+    expect(fake.seen.filter((seen) => seen.endsWith('/a/renew'))).toEqual([]);
   });
 
   it('aborts the handler’s signal and acks nothing when the caller aborts delivery', async () => {
     respond = () => ({ status: 200, body: { claimToken: 'ct-1', leaseExpiresAt: 'later', results: [{ resultId: 'r-1', dispatchId: 'd-1', attempt: 1, deliveryAttempts: 0, execution: { status: 'completed' } }] } });
-    const before = requests;
+    const before = fake.seen.length;
     const caller = new AbortController();
     let seen = false;
     const outcome = await client.inbox.deliver({ mode: 'inject', signal: caller.signal }, async (_results, { signal }) => {
@@ -174,6 +168,6 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     expect(seen).toBe(true);
     expect(outcome).toEqual({ claimed: 1, acked: 0, leaseLost: false, notAcked: ['r-1'] });
     // The claim, and nothing after it: no ack, no release.
-    expect(requests - before).toBe(1);
+    expect(fake.seen.length - before).toBe(1);
   });
 });
