@@ -2,12 +2,12 @@ import { createRequire } from 'node:module';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod/mini';
-import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, RedispatchBody, ReleaseBody, ResultId } from '@dispatch-ledger/protocol/requests';
+import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, PageQuery, RedispatchBody, ReleaseBody, ResultId } from '@dispatch-ledger/protocol/requests';
 import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
 import { isLedgerNetworkError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
-import { MAX_CURSOR_CHARS, MAX_LIST_LIMIT, type RouteName } from '@dispatch-ledger/protocol';
+import type { RouteName } from '@dispatch-ledger/protocol';
 import { summaryLine } from '../shared/dispatch/summary.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { newDispatchId } from './dispatch-id.js';
@@ -120,7 +120,6 @@ const DispatchInput = z.extend(DispatchMessageSchema, {
   task: AnyJsonObject,
 });
 const DispatchIdInput = DispatchMessageSchema.shape.dispatchId;
-const RejectionsQuery = z.strictObject({ limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIST_LIMIT))), cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(MAX_CURSOR_CHARS))) });
 
 
 const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
@@ -292,7 +291,7 @@ export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): M
     api('release_result', 'inboxRelease', { params: { origin, resultId }, body }),
   );
 
-  server.registerTool('list_rejections', config('list_rejections', 'This origin’s refused messages', RejectionsQuery, { readOnlyHint: true }), async ({ limit, cursor }) =>
+  server.registerTool('list_rejections', config('list_rejections', 'This origin’s refused messages', PageQuery(), { readOnlyHint: true }), async ({ limit, cursor }) =>
     api('list_rejections', 'originRejections', { params: { origin }, query: { limit, cursor } }),
   );
 

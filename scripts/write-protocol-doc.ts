@@ -7,6 +7,8 @@ import {
   MAX_CLAIM_RESULTS,
   MAX_LEASE_SECONDS,
   MAX_LIST_LIMIT,
+  MAX_CURSOR_CHARS,
+  DEFAULT_LIST_LIMIT,
   MAX_NOTE_CHARS,
   MAX_REASON_CHARS,
   MAX_SUMMARY_CHARS,
@@ -27,7 +29,7 @@ import {
   type RouteName,
   type TargetRouteName,
 } from '@dispatch-ledger/protocol';
-import { ROUTE_SCHEMAS, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
+import { queryNamesOf, ROUTE_SCHEMAS, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import type * as z from 'zod/mini';
 import { DETAIL_TYPES, EVENT_CATALOG } from '../shared/events/catalog.js';
 import { replaceDocBlocks } from './doc-blocks.js';
@@ -53,7 +55,8 @@ function routeTable(): string {
   const rows = (Object.keys(ROUTES) as RouteName[]).map((name) => {
     const spec = ROUTES[name];
     const doc = ROUTE_DOCS[name];
-    const query = doc.query && doc.query.length > 0 ? `?${doc.query.join('&')}` : '';
+    const names = queryNamesOf(name);
+    const query = names.length > 0 ? `?${names.join('&')}` : '';
     return `| \`${spec.method} ${spec.path}${query}\` | ${spec.who.map((who) => WHO[who]).join(', ')} | ${doc.ok.join(', ')} | ${doc.errors.join(', ')} | \`${name}\`: ${doc.summary} |`;
   });
   return ['| route | who | ok | errors | name and what it does |', '| --- | --- | --- | --- | --- |', ...rows].join('\n');
@@ -79,7 +82,8 @@ function bounds(): string {
     ['an inbox release’s reason', `optional, at most ${MAX_REASON_CHARS} characters (not kept)`],
     ['a note (receipt, attestation)', `at most ${MAX_NOTE_CHARS.toLocaleString('en')} characters`],
     ['a result summary', `at most ${MAX_SUMMARY_CHARS.toLocaleString('en')} characters taken; the first ${RESULT_SUMMARY_PREVIEW_CHARS} kept and shown (a preview: whole text goes in \`result.body\`)`],
-    ['a list page (`limit`)', `1..${MAX_LIST_LIMIT}`],
+    ['a list page (`limit`)', `1..${MAX_LIST_LIMIT}; ${DEFAULT_LIST_LIMIT} when none is given`],
+    ['a list cursor', `1..${MAX_CURSOR_CHARS.toLocaleString('en-US')} characters, as the list gave it`],
     ['an inbox lease', `${MIN_LEASE_SECONDS}..${MAX_LEASE_SECONDS} s`],
     ['an inbox long poll (`waitSeconds`)', `0..${MAX_WAIT_SECONDS} s`],
     ['results in one claim', `1..${MAX_CLAIM_RESULTS}`],
@@ -102,7 +106,7 @@ function requests(): string {
     const parts = [schemas.body && `body: ${fieldsOf(schemas.body())}`, schemas.query && `query: ${fieldsOf(schemas.query())}`].filter(Boolean);
     return parts.length === 0 ? [] : [`| \`${name}\` | ${parts.join('; ')} |`];
   });
-  return ['| route | takes (strict: any other field is refused) |', '| --- | --- |', ...rows].join('\n');
+  return ['| route | takes (a body: any other field is refused; a query: the ledger reads only these, the client sends no other) |', '| --- | --- |', ...rows].join('\n');
 }
 
 function targetRoutes(): string {

@@ -1,13 +1,15 @@
 import { z } from 'zod';
-import { DISPATCH_ID, MAX_CURSOR_CHARS, ROUTE_DOCS, routeParams, routePath, routePattern, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
+import { DISPATCH_ID, routeParams, routePath, routePattern, ROUTES, type RouteName } from '@dispatch-ledger/protocol';
+import { readQuery } from '@dispatch-ledger/protocol/requests';
+import { queryNamesOf, ROUTE_SCHEMAS, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 
 /**
  * What the status page may ask the ledger for, and nothing more. The page's server holds the
  * operator's credentials on a local port, so it relays only the routes of the protocol's table that
  * are GETs the operator may call (docs/protocol.md §2): a page (or anything else that reaches the port)
  * can never use it to cancel, redispatch, record a receipt or release a slot. Each route takes exactly
- * the query parameters the table documents for it, bounded; anything else is refused before the
- * ledger is called.
+ * the query parameters the protocol names for it (a list's: its query schema, which checks their
+ * values as the ledger does), bounded; anything else is refused before the ledger is called.
  */
 export type ProxyDecision =
   | {
@@ -28,13 +30,9 @@ export const RELAYED = (Object.keys(ROUTES) as RouteName[])
   .filter((name) => ROUTES[name].method === 'GET' && ROUTES[name].who.some((who) => who === 'operator' || who === 'operator_reads'))
   .map((name) => ({ name, pattern: routePattern(ROUTES[name]) }));
 
-// Opaque cursors are the ledger's to judge (a forged one is its 400); here they are only bounded.
-const VALUE = {
-  cursor: z.string().min(1).max(MAX_CURSOR_CHARS),
-  limit: z.string().regex(/^[1-9][0-9]{0,2}$/, 'limit must be a whole number from 1 to 999'),
-  refresh: z.literal('true'),
-  kind: z.string().regex(/^[a-z_]{1,32}$/, 'kind must be an attention kind'),
-} as const;
+// A query that is no list's (the view's `refresh`); a list's is checked by its schema. Opaque cursors are
+// the ledger's to judge (a forged one is its 400); its schema only bounds them.
+const VALUE = { refresh: z.literal('true') } as const;
 const WORD = z.string().min(1).max(128);
 
 const notAllowed = (path: string): ProxyDecision => ({ kind: 'refused', status: 404, code: 'not_found', message: `the status page does not relay ${path.slice(0, 200)}` });
@@ -63,15 +61,18 @@ export function proxyDecision(pathname: string, search: URLSearchParams): ProxyD
   }
   // A dispatch id by CONTRACT §1's alphabet: a path segment can never smuggle another route in.
   if (!found || (found.params['dispatchId'] !== undefined && !DISPATCH_ID.test(found.params['dispatchId']))) return notAllowed(pathname);
-  const allowed = new Set(ROUTE_DOCS[found.name].query ?? []);
+  const allowed = new Set(queryNamesOf(found.name));
+  const schemas: RouteSchemas<unknown> = ROUTE_SCHEMAS[found.name];
   const query: Record<string, string> = {};
   for (const [name, value] of search) {
     if (Object.hasOwn(query, name)) return malformed(`query parameter "${name.slice(0, 64)}" given more than once`);
     if (!allowed.has(name)) return malformed(`unknown query parameter "${name.slice(0, 64)}" for ${ROUTES[found.name].path}`);
-    const read = (VALUE[name as keyof typeof VALUE] ?? WORD).safeParse(value);
-    if (!read.success) return malformed(`${name}: ${read.error.issues[0]?.message ?? 'invalid'}`);
+    const read = schemas.query ? undefined : (VALUE[name as keyof typeof VALUE] ?? WORD).safeParse(value);
+    if (read && !read.success) return malformed(`${name}: ${read.error.issues[0]?.message ?? 'invalid'}`);
     query[name] = value;
   }
+  const listed = schemas.query && readQuery(schemas.query(), query);
+  if (listed && !listed.ok) return malformed(listed.problem);
   const rebuilt = new URLSearchParams(query).toString();
   const path = routePath(ROUTES[found.name], found.params);
   return { kind: 'proxy', route: found.name, params: found.params, query, path: rebuilt === '' ? path : `${path}?${rebuilt}` };

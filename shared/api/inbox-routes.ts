@@ -1,5 +1,4 @@
 import '@dispatch-ledger/protocol/english';
-import { RESULT_STATES } from '@dispatch-ledger/protocol';
 import { AckBody, ClaimBody, ReleaseBody, RenewBody } from '@dispatch-ledger/protocol/requests';
 import { ORIGIN } from '../dispatch/ids.js';
 import type { DispatchState, ResultState } from '../dispatch/state.js';
@@ -66,10 +65,12 @@ export async function postSettle(deps: InboxDeps, origin: string, resultId: stri
   return settled(await renewResult(deps, origin, resultId, claimToken, leaseSeconds), resultId);
 }
 
-export async function getInbox(deps: InboxDeps & { readonly feeds: { listResults(origin: string, options: { state: ResultState | undefined; limit: number; cursor?: string | undefined }): Promise<{ items: readonly DispatchState[]; cursor: string | null }> } }, origin: string, request: ApiRequest, limit: number): Promise<ApiResponse> {
-  const state = request.query.state;
-  if (state !== undefined && !RESULT_STATES.includes(state as ResultState)) throw new ApiError('malformed', `state must be one of ${RESULT_STATES.join(', ')}`);
-  const page = state === 'pending' || state === 'claimed' ? await liveResults(deps, origin, state, limit, request.query.cursor) : await deps.feeds.listResults(origin, { state: state as ResultState | undefined, limit, cursor: request.query.cursor });
+export async function getInbox(
+  deps: InboxDeps & { readonly feeds: { listResults(origin: string, options: { state: ResultState | undefined; limit: number; cursor?: string | undefined }): Promise<{ items: readonly DispatchState[]; cursor: string | null }> } },
+  origin: string,
+  { state, limit, cursor }: { readonly state: ResultState | undefined; readonly limit: number; readonly cursor: string | undefined },
+): Promise<ApiResponse> {
+  const page = state === 'pending' || state === 'claimed' ? await liveResults(deps, origin, state, limit, cursor) : await deps.feeds.listResults(origin, { state, limit, cursor });
   const items = await Promise.all(
     page.items.map(async (dispatch) => ({
       ...(await describeResult(deps, dispatch)),

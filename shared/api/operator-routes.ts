@@ -1,27 +1,21 @@
 import { OperatorListQuery } from '@dispatch-ledger/protocol/requests';
 import '@dispatch-ledger/protocol/english';
 import { historyEntry } from '../dispatch/view.js';
-import { ROUTES } from '@dispatch-ledger/protocol';
-import { json, type ApiRequest } from './http.js';
-import { limitOf, queryOf, type Route } from './route-kit.js';
+import { DEFAULT_LIST_LIMIT, ROUTES } from '@dispatch-ledger/protocol';
+import { json } from './http.js';
+import { queryOf, type Route } from './route-kit.js';
 
 /**
  * The operator's lists (CONTRACT §2 v2): `GET /dispatches` (every origin's dispatches, newest first)
  * and `GET /counts` (counts by phase, execution status and evidence outcome).
  */
 
-
-function filterOf(request: ApiRequest) {
-  const { status, phase, target, origin } = request.query;
-  return queryOf(OperatorListQuery(), { status, phase, target, origin });
-}
-
 export const OPERATOR_LIST_ROUTES: readonly Route[] = [
   {
     spec: ROUTES.listDispatches,
     handle: async (deps, request) => {
-      const filter = filterOf(request);
-      const page = await deps.feeds.listDispatches({ limit: limitOf(request), cursor: request.query.cursor, filter });
+      const { limit = DEFAULT_LIST_LIMIT, cursor, ...filter } = queryOf(OperatorListQuery(), request);
+      const page = await deps.feeds.listDispatches({ limit, cursor, filter });
       return json(200, { items: page.items.map((state) => ({ ...historyEntry(state), origin: state.origin })), cursor: page.cursor });
     },
   },

@@ -1,4 +1,5 @@
 import type * as z from 'zod/mini';
+import { readQuery } from '@dispatch-ledger/protocol/requests';
 import { DISPATCH_ID } from '../dispatch/ids.js';
 import type { InboxStore, LedgerFeeds, StoredState } from '../ledger/port.js';
 import type { PrincipalMode, PrincipalRegistry } from '../principals/principals.js';
@@ -8,8 +9,8 @@ import type { LifecycleDeps } from './lifecycle-routes.js';
 import type { RouteSpec } from '@dispatch-ledger/protocol';
 
 /*
- * What every group of routes shares — the API's deps, the route shape, the caller's own dispatch, a
- * list's limit and a query's parse — apart from routes.ts, which gathers the groups into the table.
+ * What every group of routes shares — the API's deps, the route shape, the caller's own dispatch and a
+ * list's query — apart from routes.ts, which gathers the groups into the table.
  */
 
 export interface ApiDeps extends LifecycleDeps {
@@ -30,17 +31,6 @@ export interface Route {
   readonly handle: (deps: ApiDeps, request: ApiRequest, params: Record<string, string>, caller: Caller) => Promise<ApiResponse>;
 }
 
-/** The largest page any list route answers (`limit`). */
-export const MAX_LIMIT = 100;
-
-export function limitOf(request: ApiRequest, fallback = 25): number {
-  const raw = request.query.limit;
-  if (raw === undefined) return fallback;
-  const limit = Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw new ApiError('malformed', `limit must be an integer from 1 to ${MAX_LIMIT}`);
-  return limit;
-}
-
 /**
  * A dispatch the caller owns, or 404 — the same 404 whether it does not exist or is someone else's.
  * `operatorMayRead`: the operator may read any dispatch (CONTRACT §2 v2), never act on one as its origin.
@@ -56,10 +46,13 @@ export async function ownedState(deps: ApiDeps, dispatchId: string, caller: Call
   return stored;
 }
 
-/** A query's values through its schema (each exact); the first problem is the 400. */
-export function queryOf<T>(schema: z.ZodMiniType<T>, values: Readonly<Record<string, unknown>>): T {
-  const parsed = schema.safeParse(values);
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  throw new ApiError('malformed', `${String(issue?.path[0])}: ${issue?.message ?? 'not valid'}`);
+/**
+ * A list's query, read with its protocol schema (`@dispatch-ledger/protocol/requests`, the client checks
+ * with the same): the fields the schema names, `limit` as a number; any other parameter is not read. The first problem is the 400.
+ */
+export function queryOf<S extends z.ZodMiniObject>(schema: S, request: ApiRequest): z.output<S> {
+  const named = Object.keys(schema.shape).flatMap((name) => (request.query[name] === undefined ? [] : [[name, request.query[name]] as const]));
+  const read = readQuery(schema, Object.fromEntries(named));
+  if (!read.ok) throw new ApiError('malformed', read.problem);
+  return read.query;
 }

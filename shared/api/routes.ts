@@ -1,9 +1,9 @@
-import { HistoryQuery } from '@dispatch-ledger/protocol/requests';
+import { AttentionQuery, CursorQuery, HistoryQuery, InboxListQuery, PageQuery } from '@dispatch-ledger/protocol/requests';
 import '@dispatch-ledger/protocol/english';
 import { CONFLICTS_IN_VIEW, dispatchView, historyEntry } from '../dispatch/view.js';
 import type { DispatchState } from '../dispatch/state.js';
 import { newestPage } from './pages.js';
-import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } from '../dispatch/attention.js';
+import { attentionEntry, attentionKind } from '../dispatch/attention.js';
 import { ORIGIN } from '../dispatch/ids.js';
 import { CorruptItemError, InvalidCursorError, type StoredState } from '../ledger/port.js';
 import { getBody, getInbox, ownInbox, postClaim, postSettle } from './inbox-routes.js';
@@ -16,12 +16,12 @@ import { postCancel, postSlotRelease } from './flow-routes.js';
 import { targetsAtCapacity } from '../usecases/flow.js';
 import { callerOrigin, requireOperator, resolveCaller, type Caller } from './caller.js';
 import { OPERATOR_LIST_ROUTES } from './operator-routes.js';
-import { limitOf, ownedState, queryOf, type ApiDeps, type Route } from './route-kit.js';
+import { ownedState, queryOf, type ApiDeps, type Route } from './route-kit.js';
 
 export type { ApiDeps, Route } from './route-kit.js';
 import { MANUAL_ROUTES } from './manual-routes.js';
 import { ApiError, json, type ApiRequest, type ApiResponse } from './http.js';
-import { MAX_RUN_ID_CHARS, routeParams, ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
+import { DEFAULT_LIST_LIMIT, MAX_RUN_ID_CHARS, routeParams, ROUTES, routePattern, type RouteSpec } from '@dispatch-ledger/protocol';
 
 
 
@@ -91,8 +91,9 @@ const SERVED_ROUTES: readonly Route[] = [
     ([list, spec]): Route => ({
       spec,
       handle: async (deps, request, params, caller) => {
+        const { cursor } = queryOf(CursorQuery(), request);
         const view = await fullView(deps, (await ownedState(deps, params.dispatchId ?? '', caller, true)).state);
-        const page = newestPage<unknown>(list, view[list], request.query.cursor);
+        const page = newestPage<unknown>(list, view[list], cursor);
         return json(200, { items: page.items, cursor: page.more });
       },
     }),
@@ -141,15 +142,18 @@ const SERVED_ROUTES: readonly Route[] = [
     spec: ROUTES.history,
     handle: async (deps, request, params, caller) => {
       const origin = ownOrigin(params, caller);
-      const limit = limitOf(request);
-      const page = await deps.feeds.listOriginDispatches(origin, { ...queryOf(HistoryQuery(), { status: request.query.status, limit, cursor: request.query.cursor }), limit });
+      const { limit = DEFAULT_LIST_LIMIT, ...query } = queryOf(HistoryQuery(), request);
+      const page = await deps.feeds.listOriginDispatches(origin, { ...query, limit });
       return json(200, { items: page.items.map(historyEntry), cursor: page.cursor });
     },
   },
   {
     spec: ROUTES.originRejections,
     // That origin's own refused messages (CONTRACT §15 v3); anyone else — another origin, the operator — 404.
-    handle: async (deps, request, params, caller) => json(200, await deps.feeds.listOriginRejections(ownOrigin(params, caller), { limit: limitOf(request), cursor: request.query.cursor })),
+    handle: async (deps, request, params, caller) => {
+      const { limit = DEFAULT_LIST_LIMIT, cursor } = queryOf(PageQuery(), request);
+      return json(200, await deps.feeds.listOriginRejections(ownOrigin(params, caller), { limit, cursor }));
+    },
   },
   {
     spec: ROUTES.inboxClaim,
@@ -167,7 +171,10 @@ const SERVED_ROUTES: readonly Route[] = [
   ),
   {
     spec: ROUTES.inboxList,
-    handle: async (deps, request, params, caller) => getInbox(deps, ownInbox(params.origin ?? '', caller), request, limitOf(request)),
+    handle: async (deps, request, params, caller) => {
+      const { limit = DEFAULT_LIST_LIMIT, state, cursor } = queryOf(InboxListQuery(), request);
+      return getInbox(deps, ownInbox(params.origin ?? '', caller), { state, limit, cursor });
+    },
   },
   {
     spec: ROUTES.inboxBody,
@@ -176,14 +183,11 @@ const SERVED_ROUTES: readonly Route[] = [
   {
     spec: ROUTES.attention,
     handle: async (deps, request) => {
-      const kind = request.query.kind;
-      if (kind !== undefined && kind !== 'at_capacity' && !ATTENTION_KINDS.includes(kind as AttentionKind)) {
-        throw new ApiError('malformed', `kind must be one of ${[...ATTENTION_KINDS, 'at_capacity'].join(', ')}`);
-      }
+      const { kind, limit = DEFAULT_LIST_LIMIT, cursor } = queryOf(AttentionQuery(), request);
       // Targets at capacity (CONTRACT §11) lead the first page: a target, not a dispatch, needs a look.
-      const targets = (kind === undefined || kind === 'at_capacity') && request.query.cursor === undefined ? await targetsAtCapacity(deps.store) : [];
+      const targets = (kind === undefined || kind === 'at_capacity') && cursor === undefined ? await targetsAtCapacity(deps.store) : [];
       if (kind === 'at_capacity') return json(200, { items: targets, cursor: null });
-      const page = await deps.feeds.listAttention({ kind: kind as AttentionKind | undefined, limit: limitOf(request), cursor: request.query.cursor });
+      const page = await deps.feeds.listAttention({ kind, limit, cursor });
       // The index is a moment behind: each entry says why it is listed from the state itself.
       const items = page.items.flatMap((state) => {
         const now = attentionKind(state);
@@ -195,7 +199,8 @@ const SERVED_ROUTES: readonly Route[] = [
   {
     spec: ROUTES.rejections,
     handle: async (deps, request) => {
-      const page = await deps.feeds.listRejections({ limit: limitOf(request), cursor: request.query.cursor });
+      const { limit = DEFAULT_LIST_LIMIT, cursor } = queryOf(PageQuery(), request);
+      const page = await deps.feeds.listRejections({ limit, cursor });
       return json(200, page);
     },
   },

@@ -1,9 +1,9 @@
+import { ATTENTION_KINDS, type AttentionKind } from '@dispatch-ledger/protocol';
 import { isTerminal, nativeStatusOf, type DispatchState } from './state.js';
 import { dispatchCommand, optionWords } from './commands.js';
 
-/** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins. */
-export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped', 'cancel_pending', 'redriven'] as const;
-export type AttentionKind = (typeof ATTENTION_KINDS)[number];
+/** Work that needs a person (CONTRACT §2 `GET /attention`), across all origins: its kinds are the protocol's. */
+export { ATTENTION_KINDS, type AttentionKind };
 
 /** Which list a dispatch belongs on now, if any. Pure: derived from the state alone. */
 export function attentionKind(state: DispatchState): AttentionKind | undefined {

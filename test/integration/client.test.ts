@@ -301,7 +301,7 @@ describe('answers and messages at the edge', () => {
       () => client.cancel('d-1', { reason: '   ' }),
       () => client.inbox.claim({ max: 51 }),
       () => client.receipts.record('d-1', { receiptId: 'rc-1', runId: 'r-1', kind: 'owner_delivery', state: 'confirmed', verifiedBy: 'alice' }),
-      () => client.history.page({ status: 'sleeping' }),
+      () => client.history.page({ status: 'sleeping' as 'running' }),
       () => client.decide('d-1', { approvalId: 'a-1', decision: 'maybe' as 'approve' }),
     ];
     const messages: string[] = [];

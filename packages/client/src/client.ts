@@ -3,7 +3,7 @@ import type * as z from 'zod/mini';
 import { clip, MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type ResultDelivery, type RouteName } from '@dispatch-ledger/protocol';
 import type { AttentionEntry, Claim, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
 import { DispatchMessageSchema, notBeforeProblem, readDispatchMessage, sqsBody, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
-import type { ManualAttestationBody, OperatorReceiptBody } from '@dispatch-ledger/protocol/requests';
+import { queryValues, type AttentionQuery, type HistoryQuery, type InboxListQuery, type ManualAttestationBody, type OperatorListQuery, type OperatorReceiptBody, type PageQuery } from '@dispatch-ledger/protocol/requests';
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import { deliver, type ClaimOptions, type DeliverHandler, type DeliverOutcome } from './deliver.js';
 import { connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
@@ -41,7 +41,7 @@ export interface LedgerClient {
   dispatch(message: DispatchRequest, options?: CallOptions): Promise<{ readonly dispatchId: string; readonly messageId: string }>;
   /** The dispatch view; `refresh` looks the run up at its target first. */
   check(dispatchId: string, options?: CallOptions & { readonly refresh?: boolean }): Promise<DispatchView>;
-  readonly history: Listing<{ readonly status?: string; readonly limit?: number }, HistoryEntry>;
+  readonly history: Listing<Omit<HistoryQuery, 'cursor'>, HistoryEntry>;
   cancel(dispatchId: string, body: { readonly reason: string }, options?: CallOptions): Promise<Record<string, unknown>>;
   redispatch(dispatchId: string, body: { readonly reason: string; readonly force?: boolean }, options?: CallOptions): Promise<Record<string, unknown>>;
   decide(dispatchId: string, body: { readonly approvalId: string; readonly decision: 'approve' | 'cancel' }, options?: CallOptions): Promise<Record<string, unknown>>;
@@ -63,14 +63,14 @@ export interface LedgerClient {
   /** Marks one evidence file of the current attempt `invalid`, `superseded` or `rejected` (or `valid` again): the gate follows. */
   markEvidence(dispatchId: string, body: { readonly ref: string; readonly status: 'valid' | 'invalid' | 'superseded' | 'rejected'; readonly reason: string }, options?: CallOptions): Promise<Record<string, unknown>>;
   /** This origin's own refused messages, newest first. */
-  readonly rejections: Listing<{ readonly limit?: number }, Rejection>;
+  readonly rejections: Listing<Omit<PageQuery, 'cursor'>, Rejection>;
   readonly inbox: {
     claim(options?: ClaimOptions): Promise<Claim>;
     ack(resultId: string, claimToken: string, options?: CallOptions): Promise<SettledResult>;
     release(resultId: string, claimToken: string, reason?: string, options?: CallOptions): Promise<SettledResult>;
     renew(resultId: string, claimToken: string, leaseSeconds: number, options?: CallOptions): Promise<SettledResult>;
     body(resultId: string, options?: CallOptions): Promise<unknown>;
-    readonly list: Listing<{ readonly state?: string; readonly limit?: number }, InboxEntry>;
+    readonly list: Listing<Omit<InboxListQuery, 'cursor'>, InboxEntry>;
     /**
      * The settlement order (docs/protocol.md §10): claim; renew the lease while `handle` runs and until each
      * result is acked; ack each result only after `handle` resolved (an ack that fails on its way is sent
@@ -81,10 +81,10 @@ export interface LedgerClient {
     deliver(options: ClaimOptions, handle: DeliverHandler): Promise<DeliverOutcome>;
   };
   readonly operator: {
-    readonly attention: Listing<{ readonly kind?: string; readonly limit?: number }, AttentionEntry>;
-    readonly list: Listing<{ readonly status?: string; readonly phase?: string; readonly target?: string; readonly origin?: string; readonly limit?: number }, HistoryEntry>;
+    readonly attention: Listing<Omit<AttentionQuery, 'cursor'>, AttentionEntry>;
+    readonly list: Listing<Omit<OperatorListQuery, 'cursor'>, HistoryEntry>;
     counts(options?: CallOptions): Promise<Record<string, unknown>>;
-    readonly rejections: Listing<{ readonly limit?: number }, Rejection>;
+    readonly rejections: Listing<Omit<PageQuery, 'cursor'>, Rejection>;
     releaseSlot(target: string, body: { readonly runId: string; readonly reason: string; readonly dispatchId?: string }, options?: CallOptions): Promise<Record<string, unknown>>;
     /** Any origin's dispatch view, read under the operator's role. */
     check(dispatchId: string, options?: CallOptions): Promise<DispatchView>;
@@ -155,8 +155,8 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
     const schemas: RouteSchemas<unknown> = ROUTE_SCHEMAS[name];
     const checks = [
       ['body', schemas.body, parts.body],
-      // No query is an empty one (every query field is optional); no body is checked as none.
-      ['query', schemas.query, Object.fromEntries(Object.entries(parts.query ?? {}).filter(([, value]) => value !== undefined))],
+      // No query is an empty one (every query field is optional), read as the ledger reads one; no body is checked as none.
+      ['query', schemas.query, queryValues(Object.fromEntries(Object.entries(parts.query ?? {}).filter(([, value]) => value !== undefined)))],
     ] as const;
     for (const [part, schema, value] of checks) {
       const read = schema?.().safeParse(value);

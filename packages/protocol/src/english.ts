@@ -25,7 +25,8 @@ const unitOf = (origin: unknown): string => (origin === 'string' ? ' characters'
 export const englishIssue: core.$ZodErrorMap = (issue) => {
   switch (issue.code) {
     case 'invalid_type':
-      return `expected ${issue.expected}, got ${kindOf(issue.input)}`;
+      // NaN is of type number: a query's `limit=abc`, read as a number.
+      return typeof issue.input === 'number' && Number.isNaN(issue.input) ? 'not a number' : `expected ${issue.expected}, got ${kindOf(issue.input)}`;
     case 'invalid_value':
       return issue.values.length === 1 ? `expected ${JSON.stringify(issue.values[0])}` : `expected one of ${issue.values.map((value) => JSON.stringify(value)).join(', ')}`;
     case 'too_big':

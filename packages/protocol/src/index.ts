@@ -199,6 +199,12 @@ export const APPROVAL_DECISIONS = ['approve', 'cancel'] as const;
 export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 /** What an owner may say of one evidence file (CONTRACT §6): anything but `valid` fails the gate. */
 export const EVIDENCE_STATUSES = ['valid', 'invalid', 'superseded', 'rejected'] as const;
+/**
+ * Why a dispatch is on the operator's attention list (CONTRACT §2 v2, §11): each a state a person should look
+ * at; `GET /attention?kind=` takes one of these, or `at_capacity` (a target at its limit, not a dispatch).
+ */
+export const ATTENTION_KINDS = ['unknown', 'approval_wait_expired', 'orphan_no_delivery', 'blocked', 'retrying', 'result_dropped', 'cancel_pending', 'redriven'] as const;
+export type AttentionKind = (typeof ATTENTION_KINDS)[number];
 /** A result's state in its origin's inbox (CONTRACT §10). */
 export const RESULT_STATES = ['pending', 'claimed', 'delivered', 'dropped'] as const;
 export type ResultState = (typeof RESULT_STATES)[number];
@@ -237,8 +243,9 @@ export const MAX_SUMMARY_CHARS = 100_000;
  * first characters. Text that must arrive whole goes in `result.body`.
  */
 export const RESULT_SUMMARY_PREVIEW_CHARS = 200;
-/** A list's largest page (`limit`), and the longest cursor a list takes back. */
+/** A list's largest page (`limit`), its page when no `limit` is given, and the longest cursor a list takes back. */
 export const MAX_LIST_LIMIT = 100;
+export const DEFAULT_LIST_LIMIT = 25;
 export const MAX_CURSOR_CHARS = 4_096;
 /** The inbox (CONTRACT §10): a claim's lease, its long poll, how many results one claim takes, and its ids' lengths. */
 export const MIN_LEASE_SECONDS = 5;

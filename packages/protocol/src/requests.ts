@@ -12,6 +12,7 @@ import * as z from 'zod/mini';
 import './english.js';
 import {
   APPROVAL_DECISIONS,
+  ATTENTION_KINDS,
   DISPATCH_ID,
   lazy,
   EXECUTION_STATUSES,
@@ -44,6 +45,7 @@ import {
   RECORD_ID_RULE,
   refProblem,
   RESULT_DELIVERY_MODES,
+  RESULT_STATES,
   RUN_EVENT_TYPES,
   STATES_OF_KIND,
   TARGET_NAME,
@@ -176,11 +178,16 @@ export const ReleaseBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToke
 export const RenewBody = /* @__PURE__ */ lazy(() => z.strictObject({ claimToken: claimToken(), leaseSeconds: leaseSeconds() }));
 
 // --- Queries -----------------------------------------------------------------------------------------
+// A list's query has its home here: the ledger reads the query string with its list's schema (the
+// fields the schema names; it ignores any other) and the client checks one before sending it (it
+// refuses any other), both through `queryValues`, so the two agree on every value.
 
-/** A list's `limit` and `cursor`, as numbers and text once read from the query string. */
+/** A list's cursor, as the list gave it back. */
+const cursorField = /* @__PURE__ */ lazy(() => z.optional(z.string().check(z.minLength(1), z.maxLength(MAX_CURSOR_CHARS))));
+/** A list's `limit` (DEFAULT_LIST_LIMIT when none is given) and `cursor`. */
 const pageFields = /* @__PURE__ */ lazy(() => ({
   limit: z.optional(z.int().check(z.minimum(1), z.maximum(MAX_LIST_LIMIT))),
-  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(MAX_CURSOR_CHARS))),
+  cursor: cursorField(),
 }));
 /**
  * `GET /origins/{o}/dispatches`: `status` is an execution status (`unknown` among them) or a phase.
@@ -189,10 +196,42 @@ const pageFields = /* @__PURE__ */ lazy(() => ({
 export const HistoryQuery = /* @__PURE__ */ lazy(() => z.strictObject({ status: z.optional(z.enum([...EXECUTION_STATUSES, ...PHASES])), ...pageFields() }));
 export type HistoryQuery = z.infer<ReturnType<typeof HistoryQuery>>;
 /** `GET /dispatches` (the operator's list): each filter exact; `status` also takes `none` (never submitted). */
-export const OperatorListQuery = /* @__PURE__ */ lazy(() => z.object({
+export const OperatorListQuery = /* @__PURE__ */ lazy(() => z.strictObject({
   status: z.optional(z.enum(['none', ...EXECUTION_STATUSES])),
   phase: z.optional(z.enum(PHASES)),
   target: z.optional(z.string().check(z.regex(TARGET_NAME))),
   origin: z.optional(z.string().check(z.regex(ORIGIN))),
+  ...pageFields(),
 }));
 export type OperatorListQuery = z.infer<ReturnType<typeof OperatorListQuery>>;
+/** A list that takes a page and nothing else: an origin's rejections (§15), the operator's. */
+export const PageQuery = /* @__PURE__ */ lazy(() => z.strictObject(pageFields()));
+export type PageQuery = z.infer<ReturnType<typeof PageQuery>>;
+/** `GET /origins/{o}/inbox` (§10): `state` one of RESULT_STATES. */
+export const InboxListQuery = /* @__PURE__ */ lazy(() => z.strictObject({ state: z.optional(z.enum(RESULT_STATES)), ...pageFields() }));
+export type InboxListQuery = z.infer<ReturnType<typeof InboxListQuery>>;
+/** `GET /attention`: `kind` one of ATTENTION_KINDS, or `at_capacity` (the targets at their limit, §11). */
+export const AttentionQuery = /* @__PURE__ */ lazy(() => z.strictObject({ kind: z.optional(z.enum([...ATTENTION_KINDS, 'at_capacity'])), ...pageFields() }));
+export type AttentionQuery = z.infer<ReturnType<typeof AttentionQuery>>;
+/** A dispatch's own lists (its runs, receipts, attestations): pages of a fixed size, newest first; a cursor only. */
+export const CursorQuery = /* @__PURE__ */ lazy(() => z.strictObject({ cursor: cursorField() }));
+export type CursorQuery = z.infer<ReturnType<typeof CursorQuery>>;
+
+/**
+ * A query string's values as a list's schema reads them: `limit` as a number (`Number("abc")` is NaN,
+ * which the schema refuses), every other value as it is.
+ *
+ * @example
+ * PageQuery().safeParse(queryValues({ limit: '500' })).success // false: at most MAX_LIST_LIMIT
+ */
+export function queryValues(values: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(values).map(([name, value]) => [name, name === 'limit' && typeof value === 'string' ? Number(value) : value]));
+}
+
+/** A list's query string read with its schema (through `queryValues`), or its first problem in words (`limit: …`). */
+export function readQuery<S extends z.ZodMiniObject>(schema: S, values: Readonly<Record<string, unknown>>): { readonly ok: true; readonly query: z.output<S> } | { readonly ok: false; readonly problem: string } {
+  const parsed = schema.safeParse(queryValues(values));
+  if (parsed.success) return { ok: true, query: parsed.data };
+  const issue = parsed.error.issues[0];
+  return { ok: false, problem: `${String(issue?.path[0])}: ${issue?.message ?? 'not valid'}` };
+}
