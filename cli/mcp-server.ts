@@ -6,7 +6,7 @@ import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, Page
 import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
-import { isLedgerNetworkError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
+import { isLedgerApiError, isLedgerNetworkError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
 import type { RouteName } from '@dispatch-ledger/protocol';
 import { summaryLine } from '../shared/dispatch/summary.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
@@ -96,12 +96,14 @@ export function toolAnswer(answer: Pick<ApiAnswer, 'status' | 'body'>): CallTool
 }
 
 /**
- * A call that never reached an answer (the API or the queue unreachable, no credential) as a tool
+ * A call that threw (the API or the queue unreachable, no credential, a queue's refusal) as a tool
  * error: its message, bounded — never a stack trace.
  */
 export function toolFailure(error: unknown): CallToolResult {
   // A request the ledger would refuse was never sent: it is invalid, not a ledger out of reach.
   if (isLedgerValidationError(error)) return toolError('invalid', error.message);
+  // An answer the client threw (the dispatch queue refused the message): as it came, not an unreachable ledger.
+  if (isLedgerApiError(error)) return toolError(error.code, error.message, error.details);
   return toolError('ledger_unreachable', error instanceof Error ? error.message : String(error));
 }
 

@@ -226,6 +226,15 @@ describe('the message text on a real queue (fauxqs)', () => {
     expect(body).not.toMatch(/[\ud800-\udfff\ufffe\uffff]/);
     sqs.destroy();
   });
+
+  it('says a queue that refused the message refused it, and that sending it again as it is will not help (was: a LedgerNetworkError, "may have reached the queue")', async () => {
+    const queueUrl = `${testEngines().sqsEndpoint}/000000000000/${uniqueName('no-such-queue')}`;
+    const origin = createLedgerClient({ origin: 'planner', local: { apiUrl: 'http://127.0.0.1:9', dispatchQueueUrl: queueUrl, sqsEndpoint: testEngines().sqsEndpoint } });
+    const error = await origin.dispatch({ dispatchId: 'd-refused', target: 't', task: {} }).catch((thrown: unknown) => thrown);
+    expect(isLedgerNetworkError(error), String(error)).toBe(false);
+    expect(isLedgerApiError(error) && { status: error.status, code: error.code, retryable: error.retryable }, String(error)).toEqual({ status: 400, code: 'queue_refused', retryable: false });
+    expect(String(error)).toMatch(/the dispatch queue refused the message: \w*QueueDoesNotExist/);
+  });
 });
 
 describe('answers and messages at the edge', () => {

@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UnsureOutcomeError } from '../../cli/answer.js';
 import { send } from '../../cli/dispatch.js';
@@ -66,6 +67,16 @@ describe('ledger send, when its outcome is unknown', () => {
     const failed = send(['--target', 'demo-agent'], () => undefined, api.connect);
     await expect(failed).rejects.toThrow(/no dispatch queue/);
     await expect(failed).rejects.not.toThrow(/--dispatch-id/);
+  });
+
+  it('adds nothing when the queue refused the message (a 4xx: it is certainly not on the queue; was: "may have reached the queue")', async () => {
+    const queue = await fakeApi(() => ({ status: 400, body: { __type: 'com.amazonaws.sqs#QueueDoesNotExist', message: 'The specified queue does not exist.' } }));
+    const endpoint = `http://127.0.0.1:${(queue.server.address() as AddressInfo).port}`;
+    const api = await fakeApi(() => ({ status: 200, body: {} }), { dispatchQueueUrl: `${endpoint}/000000000000/dispatches`, sqsEndpoint: endpoint });
+    const failed = send(['--target', 'demo-agent'], () => undefined, api.connect);
+    await expect(failed).rejects.not.toBeInstanceOf(UnsureOutcomeError);
+    await expect(failed).rejects.toThrow(/^the dispatch queue refused the message: QueueDoesNotExist: The specified queue does not exist\.$/);
+    expect(queue.seen).toHaveLength(1);
   });
 
   it('adds nothing when the id was given: the same command is the safe retry', async () => {

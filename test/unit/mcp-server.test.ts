@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LedgerConfigError, LedgerNetworkError, LedgerValidationError } from '@dispatch-ledger/client';
+import { LedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError } from '@dispatch-ledger/client';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { ledgerMcpServer, type McpLedger, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
 import { PHASES } from '../../shared/dispatch/transitions/legal.js';
@@ -261,5 +261,10 @@ describe('toolFailure', () => {
   it('calls a request the client refused (never sent) invalid, not an unreachable ledger', () => {
     expect(toolFailure(new LedgerValidationError('the ledger would refuse this body: reason: too small', [])).structuredContent).toEqual({ error: { code: 'invalid', message: 'the ledger would refuse this body: reason: too small' } });
     expect(toolFailure(new Error('fetch failed')).structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'fetch failed' } });
+  });
+
+  it('gives an answer the client threw as it came: a queue that refused a message refused it (was: ledger_unreachable)', () => {
+    const refused = new LedgerApiError(400, 'queue_refused', 'the dispatch queue refused the message: QueueDoesNotExist: no such queue', { queueError: 'QueueDoesNotExist' }, 'req-1');
+    expect(toolFailure(refused).structuredContent).toEqual({ error: { code: 'queue_refused', message: refused.message, details: { queueError: 'QueueDoesNotExist' } } });
   });
 });

@@ -89,3 +89,17 @@ export function noCredentials(error: unknown): LedgerConfigError | undefined {
   if (!(error instanceof Error) || error.name !== 'CredentialsProviderError') return undefined;
   return new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
 }
+
+/**
+ * The dispatch queue answered a send with an error that sending it again as it is will not mend (a 4xx
+ * other than a throttle: no such queue, access denied, a message it will not take): the message was
+ * certainly not queued. A LedgerApiError `queue_refused` with the queue's own error name; undefined for any
+ * other error — no answer, a throttle or a 5xx, after which the message may or may not be on the queue.
+ */
+export function queueRefused(error: unknown): LedgerApiError | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const { $metadata, $retryable } = error as Error & { readonly $metadata?: { readonly httpStatusCode?: number; readonly requestId?: string }; readonly $retryable?: { readonly throttling?: boolean } };
+  const status = $metadata?.httpStatusCode;
+  if (status === undefined || status < 400 || status >= 500 || status === 429 || $retryable?.throttling === true || /throttl/i.test(error.name)) return undefined;
+  return new LedgerApiError(status, 'queue_refused', `the dispatch queue refused the message: ${error.name}: ${error.message}`, { queueError: error.name }, $metadata?.requestId);
+}
