@@ -1,3 +1,4 @@
+import { DEFAULT_LIST_LIMIT } from '@dispatch-ledger/protocol';
 import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.js';
 import { readFileSync } from 'node:fs';
 import { onePositional, parseCommandArgs } from './args.js';
@@ -181,7 +182,7 @@ interface HistoryItem {
 export async function status(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseCommandArgs({
     args,
-    options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: '25' }, cursor: { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: { ...CONNECTION_OPTIONS, origin: { type: 'string' }, status: { type: 'string' }, limit: { type: 'string', default: String(DEFAULT_LIST_LIMIT) }, cursor: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
   // The origin names the route; remotely the ledger answers 404 unless the credentials are that origin's.
   const origin = originOf(values.origin);

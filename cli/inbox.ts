@@ -7,6 +7,7 @@ import { createLedgerClient, type LedgerClient, type RawAnswer } from '@dispatch
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { UsageError } from './operations.js';
 import { nextPage, shown, table } from './table.js';
+import { RESULT_DELIVERY_MODES, RESULT_STATES } from '@dispatch-ledger/protocol';
 
 /**
  * `ledger inbox …`: an origin's results (CONTRACT §10) — claim them, ack what reached the person or
@@ -18,15 +19,16 @@ import { nextPage, shown, table } from './table.js';
 type Print = (line: string) => void;
 
 export const INBOX_USAGE = `usage:
-  ledger inbox claim [--mode inject|after_turn] [--max N] [--lease-seconds S] [--wait-seconds S] [--result-id ID]… [--origin O] [--json]
+  ledger inbox claim [--mode ${RESULT_DELIVERY_MODES.join('|')}] [--max N] [--lease-seconds S] [--wait-seconds S] [--result-id ID]… [--origin O] [--json]
   ledger inbox ack <resultId> --token T [--origin O] [--json]
   ledger inbox release <resultId> --token T [--reason R] [--origin O] [--json]
   ledger inbox renew <resultId> --token T --lease-seconds S [--origin O] [--json]
-  ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N] [--cursor C] [--origin O] [--json]
+  ledger inbox list [--state ${RESULT_STATES.join('|')}] [--limit N] [--cursor C] [--origin O] [--json]
   ledger inbox body <resultId> [--origin O] [--json]`;
 
-const MODES = ['inject', 'after_turn'] as const;
-const STATES = ['pending', 'claimed', 'delivered', 'dropped'] as const;
+// The protocol's own words (§10): a new mode or state reaches the flags and their usage without a copy here.
+const MODES = RESULT_DELIVERY_MODES;
+const STATES = RESULT_STATES;
 /** The longest summary a claim table shows; `--json` has it whole. */
 const SUMMARY_CELL = 48;
 

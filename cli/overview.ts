@@ -1,3 +1,4 @@
+import { DEFAULT_LIST_LIMIT } from '@dispatch-ledger/protocol';
 import { parseCommandArgs } from './args.js';
 import type { Counts } from '../shared/dispatch/counts.js';
 import { printAnswer } from './answer.js';
@@ -54,7 +55,7 @@ export async function list(args: string[], print: Print, connectTo: Connect = co
       target: { type: 'string' },
       origin: { type: 'string' },
       phase: { type: 'string' },
-      limit: { type: 'string', default: '25' },
+      limit: { type: 'string', default: String(DEFAULT_LIST_LIMIT) },
       cursor: { type: 'string' },
       json: { type: 'boolean', default: false },
     },

@@ -32,6 +32,7 @@ import {
 import { queryNamesOf, ROUTE_SCHEMAS, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import type * as z from 'zod/mini';
 import { DETAIL_TYPES, EVENT_CATALOG } from '../shared/events/catalog.js';
+import { VIEW_LIST_LIMIT } from '../shared/api/pages.js';
 import { replaceDocBlocks } from './doc-blocks.js';
 
 /**
@@ -82,7 +83,8 @@ function bounds(): string {
     ['an inbox release’s reason', `optional, at most ${MAX_REASON_CHARS} characters (not kept)`],
     ['a note (receipt, attestation)', `at most ${MAX_NOTE_CHARS.toLocaleString('en')} characters`],
     ['a result summary', `at most ${MAX_SUMMARY_CHARS.toLocaleString('en')} characters taken; the first ${RESULT_SUMMARY_PREVIEW_CHARS} kept and shown (a preview: whole text goes in \`result.body\`)`],
-    ['a list page (`limit`)', `1..${MAX_LIST_LIMIT}; ${DEFAULT_LIST_LIMIT} when none is given`],
+    ['a list page (`limit`, on the lists that take one)', `1..${MAX_LIST_LIMIT}; ${DEFAULT_LIST_LIMIT} when none is given`],
+    ['a page of a dispatch’s own list (its runs, receipts, attestations: no `limit`)', `${VIEW_LIST_LIMIT} entries, newest first`],
     ['a list cursor', `1..${MAX_CURSOR_CHARS.toLocaleString('en-US')} characters, as the list gave it`],
     ['an inbox lease', `${MIN_LEASE_SECONDS}..${MAX_LEASE_SECONDS} s`],
     ['an inbox long poll (`waitSeconds`)', `0..${MAX_WAIT_SECONDS} s`],

@@ -132,7 +132,7 @@ describe('the client refuses what the ledger would refuse, and sends what it tak
       () => client.operator.list.page({ limit: 101 }),
       () => client.inbox.list.page({ limit: 2.5 }),
       () => client.runs.page('d-1', { cursor: 'c'.repeat(4_097) }),
-      () => client.receipts.list.page('d-1', { cursor: '' }),
+      () => client.operator.attention.page({ limit: 0 }),
       () => client.raw('attention', { as: 'operator', query: { kind: 'nonsense' } }),
       () => client.raw('inboxList', { params: { origin: 'planner' }, query: { state: 'lost' } }),
       () => client.raw('rejections', { as: 'operator', query: { limit: '500' } }),
@@ -146,11 +146,14 @@ describe('the client refuses what the ledger would refuse, and sends what it tak
     const sent = ledger.seen.length;
     for (const name of ['history', 'originRejections', 'inboxList'] as const) expect((await client.raw(name, { params: { origin: 'planner' }, query: { limit: '5' } })).status).toBe(200);
     expect((await client.raw('attention', { as: 'operator', query: { kind: 'at_capacity', limit: '100' } })).status).toBe(200);
+    // An empty cursor is the first page, as the lists have always read it (a shell loop's first pass sends one).
+    expect((await client.raw('rejections', { as: 'operator', query: { cursor: '' } })).status).toBe(200);
     expect(ledger.seen.slice(sent)).toEqual([
       'GET /origins/planner/dispatches?limit=5',
       'GET /origins/planner/rejections?limit=5',
       'GET /origins/planner/inbox?limit=5',
       'GET /attention?kind=at_capacity&limit=100',
+      'GET /rejections?cursor=',
     ]);
   });
 });

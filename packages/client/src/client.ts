@@ -7,7 +7,7 @@ import { queryValues, type AttentionQuery, type HistoryQuery, type InboxListQuer
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import { deliver, type ClaimOptions, type DeliverHandler, type DeliverOutcome } from './deliver.js';
 import { connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
-import { LedgerConfigError, LedgerNetworkError, LedgerValidationError, noCredentials, queueRefused } from './errors.js';
+import { LedgerConfigError, LedgerValidationError, queueError } from './errors.js';
 import { CALL_TIMEOUT_MS, callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOptions, type DispatchListing, type Listing, type RawAnswer } from './transport.js';
 
 /** What a long poll's timeout adds to its wait: the ledger's own time to answer. */
@@ -219,9 +219,8 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
         const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: body }), callOptions.signal ? { abortSignal: callOptions.signal } : {});
         return { dispatchId: full.dispatchId, messageId: sent.MessageId ?? '' };
       } catch (error) {
-        // Nothing could be sent without credentials: a config error, as the API's calls say it. A refusal
-        // (no such queue, access denied) is the queue's answer, not an unsure send.
-        throw noCredentials(error) ?? queueRefused(error) ?? new LedgerNetworkError(`sending to the dispatch queue failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
+        // A refusal (no such queue, access denied) is the queue's answer; no answer is an unsure send.
+        throw queueError(error);
       } finally {
         sqs.destroy();
       }

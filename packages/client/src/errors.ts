@@ -90,16 +90,28 @@ export function noCredentials(error: unknown): LedgerConfigError | undefined {
   return new LedgerConfigError(`no AWS credentials: the default credential chain found none (set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): ${error.message}`, { cause: error });
 }
 
+/** The queue's refusals of the caller's credentials: mended (new credentials), the same send is taken. */
+const CREDENTIAL_REFUSALS = new Set(['ExpiredToken', 'ExpiredTokenException', 'InvalidClientTokenId', 'UnrecognizedClientException', 'SignatureDoesNotMatch', 'IncompleteSignature']);
+
 /**
- * The dispatch queue answered a send with an error that sending it again as it is will not mend (a 4xx
- * other than a throttle: no such queue, access denied, a message it will not take): the message was
- * certainly not queued. A LedgerApiError `queue_refused` with the queue's own error name; undefined for any
- * other error — no answer, a throttle or a 5xx, after which the message may or may not be on the queue.
+ * What a failed send to the dispatch queue means for the caller (docs/protocol.md §15):
+ * - the queue answered the SDK's first and only try with a 4xx that is no throttle and nothing transient
+ *   (no such queue, access denied): the message is certainly not queued and the same send will not help —
+ *   a LedgerApiError `queue_refused`, the queue's own error name in `details.queueError`; a refusal of the
+ *   caller's credentials (expired, unknown) is a LedgerConfigError: mended, the same send is taken;
+ * - anything else — no answer, a throttle, a 5xx, or a 4xx after the SDK had tried more than once (an
+ *   earlier try may have queued the message and lost its answer) — a LedgerNetworkError: the message may
+ *   be on the queue, and sending it again under the same dispatchId is the safe retry.
  */
-export function queueRefused(error: unknown): LedgerApiError | undefined {
-  if (!(error instanceof Error)) return undefined;
-  const { $metadata, $retryable } = error as Error & { readonly $metadata?: { readonly httpStatusCode?: number; readonly requestId?: string }; readonly $retryable?: { readonly throttling?: boolean } };
+export function queueError(error: unknown): LedgerError {
+  const unsure = (): LedgerError => new LedgerNetworkError(`sending to the dispatch queue failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
+  if (!(error instanceof Error)) return unsure();
+  const credentials = noCredentials(error);
+  if (credentials) return credentials;
+  const { $metadata, $retryable } = error as Error & { readonly $metadata?: { readonly httpStatusCode?: number; readonly attempts?: number; readonly requestId?: string }; readonly $retryable?: object };
   const status = $metadata?.httpStatusCode;
-  if (status === undefined || status < 400 || status >= 500 || status === 429 || $retryable?.throttling === true || /throttl/i.test(error.name)) return undefined;
+  const sure = status !== undefined && status >= 400 && status < 500 && ($metadata?.attempts ?? 1) <= 1;
+  if (!sure || status === 408 || status === 429 || $retryable !== undefined || /throttl/i.test(error.name)) return unsure();
+  if (CREDENTIAL_REFUSALS.has(error.name)) return new LedgerConfigError(`the dispatch queue refused the caller's credentials: ${error.name}: ${error.message}`, { cause: error });
   return new LedgerApiError(status, 'queue_refused', `the dispatch queue refused the message: ${error.name}: ${error.message}`, { queueError: error.name }, $metadata?.requestId);
 }

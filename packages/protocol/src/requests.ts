@@ -219,13 +219,18 @@ export type CursorQuery = z.infer<ReturnType<typeof CursorQuery>>;
 
 /**
  * A query string's values as a list's schema reads them: `limit` as a number (`Number("abc")` is NaN,
- * which the schema refuses), every other value as it is.
+ * which the schema refuses), an empty `cursor` as none (the first page, as the lists have always read
+ * `cursor=`: a shell loop's first pass sends it), every other value as it is.
  *
  * @example
  * PageQuery().safeParse(queryValues({ limit: '500' })).success // false: at most MAX_LIST_LIMIT
  */
 export function queryValues(values: Readonly<Record<string, unknown>>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(values).map(([name, value]) => [name, name === 'limit' && typeof value === 'string' ? Number(value) : value]));
+  return Object.fromEntries(
+    Object.entries(values)
+      .filter(([name, value]) => !(name === 'cursor' && value === ''))
+      .map(([name, value]) => [name, name === 'limit' && typeof value === 'string' ? Number(value) : value]),
+  );
 }
 
 /** A list's query string read with its schema (through `queryValues`), or its first problem in words (`limit: …`). */
