@@ -69,6 +69,37 @@ describe('the worker kit: heartbeat coalescing', () => {
     }
   });
 
+  it('sends no heartbeat while the last one is still on its way, and one once it arrives: the ledger down, they no longer queue up (regression)', async () => {
+    // Was: each window's heartbeat took a seq and a store write and waited behind the one before, each
+    // retrying for its whole budget; a progress or final event waited behind them all.
+    const clock = manualClock();
+    let sends = 0;
+    let deliver: () => void = () => undefined;
+    const coalescer = new HeartbeatCoalescer(
+      1_000,
+      () => {
+        sends += 1;
+        return new Promise<void>((resolve) => (deliver = resolve));
+      },
+      clock,
+    );
+    expect(coalescer.request()).toBe('sent');
+    for (let window = 0; window < 10; window += 1) {
+      clock.advance(1_000);
+      expect(coalescer.request()).toBe('coalesced');
+    }
+    expect(sends).toBe(1);
+    expect(clock.pending()).toBe(0);
+    // Arrived: what was asked meanwhile goes once, at once (its window is long over).
+    deliver();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sends).toBe(2);
+    deliver();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sends).toBe(2);
+    expect(coalescer.request()).toBe('deferred');
+  });
+
   it('needs no trailing heartbeat after other activity, and leaves no timer once stopped', () => {
     const clock = manualClock();
     let sent = 0;

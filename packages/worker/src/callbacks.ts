@@ -44,6 +44,24 @@ export const DEFAULT_RETRY: RetryPolicy = {
   tryTimeoutMs: 10_000,
 };
 
+/**
+ * The policy a worker runs with: the fields it gives over DEFAULT_RETRY (one given as undefined, an unset
+ * config value, is the default), each checked — a budget a number of milliseconds ≥ 0, a pause and a
+ * try's timeout ≥ 1 — so that no callback retries forever (a NaN give-up time is never reached) or
+ * without a pause. Throws a RangeError naming the field.
+ */
+export function retryPolicyOf(retry: Partial<RetryPolicy> | undefined): RetryPolicy {
+  const policy: { -readonly [K in keyof RetryPolicy]: number } = { ...DEFAULT_RETRY };
+  for (const [name, value] of Object.entries(retry ?? {}) as Array<[string, unknown]>) {
+    if (value === undefined) continue;
+    if (!Object.hasOwn(DEFAULT_RETRY, name)) throw new RangeError(`retry.${name.slice(0, 64)} is no retry option (${Object.keys(DEFAULT_RETRY).join(', ')})`);
+    const least = name === 'budgetMs' || name === 'finalBudgetMs' ? 0 : 1;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < least) throw new RangeError(`retry.${name} must be a number of milliseconds ≥ ${least}, got ${String(value).slice(0, 64)}`);
+    policy[name as keyof RetryPolicy] = value;
+  }
+  return policy;
+}
+
 /** One HTTP exchange; the default is `fetch`. Tests pass a scripted one. */
 export type Transport = (
   url: string,
@@ -152,7 +170,7 @@ export class CallbackClient {
     // a worker with more than 10 in flight is not leaking, so Node's warning at 11 is lifted for it.
     setMaxListeners(0, this.#stop);
     this.#signer = options.signer;
-    this.#policy = { ...DEFAULT_RETRY, ...options.retry };
+    this.#policy = retryPolicyOf(options.retry);
     this.#transport = options.transport ?? fetchTransport;
     this.#now = options.now ?? Date.now;
     this.#sleep = options.sleep ?? ((ms, signal) => pause(ms, undefined, { signal }));

@@ -180,7 +180,7 @@ const retryUnlessRefused: DurableRetryStrategy = (error, attempt) =>
  */
 export function durableRun<C extends DurableContextLike = DurableContextLike>(handler: DurableRunHandler<C>, options: DurableRunOptions = {}): (event: unknown, context: C) => Promise<RunResult> {
   const name = options.name ?? 'durable-run';
-  checkWorkerOptions({ name, run: handler, stallHintSeconds: options.stallHintSeconds }, 'durableRun');
+  checkWorkerOptions({ name, run: handler, stallHintSeconds: options.stallHintSeconds, retry: options.retry }, 'durableRun');
   const log = safeLog(name, options.log);
   const clock = options.clock ?? systemClock;
 

@@ -69,13 +69,23 @@ export function heartbeatIntervalMs(stallAfterSeconds: number): number {
 
 export class HeartbeatCoalescer {
   readonly #intervalMs: number;
-  readonly #send: () => void;
+  readonly #send: () => Promise<unknown> | void;
   readonly #clock: Clock;
   #lastAt: number | undefined;
   #trailing: Timer | undefined;
   #stopped = false;
+  /** A heartbeat `send` returned a promise for has not settled. */
+  #onItsWay = false;
+  /** One was asked for (or its trailing time came) meanwhile: asked again once the one on its way settles. */
+  #owed = false;
 
-  constructor(intervalMs: number, send: () => void, clock: Clock = systemClock) {
+  /**
+   * `send` sends one heartbeat; when it returns a promise (the event on its way), no other heartbeat is
+   * sent until it settles, and what was asked meanwhile is asked again then, once — with the ledger out
+   * of reach, heartbeats would otherwise queue up behind each other, each retrying for its budget, and a
+   * progress or final event behind them all.
+   */
+  constructor(intervalMs: number, send: () => Promise<unknown> | void, clock: Clock = systemClock) {
     if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`);
     this.#intervalMs = intervalMs;
     this.#send = send;
@@ -88,6 +98,10 @@ export class HeartbeatCoalescer {
    */
   request(): HeartbeatDecision {
     if (this.#stopped) return 'stopped';
+    if (this.#onItsWay) {
+      this.#owed = true;
+      return 'coalesced';
+    }
     const now = this.#clock.now();
     if (this.#lastAt === undefined || now - this.#lastAt >= this.#intervalMs) {
       this.#fire(now);
@@ -96,7 +110,9 @@ export class HeartbeatCoalescer {
     if (this.#trailing) return 'coalesced';
     this.#trailing = this.#clock.setTimer(timerDelayMs(this.#lastAt + this.#intervalMs - now), () => {
       this.#trailing = undefined;
-      if (!this.#stopped) this.#fire(this.#clock.now());
+      if (this.#stopped) return;
+      if (this.#onItsWay) this.#owed = true;
+      else this.#fire(this.#clock.now());
     });
     return 'deferred';
   }
@@ -105,6 +121,7 @@ export class HeartbeatCoalescer {
   activity(): void {
     if (this.#stopped) return;
     this.#lastAt = this.#clock.now();
+    this.#owed = false;
     this.#trailing?.cancel();
     this.#trailing = undefined;
   }
@@ -118,6 +135,15 @@ export class HeartbeatCoalescer {
 
   #fire(now: number): void {
     this.#lastAt = now;
-    this.#send();
+    const sent = this.#send();
+    if (!sent) return;
+    this.#onItsWay = true;
+    const settled = (): void => {
+      this.#onItsWay = false;
+      if (!this.#owed) return;
+      this.#owed = false;
+      this.request();
+    };
+    sent.then(settled, settled);
   }
 }

@@ -1,5 +1,6 @@
-import { CallbackClient, DEFAULT_RETRY, type RetryPolicy, type Transport } from './callbacks.js';
-import { CallbackError, type Log } from './model.js';
+import { CallbackClient, retryPolicyOf, type RetryPolicy, type Transport } from './callbacks.js';
+import type { Log } from './model.js';
+import { callbackError } from './results.js';
 import { spilledTaskOf } from './parse.js';
 import type { Signer } from './signer.js';
 
@@ -36,7 +37,7 @@ export function invocationCallbacks(
   stopSignal: AbortSignal,
 ): CallbackClient {
   const remaining = Math.max(1_000, context.getRemainingTimeInMillis() - MARGIN_MS);
-  const policy = { ...DEFAULT_RETRY, ...options.retry };
+  const policy = retryPolicyOf(options.retry);
   return new CallbackClient({
     log: options.log,
     stopSignal,
@@ -52,6 +53,7 @@ export function invocationCallbacks(
 /** Reads a spilled task (CONTRACT §8 v2: `GET {callbackUrl}/dispatches/{dispatchId}/task?runId=`), as the run `runId` names itself. */
 export async function readTask(callbacks: CallbackClient, run: { readonly callbackUrl: string; readonly dispatchId: string; readonly runId: string }): Promise<Readonly<Record<string, unknown>>> {
   const outcome = await callbacks.getTask(run.callbackUrl, run.dispatchId, run.runId);
-  if (outcome.kind !== 'delivered') throw new CallbackError(`reading the task: ${outcome.kind}`, { kind: outcome.kind === 'refused' ? 'refused' : 'gave_up' });
+  // The http worker's error for the same read: its status and the ledger's code kept.
+  if (outcome.kind !== 'delivered') throw callbackError('reading the spilled task', outcome);
   return spilledTaskOf(outcome.text);
 }

@@ -3,7 +3,6 @@ import { CallbackClient, type CallbackOutcome, type RetryPolicy, type Transport 
 import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, type Clock } from './heartbeat.js';
 import { compact, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import {
-  CallbackError,
   RunEndedError,
   claimedEvidence,
   clipForMessage,
@@ -14,7 +13,7 @@ import {
 } from './model.js';
 import { isPlainObject } from './parse.js';
 import { RunCancelledError, runIdentityOf, type RunContext, type RunFunction } from './run-api.js';
-import { NOTE_CHARS, SUMMARY_CHARS, verdictOf, messageOf, reportState, evidenceContentType } from './results.js';
+import { NOTE_CHARS, SUMMARY_CHARS, callbackError, clip, verdictOf, messageOf, reportState, evidenceContentType } from './results.js';
 import type { Signer } from './signer.js';
 import { PendingWork } from './pending-work.js';
 import { readTask, type LambdaContextLike } from './invocation-callbacks.js';
@@ -79,8 +78,9 @@ export class Invocation {
     this.heartbeat = new HeartbeatCoalescer(
       heartbeatIntervalMs(stall),
       () => {
-        void this.emit({ type: 'heartbeat' }, false);
+        const sent = this.emit({ type: 'heartbeat' }, false);
         this.#hold(this.pollControl());
+        return sent;
       },
       env.clock,
     );
@@ -120,23 +120,22 @@ export class Invocation {
       heartbeat: () => (this.settled ? 'stopped' : this.heartbeat.request()),
       progress: async (note) => {
         active();
-        this.persist({ note: String(note).slice(0, NOTE_CHARS) });
+        this.persist({ note: clip(String(note), NOTE_CHARS) });
         await this.emit({ type: 'progress' });
       },
       putEvidence: async (ref, bytes, options = {}) => {
         active();
         const contentType = evidenceContentType(ref, bytes, options);
-        const upload = this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType);
+        // Recorded in the step the upload settles in, so the final event (which waits for it) lists it.
+        const upload = this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType).then((outcome) => {
+          if (outcome.kind === 'delivered' && !this.item.evidence.includes(ref)) this.persist({ evidence: [...this.item.evidence, ref] });
+          return outcome;
+        });
         this.#uploads.add(upload);
         this.#hold(upload);
         const outcome = await upload.finally(() => this.#uploads.delete(upload));
-        if (outcome.kind !== 'delivered') {
-          throw new CallbackError(`uploading ${clipForMessage(ref)}: ${outcome.kind}${outcome.kind === 'refused' ? ` (HTTP ${outcome.status})` : ''}`, {
-            kind: outcome.kind === 'refused' ? 'refused' : outcome.kind === 'stopped' ? 'stopped' : 'gave_up',
-            ...(outcome.kind === 'refused' ? { status: outcome.status } : {}),
-          });
-        }
-        if (!this.item.evidence.includes(ref)) this.persist({ evidence: [...this.item.evidence, ref] });
+        // The http worker's error, code and all (`err.code === 'evidence_sealed'`); "stopped": the invocation ended.
+        if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome);
       },
       requestApproval: async (note) => {
         active();
@@ -147,7 +146,7 @@ export class Invocation {
         if (known?.decision) return known.decision;
         const approvalId = `a-${randomUUID()}`;
         const requestedAt = this.env.nowIso();
-        const approvals = [...this.item.approvals.slice(0, index), { approvalId, requestedAt, ...(note === undefined ? {} : { note: String(note).slice(0, NOTE_CHARS) }) }];
+        const approvals = [...this.item.approvals.slice(0, index), { approvalId, requestedAt, ...(note === undefined ? {} : { note: clip(String(note), NOTE_CHARS) }) }];
         this.persist({ status: 'waiting_for_approval', pendingApproval: { approvalId, requestedAt }, approvals });
         this.heartbeat.stop();
         await this.emit({ type: 'approval_requested', approvalId });
@@ -160,7 +159,7 @@ export class Invocation {
   }
 
   async finish(output: Exclude<Output, { kind: 'suspended' }>): Promise<void> {
-    const { status, result } = verdictOf(this.item.cancelRequestedAt !== undefined, output, (text) => text.slice(0, SUMMARY_CHARS));
+    const { status, result } = verdictOf(this.item.cancelRequestedAt !== undefined, output, (text) => clip(text, SUMMARY_CHARS));
     await Promise.allSettled([...this.#uploads]);
     const seq = this.item.seq + 1;
     const persisted = this.persist({

@@ -1,4 +1,4 @@
-import type { RetryPolicy, Transport } from './callbacks.js';
+import { retryPolicyOf, type RetryPolicy, type Transport } from './callbacks.js';
 import type { Clock } from './heartbeat.js';
 import type { Log, LogLine } from './model.js';
 import type { RunFunction } from './run-api.js';
@@ -27,13 +27,15 @@ export interface CommonWorkerOptions {
 }
 
 /** Refuses options no worker can run with, naming the one at fault. */
-export function checkWorkerOptions(options: Pick<CommonWorkerOptions, 'name' | 'stallHintSeconds'> & { readonly run: unknown }, caller: string): void {
+export function checkWorkerOptions(options: Pick<CommonWorkerOptions, 'name' | 'stallHintSeconds' | 'retry'> & { readonly run: unknown }, caller: string): void {
   if (!WORKER_NAME.test(options.name)) throw new RangeError(`worker name must be 1..64 characters of [A-Za-z0-9._-], got ${JSON.stringify(options.name)}`);
   if (typeof options.run !== 'function') throw new TypeError(`${caller} needs a run function`);
   const { stallHintSeconds } = options;
   if (stallHintSeconds !== undefined && !(Number.isFinite(stallHintSeconds) && stallHintSeconds > 0)) {
     throw new RangeError(`stallHintSeconds must be a number of seconds > 0, got ${stallHintSeconds}`);
   }
+  // Refused when the worker is made, not at its first callback.
+  retryPolicyOf(options.retry);
 }
 
 /** The worker's log: stamped and named, and never throwing into the work (logging is best effort). */

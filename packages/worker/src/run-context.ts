@@ -59,12 +59,16 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
     putEvidence: async (ref, bytes, options = {}) => {
       active();
       const contentType = evidenceContentType(ref, bytes, options);
-      const upload = engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType);
+      // The ref is recorded in the same step the upload settles in: the final event, which waits for
+      // every upload under way, lists it even when the run did not wait for it.
+      const upload = engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType).then((outcome) => {
+        if (outcome.kind === 'delivered' && !live.record.evidence.includes(ref)) engine.persist({ evidence: [...live.record.evidence, ref] });
+        return outcome;
+      });
       live.uploads.add(upload);
       engine.hold(upload);
       const outcome = await upload.finally(() => live.uploads.delete(upload));
       if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, record.runId);
-      if (!live.record.evidence.includes(ref)) engine.persist({ evidence: [...live.record.evidence, ref] });
     },
     requestApproval: async (note) => {
       active();

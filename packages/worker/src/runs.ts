@@ -261,7 +261,7 @@ export class RunEngine {
       submission,
       abort: new AbortController(),
       // A heartbeat is an event like any other (seq, store, outbox), but does not count as "other activity".
-      heartbeat: new HeartbeatCoalescer(heartbeatIntervalMs(stallAfterSeconds), () => void this.#emit(live, { type: 'heartbeat' }, { activity: false }), this.#clock),
+      heartbeat: new HeartbeatCoalescer(heartbeatIntervalMs(stallAfterSeconds), () => this.#emit(live, { type: 'heartbeat' }, { activity: false }), this.#clock),
       outbox: Promise.resolve(),
       uploads: new Set(),
       writes: Promise.resolve(),

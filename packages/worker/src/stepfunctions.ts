@@ -26,7 +26,7 @@ import { clipForMessage, InputFieldError, RunEndedError, submittedFields, type L
 import { checkWorkerOptions, safeLog, type CommonWorkerOptions } from './options.js';
 import { parseSubmission, traceparentOf } from './parse.js';
 import { runIdentityOf, type RunIdentity, type RunContext } from './run-api.js';
-import { callbackError, evidenceContentType, messageOf, NOTE_CHARS } from './results.js';
+import { callbackError, clip, evidenceContentType, messageOf, NOTE_CHARS } from './results.js';
 import { PendingWork } from './pending-work.js';
 
 export { dynamoRunStore, memoryLambdaStore, type DynamoRunStoreOptions, type LambdaRunStore } from './lambda-store.js';
@@ -180,7 +180,7 @@ export interface StepFunctionsTaskOptions extends Pick<CommonWorkerOptions, 'sig
 export function stepFunctionsTask<T>(handler: StepFunctionsTaskHandler<T>, options: StepFunctionsTaskOptions = {}): (event: unknown, context: LambdaContextLike) => Promise<T> {
   if (typeof handler !== 'function') throw new TypeError('stepFunctionsTask needs a handler function');
   const name = options.name ?? 'stepfunctions-task';
-  checkWorkerOptions({ name, run: handler, stallHintSeconds: options.stallHintSeconds }, 'stepFunctionsTask');
+  checkWorkerOptions({ name, run: handler, stallHintSeconds: options.stallHintSeconds, retry: options.retry }, 'stepFunctionsTask');
   const log = safeLog(name, options.log);
   const clock = options.clock ?? systemClock;
   let store: LambdaRunStore | undefined | null = options.store;
@@ -230,7 +230,7 @@ class TaskRun {
     const nowIso = (): string => new Date(clock.now()).toISOString();
     this.#seq = deps.store === null ? undefined : new SeqCounter(deps.store, runId, () => firstItem(submission, runId, context, clock), nowIso);
     const stall = submission.timeouts.stallAfterSeconds ?? deps.stallHintSeconds ?? DEFAULT_STALL_AFTER_SECONDS;
-    this.#heartbeat = new HeartbeatCoalescer(heartbeatIntervalMs(stall), () => void this.#emit('heartbeat', undefined).catch(() => undefined), clock);
+    this.#heartbeat = new HeartbeatCoalescer(heartbeatIntervalMs(stall), () => this.#emit('heartbeat', undefined).catch(() => undefined), clock);
   }
 
   context(): StepFunctionsTaskContext {
@@ -248,7 +248,7 @@ class TaskRun {
       progress: async (note) => {
         active();
         this.#counter('progress');
-        await this.#emit('progress', String(note).slice(0, NOTE_CHARS));
+        await this.#emit('progress', clip(String(note), NOTE_CHARS));
       },
       putEvidence: async (ref, bytes, options = {}) => {
         active();
