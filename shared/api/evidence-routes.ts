@@ -1,3 +1,4 @@
+import { MAX_EVIDENCE_BYTES } from '@dispatch-ledger/protocol';
 import { refProblem } from '../dispatch/refs.js';
 import { markEvidence, uploadEvidence } from '../usecases/evidence-upload.js';
 import type { Caller } from './caller.js';
@@ -7,8 +8,8 @@ import { EvidenceStatusBody } from '@dispatch-ledger/protocol/requests';
 import '@dispatch-ledger/protocol/english';
 import type { DispatchState } from '../dispatch/state.js';
 
-/** CONTRACT §2: one evidence file is at most 4 MB. */
-export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
+/** The protocol's bound on one evidence file (CONTRACT §2). */
+export { MAX_EVIDENCE_BYTES };
 
 /**
  * PUT /dispatches/{id}/evidence/{ref}?runId= — the target uploads one file into the current attempt's

@@ -13,7 +13,8 @@ import { clipBytes } from '../text.js';
 /** Results whose body is at most this many bytes travel inline in the claim; larger ones are spilled (CONTRACT §10). */
 export const INLINE_BODY_BYTES = 8 * 1024;
 export const PREVIEW_BYTES = 4 * 1024;
-export const MAX_RESULT_BODY_BYTES = 256 * 1024;
+/** The protocol's bound on a result's body (CONTRACT §2 v2). */
+export { MAX_RESULT_BODY_BYTES } from '@dispatch-ledger/protocol';
 
 /** A body's content digest as its keys carry it: the first 16 bytes of its SHA-256, base64url (22 characters). */
 export const resultBodyDigest = (json: string): string => createHash('sha256').update(json, 'utf8').digest().subarray(0, 16).toString('base64url');

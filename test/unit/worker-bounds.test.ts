@@ -1,9 +1,11 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createWorker, memoryStore, type Clock, type ListeningWorker, type RunFunction, type Transport } from '@dispatch-ledger/worker';
 import { createLambdaWorker, memoryLambdaStore, type LambdaContextLike } from '@dispatch-ledger/worker/lambda';
 import { stepFunctionsTask } from '@dispatch-ledger/worker/stepfunctions';
 import { durableRun } from '@dispatch-ledger/worker/durable';
-import { CallbackClient, DEFAULT_RETRY, retryPolicyOf } from '../../packages/worker/src/callbacks.js';
+import { CallbackClient, DEFAULT_RETRY, fetchTransport, MAX_ANSWER_BYTES, retryPolicyOf } from '../../packages/worker/src/callbacks.js';
 import { HeartbeatCoalescer, MAX_TIMER_MS, heartbeatIntervalMs, systemClock, timerDelayMs } from '../../packages/worker/src/heartbeat.js';
 import { clipForMessage, MAX_QUOTED_CHARS } from '../../packages/worker/src/model.js';
 import { MAX_TIMEOUT_SECONDS, parseSubmission } from '../../packages/worker/src/parse.js';
@@ -363,6 +365,30 @@ describe('the worker kit: a retry policy is checked where the worker is made', (
     for (const [retry, message] of refused) {
       expect(() => retryPolicyOf(retry), JSON.stringify(retry)).toThrow(message);
       for (const [name, make] of makers) expect(() => make(retry), `${name} ${JSON.stringify(retry)}`).toThrow(message);
+    }
+  });
+});
+
+describe('the worker kit: an answer a callback reads is bounded', () => {
+  // Regression (a review of the kit): fetchTransport read any answer whole (`response.text()`): a proxy's
+  // page of any size, in memory, for each try.
+  it('reads an answer up to MAX_ANSWER_BYTES, and refuses a larger one without holding it, declared or streamed', async () => {
+    const big = 'x'.repeat(MAX_ANSWER_BYTES + 1);
+    const server = createServer((request, response) => {
+      if (request.url?.includes('declared')) response.writeHead(200, { 'content-length': String(Buffer.byteLength(big)) });
+      else response.writeHead(200, { 'transfer-encoding': 'chunked' });
+      response.end(request.url?.includes('fits') ? 'x'.repeat(MAX_ANSWER_BYTES) : big);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const read = (path: string) => fetchTransport(`${base}/${path}`, { method: 'GET', headers: {}, signal: AbortSignal.timeout(10_000) });
+    try {
+      expect((await read('fits')).text.length).toBe(MAX_ANSWER_BYTES);
+      await expect(read('declared')).rejects.toThrow(`an answer of ${MAX_ANSWER_BYTES + 1} bytes or more: over the ${MAX_ANSWER_BYTES} a callback reads`);
+      await expect(read('streamed')).rejects.toThrow(/bytes or more: over the 2097152 a callback reads/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 });

@@ -243,6 +243,9 @@ export const MAX_SUMMARY_CHARS = 100_000;
  * first characters. Text that must arrive whole goes in `result.body`.
  */
 export const RESULT_SUMMARY_PREVIEW_CHARS = 200;
+/** CONTRACT §2: one evidence file is at most 4 MiB; a final event's `result.body` any JSON of at most 256 KiB (v2). */
+export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
+export const MAX_RESULT_BODY_BYTES = 256 * 1024;
 /** A list's largest page (`limit`), its page when no `limit` is given, and the longest cursor a list takes back. */
 export const MAX_LIST_LIMIT = 100;
 export const DEFAULT_LIST_LIMIT = 25;

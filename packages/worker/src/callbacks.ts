@@ -77,8 +77,38 @@ export const fetchTransport: Transport = async (url, init) => {
     redirect: 'manual',
   });
   // Always read the body: an unread body keeps the connection busy.
-  return { status: response.status, text: await response.text() };
+  return { status: response.status, text: await boundedText(response) };
 };
+
+/**
+ * The largest answer a callback reads: the largest the ledger gives is a spilled task, at most a queue
+ * message (1 MiB); a larger one (a proxy's page) is no ledger's, and is not held in memory.
+ */
+export const MAX_ANSWER_BYTES = 2 * 1024 * 1024;
+
+async function boundedText(response: Response): Promise<string> {
+  const over = (bytes: number): Error => new Error(`an answer of ${bytes} bytes or more: over the ${MAX_ANSWER_BYTES} a callback reads`);
+  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
+  if (declared > MAX_ANSWER_BYTES) {
+    await response.body?.cancel();
+    throw over(declared);
+  }
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_ANSWER_BYTES) {
+      await reader.cancel();
+      throw over(size);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
 
 export type CallbackOutcome =
   | { readonly kind: 'delivered'; readonly status: number; readonly text: string; readonly tries: number }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { MAX_RESULT_BODY_DEPTH, refProblem } from '@dispatch-ledger/protocol';
+import { MAX_EVIDENCE_BYTES, MAX_RESULT_BODY_BYTES, MAX_RESULT_BODY_DEPTH, refProblem } from '@dispatch-ledger/protocol';
 import type { CallbackOutcome } from './callbacks.js';
 import { CallbackError, EvidenceTooLargeError, ResultRefusedError, RunEndedError, UnsafeRefError, clipForMessage, type FinalStatus, type RunResult } from './model.js';
 import { isPlainObject } from './parse.js';
@@ -10,10 +10,8 @@ import { isPlainObject } from './parse.js';
  * error — shared by the http worker's engine (runs.ts) and the Lambda handler (lambda.ts).
  */
 
-/** CONTRACT §2: one evidence file is at most 4 MB. */
-export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
-/** CONTRACT §2 v2: a final event's `result.body` is any JSON of at most 256 KB. */
-export const MAX_RESULT_BODY_BYTES = 256 * 1024;
+/** The protocol's bounds (CONTRACT §2): an evidence file, a final event's `result.body`. */
+export { MAX_EVIDENCE_BYTES, MAX_RESULT_BODY_BYTES };
 /**
  * The deepest `result.body` the ledger takes (the protocol's MAX_RESULT_BODY_DEPTH: its API bodies nest
  * at most 1,000 levels, and a final event holds the body two levels down). Deeper is refused here, as a
