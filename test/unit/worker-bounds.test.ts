@@ -372,9 +372,14 @@ describe('the worker kit: a retry policy is checked where the worker is made', (
 describe('the worker kit: an answer a callback reads is bounded', () => {
   // Regression (a review of the kit): fetchTransport read any answer whole (`response.text()`): a proxy's
   // page of any size, in memory, for each try.
-  it('reads an answer up to MAX_ANSWER_BYTES, and refuses a larger one without holding it, declared or streamed', async () => {
+  it('reads an answer up to MAX_ANSWER_BYTES, refuses a larger one without holding it, declared or streamed, and keeps the start of a large error page', async () => {
     const big = 'x'.repeat(MAX_ANSWER_BYTES + 1);
     const server = createServer((request, response) => {
+      if (request.url?.includes('refused')) {
+        response.writeHead(403, { 'content-length': String(Buffer.byteLength(big) + 31) });
+        response.end(`{"error":{"code":"forbidden"}}${' '.repeat(1)}${big}`);
+        return;
+      }
       if (request.url?.includes('declared')) response.writeHead(200, { 'content-length': String(Buffer.byteLength(big)) });
       else response.writeHead(200, { 'transfer-encoding': 'chunked' });
       response.end(request.url?.includes('fits') ? 'x'.repeat(MAX_ANSWER_BYTES) : big);
@@ -386,6 +391,11 @@ describe('the worker kit: an answer a callback reads is bounded', () => {
       expect((await read('fits')).text.length).toBe(MAX_ANSWER_BYTES);
       await expect(read('declared')).rejects.toThrow(`an answer of ${MAX_ANSWER_BYTES + 1} bytes or more: over the ${MAX_ANSWER_BYTES} a callback reads`);
       await expect(read('streamed')).rejects.toThrow(/bytes or more: over the 2097152 a callback reads/);
+      // A large refusal page is still the refusal it is (its start kept), not a failed try to repeat for the budget.
+      const refused = await read('refused');
+      expect(refused.status).toBe(403);
+      expect(refused.text.startsWith('{"error":{"code":"forbidden"')).toBe(true);
+      expect(Buffer.byteLength(refused.text)).toBeLessThanOrEqual(64 * 1024);
     } finally {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

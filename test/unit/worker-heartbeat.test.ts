@@ -6,7 +6,7 @@ import { RunEngine } from '../../packages/worker/src/runs.js';
 import { eventually } from '../support/eventually.js';
 
 /** A clock moved by hand: timers fire only when `advance` passes their time. */
-function manualClock(): Clock & { advance(ms: number): void; pending(): number } {
+function manualClock(): Clock & { advance(ms: number): void; jump(ms: number): void; pending(): number } {
   let now = 1_000_000;
   const timers: Array<{ at: number; fire: () => void; live: boolean }> = [];
   return {
@@ -26,6 +26,10 @@ function manualClock(): Clock & { advance(ms: number): void; pending(): number }
         next.fire();
       }
       now = until;
+    },
+    /** Time passes with no timer firing: the event loop held by synchronous work. */
+    jump(ms) {
+      now += ms;
     },
     pending: () => timers.filter((timer) => timer.live).length,
   };
@@ -98,6 +102,22 @@ describe('the worker kit: heartbeat coalescing', () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(sends).toBe(2);
     expect(coalescer.request()).toBe('deferred');
+  });
+
+  it('sends no extra heartbeat from a trailing timer that outlived its window (a run busy with synchronous work)', () => {
+    // Regression: a heartbeat sent at once after the window left the window's trailing timer pending; it
+    // fired later and sent a second heartbeat for the same sign of life.
+    const clock = manualClock();
+    let sends = 0;
+    const coalescer = new HeartbeatCoalescer(1_000, () => void (sends += 1), clock);
+    expect(coalescer.request()).toBe('sent');
+    clock.advance(500);
+    expect(coalescer.request()).toBe('deferred');
+    clock.jump(700); // the trailing timer's time passed, but it has not run
+    expect(coalescer.request()).toBe('sent');
+    expect(clock.pending()).toBe(0);
+    clock.advance(500);
+    expect(sends).toBe(2);
   });
 
   it('needs no trailing heartbeat after other activity, and leaves no timer once stopped', () => {

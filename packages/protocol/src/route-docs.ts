@@ -26,7 +26,7 @@ export const ROUTE_DOCS: Record<RouteName, RouteDoc> = {
   cancel: { ok: [202], errors: [400, 404, 409, 422], summary: 'cancels the dispatch: at once before submission, else asked of the target until it answers' },
   evidenceStatus: { ok: [200], errors: [400, 404, 409, 422], summary: 'marks an evidence file invalid, superseded or rejected (the gate then fails)' },
   attestManual: { ok: [200, 201], errors: [400, 404, 409, 422], summary: "a person's attestation on a manual dispatch (201 new, 200 the same again)" },
-  putEvidence: { ok: [201], errors: [400, 404, 409, 413, 422], query: ['runId'], summary: 'uploads an evidence file of the run (≤ 4 MB, a safe ref)' },
+  putEvidence: { ok: [201], errors: [400, 404, 409, 413, 422], query: ['runId'], summary: 'uploads an evidence file of the run (≤ 4 MiB, a safe ref)' },
   getTask: { ok: [200], errors: [400, 404, 409], query: ['runId'], summary: "the run's task, for a target that was sent a task too large to carry" },
   postRunEvent: { ok: [200, 202], errors: [400, 404, 409, 413, 422], summary: 'a run event (202 applied, 200 already known, coalesced or late)' },
   getRunControl: { ok: [200], errors: [400, 404, 409], query: ['dispatchId'], summary: 'whether the run was superseded or asked to cancel, and its pending approval' },

@@ -85,11 +85,20 @@ export const fetchTransport: Transport = async (url, init) => {
  * message (1 MiB); a larger one (a proxy's page) is no ledger's, and is not held in memory.
  */
 export const MAX_ANSWER_BYTES = 2 * 1024 * 1024;
+/** What is kept of an error answer (its code is near its start); the rest is not read. */
+const ERROR_ANSWER_BYTES = 64 * 1024;
 
+/**
+ * A 2xx answer up to MAX_ANSWER_BYTES (more: thrown, a failed try); an error answer's first
+ * ERROR_ANSWER_BYTES, so that a large refusal page (a proxy's 403) is still the refusal it is, not a try
+ * to repeat.
+ */
 async function boundedText(response: Response): Promise<string> {
+  const ok = response.status >= 200 && response.status < 300;
+  const cap = ok ? MAX_ANSWER_BYTES : ERROR_ANSWER_BYTES;
   const over = (bytes: number): Error => new Error(`an answer of ${bytes} bytes or more: over the ${MAX_ANSWER_BYTES} a callback reads`);
   const declared = Number(response.headers.get('content-length') ?? Number.NaN);
-  if (declared > MAX_ANSWER_BYTES) {
+  if (ok && declared > cap) {
     await response.body?.cancel();
     throw over(declared);
   }
@@ -100,12 +109,13 @@ async function boundedText(response: Response): Promise<string> {
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    size += value.byteLength;
-    if (size > MAX_ANSWER_BYTES) {
-      await reader.cancel();
-      throw over(size);
-    }
     chunks.push(value);
+    size += value.byteLength;
+    if (size > cap) {
+      await reader.cancel();
+      if (ok) throw over(size);
+      return Buffer.concat(chunks).subarray(0, cap).toString('utf8');
+    }
   }
   return Buffer.concat(chunks).toString('utf8');
 }

@@ -5,7 +5,9 @@
  * fifth of the stall window to know the run is alive. So: the first heartbeat of a window is sent at
  * once; the others in that window are folded into one trailing heartbeat sent when the window closes,
  * so the latest sign of life is never more than one window late (a stall verdict is delayed by
- * coalescing, never advanced). Any other event sent counts as activity too: a heartbeat right after a
+ * coalescing, never advanced) — while the ledger takes them. A heartbeat still on its way (the ledger
+ * out of reach, its tries going on) stands for those asked meanwhile: one more goes when it settles,
+ * never a queue of them. Any other event sent counts as activity too: a heartbeat right after a
  * progress note says nothing new.
  */
 
@@ -135,6 +137,9 @@ export class HeartbeatCoalescer {
 
   #fire(now: number): void {
     this.#lastAt = now;
+    // A trailing heartbeat still pending is this one.
+    this.#trailing?.cancel();
+    this.#trailing = undefined;
     const sent = this.#send();
     if (!sent) return;
     this.#onItsWay = true;
@@ -142,7 +147,11 @@ export class HeartbeatCoalescer {
       this.#onItsWay = false;
       if (!this.#owed) return;
       this.#owed = false;
-      this.request();
+      try {
+        this.request();
+      } catch {
+        // Deliberately ignored: a send that throws is the sender's to log; nothing may reject here unheard.
+      }
     };
     sent.then(settled, settled);
   }

@@ -54,6 +54,6 @@ export function invocationCallbacks(
 export async function readTask(callbacks: CallbackClient, run: { readonly callbackUrl: string; readonly dispatchId: string; readonly runId: string }): Promise<Readonly<Record<string, unknown>>> {
   const outcome = await callbacks.getTask(run.callbackUrl, run.dispatchId, run.runId);
   // The http worker's error for the same read: its status and the ledger's code kept.
-  if (outcome.kind !== 'delivered') throw callbackError('reading the spilled task', outcome);
+  if (outcome.kind !== 'delivered') throw callbackError('reading the spilled task', outcome, undefined, 'the invocation ended');
   return spilledTaskOf(outcome.text);
 }

@@ -135,7 +135,7 @@ export class Invocation {
         this.#hold(upload);
         const outcome = await upload.finally(() => this.#uploads.delete(upload));
         // The http worker's error, code and all (`err.code === 'evidence_sealed'`); "stopped": the invocation ended.
-        if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome);
+        if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, undefined, 'the invocation ended');
       },
       requestApproval: async (note) => {
         active();

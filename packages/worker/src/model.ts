@@ -219,7 +219,7 @@ export class UnsafeRefError extends Error {
   }
 }
 
-/** `ctx.putEvidence` was given more than the ledger takes for one file (4 MB); nothing was sent. */
+/** `ctx.putEvidence` was given more than the ledger takes for one file (4 MiB); nothing was sent. */
 export class EvidenceTooLargeError extends Error {
   override readonly name = 'EvidenceTooLargeError';
   readonly ref: string;

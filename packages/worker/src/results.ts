@@ -43,7 +43,8 @@ export function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' |
   return 'pending';
 }
 
-export function callbackError(what: string, outcome: Exclude<CallbackOutcome, { kind: 'delivered' }>, runId?: string): Error {
+/** `runId`: a stopped callback is a RunEndedError of that run (its worker closed); without one, a CallbackError saying what stopped it (`stopped`). */
+export function callbackError(what: string, outcome: Exclude<CallbackOutcome, { kind: 'delivered' }>, runId?: string, stopped = 'the worker closed'): Error {
   switch (outcome.kind) {
     case 'refused':
       return new CallbackError(`${what}: the ledger refused it (HTTP ${outcome.status}${outcome.code ? ` ${clipForMessage(outcome.code)}` : ''})`, {
@@ -54,7 +55,7 @@ export function callbackError(what: string, outcome: Exclude<CallbackOutcome, { 
     case 'gave_up':
       return new CallbackError(`${what}: no answer from the ledger in the retry budget (last: ${outcome.last})`, { kind: 'gave_up' });
     case 'stopped':
-      return runId === undefined ? new CallbackError(`${what}: the worker closed`, { kind: 'stopped' }) : new RunEndedError(runId, 'worker_closed');
+      return runId === undefined ? new CallbackError(`${what}: ${stopped}`, { kind: 'stopped' }) : new RunEndedError(runId, 'worker_closed');
   }
 }
 

@@ -17,13 +17,13 @@ export interface RunContext {
   readonly traceparent?: string | undefined;
   /** Aborted when the ledger cancels the run (a cancel, a forced redispatch, a `cancel` decision) or the worker closes. */
   readonly signal: AbortSignal;
-  /** A sign of life; at most one is sent per fifth of the stall window, the rest folded into one trailing heartbeat. Never blocks. */
+  /** A sign of life; at most one is sent per fifth of the stall window, the rest folded into one trailing heartbeat (or, while one is on its way, into one sent when it settles). Never blocks. */
   heartbeat(): HeartbeatDecision;
   /** Reports progress (a `progress` event); the note is kept for `GET /runs/{runId}` (the event carries no text). Resolves once sent or logged as undeliverable. */
   progress(note: string): Promise<void>;
   /**
    * Uploads one evidence file into the attempt's evidence root. Refuses an unsafe ref (CONTRACT §6) or
-   * a file over 4 MB before sending anything; rejects with a {@link CallbackError} if the ledger refuses it
+   * a file over 4 MiB before sending anything; rejects with a {@link CallbackError} if the ledger refuses it
    * or cannot be reached in the retry budget.
    */
   putEvidence(ref: string, bytes: string | Uint8Array, options?: { readonly contentType?: string }): Promise<void>;
