@@ -146,13 +146,19 @@ export const MAX_TASK_DEPTH = 64;
 /** The message object is level 1 of its body and the task level 2: a message body nests at most 65 levels. */
 export const MAX_BODY_DEPTH = MAX_TASK_DEPTH + 1;
 /**
- * How deep any API body may nest. CONTRACT §2 lets `result.body` be any JSON of ≤ 256 KB, and a body a
+ * How deep any API body may nest. CONTRACT §2 lets `result.body` be any JSON of ≤ 256 KiB, and a body a
  * few hundred levels deep is still JSON a person could mean; one of 20,000 levels (40 KB) overflowed
  * JSON.stringify's stack. 1,000 levels keeps every recursive walk after intake far from the stack's end.
  */
 export const MAX_API_BODY_DEPTH = 1_000;
 /** CONTRACT §2: a run event's `result.body` sits two levels inside the event (event → result → body). */
 export const MAX_RESULT_BODY_DEPTH = MAX_API_BODY_DEPTH - 2;
+/**
+ * CONTRACT §2 v2: a final event's `result.body` is any JSON of at most 256 KiB; one evidence file (§2, §6)
+ * is at most 4 MiB. The kit refuses more before sending; the ledger answers 413.
+ */
+export const MAX_RESULT_BODY_BYTES = 256 * 1024;
+export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
 /** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
 export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 // ---------------------------------------------------------------------------------------------------
@@ -243,9 +249,6 @@ export const MAX_SUMMARY_CHARS = 100_000;
  * first characters. Text that must arrive whole goes in `result.body`.
  */
 export const RESULT_SUMMARY_PREVIEW_CHARS = 200;
-/** CONTRACT §2: one evidence file is at most 4 MiB; a final event's `result.body` any JSON of at most 256 KiB (v2). */
-export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
-export const MAX_RESULT_BODY_BYTES = 256 * 1024;
 /** A list's largest page (`limit`), its page when no `limit` is given, and the longest cursor a list takes back. */
 export const MAX_LIST_LIMIT = 100;
 export const DEFAULT_LIST_LIMIT = 25;

@@ -13,7 +13,7 @@ import {
 } from './model.js';
 import { isPlainObject } from './parse.js';
 import { RunCancelledError, runIdentityOf, type RunContext, type RunFunction } from './run-api.js';
-import { NOTE_CHARS, SUMMARY_CHARS, callbackError, clip, verdictOf, messageOf, reportState, evidenceContentType } from './results.js';
+import { NOTE_CHARS, SUMMARY_CHARS, callbackError, clip, verdictOf, messageOf, reportState, trackedUpload } from './results.js';
 import type { Signer } from './signer.js';
 import { PendingWork } from './pending-work.js';
 import { readTask, type LambdaContextLike } from './invocation-callbacks.js';
@@ -125,15 +125,12 @@ export class Invocation {
       },
       putEvidence: async (ref, bytes, options = {}) => {
         active();
-        const contentType = evidenceContentType(ref, bytes, options);
-        // Recorded in the step the upload settles in, so the final event (which waits for it) lists it.
-        const upload = this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType).then((outcome) => {
-          if (outcome.kind === 'delivered' && !this.item.evidence.includes(ref)) this.persist({ evidence: [...this.item.evidence, ref] });
-          return outcome;
+        const put = (contentType: string) => this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType);
+        const outcome = await trackedUpload({ ref, bytes, options }, put, {
+          uploads: this.#uploads,
+          hold: (work) => this.#hold(work),
+          record: () => void (this.item.evidence.includes(ref) || this.persist({ evidence: [...this.item.evidence, ref] })),
         });
-        this.#uploads.add(upload);
-        this.#hold(upload);
-        const outcome = await upload.finally(() => this.#uploads.delete(upload));
         // The http worker's error, code and all (`err.code === 'evidence_sealed'`); "stopped": the invocation ended.
         if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, undefined, 'the invocation ended');
       },

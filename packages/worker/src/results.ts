@@ -43,6 +43,26 @@ export function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' |
   return 'pending';
 }
 
+/**
+ * `ctx.putEvidence` on a runtime that waits for the uploads under way before its final event: the file
+ * checked (`evidenceContentType`, which throws before anything is sent), `put` with its content type,
+ * the upload kept in `uploads` (and held) while under way, and its ref recorded (`record`) in the step it
+ * is delivered in — so the final event lists it even when the run did not wait for it.
+ */
+export function trackedUpload(
+  file: { readonly ref: string; readonly bytes: unknown; readonly options: { readonly contentType?: string } },
+  put: (contentType: string) => Promise<CallbackOutcome>,
+  under: { readonly uploads: Set<Promise<unknown>>; hold(work: Promise<unknown>): void; record(): void },
+): Promise<CallbackOutcome> {
+  const tracked = put(evidenceContentType(file.ref, file.bytes, file.options)).then((outcome) => {
+    if (outcome.kind === 'delivered') under.record();
+    return outcome;
+  });
+  under.uploads.add(tracked);
+  under.hold(tracked);
+  return tracked.finally(() => under.uploads.delete(tracked));
+}
+
 /** `runId`: a stopped callback is a RunEndedError of that run (its worker closed); without one, a CallbackError saying what stopped it (`stopped`). */
 export function callbackError(what: string, outcome: Exclude<CallbackOutcome, { kind: 'delivered' }>, runId?: string, stopped = 'the worker closed'): Error {
   switch (outcome.kind) {

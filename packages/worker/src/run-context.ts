@@ -3,7 +3,7 @@ import type { CallbackClient, CallbackOutcome } from './callbacks.js';
 import type { HeartbeatCoalescer } from './heartbeat.js';
 import { RunEndedError, clipForMessage, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
 import { runIdentityOf, type RunContext } from './run-api.js';
-import { NOTE_CHARS, callbackError, clip, evidenceContentType } from './results.js';
+import { NOTE_CHARS, callbackError, clip, trackedUpload } from './results.js';
 
 /**
  * The `ctx` a run's code is given (CONTRACT §12) by the http worker's engine (runs.ts): heartbeats,
@@ -58,16 +58,12 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
     },
     putEvidence: async (ref, bytes, options = {}) => {
       active();
-      const contentType = evidenceContentType(ref, bytes, options);
-      // The ref is recorded in the same step the upload settles in: the final event, which waits for
-      // every upload under way, lists it even when the run did not wait for it.
-      const upload = engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType).then((outcome) => {
-        if (outcome.kind === 'delivered' && !live.record.evidence.includes(ref)) engine.persist({ evidence: [...live.record.evidence, ref] });
-        return outcome;
+      const put = (contentType: string) => engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType);
+      const outcome = await trackedUpload({ ref, bytes, options }, put, {
+        uploads: live.uploads,
+        hold: (work) => engine.hold(work),
+        record: () => void (live.record.evidence.includes(ref) || engine.persist({ evidence: [...live.record.evidence, ref] })),
       });
-      live.uploads.add(upload);
-      engine.hold(upload);
-      const outcome = await upload.finally(() => live.uploads.delete(upload));
       if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, record.runId);
     },
     requestApproval: async (note) => {
