@@ -25,28 +25,35 @@ interface Sent {
   readonly body: Record<string, unknown> | undefined;
 }
 
-/** A ledger stand-in: records every callback; an evidence upload answers after `uploadMs`, or as `upload` says. */
-function ledger(options: { uploadMs?: number; upload?: { status: number; text: string } } = {}): { transport: Transport; sent: Sent[]; events: () => Array<Record<string, unknown>> } {
+/** A ledger stand-in: records every callback; an evidence upload answers once `uploadWaitsFor` settles, as `upload` says. */
+function ledger(options: { uploadWaitsFor?: Promise<unknown>; upload?: { status: number; text: string } } = {}): { transport: Transport; sent: Sent[]; events: () => Array<Record<string, unknown>> } {
   const sent: Sent[] = [];
   const transport: Transport = async (url, init) => {
     sent.push({ method: init.method, url, body: init.method === 'POST' && typeof init.body === 'string' ? (JSON.parse(init.body) as Record<string, unknown>) : undefined });
     if (init.method !== 'PUT') return { status: 202, text: '{}' };
-    await new Promise((resolve) => setTimeout(resolve, options.uploadMs ?? 0));
+    await options.uploadWaitsFor;
     return options.upload ?? { status: 201, text: '{}' };
   };
   return { transport, sent, events: () => sent.flatMap((one) => (one.method === 'POST' && one.url.includes('/events') && one.body ? [one.body] : [])) };
 }
 
-/** A run that starts an upload and returns without waiting for it. */
-const unawaited: RunFunction = async (_task, ctx) => {
-  void ctx.putEvidence('out/late.md', 'written last').catch(() => undefined);
-  return { summary: 'done' };
-};
+/** A run that starts an upload and returns without waiting for it; the upload is answered only once the run has returned. */
+function unawaitedUpload(): { run: RunFunction; returned: Promise<void> } {
+  let ran: () => void = () => undefined;
+  const returned = new Promise<void>((resolve) => (ran = resolve));
+  const run: RunFunction = async (_task, ctx) => {
+    void ctx.putEvidence('out/late.md', 'written last').catch(() => undefined);
+    ran();
+    return { summary: 'done' };
+  };
+  return { run, returned };
+}
 
 describe('an upload the run did not wait for', () => {
   it('is listed in the http worker’s completed event', async () => {
-    const { transport, events } = ledger({ uploadMs: 30 });
-    const engine = new RunEngine({ store: memoryStore(), log: () => undefined, run: unawaited, callbacks: new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, transport }) });
+    const { run, returned } = unawaitedUpload();
+    const { transport, events } = ledger({ uploadWaitsFor: returned });
+    const engine = new RunEngine({ store: memoryStore(), log: () => undefined, run, callbacks: new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, transport }) });
     expect(await engine.submit('d-late:1', submission('d-late'))).toMatchObject({ kind: 'created' });
     const completed = await eventually('the completed event', () => events().find((event) => event.type === 'completed'));
     expect(completed.evidence).toEqual(['out/late.md']);
@@ -54,8 +61,9 @@ describe('an upload the run did not wait for', () => {
   });
 
   it('is listed in the Lambda worker’s completed event', async () => {
-    const { transport, events } = ledger({ uploadMs: 30 });
-    const lambda = createLambdaWorker({ name: 'late-lambda', run: unawaited, store: memoryLambdaStore(), transport, log: () => undefined });
+    const { run, returned } = unawaitedUpload();
+    const { transport, events } = ledger({ uploadWaitsFor: returned });
+    const lambda = createLambdaWorker({ name: 'late-lambda', run, store: memoryLambdaStore(), transport, log: () => undefined });
     await lambda({ ...submission('d-late-l'), runId: 'd-late-l:1' }, context);
     expect(events().find((event) => event.type === 'completed')?.evidence).toEqual(['out/late.md']);
   });
