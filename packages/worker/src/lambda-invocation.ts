@@ -5,7 +5,6 @@ import { compact, type LambdaRunItem, type LambdaRunStore } from './lambda-store
 import {
   RunEndedError,
   claimedEvidence,
-  clipForMessage,
   isFinal,
   type Decision,
   type Log,
@@ -13,7 +12,7 @@ import {
 } from './model.js';
 import { isPlainObject } from './parse.js';
 import { RunCancelledError, runIdentityOf, type RunContext, type RunFunction } from './run-api.js';
-import { NOTE_CHARS, SUMMARY_CHARS, callbackError, clip, verdictOf, messageOf, reportState, trackedUpload } from './results.js';
+import { NOTE_CHARS, SUMMARY_CHARS, callbackError, clip, verdictOf, messageOf, reportState, reportingOf } from './results.js';
 import type { Signer } from './signer.js';
 import { PendingWork } from './pending-work.js';
 import { readTask, type LambdaContextLike } from './invocation-callbacks.js';
@@ -118,22 +117,17 @@ export class Invocation {
       ...runIdentityOf(item),
       signal: this.abort.signal,
       heartbeat: () => (this.settled ? 'stopped' : this.heartbeat.request()),
-      progress: async (note) => {
-        active();
-        this.persist({ note: clip(String(note), NOTE_CHARS) });
-        await this.emit({ type: 'progress' });
-      },
-      putEvidence: async (ref, bytes, options = {}) => {
-        active();
-        const put = (contentType: string) => this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType);
-        const outcome = await trackedUpload({ ref, bytes, options }, put, {
-          uploads: this.#uploads,
-          hold: (work) => this.#hold(work),
-          record: () => void (this.item.evidence.includes(ref) || this.persist({ evidence: [...this.item.evidence, ref] })),
-        });
+      ...reportingOf({
+        active,
+        evidence: () => this.item.evidence,
+        persist: (patch) => this.persist(patch),
+        progressed: () => this.emit({ type: 'progress' }),
+        upload: (ref, bytes, contentType) => this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType),
+        uploads: this.#uploads,
+        hold: (work) => this.#hold(work),
         // The http worker's error, code and all (`err.code === 'evidence_sealed'`); "stopped": the invocation ended.
-        if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, undefined, 'the invocation ended');
-      },
+        failed: (what, outcome) => callbackError(what, outcome, undefined, 'the invocation ended'),
+      }),
       requestApproval: async (note) => {
         active();
         if (this.abort.signal.aborted) return 'cancel';

@@ -43,24 +43,49 @@ export function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' |
   return 'pending';
 }
 
+/** What `ctx.progress` and `ctx.putEvidence` need of a run on a runtime that keeps its own record of it. */
+export interface ReportingRun {
+  /** Throws when the run may no longer report (it ended, or its worker closed). */
+  active(): void;
+  /** The evidence refs the run's record lists so far. */
+  evidence(): readonly string[];
+  /** Keeps the note, or the refs, on the run's record. */
+  persist(patch: { readonly note: string } | { readonly evidence: string[] }): void;
+  /** Sends the `progress` event. */
+  progressed(): Promise<unknown>;
+  upload(ref: string, bytes: string | Uint8Array, contentType: string): Promise<CallbackOutcome>;
+  /** The uploads under way, which the runtime waits for before its final event. */
+  readonly uploads: Set<Promise<unknown>>;
+  hold(work: Promise<unknown>): void;
+  /** The error a failed upload throws on this runtime. */
+  failed(what: string, outcome: Exclude<CallbackOutcome, { kind: 'delivered' }>): Error;
+}
+
 /**
- * `ctx.putEvidence` on a runtime that waits for the uploads under way before its final event: the file
- * checked (`evidenceContentType`, which throws before anything is sent), `put` with its content type,
- * the upload kept in `uploads` (and held) while under way, and its ref recorded (`record`) in the step it
- * is delivered in — so the final event lists it even when the run did not wait for it.
+ * `ctx.progress` and `ctx.putEvidence` of the http worker and the Lambda handler. An upload: the file
+ * checked (`evidenceContentType`, which throws before anything is sent), sent with its content type,
+ * kept in `uploads` (and held) while under way, and its ref recorded in the step it is delivered in —
+ * so the final event lists it even when the run did not wait for it.
  */
-export function trackedUpload(
-  file: { readonly ref: string; readonly bytes: unknown; readonly options: { readonly contentType?: string } },
-  put: (contentType: string) => Promise<CallbackOutcome>,
-  under: { readonly uploads: Set<Promise<unknown>>; hold(work: Promise<unknown>): void; record(): void },
-): Promise<CallbackOutcome> {
-  const tracked = put(evidenceContentType(file.ref, file.bytes, file.options)).then((outcome) => {
-    if (outcome.kind === 'delivered') under.record();
-    return outcome;
-  });
-  under.uploads.add(tracked);
-  under.hold(tracked);
-  return tracked.finally(() => under.uploads.delete(tracked));
+export function reportingOf(run: ReportingRun): { progress(note: string): Promise<void>; putEvidence(ref: string, bytes: string | Uint8Array, options?: { readonly contentType?: string }): Promise<void> } {
+  return {
+    progress: async (note) => {
+      run.active();
+      run.persist({ note: clip(String(note), NOTE_CHARS) });
+      await run.progressed();
+    },
+    putEvidence: async (ref, bytes, options = {}) => {
+      run.active();
+      const tracked = run.upload(ref, bytes, evidenceContentType(ref, bytes, options)).then((outcome) => {
+        if (outcome.kind === 'delivered' && !run.evidence().includes(ref)) run.persist({ evidence: [...run.evidence(), ref] });
+        return outcome;
+      });
+      run.uploads.add(tracked);
+      run.hold(tracked);
+      const outcome = await tracked.finally(() => run.uploads.delete(tracked));
+      if (outcome.kind !== 'delivered') throw run.failed(`uploading ${clipForMessage(ref)}`, outcome);
+    },
+  };
 }
 
 /** `runId`: a stopped callback is a RunEndedError of that run (its worker closed); without one, a CallbackError saying what stopped it (`stopped`). */

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { CallbackClient, CallbackOutcome } from './callbacks.js';
 import type { HeartbeatCoalescer } from './heartbeat.js';
-import { RunEndedError, clipForMessage, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
+import { RunEndedError, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
 import { runIdentityOf, type RunContext } from './run-api.js';
-import { NOTE_CHARS, callbackError, clip, trackedUpload } from './results.js';
+import { NOTE_CHARS, callbackError, clip, reportingOf } from './results.js';
 
 /**
  * The `ctx` a run's code is given (CONTRACT §12) by the http worker's engine (runs.ts): heartbeats,
@@ -51,21 +51,16 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
       if (engine.closing() || live.settled) return 'stopped';
       return live.heartbeat.request();
     },
-    progress: async (note) => {
-      active();
-      engine.persist({ note: clip(String(note), NOTE_CHARS) });
-      await engine.emit({ type: 'progress' });
-    },
-    putEvidence: async (ref, bytes, options = {}) => {
-      active();
-      const put = (contentType: string) => engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType);
-      const outcome = await trackedUpload({ ref, bytes, options }, put, {
-        uploads: live.uploads,
-        hold: (work) => engine.hold(work),
-        record: () => void (live.record.evidence.includes(ref) || engine.persist({ evidence: [...live.record.evidence, ref] })),
-      });
-      if (outcome.kind !== 'delivered') throw callbackError(`uploading ${clipForMessage(ref)}`, outcome, record.runId);
-    },
+    ...reportingOf({
+      active,
+      evidence: () => live.record.evidence,
+      persist: (patch) => engine.persist(patch),
+      progressed: () => engine.emit({ type: 'progress' }),
+      upload: (ref, bytes, contentType) => engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType),
+      uploads: live.uploads,
+      hold: (work) => engine.hold(work),
+      failed: (what, outcome) => callbackError(what, outcome, record.runId),
+    }),
     requestApproval: async (note) => {
       active();
       if (live.abort.signal.aborted) return 'cancel';
