@@ -143,7 +143,9 @@ export function ledgerConfigFrom(settings: LedgerSettings, options: ReadConfigOp
   return {
     tableName: text('LEDGER_TABLE_NAME'),
     bucketName: optionalText('EVIDENCE_BUCKET', options.requireBucket !== false),
-    apiBaseUrl: optionalText('API_BASE_URL', options.requireApiBaseUrl !== false),
+    // A function URL ends in '/' (`https://…lambda-url.<region>.on.aws/`), as the stack sets it: kept, it
+    // made every callbackUrl and taskRef `…on.aws//dispatches/…`, which no route matches.
+    apiBaseUrl: optionalText('API_BASE_URL', options.requireApiBaseUrl !== false).replace(/\/+$/, ''),
     principalMode,
     retryPolicy: delays ? parseRetryDelays(delays) : DEFAULT_RETRY_POLICY,
     // A claim must outlast the target call it covers, or an overlapping tick (or a duplicate

@@ -2,6 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { LEDGER_SETTINGS, ledgerConfigFrom, readLedgerConfig } from '../../shared/adapters/config.js';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
+import { submissionBody } from '../../shared/adapters/submission-body.js';
+
+const SUBMISSION = { dispatchId: 'd-1', attempt: 1, origin: 'planner', expectedEvidence: [] };
 
 describe('readLedgerConfig', () => {
   const saved = { ...process.env };
@@ -15,6 +18,15 @@ describe('readLedgerConfig', () => {
     expect(readLedgerConfig().claimSeconds).toBe(4);
     Object.assign(process.env, { CLAIM_SECONDS: '60', TARGET_TIMEOUT_MS: '10000' });
     expect(readLedgerConfig().claimSeconds).toBe(60);
+  });
+
+  it("takes the API's URL without its trailing slash (regression: a function URL ends in '/', so the stack's API_BASE_URL made every callbackUrl and taskRef '…on.aws//dispatches/…', which no route matches)", () => {
+    const config = ledgerConfigFrom({ ...base, API_BASE_URL: 'https://abc.lambda-url.eu-west-1.on.aws/' });
+    expect(config.apiBaseUrl).toBe('https://abc.lambda-url.eu-west-1.on.aws');
+    const body = JSON.parse(submissionBody({ ...SUBMISSION, callbackUrl: config.apiBaseUrl, task: { text: 'x'.repeat(300_000) } })) as { taskRef: string };
+    expect(body.taskRef).toBe('https://abc.lambda-url.eu-west-1.on.aws/dispatches/d-1/task');
+    expect(new URL(body.taskRef).pathname).toBe('/dispatches/d-1/task');
+    expect(ledgerConfigFrom(base).apiBaseUrl).toBe('http://127.0.0.1:1');
   });
 
   it('fails fast on a missing table name and on an unknown principal mode', () => {
