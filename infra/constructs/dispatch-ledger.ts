@@ -372,12 +372,21 @@ export class DispatchLedger extends Construct {
     if (grantable) Grant.addToPrincipal({ grantee: grantable, actions: ['cloudformation:DescribeStacks'], resourceArns: [Stack.of(this).stackId] });
   }
 
-  /** The identity may report runs and upload evidence for dispatches sent to `target`. */
+  /**
+   * The identity may report runs and upload evidence for dispatches sent to `target`. A role is let in by
+   * a permission on the API function (resource-based), as a lambda target's worker is: a durable
+   * function's or a flow's task function's role is one the API's registry depends on (API → alias or
+   * state machine → function → its role's policy), and an identity grant naming the API closed that
+   * into a cycle CloudFormation refuses.
+   */
   addTargetCaller(identity: LedgerIdentity, target: string): void {
     if (!TARGET_NAME.test(target)) throw new RangeError(`target name "${target}" must match ${TARGET_NAME}`);
     this.register(identity, { role: 'target', target });
-    const grantable = this.grantableOf(identity);
-    if (grantable) this.api.grantInvoke(grantable);
+    if (identity instanceof Role) {
+      this.api.allowRole(`${target}Caller${Names.uniqueId(identity)}`, identity.roleArn, this.functions.api);
+      return;
+    }
+    if (identity.grantable) this.api.grantInvoke(identity.grantable);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { App, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import { Role } from 'aws-cdk-lib/aws-iam';
 import { Alias, Function as LambdaFunction, Version, type IVersion } from 'aws-cdk-lib/aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DispatchLedger } from '@dispatch-ledger/cdk';
@@ -44,6 +45,10 @@ beforeAll(() => {
       review = durableFunctionFixture(stack, 'ReviewDurable');
       live = new Alias(stack, 'ReviewLive', { aliasName: 'live', version: review.currentVersion });
       stack.ledger.addDurableFunctionTarget('review-durable', live);
+      // As the READMEs show: the function's own role reports its runs. Regression: its identity grant on the
+      // API made a dependency cycle (API → registry → alias → function → its policy → API) that synth let
+      // through and CloudFormation refuses.
+      stack.ledger.addTargetCaller(review.role as Role, 'review-durable');
       audit = durableFunctionFixture(stack, 'AuditDurable');
       auditVersion = audit.currentVersion;
       stack.ledger.addDurableFunctionTarget('audit-durable', auditVersion, { maxConcurrentRuns: 3 });

@@ -1,12 +1,14 @@
 import { readFileSync } from 'node:fs';
-import { App, Stack, Validations } from 'aws-cdk-lib';
+import { App, CfnElement, Stack, Validations } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { Pass, StateMachine, StateMachineType, DefinitionBody, IntegrationPattern, JsonPath, TaskInput } from 'aws-cdk-lib/aws-stepfunctions';
-import { SqsSendMessage } from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import { LambdaInvoke, SqsSendMessage } from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import { Role } from 'aws-cdk-lib/aws-iam';
+import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DispatchLedger, executionStatusPattern } from '@dispatch-ledger/cdk';
 import { parseStaticRegistry } from '../../shared/adapters/static-registry.js';
-import { cfnLint, logicalId, registryOf, synthesizeLedger, type Synthesized } from './synth.js';
+import { cfnLint, durableFunctionFixture, logicalId, registryOf, synthesizeLedger, type Synthesized } from './synth.js';
 
 /**
  * `ledger.addStateMachineTarget(name, stateMachine)` (CONTRACT §17): a Standard state machine as a
@@ -31,29 +33,37 @@ let synth: Synthesized;
 let resources: Record<string, Resource>;
 let flow: StateMachine;
 let audit: StateMachine;
+let reviewTask: LambdaFunction;
 
 /**
  * A Standard state machine: with `ask`, its first task asks the ledger for an approval (`.waitForTaskToken`
  * on the orchestrator queue, read before the target is added); without, a Pass alone (nothing of its own
  * grants it the queue).
  */
-function flowIn(stack: Stack & { readonly ledger: DispatchLedger }, id: string, ask: boolean): StateMachine {
+function flowIn(stack: Stack & { readonly ledger: DispatchLedger }, id: string, ask: boolean, task?: LambdaFunction): StateMachine {
   const done = new Pass(stack, `${id}Done`);
   const approval = new SqsSendMessage(stack, `${id}Ask`, {
     queue: stack.ledger.orchestratorQueue,
     integrationPattern: IntegrationPattern.WAIT_FOR_TASK_TOKEN,
     messageBody: TaskInput.fromObject({ dispatchId: JsonPath.stringAt('$.dispatchId'), runId: JsonPath.executionId, taskToken: JsonPath.taskToken }),
   });
-  const machine = new StateMachine(stack, id, { definitionBody: DefinitionBody.fromChainable(ask ? approval.next(done) : done) });
+  const steps = ask ? approval.next(done) : done;
+  const machine = new StateMachine(stack, id, { definitionBody: DefinitionBody.fromChainable(task ? new LambdaInvoke(stack, `${id}Work`, { lambdaFunction: task }).next(steps) : steps) });
   for (const finding of FIXTURE_FINDINGS) Validations.of(machine).acknowledge({ id: finding, reason: "test fixture: the user's own state machine" });
+  if (task) Validations.of(machine).acknowledge({ id: `AwsSolutions-IAM5[Resource::<${stack.getLogicalId(task.node.defaultChild as CfnElement)}.Arn>:*]`, reason: "test fixture: the user's flow invokes its task function's versions" });
   return machine;
 }
 
 beforeAll(() => {
   synth = synthesizeLedger({
     extend: (stack) => {
-      flow = flowIn(stack, 'ReviewFlow', true);
+      reviewTask = durableFunctionFixture(stack, 'ReviewTask', { durable: false });
+      flow = flowIn(stack, 'ReviewFlow', true, reviewTask);
       stack.ledger.addStateMachineTarget('review-flow', flow);
+      // As the READMEs show: the flow's task function reports as the target. Regression: its identity grant on
+      // the API made a dependency cycle (API → registry → state machine → its policy → task function → its
+      // policy → API) that synth let through and CloudFormation refuses.
+      stack.ledger.addTargetCaller(reviewTask.role as Role, 'review-flow');
       audit = flowIn(stack, 'AuditFlow', false);
       stack.ledger.addStateMachineTarget('audit-flow', audit, { maxConcurrentRuns: 3 });
       stack.ledger.addStateMachineTarget('imported-flow', StateMachine.fromStateMachineArn(stack, 'ImportedFlow', IMPORTED_ARN));
