@@ -48,7 +48,8 @@ export async function localUp(options: {
 
   ensureStateDir(stateDir);
   mkdirSync(join(stateDir, 'logs'), { recursive: true });
-  clearState(stateDir);
+  const left = await stopLeftovers(stateDir);
+  if (left.length > 0) options.progress(`stopped ${left.length} processes an earlier platform left running (${left.join(', ')})`);
   const logFile = join(stateDir, 'logs', 'platform.log');
   const out = openSync(logFile, 'w');
   const child = spawn(
@@ -89,6 +90,18 @@ export async function localUp(options: {
   }
   await stopLocal(stateDir);
   throw new LocalPlatformError(`the local platform was not ready after ${READY_TIMEOUT_MS / 1000} s; see ${logFile}`);
+}
+
+/**
+ * What a platform whose supervisor is gone left running (killed with -9, crashed), stopped by the pids
+ * its state file recorded, before that file is cleared for a new start. Regression: `up` cleared it
+ * at once, and each crash followed by `up` left one more DynamoDB Local, fauxqs and moto running.
+ */
+export async function stopLeftovers(stateDir: string): Promise<number[]> {
+  if (runningState(stateDir)) throw new LocalPlatformError('the local platform is running: stop it with npx ledger local down');
+  const stopped = await stopLocal(stateDir);
+  clearState(stateDir);
+  return stopped;
 }
 
 /**

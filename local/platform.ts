@@ -33,6 +33,8 @@ export interface PlatformOptions {
   readonly log: (line: Record<string, unknown>) => void;
   /** Run on engines someone else started (tests); by default the platform starts and stops its own. */
   readonly engines?: LocalEndpoints;
+  /** Told each engine's pid it starts as soon as it is spawned (the supervisor records it for `down`). */
+  readonly spawned?: (role: string, pid: number) => void;
   /** Prefix of every resource name, so several platforms can share engines. */
   readonly prefix?: string;
   /**
@@ -121,7 +123,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
     if (options.engines) {
       endpoints = options.engines;
     } else {
-      const engines = await startEngines({ logDir, log: (message) => log({ level: 'info', msg: message }) });
+      const engines = await startEngines({ logDir, log: (message) => log({ level: 'info', msg: message }), ...(options.spawned ? { spawned: options.spawned } : {}) });
       stoppers.push(() => engines.stop());
       endpoints = engines;
       pids = { ...engines.pids };

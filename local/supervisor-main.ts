@@ -50,17 +50,24 @@ writeState(stateDir, base);
 
 let platform: RunningPlatform | undefined;
 let statusPage: StatusPage | undefined;
+// Each engine's pid, recorded the moment it is spawned: `down` (or a later `up`) stops by pid what a
+// killed supervisor left, even one killed before the platform was ready.
+const enginePids: Record<string, number> = {};
+let starting = true;
 let stopping = false;
+const stopAndExit = async (code: number): Promise<never> => {
+  await statusPage?.close().catch(() => undefined);
+  await platform?.stop().catch(() => undefined);
+  log({ level: 'info', msg: 'stopped' });
+  process.exit(code);
+};
 const shutdown = (signal: string): void => {
   if (stopping) return;
   stopping = true;
   log({ level: 'info', msg: 'stopping', signal });
-  void (statusPage?.close() ?? Promise.resolve())
-    .then(() => platform?.stop())
-    .finally(() => {
-      log({ level: 'info', msg: 'stopped' });
-      process.exit(0);
-    });
+  // While starting, the start path stops what it started once it returns (regression: exiting here left
+  // every engine the start had spawned running, recorded nowhere).
+  if (!starting) void stopAndExit(0);
 };
 process.on('SIGTERM', () => shutdown('SIGTERM'));
 const parentPid = values['parent-pid'] ? Number(values['parent-pid']) : undefined;
@@ -72,9 +79,31 @@ if (parentPid !== undefined) {
 process.on('SIGINT', () => shutdown('SIGINT'));
 
 try {
-  platform = await startPlatform({ stateDir, tickSeconds, log, sigv4: values.sigv4, environment: { PUBLISHED_EVENTS: values.events } });
+  platform = await startPlatform({
+    stateDir,
+    tickSeconds,
+    log,
+    sigv4: values.sigv4,
+    environment: { PUBLISHED_EVENTS: values.events },
+    spawned: (role, pid) => {
+      enginePids[role] = pid;
+      writeState(stateDir, { ...base, pids: { supervisor: process.pid, ...enginePids } });
+    },
+  });
   // The status page next to the API (`npm start` prints its URL), reading this platform as the operator.
-  statusPage = await startStatusPage({ client: createLedgerClient({ local: platform.info }), log: (line) => log({ component: 'status-page', ...line }) });
+  if (!stopping) statusPage = await startStatusPage({ client: createLedgerClient({ local: platform.info }), log: (line) => log({ component: 'status-page', ...line }) });
+} catch (error) {
+  const message = error instanceof Error ? error.message : String(error);
+  log({ level: 'error', msg: 'start failed', error: message });
+  // Started before a later part (the status page) failed: nothing may outlive a failed start.
+  await platform?.stop().catch(() => undefined);
+  writeState(stateDir, { ...base, status: 'failed', error: message });
+  process.exit(1);
+}
+starting = false;
+if (stopping || !statusPage) {
+  await stopAndExit(0);
+} else {
   const readyMs = Date.now() - startedAt.getTime();
   writeState(stateDir, {
     ...base,
@@ -87,15 +116,4 @@ try {
   });
   // The log names the page without its token (the state file, 0600, keeps the URL to open).
   log({ level: 'info', msg: 'ready', readyMs, ...platform.info, statusPage: statusPage.origin });
-  if (stopping) {
-    await statusPage.close();
-    await platform.stop();
-  }
-} catch (error) {
-  const message = error instanceof Error ? error.message : String(error);
-  log({ level: 'error', msg: 'start failed', error: message });
-  // Started before a later part (the status page) failed: nothing may outlive a failed start.
-  await platform?.stop().catch(() => undefined);
-  writeState(stateDir, { ...base, status: 'failed', error: message });
-  process.exit(1);
 }

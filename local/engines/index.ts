@@ -38,6 +38,8 @@ export async function startEngines(options: {
   logDir: string;
   dataDir?: string;
   log?: (message: string) => void;
+  /** Told each engine's pid (by its role in `pids`) as soon as it is spawned, before it is ready. */
+  spawned?: (role: 'dynamodbLocal' | 'fauxqs' | 'moto', pid: number) => void;
 }): Promise<Engines> {
   checkPrerequisites();
   mkdirSync(options.logDir, { recursive: true });
@@ -54,10 +56,11 @@ export async function startEngines(options: {
         logFile: join(options.logDir, 'dynamodb-local.log'),
         ...(options.dataDir ? { dataDir: options.dataDir } : {}),
         ...(options.log ? { log: options.log } : {}),
+        spawned: (pid) => options.spawned?.('dynamodbLocal', pid),
       }),
     ),
-    track(startFauxqs({ logFile: join(options.logDir, 'fauxqs.log') })),
-    track(startMoto({ logFile: join(options.logDir, 'moto.log') })),
+    track(startFauxqs({ logFile: join(options.logDir, 'fauxqs.log'), spawned: (pid) => options.spawned?.('fauxqs', pid) })),
+    track(startMoto({ logFile: join(options.logDir, 'moto.log'), spawned: (pid) => options.spawned?.('moto', pid) })),
   ]);
   const stopAll = async (): Promise<void> => {
     await Promise.all(started.map((engine) => stopPid(engine.pid)));

@@ -107,7 +107,7 @@ async function runStateMachines(endpoint: string): Promise<void> {
  * Python is found; else the plain `moto_server` (slower to deliver events, and its Step Functions
  * answers 500 to a state machine's second execution).
  */
-export async function startMoto(options: { logFile: string; port?: number }): Promise<MotoEngine> {
+export async function startMoto(options: { logFile: string; port?: number; spawned?: (pid: number) => void }): Promise<MotoEngine> {
   const motoServer = requireTool('moto_server', 'install moto server: pip install "moto[server]"');
   const port = options.port ?? (await freePort());
   const args = ['-H', '127.0.0.1', '-p', String(port)];
@@ -115,6 +115,7 @@ export async function startMoto(options: { logFile: string; port?: number }): Pr
   const engine = python
     ? spawnEngine('moto', python, ['-c', LAUNCHER, ...args], { logFile: options.logFile })
     : spawnEngine('moto', motoServer, args, { logFile: options.logFile });
+  options.spawned?.(engine.pid);
   const endpoint = `http://127.0.0.1:${port}`;
   await waitUntilReady(engine, () => answersHttp(`${endpoint}/moto-api/`), 30_000);
   // Without the copy fix a state machine's second StartExecution answers 500: refuse to run like that.

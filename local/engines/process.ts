@@ -125,7 +125,8 @@ export function tailOf(file: string, lines = 15): string {
 }
 
 /**
- * Polls `probe` until it resolves true. Fails fast, with the engine's log tail, if the process exits.
+ * Polls `probe` until it resolves true. Fails fast, with the engine's log tail, if the process exits;
+ * an engine not ready in `timeoutMs` is stopped before the error is thrown.
  */
 export async function waitUntilReady(
   engine: SpawnedEngine,
@@ -147,6 +148,9 @@ export async function waitUntilReady(
     if (await probe().catch(() => false)) return;
     await sleep(50);
   }
+  // Started detached: an engine that never came up is stopped here, not left running with its pid
+  // recorded nowhere (regression: only DynamoDB Local's start did this; a slow fauxqs or moto stayed).
+  await stopPid(engine.pid);
   throw new EngineStartError(
     engine.name,
     `${engine.name} was not ready after ${timeoutMs} ms; log ${engine.logFile}:\n${tailOf(engine.logFile)}`,
