@@ -1,7 +1,7 @@
 import { DEFAULT_LIST_LIMIT } from '@dispatch-ledger/protocol';
 import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.js';
 import { readFileSync } from 'node:fs';
-import { onePositional, parseCommandArgs } from './args.js';
+import { ArgumentsError, onePositional, parseCommandArgs } from './args.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { evidenceWords } from '../shared/dispatch/evidence-words.js';
 import { summaryLine } from '../shared/dispatch/summary.js';
@@ -9,7 +9,6 @@ import { printAnswer, retryOnce, UnsureOutcomeError } from './answer.js';
 import { isLedgerNetworkError, isLedgerValidationError, type DispatchRequest } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
 import { dispatchCommand, shellWord } from '../shared/dispatch/commands.js';
-import { LocalPlatformError } from './local.js';
 import { UsageError } from './operations.js';
 import { nextPage, shown, table } from './table.js';
 import { newDispatchId } from './dispatch-id.js';
@@ -162,7 +161,7 @@ export async function check(args: string[], print: (line: string) => void, conne
   });
   const usage = 'usage: ledger check <dispatchId> [--origin O] [--refresh] [--json]';
   const dispatchId = onePositional(positionals, usage);
-  if (!dispatchId) throw new LocalPlatformError(usage);
+  if (!dispatchId) throw new ArgumentsError(`check needs a <dispatchId>\n${usage}`);
   const ledger = await connectTo(values, values);
   const answer = await ledger.raw('getDispatch', { params: { dispatchId }, query: { refresh: values.refresh ? true : undefined } });
   return printAnswer(answer, values.json, print, (body) => describeView(body as DispatchView));

@@ -1,8 +1,8 @@
-import { onePositional, parseCommandArgs } from './args.js';
+import { APPROVAL_DECISIONS } from '@dispatch-ledger/protocol';
+import { ArgumentsError, onePositional, parseCommandArgs } from './args.js';
 import type { Rejection } from '../shared/dispatch/records.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './connect.js';
-import { LocalPlatformError } from './local.js';
 import { nextPage, shown, table } from './table.js';
 
 type Print = (line: string) => void;
@@ -14,11 +14,13 @@ export async function approve(args: string[], print: Print, connectTo: Connect =
     allowPositionals: true,
     options: { ...CONNECTION_OPTIONS, 'approval-id': { type: 'string' }, decision: { type: 'string', default: 'approve' }, origin: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
-  const usage = 'usage: ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]';
+  const usage = `usage: ledger approve <dispatchId> --approval-id A [--decision ${APPROVAL_DECISIONS.join('|')}] [--origin O] [--json]`;
   const dispatchId = onePositional(positionals, usage);
-  if (!dispatchId || !values['approval-id'] || (values.decision !== 'approve' && values.decision !== 'cancel')) throw new LocalPlatformError(usage);
+  const decision = APPROVAL_DECISIONS.find((known) => known === values.decision);
+  const problem = !dispatchId ? 'approve needs a <dispatchId>' : !values['approval-id'] ? 'approve needs --approval-id' : !decision ? `--decision must be ${APPROVAL_DECISIONS.join(' or ')}` : undefined;
+  if (problem !== undefined || !dispatchId || !decision) throw new ArgumentsError(`${problem}\n${usage}`);
   const ledger = await connectTo(values, values);
-  const answer = await ledger.raw('decideApproval', { params: { dispatchId }, body: { approvalId: values['approval-id'], decision: values.decision } });
+  const answer = await ledger.raw('decideApproval', { params: { dispatchId }, body: { approvalId: values['approval-id'], decision } });
   return printAnswer(answer, values.json, print, () => shown`${values.decision === 'approve' ? 'approved' : 'cancelled'}: ${dispatchId} (approval ${values['approval-id']})`);
 }
 
@@ -31,7 +33,7 @@ export async function redispatch(args: string[], print: Print, connectTo: Connec
   });
   const usage = 'usage: ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]';
   const dispatchId = onePositional(positionals, usage);
-  if (!dispatchId || !values.reason?.trim()) throw new LocalPlatformError(usage);
+  if (!dispatchId || !values.reason?.trim()) throw new ArgumentsError(`${dispatchId ? 'redispatch needs --reason (why, recorded with the new attempt)' : 'redispatch needs a <dispatchId>'}\n${usage}`);
   const ledger = await connectTo(values, values);
   const answer = await ledger.raw('redispatch', { params: { dispatchId }, body: { reason: values.reason, ...(values.force ? { force: true } : {}) } });
   return printAnswer(answer, values.json, print, (body) => shown`redispatched: ${dispatchId}, attempt ${String((body as { attempt?: unknown }).attempt)}` + (values.force ? ' (forced: the previous run is superseded)' : ''));

@@ -1,4 +1,4 @@
-import { parseCommandArgs } from './args.js';
+import { ArgumentsError, parseCommandArgs } from './args.js';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { FINAL_RUN_STATUSES, MAX_LIST_LIMIT } from '@dispatch-ledger/protocol';
 import { localClients } from '../local/clients.js';
@@ -47,7 +47,7 @@ export async function localTarget(args: readonly string[], print: Print, deps: L
   if (command === 'add') return add(rest, print, deps);
   if (command === 'list') return list(rest, print, deps);
   if (command === 'remove') return remove(rest, print, deps);
-  throw new LocalTargetError(LOCAL_TARGET_USAGE);
+  throw new ArgumentsError(LOCAL_TARGET_USAGE);
 }
 
 async function add(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
@@ -56,13 +56,13 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
     allowPositionals: true,
     options: { url: { type: 'string' }, 'max-concurrent-runs': { type: 'string' }, 'secret-file': { type: 'string' }, secret: { type: 'string' }, replace: { type: 'boolean', default: false } },
   });
-  if (values.secret !== undefined) throw new LocalTargetError('a secret is never taken on the command line (it would stay in your shell history): put it in a file and pass --secret-file F');
+  if (values.secret !== undefined) throw new ArgumentsError('a secret is never taken on the command line (it would stay in your shell history): put it in a file and pass --secret-file F');
   const name = onlyName(positionals, 'add');
   const nameProblem = localTargetNameProblem(name);
-  if (nameProblem) throw new LocalTargetError(nameProblem);
-  if (values.url === undefined) throw new LocalTargetError(`--url is required\n${LOCAL_TARGET_USAGE}`);
+  if (nameProblem) throw new ArgumentsError(nameProblem);
+  if (values.url === undefined) throw new ArgumentsError(`--url is required\n${LOCAL_TARGET_USAGE}`);
   const checked = localTargetUrl(values.url);
-  if ('problem' in checked) throw new LocalTargetError(`--url ${checked.problem}`);
+  if ('problem' in checked) throw new ArgumentsError(`--url ${checked.problem}`);
   const maxConcurrentRuns = limitOf(values['max-concurrent-runs']);
   const secret = values['secret-file'] === undefined ? undefined : readSecretFile(values['secret-file']);
   const targets = readLocalTargets(deps.stateDir);
@@ -128,7 +128,7 @@ async function signingIdentity(state: LocalState, stateDir: string, registry: Le
 
 async function list(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
   const { values, positionals } = parseCommandArgs({ args: [...args], allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
-  if (positionals.length > 0) throw new LocalTargetError(`local target list takes no arguments\n${LOCAL_TARGET_USAGE}`);
+  if (positionals.length > 0) throw new ArgumentsError(`local target list takes no arguments\n${LOCAL_TARGET_USAGE}`);
   // Never the secret: only whether there is one.
   const targets = readLocalTargets(deps.stateDir).map(({ secret, ...target }) => ({ ...target, secret: secret !== undefined }));
   if (values.json) {
@@ -147,7 +147,7 @@ async function remove(args: readonly string[], print: Print, deps: LocalTargetDe
   const { values, positionals } = parseCommandArgs({ args: [...args], allowPositionals: true, options: { force: { type: 'boolean', default: false } } });
   const name = onlyName(positionals, 'remove');
   const nameProblem = localTargetNameProblem(name);
-  if (nameProblem) throw new LocalTargetError(nameProblem);
+  if (nameProblem) throw new ArgumentsError(nameProblem);
   const targets = readLocalTargets(deps.stateDir);
   if (!targets.some((target) => target.name === name)) throw new LocalTargetError(shown`no local target named ${name}; npx ledger local target list shows them`);
   const state = deps.running();
@@ -203,8 +203,8 @@ async function withRegistry<T>(state: LocalState, work: (registry: LedgerTable, 
 
 function onlyName(positionals: readonly string[], command: string): string {
   const [name, ...extra] = positionals;
-  if (name === undefined) throw new LocalTargetError(`local target ${command} needs the target's NAME\n${LOCAL_TARGET_USAGE}`);
-  if (extra.length > 0) throw new LocalTargetError(shown`local target ${command} takes one NAME, not ${extra.join(' ')}`);
+  if (name === undefined) throw new ArgumentsError(`local target ${command} needs the target's NAME\n${LOCAL_TARGET_USAGE}`);
+  if (extra.length > 0) throw new ArgumentsError(shown`local target ${command} takes one NAME, not ${extra.join(' ')}`);
   return name;
 }
 
@@ -212,7 +212,7 @@ function limitOf(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
   const value = Number(text);
   if (!/^\d+$/.test(text) || !Number.isSafeInteger(value) || value < 1 || value > MAX_CONCURRENT_RUNS_LIMIT) {
-    throw new LocalTargetError(shown`--max-concurrent-runs must be a whole number from 1 to ${MAX_CONCURRENT_RUNS_LIMIT.toLocaleString('en-US')}, not ${text}`);
+    throw new ArgumentsError(shown`--max-concurrent-runs must be a whole number from 1 to ${MAX_CONCURRENT_RUNS_LIMIT.toLocaleString('en-US')}, not ${text}`);
   }
   return value;
 }

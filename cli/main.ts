@@ -8,7 +8,7 @@ import { attention, check, send, status } from './dispatch.js';
 import { events } from './events.js';
 import { inbox } from './inbox.js';
 import { receipt } from './receipt.js';
-import { dlq, registry, stream, UsageError } from './operations.js';
+import { dlq, registry, stream } from './operations.js';
 import { approve, redispatch, rejections } from './lifecycle.js';
 import { cancel, slots } from './flow.js';
 import { counts, list } from './overview.js';
@@ -253,11 +253,13 @@ export async function run(argv: string[]): Promise<number> {
     const refused = argumentProblem(error, argv);
     if (refused !== undefined) return refused;
     // Arguments the command cannot take as given: a usage mistake, as parseArgs' own refusals are (exit 2).
+    // (UsageError is the same class: regression, it exited 1, so a script that retries on 1 and gives up on 2
+    // retried `ledger send --body 'not json'` or `ledger inbox claim --frob` for ever.)
     if (error instanceof ArgumentsError) {
       warn(error.message);
       return 2;
     }
-    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof UsageError || error instanceof LedgerConnectionError || error instanceof UnsureOutcomeError) {
+    if (error instanceof MissingToolError || error instanceof LocalPlatformError || error instanceof LocalTargetError || error instanceof LedgerConnectionError || error instanceof UnsureOutcomeError) {
       warn(error.message);
     } else if (isLedgerValidationError(error)) {
       // A request the ledger would refuse: never sent, and said in the API's words (as its 400 body under --json).

@@ -1,9 +1,8 @@
-import { onePositional, parseCommandArgs } from './args.js';
+import { ArgumentsError, onePositional, parseCommandArgs } from './args.js';
 import { contentHash } from '../shared/dispatch/canonical.js';
 import { MANUAL_ATTESTATION_KINDS, type ManualAttestation, type ManualAttestationKind } from '../shared/dispatch/manual.js';
 import { printAnswer } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
-import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
 
 const USAGE =
@@ -41,7 +40,8 @@ export async function manual(args: string[], print: (line: string) => void, conn
   });
   const dispatchId = onePositional(positionals, USAGE);
   const kind = MANUAL_ATTESTATION_KINDS.find((known) => known === values.kind);
-  if (!dispatchId || !kind || values.note === undefined || (values.operator && values.origin !== undefined)) throw new LocalPlatformError(USAGE);
+  const problem = !dispatchId ? 'manual needs a <dispatchId>' : !kind ? `--kind must be one of ${MANUAL_ATTESTATION_KINDS.join(', ')}` : values.note === undefined ? 'manual needs --note' : values.operator && values.origin !== undefined ? '--operator and --origin: give one' : undefined;
+  if (problem !== undefined || !dispatchId || !kind || values.note === undefined) throw new ArgumentsError(`${problem}\n${USAGE}`);
   const evidenceRef = values['evidence-ref'];
   // 16 hex digits of SHA-256 over the attested content: the same command, the same id.
   const derived = `ma-${contentHash({ dispatchId, kind, note: values.note, evidenceRef: evidenceRef ?? null }).slice('sha256:'.length, 'sha256:'.length + 16)}`;

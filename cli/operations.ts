@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parseCommandArgs } from './args.js';
+import { ArgumentsError as UsageError, parseCommandArgs } from './args.js';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { S3Client } from '@aws-sdk/client-s3';
@@ -28,9 +28,6 @@ import { shown } from './table.js';
 
 type Print = (line: string) => void;
 
-class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
 
 const DLQ_USAGE =
   'usage: ledger dlq redrive [--stack NAME | --dlq-url URL --queue-url URL [--table LedgerTableName]] [--registry FILE] [--region R] [--limit N] [--json]\n' +

@@ -89,7 +89,7 @@ describe('npx ledger local up / down', () => {
       () => 'sent',
       (error: { stderr: string; code: number }) => `${error.code}: ${error.stderr}`,
     );
-    expect(refusedLocally).toMatch(/^1: the message is not JSON \(.+\); nothing was sent/);
+    expect(refusedLocally).toMatch(/^2: the message is not JSON \(.+\); nothing was sent/);
     const local = readState(stateDir)?.info;
     const sqs = new SQSClient({ region: local?.region ?? '', endpoint: local?.sqsEndpoint ?? '', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
     await sqs.send(new SendMessageCommand({ QueueUrl: local?.dispatchQueueUrl ?? '', MessageBody: 'this is not json' }));

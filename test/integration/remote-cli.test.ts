@@ -123,7 +123,7 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     ];
     for (const [body, said] of refused) {
       const ran = await ledger(planner, ['send', '--body', body, ...flags]);
-      expect(ran.code, body.slice(0, 40)).toBe(1);
+      expect(ran.code, body.slice(0, 40)).toBe(2);
       expect(ran.stderr).toMatch(said);
       expect(ran.stderr).not.toMatch(NO_STACK);
     }
@@ -136,7 +136,7 @@ describe('the remote CLI, signed from the default credential chain (against ledg
     const noOrigin = JSON.stringify({ dispatchId: uniqueName('d-body'), target: 'demo-agent', task: {} });
     expect(await ledger(planner, ['send', '--origin', 'planner', '--body', noOrigin, ...flags])).toMatchObject({ code: 0, stderr: '' });
     const other = await ledger(planner, ['send', '--origin', 'planner', '--body', JSON.stringify({ dispatchId: 'd-3', origin: 'lead-agent', target: 'demo-agent', task: {} }), ...flags]);
-    expect([other.code, other.stderr.trim()]).toEqual([1, 'the message names origin "lead-agent", --origin "planner": give one; nothing was sent']);
+    expect([other.code, other.stderr.trim()]).toEqual([2, 'the message names origin "lead-agent", --origin "planner": give one; nothing was sent']);
     expect(await waiting()).toBe('2');
     const bodies = (await test.clients.sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10 }))).Messages?.map((message) => JSON.parse(message.Body ?? '{}') as { origin?: string }) ?? [];
     expect(bodies.map((body) => body.origin)).toEqual(['planner', 'planner']);

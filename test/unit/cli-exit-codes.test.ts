@@ -1,0 +1,51 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { cliMain } from '../../cli/main.js';
+
+/**
+ * Exit 2 is a usage mistake, on every command (main.ts: 0 done, 1 failed, 2 a usage mistake or a request
+ * the ledger would refuse). Regression: commands that threw their own usage errors (send, inbox, ui, dlq,
+ * local target) or a bare usage line for a missing argument (check, approve, redispatch, manual) exited 1,
+ * so a script that retries on 1 and gives up on 2 retried a malformed command for ever; and the bare usage
+ * never said what was missing.
+ */
+function captured(): { err: () => string } {
+  const err: string[] = [];
+  vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+  vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => err.push(String(chunk)) > 0);
+  return { err: () => err.join('') };
+}
+
+async function ran(argv: string[]): Promise<{ code: number | string | undefined; first: string }> {
+  const io = captured();
+  await cliMain(argv);
+  vi.restoreAllMocks();
+  return { code: process.exitCode, first: io.err().split('\n')[0] ?? '' };
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  process.exitCode = undefined;
+});
+
+describe('a usage mistake exits 2 and says what is wrong in its first line', () => {
+  const cases: Array<[string[], RegExp]> = [
+    [['send', '--body', 'not json'], /^the message is not JSON .*; nothing was sent$/],
+    [['inbox', 'claim', '--frob'], /--frob/],
+    [['ui', '--frob'], /--frob/],
+    [['dlq', 'redrive', '--limit', '0'], /^--limit must be a whole number ≥ 1/],
+    [['check'], /^check needs a <dispatchId>$/],
+    [['approve', 'd-1'], /^approve needs --approval-id$/],
+    [['approve', 'd-1', '--approval-id', 'a-1', '--decision', 'maybe'], /^--decision must be approve or cancel$/],
+    [['redispatch', 'd-1'], /^redispatch needs --reason/],
+    [['manual', 'd-1', '--kind', 'made_up', '--note', 'n'], /^--kind must be one of manual_dispatch_written, /],
+    [['local', 'target', 'add', 'my-worker'], /^--url is required$/],
+    [['local', 'target', 'add', 'my-worker', '--url', 'http://10.0.0.1:80'], /^--url /],
+  ];
+  for (const [argv, said] of cases) {
+    it(`ledger ${argv.join(' ')}`, async () => {
+      const { code, first } = await ran(argv);
+      expect(first).toMatch(said);
+      expect(code).toBe(2);
+    });
+  }
+});
