@@ -1,4 +1,4 @@
-import type { RawAnswer as ApiAnswer } from '@dispatch-ledger/client';
+import { isLedgerNetworkError, type RawAnswer as ApiAnswer } from '@dispatch-ledger/client';
 import { shown } from './table.js';
 
 /**
@@ -62,4 +62,29 @@ export function printAnswer(answer: ApiAnswer, json: boolean, print: Print, huma
   const text = json ? JSON.stringify(answer.body) : ok ? human(answer.body, answer.status) : describeFailure(answer.status, answer.body);
   for (const line of text.split('\n')) print(line);
   return ok ? 0 : 1;
+}
+
+/**
+ * Makes `call` and prints its answer as `printAnswer` does — and, for a call that is not safe to repeat
+ * blindly, says `unsureThen` (what to look at, or the flag that repeats it once) when its outcome is
+ * unknown: no answer (a network error: an UnsureOutcomeError) or a 5xx (printed, then said; under
+ * `--json` the answer stays the one line on stdout and this goes to stderr). Exit 1 either way.
+ * `unsureThen` undefined: the call is safe to repeat as it is, and a failure is only a failure.
+ */
+export async function printCall(call: () => Promise<ApiAnswer>, unsureThen: string | undefined, json: boolean, print: Print, human: (body: unknown, status: number) => string): Promise<number> {
+  let answer: ApiAnswer;
+  try {
+    answer = await call();
+  } catch (error) {
+    // Only a network failure is unsure: a config error (no stack, no credentials) came before any call.
+    if (unsureThen === undefined || !isLedgerNetworkError(error)) throw error;
+    throw new UnsureOutcomeError(`${error instanceof Error ? error.message : String(error)}\n${unsureThen}`, { cause: error });
+  }
+  if (unsureThen !== undefined && unsure(answer)) {
+    printAnswer(answer, json, print, () => '');
+    if (json) throw new UnsureOutcomeError(unsureThen);
+    print(unsureThen);
+    return 1;
+  }
+  return printAnswer(answer, json, print, human);
 }

@@ -1,7 +1,7 @@
 import { parseCommandArgs } from './args.js';
 import { clip } from '../shared/text.js';
 import { shellWord } from '../shared/dispatch/commands.js';
-import { printAnswer } from './answer.js';
+import { printCall } from './answer.js';
 import type { LocalInfo } from '../local/state.js';
 import { createLedgerClient, type LedgerClient, type RawAnswer } from '@dispatch-ledger/client';
 import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect, type ConnectionValues } from './connect.js';
@@ -354,8 +354,12 @@ export function sendInbox(info: LocalInfo, command: InboxCommand): Promise<RawAn
 /** `ledger inbox claim|ack|release|renew|list|body`, on the ledger the connection flags name. */
 export async function inbox(args: readonly string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const command = parseInbox(args);
-  const answer = await inboxCall(await connectTo(command.connection ?? {}, command), command);
-  return printAnswer(answer, command.json, print, (body) => {
+  const ledger = await connectTo(command.connection ?? {}, command);
+  // A claim holds what it takes for its lease and counts a delivery attempt: one whose answer was lost
+  // is not repeated blindly (each repeat holds more, and a result is dropped after its last attempt).
+  const listClaimed = ['npx ledger inbox list --state claimed', ...['--origin', command.origin, ...connectionArgs(command.connection ?? {})].map(shellWord)].join(' ');
+  const unsureThen = command.kind === 'claim' ? shown`the claim may have been made: what it took stays held until its lease ends, then can be claimed again; see it with: ${listClaimed}` : undefined;
+  return printCall(() => inboxCall(ledger, command), unsureThen, command.json, print, (body) => {
     switch (command.kind) {
       case 'claim':
         return describeClaim(body, ['--origin', command.origin, ...connectionArgs(command.connection ?? {})]);

@@ -1,8 +1,9 @@
 import { APPROVAL_DECISIONS } from '@dispatch-ledger/protocol';
 import { ArgumentsError, onePositional, parseCommandArgs } from './args.js';
 import type { Rejection } from '../shared/dispatch/records.js';
-import { printAnswer } from './answer.js';
-import { connect, CONNECTION_OPTIONS, connectionArgs, type Connect } from './connect.js';
+import { printAnswer, printCall } from './answer.js';
+import { connect, CONNECTION_OPTIONS, connectionArgs, originOf, type Connect } from './connect.js';
+import { dispatchCommand, shellWord } from '../shared/dispatch/commands.js';
 import { nextPage, shown, table } from './table.js';
 
 type Print = (line: string) => void;
@@ -35,8 +36,11 @@ export async function redispatch(args: string[], print: Print, connectTo: Connec
   const dispatchId = onePositional(positionals, usage);
   if (!dispatchId || !values.reason?.trim()) throw new ArgumentsError(`${dispatchId ? 'redispatch needs --reason (why, recorded with the new attempt)' : 'redispatch needs a <dispatchId>'}\n${usage}`);
   const ledger = await connectTo(values, values);
-  const answer = await ledger.raw('redispatch', { params: { dispatchId }, body: { reason: values.reason, ...(values.force ? { force: true } : {}) } });
-  return printAnswer(answer, values.json, print, (body) => shown`redispatched: ${dispatchId}, attempt ${String((body as { attempt?: unknown }).attempt)}` + (values.force ? ' (forced: the previous run is superseded)' : ''));
+  // A new attempt is made once per call: an unknown outcome is looked at before a second (a second --force
+  // would supersede the attempt the first one made).
+  const lookFirst = shown`the dispatch may have been redispatched: look before running this again — ${dispatchCommand({ dispatchId, origin: originOf(values.origin) }, 'check', ['--refresh', ...connectionArgs(values)].map(shellWord).join(' '))}`;
+  const body = { reason: values.reason, ...(values.force ? { force: true } : {}) };
+  return printCall(() => ledger.raw('redispatch', { params: { dispatchId }, body }), lookFirst, values.json, print, (body) => shown`redispatched: ${dispatchId}, attempt ${String((body as { attempt?: unknown }).attempt)}` + (values.force ? ' (forced: the previous run is superseded)' : ''));
 }
 
 /** `ledger rejections [--limit N]`: unreadable and conflicting messages, newest first (operator). */

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { onePositional, parseCommandArgs } from './args.js';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
-import { printAnswer, retryOnce, unsure, UnsureOutcomeError } from './answer.js';
-import { isLedgerNetworkError, type RawAnswer } from '@dispatch-ledger/client';
+import { printCall, retryOnce } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
 import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
@@ -49,23 +48,8 @@ export async function receipt(args: string[], print: (line: string) => void, con
     ...(values.note !== undefined ? { note: values.note } : {}),
   };
   const ledger = await connectTo(values, values);
-  let answer: RawAnswer;
-  try {
-    answer = await ledger.raw('recordReceipt', { params: { dispatchId }, body });
-  } catch (error) {
-    // Only a network failure is unsure: a config error (no stack, no credentials) came before any call.
-    if (again === undefined || !isLedgerNetworkError(error)) throw error;
-    throw new UnsureOutcomeError(`${error instanceof Error ? error.message : String(error)}\n${again}`, { cause: error });
-  }
-  if (again !== undefined && unsure(answer)) {
-    printAnswer(answer, values.json, print, () => '');
-    // Under --json the answer stays the one line on stdout; the retry is said on stderr (exit 1 either way).
-    if (values.json) throw new UnsureOutcomeError(again);
-    print(again);
-    return 1;
-  }
   // 201 recorded, 200 an identical retry (the stored receipt).
-  return printAnswer(answer, values.json, print, (answered, status) => {
+  return printCall(() => ledger.raw('recordReceipt', { params: { dispatchId }, body }), again, values.json, print, (answered, status) => {
     const stored = answered as OperatorReceipt;
     return (
       `${status === 201 ? 'recorded' : 'already recorded (identical)'}: ` +

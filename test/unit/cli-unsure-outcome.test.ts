@@ -2,6 +2,8 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UnsureOutcomeError } from '../../cli/answer.js';
 import { send } from '../../cli/dispatch.js';
+import { inbox } from '../../cli/inbox.js';
+import { redispatch } from '../../cli/lifecycle.js';
 import { receipt } from '../../cli/receipt.js';
 import { closeFakeApis, fakeApi } from '../support/fake-api.js';
 
@@ -84,5 +86,39 @@ describe('ledger send, when its outcome is unknown', () => {
     const failed = send(['--target', 'demo-agent', '--dispatch-id', 'd-mine'], () => undefined, api.connect);
     await expect(failed).rejects.not.toBeInstanceOf(UnsureOutcomeError);
     await expect(failed).rejects.not.toThrow(/--dispatch-id/);
+  });
+});
+
+// Bug pinned: `ledger redispatch` and `ledger inbox claim` reported a lost answer ("did not reach the
+// ledger") or a 5xx as a plain failure. Both take effect once per call: a redispatch run again (a second
+// --force supersedes the attempt the first made), a claim run again holds more results for a lease and
+// spends their delivery attempts. Now the unknown outcome says what to look at first.
+describe('ledger redispatch and inbox claim, when their outcome is unknown', () => {
+  it('redispatch: a lost answer is an unsure outcome naming the check to run before repeating it', async () => {
+    const api = await fakeApi(() => ({ status: 202, body: {} }), { apiUrl: CLOSED });
+    const failed = redispatch(['d-1', '--reason', 'stuck', '--force', '--origin', 'planner'], () => undefined, api.connect);
+    await expect(failed).rejects.toBeInstanceOf(UnsureOutcomeError);
+    await expect(failed).rejects.toThrow(/\nthe dispatch may have been redispatched: look before running this again — npx ledger check d-1 --refresh .*--origin planner$/);
+  });
+
+  it('redispatch: a 5xx is printed, then the same; a 409 is only a failure', async () => {
+    const down = await fakeApi(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'try later' } } }));
+    const printed: string[] = [];
+    expect(await redispatch(['d-1', '--reason', 'stuck'], (line) => printed.push(line), down.connect)).toBe(1);
+    expect(printed[0]).toBe('503 unavailable: try later');
+    expect(printed[1]).toMatch(/^the dispatch may have been redispatched: look before running this again — npx ledger check d-1 --refresh/);
+    const busy = await fakeApi(() => ({ status: 409, body: { error: { code: 'conflict', message: 'the run may be active' } } }));
+    printed.length = 0;
+    expect(await redispatch(['d-1', '--reason', 'stuck'], (line) => printed.push(line), busy.connect)).toBe(1);
+    expect(printed).toEqual(['409 conflict: the run may be active']);
+  });
+
+  it('inbox claim: a lost answer says the claim may hold results, and how to see them; ack is only a failure', async () => {
+    const api = await fakeApi(() => ({ status: 200, body: {} }), { apiUrl: CLOSED });
+    const failed = inbox(['claim', '--origin', 'planner'], () => undefined, api.connect);
+    await expect(failed).rejects.toBeInstanceOf(UnsureOutcomeError);
+    await expect(failed).rejects.toThrow(/\nthe claim may have been made: what it took stays held until its lease ends, then can be claimed again; see it with: npx ledger inbox list --state claimed --origin planner/);
+    const ack = inbox(['ack', 'r-1~d-1', '--token', 't', '--origin', 'planner'], () => undefined, api.connect);
+    await expect(ack).rejects.not.toBeInstanceOf(UnsureOutcomeError);
   });
 });
