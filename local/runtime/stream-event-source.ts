@@ -150,8 +150,10 @@ export class StreamEventSource {
       cursor.pending.splice(0, batch.length);
       return batch.length;
     }
-    // Checkpoint everything before the first failure; retry from there.
+    // Checkpoint everything before the first failure; retry from there. Retries are counted per checkpoint,
+    // as Lambda counts them per batch: one that moved starts the count again.
     cursor.pending.splice(0, failedFrom.index);
+    if (failedFrom.index > 0) cursor.attempts = 0;
     cursor.attempts += 1;
     if (cursor.attempts > (this.options.maxRetryAttempts ?? 3)) {
       const discarded = cursor.pending.splice(0, batch.length - failedFrom.index);

@@ -162,6 +162,28 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
     expect(calls).toBe(5);
     expect(discarded).toEqual([]);
   });
+
+  it('counts retries per checkpoint: a partial failure past the first record moves the checkpoint and starts the count again (regression: one budget was shared by every record that failed once, and a batch was discarded whose records had each failed once)', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 5);
+    const discarded: Array<{ records: readonly DynamoDBRecord[] }> = [];
+    const failedOnce = new Set<string>();
+    const delivered: string[] = [];
+    // Each batch's second record fails the first time it is seen: the checkpoint moves one record each time.
+    const poller = source(streamArn, async (event) => {
+      const second = event.Records[1]?.dynamodb?.SequenceNumber;
+      const upTo = second !== undefined && !failedOnce.has(second) ? 1 : event.Records.length;
+      if (second !== undefined && upTo === 1) failedOnce.add(second);
+      delivered.push(...keysOf({ Records: event.Records.slice(0, upTo) }).map(String));
+      return upTo === 1 ? { batchItemFailures: [{ itemIdentifier: second ?? '' }] } : { batchItemFailures: [] };
+    }, discarded);
+
+    for (let poll = 0; poll < 8 && delivered.length < 5; poll += 1) await poller.pollOnce();
+
+    expect(discarded).toEqual([]);
+    expect(delivered).toHaveLength(5);
+    expect(new Set(delivered).size).toBe(5);
+  });
 });
 
 describe('nothing forgotten: two stream functions on one table (publisher and retention)', () => {
