@@ -16,14 +16,14 @@ import type { StreamHandler } from './runtime/stream-event-source.js';
 type HandlerModule = () => Promise<{ readonly createHandler?: unknown; readonly CONFIG?: ReadConfigOptions }>;
 
 export type LocalFunction =
-  | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures' | 'orchestrators'; readonly batchSize: number } }
+  | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures' | 'orchestrators'; readonly batchSize: number; readonly timeoutSeconds: number } }
   | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'http' } }
   | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'schedule'; readonly timeoutSeconds: number } }
   | {
       readonly name: string;
       readonly module: HandlerModule;
       /** `filter`: the mapping's filter criteria — records it refuses never reach the handler, as in Lambda. */
-      readonly trigger: { readonly kind: 'stream'; readonly table: 'ledger'; readonly batchSize: number; readonly filter?: (record: DynamoDBRecord) => boolean };
+      readonly trigger: { readonly kind: 'stream'; readonly table: 'ledger'; readonly batchSize: number; readonly timeoutSeconds: number; readonly filter?: (record: DynamoDBRecord) => boolean };
     };
 
 /** Each function's handler module, imported when called (an import the CLI package's bundler follows). */
@@ -47,13 +47,13 @@ function localTrigger(name: LedgerFunctionName): LocalFunction['trigger'] {
   const { trigger, timeoutSeconds } = LEDGER_FUNCTION_SPECS[name];
   switch (trigger.kind) {
     case 'sqs':
-      return { kind: 'sqs', queue: trigger.queue, batchSize: trigger.batchSize };
+      return { kind: 'sqs', queue: trigger.queue, batchSize: trigger.batchSize, timeoutSeconds };
     case 'http':
       return { kind: 'http' };
     case 'schedule':
       return { kind: 'schedule', timeoutSeconds };
     case 'stream':
-      return { kind: 'stream', table: 'ledger', batchSize: trigger.batchSize, filter: trigger.records === 'published' ? isPublishedRecord : isTtlRemoval };
+      return { kind: 'stream', table: 'ledger', batchSize: trigger.batchSize, timeoutSeconds, filter: trigger.records === 'published' ? isPublishedRecord : isTtlRemoval };
   }
 }
 

@@ -21,6 +21,28 @@ export function lambdaContext(functionName: string, timeoutMs: number, region: s
   };
 }
 
+/** An invocation Lambda ended at its function's timeout. */
+export class TimedOut extends Error {
+  override readonly name = 'Sandbox.Timedout';
+}
+
+/**
+ * A handler's run as Lambda bounds it: failed with TimedOut once `timeoutMs` has passed (the run itself
+ * cannot be stopped in-process; its result is ignored). Regression: the SQS, stream and schedule sources
+ * awaited a handler without a bound, so one hung call stopped a source's loop, and its stop, for ever.
+ */
+export async function withinTimeout<T>(run: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TimedOut(`Task timed out after ${(timeoutMs / 1000).toFixed(2)} seconds`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([run, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** What the local runtime records about each invocation (the analogue of Lambda's REPORT line). */
 export interface InvocationReport {
   readonly at: string;

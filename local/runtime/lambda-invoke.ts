@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { withinTimeout } from './context.js';
 
 /**
  * A local Lambda for lambda targets (CONTRACT §12): the Invoke API's asynchronous form
@@ -52,10 +53,6 @@ export interface LocalLambda {
 
 const INVOKE_PATH = /^\/2015-03-31\/functions\/([^/]+)\/invocations$/;
 
-class TimedOut extends Error {
-  override readonly name = 'Sandbox.Timedout';
-}
-
 export async function startLocalLambda(options: LocalLambdaOptions): Promise<LocalLambda> {
   const account = options.accountId ?? '000000000000';
   const arnOf = (name: string) => `arn:aws:lambda:${options.region}:${account}:function:${name}`;
@@ -68,15 +65,7 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
 
   const once = async (fn: LocalLambdaFunction, event: unknown, requestId: string): Promise<void> => {
     const deadline = Date.now() + fn.timeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new TimedOut(`Task timed out after ${(fn.timeoutMs / 1000).toFixed(2)} seconds`)), fn.timeoutMs);
-    });
-    try {
-      await Promise.race([fn.handler(event, { awsRequestId: requestId, functionName: fn.name, getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) }), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withinTimeout(fn.handler(event, { awsRequestId: requestId, functionName: fn.name, getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) }), fn.timeoutMs);
   };
 
   const run = async (fn: LocalLambdaFunction, event: unknown, requestId: string): Promise<void> => {

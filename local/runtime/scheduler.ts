@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, ScheduledEvent } from 'aws-lambda';
-import { describeError, lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, withinTimeout, type InvocationListener } from './context.js';
 
 export type ScheduledHandler = (event: ScheduledEvent, context: Context) => Promise<unknown>;
 
@@ -69,8 +69,7 @@ export class Scheduler {
       detail: {},
     };
     const started = Date.now();
-    const run = fn
-      .handler(event, context)
+    const run = withinTimeout(fn.handler(event, context), fn.timeoutMs ?? 60_000)
       .then(
         () => undefined,
         (thrown: unknown) => describeError(thrown),

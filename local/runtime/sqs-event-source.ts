@@ -6,7 +6,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord } from 'aws-lambda';
-import { describeError, lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, withinTimeout, type InvocationListener } from './context.js';
 import { PollLoop } from './poll-loop.js';
 
 export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse | void | undefined>;
@@ -82,7 +82,7 @@ export class SqsEventSource {
     let failed: Set<string>;
     let error: string | undefined;
     try {
-      const response = await handler({ Records: records }, context);
+      const response = await withinTimeout(handler({ Records: records }, context), this.options.timeoutMs ?? 30_000);
       failed = this.failedItems(response, ids);
     } catch (thrown) {
       failed = new Set(ids);

@@ -7,7 +7,7 @@ import {
   type AttributeValue,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { describeError, lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, withinTimeout, type InvocationListener } from './context.js';
 import { PollLoop } from './poll-loop.js';
 
 export type StreamHandler = (
@@ -171,7 +171,7 @@ export class StreamEventSource {
     const items = batch.map((record) => record.dynamodb?.SequenceNumber ?? '');
     let result: { index: number; error: string } | undefined;
     try {
-      const response = await handler({ Records: batch }, context);
+      const response = await withinTimeout(handler({ Records: batch }, context), this.options.timeoutMs ?? 30_000);
       const failures = response?.batchItemFailures ?? [];
       if (failures.length > 0) {
         const indexes = failures.map((failure) => items.indexOf(failure.itemIdentifier ?? ''));

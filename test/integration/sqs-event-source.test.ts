@@ -95,6 +95,34 @@ describe('SqsEventSource on fauxqs', () => {
     expect(ids(events[1])).toEqual([...sent].sort());
   });
 
+  it("ends a handler that never returns at its function's timeout, as Lambda does, and the batch comes back (regression: the source awaited it for ever, its loop and its stop with it)", async () => {
+    const { queue } = await queueWithDlq();
+    const sent = await sendTen(queue.url);
+    const events: SQSEvent[] = [];
+    const reports: InvocationReport[] = [];
+    const source = new SqsEventSource({
+      functionName: 'hangs',
+      handler: async (event) => {
+        events.push(event);
+        // The first invocation hangs: never resolves (a call with no timeout of its own).
+        if (events.length === 1) await new Promise<never>(() => undefined);
+      },
+      sqs: clients.sqs,
+      queueUrl: queue.url,
+      queueArn: queue.arn,
+      region: 'us-east-1',
+      batchSize: 10,
+      waitTimeSeconds: 2,
+      timeoutMs: 200,
+      onInvocation: (report) => reports.push(report),
+    });
+
+    expect(await nextBatch(source)).toBe(10);
+    expect(reports[0]).toMatchObject({ outcome: 'error', error: expect.stringMatching(/Task timed out after 0\.20 seconds/) });
+    expect(await nextBatch(source)).toBe(10);
+    expect(ids(events[1])).toEqual([...sent].sort());
+  });
+
   it('redelivers the whole batch when the handler names an item that is not in it (as Lambda does)', async () => {
     const { queue } = await queueWithDlq();
     await sendTen(queue.url);
