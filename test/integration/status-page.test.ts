@@ -214,6 +214,64 @@ describe('the status page in Chromium', () => {
     expect(consoleErrors).toEqual([]);
   });
 
+  /** A status page on this platform whose ledger answers `route` as `answer` says (else as the platform does), opened in a new tab. */
+  async function scriptedPage(answer: (route: string, query: Readonly<Record<string, unknown>>) => { status: number; body: unknown } | undefined): Promise<{ page: Page; close: () => Promise<void> }> {
+    const ledger = createLedgerClient({ local: t.platform.info });
+    const scripted: LedgerClient = {
+      ...ledger,
+      raw: async (route, parts) => {
+        const scriptedAnswer = answer(route, parts?.query ?? {});
+        return scriptedAnswer ? { ...scriptedAnswer, requestId: undefined } : ledger.raw(route, parts);
+      },
+    };
+    const other = await startStatusPage({ client: scripted, refreshMs: 500, log: () => undefined });
+    const page = await context.newPage();
+    page.on('pageerror', (error) => consoleErrors.push(`pageerror: ${error.message}`));
+    await page.goto(other.url);
+    return { page, close: async () => { await page.close(); await other.close(); } };
+  }
+
+  it('shows every kind of a backlog, not the first page of the first kind (regression: 100 retrying hid a pending cancel, and the count said 100)', async () => {
+    const line = (kind: string, n: number) => ({ kind, dispatchId: `d-${kind}-${n}`, origin: 'planner', target: 'demo-agent', attempt: 1, since: '2026-12-07T10:00:00.000Z', status: kind === 'retrying' ? 'pending' : 'running', reason: `${kind} ${n}` });
+    const asked: string[] = [];
+    const { page, close } = await scriptedPage((route, query) => {
+      if (route !== 'attention') return undefined;
+      const kind = typeof query.kind === 'string' ? query.kind : undefined;
+      asked.push(kind ?? 'all');
+      if (kind === undefined) return { status: 200, body: { items: Array.from({ length: 100 }, (_, n) => line('retrying', n)), cursor: 'next-page' } };
+      if (kind === 'retrying') return { status: 200, body: { items: Array.from({ length: 25 }, (_, n) => line('retrying', n)), cursor: 'more-retrying' } };
+      if (kind === 'cancel_pending') return { status: 200, body: { items: [line('cancel_pending', 1)], cursor: null } };
+      return { status: 200, body: { items: [], cursor: null } };
+    });
+    try {
+      await page.locator('#attention-cancel_pending').getByRole('link', { name: 'd-cancel_pending-1' }).waitFor();
+      await expect(page.locator('#attention-retrying h3').textContent()).resolves.toMatch(/\(25\+\)$/);
+      await expect(page.locator('#attention-retrying').textContent()).resolves.toContain('npx ledger attention --kind retrying');
+      expect(asked).toContain('all');
+      expect(asked).toContain('cancel_pending');
+    } finally {
+      await close();
+    }
+  });
+
+  it('says a lookup that failed failed (regression: "looked up at …" whatever the answer), and the header no "updated" when nothing could be read', async () => {
+    let down = false;
+    const { page, close } = await scriptedPage((route, query) => {
+      if (route === 'getDispatch' && String(query.refresh) === 'true') return { status: 502, body: { error: { code: 'ledger_unreachable', message: 'the target did not answer' } } };
+      return down ? { status: 503, body: { error: { code: 'unavailable', message: 'down' } } } : undefined;
+    });
+    try {
+      await page.goto(`${new URL(page.url()).origin}/#/dispatches/${handled.dispatchId}`);
+      await page.getByRole('button', { name: 'Look the run up at the target now' }).click();
+      await page.getByText('the lookup failed: the ledger answered 502 ledger_unreachable: the target did not answer').waitFor();
+      await expect(page.locator('#dispatch').textContent()).resolves.not.toMatch(/looked up at|asked the ledger/);
+      down = true;
+      await page.locator('#updated').getByText(/^nothing could be read at/).waitFor();
+    } finally {
+      await close();
+    }
+  });
+
   it('reads well on a 390-wide phone: one column, no sideways scrolling', async () => {
     const { page } = await openPage();
     await page.setViewportSize({ width: 390, height: 844 });

@@ -25,7 +25,7 @@ async function start(): Promise<void> {
   const updated = document.getElementById('updated');
   if (!main || !updated) return;
   const config: PageConfig = await loadConfig();
-  let refresh: () => Promise<void> = async () => undefined;
+  let refresh: () => Promise<boolean> = async () => true;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let round = 0;
 
@@ -34,8 +34,11 @@ async function start(): Promise<void> {
     clearTimeout(timer);
     const mine = ++round;
     try {
-      await refresh();
-      updated.replaceChildren('updated ', el('time', { attrs: { datetime: new Date().toISOString() } }, new Date().toLocaleTimeString()));
+      const read = await refresh();
+      const now = el('time', { attrs: { datetime: new Date().toISOString() } }, new Date().toLocaleTimeString());
+      // "updated" only when something was read (regression: said after every tick, every read failed or not).
+      if (read) updated.replaceChildren('updated ', now);
+      else updated.replaceChildren('nothing could be read at ', now, '; showing what was read before');
     } catch (error) {
       updated.textContent = `the page could not refresh: ${error instanceof Error ? error.message : String(error)}`;
     }

@@ -1,6 +1,6 @@
 import type { DispatchView } from '../../shared/dispatch/view.js';
 import { evidenceWords } from '../../shared/dispatch/evidence-words.js';
-import { load, routeUrl, type PageConfig } from './api.js';
+import { load, routeUrl, type Loaded, type PageConfig } from './api.js';
 import { badge, cell, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
 import { bannersFor, commandsFor, monitorLine } from './words.js';
 
@@ -182,7 +182,7 @@ function render(view: DispatchView, config: PageConfig): Child[] {
 }
 
 /** The dispatch page (`#/dispatches/{id}`): polled like the overview, and looked up at the target on demand. */
-export function mountDispatch(main: HTMLElement, dispatchId: string, config: PageConfig): () => Promise<void> {
+export function mountDispatch(main: HTMLElement, dispatchId: string, config: PageConfig): () => Promise<boolean> {
   const path = routeUrl(config, 'getDispatch', { dispatchId });
   const body = el('div');
   const lookedUp = el('span', { className: 'meta', attrs: { role: 'status' } });
@@ -191,17 +191,27 @@ export function mountDispatch(main: HTMLElement, dispatchId: string, config: Pag
     el('nav', { attrs: { 'aria-label': 'Back' } }, el('a', { href: '#/' }, '← Everything')),
     el('section', { id: 'dispatch', attrs: { 'aria-labelledby': 'dispatch-heading' } }, el('h2', { id: 'dispatch-heading' }, 'Dispatch ', el('code', {}, dispatchId)), el('p', { className: 'toolbar' }, lookUp, ' ', lookedUp), body),
   );
-  const show = async (query: string): Promise<void> => {
+  /** Shows the dispatch as read; answers whether it could be read. */
+  const show = async (query: string): Promise<Loaded<DispatchView>> => {
     const view = await load<DispatchView>(`${path}${query}`);
     replaceKeepingFocus(body, view.ok ? render(view.body, config) : [el('p', { className: 'problem', attrs: { role: 'status' } }, `Could not load this dispatch: ${view.problem}`)]);
+    return view;
   };
+  // The line says what the click came to, and stays (the next poll replaces the body, not this line).
+  // Regression: it said "looked up at …" whatever the answer, so a failed lookup read as done.
   lookUp.addEventListener('click', () => {
     lookUp.disabled = true;
     lookedUp.textContent = 'looking the run up…';
-    void show('?refresh=true').finally(() => {
-      lookUp.disabled = false;
-      lookedUp.textContent = `looked up at ${new Date().toLocaleTimeString()}`;
-    });
+    void show('?refresh=true').then(
+      (view) => {
+        lookUp.disabled = false;
+        // The ledger looks a run up at most once in a while (a click meanwhile gets what it holds): "asked", not "looked up".
+        lookedUp.textContent = view.ok ? `asked the ledger to look the run up at ${new Date().toLocaleTimeString()}` : `the lookup failed: ${view.problem}`;
+      },
+      () => {
+        lookUp.disabled = false;
+      },
+    );
   });
-  return () => show('');
+  return async () => (await show('')).ok;
 }

@@ -2,10 +2,10 @@ import type { attentionEntry } from '../../shared/dispatch/attention.js';
 import type { Counts as LedgerCounts } from '../../shared/dispatch/counts.js';
 import type { historyEntry } from '../../shared/dispatch/view.js';
 import type { TargetAtCapacity } from '../../shared/usecases/flow.js';
-import { load, routeUrl, type PageConfig } from './api.js';
+import { load, routeUrl, type Loaded, type PageConfig } from './api.js';
 import { appendOlder, renewed, type Run } from './paging.js';
 import { badge, cell, dispatchLink, el, facts, replaceKeepingFocus, section, when, type Child } from './dom.js';
-import { ATTENTION_ORDER, checkCommand, monitorWords } from './words.js';
+import { ATTENTION_ORDER, attentionCommand, checkCommand, monitorWords } from './words.js';
 
 /** A dispatch on the attention list (`GET /attention`); `missing` on an orphan. */
 type AttentionLine = ReturnType<typeof attentionEntry> & { readonly missing?: readonly string[] };
@@ -59,15 +59,49 @@ function attentionCard(item: AttentionItem, config: PageConfig): HTMLElement {
   );
 }
 
-function renderAttention(items: readonly AttentionItem[], config: PageConfig): Child[] {
-  if (items.length === 0) return [el('p', { className: 'quiet' }, 'Nothing needs a person right now.')];
+/** What needs a person: the entries read, and the kinds with more than were read (each kind's own list has a next page). */
+interface Attention {
+  readonly items: readonly AttentionItem[];
+  readonly more: ReadonlySet<string>;
+}
+
+/** One read of the whole list while it fits a page; past that, a page of each kind. */
+const ATTENTION_PAGE = 100;
+const ATTENTION_PER_KIND = 25;
+
+/**
+ * What needs a person. The ledger lists the kinds one after another, so past one page a backlog of an
+ * early kind (100,000 retrying in a target's outage) hid every later kind — a dropped result, a pending
+ * cancel — and the page said "Retrying (100)" as if that were all. So: one read while the whole list
+ * fits a page (the usual case); when it does not, each kind read on its own, its count marked "+" when
+ * it has more than was read.
+ */
+async function loadAttention(config: PageConfig): Promise<Loaded<Attention>> {
+  const all = await load<{ items: AttentionItem[]; cursor?: string | null }>(routeUrl(config, 'attention', {}, { limit: String(ATTENTION_PAGE) }));
+  if (!all.ok || !all.body.cursor) return all.ok ? { ok: true, body: { items: all.body.items, more: new Set() } } : all;
+  const kinds = ATTENTION_ORDER.map((entry) => entry.kind);
+  const pages = await Promise.all(kinds.map((kind) => load<{ items: AttentionItem[]; cursor?: string | null }>(routeUrl(config, 'attention', {}, { kind, limit: String(ATTENTION_PER_KIND) }))));
+  const failed = pages.find((page): page is Extract<typeof page, { ok: false }> => !page.ok);
+  if (failed) return failed;
+  return {
+    ok: true,
+    body: {
+      items: pages.flatMap((page) => (page.ok ? page.body.items : [])),
+      more: new Set(kinds.filter((_, index) => { const page = pages[index]; return page?.ok === true && Boolean(page.body.cursor); })),
+    },
+  };
+}
+
+function renderAttention({ items, more }: Attention, config: PageConfig): Child[] {
+  if (items.length === 0 && more.size === 0) return [el('p', { className: 'quiet' }, 'Nothing needs a person right now.')];
   const known = new Set(ATTENTION_ORDER.map((entry) => entry.kind));
   const groups = [...ATTENTION_ORDER, ...[...new Set(items.map((item) => item.kind))].filter((kind) => !known.has(kind)).map((kind) => ({ kind, title: kind, meaning: '' }))];
   return groups.flatMap(({ kind, title, meaning }) => {
     const mine = items.filter((item) => item.kind === kind);
-    if (mine.length === 0) return [];
+    if (mine.length === 0 && !more.has(kind)) return [];
+    const rest = more.has(kind) ? el('p', { className: 'more' }, `More than ${mine.length}; the whole list: `, el('code', {}, attentionCommand(kind, config.connection))) : null;
     return [
-      section(`attention-${kind}`, `${title} (${mine.length})`, 'h3', meaning ? el('p', { className: 'meaning' }, meaning) : null, el('ul', { className: 'cards' }, ...mine.map((item) => attentionCard(item, config)))),
+      section(`attention-${kind}`, `${title} (${mine.length}${more.has(kind) ? '+' : ''})`, 'h3', meaning ? el('p', { className: 'meaning' }, meaning) : null, el('ul', { className: 'cards' }, ...mine.map((item) => attentionCard(item, config))), rest),
     ];
   });
 }
@@ -124,7 +158,7 @@ function input(name: string, label: string, type: string, placeholder: string): 
 }
 
 /** The overview: what needs a person, counts by state, and every dispatch, filterable. */
-export function mountOverview(main: HTMLElement, config: PageConfig): () => Promise<void> {
+export function mountOverview(main: HTMLElement, config: PageConfig): () => Promise<boolean> {
   const attentionBody = el('div', { className: 'attention-groups' });
   const countsBody = el('div');
   const listBody = el('div', { className: 'list' });
@@ -206,13 +240,14 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
     void refresh(true);
   });
 
-  const refresh = async (restart = false): Promise<void> => {
+  /** Reads every section again; answers whether any of them could be read. */
+  const refresh = async (restart = false): Promise<boolean> => {
     const [attention, counts, newest] = await Promise.all([
-      load<{ items: AttentionItem[] }>(routeUrl(config, 'attention', {}, { limit: '100' })),
+      loadAttention(config),
       load<Counts>(routeUrl(config, 'counts')),
       load<Run<ListItem>>(query()),
     ]);
-    replaceKeepingFocus(attentionBody, attention.ok ? renderAttention(attention.body.items, config) : [couldNotLoad('what needs a person', attention.problem)]);
+    replaceKeepingFocus(attentionBody, attention.ok ? renderAttention(attention.body, config) : [couldNotLoad('what needs a person', attention.problem)]);
     replaceKeepingFocus(countsBody, counts.ok ? renderCounts(counts.body) : [couldNotLoad('the counts', counts.problem)]);
     if (newest.ok) {
       listProblem = null;
@@ -226,6 +261,7 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
       listProblem = newest.problem;
     }
     showList();
+    return attention.ok || counts.ok || newest.ok;
   };
   return () => refresh();
 }

@@ -121,6 +121,9 @@ function commandLine(dispatchId: string, origin: string, connection: readonly st
 export const checkCommand = (dispatchId: string, origin: string, connection: readonly string[], remote: boolean): string =>
   commandLine(dispatchId, origin, connection, remote)('check', '--refresh');
 
+/** `npx ledger attention --kind K …`: one attention kind's whole list, on the ledger `connection` names. */
+export const attentionCommand = (kind: string, connection: readonly string[]): string => ['npx ledger attention --kind', shellWord(kind), ...connection.map(shellWord)].join(' ');
+
 const FINAL = new Set(['completed', 'failed', 'cancelled']);
 
 /**
