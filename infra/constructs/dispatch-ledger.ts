@@ -88,6 +88,8 @@ export class DispatchLedger extends Construct {
     | { readonly name: string; readonly kind: 'manual' }
   > = [];
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
+  /** What `cdk destroy` does to every table and bucket the ledger holds state in, lambda targets' run tables too. */
+  private readonly stateful: { readonly removalPolicy: RemovalPolicy; readonly deletionProtection: boolean };
 
   constructor(scope: Construct, id: string, props: DispatchLedgerProps = {}) {
     super(scope, id);
@@ -101,7 +103,8 @@ export class DispatchLedger extends Construct {
     if (!Number.isInteger(inboxShards) || inboxShards < 1 || inboxShards > INBOX_SHARDS_MAX) throw new RangeError(`inboxShards must be a whole number from 1 to ${INBOX_SHARDS_MAX}, got ${inboxShards}`);
 
     this.targetSecretPrefix = targetSecretPrefix(Stack.of(this).stackName);
-    this.storage = new LedgerStorage(this, 'Storage', { retentionDays, removalPolicy, deletionProtection: props.deletionProtection ?? true });
+    this.stateful = { removalPolicy, deletionProtection: props.deletionProtection ?? true };
+    this.storage = new LedgerStorage(this, 'Storage', { retentionDays, ...this.stateful });
     const { table, evidenceBucket } = this.storage;
 
     const common = {
@@ -257,7 +260,11 @@ export class DispatchLedger extends Construct {
       encryption: TableEncryption.DEFAULT,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       timeToLiveAttribute: 'expiresAt',
-      removalPolicy: RemovalPolicy.DESTROY,
+      // The kit's record of runs in flight, which the ledger looks runs up in: kept as the ledger's own
+      // table is (regression: always destroyed, so a cdk destroy or a renamed target lost the state of
+      // runs in flight, and their lookups came back not_found).
+      removalPolicy: this.stateful.removalPolicy,
+      deletionProtection: this.stateful.deletionProtection,
     });
     // The ledger reads a run's state by key; the worker reads and writes its own runs.
     // Exactly the function (not its versions or aliases: the registry names the function's own ARN).

@@ -1,4 +1,6 @@
-import { Duration, Validations } from 'aws-cdk-lib';
+import { App, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { DispatchLedger } from '@dispatch-ledger/cdk';
 import { Code, Function as LambdaFunction, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
@@ -76,6 +78,18 @@ describe('addLambdaTarget', () => {
     const api = synth.template.toJSON().Resources[logicalId(synth.stack, synth.stack.ledger.functions.api.function)] as { Properties: { Environment: { Variables: { LEDGER_REGISTRY: unknown } } } };
     const registry = JSON.stringify(api.Properties.Environment.Variables.LEDGER_REGISTRY);
     for (const part of ['reviewer', 'lambda', 'timeoutSeconds', runsId]) expect(registry).toContain(part);
+  });
+
+  it("keeps the worker's run table as the ledger keeps its own: retained and protected by default, as removalPolicy says otherwise (regression: always destroyed, so a cdk destroy or a renamed target lost the runs in flight)", () => {
+    const table = synth.template.toJSON().Resources[runsId] as { DeletionPolicy?: string; UpdateReplacePolicy?: string; Properties: { DeletionProtectionEnabled?: boolean } };
+    expect([table.DeletionPolicy, table.UpdateReplacePolicy, table.Properties.DeletionProtectionEnabled]).toEqual(['Retain', 'Retain', true]);
+    const app = new App();
+    const stack = new Stack(app, 'Disposable');
+    const ledger = new DispatchLedger(stack, 'Ledger', { removalPolicy: RemovalPolicy.DESTROY, deletionProtection: false });
+    const worker = new LambdaFunction(stack, 'Worker', { runtime: Runtime.NODEJS_22_X, handler: 'index.handler', code: Code.fromInline('export const handler = async () => ({});'), timeout: Duration.minutes(1) });
+    const runs = ledger.addLambdaTarget('disposable', worker);
+    const disposable = Template.fromStack(stack).toJSON().Resources[logicalId(stack, runs)] as typeof table;
+    expect([disposable.DeletionPolicy, disposable.Properties.DeletionProtectionEnabled]).toEqual(['Delete', false]);
   });
 
   it("adds no cdk-nag finding of the ledger's own", () => {
