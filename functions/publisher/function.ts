@@ -1,5 +1,5 @@
 import type { DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
-import { countForTarget, countOnce } from '../../shared/adapters/metrics.js';
+import { countForTarget, countOnce, PUBLISH_FAILURES_METRIC } from '../../shared/adapters/metrics.js';
 import { crashPoint } from '../../shared/faults.js';
 import { streamChangeOf } from '../../shared/adapters/stream-records.js';
 import type { LedgerEvent } from '../../shared/events/catalog.js';
@@ -38,7 +38,7 @@ export function createHandler(config: LedgerConfig): (event: DynamoDBStreamEvent
       const { sequenceNumber, error } = report.failure;
       logger.error('events not published; the stream retries from this record', { sequenceNumber, retried: report.batchItemFailures.length, error });
       // No dimension: a bus outage is not any one target's. Alarmed on (PublishFailures ≥ 1).
-      countOnce(metrics, 'PublishFailures');
+      countOnce(metrics, PUBLISH_FAILURES_METRIC);
     }
     if (!report.failure) crashPoint('publisher.before_checkpoint', changes[0]?.sequenceNumber ?? 'empty');
     return { batchItemFailures: [...report.batchItemFailures] };

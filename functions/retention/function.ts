@@ -1,6 +1,6 @@
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { countOnce } from '../../shared/adapters/metrics.js';
+import { countOnce, RETENTION_FAILURES_METRIC } from '../../shared/adapters/metrics.js';
 import { streamChangeOf } from '../../shared/adapters/stream-records.js';
 import { removeExpiredObjects } from '../../shared/usecases/retention.js';
 import type { LedgerConfig } from '../../shared/adapters/config.js';
@@ -15,7 +15,16 @@ export { CONFIG } from './deps.js';
  */
 async function recordHandler({ objects, live, anchorSeconds }: RetentionDeps, record: DynamoDBRecord): Promise<void> {
   const sequenceNumber = record.dynamodb?.SequenceNumber;
-  const outcome = await removeExpiredObjects(streamChangeOf(record), objects, live, { now: new Date(), anchorSeconds });
+  let outcome: Awaited<ReturnType<typeof removeExpiredObjects>>;
+  try {
+    outcome = await removeExpiredObjects(streamChangeOf(record), objects, live, { now: new Date(), anchorSeconds });
+  } catch (error) {
+    // Reported back alone, the invocation itself succeeds: Lambda's Errors metric never sees it, so it is
+    // counted here (regression: a record retried ten times and parked raised no alarm).
+    logger.error('the objects of an expired record could not be deleted; the stream retries it, then parks it', { sequenceNumber, error: error instanceof Error ? error.message : String(error) });
+    countOnce(metrics, RETENTION_FAILURES_METRIC);
+    throw error;
+  }
   if (outcome.kind === 'kept') {
     logger.info('an anchor expired while its dispatch lives on, or its id was taken again: nothing deleted', { sequenceNumber, ...outcome });
   } else if (outcome.kind === 'deleted') {

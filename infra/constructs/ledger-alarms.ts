@@ -1,3 +1,4 @@
+import { PUBLISH_FAILURES_METRIC, RETENTION_FAILURES_METRIC } from '../../shared/adapters/metrics.js';
 import { Duration } from 'aws-cdk-lib';
 import {
   Alarm,
@@ -41,8 +42,8 @@ export type ContractMetric = (typeof CONTRACT_METRICS)[number];
 export const FLOW_GAUGES = ['WaitingDispatches', 'SlotsHeldByUnknownRuns'] as const;
 export type FlowGauge = (typeof FLOW_GAUGES)[number];
 
-/** Emitted by the publisher, without dimensions, when events could not be put on the bus. */
-export const PUBLISH_FAILURES_METRIC = 'PublishFailures';
+/** Emitted without dimensions: by the publisher when events could not be put on the bus, by retention when objects could not be deleted. */
+export { PUBLISH_FAILURES_METRIC, RETENTION_FAILURES_METRIC };
 /** Emitted by the retention function, without dimensions: objects deleted with their expired records. */
 export const EXPIRED_OBJECTS_METRIC = 'ExpiredObjectsDeleted';
 
@@ -152,6 +153,11 @@ export class LedgerAlarms extends Construct {
       'PublishFailures',
       new Metric({ namespace: METRIC_NAMESPACE, metricName: PUBLISH_FAILURES_METRIC, statistic: 'Sum', period: Duration.minutes(1) }),
       'Events could not be put on the bus; the stream retries them, then parks them in the failure bucket: `ledger stream replay` once the bus is back.',
+    );
+    alarm(
+      'RetentionFailures',
+      new Metric({ namespace: METRIC_NAMESPACE, metricName: RETENTION_FAILURES_METRIC, statistic: 'Sum', period: Duration.minutes(5) }),
+      "Objects of expired records could not be deleted; the stream retries them, then parks the batch in the failure bucket. Read the retention function's logs: the objects stay until a person deletes them or the bucket's backstop rule ages them out.",
     );
     alarm(
       'PublisherIteratorAge',

@@ -24,7 +24,7 @@ export interface ObjectRetentionProps {
  * table's stream feeds the retention function, filtered by the event source mapping so that it is
  * invoked only for TTL REMOVE records (`userIdentity` is DynamoDB's own service principal; a
  * person's DeleteItem is never passed on). A failing record is retried, bisecting the batch; when the
- * retries are spent the invocation record lands in the failure bucket and the function's errors alarm
+ * retries are spent the invocation record lands in the failure bucket; each failed try counts RetentionFailures, whose alarm
  * fires: the objects stay until a person acts, or until the bucket's backstop age rule (ledger-storage.ts) takes them.
  *
  * The retention function is the only one that may delete objects: ListBucket (to find a

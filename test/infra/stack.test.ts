@@ -239,8 +239,10 @@ describe('DispatchLedger stack: alarms and dashboard', () => {
     expect(alarm?.AlarmActions).toEqual([topicRef()]);
   });
 
-  it('pages on stalls, unobservable runs, publisher failures, publisher lag and every function\'s errors', () => {
-    for (const needle of ['StalledRuns', 'UnobservableRuns', 'PublishFailures', 'IteratorAge']) expect(alarmOn(needle).AlarmActions).toEqual([topicRef()]);
+  it('pages on stalls, unobservable runs, publisher failures, publisher lag, retention failures and every function\'s errors', () => {
+    for (const needle of ['StalledRuns', 'UnobservableRuns', 'PublishFailures', 'IteratorAge', 'RetentionFailures']) expect(alarmOn(needle).AlarmActions).toEqual([topicRef()]);
+    // Retention reports a failed record alone (its invocation succeeds: no Errors datapoint), so its own count is alarmed.
+    expect(alarmOn('RetentionFailures')).toMatchObject({ Namespace: 'DispatchLedger', MetricName: 'RetentionFailures', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' });
     for (const fn of Object.values(synth.stack.ledger.functions)) {
       const id = logicalId(synth.stack, fn.function);
       const errors = ofType('AWS::CloudWatch::Alarm').find(([, alarm]) => alarm.Properties?.MetricName === 'Errors' && JSON.stringify(alarm.Properties?.Dimensions).includes(id));
