@@ -89,6 +89,8 @@ async function up(args: string[]): Promise<number> {
   }
   const dir = defaultStateDir();
   const started = Date.now();
+  // Under --json stdout holds the one info line (CONTRACT §9): everything else — progress, the demo, what
+  // stopping did — goes to stderr (regression: `local up --json --once` printed "stopped N processes" after it).
   const progress = values.json ? warn : say;
   const state = await localUp({ stateDir: dir, tickSeconds, foreground: !values.detach, progress, sigv4: values.sigv4, events: values.events });
   const total = { ...state, readyMs: Date.now() - started };
@@ -102,7 +104,7 @@ async function up(args: string[]): Promise<number> {
   const stop = (): Promise<number> => {
     stopping ??= stopLocal(dir).then(
       (pids) => {
-        say(`stopped ${pids.length} processes`);
+        progress(`stopped ${pids.length} processes`);
         return 0;
       },
       (error: unknown) => {
@@ -120,7 +122,7 @@ async function up(args: string[]): Promise<number> {
 
   if (values.demo) {
     try {
-      await runDemo(state, say);
+      await runDemo(state, progress);
     } catch (error) {
       warn(error instanceof Error ? error.message : String(error));
       await stop();
@@ -128,7 +130,7 @@ async function up(args: string[]): Promise<number> {
     }
   }
   if (values.once) return stop();
-  say('press Ctrl-C to stop');
+  progress('press Ctrl-C to stop');
   // Stay in the foreground until a signal, and leave if the platform itself goes away.
   const watch = setInterval(() => {
     if (stopping === undefined && !runningState(dir)) {

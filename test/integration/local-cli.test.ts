@@ -166,6 +166,15 @@ describe('npx ledger local up / down', () => {
     expect(invocations).toContain('"function":"intake"');
     expect(readState(stateDir)).toBeUndefined();
   });
+
+  it('up --json --once prints the info line alone on stdout, what stopping did on stderr (regression: "stopped N processes" followed it on stdout)', async () => {
+    const started = await ledger('local', 'up', '--json', '--once', '--tick', '1');
+    const lines = started.stdout.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(Object.keys(JSON.parse(lines[0] ?? '') as object)).toEqual(CONTRACT_KEYS);
+    expect(started.stderr).toMatch(/stopped 4 processes/);
+    expect(readState(stateDir)).toBeUndefined();
+  });
 });
 
 describe('npx ledger --help and mistakes, as a new user types them', () => {
