@@ -1,6 +1,5 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createInterface } from 'node:readline';
 import { parseCommandArgs } from './args.js';
 import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, resolveConnection } from './connect.js';
 import { shown } from './table.js';
@@ -34,17 +33,33 @@ export function describeEvent(line: string, json: boolean): string {
   return `${shown`${event.time ?? ''}`}  ${shown`${event['detail-type'] ?? '?'}`.padEnd(22)} ${shown`${subject}`}${extra ? `  (${extra})` : ''}`;
 }
 
-/** Prints the lines of `file` from byte `from`; returns where it stopped. */
-async function printFrom(file: string, from: number, print: (line: string) => void, json: boolean, dispatchId: string | undefined): Promise<number> {
+/**
+ * Prints the whole lines of `file` from byte `from`; returns the byte after the last whole line. A line
+ * still being written (the log is appended in batches) is left for the next read. Regression: the
+ * partial last line was printed, and the next read began after it, so one event came out as two broken
+ * lines (and with --dispatch, usually not at all).
+ */
+export async function printFrom(file: string, from: number, print: (line: string) => void, json: boolean, dispatchId: string | undefined): Promise<number> {
   const size = statSync(file).size;
   if (size <= from) return size < from ? 0 : from;
-  const lines = createInterface({ input: createReadStream(file, { start: from, end: size - 1 }) });
-  for await (const line of lines) {
-    if (!line.trim()) continue;
-    if (dispatchId && !line.includes(`"dispatchId":"${dispatchId}"`)) continue;
+  const show = (line: string): void => {
+    if (!line.trim()) return;
+    if (dispatchId && !line.includes(`"dispatchId":"${dispatchId}"`)) return;
     print(describeEvent(line, json));
+  };
+  let consumed = from;
+  let rest: Buffer = Buffer.alloc(0);
+  for await (const chunk of createReadStream(file, { start: from, end: size - 1 })) {
+    const buffer = rest.length > 0 ? Buffer.concat([rest, chunk as Buffer]) : (chunk as Buffer);
+    let start = 0;
+    for (let newline = buffer.indexOf(10); newline !== -1; newline = buffer.indexOf(10, start)) {
+      show(buffer.subarray(start, newline).toString('utf8'));
+      start = newline + 1;
+    }
+    consumed += start;
+    rest = buffer.subarray(start);
   }
-  return size;
+  return consumed;
 }
 
 /**
