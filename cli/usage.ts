@@ -32,7 +32,8 @@ export const USAGE = `usage:
                                                          the run stays unknown
   ledger inbox claim [--mode inject|after_turn] [--max N] [--lease-seconds S] [--wait-seconds S] [--result-id ID]… [--origin O] [--json]
                                                          take the origin's waiting results under a lease (default after_turn)
-  ledger inbox ack|release <resultId> --token T [--reason R]   delivered (owner delivery confirmed) | back to pending
+  ledger inbox ack <resultId> --token T                  delivered (owner delivery confirmed)
+  ledger inbox release <resultId> --token T [--reason R] back to pending
   ledger inbox renew <resultId> --token T --lease-seconds S    extend the lease
   ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N] [--cursor C]   results by state, oldest first
   ledger inbox body <resultId>                           the whole body of a result whose claim carried a preview

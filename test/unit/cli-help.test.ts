@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { cliMain, main } from '../../cli/main.js';
-import { COMMANDS } from '../../cli/usage.js';
+import { COMMANDS, helpFor } from '../../cli/usage.js';
 
 /**
  * Issue 31: `--help` on every command the usage lists prints its usage on stdout and exits 0; an unknown
@@ -98,5 +98,17 @@ describe('ledger --help', () => {
     const { code, out } = await ran(['status', '--limit', 'many', '--json', '--api-url', 'http://127.0.0.1:9', '--region', 'us-east-1']);
     expect(code).toBe(2);
     expect(JSON.parse(out)).toMatchObject({ error: { code: 'malformed', message: expect.stringMatching(/^the ledger would refuse this query: limit: /) } });
+  });
+});
+
+describe('ledger inbox --help', () => {
+  // Regression: ack and release shared one usage line, so `ledger inbox ack --help` showed --reason, which ack refuses.
+  it('shows each subcommand the flags it takes, and no other', async () => {
+    const ack = helpFor(['inbox', 'ack']) ?? '';
+    const release = helpFor(['inbox', 'release']) ?? '';
+    expect(ack).toContain('--token T');
+    expect(ack).not.toContain('--reason');
+    expect(release).toContain('--reason R');
+    expect((await ran(['inbox', 'ack', 'r-1~d-1', '--token', 't', '--reason', 'x'])).err[0]).toMatch(/does not take --reason/);
   });
 });
