@@ -53,6 +53,9 @@ export interface LocalLambda {
 
 const INVOKE_PATH = /^\/2015-03-31\/functions\/([^/]+)\/invocations$/;
 
+/** The largest payload an asynchronous (Event) invocation takes: 1 MB (Lambda's Invoke API). */
+export const MAX_ASYNC_PAYLOAD_BYTES = 1_048_576;
+
 export async function startLocalLambda(options: LocalLambdaOptions): Promise<LocalLambda> {
   const account = options.accountId ?? '000000000000';
   const arnOf = (name: string) => `arn:aws:lambda:${options.region}:${account}:function:${name}`;
@@ -99,13 +102,24 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
   };
 
   const serve = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of request) chunks.push(chunk as Buffer);
-    const match = INVOKE_PATH.exec(new URL(request.url ?? '/', 'http://127.0.0.1').pathname);
     const reply = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-      response.writeHead(status, { 'content-type': 'application/json', ...headers });
+      response.writeHead(status, { 'content-type': 'application/json', ...(status === 413 ? { connection: 'close' } : {}), ...headers });
       response.end(JSON.stringify(body));
     };
+    // Read no further than Lambda takes (regression: any body was read whole, so one large POST from any
+    // local process could exhaust the supervisor's memory).
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of request) {
+      bytes += (chunk as Buffer).length;
+      if (bytes > MAX_ASYNC_PAYLOAD_BYTES) {
+        reply(413, { Type: 'User', message: `Request must be smaller than ${MAX_ASYNC_PAYLOAD_BYTES} bytes for the Event invocation type` }, { 'x-amzn-errortype': 'RequestTooLargeException' });
+        request.destroy();
+        return;
+      }
+      chunks.push(chunk as Buffer);
+    }
+    const match = INVOKE_PATH.exec(new URL(request.url ?? '/', 'http://127.0.0.1').pathname);
     if (request.method !== 'POST' || !match) return reply(404, { Type: 'User', message: 'not an Invoke request' }, { 'x-amzn-errortype': 'ResourceNotFoundException' });
     // The function may be named by its name or its ARN (the ledger registers the ARN).
     const named = decodeURIComponent(match[1] ?? '');

@@ -3,7 +3,7 @@ import { LambdaClient } from '@aws-sdk/client-lambda';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBucket, ensureLedgerTable } from '../../local/resources.js';
-import { startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
+import { MAX_ASYNC_PAYLOAD_BYTES, startLocalLambda, type LocalLambda } from '../../local/runtime/lambda-invoke.js';
 import { lambdaTarget } from '../../shared/adapters/lambda-target.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
@@ -104,6 +104,16 @@ describe('lambda targets through the local Lambda', () => {
       return current?.execution.status === 'failed' ? current : undefined;
     });
     expect(state.execution.result?.summary).toBe('Sandbox.Timedout: Task timed out after 0.10 seconds');
+  });
+
+  it('refuses a payload over 1 MB with 413, as Lambda does, without reading it whole (regression: any body was read into memory first)', async () => {
+    const before = received.length;
+    const over = await fetch(`${runtime.url}/2015-03-31/functions/works/invocations`, { method: 'POST', headers: { 'x-amz-invocation-type': 'Event' }, body: JSON.stringify({ padding: 'x'.repeat(MAX_ASYNC_PAYLOAD_BYTES) }) });
+    expect(over.status).toBe(413);
+    expect(over.headers.get('x-amzn-errortype')).toBe('RequestTooLargeException');
+    const fits = await fetch(`${runtime.url}/2015-03-31/functions/works/invocations`, { method: 'POST', headers: { 'x-amz-invocation-type': 'Event' }, body: JSON.stringify({ padding: 'x'.repeat(MAX_ASYNC_PAYLOAD_BYTES - 100) }) });
+    expect(fits.status).toBe(202);
+    await eventually('the payload that fits delivered', () => (received.length > before ? true : undefined));
   });
 
   it('refuses a function it does not know, as Lambda does (the dispatch is blocked, target_rejected)', async () => {
