@@ -8,7 +8,7 @@ import { nextPage, shown, table } from './table.js';
 
 type Print = (line: string) => void;
 
-/** `ledger approve <dispatchId> --approval-id A [--decision approve|cancel]`: forwarded to the target (CONTRACT §2). */
+/** `ledger approve <dispatchId> --approval-id A [--decision D]` (one of APPROVAL_DECISIONS): forwarded to the target (CONTRACT §2). */
 export async function approve(args: string[], print: Print, connectTo: Connect = connect): Promise<number> {
   const { values, positionals } = parseCommandArgs({
     args,

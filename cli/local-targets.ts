@@ -1,6 +1,6 @@
 import { ArgumentsError, parseCommandArgs } from './args.js';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { FINAL_RUN_STATUSES, MAX_LIST_LIMIT } from '@dispatch-ledger/protocol';
+import { FINAL_RUN_STATUSES, MAX_LIST_LIMIT, type Phase } from '@dispatch-ledger/protocol';
 import { localClients } from '../local/clients.js';
 import { stateDir as defaultStateDir } from '../local/paths.js';
 import { awsProfilesFile, readCredentials, writeAwsProfiles, writeCredentials, type LocalState } from '../local/state.js';
@@ -179,7 +179,7 @@ async function runsInFlight(deps: LocalTargetDeps, target: string): Promise<stri
   const found: string[] = [];
   let cursor: string | null = null;
   for (let page = 0; page < PAGES_CHECKED && found.length < RUNS_CHECKED; page += 1) {
-    const answer = await client.raw('listDispatches', { query: { target, phase: 'submitted', limit: String(MAX_LIST_LIMIT), ...(cursor ? { cursor } : {}) }, as: 'operator' });
+    const answer = await client.raw('listDispatches', { query: { target, phase: 'submitted' satisfies Phase, limit: String(MAX_LIST_LIMIT), ...(cursor ? { cursor } : {}) }, as: 'operator' });
     if (answer.status !== 200) throw new LocalTargetError(`the ledger did not list ${target}'s dispatches (HTTP ${answer.status}): nothing was removed`);
     const body = answer.body as { items?: Array<{ dispatchId?: unknown; status?: unknown }>; cursor?: unknown };
     found.push(...(body.items ?? []).filter((item) => !over.includes(item.status)).map((item) => String(item.dispatchId)));

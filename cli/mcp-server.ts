@@ -7,7 +7,9 @@ import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../s
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
 import { isLedgerApiError, isLedgerNetworkError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
-import type { RouteName } from '@dispatch-ledger/protocol';
+import { OPERATOR_RECEIPT_KINDS, STATES_OF_KIND, type RouteName } from '@dispatch-ledger/protocol';
+
+const [ACCEPTANCE, DELIVERY] = OPERATOR_RECEIPT_KINDS;
 import { summaryLine } from '../shared/dispatch/summary.js';
 import type { DispatchView } from '../shared/dispatch/view.js';
 import { newDispatchId } from './dispatch-id.js';
@@ -144,8 +146,8 @@ const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
     'Never on a stall or "unknown": it may still be working. Without force: 409 while the run may be active. force supersedes the current run and drops its result: ' +
     'only with a reason an operator would sign.',
   record_receipt:
-    'Record an operator receipt for one run of the dispatch (runId from check_dispatch). artifact_acceptance accepted|rejected: only after checking the artifact against the commission — ' +
-    'completion is not acceptance. owner_delivery confirmed (needs evidenceRef)|failed: the result reached, or did not reach, its owner. ' +
+    `Record an operator receipt for one run of the dispatch (runId from check_dispatch). ${ACCEPTANCE} ${STATES_OF_KIND[ACCEPTANCE].join(' or ')}: only after checking the artifact against the commission — ` +
+    `completion is not acceptance. ${DELIVERY} ${STATES_OF_KIND[DELIVERY].join(' or ')} (confirmed needs evidenceRef): the result reached, or did not reach, its owner. ` +
     'Pick a receiptId: the same id and body is a safe retry; basis operator_attestation.',
   claim_results:
     'Lease this origin’s ready results, oldest first (mode after_turn by default; inject inside an active turn). A claim is not delivery: ' +

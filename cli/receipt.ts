@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { OPERATOR_RECEIPT_KINDS } from '@dispatch-ledger/protocol';
 import { onePositional, parseCommandArgs } from './args.js';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
 import { printCall, retryOnce } from './answer.js';
@@ -7,12 +8,12 @@ import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
 
 const USAGE =
-  'usage: ledger receipt <dispatchId> --run R --kind artifact_acceptance|owner_delivery --state S --verified-by V ' +
+  `usage: ledger receipt <dispatchId> --run R --kind ${OPERATOR_RECEIPT_KINDS.join('|')} --state S --verified-by V ` +
   '[--evidence-ref REF] [--receipt-id ID] [--note N] [--origin O] [--json]';
 
 /**
- * `ledger receipt`: records an operator receipt (CONTRACT §5) — artifact acceptance (accepted|rejected)
- * or owner delivery (confirmed|failed; confirmed needs --evidence-ref). Without --receipt-id one is
+ * `ledger receipt`: records an operator receipt (CONTRACT §5) — artifact acceptance (accepted or rejected)
+ * or owner delivery (confirmed or failed; confirmed needs --evidence-ref). Without --receipt-id one is
  * made up and printed — with the answer, and with a failure whose outcome is unknown (no answer, a 5xx):
  * pass it again to retry safely (an identical retry answers with the stored receipt).
  */

@@ -1,3 +1,7 @@
+import { APPROVAL_DECISIONS, MANUAL_ATTESTATION_KINDS, OPERATOR_RECEIPT_KINDS, RESULT_DELIVERY_MODES, RESULT_STATES, STATES_OF_KIND } from '@dispatch-ledger/protocol';
+
+const [ACCEPTANCE, DELIVERY] = OPERATOR_RECEIPT_KINDS;
+
 /** `ledger help`: every command, one line each (and a few continued where a command needs saying more). */
 export const USAGE = `usage:
   ledger local up [--detach] [--json] [--tick SECONDS] [--sigv4] [--events P]   start the local platform (foreground unless --detach;
@@ -14,14 +18,14 @@ export const USAGE = `usage:
   ledger check <dispatchId> [--origin O] [--refresh] [--json]   the dispatch view, its clocks and when each runs out
   ledger status [--origin O] [--status S] [--limit N] [--cursor C]   an origin's dispatches, newest first
   ledger receipt <dispatchId> --run R --kind K --state S --verified-by V [--evidence-ref REF] [--receipt-id ID] [--note N] [--json]
-                                                         an operator receipt: artifact_acceptance accepted|rejected,
-                                                         owner_delivery confirmed|failed (confirmed needs --evidence-ref)
+                                                         an operator receipt: ${ACCEPTANCE} ${STATES_OF_KIND[ACCEPTANCE].join('|')},
+                                                         ${DELIVERY} ${STATES_OF_KIND[DELIVERY].join('|')} (confirmed needs --evidence-ref)
   ledger events [--follow] [--dispatch ID] [--json]      the events the local bus delivered
   ledger attention [--kind K] [--limit N] [--cursor C] [--json]   what needs a person, across origins: targets at capacity
                                                          (at_capacity: slots held/limit, held by unknown runs, waiting),
                                                          then dispatches (unknown, blocked, retrying, cancel_pending, …)
   ledger rejections [--limit N] [--cursor C] [--json]    unreadable and conflicting messages, newest first
-  ledger approve <dispatchId> --approval-id A [--decision approve|cancel] [--origin O] [--json]
+  ledger approve <dispatchId> --approval-id A [--decision ${APPROVAL_DECISIONS.join('|')}] [--origin O] [--json]
   ledger redispatch <dispatchId> --reason R [--force] [--origin O] [--json]
   ledger cancel <dispatchId> --reason R [--origin O] [--json]
                                                          never submitted: cancelled at once; submitted: the target is
@@ -30,12 +34,12 @@ export const USAGE = `usage:
   ledger slots release --target T --run-id R --reason TEXT [--dispatch-id D] [--json]
                                                          free the slot of a run its target answers 404 for (operator);
                                                          the run stays unknown
-  ledger inbox claim [--mode inject|after_turn] [--max N] [--lease-seconds S] [--wait-seconds S] [--result-id ID]… [--origin O] [--json]
+  ledger inbox claim [--mode ${RESULT_DELIVERY_MODES.join('|')}] [--max N] [--lease-seconds S] [--wait-seconds S] [--result-id ID]… [--origin O] [--json]
                                                          take the origin's waiting results under a lease (default after_turn)
   ledger inbox ack <resultId> --token T                  delivered (owner delivery confirmed)
   ledger inbox release <resultId> --token T [--reason R] back to pending
   ledger inbox renew <resultId> --token T --lease-seconds S    extend the lease
-  ledger inbox list [--state pending|claimed|delivered|dropped] [--limit N] [--cursor C]   results by state, oldest first
+  ledger inbox list [--state ${RESULT_STATES.join('|')}] [--limit N] [--cursor C]   results by state, oldest first
   ledger inbox body <resultId>                           the whole body of a result whose claim carried a preview
   ledger list [--status S] [--target T] [--origin O] [--phase P] [--limit N] [--cursor C] [--json]
                                                          every origin's dispatches, newest first (operator); --status is
@@ -44,8 +48,8 @@ export const USAGE = `usage:
                                                          (operator; kept from the table's stream, a moment behind)
   ledger manual <dispatchId> --kind K --note N [--evidence-ref REF] [--attestation-id ID] [--origin O | --operator] [--json]
                                                          a person's attestation on a dispatch to a manual target; K:
-                                                         manual_dispatch_written|manual_result_attested|
-                                                         manual_delivery_attested|manual_blocked; without
+                                                         ${MANUAL_ATTESTATION_KINDS.slice(0, 2).join('|')}|
+                                                         ${MANUAL_ATTESTATION_KINDS.slice(2).join('|')}; without
                                                          --attestation-id the id comes from the content: re-running
                                                          is a safe retry
   ledger ui [--port N]                                   the status page on 127.0.0.1 (reads as the operator; Ctrl-C to stop)
