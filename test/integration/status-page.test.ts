@@ -215,7 +215,7 @@ describe('the status page in Chromium', () => {
   });
 
   /** A status page on this platform whose ledger answers `route` as `answer` says (else as the platform does), opened in a new tab. */
-  async function scriptedPage(answer: (route: string, query: Readonly<Record<string, unknown>>) => { status: number; body: unknown } | undefined): Promise<{ page: Page; close: () => Promise<void> }> {
+  async function scriptedPage(answer: (route: string, query: Readonly<Record<string, unknown>>) => { status: number; body: unknown } | undefined, options: { readonly clock?: boolean } = {}): Promise<{ page: Page; close: () => Promise<void> }> {
     const ledger = createLedgerClient({ local: t.platform.info });
     const scripted: LedgerClient = {
       ...ledger,
@@ -227,6 +227,12 @@ describe('the status page in Chromium', () => {
     const other = await startStatusPage({ client: scripted, refreshMs: 500, log: () => undefined });
     const page = await context.newPage();
     page.on('pageerror', (error) => consoleErrors.push(`pageerror: ${error.message}`));
+    // The page's timers on a clock that stands still until the test moves it (no waiting in the test).
+    if (options.clock) {
+      const now = Date.now();
+      await page.clock.install({ time: now });
+      await page.clock.pauseAt(now + 1_000);
+    }
     await page.goto(other.url);
     return { page, close: async () => { await page.close(); await other.close(); } };
   }
@@ -267,6 +273,47 @@ describe('the status page in Chromium', () => {
       await expect(page.locator('#dispatch').textContent()).resolves.not.toMatch(/looked up at|asked the ledger/);
       down = true;
       await page.locator('#updated').getByText(/^nothing could be read at/).waitFor();
+    } finally {
+      await close();
+    }
+  });
+
+  it('reads nothing while the tab is hidden, and reads again when it is shown (regression: a forgotten tab polled the ledger every few seconds for ever)', async () => {
+    const { page, close } = await scriptedPage(() => undefined, { clock: true });
+    try {
+      // The first tick's reads done: the next tick waits on the page's (installed) clock.
+      await page.locator('#updated').getByText(/^updated/).waitFor();
+      let reads = 0;
+      page.on('request', (request) => {
+        if (new URL(request.url()).pathname.startsWith('/api/')) reads += 1;
+      });
+      const setHidden = (hidden: boolean) => page.evaluate(`(() => { Object.defineProperty(document, 'hidden', { value: ${hidden}, configurable: true }); document.dispatchEvent(new Event('visibilitychange')); })()`);
+      await setHidden(true);
+      // Four refresh periods (500 ms each) on the page's clock: hidden, not one read.
+      await page.clock.runFor(2_000);
+      expect(reads).toBe(0);
+      const whenHidden = reads;
+      await setHidden(false);
+      await eventually('a read once shown', () => (reads > whenHidden ? true : undefined), 5_000);
+    } finally {
+      await close();
+    }
+  });
+
+  it('asks a ledger that answers nothing less and less often (regression: every 3 s for ever)', async () => {
+    const { page, close } = await scriptedPage(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'down' } } }), { clock: true });
+    try {
+      let reads = 0;
+      page.on('request', (request) => {
+        if (new URL(request.url()).pathname.startsWith('/api/')) reads += 1;
+      });
+      await page.locator('#updated').getByText(/^nothing could be read at/).waitFor();
+      const first = reads;
+      // The first failure doubles the 500 ms period: nothing at 999 ms, the next tick's three reads at 1,000.
+      await page.clock.runFor(999);
+      expect(reads).toBe(first);
+      await page.clock.runFor(1);
+      await eventually('the next tick', () => (reads === first + 3 ? true : undefined), 5_000);
     } finally {
       await close();
     }

@@ -9,6 +9,8 @@ import { mountOverview } from './overview.js';
  * so a dispatch that completes while someone watches changes state where it stands.
  */
 const DISPATCH_ROUTE = /^#\/dispatches\/([^/]+)$/;
+/** The longest wait between two reads while none succeeds (a ledger that is down is asked less and less often). */
+const MAX_BACKOFF_MS = 60_000;
 
 function dispatchIdOf(hash: string): string | undefined {
   const match = DISPATCH_ROUTE.exec(hash);
@@ -28,13 +30,18 @@ async function start(): Promise<void> {
   let refresh: () => Promise<boolean> = async () => true;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let round = 0;
+  /** Ticks in a row that could read nothing: each doubles the wait before the next, up to MAX_BACKOFF. */
+  let failing = 0;
 
-  // One refresh at a time; the next is scheduled when it ends, so a slow ledger is never piled on.
+  // One refresh at a time; the next is scheduled when it ends, so a slow ledger is never piled on. A tab
+  // nobody sees reads nothing (each tick is several signed calls to the ledger); it reads again when shown.
   const tick = async (): Promise<void> => {
     clearTimeout(timer);
     const mine = ++round;
+    if (document.hidden) return;
+    let read = false;
     try {
-      const read = await refresh();
+      read = await refresh();
       const now = el('time', { attrs: { datetime: new Date().toISOString() } }, new Date().toLocaleTimeString());
       // "updated" only when something was read (regression: said after every tick, every read failed or not).
       if (read) updated.replaceChildren('updated ', now);
@@ -42,8 +49,12 @@ async function start(): Promise<void> {
     } catch (error) {
       updated.textContent = `the page could not refresh: ${error instanceof Error ? error.message : String(error)}`;
     }
-    if (mine === round) timer = setTimeout(() => void tick(), config.refreshMs);
+    failing = read ? 0 : failing + 1;
+    if (mine === round) timer = setTimeout(() => void tick(), Math.min(config.refreshMs * 2 ** failing, MAX_BACKOFF_MS));
   };
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden) void tick();
+  });
 
   const mount = (): void => {
     const dispatchId = dispatchIdOf(location.hash);
