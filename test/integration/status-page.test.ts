@@ -319,6 +319,40 @@ describe('the status page in Chromium', () => {
     }
   });
 
+  it("shows a new filter's list alone, even after its first read failed (regression: the old filter's older pages and cursor stayed under the new filter)", async () => {
+    const row = (id: string, phase: string) => ({ dispatchId: id, origin: 'planner', target: 'demo-agent', phase, status: phase === 'submitted' ? 'running' : null, createdAt: '2026-12-07T10:00:00.000Z', runId: null, blockedReason: null });
+    let failNextAny = false;
+    const { page, close } = await scriptedPage((route, query) => {
+      if (route !== 'listDispatches') return undefined;
+      if (query.phase === 'submitted') {
+        return query.cursor === 'c-s' ? { status: 200, body: { items: Array.from({ length: 10 }, (_, n) => row(`d-s-${50 + n}`, 'submitted')), cursor: null } } : { status: 200, body: { items: Array.from({ length: 50 }, (_, n) => row(`d-s-${n}`, 'submitted')), cursor: 'c-s' } };
+      }
+      if (failNextAny) {
+        failNextAny = false;
+        return { status: 503, body: { error: { code: 'unavailable', message: 'try again' } } };
+      }
+      // Every phase's newest: a few accepted, then the newest submitted ones (the old list's head, so the two meet).
+      return query.cursor ? { status: 200, body: { items: [], cursor: null } } : { status: 200, body: { items: [...Array.from({ length: 5 }, (_, n) => row(`d-a-${n}`, 'accepted')), ...Array.from({ length: 45 }, (_, n) => row(`d-s-${n}`, 'submitted'))], cursor: 'c-a' } };
+    }, { clock: true });
+    try {
+      await page.selectOption('#filter-phase', 'submitted');
+      await page.getByRole('link', { name: 'd-s-0', exact: true }).waitFor();
+      await page.getByRole('button', { name: 'Load older dispatches' }).click();
+      await page.getByRole('link', { name: 'd-s-59', exact: true }).waitFor();
+      // Back to any phase: that read fails once; the next tick's succeeds.
+      failNextAny = true;
+      await page.selectOption('#filter-phase', '');
+      await page.getByText(/Could not load the dispatches/).waitFor();
+      await page.clock.runFor(500);
+      await page.getByRole('link', { name: 'd-a-0', exact: true }).waitFor();
+      // The submitted-only older page (d-s-45…59) belongs to the old filter: not shown under any phase.
+      await expect(page.getByRole('link', { name: 'd-s-59', exact: true }).count()).resolves.toBe(0);
+      await expect(page.locator('#dispatches tbody tr').count()).resolves.toBe(50);
+    } finally {
+      await close();
+    }
+  });
+
   it('reads well on a 390-wide phone: one column, no sideways scrolling', async () => {
     const { page } = await openPage();
     await page.setViewportSize({ width: 390, height: 844 });

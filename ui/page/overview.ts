@@ -181,6 +181,12 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
   // One contiguous run of the list from its newest: the newest page is renewed on every refresh; older
   // pages someone asked for stay below it, merged with it so that nothing falls between (ui/page/paging.ts).
   let list: Run<ListItem> = { items: [], cursor: null };
+  /**
+   * The filter `list` was read under (its query without a cursor). Regression: a refresh for a new filter
+   * that failed, or one for the old filter that answered after it, left the old filter's rows and cursor
+   * under the new filter — rows that did not match it, and "Load older" paging the old list's cursor.
+   */
+  let listFor = '';
   let olderLoaded = false;
   let listProblem: string | null = null;
   const value = (name: string): string => (form.elements.namedItem(name) as HTMLInputElement | HTMLSelectElement | null)?.value.trim() ?? '';
@@ -202,7 +208,7 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
     const shown = items.filter((item) => matches(item, search));
     replaceKeepingFocus(listBody, [
       shown.length === 0
-        ? el('p', { className: 'quiet' }, items.length === 0 ? 'No dispatches.' : 'No loaded dispatch matches the search.')
+        ? el('p', { className: 'quiet' }, items.length > 0 ? 'No loaded dispatch matches the search.' : list.cursor ? 'None among the newest dispatches read; load older ones to look further.' : 'No dispatches.')
         : el(
             'table',
             { className: 'dispatches' },
@@ -216,7 +222,8 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
 
   const loadOlder = async (): Promise<void> => {
     const from = list;
-    if (!from.cursor) return;
+    // A filter changed and its list is not read yet: this cursor is the old filter's.
+    if (!from.cursor || query() !== listFor) return;
     const page = await load<Run<ListItem>>(query(from.cursor));
     // A refresh that started over (a filter changed) while this page was read: it belongs to no list shown.
     if (list !== from) return;
@@ -242,21 +249,32 @@ export function mountOverview(main: HTMLElement, config: PageConfig): () => Prom
 
   /** Reads every section again; answers whether any of them could be read. */
   const refresh = async (restart = false): Promise<boolean> => {
+    const filter = query();
     const [attention, counts, newest] = await Promise.all([
       loadAttention(config),
       load<Counts>(routeUrl(config, 'counts')),
-      load<Run<ListItem>>(query()),
+      load<Run<ListItem>>(filter),
     ]);
     replaceKeepingFocus(attentionBody, attention.ok ? renderAttention(attention.body, config) : [couldNotLoad('what needs a person', attention.problem)]);
     replaceKeepingFocus(countsBody, counts.ok ? renderCounts(counts.body) : [couldNotLoad('the counts', counts.problem)]);
-    if (newest.ok) {
+    if (query() !== filter) {
+      // The filter changed while this was read: its refresh (under way) shows the list.
+    } else if (newest.ok) {
       listProblem = null;
-      if (restart) olderLoaded = false;
+      // Another filter's list is dropped whole, older pages and cursor too.
+      if (restart || filter !== listFor) {
+        olderLoaded = false;
+        list = { items: [], cursor: null };
+      }
       const readAfter = async (cursor: string): Promise<Run<ListItem> | undefined> => {
         const page = await load<Run<ListItem>>(query(cursor));
         return page.ok ? page.body : undefined;
       };
-      list = await renewed(list, newest.body, olderLoaded, readAfter, keyOf, CATCH_UP_PAGES);
+      const renewedList = await renewed(list, newest.body, olderLoaded, readAfter, keyOf, CATCH_UP_PAGES);
+      if (query() === filter) {
+        list = renewedList;
+        listFor = filter;
+      }
     } else {
       listProblem = newest.problem;
     }
