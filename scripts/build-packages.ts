@@ -94,12 +94,25 @@ async function buildCdk(): Promise<void> {
     banner: { js: "\"use strict\";\nconst __ledgerModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
   });
   checkImports({ ...esm.metafile?.outputs, ...cjs.metafile?.outputs }, allowed);
+  // Bundled: the construct's own files and the protocol's, nothing of node_modules (regression: a metric
+  // name taken from the functions' metrics module bundled Powertools, which sets process-wide state on import).
+  const foreign = Object.keys(esm.metafile?.inputs ?? {}).filter((input) => input.includes('node_modules/'));
+  if (foreign.length > 0) throw new Error(`the construct bundles ${foreign.slice(0, 5).join(', ')}${foreign.length > 5 ? ', …' : ''}: import it from a module of its own, or make it a dependency`);
 
   // Declarations: tsc from the construct's entry, pruned to what it reaches; the same files again
   // under a `commonjs` package.json for a CommonJS consumer (TypeScript reads a .d.ts's format from it).
   tsc(CDK);
   const esmTypes = path.join(dist, 'types', 'esm');
   pruneDeclarations(esmTypes, path.join(esmTypes, 'infra', 'constructs', 'index.d.ts'));
+  // A consumer's tsc resolves every package the declarations name: each must be the package's own.
+  const manifest = JSON.parse(readFileSync(path.join(CDK, 'package.json'), 'utf8')) as { dependencies?: Record<string, string>; peerDependencies?: Record<string, string> };
+  const declared = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.peerDependencies ?? {})]);
+  for (const file of readdirSync(esmTypes, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.d.ts'))) {
+    for (const match of readFileSync(path.join(esmTypes, file), 'utf8').matchAll(/(?:from|import)\s*\(?\s*'([^.'][^']*)'/g)) {
+      const spec = match[1] ?? '';
+      if (!spec.startsWith('node:') && !declared.has(packageName(spec))) throw new Error(`the construct's declarations (${file}) name ${spec}, not a dependency of @dispatch-ledger/cdk`);
+    }
+  }
   const cjsTypes = path.join(dist, 'types', 'cjs');
   cpSync(esmTypes, cjsTypes, { recursive: true });
   writeFileSync(path.join(cjsTypes, 'package.json'), `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`);

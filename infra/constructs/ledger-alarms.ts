@@ -1,4 +1,4 @@
-import { PUBLISH_FAILURES_METRIC, RETENTION_FAILURES_METRIC } from '../../shared/adapters/metrics.js';
+import { PUBLISH_FAILURES_METRIC, RETENTION_FAILURES_METRIC } from '../../shared/metric-names.js';
 import { Duration } from 'aws-cdk-lib';
 import {
   Alarm,

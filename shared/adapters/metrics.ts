@@ -16,10 +16,7 @@ export function countOnce(metrics: Metrics, name: string, dimensions: Readonly<R
   metric.addMetric(name, MetricUnit.Count, count);
 }
 
-/** Events that could not be put on the bus (the publisher; the stream retries them, then parks them). Alarmed on ≥ 1. */
-export const PUBLISH_FAILURES_METRIC = 'PublishFailures';
-/** Expired records whose objects could not be deleted (retention; the stream retries them, then parks them). Alarmed on ≥ 1. */
-export const RETENTION_FAILURES_METRIC = 'RetentionFailures';
+export { PUBLISH_FAILURES_METRIC, RETENTION_FAILURES_METRIC } from '../metric-names.js';
 
 /** A level at this moment (a gauge: the queue's length, slots held), dimension `Target` only. */
 export function gaugeForTarget(metrics: Metrics, name: string, target: string, value: number): void {
