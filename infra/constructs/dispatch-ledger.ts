@@ -88,6 +88,10 @@ export class DispatchLedger extends Construct {
     | { readonly name: string; readonly kind: 'manual' }
   > = [];
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
+  /** Roles let in by a permission on the API function (resource-based), once each: its policy holds 20 KB. */
+  private readonly apiRoles = new Set<string>();
+  /** Targets whose callers were let in by an identity grant: a target the API's registry then depends on would close a cycle. */
+  private readonly identityCallers = new Set<string>();
   /** What `cdk destroy` does to every table and bucket the ledger holds state in, lambda targets' run tables too. */
   private readonly stateful: { readonly removalPolicy: RemovalPolicy; readonly deletionProtection: boolean };
 
@@ -247,6 +251,7 @@ export class DispatchLedger extends Construct {
    */
   addLambdaTarget(name: string, fn: IFunction, options: LedgerLambdaTargetOptions = {}): Table {
     this.checkNewTarget(name);
+    this.checkNoIdentityCallers(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     // The function's own timeout when it can be read: the ledger judges a silent run by it.
     const own = fn instanceof LambdaFunction ? fn.timeout : undefined;
@@ -280,7 +285,7 @@ export class DispatchLedger extends Construct {
     // otherwise wait on the worker's policy, and that on the API).
     if (!(fn.role instanceof Role)) throw new Error(`target "${name}": the function's role must be a Role of this app (its unique id registers it as the target's caller)`);
     this.register(fn.role, { role: 'target', target: name });
-    this.api.allowRole(`${name}WorkerReports`, fn.role.roleArn, this.functions.api);
+    this.allowOnApi(fn.role, `${name}WorkerReports`);
     this.targets.push({ name, kind: 'lambda', functionArn: fn.functionArn, timeoutSeconds: timeout.toSeconds(), stateTable: runs.tableName, ...limit });
     return runs;
   }
@@ -296,6 +301,7 @@ export class DispatchLedger extends Construct {
    */
   addStateMachineTarget(name: string, stateMachine: IStateMachine, options: LedgerStateMachineTargetOptions = {}): void {
     this.checkNewTarget(name);
+    this.checkNoIdentityCallers(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     this.targets.push({ name, kind: 'stepfunctions', ...this.stateMachineTargets.add(name, stateMachine), ...limit });
   }
@@ -314,6 +320,7 @@ export class DispatchLedger extends Construct {
    */
   addDurableFunctionTarget(name: string, fn: IVersion | IAlias, options: LedgerDurableFunctionTargetOptions = {}): void {
     this.checkNewTarget(name);
+    this.checkNoIdentityCallers(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     this.targets.push({ name, kind: 'durable', ...this.durableFunctionTargets.add(name, fn), ...limit });
   }
@@ -380,20 +387,32 @@ export class DispatchLedger extends Construct {
   }
 
   /**
-   * The identity may report runs and upload evidence for dispatches sent to `target`. A role is let in by
-   * a permission on the API function (resource-based), as a lambda target's worker is: a durable
-   * function's or a flow's task function's role is one the API's registry depends on (API → alias or
-   * state machine → function → its role's policy), and an identity grant naming the API closed that
-   * into a cycle CloudFormation refuses.
+   * The identity may report runs and upload evidence for dispatches sent to `target`. For a lambda,
+   * durable or state-machine target (add it first), a role is let in by a permission on the API function
+   * (resource-based, once per role), as a lambda target's worker is: its role is one the API's registry
+   * depends on (API → alias or state machine → function → its role's policy), and an identity grant
+   * naming the API closed that into a cycle CloudFormation refuses. Any other caller gets an identity
+   * grant (the API function's resource policy holds 20 KB: it is kept for the roles that need it).
    */
   addTargetCaller(identity: LedgerIdentity, target: string): void {
     if (!TARGET_NAME.test(target)) throw new RangeError(`target name "${target}" must match ${TARGET_NAME}`);
     this.register(identity, { role: 'target', target });
-    if (identity instanceof Role) {
-      this.api.allowRole(`${target}Caller${Names.uniqueId(identity)}`, identity.roleArn, this.functions.api);
+    const kind = this.targets.find((existing) => existing.name === target)?.kind;
+    if (identity instanceof Role && (kind === 'durable' || kind === 'stepfunctions' || kind === 'lambda')) {
+      this.allowOnApi(identity, `${target}Caller${Names.uniqueId(identity)}`);
       return;
     }
-    if (identity.grantable) this.api.grantInvoke(identity.grantable);
+    this.identityCallers.add(target);
+    const grantable = this.grantableOf(identity);
+    if (grantable) this.api.grantInvoke(grantable);
+  }
+
+  /** A role let in by a permission on the API function, once however many targets it calls for. */
+  private allowOnApi(role: Role, id: string): void {
+    const key = Names.uniqueId(role);
+    if (this.apiRoles.has(key)) return;
+    this.apiRoles.add(key);
+    this.api.allowRole(id, role.roleArn, this.functions.api);
   }
 
   /**
@@ -422,6 +441,13 @@ export class DispatchLedger extends Construct {
   private checkNewTarget(name: string): void {
     if (!TARGET_NAME.test(name)) throw new RangeError(`target name "${name}" must match ${TARGET_NAME}`);
     if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
+  }
+
+  /** A target whose resources the API's registry names (a function, an alias, a state machine) is added before its callers. */
+  private checkNoIdentityCallers(name: string): void {
+    if (this.identityCallers.has(name)) {
+      throw new Error(`target "${name}": add the target before addTargetCaller(…, '${name}'): a caller's grant on the API made first would close a dependency cycle (API → registry → target → caller's policy → API)`);
+    }
   }
 
   private register(identity: LedgerIdentity, principal: Principal): void {
