@@ -112,9 +112,13 @@ export async function stopLeftovers(stateDir: string): Promise<number[]> {
 export async function stopLocal(stateDir: string): Promise<number[]> {
   const state = readState(stateDir);
   if (!state) return [];
-  const ours = Object.entries({ supervisor: state.pid, ...state.pids }).filter(([role, pid]) => isOurs(role, pid));
-  const running = [...new Set(ours.map(([, pid]) => pid))];
+  const recorded = (read: LocalState | undefined): Array<[string, number]> => (read ? Object.entries({ supervisor: read.pid, ...read.pids }) : []);
+  const before = recorded(state).filter(([role, pid]) => isOurs(role, pid));
   if (isOurs('supervisor', state.pid)) await stopPid(state.pid, 15_000);
+  // Read again: a supervisor stopped while starting recorded engines it spawned after the first read
+  // (and one killed at the end of its grace left them running).
+  const ours = [...before, ...recorded(readState(stateDir)).filter(([role, pid]) => isOurs(role, pid) && !before.some(([, known]) => known === pid))];
+  const running = [...new Set(ours.map(([, pid]) => pid))];
   await Promise.all(ours.map(([role, pid]) => (isOurs(role, pid) ? stopPid(pid) : Promise.resolve())));
   const left = ours.filter(([role, pid]) => isOurs(role, pid)).map(([role, pid]) => `${role} ${pid}`);
   if (left.length > 0) throw new LocalPlatformError(`processes still running after stop: ${left.join(', ')}`);

@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { stopLeftovers } from '../../cli/local.js';
+import { stopLeftovers, stopLocal } from '../../cli/local.js';
 import { nodeArgsOf } from '../../local/entry-points.js';
 import { isAlive, stopPid } from '../../local/engines/process.js';
 import { readState } from '../../local/state.js';
@@ -18,6 +18,9 @@ afterAll(async () => {
   // Whatever failed above, nothing this file started outlives it.
   for (const dir of dirs) {
     await Promise.all(writersInto(dir).map((pid) => stopPid(pid, 1_000)));
+    // The stand-in supervisor's engine (last test), if down left it.
+    const engine = join(dir, 'state.json.engine');
+    if (existsSync(engine)) await stopPid(Number(readFileSync(engine, 'utf8')), 1_000);
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -70,6 +73,44 @@ describe('the local supervisor', () => {
     const stopped = await stopLeftovers(stateDir);
     expect([...stopped].sort()).toEqual([...engines].sort());
     expect(writersInto(stateDir)).toEqual([]);
+    expect(readState(stateDir)).toBeUndefined();
+  });
+
+  it('down stops an engine the supervisor recorded after down read the state (regression: down stopped the list it read first, then cleared the state that named the rest)', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'ledger-late-engine-'));
+    dirs.push(stateDir);
+    // A stand-in supervisor (its command line carries the marker): on SIGTERM it spawns an engine-like
+    // process (marker fauxqs-main), records it, and goes without stopping it — as one killed at the end of
+    // its grace would leave it.
+    const script = join(stateDir, 'supervisor-main.cjs');
+    writeFileSync(script, `
+      const { spawn } = require('node:child_process');
+      const { readFileSync, writeFileSync } = require('node:fs');
+      const file = process.argv[2];
+      process.on('SIGTERM', () => {
+        const engine = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', 'fauxqs-main'], { detached: true, stdio: 'ignore' });
+        engine.unref();
+        const state = JSON.parse(readFileSync(file, 'utf8'));
+        writeFileSync(file, JSON.stringify({ ...state, pids: { ...state.pids, fauxqs: engine.pid } }));
+        writeFileSync(file + '.engine', String(engine.pid));
+        process.exit(0);
+      });
+      setInterval(() => {}, 1000);
+      writeFileSync(file + '.listening', '');
+    `);
+    const file = join(stateDir, 'state.json');
+    const fake = spawn(process.execPath, [script, file], { detached: true, stdio: 'ignore' });
+    fake.unref();
+    const pid = fake.pid ?? 0;
+    writeFileSync(file, JSON.stringify({ status: 'starting', pid, startedAt: new Date().toISOString(), pids: { supervisor: pid }, logDir: join(stateDir, 'logs'), invocationLog: join(stateDir, 'invocations.jsonl') }));
+    await eventually('the stand-in listening for SIGTERM', () => (existsSync(`${file}.listening`) ? true : undefined));
+
+    const stopped = await stopLocal(stateDir);
+
+    const late = stopped.find((candidate) => candidate !== pid);
+    expect(stopped).toContain(pid);
+    expect(late).toBeDefined();
+    expect(isAlive(late ?? 0)).toBe(false);
     expect(readState(stateDir)).toBeUndefined();
   });
 });
