@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { OPERATOR_RECEIPT_KINDS } from '@dispatch-ledger/protocol';
-import { onePositional, parseCommandArgs } from './args.js';
+import { ArgumentsError, onePositional, parseCommandArgs } from './args.js';
 import type { OperatorReceipt } from '../shared/dispatch/receipts.js';
 import { printCall, retryOnce } from './answer.js';
 import { connect, CONNECTION_OPTIONS, type Connect } from './connect.js';
-import { LocalPlatformError } from './local.js';
 import { shown } from './table.js';
 
 const USAGE =
@@ -35,7 +34,8 @@ export async function receipt(args: string[], print: (line: string) => void, con
     },
   });
   const dispatchId = onePositional(positionals, USAGE);
-  if (!dispatchId || !values.run || !values.kind || !values.state || !values['verified-by']) throw new LocalPlatformError(USAGE);
+  const missing = [!dispatchId && 'a <dispatchId>', !values.run && '--run', !values.kind && '--kind', !values.state && '--state', !values['verified-by'] && '--verified-by'].filter((word): word is string => typeof word === 'string');
+  if (!dispatchId || missing.length > 0) throw new ArgumentsError(`receipt needs ${missing.join(', ')}\n${USAGE}`);
   const receiptId = values['receipt-id'] ?? `rc-${randomUUID()}`;
   // Made up here: said when the outcome is unknown, so a retry records the receipt once.
   const again = values['receipt-id'] === undefined ? retryOnce('the receipt may have been recorded', `--receipt-id ${receiptId}`) : undefined;

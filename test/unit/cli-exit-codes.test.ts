@@ -37,6 +37,7 @@ describe('a usage mistake exits 2 and says what is wrong in its first line', () 
     [['approve', 'd-1'], /^approve needs --approval-id$/],
     [['approve', 'd-1', '--approval-id', 'a-1', '--decision', 'maybe'], /^--decision must be approve or cancel$/],
     [['redispatch', 'd-1'], /^redispatch needs --reason/],
+    [['receipt', 'd-1', '--kind', 'owner_delivery'], /^receipt needs --run, --state, --verified-by$/],
     [['manual', 'd-1', '--kind', 'made_up', '--note', 'n'], /^--kind must be one of manual_dispatch_written, /],
     [['local', 'target', 'add', 'my-worker'], /^--url is required$/],
     [['local', 'target', 'add', 'my-worker', '--url', 'http://10.0.0.1:80'], /^--url /],
