@@ -7,7 +7,7 @@ import {
   type AttributeValue,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { Context, DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { describeError, lambdaContext, withinTimeout, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, TimedOut, withinTimeout, type InvocationListener } from './context.js';
 import { PollLoop } from './poll-loop.js';
 
 export type StreamHandler = (
@@ -56,6 +56,12 @@ interface ShardCursor {
   /** Records read but not yet handled successfully (kept across retries). */
   pending: DynamoDBRecord[];
   attempts: number;
+  /**
+   * An invocation that outran its timeout and still runs (in-process it cannot be killed, as Lambda kills
+   * it): the shard waits for it, so its records are never handled by two invocations at once, nor out of
+   * order (a review of a94970a: the retry started at once, beside the run still publishing).
+   */
+  late?: Promise<void>;
 }
 
 /**
@@ -123,6 +129,7 @@ export class StreamEventSource {
   }
 
   private async pollShard(shardId: string, cursor: ShardCursor): Promise<number> {
+    if (cursor.late) return 0;
     const batchSize = this.options.batchSize ?? 100;
     if (cursor.pending.length < batchSize && cursor.iterator) {
       const page = await this.options.streams.send(
@@ -143,7 +150,12 @@ export class StreamEventSource {
       return 0;
     }
     const batch = cursor.pending.slice(0, batchSize);
-    const failedFrom = await this.invoke(batch);
+    const failedFrom = await this.invoke(batch, (late) => {
+      cursor.late = late.then(
+        () => undefined,
+        () => undefined,
+      ).finally(() => delete cursor.late);
+    });
     if (failedFrom === undefined) {
       cursor.attempts = 0;
       if (this.options.redeliverBatch?.()) return batch.length;
@@ -164,14 +176,18 @@ export class StreamEventSource {
   }
 
   /** Undefined when the batch succeeded; else the index of the first record to retry from. */
-  private async invoke(batch: DynamoDBRecord[]): Promise<{ index: number; error: string } | undefined> {
+  private async invoke(batch: DynamoDBRecord[], outran: (late: Promise<unknown>) => void): Promise<{ index: number; error: string } | undefined> {
     const { functionName, handler, region } = this.options;
     const context = lambdaContext(functionName, this.options.timeoutMs ?? 30_000, region);
     const started = Date.now();
     const items = batch.map((record) => record.dynamodb?.SequenceNumber ?? '');
     let result: { index: number; error: string } | undefined;
     try {
-      const response = await withinTimeout(handler({ Records: batch }, context), this.options.timeoutMs ?? 30_000);
+      const run = handler({ Records: batch }, context);
+      const response = await withinTimeout(run, this.options.timeoutMs ?? 30_000).catch((error: unknown) => {
+        if (error instanceof TimedOut) outran(run);
+        throw error;
+      });
       const failures = response?.batchItemFailures ?? [];
       if (failures.length > 0) {
         const indexes = failures.map((failure) => items.indexOf(failure.itemIdentifier ?? ''));

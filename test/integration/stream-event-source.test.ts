@@ -6,6 +6,7 @@ import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
 import { LOCAL_CREDENTIALS } from '../../local/engines/index.js';
 import { engineClients, testEngines, uniqueName } from '../support/engines.js';
 import { countCommands } from '../../bench/command-watch.js';
+import { eventually } from '../support/eventually.js';
 
 const clients = engineClients();
 afterAll(() => clients.destroy());
@@ -161,6 +162,44 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
 
     expect(calls).toBe(5);
     expect(discarded).toEqual([]);
+  });
+
+  it("waits for an invocation that outran its timeout before the shard's next (regression: the retry ran beside it, two invocations on one shard's records at once)", async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 2);
+    let release = (): void => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let calls = 0;
+    let running = 0;
+    let most = 0;
+    const poller = new StreamEventSource({
+      functionName: 'publisher',
+      handler: async () => {
+        calls += 1;
+        running += 1;
+        most = Math.max(most, running);
+        // The first invocation outruns its 100 ms timeout and goes on until the gate opens.
+        if (calls === 1) await gate;
+        running -= 1;
+      },
+      streams: clients.streams,
+      streamArn,
+      region: 'us-east-1',
+      batchSize: 10,
+      maxRetryAttempts: 5,
+      timeoutMs: 100,
+    });
+
+    await poller.pollOnce();
+    await poller.pollOnce();
+    await poller.pollOnce();
+    expect(calls).toBe(1);
+    release();
+    await eventually('the batch retried once the late run ended', async () => {
+      await poller.pollOnce();
+      return calls >= 2 ? true : undefined;
+    });
+    expect(most).toBe(1);
   });
 
   it('counts retries per checkpoint: a partial failure past the first record moves the checkpoint and starts the count again (regression: one budget was shared by every record that failed once, and a batch was discarded whose records had each failed once)', async () => {
