@@ -32,13 +32,16 @@ async function start(): Promise<void> {
   let round = 0;
   /** Ticks in a row that could read nothing: each doubles the wait before the next, up to MAX_BACKOFF. */
   let failing = 0;
+  /** A tick found the tab hidden and stopped the loop (no next tick is scheduled until it is shown). */
+  let paused = false;
 
   // One refresh at a time; the next is scheduled when it ends, so a slow ledger is never piled on. A tab
   // nobody sees reads nothing (each tick is several signed calls to the ledger); it reads again when shown.
   const tick = async (): Promise<void> => {
     clearTimeout(timer);
     const mine = ++round;
-    if (document.hidden) return;
+    paused = document.hidden;
+    if (paused) return;
     let read = false;
     try {
       read = await refresh();
@@ -52,8 +55,10 @@ async function start(): Promise<void> {
     failing = read ? 0 : failing + 1;
     if (mine === round) timer = setTimeout(() => void tick(), Math.min(config.refreshMs * 2 ** failing, MAX_BACKOFF_MS));
   };
+  // Shown again: the loop a hidden tick stopped starts again at once (a tick under way schedules its own next:
+  // a second one beside it would break one refresh at a time).
   document.addEventListener('visibilitychange', () => {
-    if (!document.hidden) void tick();
+    if (!document.hidden && paused) void tick();
   });
 
   const mount = (): void => {
