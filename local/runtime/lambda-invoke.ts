@@ -103,22 +103,26 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
 
   const serve = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const reply = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-      response.writeHead(status, { 'content-type': 'application/json', ...(status === 413 ? { connection: 'close' } : {}), ...headers });
+      response.writeHead(status, { 'content-type': 'application/json', ...headers });
       response.end(JSON.stringify(body));
     };
     // Read no further than Lambda takes (regression: any body was read whole, so one large POST from any
     // local process could exhaust the supervisor's memory).
+    const tooLarge = () => reply(413, { Type: 'User', message: `Request must be smaller than ${MAX_ASYNC_PAYLOAD_BYTES} bytes for the Event invocation type` }, { 'x-amzn-errortype': 'RequestTooLargeException' });
+    if (Number(request.headers['content-length'] ?? 0) > MAX_ASYNC_PAYLOAD_BYTES) {
+      // Answered before the body is read; the rest is drained unread (closing on it would reset the connection before the answer arrives).
+      tooLarge();
+      request.resume();
+      return;
+    }
+    // Without a length (chunked): read to the end, keeping nothing past the limit.
     const chunks: Buffer[] = [];
     let bytes = 0;
     for await (const chunk of request) {
       bytes += (chunk as Buffer).length;
-      if (bytes > MAX_ASYNC_PAYLOAD_BYTES) {
-        reply(413, { Type: 'User', message: `Request must be smaller than ${MAX_ASYNC_PAYLOAD_BYTES} bytes for the Event invocation type` }, { 'x-amzn-errortype': 'RequestTooLargeException' });
-        request.destroy();
-        return;
-      }
-      chunks.push(chunk as Buffer);
+      if (bytes <= MAX_ASYNC_PAYLOAD_BYTES) chunks.push(chunk as Buffer);
     }
+    if (bytes > MAX_ASYNC_PAYLOAD_BYTES) return tooLarge();
     const match = INVOKE_PATH.exec(new URL(request.url ?? '/', 'http://127.0.0.1').pathname);
     if (request.method !== 'POST' || !match) return reply(404, { Type: 'User', message: 'not an Invoke request' }, { 'x-amzn-errortype': 'ResourceNotFoundException' });
     // The function may be named by its name or its ARN (the ledger registers the ARN).
