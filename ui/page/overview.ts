@@ -79,17 +79,29 @@ const ATTENTION_PER_KIND = 25;
 async function loadAttention(config: PageConfig): Promise<Loaded<Attention>> {
   const all = await load<{ items: AttentionItem[]; cursor?: string | null }>(routeUrl(config, 'attention', {}, { limit: String(ATTENTION_PAGE) }));
   if (!all.ok || !all.body.cursor) return all.ok ? { ok: true, body: { items: all.body.items, more: new Set() } } : all;
+  const first = all.body.items;
   const kinds = ATTENTION_ORDER.map((entry) => entry.kind);
   const pages = await Promise.all(kinds.map((kind) => load<{ items: AttentionItem[]; cursor?: string | null }>(routeUrl(config, 'attention', {}, { kind, limit: String(ATTENTION_PER_KIND) }))));
-  const failed = pages.find((page): page is Extract<typeof page, { ok: false }> => !page.ok);
-  if (failed) return failed;
-  return {
-    ok: true,
-    body: {
-      items: pages.flatMap((page) => (page.ok ? page.body.items : [])),
-      more: new Set(kinds.filter((_, index) => { const page = pages[index]; return page?.ok === true && Boolean(page.body.cursor); })),
-    },
-  };
+  const items: AttentionItem[] = [];
+  const more = new Set<string>();
+  kinds.forEach((kind, index) => {
+    const page = pages[index];
+    if (page?.ok) {
+      items.push(...page.body.items);
+      if (page.body.cursor) more.add(kind);
+    } else {
+      // That kind's own read failed: what the first page held of it, marked as not all.
+      items.push(...first.filter((item) => item.kind === kind));
+      more.add(kind);
+    }
+  });
+  // A kind this page has no title for (a newer ledger's): as the first page held it.
+  const known = new Set(kinds);
+  for (const item of first.filter((entry) => !known.has(entry.kind))) {
+    items.push(item);
+    more.add(item.kind);
+  }
+  return { ok: true, body: { items, more } };
 }
 
 function renderAttention({ items, more }: Attention, config: PageConfig): Child[] {
@@ -99,7 +111,7 @@ function renderAttention({ items, more }: Attention, config: PageConfig): Child[
   return groups.flatMap(({ kind, title, meaning }) => {
     const mine = items.filter((item) => item.kind === kind);
     if (mine.length === 0 && !more.has(kind)) return [];
-    const rest = more.has(kind) ? el('p', { className: 'more' }, `More than ${mine.length}; the whole list: `, el('code', {}, attentionCommand(kind, config.connection))) : null;
+    const rest = more.has(kind) ? el('p', { className: 'more' }, mine.length === 0 ? 'Some may be waiting; the list: ' : `More than ${mine.length}; the whole list: `, el('code', {}, attentionCommand(kind, config.connection))) : null;
     return [
       section(`attention-${kind}`, `${title} (${mine.length}${more.has(kind) ? '+' : ''})`, 'h3', meaning ? el('p', { className: 'meaning' }, meaning) : null, el('ul', { className: 'cards' }, ...mine.map((item) => attentionCard(item, config))), rest),
     ];
