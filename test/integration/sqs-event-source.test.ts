@@ -28,12 +28,12 @@ async function sendTen(queueUrl: string): Promise<string[]> {
 }
 
 /** An event source whose handler is scripted per invocation; every event it gets is kept. */
-function recordingSource(queue: { url: string; arn: string }, respond: (event: SQSEvent, call: number) => SQSBatchResponse | void) {
+function recordingSource(queue: { url: string; arn: string }, respond: (event: SQSEvent, call: number) => SQSBatchResponse | void | Promise<void>, options: { readonly timeoutMs?: number } = {}) {
   const events: SQSEvent[] = [];
   const reports: InvocationReport[] = [];
   const handler: SqsHandler = async (event) => {
     events.push(event);
-    return respond(event, events.length);
+    return (await respond(event, events.length)) ?? undefined;
   };
   const source = new SqsEventSource({
     functionName: 'test',
@@ -44,6 +44,7 @@ function recordingSource(queue: { url: string; arn: string }, respond: (event: S
     region: 'us-east-1',
     batchSize: 10,
     waitTimeSeconds: 2,
+    ...options,
     onInvocation: (report) => reports.push(report),
   });
   return { source, events, reports };
@@ -98,25 +99,8 @@ describe('SqsEventSource on fauxqs', () => {
   it("ends a handler that never returns at its function's timeout, as Lambda does, and the batch comes back (regression: the source awaited it for ever, its loop and its stop with it)", async () => {
     const { queue } = await queueWithDlq();
     const sent = await sendTen(queue.url);
-    const events: SQSEvent[] = [];
-    const reports: InvocationReport[] = [];
-    const source = new SqsEventSource({
-      functionName: 'hangs',
-      handler: async (event) => {
-        events.push(event);
-        // The first invocation hangs: never resolves (a call with no timeout of its own).
-        if (events.length === 1) await new Promise<never>(() => undefined);
-      },
-      sqs: clients.sqs,
-      queueUrl: queue.url,
-      queueArn: queue.arn,
-      region: 'us-east-1',
-      batchSize: 10,
-      waitTimeSeconds: 2,
-      timeoutMs: 200,
-      onInvocation: (report) => reports.push(report),
-    });
-
+    // The first invocation hangs: never resolves (a call with no timeout of its own).
+    const { source, events, reports } = recordingSource(queue, (_event, call) => (call === 1 ? new Promise<void>(() => undefined) : undefined), { timeoutMs: 200 });
     expect(await nextBatch(source)).toBe(10);
     expect(reports[0]).toMatchObject({ outcome: 'error', error: expect.stringMatching(/Task timed out after 0\.20 seconds/) });
     expect(await nextBatch(source)).toBe(10);

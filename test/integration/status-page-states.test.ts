@@ -1,7 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../support/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLedgerClient, type LedgerClient } from '@dispatch-ledger/client';
 import type { LocalInfo } from '../../local/state.js';
@@ -14,7 +12,6 @@ import { eventually } from '../support/eventually.js';
  * read fails. The ledger's answers are the script's (no platform runs here); status-page.test.ts drives
  * the page against a live one.
  */
-const CHROMIUM = '/usr/bin/chromium';
 
 /** A ledger no request reaches: every answer the page gets is the script's. */
 const NOWHERE: LocalInfo = {
@@ -39,22 +36,17 @@ function quiet(route: string): { status: number; body: unknown } {
 }
 
 let context: BrowserContext;
-let userDataDir: string;
+let browser: { readonly close: () => Promise<void> } | undefined;
 const pageErrors: string[] = [];
 
 beforeAll(async () => {
-  userDataDir = mkdtempSync(join(tmpdir(), 'ledger-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const launched = await launchChromium();
+  browser = launched;
+  context = launched.context;
 });
 
 afterAll(async () => {
-  await context?.close();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+  await browser?.close();
   expect(pageErrors).toEqual([]);
 });
 

@@ -1,9 +1,9 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { connect as connectSocket, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../support/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLedgerClient, type LedgerClient } from '@dispatch-ledger/client';
 import { EXECUTION_BUCKETS } from '../../shared/dispatch/counts.js';
@@ -18,13 +18,12 @@ import { eventually, startTestPlatform, type TestPlatform } from '../support/pla
  * while the page is open — without a reload and without a console error — and the server's refusals.
  * The screenshots it takes are the README's (docs/status-page-*.png).
  */
-const CHROMIUM = '/usr/bin/chromium';
 const DOCS = join(import.meta.dirname, '..', '..', 'docs');
 
 let t: TestPlatform;
 let statusPage: StatusPage;
 let context: BrowserContext;
-let userDataDir: string;
+let browser: { readonly close: () => Promise<void> } | undefined;
 const pageLog: Array<Record<string, unknown>> = [];
 /** The session cookie the tokened URL is traded for (`name=value`), for the raw requests. */
 let session = '';
@@ -43,21 +42,16 @@ beforeAll(async () => {
   statusPage = await startStatusPage({ client: createLedgerClient({ local: t.platform.info }), refreshMs: 500, log: (line) => pageLog.push(line) });
   const traded = await raw('GET', new URL(statusPage.url).pathname + new URL(statusPage.url).search, { cookie: '' });
   session = String(traded.headers['set-cookie']).split(';')[0] ?? '';
-  userDataDir = mkdtempSync(join(tmpdir(), 'ledger-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const launched = await launchChromium();
+  browser = launched;
+  context = launched.context;
   mkdirSync(DOCS, { recursive: true });
 });
 
 afterAll(async () => {
-  await context?.close();
+  await browser?.close();
   await statusPage?.close();
   await t?.stop();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
 });
 
 /** A page that records its console errors and counts its document loads (a reload would be a second). */
