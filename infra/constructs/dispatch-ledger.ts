@@ -61,6 +61,13 @@ function concurrencyLimit(target: string, value: number | undefined): { readonly
  * ledger.addTargetCaller(agentRole, 'research-agent'); // may post run events and evidence
  * ledger.addOperator(onCallRole);                      // rejections, attention, redrive
  */
+/** A principal as a person reads it: `origin planner`, `target review`, `operator`. */
+function describePrincipal(principal: Principal): string {
+  if (principal.role === 'origin') return `origin ${principal.origin}`;
+  if (principal.role === 'target') return `target ${principal.target}`;
+  return principal.role;
+}
+
 export class DispatchLedger extends Construct {
   readonly storage: LedgerStorage;
   readonly intake: DispatchIntake;
@@ -90,8 +97,6 @@ export class DispatchLedger extends Construct {
   private readonly origins: Array<{ readonly origin: string; readonly maxDeliveryAttempts?: number; readonly resultTtlHours?: number }> = [];
   /** Roles let in by a permission on the API function (resource-based), once each: its policy holds 20 KB. */
   private readonly apiRoles = new Set<string>();
-  /** Targets whose callers were let in by an identity grant: a target the API's registry then depends on would close a cycle. */
-  private readonly identityCallers = new Set<string>();
   /** What `cdk destroy` does to every table and bucket the ledger holds state in, lambda targets' run tables too. */
   private readonly stateful: { readonly removalPolicy: RemovalPolicy; readonly deletionProtection: boolean };
 
@@ -251,7 +256,6 @@ export class DispatchLedger extends Construct {
    */
   addLambdaTarget(name: string, fn: IFunction, options: LedgerLambdaTargetOptions = {}): Table {
     this.checkNewTarget(name);
-    this.checkNoIdentityCallers(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     // The function's own timeout when it can be read: the ledger judges a silent run by it.
     const own = fn instanceof LambdaFunction ? fn.timeout : undefined;
@@ -301,7 +305,6 @@ export class DispatchLedger extends Construct {
    */
   addStateMachineTarget(name: string, stateMachine: IStateMachine, options: LedgerStateMachineTargetOptions = {}): void {
     this.checkNewTarget(name);
-    this.checkNoIdentityCallers(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     this.targets.push({ name, kind: 'stepfunctions', ...this.stateMachineTargets.add(name, stateMachine), ...limit });
   }
@@ -320,7 +323,6 @@ export class DispatchLedger extends Construct {
    */
   addDurableFunctionTarget(name: string, fn: IVersion | IAlias, options: LedgerDurableFunctionTargetOptions = {}): void {
     this.checkNewTarget(name);
-    this.checkNoIdentityCallers(name);
     const limit = concurrencyLimit(name, options.maxConcurrentRuns);
     this.targets.push({ name, kind: 'durable', ...this.durableFunctionTargets.add(name, fn), ...limit });
   }
@@ -398,16 +400,18 @@ export class DispatchLedger extends Construct {
     if (!TARGET_NAME.test(target)) throw new RangeError(`target name "${target}" must match ${TARGET_NAME}`);
     this.register(identity, { role: 'target', target });
     const kind = this.targets.find((existing) => existing.name === target)?.kind;
-    if (identity instanceof Role && (kind === 'durable' || kind === 'stepfunctions' || kind === 'lambda')) {
+    // A caller of a target known to be http (or manual) cannot be a role the API's registry depends on:
+    // an identity grant, which costs the API's policy nothing. Any other role (a lambda, durable or flow
+    // target's, or one of a target added later), the permission on the API, which closes no cycle.
+    if (identity instanceof Role && kind !== 'http' && kind !== 'manual') {
       this.allowOnApi(identity, `${target}Caller${Names.uniqueId(identity)}`);
       return;
     }
-    this.identityCallers.add(target);
     const grantable = this.grantableOf(identity);
     if (grantable) this.api.grantInvoke(grantable);
   }
 
-  /** A role let in by a permission on the API function, once however many targets it calls for. */
+  /** A role let in by a permission on the API function, once (a lambda target's worker and its caller registration share it). */
   private allowOnApi(role: Role, id: string): void {
     const key = Names.uniqueId(role);
     if (this.apiRoles.has(key)) return;
@@ -443,15 +447,17 @@ export class DispatchLedger extends Construct {
     if (this.targets.some((existing) => existing.name === name)) throw new Error(`target "${name}" is registered twice`);
   }
 
-  /** A target whose resources the API's registry names (a function, an alias, a state machine) is added before its callers. */
-  private checkNoIdentityCallers(name: string): void {
-    if (this.identityCallers.has(name)) {
-      throw new Error(`target "${name}": add the target before addTargetCaller(…, '${name}'): a caller's grant on the API made first would close a dependency cycle (API → registry → target → caller's policy → API)`);
-    }
-  }
 
+  /**
+   * One principal per identity: the functions refuse a registry naming an id twice (static-registry.ts),
+   * at cold start. Refused here at synth instead, naming both uses (regression: a role added as the
+   * caller of two targets, or as a lambda target's worker and again as its caller, deployed and then
+   * every ledger function failed to start).
+   */
   private register(identity: LedgerIdentity, principal: Principal): void {
     const id = 'principalId' in identity ? identity.principalId : identity.roleId;
+    const known = this.principals.find((entry) => entry.id === id);
+    if (known) throw new Error(`${'principalId' in identity ? `principal ${id}` : `role ${identity.node.path}`} is registered twice (${describePrincipal(known.principal)}, then ${describePrincipal(principal)}): one identity speaks as one principal`);
     this.principals.push({ id, principal });
   }
 
