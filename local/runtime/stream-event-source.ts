@@ -151,10 +151,20 @@ export class StreamEventSource {
     }
     const batch = cursor.pending.slice(0, batchSize);
     const failedFrom = await this.invoke(batch, (late) => {
-      cursor.late = late.then(
-        () => undefined,
-        () => undefined,
-      ).finally(() => delete cursor.late);
+      // Waited for ten timeouts at most, then said, and the shard goes on: a run that never ends must not
+      // silence the stream for good (a review of the first version).
+      const bound = 10 * (this.options.timeoutMs ?? 30_000);
+      let timer: NodeJS.Timeout | undefined;
+      const given = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          this.options.onError?.(new Error(`${this.options.functionName}: an invocation is still running ${bound} ms after its timeout; the shard goes on without waiting for it`));
+          resolve();
+        }, bound);
+      });
+      cursor.late = Promise.race([late.then(() => undefined, () => undefined), given]).finally(() => {
+        clearTimeout(timer);
+        delete cursor.late;
+      });
     });
     if (failedFrom === undefined) {
       cursor.attempts = 0;

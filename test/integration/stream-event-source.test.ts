@@ -202,6 +202,33 @@ describe('StreamEventSource on DynamoDB Local streams', () => {
     expect(most).toBe(1);
   });
 
+  it('goes on after ten timeouts of an invocation that never ends, and says so (a shard is never silenced for good)', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 1);
+    let calls = 0;
+    const errors: string[] = [];
+    const poller = new StreamEventSource({
+      functionName: 'publisher',
+      handler: async () => {
+        calls += 1;
+        if (calls === 1) await new Promise<never>(() => undefined);
+      },
+      streams: clients.streams,
+      streamArn,
+      region: 'us-east-1',
+      batchSize: 10,
+      maxRetryAttempts: 5,
+      timeoutMs: 50,
+      onError: (error) => errors.push(String(error)),
+    });
+    await poller.pollOnce();
+    await eventually('the batch retried past the bound', async () => {
+      await poller.pollOnce();
+      return calls >= 2 ? true : undefined;
+    });
+    expect(errors).toEqual([expect.stringMatching(/publisher: an invocation is still running 500 ms after its timeout; the shard goes on/)]);
+  });
+
   it('counts retries per checkpoint: a partial failure past the first record moves the checkpoint and starts the count again (regression: one budget was shared by every record that failed once, and a batch was discarded whose records had each failed once)', async () => {
     const { table, streamArn } = await tableWithStream();
     await putItems(table, 5);
