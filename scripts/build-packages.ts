@@ -40,7 +40,7 @@ const tsc = (project: string): void => {
 function declarationImports(file: string): string[] {
   const text = readFileSync(file, 'utf8');
   const found: string[] = [];
-  for (const match of text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)'/g)) {
+  for (const match of text.matchAll(/(?:from|import)\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
     const spec = match[1] ?? '';
     found.push(path.resolve(path.dirname(file), spec.replace(/\.js$/, '.d.ts')));
   }
@@ -108,7 +108,8 @@ async function buildCdk(): Promise<void> {
   const manifest = JSON.parse(readFileSync(path.join(CDK, 'package.json'), 'utf8')) as { dependencies?: Record<string, string>; peerDependencies?: Record<string, string> };
   const declared = new Set([...Object.keys(manifest.dependencies ?? {}), ...Object.keys(manifest.peerDependencies ?? {})]);
   for (const file of readdirSync(esmTypes, { recursive: true, encoding: 'utf8' }).filter((name) => name.endsWith('.d.ts'))) {
-    for (const match of readFileSync(path.join(esmTypes, file), 'utf8').matchAll(/(?:from|import)\s*\(?\s*'([^.'][^']*)'/g)) {
+    // Either quote: tsc writes the import("pkg") types it infers with double quotes.
+    for (const match of readFileSync(path.join(esmTypes, file), 'utf8').matchAll(/(?:from|import)\s*\(?\s*['"]([^.'"][^'"]*)['"]/g)) {
       const spec = match[1] ?? '';
       if (!spec.startsWith('node:') && !declared.has(packageName(spec))) throw new Error(`the construct's declarations (${file}) name ${spec}, not a dependency of @dispatch-ledger/cdk`);
     }

@@ -9,12 +9,17 @@ export const CHROMIUM = '/usr/bin/chromium';
 /** A headless Chromium with a profile of its own, for a file's page tests; `close` removes the profile too. */
 export async function launchChromium(): Promise<{ readonly context: BrowserContext; readonly close: () => Promise<void> }> {
   const userDataDir = mkdtempSync(join(tmpdir(), 'ledger-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: { width: 1280, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const context = await chromium
+    .launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1280, height: 800 },
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    })
+    .catch((error: unknown) => {
+      rmSync(userDataDir, { recursive: true, force: true });
+      throw error;
+    });
   return {
     context,
     close: async () => {

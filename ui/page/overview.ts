@@ -82,6 +82,9 @@ async function loadAttention(config: PageConfig): Promise<Loaded<Attention>> {
   const first = all.body.items;
   const kinds = ATTENTION_ORDER.map((entry) => entry.kind);
   const pages = await Promise.all(kinds.map((kind) => load<{ items: AttentionItem[]; cursor?: string | null }>(routeUrl(config, 'attention', {}, { kind, limit: String(ATTENTION_PER_KIND) }))));
+  // Every kind's own read failed: the ledger is not answering, and the page says so (not an empty list).
+  const failed = pages.find((page): page is Extract<typeof page, { ok: false }> => !page.ok);
+  if (failed && pages.every((page) => !page.ok)) return failed;
   const items: AttentionItem[] = [];
   const more = new Set<string>();
   kinds.forEach((kind, index) => {
