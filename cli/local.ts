@@ -99,9 +99,8 @@ export async function localUp(options: {
  */
 export async function stopLeftovers(stateDir: string): Promise<number[]> {
   if (runningState(stateDir)) throw new LocalPlatformError('the local platform is running: stop it with npx ledger local down');
-  const stopped = await stopLocal(stateDir);
-  clearState(stateDir);
-  return stopped;
+  // stopLocal clears the state once what it names is stopped.
+  return stopLocal(stateDir);
 }
 
 /**
