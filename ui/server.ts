@@ -10,6 +10,7 @@ import { clip } from '../shared/text.js';
 import { ROUTES } from '@dispatch-ledger/protocol';
 import { PAGE_BUILD } from './page-build.js';
 import { proxyDecision, API_PREFIX, type ProxyDecision } from './routes.js';
+import { SESSION_HEADER } from './session.js';
 
 /**
  * The status page (CONTRACT §13, `ledger ui`): a small server on 127.0.0.1 that serves the page and
@@ -22,13 +23,16 @@ import { proxyDecision, API_PREFIX, type ProxyDecision } from './routes.js';
  * The Host check stops a page from reading answers, not from sending: a web page could still fire
  * blind GETs at the port (`?refresh=true` makes the ledger look runs up at their targets), and any
  * process of any user on the machine could read through it. So each start makes a secret: the URL it
- * prints carries it as `?token=…`, the first load trades it for an `HttpOnly; SameSite=Strict` cookie
- * and redirects to the clean URL, and every other request needs that cookie. A query, not a
- * `#fragment`: the fragment never reaches the server, so the page's script would have to read it and
- * send it on each fetch (and the page's routes live in the fragment); the query is read once by the
- * server, is gone from the address bar after the redirect, and is never logged (Referrer-Policy is
- * no-referrer, and no log line here carries a query). Requests a browser marks `Sec-Fetch-Site:
- * cross-site` or `same-site` are refused before anything else: no other site's page acts here.
+ * prints carries it as `?token=…`; the page's script keeps it in this origin's storage, takes it out
+ * of the address bar, and sends it in a header (`SESSION_HEADER`) on every read — config.json and
+ * `/api/…` answer nothing without it; the page's own files (its HTML, script, styles and icon) are
+ * public. Not a cookie: a browser sends a cookie for 127.0.0.1 to every port on 127.0.0.1, so any
+ * local server the operator's browser visits would read it; storage is kept apart by origin, port
+ * included, and no other page can make a browser send a custom header here (that needs a CORS
+ * preflight, which this server never grants). A query, not a `#fragment`: the page's routes live in
+ * the fragment. The query is never logged (Referrer-Policy is no-referrer, and no log line here
+ * carries a query). Requests a browser marks `Sec-Fetch-Site: cross-site` or `same-site` are refused
+ * before anything else: no other site's page acts here.
  */
 export interface StatusPageOptions {
   /** The ledger to show, read as the operator (`as: 'operator'`: its credential under --sigv4, the caller's own remotely). */
@@ -124,23 +128,11 @@ function answer(response: ServerResponse, status: number, contentType: string, b
 const json = (response: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void =>
   answer(response, status, 'application/json; charset=utf-8', JSON.stringify(body), extra);
 
-/** The secret's name as a cookie: cookies are not kept apart by port, so two pages on one machine need two names. */
-const cookieName = (port: number): string => `ledger_status_${port}`;
-
 /** A presented secret equals ours, compared in constant time. */
 function sameSecret(presented: string | undefined, secret: Buffer): boolean {
   if (presented === undefined) return false;
   const given = Buffer.from(presented);
   return given.length === secret.length && timingSafeEqual(given, secret);
-}
-
-/** One cookie's value from a Cookie header, or undefined. */
-function cookieOf(header: string | undefined, name: string): string | undefined {
-  for (const pair of (header ?? '').split(';')) {
-    const at = pair.indexOf('=');
-    if (at > 0 && pair.slice(0, at).trim() === name) return pair.slice(at + 1).trim();
-  }
-  return undefined;
 }
 
 const refusal = (response: ServerResponse, status: number, code: string, message: string, extra: Record<string, string> = {}): void =>
@@ -163,17 +155,16 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
   // The filter's lists travel with the config: the shared modules that hold them cannot be bundled for a browser (ui/page/api.ts).
   const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: !(await client.endpoints()).local, phases: PHASES, statuses: EXECUTION_BUCKETS, routes: PAGE_ROUTES });
   let ownHost = '';
-  let cookie = '';
   // Per start, never written anywhere but the printed URL (and the local state file, mode 0600).
   const token = randomBytes(24).toString('base64url');
   const secret = Buffer.from(token);
 
-  const files: Record<string, { type: string; body: string }> = {
+  // The page's own files: the same for everyone, served without the secret (its script brings the secret).
+  const publicFiles: Record<string, { type: string; body: string }> = {
     '/': { type: 'text/html; charset=utf-8', body: assets.html },
     '/index.html': { type: 'text/html; charset=utf-8', body: assets.html },
     '/styles.css': { type: 'text/css; charset=utf-8', body: assets.css },
     '/app.js': { type: 'text/javascript; charset=utf-8', body: assets.js },
-    '/config.json': { type: 'application/json; charset=utf-8', body: config },
     // The browser asks for an icon on its own; a 404 there would be a console error of the page.
     '/favicon.svg': { type: 'image/svg+xml', body: assets.icon },
   };
@@ -195,11 +186,10 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
     }
   };
 
-  /** A request that passed every check: one of the page's files, or a relayed read. */
+  /** A request that passed every check, the secret too: the page's config, or a relayed read. */
   const serve = (url: URL, response: ServerResponse): void => {
-    const file = files[url.pathname];
-    if (file) {
-      answer(response, 200, file.type, file.body);
+    if (url.pathname === '/config.json') {
+      answer(response, 200, 'application/json; charset=utf-8', config);
       return;
     }
     if (url.pathname !== API_PREFIX && !url.pathname.startsWith(`${API_PREFIX}/`)) {
@@ -243,17 +233,19 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
       return;
     }
     const url = new URL(request.url ?? '/', base);
-    if (url.pathname === '/' && url.searchParams.has('token')) {
-      if (!sameSecret(url.searchParams.get('token') ?? undefined, secret)) {
-        log({ level: 'warn', msg: 'request refused: wrong token' });
-        refusal(response, 403, 'forbidden_token', 'this is not the URL this status page printed: open the one `ledger ui` (or `npm start`) printed');
-        return;
-      }
-      // The clean URL: the secret leaves the address bar (and the history entry) at once.
-      answer(response, 303, 'text/plain; charset=utf-8', '', { location: '/', 'set-cookie': `${cookie}=${token}; HttpOnly; SameSite=Strict; Path=/` });
+    // A stale printed URL (an earlier start's) is refused at once, not left to every read of the page.
+    if (url.pathname === '/' && url.searchParams.has('token') && !sameSecret(url.searchParams.get('token') ?? undefined, secret)) {
+      log({ level: 'warn', msg: 'request refused: wrong token' });
+      refusal(response, 403, 'forbidden_token', 'this is not the URL this status page printed: open the one `ledger ui` (or `npm start`) printed');
       return;
     }
-    if (!sameSecret(cookieOf(request.headers.cookie, cookie), secret)) {
+    const file = publicFiles[url.pathname];
+    if (file) {
+      answer(response, 200, file.type, file.body);
+      return;
+    }
+    const presented = request.headers[SESSION_HEADER];
+    if (!sameSecret(typeof presented === 'string' ? presented : undefined, secret)) {
       log({ level: 'warn', msg: 'request refused: no session', path: clip(url.pathname, 200) });
       refusal(response, 403, 'forbidden_token', 'open the URL `ledger ui` (or `npm start`) printed, with its token');
       return;
@@ -284,7 +276,6 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
   });
   const { port } = server.address() as AddressInfo;
   ownHost = `127.0.0.1:${port}`;
-  cookie = cookieName(port);
   return {
     url: `http://${ownHost}/?token=${token}`,
     origin: `http://${ownHost}/`,

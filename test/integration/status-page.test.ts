@@ -9,6 +9,7 @@ import { createLedgerClient, type LedgerClient } from '@dispatch-ledger/client';
 import { EXECUTION_BUCKETS } from '../../shared/dispatch/counts.js';
 import { PHASES } from '../../shared/dispatch/transitions/legal.js';
 import { startStatusPage, type StatusPage } from '../../ui/server.js';
+import { SESSION_HEADER } from '../../ui/session.js';
 import { uniqueName } from '../support/engines.js';
 import { eventually, startTestPlatform, type TestPlatform } from '../support/platform.js';
 
@@ -25,7 +26,7 @@ let statusPage: StatusPage;
 let context: BrowserContext;
 let browser: { readonly close: () => Promise<void> } | undefined;
 const pageLog: Array<Record<string, unknown>> = [];
-/** The session cookie the tokened URL is traded for (`name=value`), for the raw requests. */
+/** This start's secret (the printed URL's `?token=`), which the raw requests send as the page's script does. */
 let session = '';
 
 /** Every console error and uncaught exception of every page the test opens. */
@@ -40,8 +41,7 @@ beforeAll(async () => {
   t = await startTestPlatform();
   for (const message of [orphan, stalled, handled, expiring]) await t.send(JSON.stringify(message));
   statusPage = await startStatusPage({ client: createLedgerClient({ local: t.platform.info }), refreshMs: 500, log: (line) => pageLog.push(line) });
-  const traded = await raw('GET', new URL(statusPage.url).pathname + new URL(statusPage.url).search, { cookie: '' });
-  session = String(traded.headers['set-cookie']).split(';')[0] ?? '';
+  session = new URL(statusPage.url).searchParams.get('token') ?? '';
   const launched = await launchChromium();
   browser = launched;
   context = launched.context;
@@ -84,15 +84,15 @@ async function sideways(page: Page): Promise<string[]> {
 interface RawOptions {
   /** @default the page's own `127.0.0.1:port` */
   readonly host?: string;
-  /** @default the session cookie; '' for none */
-  readonly cookie?: string;
+  /** The secret sent in the page's session header. @default this start's; '' for none */
+  readonly session?: string;
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** A raw request to the page's server, with the Host header and the cookie chosen by the test. */
+/** A raw request to the page's server, with the Host header and the secret chosen by the test. */
 function raw(method: string, path: string, options: RawOptions = {}): Promise<{ status: number; headers: Record<string, unknown>; body: unknown }> {
-  const cookie = options.cookie ?? session;
-  const headers = { host: options.host ?? `127.0.0.1:${statusPage.port}`, ...(cookie === '' ? {} : { cookie }), ...options.headers };
+  const secret = options.session ?? session;
+  const headers = { host: options.host ?? `127.0.0.1:${statusPage.port}`, ...(secret === '' ? {} : { [SESSION_HEADER]: secret }), ...options.headers };
   return new Promise((resolveRequest, rejectRequest) => {
     const outgoing = request({ host: '127.0.0.1', port: statusPage.port, method, path, headers }, (response) => {
       let text = '';
@@ -291,50 +291,62 @@ describe('the status page server', () => {
     expect(pageLog.some((line) => line.msg === 'ledger unreachable')).toBe(false);
   });
 
-  it('trades the printed token for an HttpOnly, SameSite=Strict cookie and the clean URL; refuses a wrong token, and every read without the cookie', async () => {
+  it('serves the page for the printed token and refuses a wrong one; answers config and reads only to the secret in its header, never to a cookie', async () => {
     const printed = new URL(statusPage.url);
     const token = printed.searchParams.get('token') ?? '';
     expect(token).toMatch(/^[A-Za-z0-9_-]{32}$/);
-    const traded = await raw('GET', `/?token=${token}`, { cookie: '' });
-    expect(traded.status).toBe(303);
-    expect(traded.headers.location).toBe('/');
-    expect(String(traded.headers['set-cookie'])).toMatch(new RegExp(`^ledger_status_${statusPage.port}=${token}; HttpOnly; SameSite=Strict; Path=/$`));
+    const opened = await raw('GET', `/?token=${token}`, { session: '' });
+    expect(opened.status).toBe(200);
+    expect(String(opened.body)).toContain('<script type="module" src="/app.js">');
+    expect(opened.headers['set-cookie']).toBeUndefined();
 
-    const wrong = await raw('GET', `/?token=${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`, { cookie: '' });
+    const wrong = await raw('GET', `/?token=${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`, { session: '' });
     expect(wrong.status).toBe(403);
     expect(wrong.body).toMatchObject({ error: { code: 'forbidden_token' } });
-    expect(wrong.headers['set-cookie']).toBeUndefined();
-    expect((await raw('GET', '/?token=', { cookie: '' })).status).toBe(403);
+    expect((await raw('GET', '/?token=', { session: '' })).status).toBe(403);
+    // The page's own files are the same for everyone: no secret needed, none given out.
+    for (const path of ['/', '/index.html', '/app.js', '/styles.css', '/favicon.svg']) {
+      const file = await raw('GET', path, { session: '' });
+      expect(file.status, path).toBe(200);
+      expect(String(file.body), path).not.toContain(token);
+    }
 
     const before = pageLog.length;
-    for (const cookie of ['', `ledger_status_${statusPage.port}=${'x'.repeat(token.length)}`, `ledger_status_${statusPage.port + 1}=${token}`, `other=1; ledger_status_${statusPage.port}=`]) {
-      for (const path of [`/api/dispatches/${orphan.dispatchId}?refresh=true`, '/api/counts', '/', '/app.js', '/config.json']) {
-        const refused = await raw('GET', path, { cookie });
-        expect(refused.status, `${path} with "${cookie}"`).toBe(403);
+    const attempts: ReadonlyArray<RawOptions> = [
+      { session: '' },
+      { session: 'x'.repeat(token.length) },
+      { session: `${token}A` },
+      // The old session cookie: a cookie is no longer a way in (every port on 127.0.0.1 is sent it).
+      { session: '', headers: { cookie: `ledger_status_${statusPage.port}=${token}` } },
+    ];
+    for (const attempt of attempts) {
+      for (const path of [`/api/dispatches/${orphan.dispatchId}?refresh=true`, '/api/counts', '/config.json']) {
+        const refused = await raw('GET', path, attempt);
+        expect(refused.status, `${path} with ${JSON.stringify(attempt)}`).toBe(403);
         expect(refused.body, path).toMatchObject({ error: { code: 'forbidden_token' } });
       }
     }
-    // With the cookie (among others), the same read is relayed.
-    expect((await raw('GET', '/api/counts', { cookie: `other=1; ${session}` })).body).toMatchObject({ status: 200 });
+    // With the secret in its header, the same reads are answered.
+    expect((await raw('GET', '/api/counts')).body).toMatchObject({ status: 200 });
+    expect((await raw('GET', '/config.json')).body).toMatchObject({ refreshMs: 500 });
     // The token is in no log line, refused or not; no refused read reached the ledger.
     expect(JSON.stringify(pageLog)).not.toContain(token);
-    expect(pageLog.slice(before).filter((line) => line.msg === 'request refused: no session')).toHaveLength(20);
+    expect(pageLog.slice(before).filter((line) => line.msg === 'request refused: no session')).toHaveLength(12);
     expect(pageLog.some((line) => line.msg === 'ledger unreachable')).toBe(false);
   });
 
-  it('refuses what a browser marks as coming from another site, cookie or not', async () => {
+  it('refuses what a browser marks as coming from another site, secret or not', async () => {
     for (const site of ['cross-site', 'same-site']) {
       for (const path of ['/api/dispatches/x?refresh=true', '/', `/?token=${new URL(statusPage.url).searchParams.get('token') ?? ''}`]) {
         const refused = await raw('GET', path, { headers: { 'sec-fetch-site': site } });
         expect(refused.status, `${site} ${path}`).toBe(403);
         expect(refused.body).toMatchObject({ error: { code: 'cross_site' } });
-        expect(refused.headers['set-cookie']).toBeUndefined();
       }
     }
     for (const site of ['same-origin', 'none']) expect((await raw('GET', '/api/counts', { headers: { 'sec-fetch-site': site } })).status, site).toBe(200);
   });
 
-  it("refuses a web page's fetch at the port in Chromium, even once the browser holds the cookie", async () => {
+  it("refuses a web page's fetch at the port in Chromium, even while the browser has the page open", async () => {
     // Another page on this machine (another port is another origin, and the same site).
     const other: Server = createServer((_request, response) => {
       response.writeHead(200, { 'content-type': 'text/html' });
@@ -358,10 +370,49 @@ describe('the status page server', () => {
     }
   });
 
+  // Regression: the secret was a cookie, and cookies are not kept apart by port — Chromium sent
+  // `ledger_status_PORT=<token>` to every server on 127.0.0.1 the operator's browser then visited, so
+  // any local process with a port could read the ledger as the operator.
+  it('keeps its secret from every other server on 127.0.0.1 the browser visits', async () => {
+    const seen: string[] = [];
+    const other: Server = createServer((incoming, response) => {
+      seen.push(`${incoming.url ?? ''} ${JSON.stringify(incoming.headers)}`);
+      response.writeHead(200, { 'content-type': 'text/html' });
+      response.end('<!doctype html><title>elsewhere</title>');
+    });
+    await new Promise<void>((resolveListen) => other.listen(0, '127.0.0.1', resolveListen));
+    try {
+      const { page } = await openPage();
+      await page.locator('#attention-orphan_no_delivery').waitFor();
+      // The page works on after a reload (the secret is kept for this origin), and the address bar holds no secret.
+      await page.reload();
+      await page.locator('#attention-orphan_no_delivery').waitFor();
+      expect(page.url()).toBe(statusPage.origin);
+      // Another tab opened at the clean URL reads too.
+      const second = await context.newPage();
+      await second.goto(statusPage.origin);
+      await second.locator('#attention-orphan_no_delivery').waitFor();
+      await second.close();
+      const elsewhere = `http://127.0.0.1:${(other.address() as AddressInfo).port}/`;
+      await page.goto(elsewhere);
+      await page.evaluate(`fetch(${JSON.stringify(`${elsewhere}again`)}, { credentials: 'include' }).then((answer) => answer.text())`);
+      const token = new URL(statusPage.url).searchParams.get('token') ?? '';
+      // The document and the fetch (and whatever else the browser asks for, its icon): none carries the secret.
+      expect(seen.filter((line) => /^\/(again)? /.test(line))).toHaveLength(2);
+      for (const line of seen) expect(line).not.toContain(token);
+      // Nor can the other page read it: storage is kept apart by origin, port included.
+      expect(await page.evaluate<string>('JSON.stringify({ cookie: document.cookie, local: { ...localStorage }, session: { ...sessionStorage } })')).not.toContain(token);
+      await page.close();
+    } finally {
+      other.closeAllConnections();
+      await new Promise((resolveClose) => other.close(resolveClose));
+    }
+  });
+
   it('answers a request line that is no URL with 400, and goes on serving', async () => {
     const port = statusPage.port;
     const reply = await new Promise<string>((resolveReply, rejectReply) => {
-      const socket = connectSocket(port, '127.0.0.1', () => socket.end(`GET http://[/ HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nCookie: ${session}\r\nConnection: close\r\n\r\n`));
+      const socket = connectSocket(port, '127.0.0.1', () => socket.end(`GET http://[/ HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${SESSION_HEADER}: ${session}\r\nConnection: close\r\n\r\n`));
       let text = '';
       socket.setEncoding('utf8');
       socket.on('data', (chunk: string) => (text += chunk));
@@ -385,15 +436,14 @@ describe('the status page server', () => {
       },
     });
     try {
-      const traded = await fetch(fragile.url, { redirect: 'manual' });
-      const cookie = String(traded.headers.get('set-cookie')).split(';')[0] ?? '';
-      const broken = await fetch(`${fragile.origin}api/targets/x/slots/release`, { headers: { cookie } });
+      const headers = { [SESSION_HEADER]: new URL(fragile.url).searchParams.get('token') ?? '' };
+      const broken = await fetch(`${fragile.origin}api/targets/x/slots/release`, { headers });
       expect(broken.status).toBe(500);
       const text = await broken.text();
       expect(JSON.parse(text)).toEqual({ error: { code: 'internal', message: 'the status page failed to answer this request' } });
       expect(text).not.toContain('log sink broke');
       expect(lines).toContainEqual(expect.objectContaining({ level: 'error', msg: 'request failed', error: 'log sink broke' }));
-      expect(((await (await fetch(`${fragile.origin}api/counts`, { headers: { cookie } })).json()) as { status: number }).status).toBe(200);
+      expect(((await (await fetch(`${fragile.origin}api/counts`, { headers })).json()) as { status: number }).status).toBe(200);
     } finally {
       await fragile.close();
     }

@@ -1,4 +1,4 @@
-import { loadConfig, type PageConfig } from './api.js';
+import { loadConfig, takeSession, type PageConfig } from './api.js';
 import { mountDispatch } from './dispatch.js';
 import { el } from './dom.js';
 import { mountOverview } from './overview.js';
@@ -26,6 +26,7 @@ async function start(): Promise<void> {
   const main = document.getElementById('main');
   const updated = document.getElementById('updated');
   if (!main || !updated) return;
+  takeSession();
   const config: PageConfig = await loadConfig();
   let refresh: () => Promise<boolean> = async () => true;
   let timer: ReturnType<typeof setTimeout> | undefined;
