@@ -21,8 +21,9 @@ export class DispatchIntake extends Construct {
   constructor(scope: Construct, id: string, props: DispatchIntakeProps) {
     super(scope, id);
     const maxReceiveCount = props.maxReceiveCount ?? 5;
-    // Throttling alone can cost a few receives; fewer than 5 dead-letters healthy messages.
-    if (maxReceiveCount < 5) throw new RangeError(`maxReceiveCount must be at least 5, got ${maxReceiveCount}`);
+    // Throttling alone can cost a few receives; fewer than 5 dead-letters healthy messages. SQS takes a
+    // whole number up to 1,000 (regression: 5.5 and 1001 passed the synth and failed the deploy).
+    if (!Number.isInteger(maxReceiveCount) || maxReceiveCount < 5 || maxReceiveCount > 1000) throw new RangeError(`maxReceiveCount must be a whole number from 5 to 1000, got ${maxReceiveCount}`);
     ({ queue: this.queue, deadLetterQueue: this.deadLetterQueue } = fedQueue(this, 'DispatchQueue', { name: 'intake', fn: props.intake }, maxReceiveCount));
   }
 }

@@ -44,7 +44,11 @@ export interface LedgerManualTargetProps {
 
 /** Options of `addLambdaTarget`. */
 export interface LedgerLambdaTargetOptions {
-  /** The function's timeout, when it cannot be read from the function (an imported one). @default the function's own */
+  /**
+   * The function's timeout, when it cannot be read from the function: one imported with
+   * `Function.fromFunctionAttributes` and its `role` (a Role of this app, which registers it as the
+   * target's caller). @default the function's own
+   */
   readonly timeout?: Duration;
   /** At most this many of its runs submitted and not known to be over (CONTRACT §11), 1 to 10,000. @default unlimited */
   readonly maxConcurrentRuns?: number;
@@ -58,7 +62,11 @@ export interface DispatchLedgerProps {
   readonly retentionDays?: number;
   /** What `cdk destroy` does to the table and buckets. @default RemovalPolicy.RETAIN */
   readonly removalPolicy?: RemovalPolicy;
-  /** Table deletion protection. @default true */
+  /**
+   * Deletion protection of the ledger's tables and the lambda targets' run tables. With
+   * `RemovalPolicy.DESTROY`, set it false too: a protected table cannot be deleted, so `cdk destroy`
+   * (or removing a lambda target) fails at it. @default true
+   */
   readonly deletionProtection?: boolean;
   /** Where alarms (and their recoveries) go. @default a new SNS topic */
   readonly alarmTopic?: ITopic;
@@ -72,7 +80,7 @@ export interface DispatchLedgerProps {
   readonly eventBusName?: string;
   /** Retention of the functions' logs. @default one month */
   readonly logRetention?: RetentionDays;
-  /** Deliveries before an untakeable message moves to the DLQ. @default 5 */
+  /** Deliveries before an untakeable message moves to the DLQ: a whole number from 5 to 1,000. @default 5 */
   readonly maxReceiveCount?: number;
   /**
    * Partitions of each origin's results inbox (CONTRACT §10, §14), 1 to 32. One key takes an origin's

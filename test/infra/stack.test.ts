@@ -63,7 +63,16 @@ describe('DispatchLedger stack: queues', () => {
     const { DispatchLedgerStack } = await import('../../infra/stack.js');
     const { App } = await import('aws-cdk-lib');
     const app = new App();
-    expect(() => new DispatchLedgerStack(app, 'S', { ledger: { maxReceiveCount: 3 } })).toThrow(/maxReceiveCount must be at least 5/);
+    expect(() => new DispatchLedgerStack(app, 'S', { ledger: { maxReceiveCount: 3 } })).toThrow(/maxReceiveCount must be a whole number from 5 to 1000, got 3/);
+  });
+
+  // Regression: 5.5 and 1001 passed the synth and failed the deploy (SQS takes a whole number from 1 to 1,000).
+  it('refuses a maxReceiveCount that is no whole number or over 1,000 at synth time', async () => {
+    const { DispatchLedgerStack } = await import('../../infra/stack.js');
+    const { App } = await import('aws-cdk-lib');
+    for (const maxReceiveCount of [5.5, 1001, Number.NaN]) {
+      expect(() => new DispatchLedgerStack(new App(), 'S', { ledger: { maxReceiveCount } }), String(maxReceiveCount)).toThrow(/maxReceiveCount must be a whole number from 5 to 1000/);
+    }
   });
 });
 
