@@ -1,7 +1,7 @@
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { takeLambdaFailure, type LambdaFailureDeps } from '../../shared/usecases/lambda-failure.js';
 import type { LedgerConfig } from '../../shared/adapters/config.js';
-import { jsonBodyOf, sqsBatchHandler } from '../../shared/adapters/sqs-batch.js';
+import { jsonBodyOf, senderOf, sqsBatchHandler } from '../../shared/adapters/sqs-batch.js';
 import { failureDeps, logger } from './deps.js';
 
 export { CONFIG } from './deps.js';
@@ -13,9 +13,10 @@ export { CONFIG } from './deps.js';
  * or a record for a run whose submission is not recorded yet, is reported back alone and retried by SQS.
  */
 async function recordHandler(deps: LambdaFailureDeps, record: SQSRecord): Promise<void> {
-  const outcome = await takeLambdaFailure(deps, jsonBodyOf(record), record.attributes.SenderId);
+  const { senderId, redrivenFor } = senderOf(record);
+  const outcome = await takeLambdaFailure(deps, jsonBodyOf(record), senderId, redrivenFor);
   if (outcome === 'unreadable') logger.warn('an on-failure record names no run of the ledger; dropped', { messageId: record.messageId, bytes: record.body.length });
-  else if (outcome === 'refused') logger.warn('an on-failure record not from the function of the run it names; refused', { messageId: record.messageId, senderId: record.attributes.SenderId });
+  else if (outcome === 'refused') logger.warn('an on-failure record not from the function of the run it names; refused', { messageId: record.messageId, senderId, redrivenFor });
   // Its run's submission is not recorded yet (the function failed before Invoke's answer was written): kept, and SQS brings it back.
   else if (outcome === 'not_yet') logger.info('an on-failure record came before its run was recorded; kept, and retried', { messageId: record.messageId });
   else logger.info('lambda failure taken in', { messageId: record.messageId, outcome });

@@ -2,8 +2,9 @@ import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-p
 import { countForTarget } from '../../shared/adapters/metrics.js';
 import { crashPoint, isInjectedCrash } from '../../shared/faults.js';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { DispatchInProgressError, REDRIVEN_FOR, takeDispatchMessage, type IntakeDeps, type IntakeResult } from '../../shared/usecases/intake.js';
+import { DispatchInProgressError, takeDispatchMessage, type IntakeDeps, type IntakeResult } from '../../shared/usecases/intake.js';
 import type { LedgerConfig } from '../../shared/adapters/config.js';
+import { senderOf } from '../../shared/adapters/sqs-batch.js';
 import { intakeDeps, logger, metrics } from './deps.js';
 
 export { CONFIG } from './deps.js';
@@ -30,8 +31,7 @@ async function recordHandler(deps: IntakeDeps, record: SQSRecord, invocation: { 
     const result = await takeDispatchMessage(deps, {
       messageId: record.messageId,
       body: record.body,
-      senderId: record.attributes.SenderId,
-      redrivenFor: record.messageAttributes[REDRIVEN_FOR]?.stringValue,
+      ...senderOf(record),
       sentAt: sentAtOf(record.attributes.SentTimestamp),
     });
     logger.info('dispatch message taken', { messageId: record.messageId, ...result });

@@ -48,5 +48,6 @@ export function orchestratorDeps(config: LedgerConfig): OrchestratorDeps {
   const store = config.admissionFunction
     ? nudgingAdmission(table, (target) => lambdaAdmissionNudge((lambda ??= new LambdaClient({})), config.admissionFunction)(target), (error) => logger.warn('admission nudge failed; the next tick admits', { error }))
     : table;
-  return { store, blobs, targetFor, principalMode: config.principalMode, now: () => new Date() };
+  // The registry tells an operator's redrive from the DLQ (its first sender carried) from anyone else's claim.
+  return { store, blobs, targetFor, principalMode: config.principalMode, principals: table, now: () => new Date() };
 }

@@ -233,6 +233,7 @@ export class DispatchLedger extends Construct {
       dispatchQueue: this.intake.queue,
       deadLetterQueue: this.intake.deadLetterQueue,
       failuresDeadLetterQueue: this.lambdaFailures.deadLetterQueue,
+      failuresQueue: this.lambdaFailures.queue,
       functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function, Retention: retention.function, Failures: failures.function, Orchestrators: orchestrators.function },
       publisher: publisher.function,
       retention: retention.function,
@@ -432,8 +433,12 @@ export class DispatchLedger extends Construct {
     const grantable = this.grantableOf(identity);
     if (!grantable) return;
     this.api.grantInvoke(grantable);
-    this.intake.deadLetterQueue.grantConsumeMessages(grantable);
-    this.intake.queue.grantSendMessages(grantable);
+    // `ledger dlq redrive`: every DLQ the ledger alarms on, back to the queue it feeds (each function
+    // believes what an operator moved back as its first sender's, `LedgerRedrivenFor`).
+    for (const { deadLetterQueue, queue } of [this.intake, this.lambdaFailures, { deadLetterQueue: this.stateMachineTargets.deadLetterQueue, queue: this.stateMachineTargets.queue }]) {
+      deadLetterQueue?.grantConsumeMessages(grantable);
+      queue.grantSendMessages(grantable);
+    }
     // `ledger stream replay`: list and read the failure records, mark each replayed, publish its events.
     const failures = this.publisher.failureBucket;
     grantable.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:ListBucket'], resources: [failures.bucketArn] }));

@@ -77,6 +77,15 @@ const GAUGE_TITLES: Readonly<Record<FlowGauge, string>> = {
   SlotsHeldByUnknownRuns: 'SlotsHeldByUnknownRuns (slots held by runs whose status is unknown)',
 };
 
+/**
+ * The command that moves a DLQ's messages back to the queue it feeds, as an operator (`addOperator`):
+ * `--stack` finds the dispatch queue's pair alone, so the others are named by URL (tokens: CloudFormation
+ * writes the URLs into the alarm's description).
+ */
+export function redriveCommand(deadLetterQueue: IQueue, queue: IQueue | undefined): string {
+  return queue ? `\`ledger dlq redrive --dlq-url ${deadLetterQueue.queueUrl} --queue-url ${queue.queueUrl}\`` : '`ledger dlq redrive --dlq-url URL --queue-url URL`';
+}
+
 export interface LedgerAlarmsProps {
   /** Where alarms go. @default a new SNS topic (subscribe to it after deploying) */
   readonly alarmTopic?: ITopic;
@@ -84,6 +93,8 @@ export interface LedgerAlarmsProps {
   readonly deadLetterQueue: IQueue;
   /** The DLQ of Lambda's on-failure records of lambda targets (CONTRACT §12). */
   readonly failuresDeadLetterQueue?: IQueue;
+  /** The failures queue its DLQ's messages go back to: the alarm names the command with both URLs. @default the alarm names no URL */
+  readonly failuresQueue?: IQueue;
   readonly functions: Readonly<Record<string, IFunction>>;
   readonly publisher: IFunction;
   /** The function deleting expired records' objects (graphed; its errors alarm is among `functions`). */
@@ -146,7 +157,7 @@ export class LedgerAlarms extends Construct {
       alarm(
         'LambdaFailuresDeadLetterQueue',
         props.failuresDeadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
-        "A lambda target's failure record could not be taken in: its run stays unknown until looked up. Read the failures function's logs, then move the DLQ's messages back to the failures queue.",
+        `A lambda target's failure record could not be taken in: its run stays unknown until looked up. Read the failures function's logs, then move the DLQ's messages back to the failures queue as an operator: ${redriveCommand(props.failuresDeadLetterQueue, props.failuresQueue)}.`,
       );
     }
     alarm(

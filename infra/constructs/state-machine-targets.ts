@@ -9,6 +9,7 @@ import type { Queue } from 'aws-cdk-lib/aws-sqs';
 import { CfnStateMachine, StateMachine, StateMachineType, type IStateMachine } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { fedQueue } from './fed-queue.js';
+import { redriveCommand } from './ledger-alarms.js';
 import type { LedgerFunction } from './ledger-function.js';
 import { applyAcknowledgements, executionsAcknowledgement, orchestratorDeadLetterAcknowledgement, type NagAcknowledgement } from './nag.js';
 
@@ -165,7 +166,7 @@ export class StateMachineTargets extends Construct {
       comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: TreatMissingData.NOT_BREACHING,
       alarmDescription:
-        "An approval request or an execution's status change could not be taken in: the run stays as recorded until the monitor looks it up, and an approval request is lost to the ledger. Read the orchestrators function's logs, then move the DLQ's messages back to the orchestrator queue.",
+        `An approval request or an execution's status change could not be taken in: the run stays as recorded until the monitor looks it up, and an approval request is lost to the ledger. Read the orchestrators function's logs, then move the DLQ's messages back to the orchestrator queue as an operator: ${redriveCommand(deadLetterQueue, queue)}.`,
     });
     const action = new SnsAction(this.props.alarmTopic);
     alarm.addAlarmAction(action);

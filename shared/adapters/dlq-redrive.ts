@@ -6,8 +6,7 @@ import {
   type MessageAttributeValue,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { REDRIVEN_FOR } from '../usecases/intake.js';
-import { resolvePrincipal, type PrincipalRegistry } from '../principals/principals.js';
+import { REDRIVEN_FOR, resolvePrincipal, type PrincipalRegistry } from '../principals/principals.js';
 
 export interface RedriveReport {
   /** Messages now back on the dispatch queue and gone from the DLQ. */

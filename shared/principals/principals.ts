@@ -58,8 +58,11 @@ export async function mayActForOrigin(
   return principal?.role === 'origin' && principal.origin === origin;
 }
 
+/** Message attribute `ledger dlq redrive` sets to the message's first `SenderId` (read by every function fed by a queue). */
+export const REDRIVEN_FOR = 'LedgerRedrivenFor';
+
 /**
- * Who a message speaks for. A message an operator moved back from the DLQ (`ledger dlq redrive`)
+ * Who a message speaks for. A message an operator moved back from a DLQ (`ledger dlq redrive`)
  * carries its first sender's id, because SQS stamps the mover as `SenderId`; that claim is honoured
  * only when the mover is a registered operator, so no origin can borrow another's identity with it.
  */

@@ -25,9 +25,6 @@ export interface IntakeRecord {
   readonly sentAt?: string | undefined;
 }
 
-/** Message attribute `ledger dlq redrive` sets to the message's first `SenderId`. */
-export const REDRIVEN_FOR = 'LedgerRedrivenFor';
-
 export type IntakeResult =
   | {
       readonly outcome: 'submitted' | 'retrying' | 'blocked' | 'duplicate' | 'waiting';

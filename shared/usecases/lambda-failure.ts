@@ -6,7 +6,7 @@ import type { LedgerStoreWithWrites } from '../ledger/port.js';
 import type { LambdaFailureRecord } from '../dispatch/records.js';
 import { updateDispatch } from '../ledger/repository.js';
 import { NATIVE_STATUS, parseLambdaRunId } from '../targets/port.js';
-import { resolvePrincipal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
+import { effectiveSender, resolvePrincipal, type PrincipalMode, type PrincipalRegistry } from '../principals/principals.js';
 import { clip, printable } from '../text.js';
 
 /**
@@ -75,9 +75,10 @@ function safeJson(value: string): unknown {
 /**
  * `senderId`: the SQS SenderId of the record. A record is believed only for a run of a lambda target
  * whose function it names, sent (in AWS) by a principal registered as that target: a worker cannot
- * fail another target's runs by putting a forged record on the shared queue.
+ * fail another target's runs by putting a forged record on the shared queue. `redrivenFor`: the first
+ * sender of a record an operator moved back from the DLQ, believed only from a registered operator.
  */
-export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown, senderId?: string): Promise<LambdaFailureOutcome> {
+export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown, senderId?: string, redrivenFor?: string): Promise<LambdaFailureOutcome> {
   const failure = failureOfRecord(record, deps.now().toISOString());
   if (!failure) return 'unreadable';
   const read = await deps.store.getStored(failure.dispatchId);
@@ -90,7 +91,8 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
   const named = unqualified((record as { requestContext?: { functionArn?: unknown } }).requestContext?.functionArn);
   if (registration?.kind !== 'lambda' || named !== registration.functionArn) return 'refused';
   if ((deps.principalMode ?? 'enforce') === 'enforce') {
-    const sender = senderId && deps.principals ? await resolvePrincipal(deps.principals, senderId) : undefined;
+    const speaking = deps.principals ? await effectiveSender(deps.principals, 'enforce', senderId, redrivenFor) : undefined;
+    const sender = speaking && deps.principals ? await resolvePrincipal(deps.principals, speaking) : undefined;
     if (sender?.role !== 'target' || sender.target !== target) return 'refused';
   }
   // Kept before anything else: a lookup of the run reads it, whatever the state says yet.

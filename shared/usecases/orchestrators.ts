@@ -11,6 +11,7 @@ import type { StepFunctionsTargetRegistration } from '../targets/port.js';
 import { parseExecutionName } from '../targets/run-names.js';
 import { keepFoundBody, lookUpRun } from './look-up-run.js';
 import { keepRuntimeToken } from './runtime-approvals.js';
+import { effectiveSender, type PrincipalRegistry } from '../principals/principals.js';
 
 /**
  * What AWS's orchestrators tell the ledger on its orchestrator queue (CONTRACT §17), one message at a time:
@@ -44,6 +45,8 @@ export interface OrchestratorDeps extends Pick<DispatchWorkDeps, 'targetFor' | '
   readonly store: LedgerStoreWithWrites;
   /** `enforce` (AWS): an approval request is taken only from the state machine's own role. */
   readonly principalMode: 'enforce' | 'open';
+  /** Tells a registered operator, whose redrive from the DLQ carries the first sender. @default none: a redrive's claim is never believed */
+  readonly principals?: PrincipalRegistry;
 }
 
 /** A redrive is kept as a late event of its run under this seq: a run's own events are numbered from 1. */
@@ -92,10 +95,13 @@ async function stateMachineOf(deps: OrchestratorDeps, target: string): Promise<S
   return registration?.kind === 'stepfunctions' ? registration : undefined;
 }
 
-/** `senderId`: the message's SQS SenderId (an assumed role sends as `{roleId}:{session}`). */
-export async function takeOrchestratorMessage(deps: OrchestratorDeps, body: unknown, senderId?: string): Promise<OrchestratorOutcome> {
+/**
+ * `senderId`: the message's SQS SenderId (an assumed role sends as `{roleId}:{session}`); `redrivenFor`:
+ * the first sender of a message an operator moved back from the DLQ, believed only from a registered operator.
+ */
+export async function takeOrchestratorMessage(deps: OrchestratorDeps, body: unknown, senderId?: string, redrivenFor?: string): Promise<OrchestratorOutcome> {
   const request = approvalRequestSchema.safeParse(body);
-  if (request.success) return takeApprovalRequest(deps, request.data, senderId);
+  if (request.success) return takeApprovalRequest(deps, request.data, deps.principals ? await effectiveSender(deps.principals, deps.principalMode, senderId, redrivenFor) : senderId);
   const change = statusChangeSchema.safeParse(body);
   if (change.success) return takeStatusChange(deps, change.data.detail);
   return 'unreadable';

@@ -8,6 +8,7 @@ import type { SqsHandler } from '../../local/runtime/sqs-event-source.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { lambdaRunIdOf, type TargetPort } from '../../shared/targets/port.js';
+import { REDRIVEN_FOR } from '../../shared/principals/principals.js';
 import { takeDispatchMessage } from '../../shared/usecases/intake.js';
 import { engineClients, testEngines, uniqueName } from '../support/engines.js';
 import { intakeDepsFactory } from '../support/factories.js';
@@ -22,19 +23,31 @@ const FUNCTION_ARN = 'arn:aws:lambda:us-east-1:000000000000:function:quick-fail'
 const clients = engineClients();
 const saved = { ...process.env };
 let table: LedgerTable;
+let tableName: string;
 let blobs: S3Blobs;
 let handler: SqsHandler;
 
+const failuresFunction = () => {
+  const failures = LOCAL_FUNCTIONS.find((fn) => fn.name === 'failures');
+  if (!failures) throw new Error('no failures function in LOCAL_FUNCTIONS');
+  return failures;
+};
+/** A target whose every run is accepted (queued), for the records that follow. */
+const acceptsEveryRun: TargetPort = {
+  submit: async (request) => ({ kind: 'accepted', runId: lambdaRunIdOf(request.dispatchId, request.attempt), status: 'queued', requestId: 'req-1' }),
+  lookup: async () => ({ kind: 'not_found' }),
+  decideApproval: async () => ({ kind: 'unavailable', reason: 'unused' }),
+  cancel: async () => ({ kind: 'unavailable', reason: 'unused' }),
+};
+
 beforeAll(async () => {
-  const tableName = uniqueName('failures-handler');
+  tableName = uniqueName('failures-handler');
   await ensureLedgerTable(clients.dynamodb, tableName);
   table = new LedgerTable(DynamoDBDocumentClient.from(clients.dynamodb, { marshallOptions: { removeUndefinedValues: true } }), { tableName, retentionSeconds: 86_400 });
   blobs = new S3Blobs(clients.s3, await ensureBucket(clients.s3, uniqueName('failures-handler-blobs')));
   await table.putTarget({ name: 'quick-fail', kind: 'lambda', functionArn: FUNCTION_ARN, timeoutSeconds: 5 });
   Object.assign(process.env, localHandlerEnvironment(testEngines()));
-  const failures = LOCAL_FUNCTIONS.find((fn) => fn.name === 'failures');
-  if (!failures) throw new Error('no failures function in LOCAL_FUNCTIONS');
-  handler = await loadHandler<SqsHandler>(failures, { LEDGER_TABLE_NAME: tableName, PRINCIPAL_MODE: 'open', AWS_REGION: 'us-east-1' });
+  handler = await loadHandler<SqsHandler>(failuresFunction(), { LEDGER_TABLE_NAME: tableName, PRINCIPAL_MODE: 'open', AWS_REGION: 'us-east-1' });
 });
 afterAll(() => {
   process.env = { ...saved };
@@ -72,5 +85,35 @@ describe('the failures handler', () => {
     // SQS brings it back once its visibility timeout passes: the run is recorded failed with Lambda's error.
     expect(failedIds(await handler({ Records: [record('m-early', body)] }, context))).toEqual([]);
     expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'failed', result: { summary: 'QuotaError: the model quota is spent' } });
+  });
+
+  // Regression: the failures DLQ's alarm says to move its messages back, but `ledger dlq redrive` sends
+  // each as the operator (the worker's id in `LedgerRedrivenFor`), and the failures function believed
+  // the SenderId alone: every redriven record was acknowledged as `refused`, its run's failure lost.
+  it("takes in a record an operator moved back from its DLQ as the worker's own; the same attribute from anyone else is refused", async () => {
+    const registry = JSON.stringify({
+      principals: [
+        { id: 'AROAQUICKFAIL', principal: { role: 'target', target: 'quick-fail' } },
+        { id: 'AROAONCALL', principal: { role: 'operator' } },
+        { id: 'AROAOTHERWORKER', principal: { role: 'target', target: 'other' } },
+      ],
+      targets: [{ name: 'quick-fail', kind: 'lambda', functionArn: FUNCTION_ARN, timeoutSeconds: 5, stateTable: 'quick-fail-runs' }],
+    });
+    const enforcing = await loadHandler<SqsHandler>(failuresFunction(), { LEDGER_TABLE_NAME: tableName, PRINCIPAL_MODE: 'enforce', LEDGER_REGISTRY: registry, AWS_REGION: 'us-east-1' });
+    const dispatchId = uniqueName('d');
+    await takeDispatchMessage(intakeDepsFactory({ store: table, blobs, targetFor: () => acceptsEveryRun, now: () => new Date() }), {
+      messageId: uniqueName('m'),
+      body: JSON.stringify({ dispatchId, origin: 'planner', target: 'quick-fail', task: { goal: 'review' }, delivery: { mode: 'detached' } }),
+      senderId: 'test',
+    });
+    const body = JSON.stringify({ requestContext: { requestId: 'r-2', functionArn: FUNCTION_ARN, condition: 'RetriesExhausted' }, requestPayload: { runId: lambdaRunIdOf(dispatchId, 1), dispatchId }, responsePayload: { errorType: 'QuotaError', errorMessage: 'spent' } });
+    const redriven = (messageId: string, sender: string) => ({ ...sqsRecord(messageId, body, sender, 'dispatch-ledger-lambda-failures'), messageAttributes: { [REDRIVEN_FOR]: { stringValue: 'AROAQUICKFAIL:function', dataType: 'String', stringListValues: [], binaryListValues: [] } } });
+    // Another worker claiming to move the record back is not believed: acknowledged, nothing recorded.
+    expect(failedIds(await enforcing({ Records: [redriven('m-forged', 'AROAOTHERWORKER:s')] }, context))).toEqual([]);
+    expect((await table.getState(dispatchId))?.execution.status).toBe('queued');
+    expect(await table.getLambdaFailure(dispatchId, 1)).toBeUndefined();
+    // The operator's redrive is the worker's record.
+    expect(failedIds(await enforcing({ Records: [redriven('m-redriven', 'AROAONCALL:oncall')] }, context))).toEqual([]);
+    expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'failed', result: { summary: 'QuotaError: spent' } });
   });
 });

@@ -21,7 +21,7 @@ import { accepted, submitted } from '../../shared/dispatch/transitions/lifecycle
 import { blocked } from '../../shared/dispatch/transitions/core.js';
 import type { PrincipalRegistry } from '../../shared/principals/principals.js';
 import { notStored } from '../../shared/ledger/port.js';
-import { REDRIVEN_FOR } from '../../shared/usecases/intake.js';
+import { REDRIVEN_FOR } from '../../shared/principals/principals.js';
 import { engineClients, uniqueName, testEngines } from '../support/engines.js';
 import { eventually } from '../support/eventually.js';
 import { newDispatchFactory, NOW } from '../support/factories.js';

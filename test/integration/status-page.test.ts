@@ -1,5 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect as connectSocket, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -106,6 +106,22 @@ function raw(method: string, path: string, options: RawOptions = {}): Promise<{ 
     outgoing.on('error', rejectRequest);
     outgoing.end(method === 'POST' ? '{}' : undefined);
   });
+}
+
+/** Another server on 127.0.0.1 (another port: another origin, the same site), told of each request, for the length of `use`. */
+async function elsewhere(onRequest: (incoming: IncomingMessage) => void, use: (url: string) => Promise<void>): Promise<void> {
+  const other: Server = createServer((incoming, response) => {
+    onRequest(incoming);
+    response.writeHead(200, { 'content-type': 'text/html' });
+    response.end('<!doctype html><title>elsewhere</title>');
+  });
+  await new Promise<void>((resolveListen) => other.listen(0, '127.0.0.1', resolveListen));
+  try {
+    await use(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`);
+  } finally {
+    other.closeAllConnections();
+    await new Promise((resolveClose) => other.close(resolveClose));
+  }
 }
 
 describe('the status page in Chromium', () => {
@@ -348,15 +364,10 @@ describe('the status page server', () => {
 
   it("refuses a web page's fetch at the port in Chromium, even while the browser has the page open", async () => {
     // Another page on this machine (another port is another origin, and the same site).
-    const other: Server = createServer((_request, response) => {
-      response.writeHead(200, { 'content-type': 'text/html' });
-      response.end('<!doctype html><title>elsewhere</title>');
-    });
-    await new Promise<void>((resolveListen) => other.listen(0, '127.0.0.1', resolveListen));
-    try {
+    await elsewhere(() => undefined, async (otherUrl) => {
       const { page } = await openPage();
       await page.locator('#attention-orphan_no_delivery').waitFor();
-      await page.goto(`http://127.0.0.1:${(other.address() as AddressInfo).port}/`);
+      await page.goto(otherUrl);
       const before = pageLog.length;
       const target = `${statusPage.origin}api/dispatches/${encodeURIComponent(stalled.dispatchId)}?refresh=true`;
       // A blind GET (no-cors: the page could not read the answer, only cause it).
@@ -364,10 +375,7 @@ describe('the status page server', () => {
       await eventually('the cross-site refusal', async () => pageLog.slice(before), { until: (lines) => lines.some((line) => line.msg === 'request refused: cross-site') });
       expect(pageLog.slice(before).find((line) => line.msg === 'request refused: cross-site')).toMatchObject({ site: 'same-site' });
       await page.close();
-    } finally {
-      other.closeAllConnections();
-      await new Promise((resolveClose) => other.close(resolveClose));
-    }
+    });
   });
 
   // Regression: the secret was a cookie, and cookies are not kept apart by port — Chromium sent
@@ -375,13 +383,7 @@ describe('the status page server', () => {
   // any local process with a port could read the ledger as the operator.
   it('keeps its secret from every other server on 127.0.0.1 the browser visits', async () => {
     const seen: string[] = [];
-    const other: Server = createServer((incoming, response) => {
-      seen.push(`${incoming.url ?? ''} ${JSON.stringify(incoming.headers)}`);
-      response.writeHead(200, { 'content-type': 'text/html' });
-      response.end('<!doctype html><title>elsewhere</title>');
-    });
-    await new Promise<void>((resolveListen) => other.listen(0, '127.0.0.1', resolveListen));
-    try {
+    await elsewhere((incoming) => seen.push(`${incoming.url ?? ''} ${JSON.stringify(incoming.headers)}`), async (otherUrl) => {
       const { page } = await openPage();
       await page.locator('#attention-orphan_no_delivery').waitFor();
       // The page works on after a reload (the secret is kept for this origin), and the address bar holds no secret.
@@ -393,9 +395,8 @@ describe('the status page server', () => {
       await second.goto(statusPage.origin);
       await second.locator('#attention-orphan_no_delivery').waitFor();
       await second.close();
-      const elsewhere = `http://127.0.0.1:${(other.address() as AddressInfo).port}/`;
-      await page.goto(elsewhere);
-      await page.evaluate(`fetch(${JSON.stringify(`${elsewhere}again`)}, { credentials: 'include' }).then((answer) => answer.text())`);
+      await page.goto(otherUrl);
+      await page.evaluate(`fetch(${JSON.stringify(`${otherUrl}again`)}, { credentials: 'include' }).then((answer) => answer.text())`);
       const token = new URL(statusPage.url).searchParams.get('token') ?? '';
       // The document and the fetch (and whatever else the browser asks for, its icon): none carries the secret.
       expect(seen.filter((line) => /^\/(again)? /.test(line))).toHaveLength(2);
@@ -403,10 +404,7 @@ describe('the status page server', () => {
       // Nor can the other page read it: storage is kept apart by origin, port included.
       expect(await page.evaluate<string>('JSON.stringify({ cookie: document.cookie, local: { ...localStorage }, session: { ...sessionStorage } })')).not.toContain(token);
       await page.close();
-    } finally {
-      other.closeAllConnections();
-      await new Promise((resolveClose) => other.close(resolveClose));
-    }
+    });
   });
 
   it('answers a request line that is no URL with 400, and goes on serving', async () => {

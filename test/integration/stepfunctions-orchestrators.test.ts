@@ -125,6 +125,21 @@ describe('a state machine asks for an approval through the ledger', () => {
     expect((await table.getState(dispatchId))?.execution).toMatchObject({ status: 'running', pendingApproval: null });
   });
 
+  // Regression: the orchestrator DLQ's alarm says to move its messages back, but `ledger dlq redrive`
+  // sends each as the operator (the state machine's id in `LedgerRedrivenFor`), and the request was
+  // refused again for its SenderId alone: back to the DLQ, the execution waiting on a token nobody held.
+  it("takes a request an operator moved back from the DLQ as the state machine's own; the same attribute from anyone else is refused", async () => {
+    const { dispatchId, runId } = await submitted();
+    const principals = { resolve: async (id: string) => (id === 'AROAONCALL' ? ({ role: 'operator' } as const) : id === 'AROAOTHERROLE' ? ({ role: 'target', target: 'other' } as const) : undefined) };
+    const request = { dispatchId, runId, taskToken: TOKEN };
+    const withRegistry: OrchestratorDeps = { ...deps(), principals };
+    expect(await takeOrchestratorMessage(withRegistry, request, 'AROAOTHERROLE:s', 'AROAFLOWROLE:execution')).toBe('refused');
+    expect(await takeOrchestratorMessage(withRegistry, request, 'AROAONCALL:oncall')).toBe('refused');
+    expect(await takeOrchestratorMessage(withRegistry, request, 'AROAONCALL:oncall', 'AROAOTHERROLE:s')).toBe('refused');
+    expect((await table.getState(dispatchId))?.execution.pendingApproval).toBeNull();
+    expect(await takeOrchestratorMessage(withRegistry, request, 'AROAONCALL:oncall', 'AROAFLOWROLE:execution')).toBe('approval_requested');
+  });
+
   it("is retried, not dropped, when it comes before the ledger recorded the run's start (was: not_current, the token lost)", async () => {
     // A dispatch accepted and not submitted yet (its notBefore ahead): its run is not recorded.
     const dispatchId = uniqueName('d').replace(/[^A-Za-z0-9-]/g, '-');

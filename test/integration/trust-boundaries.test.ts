@@ -10,7 +10,8 @@ import { httpTarget } from '../../shared/adapters/http-target.js';
 import { LedgerTable } from '../../shared/adapters/ledger-writes.js';
 import { S3Blobs } from '../../shared/adapters/s3-blobs.js';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
-import { REDRIVEN_FOR, takeDispatchMessage, type IntakeDeps, type IntakeRecord } from '../../shared/usecases/intake.js';
+import { REDRIVEN_FOR } from '../../shared/principals/principals.js';
+import { takeDispatchMessage, type IntakeDeps, type IntakeRecord } from '../../shared/usecases/intake.js';
 import type { PrincipalRegistry } from '../../shared/principals/principals.js';
 import { engineClients, uniqueName, testEngines } from '../support/engines.js';
 
