@@ -6,6 +6,7 @@ import { stateDir } from '../local/paths.js';
 import type { LocalInfo } from '../local/state.js';
 import { LocalPlatformError, runningState } from './local.js';
 import { shown } from './table.js';
+import { ArgumentsError } from './args.js';
 
 /**
  * How every face (the CLI's commands, `ledger ui`, `ledger mcp`) reaches a ledger: the connection flags,
@@ -40,7 +41,10 @@ export function connectionArgs(values: ConnectionValues, omit: ReadonlyArray<key
   });
 }
 
-/** A ledger the CLI cannot talk to as asked: bad connection flags, no stack, no credentials, no answer. */
+/**
+ * A ledger the CLI cannot reach as asked: no such stack or output, no local platform, no credentials.
+ * Connection flags that are malformed or do not go together are an `ArgumentsError` (exit 2, a usage mistake).
+ */
 export class LedgerConnectionError extends Error {
   override readonly name = 'LedgerConnectionError';
 }
@@ -104,7 +108,7 @@ type Environment = Readonly<Record<string, string | undefined>>;
 function checked(flag: keyof ConnectionValues, value: string | undefined, source = `--${flag}`): string | undefined {
   if (value === undefined) return undefined;
   const { schema, shape } = CONNECTION[flag];
-  if (!schema.safeParse(value).success) throw new LedgerConnectionError(shown`${source} must be ${shape}, got "${value.slice(0, 200)}"`);
+  if (!schema.safeParse(value).success) throw new ArgumentsError(shown`${source} must be ${shape}, got "${value.slice(0, 200)}"`);
   return value;
 }
 
@@ -115,7 +119,7 @@ function regionOf(flag: string | undefined, env: Environment): string {
     const region = checked('region', env[name] || undefined, name);
     if (region !== undefined) return region;
   }
-  throw new LedgerConnectionError('no region to sign for (the stack\'s region): pass --region R, or set AWS_REGION');
+  throw new ArgumentsError('no region to sign for (the stack\'s region): pass --region R, or set AWS_REGION');
 }
 
 /**
@@ -131,15 +135,15 @@ export function resolveConnection(values: ConnectionValues, env: Environment = p
   const apiUrl = checked('api-url', values['api-url']);
   const queueUrl = checked('queue-url', values['queue-url']);
   const region = checked('region', values.region);
-  if (stack !== undefined && apiUrl !== undefined) throw new LedgerConnectionError('give --stack NAME or --api-url URL, not both');
+  if (stack !== undefined && apiUrl !== undefined) throw new ArgumentsError('give --stack NAME or --api-url URL, not both');
   if (stack === undefined && apiUrl === undefined) {
     if (queueUrl !== undefined || region !== undefined) {
-      throw new LedgerConnectionError('--queue-url and --region go with --api-url URL (or --stack NAME); without either, the local platform is used');
+      throw new ArgumentsError('--queue-url and --region go with --api-url URL (or --stack NAME); without either, the local platform is used');
     }
     return { kind: 'local' };
   }
   if (stack !== undefined) {
-    if (queueUrl !== undefined) throw new LedgerConnectionError('--stack gives the dispatch queue (its output DispatchQueueUrl): leave out --queue-url');
+    if (queueUrl !== undefined) throw new ArgumentsError('--stack gives the dispatch queue (its output DispatchQueueUrl): leave out --queue-url');
     return { kind: 'stack', stack, region: regionOf(region, env) };
   }
   // A function URL is printed with a trailing slash; every route is appended to it.

@@ -1,7 +1,7 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseCommandArgs } from './args.js';
-import { CONNECTION_OPTIONS, LedgerConnectionError, localInfo, resolveConnection } from './connect.js';
+import { ArgumentsError, parseCommandArgs } from './args.js';
+import { CONNECTION_OPTIONS, localInfo, resolveConnection } from './connect.js';
 import { shown } from './table.js';
 
 interface LoggedEvent {
@@ -70,7 +70,7 @@ export async function printFrom(file: string, from: number, print: (line: string
 export async function events(args: string[], print: (line: string) => void): Promise<number> {
   const { values } = parseCommandArgs({ args, options: { ...CONNECTION_OPTIONS, follow: { type: 'boolean', short: 'f', default: false }, dispatch: { type: 'string' }, json: { type: 'boolean', default: false } } });
   if (resolveConnection(values).kind !== 'local') {
-    throw new LedgerConnectionError(
+    throw new ArgumentsError(
       'ledger events reads the local platform\'s event log only; on a deployed stack the events are on its EventBridge bus (the stack output EventBusName): add a rule there (to CloudWatch Logs, say) to keep them',
     );
   }

@@ -246,7 +246,8 @@ export async function main(argv: string[]): Promise<number> {
 
 /**
  * A `ledger` command run to its end: what it prints, printed, and its exit code (0 done, 1 failed,
- * 2 a usage mistake or a request the ledger would refuse); every failure said on stderr without a stack.
+ * 2 a usage mistake or a request the ledger would refuse; `local status` 3, not running: docs/protocol.md
+ * §9); every failure said on stderr without a stack.
  */
 export async function run(argv: string[]): Promise<number> {
   try {

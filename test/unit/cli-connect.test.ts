@@ -2,7 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { isLedgerNetworkError } from '@dispatch-ledger/client';
-import { connect, LedgerConnectionError, resolveConnection } from '../../cli/connect.js';
+import { ArgumentsError } from '../../cli/args.js';
+import { connect, resolveConnection } from '../../cli/connect.js';
 import { events } from '../../cli/events.js';
 import { dlq, UsageError } from '../../cli/operations.js';
 
@@ -10,8 +11,9 @@ import { dlq, UsageError } from '../../cli/operations.js';
 // variables, read before anything is sent; and what the remote client sends (signed, never as an origin).
 
 const RLO = '\u202e';
+/** Refused as a usage mistake (exit 2): connection flags that are malformed, missing or do not go together. */
 const refused = (run: () => unknown, problem: RegExp): void => {
-  expect(run).toThrow(LedgerConnectionError);
+  expect(run).toThrow(ArgumentsError);
   expect(run).toThrow(problem);
 };
 
@@ -160,7 +162,7 @@ describe('the commands that do not go through the API', () => {
   it("ledger events refuses --stack and --api-url, saying where a deployed stack's events are", async () => {
     for (const args of [['--stack', 'prod', '--region', 'eu-west-1'], ['--api-url', 'https://x.lambda-url.eu-west-1.on.aws/', '--region', 'eu-west-1']]) {
       const refusedEvents = events(args, () => undefined);
-      await expect(refusedEvents).rejects.toBeInstanceOf(LedgerConnectionError);
+      await expect(refusedEvents).rejects.toBeInstanceOf(ArgumentsError);
       await expect(refusedEvents).rejects.toThrow(/reads the local platform's event log only; on a deployed stack the events are on its EventBridge bus \(the stack output EventBusName\)/);
     }
   });

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { cliMain } from '../../cli/main.js';
 
@@ -41,6 +44,11 @@ describe('a usage mistake exits 2 and says what is wrong in its first line', () 
     [['manual', 'd-1', '--kind', 'made_up', '--note', 'n'], /^--kind must be one of manual_dispatch_written, /],
     [['local', 'target', 'add', 'my-worker'], /^--url is required$/],
     [['local', 'target', 'add', 'my-worker', '--url', 'http://10.0.0.1:80'], /^--url /],
+    // Connection flags that do not go together, or are malformed (regression: LedgerConnectionError, exit 1).
+    [['attention', '--stack', 'a', '--api-url', 'https://x.example.com', '--region', 'us-east-1'], /^give --stack NAME or --api-url URL, not both$/],
+    [['check', 'd-1', '--region', 'us-east-1'], /^--queue-url and --region go with --api-url URL/],
+    [['rejections', '--api-url', 'ftp://x.example.com', '--region', 'us-east-1'], /^--api-url must be an https URL/],
+    [['events', '--stack', 'prod', '--region', 'eu-west-1'], /reads the local platform's event log only/],
   ];
   for (const [argv, said] of cases) {
     it(`ledger ${argv.join(' ')}`, async () => {
@@ -49,4 +57,21 @@ describe('a usage mistake exits 2 and says what is wrong in its first line', () 
       expect(code).toBe(2);
     });
   }
+});
+
+describe('ledger local status', () => {
+  it('exits 3 when the local platform is not running, as docs/protocol.md §9 says (null under --json)', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'ledger-state-'));
+    vi.stubEnv('LEDGER_STATE_DIR', empty);
+    try {
+      const out: string[] = [];
+      vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => out.push(String(chunk)) > 0);
+      await cliMain(['local', 'status', '--json']);
+      expect(process.exitCode).toBe(3);
+      expect(out.join('')).toBe('null\n');
+    } finally {
+      vi.unstubAllEnvs();
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
 });
