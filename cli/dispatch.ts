@@ -18,6 +18,9 @@ export { localInfo, originOf } from './connect.js';
 /** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S …`). */
 const connectionFlags = (values: ConnectionValues): string => connectionArgs(values, ['queue-url']).map(shellWord).join(' ');
 
+/** The flags that make a message's fields: a message given whole (--body, --file) takes none of them. */
+const MESSAGE_FLAGS = ['dispatch-id', 'target', 'behavior', 'goal', 'expect', 'detached', 'parent', 'stall-after', 'grace', 'approval-wait'] as const;
+
 /** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */
 export async function send(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseCommandArgs({
@@ -26,8 +29,9 @@ export async function send(args: string[], print: (line: string) => void, connec
       ...CONNECTION_OPTIONS,
       'dispatch-id': { type: 'string' },
       origin: { type: 'string' },
-      target: { type: 'string', default: 'demo-agent' },
-      behavior: { type: 'string', default: 'complete' },
+      // Their defaults are applied below, to a message made here: given beside --body/--file they are refused.
+      target: { type: 'string' },
+      behavior: { type: 'string' },
       goal: { type: 'string' },
       expect: { type: 'string', multiple: true },
       detached: { type: 'boolean', default: false },
@@ -45,6 +49,10 @@ export async function send(args: string[], print: (line: string) => void, connec
   /** The dispatch id made up here, if one was: said when the send's outcome is unknown. */
   let made: string | undefined;
   if (values.body !== undefined || values.file !== undefined) {
+    if (values.body !== undefined && values.file !== undefined) throw new UsageError('give --body or --file, not both; nothing was sent');
+    // The message is sent as written (regression: the fields' flags beside it were dropped without a word).
+    const beside = MESSAGE_FLAGS.filter((flag) => values[flag] !== undefined && values[flag] !== false);
+    if (beside.length > 0) throw new UsageError(`--body and --file send the message as written: put ${beside.map((flag) => `--${flag}`).join(', ')} in it instead; nothing was sent`);
     // Read and checked here: a message the ledger would refuse is never sent (nothing reaches the queue).
     const text = values.body ?? readFileSync(values.file ?? '', 'utf8');
     try {
@@ -63,8 +71,8 @@ export async function send(args: string[], print: (line: string) => void, connec
     message = {
       dispatchId: values['dispatch-id'] ?? (made = newDispatchId()),
       origin: originOf(values.origin),
-      target: values.target,
-      task: { behavior: values.behavior, ...(values.goal ? { goal: values.goal } : {}) },
+      target: values.target ?? 'demo-agent',
+      task: { behavior: values.behavior ?? 'complete', ...(values.goal ? { goal: values.goal } : {}) },
       ...(values.expect ? { expectedEvidence: values.expect } : {}),
       ...(values.detached ? { delivery: { mode: 'detached' } } : {}),
       ...(values.parent ? { parentDispatchId: values.parent } : {}),

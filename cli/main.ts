@@ -76,6 +76,8 @@ async function up(args: string[]): Promise<number> {
       events: { type: 'string', default: 'all' },
     },
   });
+  // Regression: with --detach these were ignored without a word (the platform started, no demo ran, nothing stopped).
+  if (values.detach && (values.demo || values.once)) throw new ArgumentsError(`${values.demo ? '--demo' : '--once'} runs in the foreground: leave out --detach (ledger local up [--detach | --demo [--once]] …)`);
   const tickSeconds = Number(values.tick);
   if (!Number.isFinite(tickSeconds) || tickSeconds <= 0) {
     warn(`--tick must be a number of seconds > 0, got "${values.tick}"`);

@@ -4,7 +4,7 @@ const [ACCEPTANCE, DELIVERY] = OPERATOR_RECEIPT_KINDS;
 
 /** `ledger help`: every command, one line each (and a few continued where a command needs saying more). */
 export const USAGE = `usage:
-  ledger local up [--detach] [--json] [--tick SECONDS] [--sigv4] [--events P]   start the local platform (foreground unless --detach;
+  ledger local up [--detach | --demo [--once]] [--json] [--tick SECONDS] [--sigv4] [--events P]   start the local platform (foreground unless --detach;
                                                          --sigv4: IAM auth on the API; --events: all, attention, or detail-types)
   ledger local down                                      stop everything "up" started
   ledger local status [--json]                           is it running, and where

@@ -27,6 +27,7 @@ async function ran(argv: string[]): Promise<{ code: number | string | undefined;
 
 afterEach(() => {
   vi.restoreAllMocks();
+  vi.unstubAllEnvs();
   process.exitCode = undefined;
 });
 
@@ -44,6 +45,13 @@ describe('a usage mistake exits 2 and says what is wrong in its first line', () 
     [['manual', 'd-1', '--kind', 'made_up', '--note', 'n'], /^--kind must be one of manual_dispatch_written, /],
     [['local', 'target', 'add', 'my-worker'], /^--url is required$/],
     [['local', 'target', 'add', 'my-worker', '--url', 'http://10.0.0.1:80'], /^--url /],
+    // Regression: beside --body/--file these were ignored without a word, the message sent without them.
+    [['send', '--body', '{"origin":"planner"}', '--target', 'reviewer'], /^--body and --file send the message as written: put --target in it instead; nothing was sent$/],
+    [['send', '--file', 'message.json', '--dispatch-id', 'd-1', '--stall-after', '60'], /^--body and --file send the message as written: put --dispatch-id, --stall-after in it instead; nothing was sent$/],
+    [['send', '--body', '{}', '--file', 'message.json'], /^give --body or --file, not both; nothing was sent$/],
+    // Regression: ignored beside --detach (the platform started detached, no demo ran, nothing stopped).
+    [['local', 'up', '--detach', '--demo'], /^--demo runs in the foreground: leave out --detach/],
+    [['local', 'up', '--detach', '--once'], /^--once runs in the foreground: leave out --detach/],
     // Connection flags that do not go together, or are malformed (regression: LedgerConnectionError, exit 1).
     [['attention', '--stack', 'a', '--api-url', 'https://x.example.com', '--region', 'us-east-1'], /^give --stack NAME or --api-url URL, not both$/],
     [['check', 'd-1', '--region', 'us-east-1'], /^--queue-url and --region go with --api-url URL/],
@@ -52,6 +60,8 @@ describe('a usage mistake exits 2 and says what is wrong in its first line', () 
   ];
   for (const [argv, said] of cases) {
     it(`ledger ${argv.join(' ')}`, async () => {
+      // A state folder that cannot be made: a command that fails to refuse (`local up`) fails at once, starting nothing.
+      vi.stubEnv('LEDGER_STATE_DIR', '/dev/null/ledger-state');
       const { code, first } = await ran(argv);
       expect(first).toMatch(said);
       expect(code).toBe(2);
