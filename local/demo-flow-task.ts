@@ -1,6 +1,7 @@
 import { DescribeExecutionCommand, ListExecutionsCommand, type SFNClient } from '@aws-sdk/client-sfn';
 import { sigv4Signer } from '@dispatch-ledger/worker';
 import { stepFunctionsTask } from '@dispatch-ledger/worker/stepfunctions';
+import { withinTimeout } from './runtime/context.js';
 
 /**
  * demo-flow's Lambda task, and the part Step Functions plays in running it, locally (CONTRACT §17).
@@ -37,6 +38,8 @@ export function startFlowTasks(options: {
   readonly stateMachineArn: string;
   readonly handler: (event: unknown, context: { awsRequestId: string; functionName: string; getRemainingTimeInMillis: () => number }) => Promise<unknown>;
   readonly intervalMs?: number;
+  /** The task function's timeout: a task is ended then, as Lambda ends it. @default 60 s */
+  readonly timeoutMs?: number;
   readonly log: (entry: Record<string, unknown>) => void;
 }): FlowTaskRunner {
   // The executions whose task was handed out: only those still running are remembered.
@@ -45,7 +48,13 @@ export function startFlowTasks(options: {
   const stop = new AbortController();
   const invoke = async (executionArn: string, input: string | undefined): Promise<void> => {
     const event = { submission: JSON.parse(input ?? '{}') as unknown, executionArn };
-    await options.handler(event, { awsRequestId: `${executionArn.split(':').at(-1) ?? ''}-task`, functionName: 'demo-flow-task', getRemainingTimeInMillis: () => 60_000 });
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const deadline = Date.now() + timeoutMs;
+    // Bounded (regression: a hung task was awaited for ever, and stopping awaits every task under way).
+    await withinTimeout(
+      options.handler(event, { awsRequestId: `${executionArn.split(':').at(-1) ?? ''}-task`, functionName: 'demo-flow-task', getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()) }),
+      timeoutMs,
+    );
   };
   /** True when the poll handed out a task: the next one comes soon; an idle runner backs off (a platform that runs no flow costs moto almost nothing). */
   const poll = async (): Promise<boolean> => {

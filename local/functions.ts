@@ -17,7 +17,7 @@ type HandlerModule = () => Promise<{ readonly createHandler?: unknown; readonly 
 
 export type LocalFunction =
   | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'sqs'; readonly queue: 'dispatch' | 'lambdaFailures' | 'orchestrators'; readonly batchSize: number; readonly timeoutSeconds: number } }
-  | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'http' } }
+  | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'http'; readonly timeoutSeconds: number } }
   | { readonly name: string; readonly module: HandlerModule; readonly trigger: { readonly kind: 'schedule'; readonly timeoutSeconds: number } }
   | {
       readonly name: string;
@@ -49,7 +49,7 @@ function localTrigger(name: LedgerFunctionName): LocalFunction['trigger'] {
     case 'sqs':
       return { kind: 'sqs', queue: trigger.queue, batchSize: trigger.batchSize, timeoutSeconds };
     case 'http':
-      return { kind: 'http' };
+      return { kind: 'http', timeoutSeconds };
     case 'schedule':
       return { kind: 'schedule', timeoutSeconds };
     case 'stream':

@@ -219,7 +219,7 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
 
     // The API comes up first, with its handler bound once loaded: handlers need its URL (callbackUrl).
     const apiFunction = LOCAL_FUNCTIONS.find((fn) => fn.trigger.kind === 'http');
-    if (!apiFunction) throw new Error('no function serves the HTTP API');
+    if (apiFunction?.trigger.kind !== 'http') throw new Error('no function serves the HTTP API');
     let apiHandler: HttpApiHandler | undefined;
     const api = await startHttpApi({
       functionName: apiFunction.name,
@@ -228,6 +228,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
         return apiHandler(event, context);
       },
       region: LOCAL_REGION,
+      // Its invocations end at the stack's timeout for it, as every local trigger's do.
+      timeoutMs: apiFunction.trigger.timeoutSeconds * 1000,
       onInvocation,
       onError: onError(apiFunction.name),
       ...(credentials

@@ -7,7 +7,7 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import { describeError, lambdaContext, type InvocationListener } from './context.js';
+import { describeError, lambdaContext, withinTimeout, type InvocationListener } from './context.js';
 import { iamAuthorizer, type IamAuthorizerContext, type SigV4Verify } from './sigv4.js';
 
 export type HttpApiHandler = (event: APIGatewayProxyEventV2, context: Context) => Promise<APIGatewayProxyResultV2>;
@@ -119,7 +119,8 @@ async function serve(options: HttpApiOptions, request: IncomingMessage, response
     });
   let result: APIGatewayProxyResultV2;
   try {
-    result = await options.handler(event, context);
+    // Ended at the function's timeout, as Lambda ends it (regression: awaited without a bound, a hung call held its caller for ever).
+    result = await withinTimeout(options.handler(event, context), options.timeoutMs ?? 29_000);
   } catch (thrown) {
     report(describeError(thrown));
     // What API Gateway answers when the integration fails: no detail leaks to the caller.

@@ -45,7 +45,7 @@ describe('one list of functions and their triggers', () => {
       expect(fn.trigger.kind, fn.name).toBe(spec.trigger.kind);
       if (fn.trigger.kind === 'sqs' && spec.trigger.kind === 'sqs') expect(fn.trigger, fn.name).toEqual({ kind: 'sqs', queue: spec.trigger.queue, batchSize: spec.trigger.batchSize, timeoutSeconds: spec.timeoutSeconds });
       // Every invocation the local platform makes ends at the stack's timeout, as Lambda ends it.
-      if (fn.trigger.kind !== 'http') expect(fn.trigger.timeoutSeconds, fn.name).toBe(spec.timeoutSeconds);
+      expect(fn.trigger.timeoutSeconds, fn.name).toBe(spec.timeoutSeconds);
       if (fn.trigger.kind === 'stream' && spec.trigger.kind === 'stream') {
         expect(fn.trigger.batchSize, fn.name).toBe(spec.trigger.batchSize);
         expect(fn.trigger.filter, fn.name).toBe(spec.trigger.records === 'published' ? isPublishedRecord : isTtlRemoval);

@@ -89,6 +89,28 @@ describe('the local HTTP API (API Gateway HTTP API, payload 2.0)', () => {
     expect(reports[0]).toMatchObject({ outcome: 'error', trigger: 'http' });
   });
 
+  // Regression: the front awaited the handler without a bound, so a hung call held its request (and the
+  // caller) for ever, where AWS ends the invocation at the function's timeout.
+  it("ends a handler at the function's timeout: 500, the invocation recorded timed out, and the next request served", async () => {
+    const reports: InvocationReport[] = [];
+    let calls = 0;
+    const server = await startHttpApi({
+      functionName: 'api',
+      region: 'us-east-1',
+      timeoutMs: 100,
+      // The first call never ends; the second answers.
+      handler: () => (++calls === 1 ? new Promise<APIGatewayProxyResultV2>(() => undefined) : Promise.resolve({ statusCode: 200, body: 'ok' })),
+      onInvocation: (report) => reports.push(report),
+    });
+    close = server.close;
+    const hung = await fetch(server.url);
+    expect(hung.status).toBe(500);
+    expect(await hung.text()).toBe('{"message":"Internal Server Error"}');
+    expect(reports[0]).toMatchObject({ outcome: 'error', trigger: 'http', error: expect.stringMatching(/Task timed out after 0\.10 seconds/) });
+    const next = await fetch(server.url);
+    expect([next.status, await next.text()]).toEqual([200, 'ok']);
+  });
+
   it('refuses a payload over 10 MB with 413 without invoking the handler', async () => {
     const { url, events } = await api(async () => ({ statusCode: 200 }));
     const response = await fetch(url, { method: 'PUT', body: Buffer.alloc(MAX_PAYLOAD_BYTES + 1) });

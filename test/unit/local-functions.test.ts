@@ -4,7 +4,7 @@ import { loadHandler, LOCAL_FUNCTIONS, type LocalFunction } from '../../local/fu
 /** The local platform makes each handler from its module's `createHandler` and `CONFIG`, on the settings it gives (never process.env). */
 describe('loadHandler', () => {
   const settings = { LEDGER_TABLE_NAME: 'local-table', EVIDENCE_BUCKET: 'local-bucket', API_BASE_URL: 'http://127.0.0.1:1', EVENT_BUS_NAME: 'local-bus', PRINCIPAL_MODE: 'open' };
-  const fake = (module: Awaited<ReturnType<LocalFunction['module']>>): LocalFunction => ({ name: 'fake', module: async () => module, trigger: { kind: 'http' } });
+  const fake = (module: Awaited<ReturnType<LocalFunction['module']>>): LocalFunction => ({ name: 'fake', module: async () => module, trigger: { kind: 'http', timeoutSeconds: 30 } });
 
   it('makes the handler on the config read from the settings it is given', async () => {
     const seen: unknown[] = [];
