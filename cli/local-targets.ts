@@ -126,6 +126,22 @@ async function signingIdentity(state: LocalState, stateDir: string, registry: Le
   return `--sigv4: the worker signs as target ${name} — createWorker({ …, signer: sigv4Signer({ region: '${file.region}' }) }), run with AWS_SHARED_CREDENTIALS_FILE=${awsProfilesFile(stateDir)} AWS_PROFILE=target-${name}`;
 }
 
+/**
+ * Takes a removed target's signing identity away: out of the credentials files first (the API reads the
+ * file again when it changed, so its key is refused at once), then out of the principal registry.
+ * Regression: the key stayed valid until `local down`.
+ */
+async function dropSigningIdentity(stateDir: string, registry: LedgerTable, name: string): Promise<void> {
+  const file = readCredentials(stateDir);
+  const credential = file?.credentials.targets[name];
+  if (!file || !credential) return;
+  const { [name]: _removed, ...targets } = file.credentials.targets;
+  const credentials = { ...file.credentials, targets };
+  writeCredentials(stateDir, { ...file, credentials });
+  writeAwsProfiles(stateDir, credentials);
+  await registry.deletePrincipal(credential.principalId);
+}
+
 async function list(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {
   const { values, positionals } = parseCommandArgs({ args: [...args], allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
   if (positionals.length > 0) throw new ArgumentsError(`local target list takes no arguments\n${LOCAL_TARGET_USAGE}`);
@@ -160,7 +176,10 @@ async function remove(args: readonly string[], print: Print, deps: LocalTargetDe
           'wait for them, cancel them, or --force (their runs go unknown, never failed: nothing can look them up any more)',
       );
     }
-    await withRegistry(state, (registry) => registry.deleteTarget(name));
+    await withRegistry(state, async (registry) => {
+      await registry.deleteTarget(name);
+      await dropSigningIdentity(deps.stateDir, registry, name);
+    });
   }
   writeLocalTargets(deps.stateDir, targets.filter((target) => target.name !== name));
   print(`removed local target ${name}${state ? '' : ' (the local platform is not running)'}`);

@@ -180,13 +180,16 @@ export function sigV4Verifier(options: SigV4VerifierOptions): SigV4Verify {
   const service = options.service ?? SIGV4_SERVICE;
   const now = options.now ?? (() => new Date());
   const byAccessKey = new Map<string, LocalCredential>();
-  const known = (): void => {
-    byAccessKey.clear();
-    for (const credential of typeof options.credentials === 'function' ? options.credentials() : options.credentials) byAccessKey.set(credential.accessKeyId, credential);
-  };
-  known();
+  let listed: Iterable<LocalCredential> | undefined;
+  // Asked at every request (regression: only for an unknown key, so a key taken away stayed valid until
+  // restart); the list is indexed again only when it is another list (callersOf keeps one per file change).
   const credentialOf = (accessKeyId: string): LocalCredential | undefined => {
-    if (!byAccessKey.has(accessKeyId) && typeof options.credentials === 'function') known();
+    const list = typeof options.credentials === 'function' ? options.credentials() : options.credentials;
+    if (list !== listed) {
+      byAccessKey.clear();
+      for (const credential of list) byAccessKey.set(credential.accessKeyId, credential);
+      listed = list;
+    }
     return byAccessKey.get(accessKeyId);
   };
 

@@ -135,4 +135,9 @@ export class LedgerTable extends LedgerTableCore implements LedgerWrites {
   async putPrincipal(principalId: string, principal: Principal): Promise<void> {
     await this.putItem({ TableName: this.table, Item: { ...PRINCIPAL_ITEM.key(principalId), principalId, ...principal } });
   }
+
+  /** Takes a principal's registration away (a local target's signing identity, at `ledger local target remove`). */
+  async deletePrincipal(principalId: string): Promise<void> {
+    await this.db.send(new DeleteCommand({ TableName: this.table, Key: PRINCIPAL_ITEM.key(principalId) }));
+  }
 }

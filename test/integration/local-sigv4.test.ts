@@ -236,4 +236,26 @@ console.log(JSON.stringify({ url }));
       child.kill();
     }
   });
+
+  // Regression: `target remove` took the registration away but left the target's key in the platform's
+  // credentials file (and its AWS profile), so whoever held it could still sign as that target until
+  // `local down`.
+  it('takes its signing identity away at `ledger local target remove`: the key is refused at once, its profile gone', async () => {
+    const name = 'removed-mine';
+    const running = (): LocalState => ({ status: 'ready', pid: process.pid, startedAt: new Date().toISOString(), pids: {}, info: platform.info, ledgerTable: platform.resources.ledgerTable, logDir: stateDir, invocationLog: join(stateDir, 'invocations.jsonl') });
+    const deps = { stateDir, running, connectTo: async () => createLedgerClient({ local: platform.info }), now: () => new Date() };
+    await localTarget(['add', name, '--url', `http://127.0.0.1:${await freePort()}`], () => undefined, deps);
+    const file = JSON.parse(readFileSync(platform.info.credentialsFile ?? '', 'utf8')) as LocalCredentialsFile;
+    const key = file.credentials.targets[name];
+    if (!key) throw new Error('target add gave no credential');
+    const profiles = join(stateDir, 'aws-credentials');
+    expect(readFileSync(profiles, 'utf8')).toContain(`[target-${name}]`);
+    // Signed as the target, a read of a run it never had is the ledger's answer, not the signature check's.
+    expect(await signedGet('/runs/r-none/control', key)).not.toMatchObject({ status: 403, body: { error: { message: expect.stringMatching(/access key is not known/) } } });
+
+    await localTarget(['remove', name, '--force'], () => undefined, deps);
+    expect(await signedGet('/runs/r-none/control', key)).toMatchObject({ status: 403, body: { error: { code: 'forbidden', message: 'the access key is not known to this API' } } });
+    expect(readFileSync(profiles, 'utf8')).not.toContain(`[target-${name}]`);
+    expect((JSON.parse(readFileSync(platform.info.credentialsFile ?? '', 'utf8')) as LocalCredentialsFile).credentials.targets[name]).toBeUndefined();
+  });
 });
