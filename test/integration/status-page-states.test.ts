@@ -133,6 +133,25 @@ describe('the status page in Chromium, against a scripted ledger', () => {
     }
   });
 
+  it('reads at once when shown again during a backoff (regression: a tab shown again waited out up to a minute of backoff, saying nothing could be read)', async () => {
+    const { page, close } = await scriptedPage(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'down' } } }), { clock: true });
+    try {
+      let reads = 0;
+      page.on('request', (request) => {
+        if (new URL(request.url()).pathname.startsWith('/api/')) reads += 1;
+      });
+      await page.locator('#updated').getByText(/^nothing could be read at/).waitFor();
+      const setHidden = (hidden: boolean) => page.evaluate(`(() => { Object.defineProperty(document, 'hidden', { value: ${hidden}, configurable: true }); document.dispatchEvent(new Event('visibilitychange')); })()`);
+      // Hidden and shown again before the backed-off tick is due (the page's clock stands still).
+      await setHidden(true);
+      const before = reads;
+      await setHidden(false);
+      await eventually('a read once shown', () => (reads > before ? true : undefined), 5_000);
+    } finally {
+      await close();
+    }
+  });
+
   it('asks a ledger that answers nothing less and less often (regression: every 3 s for ever)', async () => {
     const { page, close } = await scriptedPage(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'down' } } }), { clock: true });
     try {

@@ -33,17 +33,18 @@ async function start(): Promise<void> {
   let round = 0;
   /** Ticks in a row that could read nothing: each doubles the wait before the next, up to MAX_BACKOFF. */
   let failing = 0;
-  /** A tick found the tab hidden and stopped the loop (no next tick is scheduled until it is shown). */
-  let paused = false;
+  /** Ticks whose reads are under way (each schedules the next tick itself when they end, if it is the latest). */
+  let busy = 0;
 
   // One refresh at a time; the next is scheduled when it ends, so a slow ledger is never piled on. A tab
   // nobody sees reads nothing (each tick is several signed calls to the ledger); it reads again when shown.
   const tick = async (): Promise<void> => {
     clearTimeout(timer);
     const mine = ++round;
-    paused = document.hidden;
-    if (paused) return;
+    // A hidden tab stops the loop here: no next tick is scheduled until it is shown.
+    if (document.hidden) return;
     let read = false;
+    busy += 1;
     try {
       read = await refresh();
       const now = el('time', { attrs: { datetime: new Date().toISOString() } }, new Date().toLocaleTimeString());
@@ -52,14 +53,17 @@ async function start(): Promise<void> {
       else updated.replaceChildren('nothing could be read at ', now, '; showing what was read before');
     } catch (error) {
       updated.textContent = `the page could not refresh: ${error instanceof Error ? error.message : String(error)}`;
+    } finally {
+      busy -= 1;
     }
     failing = read ? 0 : failing + 1;
     if (mine === round) timer = setTimeout(() => void tick(), Math.min(config.refreshMs * 2 ** failing, MAX_BACKOFF_MS));
   };
-  // Shown again: the loop a hidden tick stopped starts again at once (a tick under way schedules its own next:
-  // a second one beside it would break one refresh at a time).
+  // Shown again: read at once, whether a hidden tick stopped the loop or a tick waits out a backoff
+  // (regression: shown during a backoff, the tab said "nothing could be read" for up to a minute more).
+  // A tick under way schedules its own next: a second one beside it would break one refresh at a time.
   document.addEventListener('visibilitychange', () => {
-    if (!document.hidden && paused) void tick();
+    if (!document.hidden && busy === 0) void tick();
   });
 
   const mount = (): void => {
