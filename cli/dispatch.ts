@@ -1,4 +1,5 @@
-import { DEFAULT_LIST_LIMIT } from '@dispatch-ledger/protocol';
+import { DEFAULT_LIST_LIMIT, ROUTES, routePath } from '@dispatch-ledger/protocol';
+import { VIEW_LIST_LIMIT } from '../shared/api/pages.js';
 import { WAITING_COUNTED, type TargetAtCapacity } from '../shared/usecases/flow.js';
 import { readFileSync } from 'node:fs';
 import { ArgumentsError, onePositional, parseCommandArgs } from './args.js';
@@ -154,10 +155,24 @@ export function describeView(view: DispatchView): string {
         ]
       : []),
   ];
+  const older = olderEntries(view);
+  if (older) rows.push(['older', older]);
   const width = Math.max(...rows.map(([name]) => name.length));
   const lines = rows.map(([name, value]) => `${name.padEnd(width)}  ${value}`);
   for (const unknown of view.unknowns) lines.push(`unknown${' '.repeat(Math.max(1, width - 6))} ${shown`${unknown}`}`);
   return lines.join('\n');
+}
+
+/** The view's lists that hold more than it shows, and the route each one's older entries are read from (its `more` cursor). */
+function olderEntries(view: DispatchView): string | undefined {
+  const lists = [
+    ['receipts', view.more?.receipts, ROUTES.listReceipts],
+    ['operator receipts', view.more?.operatorReceipts, ROUTES.listOperatorReceipts],
+    ['manual attestations', view.more?.manualAttestations, ROUTES.listManualAttestations],
+    ['runs', view.more?.runs, ROUTES.listRuns],
+  ] as const;
+  const more = lists.flatMap(([name, cursor, route]) => (cursor ? [shown`more ${name}: GET ${routePath(route, { dispatchId: view.dispatchId })}?cursor=${encodeURIComponent(cursor)}`] : []));
+  return more.length === 0 ? undefined : [`the view shows the newest ${VIEW_LIST_LIMIT} of each list`, ...more].join('; ');
 }
 
 /** `ledger check <dispatchId>`: the dispatch view, readable or --json. */

@@ -133,3 +133,14 @@ describe('ledger registry target put --kind manual', () => {
     expect(documents.calls()).toHaveLength(0);
   });
 });
+
+// Regression: a view holds the newest 50 entries of each list; `ledger check` never said a dispatch had
+// more (the view's `more` cursors), so a person read 50 receipts as all of them.
+describe('describeView of a dispatch with more than the view shows', () => {
+  it('says which lists hold more and where the older entries are read', () => {
+    const view = { ...dispatchView(waiting(), undefined), more: { receipts: 'c-r', operatorReceipts: null, manualAttestations: null, runs: 'c run' } };
+    const text = describeView(view);
+    expect(text).toMatch(/^older +the view shows the newest 50 of each list; more receipts: GET \/dispatches\/d-2026-0001\/receipts\?cursor=c-r; more runs: GET \/dispatches\/d-2026-0001\/runs\?cursor=c%20run$/m);
+    expect(describeView(dispatchView(waiting(), undefined))).not.toMatch(/^older/m);
+  });
+});
