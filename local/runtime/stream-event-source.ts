@@ -1,7 +1,10 @@
 import {
   DescribeStreamCommand,
+  ExpiredIteratorException,
   GetRecordsCommand,
   GetShardIteratorCommand,
+  TrimmedDataAccessException,
+  type GetRecordsCommandOutput,
   type DynamoDBStreamsClient,
   type _Record as StreamRecord,
   type AttributeValue,
@@ -53,6 +56,8 @@ export interface StreamEventSourceOptions {
 
 interface ShardCursor {
   iterator: string | undefined;
+  /** The sequence number of the last record read (filtered out or not): an expired iterator is renewed after it. */
+  lastRead?: string;
   /** Records read but not yet handled successfully (kept across retries). */
   pending: DynamoDBRecord[];
   attempts: number;
@@ -103,9 +108,16 @@ export class StreamEventSource {
       this.discoveredAt = now;
     }
     let handled = 0;
+    // A shard that fails is said once the others were polled: one shard's trouble stops no other.
+    let failed: { readonly error: unknown } | undefined;
     for (const [shardId, cursor] of this.shards) {
-      handled += await this.pollShard(shardId, cursor);
+      try {
+        handled += await this.pollShard(shardId, cursor);
+      } catch (error) {
+        failed ??= { error };
+      }
     }
+    if (failed) throw failed.error;
     return handled;
   }
 
@@ -132,10 +144,9 @@ export class StreamEventSource {
     if (cursor.late) return 0;
     const batchSize = this.options.batchSize ?? 100;
     if (cursor.pending.length < batchSize && cursor.iterator) {
-      const page = await this.options.streams.send(
-        new GetRecordsCommand({ ShardIterator: cursor.iterator, Limit: batchSize - cursor.pending.length }),
-      );
+      const page = await this.readRecords(shardId, cursor, batchSize - cursor.pending.length);
       cursor.iterator = page.NextShardIterator;
+      cursor.lastRead = page.Records?.at(-1)?.dynamodb?.SequenceNumber ?? cursor.lastRead;
       const records = (page.Records ?? []).map((record) => toLambdaRecord(record, this.options));
       const { filter } = this.options;
       cursor.pending.push(...(filter ? records.filter(filter) : records));
@@ -183,6 +194,30 @@ export class StreamEventSource {
       cursor.attempts = 0;
     }
     return failedFrom.index;
+  }
+
+  /**
+   * One GetRecords on the shard. An iterator that expired (15 minutes unused, as after a machine's sleep)
+   * is renewed after the last record read and the read made again (regression: it failed for good, and the
+   * stream was read no more until a restart); one whose records were trimmed (24 h) starts again at the
+   * oldest kept, and says what was lost.
+   */
+  private async readRecords(shardId: string, cursor: ShardCursor, limit: number): Promise<GetRecordsCommandOutput> {
+    const { streams, streamArn } = this.options;
+    const read = (iterator: string | undefined) => streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: limit }));
+    try {
+      return await read(cursor.iterator);
+    } catch (error) {
+      const trimmed = error instanceof TrimmedDataAccessException;
+      if (!(error instanceof ExpiredIteratorException) && !trimmed) throw error;
+      if (trimmed) this.options.onError?.(new Error(`${this.options.functionName}: records of shard ${shardId} after ${cursor.lastRead ?? 'its start'} were trimmed before they were read; reading on from the oldest kept`));
+      const after = !trimmed && cursor.lastRead !== undefined;
+      const renewed = await streams.send(
+        new GetShardIteratorCommand({ StreamArn: streamArn, ShardId: shardId, ...(after ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER', SequenceNumber: cursor.lastRead } : { ShardIteratorType: 'TRIM_HORIZON' }) }),
+      );
+      cursor.iterator = renewed.ShardIterator;
+      return read(cursor.iterator);
+    }
   }
 
   /** Undefined when the batch succeeded; else the index of the first record to retry from. */

@@ -2,7 +2,7 @@ import { CreateTableCommand, DeleteItemCommand, PutItemCommand } from '@aws-sdk/
 import type { DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StreamEventSource, type StreamHandler } from '../../local/runtime/stream-event-source.js';
-import { DynamoDBStreamsClient } from '@aws-sdk/client-dynamodb-streams';
+import { DynamoDBStreamsClient, ExpiredIteratorException } from '@aws-sdk/client-dynamodb-streams';
 import { LOCAL_CREDENTIALS } from '../../local/engines/index.js';
 import { engineClients, testEngines, uniqueName } from '../support/engines.js';
 import { countCommands } from '../../bench/command-watch.js';
@@ -295,5 +295,48 @@ describe('nothing forgotten: two stream functions on one table (publisher and re
     expect(seen.map((record) => [record.eventName, record.dynamodb?.Keys?.pk?.S])).toEqual([['REMOVE', 'item-0']]);
     // A REMOVE DynamoDB Local makes carries no userIdentity (only TTL deletions in AWS do).
     expect(seen[0]?.userIdentity).toBeUndefined();
+  });
+
+  // Regression: the source kept only its shard iterator. Once that expired (DynamoDB's iterators live 15
+  // minutes: a laptop asleep is enough), every GetRecords failed for good, and the publisher and retention
+  // read nothing more until a restart. It now renews the iterator after the last record it read.
+  it('renews an expired shard iterator after the last record read: nothing lost, nothing read twice', async () => {
+    const { table, streamArn } = await tableWithStream();
+    await putItems(table, 3);
+    const streams = new DynamoDBStreamsClient({ endpoint: testEngines().dynamodbEndpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS });
+    // The iterator the next GetRecords uses expires for good, as DynamoDB's does after 15 minutes unused.
+    const expired = new Set<string>();
+    let expireNext = false;
+    streams.middlewareStack.add(
+      (next, context) => async (args) => {
+        const iterator = (args.input as { ShardIterator?: string }).ShardIterator;
+        if (context.commandName === 'GetRecordsCommand' && iterator !== undefined) {
+          if (expireNext) {
+            expired.add(iterator);
+            expireNext = false;
+          }
+          if (expired.has(iterator)) throw new ExpiredIteratorException({ message: 'Iterator expired', $metadata: {} });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'expireIterators' },
+    );
+    const seen: Array<string | undefined> = [];
+    const errors: unknown[] = [];
+    const poller = new StreamEventSource({ functionName: 'publisher', handler: async (event) => void seen.push(...keysOf(event)), streams, streamArn, region: 'us-east-1', onError: (error) => errors.push(error) });
+    try {
+      expect(await poller.pollOnce()).toBe(3);
+      await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { pk: { S: 'after-sleep' } } }));
+      expireNext = true;
+      await eventually('the record after the expiry', async () => {
+        await poller.pollOnce();
+        return seen.length;
+      }, { until: (count) => count === 4, timeoutMs: 5_000 });
+      expect(expired.size).toBe(1);
+      expect(seen).toEqual(['item-0', 'item-1', 'item-2', 'after-sleep']);
+      expect(await poller.pollOnce()).toBe(0);
+    } finally {
+      streams.destroy();
+    }
   });
 });
