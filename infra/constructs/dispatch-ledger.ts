@@ -30,6 +30,7 @@ import {
   type LedgerManualTargetProps,
   type LedgerTargetProps,
 } from './ledger-props.js';
+import { checkEnvironmentSizes } from './environment-size.js';
 import { LambdaFailureIntake } from './lambda-failure-intake.js';
 import { LedgerStorage } from './ledger-storage.js';
 import { acknowledgeNagFindings } from './nag.js';
@@ -241,6 +242,8 @@ export class DispatchLedger extends Construct {
     this.stateMachineTargets = new StateMachineTargets(this, 'Orchestrators', { orchestrators, submitters: [intake, api, monitor], alarmTopic: this.alarms.topic });
     this.durableFunctionTargets = new DurableFunctionTargets([intake, api, monitor]);
     acknowledgeNagFindings(this);
+    // At synth, once every target, origin and principal is in: each function's environment fits Lambda's 4 KB.
+    this.node.addValidation({ validate: () => checkEnvironmentSizes(this, this.functions, () => `${this.principals.length} principals, ${this.targets.length} targets, ${this.origins.length} origins' settings`) });
   }
 
   /**
