@@ -51,11 +51,12 @@ afterAll(async () => {
 });
 
 describe('the status page in Chromium, against a scripted ledger', () => {
-  async function scriptedPage(answer: (route: string, query: Readonly<Record<string, unknown>>) => { status: number; body: unknown } | undefined, options: { readonly clock?: boolean } = {}): Promise<{ page: Page; close: () => Promise<void> }> {
+  type Answer = { status: number; body: unknown } | undefined;
+  async function scriptedPage(answer: (route: string, query: Readonly<Record<string, unknown>>) => Answer | Promise<Answer>, options: { readonly clock?: boolean } = {}): Promise<{ page: Page; close: () => Promise<void> }> {
     const ledger = createLedgerClient({ local: NOWHERE });
     const scripted: LedgerClient = {
       ...ledger,
-      raw: async (route, parts) => ({ ...(answer(route, parts?.query ?? {}) ?? quiet(route)), requestId: undefined }),
+      raw: async (route, parts) => ({ ...((await answer(route, parts?.query ?? {})) ?? quiet(route)), requestId: undefined }),
     };
     const other = await startStatusPage({ client: scripted, refreshMs: 500, log: () => undefined });
     const page = await context.newPage();
@@ -148,6 +149,40 @@ describe('the status page in Chromium, against a scripted ledger', () => {
       await setHidden(false);
       await eventually('a read once shown', () => (reads > before ? true : undefined), 5_000);
     } finally {
+      await close();
+    }
+  });
+
+  it("goes on reading when shown while an older view's slow read is still under way (a review's regression: the page stopped for good)", async () => {
+    // The overview's counts read is held, so its tick is still reading when the view changes.
+    let release: () => void = () => undefined;
+    let held: Promise<void> | undefined;
+    const { page, close } = await scriptedPage(async (route) => {
+      if (route === 'counts' && held) await held;
+      return undefined;
+    }, { clock: true });
+    try {
+      await page.locator('#updated').getByText(/^updated/).waitFor();
+      held = new Promise((resolve) => (release = resolve));
+      let reads = 0;
+      page.on('request', (request) => {
+        if (new URL(request.url()).pathname.startsWith('/api/dispatches/d-slow')) reads += 1;
+      });
+      // The overview's next tick starts and waits on its counts.
+      await page.clock.runFor(500);
+      // The view changes: its own tick reads, ends, and sets the next one's timer.
+      await page.evaluate(`location.hash = '#/dispatches/d-slow'`);
+      await eventually('the dispatch view read', () => (reads > 0 ? true : undefined), 5_000);
+      const setHidden = (hidden: boolean) => page.evaluate(`(() => { Object.defineProperty(document, 'hidden', { value: ${hidden}, configurable: true }); document.dispatchEvent(new Event('visibilitychange')); })()`);
+      // Hidden: the timer's tick stops the loop. Shown while the overview's old read is still held.
+      await setHidden(true);
+      await page.clock.runFor(500);
+      const before = reads;
+      await setHidden(false);
+      release();
+      await eventually('a read after it was shown', () => (reads > before ? true : undefined), 5_000);
+    } finally {
+      release();
       await close();
     }
   });

@@ -33,8 +33,8 @@ async function start(): Promise<void> {
   let round = 0;
   /** Ticks in a row that could read nothing: each doubles the wait before the next, up to MAX_BACKOFF. */
   let failing = 0;
-  /** Ticks whose reads are under way (each schedules the next tick itself when they end, if it is the latest). */
-  let busy = 0;
+  /** The round of the tick whose reads are under way, if it is the latest (it schedules the next itself); 0: none. */
+  let reading = 0;
 
   // One refresh at a time; the next is scheduled when it ends, so a slow ledger is never piled on. A tab
   // nobody sees reads nothing (each tick is several signed calls to the ledger); it reads again when shown.
@@ -44,7 +44,7 @@ async function start(): Promise<void> {
     // A hidden tab stops the loop here: no next tick is scheduled until it is shown.
     if (document.hidden) return;
     let read = false;
-    busy += 1;
+    reading = mine;
     try {
       read = await refresh();
       const now = el('time', { attrs: { datetime: new Date().toISOString() } }, new Date().toLocaleTimeString());
@@ -54,16 +54,17 @@ async function start(): Promise<void> {
     } catch (error) {
       updated.textContent = `the page could not refresh: ${error instanceof Error ? error.message : String(error)}`;
     } finally {
-      busy -= 1;
+      if (reading === mine) reading = 0;
     }
     failing = read ? 0 : failing + 1;
     if (mine === round) timer = setTimeout(() => void tick(), Math.min(config.refreshMs * 2 ** failing, MAX_BACKOFF_MS));
   };
   // Shown again: read at once, whether a hidden tick stopped the loop or a tick waits out a backoff
-  // (regression: shown during a backoff, the tab said "nothing could be read" for up to a minute more).
-  // A tick under way schedules its own next: a second one beside it would break one refresh at a time.
+  // (regression: shown during a backoff, the tab said "nothing could be read" for up to a minute more) —
+  // unless the latest tick is reading: it schedules its own next, and a second beside it would break one
+  // refresh at a time. An older tick still reading schedules nothing (it is not the latest), so it is no reason to wait.
   document.addEventListener('visibilitychange', () => {
-    if (!document.hidden && busy === 0) void tick();
+    if (!document.hidden && reading !== round) void tick();
   });
 
   const mount = (): void => {
