@@ -108,7 +108,7 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
 /**
  * Under --sigv4 (the running platform's info names its credentials file), the worker signs its callbacks
  * as its target: a credential of its own, registered as that target's principal and written to the
- * platform's credentials files (the API reads the file again when it changed and a key is unknown).
+ * platform's credentials files (the API reads the file again when it changed).
  * What to tell the user.
  */
 async function signingIdentity(state: LocalState, stateDir: string, registry: LedgerTable, name: string): Promise<string | undefined> {
@@ -127,19 +127,20 @@ async function signingIdentity(state: LocalState, stateDir: string, registry: Le
 }
 
 /**
- * Takes a removed target's signing identity away: out of the credentials files first (the API reads the
- * file again when it changed, so its key is refused at once), then out of the principal registry.
- * Regression: the key stayed valid until `local down`.
+ * Takes a removed target's signing identity away: out of the principal registry, then out of the
+ * credentials files (the API reads the file again when it changed, so its key is refused at once). In
+ * that order, so a remove that fails midway leaves the credential to find again (a review: the file first,
+ * and a failed delete left the principal for good). Regression: the key stayed valid until `local down`.
  */
 async function dropSigningIdentity(stateDir: string, registry: LedgerTable, name: string): Promise<void> {
   const file = readCredentials(stateDir);
   const credential = file?.credentials.targets[name];
   if (!file || !credential) return;
+  await registry.deletePrincipal(credential.principalId);
   const { [name]: _removed, ...targets } = file.credentials.targets;
   const credentials = { ...file.credentials, targets };
   writeCredentials(stateDir, { ...file, credentials });
   writeAwsProfiles(stateDir, credentials);
-  await registry.deletePrincipal(credential.principalId);
 }
 
 async function list(args: readonly string[], print: Print, deps: LocalTargetDeps): Promise<number> {

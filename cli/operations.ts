@@ -101,7 +101,7 @@ export async function dlq(args: string[], print: Print): Promise<number> {
     const report = await redriveDeadLetters(sqs, { ...urls, ...(limit === undefined ? {} : { limit }), ...(principals ? { principals } : {}) });
     if (values.json) print(JSON.stringify(report));
     else {
-      print(`moved ${report.moved} message(s) from the DLQ back to the dispatch queue`);
+      print(`moved ${report.moved} message(s) from the DLQ back to its queue`);
       for (const { messageId, reason } of report.failed) print(shown`  not moved: ${messageId}: ${reason}`);
     }
     return report.failed.length === 0 ? 0 : 1;

@@ -56,7 +56,8 @@ export const USAGE = `usage:
   ledger mcp [--origin O]                                an MCP server on stdio: the ledger's tools for agents
                                                          (stdout is the MCP channel)
   ledger dlq redrive [--stack NAME | --dlq-url U --queue-url U [--table T]] [--registry FILE] [--region R] [--limit N] [--json]
-                                                         move DLQ messages back to the dispatch queue (idempotent);
+                                                         move DLQ messages back to their queue (idempotent; --stack: the dispatch queue's;
+                                                         the failures and orchestrator DLQs' alarms name their URLs);
                                                          --table: tell an operator's earlier redrive from a sender's claim
   ledger stream replay --bucket B [--bus NAME] [--events P] [--json]  publish the events of parked stream batches (idempotent; P: the stack's events profile)
   ledger registry target put --table T --name N --kind manual   a target done by people: recorded, never submitted

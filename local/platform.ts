@@ -388,13 +388,15 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
 
 /**
  * The --sigv4 callers the API knows: those of the credentials file, read again only when the file changed
- * (a target added while the platform runs), so a request with an unknown key costs a stat, not a parse.
+ * (a target added or removed while the platform runs), so a request costs a stat, not a parse. The file is
+ * written by renaming a new one into place: its inode tells two writes in one mtime tick apart (a review).
  */
 function callersOf(stateDir: string, started: LocalCredentials): () => LocalCredential[] {
-  let seen = { changedMs: -1, callers: allCredentials(started) };
+  let seen = { version: '', callers: allCredentials(started) };
   return () => {
-    const changedMs = statSync(credentialsPath(stateDir), { throwIfNoEntry: false })?.mtimeMs;
-    if (changedMs !== undefined && changedMs !== seen.changedMs) seen = { changedMs, callers: allCredentials(readCredentials(stateDir)?.credentials ?? started) };
+    const stat = statSync(credentialsPath(stateDir), { throwIfNoEntry: false });
+    const version = stat ? `${stat.mtimeMs}:${stat.ino}:${stat.size}` : undefined;
+    if (version !== undefined && version !== seen.version) seen = { version, callers: allCredentials(readCredentials(stateDir)?.credentials ?? started) };
     return seen.callers;
   };
 }

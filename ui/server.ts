@@ -155,7 +155,7 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
   // The filter's lists travel with the config: the shared modules that hold them cannot be bundled for a browser (ui/page/api.ts).
   const config = JSON.stringify({ refreshMs: options.refreshMs ?? 3000, connection: options.connection ?? [], remote: !(await client.endpoints()).local, phases: PHASES, statuses: EXECUTION_BUCKETS, routes: PAGE_ROUTES });
   let ownHost = '';
-  // Per start, never written anywhere but the printed URL (and the local state file, mode 0600).
+  // Per start, written nowhere but the printed URL, the local state file (mode 0600) and the page's storage for this origin.
   const token = randomBytes(24).toString('base64url');
   const secret = Buffer.from(token);
 
@@ -233,8 +233,9 @@ export async function startStatusPage(options: StatusPageOptions): Promise<Statu
       return;
     }
     const url = new URL(request.url ?? '/', base);
-    // A stale printed URL (an earlier start's) is refused at once, not left to every read of the page.
-    if (url.pathname === '/' && url.searchParams.has('token') && !sameSecret(url.searchParams.get('token') ?? undefined, secret)) {
+    // A stale printed URL (an earlier start's) is refused at once, not left to every read of the page — on any
+    // path: the page's script keeps whatever token it is loaded with (a review: `/index.html?token=x` replaced the good one).
+    if (url.searchParams.has('token') && !sameSecret(url.searchParams.get('token') ?? undefined, secret)) {
       log({ level: 'warn', msg: 'request refused: wrong token' });
       refusal(response, 403, 'forbidden_token', 'this is not the URL this status page printed: open the one `ledger ui` (or `npm start`) printed');
       return;

@@ -2,6 +2,7 @@ import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda'
 import { takeOrchestratorMessage, type OrchestratorDeps } from '../../shared/usecases/orchestrators.js';
 import type { LedgerConfig } from '../../shared/adapters/config.js';
 import { jsonBodyOf, senderOf, sqsBatchHandler } from '../../shared/adapters/sqs-batch.js';
+import { clip } from '../../shared/text.js';
 import { logger, orchestratorDeps } from './deps.js';
 
 export { CONFIG } from './deps.js';
@@ -20,7 +21,7 @@ async function recordHandler(deps: OrchestratorDeps, record: SQSRecord): Promise
   const outcome = await takeOrchestratorMessage(deps, jsonBodyOf(record), senderId, redrivenFor);
   const fields = { messageId: record.messageId, outcome };
   if (outcome === 'unreadable') logger.warn('an orchestrator message the ledger cannot read; kept for the DLQ', { ...fields, bytes: record.body.length });
-  else if (outcome === 'refused') logger.warn('an approval request not from the state machine of the run it names; refused, kept for the DLQ', { ...fields, senderId, redrivenFor });
+  else if (outcome === 'refused') logger.warn('an approval request not from the state machine of the run it names; refused, kept for the DLQ', { ...fields, senderId: clip(senderId ?? '', 200), redrivenFor: clip(redrivenFor ?? '', 200) });
   else logger.info('orchestrator message taken in', fields);
   // Never acknowledged: SQS brings it back until its receives are spent, then moves it to the DLQ (alarmed).
   if (outcome === 'unreadable' || outcome === 'refused') throw new Error(`an orchestrator message ${outcome === 'refused' ? 'refused' : 'not readable'}; kept for the DLQ`);

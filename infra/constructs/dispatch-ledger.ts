@@ -10,7 +10,7 @@ import type { Queue } from 'aws-cdk-lib/aws-sqs';
 import type { IStateMachine } from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { INDEX } from '../../shared/adapters/ledger-keys.js';
-import { COUNTS_KEY_PATTERN } from '../../shared/adapters/item-kinds.js';
+import { COUNTS_KEY_PATTERN, PRINCIPAL_ITEM } from '../../shared/adapters/item-kinds.js';
 import { ORIGIN, TARGET_NAME } from '../../shared/dispatch/ids.js';
 import type { Principal } from '../../shared/principals/principals.js';
 import { MAX_ORIGIN_SETTINGS } from '../../shared/dispatch/records.js';
@@ -235,11 +235,12 @@ export class DispatchLedger extends Construct {
       deadLetterQueue: this.intake.deadLetterQueue,
       failuresDeadLetterQueue: this.lambdaFailures.deadLetterQueue,
       failuresQueue: this.lambdaFailures.queue,
+      ledgerTableName: table.tableName,
       functions: { Intake: intake.function, Api: api.function, Monitor: monitor.function, Publisher: publisher.function, Retention: retention.function, Failures: failures.function, Orchestrators: orchestrators.function },
       publisher: publisher.function,
       retention: retention.function,
     });
-    this.stateMachineTargets = new StateMachineTargets(this, 'Orchestrators', { orchestrators, submitters: [intake, api, monitor], alarmTopic: this.alarms.topic });
+    this.stateMachineTargets = new StateMachineTargets(this, 'Orchestrators', { orchestrators, submitters: [intake, api, monitor], alarmTopic: this.alarms.topic, ledgerTableName: table.tableName });
     this.durableFunctionTargets = new DurableFunctionTargets([intake, api, monitor]);
     acknowledgeNagFindings(this);
     // At synth, once every target, origin and principal is in: each function's environment fits Lambda's 4 KB.
@@ -442,6 +443,11 @@ export class DispatchLedger extends Construct {
       deadLetterQueue?.grantConsumeMessages(grantable);
       queue.grantSendMessages(grantable);
     }
+    // The redrive reads who is a registered operator in the table (`LedgerTable.resolve`): the principal
+    // items alone (their partition keys, `P#{principalId}`), no other item.
+    grantable.grantPrincipal.addToPrincipalPolicy(
+      new PolicyStatement({ effect: Effect.ALLOW, actions: ['dynamodb:GetItem'], resources: [this.storage.table.tableArn], conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${PRINCIPAL_ITEM.pk}*`] } } }),
+    );
     // `ledger stream replay`: list and read the failure records, mark each replayed, publish its events.
     const failures = this.publisher.failureBucket;
     grantable.grantPrincipal.addToPrincipalPolicy(new PolicyStatement({ effect: Effect.ALLOW, actions: ['s3:ListBucket'], resources: [failures.bucketArn] }));

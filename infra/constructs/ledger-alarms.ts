@@ -1,5 +1,5 @@
 import { PUBLISH_FAILURES_METRIC, RETENTION_FAILURES_METRIC } from '../../shared/metric-names.js';
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import {
   Alarm,
   ComparisonOperator,
@@ -79,11 +79,13 @@ const GAUGE_TITLES: Readonly<Record<FlowGauge, string>> = {
 
 /**
  * The command that moves a DLQ's messages back to the queue it feeds, as an operator (`addOperator`):
- * `--stack` finds the dispatch queue's pair alone, so the others are named by URL (tokens: CloudFormation
- * writes the URLs into the alarm's description).
+ * `--stack` finds the dispatch queue's pair alone, so the others are named by URL, with the region (the
+ * CLI signs for it, not the URL's) and the ledger table (which tells an operator's earlier redrive apart).
+ * Tokens: CloudFormation writes them into the alarm's description.
  */
-export function redriveCommand(deadLetterQueue: IQueue, queue: IQueue | undefined): string {
-  return queue ? `\`ledger dlq redrive --dlq-url ${deadLetterQueue.queueUrl} --queue-url ${queue.queueUrl}\`` : '`ledger dlq redrive --dlq-url URL --queue-url URL`';
+export function redriveCommand(scope: Construct, deadLetterQueue: IQueue, queue: IQueue | undefined, ledgerTableName: string | undefined): string {
+  if (!queue) return '`ledger dlq redrive --dlq-url URL --queue-url URL --table LedgerTableName --region R`';
+  return `\`ledger dlq redrive --dlq-url ${deadLetterQueue.queueUrl} --queue-url ${queue.queueUrl} --table ${ledgerTableName ?? 'LedgerTableName'} --region ${Stack.of(scope).region}\``;
 }
 
 export interface LedgerAlarmsProps {
@@ -95,6 +97,8 @@ export interface LedgerAlarmsProps {
   readonly failuresDeadLetterQueue?: IQueue;
   /** The failures queue its DLQ's messages go back to: the alarm names the command with both URLs. @default the alarm names no URL */
   readonly failuresQueue?: IQueue;
+  /** The ledger table's name, for the redrive commands the alarms name. @default a placeholder */
+  readonly ledgerTableName?: string;
   readonly functions: Readonly<Record<string, IFunction>>;
   readonly publisher: IFunction;
   /** The function deleting expired records' objects (graphed; its errors alarm is among `functions`). */
@@ -151,13 +155,14 @@ export class LedgerAlarms extends Construct {
     alarm(
       'DeadLetterQueue',
       props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
-      'Intake could not take messages at all (e.g. the table was unavailable): fix the cause, then `ledger dlq redrive`.',
+      // --stack: a bare `ledger dlq redrive` acts on the local platform (a review).
+      `Intake could not take messages at all (e.g. the table was unavailable): fix the cause, then, as an operator: \`ledger dlq redrive --stack ${Stack.of(this).stackName} --region ${Stack.of(this).region}\`.`,
     );
     if (props.failuresDeadLetterQueue) {
       alarm(
         'LambdaFailuresDeadLetterQueue',
         props.failuresDeadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: Duration.minutes(1) }),
-        `A lambda target's failure record could not be taken in: its run stays unknown until looked up. Read the failures function's logs, then move the DLQ's messages back to the failures queue as an operator: ${redriveCommand(props.failuresDeadLetterQueue, props.failuresQueue)}.`,
+        `A lambda target's failure record could not be taken in: its run stays unknown until looked up. Read the failures function's logs, then move the DLQ's messages back to the failures queue as an operator: ${redriveCommand(this, props.failuresDeadLetterQueue, props.failuresQueue, props.ledgerTableName)}.`,
       );
     }
     alarm(

@@ -84,6 +84,8 @@ export interface StateMachineTargetsProps {
   readonly submitters: readonly LedgerFunction[];
   /** Where the orchestrator DLQ's alarm goes: the ledger's alarm topic. */
   readonly alarmTopic: ITopic;
+  /** The ledger table's name, for the redrive command the DLQ's alarm names. @default a placeholder */
+  readonly ledgerTableName?: string;
 }
 
 /**
@@ -166,7 +168,7 @@ export class StateMachineTargets extends Construct {
       comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: TreatMissingData.NOT_BREACHING,
       alarmDescription:
-        `An approval request or an execution's status change could not be taken in: the run stays as recorded until the monitor looks it up, and an approval request is lost to the ledger. Read the orchestrators function's logs, then move the DLQ's messages back to the orchestrator queue as an operator: ${redriveCommand(deadLetterQueue, queue)}.`,
+        `An approval request or an execution's status change could not be taken in: the run stays as recorded until the monitor looks it up, and an approval request is lost to the ledger. Read the orchestrators function's logs, then move the DLQ's messages back to the orchestrator queue as an operator: ${redriveCommand(this, deadLetterQueue, queue, this.props.ledgerTableName)}.`,
     });
     const action = new SnsAction(this.props.alarmTopic);
     alarm.addAlarmAction(action);

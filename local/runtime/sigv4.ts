@@ -155,8 +155,9 @@ export type SigV4Verify = (request: ReceivedRequest) => Promise<Verification>;
 export interface SigV4VerifierOptions {
   readonly region: string;
   /**
-   * The callers it knows; a function is asked again whenever a key is not among those it gave last (a
-   * caller added while the platform runs: `ledger local target add` under --sigv4).
+   * The callers it knows; a function is asked at every request (a caller added or removed while the
+   * platform runs: `ledger local target add`/`remove` under --sigv4), and its list indexed again when it
+   * gives another list.
    */
   readonly credentials: Iterable<LocalCredential> | (() => Iterable<LocalCredential>);
   /** @default 'lambda' */

@@ -9,7 +9,7 @@ import {
 import { REDRIVEN_FOR, resolvePrincipal, type PrincipalRegistry } from '../principals/principals.js';
 
 export interface RedriveReport {
-  /** Messages now back on the dispatch queue and gone from the DLQ. */
+  /** Messages now back on the queue the DLQ feeds and gone from the DLQ. */
   readonly moved: number;
   /** Messages that could not be sent back; they stay in the DLQ (visible again after the visibility timeout). */
   readonly failed: ReadonlyArray<{ readonly messageId: string; readonly reason: string }>;
@@ -28,18 +28,20 @@ export interface RedriveOptions {
    * message carries its DLQ copy's own SenderId
    */
   readonly principals?: PrincipalRegistry;
-  /** Told of each message moved: its id in the DLQ and its copy's on the dispatch queue (whoever tracks a message through the redrive). */
+  /** Told of each message moved: its id in the DLQ and its copy's on the queue (whoever tracks a message through the redrive). */
   readonly onMoved?: (moved: { readonly from: string; readonly to: string }) => void;
 }
 
 /**
- * `ledger dlq redrive`: moves every message of the DLQ back to the dispatch queue, body and
+ * `ledger dlq redrive`: moves every message of a DLQ back to the queue it feeds (the dispatch queue's,
+ * the lambda failures queue's or the orchestrator queue's), body and
  * attributes unchanged, each deleted from the DLQ only once SQS accepted its copy.
  *
  * Idempotent: a second run finds nothing to move; a crash between send and delete leaves a copy in
  * both queues, and the intake takes the second delivery as the duplicate it is (same dispatchId, same
  * content). SQS stamps the mover as the copy's `SenderId`, so the first sender travels in the
- * `LedgerRedrivenFor` attribute — honoured by the intake only when the mover is a registered operator.
+ * `LedgerRedrivenFor` attribute — honoured by the intake, failures and orchestrators functions only when
+ * the mover is a registered operator.
  *
  * What it carries is never laundered (CONTRACT §8 v2): it is the DLQ copy's own `SenderId`, whatever
  * `LedgerRedrivenFor` the message already has — a sender may set that attribute itself, and a

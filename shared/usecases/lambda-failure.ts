@@ -19,7 +19,8 @@ import { clip, printable } from '../text.js';
  */
 
 /** `not_yet`: the run's attempt is in flight and not recorded yet — the record is kept, and the message retried. */
-export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'not_yet' | 'unreadable' | 'refused' | 'conflict';
+/** `refused_redriven`: moved back from the DLQ by an operator, for a first sender that is not the run's function (kept for the DLQ, never dropped). */
+export type LambdaFailureOutcome = 'failed' | 'already_final' | 'not_current' | 'not_yet' | 'unreadable' | 'refused' | 'refused_redriven' | 'conflict';
 
 export interface LambdaFailureDeps {
   readonly store: LedgerStoreWithWrites;
@@ -93,7 +94,11 @@ export async function takeLambdaFailure(deps: LambdaFailureDeps, record: unknown
   if ((deps.principalMode ?? 'enforce') === 'enforce') {
     const speaking = deps.principals ? await effectiveSender(deps.principals, 'enforce', senderId, redrivenFor) : undefined;
     const sender = speaking && deps.principals ? await resolvePrincipal(deps.principals, speaking) : undefined;
-    if (sender?.role !== 'target' || sender.target !== target) return 'refused';
+    if (sender?.role !== 'target' || sender.target !== target) {
+      // Moved back by an operator: kept for the DLQ, whatever first sender it carries (the operator's own, too).
+      const mover = redrivenFor !== undefined && senderId && deps.principals ? await resolvePrincipal(deps.principals, senderId) : undefined;
+      return mover?.role === 'operator' ? 'refused_redriven' : 'refused';
+    }
   }
   // Kept before anything else: a lookup of the run reads it, whatever the state says yet.
   await deps.store.putLambdaFailure(failure);

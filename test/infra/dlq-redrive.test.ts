@@ -1,6 +1,7 @@
 import type { Alarm } from 'aws-cdk-lib/aws-cloudwatch';
 import type { Queue } from 'aws-cdk-lib/aws-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PRINCIPAL_ITEM } from '../../shared/adapters/item-kinds.js';
 import { logicalId, synthesizeLedger, type Synthesized } from './synth.js';
 
 /**
@@ -55,16 +56,34 @@ describe('every alarmed DLQ can be moved back by an operator, as its alarm says'
     }
   });
 
+  it("lets the operator read the table's principal items, and no other item (the redrive asks who is an operator)", () => {
+    const resources = synth.template.toJSON().Resources as Record<string, Resource>;
+    const role = logicalId(synth.stack, synth.stack.node.findChild('OnCallRole') as never);
+    const table = { 'Fn::GetAtt': [logicalId(synth.stack, synth.stack.ledger.storage.table), 'Arn'] };
+    const statements = Object.values(resources)
+      .filter((resource) => resource.Type === 'AWS::IAM::Policy' && JSON.stringify(resource.Properties?.Roles).includes(`"${role}"`))
+      .flatMap((policy) => (policy.Properties?.PolicyDocument as { Statement: Array<Statement & { Condition?: unknown }> }).Statement)
+      .filter((statement) => [statement.Action].flat().some((action) => action.startsWith('dynamodb:')));
+    expect(statements).toEqual([{ Effect: 'Allow', Action: 'dynamodb:GetItem', Resource: table, Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${PRINCIPAL_ITEM.pk}*`] } } }]);
+  });
+
   it("names the command in each alarm, with the queues' URLs where --stack does not find them", () => {
     const resources = synth.template.toJSON().Resources as Record<string, Resource>;
     for (const { name, deadLetterQueue, queue, alarm } of dlqs()) {
       expect(alarm, name).toBeDefined();
       const description = JSON.stringify(resources[logicalId(synth.stack, alarm as never)]?.Properties?.AlarmDescription);
       expect(description, name).toContain('ledger dlq redrive');
-      if (name === 'dispatch') continue;
-      // The queue URL is the queue's Ref.
+      // The region the CLI signs for (the stack's, here a literal).
+      expect(description, name).toContain('--region eu-west-1');
+      // A bare `ledger dlq redrive` acts on the local platform (a review): the dispatch queue's names the stack.
+      if (name === 'dispatch') {
+        expect(description, name).toContain('--stack DispatchLedger');
+        continue;
+      }
+      // The queue URL is the queue's Ref; the table tells an operator's earlier redrive apart.
       expect(description, name).toContain(JSON.stringify({ Ref: logicalId(synth.stack, deadLetterQueue) }));
       expect(description, name).toContain(JSON.stringify({ Ref: logicalId(synth.stack, queue) }));
+      expect(description, name).toContain(`--table ",${JSON.stringify({ Ref: logicalId(synth.stack, synth.stack.ledger.storage.table) })}`);
     }
   });
 });

@@ -107,9 +107,13 @@ describe('the failures handler', () => {
       senderId: 'test',
     });
     const body = JSON.stringify({ requestContext: { requestId: 'r-2', functionArn: FUNCTION_ARN, condition: 'RetriesExhausted' }, requestPayload: { runId: lambdaRunIdOf(dispatchId, 1), dispatchId }, responsePayload: { errorType: 'QuotaError', errorMessage: 'spent' } });
-    const redriven = (messageId: string, sender: string) => ({ ...sqsRecord(messageId, body, sender, 'dispatch-ledger-lambda-failures'), messageAttributes: { [REDRIVEN_FOR]: { stringValue: 'AROAQUICKFAIL:function', dataType: 'String', stringListValues: [], binaryListValues: [] } } });
+    const redriven = (messageId: string, sender: string, first = 'AROAQUICKFAIL:function') => ({ ...sqsRecord(messageId, body, sender, 'dispatch-ledger-lambda-failures'), messageAttributes: { [REDRIVEN_FOR]: { stringValue: first, dataType: 'String', stringListValues: [], binaryListValues: [] } } });
     // Another worker claiming to move the record back is not believed: acknowledged, nothing recorded.
     expect(failedIds(await enforcing({ Records: [redriven('m-forged', 'AROAOTHERWORKER:s')] }, context))).toEqual([]);
+    // An operator's redrive whose first sender is not the function (the operator itself, after a second
+    // redrive that could not tell): not believed, and reported back for the DLQ, never dropped.
+    // (Every record of the batch reported back: Powertools fails the whole batch, and SQS brings it back.)
+    await expect(enforcing({ Records: [redriven('m-lost-sender', 'AROAONCALL:oncall', 'AROAONCALL:oncall')] }, context)).rejects.toThrow(/All records failed processing/);
     expect((await table.getState(dispatchId))?.execution.status).toBe('queued');
     expect(await table.getLambdaFailure(dispatchId, 1)).toBeUndefined();
     // The operator's redrive is the worker's record.

@@ -251,7 +251,8 @@ console.log(JSON.stringify({ url }));
     const profiles = join(stateDir, 'aws-credentials');
     expect(readFileSync(profiles, 'utf8')).toContain(`[target-${name}]`);
     // Signed as the target, a read of a run it never had is the ledger's answer, not the signature check's.
-    expect(await signedGet('/runs/r-none/control', key)).not.toMatchObject({ status: 403, body: { error: { message: expect.stringMatching(/access key is not known/) } } });
+    // (The control poll needs ?dispatchId=: the route's own 400 shows the signature was taken.)
+    expect(await signedGet('/runs/r-none/control', key)).toEqual({ status: 400, body: { error: { code: 'malformed', message: 'dispatchId is required (?dispatchId=)' } } });
 
     await localTarget(['remove', name, '--force'], () => undefined, deps);
     expect(await signedGet('/runs/r-none/control', key)).toMatchObject({ status: 403, body: { error: { code: 'forbidden', message: 'the access key is not known to this API' } } });

@@ -320,6 +320,8 @@ describe('the status page server', () => {
     expect(wrong.status).toBe(403);
     expect(wrong.body).toMatchObject({ error: { code: 'forbidden_token' } });
     expect((await raw('GET', '/?token=', { session: '' })).status).toBe(403);
+    // On every path: the page's script would keep a wrong token in place of the good one.
+    for (const path of ['/index.html', '/app.js', '/config.json']) expect((await raw('GET', `${path}?token=not-it`, { session: '' })).status, path).toBe(403);
     // The page's own files are the same for everyone: no secret needed, none given out.
     for (const path of ['/', '/index.html', '/app.js', '/styles.css', '/favicon.svg']) {
       const file = await raw('GET', path, { session: '' });
