@@ -143,7 +143,7 @@ describe('ledgerMcpServer', () => {
     expect(result.isError).toBe(true);
     expect(result.structuredContent).toEqual({
       error: {
-        code: 'ledger_unreachable',
+        code: 'outcome_unknown',
         message: 'the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "d-made-1" (sending to the dispatch queue failed: socket hang up)',
         details: { dispatchId: 'd-made-1' },
       },
@@ -152,7 +152,7 @@ describe('ledgerMcpServer', () => {
 
   it('dispatch that failed before sending (a config error) says so, with no retry to make', async () => {
     const result = await dispatchFailingWith(new LedgerConfigError('no dispatch queue: give --queue-url with --api-url'));
-    expect(result.structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'no dispatch queue: give --queue-url with --api-url' } });
+    expect(result.structuredContent).toEqual({ error: { code: 'not_configured', message: 'no dispatch queue: give --queue-url with --api-url' } });
   });
 
   it('dispatch refuses, unsent, a message for another origin, one the intake would block, and one over the queue maximum', async () => {
@@ -242,6 +242,48 @@ describe('ledgerMcpServer', () => {
       ['POST', '/origins/planner/inbox/r1~d-1/ack', { claimToken: 'ct-1' }],
       ['POST', '/origins/planner/inbox/r1~d-1/release', { claimToken: 'ct-1', reason: 'reader gone' }],
     ]);
+  });
+
+  // Regression: a redispatch, claim or release that got no answer, or a 5xx, was a plain failure
+  // (ledger_unreachable, or the 5xx as it came), and a model retries a failure: a second forced redispatch
+  // superseded the attempt the first made, a second claim held more results. The CLI said so (printCall);
+  // the MCP server did not.
+  it('says a redispatch, claim or release whose outcome is unknown may have happened, and what to look at before calling again', async () => {
+    const noAnswer: McpLedger = {
+      ...recordingClient().client,
+      raw: async () => {
+        throw new LedgerNetworkError('POST /dispatches/{dispatchId}/redispatch did not reach the ledger: socket hang up');
+      },
+    };
+    const failing = recordingClient(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'try later' } } })).client;
+    const calls: Array<[string, Record<string, unknown>]> = [
+      ['redispatch', { dispatchId: 'd-1', reason: 'lost run', force: true }],
+      ['claim_results', { mode: 'after_turn', max: 5 }],
+      ['release_result', { resultId: 'r1~d-1', claimToken: 'ct-1' }],
+    ];
+    for (const client of [noAnswer, failing]) {
+      const mcp = await connected(client);
+      for (const [name, args] of calls) {
+        const result = await mcp.callTool({ name, arguments: args });
+        expect(result.isError, name).toBe(true);
+        const error = (result.structuredContent as { error: { code: string; message: string } }).error;
+        expect(error.code, name).toBe('outcome_unknown');
+        expect(error.message, name).toMatch(name === 'redispatch' ? /check_dispatch with refresh: true before any redispatch/ : name === 'claim_results' ? /may now be leased to this call/ : /claim_results shows it/);
+      }
+    }
+  });
+
+  it('says a dispatch with its own id that got no answer may have reached the queue, and a config error is not_configured', async () => {
+    const { client } = recordingClient();
+    const mcp = await connected({
+      ...client,
+      dispatch: async () => {
+        throw new LedgerNetworkError('sending to the dispatch queue failed: socket hang up');
+      },
+    });
+    const result = await mcp.callTool({ name: 'dispatch', arguments: { dispatchId: 'd-mine', target: 'demo-agent', task: {} } });
+    expect(result.structuredContent).toMatchObject({ error: { code: 'outcome_unknown', message: expect.stringMatching(/^the message may have reached the queue: to retry without dispatching twice, call dispatch again with dispatchId "d-mine"/) } });
+    expect(toolFailure(new LedgerConfigError('no dispatch queue: give --queue-url with --api-url')).structuredContent).toEqual({ error: { code: 'not_configured', message: 'no dispatch queue: give --queue-url with --api-url' } });
   });
 
   it('answers a client that throws (nothing answered) as a tool error, not a failed request', async () => {
