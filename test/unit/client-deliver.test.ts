@@ -45,7 +45,7 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     expect(fake.seen.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
   });
 
-  it('stops the handler when the lease runs out with every renewal failing (5xx), and acks nothing', async () => {
+  it('stops the handler when the lease runs out with every renewal failing (5xx), and acks nothing', { timeout: 15_000 }, async () => {
     respond = (path) => (path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 2_000) } : path.endsWith('/renew') ? { status: 503, body: conflict('unavailable') } : { status: 200, body: settled('a', 'delivered') });
     let aborted = false;
     const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, (_results, { signal }) =>
@@ -60,6 +60,21 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     expect(aborted).toBe(true);
     expect(outcome).toMatchObject({ acked: 0, leaseLost: true });
     expect(fake.seen.filter((seen) => seen.endsWith('/ack'))).toEqual([]);
+  });
+
+  // Regression: the lease's end was the ledger's leaseExpiresAt read against this machine's clock, so a
+  // clock ahead of the ledger's by more than two thirds of the lease lost every lease before its first
+  // renewal: nothing was ever acked, and each abandoned claim counted towards the origin's drop limit.
+  it("times the lease by this machine's clock from when it asked, whatever the ledger's clock says", async () => {
+    const hourBehind = (ids: string[]) => ({ ...claimOf(ids, 5_000 - 3_600_000) });
+    respond = (path) => (path.endsWith('/claim') ? { status: 200, body: hourBehind(['a']) } : path.endsWith('/renew') ? { status: 200, body: { ...settled('a', 'claimed'), leaseExpiresAt: new Date(Date.now() + 5_000 - 3_600_000).toISOString() } } : { status: 200, body: settled('a', 'delivered') });
+    let aborted = false;
+    const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async (_results, { signal }) => {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      aborted = signal.aborted;
+    });
+    expect(aborted).toBe(false);
+    expect(outcome).toEqual({ claimed: 1, acked: 1, leaseLost: false, notAcked: [] });
   });
 
   it('acks the others when the ledger refuses one (superseded), and names it', async () => {

@@ -139,6 +139,9 @@ class Lease {
 
   async #renew(): Promise<void> {
     const ids = [...this.#held.keys()];
+    // A renewed lease ends leaseSeconds after the ledger took it, which is after this moment: timed by this
+    // machine's clock alone (regression: the ledger's leaseExpiresAt against this clock — one ahead lost every lease).
+    const askedAt = Date.now();
     const signal = AbortSignal.timeout(this.#periodMs);
     const answers = await Promise.allSettled(ids.map((resultId) => this.#inbox.renew(resultId, this.#claimToken, this.#leaseSeconds, { signal })));
     if (this.#stopped || this.lost !== undefined) return;
@@ -147,7 +150,7 @@ class Lease {
       // Being acked (or set aside) since the renewal left: its answer no longer speaks for the lease.
       if (!this.#held.has(resultId)) return;
       if (answer.status === 'fulfilled') {
-        const endsAt = Date.parse(String(answer.value.leaseExpiresAt ?? '')) || Date.now() + this.#leaseSeconds * 1000;
+        const endsAt = askedAt + this.#leaseSeconds * 1000;
         this.#held.set(resultId, endsAt);
         this.#ends.set(resultId, endsAt);
       } else if (isLedgerApiError(answer.reason) && answer.reason.code === 'superseded') {
@@ -185,10 +188,14 @@ async function ack(inbox: InboxCalls, resultId: string, claimToken: string, ends
 
 export async function deliver(inbox: InboxCalls, options: ClaimOptions, handle: DeliverHandler): Promise<DeliverOutcome> {
   const leaseSeconds = options.leaseSeconds ?? 60;
+  // The lease ends leaseSeconds after the ledger took the claim, which is after this moment: timed by this
+  // machine's clock from here (regression: the ledger's leaseExpiresAt read against this machine's clock —
+  // one ahead of the ledger's by more than two thirds of the lease lost every lease before its first renewal).
+  const askedAt = Date.now();
   const claim = await inbox.claim({ ...options, leaseSeconds });
   const { claimToken, results } = claim;
   if (results.length === 0 || claimToken === null) return { claimed: 0, acked: 0, leaseLost: false, notAcked: [] };
-  const lease = new Lease(inbox, claimToken, results, leaseSeconds, Date.parse(claim.leaseExpiresAt ?? '') || Date.now() + leaseSeconds * 1000);
+  const lease = new Lease(inbox, claimToken, results, leaseSeconds, askedAt + leaseSeconds * 1000);
   // The caller's own signal ends the handling too: aborted, nothing is acked.
   const callerAborted = (): void => lease.handling.abort(options.signal?.reason ?? new Error('the caller aborted delivery'));
   options.signal?.addEventListener('abort', callerAborted, { once: true });
