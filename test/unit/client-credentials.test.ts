@@ -51,3 +51,45 @@ describe("the client reading the local platform's credentials file", () => {
     }
   });
 });
+
+describe("a client that speaks for no origin, on a --sigv4 local platform", () => {
+  // Regression: a dispatch's lists (runs, receipts, operator receipts, attestations) were called as the
+  // client's origin, so a client with none (an operator's) failed with "no credential for origin" before
+  // sending, though the routes let the operator read any dispatch's lists — as `check` already did.
+  it("reads a dispatch's lists as the operator, signed with the operator's key", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'client-credentials-'));
+    const credentialsFile = join(dir, 'credentials.json');
+    const key = (id: string) => ({ accessKeyId: `AKIA${id}`, secretAccessKey: `secret-${id}`, principalId: id, principal: { role: 'operator' } });
+    writeFileSync(credentialsFile, JSON.stringify({ region: 'us-east-1', service: 'lambda', credentials: { operator: key('OPERATOR00000000'), origins: {}, targets: {} } }));
+    const seen: string[] = [];
+    const { createServer } = await import('node:http');
+    const server = createServer((request, response) => {
+      seen.push(`${request.url ?? ''} ${String(request.headers.authorization ?? '').includes('AKIAOPERATOR00000000/') ? 'operator' : 'unsigned'}`);
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ items: [], cursor: null }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const apiUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const operator = createLedgerClient({ local: { apiUrl, dispatchQueueUrl: `${apiUrl}/q`, sqsEndpoint: apiUrl, credentialsFile } });
+      for (const list of [operator.runs, operator.receipts.list, operator.receipts.operator, operator.manual.list]) expect(await list.page('d-1')).toMatchObject({ items: [] });
+      expect(seen).toEqual(['/dispatches/d-1/runs operator', '/dispatches/d-1/receipts operator', '/dispatches/d-1/operator-receipts operator', '/dispatches/d-1/manual-attestations operator']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('an API URL carrying a user name and password', () => {
+  // Regression: taken (and quoted whole in any error about it); the ledger's calls are signed, so a
+  // password in the URL is never needed and only leaks — into errors, logs and the signed request line.
+  it('is refused as a config error that does not repeat the password', async () => {
+    const client = createLedgerClient({ origin: 'planner', apiUrl: 'https://someone:s3cret-pass@abc.lambda-url.eu-west-1.on.aws/', queueUrl: 'https://sqs.eu-west-1.amazonaws.com/1/q', region: 'eu-west-1' });
+    const failed = await client.check('d-1').catch((thrown: unknown) => thrown);
+    expect(isLedgerConfigError(failed)).toBe(true);
+    expect((failed as Error).message).toMatch(/apiUrl must not carry a user name or password/);
+    expect((failed as Error).message).not.toContain('s3cret');
+  });
+});

@@ -185,9 +185,13 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
 
   const settle = async (name: 'inboxAck' | 'inboxRelease' | 'inboxRenew', resultId: string, body: Record<string, unknown>, signal?: AbortSignal) =>
     call(name, 'origin', { params: own({ resultId }), body, signal });
-  /** A paged list of one dispatch (the owner's, or any under the operator's role). */
+  /**
+   * A paged list of one dispatch (the owner's, or any under the operator's role): a client speaking for no
+   * origin reads as the operator, as `check` does (regression: always as the origin, so an operator's
+   * client failed before sending).
+   */
   const ofDispatch = (name: 'listReceipts' | 'listOperatorReceipts' | 'listManualAttestations' | 'listRuns') =>
-    dispatchListing((dispatchId, query, callOptions) => call(name, 'origin', { params: { dispatchId }, query: { ...query }, signal: callOptions.signal }));
+    dispatchListing((dispatchId, query, callOptions) => call(name, origin ? 'origin' : 'operator', { params: { dispatchId }, query: { ...query }, signal: callOptions.signal }));
 
   const client: LedgerClient = {
     async dispatch(message, callOptions = {}) {

@@ -83,11 +83,21 @@ const LOCAL_REGION = 'us-east-1';
 
 const isLoopback = (url: URL): boolean => ['127.0.0.1', '[::1]', 'localhost'].includes(url.hostname);
 
-/** An API URL: https, or http on this machine only (a signed request sent in the clear could be replayed). */
+/** A URL as an error may quote it: any `user:password@` taken out. */
+const withoutUserInfo = (value: string): string => value.replace(/\/\/[^/?#]*@/, '//…@').slice(0, 200);
+
+/**
+ * An API URL: https, or http on this machine only (a signed request sent in the clear could be replayed),
+ * and no user name or password — the calls are signed, so one is never needed, and it would only leak
+ * (regression: taken, and quoted whole in the errors about the URL).
+ */
 function apiUrlOf(value: string, what: string): string {
   const url = URL.canParse(value) ? new URL(value) : undefined;
+  if (url && (url.username !== '' || url.password !== '')) {
+    throw new LedgerConfigError(`${what} must not carry a user name or password (the calls are signed with AWS credentials), got "${withoutUserInfo(value)}"`);
+  }
   if (!url || !(url.protocol === 'https:' || (url.protocol === 'http:' && isLoopback(url))) || url.search !== '' || url.hash !== '') {
-    throw new LedgerConfigError(`${what} must be an https URL (http only on 127.0.0.1, [::1] or localhost) without a query, got "${value.slice(0, 200)}"`);
+    throw new LedgerConfigError(`${what} must be an https URL (http only on 127.0.0.1, [::1] or localhost) without a query, got "${withoutUserInfo(value)}"`);
   }
   return value.replace(/\/+$/, '');
 }
