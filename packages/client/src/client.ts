@@ -6,9 +6,9 @@ import { DispatchMessageSchema, notBeforeProblem, readDispatchMessage, sqsBody, 
 import { queryValues, type AttentionQuery, type HistoryQuery, type InboxListQuery, type ManualAttestationBody, type OperatorListQuery, type OperatorReceiptBody, type PageQuery } from '@dispatch-ledger/protocol/requests';
 import { ROUTE_SCHEMAS, type AnswerOf, type RouteSchemas } from '@dispatch-ledger/protocol/route-schemas';
 import { deliver, type ClaimOptions, type DeliverHandler, type DeliverOutcome } from './deliver.js';
-import { connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
+import { CALL_TIMEOUT_MS, connectionOf, type CallAs, type Connection, type LedgerClientOptions, type StackDescription } from './connection.js';
 import { LedgerConfigError, LedgerValidationError, queueError } from './errors.js';
-import { CALL_TIMEOUT_MS, callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOptions, type DispatchListing, type Listing, type RawAnswer } from './transport.js';
+import { callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOptions, type DispatchListing, type Listing, type RawAnswer } from './transport.js';
 
 /** What a long poll's timeout adds to its wait: the ledger's own time to answer. */
 const LONG_POLL_MARGIN_MS = 10_000;
@@ -220,7 +220,10 @@ export function createLedgerClient(options: LedgerClientOptions): LedgerClient {
       try {
         // The local platform's queue refuses an emoji raw: escaped for it (the same message, more bytes).
         const body = ready.local ? sqsBody(text, { localQueue: true }) : text;
-        const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: body }), callOptions.signal ? { abortSignal: callOptions.signal } : {});
+        // Bounded like every call (docs/protocol.md §15; regression: only the caller's signal, so a queue that
+        // took the connection and never answered held the caller for ever). Cut short, the send is unsure.
+        const timeout = AbortSignal.timeout(options.timeoutMs ?? CALL_TIMEOUT_MS);
+        const sent = await sqs.send(new SendMessageCommand({ QueueUrl: ready.queueUrl, MessageBody: body }), { abortSignal: callOptions.signal ? AbortSignal.any([callOptions.signal, timeout]) : timeout });
         return { dispatchId: full.dispatchId, messageId: sent.MessageId ?? '' };
       } catch (error) {
         // A refusal (no such queue, access denied) is the queue's answer; no answer is an unsure send.

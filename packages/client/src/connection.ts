@@ -183,6 +183,9 @@ function regionOf(options: LedgerClientOptions): string {
   return region;
 }
 
+/** The longest one call may take (an inbox long poll waits at most 20 s on the ledger's side): then it is a LedgerNetworkError. */
+export const CALL_TIMEOUT_MS = 60_000;
+
 /** The connection the options name (a stack's outputs are read once, here). */
 export async function connectionOf(options: LedgerClientOptions): Promise<Connection> {
   const given = [options.local !== undefined && 'local', options.stack !== undefined && 'stack', options.apiUrl !== undefined && 'apiUrl'].filter(Boolean);
@@ -194,7 +197,8 @@ export async function connectionOf(options: LedgerClientOptions): Promise<Connec
   const cloudformation = new CloudFormationClient({ region, credentials });
   try {
     const name = options.stack ?? '';
-    const { Stacks = [] } = await cloudformation.send(new DescribeStacksCommand({ StackName: name }));
+    // Bounded like every call (regression: DescribeStacks had no bound, and a stalled network held the first call for ever).
+    const { Stacks = [] } = await cloudformation.send(new DescribeStacksCommand({ StackName: name }), { abortSignal: AbortSignal.timeout(options.timeoutMs ?? CALL_TIMEOUT_MS) });
     const [found] = Stacks;
     if (!found) throw new LedgerConfigError(`no stack "${name}" in ${region}`);
     const outputs: Record<string, string> = {};

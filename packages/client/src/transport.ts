@@ -1,6 +1,6 @@
 import type * as z from 'zod/mini';
 import { routePath, type RouteSpec } from '@dispatch-ledger/protocol';
-import type { CallAs, Connection } from './connection.js';
+import { CALL_TIMEOUT_MS, type CallAs, type Connection } from './connection.js';
 import { LedgerApiError, LedgerNetworkError, LedgerProtocolError, noCredentials } from './errors.js';
 
 export interface CallOptions {
@@ -23,9 +23,6 @@ export interface Call<T> {
 export function issuesOf(error: z.core.$ZodError): Array<{ path: string; message: string }> {
   return error.issues.slice(0, 8).map((issue) => ({ path: issue.path.map(String).join('.'), message: issue.message }));
 }
-
-/** The longest one call may take (an inbox long poll waits at most 20 s on the ledger's side): then it is a LedgerNetworkError. */
-export const CALL_TIMEOUT_MS = 60_000;
 
 /** What the ledger answered, as it came: its status, its body (JSON, or the text when it is not), its request id. */
 export interface RawAnswer {
