@@ -20,12 +20,18 @@ export class LedgerApiError extends LedgerError {
     message: string,
     readonly details: unknown,
     readonly requestId: string | undefined,
+    /** The call may be sent again as it is with no second effect (false: a redispatch, a claim). @default true */
+    readonly repeatable = true,
   ) {
     super(message);
   }
-  /** Worth trying again as it is: a run not recorded yet, throttling, a server error. */
+  /**
+   * Worth trying again as it is: a run not recorded yet, throttling (nothing was done), a server error — the
+   * last only for a call safe to repeat (a redispatch or a claim whose 5xx may have taken effect, sent again,
+   * starts a second attempt or holds more results: look first).
+   */
   get retryable(): boolean {
-    return this.code === 'not_yet_recorded' || this.status === 429 || this.status >= 500;
+    return this.code === 'not_yet_recorded' || this.status === 429 || (this.status >= 500 && this.repeatable);
   }
 }
 

@@ -1,5 +1,5 @@
 import type * as z from 'zod/mini';
-import { routePath, type RouteSpec } from '@dispatch-ledger/protocol';
+import { ROUTES, routePath, type RouteSpec } from '@dispatch-ledger/protocol';
 import { CALL_TIMEOUT_MS, type CallAs, type Connection } from './connection.js';
 import { LedgerApiError, LedgerNetworkError, LedgerProtocolError, noCredentials } from './errors.js';
 
@@ -75,10 +75,20 @@ export async function sendRoute(connection: Connection, origin: string | undefin
 /** The LedgerApiError an answer that is not a 2xx stands for (CONTRACT §2: `{ error: { code, message, details } }`). */
 export function apiErrorOf(spec: RouteSpec, answer: RawAnswer): LedgerApiError {
   const said = (answer.body as { error?: { code?: unknown; message?: unknown; details?: unknown } } | null | undefined)?.error;
-  const code = typeof said?.code === 'string' ? said.code : `http_${answer.status}`;
-  const message = typeof said?.message === 'string' ? said.message : `${spec.method} ${spec.path} answered ${answer.status}`;
-  return new LedgerApiError(answer.status, code, message, said?.details, answer.requestId);
+  const repeatable = !NOT_REPEATABLE.has(spec);
+  if (typeof said?.code === 'string') return new LedgerApiError(answer.status, said.code, typeof said.message === 'string' ? said.message : `${spec.method} ${spec.path} answered ${answer.status}`, said.details, answer.requestId, repeatable);
+  // Not the ledger's envelope (AWS's own 403 or 502, a proxy's page): what it said, clipped, is kept
+  // (regression: the error said only "answered 403").
+  const text = answer.body === null || answer.body === undefined ? '' : typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+  const body = text.length > ENVELOPE_LESS_CHARS ? `${text.slice(0, ENVELOPE_LESS_CHARS)}…` : text;
+  return new LedgerApiError(answer.status, `http_${answer.status}`, `${spec.method} ${spec.path} answered ${answer.status}${body ? `: ${body}` : ''}`, body ? { body } : undefined, answer.requestId, repeatable);
 }
+
+/** Of an answer without the ledger's envelope, this much text is kept in the error. */
+const ENVELOPE_LESS_CHARS = 500;
+
+/** Calls that may not be sent again as they are after an unknown outcome: a second redispatch starts another attempt, a second claim holds more results. */
+const NOT_REPEATABLE: ReadonlySet<RouteSpec> = new Set([ROUTES.redispatch, ROUTES.inboxClaim]);
 
 /**
  * One call of a route, its answer parsed leniently with `answer`; an error answer is a LedgerApiError,

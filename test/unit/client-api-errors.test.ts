@@ -1,0 +1,48 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { isLedgerApiError } from '@dispatch-ledger/client';
+import { startFakeLedger, type FakeLedger, type PlannedAnswer } from '../support/fake-ledger.js';
+
+/** The LedgerApiError a failed answer becomes (docs/protocol.md §15), on a fake ledger of loopback HTTP. */
+let fake: FakeLedger;
+let respond: ((path: string) => PlannedAnswer) | undefined;
+beforeAll(async () => {
+  fake = await startFakeLedger((path) => respond?.(path) ?? { status: 404, body: { error: { code: 'not_found', message: 'no plan' } } });
+});
+afterAll(() => fake.stop());
+afterEach(() => {
+  respond = undefined;
+});
+
+const thrown = (call: Promise<unknown>): Promise<unknown> => call.then(() => undefined, (error: unknown) => error);
+
+describe('a failed answer as a LedgerApiError', () => {
+  // Regression: `retryable` was true for any 5xx, whatever the route; a redispatch or a claim whose 5xx
+  // may have taken effect, tried again as it is, starts a second attempt or holds more results unseen.
+  it('is retryable on a 5xx only when the call is safe to repeat as it is', async () => {
+    respond = () => ({ status: 503, body: { error: { code: 'unavailable', message: 'try later' } } });
+    const redispatched = await thrown(fake.client.redispatch('d-1', { reason: 'lost run' }));
+    const claimed = await thrown(fake.client.inbox.claim({ mode: 'inject' }));
+    const checked = await thrown(fake.client.check('d-1'));
+    expect([redispatched, claimed, checked].map((error) => isLedgerApiError(error) && [error.status, error.retryable])).toEqual([
+      [503, false],
+      [503, false],
+      [503, true],
+    ]);
+    // A throttle was not taken at all: worth trying again, whatever the route.
+    respond = () => ({ status: 429, body: { error: { code: 'throttled', message: 'slow down' } } });
+    const throttled = await thrown(fake.client.redispatch('d-1', { reason: 'lost run' }));
+    expect(isLedgerApiError(throttled) && throttled.retryable).toBe(true);
+  });
+
+  // Regression: an answer without the ledger's envelope (AWS's own 403 or 502 page, a proxy's) lost its
+  // body: the error said only "answered 403".
+  it("keeps what an answer without the ledger's envelope said, clipped", async () => {
+    respond = () => ({ status: 403, body: { Message: 'The security token included in the request is expired' } });
+    const refused = await thrown(fake.client.check('d-1'));
+    expect(isLedgerApiError(refused) && { code: refused.code, message: refused.message, details: refused.details }).toEqual({
+      code: 'http_403',
+      message: 'GET /dispatches/{dispatchId} answered 403: {"Message":"The security token included in the request is expired"}',
+      details: { body: '{"Message":"The security token included in the request is expired"}' },
+    });
+  });
+});
