@@ -53,7 +53,7 @@ export const USAGE = `usage:
                                                          --attestation-id the id comes from the content: re-running
                                                          is a safe retry
   ledger ui [--port N]                                   the status page on 127.0.0.1 (reads as the operator; Ctrl-C to stop)
-  ledger mcp [--origin O]                                an MCP server on stdio: the ledger's tools for agents
+  ledger mcp [--origin O]                                an MCP server on stdio: the ledger's tools for agents (--origin required remotely)
                                                          (stdout is the MCP channel)
   ledger dlq redrive [--stack NAME | --dlq-url U --queue-url U [--table T]] [--registry FILE] [--region R] [--limit N] [--json]
                                                          move DLQ messages back to their queue (idempotent; --stack: the dispatch queue's;

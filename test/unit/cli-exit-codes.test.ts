@@ -52,6 +52,9 @@ describe('a usage mistake exits 2 and says what is wrong in its first line', () 
     // Regression: ignored beside --detach (the platform started detached, no demo ran, nothing stopped).
     [['local', 'up', '--detach', '--demo'], /^--demo runs in the foreground: leave out --detach/],
     [['local', 'up', '--detach', '--once'], /^--once runs in the foreground: leave out --detach/],
+    // Regression: remotely the MCP server spoke for "planner" unless told, and a model cannot tell a wrong origin from an empty ledger.
+    [['mcp', '--stack', 'prod', '--region', 'eu-west-1'], /^with --stack or --api-url, give --origin O \(or LEDGER_ORIGIN\): the origin your credentials speak for$/],
+    [['mcp', '--origin', 'not an origin!'], /^--origin must match/],
     // Connection flags that do not go together, or are malformed (regression: LedgerConnectionError, exit 1).
     [['attention', '--stack', 'a', '--api-url', 'https://x.example.com', '--region', 'us-east-1'], /^give --stack NAME or --api-url URL, not both$/],
     [['check', 'd-1', '--region', 'us-east-1'], /^--queue-url and --region go with --api-url URL/],
@@ -62,6 +65,8 @@ describe('a usage mistake exits 2 and says what is wrong in its first line', () 
     it(`ledger ${argv.join(' ')}`, async () => {
       // A state folder that cannot be made: a command that fails to refuse (`local up`) fails at once, starting nothing.
       vi.stubEnv('LEDGER_STATE_DIR', '/dev/null/ledger-state');
+      // And no origin from the environment: `mcp --stack` must refuse before it reaches for a stack.
+      vi.stubEnv('LEDGER_ORIGIN', undefined);
       const { code, first } = await ran(argv);
       expect(first).toMatch(said);
       expect(code).toBe(2);
