@@ -164,6 +164,15 @@ const DESCRIPTIONS: Readonly<Record<ToolName, string>> = {
     'This origin’s own messages the ledger refused, newest first: unreadable or invalid ones, and conflicts (a dispatchId reused with other content: the original stands). cursor pages on.',
 };
 
+/** A view's summary line, or undefined when the view lacks what the line reads (an older or odd answer). */
+function summaryOf(view: Record<string, unknown>): string | undefined {
+  try {
+    return summaryLine(view as unknown as DispatchView);
+  } catch {
+    return undefined;
+  }
+}
+
 /** What the server needs of `@dispatch-ledger/client` (created for its origin): its routes, and the queue. */
 export type McpLedger = Pick<LedgerClient, 'raw' | 'dispatch'>;
 
@@ -286,8 +295,10 @@ export function ledgerMcpServer(client: McpLedger, options: LedgerMcpOptions): M
       answered('check_dispatch', async () => {
         const answer = toolAnswer(await client.raw('getDispatch', { params: { dispatchId }, query: { refresh: refresh ? true : undefined } }));
         if (answer.isError || !answer.structuredContent) return answer;
-        // One line first (the three claims, what to do next, any conflict), then the whole view.
-        return { ...answer, content: [{ type: 'text', text: escapeControls(summaryLine(answer.structuredContent as unknown as DispatchView)) }, ...answer.content] };
+        // One line first (the three claims, what to do next, any conflict), then the whole view — the view
+        // alone when it lacks what the line reads (a review: the line's TypeError was answered as an unreachable ledger).
+        const line = summaryOf(answer.structuredContent);
+        return line === undefined ? answer : { ...answer, content: [{ type: 'text', text: escapeControls(line) }, ...answer.content] };
       }),
   );
   server.registerTool('dispatch_status', config('dispatch_status', 'This origin’s dispatches', HistoryQuery(), { readOnlyHint: true }), async ({ status, limit, cursor }) =>

@@ -286,6 +286,14 @@ describe('ledgerMcpServer', () => {
     expect(toolFailure(new LedgerConfigError('no dispatch queue: give --queue-url with --api-url')).structuredContent).toEqual({ error: { code: 'not_configured', message: 'no dispatch queue: give --queue-url with --api-url' } });
   });
 
+  it('answers a view that lacks what the summary line reads as the view alone, not as an unreachable ledger (a review)', async () => {
+    const mcp = await connected(recordingClient(() => ({ status: 200, body: { dispatchId: 'd-1', phase: 'submitted' } })).client);
+    const result = await mcp.callTool({ name: 'check_dispatch', arguments: { dispatchId: 'd-1' } });
+    expect(result.isError).toBeFalsy();
+    expect(result.structuredContent).toEqual({ dispatchId: 'd-1', phase: 'submitted' });
+    expect(textOf(result)).toBe('{"dispatchId":"d-1","phase":"submitted"}');
+  });
+
   it('answers a client that throws (nothing answered) as a tool error, not a failed request', async () => {
     const client: McpLedger = {
       ...recordingClient().client,
