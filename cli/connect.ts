@@ -68,14 +68,17 @@ export const originOf = (value: string | undefined): string => value ?? process.
  */
 const isLoopback = (hostname: string): boolean => ['127.0.0.1', '[::1]', 'localhost'].includes(hostname);
 
-/** A URL a path is appended to, or that names a queue: http(s), no query or fragment, bounded. */
+/**
+ * A URL a path is appended to, or that names a queue: http(s), no query or fragment, no user name or
+ * password (the calls are signed: one would only leak), bounded.
+ */
 const httpUrl = z
   .url({ protocol: /^https?$/ })
   .max(2048)
   .refine((value) => {
     // Run even when the URL check failed: a value that is no URL is no answer here.
     const url = URL.canParse(value) ? new URL(value) : undefined;
-    return url !== undefined && url.search === '' && url.hash === '';
+    return url !== undefined && url.search === '' && url.hash === '' && url.username === '' && url.password === '';
   });
 /**
  * Where signed requests go: https — a signed request read off plain http could be replayed for 15
@@ -86,8 +89,8 @@ const apiUrl = httpUrl.refine((value) => {
   const url = URL.canParse(value) ? new URL(value) : undefined;
   return url !== undefined && (url.protocol === 'https:' || isLoopback(url.hostname));
 });
-const URL_SHAPE = 'an http(s) URL without a query';
-const API_URL_SHAPE = 'an https URL (http only on 127.0.0.1, [::1] or localhost) without a query';
+const URL_SHAPE = 'an http(s) URL without a query or a user name';
+const API_URL_SHAPE = 'an https URL (http only on 127.0.0.1, [::1] or localhost) without a query or a user name';
 
 /** How each connection flag must look, and how to say so: a stack name by CloudFormation's rule, a region as AWS spells one. */
 const CONNECTION = {
@@ -108,7 +111,8 @@ type Environment = Readonly<Record<string, string | undefined>>;
 function checked(flag: keyof ConnectionValues, value: string | undefined, source = `--${flag}`): string | undefined {
   if (value === undefined) return undefined;
   const { schema, shape } = CONNECTION[flag];
-  if (!schema.safeParse(value).success) throw new ArgumentsError(shown`${source} must be ${shape}, got "${value.slice(0, 200)}"`);
+  // Quoted without any user:password@ in it (a review: a refused URL printed its password).
+  if (!schema.safeParse(value).success) throw new ArgumentsError(shown`${source} must be ${shape}, got "${value.replace(/\/\/[^/?#]*@/, '//…@').slice(0, 200)}"`);
   return value;
 }
 

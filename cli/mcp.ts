@@ -28,7 +28,7 @@ export async function mcp(args: string[], _print: (line: string) => void): Promi
   // Remotely the origin is the credentials' (the ledger answers 404 for any other), and a model cannot
   // tell a wrong one from an empty ledger: it is given, never guessed (regression: "planner" by default,
   // so every dispatch was refused as another origin's and every read answered 404).
-  if ((values.stack !== undefined || values['api-url'] !== undefined) && values.origin === undefined && process.env.LEDGER_ORIGIN === undefined) {
+  if ((values.stack !== undefined || values['api-url'] !== undefined) && values.origin === undefined && !process.env.LEDGER_ORIGIN) {
     throw new UsageError(`with --stack or --api-url, give --origin O (or LEDGER_ORIGIN): the origin your credentials speak for\n${MCP_USAGE}`);
   }
   const origin = originOf(values.origin);

@@ -66,7 +66,7 @@ export const USAGE = `usage:
   ledger registry principal put --table T --id ID (--origin O | --target N | --operator)
   ledger registry origin put --table T --origin O [--max-delivery-attempts N] [--result-ttl-hours H]
                                                          how the results inbox treats an origin (defaults 5, 48)
-(--origin defaults to $LEDGER_ORIGIN, else "planner")
+(--origin defaults to $LEDGER_ORIGIN, else "planner"; ledger mcp needs one with --stack or --api-url)
 
 Every command that talks to the API or the queue (and ui, mcp) also takes
   [--stack NAME | --api-url URL [--queue-url URL]] [--region R]
@@ -125,4 +125,4 @@ export function helpFor(words: readonly string[]): string | undefined {
   return lines.length === 0 ? undefined : ['usage:', ...lines, CONNECTION_NOTE].join('\n');
 }
 
-const CONNECTION_NOTE = '(--origin defaults to $LEDGER_ORIGIN, else "planner"; every command that talks to the API or the queue also takes [--stack NAME | --api-url URL [--queue-url URL]] [--region R]; npx ledger --help lists every command)';
+const CONNECTION_NOTE = '(--origin defaults to $LEDGER_ORIGIN, else "planner" — ledger mcp needs one with --stack or --api-url; every command that talks to the API or the queue also takes [--stack NAME | --api-url URL [--queue-url URL]] [--region R]; npx ledger --help lists every command)';

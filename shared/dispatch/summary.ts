@@ -33,7 +33,7 @@ const quoted = (text: string): string => JSON.stringify(text);
 /** What to do next, for each state a dispatch can be in. */
 export function nextStep(view: SummarisedView): string {
   const status = view.execution.status;
-  if (view.phase === 'blocked') return `nothing runs: it is blocked (${view.blockedReason === null ? 'see the reason' : `reason: ${quoted(view.blockedReason)}`}); fix that, then redispatch — or cancel it`;
+  if (view.phase === 'blocked') return `nothing runs: it is blocked (${typeof view.blockedReason !== 'string' ? 'see the reason' : `reason: ${quoted(view.blockedReason)}`}); fix that, then redispatch — or cancel it`;
   if (view.phase === 'cancelled') return 'nothing: it was cancelled before it was submitted';
   if (view.phase === 'accepted') {
     const waiting = view.submission.waitingFor;
@@ -46,7 +46,7 @@ export function nextStep(view: SummarisedView): string {
     case 'unknown':
       return 'check again with refresh before acting: unknown is not failure, the target may still be working; redispatch only once the target says the run is over or gone';
     case 'waiting_for_approval':
-      return `decide the pending approval ${view.execution.pendingApproval ? `${quoted(view.execution.pendingApproval.approvalId)} ` : ''}(ledger approve), or leave it to expire`;
+      return `decide the pending approval ${typeof view.execution.pendingApproval?.approvalId === 'string' ? `${quoted(view.execution.pendingApproval.approvalId)} ` : ''}(ledger approve), or leave it to expire`;
     case 'queued':
     case 'running':
     case null:

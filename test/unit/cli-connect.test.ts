@@ -70,6 +70,10 @@ describe('resolveConnection', () => {
     ['no URL', { 'api-url': 'not a url' }, /--api-url must be/],
     ['a URL over 2,048 characters', { 'api-url': `https://x.example.com/${'a'.repeat(2100)}` }, /--api-url must be/],
     ['a queue URL of another scheme', { 'api-url': 'https://x.example.com', 'queue-url': 'sqs://q' }, /--queue-url must be an http\(s\) URL without a query/],
+    // A review: a user name and password were taken, and a refused URL printed them.
+    ['a user name and password', { 'api-url': 'https://someone:s3cret@x.example.com' }, /--api-url must be an https URL .* without a query or a user name .*, got "https:\/\/…@x\.example\.com"/],
+    ['a password on plain http elsewhere', { 'api-url': 'http://someone:s3cret@remote.example' }, /got "http:\/\/…@remote\.example"/],
+    ['a queue URL with a password', { 'api-url': 'https://x.example.com', 'queue-url': 'https://u:s3cret@sqs.example.com/1/q' }, /--queue-url must be .*, got "https:\/\/…@sqs\.example\.com\/1\/q"/],
     ['a stack name starting with a digit', { stack: '1-starts-with-a-digit' }, /--stack must be a CloudFormation stack name/],
     ['a stack name with an underscore', { stack: 'under_score' }, /--stack must be a CloudFormation stack name/],
     ['a stack name over 128 characters', { stack: `a${'b'.repeat(128)}` }, /--stack must be a CloudFormation stack name/],

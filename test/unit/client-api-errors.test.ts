@@ -45,4 +45,12 @@ describe('a failed answer as a LedgerApiError', () => {
       details: { body: '{"Message":"The security token included in the request is expired"}' },
     });
   });
+
+  it("takes a session token and a credential scope out of what it keeps (a signature's refusal may echo the request it expected)", async () => {
+    const echoed = 'The Canonical String for this request should have been\nhost:x\nx-amz-security-token:IQoJb3JpZ2luX2VjEXAMPLETOKEN\n Credential=ASIAEXAMPLE/20261207/us-east-1/lambda/aws4_request, SignedHeaders=host';
+    respond = () => ({ status: 403, body: { message: echoed } });
+    const refused = await thrown(fake.client.check('d-1'));
+    expect(isLedgerApiError(refused) && refused.message).toContain('x-amz-security-token:…');
+    for (const secret of ['IQoJb3JpZ2luX2VjEXAMPLETOKEN', 'ASIAEXAMPLE']) expect(JSON.stringify(isLedgerApiError(refused) && [refused.message, refused.details])).not.toContain(secret);
+  });
 });

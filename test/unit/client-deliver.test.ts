@@ -77,6 +77,17 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
     expect(outcome).toEqual({ claimed: 1, acked: 1, leaseLost: false, notAcked: [] });
   });
 
+  it('times a long poll\'s lease from when its answer came, not from when it was asked (a review: a 4 s wait left a 5 s lease 1 s, and it ran out before its first renewal)', async () => {
+    respond = (path) => (path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 5_000), delayMs: 4_000 } : path.endsWith('/renew') ? { status: 200, body: settled('a', 'claimed') } : { status: 200, body: settled('a', 'delivered') });
+    let aborted = false;
+    const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5, waitSeconds: 5 }, async (_results, { signal }) => {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      aborted = signal.aborted;
+    });
+    expect(aborted).toBe(false);
+    expect(outcome).toEqual({ claimed: 1, acked: 1, leaseLost: false, notAcked: [] });
+  }, 15_000);
+
   it('acks the others when the ledger refuses one (superseded), and names it', async () => {
     respond = (path) =>
       path.endsWith('/claim') ? { status: 200, body: claimOf(['a', 'b', 'c'], 60_000) } : path.includes('/b/ack') ? { status: 409, body: conflict('superseded') } : { status: 200, body: settled('x', 'delivered') };

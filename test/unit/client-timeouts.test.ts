@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createLedgerClient, isLedgerConfigError, isLedgerNetworkError } from '@dispatch-ledger/client';
+import { createLedgerClient, isLedgerNetworkError } from '@dispatch-ledger/client';
 
 /**
  * Every call of the client ends after its `timeoutMs` (docs/protocol.md §15). Regression: `dispatch`
@@ -32,14 +32,14 @@ describe('a call to a ledger that never answers', () => {
   }, 10_000);
 
   // Regression: the stack's outputs were read (CloudFormation DescribeStacks) with no bound at all.
-  it("reading a stack's outputs ends after timeoutMs, as a config error naming the stack", async () => {
+  it("reading a stack's outputs ends after timeoutMs, as a network error naming the stack (the next call asks again)", async () => {
     // The SDK's own endpoint variable points CloudFormation at the silent server (no request leaves loopback).
     vi.stubEnv('AWS_ENDPOINT_URL_CLOUDFORMATION', url);
     vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIALOCALTEST0000000');
     vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'local-test-secret');
     const client = createLedgerClient({ origin: 'planner', stack: 'DispatchLedger', region: 'us-east-1', timeoutMs: 300 });
     const failed = await client.check('d-1').catch((error: unknown) => error);
-    expect(isLedgerConfigError(failed)).toBe(true);
+    expect(isLedgerNetworkError(failed)).toBe(true);
     expect((failed as Error).message).toMatch(/^reading stack "DispatchLedger" in us-east-1 \(CloudFormation DescribeStacks\) failed: /);
   }, 10_000);
 });

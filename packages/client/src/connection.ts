@@ -4,7 +4,7 @@ import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-clo
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type Signer } from '@dispatch-ledger/protocol/sigv4';
-import { LedgerConfigError, noCredentials } from './errors.js';
+import { LedgerConfigError, LedgerNetworkError, noCredentials } from './errors.js';
 
 /** Where the ledger is (docs/protocol.md §15): a deployed stack, its URLs, or the local platform. */
 export interface LedgerClientOptions {
@@ -213,7 +213,12 @@ export async function connectionOf(options: LedgerClientOptions): Promise<Connec
     if (error instanceof Error && error.name === 'ValidationError' && /does not exist/.test(error.message)) throw new LedgerConfigError(`no stack "${options.stack ?? ''}" in ${region} (CloudFormation: ${error.message})`, { cause: error });
     const unsigned = noCredentials(error);
     if (unsigned) throw unsigned;
-    throw new LedgerConfigError(`reading stack "${options.stack ?? ''}" in ${region} (CloudFormation DescribeStacks) failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
+    const said = `reading stack "${options.stack ?? ''}" in ${region} (CloudFormation DescribeStacks) failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`;
+    // No answer in time, a throttle, a 5xx: the next call asks again (a review: called a config error,
+    // which says retrying changes nothing). An answer that refuses (access denied, say) is the setup's.
+    const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    if (status === undefined || status === 429 || status >= 500 || /throttl/i.test(error instanceof Error ? error.name : '')) throw new LedgerNetworkError(said, { cause: error });
+    throw new LedgerConfigError(said, { cause: error });
   } finally {
     cloudformation.destroy();
   }

@@ -44,6 +44,13 @@ export interface InboxCalls {
   ack(resultId: string, claimToken: string, options?: CallOptions): Promise<SettledResult>;
 }
 
+/**
+ * How long a claim's answer is taken to travel, at most, once the ledger took the lease: a long poll
+ * (`waitSeconds`) takes it when its wait finds results, up to 20 s after it was asked (a review: timed from
+ * the asking, a lease shorter than about 1.5 × the wait ran out before its first renewal).
+ */
+const CLAIM_ANSWER_MS = 2_000;
+
 /** The longest pause between two tries of an ack. */
 const MAX_ACK_PAUSE_MS = 2_000;
 /** The least time one try of an ack is given, even once its lease has ended (the ledger may still take it). */
@@ -188,14 +195,16 @@ async function ack(inbox: InboxCalls, resultId: string, claimToken: string, ends
 
 export async function deliver(inbox: InboxCalls, options: ClaimOptions, handle: DeliverHandler): Promise<DeliverOutcome> {
   const leaseSeconds = options.leaseSeconds ?? 60;
-  // The lease ends leaseSeconds after the ledger took the claim, which is after this moment: timed by this
-  // machine's clock from here (regression: the ledger's leaseExpiresAt read against this machine's clock —
-  // one ahead of the ledger's by more than two thirds of the lease lost every lease before its first renewal).
+  // The lease ends leaseSeconds after the ledger took the claim: timed by this machine's clock (regression:
+  // the ledger's leaseExpiresAt read against this clock — one ahead of the ledger's by more than two thirds
+  // of the lease lost every lease before its first renewal). The ledger took it after the claim was asked,
+  // and — a long poll answering once its wait found results — at most CLAIM_ANSWER_MS before its answer came.
   const askedAt = Date.now();
   const claim = await inbox.claim({ ...options, leaseSeconds });
+  const takenAt = Math.max(askedAt, Date.now() - CLAIM_ANSWER_MS);
   const { claimToken, results } = claim;
   if (results.length === 0 || claimToken === null) return { claimed: 0, acked: 0, leaseLost: false, notAcked: [] };
-  const lease = new Lease(inbox, claimToken, results, leaseSeconds, askedAt + leaseSeconds * 1000);
+  const lease = new Lease(inbox, claimToken, results, leaseSeconds, takenAt + leaseSeconds * 1000);
   // The caller's own signal ends the handling too: aborted, nothing is acked.
   const callerAborted = (): void => lease.handling.abort(options.signal?.reason ?? new Error('the caller aborted delivery'));
   options.signal?.addEventListener('abort', callerAborted, { once: true });

@@ -79,7 +79,10 @@ export function apiErrorOf(spec: RouteSpec, answer: RawAnswer): LedgerApiError {
   if (typeof said?.code === 'string') return new LedgerApiError(answer.status, said.code, typeof said.message === 'string' ? said.message : `${spec.method} ${spec.path} answered ${answer.status}`, said.details, answer.requestId, repeatable);
   // Not the ledger's envelope (AWS's own 403 or 502, a proxy's page): what it said, clipped, is kept
   // (regression: the error said only "answered 403").
-  const text = answer.body === null || answer.body === undefined ? '' : typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+  // A signature's refusal may echo the request it expected: its session token and credential scope are taken out.
+  const text = (answer.body === null || answer.body === undefined ? '' : typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body))
+    .replace(/(x-amz-security-token[:=]\s*)[^\s"',&]+/gi, '$1…')
+    .replace(/(Credential=)[^\s"',&]+/g, '$1…');
   const body = text.length > ENVELOPE_LESS_CHARS ? `${text.slice(0, ENVELOPE_LESS_CHARS)}…` : text;
   return new LedgerApiError(answer.status, `http_${answer.status}`, `${spec.method} ${spec.path} answered ${answer.status}${body ? `: ${body}` : ''}`, body ? { body } : undefined, answer.requestId, repeatable);
 }
