@@ -42,4 +42,13 @@ describe('a call to a ledger that never answers', () => {
     expect(isLedgerNetworkError(failed)).toBe(true);
     expect((failed as Error).message).toMatch(/^reading stack "DispatchLedger" in us-east-1 \(CloudFormation DescribeStacks\) failed: /);
   }, 10_000);
+
+  // A review: the request was signed before its timeout began, and finding credentials (SSO, a
+  // credential process) may hang. No request leaves: the signing never ends.
+  it('a call whose credentials never come ends after timeoutMs as a LedgerNetworkError', async () => {
+    const client = createLedgerClient({ origin: 'planner', apiUrl: url, region: 'us-east-1', timeoutMs: 300, credentials: () => new Promise(() => undefined) });
+    const failed = await client.check('d-1').catch((error: unknown) => error);
+    expect(isLedgerNetworkError(failed)).toBe(true);
+    expect((failed as Error).message).toMatch(/no answer from the ledger at .* within the call's timeout \(300 ms\)/);
+  }, 10_000);
 });

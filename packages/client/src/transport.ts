@@ -44,11 +44,13 @@ export async function sendRoute(connection: Connection, origin: string | undefin
   let headers: Record<string, string> = { accept: 'application/json', ...auth.headers, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) };
   let response: Response;
   let text: string;
+  // Every call ends within its timeout, whether or not the caller gave a signal of its own — signing too:
+  // finding credentials (SSO, a credential process) may hang (a review: it ran before the timeout began).
+  const timeout = AbortSignal.timeout(call.timeoutMs ?? CALL_TIMEOUT_MS);
+  const signal = call.signal ? AbortSignal.any([call.signal, timeout]) : timeout;
   try {
-    if (auth.signer) headers = await auth.signer({ method: spec.method, url, headers, ...(payload === undefined ? {} : { body: payload }) });
-    // Every call ends within CALL_TIMEOUT_MS, whether or not the caller gave a signal of its own.
-    const timeout = AbortSignal.timeout(call.timeoutMs ?? CALL_TIMEOUT_MS);
-    response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), signal: call.signal ? AbortSignal.any([call.signal, timeout]) : timeout });
+    if (auth.signer) headers = await untilAborted(auth.signer({ method: spec.method, url, headers, ...(payload === undefined ? {} : { body: payload }) }), signal);
+    response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), signal });
     text = await response.text();
   } catch (error) {
     const unsigned = noCredentials(error);
@@ -70,6 +72,16 @@ export async function sendRoute(connection: Connection, origin: string | undefin
   }
   // The ledger's own id, else the one a Lambda function URL gives every answer.
   return { status: response.status, body, requestId: response.headers.get('x-request-id') ?? response.headers.get('x-amzn-requestid') ?? undefined };
+}
+
+/** `work`, or the signal's reason once it aborts (the work itself is left to end on its own). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /** The LedgerApiError an answer that is not a 2xx stands for (CONTRACT §2: `{ error: { code, message, details } }`). */
