@@ -19,32 +19,30 @@ export { localInfo, originOf } from './connect.js';
 /** The connection flags as given, to repeat in a hint (`check it with: npx ledger check D --stack S …`). */
 const connectionFlags = (values: ConnectionValues): string => connectionArgs(values, ['queue-url']).map(shellWord).join(' ');
 
-/** The flags that make a message's fields: a message given whole (--body, --file) takes none of them. */
-const MESSAGE_FLAGS = ['dispatch-id', 'target', 'behavior', 'goal', 'expect', 'detached', 'parent', 'stall-after', 'grace', 'approval-wait'] as const;
+/**
+ * The flags that make a message's fields: a message given whole (--body, --file) takes none of them. No
+ * defaults here: those are applied to a message made from the flags (given beside --body/--file they are refused).
+ */
+const MESSAGE_FIELD_OPTIONS = {
+  'dispatch-id': { type: 'string' },
+  target: { type: 'string' },
+  behavior: { type: 'string' },
+  goal: { type: 'string' },
+  expect: { type: 'string', multiple: true },
+  detached: { type: 'boolean' },
+  parent: { type: 'string' },
+  // CONTRACT §1's clocks, in seconds: the ledger checks them (a message it would refuse is never sent).
+  'stall-after': { type: 'string' },
+  grace: { type: 'string' },
+  'approval-wait': { type: 'string' },
+} as const;
+const MESSAGE_FLAGS = Object.keys(MESSAGE_FIELD_OPTIONS) as Array<keyof typeof MESSAGE_FIELD_OPTIONS>;
 
 /** `ledger send`: builds a dispatch message (or takes one whole with --body/--file) and puts it on the queue. */
 export async function send(args: string[], print: (line: string) => void, connectTo: Connect = connect): Promise<number> {
   const { values } = parseCommandArgs({
     args,
-    options: {
-      ...CONNECTION_OPTIONS,
-      'dispatch-id': { type: 'string' },
-      origin: { type: 'string' },
-      // Their defaults are applied below, to a message made here: given beside --body/--file they are refused.
-      target: { type: 'string' },
-      behavior: { type: 'string' },
-      goal: { type: 'string' },
-      expect: { type: 'string', multiple: true },
-      detached: { type: 'boolean', default: false },
-      parent: { type: 'string' },
-      body: { type: 'string' },
-      file: { type: 'string' },
-      // CONTRACT §1's clocks, in seconds: the ledger checks them (a message it would refuse is never sent).
-      'stall-after': { type: 'string' },
-      grace: { type: 'string' },
-      'approval-wait': { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
+    options: { ...CONNECTION_OPTIONS, ...MESSAGE_FIELD_OPTIONS, origin: { type: 'string' }, body: { type: 'string' }, file: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
   let message: unknown;
   /** The dispatch id made up here, if one was: said when the send's outcome is unknown. */
@@ -52,7 +50,7 @@ export async function send(args: string[], print: (line: string) => void, connec
   if (values.body !== undefined || values.file !== undefined) {
     if (values.body !== undefined && values.file !== undefined) throw new UsageError('give --body or --file, not both; nothing was sent');
     // The message is sent as written (regression: the fields' flags beside it were dropped without a word).
-    const beside = MESSAGE_FLAGS.filter((flag) => values[flag] !== undefined && values[flag] !== false);
+    const beside = MESSAGE_FLAGS.filter((flag) => values[flag] !== undefined);
     if (beside.length > 0) throw new UsageError(`--body and --file send the message as written: put ${beside.map((flag) => `--${flag}`).join(', ')} in it instead; nothing was sent`);
     // Read and checked here: a message the ledger would refuse is never sent (nothing reaches the queue).
     const text = values.body ?? readFileSync(values.file ?? '', 'utf8');

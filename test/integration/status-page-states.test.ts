@@ -50,6 +50,18 @@ afterAll(async () => {
   expect(pageErrors).toEqual([]);
 });
 
+/** A count of the page's requests to its server under `prefix` from now on (the reads it makes of the ledger). */
+function readsOf(page: Page, prefix = '/api/'): () => number {
+  let reads = 0;
+  page.on('request', (request) => {
+    if (new URL(request.url()).pathname.startsWith(prefix)) reads += 1;
+  });
+  return () => reads;
+}
+
+/** The page's tab hidden or shown, as the browser tells it (`document.hidden` and a visibilitychange event). */
+const setHidden = (page: Page, hidden: boolean) => page.evaluate(`(() => { Object.defineProperty(document, 'hidden', { value: ${hidden}, configurable: true }); document.dispatchEvent(new Event('visibilitychange')); })()`);
+
 describe('the status page in Chromium, against a scripted ledger', () => {
   type Answer = { status: number; body: unknown } | undefined;
   async function scriptedPage(answer: (route: string, query: Readonly<Record<string, unknown>>) => Answer | Promise<Answer>, options: { readonly clock?: boolean } = {}): Promise<{ page: Page; close: () => Promise<void> }> {
@@ -117,18 +129,14 @@ describe('the status page in Chromium, against a scripted ledger', () => {
     try {
       // The first tick's reads done: the next tick waits on the page's (installed) clock.
       await page.locator('#updated').getByText(/^updated/).waitFor();
-      let reads = 0;
-      page.on('request', (request) => {
-        if (new URL(request.url()).pathname.startsWith('/api/')) reads += 1;
-      });
-      const setHidden = (hidden: boolean) => page.evaluate(`(() => { Object.defineProperty(document, 'hidden', { value: ${hidden}, configurable: true }); document.dispatchEvent(new Event('visibilitychange')); })()`);
-      await setHidden(true);
+      const reads = readsOf(page);
+      await setHidden(page, true);
       // Four refresh periods (500 ms each) on the page's clock: hidden, not one read.
       await page.clock.runFor(2_000);
-      expect(reads).toBe(0);
-      const whenHidden = reads;
-      await setHidden(false);
-      await eventually('a read once shown', () => (reads > whenHidden ? true : undefined), 5_000);
+      expect(reads()).toBe(0);
+      const whenHidden = reads();
+      await setHidden(page, false);
+      await eventually('a read once shown', () => (reads() > whenHidden ? true : undefined), 5_000);
     } finally {
       await close();
     }
@@ -137,17 +145,13 @@ describe('the status page in Chromium, against a scripted ledger', () => {
   it('reads at once when shown again during a backoff (regression: a tab shown again waited out up to a minute of backoff, saying nothing could be read)', async () => {
     const { page, close } = await scriptedPage(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'down' } } }), { clock: true });
     try {
-      let reads = 0;
-      page.on('request', (request) => {
-        if (new URL(request.url()).pathname.startsWith('/api/')) reads += 1;
-      });
+      const reads = readsOf(page);
       await page.locator('#updated').getByText(/^nothing could be read at/).waitFor();
-      const setHidden = (hidden: boolean) => page.evaluate(`(() => { Object.defineProperty(document, 'hidden', { value: ${hidden}, configurable: true }); document.dispatchEvent(new Event('visibilitychange')); })()`);
       // Hidden and shown again before the backed-off tick is due (the page's clock stands still).
-      await setHidden(true);
-      const before = reads;
-      await setHidden(false);
-      await eventually('a read once shown', () => (reads > before ? true : undefined), 5_000);
+      await setHidden(page, true);
+      const before = reads();
+      await setHidden(page, false);
+      await eventually('a read once shown', () => (reads() > before ? true : undefined), 5_000);
     } finally {
       await close();
     }
@@ -164,23 +168,19 @@ describe('the status page in Chromium, against a scripted ledger', () => {
     try {
       await page.locator('#updated').getByText(/^updated/).waitFor();
       held = new Promise((resolve) => (release = resolve));
-      let reads = 0;
-      page.on('request', (request) => {
-        if (new URL(request.url()).pathname.startsWith('/api/dispatches/d-slow')) reads += 1;
-      });
+      const reads = readsOf(page, '/api/dispatches/d-slow');
       // The overview's next tick starts and waits on its counts.
       await page.clock.runFor(500);
       // The view changes: its own tick reads, ends, and sets the next one's timer.
       await page.evaluate(`location.hash = '#/dispatches/d-slow'`);
-      await eventually('the dispatch view read', () => (reads > 0 ? true : undefined), 5_000);
-      const setHidden = (hidden: boolean) => page.evaluate(`(() => { Object.defineProperty(document, 'hidden', { value: ${hidden}, configurable: true }); document.dispatchEvent(new Event('visibilitychange')); })()`);
+      await eventually('the dispatch view read', () => (reads() > 0 ? true : undefined), 5_000);
       // Hidden: the timer's tick stops the loop. Shown while the overview's old read is still held.
-      await setHidden(true);
+      await setHidden(page, true);
       await page.clock.runFor(500);
-      const before = reads;
-      await setHidden(false);
+      const before = reads();
+      await setHidden(page, false);
       release();
-      await eventually('a read after it was shown', () => (reads > before ? true : undefined), 5_000);
+      await eventually('a read after it was shown', () => (reads() > before ? true : undefined), 5_000);
     } finally {
       release();
       await close();
@@ -190,17 +190,14 @@ describe('the status page in Chromium, against a scripted ledger', () => {
   it('asks a ledger that answers nothing less and less often (regression: every 3 s for ever)', async () => {
     const { page, close } = await scriptedPage(() => ({ status: 503, body: { error: { code: 'unavailable', message: 'down' } } }), { clock: true });
     try {
-      let reads = 0;
-      page.on('request', (request) => {
-        if (new URL(request.url()).pathname.startsWith('/api/')) reads += 1;
-      });
+      const reads = readsOf(page);
       await page.locator('#updated').getByText(/^nothing could be read at/).waitFor();
-      const first = reads;
+      const first = reads();
       // The first failure doubles the 500 ms period: nothing at 999 ms, the next tick's three reads at 1,000.
       await page.clock.runFor(999);
-      expect(reads).toBe(first);
+      expect(reads()).toBe(first);
       await page.clock.runFor(1);
-      await eventually('the next tick', () => (reads === first + 3 ? true : undefined), 5_000);
+      await eventually('the next tick', () => (reads() === first + 3 ? true : undefined), 5_000);
     } finally {
       await close();
     }
