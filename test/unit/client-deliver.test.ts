@@ -23,6 +23,18 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
   const claimOf = (ids: string[], leaseMs: number) => ({ claimToken: 'ct-1', leaseExpiresAt: new Date(Date.now() + leaseMs).toISOString(), results: ids.map(result) });
   const settled = (resultId: string, state: string) => ({ resultId, state, deliveryAttempts: 0, leaseExpiresAt: new Date(Date.now() + 5_000).toISOString() });
   const conflict = (code: string) => ({ error: { code, message: code } });
+  /** The first renewal the ledger is sent, as a sentinel: `orAbort` ends when it arrived or when `signal` aborts. */
+  function renewalSentinel(): { seen: (answer: PlannedAnswer) => PlannedAnswer; orAbort: (signal: AbortSignal) => Promise<void> } {
+    let arrived = (): void => undefined;
+    const first = new Promise<void>((resolve) => (arrived = resolve));
+    return {
+      seen: (answer) => {
+        arrived();
+        return answer;
+      },
+      orAbort: (signal) => Promise.race([first, new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })))]),
+    };
+  }
   afterEach(() => {
     respond = undefined;
     fake.seen.length = 0;
@@ -67,10 +79,12 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
   // renewal: nothing was ever acked, and each abandoned claim counted towards the origin's drop limit.
   it("times the lease by this machine's clock from when it asked, whatever the ledger's clock says", async () => {
     const hourBehind = (ids: string[]) => ({ ...claimOf(ids, 5_000 - 3_600_000) });
-    respond = (path) => (path.endsWith('/claim') ? { status: 200, body: hourBehind(['a']) } : path.endsWith('/renew') ? { status: 200, body: { ...settled('a', 'claimed'), leaseExpiresAt: new Date(Date.now() + 5_000 - 3_600_000).toISOString() } } : { status: 200, body: settled('a', 'delivered') });
+    const renewal = renewalSentinel();
+    respond = (path) => (path.endsWith('/claim') ? { status: 200, body: hourBehind(['a']) } : path.endsWith('/renew') ? renewal.seen({ status: 200, body: { ...settled('a', 'claimed'), leaseExpiresAt: new Date(Date.now() + 5_000 - 3_600_000).toISOString() } }) : { status: 200, body: settled('a', 'delivered') });
+    // The handler runs until the lease's first renewal reached the ledger, or until it is aborted (a lease taken for lost).
     let aborted = false;
     const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5 }, async (_results, { signal }) => {
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await renewal.orAbort(signal);
       aborted = signal.aborted;
     });
     expect(aborted).toBe(false);
@@ -78,10 +92,12 @@ describe('inbox.deliver against a ledger that misbehaves on purpose', () => {
   });
 
   it('times a long poll\'s lease from when its answer came, not from when it was asked (a review: a 4 s wait left a 5 s lease 1 s, and it ran out before its first renewal)', async () => {
-    respond = (path) => (path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 5_000), delayMs: 4_000 } : path.endsWith('/renew') ? { status: 200, body: settled('a', 'claimed') } : { status: 200, body: settled('a', 'delivered') });
+    const renewal = renewalSentinel();
+    respond = (path) => (path.endsWith('/claim') ? { status: 200, body: claimOf(['a'], 5_000), delayMs: 4_000 } : path.endsWith('/renew') ? renewal.seen({ status: 200, body: settled('a', 'claimed') }) : { status: 200, body: settled('a', 'delivered') });
+    // Timed from the asking, the lease's end came 1 s into the handler, before its first renewal (at a third of the lease).
     let aborted = false;
     const outcome = await client.inbox.deliver({ mode: 'inject', leaseSeconds: 5, waitSeconds: 5 }, async (_results, { signal }) => {
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      await renewal.orAbort(signal);
       aborted = signal.aborted;
     });
     expect(aborted).toBe(false);
