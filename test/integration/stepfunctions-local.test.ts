@@ -18,7 +18,9 @@ import { startTestPlatform, type TestPlatform } from '../support/platform.js';
  * Step Functions (executing, with the launcher's fixes: a state machine's second StartExecution, and
  * GetExecutionHistory's newest-first page). moto sends no `aws.states` status changes, so the ledger
  * learns each end from the monitor's lookup when the stall window ends: the dispatches here use short
- * windows and the platform's one-second tick.
+ * windows and the platform's one-second tick. A cancel's end comes from the lookups that follow a stop the
+ * execution had not finished when StopExecution answered (moto stops it on its own thread: CI once saw it
+ * RUNNING right after, and the dispatch waited for its ten-minute window).
  */
 
 let t: TestPlatform;

@@ -9,6 +9,8 @@ import { accepted, redispatched, submissionClaimed, submitted } from '../../shar
 import type { AcceptedMessage } from '../../shared/dispatch/records.js';
 import type { SubmitRequest, TargetPort } from '../../shared/targets/port.js';
 import { cancelDispatch } from '../../shared/usecases/flow.js';
+import { monitorTick, type MonitorDeps } from '../../shared/usecases/monitor.js';
+import { MemoryBlobs } from '../support/memory-blobs.js';
 import { admitWaiting, startAttempt } from '../../shared/usecases/submit-attempt.js';
 import { newDispatchFactory, NOW, overriding } from '../support/factories.js';
 import { MemoryStore } from '../support/memory-store.js';
@@ -175,6 +177,57 @@ describe('a cancel asked of a submitted run', () => {
     expect(monitorStep(asked, later(61)).kind).toBe('cancel');
     // A cancel no one asks right away (its submission still under way) is due at once.
     expect(cancelRequested(run, { reason: 'stop', by: 'local:planner' }, later(1)).cancel?.nextAskAt).toBe(later(1).toISOString());
+  });
+});
+
+describe('a cancel the target accepted but has not ended', () => {
+  /** A run submitted at NOW (stall window 600 s), cancelled at later(10); its target accepts the stop, and its lookups say `ends` from `endsAt`. */
+  async function cancelledRun(dispatchId: string, endsAt: number | null) {
+    const store = new MemoryStore();
+    await store.putTarget({ name: 'demo-sfn', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
+    const run = submitted(accepted(newDispatchFactory({ dispatchId, target: 'demo-sfn' }), NOW), { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
+    store.states.set(dispatchId, run);
+    let clock = later(10);
+    const lookups: number[] = [];
+    const target: TargetPort = {
+      submit: async () => ({ kind: 'unavailable', reason: 'unused' }),
+      lookup: async (runId) => {
+        lookups.push((clock.getTime() - NOW.getTime()) / 1000);
+        return { kind: 'found', run: { runId, status: endsAt !== null && clock.getTime() >= later(endsAt).getTime() ? 'cancelled' : 'running' } };
+      },
+      decideApproval: async () => ({ kind: 'not_found' }),
+      cancel: async () => ({ kind: 'requested', how: 'StopExecution was accepted; the execution has not ended yet' }),
+    };
+    const deps: MonitorDeps = { store, dueIndex: store, blobs: new MemoryBlobs(), targetFor: () => target, callbackUrl: 'http://127.0.0.1:9', retryPolicy: DEFAULT_RETRY_POLICY, now: () => clock, claimSeconds: 60, pageSize: 10 };
+    const stored = await store.getStored(dispatchId);
+    if (!stored) throw new Error('stored');
+    expect(await cancelDispatch(deps, stored, { reason: 'not needed', by: 'local:planner' })).toMatchObject({ kind: 'requested', asked: true });
+    /** The monitor ticking once a second from later(from) to later(to). */
+    const tick = async (from: number, to: number) => {
+      for (let second = from; second <= to; second += 1) {
+        clock = later(second);
+        await monitorTick(deps);
+      }
+    };
+    return { store, lookups, tick };
+  }
+
+  it('is looked up again within seconds, so its end is recorded (was: only at the stall window, ten minutes later, with no status-change event locally)', async () => {
+    const { store, lookups, tick } = await cancelledRun('d-stopping', 13);
+    await tick(11, 30);
+    expect(await store.getState('d-stopping')).toMatchObject({ execution: { status: 'cancelled' } });
+    expect(lookups.length).toBeGreaterThanOrEqual(1);
+    expect(lookups.every((second) => second <= 20)).toBe(true);
+  });
+
+  it('is looked up ever less often while it runs on, never called stalled before its window ends', async () => {
+    const { store, lookups, tick } = await cancelledRun('d-slow-stop', null);
+    await tick(11, 590);
+    // Each look waits at least as long as the cancel has been pending: a handful in ten minutes, not one a tick.
+    expect(lookups.length).toBeGreaterThanOrEqual(3);
+    expect(lookups.length).toBeLessThanOrEqual(10);
+    lookups.slice(1).forEach((second, n) => expect(second - (lookups[n] ?? 0)).toBeGreaterThanOrEqual(Math.min(((lookups[n] ?? 0) - 10) * 0.9, 500)));
+    expect(await store.getState('d-slow-stop')).toMatchObject({ execution: { status: 'running', monitorStatus: null } });
   });
 });
 

@@ -43,12 +43,33 @@ function withFlow(previous: DispatchState, next: NextState): NextState {
   let out = next;
   if (out.slot && (out.attempt !== previous.attempt || runOver(out))) out = { ...out, slot: undefined };
   if (out.waitingFor && out.phase !== 'accepted') out = { ...out, waitingFor: undefined };
-  const ask = cancelPending(out) ? out.cancel?.nextAskAt : null;
-  // The next ask replaces a due time that was the ask just answered (else the answer left it due in the past).
+  const ask = (cancelPending(out) ? out.cancel?.nextAskAt : null) ?? cancelLookAt(out);
+  // The next ask (or look) replaces a due time that was the ask just answered (else the answer left it due in the past).
   const wasAsk = out.dueAt !== null && out.dueAt === previous.cancel?.nextAskAt && out.cancel?.nextAskAt !== previous.cancel?.nextAskAt;
   if (ask && (out.dueAt === null || wasAsk || Date.parse(ask) < Date.parse(out.dueAt))) out = { ...out, dueAt: ask };
   return out;
 }
+
+/** The least wait before a run whose cancel its target accepted is looked up again (see {@link cancelLookAt}). */
+export const CANCEL_LOOK_SECONDS = 2;
+
+/**
+ * A cancel the target accepted (or answered) without the run having ended yet: the run is looked up again —
+ * its end may come with no event of its own (a runtime whose status changes are not delivered) — after as
+ * long as the cancel has been pending (at least {@link CANCEL_LOOK_SECONDS}, at most the stall window): a
+ * handful of lookups, ever further apart, never a verdict. Undefined while an ask is still to be made, when
+ * the monitor already lost sight of the run (its own backoff applies), or once the run is over.
+ */
+export function cancelLookAt(state: NextState): string | undefined {
+  const cancel = state.cancel;
+  if (!cancel || !cancelAwaitsEnd(state)) return undefined;
+  const now = Date.parse(state.updatedAt);
+  const pending = now - Date.parse(cancel.requestedAt);
+  return new Date(now + Math.min(Math.max(pending, CANCEL_LOOK_SECONDS * 1000), state.timeouts.stallAfterSeconds * 1000)).toISOString();
+}
+
+/** The run's cancel was answered and it has not ended: the monitor looks it up when it comes due (see {@link cancelLookAt}). */
+export const cancelAwaitsEnd = (state: DispatchState): boolean => cancelPending(state) && !!state.cancel && !state.cancel.nextAskAt && state.cancel.asks > 0 && state.execution.monitorStatus === null;
 
 /** The origin asked for a cancel and the run is not known to be over yet (CONTRACT §2 `cancel_pending`). */
 export const cancelPending = (state: DispatchState): boolean => state.phase === 'submitted' && !!state.cancel && !isTerminal(state.execution.nativeStatus);

@@ -2,7 +2,7 @@ import { isTerminal, type DispatchState, type MonitorStatus, type ResultBodyRef,
 import type { LookupOutcome, TargetRunView } from '../target-answers.js';
 import { clip } from '../../text.js';
 import type { RunEventType } from '@dispatch-ledger/protocol';
-import { advance, cancelPending, finished, isLive, plus, rescheduled } from './core.js';
+import { advance, cancelAwaitsEnd, cancelPending, finished, isLive, plus, rescheduled } from './core.js';
 
 /**
  * Watching the run (CONTRACT §2, §3): the target's events, the lookups, the monitor's step, approvals.
@@ -264,7 +264,9 @@ export type MonitorStep =
   /** A settled dispatch whose result is still out: its expiry is on the origin's clock. */
   | { readonly kind: 'result' }
   /** A cancel to ask of the target again (it could not be reached before). */
-  | { readonly kind: 'cancel' };
+  | { readonly kind: 'cancel' }
+  /** A cancel the target answered, its run not over yet: looked up for its end, within the stall window (never a stall). */
+  | { readonly kind: 'cancel_lookup' };
 
 /** What the monitor does with a submitted run that came due, before any target contact. */
 export function monitorStep(state: DispatchState, now: Date): MonitorStep {
@@ -285,7 +287,7 @@ export function monitorStep(state: DispatchState, now: Date): MonitorStep {
     return { kind: 'approval_lookup' };
   }
   const stallAt = stallDeadline(state);
-  if (now.getTime() < stallAt && execution.status !== 'unknown') return { kind: 'write', next: rescheduled(state, now, new Date(stallAt)) };
+  if (now.getTime() < stallAt && execution.status !== 'unknown') return cancelAwaitsEnd(state) ? { kind: 'cancel_lookup' } : { kind: 'write', next: rescheduled(state, now, new Date(stallAt)) };
   return { kind: 'lookup' };
 }
 
