@@ -1,7 +1,8 @@
 import { adoptLegacyUpload } from './legacy-evidence.js';
 import type { NextState } from '../dispatch/state.js';
-import { approvalWaitLookedUp, monitorStep, reconcileLookup, stallDeadline } from '../dispatch/transitions/run.js';
+import { approvalWaitLookedUp, monitorStep, reconcileLookup } from '../dispatch/transitions/run.js';
 import { submissionClaimed } from '../dispatch/transitions/lifecycle.js';
+import { cancelLookedUp } from '../dispatch/transitions/flow.js';
 import { isLive, rescheduled } from '../dispatch/transitions/core.js';
 import { resultDue } from './inbox.js';
 import { randomUUID } from 'node:crypto';
@@ -360,12 +361,12 @@ async function watchRun(deps: MonitorDeps, stored: StoredState): Promise<Monitor
     crashPoint('monitor.after_lookup', state.dispatchId);
     const body = await keepFoundBody(deps, state, lookup);
     const now = deps.now();
-    // A cancel's follow-up looks for the run's end inside its stall window: never a stall (the window is not over).
-    const stallSuspected = step.kind !== 'cancel_lookup';
     next =
       step.kind === 'approval_lookup'
         ? approvalWaitLookedUp(state, lookup, now, body)
-        : (reconcileLookup(state, lookup, now, stallSuspected, body) ?? rescheduled(state, now, stallSuspected ? new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000) : new Date(stallDeadline(state))));
+        : step.kind === 'cancel_lookup'
+          ? cancelLookedUp(state, lookup, now, body)
+          : (reconcileLookup(state, lookup, now, true, body) ?? rescheduled(state, now, new Date(now.getTime() + state.timeouts.stallAfterSeconds * 1000)));
   }
   return write(deps, stored, next);
 }

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import { allotSlotCaps, nextAdmission, slotShardCaps, slotTotals, type SlotShard, type WaitingEntry } from '../../shared/dispatch/slots.js';
 import type { DispatchState } from '../../shared/dispatch/state.js';
+import type { LookupOutcome } from '../../shared/dispatch/target-answers.js';
 import { admitted, cancelledBeforeSubmission, cancelRequested, slotReleased, waiting } from '../../shared/dispatch/transitions/flow.js';
 import { applyRunEvent, monitorStep } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submissionClaimed, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
@@ -181,19 +182,27 @@ describe('a cancel asked of a submitted run', () => {
 });
 
 describe('a cancel the target accepted but has not ended', () => {
-  /** A run submitted at NOW (stall window 600 s), cancelled at later(10); its target accepts the stop, and its lookups say `ends` from `endsAt`. */
-  async function cancelledRun(dispatchId: string, endsAt: number | null) {
+  /** A run submitted at NOW (stall window 600 s), cancelled at later(10); its target accepts the stop, and each lookup answers `look(second)`. */
+  async function cancelledRun(dispatchId: string, look: (second: number, runId: string) => LookupOutcome) {
     const store = new MemoryStore();
     await store.putTarget({ name: 'demo-sfn', kind: 'http', baseUrl: 'http://127.0.0.1:9' });
     const run = submitted(accepted(newDispatchFactory({ dispatchId, target: 'demo-sfn' }), NOW), { kind: 'accepted', runId: `r-${dispatchId}`, status: 'running', requestId: 'q' }, DEFAULT_RETRY_POLICY, NOW);
     store.states.set(dispatchId, run);
+    // What each write said it changed (the events the publisher derives follow from it).
+    const changes: string[] = [];
+    const commit = store.commit.bind(store);
+    store.commit = async (from, next, ended) => {
+      changes.push(...next.changes);
+      return commit(from, next, ended);
+    };
     let clock = later(10);
     const lookups: number[] = [];
     const target: TargetPort = {
       submit: async () => ({ kind: 'unavailable', reason: 'unused' }),
       lookup: async (runId) => {
-        lookups.push((clock.getTime() - NOW.getTime()) / 1000);
-        return { kind: 'found', run: { runId, status: endsAt !== null && clock.getTime() >= later(endsAt).getTime() ? 'cancelled' : 'running' } };
+        const second = (clock.getTime() - NOW.getTime()) / 1000;
+        lookups.push(second);
+        return look(second, runId);
       },
       decideApproval: async () => ({ kind: 'not_found' }),
       cancel: async () => ({ kind: 'requested', how: 'StopExecution was accepted; the execution has not ended yet' }),
@@ -202,32 +211,53 @@ describe('a cancel the target accepted but has not ended', () => {
     const stored = await store.getStored(dispatchId);
     if (!stored) throw new Error('stored');
     expect(await cancelDispatch(deps, stored, { reason: 'not needed', by: 'local:planner' })).toMatchObject({ kind: 'requested', asked: true });
-    /** The monitor ticking once a second from later(from) to later(to). */
+    /** The monitor ticking once a second from later(from) to later(to); every state it left, in order. */
+    const seen: DispatchState[] = [];
     const tick = async (from: number, to: number) => {
       for (let second = from; second <= to; second += 1) {
         clock = later(second);
         await monitorTick(deps);
+        const state = await store.getState(dispatchId);
+        if (state) seen.push(state);
       }
     };
-    return { store, lookups, tick };
+    return { store, lookups, tick, seen, changes };
   }
+  const running = (runId: string): LookupOutcome => ({ kind: 'found', run: { runId, status: 'running' } });
+  const endedAt = (end: number) => (second: number, runId: string): LookupOutcome => (second >= end ? { kind: 'found', run: { runId, status: 'cancelled' } } : running(runId));
 
-  it('is looked up again within seconds, so its end is recorded (was: only at the stall window, ten minutes later, with no status-change event locally)', async () => {
-    const { store, lookups, tick } = await cancelledRun('d-stopping', 13);
+  it('is looked up again within seconds, its end recorded as the answer to the cancel (was: only at the stall window, ten minutes later, with no status-change event locally)', async () => {
+    const { store, lookups, tick, changes } = await cancelledRun('d-stopping', endedAt(13));
     await tick(11, 30);
-    expect(await store.getState('d-stopping')).toMatchObject({ execution: { status: 'cancelled' } });
-    expect(lookups.length).toBeGreaterThanOrEqual(1);
+    expect(await store.getState('d-stopping')).toMatchObject({ execution: { status: 'cancelled' }, cancel: { answer: 'the target says cancelled' } });
+    // Recorded as the target's word on the cancel (Run Cancelled), not as an end found by chance (Run Recovered).
+    expect(changes).toContain('cancelled');
+    expect(changes).not.toContain('recovered');
     expect(lookups.every((second) => second <= 20)).toBe(true);
   });
 
-  it('is looked up ever less often while it runs on, never called stalled before its window ends', async () => {
-    const { store, lookups, tick } = await cancelledRun('d-slow-stop', null);
+  it('is looked up ever less often while it runs on, a handful of times within one stall window of the cancel, never called stalled or unknown in it', async () => {
+    const { store, lookups, tick, seen } = await cancelledRun('d-slow-stop', (_second, runId) => running(runId));
     await tick(11, 590);
-    // Each look waits at least as long as the cancel has been pending: a handful in ten minutes, not one a tick.
     expect(lookups.length).toBeGreaterThanOrEqual(3);
     expect(lookups.length).toBeLessThanOrEqual(10);
-    lookups.slice(1).forEach((second, n) => expect(second - (lookups[n] ?? 0)).toBeGreaterThanOrEqual(Math.min(((lookups[n] ?? 0) - 10) * 0.9, 500)));
-    expect(await store.getState('d-slow-stop')).toMatchObject({ execution: { status: 'running', monitorStatus: null } });
+    // Each look waits at least as long as the cancel has been pending (it was asked at second 10).
+    lookups.slice(1).forEach((second, n) => expect(second - (lookups[n] ?? 0)).toBeGreaterThanOrEqual((lookups[n] ?? 0) - 10));
+    expect(lookups.every((second) => second <= 610)).toBe(true);
+    expect(seen.every((state) => state.execution.status === 'running' && state.execution.monitorStatus === null)).toBe(true);
+    const last = await store.getState('d-slow-stop');
+    expect(last).toMatchObject({ execution: { status: 'running', monitorStatus: null } });
+    // Past that window a run that shows activity (heartbeats) is watched as any other, not looked up once a window for ever (review).
+    if (!last) throw new Error('stored');
+    expect(monitorStep({ ...last, execution: { ...last.execution, lastActivityAt: later(900).toISOString() } }, later(1000)).kind).toBe('write');
+  });
+
+  it('concludes nothing from a look that could not be made or found no run: looked at again, its end then recorded (review: a 503 made it unknown, and the looks stopped)', async () => {
+    const { store, lookups, tick, seen } = await cancelledRun('d-flaky', (second, runId) => (second < 15 ? { kind: 'unavailable', reason: 'HTTP 503' } : second < 20 ? { kind: 'not_found' } : endedAt(20)(second, runId)));
+    await tick(11, 60);
+    expect(lookups.filter((second) => second < 20).length).toBeGreaterThanOrEqual(2);
+    expect(seen.filter((state) => state.execution.status !== 'cancelled').every((state) => state.execution.status === 'running' && state.execution.monitorStatus === null)).toBe(true);
+    expect(await store.getState('d-flaky')).toMatchObject({ execution: { status: 'cancelled' } });
   });
 });
 

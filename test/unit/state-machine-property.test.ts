@@ -4,7 +4,7 @@ import { ATTENTION_KINDS, attentionEntry, attentionKind, type AttentionKind } fr
 import { DEFAULT_RETRY_POLICY } from '../../shared/dispatch/retry.js';
 import type { DispatchState, NextState } from '../../shared/dispatch/state.js';
 import { isTerminal, stateOnly } from '../../shared/dispatch/state.js';
-import { cancelAnswered, cancelRequested } from '../../shared/dispatch/transitions/flow.js';
+import { cancelAnswered, cancelLookedUp, cancelRequested } from '../../shared/dispatch/transitions/flow.js';
 import { evidenceSettled } from '../../shared/dispatch/transitions/evidence.js';
 import { applyRunEvent, approvalDecided, monitorStep, reconcileLookup, runRedriven, type RunEventType } from '../../shared/dispatch/transitions/run.js';
 import { accepted, redispatched, submitted } from '../../shared/dispatch/transitions/lifecycle.js';
@@ -161,7 +161,8 @@ type LifeOp =
   | { readonly kind: 'submit'; readonly answer: 'accepted' | 'unavailable' | 'rejected' }
   | { readonly kind: 'event'; readonly type: RunEventType; readonly seq: number }
   | { readonly kind: 'lookup'; readonly outcome: LookupOutcome; readonly suspected: boolean }
-  | { readonly kind: 'tick' }
+  /** The monitor's tick; `outcome` is what its lookup finds, when it makes one. */
+  | { readonly kind: 'tick'; readonly outcome: LookupOutcome }
   | { readonly kind: 'decide'; readonly decision: 'approve' | 'cancel' }
   | { readonly kind: 'settle'; readonly outcome: 'handled' | 'orphan_no_delivery' | 'unverified' }
   | { readonly kind: 'cancel' }
@@ -172,6 +173,13 @@ type LifeOp =
   | { readonly kind: 'redrive' }
   | { readonly kind: 'wait'; readonly seconds: number };
 
+/** What a lookup may find. */
+const lookupOutcome: fc.Arbitrary<LookupOutcome> = fc.oneof(
+  fc.constant<LookupOutcome>({ kind: 'not_found' }),
+  fc.constant<LookupOutcome>({ kind: 'unavailable', reason: 'HTTP 503' }),
+  fc.constantFrom(...STATUSES).map<LookupOutcome>((status) => ({ kind: 'found', run: { runId: 'current', status, ...(status === 'waiting_for_approval' ? { pendingApproval: { approvalId: 'a-lookup' } } : {}) } })),
+);
+
 const lifeOp: fc.Arbitrary<LifeOp> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('submit' as const), answer: fc.constantFrom<'accepted' | 'unavailable' | 'rejected'>('accepted', 'accepted', 'accepted', 'unavailable', 'unavailable', 'rejected') }) },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('event' as const), type: fc.constantFrom<RunEventType>('heartbeat', 'progress', 'approval_requested', 'approval_requested', 'completed', 'completed', 'failed', 'cancelled'), seq: fc.nat(40) }) },
@@ -179,15 +187,11 @@ const lifeOp: fc.Arbitrary<LifeOp> = fc.oneof(
     weight: 2,
     arbitrary: fc.record({
       kind: fc.constant('lookup' as const),
-      outcome: fc.oneof(
-        fc.constant<LookupOutcome>({ kind: 'not_found' }),
-        fc.constant<LookupOutcome>({ kind: 'unavailable', reason: 'HTTP 503' }),
-        fc.constantFrom(...STATUSES).map<LookupOutcome>((status) => ({ kind: 'found', run: { runId: 'current', status, ...(status === 'waiting_for_approval' ? { pendingApproval: { approvalId: 'a-lookup' } } : {}) } })),
-      ),
+      outcome: lookupOutcome,
       suspected: fc.boolean(),
     }),
   },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('tick' as const) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('tick' as const), outcome: lookupOutcome }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('decide' as const), decision: fc.constantFrom<'approve' | 'cancel'>('approve', 'cancel') }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('settle' as const), outcome: fc.constantFrom<'handled' | 'orphan_no_delivery' | 'unverified'>('handled', 'orphan_no_delivery', 'orphan_no_delivery', 'unverified') }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cancel' as const) }) },
@@ -228,6 +232,16 @@ function lifeStep(state: DispatchState, step: Exclude<LifeOp, { kind: 'wait' }>,
     case 'tick': {
       if (state.phase !== 'submitted') return undefined;
       const decided = monitorStep(state, now);
+      if (decided.kind === 'cancel_lookup') {
+        const next = cancelLookedUp(state, step.outcome, now);
+        // A look for a cancelled run's end, inside its stall window, concludes nothing but that end (never
+        // unknown, never stalled), and leaves it due again later, never in the past.
+        if (!isTerminal(next.execution.status)) {
+          expect(next.execution).toMatchObject({ status: state.execution.status, monitorStatus: null });
+          expect(Date.parse(next.dueAt ?? '')).toBeGreaterThan(now.getTime());
+        }
+        return next;
+      }
       return decided.kind === 'write' ? decided.next : decided.kind === 'result' ? resultWatch(state, result, now) : undefined;
     }
     case 'decide':
@@ -304,7 +318,7 @@ describe('attention since (property: random lives of a dispatch)', () => {
               { kind: 'submit', answer: 'accepted' },
               { kind: 'event', type: 'approval_requested', seq: 1 },
               { kind: 'wait', seconds: 200 },
-              { kind: 'tick' },
+              { kind: 'tick', outcome: { kind: 'unavailable', reason: 'HTTP 503' } },
               { kind: 'wait', seconds: 90 },
               { kind: 'lookup', outcome: { kind: 'found', run: { runId: 'current', status: 'waiting_for_approval', pendingApproval: { approvalId: 'a-1' } } }, suspected: false },
               { kind: 'wait', seconds: 90 },

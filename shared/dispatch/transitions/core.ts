@@ -50,26 +50,33 @@ function withFlow(previous: DispatchState, next: NextState): NextState {
   return out;
 }
 
-/** The least wait before a run whose cancel its target accepted is looked up again (see {@link cancelLookAt}). */
+/** The least wait before a run whose cancel its target answered is looked up again (see {@link cancelLookAt}). */
 export const CANCEL_LOOK_SECONDS = 2;
 
 /**
- * A cancel the target accepted (or answered) without the run having ended yet: the run is looked up again —
- * its end may come with no event of its own (a runtime whose status changes are not delivered) — after as
- * long as the cancel has been pending (at least {@link CANCEL_LOOK_SECONDS}, at most the stall window): a
- * handful of lookups, ever further apart, never a verdict. Undefined while an ask is still to be made, when
- * the monitor already lost sight of the run (its own backoff applies), or once the run is over.
+ * The run's cancel was answered (the stop accepted, or the run's status or absence told) and the run has
+ * not ended, at `at`, within a stall window of the cancel: its end may come with no event of its own (a
+ * runtime whose status changes are not delivered), so the monitor looks it up when it comes due. Not
+ * while an ask is still to be made, nor once the monitor lost sight of the run (its own backoff applies).
  */
-export function cancelLookAt(state: NextState): string | undefined {
+export function cancelAwaitsEnd(state: DispatchState, at: Date): boolean {
   const cancel = state.cancel;
-  if (!cancel || !cancelAwaitsEnd(state)) return undefined;
-  const now = Date.parse(state.updatedAt);
-  const pending = now - Date.parse(cancel.requestedAt);
-  return new Date(now + Math.min(Math.max(pending, CANCEL_LOOK_SECONDS * 1000), state.timeouts.stallAfterSeconds * 1000)).toISOString();
+  if (!cancel || !cancelPending(state) || cancel.nextAskAt || cancel.asks === 0 || state.execution.monitorStatus !== null) return false;
+  return at.getTime() - Date.parse(cancel.requestedAt) <= state.timeouts.stallAfterSeconds * 1000;
 }
 
-/** The run's cancel was answered and it has not ended: the monitor looks it up when it comes due (see {@link cancelLookAt}). */
-export const cancelAwaitsEnd = (state: DispatchState): boolean => cancelPending(state) && !!state.cancel && !state.cancel.nextAskAt && state.cancel.asks > 0 && state.execution.monitorStatus === null;
+/**
+ * When a run whose cancel was answered is looked up next: after as long as the cancel has been pending
+ * (at least {@link CANCEL_LOOK_SECONDS}) — a handful of lookups, ever further apart, within one stall
+ * window of the cancel, never a verdict; after that window the run is watched as any other.
+ */
+export function cancelLookAt(state: NextState): string | undefined {
+  const now = new Date(state.updatedAt);
+  if (!state.cancel || !cancelAwaitsEnd(state, now)) return undefined;
+  const pending = now.getTime() - Date.parse(state.cancel.requestedAt);
+  const at = new Date(now.getTime() + Math.max(pending, CANCEL_LOOK_SECONDS * 1000));
+  return cancelAwaitsEnd(state, at) ? at.toISOString() : undefined;
+}
 
 /** The origin asked for a cancel and the run is not known to be over yet (CONTRACT §2 `cancel_pending`). */
 export const cancelPending = (state: DispatchState): boolean => state.phase === 'submitted' && !!state.cancel && !isTerminal(state.execution.nativeStatus);

@@ -1,9 +1,10 @@
-import { isTerminal, type DispatchState, type WaitingFor, type NextState } from '../state.js';
-import type { CancelOutcome } from '../target-answers.js';
+import { isTerminal, type DispatchState, type WaitingFor, type NextState, type ResultBodyRef } from '../state.js';
+import type { CancelOutcome, LookupOutcome } from '../target-answers.js';
 import { clip, printable } from '../../text.js';
 import type { RetryPolicy } from '../retry.js';
 import { IllegalTransitionError } from './legal.js';
-import { advance, bounded, cancelPending, finished, givenReason, plus } from './core.js';
+import { advance, bounded, cancelPending, finished, givenReason, plus, rescheduled } from './core.js';
+import { stallDeadline } from './run.js';
 
 /**
  * Flow control (CONTRACT §11) and cancel (CONTRACT §2 v2): waits, admissions, cancels asked and answered, slots freed by hand.
@@ -78,6 +79,21 @@ export function cancelAnswered(state: DispatchState, outcome: CancelOutcome, pol
   // Asked again with the submission retries' backoff (it never gives up: only the target's word ends a run).
   const delays = policy.delaysSeconds;
   return answered(`the target could not be reached: ${outcome.reason}`, plus(now, delays[Math.min(asks - 1, delays.length - 1)] ?? 60));
+}
+
+/**
+ * What a lookup that follows an answered cancel found (see `cancelLookAt`): the run's own final status
+ * is recorded as the target's word — a stop that took effect as the cancel's answer (`Run Cancelled`,
+ * as if the target had said so when asked), an end reached another way as found by lookup (`Run
+ * Recovered`). A run still going, or a lookup that could not be made or found nothing, concludes
+ * nothing inside the stall window: it is looked at again (regression: a 503 made the run `unknown`).
+ */
+export function cancelLookedUp(state: DispatchState, lookup: LookupOutcome, now: Date, body?: ResultBodyRef): NextState {
+  const cancel = state.cancel;
+  if (!cancel || lookup.kind !== 'found' || !isTerminal(lookup.run.status)) return rescheduled(state, now, new Date(stallDeadline(state)));
+  const { run } = lookup;
+  if (run.status !== 'cancelled') return finished(state, run.status, run.result?.summary, now, 'recovered', body, run.nativeStatus);
+  return finished({ ...state, cancel: { ...cancel, nextAskAt: null, answer: 'the target says cancelled' } }, run.status, run.result?.summary, now, 'cancelled', body, run.nativeStatus);
 }
 
 /**

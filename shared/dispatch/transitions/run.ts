@@ -287,7 +287,7 @@ export function monitorStep(state: DispatchState, now: Date): MonitorStep {
     return { kind: 'approval_lookup' };
   }
   const stallAt = stallDeadline(state);
-  if (now.getTime() < stallAt && execution.status !== 'unknown') return cancelAwaitsEnd(state) ? { kind: 'cancel_lookup' } : { kind: 'write', next: rescheduled(state, now, new Date(stallAt)) };
+  if (now.getTime() < stallAt && execution.status !== 'unknown') return cancelAwaitsEnd(state, now) ? { kind: 'cancel_lookup' } : { kind: 'write', next: rescheduled(state, now, new Date(stallAt)) };
   return { kind: 'lookup' };
 }
 
