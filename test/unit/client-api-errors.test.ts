@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isLedgerApiError } from '@dispatch-ledger/client';
+import { isLedgerApiError, isLedgerProtocolError } from '@dispatch-ledger/client';
+import { MAX_ANSWER_BYTES } from '../../packages/client/src/transport.js';
 import { startFakeLedger, type FakeLedger, type PlannedAnswer } from '../support/fake-ledger.js';
 
 /** The LedgerApiError a failed answer becomes (docs/protocol.md §15), on a fake ledger of loopback HTTP. */
@@ -52,5 +53,25 @@ describe('a failed answer as a LedgerApiError', () => {
     const refused = await thrown(fake.client.check('d-1'));
     expect(isLedgerApiError(refused) && refused.message).toContain('x-amz-security-token:…');
     for (const secret of ['IQoJb3JpZ2luX2VjEXAMPLETOKEN', 'ASIAEXAMPLE']) expect(JSON.stringify(isLedgerApiError(refused) && [refused.message, refused.details])).not.toContain(secret);
+  });
+});
+
+describe('an answer larger than any the ledger gives', () => {
+  // Regression: the client read every answer whole (`response.text()`), however large: a server that is
+  // not the ledger (a misrouted URL, a proxy) could make it hold gigabytes until the call's timeout.
+  it('is refused past MAX_ANSWER_BYTES, declared or streamed, and one within it is read whole', async () => {
+    const over = 'x'.repeat(MAX_ANSWER_BYTES);
+    respond = () => ({ status: 200, body: over });
+    const declared = await thrown(fake.client.check('d-1'));
+    respond = () => ({ status: 200, body: over, headers: { 'transfer-encoding': 'chunked' } });
+    const streamed = await thrown(fake.client.check('d-1'));
+    for (const refused of [declared, streamed]) {
+      expect(isLedgerProtocolError(refused)).toBe(true);
+      expect(refused instanceof Error && refused.message).toContain(`over the ${MAX_ANSWER_BYTES} the client reads`);
+    }
+    // A JSON string of MAX_ANSWER_BYTES − 2 characters: the answer is exactly the bound.
+    respond = () => ({ status: 200, body: 'y'.repeat(MAX_ANSWER_BYTES - 2), headers: { 'transfer-encoding': 'chunked' } });
+    const fits = await fake.client.raw('getDispatch', { params: { dispatchId: 'd-1' } });
+    expect(typeof fits.body === 'string' && fits.body.length).toBe(MAX_ANSWER_BYTES - 2);
   });
 });

@@ -1,5 +1,6 @@
 import type * as z from 'zod/mini';
 import { ROUTES, routePath, type RouteSpec } from '@dispatch-ledger/protocol';
+import { readAnswerText, type AnswerText } from '@dispatch-ledger/protocol/answer-text';
 import { CALL_TIMEOUT_MS, type CallAs, type Connection } from './connection.js';
 import { LedgerApiError, LedgerNetworkError, LedgerProtocolError, noCredentials } from './errors.js';
 
@@ -43,7 +44,7 @@ export async function sendRoute(connection: Connection, origin: string | undefin
   const auth = connection.authorize(call.as, origin);
   let headers: Record<string, string> = { accept: 'application/json', ...auth.headers, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) };
   let response: Response;
-  let text: string;
+  let read: AnswerText;
   // Every call ends within its timeout, whether or not the caller gave a signal of its own — signing too:
   // finding credentials (SSO, a credential process) may hang (a review: it ran before the timeout began).
   const timeout = AbortSignal.timeout(call.timeoutMs ?? CALL_TIMEOUT_MS);
@@ -51,7 +52,7 @@ export async function sendRoute(connection: Connection, origin: string | undefin
   try {
     if (auth.signer) headers = await untilAborted(auth.signer({ method: spec.method, url, headers, ...(payload === undefined ? {} : { body: payload }) }), signal);
     response = await fetch(url, { method: spec.method, headers, redirect: 'error', ...(payload === undefined ? {} : { body: payload }), signal });
-    text = await response.text();
+    read = await readAnswerText(response, { okBytes: MAX_ANSWER_BYTES, errorBytes: ERROR_ANSWER_BYTES });
   } catch (error) {
     const unsigned = noCredentials(error);
     if (unsigned) throw unsigned;
@@ -64,6 +65,9 @@ export async function sendRoute(connection: Connection, origin: string | undefin
     const said = typeof code === 'string' ? code : cause instanceof Error ? cause.message : String(cause);
     throw new LedgerNetworkError(`${spec.method} ${spec.path} did not reach the ledger at ${new URL(url).origin}: ${said}`, { cause: error });
   }
+  // No answer of the ledger's is this large (a Lambda function answers at most 6 MB): it was not held in memory (regression: read whole, however large).
+  if (read.kind === 'too_large') throw new LedgerProtocolError(`${spec.method} ${spec.path} answered ${read.bytes} bytes or more: over the ${MAX_ANSWER_BYTES} the client reads, so not the ledger's answer`, []);
+  const { text } = read;
   let body: unknown = text;
   try {
     body = text === '' ? null : (JSON.parse(text) as unknown);
@@ -98,6 +102,11 @@ export function apiErrorOf(spec: RouteSpec, answer: RawAnswer): LedgerApiError {
   const body = text.length > ENVELOPE_LESS_CHARS ? `${text.slice(0, ENVELOPE_LESS_CHARS)}…` : text;
   return new LedgerApiError(answer.status, `http_${answer.status}`, `${spec.method} ${spec.path} answered ${answer.status}${body ? `: ${body}` : ''}`, body ? { body } : undefined, answer.requestId, repeatable);
 }
+
+/** The largest answer read: more than any the ledger gives (a Lambda function's answer is at most 6 MB). */
+export const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+/** Of an error answer this much is read (its envelope is small; a proxy's page is kept in part). */
+const ERROR_ANSWER_BYTES = 64 * 1024;
 
 /** Of an answer without the ledger's envelope, this much text is kept in the error. */
 const ENVELOPE_LESS_CHARS = 500;

@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { setTimeout as pause } from 'node:timers/promises';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
+import { readAnswerText } from '@dispatch-ledger/protocol/answer-text';
 import { timerDelayMs } from './heartbeat.js';
 import { clipForMessage, type Log, type RunEvent } from './model.js';
 import { errorCodeOf } from './parse.js';
@@ -88,36 +89,11 @@ export const MAX_ANSWER_BYTES = 2 * 1024 * 1024;
 /** What is kept of an error answer (its code is near its start); the rest is not read. */
 const ERROR_ANSWER_BYTES = 64 * 1024;
 
-/**
- * A 2xx answer up to MAX_ANSWER_BYTES (more: thrown, a failed try); an error answer's first
- * ERROR_ANSWER_BYTES, so that a large refusal page (a proxy's 403) is still the refusal it is, not a try
- * to repeat.
- */
+/** A 2xx answer up to MAX_ANSWER_BYTES (more: thrown, a failed try); an error answer's first ERROR_ANSWER_BYTES. */
 async function boundedText(response: Response): Promise<string> {
-  const ok = response.status >= 200 && response.status < 300;
-  const cap = ok ? MAX_ANSWER_BYTES : ERROR_ANSWER_BYTES;
-  const over = (bytes: number): Error => new Error(`an answer of ${bytes} bytes or more: over the ${MAX_ANSWER_BYTES} a callback reads`);
-  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
-  if (ok && declared > cap) {
-    await response.body?.cancel();
-    throw over(declared);
-  }
-  if (!response.body) return '';
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.byteLength;
-    if (size > cap) {
-      await reader.cancel();
-      if (ok) throw over(size);
-      return Buffer.concat(chunks).subarray(0, cap).toString('utf8');
-    }
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  const read = await readAnswerText(response, { okBytes: MAX_ANSWER_BYTES, errorBytes: ERROR_ANSWER_BYTES });
+  if (read.kind === 'too_large') throw new Error(`an answer of ${read.bytes} bytes or more: over the ${MAX_ANSWER_BYTES} a callback reads`);
+  return read.text;
 }
 
 export type CallbackOutcome =
