@@ -64,8 +64,12 @@ import { functionBuildOptions, handlerEntry, KIT_WORKER, LEDGER_FUNCTIONS, PROJE
  * zsh's `=word` and control characters in ids unquoted (shellWord's $'…' form and hasControls) +264 B:
  * api 815,856 B, 1.33628. The guard 1.337 (440 B above); splitting the API function is still what would
  * bring it back towards 1.2.
+ * 2026-12-08 (measureBundles, 9e0c16a → 8cf841d): a cancel the target answered before its run ended is
+ * followed by lookups (cancelLookAt and cancelAwaitsEnd, applied by every transition's flow rules: CI saw
+ * a Step Functions cancel wait out its stall window) +650 B: api 816,506 B, 1.33734 (CI's run of 3212263
+ * failed this guard at 1.33718). The guard 1.338.
  */
-export const BUDGET = 1.337;
+export const BUDGET = 1.338;
 /** Contributors listed per function. */
 const TOP_CONTRIBUTORS = 6;
 /** Runs of each bundle for `--require-time`: odd, so the median is one of the runs. */
