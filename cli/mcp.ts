@@ -1,9 +1,9 @@
 import { parseCommandArgs } from './args.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CONNECTION_OPTIONS, connect, originOf } from './connect.js';
-import { ledgerMcpServer, MAX_MESSAGE_BYTES, type McpLog } from './mcp-server.js';
+import { ledgerMcpServer, type McpLog } from './mcp-server.js';
 import { UsageError } from './operations.js';
-import { ORIGIN } from '@dispatch-ledger/protocol';
+import { MAX_MESSAGE_BYTES, ORIGIN } from '@dispatch-ledger/protocol';
 
 export const MCP_USAGE = 'usage: ledger mcp [--origin O] [--stack NAME | --api-url URL [--queue-url U]] [--region R]   (--origin required with --stack or --api-url)';
 
@@ -14,7 +14,8 @@ const logToStderr: McpLog = (entry) => {
 
 /**
  * `ledger mcp`: the ledger's MCP server over stdio (CONTRACT §13), for an MCP client to start as a
- * subprocess. It serves until its client closes stdin, then exits 0. `print` is unused: stdout is
+ * subprocess. It serves until its client closes stdin, then exits 0 (1 when the transport closed first:
+ * a request line over its buffer). `print` is unused: stdout is
  * the MCP channel, and a stray line there would break the client's framing.
  */
 export async function mcp(args: string[], _print: (line: string) => void): Promise<number> {
@@ -41,11 +42,28 @@ export async function mcp(args: string[], _print: (line: string) => void): Promi
     server.server.onclose = resolve;
   });
   // The client ends stdin to stop us (the SDK's client does, then signals); the transport alone would wait on.
-  process.stdin.once('end', () => void server.close());
+  let stopped = false;
+  process.stdin.once('end', () => {
+    stopped = true;
+    void server.close();
+  });
+  // The transport closes itself on a line it cannot hold (over maxBufferSize): that is a failure, said as one.
+  let lastError: string | undefined;
+  server.server.onerror = (error) => {
+    lastError = error.message;
+    logToStderr({ level: 'error', msg: 'mcp transport error', error: error.message });
+  };
   await server.connect(transport);
   const { apiUrl, local } = await client.endpoints();
   logToStderr({ level: 'info', msg: 'ledger mcp serving on stdio', apiUrl, remote: !local, origin });
   await closed;
+  if (!stopped) {
+    // Regression: it exited 0, as if its client had closed it, and the client saw its server gone without a word.
+    logToStderr({ level: 'error', msg: 'ledger mcp stopped: its transport closed before its client ended stdin', error: lastError ?? null });
+    // The transport only paused stdin: a socket its client still holds open would keep the process from ending.
+    process.stdin.destroy();
+    return 1;
+  }
   logToStderr({ level: 'info', msg: 'ledger mcp stopped' });
   return 0;
 }
