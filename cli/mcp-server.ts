@@ -8,7 +8,7 @@ import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
 import { isLedgerApiError, isLedgerConfigError, isLedgerNetworkError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
 import { unsure } from './answer.js';
-import { OPERATOR_RECEIPT_KINDS, STATES_OF_KIND, type RouteName } from '@dispatch-ledger/protocol';
+import { MAX_MESSAGE_BYTES, OPERATOR_RECEIPT_KINDS, STATES_OF_KIND, type RouteName } from '@dispatch-ledger/protocol';
 
 const [ACCEPTANCE, DELIVERY] = OPERATOR_RECEIPT_KINDS;
 import { summaryLine } from '../shared/dispatch/summary.js';
@@ -38,8 +38,6 @@ export const TOOL_NAMES = [
 ] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
-/** The queue's maximum message size (CONTRACT §1): a larger dispatch message is refused here, before it is sent. */
-export const MAX_MESSAGE_BYTES = 1024 * 1024;
 /** Error messages this server writes itself (not the API's) are at most this long (CONTRACT §1: ≤ 1 KB). */
 const MAX_MESSAGE_TEXT = 1000;
 

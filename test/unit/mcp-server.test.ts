@@ -3,7 +3,8 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError } from '@dispatch-ledger/client';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
-import { ledgerMcpServer, type McpLedger, MAX_MESSAGE_BYTES, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
+import { MAX_MESSAGE_BYTES } from '@dispatch-ledger/protocol';
+import { ledgerMcpServer, type McpLedger, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
 import { PHASES } from '../../shared/dispatch/transitions/legal.js';
 import { TARGET_RUN_STATUSES } from '../../shared/targets/port.js';
 

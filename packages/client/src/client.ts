@@ -1,6 +1,6 @@
 import { SendMessageCommand } from '@aws-sdk/client-sqs';
 import type * as z from 'zod/mini';
-import { clip, MAX_BODY_DEPTH, MAX_REASON_CHARS, ROUTES, type ResultDelivery, type RouteName } from '@dispatch-ledger/protocol';
+import { clip, MAX_BODY_DEPTH, MAX_MESSAGE_BYTES, MAX_REASON_CHARS, ROUTES, type ResultDelivery, type RouteName } from '@dispatch-ledger/protocol';
 import type { AttentionEntry, Claim, DispatchView, HistoryEntry, InboxEntry, Rejection, SettledResult } from '@dispatch-ledger/protocol/answers';
 import { DispatchMessageSchema, notBeforeProblem, readDispatchMessage, sqsBody, type DispatchMessageInput } from '@dispatch-ledger/protocol/message';
 import { queryValues, type AttentionQuery, type HistoryQuery, type InboxListQuery, type ManualAttestationBody, type OperatorListQuery, type OperatorReceiptBody, type PageQuery } from '@dispatch-ledger/protocol/requests';
@@ -13,7 +13,6 @@ import { callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOpti
 /** What a long poll's timeout adds to its wait: the ledger's own time to answer. */
 const LONG_POLL_MARGIN_MS = 10_000;
 /** The queue's largest message (CONTRACT §1): a larger one is never sent. */
-const MAX_MESSAGE_BYTES = 1024 * 1024;
 
 /**
  * A dispatch message as an origin writes it: `origin` defaults to the client's. `resultDelivery` is

@@ -159,6 +159,8 @@ export const MAX_RESULT_BODY_DEPTH = MAX_API_BODY_DEPTH - 2;
  */
 export const MAX_RESULT_BODY_BYTES = 256 * 1024;
 export const MAX_EVIDENCE_BYTES = 4 * 1024 * 1024;
+/** A dispatch message, as the queue is sent it: at most 1 MiB, SQS's maximum (a client refuses more before sending). */
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
 /** CONTRACT §2: 0 ≤ seq ≤ 2^53 − 1 (the largest integer JSON numbers carry exactly); larger → 422. */
 export const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 // ---------------------------------------------------------------------------------------------------
