@@ -6,7 +6,7 @@ import { AckBody, CancelBody, ClaimBody, HistoryQuery, OperatorReceiptBody, Page
 import { DispatchMessageSchema, MAX_TASK_DEPTH, readDispatchMessage } from '../shared/dispatch/message.js';
 import { nestsDeeperThan } from '../shared/json-depth.js';
 import { clip, escapeControls, printable } from '../shared/text.js';
-import { isLedgerApiError, isLedgerConfigError, isLedgerNetworkError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
+import { isLedgerApiError, isLedgerConfigError, isLedgerNetworkError, isLedgerProtocolError, isLedgerValidationError, type DispatchRequest, type LedgerClient, type RawAnswer as ApiAnswer, type RawCall } from '@dispatch-ledger/client';
 import { unsure } from './answer.js';
 import { MAX_MESSAGE_BYTES, OPERATOR_RECEIPT_KINDS, STATES_OF_KIND, type RouteName } from '@dispatch-ledger/protocol';
 
@@ -107,6 +107,8 @@ export function toolFailure(error: unknown): CallToolResult {
   if (isLedgerConfigError(error)) return toolError('not_configured', error.message);
   // An answer the client threw (the dispatch queue refused the message): as it came, not an unreachable ledger.
   if (isLedgerApiError(error)) return toolError(error.code, error.message, error.details);
+  // Something answered, but not as the ledger does (larger than any of its answers, or without what the protocol requires): not unreachable.
+  if (isLedgerProtocolError(error)) return toolError('unexpected_answer', error.message);
   return toolError('ledger_unreachable', error instanceof Error ? error.message : String(error));
 }
 

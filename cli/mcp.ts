@@ -3,7 +3,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CONNECTION_OPTIONS, connect, originOf } from './connect.js';
 import { ledgerMcpServer, type McpLog } from './mcp-server.js';
 import { UsageError } from './operations.js';
-import { MAX_MESSAGE_BYTES, ORIGIN } from '@dispatch-ledger/protocol';
+import { clip, MAX_MESSAGE_BYTES, ORIGIN } from '@dispatch-ledger/protocol';
 
 export const MCP_USAGE = 'usage: ledger mcp [--origin O] [--stack NAME | --api-url URL [--queue-url U]] [--region R]   (--origin required with --stack or --api-url)';
 
@@ -50,8 +50,9 @@ export async function mcp(args: string[], _print: (line: string) => void): Promi
   // The transport closes itself on a line it cannot hold (over maxBufferSize): that is a failure, said as one.
   let lastError: string | undefined;
   server.server.onerror = (error) => {
-    lastError = error.message;
-    logToStderr({ level: 'error', msg: 'mcp transport error', error: error.message });
+    // Clipped: the SDK's message may carry a whole request (an answer to an id it does not know).
+    lastError = clip(error.message, 1000);
+    logToStderr({ level: 'error', msg: 'mcp protocol error', error: lastError });
   };
   await server.connect(transport);
   const { apiUrl, local } = await client.endpoints();

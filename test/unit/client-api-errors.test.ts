@@ -61,7 +61,8 @@ describe('an answer larger than any the ledger gives', () => {
   // not the ledger (a misrouted URL, a proxy) could make it hold gigabytes until the call's timeout.
   it('is refused past MAX_ANSWER_BYTES, declared or streamed, and one within it is read whole', async () => {
     const over = 'x'.repeat(MAX_ANSWER_BYTES);
-    respond = () => ({ status: 200, body: over });
+    // JSON-encoded: the string and its two quotes.
+    respond = () => ({ status: 200, body: over, headers: { 'content-length': String(MAX_ANSWER_BYTES + 2) } });
     const declared = await thrown(fake.client.check('d-1'));
     respond = () => ({ status: 200, body: over, headers: { 'transfer-encoding': 'chunked' } });
     const streamed = await thrown(fake.client.check('d-1'));

@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerValidationError } from '@dispatch-ledger/client';
+import { LedgerApiError, LedgerConfigError, LedgerNetworkError, LedgerProtocolError, LedgerValidationError } from '@dispatch-ledger/client';
 import { ROUTES, routePath } from '@dispatch-ledger/protocol';
 import { MAX_MESSAGE_BYTES } from '@dispatch-ledger/protocol';
 import { ledgerMcpServer, type McpLedger, TOOL_NAMES, toolAnswer, toolFailure } from '../../cli/mcp-server.js';
@@ -312,6 +312,11 @@ describe('toolFailure', () => {
   it('calls a request the client refused (never sent) invalid, not an unreachable ledger', () => {
     expect(toolFailure(new LedgerValidationError('the ledger would refuse this body: reason: too small', [])).structuredContent).toEqual({ error: { code: 'invalid', message: 'the ledger would refuse this body: reason: too small' } });
     expect(toolFailure(new Error('fetch failed')).structuredContent).toEqual({ error: { code: 'ledger_unreachable', message: 'fetch failed' } });
+  });
+
+  // A review: an answer over the client's bound (or without what the protocol requires) was called ledger_unreachable.
+  it('calls an answer that is not the ledger’s unexpected_answer, not an unreachable ledger', () => {
+    expect(toolFailure(new LedgerProtocolError('GET /dispatches/{dispatchId} answered 9000000 bytes or more', [])).structuredContent).toEqual({ error: { code: 'unexpected_answer', message: 'GET /dispatches/{dispatchId} answered 9000000 bytes or more' } });
   });
 
   it('gives an answer the client threw as it came: a queue that refused a message refused it (was: ledger_unreachable)', () => {

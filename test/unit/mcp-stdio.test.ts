@@ -21,14 +21,23 @@ describe('ledger mcp over stdio', () => {
     let stdout = '';
     server.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
     server.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    const exited = once(server, 'exit');
-    // Only once it serves (its first log line), so that the line reaches the transport.
-    await new Promise<void>((resolve) => server.stderr.on('data', () => stderr.includes('serving on stdio') && resolve()));
+    // 'close', not 'exit': its output read to the end.
+    const closed = once(server, 'close');
+    // Only once it serves (its first log line), so that the line reaches the transport; an early end fails at once.
+    await new Promise<void>((resolve, reject) => {
+      server.stderr.on('data', () => stderr.includes('serving on stdio') && resolve());
+      server.once('exit', (code) => reject(new Error(`ledger mcp ended (${String(code)}) before it served: ${stderr}`)));
+    });
+    // It stops reading before the line's end: the rest of the write is refused (EPIPE), as expected.
+    server.stdin.on('error', () => undefined);
     server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { pad: 'x'.repeat(4 * MAX_MESSAGE_BYTES) } })}\n`);
-    const [code] = await exited;
+    const [code] = await closed;
     server.stdin.destroy();
     expect(code).toBe(1);
-    const lines = stderr.trim().split('\n').map((line) => JSON.parse(line) as { level: string; msg: string; error?: string });
+    const lines = stderr
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { level: string; msg: string; error?: string });
     expect(lines.at(-1)).toMatchObject({ level: 'error', msg: 'ledger mcp stopped: its transport closed before its client ended stdin', error: expect.stringContaining('exceeded maximum size') });
     expect(stdout).toBe('');
   }, 30_000);

@@ -12,7 +12,6 @@ import { callRoute, dispatchListing, issuesOf, listing, sendRoute, type CallOpti
 
 /** What a long poll's timeout adds to its wait: the ledger's own time to answer. */
 const LONG_POLL_MARGIN_MS = 10_000;
-/** The queue's largest message (CONTRACT §1): a larger one is never sent. */
 
 /**
  * A dispatch message as an origin writes it: `origin` defaults to the client's. `resultDelivery` is
