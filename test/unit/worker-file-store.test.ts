@@ -89,6 +89,18 @@ describe('the worker kit: the file store', () => {
     expect(await store.get('d-9:1')).toBeUndefined();
   });
 
+  // Regression (a review): list() skipped every file whose name begins with ".", meant for temporary files
+  // (which end in .tmp): a run of a dispatch id that begins with a dot (allowed) was never recovered after a
+  // restart — never reported worker_restarted, its final event never sent again.
+  it('lists the run of a dispatch id that begins with a dot', async () => {
+    const dir = freshDir();
+    const store = fileStore({ dir });
+    await store.create(recordFactory({ runId: '.nightly-1:1', idempotencyKey: '.nightly-1:1', dispatchId: '.nightly-1' }));
+    writeFileSync(join(dir, `.${fileNameFor('d-3:1')}.123.abc.tmp`), '{"v":1,"runId":"d-3');
+    expect(fileNameFor('.nightly-1:1').startsWith('.')).toBe(true);
+    expect(await store.list()).toEqual({ records: [expect.objectContaining({ runId: '.nightly-1:1' })], unreadable: [] });
+  });
+
   it('names a run file by its encoded runId, or by a digest when that would be too long for a file system', () => {
     expect(fileNameFor('d-1:1')).toBe('d-1%3A1.json');
     expect(fileNameFor('..')).toBe('...json');
@@ -162,6 +174,47 @@ describe('the worker kit: a restart on the same file store', () => {
     expect(await third.engine.recover()).toEqual({ restarted: [], resent: [] });
     await third.engine.close();
     expect(ledger.events.filter((event) => event.type === 'failed')).toHaveLength(1);
+  });
+
+  // Regression (a review): a store write that failed was logged and its event sent all the same; the file
+  // kept the older nextSeq, so the next process sent that seq again for worker_restarted — the ledger
+  // answered "already known" and the run's failure was never applied.
+  it('sends no event whose seq the store did not take, so a restart never sends a seq twice', async () => {
+    const dir = freshDir();
+    const ledger = ledgerStandIn();
+    const files = fileStore({ dir });
+    let diskFull = false;
+    const store: typeof files = { ...files, put: async (record) => (diskFull ? Promise.reject(new Error('ENOSPC: no space left on device')) : files.put(record)) };
+    let progressed = (): void => undefined;
+    const reported = new Promise<void>((resolve) => (progressed = resolve));
+    const stop = new AbortController();
+    const engine = new RunEngine({
+      store,
+      log: () => undefined,
+      callbacks: new CallbackClient({ log: () => undefined, stopSignal: stop.signal, transport: ledger.transport }),
+      run: async (_task, ctx: RunContext) => {
+        await ctx.progress('before the disk filled');
+        diskFull = true;
+        await ctx.progress('while the disk is full');
+        progressed();
+        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+        throw ctx.signal.reason;
+      },
+    });
+    await engine.submit('d-r:1', submission);
+    await reported;
+    stop.abort();
+    await engine.close();
+
+    diskFull = false;
+    const second = engineOn(dir, ledger.transport, async () => ({ summary: 'never called' }));
+    expect((await second.engine.recover()).restarted).toEqual(['d-r:1']);
+    await eventually('the failed event', () => ledger.events.find((event) => event.type === 'failed'));
+    await second.engine.close();
+    const seqs = ledger.events.map((event) => event.seq);
+    expect(new Set(seqs).size).toBe(seqs.length);
+    // The start's heartbeat and the first progress went out; the progress whose seq was not stored did not.
+    expect(ledger.events.map((event) => event.type)).toEqual(['heartbeat', 'progress', 'failed']);
   });
 
   it('sends again a final event the previous process never got through, with the same seq', async () => {

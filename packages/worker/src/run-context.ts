@@ -21,6 +21,8 @@ export interface LiveRun {
   readonly uploads: Set<Promise<unknown>>;
   /** Store writes of one run, in order: the last write is always the latest state. */
   writes: Promise<unknown>;
+  /** The `nextSeq` of the latest record the store took: an event is sent only under a seq below it. */
+  storedNextSeq: number;
   approval?: { readonly approvalId: string; readonly settle: (decision: Decision) => void; readonly fail: (error: Error) => void };
   /** The run's code has settled: ctx calls are refused from now on. */
   settled: boolean;

@@ -265,6 +265,8 @@ export class RunEngine {
       outbox: Promise.resolve(),
       uploads: new Set(),
       writes: Promise.resolve(),
+      // The record came from the store (created, or recovered): its seq is stored.
+      storedNextSeq: record.nextSeq,
       settled: false,
     };
     this.#live.set(record.runId, live);
@@ -320,10 +322,7 @@ export class RunEngine {
     const event = finalEventOf(live.record);
     this.#log({ level: status === 'completed' ? 'info' : 'warn', msg: `run_${status}`, runId, dispatchId: live.record.dispatchId, summary: result.summary });
     if (event) {
-      const outcome = await this.#enqueue(live, async () => {
-        await persisted;
-        return this.#callbacks.postEvent(live.record.callbackUrl, runId, event);
-      });
+      const outcome = await this.#enqueue(live, async () => (await this.#seqStored(live, seq, persisted)) ?? this.#callbacks.postEvent(live.record.callbackUrl, runId, event));
       const state = reportState(outcome);
       // Pending (the ledger never took it in the budget): the lookup still answers the final status, and
       // the next process sends it again.
@@ -353,10 +352,20 @@ export class RunEngine {
     const persisted = this.#persist(live, { nextSeq: seq + 1 });
     if (options.activity) live.heartbeat.activity();
     const event: RunEvent = { dispatchId: live.record.dispatchId, seq, ...fields };
-    return this.#enqueue(live, async () => {
-      await persisted;
-      return this.#callbacks.postEvent(live.record.callbackUrl, live.record.runId, event);
-    });
+    return this.#enqueue(live, async () => (await this.#seqStored(live, seq, persisted)) ?? this.#callbacks.postEvent(live.record.callbackUrl, live.record.runId, event));
+  }
+
+  /**
+   * Undefined once the store holds a record past `seq` (the write `persisted`, or one more try); else the
+   * event is not sent: a restart would read the older record and send `seq` again for another event
+   * (regression: a failed write was logged and the event sent all the same).
+   */
+  async #seqStored(live: LiveRun, seq: number, persisted: Promise<unknown>): Promise<CallbackOutcome | undefined> {
+    await persisted;
+    if (live.storedNextSeq <= seq) await this.#persist(live, {});
+    if (live.storedNextSeq > seq) return undefined;
+    this.#log({ level: 'error', msg: 'event_not_sent', runId: live.record.runId, seq, why: 'its seq could not be stored' });
+    return { kind: 'gave_up', last: `seq ${seq} could not be stored, so it was not sent (a restart would send it again)`, tries: 0 };
   }
 
   #enqueue(live: LiveRun, send: () => Promise<CallbackOutcome>): Promise<CallbackOutcome> {
@@ -378,8 +387,10 @@ export class RunEngine {
     live.record = withoutUndefined({ ...live.record, ...patch, updatedAt: this.#now() });
     const written = live.writes.then(async () => {
       if (this.#closed) return;
+      const record = live.record;
       try {
-        await this.#store.put(live.record);
+        await this.#store.put(record);
+        live.storedNextSeq = Math.max(live.storedNextSeq, record.nextSeq);
       } catch (error) {
         this.#log({ level: 'error', msg: 'store_write_failed', runId: live.record.runId, error: messageOf(error) });
       }

@@ -172,7 +172,8 @@ export function fileStore(options: FileStoreOptions): RunStore {
     },
     async list() {
       await ensureDir();
-      const names = (await readdir(dir)).filter((name) => name.endsWith('.json') && !name.startsWith('.')).sort();
+      // A temporary file ends in .tmp; a run file may begin with a dot (a dispatch id may).
+      const names = (await readdir(dir)).filter((name) => name.endsWith('.json')).sort();
       const records: RunRecord[] = [];
       const unreadable: { where: string; reason: string }[] = [];
       for (const name of names) {
