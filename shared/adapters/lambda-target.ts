@@ -112,8 +112,8 @@ export function lambdaTarget(registration: LambdaTargetRegistration, deps: Lambd
     },
 
     async cancel() {
-      // Cancels and supersedes reach a Lambda run through its control record, polled with its heartbeats.
-      return { kind: 'requested', how: 'the run is told through its control record, polled with its heartbeats' };
+      // Cancels and supersedes reach a Lambda run through its control record, which the worker kit polls once a heartbeat interval.
+      return { kind: 'requested', how: 'the run is told through its control record, polled once a heartbeat interval' };
     },
   };
 }

@@ -106,7 +106,7 @@ export async function postRunEvent(deps: LifecycleDeps, runId: string, body: Buf
 
 /**
  * `GET /runs/{runId}/control?dispatchId=` (CONTRACT §12): what a worker that cannot be called — a
- * Lambda — polls with its heartbeats: whether its run was superseded (stop: its events are late from
+ * Lambda — polls once a heartbeat interval: whether its run was superseded (stop: its events are late from
  * now on), whether a cancel was asked, and the last approval decision taken for it.
  */
 export async function getRunControl(deps: LifecycleDeps, runId: string, dispatchId: string | undefined, caller: Caller) {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CallbackClient, type CallbackOutcome, type RetryPolicy, type Transport } from './callbacks.js';
-import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, type Clock } from './heartbeat.js';
+import { DEFAULT_STALL_AFTER_SECONDS, HeartbeatCoalescer, heartbeatIntervalMs, type Clock, type Timer } from './heartbeat.js';
 import { compact, type LambdaRunItem, type LambdaRunStore } from './lambda-store.js';
 import {
   RunEndedError,
@@ -33,8 +33,8 @@ export interface LambdaHandlerOptions {
 }
 
 /**
- * One invocation of a Lambda worker's run (CONTRACT §12): its task, its control record polled with the
- * heartbeats, the `ctx` its code is given, and the final event — what lambda.ts drives for each event.
+ * One invocation of a Lambda worker's run (CONTRACT §12): its task, its control record polled once a
+ * heartbeat interval, the `ctx` its code is given, and the final event — what lambda.ts drives for each event.
  */
 
 export interface Env {
@@ -64,6 +64,9 @@ export class Invocation {
   readonly #uploads = new Set<Promise<unknown>>();
   readonly #pending = new PendingWork();
   #approvalIndex = 0;
+  readonly #controlEveryMs: number;
+  #controlTimer: Timer | undefined;
+  #controlStopped = false;
   #suspend: (output: Output) => void = () => undefined;
   readonly suspended: Promise<Output>;
 
@@ -74,15 +77,26 @@ export class Invocation {
       this.#suspend = resolve;
     });
     const stall = item.timeouts.stallAfterSeconds ?? env.options.stallHintSeconds ?? DEFAULT_STALL_AFTER_SECONDS;
-    this.heartbeat = new HeartbeatCoalescer(
-      heartbeatIntervalMs(stall),
-      () => {
-        const sent = this.emit({ type: 'heartbeat' }, false);
-        this.#hold(this.pollControl());
-        return sent;
-      },
-      env.clock,
-    );
+    this.#controlEveryMs = heartbeatIntervalMs(stall);
+    this.heartbeat = new HeartbeatCoalescer(this.#controlEveryMs, () => this.emit({ type: 'heartbeat' }, false), env.clock);
+  }
+
+  /**
+   * Polls the control record now, then once a heartbeat interval while the run goes on, whatever the run
+   * sends (regression: it was polled with each heartbeat sent, and a run whose progress events came more
+   * often than that interval — each one putting the next heartbeat off — never learned of a cancel or a
+   * supersede).
+   */
+  watchControl(): void {
+    if (this.settled || this.lost || this.#controlStopped) return;
+    this.#hold(this.pollControl());
+    this.#controlTimer = this.env.clock.setTimer(this.#controlEveryMs, () => this.watchControl());
+  }
+
+  /** No more polls: the run ended, or this invocation ends (an approval asked). */
+  stopWatchingControl(): void {
+    this.#controlStopped = true;
+    this.#controlTimer?.cancel();
   }
 
   task(): Promise<Readonly<Record<string, unknown>>> {
@@ -140,6 +154,7 @@ export class Invocation {
         const approvals = [...this.item.approvals.slice(0, index), { approvalId, requestedAt, ...(note === undefined ? {} : { note: clip(String(note), NOTE_CHARS) }) }];
         this.persist({ status: 'waiting_for_approval', pendingApproval: { approvalId, requestedAt }, approvals });
         this.heartbeat.stop();
+        this.stopWatchingControl();
         await this.emit({ type: 'approval_requested', approvalId });
         this.env.log({ level: 'info', msg: 'approval_requested_invocation_ends', runId: item.runId, approvalId });
         // The invocation ends here; the decision re-invokes the function, which runs `run` again.

@@ -188,6 +188,7 @@ async function resendFinal(env: Env, item: LambdaRunItem): Promise<void> {
 async function drive(env: Env, item: LambdaRunItem, submission: Submission | undefined): Promise<void> {
   const inv = new Invocation(env, item);
   inv.heartbeat.request();
+  inv.watchControl();
   let output: Output;
   try {
     const task = submission?.task ?? (await inv.task());
@@ -197,6 +198,7 @@ async function drive(env: Env, item: LambdaRunItem, submission: Submission | und
   }
   inv.settled = true;
   inv.heartbeat.stop();
+  inv.stopWatchingControl();
   if (output.kind !== 'suspended' && !inv.lost) await inv.finish(output);
   await inv.drain();
   if (inv.storeError !== undefined) throw inv.storeError;
