@@ -144,6 +144,32 @@ describe('the worker kit engine', () => {
     await engine.close();
   });
 
+  it.each([
+    ['a cancel', (engine: RunEngine) => engine.cancel('d-wait-cancel:1')],
+    ['a cancel decision', async (engine: RunEngine) => engine.decide('d-wait-cancel:1', { approvalId: (await engine.lookup('d-wait-cancel:1'))?.pendingApproval?.approvalId, decision: 'cancel' })],
+  ])('shows a run stopped by %s while it waits for an approval as running, no approval pending, while its code cleans up', async (_how, stop) => {
+    let cleaning: () => void = () => undefined;
+    const cleaned = new Promise<void>((resolve) => (cleaning = resolve));
+    let decision: string | undefined;
+    const { submit, events, ended, engine } = harness(async (_task, ctx) => {
+      decision = await ctx.requestApproval('go?');
+      await cleaned;
+      return { summary: 'cleaned up' };
+    });
+    await submit('d-wait-cancel');
+    await eventually('the approval request', () => events.find((event) => event.type === 'approval_requested'));
+    expect(['cancel_requested', 'decided']).toContain((await stop(engine)).kind);
+    await eventually('the decision given to the run', () => decision);
+    expect(decision).toBe('cancel');
+    // Regression (a review): still waiting_for_approval with the approval pending until the run's code returned.
+    const view = await engine.lookup('d-wait-cancel:1');
+    expect(view).toMatchObject({ status: 'running' });
+    expect(view?.pendingApproval).toBeUndefined();
+    cleaning();
+    expect((await ended('d-wait-cancel:1'))?.status).toBe('cancelled');
+    await engine.close();
+  });
+
   it('reads a spilled task (taskRef) back from the ledger for its run before calling run', async () => {
     const tasks: unknown[] = [];
     const { submit, ended, engine } = harness(async (task) => {

@@ -72,6 +72,9 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
         const onAbort = (): void => {
           if (live.approval?.approvalId !== approvalId) return;
           delete live.approval;
+          // Not waiting any more (regression: the record still showed the approval pending, and deciding it
+          // answered 409 approval_not_pending, while the run's code cleaned up after its cancel).
+          if (engine.move('running')) engine.persist({ pendingApproval: undefined });
           resolve('cancel');
         };
         live.abort.signal.addEventListener('abort', onAbort, { once: true });

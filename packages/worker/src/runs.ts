@@ -147,6 +147,8 @@ export class RunEngine {
       this.#move(live, 'running');
       this.#persist(live, { pendingApproval: undefined, decision: { approvalId, decision } });
     } else {
+      // Running its code's last steps, not waiting (as when a cancel comes while it waits: run-context.ts).
+      this.#move(live, 'running');
       this.#persist(live, { pendingApproval: undefined, decision: { approvalId, decision }, cancelRequestedAt: this.#now() });
       live.abort.abort(new RunCancelledError(runId, 'approval_cancelled'));
     }
@@ -381,7 +383,8 @@ export class RunEngine {
   /**
    * Changes the in-memory record at once and queues a write of the whole record; writes of one run go
    * in order and each writes the latest state, so the store never steps back. Nothing is written once
-   * the engine is closed. A failed write is logged: the run carries on, the ledger still hears of it.
+   * the engine is closed. A failed write is logged and the run carries on; an event goes out only once a
+   * write past its seq has landed (#seqStored).
    */
   #persist(live: LiveRun, patch: Partial<Omit<RunRecord, 'v' | 'runId'>>): Promise<unknown> {
     live.record = withoutUndefined({ ...live.record, ...patch, updatedAt: this.#now() });
