@@ -89,8 +89,15 @@ describe('the worker kit: ctx.putEvidence', () => {
           await ctx.putEvidence(ref, 'x').catch((error: unknown) => errors.push(error));
         }
         await ctx.putEvidence('big.bin', new Uint8Array(4 * 1024 * 1024 + 1)).catch((error: unknown) => errors.push(error));
+        // Regression (a review): a content type fetch cannot send threw on every try, retried as no answer
+        // for the whole callback budget (30 minutes), the run's final event waiting behind it.
+        for (const contentType of ['text/plain\nx-injected: 1', 'text/“quoted”', 'no slash', '']) {
+          await ctx.putEvidence('out/typed.md', 'x', { contentType }).catch((error: unknown) => errors.push(error));
+        }
         expect(errors.slice(0, 6).every((error) => error instanceof UnsafeRefError)).toBe(true);
         expect(errors[6]).toBeInstanceOf(EvidenceTooLargeError);
+        expect(errors.slice(7).map((error) => error instanceof TypeError && error.message.startsWith('contentType must be'))).toEqual([true, true, true, true]);
+        await ctx.putEvidence('out/typed.md', '# typed', { contentType: 'text/markdown; charset=utf-8' });
         await ctx.putEvidence('out/my report.md', '# report');
         return { summary: 'done' };
       },
@@ -100,8 +107,11 @@ describe('the worker kit: ctx.putEvidence', () => {
 
     const view = await eventually('the run completed', () => engine.lookup('d-1:1'), { until: (found) => found?.status === 'completed' });
     const puts = calls.filter((call) => call.method === 'PUT');
-    expect(puts).toEqual([{ method: 'PUT', url: 'http://127.0.0.1:9/dispatches/d-1/evidence/out/my%20report.md?runId=d-1%3A1' }]);
-    expect(view?.evidence).toEqual(['out/my report.md']);
+    expect(puts).toEqual([
+      { method: 'PUT', url: 'http://127.0.0.1:9/dispatches/d-1/evidence/out/typed.md?runId=d-1%3A1' },
+      { method: 'PUT', url: 'http://127.0.0.1:9/dispatches/d-1/evidence/out/my%20report.md?runId=d-1%3A1' },
+    ]);
+    expect(view?.evidence).toEqual(['out/my report.md', 'out/typed.md']);
     await engine.close();
   });
 });
