@@ -99,3 +99,25 @@ describe('on Lambda as on the http worker', () => {
     expect(item?.note?.startsWith('n'.repeat(999))).toBe(true);
   });
 });
+
+describe('many distinct uploads', () => {
+  // Regression (a review): a run's record kept every distinct ref it uploaded, 512 bytes each at most; on
+  // Lambda, beside a 256 KiB result body, the item could pass DynamoDB's 400 KB and its final write fail.
+  it('keep every expected ref and the first 32 others on the Lambda run’s item, all a final event can claim', async () => {
+    const { transport, events } = ledger();
+    const store = memoryLambdaStore();
+    const run: RunFunction = async (_task, ctx) => {
+      for (let n = 0; n < 200; n += 1) await ctx.putEvidence(`out/extra-${String(n).padStart(3, '0')}-${'x'.repeat(400)}.md`, 'x');
+      await ctx.putEvidence('out/report.md', 'the report');
+      return { summary: 'done' };
+    };
+    const lambda = createLambdaWorker({ name: 'many-lambda', run, store, transport, log: () => undefined });
+    await lambda({ ...submission('d-many'), expectedEvidence: ['out/report.md'], runId: 'd-many:1' }, context);
+    const item = await store.get('d-many:1');
+    expect(item?.evidence).toHaveLength(33);
+    expect(item?.evidence).toContain('out/report.md');
+    const completed = events().find((event) => event.type === 'completed');
+    expect((completed?.evidence as string[] | undefined)?.[0]).toBe('out/report.md');
+    expect(completed?.evidence).toHaveLength(32);
+  });
+});

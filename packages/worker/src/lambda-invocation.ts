@@ -134,6 +134,7 @@ export class Invocation {
       ...reportingOf({
         active,
         evidence: () => this.item.evidence,
+        expected: () => this.item.expectedEvidence,
         persist: (patch) => this.persist(patch),
         progressed: () => this.emit({ type: 'progress' }),
         upload: (ref, bytes, contentType) => this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType),

@@ -116,6 +116,18 @@ export const MAX_CLAIMED_EVIDENCE = MAX_EVIDENCE_REFS;
  */
 export const LOOKUP_BODY_BYTES = 16 * 1024;
 
+/**
+ * The refs a run's record keeps once `ref` was delivered (undefined: as they are): every expected ref, and
+ * the first MAX_CLAIMED_EVIDENCE others — all a final event or a lookup can claim (regression: every
+ * distinct ref was kept, so a Lambda run's item, beside a 256 KiB body, could pass DynamoDB's 400 KB and
+ * its final write fail).
+ */
+export function evidenceWith(kept: readonly string[], ref: string, expected: readonly string[]): string[] | undefined {
+  if (kept.includes(ref)) return undefined;
+  if (!expected.includes(ref) && kept.filter((other) => !expected.includes(other)).length >= MAX_CLAIMED_EVIDENCE) return undefined;
+  return [...kept, ref];
+}
+
 /** The uploaded refs a run claims: the expected ones first, then the others, at most 32. */
 export function claimedEvidence(record: Pick<RunRecord, 'evidence' | 'expectedEvidence'>): readonly string[] {
   const expected = record.evidence.filter((ref) => record.expectedEvidence.includes(ref));

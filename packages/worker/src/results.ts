@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MAX_EVIDENCE_BYTES, MAX_RESULT_BODY_BYTES, MAX_RESULT_BODY_DEPTH, refProblem } from '@dispatch-ledger/protocol';
 import type { CallbackOutcome } from './callbacks.js';
-import { CallbackError, EvidenceTooLargeError, ResultRefusedError, RunEndedError, UnsafeRefError, clipForMessage, type FinalStatus, type RunResult } from './model.js';
+import { CallbackError, EvidenceTooLargeError, ResultRefusedError, RunEndedError, UnsafeRefError, clipForMessage, evidenceWith, type FinalStatus, type RunResult } from './model.js';
 import { isPlainObject } from './parse.js';
 
 /**
@@ -49,6 +49,8 @@ export interface ReportingRun {
   active(): void;
   /** The evidence refs the run's record lists so far. */
   evidence(): readonly string[];
+  /** The refs its dispatch expects. */
+  expected(): readonly string[];
   /** Keeps the note, or the refs, on the run's record. */
   persist(patch: { readonly note: string } | { readonly evidence: string[] }): void;
   /** Sends the `progress` event. */
@@ -77,7 +79,8 @@ export function reportingOf(run: ReportingRun): { progress(note: string): Promis
     putEvidence: async (ref, bytes, options = {}) => {
       run.active();
       const tracked = run.upload(ref, bytes, evidenceContentType(ref, bytes, options)).then((outcome) => {
-        if (outcome.kind === 'delivered' && !run.evidence().includes(ref)) run.persist({ evidence: [...run.evidence(), ref] });
+        const kept = outcome.kind === 'delivered' ? evidenceWith(run.evidence(), ref, run.expected()) : undefined;
+        if (kept) run.persist({ evidence: kept });
         return outcome;
       });
       run.uploads.add(tracked);

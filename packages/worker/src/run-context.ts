@@ -56,6 +56,7 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
     ...reportingOf({
       active,
       evidence: () => live.record.evidence,
+      expected: () => live.record.expectedEvidence,
       persist: (patch) => engine.persist(patch),
       progressed: () => engine.emit({ type: 'progress' }),
       upload: (ref, bytes, contentType) => engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType),
