@@ -133,8 +133,7 @@ export class Invocation {
       heartbeat: () => (this.settled ? 'stopped' : this.heartbeat.request()),
       ...reportingOf({
         active,
-        evidence: () => this.item.evidence,
-        expected: () => this.item.expectedEvidence,
+        record: () => this.item,
         persist: (patch) => this.persist(patch),
         progressed: () => this.emit({ type: 'progress' }),
         upload: (ref, bytes, contentType) => this.env.callbacks.putEvidence(item.callbackUrl, item.dispatchId, item.runId, ref, bytes, contentType),

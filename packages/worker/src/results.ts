@@ -47,10 +47,8 @@ export function reportState(outcome: CallbackOutcome): 'pending' | 'delivered' |
 export interface ReportingRun {
   /** Throws when the run may no longer report (it ended, or its worker closed). */
   active(): void;
-  /** The evidence refs the run's record lists so far. */
-  evidence(): readonly string[];
-  /** The refs its dispatch expects. */
-  expected(): readonly string[];
+  /** The run's record as it stands: the evidence refs it lists so far, and those its dispatch expects. */
+  record(): { readonly evidence: readonly string[]; readonly expectedEvidence: readonly string[] };
   /** Keeps the note, or the refs, on the run's record. */
   persist(patch: { readonly note: string } | { readonly evidence: string[] }): void;
   /** Sends the `progress` event. */
@@ -79,7 +77,7 @@ export function reportingOf(run: ReportingRun): { progress(note: string): Promis
     putEvidence: async (ref, bytes, options = {}) => {
       run.active();
       const tracked = run.upload(ref, bytes, evidenceContentType(ref, bytes, options)).then((outcome) => {
-        const kept = outcome.kind === 'delivered' ? evidenceWith(run.evidence(), ref, run.expected()) : undefined;
+        const kept = outcome.kind === 'delivered' ? evidenceWith(run.record().evidence, ref, run.record().expectedEvidence) : undefined;
         if (kept) run.persist({ evidence: kept });
         return outcome;
       });

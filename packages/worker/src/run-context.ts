@@ -55,8 +55,7 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
     },
     ...reportingOf({
       active,
-      evidence: () => live.record.evidence,
-      expected: () => live.record.expectedEvidence,
+      record: () => live.record,
       persist: (patch) => engine.persist(patch),
       progressed: () => engine.emit({ type: 'progress' }),
       upload: (ref, bytes, contentType) => engine.callbacks.putEvidence(record.callbackUrl, record.dispatchId, record.runId, ref, bytes, contentType),
