@@ -170,6 +170,19 @@ describe('the worker kit engine', () => {
     await engine.close();
   });
 
+  // A review: the cancel's write above ran when a closing worker aborted its runs too, though close() writes nothing more.
+  it('leaves a run waiting for an approval as it was when the worker closes', async () => {
+    const { submit, events, engine, store } = harness(async (_task, ctx) => {
+      await ctx.requestApproval('go?');
+      return { summary: 'never' };
+    });
+    await submit('d-wait-close');
+    await eventually('the approval request', () => events.find((event) => event.type === 'approval_requested'));
+    await eventually('the approval stored', async () => ((await store.get('d-wait-close:1'))?.pendingApproval ? true : undefined));
+    await engine.close();
+    expect(await store.get('d-wait-close:1')).toMatchObject({ status: 'waiting_for_approval', pendingApproval: { approvalId: expect.any(String) } });
+  });
+
   it('reads a spilled task (taskRef) back from the ledger for its run before calling run', async () => {
     const tasks: unknown[] = [];
     const { submit, ended, engine } = harness(async (task) => {

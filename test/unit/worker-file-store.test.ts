@@ -217,6 +217,30 @@ describe('the worker kit: a restart on the same file store', () => {
     expect(ledger.events.map((event) => event.type)).toEqual(['heartbeat', 'progress', 'failed']);
   });
 
+  // A review of that fix: a final event is sent even when its write failed — a restart then reports
+  // worker_restarted under the same seq, which the ledger, holding the final event, drops; holding the final
+  // event back instead lost a completed result until a restart reported the run failed.
+  it('sends a final event though its write failed', async () => {
+    const dir = freshDir();
+    const ledger = ledgerStandIn();
+    const files = fileStore({ dir });
+    let diskFull = false;
+    const store: typeof files = { ...files, put: async (record) => (diskFull ? Promise.reject(new Error('ENOSPC: no space left on device')) : files.put(record)) };
+    const engine = new RunEngine({
+      store,
+      log: () => undefined,
+      callbacks: new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, transport: ledger.transport }),
+      run: async () => {
+        diskFull = true;
+        return { summary: 'done on a full disk' };
+      },
+    });
+    await engine.submit('d-r:1', submission);
+    const completed = await eventually('the completed event', () => ledger.events.find((event) => event.type === 'completed'));
+    expect(completed.result?.summary).toBe('done on a full disk');
+    await engine.close();
+  });
+
   it('sends again a final event the previous process never got through, with the same seq', async () => {
     const dir = freshDir();
     let up = false;

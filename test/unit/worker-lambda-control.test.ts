@@ -56,4 +56,38 @@ describe('a Lambda run asked to cancel', () => {
     expect(polls.slice(1).every((at, index) => at - (polls[index] ?? 0) === 120_000)).toBe(true);
     expect(steps).toBeLessThanOrEqual(6);
   });
+
+  // A review: the next poll was set without waiting for the one under way (a poll may take 10 s; the interval
+  // is a fifth of the stall window, 200 ms for a window of 1 s): a slow ledger had polls pile up.
+  it('never has two polls under way: the next is timed from the end of the last', async () => {
+    const clock = manualClock();
+    let polls = 0;
+    let answer: () => void = () => undefined;
+    const transport: Transport = async (url) => {
+      if (url.includes('/control')) {
+        polls += 1;
+        // The ledger answers this poll only when the test says.
+        await new Promise<void>((resolve) => (answer = resolve));
+        return { status: 200, text: JSON.stringify({ superseded: false, cancelRequested: true, decision: null }) };
+      }
+      return { status: 202, text: '{}' };
+    };
+    let release: () => void = () => undefined;
+    const run: RunFunction = async (_task, ctx) => {
+      await new Promise<void>((resolve) => {
+        release = resolve;
+        ctx.signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+      return { summary: 'done' };
+    };
+    const lambda = createLambdaWorker({ name: 'slow-ledger-lambda', run, store: memoryLambdaStore(), transport, clock, log: () => undefined });
+    const invoked = lambda({ dispatchId: 'd-slow', attempt: 1, origin: 'planner', task: {}, callbackUrl: 'http://127.0.0.1:9', runId: 'd-slow:1', timeouts: { stallAfterSeconds: 1 } }, context);
+    await eventually('the first poll', () => (polls === 1 ? true : undefined));
+    // Ten intervals pass while the first poll waits for its answer.
+    for (let n = 0; n < 10; n += 1) clock.advance(200);
+    expect(polls).toBe(1);
+    answer();
+    await invoked;
+    release();
+  });
 });

@@ -89,8 +89,11 @@ export class Invocation {
    */
   watchControl(): void {
     if (this.settled || this.lost || this.#controlStopped) return;
-    this.#hold(this.pollControl());
-    this.#controlTimer = this.env.clock.setTimer(this.#controlEveryMs, () => this.watchControl());
+    // The next poll is timed from this one's end: a slow ledger never has polls pile up.
+    const poll = this.pollControl().finally(() => {
+      if (!this.settled && !this.lost && !this.#controlStopped) this.#controlTimer = this.env.clock.setTimer(this.#controlEveryMs, () => this.watchControl());
+    });
+    this.#hold(poll);
   }
 
   /** No more polls: the run ended, or this invocation ends (an approval asked). */

@@ -159,14 +159,19 @@ export function evidenceContentType(ref: string, bytes: unknown, options: { read
   if (typeof bytes !== 'string' && !(bytes instanceof Uint8Array)) throw new TypeError('evidence bytes must be a string or a Uint8Array');
   const size = typeof bytes === 'string' ? Buffer.byteLength(bytes, 'utf8') : bytes.byteLength;
   if (size > MAX_EVIDENCE_BYTES) throw new EvidenceTooLargeError(ref, size, MAX_EVIDENCE_BYTES);
-  if (options.contentType !== undefined && !CONTENT_TYPE.test(options.contentType)) {
-    throw new TypeError(`contentType must be a media type (type/subtype, printable ASCII, at most 256 characters), got ${JSON.stringify(clip(String(options.contentType), 80))}`);
+  if (options.contentType === undefined) return typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream';
+  const contentType = String(options.contentType).trim();
+  if (!CONTENT_TYPE.test(contentType)) {
+    throw new TypeError(`contentType must be a media type (type/subtype, then any parameters; at most 256 characters, no line break, none beyond Latin-1), got ${JSON.stringify(clip(String(options.contentType), 80))}`);
   }
-  return options.contentType ?? (typeof bytes === 'string' ? 'text/plain; charset=utf-8' : 'application/octet-stream');
+  return contentType;
 }
 
-/** A content-type header a request can carry: `type/subtype` (RFC 9110 tokens), then any parameters, printable ASCII, at most 256 characters. */
-const CONTENT_TYPE = /^(?=[\x20-\x7e]{3,256}$)[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:\s*;.*)?$/;
+/**
+ * A content-type header a request can carry (what fetch sends as it is): `type/subtype` (RFC 9110 tokens),
+ * then any parameters — tabs and Latin-1 included, no control character but the tab — at most 256 characters.
+ */
+const CONTENT_TYPE = /^(?=[\t\x20-\x7e\x80-\xff]{3,256}$)[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:[\t ]*;.*)?$/;
 
 /** How a run's code ended, as the engine and the Lambda invocation tell it. */
 export type RunEnding = { readonly kind: 'returned'; readonly value: unknown } | { readonly kind: 'threw'; readonly error: unknown } | { readonly kind: 'skipped' };

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { CallbackClient, CallbackOutcome } from './callbacks.js';
 import type { HeartbeatCoalescer } from './heartbeat.js';
 import { RunEndedError, isFinal, type Decision, type RunEvent, type RunRecord, type RunStatus, type Submission } from './model.js';
-import { runIdentityOf, type RunContext } from './run-api.js';
+import { RunCancelledError, runIdentityOf, type RunContext } from './run-api.js';
 import { NOTE_CHARS, callbackError, clip, reportingOf } from './results.js';
 
 /**
@@ -72,9 +72,10 @@ export function runContext(live: LiveRun, engine: ContextEngine): RunContext {
         const onAbort = (): void => {
           if (live.approval?.approvalId !== approvalId) return;
           delete live.approval;
-          // Not waiting any more (regression: the record still showed the approval pending, and deciding it
-          // answered 409 approval_not_pending, while the run's code cleaned up after its cancel).
-          if (engine.move('running')) engine.persist({ pendingApproval: undefined });
+          // Cancelled, not waiting any more (regression: the record still showed the approval pending, and
+          // deciding it answered 409 approval_not_pending, while the run's code cleaned up). A worker that
+          // closes writes nothing more: its runs stay as a process exit would leave them.
+          if (live.abort.signal.reason instanceof RunCancelledError && engine.move('running')) engine.persist({ pendingApproval: undefined });
           resolve('cancel');
         };
         live.abort.signal.addEventListener('abort', onAbort, { once: true });

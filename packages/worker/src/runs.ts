@@ -324,7 +324,12 @@ export class RunEngine {
     const event = finalEventOf(live.record);
     this.#log({ level: status === 'completed' ? 'info' : 'warn', msg: `run_${status}`, runId, dispatchId: live.record.dispatchId, summary: result.summary });
     if (event) {
-      const outcome = await this.#enqueue(live, async () => (await this.#seqStored(live, seq, persisted)) ?? this.#callbacks.postEvent(live.record.callbackUrl, runId, event));
+      // Sent even when its write failed: a restart then reports worker_restarted under this seq, which the
+      // ledger, holding this final event already, drops — a seq used first by a final event is safe to reuse.
+      const outcome = await this.#enqueue(live, async () => {
+        await persisted;
+        return this.#callbacks.postEvent(live.record.callbackUrl, runId, event);
+      });
       const state = reportState(outcome);
       // Pending (the ledger never took it in the budget): the lookup still answers the final status, and
       // the next process sends it again.
@@ -359,8 +364,9 @@ export class RunEngine {
 
   /**
    * Undefined once the store holds a record past `seq` (the write `persisted`, or one more try); else the
-   * event is not sent: a restart would read the older record and send `seq` again for another event
-   * (regression: a failed write was logged and the event sent all the same).
+   * event (a heartbeat, a progress, an approval request) is not sent: a restart would read the older record
+   * and send `seq` again for its final event, which the ledger would drop as known (regression: a failed
+   * write was logged and the event sent all the same).
    */
   async #seqStored(live: LiveRun, seq: number, persisted: Promise<unknown>): Promise<CallbackOutcome | undefined> {
     await persisted;
