@@ -2,7 +2,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fileStore, StoreReadError, type RunContext, type RunRecord } from '@dispatch-ledger/worker';
+import { createWorker, fileStore, StoreLockedError, StoreReadError, type RunContext, type RunRecord } from '@dispatch-ledger/worker';
+import { spawnSync } from 'node:child_process';
 import { CallbackClient, type Transport } from '../../packages/worker/src/callbacks.js';
 import { RunEngine } from '../../packages/worker/src/runs.js';
 import type { RunFunction } from '../../packages/worker/src/run-api.js';
@@ -265,5 +266,49 @@ describe('the worker kit: a restart on the same file store', () => {
     expect(completed).toEqual({ dispatchId: 'd-r', seq: left?.finalReport?.seq, type: 'completed', result: { summary: 'done', body: { answer: 42 } }, evidence: [] });
     await second.engine.close();
     expect(JSON.parse(readFileSync(join(dir, fileNameFor('d-r:1')), 'utf8'))).toMatchObject({ status: 'completed', finalReport: { state: 'delivered' } });
+  });
+});
+
+describe('the worker kit: one live worker per file store', () => {
+  // Regression (a review): a second worker on the same store (the README's block run again, a second
+  // terminal) recovered before it found its port taken, and reported the first one's live run failed
+  // worker_restarted to the ledger — while that run went on, and its real end came under the same seq.
+  it('refuses a second worker on a store a live one holds, before it reports anything, and lets one start once the first closed', async () => {
+    const dir = freshDir();
+    const ledger = ledgerStandIn();
+    let running: () => void = () => undefined;
+    const started = new Promise<void>((resolve) => (running = resolve));
+    const hold = async (_task: unknown, ctx: RunContext) => {
+      running();
+      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+      return { summary: 'stopped' };
+    };
+    const first = await createWorker({ name: 'w-first', run: hold, store: fileStore({ dir }), transport: ledger.transport, log: () => undefined }).listen(0, '127.0.0.1');
+    const submitted = await fetch(`${first.url}/runs`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'd-r:1' }, body: JSON.stringify(submission) });
+    expect(submitted.status).toBe(201);
+    await started;
+
+    const second = createWorker({ name: 'w-second', run: hold, store: fileStore({ dir }), transport: ledger.transport, log: () => undefined });
+    await expect(second.listen(0, '127.0.0.1')).rejects.toBeInstanceOf(StoreLockedError);
+    expect(ledger.events.filter((event) => event.type === 'failed')).toEqual([]);
+    expect((await fileStore({ dir }).get('d-r:1'))?.status).toBe('running');
+
+    await first.close();
+    const again = await second.listen(0, '127.0.0.1');
+    await again.close();
+  });
+
+  it('takes over a lock a process that is gone left behind', async () => {
+    const dir = freshDir();
+    const gone = spawnSync(process.execPath, ['-e', '']).pid;
+    writeFileSync(join(dir, '.lock'), JSON.stringify({ pid: gone, startedAt: '2026-12-01T00:00:00.000Z' }));
+    const worker = await createWorker({ name: 'w-after-crash', run: async () => ({ summary: 'x' }), store: fileStore({ dir }), transport: ledgerStandIn().transport, log: () => undefined }).listen(0, '127.0.0.1');
+    expect(JSON.parse(readFileSync(join(dir, '.lock'), 'utf8'))).toMatchObject({ pid: process.pid });
+    await worker.close();
+    expect(readdirSync(dir)).not.toContain('.lock');
+    // A container restarted gives its process the same pid: a lock of an earlier process with this pid is taken over too.
+    writeFileSync(join(dir, '.lock'), JSON.stringify({ pid: process.pid, processStartedAt: '2026-01-01T00:00:00.000Z' }));
+    const restarted = await createWorker({ name: 'w-same-pid', run: async () => ({ summary: 'x' }), store: fileStore({ dir }), transport: ledgerStandIn().transport, log: () => undefined }).listen(0, '127.0.0.1');
+    await restarted.close();
   });
 });

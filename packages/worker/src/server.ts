@@ -123,12 +123,16 @@ export function createWorker(options: WorkerOptions): Worker {
         ...(options.transport ? { transport: options.transport } : {}),
       }),
     });
+    // Before anything is recovered: another live process's runs are not this one's to report failed.
+    let lock: { release(): Promise<void> } | undefined;
     const stop = async (): Promise<void> => {
       stopSignal.abort();
       await engine.close();
+      await lock?.release();
       listening = false;
     };
     try {
+      lock = await store.lock?.();
       const { restarted, resent } = await engine.recover();
       if (restarted.length > 0 || resent.length > 0) log({ level: 'info', msg: 'worker_recovered', restarted: restarted.length, resent: resent.length });
     } catch (error) {
