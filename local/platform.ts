@@ -279,6 +279,8 @@ export async function startPlatform(options: PlatformOptions): Promise<RunningPl
       TARGET_SECRET_PREFIX: LOCAL_TARGET_SECRET_PREFIX,
       // Locally targets and principals are (re)registered while the platform runs (the demo, the tests): read them every time.
       TARGET_CACHE_SECONDS: '0',
+      // And a target's secret (`local target add --replace` with a new secret file is used at once; it waited up to 5 min).
+      SECRET_CACHE_SECONDS: '0',
       // Submission retries compressed from ~1 h to ~16 min, so a flaky target shows up in seconds.
       SUBMIT_RETRY_DELAYS_SECONDS: process.env.SUBMIT_RETRY_DELAYS_SECONDS ?? '2,4,8,15,30,60,120,240,480',
       // The monitor's schedule is the tick here.

@@ -35,6 +35,8 @@ export interface LedgerConfig {
    * it (`TARGET_CACHE_SECONDS`, default 30).
    */
   readonly targetCacheMs: number;
+  /** How long a target's secret read from Secrets Manager is reused (`SECRET_CACHE_SECONDS`, default 300): a rotated secret is used within it. */
+  readonly secretCacheMs: number;
   /**
    * Where targets may live (CONTRACT §8 v2): `public-only` in AWS (`enforce`), `allow-loopback` on the
    * local platform (`open`), whose demo agent listens on http://127.0.0.1.
@@ -113,6 +115,7 @@ export const LEDGER_SETTINGS: readonly string[] = [
   'MONITOR_PERIOD_SECONDS',
   'LEDGER_REGISTRY',
   'TARGET_CACHE_SECONDS',
+  'SECRET_CACHE_SECONDS',
   'TARGET_SECRET_PREFIX',
   'LEDGER_ADMISSION_FUNCTION',
   'INBOX_SHARDS',
@@ -158,6 +161,7 @@ export function ledgerConfigFrom(settings: LedgerSettings, options: ReadConfigOp
     monitorPeriodSeconds: number('MONITOR_PERIOD_SECONDS', 60),
     registry: options.parseRegistry ? options.parseRegistry(text('LEDGER_REGISTRY', ''), targetAddressPolicy) : NO_REGISTRY,
     targetCacheMs: number('TARGET_CACHE_SECONDS', 30) * 1000,
+    secretCacheMs: number('SECRET_CACHE_SECONDS', 300) * 1000,
     targetAddressPolicy,
     targetSecretPrefix: text('TARGET_SECRET_PREFIX', ''),
     admissionFunction: text('LEDGER_ADMISSION_FUNCTION', ''),

@@ -130,7 +130,7 @@ export function buildLedgerAdapters<T extends LedgerTableCore>(config: LedgerCon
         const { secretRef } = registration;
         const authHeader = secretRef
           ? () => {
-              secrets ??= new SecretCache(new SecretsManagerClient({}), undefined, undefined, scope);
+              secrets ??= new SecretCache(new SecretsManagerClient({}), config.secretCacheMs, undefined, scope);
               return secrets.get(secretRef);
             }
           : undefined;

@@ -192,6 +192,31 @@ describe('ledger local target', () => {
     expect(existsSync(targetsFile(stateDir))).toBe(true);
   });
 
+  // Regression (a review): the platform kept a target's secret for 5 minutes (the AWS default), so after
+  // `add --replace` with a new secret file every call went out with the old one, refused 401, retried —
+  // dispatches stalled for minutes while the CLI said the target was registered.
+  it('uses a secret replaced with add --replace at the next call', async () => {
+    const NEW = 'Bearer rotated-secret-77aa';
+    const rotated = await createWorker({ name: 'rotating', secret: NEW, store: memoryStore(), run: async () => ({ summary: 'took the new secret' }) }).listen();
+    try {
+      expect((await ledger('add', 'rotating', '--url', rotated.url, '--secret-file', secretFile)).error).toBeUndefined();
+      // The worker refuses the old secret: the submission is retried (a 401 is a rotation under way), by the
+      // intake and then the monitor — each has read the old secret — until its budget is spent.
+      const refused = await send('rotating', 'rotate');
+      const blocked = await t.viewWhen(refused, (view) => view.phase === 'blocked');
+      expect(blocked.blockedReason).toContain('HTTP 401');
+      const newFile = join(stateDir, 'new-secret.txt');
+      writeFileSync(newFile, `${NEW}\n`);
+      expect((await ledger('add', 'rotating', '--url', rotated.url, '--secret-file', newFile, '--replace')).error).toBeUndefined();
+      const taken = await send('rotating', 'rotated');
+      const done = await t.viewWhen(taken, (view) => view.execution.status === 'completed' || view.phase === 'blocked');
+      expect(done.execution.result?.summary).toBe('took the new secret');
+    } finally {
+      await ledger('remove', 'rotating', '--force');
+      await rotated.close();
+    }
+  });
+
   it('takes a default port, makes a state directory that git ignores, and refuses a hand-edited file holding what add would refuse', async () => {
     const fresh = join(mkdtempSync(join(tmpdir(), 'ledger-fresh-')), '.ledger', 'local');
     try {
