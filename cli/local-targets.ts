@@ -211,6 +211,8 @@ async function runsInFlight(deps: LocalTargetDeps, target: string): Promise<stri
 }
 
 async function withRegistry<T>(state: LocalState, work: (registry: LedgerTable, secrets: ReturnType<typeof localClients>['secrets']) => Promise<T>): Promise<T> {
+  // Still starting (a foreground up, or up --detach waiting): it says where its table is once ready.
+  if (state.status === 'starting') throw new LocalTargetError('the local platform is starting: run this again once npx ledger local status says it is running');
   if (!state.info || !state.ledgerTable) throw new LocalTargetError('the running local platform did not say where its table is: restart it (npx ledger local down, then up)');
   const clients = localClients({ dynamodbEndpoint: state.info.dynamodbEndpoint, sqsEndpoint: state.info.sqsEndpoint, s3Endpoint: state.info.s3Endpoint, motoEndpoint: state.info.eventBridgeEndpoint });
   try {

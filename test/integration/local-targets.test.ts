@@ -120,6 +120,8 @@ describe('ledger local target', () => {
       { args: ['add', 'other', '--url', 'ftp://127.0.0.1:21'], says: /ftp: is not http or https/ },
       { args: ['add', 'other', '--url', 'http://127.0.0.1'], says: /names no port/ },
       { args: ['add', 'other', '--url', 'http://user:pw@127.0.0.1:9999'], says: /carries credentials: use --secret-file/ },
+      // Regression (a review): port 0 was taken, and every dispatch to it retried until its budget was spent.
+      { args: ['add', 'other', '--url', 'http://127.0.0.1:0'], says: /port 0 is no port a worker listens on/ },
       { args: ['add', 'other', '--url', 'http://127.0.0.1:9999/?x=1'], says: /query or a fragment/ },
       { args: ['add', 'other', '--url', 'not a url'], says: /is not a URL/ },
       { args: ['add', 'other'], says: /--url is required/ },
@@ -149,6 +151,21 @@ describe('ledger local target', () => {
     expect(await table.getTarget('mine')).toEqual(registered);
     expect(await table.getTarget('other')).toBeUndefined();
     expect((await table.getTarget('demo-agent'))?.kind).toBe('http');
+  });
+
+  // Regression (a review): while the platform was starting, add said to restart it (down, then up).
+  it('says to wait, not to restart, while the platform is starting, and changes nothing', async () => {
+    const starting: LocalTargetDeps = {
+      ...deps(),
+      running: () => {
+        const state = deps().running();
+        return state ? { ...state, status: 'starting' } : undefined;
+      },
+    };
+    const before = readFileSync(targetsFile(stateDir), 'utf8');
+    await expect(localTarget(['add', 'early', '--url', 'http://127.0.0.1:9999'], () => undefined, starting)).rejects.toThrow(/the local platform is starting: run this again once npx ledger local status says it is running/);
+    expect(readFileSync(targetsFile(stateDir), 'utf8')).toBe(before);
+    expect(await table.getTarget('early')).toBeUndefined();
   });
 
   it('takes the same add again as done (a re-run script), and changes nothing', async () => {
