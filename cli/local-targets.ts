@@ -44,6 +44,11 @@ const defaults = (): LocalTargetDeps => ({ stateDir: defaultStateDir(), running:
 
 export async function localTarget(args: readonly string[], print: Print, deps: LocalTargetDeps = defaults()): Promise<number> {
   const [command, ...rest] = args;
+  // Before anything is written or asked: a platform still starting says where its table is once ready (a
+  // review: add wrote the file a starting platform could read, and remove asked it for its runs).
+  if ((command === 'add' || command === 'remove') && deps.running()?.status === 'starting') {
+    throw new LocalTargetError('the local platform is starting: run this again once npx ledger local status says it is running');
+  }
   if (command === 'add') return add(rest, print, deps);
   if (command === 'list') return list(rest, print, deps);
   if (command === 'remove') return remove(rest, print, deps);
@@ -63,6 +68,9 @@ async function add(args: readonly string[], print: Print, deps: LocalTargetDeps)
   if (values.url === undefined) throw new ArgumentsError(`--url is required\n${LOCAL_TARGET_USAGE}`);
   const checked = localTargetUrl(values.url);
   if ('problem' in checked) throw new ArgumentsError(`--url ${checked.problem}`);
+  // Port 0 is "any free port" to a server: no worker is reachable there (a copied listen(0) argument, say).
+  // Refused here, not when the file is read: a file an earlier version wrote still starts.
+  if (new URL(checked.url).port === '0') throw new ArgumentsError('--url port 0 is no port a worker listens on: give the port it printed');
   const maxConcurrentRuns = limitOf(values['max-concurrent-runs']);
   const secret = values['secret-file'] === undefined ? undefined : readSecretFile(values['secret-file']);
   const targets = readLocalTargets(deps.stateDir);
@@ -211,8 +219,6 @@ async function runsInFlight(deps: LocalTargetDeps, target: string): Promise<stri
 }
 
 async function withRegistry<T>(state: LocalState, work: (registry: LedgerTable, secrets: ReturnType<typeof localClients>['secrets']) => Promise<T>): Promise<T> {
-  // Still starting (a foreground up, or up --detach waiting): it says where its table is once ready.
-  if (state.status === 'starting') throw new LocalTargetError('the local platform is starting: run this again once npx ledger local status says it is running');
   if (!state.info || !state.ledgerTable) throw new LocalTargetError('the running local platform did not say where its table is: restart it (npx ledger local down, then up)');
   const clients = localClients({ dynamodbEndpoint: state.info.dynamodbEndpoint, sqsEndpoint: state.info.sqsEndpoint, s3Endpoint: state.info.s3Endpoint, motoEndpoint: state.info.eventBridgeEndpoint });
   try {

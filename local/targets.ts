@@ -96,8 +96,6 @@ export function localTargetUrl(text: string): { url: string } | { problem: strin
   if (!LOOPBACK_HOSTS.has(url.hostname)) return { problem: `${url.hostname} is not the loopback: a local target listens on 127.0.0.1, [::1] or localhost` };
   // A default port (80, 443) is named and then dropped by URL: read it from the text.
   if (!/^[a-z]+:\/\/(?:[^/?#@]*@)?(?:\[[^\]]*\]|[^/?#:]*):\d+(?:[/?#]|$)/i.test(text)) return { problem: 'it names no port (a local worker listens on one: http://127.0.0.1:PORT)' };
-  // Port 0 is "any free port" to a server: no worker is reachable there (a copied listen(0) argument, say).
-  if (url.port === '0') return { problem: 'port 0 is no port a worker listens on: give the port it printed' };
   if (url.username !== '' || url.password !== '') return { problem: 'it carries credentials: use --secret-file' };
   if (url.search !== '' || url.hash !== '') return { problem: 'it has a query or a fragment' };
   return { url: url.href.replace(/\/+$/, '') };

@@ -164,6 +164,7 @@ describe('ledger local target', () => {
     };
     const before = readFileSync(targetsFile(stateDir), 'utf8');
     await expect(localTarget(['add', 'early', '--url', 'http://127.0.0.1:9999'], () => undefined, starting)).rejects.toThrow(/the local platform is starting: run this again once npx ledger local status says it is running/);
+    await expect(localTarget(['remove', 'mine'], () => undefined, starting)).rejects.toThrow(/the local platform is starting/);
     expect(readFileSync(targetsFile(stateDir), 'utf8')).toBe(before);
     expect(await table.getTarget('early')).toBeUndefined();
   });

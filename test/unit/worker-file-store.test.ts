@@ -1,8 +1,8 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createWorker, fileStore, StoreLockedError, StoreReadError, type RunContext, type RunRecord } from '@dispatch-ledger/worker';
+import { createWorker, fileStore, memoryStore, StoreLockedError, StoreReadError, type RunContext, type RunRecord } from '@dispatch-ledger/worker';
 import { spawnSync } from 'node:child_process';
 import { CallbackClient, type Transport } from '../../packages/worker/src/callbacks.js';
 import { RunEngine } from '../../packages/worker/src/runs.js';
@@ -287,6 +287,7 @@ describe('the worker kit: one live worker per file store', () => {
     const submitted = await fetch(`${first.url}/runs`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'd-r:1' }, body: JSON.stringify(submission) });
     expect(submitted.status).toBe(201);
     await started;
+    await eventually('the run running in the store', async () => ((await fileStore({ dir }).get('d-r:1'))?.status === 'running' ? true : undefined));
 
     const second = createWorker({ name: 'w-second', run: hold, store: fileStore({ dir }), transport: ledger.transport, log: () => undefined });
     await expect(second.listen(0, '127.0.0.1')).rejects.toBeInstanceOf(StoreLockedError);
@@ -310,5 +311,35 @@ describe('the worker kit: one live worker per file store', () => {
     writeFileSync(join(dir, '.lock'), JSON.stringify({ pid: process.pid, processStartedAt: '2026-01-01T00:00:00.000Z' }));
     const restarted = await createWorker({ name: 'w-same-pid', run: async () => ({ summary: 'x' }), store: fileStore({ dir }), transport: ledgerStandIn().transport, log: () => undefined }).listen(0, '127.0.0.1');
     await restarted.close();
+  });
+
+  // A review of the lock: two starting at once could both take it (one read the other's lock before it was
+  // written and took it as stale; or both took one stale lock over, the second removing the first's).
+  it('gives a stale lock to one of two workers taking it over at once, and refuses the other', async () => {
+    const dir = freshDir();
+    const gone = spawnSync(process.execPath, ['-e', '']).pid;
+    writeFileSync(join(dir, '.lock'), JSON.stringify({ pid: gone, processStartedAt: '2026-12-01T00:00:00.000Z' }));
+    const tries = await Promise.allSettled(Array.from({ length: 4 }, () => fileStore({ dir }).lock?.() ?? Promise.reject(new Error('no lock'))));
+    expect(tries.filter((tried) => tried.status === 'fulfilled')).toHaveLength(1);
+    expect(tries.filter((tried) => tried.status === 'rejected').every((tried) => tried.status === 'rejected' && tried.reason instanceof StoreLockedError)).toBe(true);
+    expect(readdirSync(dir).filter((name) => name !== '.lock')).toEqual([]);
+  });
+
+  it('holds back from a lock it cannot read while it is young, or that another machine holds; takes an old unreadable one over', async () => {
+    const dir = freshDir();
+    writeFileSync(join(dir, '.lock'), '');
+    await expect(fileStore({ dir }).lock?.()).rejects.toThrow(/its lock is being written/);
+    utimesSync(join(dir, '.lock'), new Date('2026-01-01'), new Date('2026-01-01'));
+    const taken = await fileStore({ dir }).lock?.();
+    await taken?.release();
+    writeFileSync(join(dir, '.lock'), JSON.stringify({ host: 'another-machine', pid: 1, processStartedAt: '2026-12-01T00:00:00.000Z' }));
+    await expect(fileStore({ dir }).lock?.()).rejects.toThrow(/a worker on another-machine holds it/);
+  });
+
+  it('refuses a second worker on one memory store', async () => {
+    const store = memoryStore();
+    const first = await createWorker({ name: 'w-memory', run: async () => ({ summary: 'x' }), store, transport: ledgerStandIn().transport, log: () => undefined }).listen(0, '127.0.0.1');
+    await expect(createWorker({ name: 'w-memory-2', run: async () => ({ summary: 'x' }), store, transport: ledgerStandIn().transport, log: () => undefined }).listen(0, '127.0.0.1')).rejects.toBeInstanceOf(StoreLockedError);
+    await first.close();
   });
 });

@@ -5,7 +5,8 @@
  */
 export { createWorker, readRequestText, type RequestText, type ListeningWorker, type OpenWorker, type Worker, type WorkerAnswer, type WorkerOptions, type WorkerRequest } from './server.js';
 export { RunCancelledError, type RunContext, type RunIdentity, type RunFunction, type RunOutput } from './run-api.js';
-export { fileStore, memoryStore, StoreLockedError, StoreReadError, type CreateOutcome, type FileStoreOptions, type ListedRecords, type RunStore } from './store.js';
+export { StoreLockedError } from './store-lock.js';
+export { fileStore, memoryStore, StoreReadError, type CreateOutcome, type FileStoreOptions, type ListedRecords, type RunStore } from './store.js';
 export type { CommonWorkerOptions } from './options.js';
 export { sigv4Signer, type AwsCredentials, type AwsCredentialsProvider, type SignableRequest, type Signer, type Sigv4SignerOptions } from './signer.js';
 export { DEFAULT_RETRY, fetchTransport, type RetryPolicy, type Transport } from './callbacks.js';

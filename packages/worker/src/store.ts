@@ -3,6 +3,7 @@ import { mkdir, open, readdir, readFile, rename, link, unlink } from 'node:fs/pr
 import { join } from 'node:path';
 import { NATIVE_STATUS } from '@dispatch-ledger/protocol';
 import { isPlainObject } from './parse.js';
+import { lockDir, StoreLockedError } from './store-lock.js';
 import { RUN_STATUSES, clipForMessage, type RunRecord, type RunStatus } from './model.js';
 
 /**
@@ -24,8 +25,9 @@ export interface RunStore {
   list(): Promise<ListedRecords>;
   /**
    * Takes the store for one live worker, before it recovers anything: a store another live process holds
-   * is a StoreLockedError (its live runs would be reported failed as if that process had died). Optional:
-   * a store of one process (the memory store) needs none.
+   * is a StoreLockedError (its live runs would be reported failed as if that process had died). Optional
+   * for a store of your own; the file store's lock is per machine (store-lock.ts), the memory store's per
+   * instance.
    */
   lock?(): Promise<{ release(): Promise<void> }>;
 }
@@ -196,63 +198,6 @@ export function fileStore(options: FileStoreOptions): RunStore {
   };
 }
 
-/** Another live worker holds the store (its lock file names its process). */
-export class StoreLockedError extends Error {
-  override readonly name = 'StoreLockedError';
-}
-
-/** The lock file of a file store: `.lock` in its directory, naming the process that holds it. */
-const LOCK_FILE = '.lock';
-/** When this process started, to the second: with its pid, it names the process in a lock file. */
-const PROCESS_STARTED_AT = new Date(Math.round((Date.now() - process.uptime() * 1000) / 1000) * 1000).toISOString();
-
-/**
- * Takes `dir` for this process: the lock file is created exclusively; one left by a process that is gone
- * (a crash, a kill -9) is taken over. Released, it is removed if it is still this process's.
- */
-async function lockDir(dir: string): Promise<{ release(): Promise<void> }> {
-  const path = join(dir, LOCK_FILE);
-  const mine = JSON.stringify({ pid: process.pid, processStartedAt: PROCESS_STARTED_AT, lockedAt: new Date().toISOString() });
-  for (let tries = 0; ; tries += 1) {
-    try {
-      const handle = await open(path, 'wx', 0o600);
-      try {
-        await handle.writeFile(mine, 'utf8');
-      } finally {
-        await handle.close();
-      }
-      break;
-    } catch (error) {
-      if (!isCode(error, 'EEXIST') || tries > 0) throw error;
-      const held = await readFile(path, 'utf8').then((text) => JSON.parse(text) as { pid?: unknown; processStartedAt?: unknown }, () => undefined);
-      // Its pid is this process's: held here (another worker of this process), unless an earlier process
-      // had the same pid (a container restarted) — told apart by when the process started.
-      const holder = held?.pid;
-      const live = typeof holder === 'number' && (holder === process.pid ? held?.processStartedAt === PROCESS_STARTED_AT : alive(holder));
-      if (live) {
-        throw new StoreLockedError(`another worker (process ${holder}) holds the store ${dir}: one live worker per store — stop it, or give this worker another name or store (if no such worker runs, delete ${path})`);
-      }
-      // Left by a process that is gone (or unreadable: a crash while writing it): taken over.
-      await unlink(path).catch(() => undefined);
-    }
-  }
-  return {
-    release: async () => {
-      if ((await readFile(path, 'utf8').catch(() => '')) === mine) await unlink(path).catch(() => undefined);
-    },
-  };
-}
-
-/** Whether a process of this machine is running (signal 0 tests it; EPERM: it runs, as another user). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return isCode(error, 'EPERM');
-  }
-}
-
 /** A record file that exists but cannot be read as a record. */
 export class StoreReadError extends Error {
   override readonly name = 'StoreReadError';
@@ -278,9 +223,20 @@ export function memoryStore(): RunStore & { readonly size: number } {
     if (!decoded.ok) throw new StoreReadError(decoded.reason);
     return decoded.record;
   };
+  let held = false;
   return {
     get size() {
       return records.size;
+    },
+    // One live worker per store here too: two workers of this process on one memory store would each report the other's live runs.
+    async lock() {
+      if (held) throw new StoreLockedError('another worker of this process holds this memory store: one live worker per store');
+      held = true;
+      return {
+        release: async () => {
+          held = false;
+        },
+      };
     },
     async create(record) {
       const existing = records.get(record.runId);
