@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createWorker, fileStore, memoryStore, StoreLockedError, StoreReadError, type RunContext, type RunRecord } from '@dispatch-ledger/worker';
+import { createWorker, fileStore, memoryStore, StoreLockedError, StoreReadError, type RunContext, type RunRecord, type RunStore } from '@dispatch-ledger/worker';
 import { spawnSync } from 'node:child_process';
 import { CallbackClient, type Transport } from '../../packages/worker/src/callbacks.js';
 import { RunEngine } from '../../packages/worker/src/runs.js';
@@ -111,6 +111,12 @@ describe('the worker kit: the file store', () => {
 });
 
 /** A ledger stand-in: answers every callback 2xx and keeps each event's seq and type. */
+/** A file store whose writes fail while `full()` says the disk is full. */
+function fillingStore(dir: string, full: () => boolean): RunStore {
+  const files = fileStore({ dir });
+  return { ...files, put: async (record) => (full() ? Promise.reject(new Error('ENOSPC: no space left on device')) : files.put(record)) };
+}
+
 function ledgerStandIn(): { transport: Transport; events: Array<{ seq: number; type: string; result?: { summary?: string } }> } {
   const events: Array<{ seq: number; type: string; result?: { summary?: string } }> = [];
   return {
@@ -122,10 +128,10 @@ function ledgerStandIn(): { transport: Transport; events: Array<{ seq: number; t
   };
 }
 
-function engineOn(dir: string, transport: Transport, run: RunFunction): { engine: RunEngine; stop: AbortController } {
+function engineOn(dir: string, transport: Transport, run: RunFunction, store: RunStore = fileStore({ dir })): { engine: RunEngine; stop: AbortController } {
   const stop = new AbortController();
   const engine = new RunEngine({
-    store: fileStore({ dir }),
+    store,
     log: () => undefined,
     callbacks: new CallbackClient({ log: () => undefined, stopSignal: stop.signal, transport }),
     run,
@@ -183,25 +189,18 @@ describe('the worker kit: a restart on the same file store', () => {
   it('sends no event whose seq the store did not take, so a restart never sends a seq twice', async () => {
     const dir = freshDir();
     const ledger = ledgerStandIn();
-    const files = fileStore({ dir });
     let diskFull = false;
-    const store: typeof files = { ...files, put: async (record) => (diskFull ? Promise.reject(new Error('ENOSPC: no space left on device')) : files.put(record)) };
     let progressed = (): void => undefined;
     const reported = new Promise<void>((resolve) => (progressed = resolve));
-    const stop = new AbortController();
-    const engine = new RunEngine({
-      store,
-      log: () => undefined,
-      callbacks: new CallbackClient({ log: () => undefined, stopSignal: stop.signal, transport: ledger.transport }),
-      run: async (_task, ctx: RunContext) => {
-        await ctx.progress('before the disk filled');
-        diskFull = true;
-        await ctx.progress('while the disk is full');
-        progressed();
-        await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
-        throw ctx.signal.reason;
-      },
-    });
+    const run: RunFunction = async (_task, ctx: RunContext) => {
+      await ctx.progress('before the disk filled');
+      diskFull = true;
+      await ctx.progress('while the disk is full');
+      progressed();
+      await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+      throw ctx.signal.reason;
+    };
+    const { engine, stop } = engineOn(dir, ledger.transport, run, fillingStore(dir, () => diskFull));
     await engine.submit('d-r:1', submission);
     await reported;
     stop.abort();
@@ -224,18 +223,12 @@ describe('the worker kit: a restart on the same file store', () => {
   it('sends a final event though its write failed', async () => {
     const dir = freshDir();
     const ledger = ledgerStandIn();
-    const files = fileStore({ dir });
     let diskFull = false;
-    const store: typeof files = { ...files, put: async (record) => (diskFull ? Promise.reject(new Error('ENOSPC: no space left on device')) : files.put(record)) };
-    const engine = new RunEngine({
-      store,
-      log: () => undefined,
-      callbacks: new CallbackClient({ log: () => undefined, stopSignal: new AbortController().signal, transport: ledger.transport }),
-      run: async () => {
-        diskFull = true;
-        return { summary: 'done on a full disk' };
-      },
-    });
+    const run: RunFunction = async () => {
+      diskFull = true;
+      return { summary: 'done on a full disk' };
+    };
+    const { engine } = engineOn(dir, ledger.transport, run, fillingStore(dir, () => diskFull));
     await engine.submit('d-r:1', submission);
     const completed = await eventually('the completed event', () => ledger.events.find((event) => event.type === 'completed'));
     expect(completed.result?.summary).toBe('done on a full disk');
