@@ -171,7 +171,7 @@ export function evidenceContentType(ref: string, bytes: unknown, options: { read
  * A content-type header a request can carry (what fetch sends as it is): `type/subtype` (RFC 9110 tokens),
  * then any parameters — tabs and Latin-1 included, no control character but the tab — at most 256 characters.
  */
-const CONTENT_TYPE = /^(?=[\t\x20-\x7e\x80-\xff]{3,256}$)[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:[\t ]*;.*)?$/;
+const CONTENT_TYPE = /^(?=[\t\x20-\x7e\x80-\xff]{3,256}$)[!#$%&\x27*+.^_\x60|~0-9A-Za-z-]+\/[!#$%&\x27*+.^_\x60|~0-9A-Za-z-]+(?:[\t ]*;.*)?$/;
 
 /** How a run's code ended, as the engine and the Lambda invocation tell it. */
 export type RunEnding = { readonly kind: 'returned'; readonly value: unknown } | { readonly kind: 'threw'; readonly error: unknown } | { readonly kind: 'skipped' };
