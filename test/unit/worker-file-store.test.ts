@@ -327,6 +327,13 @@ describe('the worker kit: one live worker per file store', () => {
     await taken?.release();
     writeFileSync(join(dir, '.lock'), JSON.stringify({ host: 'another-machine', pid: 1, processStartedAt: '2026-12-01T00:00:00.000Z' }));
     await expect(fileStore({ dir }).lock?.()).rejects.toThrow(/a worker on another-machine holds it/);
+    // A takeover a crash left beside a stale lock is never removed by name (two takers could remove each other's): a person deletes it.
+    const gone = spawnSync(process.execPath, ['-e', '']).pid;
+    writeFileSync(join(dir, '.lock'), JSON.stringify({ pid: gone, processStartedAt: '2026-12-01T00:00:00.000Z' }));
+    writeFileSync(join(dir, '.lock.takeover'), '1');
+    utimesSync(join(dir, '.lock.takeover'), new Date('2026-01-01'), new Date('2026-01-01'));
+    await expect(fileStore({ dir }).lock?.()).rejects.toThrow(/another worker is taking it over \(if none is starting, delete .*\.lock\.takeover too\)/);
+    expect(readdirSync(dir).sort()).toEqual(['.lock', '.lock.takeover']);
   });
 
   it('refuses a second worker on one memory store', async () => {

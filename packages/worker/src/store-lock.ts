@@ -33,15 +33,18 @@ export async function lockDir(dir: string): Promise<{ release(): Promise<void> }
   const path = join(dir, LOCK_FILE);
   const mine = JSON.stringify({ host: HOST, pid: process.pid, processStartedAt: PROCESS_STARTED_AT, lockedAt: new Date().toISOString(), id: randomBytes(6).toString('hex') });
   const temp = join(dir, `.lock.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
-  await writeFile(temp, mine, { mode: 0o600, flag: 'wx' });
+  const held = { release: async () => ((await readFile(path, 'utf8').catch(() => '')) === mine ? unlink(path).catch(() => undefined) : undefined) };
   try {
+    await writeFile(temp, mine, { mode: 0o600, flag: 'wx' });
     for (let tries = 0; tries < 3; tries += 1) {
       try {
         await link(temp, path);
-        return { release: async () => ((await readFile(path, 'utf8').catch(() => '')) === mine ? unlink(path).catch(() => undefined) : undefined) };
+        return held;
       } catch (error) {
         if (!isCode(error, 'EEXIST')) throw error;
       }
+      // A link that went through and answered EEXIST (a retransmitted request on NFS) is this process's own.
+      if ((await readFile(path, 'utf8').catch(() => '')) === mine) return held;
       const stale = await staleLock(path, dir);
       if (stale !== undefined) await takeOver(path, dir, stale);
     }
@@ -58,13 +61,12 @@ async function takeOver(path: string, dir: string, stale: string): Promise<void>
     await writeFile(takeover, String(process.pid), { mode: 0o600, flag: 'wx' });
   } catch (error) {
     if (!isCode(error, 'EEXIST')) throw error;
-    // Held for a moment by a taker; one a crash left (older than the grace) is removed, and the next try takes over.
-    if (Date.now() - (await stat(takeover).then((found) => found.mtimeMs, () => Date.now())) < UNREADABLE_GRACE_MS) throw locked(dir, path, 'another worker is taking it over');
-    await unlink(takeover).catch(() => undefined);
-    return;
+    // Held for a moment by a taker — never removed by name here: two takers could each remove the other's.
+    // One a crash left (in that moment) is for a person to delete, as the message says.
+    throw locked(dir, path, `another worker is taking it over (if none is starting, delete ${takeover} too)`);
   }
   try {
-    if ((await readFile(path, 'utf8').catch(() => undefined)) === stale) await unlink(path);
+    if ((await readFile(path, 'utf8').catch(() => undefined)) === stale) await unlink(path).catch((error: unknown) => (isCode(error, 'ENOENT') ? undefined : Promise.reject(error)));
   } finally {
     await unlink(takeover).catch(() => undefined);
   }
@@ -77,7 +79,8 @@ async function staleLock(path: string, dir: string): Promise<string | undefined>
     text = await readFile(path, 'utf8');
   } catch (error) {
     if (isCode(error, 'ENOENT')) return undefined;
-    throw error;
+    // Not readable by this user (another user's worker): held, as far as this process can tell.
+    throw locked(dir, path, `its lock cannot be read (${error instanceof Error && 'code' in error ? String(error.code) : 'unreadable'})`);
   }
   let held: { host?: unknown; pid?: unknown; processStartedAt?: unknown } | undefined;
   try {
