@@ -68,7 +68,7 @@ export function cancelAwaitsEnd(state: DispatchState, at: Date): boolean {
 /**
  * When a run whose cancel was answered is looked up next: after as long as the cancel has been pending
  * (at least {@link CANCEL_LOOK_SECONDS}) — a handful of lookups, ever further apart, within one stall
- * window of the cancel, never a verdict; after that window the run is watched as any other.
+ * window of the cancel, never a verdict; after that window the run is watched like every other.
  */
 export function cancelLookAt(state: NextState): string | undefined {
   const now = new Date(state.updatedAt);

@@ -4,7 +4,7 @@ import { clip, printable } from '../../text.js';
 import type { RetryPolicy } from '../retry.js';
 import { IllegalTransitionError } from './legal.js';
 import { advance, bounded, cancelPending, finished, givenReason, plus, rescheduled } from './core.js';
-import { stallDeadline } from './run.js';
+import { reconcileLookup, stallDeadline } from './run.js';
 
 /**
  * Flow control (CONTRACT §11) and cancel (CONTRACT §2 v2): waits, admissions, cancels asked and answered, slots freed by hand.
@@ -92,7 +92,8 @@ export function cancelLookedUp(state: DispatchState, lookup: LookupOutcome, now:
   const cancel = state.cancel;
   if (!cancel || lookup.kind !== 'found' || !isTerminal(lookup.run.status)) return rescheduled(state, now, new Date(stallDeadline(state)));
   const { run } = lookup;
-  if (run.status !== 'cancelled') return finished(state, run.status, run.result?.summary, now, 'recovered', body, run.nativeStatus);
+  // Ended another way: recorded as any end a lookup finds.
+  if (run.status !== 'cancelled') return reconcileLookup(state, lookup, now, false, body) ?? rescheduled(state, now, new Date(stallDeadline(state)));
   return finished({ ...state, cancel: { ...cancel, nextAskAt: null, answer: 'the target says cancelled' } }, run.status, run.result?.summary, now, 'cancelled', body, run.nativeStatus);
 }
 
